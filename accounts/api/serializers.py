@@ -1,0 +1,62 @@
+from django.contrib.auth import get_user_model
+from rest_framework import serializers
+
+from ..models import AuditEntry
+from ..roles import Role, role_of, set_role
+
+
+class UserSerializer(serializers.ModelSerializer):
+    """A user with its Weft role (``viewer``, ``operator``, ``admin``)."""
+
+    role = serializers.ChoiceField(choices=["viewer", "operator", "admin"], required=False)
+    password = serializers.CharField(write_only=True, required=False, style={"input_type": "password"})
+
+    class Meta:
+        model = get_user_model()
+        fields = ["id", "username", "email", "is_active", "role", "password", "last_login", "date_joined"]
+        read_only_fields = ["last_login", "date_joined"]
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        data["role"] = role_of(instance).name.lower() if instance.is_active else "none"
+        return data
+
+    def _apply(self, user, role, password):
+        if password:
+            user.set_password(password)
+            user.save(update_fields=["password"])
+        if role:
+            set_role(user, Role.parse(role))
+
+    def create(self, validated_data):
+        role = validated_data.pop("role", "viewer")
+        password = validated_data.pop("password", None)
+        user = get_user_model().objects.create(**validated_data)
+        if not password:
+            user.set_unusable_password()
+            user.save(update_fields=["password"])
+        self._apply(user, role, password)
+        return user
+
+    def update(self, instance, validated_data):
+        role = validated_data.pop("role", None)
+        password = validated_data.pop("password", None)
+        instance = super().update(instance, validated_data)
+        self._apply(instance, role, password)
+        return instance
+
+
+class AuditEntrySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuditEntry
+        fields = [
+            "id",
+            "at",
+            "username",
+            "action",
+            "object_type",
+            "object_id",
+            "object_repr",
+            "changes",
+            "remote_addr",
+        ]

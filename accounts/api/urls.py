@@ -1,0 +1,9 @@
+from rest_framework.routers import DefaultRouter
+
+from .views import AuditEntryViewSet, UserViewSet
+
+app_name = "accounts-api"
+router = DefaultRouter()
+router.register("users", UserViewSet)
+router.register("audit", AuditEntryViewSet)
+urlpatterns = router.urls

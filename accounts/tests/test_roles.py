@@ -1,0 +1,79 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from accounts.models import AuditEntry
+from accounts.roles import Role, role_of, set_role
+
+BASE = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def users(db):
+    User = get_user_model()
+    out = {}
+    for name, role in [("vic", "viewer"), ("olga", "operator"), ("ada", "admin")]:
+        user = User.objects.create_user(name, password="pw-" + name)
+        set_role(user, role)
+        out[role] = user
+    return out
+
+
+def test_roles_are_ordered(users):
+    assert role_of(users["viewer"]) == Role.VIEWER
+    assert role_of(users["operator"]) == Role.OPERATOR
+    assert role_of(users["admin"]) == Role.ADMIN
+    assert Role.ADMIN > Role.OPERATOR > Role.VIEWER
+
+
+def test_api_requires_auth(db):
+    client = APIClient()
+    assert client.get("/api/accounts/users/me/").status_code in (401, 403)
+
+
+def test_user_admin_only_and_audited(users):
+    client = APIClient()
+    client.force_authenticate(users["operator"])
+    assert client.get("/api/accounts/users/").status_code == 403
+    assert client.get("/api/accounts/users/me/").json()["role"] == "operator"
+    client.force_authenticate(users["admin"])
+    resp = client.post("/api/accounts/users/", {"username": "new", "role": "operator"}, format="json")
+    assert resp.status_code == 201, resp.content
+    assert resp.json()["role"] == "operator"
+    entry = AuditEntry.objects.get(action="user.create")
+    assert entry.username == "ada" and entry.object_repr == "new"
+
+
+def test_token_auth(users):
+    client = APIClient()
+    client.force_authenticate(users["viewer"])
+    key = client.post("/api/accounts/users/token/").json()["token"]
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    assert other.get("/api/accounts/users/me/").json()["username"] == "vic"
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"SECRET_KEY": ""}, "development SECRET_KEY"),
+        ({"SECRET_KEY": "x" * 40, "WEFT_DEBUG": "1"}, "WEFT_DEBUG"),
+    ],
+)
+def test_production_refuses_unsafe_settings(env, message):
+    full = {
+        **os.environ,
+        "DATABASE_URL": "postgres://u@127.0.0.1:5432/x",
+        "REDIS_URL": "redis://127.0.0.1:6379/0",
+        **env,
+    }
+    proc = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=BASE, env=full, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode != 0
+    assert message in proc.stderr

@@ -1,0 +1,2 @@
+app_name = "events-api"
+urlpatterns: list = []

@@ -1,0 +1,2 @@
+app_name = "fabric-api"
+urlpatterns: list = []

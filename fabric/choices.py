@@ -1,0 +1,71 @@
+"""Enumerations of the fabric model, named as in the IBTA spec (Vol 1, ch. 14.2.5)."""
+
+from django.db import models
+
+
+class NodeType(models.TextChoices):
+    """NodeInfo:NodeType (IBTA Vol 1, 14.2.5.3): 1 CA, 2 switch, 3 router."""
+
+    CA = "ca", "CA"
+    SWITCH = "switch", "Switch"
+    ROUTER = "router", "Router"
+
+
+class Tier(models.IntegerChoices):
+    """Derived position of a node in a fat tree (not an IB attribute).
+
+    Hosts' CAs are tier 0; a switch with at least one CA is a leaf (1); a switch whose
+    neighbours are leaves is a spine (2); a switch above spines is core (3); switches not
+    reachable from any CA are UNKNOWN.
+    """
+
+    HOST = 0, "host"
+    LEAF = 1, "leaf"
+    SPINE = 2, "spine"
+    CORE = 3, "core"
+    UNKNOWN = 9, "unknown"
+
+
+class PortState(models.IntegerChoices):
+    """PortInfo:PortState (IBTA Vol 1, 14.2.5.6): 0 = no state change/unknown."""
+
+    UNKNOWN = 0, "Unknown"
+    DOWN = 1, "Down"
+    INIT = 2, "Initialize"
+    ARMED = 3, "Armed"
+    ACTIVE = 4, "Active"
+
+
+class PhysState(models.IntegerChoices):
+    """PortInfo:PortPhysicalState (IBTA Vol 1, 14.2.5.6)."""
+
+    UNKNOWN = 0, "Unknown"
+    SLEEP = 1, "Sleep"
+    POLLING = 2, "Polling"
+    DISABLED = 3, "Disabled"
+    TRAINING = 4, "PortConfigurationTraining"
+    LINKUP = 5, "LinkUp"
+    ERROR_RECOVERY = 6, "LinkErrorRecovery"
+    PHY_TEST = 7, "Phy Test"
+
+
+class SMState(models.IntegerChoices):
+    """SMInfo:SMState (IBTA Vol 1, 14.2.5.13)."""
+
+    NOT_ACTIVE = 0, "Not active"
+    DISCOVERING = 1, "Discovering"
+    STANDBY = 2, "Standby"
+    MASTER = 3, "Master"
+
+
+class DiscoverySource(models.TextChoices):
+    LIVE = "live", "Live (ibnetdiscover)"
+    FILE = "file", "File import"
+    UPLOAD = "upload", "Upload (UI/API)"
+
+
+class DiscoveryStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    OK = "ok", "Complete"
+    PARTIAL = "partial", "Partial (some nodes unreachable)"
+    FAILED = "failed", "Failed"

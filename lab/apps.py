@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class LabConfig(AppConfig):
+    """The fabric lab (ibsim + OpenSM + infiniband-diags) as a library, and its command."""
+
+    name = "lab"

@@ -1,0 +1,1 @@
+"""pytest fixtures of the fabric lab (filled in by the lab library)."""

@@ -1,0 +1,2 @@
+app_name = "telemetry-api"
+urlpatterns: list = []

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class TelemetryConfig(AppConfig):
+    """Port-counter polling, rates, congestion, history, Prometheus metrics and the heatmap."""
+
+    name = "telemetry"

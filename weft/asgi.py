@@ -1,0 +1,30 @@
+"""ASGI entry point: HTTP through Django, websockets through Channels.
+
+Websocket routes come from each app's ``routing.py``; every websocket needs an authenticated
+session (checked in the consumers) and an allowed Origin.
+"""
+
+from __future__ import annotations
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "weft.settings")
+django_asgi_app = get_asgi_application()
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+
+from events.routing import websocket_urlpatterns as event_routes  # noqa: E402
+from telemetry.routing import websocket_urlpatterns as telemetry_routes  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(URLRouter([*telemetry_routes, *event_routes]))
+        ),
+    }
+)

@@ -1,0 +1,117 @@
+"""The embedded deployment's in-process Celery worker and beat.
+
+One process (the web server started by ``manage.py demo`` or ``runserver``) runs the beat
+schedule from ``settings.CELERY_BEAT_SCHEDULE`` in a daemon thread and executes task calls in a
+small thread pool. A task never overlaps itself here: a call that arrives while the same task
+(same name and arguments) is still running is dropped, as a beat tick would be skipped.
+
+Production runs real ``celery worker`` and ``celery beat`` processes instead; nothing here is
+used there.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from celery import Task
+
+log = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_executor: ThreadPoolExecutor | None = None
+_running: set[tuple] = set()
+_beat_thread: threading.Thread | None = None
+_stop = threading.Event()
+
+
+def _key(task: Task, args: tuple, kwargs: dict) -> tuple:
+    return (task.name, repr(args), repr(sorted(kwargs.items())))
+
+
+def _run(task: Task, args: tuple, kwargs: dict, key: tuple) -> Any:
+    from django.db import close_old_connections
+
+    try:
+        close_old_connections()
+        return task.apply(args=args, kwargs=kwargs, throw=False).result
+    except Exception:  # pragma: no cover - apply(throw=False) already catches
+        log.exception("in-process task %s failed", task.name)
+        return None
+    finally:
+        close_old_connections()
+        with _lock:
+            _running.discard(key)
+
+
+def submit(task: Task, args: tuple, kwargs: dict) -> Future | Any:
+    """Queue ``task(*args, **kwargs)`` on the in-process pool.
+
+    Returns a ``concurrent.futures.Future`` when the worker runs, ``None`` when the same call
+    is already running (dropped), or the task's result when no worker was started (one-shot
+    commands run the task at once).
+    """
+    key = _key(task, tuple(args), dict(kwargs))
+    with _lock:
+        if _executor is None:
+            executor = None
+        elif key in _running:
+            log.debug("in-process: %s already running, call dropped", task.name)
+            return None
+        else:
+            _running.add(key)
+            executor = _executor
+    if executor is None:
+        return task.apply(args=args, kwargs=kwargs).get()
+    return executor.submit(_run, task, tuple(args), dict(kwargs), key)
+
+
+def _beat(schedule: dict[str, dict]) -> None:
+    from weft.celery import app
+
+    next_due: dict[str, float] = {name: time.monotonic() for name in schedule}
+    while not _stop.is_set():
+        now = time.monotonic()
+        for name, entry in schedule.items():
+            if now < next_due[name]:
+                continue
+            interval = entry["schedule"]
+            seconds = interval.total_seconds() if hasattr(interval, "total_seconds") else float(interval)
+            next_due[name] = now + seconds
+            task = app.tasks.get(entry["task"])
+            if task is None:
+                log.warning("beat entry %s names unknown task %s", name, entry["task"])
+                continue
+            submit(task, tuple(entry.get("args", ())), dict(entry.get("kwargs", {})))
+        _stop.wait(0.2)
+
+
+def start(workers: int = 4, beat: bool = True, schedule: dict | None = None) -> None:
+    """Start the pool (and, with ``beat``, the schedule thread). Idempotent."""
+    global _executor, _beat_thread
+    from django.conf import settings
+
+    with _lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="weft-task")
+    if beat and _beat_thread is None:
+        _stop.clear()
+        sched = dict(settings.CELERY_BEAT_SCHEDULE if schedule is None else schedule)
+        _beat_thread = threading.Thread(target=_beat, args=(sched,), name="weft-beat", daemon=True)
+        _beat_thread.start()
+
+
+def stop(wait: bool = True) -> None:
+    """Stop the beat thread and the pool."""
+    global _executor, _beat_thread
+    _stop.set()
+    if _beat_thread is not None:
+        _beat_thread.join(timeout=5)
+        _beat_thread = None
+    with _lock:
+        executor, _executor = _executor, None
+    if executor is not None:
+        executor.shutdown(wait=wait, cancel_futures=True)

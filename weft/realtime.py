@@ -1,0 +1,70 @@
+"""A small typed producer for Channels groups, used by tasks and services.
+
+Consumers only authenticate, join a group and relay (STYLE.md); everything that sends goes
+through :func:`publish`, so each message has a ``type`` the consumers know.
+
+The embedded deployment uses Channels' ``InMemoryChannelLayer``, whose queues belong to the
+ASGI server's event loop: a send from a worker thread must run on that loop. Consumers call
+:func:`remember_loop` on connect, and :func:`publish` hands the send to that loop with
+``run_coroutine_threadsafe``. With the Redis layer a plain ``async_to_sync`` send is used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+
+log = logging.getLogger(__name__)
+_server_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def remember_loop() -> None:
+    """Record the running event loop as the ASGI server's (call from a consumer's connect)."""
+    global _server_loop
+    with _loop_lock:
+        _server_loop = asyncio.get_running_loop()
+
+
+def group_name(kind: str, fabric_id: int | str) -> str:
+    """Return the Channels group for ``kind`` (``heatmap``, ``alarms``, ...) of one fabric."""
+    return f"weft.{kind}.{fabric_id}"
+
+
+def publish(group: str, message_type: str, payload: dict[str, Any], timeout: float = 5.0) -> bool:
+    """Send ``{"type": message_type, "payload": payload}`` to a Channels group.
+
+    ``message_type`` is the consumer handler name with dots (``heatmap.delta`` calls
+    ``heatmap_delta``). Returns True when the message was handed to the layer, False when there
+    was nobody to send to (in-memory layer and no consumer ever connected). Never raises for a
+    full or absent layer: live updates are best effort, the database is the truth.
+    """
+    layer = get_channel_layer()
+    if layer is None:
+        return False
+    message = {"type": message_type, "payload": payload}
+    try:
+        if isinstance(layer, InMemoryChannelLayer):
+            loop = _server_loop
+            if loop is None or loop.is_closed():
+                return False
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                loop.create_task(layer.group_send(group, message))
+                return True
+            future = asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop)
+            future.result(timeout)
+            return True
+        async_to_sync(layer.group_send)(group, message)
+        return True
+    except Exception:
+        log.warning("publish to %s failed", group, exc_info=True)
+        return False

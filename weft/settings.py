@@ -1,0 +1,253 @@
+"""Django settings for Weft.
+
+Two deployments from one module, chosen by the environment (see README "Configuration"):
+
+* **Embedded** (no ``DATABASE_URL``/``REDIS_URL``): SQLite under ``WEFT_DATA_DIR``, Channels'
+  in-memory layer, and Celery tasks run by an in-process worker and beat
+  (``weft.inprocess``) inside the web process.
+* **Production** (``DATABASE_URL`` and ``REDIS_URL`` set): PostgreSQL, Redis as the Celery
+  broker and the Channels layer, separate ``celery worker``/``celery beat`` processes.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from weft.env import env_bool, env_float, env_int, env_list, env_str, parse_email_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(env_str("WEFT_DATA_DIR", str(BASE_DIR / "data")))
+
+DEV_SECRET_KEY = "weft-development-key-not-for-production"
+SECRET_KEY = env_str("SECRET_KEY", DEV_SECRET_KEY)
+DEBUG = env_bool("WEFT_DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+DATABASE_URL = env_str("DATABASE_URL")
+REDIS_URL = env_str("REDIS_URL")
+#: Embedded mode: one process, SQLite, in-memory channel layer, in-process worker.
+EMBEDDED = not (DATABASE_URL and REDIS_URL)
+PRODUCTION = env_bool("WEFT_PRODUCTION", not EMBEDDED)
+
+if PRODUCTION and not any(cmd in sys.argv for cmd in ("collectstatic",)):
+    if SECRET_KEY == DEV_SECRET_KEY or len(SECRET_KEY) < 32:
+        raise ImproperlyConfigured(
+            "Weft production settings refuse to start with the development SECRET_KEY: "
+            "set SECRET_KEY to a random string of at least 32 characters."
+        )
+    if DEBUG:
+        raise ImproperlyConfigured("Weft production settings refuse to start with WEFT_DEBUG on: unset it.")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "accounts",
+    "lab",
+    "fabric",
+    "telemetry",
+    "events",
+    "pools",
+    "scheduler",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "accounts.middleware.AuditUserMiddleware",
+]
+
+ROOT_URLCONF = "weft.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "accounts.context_processors.roles",
+            ],
+        },
+    },
+]
+WSGI_APPLICATION = None
+ASGI_APPLICATION = "weft.asgi.application"
+
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+else:
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": env_str("WEFT_SQLITE_PATH", str(DATA_DIR / "weft.sqlite3")),
+            # Threads of the in-process worker write too: wait instead of "database is locked".
+            "OPTIONS": {
+                "timeout": 30,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "accounts:login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "accounts:login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if PRODUCTION
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
+        )
+    },
+}
+MEDIA_ROOT = DATA_DIR / "media"
+DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.RolePermission"],
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 100,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Weft API",
+    "DESCRIPTION": "InfiniBand fabric and GPU-pool manager.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# Celery: the beat schedule lives here (STYLE.md). In embedded mode weft.inprocess runs it.
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TIMEZONE = TIME_ZONE
+WEFT_DISCOVERY_INTERVAL_S = env_float("WEFT_DISCOVERY_INTERVAL_S", 300.0)
+WEFT_POLL_INTERVAL_S = env_float("WEFT_POLL_INTERVAL_S", 10.0)
+WEFT_ROLLUP_INTERVAL_S = env_float("WEFT_ROLLUP_INTERVAL_S", 60.0)
+CELERY_BEAT_SCHEDULE = {
+    "discover-all-fabrics": {
+        "task": "fabric.tasks.discover_all_task",
+        "schedule": timedelta(seconds=WEFT_DISCOVERY_INTERVAL_S),
+    },
+    "poll-all-fabrics": {
+        "task": "telemetry.tasks.poll_all_task",
+        "schedule": timedelta(seconds=WEFT_POLL_INTERVAL_S),
+    },
+    "rollup-counters": {
+        "task": "telemetry.tasks.rollup_task",
+        "schedule": timedelta(seconds=WEFT_ROLLUP_INTERVAL_S),
+    },
+}
+
+if EMAIL_URL := env_str("EMAIL_URL", "console://"):
+    _email = parse_email_url(EMAIL_URL)
+    EMAIL_BACKEND = _email.backend
+    EMAIL_HOST, EMAIL_PORT = _email.host, _email.port
+    EMAIL_HOST_USER, EMAIL_HOST_PASSWORD = _email.user, _email.password
+    EMAIL_USE_TLS, EMAIL_USE_SSL = _email.use_tls, _email.use_ssl
+    EMAIL_FILE_PATH = _email.file_path or str(DATA_DIR / "mail")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "weft@localhost")
+#: Absolute base URL used in alert emails to link to alarm pages.
+WEFT_BASE_URL = env_str("WEFT_BASE_URL", "http://127.0.0.1:8000")
+
+#: Tokens (comma-separated) accepted on /metrics as "Authorization: Bearer <token>".
+WEFT_METRICS_TOKENS = env_list("WEFT_METRICS_TOKENS", [])
+#: Client addresses allowed to read /metrics without a token.
+WEFT_METRICS_ALLOW = env_list("WEFT_METRICS_ALLOW", ["127.0.0.1", "::1"])
+#: Default timeout (seconds) for one run of an infiniband-diags tool.
+WEFT_TOOL_TIMEOUT_S = env_float("WEFT_TOOL_TIMEOUT_S", 120.0)
+#: Parallel perfquery processes per sweep.
+WEFT_POLL_PARALLELISM = env_int("WEFT_POLL_PARALLELISM", 8)
+
+if PRODUCTION:
+    SESSION_COOKIE_SECURE = env_bool("WEFT_SECURE_COOKIES", True)
+    CSRF_COOKIE_SECURE = env_bool("WEFT_SECURE_COOKIES", True)
+    SECURE_SSL_REDIRECT = env_bool("WEFT_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = env_int("WEFT_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("WEFT_LOG_LEVEL", "INFO")},
+    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+}
+
+# Shared cache: Redis in production (task non-overlap locks, rate limits across workers),
+# process-local memory in the embedded deployment.
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.browser_support"]
+
 REALDATA = Path(os.environ.get("WEFT_REALDATA", Path(__file__).resolve().parents[2] / "shared" / "realdata"))
 
 

@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    "weft",
     "accounts",
     "lab",
     "fabric",
@@ -154,6 +155,8 @@ STORAGES = {
         )
     },
 }
+# Embedded: serve static files straight from the app folders (no collectstatic step).
+WHITENOISE_USE_FINDERS = not PRODUCTION
 MEDIA_ROOT = DATA_DIR / "media"
 DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024

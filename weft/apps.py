@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class WeftConfig(AppConfig):
+    """Project-level commands: ``serve`` (ASGI server + in-process worker) and ``demo``."""
+
+    name = "weft"
+    verbose_name = "Weft"

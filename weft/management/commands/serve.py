@@ -1,0 +1,49 @@
+"""``manage.py serve``: the embedded deployment's single process.
+
+Runs the ASGI application (HTTP + websockets) with daphne and, in the embedded deployment, the
+in-process Celery worker and beat (``weft.inprocess``), until Ctrl-C/SIGTERM.
+In production run ``daphne weft.asgi:application``, ``celery -A weft worker`` and
+``celery -A weft beat`` instead (README).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Serve Weft (daphne ASGI) with the in-process worker and beat (embedded deployment)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--no-worker", action="store_true", help="do not run the in-process worker")
+        parser.add_argument("--no-beat", action="store_true", help="run the worker but not the schedule")
+
+    def handle(self, host, port, no_worker, no_beat, **opts):
+        serve(host, port, worker=not no_worker, beat=not no_beat, stdout=self.stdout)
+
+
+def serve(host: str, port: int, *, worker: bool = True, beat: bool = True, stdout=None) -> None:
+    """Run daphne on ``host:port`` (blocking) with the in-process worker when embedded."""
+    from channels.routing import get_default_application
+    from daphne.endpoints import build_endpoint_description_strings
+    from daphne.server import Server
+
+    from weft import inprocess
+
+    if worker and settings.EMBEDDED:
+        inprocess.start(beat=beat)
+    if stdout is not None:
+        mode = "embedded (SQLite, in-process worker)" if settings.EMBEDDED else "production"
+        stdout.write(f"Weft serving on http://{host}:{port}/ — {mode}. Ctrl-C stops.")
+        stdout.flush()
+    try:
+        Server(
+            application=get_default_application(),
+            endpoints=build_endpoint_description_strings(host=host, port=port),
+            signal_handlers=True,
+        ).run()
+    finally:
+        inprocess.stop(wait=False)

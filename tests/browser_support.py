@@ -84,7 +84,7 @@ class WeftServer:
         self.manage("migrate", "--noinput")
         for user, role in (("admin", "admin"), ("operator", "operator"), ("viewer", "viewer")):
             self.manage("set_role", user, role, "--create", "--password", PASSWORD)
-        log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "manage.py", "serve", "--port", str(self.port)],
             cwd=BASE_DIR,

@@ -1,0 +1,141 @@
+"""``manage.py demo``: the README's demo in one command.
+
+Migrates the embedded SQLite database, creates an ``admin`` user with a generated password
+(printed once), starts a lab fabric (ibsim + OpenSM, a 2-level fat tree of a few hundred hosts by
+default), points a Weft fabric named ``lab`` at it, discovers it, then serves Weft on
+http://127.0.0.1:8000 with the in-process worker (discovery and counter polling on their beat
+schedule), a traffic pattern played through the lab console so the heatmap moves, and occasional
+injected faults (a link flap, an error burst) so alarms appear. Ctrl-C stops everything, the lab
+processes included.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+
+class Command(BaseCommand):
+    help = "Run the demo: a lab fabric discovered, polled and shown live on http://127.0.0.1:8000."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument(
+            "--topology", help="netfile (ibnetdiscover format) instead of a generated fat tree"
+        )
+        parser.add_argument(
+            "--fat-tree",
+            default="2:leaves=12,spines=6,hosts=24,speed=HDR",
+            help="generated fat tree spec (see manage.py fabric_lab --help)",
+        )
+        parser.add_argument("--fabric", default="lab", help="name of the Weft fabric for the lab")
+        parser.add_argument("--poll-interval", type=float, default=5.0, help="seconds between counter sweeps")
+        parser.add_argument("--no-traffic", action="store_true", help="do not play the traffic pattern")
+        parser.add_argument("--no-faults", action="store_true", help="do not inject faults")
+
+    def handle(self, **opts):
+        if not settings.EMBEDDED:
+            self.stderr.write("demo: DATABASE_URL/REDIS_URL are set; the demo uses them as they are.")
+        call_command("migrate", interactive=False, verbosity=0)
+        self._admin()
+
+        from lab import Lab, LabError, netgen
+
+        if opts["topology"]:
+            netfile: str | Path = Path(opts["topology"])
+        else:
+            netfile = netgen.parse_spec(opts["fat_tree"])
+        workdir = Path(tempfile.mkdtemp(prefix="weft-demo-lab-"))
+        self.stdout.write("Starting the lab fabric (ibsim + OpenSM)...")
+        self.stdout.flush()
+        lab = Lab(netfile, workdir=workdir)
+        try:
+            lab.start(timeout=180)
+        except LabError as exc:
+            raise CommandError(f"the lab fabric did not start: {exc}") from exc
+        threads = []
+        try:
+            fabric = self._fabric(opts["fabric"], lab)
+            from fabric.services.discovery import discover
+
+            discovery = discover(fabric)
+            self.stdout.write(
+                f"Discovered fabric {fabric.name!r}: {json.dumps(discovery.counts)} (status {discovery.status})"
+            )
+            threads = self._background(lab, fabric, opts)
+            schedule = dict(settings.CELERY_BEAT_SCHEDULE)
+            poll = dict(schedule["poll-all-fabrics"], schedule=timedelta(seconds=opts["poll_interval"]))
+            schedule["poll-all-fabrics"] = poll
+            from weft import inprocess
+
+            inprocess.start(beat=True, schedule=schedule)
+            self.stdout.write(
+                f"\nWeft demo: open http://{opts['host']}:{opts['port']}/ "
+                f"(map: /fabric/map/, heatmap: /heatmap/, alarms: /alarms/). Ctrl-C stops.\n"
+                f"Point the diags at the lab: {' '.join(f'{k}={v}' for k, v in lab.tool_env.items())} ibnetdiscover"
+            )
+            self.stdout.flush()
+            from weft.management.commands.serve import serve
+
+            serve(opts["host"], opts["port"], worker=False)
+        finally:
+            for thread in threads:
+                thread.stop()
+            from weft import inprocess
+
+            inprocess.stop(wait=False)
+            lab.stop()
+            self.stdout.write("Demo stopped; lab processes ended.")
+
+    def _admin(self) -> None:
+        User = get_user_model()
+        if User.objects.filter(username="admin").exists():
+            self.stdout.write(
+                "User 'admin' exists (its password was printed when it was created; "
+                "reset it with: python manage.py changepassword admin)."
+            )
+            return
+        password = secrets.token_urlsafe(12)
+        User.objects.create_superuser("admin", "admin@localhost", password)
+        self.stdout.write(f"Created the Weft admin user. Sign in as  admin / {password}  (shown only once).")
+
+    def _fabric(self, name: str, lab):
+        from fabric.models import Fabric
+
+        fabric, _ = Fabric.objects.get_or_create(name=name, defaults={"description": "Weft demo lab fabric"})
+        fabric.tool_env = dict(lab.tool_env)
+        fabric.discovery_enabled = True
+        fabric.polling_enabled = True
+        fabric.save()
+        return fabric
+
+    def _background(self, lab, fabric, opts) -> list:
+        threads = []
+        if not opts["no_traffic"]:
+            try:
+                from telemetry.traffic import TrafficPlayer
+            except ImportError:
+                self.stderr.write("demo: telemetry.traffic is not available; no traffic pattern")
+            else:
+                player = TrafficPlayer(lab, fabric, interval=max(1.0, opts["poll_interval"] / 2))
+                player.start()
+                threads.append(player)
+        if not opts["no_faults"]:
+            try:
+                from events.faults import FaultInjector
+            except ImportError:
+                self.stderr.write("demo: events.faults is not available; no injected faults")
+            else:
+                injector = FaultInjector(lab, interval=90.0)
+                injector.start()
+                threads.append(injector)
+        return threads

@@ -1,0 +1,163 @@
+"""The heatmap websocket consumer on the real ASGI app (``weft.asgi.application``).
+
+* Redis channel layer (``integration``: PostgreSQL + Redis from ``DATABASE_URL``/``REDIS_URL``):
+  anonymous users get close code 4401, a viewer receives the delta of a sweep after it commits.
+* In-memory layer (the embedded deployment): ``weft.realtime.publish`` from a worker thread
+  reaches a consumer running on the server's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.db import connection, transaction
+from django.test import Client, override_settings
+
+from accounts.roles import set_role
+from telemetry.models import Sweep
+from telemetry.signals import sweep_committed
+from telemetry.tests.test_views import make_fabric, write_sweep
+from weft.asgi import application
+
+ORIGIN = (b"origin", b"http://127.0.0.1")
+
+
+def session_headers(user) -> list[tuple[bytes, bytes]]:
+    client = Client()
+    client.force_login(user)
+    return [ORIGIN, (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
+
+
+def make_viewer(name: str = "vic", active: bool = True):
+    user = get_user_model().objects.create_user(name, password="pw-" + name, is_active=active)
+    set_role(user, "viewer")
+    return user
+
+
+def commit_sweep(fabric, values) -> Sweep:
+    """Write a sweep in one transaction and send ``sweep_committed`` on commit, as the sweep service does.
+
+    Runs in an executor thread; closes that thread's connection so the test database can be dropped.
+    """
+    try:
+        with transaction.atomic():
+            sweep = write_sweep(fabric, values)
+            transaction.on_commit(
+                lambda: sweep_committed.send(sender=Sweep, fabric_id=fabric.pk, sweep_id=sweep.pk)
+            )
+        return sweep
+    finally:
+        if threading.current_thread() is not threading.main_thread():
+            connection.close()
+
+
+async def expect_close(comm: WebsocketCommunicator) -> int:
+    connected, _ = await comm.connect(timeout=10)
+    assert connected, "the handshake is accepted so that browsers see the close code"
+    out = await comm.receive_output(timeout=10)
+    assert out["type"] == "websocket.close"
+    return out["code"]
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_redis_layer_anonymous_and_inactive_rejected():
+    from channels_redis.core import RedisChannelLayer
+
+    assert isinstance(get_channel_layer(), RedisChannelLayer)
+    fabric = make_fabric()["fabric"]
+    inactive = make_viewer("gone")
+    headers = session_headers(inactive)
+    type(inactive).objects.filter(pk=inactive.pk).update(is_active=False)
+
+    async def run():
+        anon = WebsocketCommunicator(application, f"/ws/heatmap/{fabric.pk}/", headers=[ORIGIN])
+        assert await expect_close(anon) == 4401
+        gone = WebsocketCommunicator(application, f"/ws/heatmap/{fabric.pk}/", headers=headers)
+        assert await expect_close(gone) == 4401
+
+    asyncio.run(run())
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_redis_layer_viewer_receives_delta_after_sweep_commit():
+    cache.clear()
+    built = make_fabric()
+    fabric, ports = built["fabric"], built["ports"]
+    hot = ports[("leaf2", 3)]
+    headers = session_headers(make_viewer())
+
+    async def run():
+        missing = WebsocketCommunicator(application, "/ws/heatmap/987654/", headers=headers)
+        assert await expect_close(missing) == 4404
+
+        comm = WebsocketCommunicator(application, f"/ws/heatmap/{fabric.pk}/", headers=headers)
+        connected, _ = await comm.connect(timeout=10)
+        assert connected
+        assert await comm.receive_nothing(timeout=0.3)  # nothing is sent before a sweep
+        loop = asyncio.get_running_loop()
+        first = await loop.run_in_executor(
+            None, commit_sweep, fabric, {hot: {"utilisation": 0.25, "congestion": 0.5}}
+        )
+        msg = await comm.receive_json_from(timeout=10)
+        assert msg["type"] == "heatmap.delta"
+        payload = msg["payload"]
+        assert payload["fabric"] == fabric.pk and payload["sweep"] == first.pk and payload["full"] is True
+        cells = {c[0]: c for c in payload["cells"]}
+        assert len(cells) == 16 and cells[hot.pk] == [hot.pk, hot.node_id, 3, 0.25, 0.5, 0, 0]
+
+        # The next sweep changes one cell: the delta carries only that cell.
+        second = await loop.run_in_executor(None, commit_sweep, fabric, {hot: {"congestion": 0.9}})
+        msg = await comm.receive_json_from(timeout=10)
+        assert msg["payload"]["sweep"] == second.pk and "full" not in msg["payload"]
+        assert msg["payload"]["cells"] == [[hot.pk, hot.node_id, 3, 0.25, 0.9, 0, 0]]
+
+        # Pings are answered; other fabrics' sweeps are not relayed.
+        await comm.send_json_to({"type": "ping"})
+        assert await comm.receive_json_from(timeout=5) == {"type": "pong"}
+        await comm.disconnect()
+
+    asyncio.run(run())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_memory_layer_publish_from_worker_thread_reaches_consumer():
+    cache.clear()
+    with override_settings(CHANNEL_LAYERS={"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}):
+        assert isinstance(get_channel_layer(), InMemoryChannelLayer)
+        built = make_fabric()
+        fabric, ports = built["fabric"], built["ports"]
+        other = make_fabric("other")["fabric"]
+        port = ports[("spine2", 4)]
+        headers = session_headers(make_viewer())
+        threads: list[str] = []
+
+        def worker() -> Sweep:
+            # What the in-process worker does: a sweep commits in a pool thread, not on the loop.
+            threads.append(threading.current_thread().name)
+            commit_sweep(other, {})
+            return commit_sweep(fabric, {port: {"utilisation": 0.75, "congestion": 0.125}})
+
+        async def run():
+            comm = WebsocketCommunicator(application, f"/ws/heatmap/{fabric.pk}/", headers=headers)
+            connected, _ = await comm.connect(timeout=10)
+            assert connected
+            loop_thread = threading.current_thread().name
+            sweep = await asyncio.get_running_loop().run_in_executor(None, worker)
+            assert threads and threads[0] != loop_thread
+            msg = await comm.receive_json_from(timeout=10)
+            assert msg["type"] == "heatmap.delta"
+            # Only this fabric's delta arrives (the other fabric's sweep went to its own group).
+            assert msg["payload"]["fabric"] == fabric.pk and msg["payload"]["sweep"] == sweep.pk
+            assert [port.pk, port.node_id, 4, 0.75, 0.125, 0, 0] in msg["payload"]["cells"]
+            assert await comm.receive_nothing(timeout=0.3)
+            await comm.disconnect()
+
+        asyncio.run(run())

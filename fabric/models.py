@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 
 from .choices import DiscoverySource, DiscoveryStatus, NodeType, PhysState, PortState, SMState, Tier
 
@@ -184,7 +185,7 @@ class Discovery(models.Model):
     """
 
     fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="discoveries")
-    started = models.DateTimeField(auto_now_add=True, db_index=True)
+    started = models.DateTimeField(default=timezone.now, db_index=True)
     duration_s = models.FloatField(null=True, blank=True)
     source = models.CharField(max_length=8, choices=DiscoverySource.choices)
     filename = models.CharField(max_length=255, blank=True)

@@ -1,0 +1,1 @@
+"""Collectors: run infiniband-diags tools with timeouts and hand their text to the parsers."""

@@ -1,0 +1,137 @@
+"""Running infiniband-diags tools (``ibnetdiscover``, ``perfquery``, ``sminfo``...) with timeouts.
+
+Every collector in Weft goes through :func:`run_tool` with the environment of :func:`fabric_env`
+(``os.environ`` + ``Fabric.tool_env``, so ``LD_PRELOAD=.../libumad2sim.so`` in ``tool_env`` points
+the tools at an ibsim lab) and the ``-C ca -P port`` of :func:`fabric_ca_args`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+
+#: where Debian/RHEL install the diags (often missing from a service's PATH).
+SBIN_DIRS = ("/usr/sbin", "/sbin", "/usr/local/sbin")
+
+
+class ToolError(RuntimeError):
+    """A diags tool could not be run or did not finish."""
+
+
+class ToolNotFound(ToolError):
+    """The program is not installed (not on PATH nor in the sbin directories)."""
+
+
+class ToolTimeout(ToolError):
+    """The program ran longer than its timeout and was killed (with its process group).
+
+    ``stdout``/``stderr`` hold what it printed before (partial output).
+    """
+
+    def __init__(self, message: str, stdout: str = "", stderr: str = ""):
+        super().__init__(message)
+        self.stdout = stdout
+        self.stderr = stderr
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """Outcome of one run: exit status, decoded stdout/stderr (UTF-8, bad bytes replaced), seconds."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+def _search_path(env: dict[str, str] | None) -> str:
+    path = (env or os.environ).get("PATH", os.defpath).split(os.pathsep)
+    return os.pathsep.join(path + [d for d in SBIN_DIRS if d not in path])
+
+
+def find_tool(name: str, env: dict[str, str] | None = None) -> str | None:
+    """Absolute path of ``name`` on PATH or in the sbin directories, None when absent."""
+    return shutil.which(name, path=_search_path(env))
+
+
+def run_tool(argv: list[str], *, env: dict[str, str] | None = None, timeout: float) -> ToolResult:
+    """Run ``argv`` (program name or path first) and return its :class:`ToolResult`.
+
+    ``env`` is the full environment (default ``os.environ``); ``timeout`` in seconds. The program
+    runs in its own process group, killed whole on timeout. A non-zero exit is *not* an error here:
+    the caller reads ``returncode`` (the diags exit 255 on ``iberror: failed``, with the reason on
+    stdout or stderr).
+
+    Raises:
+        ToolNotFound: the program is not installed.
+        ToolTimeout: it ran longer than ``timeout`` seconds.
+    """
+    program = argv[0]
+    path = program if os.sep in program else find_tool(program, env)
+    if not path or not os.path.exists(path):
+        raise ToolNotFound(
+            f"{program}: not found on PATH or in {', '.join(SBIN_DIRS)} (install infiniband-diags)"
+        )
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        [path, *argv[1:]],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = proc.communicate()
+        raise ToolTimeout(
+            f"{program} did not finish within {timeout:g} s (killed)",
+            out.decode("utf-8", "replace"),
+            err.decode("utf-8", "replace"),
+        ) from None
+    return ToolResult(
+        argv=(path, *argv[1:]),
+        returncode=proc.returncode,
+        stdout=out.decode("utf-8", "replace"),
+        stderr=err.decode("utf-8", "replace"),
+        duration_s=round(time.monotonic() - t0, 4),
+    )
+
+
+def fabric_env(fabric) -> dict[str, str]:
+    """Environment for the diags of ``fabric``: ``os.environ`` + ``fabric.tool_env`` (strings), with
+    the sbin directories appended to PATH."""
+    env = dict(os.environ)
+    env.update({str(k): str(v) for k, v in (fabric.tool_env or {}).items()})
+    env["PATH"] = _search_path(env)
+    return env
+
+
+def fabric_ca_args(fabric) -> list[str]:
+    """``["-C", ca, "-P", port]`` for the HCA port ``fabric`` uses (each part only when set)."""
+    args: list[str] = []
+    if fabric.ca_name:
+        args += ["-C", fabric.ca_name]
+    if fabric.ca_port:
+        args += ["-P", str(fabric.ca_port)]
+    return args
+
+
+def is_live(fabric) -> bool:
+    """True when ``fabric`` is marked reachable by the diags from this host: ``discovery_enabled`` and
+    some live access configured (``tool_env`` or ``ca_name`` non-empty). Imported fabrics have neither."""
+    return bool(fabric.discovery_enabled and (fabric.tool_env or fabric.ca_name))

@@ -1,0 +1,161 @@
+"""Plain records of a parsed topology (pure, no Django).
+
+A :class:`Topology` is what every parser returns: nodes by GUID, ports by (node GUID, port number),
+links by their canonical key, and the warnings met on the way. GUIDs are canonical
+(``fabric.guid.normalize_guid``: ``0x`` + 16 lowercase hex digits); LIDs are ints or None when
+unknown/unassigned; widths are ``"4x"``, speeds ``"HDR"`` (as ibnetdiscover prints them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SWITCH = "switch"
+CA = "ca"
+ROUTER = "router"
+
+#: PortInfo:PortState values (IBTA Vol 1, 14.2.5.6) used by the parsers.
+STATE_UNKNOWN, STATE_DOWN, STATE_INIT, STATE_ARMED, STATE_ACTIVE = 0, 1, 2, 3, 4
+#: PortInfo:PortPhysicalState LinkUp.
+PHYS_UNKNOWN, PHYS_LINKUP = 0, 5
+
+#: highest unicast LID (IBTA Vol 1, 4.1.3: 0x0001-0xBFFF unicast; 0 unassigned; 0xFFFF permissive).
+MAX_UNICAST_LID = 0xBFFF
+
+
+class TopologyParseError(ValueError):
+    """The text is not a topology (or not one this parser reads).
+
+    ``str()`` is ``"<source>:<line>: <message>"``; ``line`` is 1-based (0 when not located).
+    """
+
+    def __init__(self, message: str, source: str = "<text>", line: int = 0):
+        self.message = message
+        self.source = source
+        self.line = line
+        super().__init__(f"{source}:{line}: {message}")
+
+
+@dataclass(slots=True)
+class ParseWarning:
+    """A record skipped or kept with a value unset; ``line`` is 1-based in the parsed text."""
+
+    line: int
+    message: str
+
+    def as_dict(self) -> dict:
+        return {"line": self.line, "message": self.message}
+
+
+@dataclass(slots=True)
+class NodeRecord:
+    """A node (IBTA NodeInfo + NodeDescription). ``lid``/``lmc``/``enhanced_port0``: switch port 0."""
+
+    guid: str
+    node_type: str
+    description: str = ""
+    num_ports: int = 0
+    system_image_guid: str = ""
+    vendor_id: int | None = None
+    device_id: int | None = None
+    lid: int | None = None
+    lmc: int = 0
+    enhanced_port0: bool = False
+    name: str = ""  # the id the file used for it ("S-0002c9...", "Switch1")
+    line: int = 0
+
+
+@dataclass(slots=True)
+class PortRecord:
+    """A port with a link (parsers only list connected ports, except ``-p`` unconnected lines).
+
+    ``state``/``phys_state`` are PortInfo values (0 = not reported); ``lid`` is the port's base LID
+    (for switch ports, the switch's port-0 LID); ``label`` the external/split port label.
+    """
+
+    node_guid: str
+    port_num: int
+    port_guid: str = ""
+    lid: int | None = None
+    lmc: int = 0
+    width: str = ""
+    speed: str = ""
+    label: str = ""
+    state: int = STATE_UNKNOWN
+    phys_state: int = PHYS_UNKNOWN
+    line: int = 0
+
+
+LinkKey = tuple[tuple[str, int], tuple[str, int]]
+
+
+def link_key(guid_a: str, port_a: int, guid_b: str, port_b: int) -> LinkKey:
+    """Canonical unordered key of a link: the lower (GUID, port) first."""
+    a, b = (guid_a, port_a), (guid_b, port_b)
+    return (a, b) if a <= b else (b, a)
+
+
+def link_key_str(key: LinkKey) -> str:
+    """The event object key of a link: ``"<guid>/<port>-<guid>/<port>"`` (lower end first)."""
+    (ga, pa), (gb, pb) = key
+    return f"{ga}/{pa}-{gb}/{pb}"
+
+
+@dataclass(slots=True)
+class LinkRecord:
+    """A cable between ``a`` and ``b`` (``a`` = the lower (GUID, port)); width/speed as active."""
+
+    a_guid: str
+    a_port: int
+    b_guid: str
+    b_port: int
+    width: str = ""
+    speed: str = ""
+    line: int = 0
+
+    @property
+    def key(self) -> LinkKey:
+        return ((self.a_guid, self.a_port), (self.b_guid, self.b_port))
+
+
+@dataclass(slots=True)
+class SMRecord:
+    """A subnet manager (IBTA SMInfo): port GUID, LID, priority, SMState (0..3)."""
+
+    guid: str
+    lid: int | None = None
+    priority: int = 0
+    state: int = 0
+    activity_count: int | None = None
+
+
+@dataclass
+class Topology:
+    """A parsed fabric.
+
+    ``nodes``: GUID → :class:`NodeRecord`; ``ports``: (GUID, port) → :class:`PortRecord`;
+    ``links``: :data:`LinkKey` → :class:`LinkRecord`; ``sms``: subnet managers if the source
+    reports them; ``partial``: the source says part of the fabric was not reached (live discovery
+    with timeouts): ingest then removes nothing. ``format`` names the parser used.
+    """
+
+    nodes: dict[str, NodeRecord] = field(default_factory=dict)
+    ports: dict[tuple[str, int], PortRecord] = field(default_factory=dict)
+    links: dict[LinkKey, LinkRecord] = field(default_factory=dict)
+    warnings: list[ParseWarning] = field(default_factory=list)
+    sms: list[SMRecord] = field(default_factory=list)
+    partial: bool = False
+    format: str = ""
+    source: str = "<text>"
+
+    def counts(self) -> dict[str, int]:
+        """``{"switches", "cas", "routers", "links", "ports"}`` (links unique, loopbacks once)."""
+        c = {"switches": 0, "cas": 0, "routers": 0}
+        for n in self.nodes.values():
+            c[{SWITCH: "switches", CA: "cas", ROUTER: "routers"}[n.node_type]] += 1
+        c["links"] = len(self.links)
+        c["ports"] = len(self.ports)
+        return c
+
+    def warn(self, line: int, message: str) -> None:
+        self.warnings.append(ParseWarning(line, message))

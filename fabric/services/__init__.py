@@ -1,0 +1,1 @@
+"""Fabric services: records → database, each in one transaction (see ``ingest``, ``discovery``)."""

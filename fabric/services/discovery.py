@@ -1,0 +1,101 @@
+"""Live discovery of a fabric: collector → parser → ingest (see ``fabric.collectors.ibnetdiscover``)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from events.services import EventSpec, record_events
+
+from ..choices import DiscoverySource, DiscoveryStatus
+from ..collectors.ibnetdiscover import DiscoveryError, collect_topology
+from ..models import Discovery, Fabric
+from ..parsers import parse_ibnetdiscover
+from ..parsers.records import TopologyParseError
+from .ingest import event_type, ingest_topology
+
+log = logging.getLogger(__name__)
+
+
+def discover(fabric: Fabric, *, timeout: float | None = None) -> Discovery:
+    """Discover ``fabric`` live with ``ibnetdiscover`` and ingest the result; return the Discovery.
+
+    A run with MAD timeouts on stderr (exit 0) is ingested as *partial* (nothing deleted; status
+    ``partial``). When the run fails (tool missing, timeout, non-zero exit, unparsable output,
+    Ethernet-only host) the stored topology is untouched: a ``failed`` Discovery and a
+    ``system.discovery_failing`` event are recorded, then the error is raised. After a failure, the
+    next successful discovery writes ``system.discovery_recovered``.
+
+    Raises:
+        DiscoveryError: the live run failed (``reason`` explains; ``discovery`` is the failed row).
+    """
+    started = timezone.now()
+    try:
+        collected = collect_topology(fabric, timeout=timeout)
+        topology = parse_ibnetdiscover(collected.text, source=f"ibnetdiscover@{fabric.name}")
+    except (DiscoveryError, TopologyParseError) as exc:
+        reason = exc.reason if isinstance(exc, DiscoveryError) else f"ibnetdiscover output unreadable: {exc}"
+        failed = _record_failure(fabric, reason, started)
+        err = exc if isinstance(exc, DiscoveryError) else DiscoveryError(reason)
+        err.discovery = failed  # type: ignore[attr-defined]
+        raise err from (exc if err is not exc else None)
+    if collected.partial:
+        topology.partial = True
+        for reason in collected.partial_reasons[:20]:
+            topology.warn(0, f"ibnetdiscover: {reason}")
+    if collected.sm is not None:
+        topology.sms.append(collected.sm)
+    elif collected.sm_error:
+        topology.warn(0, f"sminfo: {collected.sm_error}")
+    previous = (
+        Discovery.objects.filter(fabric=fabric, source=DiscoverySource.LIVE)
+        .order_by("-started", "-id")
+        .first()
+    )
+    discovery = ingest_topology(
+        fabric, topology, source=DiscoverySource.LIVE, started=started, partial=collected.partial
+    )
+    if previous is not None and previous.status == DiscoveryStatus.FAILED:
+        _system_event(fabric, "system.discovery_recovered", f"live discovery of {fabric.name} works again")
+    return discovery
+
+
+def _system_event(fabric: Fabric, code: str, message: str, details: dict | None = None) -> None:
+    et = event_type(code)
+    record_events(
+        fabric,
+        [
+            EventSpec(
+                code=code,
+                message=message,
+                severity=et.severity,
+                category=et.category,
+                object_type="fabric",
+                object_key=fabric.name,
+                object_repr=fabric.name,
+                details=details or {},
+            )
+        ],
+    )
+
+
+def _record_failure(fabric: Fabric, reason: str, started) -> Discovery:
+    log.warning("discovery of %s failed: %s", fabric.name, reason)
+    with transaction.atomic():
+        failed = Discovery.objects.create(
+            fabric=fabric,
+            started=started,
+            duration_s=round((timezone.now() - started).total_seconds(), 3),
+            source=DiscoverySource.LIVE,
+            status=DiscoveryStatus.FAILED,
+            error=reason,
+        )
+        _system_event(
+            fabric,
+            "system.discovery_failing",
+            f"live discovery of {fabric.name} failed: {reason}",
+            {"discovery": failed.pk},
+        )
+    return failed

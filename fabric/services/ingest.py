@@ -1,0 +1,650 @@
+"""Ingest a parsed topology into the database: diff against what is stored, write in bulk, record
+events and a :class:`~fabric.models.Discovery`, all in one transaction.
+
+Rules (issue 3; event codes from docs/design.md):
+
+* nodes, ports and links are matched by natural key (node GUID; node GUID + port number; the
+  unordered pair of ports). New ones are created, changed ones updated (only the changed rows and
+  only when a value differs), missing ones deleted, except in a *partial* discovery, which never
+  deletes anything it missed.
+* a port still on a node but no longer reported (ibnetdiscover lists only linked ports) is kept
+  (its counter history hangs on it) with state Down.
+* events: ``node.added``/``node.removed``, ``link.up``/``link.down``, ``node.lid_changed`` (switch),
+  ``port.lid_changed`` (CA/router port), ``node.description_changed``, ``port.state_changed``,
+  ``link.degraded`` (width/speed lower than before; a link whose rate goes back up gets ``link.up``,
+  which clears the degraded alarm), ``sm.master_changed`` when the sources report SMs. The first
+  discovery of an empty fabric writes one ``fabric.discovered`` event with the counts instead of
+  one event per object.
+* "An unchanged rediscovery writes no rows": ``Discovery.rows_written`` counts the rows created,
+  updated or deleted in the topology tables (hosts, nodes, ports, links, subnet managers) and the
+  events; an unchanged re-ingest has ``rows_written == 0``. The Discovery row itself (and
+  ``Fabric.last_discovery``) is still recorded: it is the audit trail operators read ("last
+  discovered at", duration, warnings) and what proves the periodic task ran.
+* ``fabric.signals.discovery_committed(fabric_id, discovery_id)`` is sent on commit.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from events.services import EventSpec, record_events
+
+from .. import rates
+from ..choices import DiscoverySource, DiscoveryStatus, NodeType, PortState
+from ..models import Discovery, Fabric, Host, Link, Node, Port, SubnetManager
+from ..parsers import detect_and_parse
+from ..parsers.records import SWITCH, LinkKey, Topology, link_key_str
+from ..signals import discovery_committed
+from .derive import derive_tiers, host_from_description
+
+try:  # the alarms catalogue (events app) gives each code its default severity and category
+    from events.catalog import event_type
+except ImportError:  # pragma: no cover - older events app without a catalogue
+    from dataclasses import make_dataclass
+
+    _ET = make_dataclass("_ET", ["severity", "category"])
+
+    def event_type(code: str):  # type: ignore[misc]
+        return _ET(
+            "warning" if code.endswith(("down", "removed", "degraded")) else "info",
+            "system" if code.startswith("system.") else "topology",
+        )
+
+
+#: at most this many natural keys per list in ``Discovery.diff`` (the counts are always complete).
+DIFF_LIST_LIMIT = 1000
+#: at most this many parse warnings stored on the Discovery (the total is in ``counts``).
+WARNINGS_LIMIT = 1000
+BATCH = 2000
+
+_NODE_FIELDS = (
+    "node_type",
+    "system_image_guid",
+    "vendor_id",
+    "device_id",
+    "description",
+    "num_ports",
+    "enhanced_port0",
+    "lid",
+    "lmc",
+    "tier",
+    "host_id",
+)
+_PORT_FIELDS = ("port_guid", "lid", "lmc", "state", "phys_state", "width", "speed", "rate_gbps", "label")
+_LINK_FIELDS = ("width", "speed", "rate_gbps")
+
+
+@dataclass
+class _Changes:
+    events: list[EventSpec] = field(default_factory=list)
+    added: dict[str, list] = field(default_factory=lambda: {"nodes": [], "links": []})
+    removed: dict[str, list] = field(default_factory=lambda: {"nodes": [], "links": []})
+    changed: dict[str, list] = field(default_factory=lambda: {"nodes": [], "ports": [], "links": []})
+    rows: int = 0
+
+
+def _event(code: str, message: str, **kw: Any) -> EventSpec:
+    et = event_type(code)
+    return EventSpec(code=code, message=message, severity=et.severity, category=et.category, **kw)
+
+
+def ingest_topology(
+    fabric: Fabric,
+    topology: Topology,
+    *,
+    source: str,
+    filename: str = "",
+    partial: bool = False,
+    started: datetime | None = None,
+) -> Discovery:
+    """Store ``topology`` as the current state of ``fabric`` and return the new Discovery.
+
+    ``source`` is a :class:`~fabric.choices.DiscoverySource` value; ``partial`` (or
+    ``topology.partial``) marks a discovery that did not reach the whole fabric: nothing is
+    deleted. ``started`` is when the discovery began (default now); ``duration_s`` runs from there.
+
+    The Discovery carries ``counts`` (switches, cas, routers, links, ports, warnings), ``diff``
+    (``{"added": {"nodes", "links"}, "removed": {...}, "changed": {"nodes", "ports", "links"}}``,
+    lists of natural keys, each capped at :data:`DIFF_LIST_LIMIT`), ``added``/``removed`` (nodes +
+    links) and ``changed`` (nodes + ports + links) totals, the parse ``warnings`` and
+    ``rows_written`` (see the module docstring). Runs in one transaction with the Fabric row locked
+    (``select_for_update``), so concurrent ingests of one fabric serialise.
+    """
+    t0 = time.perf_counter()
+    started = started or timezone.now()
+    partial = partial or topology.partial
+    with transaction.atomic():
+        locked = Fabric.objects.select_for_update().get(pk=fabric.pk)
+        ch = _Changes()
+        initial = not Node.objects.filter(fabric=locked).exists()
+        host_ids = _sync_hosts(locked, topology, partial, ch)
+        node_ids = _sync_nodes(locked, topology, host_ids, partial, ch)
+        port_ids = _sync_ports(locked, topology, node_ids, partial, ch)
+        _sync_links(locked, topology, port_ids, partial, ch)
+        gone = [guid for guid in node_ids if guid not in topology.nodes] if not partial else []
+        if gone:
+            # last, so the links of removed nodes were reported link.down above; cascades ports/links
+            Node.objects.filter(fabric=locked, node_guid__in=gone).delete()
+            ch.rows += len(gone)
+        _sync_sms(locked, topology, ch)
+        if initial:
+            ch.events = [e for e in ch.events if e.code.startswith("sm.")]
+            counts = topology.counts()
+            ch.events.append(
+                _event(
+                    "fabric.discovered",
+                    f"first discovery of {locked.name}: {counts['switches']} switches, {counts['cas']} CAs, "
+                    f"{counts['routers']} routers, {counts['links']} links",
+                    object_type="fabric",
+                    object_key=locked.name,
+                    object_repr=locked.name,
+                    details=counts,
+                )
+            )
+        if ch.events:
+            now = timezone.now()
+            record_events(locked, ch.events, at=now)
+            ch.rows += len(ch.events)
+        counts = topology.counts()
+        counts["warnings"] = len(topology.warnings)
+        n_added = len(ch.added["nodes"]) + len(ch.added["links"])
+        n_removed = len(ch.removed["nodes"]) + len(ch.removed["links"])
+        n_changed = sum(len(v) for v in ch.changed.values())
+        diff = {
+            "added": {k: v[:DIFF_LIST_LIMIT] for k, v in ch.added.items()},
+            "removed": {k: v[:DIFF_LIST_LIMIT] for k, v in ch.removed.items()},
+            "changed": {k: v[:DIFF_LIST_LIMIT] for k, v in ch.changed.items()},
+            "truncated": any(
+                len(v) > DIFF_LIST_LIMIT for d in (ch.added, ch.removed, ch.changed) for v in d.values()
+            ),
+            "partial": partial,
+            "initial": initial,
+        }
+        discovery = Discovery.objects.create(
+            fabric=locked,
+            started=started,
+            duration_s=round((timezone.now() - started).total_seconds(), 3)
+            if started
+            else round(time.perf_counter() - t0, 3),
+            source=source,
+            filename=filename[:255],
+            status=DiscoveryStatus.PARTIAL if partial else DiscoveryStatus.OK,
+            counts=counts,
+            diff=diff,
+            added=n_added,
+            removed=n_removed,
+            changed=n_changed,
+            warnings=[w.as_dict() for w in topology.warnings[:WARNINGS_LIMIT]],
+            rows_written=ch.rows,
+        )
+        Fabric.objects.filter(pk=locked.pk).update(last_discovery=discovery)
+        transaction.on_commit(
+            functools.partial(
+                discovery_committed.send, sender=Discovery, fabric_id=locked.pk, discovery_id=discovery.pk
+            )
+        )
+    return discovery
+
+
+def _sync_hosts(fabric: Fabric, topo: Topology, partial: bool, ch: _Changes) -> dict[str, int]:
+    wanted = set()
+    for node in topo.nodes.values():
+        if node.node_type != SWITCH:
+            name = host_from_description(node.description)
+            if name:
+                wanted.add(name)
+    stored = dict(Host.objects.filter(fabric=fabric).values_list("name", "id"))
+    missing = [Host(fabric=fabric, name=n) for n in sorted(wanted - stored.keys())]
+    if missing:
+        Host.objects.bulk_create(missing, batch_size=BATCH)
+        ch.rows += len(missing)
+        stored = dict(Host.objects.filter(fabric=fabric).values_list("name", "id"))
+    return stored
+
+
+def _node_values(node, tier: int, host_id: int | None) -> tuple:
+    return (
+        node.node_type,
+        node.system_image_guid,
+        node.vendor_id,
+        node.device_id,
+        node.description[:128],
+        node.num_ports,
+        node.enhanced_port0,
+        node.lid if node.node_type == SWITCH else None,
+        node.lmc if node.node_type == SWITCH else 0,
+        tier,
+        host_id,
+    )
+
+
+def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], partial: bool, ch: _Changes):
+    tiers = derive_tiers(topo)
+    stored = {
+        row[1]: (row[0], row[2:])
+        for row in Node.objects.filter(fabric=fabric).values_list("id", "node_guid", *_NODE_FIELDS)
+    }
+    now = timezone.now()
+    new_rows: list[Node] = []
+    updates: list[Node] = []
+    update_fields: set[str] = set()
+    for guid, node in topo.nodes.items():
+        host = host_from_description(node.description) if node.node_type != SWITCH else None
+        values = _node_values(node, tiers[guid], host_ids.get(host) if host else None)
+        old = stored.get(guid)
+        if old is None:
+            new_rows.append(
+                Node(
+                    fabric=fabric,
+                    node_guid=guid,
+                    last_seen=now,
+                    **dict(zip(_NODE_FIELDS, values, strict=False)),
+                )
+            )
+            ch.added["nodes"].append(guid)
+            ch.events.append(
+                _event(
+                    "node.added",
+                    f"{_type_name(node.node_type)} {node.description or guid} ({guid}) appeared",
+                    object_type="node",
+                    object_key=guid,
+                    object_repr=node.description or guid,
+                    details={"node_type": node.node_type, "lid": node.lid},
+                )
+            )
+            continue
+        node_id, old_values = old
+        if old_values == values:
+            continue
+        diffs = {f: [o, n] for f, o, n in zip(_NODE_FIELDS, old_values, values, strict=False) if o != n}
+        obj = Node(
+            id=node_id,
+            node_guid=guid,
+            fabric=fabric,
+            last_seen=now,
+            **dict(zip(_NODE_FIELDS, values, strict=False)),
+        )
+        updates.append(obj)
+        update_fields.update(diffs)
+        ch.changed["nodes"].append(
+            {"key": guid, "fields": {k: v for k, v in diffs.items() if k != "host_id"}}
+        )
+        label = node.description or guid
+        if "lid" in diffs:
+            ch.events.append(
+                _event(
+                    "node.lid_changed",
+                    f"switch {label} LID {diffs['lid'][0]} → {diffs['lid'][1]}",
+                    object_type="node",
+                    object_key=guid,
+                    object_repr=label,
+                    node_id=node_id,
+                    details={"old": diffs["lid"][0], "new": diffs["lid"][1]},
+                )
+            )
+        if "description" in diffs:
+            ch.events.append(
+                _event(
+                    "node.description_changed",
+                    f"{guid} description {diffs['description'][0]!r} → {diffs['description'][1]!r}",
+                    object_type="node",
+                    object_key=guid,
+                    object_repr=label,
+                    node_id=node_id,
+                    details={"old": diffs["description"][0], "new": diffs["description"][1]},
+                )
+            )
+    if updates:
+        Node.objects.bulk_update(updates, sorted(update_fields | {"last_seen"}), batch_size=BATCH)
+        ch.rows += len(updates)
+    if new_rows:
+        Node.objects.bulk_create(new_rows, batch_size=BATCH)
+        ch.rows += len(new_rows)
+    if not partial:
+        gone = [(guid, v[0]) for guid, v in stored.items() if guid not in topo.nodes]
+        if gone:
+            descs = dict(Node.objects.filter(id__in=[i for _, i in gone]).values_list("id", "description"))
+            for guid, node_id in gone:
+                ch.removed["nodes"].append(guid)
+                ch.events.append(
+                    _event(
+                        "node.removed",
+                        f"{descs.get(node_id) or guid} ({guid}) is no longer on the fabric",
+                        object_type="node",
+                        object_key=guid,
+                        object_repr=descs.get(node_id) or guid,
+                    )
+                )
+    ids = dict(Node.objects.filter(fabric=fabric).values_list("node_guid", "id"))
+    return ids
+
+
+def _type_name(node_type: str) -> str:
+    return dict(NodeType.choices).get(node_type, node_type)
+
+
+def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], partial: bool, ch: _Changes):
+    guid_of = {v: k for k, v in node_ids.items()}
+    stored: dict[tuple[str, int], tuple[int, tuple]] = {}
+    for row in Port.objects.filter(node__fabric=fabric).values_list(
+        "id", "node_id", "port_num", *_PORT_FIELDS
+    ):
+        stored[(guid_of[row[1]], row[2])] = (row[0], row[3:])
+    switch_guids = {g for g, n in topo.nodes.items() if n.node_type == SWITCH}
+    new_rows: list[Port] = []
+    updates: list[Port] = []
+    update_fields: set[str] = set()
+    for key, port in topo.ports.items():
+        values = (
+            port.port_guid,
+            port.lid,
+            port.lmc,
+            port.state,
+            port.phys_state,
+            port.width,
+            port.speed,
+            rates.data_rate_gbps(port.width, port.speed),
+            port.label[:32],
+        )
+        old = stored.get(key)
+        if old is None:
+            new_rows.append(
+                Port(
+                    node_id=node_ids[key[0]], port_num=key[1], **dict(zip(_PORT_FIELDS, values, strict=False))
+                )
+            )
+            continue
+        port_id, old_values = old
+        if old_values != values:
+            _port_update(
+                key, port_id, node_ids, old_values, values, key[0] in switch_guids, updates, update_fields, ch
+            )
+    if not partial:
+        # ports of nodes still present but no longer reported: their link is gone → Down
+        for key, (port_id, old_values) in stored.items():
+            if key in topo.ports or key[0] not in topo.nodes:
+                continue
+            if old_values[3] == PortState.DOWN:
+                continue
+            values = list(old_values)
+            values[3] = PortState.DOWN
+            values[4] = 0
+            _port_update(
+                key,
+                port_id,
+                node_ids,
+                old_values,
+                tuple(values),
+                key[0] in switch_guids,
+                updates,
+                update_fields,
+                ch,
+            )
+    if updates:
+        Port.objects.bulk_update(updates, sorted(update_fields), batch_size=BATCH)
+        ch.rows += len(updates)
+    if new_rows:
+        Port.objects.bulk_create(new_rows, batch_size=BATCH)
+        ch.rows += len(new_rows)
+    ids: dict[tuple[str, int], int] = {}
+    for port_id, node_id, num in Port.objects.filter(node__fabric=fabric).values_list(
+        "id", "node_id", "port_num"
+    ):
+        guid = guid_of.get(node_id)
+        if guid is not None:
+            ids[(guid, num)] = port_id
+    return ids
+
+
+def _port_update(key, port_id, node_ids, old_values, values, is_switch, updates, update_fields, ch) -> None:
+    diffs = {f: [o, n] for f, o, n in zip(_PORT_FIELDS, old_values, values, strict=False) if o != n}
+    obj = Port(
+        id=port_id, node_id=node_ids[key[0]], port_num=key[1], **dict(zip(_PORT_FIELDS, values, strict=False))
+    )
+    updates.append(obj)
+    update_fields.update(diffs)
+    pkey = f"{key[0]}/{key[1]}"
+    ch.changed["ports"].append({"key": pkey, "fields": diffs})
+    if "lid" in diffs and not is_switch:
+        ch.events.append(
+            _event(
+                "port.lid_changed",
+                f"port {pkey} LID {diffs['lid'][0]} → {diffs['lid'][1]}",
+                object_type="port",
+                object_key=pkey,
+                object_repr=pkey,
+                port_id=port_id,
+                details={"old": diffs["lid"][0], "new": diffs["lid"][1]},
+            )
+        )
+    if "state" in diffs:
+        names = dict(PortState.choices)
+        ch.events.append(
+            _event(
+                "port.state_changed",
+                f"port {pkey} {names.get(diffs['state'][0], '?')} → {names.get(diffs['state'][1], '?')}",
+                object_type="port",
+                object_key=pkey,
+                object_repr=pkey,
+                port_id=port_id,
+                details={"old": diffs["state"][0], "new": diffs["state"][1]},
+            )
+        )
+
+
+def _link_rate(width: str, speed: str) -> float | None:
+    return rates.data_rate_gbps(width, speed)
+
+
+def _sync_links(
+    fabric: Fabric, topo: Topology, port_ids: dict[tuple[str, int], int], partial: bool, ch: _Changes
+):
+    port_key_of = {v: k for k, v in port_ids.items()}
+    stored: dict[LinkKey, tuple[int, tuple]] = {}
+    for link_id, a, b, *vals in Link.objects.filter(fabric=fabric).values_list(
+        "id", "port_a_id", "port_b_id", *_LINK_FIELDS
+    ):
+        ka, kb = port_key_of[a], port_key_of[b]
+        key = (ka, kb) if ka <= kb else (kb, ka)
+        stored[key] = (link_id, tuple(vals))
+    used_ports = set()
+    for key in topo.links:
+        used_ports.update(key)
+    to_delete: list[tuple[LinkKey, int]] = []
+    for key, (link_id, _vals) in stored.items():
+        if key in topo.links:
+            continue
+        if not partial or key[0] in used_ports or key[1] in used_ports:
+            to_delete.append((key, link_id))
+    if to_delete:
+        Link.objects.filter(id__in=[i for _, i in to_delete]).delete()
+        ch.rows += len(to_delete)
+        for key, _ in to_delete:
+            skey = link_key_str(key)
+            ch.removed["links"].append(skey)
+            ch.events.append(
+                _event(
+                    "link.down",
+                    f"link {skey} is down (no longer seen)",
+                    object_type="link",
+                    object_key=skey,
+                    object_repr=_link_repr(topo, key),
+                )
+            )
+    new_rows: list[Link] = []
+    updates: list[Link] = []
+    for key, link in topo.links.items():
+        values = (link.width, link.speed, _link_rate(link.width, link.speed))
+        old = stored.get(key)
+        skey = link_key_str(key)
+        if old is None:
+            pa, pb = port_ids[key[0]], port_ids[key[1]]
+            if pa > pb:
+                pa, pb = pb, pa
+            new_rows.append(
+                Link(
+                    fabric=fabric,
+                    port_a_id=pa,
+                    port_b_id=pb,
+                    width=values[0],
+                    speed=values[1],
+                    rate_gbps=values[2],
+                )
+            )
+            ch.added["links"].append(skey)
+            ch.events.append(
+                _event(
+                    "link.up",
+                    f"link {skey} is up ({link.width}{link.speed})",
+                    object_type="link",
+                    object_key=skey,
+                    object_repr=_link_repr(topo, key),
+                    details={"width": link.width, "speed": link.speed},
+                )
+            )
+            continue
+        link_id, old_values = old
+        if old_values == values:
+            continue
+        updates.append(Link(id=link_id, width=values[0], speed=values[1], rate_gbps=values[2]))
+        ch.changed["links"].append(
+            {
+                "key": skey,
+                "fields": {"width": [old_values[0], values[0]], "speed": [old_values[1], values[1]]},
+            }
+        )
+        old_rate, new_rate = old_values[2] or 0, values[2] or 0
+        code = "link.up" if new_rate > old_rate else "link.degraded"
+        ch.events.append(
+            _event(
+                code,
+                f"link {skey} {old_values[0]}{old_values[1]} → {link.width}{link.speed}",
+                object_type="link",
+                object_key=skey,
+                object_repr=_link_repr(topo, key),
+                details={
+                    "old": f"{old_values[0]}{old_values[1]}",
+                    "new": f"{link.width}{link.speed}",
+                    "old_rate_gbps": old_values[2],
+                    "new_rate_gbps": values[2],
+                },
+            )
+        )
+    if updates:
+        Link.objects.bulk_update(updates, list(_LINK_FIELDS), batch_size=BATCH)
+        ch.rows += len(updates)
+    if new_rows:
+        Link.objects.bulk_create(new_rows, batch_size=BATCH)
+        ch.rows += len(new_rows)
+
+
+def _link_repr(topo: Topology, key: LinkKey) -> str:
+    parts = []
+    for guid, port in key:
+        node = topo.nodes.get(guid)
+        parts.append(f"{(node.description if node else '') or guid}[{port}]")
+    return " ↔ ".join(parts)
+
+
+def _sync_sms(fabric: Fabric, topo: Topology, ch: _Changes) -> None:
+    if not topo.sms:
+        return
+    now = timezone.now()
+    stored = {sm.guid: sm for sm in SubnetManager.objects.filter(fabric=fabric)}
+    for rec in topo.sms:
+        sm = stored.get(rec.guid)
+        if sm is None:
+            SubnetManager.objects.create(
+                fabric=fabric,
+                guid=rec.guid,
+                lid=rec.lid,
+                priority=rec.priority,
+                state=rec.state,
+                activity_count=rec.activity_count,
+                last_seen=now,
+            )
+            ch.rows += 1
+        elif (sm.lid, sm.priority, sm.state) != (rec.lid, rec.priority, rec.state):
+            sm.lid, sm.priority, sm.state, sm.last_seen = rec.lid, rec.priority, rec.state, now
+            sm.save(update_fields=["lid", "priority", "state", "last_seen"])
+            ch.rows += 1
+    master = next((s for s in topo.sms if s.state == 3), None)
+    if master and master.guid != fabric.master_sm_guid:
+        if fabric.master_sm_guid:
+            ch.events.append(
+                _event(
+                    "sm.master_changed",
+                    f"SM master moved {fabric.master_sm_guid} → {master.guid} (LID {master.lid})",
+                    object_type="sm",
+                    object_key=master.guid,
+                    object_repr=master.guid,
+                    details={"old": fabric.master_sm_guid, "new": master.guid, "lid": master.lid},
+                )
+            )
+        Fabric.objects.filter(pk=fabric.pk).update(master_sm_guid=master.guid, master_sm_lid=master.lid)
+        ch.rows += 1
+    elif master and master.lid != fabric.master_sm_lid:
+        Fabric.objects.filter(pk=fabric.pk).update(master_sm_lid=master.lid)
+        ch.rows += 1
+
+
+def import_topology_text(
+    fabric_name: str,
+    text: str,
+    *,
+    filename: str,
+    source: str = DiscoverySource.FILE,
+    create: bool = True,
+) -> Discovery:
+    """Parse ``text`` (any format :func:`fabric.parsers.detect_and_parse` reads) and ingest it into
+    the fabric named ``fabric_name``.
+
+    A fabric created here has no live access, so ``discovery_enabled``/``polling_enabled`` are off.
+
+    Raises:
+        TopologyParseError: the text is not a topology; raised before the database is touched.
+        Fabric.DoesNotExist: no such fabric and ``create`` is False.
+    """
+    started = timezone.now()
+    topology = detect_and_parse(text, filename or "<upload>")
+    fabric = Fabric.objects.filter(name=fabric_name).first()
+    if fabric is None:
+        if not create:
+            raise Fabric.DoesNotExist(f"no fabric named {fabric_name!r}")
+        fabric, _ = Fabric.objects.get_or_create(
+            name=fabric_name,
+            defaults={
+                "description": f"imported from {filename}"[:200],
+                "discovery_enabled": False,
+                "polling_enabled": False,
+            },
+        )
+    return ingest_topology(fabric, topology, source=source, filename=filename, started=started)
+
+
+def summary(discovery: Discovery) -> dict[str, Any]:
+    """The JSON summary the commands print: counts of nodes and unique links, the diff totals, warnings."""
+    counts = discovery.counts or {}
+    return {
+        "fabric": discovery.fabric.name,
+        "discovery": discovery.pk,
+        "status": discovery.status,
+        "switches": counts.get("switches", 0),
+        "cas": counts.get("cas", 0),
+        "routers": counts.get("routers", 0),
+        "links": counts.get("links", 0),
+        "ports": counts.get("ports", 0),
+        "added": discovery.added,
+        "removed": discovery.removed,
+        "changed": discovery.changed,
+        "warnings": counts.get("warnings", len(discovery.warnings or [])),
+        "rows_written": discovery.rows_written,
+        "duration_s": discovery.duration_s,
+    }

@@ -2,12 +2,17 @@
 
 An event names the object it concerns both by foreign key (while the object exists) and by a
 natural key and text (kept after the object is deleted, e.g. a removed node).
-The alarms issue extends this app with Alarm and EventPolicy.
+Alarms are open conditions raised by events (``Alarm``); what each event type does is set by
+its ``EventPolicy`` (defaults in ``events.catalog``). The rules engine (``events.rules``) keeps
+per-object streaks in ``ConditionState`` and queues mails in ``Notification`` (the outbox that
+storm control and rate limits work on). Health reports are stored as ``HealthReport``.
 """
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
+from django.urls import reverse
 
 
 class Severity(models.TextChoices):
@@ -61,10 +66,261 @@ class Event(models.Model):
     )
     message = models.TextField()
     details = models.JSONField(default=dict, blank=True)
+    #: Set once the rules engine has applied the policy of this event (raise/clear alarms, mail).
+    evaluated = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-at", "-id"]
-        indexes = [models.Index(fields=["fabric", "-at"])]
+        indexes = [
+            models.Index(fields=["fabric", "-at"]),
+            models.Index(fields=["fabric", "id"], condition=models.Q(evaluated=False), name="event_pending"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.severity} {self.code} {self.object_repr}"
+
+
+class AlarmState(models.TextChoices):
+    ACTIVE = "active", "Active"
+    ACKNOWLEDGED = "acknowledged", "Acknowledged"
+    CLEARED = "cleared", "Cleared"
+
+
+class AlarmQuerySet(models.QuerySet):
+    def open(self):
+        """Alarms not cleared yet (active or acknowledged)."""
+        return self.exclude(state=AlarmState.CLEARED)
+
+    def active(self):
+        return self.filter(state=AlarmState.ACTIVE)
+
+    def counts_by_severity(self) -> dict[str, int]:
+        """``{severity: count}`` over this queryset, every severity present (0 when none)."""
+        out = {s.value: 0 for s in Severity}
+        for row in self.values("severity").annotate(n=models.Count("id")):
+            out[row["severity"]] = row["n"]
+        return out
+
+
+class Alarm(models.Model):
+    """An open (or past) condition of one event type on one object.
+
+    Keyed by ``(fabric, code, object_key)``: raising the same condition again updates the open
+    alarm (``last_seen``, ``count``, severity) instead of adding one; at most one alarm per key
+    is open (a partial unique constraint). ``ttl_s`` = 0 keeps the alarm until a clearing event
+    or the rules engine clears it; otherwise it clears itself ``ttl_s`` seconds after
+    ``last_seen``. ``count`` is the number of raising events.
+    """
+
+    fabric = models.ForeignKey(
+        "fabric.Fabric", null=True, blank=True, on_delete=models.CASCADE, related_name="alarms"
+    )
+    code = models.CharField(max_length=64, db_index=True)
+    severity = models.CharField(max_length=8, choices=Severity.choices, db_index=True)
+    category = models.CharField(max_length=12, choices=Category.choices, default=Category.SYSTEM)
+    state = models.CharField(
+        max_length=12, choices=AlarmState.choices, default=AlarmState.ACTIVE, db_index=True
+    )
+    object_type = models.CharField(max_length=16, blank=True)
+    object_key = models.CharField(max_length=120, blank=True, db_index=True)
+    object_repr = models.CharField(max_length=300, blank=True)
+    node = models.ForeignKey(
+        "fabric.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="alarms"
+    )
+    port = models.ForeignKey(
+        "fabric.Port", null=True, blank=True, on_delete=models.SET_NULL, related_name="alarms"
+    )
+    message = models.TextField(blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    first_seen = models.DateTimeField(db_index=True)
+    last_seen = models.DateTimeField()
+    count = models.PositiveIntegerField(default=1)
+    ttl_s = models.PositiveIntegerField(default=0, help_text="0 = until cleared")
+    raised_event = models.ForeignKey(
+        Event, null=True, blank=True, on_delete=models.SET_NULL, related_name="raised_alarms"
+    )
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    cleared_at = models.DateTimeField(null=True, blank=True)
+    cleared_event = models.ForeignKey(
+        Event, null=True, blank=True, on_delete=models.SET_NULL, related_name="cleared_alarms"
+    )
+    cleared_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    clear_reason = models.CharField(max_length=200, blank=True)
+
+    objects = AlarmQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-last_seen", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["fabric", "code", "object_key"],
+                condition=~models.Q(state="cleared"),
+                name="alarm_open_unique_per_object",
+            )
+        ]
+        indexes = [models.Index(fields=["fabric", "state"])]
+
+    def __str__(self) -> str:
+        return f"{self.get_severity_display()} {self.code} {self.object_repr} ({self.state})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("events:alarm", args=[self.pk])
+
+    @property
+    def name(self) -> str:
+        from .catalog import event_type
+
+        return event_type(self.code).name
+
+    @property
+    def is_open(self) -> bool:
+        return self.state != AlarmState.CLEARED
+
+
+class EventPolicy(models.Model):
+    """What Weft does with events of one type (one row per catalogue code, editable by Admins).
+
+    ``threshold`` (unit per type, see ``events.catalog``) and ``consecutive`` (sweeps over the
+    threshold before raising) apply to condition types. ``email`` mails recipients when an
+    alarm opens (or, for event-only types, for each event); ``notify_clear`` also mails when it
+    clears; ``digest`` lists the type in the daily digest. Recipients: explicit addresses,
+    users, and groups (e.g. the ``Operator`` role group); with none, ``settings.WEFT_ALERT_EMAILS``.
+    """
+
+    code = models.CharField(max_length=64, unique=True)
+    enabled = models.BooleanField(default=True)
+    severity = models.CharField(max_length=8, choices=Severity.choices, default=Severity.INFO)
+    threshold = models.FloatField(null=True, blank=True)
+    consecutive = models.PositiveSmallIntegerField(default=1)
+    ttl_s = models.PositiveIntegerField(
+        default=0, help_text="alarm lifetime after last raise; 0 = until cleared"
+    )
+    raise_alarm = models.BooleanField(default=False)
+    email = models.BooleanField(default=False)
+    notify_clear = models.BooleanField(default=True)
+    digest = models.BooleanField(default=False)
+    recipient_emails = models.TextField(blank=True, help_text="addresses, comma or newline separated")
+    recipient_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="+")
+    recipient_groups = models.ManyToManyField("auth.Group", blank=True, related_name="+")
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["code"]
+        verbose_name_plural = "event policies"
+
+    def __str__(self) -> str:
+        return self.code
+
+    def get_absolute_url(self) -> str:
+        return reverse("events:eventpolicy", args=[self.pk])
+
+    @property
+    def name(self) -> str:
+        from .catalog import event_type
+
+        return event_type(self.code).name
+
+    @property
+    def category(self) -> str:
+        from .catalog import event_type
+
+        return event_type(self.code).category
+
+
+class ConditionState(models.Model):
+    """Per-object streak of a condition rule (e.g. congestion over threshold for N sweeps).
+
+    ``over``/``under`` count consecutive evaluations with the condition true/false; ``value``
+    is the last measured value (unit of the rule's threshold).
+    """
+
+    fabric = models.ForeignKey("fabric.Fabric", on_delete=models.CASCADE, related_name="+")
+    code = models.CharField(max_length=64)
+    object_key = models.CharField(max_length=120)
+    over = models.PositiveIntegerField(default=0)
+    under = models.PositiveIntegerField(default=0)
+    value = models.FloatField(null=True, blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["fabric", "code", "object_key"], name="condition_state_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.code} {self.object_key} over={self.over} under={self.under}"
+
+
+class NotificationKind(models.TextChoices):
+    RAISED = "raised", "Alarm raised"
+    CLEARED = "cleared", "Alarm cleared"
+    EVENT = "event", "Event"
+
+
+class NotificationStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    SENT = "sent", "Sent"
+    SUMMARISED = "summarised", "Sent in a summary"
+    FAILED = "failed", "Failed"
+
+
+class Notification(models.Model):
+    """Outbox of alert mails, one row per (recipient, alarm or event, kind).
+
+    Rows are written in the rules engine's transaction, so a notification is never lost when
+    the mail server is down; ``events.notify.send_pending`` sends them with storm control and a
+    per-recipient rate limit. ``mail_id`` groups the rows sent in one message.
+    """
+
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+    recipient = models.EmailField()
+    kind = models.CharField(max_length=8, choices=NotificationKind.choices)
+    alarm = models.ForeignKey(Alarm, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    event = models.ForeignKey(Event, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(
+        max_length=10, choices=NotificationStatus.choices, default=NotificationStatus.PENDING, db_index=True
+    )
+    sent_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    mail_id = models.CharField(max_length=32, blank=True, db_index=True)
+    subject = models.CharField(max_length=300, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["created", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} to {self.recipient} ({self.status})"
+
+
+class HealthReport(models.Model):
+    """One run of the fabric health check (``events.health``).
+
+    ``findings`` = list of ``{"check", "severity", "object_type", "object_key", "object_repr",
+    "message", "details"}``; ``summary`` = ``{check: count}``; ``status`` the worst severity
+    found (``ok`` when nothing was found).
+    """
+
+    fabric = models.ForeignKey("fabric.Fabric", on_delete=models.CASCADE, related_name="health_reports")
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    trigger = models.CharField(max_length=10, default="manual")  # manual | scheduled
+    status = models.CharField(max_length=8, default="ok")
+    duration_s = models.FloatField(default=0)
+    summary = models.JSONField(default=dict, blank=True)
+    findings = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return f"Health {self.fabric} {self.created:%Y-%m-%d %H:%M} {self.status}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("events:healthreport", args=[self.pk])

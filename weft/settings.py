@@ -208,6 +208,16 @@ CELERY_BEAT_SCHEDULE = {
         "task": "telemetry.tasks.rollup_task",
         "schedule": timedelta(seconds=WEFT_ROLLUP_INTERVAL_S),
     },
+    "sm-watch": {
+        "task": "events.tasks.sm_watch_task",
+        "schedule": timedelta(seconds=env_float("WEFT_SM_WATCH_INTERVAL_S", 30.0)),
+    },
+    "alarm-mail-flush": {"task": "events.tasks.flush_notifications_task", "schedule": timedelta(seconds=60)},
+    "alarm-mail-digest": {"task": "events.tasks.daily_digest_task", "schedule": timedelta(days=1)},
+    "health-report": {
+        "task": "events.tasks.health_report_task",
+        "schedule": timedelta(seconds=env_float("WEFT_HEALTH_INTERVAL_S", 86400.0)),
+    },
 }
 
 if EMAIL_URL := env_str("EMAIL_URL", "console://"):
@@ -220,6 +230,11 @@ if EMAIL_URL := env_str("EMAIL_URL", "console://"):
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "weft@localhost")
 #: Absolute base URL used in alert emails to link to alarm pages.
 WEFT_BASE_URL = env_str("WEFT_BASE_URL", "http://127.0.0.1:8000")
+#: Alert mail: default recipients (policies without their own), storm and rate limits.
+WEFT_ALERT_EMAILS = env_list("WEFT_ALERT_EMAILS", [])
+WEFT_MAIL_STORM_THRESHOLD = env_int("WEFT_MAIL_STORM_THRESHOLD", 5)
+WEFT_MAIL_RATE_LIMIT = env_int("WEFT_MAIL_RATE_LIMIT", 10)
+WEFT_MAIL_RATE_WINDOW_S = env_float("WEFT_MAIL_RATE_WINDOW_S", 600.0)
 
 #: Tokens (comma-separated) accepted on /metrics as "Authorization: Bearer <token>".
 WEFT_METRICS_TOKENS = env_list("WEFT_METRICS_TOKENS", [])

@@ -1,0 +1,109 @@
+"""Parsers of SM tools' output (pure: no Django import).
+
+``sminfo(8)`` (infiniband-diags) queries SMInfo (IBTA Vol 1 14.2.5.13) of the SM at the local
+port's MasterSMLID and prints one line::
+
+    sminfo: sm lid 1 sm guid 0x2c90200259201, activity count 6881 priority 0 state 3 SMINFO_MASTER
+
+``parse_sminfo`` also reads captures of several hosts (cexec/pdsh style separators such as
+``--------- n01---------`` or ``host: sminfo: ...``) and lines a mail client hard-wrapped
+before ``state``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+SM_STATES = {0: "NOT_ACTIVE", 1: "DISCOVERING", 2: "STANDBY", 3: "MASTER"}
+
+_RECORD = re.compile(
+    r"sminfo:\s+sm\s+lid\s+(?P<lid>\d+)\s+sm\s+guid\s+(?P<guid>(?:0x)?[0-9a-fA-F]{1,16}),\s*"
+    r"activity\s+count\s+(?P<act>\d+)\s+priority\s+(?P<prio>\d+)\s+state\s+(?P<state>\d+)"
+    r"(?:\s+(?P<name>SMINFO_\w+))?"
+)
+_SEPARATOR = re.compile(r"^-{3,}\s*(?P<host>[^-\s][^-]*?)\s*-{3,}\s*$")
+_HOST_PREFIX = re.compile(r"^(?P<host>[\w.-]+):\s+(?=sminfo:)")
+
+
+class SMInfoParseError(ValueError):
+    """Text that claims to be sminfo output but cannot be read; the message names the line."""
+
+
+@dataclass(frozen=True)
+class SMInfoRecord:
+    """One SMInfo answer: the SM's LID and port GUID (canonical ``0x%016x``), ActCount,
+    priority (0..15), SMState (0..3, name per :data:`SM_STATES`), and the host that asked
+    (from a multi-host capture; empty otherwise) and the 1-based line the record starts on."""
+
+    lid: int
+    guid: str
+    activity_count: int
+    priority: int
+    state: int
+    state_name: str
+    host: str = ""
+    line: int = 0
+
+    @property
+    def is_master(self) -> bool:
+        return self.state == 3
+
+
+def parse_sminfo(text: str, source: str = "<sminfo>") -> list[SMInfoRecord]:
+    """Parse ``sminfo`` output (one or many records) into :class:`SMInfoRecord` rows.
+
+    Raises:
+        SMInfoParseError: a line starting an ``sminfo:`` record that does not parse, with
+            ``source:line`` in the message; or text without any record.
+    """
+    records: list[SMInfoRecord] = []
+    lines = text.splitlines()
+    host = ""
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        sep = _SEPARATOR.match(line.strip())
+        if sep:
+            host = sep.group("host").strip()
+            i += 1
+            continue
+        pos = line.find("sminfo:")
+        if pos < 0:
+            i += 1
+            continue
+        start = i
+        prefix = _HOST_PREFIX.match(line.strip())
+        record_host = prefix.group("host") if prefix else host
+        buffer = line[pos:]
+        # A wrapped record: join following lines until the state is there (at most 2 more).
+        while not re.search(r"state\s+\d+", buffer) and i + 1 < len(lines) and i - start < 2:
+            i += 1
+            buffer += " " + lines[i].strip()
+        match = _RECORD.search(buffer)
+        if not match:
+            raise SMInfoParseError(f"{source}:{start + 1}: not an sminfo record: {line.strip()[:120]!r}")
+        guid_text = match.group("guid")
+        guid = f"0x{int(guid_text, 16):016x}"
+        state = int(match.group("state"))
+        if state not in SM_STATES:
+            raise SMInfoParseError(f"{source}:{start + 1}: SM state {state} is not 0..3")
+        prio = int(match.group("prio"))
+        if prio > 15:
+            raise SMInfoParseError(f"{source}:{start + 1}: SM priority {prio} is not 0..15")
+        records.append(
+            SMInfoRecord(
+                lid=int(match.group("lid")),
+                guid=guid,
+                activity_count=int(match.group("act")),
+                priority=prio,
+                state=state,
+                state_name=SM_STATES[state],
+                host=record_host,
+                line=start + 1,
+            )
+        )
+        i += 1
+    if not records:
+        raise SMInfoParseError(f"{source}:1: no 'sminfo: sm lid ...' record found")
+    return records

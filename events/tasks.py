@@ -1,0 +1,87 @@
+"""Celery tasks of the events app: thin wrappers around the services (STYLE.md)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from weft.locks import single_instance
+
+
+@shared_task(name="events.tasks.evaluate_discovery_task")
+def evaluate_discovery_task(fabric_id: int, discovery_id: int | None = None) -> dict:
+    """Rules after a discovery/import committed (``events.rules.evaluate_discovery``)."""
+    from .realtime import publish_summary_changed
+    from .rules import evaluate_discovery
+
+    summary = evaluate_discovery(fabric_id, discovery_id).summary()
+    publish_summary_changed(fabric_id)
+    return summary
+
+
+@shared_task(name="events.tasks.evaluate_sweep_task")
+def evaluate_sweep_task(fabric_id: int, sweep_id: int) -> dict:
+    """Rules after a counter sweep committed (``events.rules.evaluate_sweep``)."""
+    from .realtime import publish_summary_changed
+    from .rules import evaluate_sweep
+
+    summary = evaluate_sweep(fabric_id, sweep_id).summary()
+    publish_summary_changed(fabric_id)
+    return summary
+
+
+@shared_task(name="events.tasks.sm_watch_task")
+def sm_watch_task() -> list[dict]:
+    """Poll the master SM of every fabric with discovery enabled (``events.sm_watch``)."""
+    from fabric.models import Fabric
+
+    from .sm_watch import watch
+
+    out = []
+    with single_instance("events.sm_watch", 120) as mine:
+        if not mine:
+            return out
+        for fabric in Fabric.objects.filter(discovery_enabled=True):
+            out.append(watch(fabric).as_dict())
+    return out
+
+
+@shared_task(name="events.tasks.send_notifications_task")
+def send_notifications_task() -> dict:
+    """Send pending alert mail (``events.notify.send_pending``); also the periodic flush."""
+    from .notify import send_pending
+
+    return send_pending()
+
+
+@shared_task(name="events.tasks.flush_notifications_task")
+def flush_notifications_task() -> dict:
+    """Every minute: send mail held by the rate limit; expire alarms past their TTL."""
+    from fabric.models import Fabric
+
+    from .models import Alarm
+    from .notify import send_pending
+    from .rules import process_pending_events
+
+    fabric_ids = set(Alarm.objects.open().filter(ttl_s__gt=0).values_list("fabric_id", flat=True))
+    for fabric_id in fabric_ids & set(Fabric.objects.values_list("pk", flat=True)):
+        process_pending_events(fabric_id)
+    return send_pending()
+
+
+@shared_task(name="events.tasks.daily_digest_task")
+def daily_digest_task() -> dict:
+    """Daily digest mail (``events.notify.send_digest``)."""
+    from .notify import send_digest
+
+    return send_digest()
+
+
+@shared_task(name="events.tasks.health_report_task")
+def health_report_task(fabric_id: int | None = None) -> list[dict]:
+    """Scheduled health report of one or every fabric (``events.health.run_report``)."""
+    from fabric.models import Fabric
+
+    from .health import run_report
+
+    fabrics = Fabric.objects.filter(pk=fabric_id) if fabric_id else Fabric.objects.all()
+    return [{"fabric": f.name, "report": run_report(f, trigger="scheduled").pk} for f in fabrics]

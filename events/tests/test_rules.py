@@ -1,0 +1,208 @@
+"""Rules engine on a stored fabric (SQLite): events → alarms, clears, counter conditions, TTL."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from events.models import Alarm, AlarmState, Event, EventPolicy, Notification
+from events.rules import acknowledge, evaluate_discovery, evaluate_sweep, process_pending_events
+from events.services import EventSpec, record_events
+
+pytestmark = pytest.mark.django_db
+
+
+def link_event(topo, code, a=("spine01", 1), b=("leaf01", 1)):
+    return EventSpec(
+        code=code,
+        message=f"{code} {a} {b}",
+        category="topology",
+        object_type="link",
+        object_key=topo.link_key(a, b),
+        object_repr=f"{a[0]} [{a[1]}] <-> {b[0]} [{b[1]}]",
+    )
+
+
+def test_link_down_raises_critical_once_and_link_up_clears(topo):
+    topo.links[("spine01", "leaf01")].delete()  # as the ingest does when the link went away
+    record_events(topo.fabric, [link_event(topo, "link.down")])
+    out = evaluate_discovery(topo.fabric.pk)
+    assert len(out.raised) == 1
+    alarm = Alarm.objects.get()
+    assert (alarm.code, alarm.severity, alarm.state, alarm.count) == ("link.down", "critical", "active", 1)
+    # Same condition again: the alarm is updated, not duplicated.
+    record_events(topo.fabric, [link_event(topo, "link.down")])
+    process_pending_events(topo.fabric.pk)
+    alarm.refresh_from_db()
+    assert Alarm.objects.count() == 1 and alarm.count == 2
+    up = record_events(topo.fabric, [link_event(topo, "link.up")])[0]
+    out = process_pending_events(topo.fabric.pk)
+    alarm.refresh_from_db()
+    assert alarm.state == AlarmState.CLEARED and alarm.cleared_event_id == up.pk
+    assert [a.pk for a in out.cleared] == [alarm.pk]
+    assert not Event.objects.filter(evaluated=False).exists()
+
+
+def test_link_up_on_another_link_does_not_clear(topo):
+    record_events(topo.fabric, [link_event(topo, "link.down")])
+    process_pending_events(topo.fabric.pk)
+    record_events(topo.fabric, [link_event(topo, "link.up", ("spine01", 2), ("leaf02", 1))])
+    process_pending_events(topo.fabric.pk)
+    assert Alarm.objects.get().state == AlarmState.ACTIVE
+
+
+def test_link_down_cleared_when_discovery_shows_link(topo):
+    # The alarm's link exists in the stored topology (e.g. link.up policy was disabled).
+    record_events(topo.fabric, [link_event(topo, "link.down")])
+    process_pending_events(topo.fabric.pk)
+    evaluate_discovery(topo.fabric.pk)
+    assert Alarm.objects.get().state == AlarmState.CLEARED
+
+
+def test_disabled_policy_raises_nothing_and_mails_nobody(topo):
+    from events.rules import ensure_policies
+
+    ensure_policies()
+    EventPolicy.objects.filter(code="link.down").update(enabled=False, recipient_emails="oncall@example.org")
+    record_events(topo.fabric, [link_event(topo, "link.down", ("spine01", 2), ("leaf02", 1))])
+    process_pending_events(topo.fabric.pk)
+    assert not Alarm.objects.exists() and not Notification.objects.exists()
+
+
+def test_policy_severity_applies_and_recipients_resolved(topo, users):
+    from django.contrib.auth.models import Group
+
+    from events.rules import ensure_policies
+
+    ensure_policies()
+    policy = EventPolicy.objects.get(code="link.down")
+    policy.severity = "minor"
+    policy.recipient_emails = "noc@example.org, NOC@example.org"
+    policy.save()
+    policy.recipient_groups.add(Group.objects.get(name="Operator"))
+    policy.recipient_users.add(users["admin"])
+    record_events(topo.fabric, [link_event(topo, "link.down")])
+    process_pending_events(topo.fabric.pk)
+    alarm = Alarm.objects.get()
+    assert alarm.severity == "minor" and Event.objects.get().severity == "minor"
+    assert sorted(Notification.objects.values_list("recipient", flat=True)) == [
+        "ada@example.org",
+        "noc@example.org",
+        "olga@example.org",
+    ]
+
+
+def test_ttl_expires_alarm(topo):
+    record_events(
+        topo.fabric,
+        [EventSpec(code="sm.master_changed", message="m", object_type="sm", object_key="0x01")],
+        at=timezone.now() - timedelta(hours=2),
+    )
+    process_pending_events(topo.fabric.pk)
+    alarm = Alarm.objects.get()
+    assert alarm.ttl_s == 3600 and alarm.state == AlarmState.CLEARED and "TTL" in alarm.clear_reason
+
+
+def test_acknowledge(topo, users):
+    record_events(topo.fabric, [link_event(topo, "link.down")])
+    process_pending_events(topo.fabric.pk)
+    alarm = acknowledge(Alarm.objects.get().pk, users["operator"])
+    assert alarm.state == "acknowledged" and alarm.acknowledged_by == users["operator"]
+
+
+def test_duplicate_lid_raises_and_clears(topo):
+    from fabric.models import Port
+
+    host2 = Port.objects.get(node=topo.nodes["host02"], port_num=1)
+    host2.lid = 10  # same as host01
+    host2.save()
+    evaluate_discovery(topo.fabric.pk)
+    alarm = Alarm.objects.get(code="health.duplicate_lid")
+    assert alarm.object_key == "10" and "host01" in alarm.message and "host02" in alarm.message
+    host2.lid = 11
+    host2.save()
+    evaluate_discovery(topo.fabric.pk)
+    alarm.refresh_from_db()
+    assert alarm.state == "cleared"
+    assert Event.objects.filter(code="health.duplicate_lid_cleared").count() == 1
+
+
+# -- counters ---------------------------------------------------------------------------------
+
+
+def sweep(topo, interval_s=10.0, status="ok", stale=0):
+    from telemetry.models import Sweep
+
+    return Sweep.objects.create(
+        fabric=topo.fabric,
+        started=timezone.now(),
+        interval_s=interval_s,
+        status=status,
+        stale=stale,
+        ports=len(topo.ports),
+    )
+
+
+def counters(topo, sw, port, **values):
+    from telemetry.models import PortCounters
+
+    p = topo.ports[port]
+    row, _ = PortCounters.objects.update_or_create(
+        port=p, defaults={"sweep": sw, "sampled_at": sw.started, **values}
+    )
+    return row
+
+
+def test_symbol_error_rate_and_link_downed(topo):
+    s1 = sweep(topo, interval_s=10.0)
+    # 5 symbol errors in 10 s = 30/min > 10/min; 1 in 10 s = 6/min below.
+    counters(topo, s1, ("leaf01", 2), error_deltas={"symbol_errors": 5, "link_downed": 1})
+    counters(topo, s1, ("leaf02", 2), error_deltas={"symbol_errors": 1})
+    evaluate_sweep(topo.fabric.pk, s1.pk)
+    codes = sorted(Alarm.objects.values_list("code", "object_repr"))
+    assert codes == [("port.link_downed", "leaf01 [2]"), ("port.symbol_errors", "leaf01 [2]")]
+    sym = Alarm.objects.get(code="port.symbol_errors")
+    assert sym.details["value"] == pytest.approx(30.0)
+    s2 = sweep(topo, interval_s=10.0)
+    counters(topo, s2, ("leaf01", 2), error_deltas={})
+    evaluate_sweep(topo.fabric.pk, s2.pk)
+    sym.refresh_from_db()
+    assert sym.state == "cleared" and sym.cleared_event.code == "port.symbol_errors_cleared"
+    # link_downed is an occurrence: it stays open until its TTL.
+    assert Alarm.objects.get(code="port.link_downed").state == "active"
+
+
+def test_rates_unknown_keep_streak(topo):
+    s1 = sweep(topo, interval_s=None)
+    counters(topo, s1, ("leaf01", 2), error_deltas={"symbol_errors": 500})
+    evaluate_sweep(topo.fabric.pk, s1.pk)
+    assert not Alarm.objects.exists()
+
+
+def test_congestion_needs_n_sweeps_and_clears_below(topo):
+    alarms = []
+    for value in [0.9, 0.8, 0.95, 0.2]:
+        s = sweep(topo)
+        counters(topo, s, ("spine01", 1), congestion=value, error_deltas={})
+        evaluate_sweep(topo.fabric.pk, s.pk)
+        alarms.append(list(Alarm.objects.filter(code="port.congestion").values_list("state", flat=True)))
+    assert alarms == [[], [], ["active"], ["cleared"]]
+
+
+def test_poller_failing_and_stale(topo):
+    s = sweep(topo, status="failed")
+    evaluate_sweep(topo.fabric.pk, s.pk)
+    assert Alarm.objects.get(code="system.poller_failing").state == "active"
+    s = sweep(topo, stale=1)
+    counters(topo, s, ("leaf01", 2), stale=True, stale_reason="perfquery timed out")
+    evaluate_sweep(topo.fabric.pk, s.pk)
+    assert Alarm.objects.get(code="system.poller_failing").state == "cleared"
+    stale = Alarm.objects.get(code="fabric.ports_stale")
+    assert stale.state == "active" and "leaf01 [2]" in stale.message
+    s = sweep(topo, stale=0)
+    counters(topo, s, ("leaf01", 2), stale=False)
+    evaluate_sweep(topo.fabric.pk, s.pk)
+    stale.refresh_from_db()
+    assert stale.state == "cleared"

@@ -1,0 +1,738 @@
+"""The fabric lab: ibsim + OpenSM + infiniband-diags under umad2sim, as a Python object.
+
+How the parts fit (linux-rdma/ibsim 0.10 source, ``ibsim/ibsim.c`` and ``umad2sim/sim_client.c``):
+
+- ``ibsim`` simulates the fabric of a netfile. It listens on abstract-namespace unix datagram sockets
+  named ``<IBSIM_SOCKNAME>:ctl`` and ``<IBSIM_SOCKNAME>:in<N>`` (default name ``sim``), so giving every
+  lab its own ``IBSIM_SOCKNAME`` isolates labs running side by side. It serves at most 10 clients
+  (``IBSIM_MAX_CLIENTS``); a client killed with SIGKILL keeps its slot until ``X <id>`` on the console.
+- Any libibumad program (OpenSM, ibnetdiscover, perfquery...) started with
+  ``LD_PRELOAD=libumad2sim.so`` talks to the ibsim named by ``IBSIM_SOCKNAME`` instead of a kernel
+  HCA, attached to the node named by ``SIM_HOST`` (an ibsim node id or node description; default:
+  the first node of the netfile). umad2sim makes a fake sysfs tree ``./sys-<pid>`` in the current
+  directory (removed at exit), so lab tools run with the lab's work directory as cwd.
+- ibsim's console (stdin) runs one command per line (at most 127 characters; longer commands go
+  through ``!<file>``), prints its answer on stdout and then the prompt ``sim> ``; errors are lines
+  starting with ``# ``.
+- OpenSM keeps its state in ``OSM_CACHE_DIR`` (guid2lid...) and ``OSM_TMP_DIR``; each OpenSM of a lab
+  gets its own directory, config file and log.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import itertools
+import logging
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from .netfile import CA, NetfileError, NetNode, parse_netfile
+
+logger = logging.getLogger("weft.lab")
+
+#: The umad2sim library (Debian package ``libumad2sim0``, pulled in by ``ibsim-utils``).
+UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
+
+#: Where Debian installs OpenSM and infiniband-diags; not on a normal user's PATH.
+_SBIN_DIRS = ("/usr/sbin", "/sbin", "/usr/local/sbin")
+
+#: Programs the lab needs, with the Debian package that ships them.
+REQUIRED_TOOLS = {
+    "ibsim": "ibsim-utils",
+    "opensm": "opensm",
+    "ibnetdiscover": "infiniband-diags",
+    "sminfo": "infiniband-diags",
+    "perfquery": "infiniband-diags",
+    "smpquery": "infiniband-diags",
+}
+
+#: ibsim's default table sizes (``ibsim/sim.h``): nodes, switches, ports, linear forwarding cap.
+_IBSIM_DEFAULTS = {"N": 2048, "S": 256, "P": 256 * 36 + 2048 * 2, "L": 30 * 1024}
+_CONSOLE_MAX = 120  # ibsim reads console lines into a 128-byte buffer
+_PROMPT = b"sim> "
+_SM_STATES = {0: "NOTACTIVE", 1: "DISCOVERING", 2: "STANDBY", 3: "MASTER"}
+
+
+class LabError(RuntimeError):
+    """The lab could not start, a tool failed, or a process misbehaved; the message says which."""
+
+
+class LabConsoleError(LabError):
+    """ibsim's console answered a command with an error line (``# ...``)."""
+
+
+class LabToolsMissing(LabError):
+    """A program or library the lab needs is not installed; the message names the Debian package."""
+
+
+def find_program(name: str) -> str | None:
+    """Full path of ``name`` on ``$PATH`` or in the sbin directories (where Debian puts opensm/diags)."""
+    path = os.environ.get("PATH", os.defpath) + os.pathsep + os.pathsep.join(_SBIN_DIRS)
+    return shutil.which(name, path=path)
+
+
+def check_tools() -> dict[str, str]:
+    """Check that ibsim, OpenSM, the diags and umad2sim are installed.
+
+    Returns ``{program: full path}``. Raises ``LabToolsMissing`` naming every missing program and
+    the Debian package that provides it.
+    """
+    found: dict[str, str] = {}
+    missing: list[str] = []
+    for prog, package in REQUIRED_TOOLS.items():
+        path = find_program(prog)
+        if path:
+            found[prog] = path
+        else:
+            missing.append(f"{prog} (Debian package {package})")
+    if not Path(UMAD2SIM).is_file():
+        missing.append(f"{UMAD2SIM} (Debian package libumad2sim0, installed with ibsim-utils)")
+    if missing:
+        raise LabToolsMissing(
+            "the fabric lab needs: " + ", ".join(missing) + ". Install with "
+            "`apt-get install ibsim-utils opensm infiniband-diags`."
+        )
+    return found
+
+
+def tools_missing_reason() -> str | None:
+    """``None`` when the lab can run here, else the ``LabToolsMissing`` message (for skip reasons)."""
+    try:
+        check_tools()
+    except LabToolsMissing as exc:
+        return str(exc)
+    return None
+
+
+# Every started lab, so an interpreter exit (normal, or after Ctrl-C) still stops the processes.
+_LIVE: set[Lab] = set()
+_LIVE_LOCK = threading.Lock()
+_COUNTER = itertools.count(1)
+
+
+@atexit.register
+def _stop_all() -> None:
+    with _LIVE_LOCK:
+        labs = list(_LIVE)
+    for lab in labs:
+        with contextlib.suppress(Exception):
+            lab.stop()
+
+
+def _die_with_parent() -> None:
+    """Child-side: get SIGKILL if the Python process dies (Linux ``PR_SET_PDEATHSIG``)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+class _SM:
+    """One OpenSM process of a lab."""
+
+    def __init__(self, node: NetNode, priority: int, directory: Path):
+        self.node = node
+        self.priority = priority
+        self.dir = directory
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def log(self) -> Path:
+        return self.dir / "opensm.log"
+
+    @property
+    def port_guid(self) -> int:
+        return self.node.port_guid(1)
+
+
+class Lab:
+    """A running simulated InfiniBand fabric: ibsim on a netfile, OpenSM as its SM, diags against it.
+
+    ``netfile`` is a path, or netfile text (anything containing a newline) written to the work
+    directory. ``partitions`` is an OpenSM partitions file (path or text); without one the lab
+    writes the default ``Default=0x7fff, ipoib : ALL=full;`` so :meth:`set_partitions` always works.
+    ``sm_node`` is the CA the master OpenSM runs on (node id, description or GUID; default the first
+    CA of the netfile); ``standby_sm`` a second CA running a standby OpenSM (priority 1 below the
+    master's). ``opensm_conf`` adds ``key value`` lines to every OpenSM's config file (e.g.
+    ``{"sweep_interval": "5"}``); ``workdir`` keeps files there (default: a temporary directory,
+    removed by :meth:`stop`).
+
+    Raises ``LabToolsMissing`` if the programs are absent, ``LabError`` for a bad netfile or node.
+    Use as a context manager (``with Lab(path) as lab:``) or call :meth:`start`/:meth:`stop`.
+    """
+
+    def __init__(
+        self,
+        netfile: str | Path,
+        *,
+        partitions: str | Path | None = None,
+        standby_sm: str | None = None,
+        sm_node: str | None = None,
+        opensm_conf: dict[str, str] | None = None,
+        workdir: Path | None = None,
+    ):
+        self.programs = check_tools()
+        if isinstance(netfile, str) and "\n" in netfile:
+            self._net_text, self._net_source = netfile, None
+        else:
+            self._net_source = Path(netfile)
+            try:
+                self._net_text = self._net_source.read_text(errors="replace")
+            except OSError as exc:
+                raise LabError(f"cannot read netfile {self._net_source}: {exc}") from exc
+        try:
+            self.net = parse_netfile(self._net_text, source=str(self._net_source or "<netfile text>"))
+        except NetfileError as exc:
+            raise LabError(str(exc)) from exc
+        if not self.net.cas:
+            raise LabError(f"{self.net.source}: no CA in the netfile, OpenSM needs a CA to run on")
+        self._partitions = partitions
+        self.opensm_conf = dict(opensm_conf or {})
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir) if workdir else None
+        self.socket_name = f"weft-{os.getpid()}-{next(_COUNTER)}-{secrets.token_hex(3)}"
+        master = self._resolve(sm_node) if sm_node else self.net.cas[0]
+        if master.kind != CA:
+            raise LabError(f"sm_node {sm_node!r} is a {master.kind}, OpenSM runs on a CA")
+        self._sms: list[_SM] = [_SM(master, 14, Path())]
+        if standby_sm:
+            standby = self._resolve(standby_sm)
+            if standby.kind != CA or standby is master:
+                raise LabError(f"standby_sm {standby_sm!r} must be a CA other than the master's")
+            self._sms.append(_SM(standby, 13, Path()))
+        self.node_names: list[str] = [n.description for n in self.net.nodes]
+        self._ibsim: subprocess.Popen | None = None
+        self._out = bytearray()
+        self._out_cond = threading.Condition()
+        self._reader: threading.Thread | None = None
+        self._console_lock = threading.Lock()
+        self._stopped = True
+        self.started_at: float | None = None
+        self.start_seconds: float | None = None
+
+    # -- node names -------------------------------------------------------------------------------
+
+    def _resolve(self, name: str) -> NetNode:
+        try:
+            node = self.net.find(str(name))
+        except NetfileError as exc:
+            raise LabError(str(exc)) from exc
+        if node is None:
+            raise LabError(f"no node {name!r} in {self.net.source} (give a node id, description or GUID)")
+        return node
+
+    def node(self, name: str) -> NetNode:
+        """The netfile record of node ``name`` (id, description or node/port GUID); ``LabError`` if none."""
+        return self._resolve(name)
+
+    def guid_of(self, name: str) -> str:
+        """Node GUID of ``name`` in Weft's canonical form (``0x`` + 16 lowercase hex digits)."""
+        return f"0x{self._resolve(name).guid:016x}"
+
+    # -- environment ------------------------------------------------------------------------------
+
+    @property
+    def tool_env(self) -> dict[str, str]:
+        """The variables that point an infiniband-diags tool at this lab (what ``Fabric.tool_env`` stores).
+
+        ``LD_PRELOAD`` (umad2sim), ``IBSIM_SOCKNAME`` (this lab's ibsim) and ``SIM_HOST`` (tools run
+        from the master SM's CA, as on the SM host of a real fabric).
+        """
+        return {
+            "LD_PRELOAD": UMAD2SIM,
+            "IBSIM_SOCKNAME": self.socket_name,
+            "SIM_HOST": self._sms[0].node.node_id,
+        }
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The full environment to run any infiniband-diags tool against the lab (``os.environ`` +
+        :attr:`tool_env`, with the sbin directories on ``PATH``)."""
+        env = dict(os.environ)
+        env.pop("IBSIM_SERVER_NAME", None)  # would switch umad2sim to TCP remote mode
+        env.pop("IBSIM_SERVER_PORT", None)
+        path = env.get("PATH", os.defpath).split(os.pathsep)
+        env["PATH"] = os.pathsep.join(path + [d for d in _SBIN_DIRS if d not in path])
+        env.update(self.tool_env)
+        return env
+
+    # -- life cycle -------------------------------------------------------------------------------
+
+    def _ibsim_limits(self) -> list[str]:
+        """``-N -S -P -L`` sized from the netfile with headroom, never below ibsim's defaults."""
+        n = max(_IBSIM_DEFAULTS["N"], len(self.net.nodes) * 5 // 4 + 16)
+        s = max(_IBSIM_DEFAULTS["S"], len(self.net.switches) * 5 // 4 + 16)
+        p = max(_IBSIM_DEFAULTS["P"], self.net.total_ports * 5 // 4 + 64)
+        lids = max(self.net.max_lid, len(self.net.nodes) * 2) + 1024
+        cap = max(_IBSIM_DEFAULTS["L"], min(lids, 0xBFFF + 1))
+        return ["-N", str(n), "-S", str(s), "-P", str(p), "-L", str(cap)]
+
+    def _popen(self, argv: list[str], env: dict[str, str], cwd: Path, **kw) -> subprocess.Popen:
+        in_main = threading.current_thread() is threading.main_thread()
+        return subprocess.Popen(
+            argv,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,  # Ctrl-C must not hit ibsim before OpenSM is stopped
+            preexec_fn=_die_with_parent if in_main else None,  # PDEATHSIG follows the starting thread
+            **kw,
+        )
+
+    def start(self, timeout: float = 60) -> Lab:
+        """Start ibsim, then OpenSM(s); wait until the master SM is MASTER and the subnet is up.
+
+        ``timeout`` is in seconds for the whole start. Raises ``LabError`` (with the tail of ibsim's
+        or OpenSM's log) if a process exits or the SM is not MASTER in time; everything started is
+        stopped again before the error propagates. Returns ``self``.
+        """
+        if not self._stopped:
+            return self
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix="weft-lab-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._stopped = False
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+        try:
+            self._start_ibsim(deadline)
+            for i, sm in enumerate(self._sms):
+                sm.dir = self.workdir / f"opensm{i}"
+                self._start_opensm(sm)
+                if i == 0:
+                    self.wait_master(timeout=max(1.0, deadline - time.monotonic()))
+            self.wait_subnet_up(timeout=max(1.0, deadline - time.monotonic()))
+        except BaseException:
+            self.stop()
+            raise
+        self.started_at = time.time()
+        self.start_seconds = time.monotonic() - t0
+        logger.info("lab %s up in %.1fs (%s)", self.socket_name, self.start_seconds, self.workdir)
+        return self
+
+    def _start_ibsim(self, deadline: float) -> None:
+        netpath = self.workdir / "fabric.net"
+        netpath.write_text(self._net_text)
+        env = dict(os.environ, IBSIM_SOCKNAME=self.socket_name)
+        self._ibsim_log = self.workdir / "ibsim.err"
+        argv = [self.programs["ibsim"], "-s", *self._ibsim_limits(), str(netpath)]
+        with open(self._ibsim_log, "wb") as err:
+            self._ibsim = self._popen(
+                argv, env, self.workdir, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
+            )
+        self._out.clear()
+        self._reader = threading.Thread(
+            target=self._read_stdout, name=f"ibsim-{self.socket_name}", daemon=True
+        )
+        self._reader.start()
+        try:
+            self._wait_prompt(0, max(1.0, deadline - time.monotonic()))
+        except LabError as exc:
+            raise LabError(
+                f"ibsim did not come up on {self._net_source or netpath}: {exc}\n"
+                f"stdout: {self._out.decode(errors='replace')[-1500:]}\nstderr: {_tail(self._ibsim_log)}"
+            ) from None
+
+    def _read_stdout(self) -> None:
+        fd = self._ibsim.stdout.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                chunk = b""
+            with self._out_cond:
+                if chunk:
+                    self._out += chunk
+                else:
+                    self._out += b""
+                self._out_cond.notify_all()
+            if not chunk:
+                return
+
+    def _wait_prompt(self, start: int, timeout: float) -> str:
+        """Wait until ibsim's stdout, from offset ``start``, ends with the prompt; return the text before it."""
+        deadline = time.monotonic() + timeout
+        with self._out_cond:
+            while True:
+                buf = self._out
+                if len(buf) > start and buf.endswith(_PROMPT):
+                    return bytes(buf[start : len(buf) - len(_PROMPT)]).decode(errors="replace")
+                if self._ibsim is None or self._ibsim.poll() is not None:
+                    code = self._ibsim.returncode if self._ibsim else None
+                    raise LabError(f"ibsim exited (status {code})")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise LabError(f"no ibsim prompt within {timeout:.0f}s")
+                self._out_cond.wait(min(left, 0.2))
+
+    def _opensm_env(self, sm: _SM) -> dict[str, str]:
+        env = self.env
+        env["SIM_HOST"] = sm.node.node_id
+        env["OSM_TMP_DIR"] = str(sm.dir)
+        env["OSM_CACHE_DIR"] = str(sm.dir)
+        return env
+
+    def _write_partitions(self, text: str) -> Path:
+        path = self.workdir / "partitions.conf"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text if text.endswith("\n") else text + "\n")
+        tmp.replace(path)
+        return path
+
+    def _partitions_text(self) -> str:
+        p = self._partitions
+        if p is None:
+            return "Default=0x7fff, ipoib : ALL=full ;\n"
+        if isinstance(p, str) and ("\n" in p or "=" in p):
+            return p
+        try:
+            return Path(p).read_text()
+        except OSError as exc:
+            raise LabError(f"cannot read partitions file {p}: {exc}") from exc
+
+    def _start_opensm(self, sm: _SM) -> None:
+        sm.dir.mkdir(parents=True, exist_ok=True)
+        parts = self.workdir / "partitions.conf"
+        if not parts.exists():
+            self._write_partitions(self._partitions_text())
+        conf = {
+            "sm_priority": str(sm.priority),
+            "partition_config_file": str(parts),
+            "log_file": str(sm.log),
+            "force_log_flush": "TRUE",  # wait_subnet_up() reads the log while OpenSM runs
+            "dump_files_dir": str(sm.dir),
+            "sminfo_polling_timeout": "1000" if len(self._sms) > 1 else "10000",
+            "polling_retry_number": "2" if len(self._sms) > 1 else "4",
+        }
+        conf.update({k: str(v) for k, v in self.opensm_conf.items()})
+        conf_path = sm.dir / "opensm.conf"
+        conf_path.write_text("".join(f"{k} {v}\n" for k, v in conf.items()))
+        argv = [self.programs["opensm"], "-F", str(conf_path)]
+        with open(sm.dir / "opensm.out", "wb") as out:
+            sm.proc = self._popen(
+                argv,
+                self._opensm_env(sm),
+                sm.dir,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def _check_alive(self) -> None:
+        if self._ibsim is None or self._ibsim.poll() is not None:
+            raise LabError(
+                f"ibsim is not running (status {self._ibsim and self._ibsim.returncode})\n"
+                f"{_tail(self._ibsim_log)}"
+            )
+        sm = self._sms[0]
+        if sm.proc is not None and sm.proc.poll() is not None:
+            raise LabError(
+                f"OpenSM on {sm.node.node_id!r} exited (status {sm.proc.returncode})\n"
+                f"{_tail(sm.log)}\n{_tail(sm.dir / 'opensm.out')}"
+            )
+
+    def stop(self) -> None:
+        """Stop every process of the lab by pid: OpenSM(s) first, then ibsim; SIGTERM, then SIGKILL after
+        5 s. Removes the temporary work directory. Safe to call twice and from ``atexit``."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for sm in reversed(self._sms):
+            _terminate(sm.proc)
+        if self._ibsim is not None:
+            with contextlib.suppress(OSError):
+                self._ibsim.stdin.close()
+            _terminate(self._ibsim)
+            if self._reader is not None:
+                self._reader.join(timeout=5)
+            with contextlib.suppress(OSError):
+                self._ibsim.stdout.close()
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+        if self._own_workdir and self.workdir is not None and not os.environ.get("WEFT_LAB_KEEP"):
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+
+    @property
+    def pids(self) -> list[int]:
+        """Pids of the running processes (OpenSMs, then ibsim)."""
+        out = [sm.proc.pid for sm in self._sms if sm.proc is not None and sm.proc.poll() is None]
+        if self._ibsim is not None and self._ibsim.poll() is None:
+            out.append(self._ibsim.pid)
+        return out
+
+    def __enter__(self) -> Lab:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.stop()
+
+    # -- tools ------------------------------------------------------------------------------------
+
+    def run(self, argv: list[str], timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess:
+        """Run an infiniband-diags tool (``["ibnetdiscover"]``, ``["perfquery", "-x", "5", "1"]``) against
+        the lab, with :attr:`env` and the work directory as cwd; text output.
+
+        Raises ``LabError`` if ``check`` and the tool exits non-zero (the message has its stderr), or
+        on timeout (``timeout`` seconds; the tool is killed and its ibsim client slot freed).
+        """
+        argv = [str(a) for a in argv]
+        if not os.path.isabs(argv[0]):
+            argv[0] = find_program(argv[0]) or argv[0]
+        cwd = (self.workdir or Path(tempfile.gettempdir())) / "tools"
+        cwd.mkdir(parents=True, exist_ok=True)
+        try:
+            proc = subprocess.run(
+                argv, env=self.env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+            )
+        except subprocess.TimeoutExpired as exc:
+            self.reap_clients()
+            raise LabError(
+                f"{' '.join(argv)} timed out after {timeout}s against lab {self.socket_name}"
+            ) from exc
+        except FileNotFoundError as exc:
+            raise LabToolsMissing(f"{argv[0]} is not installed (infiniband-diags?)") from exc
+        if check and proc.returncode != 0:
+            raise LabError(
+                f"{' '.join(argv)} exited {proc.returncode} against lab {self.socket_name}: "
+                f"{proc.stderr.strip()[-2000:]}"
+            )
+        return proc
+
+    # -- ibsim console ----------------------------------------------------------------------------
+
+    def console(self, command: str, timeout: float = 10) -> str:
+        """Run one ibsim console command and return its answer (text before the next ``sim>`` prompt).
+
+        Raises ``LabConsoleError`` when ibsim answers with an error line (``# nodeid ... not found``,
+        ``# port 3 at nodeid ... is not linked``...) or does not know the command, ``LabError`` when
+        ibsim is gone or silent for ``timeout`` seconds. Commands longer than ibsim's 127-byte line
+        go through a command file (``!file``).
+        """
+        command = command.strip()
+        if "\n" in command:
+            raise LabConsoleError("one console command at a time (no newline)")
+        if self._stopped or self._ibsim is None:
+            raise LabError("the lab is not running")
+        with self._console_lock:
+            line = command
+            if len(command) > _CONSOLE_MAX:
+                cmd_file = self.workdir / f"cmd-{secrets.token_hex(4)}"
+                cmd_file.write_text(command + "\n")
+                line = f"!{cmd_file}"
+                if len(line) > _CONSOLE_MAX:
+                    raise LabConsoleError(
+                        f"console command too long ({len(command)} bytes) and workdir path too long"
+                    )
+            with self._out_cond:
+                start = len(self._out)
+            try:
+                self._ibsim.stdin.write(line.encode() + b"\n")
+                self._ibsim.stdin.flush()
+            except (BrokenPipeError, OSError) as exc:
+                raise LabError(f"ibsim console closed: {exc}") from exc
+            answer = self._wait_prompt(start, timeout)
+        verb = command.split(None, 1)[0].lower() if command else ""
+        if verb not in ("dump", "route", "help", "?", "#") and not command.startswith("#"):
+            errors = [ln for ln in answer.splitlines() if ln.startswith("#")]
+            if errors:
+                raise LabConsoleError(f"ibsim: {command!r}: {errors[0].lstrip('# ').strip()}")
+            if "unknown - skipped" in answer or "bad param" in answer or "bad clientid" in answer:
+                raise LabConsoleError(f"ibsim: {command!r}: {answer.strip()}")
+        return answer
+
+    def _node_port(self, node: str, port: int | None) -> tuple[NetNode, str]:
+        rec = self._resolve(node)
+        if port is None:
+            return rec, f'"{rec.node_id}"'
+        low = 0 if rec.kind != CA else 1
+        if not low <= int(port) <= rec.nports:
+            raise LabError(f"{rec.description!r} has ports {low}..{rec.nports}, not {port}")
+        return rec, f'"{rec.node_id}"[{int(port)}]'
+
+    def perf_set(self, node: str, port: int, field: str, value: int) -> None:
+        """Set a port counter in ibsim (``PerformanceSet``).
+
+        ``field`` is a PortCounters field name (``"PortXmitWait"``, ``"PortXmitData"`` in 4-byte
+        words as the spec's 32-bit counter, ...) or ``Attribute.Field`` as ibsim names it
+        (``"PortCountersExtended.PortXmitData"``, 64-bit, also in 4-byte words). ibsim clamps the
+        value to the counter's width. Raises ``LabConsoleError`` on an unknown node, port or field.
+        """
+        if int(port) < 0 or int(value) < 0:
+            raise LabError("port and value must be >= 0")
+        attr_field = field if "." in field else f"PortCounters.{field}"
+        _, target = self._node_port(node, port)
+        self.console(f"PerformanceSet {target} {attr_field}={int(value)}")
+
+    def unlink(self, node: str, port: int | None = None) -> None:
+        """Pull the cable of ``port`` of ``node`` (all linked ports when ``port`` is None)."""
+        _, target = self._node_port(node, port)
+        self.console(f"Unlink {target}")
+
+    def relink(self, node: str, port: int | None = None) -> None:
+        """Put back the cable(s) removed by :meth:`unlink` (``ReLink``)."""
+        _, target = self._node_port(node, port)
+        self.console(f"ReLink {target}")
+
+    def set_error(self, node: str, port: int | None, rate: int) -> None:
+        """Drop ``rate`` percent (0..100) of the MADs through ``port`` of ``node`` (all ports if None)."""
+        if not 0 <= int(rate) <= 100:
+            raise LabError(f"error rate {rate} outside 0..100 percent")
+        _, target = self._node_port(node, port)
+        self.console(f"Error {target} {int(rate)}")
+
+    def clients(self) -> list[dict]:
+        """ibsim's attached clients: ``[{"id", "pid", "node", "sm"}]`` (from the ``Attached`` command)."""
+        out = []
+        for m in re.finditer(
+            r'Client (\d+): pid (\d+) connected at "([^"]*)" port 0x([0-9a-f]+), lid (\d+), qp (\d+) ?(SM)?',
+            self.console("Attached"),
+        ):
+            out.append({"id": int(m[1]), "pid": int(m[2]), "node": m[3], "sm": bool(m[7])})
+        return out
+
+    def reap_clients(self) -> int:
+        """Free ibsim client slots of processes that died without detaching; returns how many."""
+        n = 0
+        with contextlib.suppress(LabError):
+            for cl in self.clients():
+                if not Path(f"/proc/{cl['pid']}").exists():
+                    self.console(f"X {cl['id']}")
+                    n += 1
+        return n
+
+    # -- subnet manager ---------------------------------------------------------------------------
+
+    def sm_info(self) -> dict:
+        """The master SM as ``sminfo`` reports it: ``{"guid": "0x...", "lid": int, "priority": int,
+        "state": "MASTER"|"STANDBY"|"DISCOVERING"|"NOTACTIVE", "activity": int}``.
+
+        Raises ``LabError`` when sminfo fails (no SM yet) or its output cannot be parsed.
+        """
+        proc = self.run(["sminfo"], timeout=15)
+        m = re.search(
+            r"sm lid (\d+) sm guid (0x[0-9a-fA-F]+), activity count (\d+) priority (\d+) state (\d+)",
+            proc.stdout,
+        )
+        if not m:
+            raise LabError(f"cannot parse sminfo output: {proc.stdout.strip()!r}")
+        state = int(m[5])
+        return {
+            "guid": f"0x{int(m[2], 16):016x}",
+            "lid": int(m[1]),
+            "priority": int(m[4]),
+            "state": _SM_STATES.get(state, str(state)),
+            "activity": int(m[3]),
+        }
+
+    def wait_master(self, timeout: float = 60, guid: str | None = None) -> dict:
+        """Poll ``sminfo`` until an SM is MASTER (and, if ``guid`` is given, it is that port GUID or
+        node GUID). Returns :meth:`sm_info`; raises ``LabError`` on timeout or if OpenSM/ibsim died."""
+        want = None
+        if guid is not None:
+            node = self._resolve(guid)
+            want = {f"0x{node.guid:016x}", f"0x{node.port_guid(1):016x}"}
+        deadline = time.monotonic() + timeout
+        last: object = None
+        while True:
+            self._check_alive_any()
+            try:
+                info = self.sm_info()
+                last = info
+                if info["state"] == "MASTER" and (want is None or info["guid"] in want):
+                    return info
+            except LabError as exc:
+                last = exc
+            if time.monotonic() > deadline:
+                raise LabError(
+                    f"no MASTER SM{' ' + guid if guid else ''} within {timeout:.0f}s (last: {last})"
+                )
+            time.sleep(0.25)
+
+    def _check_alive_any(self) -> None:
+        if self._ibsim is None or self._ibsim.poll() is not None:
+            raise LabError(f"ibsim is not running\n{_tail(self._ibsim_log)}")
+        alive = [sm for sm in self._sms if sm.proc is not None and sm.proc.poll() is None]
+        if not alive:
+            sm = self._sms[0]
+            raise LabError(f"no OpenSM running\n{_tail(sm.log)}\n{_tail(sm.dir / 'opensm.out')}")
+
+    def wait_subnet_up(self, timeout: float = 60) -> None:
+        """Wait until an OpenSM of the lab logged ``SUBNET UP`` (LIDs assigned, routes set, ports ACTIVE)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_alive_any()
+            for sm in self._sms:
+                try:
+                    if b"SUBNET UP" in sm.log.read_bytes():
+                        return
+                except OSError:
+                    pass
+            if time.monotonic() > deadline:
+                raise LabError(
+                    f"OpenSM did not log SUBNET UP within {timeout:.0f}s\n{_tail(self._sms[0].log)}"
+                )
+            time.sleep(0.2)
+
+    def kill_master_sm(self) -> None:
+        """SIGKILL the OpenSM that is MASTER now (failover tests) and free its ibsim client slot."""
+        info = self.sm_info()
+        for sm in self._sms:
+            if f"0x{sm.port_guid:016x}" == info["guid"] and sm.proc is not None and sm.proc.poll() is None:
+                sm.proc.kill()
+                sm.proc.wait(10)
+                self.reap_clients()
+                return
+        raise LabError(f"the MASTER SM {info['guid']} is not an OpenSM of this lab")
+
+    def set_partitions(self, text: str) -> None:
+        """Replace the partitions file with ``text`` and SIGHUP every OpenSM so it re-reads it (and
+        re-sweeps); returns at once, the new PKeys reach the ports within a sweep."""
+        if self._stopped:
+            raise LabError("the lab is not running")
+        self._write_partitions(text)
+        for sm in self._sms:
+            if sm.proc is not None and sm.proc.poll() is None:
+                sm.proc.send_signal(signal.SIGHUP)
+
+    @property
+    def sm_pids(self) -> list[int]:
+        return [sm.proc.pid for sm in self._sms if sm.proc is not None and sm.proc.poll() is None]
+
+    def __repr__(self) -> str:
+        state = "stopped" if self._stopped else f"running in {self.workdir}"
+        return f"<Lab {self.net.source} {len(self.net.switches)} switches {len(self.net.cas)} CAs, {state}>"
+
+
+def _terminate(proc: subprocess.Popen | None, grace: float = 5.0) -> None:
+    """SIGTERM ``proc`` by pid, SIGKILL after ``grace`` seconds; reap it."""
+    if proc is None or proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait(10)

@@ -1,0 +1,1 @@
+"""Netfile generators (filled in below)."""

@@ -1,0 +1,269 @@
+"""Demo traffic: a synthetic load pattern played into a lab fabric's port counters.
+
+The lab (ibsim) carries no data traffic, so the demo writes counters with ibsim's console
+``PerformanceSet`` (``lab.Lab.perf_set``) the way real traffic would move them; the poller then
+reads them with the real tools and the heatmap moves.
+
+Pattern (pure, :func:`link_load` and :func:`traffic_pattern`):
+
+* background: every link direction carries a fixed 2-10 % of its data rate;
+* hot spots: ``hot_spots`` switch-to-switch links (chosen with ``seed``, moved every
+  ``hot_spot_period_s``) run at ~95 % one way with a congestion index oscillating 0.5-0.9
+  (an incast: the transmitting port waits for credits);
+* an all-reduce-like wave: a bump of load travels across the leaves (sorted by name), one full
+  pass every ``wave_period_s``; the leaf under the wave runs its up-links near 85 % both ways and
+  the spine ports sending down to it see congestion up to 0.5.
+
+Counters written (IBTA Vol 1 ch. 16.1): ``PortCountersExtended.PortXmitData``/``PortRcvData``
+(64-bit, 4-byte words: words = bytes / 4) and ``PortCounters.PortXmitWait`` (32-bit ticks;
+``ticks_per_s_full`` ticks per second is a congestion index of 1, see
+``telemetry.semantics``). PortXmitWait is a 32-bit counter that stops at 2**32-1; the generator
+wraps it to 0 before that, which the poller reports as one counter reset (no rate for that one
+interval on that port) instead of a saturated counter that would freeze the demo.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+log = logging.getLogger(__name__)
+
+#: Tier numbers as in ``fabric.choices.Tier`` (kept here so the generator imports no Django).
+LEAF, SPINE, CORE = 1, 2, 3
+XMIT_WAIT_WRAP = 2**32 - 2**28  # wrap before the 32-bit counter saturates
+#: Default ticks per second of PortXmitWait that count as fully congested (index 1.0).
+DEFAULT_TICKS_PER_S_FULL = 1.0e8
+
+
+@dataclass(frozen=True)
+class LinkEnd:
+    """One end of a link: a node (as the lab names it: id, description or GUID), port, tier, switch?"""
+
+    node: str
+    port: int
+    tier: int
+    switch: bool = True
+
+
+@dataclass(frozen=True)
+class TrafficLink:
+    """A cable between ``a`` and ``b`` with its data rate in bytes/s (4x HDR = 25e9)."""
+
+    a: LinkEnd
+    b: LinkEnd
+    rate_bytes_per_s: float
+
+
+class PerfStep(NamedTuple):
+    """One ``PerformanceSet``: absolute counter ``value`` of ``field`` on ``node`` ``port``."""
+
+    node: str
+    port: int
+    field: str
+    value: int
+
+
+class Load(NamedTuple):
+    """Load of one link direction at an instant: utilisation 0..1 and congestion index 0..1."""
+
+    utilisation: float
+    congestion: float
+
+
+def _hot_links(links: Sequence[TrafficLink], t: float, seed: int, count: int, period_s: float) -> set[int]:
+    candidates = [i for i, link in enumerate(links) if link.a.switch and link.b.switch] or list(
+        range(len(links))
+    )
+    epoch = int(t // period_s) if period_s > 0 else 0
+    rng = random.Random(f"{seed}:{epoch}")
+    return set(rng.sample(candidates, min(count, len(candidates))))
+
+
+def link_load(
+    links: Sequence[TrafficLink],
+    t: float,
+    *,
+    seed: int = 0,
+    hot_spots: int = 3,
+    hot_spot_period_s: float = 300.0,
+    wave_period_s: float = 40.0,
+) -> dict[tuple[int, str], Load]:
+    """Return the load of each link direction at time ``t`` (seconds from the start).
+
+    Keys are ``(link index, "ab" | "ba")`` (``"ab"``: ``a`` transmits to ``b``). Deterministic for
+    a given ``seed``. See the module docstring for the pattern.
+    """
+    rng = random.Random(seed)
+    background = [(rng.uniform(0.02, 0.1), rng.uniform(0.02, 0.1)) for _ in links]
+    hot = _hot_links(links, t, seed, hot_spots, hot_spot_period_s)
+    leaves = sorted({e.node for link in links for e in (link.a, link.b) if e.switch and e.tier == LEAF})
+    position = (t / wave_period_s) * len(leaves) if leaves and wave_period_s > 0 else 0.0
+
+    def wave(node: str) -> float:
+        if node not in leaves:
+            return 0.0
+        d = abs(leaves.index(node) - position % len(leaves))
+        d = min(d, len(leaves) - d)
+        return math.exp(-(d**2) / (2 * 0.6**2))
+
+    loads: dict[tuple[int, str], Load] = {}
+    for i, link in enumerate(links):
+        for direction, src, dst in (("ab", link.a, link.b), ("ba", link.b, link.a)):
+            util = background[i][0 if direction == "ab" else 1]
+            cong = 0.0
+            # The wave: a leaf's up-links (leaf -> spine) and the spine's down-links to that leaf.
+            w = max(
+                wave(src.node) if dst.tier > src.tier else 0.0, wave(dst.node) if src.tier > dst.tier else 0.0
+            )
+            if w > 0.01:
+                util = max(util, 0.85 * w)
+                if src.tier > dst.tier:  # spine sending down into the busy leaf: incast waits
+                    cong = max(cong, 0.5 * w)
+            if i in hot and direction == "ab":
+                util = max(util, 0.95)
+                cong = max(cong, 0.7 + 0.2 * math.sin(2 * math.pi * t / 17.0 + i))
+            loads[(i, direction)] = Load(min(util, 1.0), min(max(cong, 0.0), 1.0))
+    return loads
+
+
+def traffic_pattern(
+    links: Sequence[TrafficLink],
+    interval_s: float = 1.0,
+    *,
+    seed: int = 0,
+    hot_spots: int = 3,
+    hot_spot_period_s: float = 300.0,
+    wave_period_s: float = 40.0,
+    ticks_per_s_full: float = DEFAULT_TICKS_PER_S_FULL,
+) -> Iterator[list[PerfStep]]:
+    """Yield, every ``interval_s`` of pattern time, the ``PerformanceSet`` steps of that tick.
+
+    Each step sets an absolute counter value (counters only rise, except the PortXmitWait wrap
+    described in the module docstring). Only switch ports are written (the heatmap's cells).
+    Infinite; the first tick is ``t = interval_s``.
+    """
+    if interval_s <= 0:
+        raise ValueError(f"interval_s must be > 0, not {interval_s}")
+    counters: dict[tuple[str, int, str], float] = {}
+    t = 0.0
+    while True:
+        t += interval_s
+        loads = link_load(
+            links,
+            t,
+            seed=seed,
+            hot_spots=hot_spots,
+            hot_spot_period_s=hot_spot_period_s,
+            wave_period_s=wave_period_s,
+        )
+        steps: list[PerfStep] = []
+        for i, link in enumerate(links):
+            for direction, src, dst in (("ab", link.a, link.b), ("ba", link.b, link.a)):
+                load = loads[(i, direction)]
+                words = load.utilisation * link.rate_bytes_per_s * interval_s / 4
+                if src.switch:
+                    steps.append(_bump(counters, src, "PortCountersExtended.PortXmitData", words))
+                    wait = load.congestion * ticks_per_s_full * interval_s
+                    steps.append(_bump(counters, src, "PortXmitWait", wait, wrap=XMIT_WAIT_WRAP))
+                if dst.switch:
+                    steps.append(_bump(counters, dst, "PortCountersExtended.PortRcvData", words))
+        yield steps
+
+
+def _bump(
+    counters: dict[tuple[str, int, str], float],
+    end: LinkEnd,
+    field: str,
+    amount: float,
+    wrap: int | None = None,
+) -> PerfStep:
+    key = (end.node, end.port, field)
+    value = counters.get(key, 0.0) + amount
+    if wrap is not None and value >= wrap:
+        value = amount
+    counters[key] = value
+    return PerfStep(end.node, end.port, field, int(value))
+
+
+def fabric_links(fabric: Any) -> list[TrafficLink]:
+    """The links of a ``fabric.Fabric`` with at least one switch end, as :class:`TrafficLink` (GUID names)."""
+    from fabric.choices import NodeType
+    from fabric.models import Link
+
+    out = []
+    for link in Link.objects.filter(fabric=fabric).select_related("port_a__node", "port_b__node"):
+        ends = []
+        for port in (link.port_a, link.port_b):
+            node = port.node
+            ends.append(
+                LinkEnd(node.node_guid, port.port_num, int(node.tier), node.node_type == NodeType.SWITCH)
+            )
+        if not (ends[0].switch or ends[1].switch):
+            continue
+        rate = (link.rate_gbps or 200.0) * 1e9 / 8
+        out.append(TrafficLink(ends[0], ends[1], rate))
+    return out
+
+
+class TrafficPlayer(threading.Thread):
+    """Plays :func:`traffic_pattern` into a running lab every ``interval`` seconds (daemon thread).
+
+    ``lab`` is a ``lab.Lab`` (only ``perf_set`` is used), ``fabric`` the ``fabric.Fabric`` whose
+    stored topology (after discovery) gives the links and tiers. ``start()`` to play, ``stop()``
+    to end. Console errors are logged and counted in ``errors``; the player goes on.
+    """
+
+    def __init__(self, lab: Any, fabric: Any, interval: float = 1.0, *, seed: int = 0, **pattern: Any):
+        super().__init__(name=f"weft-traffic-{getattr(fabric, 'name', fabric)}", daemon=True)
+        self.lab = lab
+        self.interval = float(interval)
+        self.links = fabric_links(fabric)
+        ticks = pattern.pop("ticks_per_s_full", None) or _ticks_per_s_full()
+        self.pattern = traffic_pattern(
+            self.links, self.interval, seed=seed, ticks_per_s_full=ticks, **pattern
+        )
+        self.ticks = 0
+        self.errors = 0
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop_event.is_set():
+            for step in next(self.pattern):
+                if self._stop_event.is_set():
+                    return
+                try:
+                    self.lab.perf_set(step.node, step.port, step.field, step.value)
+                except Exception as exc:  # a vanished node or a stopped lab: log and go on
+                    self.errors += 1
+                    if self.errors <= 5 or self.errors % 100 == 0:
+                        log.warning("traffic: %s: %s", step, exc)
+            self.ticks += 1
+            next_at += self.interval
+            self._stop_event.wait(max(0.0, next_at - time.monotonic()))
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop playing and wait for the thread."""
+        self._stop_event.set()
+        if self.is_alive():
+            self.join(timeout)
+
+
+def _ticks_per_s_full() -> float:
+    """Ticks/s of PortXmitWait that the telemetry congestion index counts as 1.0, if it says so."""
+    try:
+        from telemetry import semantics
+    except ImportError:
+        return DEFAULT_TICKS_PER_S_FULL
+    for name in ("TICKS_PER_S_FULL", "XMIT_WAIT_TICKS_PER_S", "TICKS_PER_SECOND", "TICK_HZ"):
+        value = getattr(semantics, name, None)
+        if isinstance(value, int | float) and value > 0:
+            return float(value)
+    return DEFAULT_TICKS_PER_S_FULL

@@ -1,0 +1,281 @@
+"""Server-side layout of the network map, so that the browser only draws.
+
+The map is a layered drawing of the fat tree (Sugiyama style, without the crossing-minimisation
+sweeps that would cost seconds at 5,000 nodes):
+
+* rows from the top: switches of unknown tier and routers, core, spine, leaf, then hosts;
+* leaves ordered by their description in natural order ("L2" before "L10"), as operators name
+  switches by rack and position; spines and core switches ordered by the barycentre of the
+  leaves/spines they connect to, hosts by the barycentre of their leaves (one barycentre pass);
+* the CAs of one host (``Node.host``, from the host name in the NodeDescription) stacked in one
+  column below the leaves, so a multi-rail DGX is one column under its rails' leaves;
+* parallel cables between the same two nodes drawn as one edge with a count, its width/speed the
+  slowest of them and its state the lowest (Down < Init < Armed < Active, IBTA PortState).
+
+:func:`compute_layout` is pure (plain lists in, plain lists out); :func:`build_map` reads the
+database with four flat ``values_list`` queries and returns the compact JSON of
+``/api/fabric/fabrics/{id}/map/`` (parallel arrays, not one object per node).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: Tier values of ``fabric.choices.Tier`` (kept literal: this module's layout part is pure).
+HOST, LEAF, SPINE, CORE, UNKNOWN = 0, 1, 2, 3, 9
+#: NodeType values in the compact payload.
+NODE_TYPE_CODES = {"ca": 0, "switch": 1, "router": 2}
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple:
+    """Sort key that orders embedded numbers by value: ``leaf2`` < ``leaf10``."""
+    return tuple(int(p) if p.isdigit() else p.lower() for p in _DIGITS.split(text or ""))
+
+
+@dataclass(frozen=True)
+class LayoutNode:
+    """One node for the layout: ``kind`` 0 CA, 1 switch, 2 router; ``group`` the host key or None."""
+
+    kind: int
+    tier: int
+    name: str
+    group: str | None = None
+
+
+def compute_layout(
+    nodes: Sequence[LayoutNode], edges: Sequence[tuple[int, int]]
+) -> tuple[list[float], list[float]]:
+    """Return ``(x, y)`` positions (graph units; y grows upwards, the top row is y = 0).
+
+    Args:
+        nodes: the nodes, addressed by index.
+        edges: pairs of node indexes (each unordered pair once; self-loops ignored).
+
+    Rows are spread over the same width (the longest row has one unit per item), tiers are
+    ``gap`` apart with ``gap`` a fraction of the width so the drawing keeps a readable aspect.
+    """
+    n = len(nodes)
+    x = [0.0] * n
+    y = [0.0] * n
+    if n == 0:
+        return x, y
+    neighbours: list[list[int]] = [[] for _ in range(n)]
+    for a, b in edges:
+        if a != b:
+            neighbours[a].append(b)
+            neighbours[b].append(a)
+
+    def is_switch_row(i: int, tier: int) -> bool:
+        return nodes[i].kind == 1 and nodes[i].tier == tier
+
+    leaves = sorted((i for i in range(n) if is_switch_row(i, LEAF)), key=lambda i: natural_key(nodes[i].name))
+
+    def barycentre(i: int, placed: dict[int, float]) -> float | None:
+        vals = [placed[j] for j in neighbours[i] if j in placed]
+        return sum(vals) / len(vals) if vals else None
+
+    def sort_by_barycentre(items: list[int], placed: dict[int, float]) -> list[int]:
+        keyed = []
+        for i in items:
+            bc = barycentre(i, placed)
+            keyed.append(((1, 0.0) if bc is None else (0, bc), natural_key(nodes[i].name), i))
+        keyed.sort()
+        return [i for _, _, i in keyed]
+
+    def normalise(row: list[int]) -> dict[int, float]:
+        # Positions as fractions of the row so rows of different lengths compare.
+        m = max(len(row), 1)
+        return {i: (k + 0.5) / m for k, i in enumerate(row)}
+
+    leaf_pos = normalise(leaves)
+    spines = sort_by_barycentre([i for i in range(n) if is_switch_row(i, SPINE)], leaf_pos)
+    spine_pos = normalise(spines)
+    cores = sort_by_barycentre([i for i in range(n) if is_switch_row(i, CORE)], spine_pos)
+    placed = {**leaf_pos, **spine_pos, **normalise(cores)}
+    others = sort_by_barycentre(
+        [
+            i
+            for i in range(n)
+            if nodes[i].kind != 0 and not any(is_switch_row(i, t) for t in (LEAF, SPINE, CORE))
+        ],
+        placed,
+    )
+    placed.update(normalise(others))
+
+    # Hosts: CAs grouped by host key; a CA without host is its own group.
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i in range(n):
+        if nodes[i].kind == 0:
+            groups[nodes[i].group or f"\x00{i}"].append(i)
+    keyed_groups = []
+    for key, members in groups.items():
+        members.sort(key=lambda i: natural_key(nodes[i].name))
+        vals = [placed[j] for i in members for j in neighbours[i] if j in placed]
+        bc = (0, sum(vals) / len(vals)) if vals else (1, 0.0)
+        keyed_groups.append((bc, natural_key(key.lstrip("\x00") or nodes[members[0]].name), members))
+    keyed_groups.sort(key=lambda t: (t[0], t[1]))
+    host_groups = [members for _, _, members in keyed_groups]
+
+    rows = [others, cores, spines, leaves]
+    width = float(max(len(others), len(cores), len(spines), len(leaves), len(host_groups), 1))
+    gap = max(width / 8.0, 4.0)
+    stack = min(gap / 10.0, 0.9)
+
+    level = 0
+    for row in rows:
+        if not row:
+            continue
+        step = width / len(row)
+        for k, i in enumerate(row):
+            x[i] = round((k + 0.5) * step, 3)
+            y[i] = round(-level * gap, 3)
+        level += 1
+    if host_groups:
+        step = width / len(host_groups)
+        top = -level * gap
+        for k, members in enumerate(host_groups):
+            for s, i in enumerate(members):
+                x[i] = round((k + 0.5) * step, 3)
+                y[i] = round(top - s * stack, 3)
+    return x, y
+
+
+# --- database part ------------------------------------------------------------------------------
+
+
+def build_map(fabric) -> dict:
+    """The compact map payload of ``fabric`` (see the module docstring and ``MapSerializer``).
+
+    ``nodes`` holds parallel arrays indexed by node position; ``edges.a``/``edges.b`` are node
+    positions; ``edges.speed``/``edges.width`` index ``speeds``/``widths``; ``edges.state`` is the
+    IBTA PortState value (0 = unknown, as in files, which carry no state); ``edges.rate`` Gb/s.
+    """
+    from ..models import Discovery, Link, Node, Port
+    from .serializers import link_state
+
+    rows = list(
+        Node.objects.filter(fabric=fabric)
+        .order_by("id")
+        .values_list("id", "node_guid", "node_type", "tier", "lid", "description", "host_id", "host__name")
+    )
+    index = {row[0]: k for k, row in enumerate(rows)}
+    host_names: list[str] = []
+    host_index: dict[int, int] = {}
+    lids: list[int | None] = [row[4] for row in rows]
+    extra_lids: list[list[int]] = []
+    for node_id, lid in (
+        Port.objects.filter(node__fabric=fabric, lid__isnull=False, node__lid__isnull=True)
+        .order_by("node_id", "port_num")
+        .values_list("node_id", "lid")
+    ):
+        k = index[node_id]
+        if lids[k] is None:
+            lids[k] = lid
+        elif lids[k] != lid:
+            extra_lids.append([lid, k])
+
+    layout_nodes = []
+    host_of: list[int] = []
+    for _, _, node_type, tier, _, description, host_id, host_name in rows:
+        kind = NODE_TYPE_CODES.get(node_type, 0)
+        if host_id is not None and host_id not in host_index:
+            host_index[host_id] = len(host_names)
+            host_names.append(host_name)
+        host_of.append(host_index[host_id] if host_id is not None else -1)
+        layout_nodes.append(LayoutNode(kind, tier, description, host_name if host_id is not None else None))
+
+    agg: dict[tuple[int, int], list] = {}
+    self_loops = 0
+    link_rows = (
+        Link.objects.filter(fabric=fabric)
+        .order_by()
+        .values_list(
+            "port_a__node_id",
+            "port_b__node_id",
+            "port_a__state",
+            "port_b__state",
+            "width",
+            "speed",
+            "rate_gbps",
+        )
+    )
+    n_links = 0
+    for na, nb, sa, sb, width, speed, rate in link_rows:
+        n_links += 1
+        a, b = index[na], index[nb]
+        if a == b:
+            self_loops += 1
+            continue
+        key = (a, b) if a < b else (b, a)
+        state = link_state(sa, sb)
+        cur = agg.get(key)
+        if cur is None:
+            agg[key] = [1, state, width, speed, rate]
+            continue
+        cur[0] += 1
+        if state and (not cur[1] or state < cur[1]):
+            cur[1] = state
+        if rate is not None and (cur[4] is None or rate < cur[4]):
+            cur[2], cur[3], cur[4] = width, speed, rate
+
+    xs, ys = compute_layout(layout_nodes, list(agg))
+    speeds: list[str] = []
+    widths: list[str] = []
+    speed_idx: dict[str, int] = {}
+    width_idx: dict[str, int] = {}
+    edges = {"a": [], "b": [], "n": [], "state": [], "speed": [], "width": [], "rate": []}
+    for (a, b), (count, state, width, speed, rate) in agg.items():
+        if speed not in speed_idx:
+            speed_idx[speed] = len(speeds)
+            speeds.append(speed)
+        if width not in width_idx:
+            width_idx[width] = len(widths)
+            widths.append(width)
+        edges["a"].append(a)
+        edges["b"].append(b)
+        edges["n"].append(count)
+        edges["state"].append(state)
+        edges["speed"].append(speed_idx[speed])
+        edges["width"].append(width_idx[width])
+        edges["rate"].append(rate)
+
+    type_counts = {"switches": 0, "cas": 0, "routers": 0}
+    for node in layout_nodes:
+        type_counts[("cas", "switches", "routers")[node.kind]] += 1
+    last = Discovery.objects.filter(fabric=fabric).order_by("-id").values_list("id", flat=True).first()
+    return {
+        "fabric": {"id": fabric.pk, "name": fabric.name},
+        "discovery": last,
+        "counts": {**type_counts, "links": n_links, "edges": len(edges["a"]), "self_loops": self_loops},
+        "nodes": {
+            "id": [r[0] for r in rows],
+            "guid": [r[1] for r in rows],
+            "name": [r[5] for r in rows],
+            "type": [n.kind for n in layout_nodes],
+            "tier": [r[3] for r in rows],
+            "lid": lids,
+            "host": host_of,
+            "x": xs,
+            "y": ys,
+        },
+        "hosts": host_names,
+        "extra_lids": extra_lids,
+        "edges": edges,
+        "speeds": speeds,
+        "widths": widths,
+    }
+
+
+def map_cache_key(fabric) -> str:
+    """A cache key that changes with every discovery and every node/link count change."""
+    from ..models import Discovery, Link, Node
+
+    last = Discovery.objects.filter(fabric=fabric).order_by("-id").values_list("id", flat=True).first()
+    nodes = Node.objects.filter(fabric=fabric).count()
+    links = Link.objects.filter(fabric=fabric).count()
+    return f"weft:fabric-map:v1:{fabric.pk}:{last}:{fabric.last_discovery_id}:{nodes}:{links}"

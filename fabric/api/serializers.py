@@ -1,0 +1,433 @@
+"""Serializers of the fabric REST API.
+
+Every model has a full form and a brief form (``Brief*Serializer``: id, url, display and the
+natural key) used when nested in another object and for ``?brief=1`` lists, so a 5,000-node list
+stays small (NetBox ``brief_fields``). GUIDs are the canonical ``0x`` + 16 hex digits
+(``fabric.guid``); LIDs are integers; ``rate_gbps`` is the data rate in Gb/s after line encoding.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from ..choices import PortState
+from ..guid import normalize_guid
+from ..models import Discovery, Fabric, Host, Link, Node, Port, SubnetManager
+
+
+class ChoiceDisplayField(serializers.Field):
+    """An integer/text choice rendered as ``{"value": 4, "label": "Active"}`` (read-only)."""
+
+    def __init__(self, **kwargs):
+        kwargs["read_only"] = True
+        super().__init__(**kwargs)
+
+    def get_attribute(self, instance):
+        return instance
+
+    def to_representation(self, instance):
+        value = getattr(instance, self.source)
+        label = getattr(instance, f"get_{self.source}_display")()
+        return {"value": value, "label": label}
+
+
+class _ChoiceDisplaySchema(serializers.Serializer):
+    value = serializers.CharField()
+    label = serializers.CharField()
+
+
+extend_schema_field(_ChoiceDisplaySchema)(ChoiceDisplayField)
+
+
+# --- brief forms -------------------------------------------------------------------------------
+
+
+class BriefFabricSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="fabric-api:fabric-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+
+    class Meta:
+        model = Fabric
+        fields = ["id", "url", "display", "name"]
+
+
+class BriefHostSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="fabric-api:host-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+
+    class Meta:
+        model = Host
+        fields = ["id", "url", "display", "name"]
+
+
+class BriefNodeSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="fabric-api:node-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+
+    class Meta:
+        model = Node
+        fields = ["id", "url", "display", "node_guid", "node_type", "description", "lid"]
+
+
+class BriefPortSerializer(serializers.ModelSerializer):
+    """A port with its node in brief form (needs ``select_related("node")``)."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="fabric-api:port-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    node = BriefNodeSerializer(read_only=True)
+
+    class Meta:
+        model = Port
+        fields = ["id", "url", "display", "node", "port_num", "port_guid", "lid"]
+
+
+class BriefLinkSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="fabric-api:link-detail")
+
+    class Meta:
+        model = Link
+        fields = ["id", "url", "port_a", "port_b", "width", "speed", "rate_gbps"]
+
+
+class BriefDiscoverySerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="fabric-api:discovery-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+
+    class Meta:
+        model = Discovery
+        fields = ["id", "url", "display", "started", "source", "status"]
+
+
+class BriefSubnetManagerSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="fabric-api:subnetmanager-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+
+    class Meta:
+        model = SubnetManager
+        fields = ["id", "url", "display", "guid", "lid"]
+
+
+# --- full forms --------------------------------------------------------------------------------
+
+
+class FabricSerializer(serializers.ModelSerializer):
+    """A fabric (IB subnet). ``counts`` come from the viewset's annotations (read-only)."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="fabric-api:fabric-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    last_discovery = BriefDiscoverySerializer(read_only=True)
+    counts = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Fabric
+        fields = [
+            "id",
+            "url",
+            "display",
+            "name",
+            "description",
+            "subnet_prefix",
+            "ca_name",
+            "ca_port",
+            "tool_env",
+            "discovery_timeout_s",
+            "discovery_enabled",
+            "polling_enabled",
+            "master_sm_guid",
+            "master_sm_lid",
+            "last_discovery",
+            "counts",
+            "created",
+        ]
+        read_only_fields = ["master_sm_guid", "master_sm_lid", "created"]
+
+    @extend_schema_field(
+        {
+            "type": "object",
+            "properties": {k: {"type": "integer"} for k in ("switches", "cas", "routers", "links")},
+        }
+    )
+    def get_counts(self, obj: Fabric) -> dict[str, int]:
+        if hasattr(obj, "n_switches"):
+            return {
+                "switches": obj.n_switches,
+                "cas": obj.n_cas,
+                "routers": obj.n_routers,
+                "links": obj.n_links,
+            }
+        from .queries import fabric_counts
+
+        return fabric_counts(obj)
+
+    def validate_subnet_prefix(self, value: str) -> str:
+        if not value:
+            return value
+        try:
+            return normalize_guid(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc))
+
+    def validate_tool_env(self, value):
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise serializers.ValidationError("tool_env must map variable names to strings")
+        return value
+
+
+class HostSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="fabric-api:host-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    fabric = BriefFabricSerializer(read_only=True)
+    nodes = BriefNodeSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Host
+        fields = ["id", "url", "display", "fabric", "name", "nodes"]
+
+
+class RemoteEndField(serializers.Field):
+    """The port at the other end of a port's link, in brief form, or null."""
+
+    def __init__(self, **kwargs):
+        kwargs["read_only"] = True
+        super().__init__(**kwargs)
+
+    def get_attribute(self, instance):
+        return instance
+
+    def to_representation(self, port: Port):
+        remote = remote_port(port)
+        return None if remote is None else BriefPortSerializer(remote, context=self.context).data
+
+
+extend_schema_field(BriefPortSerializer(allow_null=True))(RemoteEndField)
+
+
+def port_link(port: Port) -> Link | None:
+    """The link of ``port`` (either end), using the cached reverse one-to-one when loaded."""
+    for attr in ("link_as_a", "link_as_b"):
+        try:
+            return getattr(port, attr)
+        except Link.DoesNotExist:
+            continue
+    return None
+
+
+def remote_port(port: Port) -> Port | None:
+    """The port at the other end of ``port``'s link, or None when unconnected."""
+    link = port_link(port)
+    if link is None:
+        return None
+    return link.port_b if link.port_a_id == port.pk else link.port_a
+
+
+class PortSerializer(serializers.ModelSerializer):
+    """A port with its link and the remote end (needs the prefetches of ``queries.port_queryset``)."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="fabric-api:port-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    node = BriefNodeSerializer(read_only=True)
+    state = ChoiceDisplayField()
+    phys_state = ChoiceDisplayField()
+    link = serializers.SerializerMethodField()
+    remote = RemoteEndField()
+
+    class Meta:
+        model = Port
+        fields = [
+            "id",
+            "url",
+            "display",
+            "node",
+            "port_num",
+            "port_guid",
+            "lid",
+            "lmc",
+            "state",
+            "phys_state",
+            "width",
+            "speed",
+            "rate_gbps",
+            "label",
+            "link",
+            "remote",
+        ]
+
+    @extend_schema_field(BriefLinkSerializer(allow_null=True))
+    def get_link(self, port: Port):
+        link = port_link(port)
+        return None if link is None else BriefLinkSerializer(link, context=self.context).data
+
+
+class NodePortSerializer(PortSerializer):
+    """A port nested in its node (the node itself is not repeated)."""
+
+    class Meta(PortSerializer.Meta):
+        fields = [f for f in PortSerializer.Meta.fields if f != "node"]
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    """A node; the detail form (``retrieve``) adds its ports with links and remote ends."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="fabric-api:node-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    fabric = BriefFabricSerializer(read_only=True)
+    host = BriefHostSerializer(read_only=True, allow_null=True)
+    tier = ChoiceDisplayField()
+
+    class Meta:
+        model = Node
+        fields = [
+            "id",
+            "url",
+            "display",
+            "fabric",
+            "node_guid",
+            "node_type",
+            "system_image_guid",
+            "vendor_id",
+            "device_id",
+            "description",
+            "num_ports",
+            "enhanced_port0",
+            "lid",
+            "lmc",
+            "tier",
+            "host",
+            "first_seen",
+            "last_seen",
+        ]
+
+
+class NodeDetailSerializer(NodeSerializer):
+    ports = NodePortSerializer(many=True, read_only=True)
+
+    class Meta(NodeSerializer.Meta):
+        fields = [*NodeSerializer.Meta.fields, "ports"]
+
+
+class LinkSerializer(serializers.ModelSerializer):
+    """A link with both ends in brief form and its state (the lower of its ports' states)."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="fabric-api:link-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    fabric = BriefFabricSerializer(read_only=True)
+    port_a = BriefPortSerializer(read_only=True)
+    port_b = BriefPortSerializer(read_only=True)
+    state = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Link
+        fields = [
+            "id",
+            "url",
+            "display",
+            "fabric",
+            "port_a",
+            "port_b",
+            "width",
+            "speed",
+            "rate_gbps",
+            "state",
+            "first_seen",
+        ]
+
+    @extend_schema_field(_ChoiceDisplaySchema)
+    def get_state(self, link: Link) -> dict:
+        value = link_state(link.port_a.state, link.port_b.state)
+        return {"value": value, "label": PortState(value).label}
+
+
+def link_state(a: int, b: int) -> int:
+    """The state of a link from its ports' PortState values: the lower known one.
+
+    Unknown (0, e.g. from an ibnetdiscover file, which prints no state) counts only when both are.
+    """
+    known = [s for s in (a, b) if s != PortState.UNKNOWN]
+    return min(known) if known else PortState.UNKNOWN
+
+
+class SubnetManagerSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="fabric-api:subnetmanager-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    fabric = BriefFabricSerializer(read_only=True)
+    state = ChoiceDisplayField()
+
+    class Meta:
+        model = SubnetManager
+        fields = [
+            "id",
+            "url",
+            "display",
+            "fabric",
+            "guid",
+            "lid",
+            "priority",
+            "state",
+            "activity_count",
+            "last_seen",
+        ]
+
+
+class DiscoverySerializer(serializers.ModelSerializer):
+    """A discovery or import with its counts, diff (natural keys) and warnings (with line numbers)."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="fabric-api:discovery-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    fabric = BriefFabricSerializer(read_only=True)
+
+    class Meta:
+        model = Discovery
+        fields = [
+            "id",
+            "url",
+            "display",
+            "fabric",
+            "started",
+            "duration_s",
+            "source",
+            "filename",
+            "status",
+            "counts",
+            "added",
+            "removed",
+            "changed",
+            "diff",
+            "warnings",
+            "error",
+            "rows_written",
+        ]
+
+
+# --- action payloads ---------------------------------------------------------------------------
+
+
+class ImportRequestSerializer(serializers.Serializer):
+    """Upload of a topology file: multipart ``file`` (plain or gzip), or ``text``."""
+
+    fabric = serializers.SlugField(
+        max_length=64, required=False, help_text="fabric name (created when missing)"
+    )
+    file = serializers.FileField(required=False)
+    text = serializers.CharField(required=False, trim_whitespace=False)
+    filename = serializers.CharField(required=False, max_length=255)
+
+
+class ImportResultSerializer(serializers.Serializer):
+    fabric = BriefFabricSerializer()
+    discovery = DiscoverySerializer()
+    summary = serializers.DictField()
+
+
+class ImportErrorSerializer(serializers.Serializer):
+    error = serializers.CharField()
+    source = serializers.CharField(allow_null=True)
+    line = serializers.IntegerField(allow_null=True)
+
+
+class DiscoverQueuedSerializer(serializers.Serializer):
+    fabric = BriefFabricSerializer()
+    queued = serializers.BooleanField()
+    task_id = serializers.CharField(allow_null=True)

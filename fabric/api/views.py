@@ -1,0 +1,350 @@
+"""Thin viewsets of the fabric API (``/api/fabric/``).
+
+Topology objects (nodes, ports, links, hosts, SMs, discoveries) are read-only: they come from
+discovery and import. Fabrics are created and edited by Admins; ``discover`` (Operator) queues a
+live discovery, ``import`` (Admin) ingests an uploaded ibnetdiscover file, ``map`` returns the
+server-side layout the map page draws. Every change is audited (``accounts.audit.record``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import zlib
+
+from django.core.cache import cache
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import parsers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from accounts import audit
+from accounts.roles import Role
+
+from .. import filtersets
+from ..models import Fabric
+from . import queries, serializers
+from .maplayout import build_map, map_cache_key
+
+BRIEF_PARAM = OpenApiParameter(
+    "brief", OpenApiTypes.BOOL, description="return the brief form (id, url, display, natural key)"
+)
+
+IMPORT_REQUEST = {
+    "multipart/form-data": serializers.ImportRequestSerializer,
+    "application/json": serializers.ImportRequestSerializer,
+    "text/plain": OpenApiTypes.STR,
+    "application/gzip": OpenApiTypes.BINARY,
+}
+
+
+class PlainTextParser(parsers.BaseParser):
+    """Raw topology text (``Content-Type: text/plain``) as bytes."""
+
+    media_type = "text/plain"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return {"raw": stream.read()}
+
+
+class GzipParser(PlainTextParser):
+    media_type = "application/gzip"
+
+
+class OctetStreamParser(PlainTextParser):
+    media_type = "application/octet-stream"
+
+
+class BriefModeMixin:
+    """``?brief=1`` (or true/yes) switches list and detail to ``brief_serializer_class``."""
+
+    brief_serializer_class = None
+
+    @property
+    def brief(self) -> bool:
+        value = self.request.query_params.get("brief", "") if self.request else ""
+        return value.lower() in {"1", "true", "yes", "on"}
+
+    def get_serializer_class(self):
+        if self.brief and self.brief_serializer_class is not None:
+            return self.brief_serializer_class
+        return super().get_serializer_class()
+
+
+class ReadOnlyTopologyViewSet(BriefModeMixin, viewsets.ReadOnlyModelViewSet):
+    read_role = Role.VIEWER
+    lookup_value_regex = r"\d+"
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
+)
+class NodeViewSet(ReadOnlyTopologyViewSet):
+    """Switches, CAs and routers; the detail form lists the ports with their links and remote ends."""
+
+    queryset = queries.node_queryset()
+    serializer_class = serializers.NodeSerializer
+    brief_serializer_class = serializers.BriefNodeSerializer
+    filterset_class = filtersets.NodeFilterSet
+    ordering_fields = ["id", "description", "lid", "node_guid", "tier", "node_type"]
+
+    def get_queryset(self):
+        if self.action == "retrieve" and not self.brief:
+            return queries.node_detail_queryset()
+        return super().get_queryset()
+
+    def get_serializer_class(self):
+        if self.action == "retrieve" and not self.brief:
+            return serializers.NodeDetailSerializer
+        return super().get_serializer_class()
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
+)
+class PortViewSet(ReadOnlyTopologyViewSet):
+    """Ports with state, width, speed, rate, link and remote end."""
+
+    queryset = queries.port_queryset()
+    serializer_class = serializers.PortSerializer
+    brief_serializer_class = serializers.BriefPortSerializer
+    filterset_class = filtersets.PortFilterSet
+    ordering_fields = ["id", "port_num", "lid", "state", "rate_gbps"]
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
+)
+class LinkViewSet(ReadOnlyTopologyViewSet):
+    """Links (cables): two ports, unordered; width/speed/rate as negotiated."""
+
+    queryset = queries.link_queryset()
+    serializer_class = serializers.LinkSerializer
+    brief_serializer_class = serializers.BriefLinkSerializer
+    filterset_class = filtersets.LinkFilterSet
+    ordering_fields = ["id", "rate_gbps", "speed", "width"]
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
+)
+class HostViewSet(ReadOnlyTopologyViewSet):
+    """Machines grouping CAs by the host name of their NodeDescription."""
+
+    queryset = queries.host_queryset()
+    serializer_class = serializers.HostSerializer
+    brief_serializer_class = serializers.BriefHostSerializer
+    filterset_class = filtersets.HostFilterSet
+    ordering_fields = ["id", "name"]
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
+)
+class SubnetManagerViewSet(ReadOnlyTopologyViewSet):
+    """Subnet managers seen on each fabric (SMInfo)."""
+
+    queryset = queries.subnet_manager_queryset()
+    serializer_class = serializers.SubnetManagerSerializer
+    brief_serializer_class = serializers.BriefSubnetManagerSerializer
+    filterset_class = filtersets.SubnetManagerFilterSet
+    ordering_fields = ["id", "priority", "state", "lid"]
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
+)
+class DiscoveryViewSet(ReadOnlyTopologyViewSet):
+    """Discoveries and imports, newest first, with counts, diff and warnings."""
+
+    queryset = queries.discovery_queryset()
+    serializer_class = serializers.DiscoverySerializer
+    brief_serializer_class = serializers.BriefDiscoverySerializer
+    filterset_class = filtersets.DiscoveryFilterSet
+    ordering_fields = ["id", "started", "duration_s", "added", "removed", "changed"]
+
+
+def _read_upload(data) -> tuple[str, str]:
+    """Return ``(text, filename)`` from the request data; gzip is recognised by its magic number.
+
+    Raises:
+        ValidationError: no file/text, or a corrupt gzip stream.
+    """
+    filename = data.get("filename") or ""
+    if "raw" in data:
+        raw = data["raw"]
+    elif data.get("file") is not None:
+        upload = data["file"]
+        filename = filename or upload.name
+        raw = upload.read()
+    elif data.get("text"):
+        raw = data["text"].encode("utf-8")
+    else:
+        raise ValidationError(
+            {"file": ["send a topology file (multipart 'file'), 'text', or a text/plain body"]}
+        )
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.GzipFile(fileobj=io.BytesIO(raw)).read()
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ValidationError({"file": [f"{filename or 'upload'}: corrupt gzip data: {exc}"]})
+        if filename.endswith(".gz"):
+            filename = filename[:-3]
+    return raw.decode("utf-8", errors="replace"), filename or "upload"
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
+)
+class FabricViewSet(BriefModeMixin, viewsets.ModelViewSet):
+    """Fabrics (IB subnets): Viewer reads, Admin edits, Operator runs discovery, Admin imports."""
+
+    queryset = queries.fabric_queryset()
+    serializer_class = serializers.FabricSerializer
+    brief_serializer_class = serializers.BriefFabricSerializer
+    filterset_class = filtersets.FabricFilterSet
+    ordering_fields = ["id", "name", "created"]
+    lookup_value_regex = r"\d+"
+    read_role = Role.VIEWER
+    write_role = Role.ADMIN
+    action_roles = {"discover": Role.OPERATOR, "import_file": Role.ADMIN, "import_new": Role.ADMIN}
+
+    def perform_create(self, serializer):
+        fabric = serializer.save()
+        audit.record(
+            "fabric.create", fabric, {k: audit._jsonable(v) for k, v in serializer.validated_data.items()}
+        )
+
+    def perform_update(self, serializer):
+        before = Fabric.objects.get(pk=serializer.instance.pk)
+        fabric = serializer.save()
+        audit.record(
+            "fabric.update", fabric, audit.model_changes(before, fabric, list(serializer.validated_data))
+        )
+
+    def perform_destroy(self, instance):
+        audit.record("fabric.delete", instance)
+        instance.delete()
+
+    @extend_schema(request=None, responses={202: serializers.DiscoverQueuedSerializer})
+    @action(detail=True, methods=["post"])
+    def discover(self, request, pk=None):
+        """Queue a live discovery (ibnetdiscover) of this fabric now (Operator)."""
+        from ..tasks import discover_fabric_task
+
+        fabric = self.get_object()
+        result = discover_fabric_task.delay(fabric.pk)
+        task_id = getattr(result, "id", None)
+        audit.record("fabric.discover", fabric, {"task_id": task_id})
+        return Response(
+            {
+                "fabric": serializers.BriefFabricSerializer(fabric, context={"request": request}).data,
+                "queued": True,
+                "task_id": task_id,
+            },
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+    def _import(self, request, fabric_name: str | None):
+        from ..parsers.records import TopologyParseError
+        from ..services.ingest import import_topology_text
+        from ..services.ingest import summary as ingest_summary
+
+        data = request.data
+        if fabric_name is None:
+            name_ser = serializers.ImportRequestSerializer(
+                data={"fabric": data.get("fabric") or request.query_params.get("fabric")}
+            )
+            name_ser.is_valid(raise_exception=True)
+            fabric_name = name_ser.validated_data.get("fabric")
+            if not fabric_name:
+                raise ValidationError({"fabric": ["give the name of the fabric to import into"]})
+        if "raw" in data:
+            data = {"raw": data["raw"], "filename": request.query_params.get("filename", "")}
+        text, filename = _read_upload(data)
+        try:
+            discovery = import_topology_text(fabric_name, text, filename=filename, source="upload")
+        except TopologyParseError as exc:
+            return Response(
+                {
+                    "error": str(exc),
+                    "source": getattr(exc, "source", None),
+                    "line": getattr(exc, "line", None),
+                },
+                status=status.HTTP_400_BAD_REQUEST,
+            )
+        fabric = Fabric.objects.get(pk=discovery.fabric_id)
+        summary = ingest_summary(discovery)
+        audit.record(
+            "fabric.import", fabric, {"filename": filename, "discovery": discovery.pk, "summary": summary}
+        )
+        ctx = {"request": request}
+        return Response(
+            {
+                "fabric": serializers.BriefFabricSerializer(fabric, context=ctx).data,
+                "discovery": serializers.DiscoverySerializer(discovery, context=ctx).data,
+                "summary": summary,
+            },
+            status=status.HTTP_201_CREATED,
+        )
+
+    _import_schema = extend_schema(
+        request=IMPORT_REQUEST,
+        parameters=[
+            OpenApiParameter(
+                "filename", OpenApiTypes.STR, description="file name for raw bodies (warnings cite it)"
+            ),
+        ],
+        responses={
+            201: serializers.ImportResultSerializer,
+            400: OpenApiResponse(serializers.ImportErrorSerializer, description="located parse error"),
+        },
+    )
+    _parsers = [
+        parsers.MultiPartParser,
+        parsers.FormParser,
+        parsers.JSONParser,
+        PlainTextParser,
+        GzipParser,
+        OctetStreamParser,
+    ]
+
+    @_import_schema
+    @action(detail=True, methods=["post"], url_path="import", parser_classes=_parsers)
+    def import_file(self, request, pk=None):
+        """Import an ibnetdiscover file into this fabric (Admin). Multipart ``file`` (plain or
+        gzip), JSON/form ``text``, or a raw ``text/plain``/``application/gzip`` body."""
+        fabric = self.get_object()
+        return self._import(request, fabric.name)
+
+    @extend_schema(
+        operation_id="fabric_fabrics_import_new",
+        request=IMPORT_REQUEST,
+        parameters=[
+            OpenApiParameter("fabric", OpenApiTypes.STR, description="fabric name for raw bodies"),
+            OpenApiParameter("filename", OpenApiTypes.STR, description="file name for raw bodies"),
+        ],
+        responses={
+            201: serializers.ImportResultSerializer,
+            400: OpenApiResponse(serializers.ImportErrorSerializer, description="located parse error"),
+        },
+    )
+    @action(detail=False, methods=["post"], url_path="import", parser_classes=_parsers)
+    def import_new(self, request):
+        """Import an ibnetdiscover file into the fabric named ``fabric`` (created when missing, Admin)."""
+        return self._import(request, None)
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"], url_path="map")
+    def map(self, request, pk=None):
+        """The map layout: parallel arrays of nodes (id, guid, name, type, tier, lid, host, x, y)
+        and aggregated edges (a, b, n cables, state, speed/width indexes, rate Gb/s)."""
+        fabric = self.get_object()
+        key = map_cache_key(fabric)
+        data = cache.get(key)
+        if data is None:
+            data = build_map(fabric)
+            cache.set(key, data, 300)
+        return Response(data)

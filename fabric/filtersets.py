@@ -1,0 +1,297 @@
+"""django-filter filtersets of the fabric API (and the pages' search).
+
+GUID filters compare 64-bit numbers: the input is normalised with ``fabric.guid.normalize_guid``
+(``2c903000a1b2c``, ``0x0002C903000A1B2C`` and ``0x2c903000a1b2c`` are the same GUID), several
+values may be given comma-separated or repeated. Enumerations (port state, tier, node type)
+accept the number or the name (``state=4`` or ``state=active``).
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.db.models import Q, QuerySet
+from django_filters import rest_framework as filters
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+
+from .choices import NodeType, PhysState, PortState, SMState, Tier
+from .guid import is_guid, normalize_guid
+from .models import Discovery, Fabric, Host, Link, Node, Port, SubnetManager
+
+
+class GUIDListField(forms.CharField):
+    """Comma-separated GUIDs → list of canonical GUIDs; a bad one is a 400 naming it."""
+
+    def clean(self, value):
+        value = super().clean(value)
+        if not value:
+            return []
+        values = value if isinstance(value, list) else [value]
+        out = []
+        for item in values:
+            for part in str(item).split(","):
+                part = part.strip()
+                if not part:
+                    continue
+                try:
+                    out.append(normalize_guid(part))
+                except ValueError as exc:
+                    raise forms.ValidationError(str(exc))
+        return out
+
+
+@extend_schema_field(OpenApiTypes.STR)
+class GUIDFilter(filters.Filter):
+    """Filter on one or more GUID fields (OR between fields) with normalised input."""
+
+    field_class = GUIDListField
+
+    def __init__(self, *args, fields: tuple[str, ...] = (), **kwargs):
+        self.guid_fields = fields
+        super().__init__(*args, **kwargs)
+
+    def filter(self, qs: QuerySet, value: list[str]) -> QuerySet:
+        if not value:
+            return qs
+        q = Q()
+        for name in self.guid_fields or (self.field_name,):
+            q |= Q(**{f"{name}__in": value})
+        return qs.filter(q).distinct() if len(self.guid_fields) > 1 else qs.filter(q)
+
+
+class EnumListField(forms.CharField):
+    """Comma-separated numbers or names of an enumeration → list of values."""
+
+    def __init__(self, *args, enum=None, **kwargs):
+        self.enum = enum
+        super().__init__(*args, **kwargs)
+
+    def clean(self, value):
+        value = super().clean(value)
+        if not value:
+            return []
+        out = []
+        lookup = {}
+        for member in self.enum:
+            lookup[str(member.value).lower()] = member.value
+            lookup[str(member.label).lower()] = member.value
+            lookup[member.name.lower()] = member.value
+        for part in str(value).split(","):
+            part = part.strip().lower()
+            if not part:
+                continue
+            if part not in lookup:
+                names = ", ".join(f"{m.value}/{m.name.lower()}" for m in self.enum)
+                raise forms.ValidationError(f"{part!r} is not one of {names}")
+            out.append(lookup[part])
+        return out
+
+
+@extend_schema_field(OpenApiTypes.STR)
+class EnumFilter(filters.Filter):
+    """``field__in`` on an enumeration given by numbers or names."""
+
+    field_class = EnumListField
+
+    def __init__(self, *args, enum=None, **kwargs):
+        kwargs.setdefault(
+            "help_text",
+            "number or name, comma-separated: " + ", ".join(f"{m.value}={m.name.lower()}" for m in enum),
+        )
+        super().__init__(*args, enum=enum, **kwargs)
+
+    def filter(self, qs: QuerySet, value: list) -> QuerySet:
+        if not value:
+            return qs
+        return qs.filter(**{f"{self.field_name}__in": value})
+
+
+class CharInFilter(filters.BaseInFilter, filters.CharFilter):
+    """Comma-separated strings (``speed=HDR,NDR``), case-insensitive for speeds/widths."""
+
+    def filter(self, qs, value):
+        if not value:
+            return qs
+        q = Q()
+        for item in value:
+            q |= Q(**{f"{self.field_name}__iexact": item.strip()})
+        return qs.filter(q)
+
+
+class NumberInFilter(filters.BaseInFilter, filters.NumberFilter):
+    pass
+
+
+def _search_q(value: str, *, guid_fields, lid_fields, text_fields) -> Q:
+    """A free-text search: a GUID (as a number), a LID (decimal) or a substring of a name."""
+    value = value.strip()
+    q = Q()
+    for name in text_fields:
+        q |= Q(**{f"{name}__icontains": value})
+    if value.isdigit() and int(value) < 1 << 16:
+        for name in lid_fields:
+            q |= Q(**{name: int(value)})
+    if is_guid(value) and (value.lower().startswith("0x") or len(value) >= 8):
+        guid = normalize_guid(value)
+        for name in guid_fields:
+            q |= Q(**{name: guid})
+    return q
+
+
+class FabricFilterSet(filters.FilterSet):
+    name = filters.CharFilter(lookup_expr="iexact")
+    q = filters.CharFilter(method="search", label="search name/description")
+
+    class Meta:
+        model = Fabric
+        fields = ["id", "name", "discovery_enabled", "polling_enabled"]
+
+    def search(self, qs, name, value):
+        return qs.filter(Q(name__icontains=value) | Q(description__icontains=value)) if value else qs
+
+
+class NodeFilterSet(filters.FilterSet):
+    fabric = filters.ModelMultipleChoiceFilter(queryset=Fabric.objects.all())
+    fabric_name = filters.CharFilter(field_name="fabric__name", lookup_expr="iexact")
+    guid = GUIDFilter(label="node GUID", field_name="node_guid")
+    system_image_guid = GUIDFilter(field_name="system_image_guid")
+    port_guid = GUIDFilter(label="GUID of any of its ports", field_name="ports__port_guid")
+    lid = NumberInFilter(method="filter_lid", label="LID of the node (switch port 0) or of any port")
+    description = filters.CharFilter(lookup_expr="icontains")
+    type = filters.MultipleChoiceFilter(field_name="node_type", choices=NodeType.choices)
+    tier = EnumFilter(enum=Tier)
+    host = filters.ModelMultipleChoiceFilter(queryset=Host.objects.all())
+    host_name = filters.CharFilter(field_name="host__name", lookup_expr="iexact")
+    q = filters.CharFilter(method="search", label="search GUID, LID or description")
+
+    class Meta:
+        model = Node
+        fields = ["id", "vendor_id", "device_id"]
+
+    def filter_lid(self, qs, name, value):
+        if not value:
+            return qs
+        ids = Port.objects.filter(lid__in=value).values("node_id")
+        return qs.filter(Q(lid__in=value) | Q(pk__in=ids))
+
+    def search(self, qs, name, value):
+        if not value:
+            return qs
+        q = _search_q(value, guid_fields=("node_guid",), lid_fields=("lid",), text_fields=("description",))
+        if value.strip().isdigit():
+            q |= Q(pk__in=Port.objects.filter(lid=int(value)).values("node_id"))
+        return qs.filter(q)
+
+
+class PortFilterSet(filters.FilterSet):
+    fabric = filters.ModelMultipleChoiceFilter(field_name="node__fabric", queryset=Fabric.objects.all())
+    node = filters.ModelMultipleChoiceFilter(queryset=Node.objects.all())
+    guid = GUIDFilter(label="port GUID", field_name="port_guid")
+    node_guid = GUIDFilter(field_name="node__node_guid")
+    lid = NumberInFilter(method="filter_lid", label="port LID (switch ports: the switch's LID)")
+    port_num = NumberInFilter()
+    description = filters.CharFilter(field_name="node__description", lookup_expr="icontains")
+    type = filters.MultipleChoiceFilter(field_name="node__node_type", choices=NodeType.choices)
+    tier = EnumFilter(field_name="node__tier", enum=Tier)
+    state = EnumFilter(enum=PortState)
+    phys_state = EnumFilter(enum=PhysState)
+    speed = CharInFilter(label="lane speed, e.g. HDR or EDR,HDR")
+    width = CharInFilter(label="link width, e.g. 4x")
+    connected = filters.BooleanFilter(method="filter_connected", label="has a link")
+
+    class Meta:
+        model = Port
+        fields = ["id", "rate_gbps", "label"]
+
+    def filter_lid(self, qs, name, value):
+        if not value:
+            return qs
+        return qs.filter(Q(lid__in=value) | Q(lid__isnull=True, node__lid__in=value))
+
+    def filter_connected(self, qs, name, value):
+        if value is None:
+            return qs
+        linked = Q(link_as_a__isnull=False) | Q(link_as_b__isnull=False)
+        return qs.filter(linked) if value else qs.exclude(linked)
+
+
+class LinkFilterSet(filters.FilterSet):
+    fabric = filters.ModelMultipleChoiceFilter(queryset=Fabric.objects.all())
+    node = filters.NumberFilter(method="filter_node", label="node id at either end")
+    guid = GUIDFilter(
+        fields=("port_a__node__node_guid", "port_b__node__node_guid"), label="node GUID at either end"
+    )
+    port_guid = GUIDFilter(fields=("port_a__port_guid", "port_b__port_guid"), label="port GUID at either end")
+    lid = NumberInFilter(method="filter_lid", label="LID at either end")
+    description = filters.CharFilter(method="filter_description", label="node description at either end")
+    speed = CharInFilter()
+    width = CharInFilter()
+    state = EnumFilter(method="filter_state", enum=PortState, label="port state at either end")
+    tier = EnumFilter(method="filter_tier", enum=Tier, label="node tier at either end")
+    type = filters.MultipleChoiceFilter(method="filter_type", choices=NodeType.choices)
+
+    class Meta:
+        model = Link
+        fields = ["id", "rate_gbps"]
+
+    def _either(self, qs, lookup, value):
+        return qs.filter(Q(**{f"port_a__{lookup}": value}) | Q(**{f"port_b__{lookup}": value}))
+
+    def filter_node(self, qs, name, value):
+        return qs if value is None else self._either(qs, "node_id", value)
+
+    def filter_lid(self, qs, name, value):
+        if not value:
+            return qs
+        return self._either(qs, "lid__in", value) | self._either(qs, "node__lid__in", value)
+
+    def filter_description(self, qs, name, value):
+        return qs if not value else self._either(qs, "node__description__icontains", value)
+
+    def filter_state(self, qs, name, value):
+        return qs if not value else self._either(qs, "state__in", value)
+
+    def filter_tier(self, qs, name, value):
+        return qs if not value else self._either(qs, "node__tier__in", value)
+
+    def filter_type(self, qs, name, value):
+        return qs if not value else self._either(qs, "node__node_type__in", value)
+
+
+class HostFilterSet(filters.FilterSet):
+    fabric = filters.ModelMultipleChoiceFilter(queryset=Fabric.objects.all())
+    name = filters.CharFilter(lookup_expr="icontains")
+
+    class Meta:
+        model = Host
+        fields = ["id"]
+
+
+class SubnetManagerFilterSet(filters.FilterSet):
+    fabric = filters.ModelMultipleChoiceFilter(queryset=Fabric.objects.all())
+    guid = GUIDFilter(field_name="guid")
+    lid = NumberInFilter()
+    state = EnumFilter(enum=SMState)
+
+    class Meta:
+        model = SubnetManager
+        fields = ["id", "priority"]
+
+
+class DiscoveryFilterSet(filters.FilterSet):
+    fabric = filters.ModelMultipleChoiceFilter(queryset=Fabric.objects.all())
+    source = filters.MultipleChoiceFilter(choices=Discovery._meta.get_field("source").choices)
+    status = filters.MultipleChoiceFilter(choices=Discovery._meta.get_field("status").choices)
+    started_after = filters.IsoDateTimeFilter(field_name="started", lookup_expr="gte")
+    started_before = filters.IsoDateTimeFilter(field_name="started", lookup_expr="lt")
+    changed = filters.BooleanFilter(method="filter_changed", label="has added/removed/changed items")
+
+    class Meta:
+        model = Discovery
+        fields = ["id"]
+
+    def filter_changed(self, qs, name, value):
+        if value is None:
+            return qs
+        q = Q(added__gt=0) | Q(removed__gt=0) | Q(changed__gt=0)
+        return qs.filter(q) if value else qs.exclude(q)

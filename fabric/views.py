@@ -1,0 +1,244 @@
+"""Fabric pages: fabric list/detail, network map, node and port details, topology changes, import.
+
+Pages read the same querysets as the API (``fabric.api.queries``). The map and import pages are
+drawn/driven by JavaScript against the REST API (``/api/fabric/``); the others are plain
+server-rendered HTML. Templates of other apps are included only when they exist
+(``telemetry/_port_charts.html``, ``events/_object_alarms.html``).
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.mixins import LoginRequiredMixin
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.template import TemplateDoesNotExist
+from django.template.loader import select_template
+from django.urls import reverse
+from django.views import View
+from django.views.generic import DetailView, ListView, TemplateView
+
+from accounts import audit
+from accounts.roles import Role, has_role
+
+from .api import queries
+from .api.serializers import port_link, remote_port
+from .choices import NodeType
+from .models import Fabric, Port
+
+PORT_CHARTS_TEMPLATE = "telemetry/_port_charts.html"
+OBJECT_ALARMS_TEMPLATE = "events/_object_alarms.html"
+
+
+def optional_template(name: str) -> str | None:
+    """``name`` when that template exists (another app may not have shipped it yet), else None."""
+    try:
+        select_template([name])
+    except TemplateDoesNotExist:
+        return None
+    return name
+
+
+class RoleRequiredMixin(LoginRequiredMixin):
+    """Signed-in users with at least ``required_role`` (403 otherwise)."""
+
+    required_role: Role = Role.VIEWER
+
+    def dispatch(self, request, *args, **kwargs):
+        if request.user.is_authenticated and not has_role(request.user, self.required_role):
+            raise PermissionDenied(f"This page needs the {self.required_role.name.lower()} role.")
+        return super().dispatch(request, *args, **kwargs)
+
+
+class FabricListView(RoleRequiredMixin, ListView):
+    """All fabrics with node/link counts and their last discovery."""
+
+    template_name = "fabric/fabric_list.html"
+    context_object_name = "fabrics"
+
+    def get_queryset(self):
+        return queries.fabric_queryset()
+
+
+class FabricView(RoleRequiredMixin, DetailView):
+    """One fabric: counts, subnet managers, last discoveries, and "Discover now" (Operator)."""
+
+    template_name = "fabric/fabric.html"
+    context_object_name = "fabric"
+
+    def get_queryset(self):
+        return queries.fabric_queryset()
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        fabric = self.object
+        ctx["subnet_managers"] = fabric.subnet_managers.all()
+        ctx["discoveries"] = fabric.discoveries.all()[:10]
+        ctx["tiers"] = (
+            fabric.nodes.filter(node_type=NodeType.SWITCH)
+            .order_by("tier")
+            .values_list("tier")
+            .annotate(n=Count("id"))
+        )
+        ctx["host_count"] = fabric.hosts.count()
+        return ctx
+
+
+class FabricDiscoverView(RoleRequiredMixin, View):
+    """POST: queue a live discovery of the fabric (Operator), then back to the fabric page."""
+
+    required_role = Role.OPERATOR
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        from .tasks import discover_fabric_task
+
+        fabric = get_object_or_404(Fabric, pk=pk)
+        result = discover_fabric_task.delay(fabric.pk)
+        audit.record("fabric.discover", fabric, {"task_id": getattr(result, "id", None)})
+        messages.success(request, f"Discovery of {fabric.name} queued; refresh in a few seconds.")
+        return redirect(fabric.get_absolute_url())
+
+
+class MapView(RoleRequiredMixin, TemplateView):
+    """The network map of one fabric (``?fabric=<id>``, default the first fabric)."""
+
+    template_name = "fabric/map.html"
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        fabrics = list(Fabric.objects.order_by("name"))
+        fabric = None
+        wanted = self.request.GET.get("fabric", "")
+        if wanted.isdigit():
+            fabric = next((f for f in fabrics if f.pk == int(wanted)), None)
+        elif wanted:
+            fabric = next((f for f in fabrics if f.name == wanted), None)
+        if fabric is None and fabrics and not wanted:
+            fabric = fabrics[0]
+        ctx.update(fabrics=fabrics, fabric=fabric, wanted=wanted)
+        if fabric is not None:
+            ctx["map_url"] = reverse("fabric-api:fabric-map", args=[fabric.pk])
+        ctx["focus"] = self.request.GET.get("focus", "")
+        return ctx
+
+
+class NodeView(RoleRequiredMixin, DetailView):
+    """A node: identity, ports with state/width/speed/rate and remote end, and alarms."""
+
+    template_name = "fabric/node.html"
+    context_object_name = "node"
+
+    def get_queryset(self):
+        return queries.node_detail_queryset()
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        node = self.object
+        rows = []
+        for port in node.ports.all():
+            rows.append({"port": port, "link": port_link(port), "remote": remote_port(port)})
+        ctx["port_rows"] = rows
+        ctx["linked"] = sum(1 for r in rows if r["link"] is not None)
+        ctx["siblings"] = node.host.nodes.exclude(pk=node.pk).order_by("description") if node.host_id else []
+        ctx["alarms_template"] = optional_template(OBJECT_ALARMS_TEMPLATE)
+        return ctx
+
+
+class PortView(RoleRequiredMixin, DetailView):
+    """A port: identity, its link and remote end, telemetry charts and alarms (when present)."""
+
+    template_name = "fabric/port.html"
+    context_object_name = "port"
+
+    def get_queryset(self):
+        return Port.objects.select_related("node__fabric", "node__host", *queries.PORT_LINK_RELATED)
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        port = self.object
+        ctx["node"] = port.node
+        ctx["link"] = port_link(port)
+        ctx["remote"] = remote_port(port)
+        ctx["charts_template"] = optional_template(PORT_CHARTS_TEMPLATE)
+        ctx["alarms_template"] = optional_template(OBJECT_ALARMS_TEMPLATE)
+        return ctx
+
+
+class ChangesView(RoleRequiredMixin, ListView):
+    """Discoveries and imports, newest first, with counts and the expandable diff."""
+
+    template_name = "fabric/changes.html"
+    context_object_name = "discoveries"
+    paginate_by = 25
+
+    def get_queryset(self):
+        qs = queries.discovery_queryset()
+        self.fabric = None
+        wanted = self.request.GET.get("fabric", "")
+        if wanted.isdigit():
+            self.fabric = Fabric.objects.filter(pk=int(wanted)).first()
+            qs = qs.filter(fabric_id=int(wanted))
+        if self.request.GET.get("changed") == "1":
+            qs = qs.filter(Q(added__gt=0) | Q(removed__gt=0) | Q(changed__gt=0))
+        return qs
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        ctx["fabrics"] = Fabric.objects.order_by("name")
+        ctx["fabric"] = self.fabric
+        ctx["only_changed"] = self.request.GET.get("changed") == "1"
+        ctx["rows"] = [{"d": d, "sections": diff_sections(d.diff)} for d in ctx["discoveries"]]
+        return ctx
+
+
+class ImportView(RoleRequiredMixin, TemplateView):
+    """Upload an ibnetdiscover file (plain or gzip) into a new or existing fabric (Admin)."""
+
+    template_name = "fabric/import.html"
+    required_role = Role.ADMIN
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        ctx["fabrics"] = Fabric.objects.order_by("name")
+        ctx["import_url"] = reverse("fabric-api:fabric-import-new")
+        ctx["max_upload_mb"] = 64
+        return ctx
+
+
+def diff_sections(diff: dict, limit: int = 200) -> list[dict]:
+    """Flatten a ``Discovery.diff`` for display.
+
+    Returns ``[{"name": "added", "kinds": [{"kind": "links", "total": n, "items": [str], "more": k}]}]``;
+    items are natural keys (strings), or ``key: field old → new`` for dict items of ``changed``.
+    """
+    out = []
+    for section in ("added", "removed", "changed"):
+        value = (diff or {}).get(section) or {}
+        if isinstance(value, list):
+            value = {"items": value}
+        kinds = []
+        for kind, items in value.items():
+            items = items if isinstance(items, list) else [items]
+            rendered = [_render_diff_item(item) for item in items[:limit]]
+            kinds.append(
+                {"kind": kind, "total": len(items), "items": rendered, "more": max(len(items) - limit, 0)}
+            )
+        out.append({"name": section, "kinds": kinds, "total": sum(k["total"] for k in kinds)})
+    return out
+
+
+def _render_diff_item(item) -> str:
+    if not isinstance(item, dict):
+        return str(item)
+    key = item.get("key") or item.get("guid") or item.get("object_key") or ""
+    rest = []
+    for name, value in item.items():
+        if name in {"key", "guid", "object_key"}:
+            continue
+        if isinstance(value, (list, tuple)) and len(value) == 2:
+            rest.append(f"{name} {value[0]} → {value[1]}")
+        else:
+            rest.append(f"{name}={value}")
+    return f"{key}: {', '.join(rest)}" if key else ", ".join(rest)

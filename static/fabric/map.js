@@ -1,0 +1,424 @@
+// Weft network map: draws the server-computed layout (/api/fabric/fabrics/{id}/map/) with
+// sigma.js (WebGL) over a graphology graph. The browser computes no layout: it builds the graph
+// from parallel arrays, colours nodes by tier and links by speed/state/width, and offers search
+// (GUID as a 64-bit number, LID, name) and a details panel fed by /api/fabric/nodes/{id}/.
+// Test and bench hooks: #map[data-state|data-nodes|data-edges|data-links|data-render-ms|
+// data-selected] and window.weftMap.
+(function () {
+  "use strict";
+  const container = document.getElementById("map");
+  if (!container) return;
+  const t0 = performance.now();
+  const statusEl = document.getElementById("map-status");
+  const overlay = document.getElementById("map-overlay");
+  const panel = document.getElementById("map-panel");
+  const legend = document.getElementById("map-legend");
+  const searchInput = document.getElementById("map-search");
+  const results = document.getElementById("map-results");
+  const colourSelect = document.getElementById("map-colour");
+  const nodeApi = container.dataset.nodeApi;
+
+  const TIER_NAMES = { 0: "host", 1: "leaf", 2: "spine", 3: "core", 9: "unknown" };
+  const TYPE_NAMES = ["CA", "switch", "router"];
+  const NODE_COLOURS = {
+    core: "#b084f5", spine: "#4aa3ff", leaf: "#3fc1c9", ca: "#c9d1d9", router: "#db6d28", unknown: "#8b98a5",
+  };
+  const SPEED_COLOURS = {
+    SDR: "#6e7681", DDR: "#8b949e", QDR: "#a371f7", FDR10: "#d2a8ff", FDR: "#f778ba", EDR: "#ffa657",
+    HDR: "#3fb950", NDR: "#58a6ff", XDR: "#79c0ff", "": "#484f58",
+  };
+  const STATE_COLOURS = { 4: "#3fb950", 3: "#d29922", 2: "#db6d28", 1: "#f85149", 0: "#6e7681" };
+  const STATE_NAMES = { 4: "Active", 3: "Armed", 2: "Initialize", 1: "Down", 0: "not reported (file import)" };
+  const WIDTH_COLOURS = { "1x": "#f85149", "2x": "#db6d28", "4x": "#3fb950", "8x": "#58a6ff", "12x": "#a371f7", "": "#484f58" };
+  const DIM_NODE = "#26303a";
+  const DIM_EDGE = "#161d24";
+
+  let data = null;
+  let graph = null;
+  let renderer = null;
+  let colourMode = "speed";
+  let selected = null; // node key
+  let neighbours = new Set();
+  let matches = new Set();
+  const guidIndex = new Map();
+  const lidIndex = new Map();
+  const idIndex = new Map();
+  const timings = {};
+
+  function setStatus(text) { if (statusEl) statusEl.textContent = text; }
+  function el(tag, text, cls) {
+    const e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (cls) e.className = cls;
+    return e;
+  }
+  function link(href, text) { const a = el("a", text); a.href = href; return a; }
+
+  /** Canonical GUID (0x + 16 lowercase hex digits) of user input, or null. */
+  function normalizeGuid(text) {
+    const m = /^(?:0x)?([0-9a-fA-F]{1,16})$/.exec(text.trim());
+    if (!m) return null;
+    return "0x" + BigInt("0x" + m[1]).toString(16).padStart(16, "0");
+  }
+
+  function nodeColour(i) {
+    const t = data.nodes.type[i];
+    if (t === 0) return NODE_COLOURS.ca;
+    if (t === 2) return NODE_COLOURS.router;
+    return NODE_COLOURS[TIER_NAMES[data.nodes.tier[i]]] || NODE_COLOURS.unknown;
+  }
+  function edgeColour(e) {
+    const E = data.edges;
+    if (colourMode === "state") return STATE_COLOURS[E.state[e]] || STATE_COLOURS[0];
+    if (colourMode === "width") return WIDTH_COLOURS[data.widths[E.width[e]]] || WIDTH_COLOURS[""];
+    return SPEED_COLOURS[data.speeds[E.speed[e]]] || "#8b98a5";
+  }
+
+  function label(i) { return data.nodes.name[i] || data.nodes.guid[i]; }
+
+  function buildGraph() {
+    const N = data.nodes.id.length;
+    const Graph = (window.graphology && (window.graphology.Graph || window.graphology)) || null;
+    graph = new Graph({ type: "undirected", multi: false, allowSelfLoops: false });
+    const nd = data.nodes;
+    for (let i = 0; i < N; i++) {
+      const isSwitch = nd.type[i] !== 0;
+      graph.addNode(String(i), {
+        x: nd.x[i], y: nd.y[i], size: isSwitch ? 4 : 2, color: nodeColour(i), label: label(i),
+        baseColor: nodeColour(i),
+      });
+      guidIndex.set(nd.guid[i], i);
+      idIndex.set(nd.id[i], i);
+      if (nd.lid[i] != null) addLid(nd.lid[i], i);
+    }
+    for (const [lid, i] of data.extra_lids) addLid(lid, i);
+    const E = data.edges;
+    for (let e = 0; e < E.a.length; e++) {
+      graph.addEdgeWithKey(String(e), String(E.a[e]), String(E.b[e]), {
+        size: Math.min(0.6 + Math.log2(E.n[e]) * 0.6, 3), color: edgeColour(e),
+      });
+    }
+  }
+  function addLid(lid, i) {
+    if (!lidIndex.has(lid)) lidIndex.set(lid, []);
+    lidIndex.get(lid).push(i);
+  }
+
+  function recolourEdges() {
+    graph.forEachEdge((key, attrs) => { attrs.color = edgeColour(Number(key)); });
+    renderer.refresh();
+    drawLegend();
+  }
+
+  function drawLegend() {
+    legend.replaceChildren();
+    const ul = el("ul");
+    const nodesSeen = { core: 0, spine: 0, leaf: 0, ca: 0, router: 0, unknown: 0 };
+    for (let i = 0; i < data.nodes.id.length; i++) {
+      const t = data.nodes.type[i];
+      const k = t === 0 ? "ca" : t === 2 ? "router" : (TIER_NAMES[data.nodes.tier[i]] || "unknown");
+      nodesSeen[k in nodesSeen ? k : "unknown"]++;
+    }
+    for (const [k, n] of Object.entries(nodesSeen)) {
+      if (!n) continue;
+      const li = el("li");
+      const dot = el("span", null, "dot"); dot.style.background = NODE_COLOURS[k];
+      li.append(dot, (k === "ca" ? "CA" : k) + " (" + n + ")");
+      ul.append(li);
+    }
+    const counts = new Map();
+    const E = data.edges;
+    for (let e = 0; e < E.a.length; e++) {
+      let key, colour, name;
+      if (colourMode === "state") { key = E.state[e]; colour = STATE_COLOURS[key]; name = STATE_NAMES[key]; }
+      else if (colourMode === "width") { key = data.widths[E.width[e]]; colour = WIDTH_COLOURS[key] || WIDTH_COLOURS[""]; name = key || "unknown width"; }
+      else { key = data.speeds[E.speed[e]]; colour = SPEED_COLOURS[key] || "#8b98a5"; name = key || "unknown speed"; }
+      const c = counts.get(key) || { colour, name, n: 0 };
+      c.n += E.n[e];
+      counts.set(key, c);
+    }
+    for (const c of counts.values()) {
+      const li = el("li");
+      li.dataset.legend = c.name;
+      const sw = el("span", null, "sw"); sw.style.background = c.colour;
+      li.append(sw, c.name + " (" + c.n + ")");
+      ul.append(li);
+    }
+    legend.append(el("strong", "Links by " + colourMode), ul);
+  }
+
+  function nodeReducer(key, attrs) {
+    if (selected === null && matches.size === 0) return attrs;
+    const res = { ...attrs };
+    if (key === selected) {
+      res.color = "#ffffff"; res.size = attrs.size * 1.6; res.zIndex = 2; res.forceLabel = true;
+    } else if (matches.has(key)) {
+      res.color = "#f2cc60"; res.size = attrs.size * 1.5; res.zIndex = 1; res.forceLabel = matches.size <= 20;
+    } else if (neighbours.has(key)) {
+      res.zIndex = 1;
+    } else {
+      res.color = DIM_NODE; res.label = ""; res.zIndex = 0;
+    }
+    return res;
+  }
+  function edgeReducer(key, attrs) {
+    if (selected === null) return attrs;
+    const [s, t] = graph.extremities(key);
+    if (s === selected || t === selected) return { ...attrs, size: attrs.size * 2, zIndex: 1 };
+    return { ...attrs, color: DIM_EDGE };
+  }
+
+  function startRenderer() {
+    const SigmaCls = (window.Sigma && (window.Sigma.Sigma || window.Sigma.default)) || window.Sigma;
+    renderer = new SigmaCls(graph, container, {
+      renderEdgeLabels: false,
+      enableEdgeEvents: false,
+      hideEdgesOnMove: graph.size > 5000,
+      labelRenderedSizeThreshold: 7,
+      labelColor: { color: "#e6edf3" },
+      labelFont: "system-ui, sans-serif",
+      labelSize: 11,
+      defaultEdgeType: "line",
+      zIndex: true,
+      nodeReducer,
+      edgeReducer,
+      minCameraRatio: 0.002,
+      maxCameraRatio: 4,
+      stagePadding: 20,
+    });
+    renderer.on("clickNode", ({ node }) => select(node, { moveCamera: false }));
+    renderer.on("clickStage", () => clearSelection());
+    renderer.on("enterNode", () => { container.style.cursor = "pointer"; });
+    renderer.on("leaveNode", () => { container.style.cursor = ""; });
+  }
+
+  function clearSelection() {
+    selected = null;
+    neighbours = new Set();
+    delete container.dataset.selected;
+    renderer.refresh();
+  }
+
+  function select(key, { moveCamera = true } = {}) {
+    selected = key;
+    neighbours = new Set(graph.neighbors(key));
+    const i = Number(key);
+    container.dataset.selected = data.nodes.guid[i];
+    if (moveCamera) {
+      const d = renderer.getNodeDisplayData(key);
+      if (d) renderer.getCamera().animate({ x: d.x, y: d.y, ratio: Math.min(renderer.getCamera().ratio, 0.08) }, { duration: 300 });
+    }
+    renderer.refresh();
+    showNode(i);
+  }
+
+  function showNode(i) {
+    const nd = data.nodes;
+    panel.replaceChildren();
+    panel.dataset.nodeId = nd.id[i];
+    panel.dataset.guid = nd.guid[i];
+    const h = el("h3"); h.append(link("/fabric/nodes/" + nd.id[i] + "/", label(i))); h.id = "panel-title";
+    panel.append(h);
+    const dl = el("dl", null, "kv"); dl.id = "panel-identity";
+    const rows = [
+      ["type", TYPE_NAMES[nd.type[i]]], ["tier", TIER_NAMES[nd.tier[i]]], ["GUID", nd.guid[i]],
+      ["LID", nd.lid[i] == null ? "—" : nd.lid[i]],
+    ];
+    if (nd.host[i] >= 0) rows.push(["host", data.hosts[nd.host[i]]]);
+    rows.push(["links", graph.degree(String(i)) + " neighbours"]);
+    for (const [k, v] of rows) { dl.append(el("dt", k), el("dd", v)); }
+    panel.append(dl);
+    const portsBox = el("div", "loading ports…", "muted"); portsBox.id = "panel-ports";
+    panel.append(portsBox);
+    const portDetail = el("div"); portDetail.id = "panel-port";
+    panel.append(portDetail);
+    fetch(nodeApi + nd.id[i] + "/", { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then((r) => { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
+      .then((node) => { if (panel.dataset.nodeId === String(nd.id[i])) renderPorts(node, portsBox, portDetail); })
+      .catch((err) => { portsBox.textContent = "could not load ports: " + err.message; portsBox.className = "error"; });
+  }
+
+  function renderPorts(node, box, detail) {
+    box.replaceChildren();
+    box.className = "";
+    const linked = node.ports.filter((p) => p.remote);
+    box.append(el("h4", node.ports.length + " ports, " + linked.length + " linked"));
+    const table = el("table"); table.id = "panel-port-table";
+    const head = el("tr");
+    for (const t of ["port", "state", "link", "rate", "remote end"]) head.append(el("th", t));
+    table.append(head);
+    for (const p of node.ports) {
+      const tr = el("tr", null, "port-row");
+      tr.dataset.port = p.port_num;
+      tr.append(el("td", p.port_num + (p.label ? " (" + p.label + ")" : "")));
+      tr.append(el("td", p.state.label, "state-" + p.state.value));
+      tr.append(el("td", (p.width || "") + " " + (p.speed || "")));
+      tr.append(el("td", p.rate_gbps == null ? "" : p.rate_gbps + " Gb/s"));
+      const remote = el("td");
+      if (p.remote) {
+        const a = el("a", (p.remote.node.description || p.remote.node.node_guid) + " [" + p.remote.port_num + "]");
+        a.href = "#";
+        a.className = "remote-link";
+        a.dataset.nodeId = p.remote.node.id;
+        a.addEventListener("click", (ev) => {
+          ev.preventDefault(); ev.stopPropagation();
+          const j = idIndex.get(p.remote.node.id);
+          if (j !== undefined) select(String(j));
+        });
+        remote.append(a);
+      } else remote.append(el("span", "—", "muted"));
+      tr.append(remote);
+      tr.addEventListener("click", () => {
+        for (const r of table.querySelectorAll("tr.selected")) r.classList.remove("selected");
+        tr.classList.add("selected");
+        showPort(p, detail);
+      });
+      table.append(tr);
+    }
+    box.append(table);
+  }
+
+  function showPort(p, box) {
+    box.replaceChildren();
+    box.dataset.port = p.port_num;
+    const h = el("h4"); h.append("Port ", link("/fabric/ports/" + p.id + "/", String(p.port_num)));
+    box.append(h);
+    const dl = el("dl", null, "kv");
+    const rows = [
+      ["port GUID", p.port_guid || "—"], ["LID", p.lid == null ? "—" : p.lid], ["state", p.state.label],
+      ["physical", p.phys_state.label], ["width/speed", (p.width || "—") + " " + (p.speed || "")],
+      ["rate", p.rate_gbps == null ? "—" : p.rate_gbps + " Gb/s"], ["label", p.label || "—"],
+    ];
+    if (p.remote) {
+      rows.push(["remote node", p.remote.node.description || p.remote.node.node_guid]);
+      rows.push(["remote GUID", p.remote.node.node_guid]);
+      rows.push(["remote port", p.remote.port_num + (p.remote.lid != null ? " (LID " + p.remote.lid + ")" : "")]);
+    }
+    for (const [k, v] of rows) dl.append(el("dt", k), el("dd", v));
+    box.append(dl);
+  }
+
+  function search(q) {
+    q = q.trim();
+    const out = [];
+    const seen = new Set();
+    const push = (i, why) => { if (!seen.has(i) && out.length < 50) { seen.add(i); out.push([i, why]); } };
+    if (!q) return out;
+    if (/^\d+$/.test(q)) for (const i of lidIndex.get(Number(q)) || []) push(i, "LID " + q);
+    const g = normalizeGuid(q);
+    if (g && guidIndex.has(g)) push(guidIndex.get(g), "GUID");
+    const ql = q.toLowerCase();
+    const nd = data.nodes;
+    for (let i = 0; i < nd.id.length && out.length < 50; i++) {
+      if ((nd.name[i] || "").toLowerCase().includes(ql)) push(i, "name");
+      else if (nd.host[i] >= 0 && data.hosts[nd.host[i]].toLowerCase().includes(ql)) push(i, "host");
+      else if (ql.length >= 4 && nd.guid[i].includes(ql.replace(/^0x/, ""))) push(i, "GUID");
+    }
+    return out;
+  }
+
+  function showResults(list) {
+    results.replaceChildren();
+    matches = new Set(list.map(([i]) => String(i)));
+    for (const [i, why] of list) {
+      const li = el("li");
+      li.dataset.guid = data.nodes.guid[i];
+      li.append(label(i) + " ", el("span", TYPE_NAMES[data.nodes.type[i]] + " · " + data.nodes.guid[i] + " · " + why, "muted"));
+      li.addEventListener("mousedown", (ev) => { ev.preventDefault(); pick(i); });
+      results.append(li);
+    }
+    if (renderer) renderer.refresh();
+  }
+  function pick(i) {
+    results.replaceChildren();
+    matches = new Set();
+    select(String(i));
+  }
+
+  function wireUi() {
+    let timer = null;
+    searchInput.addEventListener("input", () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => showResults(search(searchInput.value)), 120);
+    });
+    searchInput.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter") {
+        ev.preventDefault();
+        const list = search(searchInput.value);
+        if (list.length) pick(list[0][0]);
+        else setStatus("no node matches “" + searchInput.value + "”");
+      } else if (ev.key === "Escape") { showResults([]); }
+    });
+    searchInput.addEventListener("blur", () => setTimeout(() => { results.replaceChildren(); }, 150));
+    colourSelect.addEventListener("change", () => { colourMode = colourSelect.value; recolourEdges(); });
+    const cam = () => renderer.getCamera();
+    document.getElementById("map-zoom-in").addEventListener("click", () => cam().animatedZoom({ duration: 200 }));
+    document.getElementById("map-zoom-out").addEventListener("click", () => cam().animatedUnzoom({ duration: 200 }));
+    document.getElementById("map-zoom-reset").addEventListener("click", () => cam().animatedReset({ duration: 200 }));
+  }
+
+  function viewportPosition(guid) {
+    const i = guidIndex.get(normalizeGuid(guid) || guid);
+    if (i === undefined) return null;
+    const a = graph.getNodeAttributes(String(i));
+    const p = renderer.graphToViewport({ x: a.x, y: a.y });
+    const r = container.getBoundingClientRect();
+    return { x: r.left + p.x, y: r.top + p.y };
+  }
+
+  function ready() {
+    const c = data.counts;
+    container.dataset.nodes = String(graph.order);
+    container.dataset.edges = String(graph.size);
+    container.dataset.links = String(c.links);
+    timings.total_ms = Math.round(performance.now() - t0);
+    container.dataset.renderMs = String(timings.total_ms);
+    container.dataset.state = "ready";
+    setStatus(graph.order + " nodes (" + c.switches + " switches, " + c.cas + " CAs" + (c.routers ? ", " + c.routers + " routers" : "") +
+      ") · " + c.links + " links as " + graph.size + " edges");
+    const focus = container.dataset.focus;
+    if (focus) {
+      const i = guidIndex.get(normalizeGuid(focus) || focus);
+      if (i !== undefined) select(String(i));
+    }
+  }
+
+  fetch(container.dataset.mapUrl, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+    .then((r) => { if (!r.ok) throw new Error("HTTP " + r.status + " loading the map"); return r.json(); })
+    .then((payload) => {
+      data = payload;
+      timings.fetch_ms = Math.round(performance.now() - t0);
+      buildGraph();
+      timings.graph_ms = Math.round(performance.now() - t0);
+      overlay.remove();
+      if (graph.order === 0) {
+        container.dataset.state = "ready";
+        container.dataset.nodes = "0";
+        container.dataset.edges = "0";
+        setStatus("this fabric has no node yet");
+        return;
+      }
+      startRenderer();
+      timings.renderer_ms = Math.round(performance.now() - t0);
+      drawLegend();
+      wireUi();
+      // Two animation frames: the first WebGL frame has then been drawn and composited.
+      requestAnimationFrame(() => requestAnimationFrame(ready));
+    })
+    .catch((err) => {
+      container.dataset.state = "error";
+      if (overlay) overlay.textContent = "Could not draw the map: " + err.message;
+      setStatus("error");
+      console.error(err);
+    });
+
+  window.weftMap = {
+    timings,
+    get renderer() { return renderer; },
+    get graph() { return graph; },
+    get data() { return data; },
+    select(guid) { const i = guidIndex.get(normalizeGuid(guid) || guid); if (i !== undefined) select(String(i)); return i !== undefined; },
+    search: (q) => search(q).map(([i, why]) => ({ guid: data.nodes.guid[i], name: label(i), why })),
+    viewportPosition,
+  };
+})();

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 LEAF, SPINE, CORE = 1, 2, 3
 XMIT_WAIT_WRAP = 2**32 - 2**28  # wrap before the 32-bit counter saturates
 #: Default ticks per second of PortXmitWait that count as fully congested (index 1.0).
-DEFAULT_TICKS_PER_S_FULL = 1.0e8
+DEFAULT_TICKS_PER_S_FULL = 1.0e6  # one tick per blocked microsecond (telemetry.semantics)
 
 
 @dataclass(frozen=True)
@@ -257,13 +257,10 @@ class TrafficPlayer(threading.Thread):
 
 
 def _ticks_per_s_full() -> float:
-    """Ticks/s of PortXmitWait that the telemetry congestion index counts as 1.0, if it says so."""
-    try:
-        from telemetry import semantics
-    except ImportError:
-        return DEFAULT_TICKS_PER_S_FULL
-    for name in ("TICKS_PER_S_FULL", "XMIT_WAIT_TICKS_PER_S", "TICKS_PER_SECOND", "TICK_HZ"):
-        value = getattr(semantics, name, None)
-        if isinstance(value, int | float) and value > 0:
-            return float(value)
-    return DEFAULT_TICKS_PER_S_FULL
+    """Ticks/s of PortXmitWait that the telemetry congestion index counts as 1.0 (1 s / tick)."""
+    from django.conf import settings
+
+    from telemetry import semantics
+
+    tick_ns = getattr(settings, "WEFT_XMIT_WAIT_TICK_NS", None) or semantics.DEFAULT_TICK_NS
+    return 1e9 / float(tick_ns)

@@ -1,0 +1,381 @@
+"""Pipelined PerfMgt MAD poller: many PortCounters GETs in flight through libibumad (ctypes).
+
+Run as a child process with the fabric's tool environment (so ``LD_PRELOAD=libumad2sim.so``
+points it at a lab, exactly as for the diags)::
+
+    python -m telemetry.collectors.madpoll [-C ca] [-P port] [--window N] [--timeout S] < requests
+
+Input lines: ``N lid`` (query ClassPortInfo of the node reachable at ``lid``) and ``Q lid port ext``
+(query PortCounters of ``port`` at ``lid``; with ``ext`` = 1 also PortCountersExtended). Output
+lines, one per request: ``N lid capmask`` / ``N lid !reason`` and
+``Q lid port v0 v1 ... v15`` (values in :data:`FIELDS` order, ``-`` for not read) or
+``Q lid port !reason``. A last line ``# sent=.. answered=.. timeouts=.. elapsed_s=..``.
+
+Why: each ``perfquery`` process costs ~10 ms of start-up and does one MAD round trip at a time;
+``ibqueryerrors`` rediscovers the whole fabric with SMPs before it reads any counter. Here the
+stored topology gives LIDs and port numbers, so one process keeps ``window`` GMPs outstanding
+(bounded parallelism, like the kernel's per-agent send queue) and decodes replies as they come.
+
+MAD layouts (IBTA Vol 1, 13.4.2 common MAD header; 16.1.3.5 PortCounters, Table 247;
+16.1.4.11 PortCountersExtended; 16.1.2 ClassPortInfo CapabilityMask): see :func:`decode_port_counters`.
+No Django import: this module is pure apart from ctypes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import struct
+import sys
+import time
+
+PERF_CLASS = 0x04
+METHOD_GET = 0x01
+METHOD_SET = 0x02
+ATTR_CLASS_PORT_INFO = 0x0001
+ATTR_PORT_COUNTERS = 0x0012
+ATTR_PORT_COUNTERS_EXT = 0x001D
+QKEY = 0x80010000
+MAD_SIZE = 256
+DATA_OFFSET = 64  # GMP: 24-byte common header + 40 reserved bytes, then 192 bytes of data
+
+# ClassPortInfo CapabilityMask bits of the PerfMgt class (IBTA 16.1.2, rdma-core mad.h)
+CAP_ALL_PORT_SELECT = 1 << 8
+CAP_EXT_WIDTH = 1 << 9
+CAP_EXT_WIDTH_NOIETF = 1 << 10
+CAP_XMIT_WAIT = 1 << 12
+
+FIELDS: tuple[str, ...] = (
+    "xmit_data",
+    "rcv_data",
+    "xmit_pkts",
+    "rcv_pkts",
+    "xmit_wait",
+    "symbol_errors",
+    "link_error_recovery",
+    "link_downed",
+    "rcv_errors",
+    "rcv_remote_phys_errors",
+    "xmit_discards",
+    "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors",
+    "vl15_dropped",
+    "xmit_constraint_errors",
+    "rcv_constraint_errors",
+)
+"""Output order of a ``Q`` line (model field names of ``telemetry.models.PortCounters``)."""
+
+
+def decode_port_counters(data: bytes) -> dict[str, int]:
+    """Decode the 32-bit PortCounters attribute (IBTA Vol 1, Table 247), big-endian.
+
+    ``data`` is the MAD data area (from byte 64 of the MAD). Data counters are in 4-byte words.
+    Byte 19 packs LocalLinkIntegrityErrors (high nibble) and ExcessiveBufferOverrunErrors (low).
+    """
+    (sym, ler, ld, rcv, rphys, _relay, disc, xcon, rcon, _cs2, lli_ebo, _qp1, vl15, xd, rd, xp, rp, xw) = (
+        struct.unpack_from(">HBBHHHHBBBBHHIIIII", data, 4)
+    )
+    return {
+        "symbol_errors": sym,
+        "link_error_recovery": ler,
+        "link_downed": ld,
+        "rcv_errors": rcv,
+        "rcv_remote_phys_errors": rphys,
+        "xmit_discards": disc,
+        "xmit_constraint_errors": xcon,
+        "rcv_constraint_errors": rcon,
+        "local_link_integrity_errors": lli_ebo >> 4,
+        "excessive_buffer_overrun_errors": lli_ebo & 0x0F,
+        "vl15_dropped": vl15,
+        "xmit_data": xd,
+        "rcv_data": rd,
+        "xmit_pkts": xp,
+        "rcv_pkts": rp,
+        "xmit_wait": xw,
+    }
+
+
+def decode_port_counters_ext(data: bytes) -> dict[str, int]:
+    """Decode PortCountersExtended (IBTA Vol 1, 16.1.4.11): 64-bit data (4-byte words) and packets."""
+    xd, rd, xp, rp = struct.unpack_from(">QQQQ", data, 8)
+    return {"xmit_data": xd, "rcv_data": rd, "xmit_pkts": xp, "rcv_pkts": rp}
+
+
+def build_gmp(
+    tid: int, attr_id: int, port_select: int, method: int = METHOD_GET, counter_select: int = 0
+) -> bytes:
+    """Build a 256-byte PerfMgt GMP (common MAD header, IBTA 13.4.2) with PortSelect set.
+
+    For PortCounters a SET with ``counter_select`` (bit mask, 0xFFFF = all) clears counters;
+    ``CounterSelect2`` bit 0 selects PortXmitWait too.
+    """
+    buf = bytearray(MAD_SIZE)
+    # base version 1, class, class version 1, method; status 0; class specific 0; TID; attr id; attr mod
+    struct.pack_into(">BBBBHHQHHI", buf, 0, 1, PERF_CLASS, 1, method, 0, 0, tid, attr_id, 0, 0)
+    if attr_id != ATTR_CLASS_PORT_INFO:
+        struct.pack_into(">BBH", buf, DATA_OFFSET, 0, port_select, counter_select)
+        if method == METHOD_SET and attr_id == ATTR_PORT_COUNTERS:
+            buf[DATA_OFFSET + 18] = 0xFF  # CounterSelect2: PortXmitWait and the rest
+    return bytes(buf)
+
+
+class Umad:
+    """Minimal binding of libibumad (rdma-core ``umad.h``) via ctypes: open a port, register a
+    PerfMgt agent; then GMPs go out and in through the umad fd with ``os.write``/``umad_recv``.
+
+    The fd speaks the kernel's ``ib_user_mad`` ABI (``include/uapi/rdma/ib_user_mad.h``): a
+    header (agent id, status, timeout_ms, retries, length, address: QPN, Q_Key, LID...) then the MAD.
+    ``timeout_ms`` is set so a real kernel matches the response (and reports a timeout in
+    ``status``); umad2sim ignores it, so the poller also keeps its own deadline.
+    """
+
+    def __init__(self, ca: str | None, port: int | None, timeout_ms: int) -> None:
+        self.lib = ctypes.CDLL("libibumad.so.3", use_errno=True)
+        lib = self.lib
+        lib.umad_recv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+        lib.umad_register.argtypes = [
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_uint8,
+            ctypes.c_void_p,
+        ]
+        lib.umad_open_port.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        if lib.umad_init() < 0:
+            raise OSError("umad_init failed (no RDMA stack?)")
+        self.fd = lib.umad_open_port(ca.encode() if ca else None, int(port or 0))
+        if self.fd < 0:
+            raise OSError(f"umad_open_port({ca!r}, {port}) failed: {os.strerror(-self.fd)}")
+        self.agent = lib.umad_register(self.fd, PERF_CLASS, 1, 0, None)
+        if self.agent < 0:
+            raise OSError(f"umad_register(PerfMgt) failed: {self.agent}")
+        self.hdr = lib.umad_size()
+        self.sbuf = bytearray(self.hdr + MAD_SIZE)
+        # agent_id, status, timeout_ms, retries, length (host order); addr.qpn, addr.qkey (network order)
+        struct.pack_into("=IIIII", self.sbuf, 0, self.agent, 0, timeout_ms, 0, 0)
+        struct.pack_into(">II", self.sbuf, 20, 1, QKEY)
+        self.rbuf = ctypes.create_string_buffer(self.hdr + MAD_SIZE)
+        self.rlen = ctypes.c_int(MAD_SIZE)
+
+    def send(self, lid: int, mad: bytes) -> None:
+        """Send one 256-byte GMP to QP1 of ``lid``. Raises OSError when the write fails."""
+        buf = self.sbuf
+        struct.pack_into(">H", buf, 28, lid)
+        buf[self.hdr :] = mad
+        os.write(self.fd, buf)
+
+    def recv(self, timeout_ms: int) -> tuple[int, bytes] | None:
+        """Return ``(umad status, 256-byte MAD)``, or None after ``timeout_ms`` without one."""
+        self.rlen.value = MAD_SIZE
+        rc = self.lib.umad_recv(self.fd, self.rbuf, ctypes.byref(self.rlen), timeout_ms)
+        if rc < 0:
+            return None
+        raw = self.rbuf.raw
+        return struct.unpack_from("=I", raw, 4)[0], raw[self.hdr : self.hdr + MAD_SIZE]
+
+
+# A binary result record: lid, port, kind (0 port, 1 class port info, 2 reset), status, ext flag,
+# then the PortCounters data (44 bytes) and PortCountersExtended data (40 bytes) as received.
+RECORD = struct.Struct(">HBBBB44s40s")
+STATUS_OK, STATUS_TIMEOUT, STATUS_MAD_ERROR, STATUS_NO_EXT = 0, 1, 2, 3
+
+
+def run(requests: list[tuple], umad: Umad, window: int, timeout_s: float, retries: int) -> tuple[list, dict]:
+    """Send ``requests`` with at most ``window`` outstanding and collect the answers.
+
+    ``requests``: ``("N", lid)`` or ``("Q", lid, port, ext)`` or ``("R", lid, port)`` (reset).
+    A MAD unanswered after ``timeout_s`` is resent up to ``retries`` times, then reported as a
+    timeout. Returns ``(answers, stats)``: ``answers[seq]`` = ``(status, mad bytes or None)`` per MAD
+    in :func:`plan` order, ``stats`` = ``{"sent", "answered", "timeouts"}``.
+    """
+    mads = plan(requests)
+    templates = {
+        (attr, method): bytearray(build_gmp(0, attr, 0, method, 0xFFFF if method == METHOD_SET else 0))
+        for _, _, attr, _, method in mads
+    }
+    answers: list = [None] * len(mads)
+    pending: dict[int, tuple[float, int]] = {}  # seq -> (deadline, tries); insertion order = age
+    nxt = sent = answered = timeouts = 0
+    total = len(mads)
+    send = umad.send
+    recv = umad.recv
+    mono = time.monotonic
+
+    def _send(seq: int) -> None:
+        _, lid, attr, port, method = mads[seq]
+        mad = templates[(attr, method)]
+        struct.pack_into(">Q", mad, 8, seq + 1)
+        mad[DATA_OFFSET + 1] = port
+        send(lid, mad)
+
+    while nxt < total or pending:
+        if nxt < total and len(pending) < window:
+            deadline = mono() + timeout_s
+            while nxt < total and len(pending) < window:
+                _send(nxt)
+                pending[nxt] = (deadline, 0)
+                nxt += 1
+                sent += 1
+        got = recv(int(timeout_s * 1000))
+        if got is not None:
+            ustatus, mad = got
+            seq = (struct.unpack_from(">Q", mad, 8)[0] & 0xFFFFFFFF) - 1
+            if pending.pop(seq, None) is not None:
+                answered += 1
+                mstatus = struct.unpack_from(">H", mad, 4)[0]
+                if ustatus:
+                    answers[seq] = (STATUS_TIMEOUT, None)
+                elif mstatus:
+                    answers[seq] = (STATUS_MAD_ERROR, mstatus)
+                else:
+                    answers[seq] = (STATUS_OK, mad)
+            if pending and (answered & 255) and got is not None:
+                continue
+        now = mono()
+        while pending:
+            seq, (deadline, tries) = next(iter(pending.items()))
+            if deadline > now:
+                break
+            del pending[seq]
+            if tries < retries:
+                _send(seq)
+                pending[seq] = (now + timeout_s, tries + 1)
+                sent += 1
+            else:
+                answers[seq] = (STATUS_TIMEOUT, None)
+                timeouts += 1
+    return answers, {"sent": sent, "answered": answered, "timeouts": timeouts}
+
+
+def plan(requests: list[tuple]) -> list[tuple[int, int, int, int, int]]:
+    """The MADs for ``requests``: ``(request index, lid, attribute id, port, method)`` each."""
+    mads: list[tuple[int, int, int, int, int]] = []
+    for i, req in enumerate(requests):
+        if req[0] == "N":
+            mads.append((i, req[1], ATTR_CLASS_PORT_INFO, 0, METHOD_GET))
+        elif req[0] == "R":
+            mads.append((i, req[1], ATTR_PORT_COUNTERS, req[2], METHOD_SET))
+            if req[3] if len(req) > 3 else 1:
+                mads.append((i, req[1], ATTR_PORT_COUNTERS_EXT, req[2], METHOD_SET))
+        else:
+            mads.append((i, req[1], ATTR_PORT_COUNTERS, req[2], METHOD_GET))
+            if req[3]:
+                mads.append((i, req[1], ATTR_PORT_COUNTERS_EXT, req[2], METHOD_GET))
+    return mads
+
+
+def records(requests: list[tuple], answers: list) -> bytes:
+    """Pack one :data:`RECORD` per request from the MAD answers (see :func:`decode_record`)."""
+    out = bytearray()
+    seq = 0
+    pack = RECORD.pack
+    empty44, empty40 = bytes(44), bytes(40)
+    for req in requests:
+        kind = req[0]
+        first = answers[seq]
+        seq += 1
+        status = first[0] if first is not None else STATUS_TIMEOUT
+        if kind == "N":
+            data = first[1][DATA_OFFSET : DATA_OFFSET + 44] if status == STATUS_OK else empty44
+            out += pack(req[1], 0, 1, status, 0, data, empty40)
+            continue
+        second = None
+        if (kind == "Q" and req[3]) or (kind == "R" and (req[3] if len(req) > 3 else 1)):
+            second = answers[seq]
+            seq += 1
+        pc = first[1][DATA_OFFSET : DATA_OFFSET + 44] if status == STATUS_OK else empty44
+        ext_flag = 0
+        ext = empty40
+        if second is not None and second[0] == STATUS_OK:
+            ext_flag = 1
+            ext = second[1][DATA_OFFSET : DATA_OFFSET + 40]
+        elif second is not None and status == STATUS_OK:
+            ext_flag = 0  # extended asked but refused/timed out: 32-bit values only
+        out += pack(req[1], req[2], 0 if kind == "Q" else 2, status, ext_flag, pc, ext)
+    return bytes(out)
+
+
+_PC = struct.Struct(">4xHBBHHHHBBBBHHIIIII")
+_EXT = struct.Struct(">8xQQQQ")
+
+
+def decode_record(rec: bytes) -> dict:
+    """Decode one :data:`RECORD` into ``{"lid", "port", "kind", "status", "extended", "values"}``.
+
+    ``values`` maps :data:`FIELDS` to ints (empty when the port was not read); for a ClassPortInfo
+    record ``values`` = ``{"capmask": int}``.
+    """
+    lid, port, kind, status, ext, pc, extd = RECORD.unpack(rec)
+    out = {"lid": lid, "port": port, "kind": kind, "status": status, "extended": bool(ext), "values": {}}
+    if status != STATUS_OK:
+        return out
+    if kind == 1:
+        out["values"] = {"capmask": struct.unpack_from(">H", pc, 2)[0]}
+        return out
+    out["values"] = decode_port_counters(pc)
+    if ext:
+        out["values"].update(decode_port_counters_ext(extd))
+    return out
+
+
+def parse_requests(lines) -> list[tuple]:
+    """Parse request lines (see the module docstring). Raises ValueError with the line number."""
+    reqs: list[tuple] = []
+    for n, line in enumerate(lines, 1):
+        parts = line.split()
+        if not parts:
+            continue
+        try:
+            if parts[0] == "N" and len(parts) == 2:
+                reqs.append(("N", int(parts[1])))
+            elif parts[0] == "Q" and len(parts) == 4:
+                reqs.append(("Q", int(parts[1]), int(parts[2]), int(parts[3])))
+            elif parts[0] == "R" and len(parts) == 3:
+                reqs.append(("R", int(parts[1]), int(parts[2])))
+            else:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"stdin line {n}: bad request {line.strip()!r}")
+    return reqs
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: requests on stdin, binary :data:`RECORD` stream on stdout, stats on stderr."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-C", dest="ca", default=None)
+    ap.add_argument("-P", dest="port", type=int, default=None)
+    ap.add_argument("--window", type=int, default=64)
+    ap.add_argument("--timeout", type=float, default=1.0, help="per-MAD timeout, seconds")
+    ap.add_argument("--retries", type=int, default=1)
+    ap.add_argument("--text", action="store_true", help="print decoded lines instead of records")
+    args = ap.parse_args(argv)
+    try:
+        reqs = parse_requests(sys.stdin)
+    except ValueError as exc:
+        print(f"madpoll: {exc}", file=sys.stderr)
+        return 2
+    t0 = time.monotonic()
+    try:
+        umad = Umad(args.ca, args.port, int(args.timeout * 1000))
+    except OSError as exc:
+        print(f"madpoll: {exc}", file=sys.stderr)
+        return 3
+    answers, stats = run(reqs, umad, args.window, args.timeout, args.retries)
+    blob = records(reqs, answers)
+    if args.text:
+        for i in range(0, len(blob), RECORD.size):
+            print(decode_record(blob[i : i + RECORD.size]))
+    else:
+        sys.stdout.buffer.write(blob)
+        sys.stdout.flush()
+    print(
+        f"madpoll: sent={stats['sent']} answered={stats['answered']} timeouts={stats['timeouts']} "
+        f"elapsed_s={time.monotonic() - t0:.4f}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Counter semantics: from two samples of a port's counters to rates, utilisation, congestion (pure).
+
+Sources: IBTA Architecture Specification Vol 1 (release 1.4+), ch. 16.1 Performance Management:
+PortCounters (16.1.3.5, Table 247), PortCountersExtended (16.1.4.11); ``perfquery(8)``.
+
+* **Words, not bytes.** PortXmitData/PortRcvData count data octets divided by 4 (IBTA 16.1.3.5:
+  "in units of 32-bit words"): bytes = value × 4.
+* **Saturation.** PortCounters are saturating counters (IBTA: "the counter stops at its maximum
+  value"): the 32-bit data/packet counters and PortXmitWait stop at 2**32-1, the error counters at
+  their width (SymbolErrorCounter 16 bits, LinkDownedCounter 8, LocalLinkIntegrityErrors 4 ...).
+  A counter at its maximum has lost counts: no delta can be taken from it (before or after), so
+  that interval gives **no rate** and the port is flagged ``saturated``. PortCountersExtended
+  (64-bit) do not saturate in practice (2**64 words at 800 Gb/s ≈ 2,300 years).
+* **Reset.** A counter that went down was cleared (by someone's ``perfquery -R``, a reboot or a
+  port flap on some devices): the interval gives **no rate**, never a negative or huge one, and
+  the port is flagged ``reset``; the next interval is normal again.
+* **32/64-bit switch.** Deltas are only taken between samples of the same source (both extended
+  or both 32-bit).
+* **Utilisation** = max(xmit, rcv bytes/s) / link data rate in bytes/s. The link data rate is
+  width × lane rate after line encoding (``fabric.rates``: 4x HDR = 4 × 50 Gb/s × 64/66... quoted as
+  200 Gb/s data rate; 4x SDR/DDR/QDR use 8b/10b: 8, 16, 32 Gb/s). Clamped to [0, 1] (the sweep
+  interval is measured at the poller, so a short measured interval can exceed 1 by jitter).
+* **Congestion index** = fraction of the interval during which the port had data to send but could
+  not (no credits / no arbitration): ``min(1, ΔPortXmitWait × tick / Δt)``. PortXmitWait counts
+  "ticks" whose duration the IBTA leaves to the implementation; Weft assumes
+  ``settings.WEFT_XMIT_WAIT_TICK_NS`` (default 1000 ns, i.e. one count per blocked microsecond —
+  calibrate per device family) and always shows the raw ``xmit_wait_per_s`` (ticks/s) beside the
+  index so nothing depends on the assumption silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ERROR_COUNTERS: tuple[str, ...] = (
+    "symbol_errors",
+    "link_error_recovery",
+    "link_downed",
+    "rcv_errors",
+    "rcv_remote_phys_errors",
+    "xmit_discards",
+    "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors",
+    "vl15_dropped",
+    "xmit_constraint_errors",
+    "rcv_constraint_errors",
+)
+RATE_COUNTERS: tuple[str, ...] = ("xmit_data", "rcv_data", "xmit_pkts", "rcv_pkts", "xmit_wait")
+ALL_COUNTERS: tuple[str, ...] = RATE_COUNTERS + ERROR_COUNTERS
+
+WIDTH_32: dict[str, int] = {
+    "xmit_data": 0xFFFFFFFF,
+    "rcv_data": 0xFFFFFFFF,
+    "xmit_pkts": 0xFFFFFFFF,
+    "rcv_pkts": 0xFFFFFFFF,
+    "xmit_wait": 0xFFFFFFFF,
+    "symbol_errors": 0xFFFF,
+    "link_error_recovery": 0xFF,
+    "link_downed": 0xFF,
+    "rcv_errors": 0xFFFF,
+    "rcv_remote_phys_errors": 0xFFFF,
+    "xmit_discards": 0xFFFF,
+    "local_link_integrity_errors": 0xF,
+    "excessive_buffer_overrun_errors": 0xF,
+    "vl15_dropped": 0xFFFF,
+    "xmit_constraint_errors": 0xFF,
+    "rcv_constraint_errors": 0xFF,
+}
+"""Maximum (saturation) value of each PortCounters field (IBTA Vol 1, Table 247)."""
+
+EXTENDED_FIELDS = frozenset({"xmit_data", "rcv_data", "xmit_pkts", "rcv_pkts"})
+U64_MAX = (1 << 64) - 1
+DEFAULT_TICK_NS = 1000.0
+
+
+def counter_max(name: str, extended: bool) -> int:
+    """The maximum value of counter ``name``: 2**64-1 for extended data/packets, else its width."""
+    if extended and name in EXTENDED_FIELDS:
+        return U64_MAX
+    return WIDTH_32[name]
+
+
+def saturated_counters(values: dict[str, int | None], extended: bool) -> list[str]:
+    """Names of the counters of ``values`` sitting at their maximum (in :data:`ALL_COUNTERS` order)."""
+    return [n for n in ALL_COUNTERS if values.get(n) is not None and values[n] >= counter_max(n, extended)]
+
+
+@dataclass
+class Sample:
+    """One reading of a port: raw counters (data in 4-byte words), source width, time (epoch s)."""
+
+    values: dict[str, int | None]
+    extended: bool
+    t: float
+
+
+@dataclass
+class Derived:
+    """Rates of one interval (None = no rate: first sample, saturation, reset, stale).
+
+    ``xmit_bytes_per_s``/``rcv_bytes_per_s`` bytes/s; ``*_pkts_per_s`` packets/s;
+    ``xmit_wait_per_s`` PortXmitWait ticks/s; ``utilisation`` and ``congestion`` in [0, 1];
+    ``error_deltas`` ``{counter: delta > 0}``; ``saturated`` counter names at their maximum now;
+    ``reset`` a counter went down; ``reason`` why there is no rate ("" when there is).
+    """
+
+    xmit_bytes_per_s: float | None = None
+    rcv_bytes_per_s: float | None = None
+    xmit_pkts_per_s: float | None = None
+    rcv_pkts_per_s: float | None = None
+    xmit_wait_per_s: float | None = None
+    utilisation: float | None = None
+    congestion: float | None = None
+    error_deltas: dict[str, int] | None = None
+    saturated: list[str] = field(default_factory=list)
+    reset: bool = False
+    reason: str = ""
+
+
+def link_bytes_per_s(rate_gbps: float | None) -> float | None:
+    """Link data rate in bytes/s from a data rate in Gb/s (after encoding); None if unknown/0."""
+    if not rate_gbps:
+        return None
+    return rate_gbps * 1e9 / 8.0
+
+
+def congestion_index(xmit_wait_per_s: float, tick_ns: float = DEFAULT_TICK_NS) -> float:
+    """Fraction of time the port waited to transmit: ``min(1, ticks/s × tick seconds)``.
+
+    ``tick_ns`` is the assumed PortXmitWait tick (see the module docstring).
+    """
+    return max(0.0, min(1.0, xmit_wait_per_s * tick_ns * 1e-9))
+
+
+def derive(
+    prev: Sample | None, curr: Sample, rate_gbps: float | None, tick_ns: float = DEFAULT_TICK_NS
+) -> Derived:
+    """Compute the rates of the interval ``prev`` → ``curr`` of one port.
+
+    No rate (all derived None, ``reason`` set) when: there is no previous sample, the interval is
+    not positive, the samples come from different widths (32 vs 64-bit), a rate counter is
+    saturated now or was before, or any counter went down (``reset``). Error counters that are
+    saturated are left out of ``error_deltas``. ``utilisation`` is None when the link rate is unknown.
+    """
+    out = Derived(saturated=saturated_counters(curr.values, curr.extended))
+    if prev is None:
+        out.reason = "first sample"
+        return out
+    dt = curr.t - prev.t
+    if dt <= 0:
+        out.reason = "no time elapsed"
+        return out
+    if prev.extended != curr.extended:
+        out.reason = "counter width changed (32/64-bit)"
+        return out
+    pv, cv = prev.values, curr.values
+    for name in ALL_COUNTERS:
+        a, b = pv.get(name), cv.get(name)
+        if a is not None and b is not None and b < a:
+            out.reset = True
+            out.reason = "counters reset"
+            return out
+    prev_sat = set(saturated_counters(pv, prev.extended))
+    blocked = [n for n in RATE_COUNTERS if n in out.saturated or n in prev_sat]
+    if blocked:
+        out.reason = "saturated: " + ", ".join(blocked)
+        return out
+
+    def rate(name: str, scale: float = 1.0) -> float | None:
+        a, b = pv.get(name), cv.get(name)
+        if a is None or b is None:
+            return None
+        return (b - a) * scale / dt
+
+    out.xmit_bytes_per_s = rate("xmit_data", 4.0)
+    out.rcv_bytes_per_s = rate("rcv_data", 4.0)
+    out.xmit_pkts_per_s = rate("xmit_pkts")
+    out.rcv_pkts_per_s = rate("rcv_pkts")
+    out.xmit_wait_per_s = rate("xmit_wait")
+    cap = link_bytes_per_s(rate_gbps)
+    if cap and out.xmit_bytes_per_s is not None and out.rcv_bytes_per_s is not None:
+        out.utilisation = max(0.0, min(1.0, max(out.xmit_bytes_per_s, out.rcv_bytes_per_s) / cap))
+    if out.xmit_wait_per_s is not None:
+        out.congestion = congestion_index(out.xmit_wait_per_s, tick_ns)
+    deltas: dict[str, int] = {}
+    for name in ERROR_COUNTERS:
+        a, b = pv.get(name), cv.get(name)
+        if a is None or b is None or name in out.saturated or name in prev_sat:
+            continue
+        if b > a:
+            deltas[name] = b - a
+    out.error_deltas = deltas
+    return out

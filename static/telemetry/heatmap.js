@@ -536,6 +536,11 @@
       const cell = state.byNodePort.get(row.node + ":" + portNum);
       return cell ? cell.port : null;
     },
+    cellCentre(nodeId, portNum) {
+      const r = state.rowOf.get(Number(nodeId));
+      if (r === undefined) return null;
+      return { x: LABEL_W + (portNum - 0.5) * state.cell, y: state.rowY[r] + state.cell / 2 };
+    },
     get sweep() { return state.sweep ? state.sweep.id : null; },
     get deltas() { return state.deltas; },
     get mode() { return state.mode; },

@@ -1,0 +1,150 @@
+"""The live heatmap in Chromium against a real Weft server polling a lab fabric.
+
+A 2-level fat tree runs in the lab (ibsim + OpenSM); the server (``manage.py serve``: daphne and
+the in-process worker/beat) sweeps its counters every second. The test raises PortXmitWait on one
+spine port through ibsim's console and checks, through the page's JS hook (not pixels), that the
+cell's colour changes within one poll interval plus a second of the first PerformanceSet.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from lab import netgen
+from tests.browser_support import login
+
+pytestmark = [pytest.mark.browser, pytest.mark.lab, pytest.mark.slow]
+
+POLL_S = 1.0
+
+
+def api(server, token: str, method: str, path: str, body: dict | None = None) -> dict:
+    req = urllib.request.Request(
+        f"{server.url}{path}",
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read() or b"{}")
+
+
+def admin_token(server) -> str:
+    out = server.manage("drf_create_token", "admin").stdout
+    match = re.search(r"Generated token (\w+)", out)
+    assert match, out
+    return match.group(1)
+
+
+def lab_fabric(lab_factory, weft_server_factory):
+    """Start a lab and a server polling it every second; returns ``(lab, server, fabric)``."""
+    lab = lab_factory(netgen.fat_tree_2level(2, 2, 2))
+    server = weft_server_factory(WEFT_POLL_INTERVAL_S=str(POLL_S), WEFT_DISCOVERY_INTERVAL_S="3600")
+    fabric = api(
+        server, admin_token(server), "POST", "/api/fabric/fabrics/", {"name": "lab", "tool_env": lab.tool_env}
+    )
+    server.manage("discover", "--fabric", "lab")
+    return lab, server, fabric
+
+
+def test_heatmap_cell_changes_colour_when_xmit_wait_rises(lab_factory, weft_server_factory, browser_page):
+    lab, server, fabric = lab_fabric(lab_factory, weft_server_factory)
+    page = browser_page
+    login(page, server, "viewer")
+    page.goto(f"{server.url}/heatmap/{fabric['id']}/")
+    # Live: the websocket is open and at least two sweeps arrived (the second gives rates).
+    page.wait_for_function(
+        "() => window.weftHeatmap && document.getElementById('heatmap').dataset.state === 'live'"
+        " && weftHeatmap.deltas >= 2",
+        timeout=30000,
+    )
+    rows = page.evaluate(
+        "async (url) => (await (await fetch(url)).json()).rows", f"/api/fabric/heatmap/{fabric['id']}/"
+    )
+    assert [r["tier_name"] for r in rows] == ["spine", "spine", "leaf", "leaf"], rows
+    spine = rows[0]
+    port_id = page.evaluate("([g, p]) => weftHeatmap.findPort(g, p)", [spine["guid"], 1])
+    assert port_id, "the spine's port 1 (down-link to a leaf) has a cell"
+    page.wait_for_function(
+        "(id) => { const s = weftHeatmap.cellState(id); return s && s.congestion !== null && !s.stale; }",
+        arg=port_id,
+        timeout=15000,
+    )
+    before = page.evaluate("(id) => weftHeatmap.cellState(id)", port_id)
+    assert before["mode"] == "congestion" and before["congestion"] == 0, before
+
+    # Raise PortXmitWait steadily: 600,000 ticks/s = 60 % congestion at the default 1 µs tick.
+    stop = threading.Event()
+    started = time.monotonic()
+
+    def rise() -> None:
+        value = 0
+        while not stop.is_set():
+            value += 120_000
+            lab.perf_set(spine["guid"], 1, "PortXmitWait", value)
+            stop.wait(0.2)
+
+    riser = threading.Thread(target=rise, daemon=True)
+    riser.start()
+    try:
+        page.wait_for_function(
+            "([id, colour]) => { const s = weftHeatmap.cellState(id); return s && s.colour !== colour; }",
+            arg=[port_id, before["colour"]],
+            timeout=15000,
+        )
+        elapsed = time.monotonic() - started
+    finally:
+        stop.set()
+        riser.join(5)
+    after = page.evaluate("(id) => weftHeatmap.cellState(id)", port_id)
+    assert after["congestion"] > 0.05 and after["sweep"] > before["sweep"], after
+    assert elapsed <= POLL_S + 1.0, f"the cell changed colour {elapsed:.2f} s after the counter rose"
+    # The other spine's port 1 saw nothing: its colour is unchanged.
+    other = page.evaluate("([g, p]) => weftHeatmap.findPort(g, p)", [rows[1]["guid"], 1])
+    assert page.evaluate("(id) => weftHeatmap.cellState(id).congestion", other) == 0
+    # The tooltip's raw counters come from the cell API; a click opens the port page with charts.
+    page.click("#hm-canvas", position=_cell_position(page, port_id))
+    page.wait_for_url(re.compile(r"/fabric/ports/\d+/"))
+    assert page.url.endswith(f"/fabric/ports/{port_id}/")
+    page.wait_for_function("() => document.getElementById('port-charts').dataset.state !== 'loading'")
+    assert page.get_attribute("#port-charts", "data-state") == "ok"
+
+
+def test_heatmap_toggle_and_stale_banner(lab_factory, weft_server_factory, browser_page):
+    lab, server, fabric = lab_fabric(lab_factory, weft_server_factory)
+    page = browser_page
+    login(page, server, "viewer")
+    page.goto(f"{server.url}/heatmap/{fabric['id']}/")
+    page.wait_for_function("() => window.weftHeatmap && weftHeatmap.deltas >= 1", timeout=30000)
+    assert page.is_hidden("#hm-banner")
+    page.click(".hm-toggle button[data-mode=utilisation]")
+    assert page.evaluate("() => weftHeatmap.mode") == "utilisation"
+    assert "Utilisation" in page.inner_text("#hm-legend-title")
+    # Stop polling: after three intervals without a sweep the page says the data is stale.
+    api(
+        server,
+        admin_token(server),
+        "PATCH",
+        f"/api/fabric/fabrics/{fabric['id']}/",
+        {"polling_enabled": False},
+    )
+    page.wait_for_selector("#hm-banner:not([hidden])", timeout=20000)
+    assert "stale" in page.inner_text("#hm-banner").lower()
+    assert page.get_attribute("#heatmap", "data-state") == "stale"
+
+
+def _cell_position(page, port_id: int) -> dict:
+    """Canvas coordinates of a cell's centre, from the page's own layout."""
+    return page.evaluate(
+        """(id) => {
+          const s = weftHeatmap.cellState(id);
+          return weftHeatmap.cellCentre(s.node, s.port_num);
+        }""",
+        port_id,
+    )

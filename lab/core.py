@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import gzip
 import itertools
 import logging
 import os
@@ -60,6 +61,7 @@ REQUIRED_TOOLS = {
 _IBSIM_DEFAULTS = {"N": 2048, "S": 256, "P": 256 * 36 + 2048 * 2, "L": 30 * 1024}
 _CONSOLE_MAX = 120  # ibsim reads console lines into a 128-byte buffer
 _PROMPT = b"sim> "
+_NDR_RE = re.compile(r"(lid\s+\d+\s+\d+x)NDR\b")
 _SM_STATES = {0: "NOTACTIVE", 1: "DISCOVERING", 2: "STANDBY", 3: "MASTER"}
 
 
@@ -103,6 +105,22 @@ def check_tools() -> dict[str, str]:
             "`apt-get install ibsim-utils opensm infiniband-diags`."
         )
     return found
+
+
+_IBSIM_VERSION: tuple[int, ...] | None = None
+
+
+def ibsim_version() -> tuple[int, ...]:
+    """The installed ibsim's version, e.g. ``(0, 10)`` (from the last line of ``ibsim -V``'s usage)."""
+    global _IBSIM_VERSION
+    if _IBSIM_VERSION is None:
+        prog = find_program("ibsim")
+        if not prog:
+            raise LabToolsMissing("ibsim is not installed (Debian package ibsim-utils)")
+        proc = subprocess.run([prog, "-V"], capture_output=True, text=True, timeout=10)
+        m = re.search(r"ibsim (\d+(?:\.\d+)+)", proc.stdout + proc.stderr)
+        _IBSIM_VERSION = tuple(int(x) for x in m[1].split(".")) if m else (0,)
+    return _IBSIM_VERSION
 
 
 def tools_missing_reason() -> str | None:
@@ -192,21 +210,35 @@ class Lab:
         else:
             self._net_source = Path(netfile)
             try:
-                self._net_text = self._net_source.read_text(errors="replace")
-            except OSError as exc:
+                data = self._net_source.read_bytes()
+                if data[:2] == b"\x1f\x8b":  # gzip (e.g. the Selene topology): ibsim gets the gunzipped copy
+                    data = gzip.decompress(data)
+            except (OSError, EOFError) as exc:
                 raise LabError(f"cannot read netfile {self._net_source}: {exc}") from exc
+            self._net_text = data.decode("utf-8", "replace")
         try:
             self.net = parse_netfile(self._net_text, source=str(self._net_source or "<netfile text>"))
         except NetfileError as exc:
             raise LabError(str(exc)) from exc
         if not self.net.cas:
             raise LabError(f"{self.net.source}: no CA in the netfile, OpenSM needs a CA to run on")
+        self.warnings: list[str] = []
+        self._ibsim_text = self._net_text
+        if ibsim_version() < (0, 11) and _NDR_RE.search(self._net_text):
+            # ibsim < 0.11 cannot parse NDR and would fall back to 2.5 Gb/s SDR links; HDR is the
+            # closest rate it knows. The netfile given keeps saying NDR.
+            self._ibsim_text = _NDR_RE.sub(r"\1HDR", self._net_text)
+            self.warnings.append(
+                f"ibsim {'.'.join(map(str, ibsim_version()))} has no NDR support (needs >= 0.11): "
+                "NDR links run as HDR in the lab"
+            )
+            logger.warning("lab: %s", self.warnings[-1])
         self._partitions = partitions
         self.opensm_conf = dict(opensm_conf or {})
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir else None
         self.socket_name = f"weft-{os.getpid()}-{next(_COUNTER)}-{secrets.token_hex(3)}"
-        master = self._resolve(sm_node) if sm_node else self.net.cas[0]
+        master = self._resolve(sm_node) if sm_node else _default_sm_node(self.net.cas)
         if master.kind != CA:
             raise LabError(f"sm_node {sm_node!r} is a {master.kind}, OpenSM runs on a CA")
         self._sms: list[_SM] = [_SM(master, 14, Path())]
@@ -328,7 +360,7 @@ class Lab:
 
     def _start_ibsim(self, deadline: float) -> None:
         netpath = self.workdir / "fabric.net"
-        netpath.write_text(self._net_text)
+        netpath.write_text(self._ibsim_text)
         env = dict(os.environ, IBSIM_SOCKNAME=self.socket_name)
         self._ibsim_log = self.workdir / "ibsim.err"
         argv = [self.programs["ibsim"], "-s", *self._ibsim_limits(), str(netpath)]
@@ -432,19 +464,6 @@ class Lab:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-            )
-
-    def _check_alive(self) -> None:
-        if self._ibsim is None or self._ibsim.poll() is not None:
-            raise LabError(
-                f"ibsim is not running (status {self._ibsim and self._ibsim.returncode})\n"
-                f"{_tail(self._ibsim_log)}"
-            )
-        sm = self._sms[0]
-        if sm.proc is not None and sm.proc.poll() is not None:
-            raise LabError(
-                f"OpenSM on {sm.node.node_id!r} exited (status {sm.proc.returncode})\n"
-                f"{_tail(sm.log)}\n{_tail(sm.dir / 'opensm.out')}"
             )
 
     def stop(self) -> None:
@@ -669,6 +688,12 @@ class Lab:
                 )
             time.sleep(0.25)
 
+    def check(self) -> None:
+        """Raise ``LabError`` (with the log tail) unless ibsim and at least one OpenSM are running."""
+        if self._stopped:
+            raise LabError("the lab is not running")
+        self._check_alive_any()
+
     def _check_alive_any(self) -> None:
         if self._ibsim is None or self._ibsim.poll() is not None:
             raise LabError(f"ibsim is not running\n{_tail(self._ibsim_log)}")
@@ -722,6 +747,14 @@ class Lab:
     def __repr__(self) -> str:
         state = "stopped" if self._stopped else f"running in {self.workdir}"
         return f"<Lab {self.net.source} {len(self.net.switches)} switches {len(self.net.cas)} CAs, {state}>"
+
+
+def _default_sm_node(cas: list[NetNode]) -> NetNode:
+    """The first CA that is a host HCA (not a switch's SHARP "Aggregation Node"), else the first CA."""
+    for ca in cas:
+        if "aggregation node" not in ca.description.lower():
+            return ca
+    return cas[0]
 
 
 def _terminate(proc: subprocess.Popen | None, grace: float = 5.0) -> None:

@@ -1,1 +1,447 @@
-"""Netfile generators (filled in below)."""
+"""Netfile generators: fat trees and rail-optimised GPU pods in ibnetdiscover format, for ibsim.
+
+Pure Python. The text looks like ``ibnetdiscover`` output of a real fabric, so both ibsim and Weft's
+parsers read it:
+
+- switches ``Switch 40 "S-<guid>" # "MF0;leaf-03:MQM8700/U1" enhanced port 0 lid 0 lmc 0`` with
+  ``vendid``/``devid``/``sysimgguid``/``switchguid`` lines (ibsim takes the GUID from ``switchguid=``);
+- CAs ``Ca 1 "H-<guid>" # "host017 mlx5_3"`` (one node per HCA, all HCAs of a host share the
+  ``sysimgguid``; ibsim takes the GUID from ``caguid=``, port 1 GUID = node GUID + 1);
+- every port line ends with ``lid 0 4xHDR``: ibsim (``parse_port_link_width_and_speed`` in
+  ``ibsim/sim_net.c``) reads width and speed from that comment, so ibnetdiscover/iblinkinfo report
+  4xHDR and perfquery rates match; ``lid 0`` lets OpenSM assign every LID.
+
+Switch radix follows the real models: 36 ports (SX6036 FDR, SB7800 EDR), 40 (QM8700 HDR),
+64 (QM9700 NDR). A topology that does not fit raises ``ValueError`` saying which switch overflows.
+ibsim 0.10 (Debian 12) knows SDR..HDR; NDR needs ibsim >= 0.11 (``Lab`` falls back to HDR rates).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+SPEEDS = ("SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR")
+WIDTHS = ("1x", "2x", "4x", "8x", "12x")
+
+
+@dataclass(frozen=True)
+class SwitchModel:
+    """A switch product: its name in the node description, radix (ports), PCI device id."""
+
+    name: str
+    ports: int
+    devid: int
+
+
+@dataclass(frozen=True)
+class HcaModel:
+    name: str
+    devid: int
+
+
+#: The switch and HCA generation for each speed (NVIDIA/Mellanox names as in real NodeDescriptions).
+SWITCH_MODELS = {
+    "SDR": SwitchModel("MTS3600", 36, 0xB924),
+    "DDR": SwitchModel("MTS3600", 36, 0xB924),
+    "QDR": SwitchModel("IS5030", 36, 0xBD36),
+    "FDR10": SwitchModel("SX6036", 36, 0xC738),
+    "FDR": SwitchModel("SX6036", 36, 0xC738),
+    "EDR": SwitchModel("MSB7800", 36, 0xCB84),
+    "HDR": SwitchModel("MQM8700", 40, 0xD2F0),
+    "NDR": SwitchModel("MQM9700", 64, 0xD2F2),
+}
+HCA_MODELS = {
+    "SDR": HcaModel("ConnectX", 0x634A),
+    "DDR": HcaModel("ConnectX", 0x634A),
+    "QDR": HcaModel("ConnectX-3", 0x1003),
+    "FDR10": HcaModel("ConnectX-3", 0x1003),
+    "FDR": HcaModel("ConnectX-3", 0x1003),
+    "EDR": HcaModel("ConnectX-5", 0x1017),
+    "HDR": HcaModel("ConnectX-6", 0x101B),
+    "NDR": HcaModel("ConnectX-7", 0x1021),
+}
+MELLANOX_VENDOR_ID = 0x02C9
+_SWITCH_GUID_BASE = 0x0C42A10300A00000
+_HOST_GUID_BASE = 0x1C34DA0300400000
+
+
+def _check_rate(speed: str, width: str) -> tuple[str, str]:
+    speed, width = speed.upper(), width.lower()
+    if speed not in SPEEDS:
+        raise ValueError(f"speed {speed!r}: one of {', '.join(SPEEDS)}")
+    if width not in WIDTHS:
+        raise ValueError(f"width {width!r}: one of {', '.join(WIDTHS)}")
+    return speed, width
+
+
+class _Builder:
+    """Collects switches, hosts and cables, then writes the netfile text."""
+
+    def __init__(self, speed: str, width: str, title: str):
+        self.speed, self.width = _check_rate(speed, width)
+        self.model = SWITCH_MODELS[self.speed]
+        self.hca = HCA_MODELS[self.speed]
+        self.title = title
+        self.switches: list[dict] = []
+        self.cas: list[dict] = []
+        self.by_key: dict[str, dict] = {}
+
+    def switch(self, key: str, desc: str, ports: int | None = None) -> dict:
+        n = len(self.switches)
+        node = {
+            "key": key,
+            "switch": True,
+            "guid": _SWITCH_GUID_BASE + n * 0x100,
+            "desc": desc,
+            "nports": ports or self.model.ports,
+            "links": {},
+        }
+        node["id"] = f"S-{node['guid']:016x}"
+        self.switches.append(node)
+        self.by_key[key] = node
+        return node
+
+    def ca(self, key: str, desc: str, sysimg: int, guid: int) -> dict:
+        node = {
+            "key": key,
+            "switch": False,
+            "guid": guid,
+            "sysimg": sysimg,
+            "desc": desc,
+            "nports": 1,
+            "links": {},
+        }
+        node["id"] = f"H-{guid:016x}"
+        self.cas.append(node)
+        self.by_key[key] = node
+        return node
+
+    def cable(self, a: dict, pa: int, b: dict, pb: int) -> None:
+        for node, port in ((a, pa), (b, pb)):
+            if not 1 <= port <= node["nports"]:
+                raise ValueError(
+                    f"{node['desc']!r} has {node['nports']} ports, the topology needs port {port}"
+                    + (f" (a {self.model.name} has {self.model.ports})" if node["switch"] else "")
+                )
+            if port in node["links"]:
+                raise ValueError(f"{node['desc']!r} port {port} cabled twice")
+        a["links"][pa] = (b, pb)
+        b["links"][pb] = (a, pa)
+
+    def text(self) -> str:
+        rate = f"{self.width}{self.speed}"
+        out = [
+            "#",
+            f"# Topology file: generated by Weft lab.netgen: {self.title}",
+            f"# {len(self.switches)} switches ({self.model.name}, {rate}), {len(self.cas)} CAs ({self.hca.name})",
+            "#",
+            "",
+        ]
+        for sw in self.switches:
+            out += [
+                f"vendid=0x{MELLANOX_VENDOR_ID:x}",
+                f"devid=0x{self.model.devid:x}",
+                f"sysimgguid=0x{sw['guid']:x}",
+                f"switchguid=0x{sw['guid']:x}({sw['guid']:x})",
+                f'Switch\t{sw["nports"]} "{sw["id"]}"\t\t# "{sw["desc"]}" enhanced port 0 lid 0 lmc 0',
+            ]
+            for port in sorted(sw["links"]):
+                peer, pport = sw["links"][port]
+                if peer["switch"]:
+                    out.append(f'[{port}]\t"{peer["id"]}"[{pport}]\t\t# "{peer["desc"]}" lid 0 {rate}')
+                else:
+                    pguid = peer["guid"] + pport
+                    out.append(
+                        f'[{port}]\t"{peer["id"]}"[{pport}]({pguid:x}) \t\t# "{peer["desc"]}" lid 0 {rate}'
+                    )
+            out.append("")
+        for ca in self.cas:
+            out += [
+                f"vendid=0x{MELLANOX_VENDOR_ID:x}",
+                f"devid=0x{self.hca.devid:x}",
+                f"sysimgguid=0x{ca['sysimg']:x}",
+                f"caguid=0x{ca['guid']:x}",
+                f'Ca\t{ca["nports"]} "{ca["id"]}"\t\t# "{ca["desc"]}"',
+            ]
+            for port in sorted(ca["links"]):
+                peer, pport = ca["links"][port]
+                out.append(
+                    f'[{port}]({ca["guid"] + port:x}) \t"{peer["id"]}"[{pport}]\t\t'
+                    f'# lid 0 lmc 0 "{peer["desc"]}" lid 0 {rate}'
+                )
+            out.append("")
+        return "\n".join(out)
+
+
+def _digits(n: int) -> int:
+    return max(3, len(str(n)))
+
+
+def _add_hosts(b: _Builder, count: int, hcas: int = 1) -> list[list[dict]]:
+    """``count`` hosts named ``host001``.., each with ``hcas`` single-port HCAs ``mlx5_0``..; returns
+    ``hosts[h][i]`` (CA nodes). A host's HCAs share its system image GUID."""
+    width = _digits(count)
+    hosts = []
+    for h in range(count):
+        base = _HOST_GUID_BASE + h * 0x100
+        hosts.append(
+            [
+                b.ca(
+                    f"host{h + 1}/{i}",
+                    f"host{h + 1:0{width}d} mlx5_{i}",
+                    sysimg=base,
+                    guid=base + 0x10 * (i + 1),
+                )
+                for i in range(hcas)
+            ]
+        )
+    return hosts
+
+
+def fat_tree_2level(
+    leaves: int,
+    spines: int,
+    hosts_per_leaf: int,
+    *,
+    speed: str = "HDR",
+    width: str = "4x",
+    links_per_spine: int = 1,
+) -> str:
+    """A 2-level fat tree: ``leaves`` leaf switches with ``hosts_per_leaf`` single-HCA hosts each, every
+    leaf cabled to every spine with ``links_per_spine`` links.
+
+    Leaf ports: hosts on 1..hosts_per_leaf, uplinks after them; spine port ``(leaf-1)*links+j``.
+    Counts: ``leaves + spines`` switches, ``leaves * hosts_per_leaf`` CAs,
+    ``leaves * (hosts_per_leaf + spines * links_per_spine)`` links. Raises ``ValueError`` when a leaf
+    or spine needs more ports than the switch model has (40 for HDR QM8700). E.g. the classic 648-host
+    HDR tree is ``fat_tree_2level(36, 18, 18)``.
+    """
+    if min(leaves, spines, hosts_per_leaf, links_per_spine) < 1:
+        raise ValueError("leaves, spines, hosts_per_leaf and links_per_spine must be >= 1")
+    b = _Builder(speed, width, f"2-level fat tree, {leaves} leaves x {hosts_per_leaf} hosts, {spines} spines")
+    radix = b.model.ports
+    if hosts_per_leaf + spines * links_per_spine > radix:
+        raise ValueError(
+            f"a leaf needs {hosts_per_leaf} host ports + {spines * links_per_spine} uplinks, "
+            f"a {b.model.name} has {radix} ports"
+        )
+    if leaves * links_per_spine > radix:
+        raise ValueError(
+            f"a spine needs {leaves * links_per_spine} downlinks, a {b.model.name} has {radix} ports "
+            "(use fat_tree_3level for more leaves)"
+        )
+    dl, ds = max(2, len(str(leaves))), max(2, len(str(spines)))
+    spine_nodes = [
+        b.switch(f"spine{s}", f"MF0;spine-{s + 1:0{ds}d}:{b.model.name}/U1") for s in range(spines)
+    ]
+    leaf_nodes = [b.switch(f"leaf{x}", f"MF0;leaf-{x + 1:0{dl}d}:{b.model.name}/U1") for x in range(leaves)]
+    hosts = _add_hosts(b, leaves * hosts_per_leaf)
+    for x, leaf in enumerate(leaf_nodes):
+        for h in range(hosts_per_leaf):
+            b.cable(leaf, h + 1, hosts[x * hosts_per_leaf + h][0], 1)
+        for s, spine in enumerate(spine_nodes):
+            for j in range(links_per_spine):
+                b.cable(
+                    leaf, hosts_per_leaf + s * links_per_spine + j + 1, spine, x * links_per_spine + j + 1
+                )
+    return b.text()
+
+
+def fat_tree_3level(
+    pods: int,
+    leaves_per_pod: int,
+    spines_per_pod: int,
+    cores: int,
+    hosts_per_leaf: int,
+    *,
+    speed: str = "HDR",
+    width: str = "4x",
+) -> str:
+    """A 3-level fat tree: ``pods`` pods of ``leaves_per_pod`` leaves and ``spines_per_pod`` spines (every
+    leaf to every spine of its pod), and ``cores`` core switches in ``spines_per_pod`` groups: spine i
+    of every pod is cabled to each core of group i (``cores`` must be a multiple of
+    ``spines_per_pod``).
+
+    Counts: ``pods * (leaves_per_pod + spines_per_pod) + cores`` switches,
+    ``pods * leaves_per_pod * hosts_per_leaf`` CAs, and
+    ``pods * (leaves_per_pod * (hosts_per_leaf + spines_per_pod)) + pods * cores`` links.
+    Raises ``ValueError`` when a switch runs out of ports.
+    """
+    if min(pods, leaves_per_pod, spines_per_pod, cores, hosts_per_leaf) < 1:
+        raise ValueError("all counts must be >= 1")
+    if cores % spines_per_pod:
+        raise ValueError(f"cores ({cores}) must be a multiple of spines_per_pod ({spines_per_pod})")
+    b = _Builder(speed, width, f"3-level fat tree, {pods} pods, {cores} cores")
+    radix = b.model.ports
+    group = cores // spines_per_pod
+    if hosts_per_leaf + spines_per_pod > radix:
+        raise ValueError(
+            f"a leaf needs {hosts_per_leaf + spines_per_pod} ports, a {b.model.name} has {radix}"
+        )
+    if leaves_per_pod + group > radix:
+        raise ValueError(
+            f"a pod spine needs {leaves_per_pod} downlinks + {group} core uplinks, a {b.model.name} has {radix}"
+        )
+    if pods > radix:
+        raise ValueError(f"a core switch needs {pods} ports (one per pod), a {b.model.name} has {radix}")
+    m = b.model.name
+    core_nodes = [b.switch(f"core{c}", f"MF0;core-{c + 1:02d}:{m}/U1") for c in range(cores)]
+    pod_spines, pod_leaves = [], []
+    for p in range(pods):
+        pod_spines.append(
+            [
+                b.switch(f"p{p}s{s}", f"MF0;pod{p + 1:02d}-spine-{s + 1:02d}:{m}/U1")
+                for s in range(spines_per_pod)
+            ]
+        )
+    for p in range(pods):
+        pod_leaves.append(
+            [
+                b.switch(f"p{p}l{x}", f"MF0;pod{p + 1:02d}-leaf-{x + 1:02d}:{m}/U1")
+                for x in range(leaves_per_pod)
+            ]
+        )
+    hosts = _add_hosts(b, pods * leaves_per_pod * hosts_per_leaf)
+    for p in range(pods):
+        for x, leaf in enumerate(pod_leaves[p]):
+            first = (p * leaves_per_pod + x) * hosts_per_leaf
+            for h in range(hosts_per_leaf):
+                b.cable(leaf, h + 1, hosts[first + h][0], 1)
+            for s, spine in enumerate(pod_spines[p]):
+                b.cable(leaf, hosts_per_leaf + s + 1, spine, x + 1)
+        for s, spine in enumerate(pod_spines[p]):
+            for g in range(group):
+                b.cable(spine, leaves_per_pod + g + 1, core_nodes[s * group + g], p + 1)
+    return b.text()
+
+
+def rail_pod(
+    hosts: int, rails: int = 8, spines: int | None = None, *, speed: str = "NDR", width: str = "4x"
+) -> str:
+    """A rail-optimised GPU pod: ``hosts`` GPU servers with ``rails`` HCAs each (``"host017 mlx5_3"``);
+    HCA i of every host is on a rail-i leaf, every leaf cabled to every spine.
+
+    Hosts are grouped in scalable units of ``radix // 2`` hosts (32 with 64-port NDR switches): each
+    unit has one leaf per rail (``MF0;rail3-leaf-01:MQM9700/U1``), with as many uplinks as hosts
+    (non-blocking). ``spines`` defaults to the fewest spines that give each leaf those uplinks.
+    Counts: ``rails * units`` leaves + ``spines`` spine switches, ``hosts * rails`` CAs.
+    Raises ``ValueError`` when the pod does not fit two switch levels.
+    """
+    if hosts < 1 or not 1 <= rails <= 15:
+        raise ValueError("hosts must be >= 1 and rails 1..15")
+    b = _Builder(speed, width, f"rail-optimised pod, {hosts} hosts x {rails} rails")
+    radix = b.model.ports
+    per_unit = min(hosts, radix // 2)
+    units = math.ceil(hosts / per_unit)
+    n_leaves = units * rails
+    if n_leaves > radix:
+        raise ValueError(
+            f"{n_leaves} rail leaves do not fit a {radix}-port spine: too many hosts for a 2-level pod"
+        )
+    if spines is None:
+        links = max(1, radix // n_leaves)
+        links = min(links, per_unit)
+        spines = math.ceil(per_unit / links)
+    else:
+        if spines < 1:
+            raise ValueError("spines must be >= 1")
+        links = max(1, per_unit // spines)
+    if per_unit + spines * links > radix:
+        raise ValueError(
+            f"a rail leaf needs {per_unit} host ports + {spines * links} uplinks, a {radix}-port switch"
+        )
+    if n_leaves * links > radix:
+        raise ValueError(f"a spine needs {n_leaves * links} downlinks, a {b.model.name} has {radix} ports")
+    m = b.model.name
+    spine_nodes = [b.switch(f"spine{s}", f"MF0;spine-{s + 1:02d}:{m}/U1") for s in range(spines)]
+    leaves = [
+        [b.switch(f"u{u}r{r}", f"MF0;rail{r}-leaf-{u + 1:02d}:{m}/U1") for r in range(rails)]
+        for u in range(units)
+    ]
+    servers = _add_hosts(b, hosts, hcas=rails)
+    for h, hcas in enumerate(servers):
+        u, slot = divmod(h, per_unit)
+        for r, hca in enumerate(hcas):
+            b.cable(leaves[u][r], slot + 1, hca, 1)
+    for u in range(units):
+        for r, leaf in enumerate(leaves[u]):
+            li = u * rails + r
+            for s, spine in enumerate(spine_nodes):
+                for j in range(links):
+                    b.cable(leaf, per_unit + s * links + j + 1, spine, li * links + j + 1)
+    return b.text()
+
+
+def two_switch_four_ca() -> str:
+    """ibsim's example ``net.2sw2path4hca``: Switch1 and Switch2 (8 ports) joined on ports 3 and 5,
+    Hca1/Hca3 on Switch1 ports 1/2, Hca2/Hca4 on Switch2 ports 1/2 (default 4xSDR links)."""
+    lines = ["# 2 switches, 2 paths, 4 CAs (same fabric as ibsim's net-examples/net.2sw2path4hca)", ""]
+    for sw, (a, c), other in (
+        ("Switch1", ("Hca1", "Hca3"), "Switch2"),
+        ("Switch2", ("Hca2", "Hca4"), "Switch1"),
+    ):
+        lines += [
+            f'Switch\t8 "{sw}"',
+            f'[1]\t"{a}"[1]',
+            f'[2]\t"{c}"[1]',
+            f'[3]\t"{other}"[3]',
+            f'[5]\t"{other}"[5]',
+            "",
+        ]
+    for ca, sw, port in (
+        ("Hca1", "Switch1", 1),
+        ("Hca2", "Switch2", 1),
+        ("Hca3", "Switch1", 2),
+        ("Hca4", "Switch2", 2),
+    ):
+        lines += [f'Hca\t2 "{ca}"', f'[1]\t"{sw}"[{port}]', ""]
+    return "\n".join(lines)
+
+
+_SPEC_KEYS = {
+    "2": {"leaves", "spines", "hosts", "speed", "width", "links"},
+    "3": {"pods", "leaves", "spines", "cores", "hosts", "speed", "width"},
+    "rail": {"hosts", "rails", "spines", "speed", "width"},
+}
+
+
+def parse_spec(spec: str) -> str:
+    """Netfile text for a CLI topology spec.
+
+    ``"2:leaves=8,spines=4,hosts=16,speed=HDR[,width=4x,links=1]"`` (2-level fat tree, ``hosts`` per
+    leaf), ``"3:pods=2,leaves=4,spines=4,cores=8,hosts=8,speed=HDR"`` (3-level), or
+    ``"rail:hosts=32,rails=8[,spines=4],speed=NDR"``. Raises ``ValueError`` naming the bad part.
+    """
+    kind, _, rest = spec.strip().partition(":")
+    kind = kind.strip().lower()
+    if kind not in _SPEC_KEYS:
+        raise ValueError(f"fat-tree spec {spec!r}: starts with 2:, 3: or rail:")
+    args: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in rest.split(","))):
+        key, eq, value = part.partition("=")
+        key = key.strip().lower()
+        if not eq or key not in _SPEC_KEYS[kind]:
+            raise ValueError(
+                f"fat-tree spec {spec!r}: bad part {part!r} (keys: {', '.join(sorted(_SPEC_KEYS[kind]))})"
+            )
+        args[key] = value.strip()
+
+    def num(key: str, default: int | None = None) -> int:
+        if key not in args:
+            if default is None:
+                raise ValueError(f"fat-tree spec {spec!r}: {key}= is required")
+            return default
+        try:
+            return int(args[key])
+        except ValueError:
+            raise ValueError(f"fat-tree spec {spec!r}: {key}={args[key]!r} is not a number") from None
+
+    rate = {"speed": args.get("speed", "NDR" if kind == "rail" else "HDR"), "width": args.get("width", "4x")}
+    if kind == "2":
+        return fat_tree_2level(
+            num("leaves"), num("spines"), num("hosts"), links_per_spine=num("links", 1), **rate
+        )
+    if kind == "3":
+        return fat_tree_3level(num("pods"), num("leaves"), num("spines"), num("cores"), num("hosts"), **rate)
+    return rail_pod(num("hosts"), num("rails", 8), num("spines") if "spines" in args else None, **rate)

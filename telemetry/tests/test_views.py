@@ -214,3 +214,34 @@ def test_series_api_validates_range(users, lab_fabric):
     bad = client.get(f"/api/fabric/port-series/{port.pk}/", {"resolution": "weekly"})
     assert bad.status_code == 400 and "resolution" in bad.json()
     assert client.get("/api/fabric/port-series/99999999/").status_code == 404
+
+
+def test_series_api_returns_stored_history(users, lab_fabric):
+    import time
+
+    from telemetry.models import CounterChunk
+    from telemetry.services.history import build_chunks
+
+    fabric, port = lab_fabric["fabric"], lab_fabric["ports"][("leaf1", 1)]
+    t0 = int(time.time()) - 120
+    chunks = []
+    for i in range(3):
+        # (xmit bytes/s, rcv bytes/s, PortXmitWait ticks/s, errors, flags) as the sweep stores them
+        chunks += build_chunks(fabric.pk, t0 + 10 * i, [(port.pk, (1e9 * (i + 1), 5e8, 2e5, i, 0))])
+    CounterChunk.objects.bulk_create(chunks)
+    client = APIClient()
+    client.force_authenticate(users["viewer"])
+    doc = client.get(f"/api/fabric/port-series/{port.pk}/", {"start": "-10m", "end": "now"}).json()
+    assert doc["t"] == [t0, t0 + 10, t0 + 20]
+    assert doc["xmit_bytes_per_s"] == pytest.approx([1e9, 2e9, 3e9], rel=1e-3)
+    # 4x HDR = 200 Gb/s = 25e9 bytes/s; congestion = 2e5 ticks/s x 1 µs tick.
+    assert doc["utilisation"] == pytest.approx([0.04, 0.08, 0.12], rel=1e-3)
+    assert doc["congestion"] == pytest.approx([0.2, 0.2, 0.2], rel=1e-3)
+    assert doc["errors"] == [0, 1, 2]
+    assert doc["port"]["description"] == "leaf1" and doc["resolution"] == "raw"
+    # An ISO range before the samples is empty.
+    early = client.get(
+        f"/api/fabric/port-series/{port.pk}/",
+        {"start": "2020-01-01T00:00:00Z", "end": "2020-01-01T01:00:00Z"},
+    ).json()
+    assert early["t"] == []

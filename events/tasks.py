@@ -55,14 +55,16 @@ def send_notifications_task() -> dict:
 
 @shared_task(name="events.tasks.flush_notifications_task")
 def flush_notifications_task() -> dict:
-    """Every minute: send mail held by the rate limit; expire alarms past their TTL."""
+    """Every minute: apply pending events, expire alarms past their TTL, send held mail."""
     from fabric.models import Fabric
 
-    from .models import Alarm
+    from .models import Alarm, Event
     from .notify import send_pending
     from .rules import process_pending_events
 
     fabric_ids = set(Alarm.objects.open().filter(ttl_s__gt=0).values_list("fabric_id", flat=True))
+    # Events written outside a discovery/sweep flow (a failed discovery, another app) too.
+    fabric_ids |= set(Event.objects.filter(evaluated=False).values_list("fabric_id", flat=True).distinct())
     for fabric_id in fabric_ids & set(Fabric.objects.values_list("pk", flat=True)):
         process_pending_events(fabric_id)
     return send_pending()

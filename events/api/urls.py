@@ -1,2 +1,13 @@
+"""``/api/fabric/``: events, alarms, event-policies, health-reports."""
+
+from rest_framework.routers import DefaultRouter
+
+from . import views
+
 app_name = "events-api"
-urlpatterns: list = []
+router = DefaultRouter()
+router.register("events", views.EventViewSet)
+router.register("alarms", views.AlarmViewSet)
+router.register("event-policies", views.EventPolicyViewSet)
+router.register("health-reports", views.HealthReportViewSet)
+urlpatterns = router.urls

@@ -1,0 +1,96 @@
+"""REST serializers of events, alarms, event policies and health reports."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from rest_framework import serializers
+
+from ..catalog import event_type
+from ..models import Alarm, Event, EventPolicy, HealthReport
+
+
+class EventSerializer(serializers.ModelSerializer):
+    type = serializers.CharField(source="code", read_only=True)
+    name = serializers.SerializerMethodField()
+    fabric_name = serializers.CharField(source="fabric.name", read_only=True, default="")
+
+    class Meta:
+        model = Event
+        fields = ["id", "fabric", "fabric_name", "at", "type", "code", "name", "severity", "category",
+                  "object_type", "object_key", "object_repr", "node", "port", "message", "details"]  # fmt: skip
+        brief_fields = ["id", "at", "code", "severity", "object_repr"]
+
+    def get_name(self, obj) -> str:
+        return event_type(obj.code).name
+
+
+class AlarmSerializer(serializers.ModelSerializer):
+    type = serializers.CharField(source="code", read_only=True)
+    name = serializers.CharField(read_only=True)
+    fabric_name = serializers.CharField(source="fabric.name", read_only=True, default="")
+    acknowledged_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    cleared_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    url = serializers.CharField(source="get_absolute_url", read_only=True)
+
+    class Meta:
+        model = Alarm
+        fields = ["id", "fabric", "fabric_name", "type", "code", "name", "severity", "category", "state",
+                  "object_type", "object_key", "object_repr", "node", "port", "message", "details",
+                  "first_seen", "last_seen", "count", "ttl_s", "raised_event", "acknowledged_by",
+                  "acknowledged_at", "cleared_at", "cleared_event", "cleared_by", "clear_reason", "url"]  # fmt: skip
+        read_only_fields = fields
+        brief_fields = ["id", "code", "severity", "state", "object_repr"]
+
+
+class AlarmClearSerializer(serializers.Serializer):
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=150)
+
+
+class EventPolicySerializer(serializers.ModelSerializer):
+    name = serializers.CharField(read_only=True)
+    category = serializers.CharField(read_only=True)
+    threshold_unit = serializers.SerializerMethodField()
+    recipient_users = serializers.SlugRelatedField(
+        slug_field="username", many=True, required=False, queryset=get_user_model().objects.all()
+    )
+    recipient_groups = serializers.SlugRelatedField(
+        slug_field="name", many=True, required=False, queryset=Group.objects.all()
+    )
+
+    class Meta:
+        model = EventPolicy
+        fields = ["id", "code", "name", "category", "enabled", "severity", "threshold", "threshold_unit",
+                  "consecutive", "ttl_s", "raise_alarm", "email", "notify_clear", "digest",
+                  "recipient_emails", "recipient_users", "recipient_groups", "updated"]  # fmt: skip
+        read_only_fields = ["code", "updated"]
+
+    def get_threshold_unit(self, obj) -> str:
+        return event_type(obj.code).threshold_unit
+
+    def validate_recipient_emails(self, value: str) -> str:
+        from django.core.validators import validate_email
+
+        for address in [a.strip() for a in value.replace(";", ",").replace("\n", ",").split(",")]:
+            if address:
+                try:
+                    validate_email(address)
+                except Exception:
+                    raise serializers.ValidationError(f"{address!r} is not an email address")
+        return value
+
+    def validate_consecutive(self, value: int) -> int:
+        if value < 1:
+            raise serializers.ValidationError("consecutive must be at least 1 sweep")
+        return value
+
+
+class HealthReportSerializer(serializers.ModelSerializer):
+    fabric_name = serializers.CharField(source="fabric.name", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = HealthReport
+        fields = ["id", "fabric", "fabric_name", "created", "created_by", "trigger", "status", "duration_s",
+                  "summary", "findings"]  # fmt: skip
+        read_only_fields = fields

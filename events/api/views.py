@@ -1,0 +1,109 @@
+"""REST API of events, alarms (acknowledge/clear), event policies (Admin) and health reports."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from accounts.audit import model_changes, record
+from accounts.roles import Role
+
+from .. import rules
+from ..filtersets import AlarmFilterSet, EventFilterSet, EventPolicyFilterSet
+from ..models import Alarm, Event, EventPolicy, HealthReport
+from .serializers import (
+    AlarmClearSerializer,
+    AlarmSerializer,
+    EventPolicySerializer,
+    EventSerializer,
+    HealthReportSerializer,
+)
+
+
+class EventViewSet(viewsets.ReadOnlyModelViewSet):
+    """Events, newest first; filters: severity, type, category, object, time range (see filterset)."""
+
+    queryset = Event.objects.select_related("fabric")
+    serializer_class = EventSerializer
+    filterset_class = EventFilterSet
+    ordering_fields = ["at", "severity", "id"]
+
+
+class AlarmViewSet(viewsets.ReadOnlyModelViewSet):
+    """Alarms (open and past). ``acknowledge`` and ``clear`` need the Operator role."""
+
+    queryset = Alarm.objects.select_related("fabric", "acknowledged_by", "cleared_by")
+    serializer_class = AlarmSerializer
+    filterset_class = AlarmFilterSet
+    ordering_fields = ["last_seen", "first_seen", "severity", "count", "id"]
+    action_roles = {"acknowledge": Role.OPERATOR, "clear": Role.OPERATOR}
+
+    @extend_schema(request=None, responses=AlarmSerializer)
+    @action(detail=True, methods=["post"])
+    def acknowledge(self, request, pk=None):
+        alarm = self.get_object()
+        try:
+            alarm = rules.acknowledge(alarm.pk, request.user)
+        except ValueError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(AlarmSerializer(alarm).data)
+
+    @extend_schema(request=AlarmClearSerializer, responses=AlarmSerializer)
+    @action(detail=True, methods=["post"])
+    def clear(self, request, pk=None):
+        alarm = self.get_object()
+        body = AlarmClearSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            alarm = rules.clear_manually(alarm.pk, request.user, body.validated_data.get("reason", ""))
+        except ValueError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(AlarmSerializer(alarm).data)
+
+
+class EventPolicyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.UpdateModelMixin,
+                         viewsets.GenericViewSet):  # fmt: skip
+    """Event policies, one per event type (Admin: read and edit; types come from the catalogue)."""
+
+    queryset = EventPolicy.objects.prefetch_related("recipient_users", "recipient_groups")
+    serializer_class = EventPolicySerializer
+    filterset_class = EventPolicyFilterSet
+    read_role = Role.ADMIN
+    write_role = Role.ADMIN
+
+    def list(self, request, *args, **kwargs):
+        rules.ensure_policies()
+        return super().list(request, *args, **kwargs)
+
+    def perform_update(self, serializer):
+        old = EventPolicy.objects.get(pk=serializer.instance.pk)
+        policy = serializer.save()
+        fields = ["enabled", "severity", "threshold", "consecutive", "ttl_s", "raise_alarm", "email",
+                  "notify_clear", "digest", "recipient_emails"]  # fmt: skip
+        record("event_policy.update", policy, model_changes(old, policy, fields))
+
+
+class HealthReportViewSet(viewsets.ReadOnlyModelViewSet):
+    """Health reports; ``run`` (POST ``{"fabric": id}``, Operator) runs the checks now."""
+
+    queryset = HealthReport.objects.select_related("fabric", "created_by")
+    serializer_class = HealthReportSerializer
+    filterset_fields = ["fabric", "status", "trigger"]
+    action_roles = {"run": Role.OPERATOR}
+
+    @extend_schema(request=None, responses=HealthReportSerializer)
+    @action(detail=False, methods=["post"])
+    def run(self, request):
+        from fabric.models import Fabric
+
+        from ..health import run_report
+
+        try:
+            fabric = Fabric.objects.get(pk=int(request.data.get("fabric")))
+        except (TypeError, ValueError, Fabric.DoesNotExist):
+            return Response({"fabric": ["a fabric id is required"]}, status=status.HTTP_400_BAD_REQUEST)
+        report = run_report(fabric, user=request.user)
+        record("health.run", report, {"fabric": fabric.name, "status": report.status})
+        return Response(HealthReportSerializer(report).data, status=status.HTTP_201_CREATED)

@@ -1,0 +1,90 @@
+"""The dashboard's numbers: fabric summary, open alarms by severity, top congested/erroring ports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Count, Q
+
+from .models import Alarm
+
+ERROR_COUNTERS = ("symbol_errors", "link_error_recovery", "link_downed", "rcv_errors", "rcv_remote_phys_errors",
+                  "xmit_discards", "local_link_integrity_errors", "excessive_buffer_overrun_errors",
+                  "vl15_dropped")  # fmt: skip
+
+
+def _port_row(row) -> dict[str, Any]:
+    port = row.port
+    return {
+        "port_id": port.pk,
+        "node_id": port.node_id,
+        "port": str(port),
+        "fabric": port.node.fabric_id,
+        "url": port.get_absolute_url(),
+        "congestion": row.congestion,
+        "utilisation": row.utilisation,
+        "xmit_wait_per_s": row.xmit_wait_per_s,
+        "error_deltas": row.error_deltas or {},
+        "errors_last_sweep": sum(int(v or 0) for v in (row.error_deltas or {}).values()),
+        "errors_total": sum(int(getattr(row, c) or 0) for c in ERROR_COUNTERS),
+        "sampled_at": row.sampled_at.isoformat() if row.sampled_at else None,
+    }
+
+
+def summary(fabric_id: int | None = None, top: int = 10) -> dict[str, Any]:
+    """Dashboard data for one fabric (or all).
+
+    Returns ``{"fabrics": [{id, name, switches, cas, links, master_sm_guid, master_sm,
+    subnet_managers, last_discovery}], "alarms": {severity: open count}, "alarms_total",
+    "unacknowledged", "top_congested": [port rows], "top_errors": [port rows]}``; port rows carry
+    the congestion index (0..1), utilisation (0..1), PortXmitWait ticks/s, the last sweep's error
+    deltas and their sum, and the raw error counter total.
+    """
+    from fabric.models import Fabric, Node
+    from telemetry.models import PortCounters
+
+    fabrics = Fabric.objects.all()
+    if fabric_id:
+        fabrics = fabrics.filter(pk=fabric_id)
+    fabrics = fabrics.annotate(
+        switches=Count("nodes", filter=Q(nodes__node_type="switch"), distinct=True),
+        cas=Count("nodes", filter=Q(nodes__node_type="ca"), distinct=True),
+        nlinks=Count("links", distinct=True),
+    ).select_related("last_discovery")
+    rows = []
+    for f in fabrics:
+        master = None
+        if f.master_sm_guid:
+            node = (
+                Node.objects.filter(fabric=f, ports__port_guid=f.master_sm_guid).first()
+                or Node.objects.filter(fabric=f, node_guid=f.master_sm_guid).first()
+            )
+            master = str(node) if node else None
+        rows.append({
+            "id": f.pk, "name": f.name, "switches": f.switches, "cas": f.cas, "links": f.nlinks,
+            "master_sm_guid": f.master_sm_guid or None, "master_sm_lid": f.master_sm_lid, "master_sm": master,
+            "subnet_managers": f.subnet_managers.count(),
+            "last_discovery": f.last_discovery.started.isoformat() if f.last_discovery_id else None,
+            "url": f.get_absolute_url(),
+        })  # fmt: skip
+    alarms = Alarm.objects.open()
+    counters = PortCounters.objects.select_related("port__node").filter(stale=False)
+    if fabric_id:
+        alarms = alarms.filter(fabric_id=fabric_id)
+        counters = counters.filter(port__node__fabric_id=fabric_id)
+    by_severity = alarms.counts_by_severity()
+    congested = [_port_row(r) for r in counters.filter(congestion__gt=0).order_by("-congestion")[:top]]
+    candidates = [_port_row(r) for r in counters.filter(
+        Q(symbol_errors__gt=0) | Q(rcv_errors__gt=0) | Q(link_downed__gt=0) | Q(link_error_recovery__gt=0)
+        | Q(rcv_remote_phys_errors__gt=0) | Q(xmit_discards__gt=0) | Q(local_link_integrity_errors__gt=0)
+        | Q(excessive_buffer_overrun_errors__gt=0) | Q(vl15_dropped__gt=0)
+    )[:5000]]  # fmt: skip
+    candidates.sort(key=lambda r: (r["errors_last_sweep"], r["errors_total"]), reverse=True)
+    return {
+        "fabrics": rows,
+        "alarms": by_severity,
+        "alarms_total": sum(by_severity.values()),
+        "unacknowledged": alarms.filter(state="active").count(),
+        "top_congested": congested,
+        "top_errors": candidates[:top],
+    }

@@ -1,0 +1,121 @@
+"""Demo fault injection: occasional link flaps and error bursts on a running lab fabric.
+
+``FaultInjector(lab, interval)`` is a daemon thread the demo starts next to its lab. Every
+``interval`` seconds (± 30 % jitter) it picks one fault:
+
+* **link flap** (``lab.unlink``, then ``lab.relink`` after ``flap_s``): the next discovery sees
+  the link gone (``link.down`` → Critical alarm and mail), the one after sees it back
+  (``link.up`` clears it);
+* **error burst** (``lab.perf_set``): SymbolErrorCounter raised by ``burst`` and LinkDownedCounter
+  by 1 on a switch port, so the next sweep's deltas raise ``port.symbol_errors`` and
+  ``port.link_downed``; later sweeps without new errors clear the symbol-error alarm.
+
+Only links between two switches are flapped (a host link flap would also hide the host's
+counters); the injector never takes down more than one link at a time and relinks everything
+it unlinked on :meth:`stop`. Every fault is logged and kept in :attr:`history`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Fault:
+    """One injected fault: ``kind`` (``flap``/``burst``), node name and port, start time (epoch s)."""
+
+    kind: str
+    node: str
+    port: int
+    at: float
+    detail: str = ""
+
+
+class FaultInjector(threading.Thread):
+    """Daemon thread injecting faults into ``lab`` (a ``lab.Lab``) every ``interval`` seconds.
+
+    ``targets``: ``[(node name, port), ...]`` to choose from; default: one end of each
+    switch-to-switch link of the lab's netfile (``lab.net``). ``kinds`` restricts the fault types; ``seed`` makes the choice reproducible.
+    """
+
+    def __init__(self, lab, interval: float = 120.0, *, targets: list[tuple[str, int]] | None = None,
+                 kinds: tuple[str, ...] = ("flap", "burst"), flap_s: float | None = None, burst: int = 500,
+                 seed: int | None = None):  # fmt: skip
+        super().__init__(name="weft-fault-injector", daemon=True)
+        if interval <= 0:
+            raise ValueError("interval must be > 0 seconds")
+        self.lab = lab
+        self.interval = float(interval)
+        self.kinds = tuple(k for k in kinds if k in ("flap", "burst")) or ("flap",)
+        self.flap_s = float(flap_s) if flap_s is not None else max(5.0, self.interval / 3)
+        self.burst = int(burst)
+        self.random = random.Random(seed)
+        self.targets = list(targets) if targets is not None else self._default_targets()
+        if not self.targets:
+            raise ValueError("no switch ports to inject faults into: pass targets=[(node, port), ...]")
+        self.history: list[Fault] = []
+        self._counters: dict[tuple[str, int], tuple[int, int]] = {}
+        self._unlinked: list[tuple[str, int]] = []
+        self._stop = threading.Event()
+
+    def _default_targets(self) -> list[tuple[str, int]]:
+        """One end of every switch-to-switch link of the lab's netfile (``lab.net``)."""
+        net = getattr(self.lab, "net", None)
+        if net is None:
+            return []
+        switches = {n.node_id for n in net.switches}
+        return sorted(a for a, b in net.links if a[0] in switches and b[0] in switches)
+
+    def run(self) -> None:
+        while not self._stop.wait(self.interval * self.random.uniform(0.7, 1.3)):
+            try:
+                self.inject_once()
+            except Exception:
+                log.warning("fault injection failed", exc_info=True)
+
+    def inject_once(self) -> Fault:
+        """Inject one fault now (also usable without starting the thread) and return it."""
+        kind = self.random.choice(self.kinds)
+        node, port = self.random.choice(self.targets)
+        if kind == "flap":
+            self.lab.unlink(node, port)
+            self._unlinked.append((node, port))
+            fault = Fault("flap", node, port, time.time(), f"relink after {self.flap_s:g} s")
+            timer = threading.Timer(self.flap_s, self._relink, args=(node, port))
+            timer.daemon = True
+            timer.start()
+        else:
+            symbols, downed = self._counters.get((node, port), (0, 0))
+            symbols, downed = symbols + self.burst, downed + 1
+            self._counters[(node, port)] = (symbols, downed)
+            self.lab.perf_set(node, port, "SymbolErrorCounter", symbols)
+            self.lab.perf_set(node, port, "LinkDownedCounter", downed)
+            fault = Fault(
+                "burst", node, port, time.time(), f"SymbolErrorCounter={symbols} LinkDownedCounter={downed}"
+            )
+        self.history.append(fault)
+        log.info("fault injected: %s %s[%s] %s", fault.kind, node, port, fault.detail)
+        return fault
+
+    def _relink(self, node: str, port: int) -> None:
+        try:
+            self.lab.relink(node, port)
+        except Exception:
+            log.warning("relink of %s[%s] failed", node, port, exc_info=True)
+        finally:
+            if (node, port) in self._unlinked:
+                self._unlinked.remove((node, port))
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop injecting and relink every port this injector unlinked."""
+        self._stop.set()
+        for node, port in list(self._unlinked):
+            self._relink(node, port)
+        if self.is_alive():
+            self.join(timeout)

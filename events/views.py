@@ -1,0 +1,223 @@
+"""Pages of the events app: dashboard (``/``), alarms, events, health reports, event policies."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.mixins import LoginRequiredMixin
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, JsonResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.views import View
+from django.views.generic import DetailView, ListView, TemplateView, UpdateView
+
+from accounts.audit import model_changes, record
+from accounts.roles import Role, has_role
+
+from . import dashboard, health, rules
+from .catalog import CATALOG
+from .filtersets import AlarmFilterSet, EventFilterSet
+from .forms import EventPolicyForm
+from .models import Alarm, Event, EventPolicy, HealthReport, Severity
+
+
+class RoleMixin(LoginRequiredMixin):
+    """Signed-in users with at least ``required_role`` (403 otherwise)."""
+
+    required_role: Role = Role.VIEWER
+
+    def dispatch(self, request, *args, **kwargs):
+        if request.user.is_authenticated and not has_role(request.user, self.required_role):
+            raise PermissionDenied(f"This page needs the {self.required_role.name.lower()} role.")
+        return super().dispatch(request, *args, **kwargs)
+
+
+def _fabrics():
+    from fabric.models import Fabric
+
+    return Fabric.objects.order_by("name")
+
+
+class DashboardView(RoleMixin, TemplateView):
+    """Home: fabric summary, open alarms by severity, top congested and erroring ports (live)."""
+
+    template_name = "events/dashboard.html"
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        fabric_id = self.request.GET.get("fabric")
+        ctx["fabric_id"] = int(fabric_id) if fabric_id and fabric_id.isdigit() else None
+        ctx["summary"] = dashboard.summary(ctx["fabric_id"])
+        ctx["severities"] = [(s.value, s.label) for s in reversed(Severity)]
+        ctx["recent_alarms"] = Alarm.objects.open().select_related("fabric")[:10]
+        return ctx
+
+
+class DashboardSummaryView(RoleMixin, View):
+    """JSON of :func:`events.dashboard.summary` for the live dashboard."""
+
+    def get(self, request):
+        fabric_id = request.GET.get("fabric")
+        return JsonResponse(dashboard.summary(int(fabric_id) if fabric_id and fabric_id.isdigit() else None))
+
+
+class AlarmListView(RoleMixin, ListView):
+    """Alarms, open by default (``?state=cleared`` or ``?open=`` for history), live over Channels."""
+
+    template_name = "events/alarm_list.html"
+    context_object_name = "alarms"
+    paginate_by = 200
+
+    def get_queryset(self):
+        qs = Alarm.objects.select_related("fabric", "acknowledged_by")
+        params = self.request.GET.copy()
+        if "state" not in params and "open" not in params:
+            params["open"] = "true"
+        self.filterset = AlarmFilterSet(params, queryset=qs)
+        return self.filterset.qs.order_by("-last_seen", "-id")
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        ctx["filter"] = self.filterset
+        ctx["severities"] = [(s.value, s.label) for s in reversed(Severity)]
+        ctx["fabrics"] = _fabrics()
+        ctx["counts"] = Alarm.objects.open().counts_by_severity()
+        ctx["showing_open"] = self.filterset.data.get("open") in ("true", "True", "1")
+        return ctx
+
+
+class AlarmView(RoleMixin, DetailView):
+    """One alarm: its events (raising and clearing), acknowledge/clear (Operator)."""
+
+    template_name = "events/alarm.html"
+    context_object_name = "alarm"
+    queryset = Alarm.objects.select_related("fabric", "acknowledged_by", "cleared_by", "node", "port__node")
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        alarm = self.object
+        ctx["events"] = Event.objects.filter(
+            fabric=alarm.fabric, object_key=alarm.object_key, at__gte=alarm.first_seen
+        ).order_by("-at")[:100]
+        return ctx
+
+
+class AlarmActionView(RoleMixin, View):
+    """POST acknowledge/clear from the page (the live page uses the REST API instead)."""
+
+    required_role = Role.OPERATOR
+
+    def post(self, request, pk: int, op: str):
+        try:
+            if op == "acknowledge":
+                rules.acknowledge(pk, request.user)
+            elif op == "clear":
+                rules.clear_manually(pk, request.user, request.POST.get("reason", ""))
+            else:
+                raise Http404(op)
+        except Alarm.DoesNotExist:
+            raise Http404("no such alarm")
+        except ValueError as exc:
+            messages.error(request, str(exc))
+        return redirect("events:alarm", pk=pk)
+
+
+class EventListView(RoleMixin, ListView):
+    """Events with filters (severity, type, category, object, time range)."""
+
+    template_name = "events/event_list.html"
+    context_object_name = "events"
+    paginate_by = 100
+
+    def get_queryset(self):
+        self.filterset = EventFilterSet(self.request.GET, queryset=Event.objects.select_related("fabric"))
+        return self.filterset.qs
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        ctx["filter"] = self.filterset
+        ctx["codes"] = sorted(CATALOG)
+        ctx["severities"] = [(s.value, s.label) for s in Severity]
+        query = self.request.GET.copy()
+        query.pop("page", None)
+        ctx["query"] = query.urlencode()
+        return ctx
+
+
+class HealthListView(RoleMixin, ListView):
+    """Health reports, newest first, and "Run now" per fabric (Operator)."""
+
+    template_name = "events/health_list.html"
+    context_object_name = "reports"
+    paginate_by = 50
+    queryset = HealthReport.objects.select_related("fabric", "created_by").defer("findings")
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        ctx["fabrics"] = _fabrics()
+        return ctx
+
+    def post(self, request):
+        if not has_role(request.user, Role.OPERATOR):
+            raise PermissionDenied("Running a health check needs the operator role.")
+        fabric = get_object_or_404(_fabrics(), pk=request.POST.get("fabric") or 0)
+        report = health.run_report(fabric, user=request.user)
+        record("health.run", report, {"fabric": fabric.name, "status": report.status})
+        return redirect(report.get_absolute_url())
+
+
+class HealthReportView(RoleMixin, DetailView):
+    template_name = "events/health_report.html"
+    context_object_name = "report"
+    queryset = HealthReport.objects.select_related("fabric", "created_by")
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        ctx["checks"] = health.CHECKS
+        return ctx
+
+
+class HealthReportJSONView(RoleMixin, View):
+    """JSON export of a report (download)."""
+
+    def get(self, request, pk: int):
+        report = get_object_or_404(HealthReport.objects.select_related("fabric", "created_by"), pk=pk)
+        response = JsonResponse(health.report_json(report), json_dumps_params={"indent": 2})
+        name = f"weft-health-{report.fabric.name}-{report.created:%Y%m%dT%H%M%S}.json"
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
+
+
+class EventPolicyListView(RoleMixin, ListView):
+    """Event policies (Admin), one per event type."""
+
+    template_name = "events/eventpolicy_list.html"
+    context_object_name = "policies"
+    required_role = Role.ADMIN
+
+    def get_queryset(self):
+        rules.ensure_policies()
+        return EventPolicy.objects.prefetch_related("recipient_users", "recipient_groups")
+
+
+class EventPolicyEditView(RoleMixin, UpdateView):
+    """Edit one policy (Admin); changes are audited."""
+
+    template_name = "events/eventpolicy_edit.html"
+    form_class = EventPolicyForm
+    model = EventPolicy
+    context_object_name = "policy"
+    required_role = Role.ADMIN
+
+    def form_valid(self, form):
+        old = EventPolicy.objects.get(pk=self.object.pk)
+        response = super().form_valid(form)
+        fields = ["enabled", "severity", "threshold", "consecutive", "ttl_s", "raise_alarm", "email",
+                  "notify_clear", "digest", "recipient_emails"]  # fmt: skip
+        record("event_policy.update", self.object, model_changes(old, self.object, fields))
+        messages.success(self.request, f"Policy {self.object.code} saved.")
+        return response
+
+    def get_success_url(self):
+        from django.urls import reverse
+
+        return reverse("events:eventpolicy_list")

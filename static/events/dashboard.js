@@ -1,0 +1,38 @@
+// Live dashboard: on any alarm or summary message, re-read /dashboard/summary.json (debounced).
+(function () {
+  "use strict";
+  const root = document.getElementById("dashboard");
+  if (!root) return;
+  const fabric = root.dataset.fabric;
+  const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+  const num = (v, d) => (v === null || v === undefined ? "" : Number(v).toFixed(d));
+  let timer = null;
+
+  function rows(tbody, items, render, emptyText, cols) {
+    tbody.innerHTML = items.length ? items.map(render).join("") : `<tr><td colspan="${cols}" class="muted">${emptyText}</td></tr>`;
+  }
+
+  async function refresh() {
+    timer = null;
+    const resp = await fetch("/dashboard/summary.json" + (fabric ? "?fabric=" + fabric : ""), { credentials: "same-origin" });
+    if (!resp.ok) return;
+    const s = await resp.json();
+    for (const [sev, n] of Object.entries(s.alarms)) {
+      const el = document.querySelector(`#alarm-counts [data-sev="${sev}"]`); if (el) el.textContent = n;
+    }
+    rows(document.querySelector("#fabric-summary tbody"), s.fabrics, (f) =>
+      `<tr data-fabric="${f.id}"><td><a href="${esc(f.url)}">${esc(f.name)}</a></td><td>${f.switches}</td><td>${f.cas}</td><td>${f.links}</td>` +
+      `<td>${f.master_sm_guid ? `${esc(f.master_sm || "")} <span class="mono muted">${esc(f.master_sm_guid)}</span> lid ${f.master_sm_lid}` : '<span class="sev-critical">none known</span>'}</td>` +
+      `<td>${esc(f.last_discovery || "never")}</td></tr>`, "No fabric yet.", 6);
+    rows(document.querySelector("#top-congested tbody"), s.top_congested, (p) =>
+      `<tr><td><a href="${esc(p.url)}">${esc(p.port)}</a></td><td>${num(p.congestion, 2)}</td><td>${num(p.utilisation, 2)}</td><td>${num(p.xmit_wait_per_s, 0)}</td></tr>`,
+      "no congestion measured", 4);
+    rows(document.querySelector("#top-errors tbody"), s.top_errors, (p) =>
+      `<tr><td><a href="${esc(p.url)}">${esc(p.port)}</a></td><td>${p.errors_last_sweep}</td><td>${p.errors_total}</td></tr>`,
+      "no port errors", 3);
+  }
+
+  WeftLive.connect(fabric ? `/ws/alarms/${fabric}/` : "/ws/alarms/", () => {
+    if (!timer) timer = setTimeout(refresh, 300);
+  });
+})();

@@ -4,8 +4,11 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from telemetry.metrics import metrics_view
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("metrics", metrics_view, name="metrics"),
     path("accounts/", include("accounts.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),

@@ -1,0 +1,112 @@
+"""``manage.py show_port NODE PORT [--fabric NAME]``: latest counters and rates of one port as JSON."""
+
+from __future__ import annotations
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Q
+
+from fabric.guid import guid_to_int, is_guid, normalize_guid
+from fabric.models import Fabric, Node, Port
+from telemetry.models import RAW_COUNTERS, PortCounters
+
+
+def find_node(text: str, fabric: Fabric | None) -> Node:
+    """A node by GUID (any padding), LID (decimal) or exact description; raises CommandError when
+    none or several match (then ``--fabric`` disambiguates)."""
+    nodes = Node.objects.all() if fabric is None else Node.objects.filter(fabric=fabric)
+    text = text.strip()
+    cond = Q(description=text)
+    if text.isdigit():
+        cond |= Q(lid=int(text)) | Q(ports__lid=int(text))
+    if is_guid(text) and (text.lower().startswith("0x") or not text.isdigit()):
+        guid = normalize_guid(text)
+        cond |= Q(node_guid=guid) | Q(ports__port_guid=guid)
+    elif text.isdigit() and len(text) > 6:
+        cond |= Q(node_guid=normalize_guid(guid_to_int(int(text))))
+    found = list(nodes.filter(cond).distinct()[:5])
+    if not found:
+        raise CommandError(f"no node {text!r} (give a GUID, LID or node description)")
+    if len(found) > 1:
+        names = ", ".join(f"{n.description or n.node_guid} in {n.fabric.name}" for n in found)
+        raise CommandError(f"{text!r} matches several nodes ({names}); use --fabric or a GUID")
+    return found[0]
+
+
+class Command(BaseCommand):
+    help = (
+        "Print the latest counters and rates of one port; the last line is JSON with xmit_bytes_per_s, "
+        "rcv_bytes_per_s, xmit_wait_per_s, utilisation, congestion, stale and the raw counters."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("node", help="node GUID, LID or description")
+        parser.add_argument("port", type=int, help="port number")
+        parser.add_argument("--fabric", help="fabric name")
+
+    def handle(self, *args, **opts):
+        fabric = None
+        if opts["fabric"]:
+            fabric = Fabric.objects.filter(name=opts["fabric"]).first()
+            if fabric is None:
+                raise CommandError(f"no fabric named {opts['fabric']!r}")
+        node = find_node(opts["node"], fabric)
+        port = Port.objects.filter(node=node, port_num=opts["port"]).first()
+        if port is None:
+            nums = list(node.ports.values_list("port_num", flat=True))
+            raise CommandError(f"{node} has no port {opts['port']} (ports: {nums})")
+        pc = PortCounters.objects.filter(port=port).select_related("sweep").first()
+        remote = None
+        link = getattr(port, "link_as_a", None) or getattr(port, "link_as_b", None)
+        if link is not None:
+            other = link.port_b if link.port_a_id == port.pk else link.port_a
+            remote = {
+                "node_guid": other.node.node_guid,
+                "node": other.node.description,
+                "port": other.port_num,
+            }
+        out = {
+            "fabric": node.fabric.name,
+            "node_guid": node.node_guid,
+            "node": node.description,
+            "port": port.port_num,
+            "lid": node.lid if node.node_type == "switch" else port.lid,
+            "link": f"{port.width}{port.speed}" if port.width else "",
+            "rate_gbps": port.rate_gbps,
+            "remote": remote,
+        }
+        if pc is None:
+            out.update({"stale": True, "stale_reason": "never polled (run poll_counters)"})
+            for k in ("xmit_bytes_per_s", "rcv_bytes_per_s", "xmit_wait_per_s", "utilisation", "congestion"):
+                out[k] = None
+            self.stdout.write(json.dumps(out))
+            return
+        self.stdout.write(
+            f"{node.description or node.node_guid} port {port.port_num}  sampled {pc.sampled_at}  "
+            f"{'STALE: ' + pc.stale_reason if pc.stale else ''}"
+        )
+        out.update(
+            {
+                "sampled_at": pc.sampled_at.isoformat() if pc.sampled_at else None,
+                "sweep": pc.sweep_id,
+                "interval_s": pc.sweep.interval_s if pc.sweep else None,
+                "xmit_bytes_per_s": pc.xmit_bytes_per_s,
+                "rcv_bytes_per_s": pc.rcv_bytes_per_s,
+                "xmit_pkts_per_s": pc.xmit_pkts_per_s,
+                "rcv_pkts_per_s": pc.rcv_pkts_per_s,
+                "xmit_wait_per_s": pc.xmit_wait_per_s,
+                "utilisation": pc.utilisation,
+                "congestion": pc.congestion,
+                "error_deltas": pc.error_deltas,
+                "saturated": pc.saturated,
+                "reset": pc.reset,
+                "stale": pc.stale,
+                "stale_reason": pc.stale_reason,
+                "extended": pc.extended,
+                "xmit_bytes": pc.xmit_bytes,
+                "rcv_bytes": pc.rcv_bytes,
+                "raw": {name: getattr(pc, name) for name in RAW_COUNTERS},
+            }
+        )
+        self.stdout.write(json.dumps(out))

@@ -1,0 +1,1 @@
+"""Telemetry services: the counter sweep (``sweep``) and the history store (``history``)."""

@@ -1,0 +1,280 @@
+"""Counter history: compact chunks, rollups, retention, and the ``port_series`` query.
+
+Encoding (``CounterChunk.data``, zlib level 1 of):
+
+* 1 byte version (1), 32 bytes presence mask (bit ``i`` = port ``bucket << 8 | i`` present);
+* per present port, in port-id order, 12 bytes: ``xmit_bytes_per_s``, ``rcv_bytes_per_s``,
+  ``xmit_wait_per_s`` as *float24* (the top 3 bytes of an IEEE-754 float32, rounded: 15 bits of
+  mantissa, relative error ≤ 1.5e-5, NaN = no rate), the sum of the interval's error deltas (uint16,
+  saturating) and flags (bit 0 stale, 1 saturated, 2 reset).
+
+One row holds one time step of up to 256 ports (``bucket = port_id >> 8``): a sweep of the Selene
+compute fabric (31,647 ports) writes ~124 rows instead of 31,647, and a port's series is a range scan
+of ``(bucket, resolution, t)``. Utilisation and congestion are not stored: they are derived at query
+time from the rates, the port's link rate and the PortXmitWait tick (``telemetry.semantics``), so a
+corrected link rate or tick applies to the past too.
+
+Retention (settings, hours): raw ``WEFT_HISTORY_RAW_HOURS`` (6), per-minute
+``WEFT_HISTORY_MINUTE_HOURS`` (168), per-hour ``WEFT_HISTORY_HOUR_HOURS`` (8760). Rollups average
+the rates of the samples present (NaN ignored), sum errors and OR the flags.
+
+Size (measured by ``bench/sweep.py``; worst case = incompressible random rates on every linked port):
+12 bytes per port-sample + ~1 % row/index overhead; see the bench output for bytes/hour/1,000 nodes.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import time
+import zlib
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+
+from ..models import CounterChunk, Resolution
+from ..semantics import congestion_index, link_bytes_per_s
+
+BUCKET_SHIFT = 8
+BUCKET_SIZE = 1 << BUCKET_SHIFT
+VERSION = 1
+FLAG_STALE, FLAG_SATURATED, FLAG_RESET = 1, 2, 4
+_ENTRY = 12
+_NAN24 = b"\x7f\xc0\x00"
+
+Entry = tuple[float | None, float | None, float | None, int, int]
+"""(xmit bytes/s, rcv bytes/s, xmit wait ticks/s, errors, flags) of one port at one time."""
+
+
+def _f24(x: float | None) -> bytes:
+    if x is None or x != x:
+        return _NAN24
+    (i,) = struct.unpack(">I", struct.pack(">f", x))
+    if (i & 0x7F800000) != 0x7F800000:  # finite: round to nearest on the dropped byte
+        i = min(i + 0x80, (i & 0x80000000) | 0x7F7FFFFF)
+    return struct.pack(">I", i)[:3]
+
+
+def _unf24(b: bytes) -> float | None:
+    (x,) = struct.unpack(">f", b + b"\x00")
+    return None if x != x else x
+
+
+def encode_chunk(entries: dict[int, Entry]) -> bytes:
+    """Encode ``{offset in bucket (0..255): Entry}`` (see the module docstring)."""
+    mask = 0
+    body = bytearray()
+    for off in sorted(entries):
+        if not 0 <= off < BUCKET_SIZE:
+            raise ValueError(f"port offset {off} outside 0..{BUCKET_SIZE - 1}")
+        mask |= 1 << off
+        x, r, w, errors, flags = entries[off]
+        body += _f24(x) + _f24(r) + _f24(w) + struct.pack(">HB", min(int(errors), 0xFFFF), flags & 0xFF)
+    return zlib.compress(bytes([VERSION]) + mask.to_bytes(32, "little") + bytes(body), 1)
+
+
+def decode_chunk(blob: bytes) -> dict[int, Entry]:
+    """Decode a chunk into ``{offset: Entry}``. Raises ValueError on an unknown version or bad length."""
+    raw = zlib.decompress(bytes(blob))
+    if not raw or raw[0] != VERSION:
+        raise ValueError(f"history chunk version {raw[:1]!r} unknown")
+    mask = int.from_bytes(raw[1:33], "little")
+    out: dict[int, Entry] = {}
+    pos = 33
+    off = 0
+    while mask:
+        if mask & 1:
+            e = raw[pos : pos + _ENTRY]
+            if len(e) != _ENTRY:
+                raise ValueError("history chunk truncated")
+            errors, flags = struct.unpack(">HB", e[9:12])
+            out[off] = (_unf24(e[0:3]), _unf24(e[3:6]), _unf24(e[6:9]), errors, flags)
+            pos += _ENTRY
+        mask >>= 1
+        off += 1
+    return out
+
+
+def decode_one(blob: bytes, offset: int) -> Entry | None:
+    """The entry of one port offset in a chunk, or None when the port is absent from it."""
+    raw = zlib.decompress(bytes(blob))
+    mask = int.from_bytes(raw[1:33], "little")
+    if not (mask >> offset) & 1:
+        return None
+    index = (mask & ((1 << offset) - 1)).bit_count()
+    e = raw[33 + index * _ENTRY : 33 + (index + 1) * _ENTRY]
+    errors, flags = struct.unpack(">HB", e[9:12])
+    return (_unf24(e[0:3]), _unf24(e[3:6]), _unf24(e[6:9]), errors, flags)
+
+
+def build_chunks(fabric_id: int, t: int, per_port: Iterable[tuple[int, Entry]], resolution: int = 0) -> list:
+    """``CounterChunk`` objects (unsaved) for one time step from ``(port_id, Entry)`` pairs."""
+    buckets: dict[int, dict[int, Entry]] = defaultdict(dict)
+    for port_id, entry in per_port:
+        buckets[port_id >> BUCKET_SHIFT][port_id & (BUCKET_SIZE - 1)] = entry
+    return [
+        CounterChunk(fabric_id=fabric_id, bucket=b, resolution=resolution, t=t, data=encode_chunk(entries))
+        for b, entries in buckets.items()
+    ]
+
+
+def _mean(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None and not math.isnan(v)]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _rollup_window(source: int, target: int, start: int, end: int) -> int:
+    """Combine ``source``-resolution chunks with ``start <= t < end`` into ``target`` chunks at ``start``."""
+    rows = CounterChunk.objects.filter(resolution=source, t__gte=start, t__lt=end).values_list(
+        "fabric_id", "bucket", "data"
+    )
+    acc: dict[tuple[int, int], dict[int, list[Entry]]] = defaultdict(lambda: defaultdict(list))
+    for fabric_id, bucket, data in rows:
+        for off, entry in decode_chunk(data).items():
+            acc[(fabric_id, bucket)][off].append(entry)
+    objs = []
+    for (fabric_id, bucket), ports in acc.items():
+        entries: dict[int, Entry] = {}
+        for off, samples in ports.items():
+            flags = 0
+            for s in samples:
+                flags |= s[4]
+            entries[off] = (
+                _mean([s[0] for s in samples]),
+                _mean([s[1] for s in samples]),
+                _mean([s[2] for s in samples]),
+                min(sum(s[3] for s in samples), 0xFFFF),
+                flags,
+            )
+        objs.append(
+            CounterChunk(
+                fabric_id=fabric_id, bucket=bucket, resolution=target, t=start, data=encode_chunk(entries)
+            )
+        )
+    CounterChunk.objects.bulk_create(objs, batch_size=500)
+    return len(objs)
+
+
+def retention_s() -> dict[int, int]:
+    """Seconds each resolution is kept: ``{0: raw, 60: minute, 3600: hour}``."""
+    return {
+        Resolution.RAW: int(float(getattr(settings, "WEFT_HISTORY_RAW_HOURS", 6)) * 3600),
+        Resolution.MINUTE: int(float(getattr(settings, "WEFT_HISTORY_MINUTE_HOURS", 168)) * 3600),
+        Resolution.HOUR: int(float(getattr(settings, "WEFT_HISTORY_HOUR_HOURS", 8760)) * 3600),
+    }
+
+
+def rollup(now: float | None = None) -> dict[str, int]:
+    """Build the missing per-minute and per-hour rollups of complete windows, then apply retention.
+
+    Idempotent: a window is rolled up once (windows at or before the latest existing rollup are
+    skipped). Returns ``{"minute": rows written, "hour": rows written, "deleted": rows deleted}``.
+    """
+    now = time.time() if now is None else now
+    written = {"minute": 0, "hour": 0}
+    for source, target, name in (
+        (Resolution.RAW, Resolution.MINUTE, "minute"),
+        (Resolution.MINUTE, Resolution.HOUR, "hour"),
+    ):
+        step = int(target)
+        complete_until = int(now // step) * step
+        last = (
+            CounterChunk.objects.filter(resolution=target).order_by("-t").values_list("t", flat=True).first()
+        )
+        first_src = (
+            CounterChunk.objects.filter(resolution=source, t__lt=complete_until)
+            .order_by("t")
+            .values_list("t", flat=True)
+            .first()
+        )
+        if first_src is None:
+            continue
+        start = (last + step) if last is not None else (first_src // step) * step
+        start = max(start, (first_src // step) * step)
+        while start < complete_until:
+            with transaction.atomic():
+                written[name] += _rollup_window(source, target, start, start + step)
+            start += step
+    deleted = 0
+    for res, keep in retention_s().items():
+        deleted += CounterChunk.objects.filter(resolution=res, t__lt=int(now) - keep).delete()[0]
+    return {**written, "deleted": deleted}
+
+
+def _pick_resolution(start: float, end: float, now: float) -> int:
+    keep = retention_s()
+    span = end - start
+    if start >= now - keep[Resolution.RAW] and span <= 6 * 3600:
+        return Resolution.RAW
+    if start >= now - keep[Resolution.MINUTE] and span <= 7 * 86400:
+        return Resolution.MINUTE
+    return Resolution.HOUR
+
+
+def port_series(port_id: int, start: datetime, end: datetime, resolution: str = "auto") -> dict:
+    """The history of one port between ``start`` and ``end`` (aware datetimes).
+
+    ``resolution``: ``auto`` (raw when the range is within raw retention and ≤ 6 h, per-minute up to
+    7 days, else per-hour), ``raw``, ``minute`` or ``hour``. Returns lists of equal length::
+
+        {"t": [epoch s], "xmit_bytes_per_s": [...], "rcv_bytes_per_s": [...],
+         "xmit_wait_per_s": [ticks/s], "utilisation": [0..1], "congestion": [0..1],
+         "errors": [sum of error-counter deltas], "stale": [bool], "resolution": "raw"|"minute"|"hour"}
+
+    Values are None where there was no rate. Raises ValueError for an unknown resolution.
+    """
+    from fabric.models import Port
+
+    t0, t1 = start.timestamp(), end.timestamp()
+    names = {"raw": Resolution.RAW, "minute": Resolution.MINUTE, "hour": Resolution.HOUR}
+    if resolution == "auto":
+        res = _pick_resolution(t0, t1, time.time())
+    elif resolution in names:
+        res = names[resolution]
+    else:
+        raise ValueError(f"resolution {resolution!r}: use auto, raw, minute or hour")
+    port = Port.objects.filter(pk=port_id).values("rate_gbps").first() or {}
+    cap = link_bytes_per_s(port.get("rate_gbps"))
+    tick_ns = float(getattr(settings, "WEFT_XMIT_WAIT_TICK_NS", 1000.0))
+    rows = (
+        CounterChunk.objects.filter(
+            bucket=port_id >> BUCKET_SHIFT, resolution=res, t__gte=int(t0), t__lt=math.ceil(t1)
+        )
+        .order_by("t")
+        .values_list("t", "data")
+    )
+    out: dict = {
+        k: []
+        for k in (
+            "t",
+            "xmit_bytes_per_s",
+            "rcv_bytes_per_s",
+            "xmit_wait_per_s",
+            "utilisation",
+            "congestion",
+            "errors",
+            "stale",
+        )
+    }
+    off = port_id & (BUCKET_SIZE - 1)
+    for t, data in rows:
+        e = decode_one(data, off)
+        if e is None:
+            continue
+        x, r, w, errors, flags = e
+        out["t"].append(t)
+        out["xmit_bytes_per_s"].append(x)
+        out["rcv_bytes_per_s"].append(r)
+        out["xmit_wait_per_s"].append(w)
+        util = None
+        if cap and x is not None and r is not None:
+            util = max(0.0, min(1.0, max(x, r) / cap))
+        out["utilisation"].append(util)
+        out["congestion"].append(None if w is None else congestion_index(w, tick_ns))
+        out["errors"].append(errors)
+        out["stale"].append(bool(flags & FLAG_STALE))
+    out["resolution"] = {Resolution.RAW: "raw", Resolution.MINUTE: "minute", Resolution.HOUR: "hour"}[res]
+    return out

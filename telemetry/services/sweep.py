@@ -1,0 +1,441 @@
+"""Counter sweep of a fabric: collect → rates → store (one transaction) → publish on commit.
+
+``poll_fabric(fabric)`` reads every stored port (LIDs and port numbers from the last discovery, no
+rediscovery), computes the interval's rates (``telemetry.semantics``), upserts one
+``PortCounters`` row per port, appends the compact history (``telemetry.services.history``), writes a
+``Sweep`` and, after commit, sends ``telemetry.signals.sweep_committed``.
+
+Robustness: a port that does not answer (timeout, node gone, LID moved after an SM change, error
+status) is marked ``stale`` with the reason and keeps its last raw values; the sweep goes on and is
+``partial``. When the collector cannot run at all, the sweep is ``failed``, every port is marked
+stale with the reason, and the error is kept on the Sweep (nothing raised to the beat).
+
+Splitting across workers: ``poll_fabric(fabric, group=i, groups=n)`` reads only the ports whose
+switch (for a CA port: the switch at the other end of its link) has ``node_id % n == i``; each group
+writes its own Sweep (``mechanism`` ``"mad 2/4"``). ``poll_all_task`` fans out one task per group when
+``WEFT_POLL_GROUPS`` > 1, so several Celery workers sweep one large fabric in parallel.
+
+Counters are never reset by a sweep; ``reset=True`` (``poll_counters --reset``) clears them after the
+read, audited as ``telemetry.reset_counters``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from fabric.choices import NodeType
+from fabric.models import Fabric, Link, Port
+
+from .. import semantics
+from ..collectors import madpoll
+from ..collectors.counters import Collected, CollectorError, reset_counters, run_madpoll, run_perfquery
+from ..models import PortCounters, Sweep, SweepStatus
+from ..signals import sweep_committed
+from . import history
+
+log = logging.getLogger(__name__)
+
+RAW = madpoll.FIELDS  # the 16 raw counters, in column order
+EXT_BITS = madpoll.CAP_EXT_WIDTH | madpoll.CAP_EXT_WIDTH_NOIETF
+_CAPMASK_TTL_S = 600.0
+
+
+@dataclass
+class Target:
+    """A port to read: ids, address (``lid`` of the CA port or of the switch), link data rate."""
+
+    port_id: int
+    node_id: int
+    port_num: int
+    lid: int | None
+    rate_gbps: float | None
+    group_key: int
+
+
+# Per-process caches (a Celery worker sweeps the same fabric again and again). They are only
+# trusted when the database agrees: the topology cache by the fabric's last discovery and port
+# count, the counter state by the id of the fabric's latest sweep.
+_lock = threading.Lock()
+_topology_cache: dict[int, tuple[tuple, list[Target]]] = {}
+_state_cache: dict[tuple[int, str], tuple[int, dict[int, tuple]]] = {}
+_capmasks: dict[tuple[int, int], tuple[int, float]] = {}
+
+
+def _targets(fabric: Fabric) -> list[Target]:
+    key = (fabric.last_discovery_id, Port.objects.filter(node__fabric=fabric).count())
+    with _lock:
+        hit = _topology_cache.get(fabric.pk)
+    if hit and hit[0] == key:
+        return hit[1]
+    rows = list(
+        Port.objects.filter(node__fabric=fabric, port_num__gte=1).values_list(
+            "id", "node_id", "port_num", "lid", "rate_gbps", "node__node_type", "node__lid"
+        )
+    )
+    node_of = {r[0]: r[1] for r in rows}
+    type_of = {r[1]: r[5] for r in rows}
+    peer: dict[int, int] = {}
+    link_rate: dict[int, float | None] = {}
+    for a, b, rate in Link.objects.filter(fabric=fabric).values_list("port_a_id", "port_b_id", "rate_gbps"):
+        peer[a], peer[b] = b, a
+        link_rate[a] = link_rate[b] = rate
+    targets = []
+    for pid, node_id, num, lid, rate, ntype, node_lid in rows:
+        is_switch = ntype == NodeType.SWITCH
+        group_key = node_id
+        if not is_switch and pid in peer and type_of.get(node_of.get(peer[pid])) == NodeType.SWITCH:
+            group_key = node_of[peer[pid]]
+        targets.append(
+            Target(
+                port_id=pid,
+                node_id=node_id,
+                port_num=num,
+                lid=(node_lid if is_switch else lid) or None,
+                rate_gbps=rate or link_rate.get(pid),
+                group_key=group_key,
+            )
+        )
+    with _lock:
+        _topology_cache[fabric.pk] = (key, targets)
+    return targets
+
+
+def _previous_state(fabric: Fabric, mech: str, port_ids: list[int]) -> dict[int, tuple]:
+    """``{port_id: (raw values tuple, extended, sampled_at epoch, stale)}`` of the last sweep."""
+    latest = (
+        Sweep.objects.filter(fabric=fabric).order_by("-started", "-id").values_list("id", flat=True).first()
+    )
+    with _lock:
+        hit = _state_cache.get((fabric.pk, mech))
+    if hit and latest is not None and hit[0] == latest:
+        return hit[1]
+    state: dict[int, tuple] = {}
+    wanted = set(port_ids)
+    rows = PortCounters.objects.filter(port__node__fabric=fabric).values_list(
+        "port_id", *RAW, "extended", "sampled_at", "stale"
+    )
+    for row in rows.iterator(chunk_size=5000):
+        if row[0] not in wanted:
+            continue
+        sampled = row[-2]
+        state[row[0]] = (tuple(row[1:17]), row[17], sampled.timestamp() if sampled else None, row[19])
+    return state
+
+
+def _requests(fabric: Fabric, targets: list[Target], extended: str) -> list[tuple]:
+    now = time.monotonic()
+    lids = sorted({t.lid for t in targets if t.lid})
+    reqs: list[tuple] = []
+    known: dict[int, int] = {}
+    with _lock:
+        for lid in lids:
+            hit = _capmasks.get((fabric.pk, lid))
+            if hit and hit[1] > now:
+                known[lid] = hit[0]
+    reqs.extend(("N", lid) for lid in lids if lid not in known)
+    for t in targets:
+        if not t.lid:
+            continue
+        cap = known.get(t.lid)
+        ext = extended != "never" and (cap is None or bool(cap & EXT_BITS))
+        reqs.append(("Q", t.lid, t.port_num, 1 if ext else 0))
+    return reqs
+
+
+def poll_fabric(
+    fabric: Fabric,
+    *,
+    reset: bool = False,
+    extended: str = "auto",
+    group: int | None = None,
+    groups: int = 1,
+    timeout: float | None = None,
+    mechanism: str | None = None,
+    user=None,
+) -> Sweep:
+    """Run one counter sweep of ``fabric`` and return the committed :class:`Sweep`.
+
+    ``extended``: ``auto`` (PortCountersExtended where the node's PerfMgt CapMask has
+    ExtendedWidth/NoIETF, else the 32-bit PortCounters) or ``never`` (32-bit only).
+    ``group``/``groups``: read one switch group only (see the module docstring).
+    ``timeout``: seconds for the collector (default ``WEFT_TOOL_TIMEOUT_S``).
+    ``mechanism``: ``mad`` (default, ``WEFT_POLL_MECHANISM``) or ``perfquery``.
+    ``reset``: clear the counters after reading them (audited; never the default).
+
+    Never raises for fabric trouble (it is recorded on the Sweep); raises ValueError for bad arguments.
+    """
+    from fabric.collectors.tools import fabric_ca_args, fabric_env
+
+    if extended not in ("auto", "never"):
+        raise ValueError(f"extended={extended!r}: use 'auto' or 'never'")
+    if groups < 1 or (group is not None and not 0 <= group < groups):
+        raise ValueError(f"group {group} of {groups}: need 0 <= group < groups")
+    mechanism = mechanism or getattr(settings, "WEFT_POLL_MECHANISM", "mad")
+    if mechanism not in ("mad", "perfquery"):
+        raise ValueError(f"mechanism {mechanism!r}: use 'mad' or 'perfquery'")
+    timeout = float(timeout or getattr(settings, "WEFT_TOOL_TIMEOUT_S", 120.0))
+    tick_ns = float(getattr(settings, "WEFT_XMIT_WAIT_TICK_NS", semantics.DEFAULT_TICK_NS))
+    t_start = time.monotonic()
+    started = datetime.now(UTC)
+
+    targets = _targets(fabric)
+    if group is not None:
+        targets = [t for t in targets if t.group_key % groups == group]
+    mech_label = mechanism if group is None else f"{mechanism} {group + 1}/{groups}"
+    env, ca_args = fabric_env(fabric), fabric_ca_args(fabric)
+
+    collected: Collected | None = None
+    error = ""
+    t_collect = time.time()
+    try:
+        if mechanism == "mad":
+            reqs = _requests(fabric, targets, extended)
+            collected = run_madpoll(
+                reqs,
+                env=env,
+                ca_args=ca_args,
+                timeout=timeout,
+                window=int(getattr(settings, "WEFT_POLL_WINDOW", 64)),
+                mad_timeout_s=float(getattr(settings, "WEFT_MAD_TIMEOUT_S", 0.5)),
+            )
+            expires = time.monotonic() + _CAPMASK_TTL_S
+            with _lock:
+                for lid, cap in collected.capmasks.items():
+                    _capmasks[(fabric.pk, lid)] = (cap, expires)
+        else:
+            tg = [(t.lid, t.port_num, extended != "never") for t in targets if t.lid]
+            collected = run_perfquery(
+                tg,
+                env=env,
+                ca_args=ca_args,
+                timeout=timeout,
+                parallel=int(getattr(settings, "WEFT_POLL_PARALLELISM", 8)),
+            )
+    except CollectorError as exc:
+        error = str(exc)
+        log.warning("counter sweep of %s failed: %s", fabric, exc)
+    # all ports of the sweep share one sample time: the middle of the collection
+    t_sample = t_collect + (collected.duration_s / 2 if collected else 0.0)
+    sampled_at = datetime.fromtimestamp(t_sample, UTC)
+
+    prev_state = _previous_state(fabric, mech_label, [t.port_id for t in targets])
+    rows: list[tuple] = []
+    chunk_entries: list[tuple[int, history.Entry]] = []
+    n_read = n_stale = n_sat = n_reset = 0
+    new_state: dict[int, tuple] = {}
+    reads = collected.reads if collected else {}
+    for t in targets:
+        prev = prev_state.get(t.port_id)
+        read = reads.get((t.lid, t.port_num)) if t.lid else None
+        reason = ""
+        if not t.lid:
+            reason = "no LID known for this port (down, or not yet configured by the SM)"
+        elif collected is None:
+            reason = f"sweep failed: {error}"
+        elif read is None:
+            reason = "not read by the collector"
+        elif read.error:
+            reason = f"LID {t.lid} port {t.port_num}: {read.error}"
+        if reason:
+            n_stale += 1
+            raw = prev[0] if prev else (None,) * 16
+            ext = prev[1] if prev else False
+            ts = prev[2] if prev else None
+            rows.append(
+                (
+                    t.port_id,
+                    raw,
+                    ext,
+                    datetime.fromtimestamp(ts, UTC) if ts else None,
+                    None,
+                    [],
+                    False,
+                    True,
+                    reason,
+                )
+            )
+            new_state[t.port_id] = (raw, ext, ts, True)
+            chunk_entries.append((t.port_id, (None, None, None, 0, history.FLAG_STALE)))
+            continue
+        n_read += 1
+        values = read.values
+        raw = tuple(values.get(f) for f in RAW)
+        curr = semantics.Sample(values=values, extended=read.extended, t=t_sample)
+        prev_sample = None
+        if prev is not None and prev[2] is not None and prev[0][0] is not None:
+            prev_sample = semantics.Sample(
+                values=dict(zip(RAW, prev[0], strict=True)), extended=prev[1], t=prev[2]
+            )
+        d = semantics.derive(prev_sample, curr, t.rate_gbps, tick_ns)
+        if d.saturated:
+            n_sat += 1
+        if d.reset:
+            n_reset += 1
+        rows.append((t.port_id, raw, read.extended, sampled_at, d, d.saturated, d.reset, False, ""))
+        new_state[t.port_id] = (raw, read.extended, t_sample, False)
+        flags = (history.FLAG_SATURATED if d.saturated else 0) | (history.FLAG_RESET if d.reset else 0)
+        errors = sum(d.error_deltas.values()) if d.error_deltas else 0
+        chunk_entries.append(
+            (t.port_id, (d.xmit_bytes_per_s, d.rcv_bytes_per_s, d.xmit_wait_per_s, errors, flags))
+        )
+
+    if collected is None:
+        status = SweepStatus.FAILED
+    elif n_stale:
+        status = SweepStatus.PARTIAL
+    else:
+        status = SweepStatus.OK
+    prev_sweep = (
+        Sweep.objects.filter(fabric=fabric, mechanism=mech_label)
+        .order_by("-started", "-id")
+        .values_list("started", flat=True)
+        .first()
+    )
+    stats = collected.stats if collected else ""
+    with transaction.atomic():
+        sweep = Sweep.objects.create(
+            fabric=fabric,
+            started=started,
+            duration_s=None,
+            interval_s=(started - prev_sweep).total_seconds() if prev_sweep else None,
+            ports=n_read,
+            stale=n_stale,
+            saturated=n_sat,
+            resets=n_reset,
+            status=status,
+            error=(error or (stats if n_stale else ""))[:2000],
+            mechanism=mech_label,
+        )
+        _upsert(sweep.pk, rows)
+        chunks = history.build_chunks(fabric.pk, int(t_sample), chunk_entries)
+        from ..models import CounterChunk
+
+        CounterChunk.objects.bulk_create(chunks, batch_size=500)
+
+        def _after_commit(sweep_id=sweep.pk, state=new_state):
+            with _lock:
+                _state_cache[(fabric.pk, mech_label)] = (sweep_id, state)
+            sweep_committed.send(sender=Sweep, fabric_id=fabric.pk, sweep_id=sweep_id)
+
+        transaction.on_commit(_after_commit)
+    duration = time.monotonic() - t_start
+    Sweep.objects.filter(pk=sweep.pk).update(duration_s=round(duration, 4))
+    sweep.duration_s = round(duration, 4)
+
+    if reset and collected is not None:
+        _reset(fabric, targets, env, ca_args, timeout, user)
+    return sweep
+
+
+def _reset(fabric: Fabric, targets: list[Target], env, ca_args, timeout: float, user) -> None:
+    from accounts.audit import record
+
+    addr = [(t.lid, t.port_num) for t in targets if t.lid]
+    failed = reset_counters(addr, env=env, ca_args=ca_args, timeout=timeout)
+    record(
+        "telemetry.reset_counters",
+        fabric,
+        {"ports": len(addr), "failed": len(failed)},
+        user=user,
+        object_repr=f"counters of {len(addr)} ports of {fabric.name}",
+    )
+
+
+_COLUMNS = (
+    "port_id",
+    "sweep_id",
+    "sampled_at",
+    *RAW,
+    "extended",
+    "xmit_bytes_per_s",
+    "rcv_bytes_per_s",
+    "xmit_pkts_per_s",
+    "rcv_pkts_per_s",
+    "xmit_wait_per_s",
+    "utilisation",
+    "congestion",
+    "error_deltas",
+    "saturated",
+    "reset",
+    "stale",
+    "stale_reason",
+)
+_TYPES = (
+    ("int", "int", "timestamptz")
+    + ("bigint",) * 16
+    + ("bool",)
+    + ("float8",) * 7
+    + ("text", "text", "bool", "bool", "text")
+)
+
+
+def _row_tuple(sweep_id: int, row: tuple) -> tuple:
+    port_id, raw, ext, sampled_at, d, saturated, reset, stale, reason = row
+    if d is None:
+        derived = (None,) * 7
+        deltas = None
+    else:
+        derived = (
+            d.xmit_bytes_per_s,
+            d.rcv_bytes_per_s,
+            d.xmit_pkts_per_s,
+            d.rcv_pkts_per_s,
+            d.xmit_wait_per_s,
+            d.utilisation,
+            d.congestion,
+        )
+        deltas = None if d.error_deltas is None else json.dumps(d.error_deltas)
+    return (
+        port_id,
+        sweep_id,
+        sampled_at,
+        *raw,
+        ext,
+        *derived,
+        deltas,
+        json.dumps(saturated),
+        reset,
+        stale,
+        reason,
+    )
+
+
+def _upsert(sweep_id: int, rows: list[tuple]) -> None:
+    """Insert or update the ``PortCounters`` rows in one statement (PostgreSQL: ``unnest`` arrays;
+    other backends: ``executemany`` of ``INSERT .. ON CONFLICT DO UPDATE``)."""
+    if not rows:
+        return
+    table = PortCounters._meta.db_table
+    cols = ", ".join(_COLUMNS)
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _COLUMNS if c != "port_id")
+    tuples = [_row_tuple(sweep_id, r) for r in rows]
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql":
+            columns = list(zip(*tuples, strict=True))
+            names = [f"c{i}" for i in range(len(_COLUMNS))]
+            select = ", ".join(
+                f"{n}::jsonb" if col in ("error_deltas", "saturated") else n
+                for n, col in zip(names, _COLUMNS, strict=True)
+            )
+            unnest = ", ".join(f"%s::{typ}[]" for typ in _TYPES)
+            cur.execute(
+                f"INSERT INTO {table} ({cols}) SELECT {select} FROM unnest({unnest}) AS u({', '.join(names)}) "
+                f"ON CONFLICT (port_id) DO UPDATE SET {updates}",
+                [list(c) for c in columns],
+            )
+        else:
+            adapt = connection.ops.adapt_datetimefield_value
+            tuples = [(*t[:2], adapt(t[2]), *t[3:]) for t in tuples]
+            marks = ", ".join(["%s"] * len(_COLUMNS))
+            cur.executemany(
+                f"INSERT INTO {table} ({cols}) VALUES ({marks}) ON CONFLICT (port_id) DO UPDATE SET {updates}",
+                tuples,
+            )

@@ -8,8 +8,9 @@ Facts of the tool this parser encodes (rdma-core ``infiniband-diags/ibqueryerror
 * Switch headers carry the port-0 GUID (``Errors for 0x... "desc"``), CA headers only the
   description. Port lines are ``GUID 0x... port N: [Name == V] ...``; ``port ALL`` is the switch's
   AllPortSelect aggregate. GUIDs are printed unpadded (compare them as 64-bit numbers).
-* Data counters carry a human-readable value in parentheses: ``(24.412MB)`` is value × 4 bytes in
-  binary units (the data counters count 4-byte words); packet counts use decimal K/M/G.
+* With ``--data`` the data counters carry a human-readable value in parentheses
+  (``conv_cnt_human_readable``): ``(24.412MB)`` is value × 4 bytes in binary units (the data
+  counters count 4-byte words); packet counts are divided by 1024 too (``(13.632K)``, ``(29.000)``).
 * It exits 1 when it found ports over threshold: that is a result, not a tool failure.
 * ``--details``: rdma-core queries PortXmitDiscardDetails after ``PortXmitDiscards`` but decodes and
   names it with the PortRcvErrorDetails field names, and vice versa after ``PortRcvErrors``

@@ -1,0 +1,110 @@
+"""History store: compact encoding, rollups with retention, and ``port_series``."""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import UTC, datetime
+
+import pytest
+
+from fabric.models import Fabric, Node, Port
+from telemetry.models import CounterChunk, Resolution
+from telemetry.services import history
+
+
+def test_encoding_round_trip_precision_and_size():
+    rng = random.Random(4)
+    entries = {
+        off: (
+            rng.uniform(0, 5e10),
+            rng.uniform(0, 5e10),
+            rng.uniform(0, 1e6),
+            rng.randrange(0, 70000),
+            off % 8,
+        )
+        for off in range(0, 256, 3)
+    }
+    entries[9] = (None, None, None, 0, history.FLAG_STALE)
+    blob = history.encode_chunk(entries)
+    back = history.decode_chunk(blob)
+    assert set(back) == set(entries)
+    for off, (x, r, w, e, f) in entries.items():
+        bx, br, bw, be, bf = back[off]
+        if x is None:
+            assert (bx, br, bw) == (None, None, None)
+        else:
+            for a, b in ((x, bx), (r, br), (w, bw)):
+                assert b == pytest.approx(a, rel=2e-5)
+        assert be == min(e, 0xFFFF) and bf == f
+        assert history.decode_one(blob, off) == back[off]
+    assert history.decode_one(blob, 1) is None
+    # 12 bytes per port + 33 bytes header before compression; random data hardly compresses
+    assert len(blob) <= 33 + 12 * len(entries) + 64
+
+
+def test_bad_chunk_raises():
+    with pytest.raises(ValueError):
+        history.decode_chunk(__import__("zlib").compress(b"\x09" + bytes(32)))
+    with pytest.raises(ValueError):
+        history.encode_chunk({256: (1.0, 1.0, 1.0, 0, 0)})
+
+
+@pytest.fixture
+def port(db):
+    fabric = Fabric.objects.create(name="hist")
+    node = Node.objects.create(
+        fabric=fabric, node_guid="0x0000000000000001", node_type="ca", description="h1"
+    )
+    return Port.objects.create(node=node, port_num=1, lid=5, rate_gbps=200.0)
+
+
+@pytest.mark.django_db
+def test_port_series_and_rollups(port, settings):
+    settings.WEFT_XMIT_WAIT_TICK_NS = 1000.0
+    base = 1_800_000_000  # a minute boundary (divisible by 60)
+    base -= base % 3600
+    fid = port.node.fabric_id
+    rows = []
+    for i in range(12):  # two minutes of 10-s samples
+        entry = (1e9 * (i + 1), 2e9, 1000.0 * i, 1 if i == 5 else 0, history.FLAG_STALE if i == 7 else 0)
+        if i == 7:
+            entry = (None, None, None, 0, history.FLAG_STALE)
+        rows += history.build_chunks(fid, base + 10 * i, [(port.pk, entry)])
+    CounterChunk.objects.bulk_create(rows)
+    start, end = datetime.fromtimestamp(base, UTC), datetime.fromtimestamp(base + 120, UTC)
+    raw = history.port_series(port.pk, start, end, resolution="raw")
+    assert raw["t"] == [base + 10 * i for i in range(12)]
+    assert raw["xmit_bytes_per_s"][3] == pytest.approx(4e9, rel=2e-5)
+    assert raw["utilisation"][3] == pytest.approx(4e9 / 25e9, rel=2e-5)  # 200 Gb/s = 25e9 B/s
+    assert raw["congestion"][4] == pytest.approx(4000 * 1e-6, rel=2e-5)
+    assert raw["xmit_bytes_per_s"][7] is None and raw["stale"][7] is True
+    assert raw["errors"][5] == 1
+
+    out = history.rollup(now=base + 3 * 3600 + 1)
+    assert out["minute"] >= 2 and out["hour"] >= 1
+    minute = history.port_series(port.pk, start, end, resolution="minute")
+    assert minute["t"] == [base, base + 60]
+    expect = sum(1e9 * (i + 1) for i in range(6)) / 6
+    assert minute["xmit_bytes_per_s"][0] == pytest.approx(expect, rel=2e-5)
+    second = [1e9 * (i + 1) for i in range(6, 12) if i != 7]
+    assert minute["xmit_bytes_per_s"][1] == pytest.approx(sum(second) / len(second), rel=2e-5)
+    assert minute["errors"] == [1, 0] and minute["stale"] == [False, True]
+    hour = history.port_series(port.pk, start, datetime.fromtimestamp(base + 3600, UTC), resolution="hour")
+    assert len(hour["t"]) == 1 and hour["resolution"] == "hour"
+    # idempotent: a second rollup writes nothing new
+    again = history.rollup(now=base + 3 * 3600 + 1)
+    assert again["minute"] == 0 and again["hour"] == 0
+    # retention: raw rows older than WEFT_HISTORY_RAW_HOURS are gone after a rollup far later
+    settings.WEFT_HISTORY_RAW_HOURS = 1
+    history.rollup(now=base + 2 * 3600)
+    assert not CounterChunk.objects.filter(resolution=Resolution.RAW).exists()
+    assert CounterChunk.objects.filter(resolution=Resolution.MINUTE).count() == 2
+    assert all(not math.isnan(v) for v in minute["xmit_bytes_per_s"])
+
+
+@pytest.mark.django_db
+def test_port_series_rejects_unknown_resolution(port):
+    now = datetime.now(UTC)
+    with pytest.raises(ValueError):
+        history.port_series(port.pk, now, now, resolution="weekly")

@@ -1,0 +1,138 @@
+"""Counter semantics (pure): words → bytes, saturation, reset, utilisation, congestion; MAD decoding."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from fabric.rates import data_rate_gbps
+from telemetry.collectors import madpoll
+from telemetry.semantics import Sample, counter_max, derive, saturated_counters
+
+ZERO = dict.fromkeys(madpoll.FIELDS, 0)
+
+
+def s(t, ext=True, **values):
+    v = dict(ZERO)
+    v.update(values)
+    return Sample(values=v, extended=ext, t=t)
+
+
+def test_rates_in_bytes_from_words_and_utilisation_from_the_link_data_rate():
+    rate = data_rate_gbps("4x", "HDR")  # 200 Gb/s data rate = 25e9 bytes/s
+    d = derive(
+        s(100.0, xmit_data=1_000, rcv_data=0),
+        s(110.0, xmit_data=1_000 + 25_000_000_000, rcv_data=5_000_000_000),
+        rate,
+    )
+    assert d.xmit_bytes_per_s == pytest.approx(25_000_000_000 * 4 / 10)
+    assert d.rcv_bytes_per_s == pytest.approx(5_000_000_000 * 4 / 10)
+    assert d.utilisation == pytest.approx(1e10 / 25e9)  # max of the two directions
+    assert d.reason == "" and d.error_deltas == {}
+
+
+def test_congestion_index_from_xmit_wait_with_the_tick_assumption():
+    d = derive(s(0.0, xmit_wait=0), s(2.0, xmit_wait=500_000), 8.0, tick_ns=1000.0)
+    assert d.xmit_wait_per_s == 250_000
+    assert d.congestion == pytest.approx(0.25)  # 250,000 ticks/s × 1 µs
+    d = derive(s(0.0, xmit_wait=0), s(1.0, xmit_wait=5_000_000), 8.0, tick_ns=1000.0)
+    assert d.congestion == 1.0  # clamped
+
+
+def test_first_sample_gives_no_rate():
+    d = derive(None, s(1.0, xmit_data=5), 8.0)
+    assert d.xmit_bytes_per_s is None and d.utilisation is None and d.reason == "first sample"
+
+
+def test_saturated_32bit_counter_gives_no_rate_and_a_flag():
+    top = 0xFFFFFFFF
+    d = derive(s(0.0, False, xmit_data=top - 10), s(10.0, False, xmit_data=top), 8.0)
+    assert d.saturated == ["xmit_data"]
+    assert d.xmit_bytes_per_s is None and d.rcv_bytes_per_s is None and d.congestion is None
+    # still saturated on the next interval: still no rate (delta 0 would be a lie)
+    d = derive(s(10.0, False, xmit_data=top), s(20.0, False, xmit_data=top), 8.0)
+    assert d.xmit_bytes_per_s is None and "saturated" in d.reason
+    # the same value is not saturated for a 64-bit counter
+    d = derive(s(0.0, True, xmit_data=top - 10), s(10.0, True, xmit_data=top), 8.0)
+    assert d.saturated == [] and d.xmit_bytes_per_s == pytest.approx(4.0)
+
+
+def test_decreasing_counter_is_a_reset_never_a_negative_rate():
+    d = derive(s(0.0, xmit_data=10_000, symbol_errors=5), s(10.0, xmit_data=100, symbol_errors=0), 8.0)
+    assert d.reset is True
+    assert d.xmit_bytes_per_s is None and d.error_deltas is None
+
+
+def test_error_deltas_only_for_counters_that_rose_and_not_saturated():
+    d = derive(
+        s(0.0, symbol_errors=1, link_downed=2, excessive_buffer_overrun_errors=3),
+        s(5.0, symbol_errors=4, link_downed=2, excessive_buffer_overrun_errors=15),
+        8.0,
+    )
+    assert d.error_deltas == {"symbol_errors": 3}  # EBO at 15 = its 4-bit maximum: saturated
+    assert "excessive_buffer_overrun_errors" in d.saturated
+
+
+def test_width_change_and_unknown_link_rate():
+    assert derive(s(0.0, True), s(1.0, False), 8.0).reason.startswith("counter width")
+    d = derive(s(0.0, xmit_data=0), s(1.0, xmit_data=10), None)
+    assert d.xmit_bytes_per_s == 40.0 and d.utilisation is None
+
+
+def test_counter_widths():
+    assert counter_max("xmit_data", True) == 2**64 - 1
+    assert counter_max("xmit_data", False) == 2**32 - 1
+    assert counter_max("link_downed", True) == 255
+    assert saturated_counters({"local_link_integrity_errors": 15, "vl15_dropped": 3}, True) == [
+        "local_link_integrity_errors"
+    ]
+
+
+def test_madpoll_decodes_the_ibta_layout():
+    # PortCounters data area (IBTA Vol 1 Table 247), big-endian, distinct value in every field
+    pc = bytearray(44)
+    struct.pack_into(">BBH", pc, 0, 0, 3, 0)
+    struct.pack_into(
+        ">HBBHHHHBBBBHH", pc, 4, 1001, 12, 13, 1004, 1005, 1006, 1007, 18, 19, 0, 0xAB, 1011, 1012
+    )
+    struct.pack_into(
+        ">IIIII", pc, 24, 4_000_000_001, 4_000_000_002, 4_000_000_003, 4_000_000_004, 4_000_000_005
+    )
+    v = madpoll.decode_port_counters(bytes(pc))
+    assert v == {
+        "symbol_errors": 1001,
+        "link_error_recovery": 12,
+        "link_downed": 13,
+        "rcv_errors": 1004,
+        "rcv_remote_phys_errors": 1005,
+        "xmit_discards": 1007,
+        "xmit_constraint_errors": 18,
+        "rcv_constraint_errors": 19,
+        "local_link_integrity_errors": 0xA,
+        "excessive_buffer_overrun_errors": 0xB,
+        "vl15_dropped": 1012,
+        "xmit_data": 4_000_000_001,
+        "rcv_data": 4_000_000_002,
+        "xmit_pkts": 4_000_000_003,
+        "rcv_pkts": 4_000_000_004,
+        "xmit_wait": 4_000_000_005,
+    }
+    ext = bytearray(40)
+    struct.pack_into(">QQQQ", ext, 8, 2**63 + 1, 2**40, 7, 8)
+    assert madpoll.decode_port_counters_ext(bytes(ext)) == {
+        "xmit_data": 2**63 + 1,
+        "rcv_data": 2**40,
+        "xmit_pkts": 7,
+        "rcv_pkts": 8,
+    }
+
+
+def test_madpoll_request_errors_name_the_line():
+    with pytest.raises(ValueError, match="stdin line 2"):
+        madpoll.parse_requests(["Q 1 1 1\n", "Q one 1 1\n"])
+    assert madpoll.parse_requests(["N 4\n", "\n", "Q 4 2 0\n", "R 4 2\n"]) == [
+        ("N", 4),
+        ("Q", 4, 2, 0),
+        ("R", 4, 2),
+    ]

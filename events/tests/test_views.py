@@ -1,0 +1,148 @@
+"""Pages: dashboard, alarms, alarm, events, health (run + JSON), policies (Admin), node/port alarms."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+
+from events.models import Alarm, HealthReport
+from events.rules import process_pending_events
+from events.services import EventSpec, record_events
+
+pytestmark = pytest.mark.django_db
+
+
+def login(user):
+    c = Client()
+    c.force_login(user)
+    return c
+
+
+@pytest.fixture
+def alarm(topo):
+    record_events(
+        topo.fabric,
+        [
+            EventSpec(
+                code="link.down",
+                message="spine01 [1] <-> leaf01 [1] went down",
+                category="topology",
+                object_type="link",
+                object_key=topo.link_key(("spine01", 1), ("leaf01", 1)),
+                object_repr="spine01 [1] <-> leaf01 [1]",
+            )
+        ],
+    )
+    process_pending_events(topo.fabric.pk)
+    return Alarm.objects.get()
+
+
+def test_pages_need_login(db):
+    for url in ["/", "/alarms/", "/events/", "/health/", "/event-policies/"]:
+        resp = Client().get(url)
+        assert resp.status_code == 302 and "/accounts/login/" in resp["Location"], url
+
+
+def test_dashboard_and_summary(alarm, users, topo):
+    from django.utils import timezone
+
+    from telemetry.models import PortCounters, Sweep
+
+    s = Sweep.objects.create(fabric=topo.fabric, started=timezone.now(), interval_s=10)
+    PortCounters.objects.create(
+        port=topo.ports[("leaf01", 2)],
+        sweep=s,
+        congestion=0.7,
+        symbol_errors=12,
+        error_deltas={"symbol_errors": 4},
+    )
+    c = login(users["viewer"])
+    html = c.get("/").content.decode()
+    assert 'data-sev="critical">1<' in html and "leaf01 [2]" in html
+    data = c.get("/dashboard/summary.json").json()
+    assert data["alarms"] == {"info": 0, "warning": 0, "minor": 0, "critical": 1}
+    assert (
+        data["fabrics"][0]["switches"] == 3
+        and data["fabrics"][0]["cas"] == 2
+        and data["fabrics"][0]["links"] == 4
+    )
+    assert data["top_congested"][0]["port"] == "leaf01 [2]" and data["top_congested"][0]["congestion"] == 0.7
+    assert data["top_errors"][0]["errors_last_sweep"] == 4 and data["top_errors"][0]["errors_total"] == 12
+
+
+def test_alarm_pages_and_ack_buttons(alarm, users):
+    html = login(users["operator"]).get("/alarms/").content.decode()
+    assert "spine01 [1] &lt;-&gt; leaf01 [1]" in html and 'class="ack"' in html
+    assert 'class="ack"' not in login(users["viewer"]).get("/alarms/").content.decode()
+    assert login(users["viewer"]).post(f"/alarms/{alarm.pk}/acknowledge/").status_code == 403
+    resp = login(users["operator"]).post(f"/alarms/{alarm.pk}/acknowledge/")
+    assert resp.status_code == 302
+    alarm.refresh_from_db()
+    assert alarm.state == "acknowledged"
+    assert "Acknowledged" in login(users["viewer"]).get(f"/alarms/{alarm.pk}/").content.decode()
+
+
+def test_node_and_port_pages_show_alarms(alarm, users, topo):
+    from fabric.models import Port
+
+    c = login(users["viewer"])
+    node_html = c.get(f"/fabric/nodes/{topo.nodes['leaf01'].pk}/").content.decode()
+    assert 'id="object-alarms"' in node_html and "Link down" in node_html
+    port = Port.objects.get(node=topo.nodes["leaf01"], port_num=1)
+    assert "Link down" in c.get(f"/fabric/ports/{port.pk}/").content.decode()
+    other = Port.objects.get(node=topo.nodes["leaf02"], port_num=2)
+    assert "No open alarms" in c.get(f"/fabric/ports/{other.pk}/").content.decode()
+
+
+def test_events_page_filters(alarm, users):
+    c = login(users["viewer"])
+    assert "went down" in c.get("/events/?min_severity=critical").content.decode()
+    assert "went down" not in c.get("/events/?code=node.added").content.decode()
+
+
+def test_health_page_run_and_json(topo, users):
+    assert login(users["viewer"]).post("/health/", {"fabric": topo.fabric.pk}).status_code == 403
+    resp = login(users["operator"]).post("/health/", {"fabric": topo.fabric.pk})
+    report = HealthReport.objects.get()
+    assert resp.status_code == 302 and resp["Location"] == f"/health/{report.pk}/"
+    page = login(users["viewer"]).get(f"/health/{report.pk}/").content.decode()
+    assert "Health of lab" in page
+    data = json.loads(login(users["viewer"]).get(f"/health/{report.pk}.json").content)
+    assert data["fabric"] == "lab" and data["created_by"] == "olga"
+    assert set(data["summary"]) >= {
+        "duplicate_guid",
+        "duplicate_lid",
+        "invalid_lid",
+        "link_below_capability",
+        "port_errors",
+        "unreachable_node",
+        "sm_state",
+    }
+    # No master SM known for this stored fabric: the SM check says so.
+    assert any(f["check"] == "sm_state" and f["severity"] == "critical" for f in data["findings"])
+
+
+def test_policy_pages_admin_only(db, users):
+    assert login(users["operator"]).get("/event-policies/").status_code == 403
+    c = login(users["admin"])
+    assert "link.down" in c.get("/event-policies/").content.decode()
+    from events.models import EventPolicy
+
+    p = EventPolicy.objects.get(code="port.congestion")
+    resp = c.post(
+        f"/event-policies/{p.pk}/",
+        {
+            "enabled": "on",
+            "severity": "minor",
+            "threshold": "0.6",
+            "consecutive": "2",
+            "ttl_s": "0",
+            "raise_alarm": "on",
+            "recipient_emails": "x@example.org",
+        },
+    )
+    assert resp.status_code == 302, resp.content.decode()[:2000]
+    p.refresh_from_db()
+    assert (p.severity, p.threshold, p.consecutive) == ("minor", 0.6, 2)

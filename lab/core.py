@@ -147,10 +147,17 @@ def _stop_all() -> None:
             lab.stop()
 
 
+try:  # resolved in the parent: the child between fork and exec must not dlopen (lock) anything
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux/glibc
+    _PRCTL = None
+
+
 def _die_with_parent() -> None:
-    """Child-side: get SIGKILL if the Python process dies (Linux ``PR_SET_PDEATHSIG``)."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    """Child-side: get SIGKILL when the thread that started it dies (Linux ``PR_SET_PDEATHSIG``), so a
+    SIGKILLed Python leaves no ibsim/OpenSM behind."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -389,10 +396,7 @@ class Lab:
             except OSError:
                 chunk = b""
             with self._out_cond:
-                if chunk:
-                    self._out += chunk
-                else:
-                    self._out += b""
+                self._out += chunk
                 self._out_cond.notify_all()
             if not chunk:
                 return
@@ -404,7 +408,11 @@ class Lab:
             while True:
                 buf = self._out
                 if len(buf) > start and buf.endswith(_PROMPT):
-                    return bytes(buf[start : len(buf) - len(_PROMPT)]).decode(errors="replace")
+                    text = bytes(buf[start : len(buf) - len(_PROMPT)]).decode(errors="replace")
+                    # ibsim writes only in answer to a command: what is read is consumed (a long-running
+                    # lab driven by a traffic player must not grow this buffer forever)
+                    buf.clear()
+                    return text
                 if self._ibsim is None or self._ibsim.poll() is not None:
                     code = self._ibsim.returncode if self._ibsim else None
                     raise LabError(f"ibsim exited (status {code})")

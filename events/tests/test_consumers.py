@@ -1,0 +1,100 @@
+"""The alarm websocket on the real ASGI app (in-memory layer, as the embedded deployment):
+alarm changes committed in a worker thread reach the page's consumer; anonymous users get 4401."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test import Client, override_settings
+
+from accounts.roles import set_role
+from events.models import Alarm
+from events.rules import acknowledge, process_pending_events
+from events.services import EventSpec, record_events
+from weft.asgi import application
+
+ORIGIN = (b"origin", b"http://127.0.0.1")
+MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+def session_headers(user) -> list[tuple[bytes, bytes]]:
+    client = Client()
+    client.force_login(user)
+    return [ORIGIN, (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
+
+
+def in_thread(fn):
+    """Run ``fn`` as the in-process worker would: in a pool thread, closing its DB connection."""
+
+    def run():
+        try:
+            return fn()
+        finally:
+            connection.close()
+
+    return asyncio.get_running_loop().run_in_executor(None, run)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_anonymous_closed_4401():
+    async def run():
+        comm = WebsocketCommunicator(application, "/ws/alarms/", headers=[ORIGIN])
+        connected, _ = await comm.connect(timeout=5)
+        assert connected
+        out = await comm.receive_output(timeout=5)
+        assert out == {"type": "websocket.close", "code": 4401}
+
+    with override_settings(CHANNEL_LAYERS=MEMORY):
+        asyncio.run(run())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_new_changed_cleared_reach_the_page(topo):
+    viewer = get_user_model().objects.create_user("vic", password="x")
+    set_role(viewer, "viewer")
+    operator = get_user_model().objects.create_user("olga", password="x")
+    set_role(operator, "operator")
+    key = topo.link_key(("spine01", 1), ("leaf01", 1))
+    fabric_id = topo.fabric.pk
+
+    def raise_link_down():
+        record_events(topo.fabric, [EventSpec(code="link.down", message="down", object_type="link", object_key=key,
+                                              object_repr="spine01 [1] <-> leaf01 [1]")])
+        process_pending_events(fabric_id)
+
+    def ack():
+        acknowledge(Alarm.objects.get().pk, operator)
+
+    def link_up():
+        record_events(topo.fabric, [EventSpec(code="link.up", message="up", object_type="link", object_key=key)])
+        process_pending_events(fabric_id)
+
+    headers = session_headers(viewer)
+
+    async def run():
+        everything = WebsocketCommunicator(application, "/ws/alarms/", headers=headers)
+        this_fabric = WebsocketCommunicator(application, f"/ws/alarms/{fabric_id}/", headers=headers)
+        for comm in (everything, this_fabric):
+            assert (await comm.connect(timeout=5))[0]
+            assert (await comm.receive_json_from(timeout=5))["type"] == "hello"
+        assert threading.current_thread() is threading.main_thread()
+        seen = []
+        for step, action in [(raise_link_down, "new"), (ack, "changed"), (link_up, "cleared")]:
+            await in_thread(step)
+            for comm in (everything, this_fabric):
+                msg = await comm.receive_json_from(timeout=10)
+                assert msg["type"] == "alarm.changed" and msg["payload"]["action"] == action
+                seen.append(msg["payload"]["alarm"]["state"])
+                assert msg["payload"]["alarm"]["type"] == "link.down"
+                assert msg["payload"]["alarm"]["object"] == "spine01 [1] <-> leaf01 [1]"
+        assert seen == ["active", "active", "acknowledged", "acknowledged", "cleared", "cleared"]
+        for comm in (everything, this_fabric):
+            await comm.disconnect()
+
+    with override_settings(CHANNEL_LAYERS=MEMORY):
+        asyncio.run(run())

@@ -8,7 +8,7 @@
       "poll_interval_s": 10.0,                     # configured sweep interval (WEFT_POLL_INTERVAL_S)
       "sweep": {"id", "at", "interval_s", "duration_s", "status", "ports", "stale",
                 "error", "mechanism"} | null,      # the fabric's latest sweep
-      "columns": 36,                               # highest switch port number
+      "columns": 36,                               # highest switch port number with a cell
       "tiers": [{"tier": 3, "name": "core", "rows": 2}, ...],   # row groups, in row order
       "rows": [{"node": id, "guid", "description", "lid", "tier", "tier_name", "num_ports"}],
       "cells": [[port_id, node_id, port_num, utilisation, congestion, error_flag, stale], ...]
@@ -108,7 +108,7 @@ def heatmap_snapshot(fabric: Fabric) -> dict:
         "now": _iso(timezone.now()),
         "poll_interval_s": float(settings.WEFT_POLL_INTERVAL_S),
         "sweep": sweep_summary(sweep),
-        "columns": max(widest, highest_cell),
+        "columns": highest_cell or widest,  # ports beyond the highest cabled one are just empty
         "tiers": tiers,
         "rows": rows,
         "cells": cells,

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import email
+import socket
+from email import policy as email_policy
+
 import pytest
+from aiosmtpd.controller import Controller
 from django.contrib.auth import get_user_model
 
 from accounts.roles import set_role
@@ -88,3 +93,34 @@ def topo(db):
 
     t.link_key = key
     return t
+
+
+class Sink:
+    """aiosmtpd handler keeping every message: (envelope recipients, parsed message)."""
+
+    def __init__(self):
+        self.messages: list[tuple[list[str], email.message.EmailMessage]] = []
+
+    async def handle_DATA(self, server, session, envelope):
+        msg = email.message_from_bytes(envelope.content, policy=email_policy.default)
+        self.messages.append((list(envelope.rcpt_tos), msg))
+        return "250 OK"
+
+
+@pytest.fixture
+def smtp(settings):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sink = Sink()
+    controller = Controller(sink, hostname="127.0.0.1", port=port)
+    controller.start()
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", port
+    settings.EMAIL_USE_TLS = settings.EMAIL_USE_SSL = False
+    settings.EMAIL_HOST_USER = settings.EMAIL_HOST_PASSWORD = ""
+    settings.WEFT_BASE_URL = "https://weft.example.org"
+    settings.WEFT_MAIL_STORM_THRESHOLD = 5
+    settings.WEFT_MAIL_RATE_LIMIT = 10
+    yield sink
+    controller.stop()

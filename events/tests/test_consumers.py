@@ -63,15 +63,27 @@ def test_new_changed_cleared_reach_the_page(topo):
     fabric_id = topo.fabric.pk
 
     def raise_link_down():
-        record_events(topo.fabric, [EventSpec(code="link.down", message="down", object_type="link", object_key=key,
-                                              object_repr="spine01 [1] <-> leaf01 [1]")])
+        record_events(
+            topo.fabric,
+            [
+                EventSpec(
+                    code="link.down",
+                    message="down",
+                    object_type="link",
+                    object_key=key,
+                    object_repr="spine01 [1] <-> leaf01 [1]",
+                )
+            ],
+        )
         process_pending_events(fabric_id)
 
     def ack():
         acknowledge(Alarm.objects.get().pk, operator)
 
     def link_up():
-        record_events(topo.fabric, [EventSpec(code="link.up", message="up", object_type="link", object_key=key)])
+        record_events(
+            topo.fabric, [EventSpec(code="link.up", message="up", object_type="link", object_key=key)]
+        )
         process_pending_events(fabric_id)
 
     headers = session_headers(viewer)

@@ -1,0 +1,165 @@
+"""Lab tests: the whole flow on ibsim + OpenSM + infiniband-diags, with a real SMTP server.
+
+discovery/sweep commit → signal → evaluate task (eager: no worker runs here) → rules → outbox →
+mail through aiosmtpd on loopback.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from events.models import Alarm, Event, EventPolicy
+from events.rules import ensure_policies
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def make_fabric(lab, name="lab"):
+    from fabric.models import Fabric
+
+    return Fabric.objects.create(name=name, tool_env=lab.tool_env)
+
+
+def discover(fabric):
+    from fabric.services.discovery import discover as run
+
+    fabric.refresh_from_db()
+    return run(fabric, timeout=60)
+
+
+def sweep(fabric):
+    from telemetry.services.sweep import poll_fabric
+
+    fabric.refresh_from_db()
+    return poll_fabric(fabric, timeout=60)
+
+
+def test_unlink_leaf_spine_raises_critical_and_mails_both_ends_relink_clears(small_lab, smtp):
+    lab = small_lab
+    ensure_policies()
+    EventPolicy.objects.filter(code="link.down").update(recipient_emails="noc@example.org", notify_clear=True)
+    fabric = make_fabric(lab)
+    discover(fabric)
+    assert not Alarm.objects.filter(code="link.down").exists()
+    lab.unlink("Switch1", 3)
+    try:
+        discover(fabric)
+        alarm = Alarm.objects.get(code="link.down")
+        assert alarm.severity == "critical" and alarm.state == "active"
+        # The two ends of the pulled cable (Switch1 port 3 <-> Switch2 port 3), by GUID in the key.
+        g1, g2 = lab.guid_of("Switch1"), lab.guid_of("Switch2")
+        assert sorted(alarm.object_key.split("-")) == sorted([f"{g1}/3", f"{g2}/3"])
+        ((to, msg),) = smtp.messages
+        assert to == ["noc@example.org"]
+        subject = msg["Subject"]
+        assert subject.startswith("[Weft CRITICAL] Link down:") and "(fabric lab)" in subject
+        from fabric.models import Node
+
+        names = dict(Node.objects.filter(fabric=fabric).values_list("node_guid", "description"))
+        assert f"{names[g1]} [3]" in subject and f"{names[g2]} [3]" in subject
+    finally:
+        lab.relink("Switch1", 3)
+    discover(fabric)
+    alarm.refresh_from_db()
+    assert alarm.state == "cleared"
+    assert alarm.cleared_event is not None and alarm.cleared_event.code == "link.up"
+    assert len(smtp.messages) == 2 and smtp.messages[1][1]["Subject"].startswith("[Weft CLEARED] Link down:")
+
+
+def test_link_downed_and_symbol_errors_raise(small_lab):
+    lab = small_lab
+    fabric = make_fabric(lab, "lab-counters")
+    discover(fabric)
+    first = sweep(fabric)
+    assert first.status in ("ok", "partial"), first.error
+    from telemetry.models import PortCounters
+
+    row = PortCounters.objects.get(
+        port__node__fabric=fabric, port__node__description__icontains="Switch1", port__port_num=1
+    )
+    lab.perf_set("Switch1", 1, "LinkDownedCounter", (row.link_downed or 0) + 1)
+    lab.perf_set("Switch1", 1, "SymbolErrorCounter", (row.symbol_errors or 0) + 500)
+    time.sleep(1.0)
+    second = sweep(fabric)
+    row.refresh_from_db()
+    assert row.sweep_id == second.pk and row.error_deltas.get("symbol_errors") == 500, row.error_deltas
+    alarms = {a.code: a for a in Alarm.objects.filter(fabric=fabric)}
+    assert set(alarms) >= {"port.link_downed", "port.symbol_errors"}
+    assert alarms["port.link_downed"].port_id == row.port_id == alarms["port.symbol_errors"].port_id
+    expected_rate = 500 / second.interval_s * 60
+    assert alarms["port.symbol_errors"].details["value"] == pytest.approx(expected_rate)
+    # The next sweep without new errors clears the symbol-error alarm (rate 0 < threshold).
+    sweep(fabric)
+    alarms["port.symbol_errors"].refresh_from_db()
+    assert alarms["port.symbol_errors"].state == "cleared"
+    assert Alarm.objects.get(code="port.link_downed", fabric=fabric).state == "active"  # until its TTL
+
+
+def test_congestion_over_threshold_for_n_sweeps_raises_below_clears(small_lab):
+    lab = small_lab
+    ensure_policies()
+    EventPolicy.objects.filter(code="port.congestion").update(consecutive=3, threshold=0.5)
+    fabric = make_fabric(lab, "lab-congestion")
+    discover(fabric)
+    sweep(fabric)
+    from telemetry.models import PortCounters
+
+    row = PortCounters.objects.get(
+        port__node__fabric=fabric, port__node__description__icontains="Switch2", port__port_num=1
+    )
+    wait = row.xmit_wait or 0
+    states = []
+    for _ in range(3):
+        wait += 50_000_000  # ≥ 5e6 ticks/s over a ≤ 10 s interval: congestion index ≥ 0.5 (1 µs ticks)
+        lab.perf_set("Switch2", 1, "PortXmitWait", wait)
+        time.sleep(0.5)
+        sweep(fabric)
+        row.refresh_from_db()
+        assert row.congestion is not None and row.congestion > 0.5, row.congestion
+        states.append(
+            list(Alarm.objects.filter(fabric=fabric, code="port.congestion").values_list("state", flat=True))
+        )
+    time.sleep(0.5)
+    sweep(fabric)  # PortXmitWait unchanged: congestion 0
+    row.refresh_from_db()
+    assert row.congestion == 0
+    states.append(
+        list(Alarm.objects.filter(fabric=fabric, code="port.congestion").values_list("state", flat=True))
+    )
+    assert states == [[], [], ["active"], ["cleared"]]
+
+
+def test_sm_failover_master_changed_names_new_master(lab_factory):
+    from events.sm_watch import watch
+    from lab.pytest_plugin import small_netfile
+
+    lab = lab_factory(
+        small_netfile(),
+        standby_sm="Hca2",
+        opensm_conf={"sminfo_polling_timeout": "1000", "polling_retry_number": "2"},
+    )
+    old = lab.wait_master(60)
+    fabric = make_fabric(lab, "lab-sm")
+    first = watch(fabric)
+    assert first.master is not None and first.master.guid == old["guid"] and first.event == ""
+    lab.kill_master_sm()
+    deadline = time.monotonic() + 90
+    changed = None
+    while time.monotonic() < deadline and changed is None:
+        watch(fabric)
+        changed = Event.objects.filter(fabric=fabric, code="sm.master_changed").first()
+        if changed is None:
+            time.sleep(1)
+    assert changed is not None, list(Event.objects.filter(fabric=fabric).values_list("code", "message"))
+    new = lab.sm_info()
+    assert new["guid"] != old["guid"]
+    assert changed.object_key == new["guid"] and new["guid"] in changed.message
+    assert changed.details["old_guid"] == old["guid"] and changed.details["new_lid"] == new["lid"]
+    alarm = Alarm.objects.get(fabric=fabric, code="sm.master_changed")
+    assert alarm.state == "active" and alarm.severity == "warning"
+    fabric.refresh_from_db()
+    assert fabric.master_sm_guid == new["guid"]
+    # A lost-master alarm, if the watch saw the gap, was cleared by the change.
+    assert not Alarm.objects.open().filter(fabric=fabric, code="sm.master_lost").exists()

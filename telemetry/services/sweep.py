@@ -223,8 +223,8 @@ def poll_fabric(
         error = str(exc)
         log.warning("counter sweep of %s failed: %s", fabric, exc)
     # all ports of the sweep share one sample time: the middle of the collection
-    t_sample = t_collect + (collected.duration_s / 2 if collected else 0.0)
-    sampled_at = datetime.fromtimestamp(t_sample, UTC)
+    sampled_at = datetime.fromtimestamp(t_collect + (collected.duration_s / 2 if collected else 0.0), UTC)
+    t_sample = sampled_at.timestamp()  # microsecond precision, as stored: rates match the rows exactly
 
     prev_state = _previous_state(fabric, mech_label, [t.port_id for t in targets])
     rows: list[tuple] = []

@@ -344,7 +344,9 @@ class Lab:
         t0 = time.monotonic()
         deadline = t0 + timeout
         if self.workdir is None:
-            self.workdir = Path(tempfile.mkdtemp(prefix="weft-lab-"))
+            _sweep_stale_workdirs()
+            self.workdir = Path(tempfile.mkdtemp(prefix=_WORKDIR_PREFIX))
+            (self.workdir / _OWNER_FILE).write_text(f"{os.getpid()}\n")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._stopped = False
         with _LIVE_LOCK:
@@ -755,6 +757,22 @@ class Lab:
     def __repr__(self) -> str:
         state = "stopped" if self._stopped else f"running in {self.workdir}"
         return f"<Lab {self.net.source} {len(self.net.switches)} switches {len(self.net.cas)} CAs, {state}>"
+
+
+_WORKDIR_PREFIX = "weft-lab-"
+_OWNER_FILE = "owner.pid"
+
+
+def _sweep_stale_workdirs() -> None:
+    """Remove temporary lab directories whose owning process is gone (it was SIGKILLed and could not
+    clean up; its ibsim/OpenSM died with it through PR_SET_PDEATHSIG)."""
+    for d in Path(tempfile.gettempdir()).glob(_WORKDIR_PREFIX + "*"):
+        with contextlib.suppress(OSError, ValueError):
+            if d.stat().st_uid != os.getuid():
+                continue
+            pid = int((d / _OWNER_FILE).read_text().strip())
+            if not Path(f"/proc/{pid}").exists():
+                shutil.rmtree(d, ignore_errors=True)
 
 
 def _default_sm_node(cas: list[NetNode]) -> NetNode:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 # No Django import here: the plugin loads before Django settings are configured.
-from lab.core import Lab, tools_missing_reason
+from lab.core import _LIVE, _LIVE_LOCK, Lab, tools_missing_reason
 
 SMALL_NET = "ibsim_net/ibsim_net.2sw2path4hca"
 
@@ -53,6 +53,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     marker = pytest.mark.skip(reason=f"lab: {reason}")
     for item in lab_items:
         item.add_marker(marker)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Safety net: a lab a test started and never stopped (no fixture, no ``with``) is stopped here,
+    OpenSM before ibsim, and named in the terminal summary so the leak gets fixed."""
+    with _LIVE_LOCK:
+        leaked = list(_LIVE)
+    for lab in leaked:
+        lab.stop()
+    if leaked:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                f"lab: stopped {len(leaked)} lab(s) left running by tests: " + ", ".join(map(repr, leaked)),
+                yellow=True,
+            )
 
 
 def _skip_if_missing() -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from lab import Lab, netgen
 from lab.core import find_program
 from lab.tests.ibtext import alive, ports_summary
 
@@ -99,15 +100,22 @@ def test_fabric_lab_prints_a_working_environment_and_stops_cleanly(stop_signal, 
 
 def test_killing_the_python_process_takes_the_lab_down(tmp_path):
     """SIGKILL leaves no cleanup code to run: the children die with their parent (PR_SET_PDEATHSIG)."""
-    proc, _ = _start(["--fat-tree", "2:leaves=1,spines=1,hosts=2"])
+    proc, lines = _start(["--fat-tree", "2:leaves=1,spines=1,hosts=2"])
+    workdir = Path(re.search(r"work directory (\S+)\)", "\n".join(lines))[1])
     kids = _children(proc.pid)
     assert len(kids) == 2
     proc.kill()
     proc.wait(30)
+    proc.stdout.close()
+    proc.stderr.close()
     deadline = time.monotonic() + 10
     while any(alive(k) for k in kids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(alive(k) for k in kids)
+    # its temporary directory could not be removed by the dead process; the next lab sweeps it
+    assert workdir.is_dir()
+    with Lab(netgen.two_switch_four_ca()):
+        assert not workdir.exists()
 
 
 @pytest.mark.django_db

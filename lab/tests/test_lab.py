@@ -331,3 +331,34 @@ def test_selene_compute_fabric_comes_up_master(lab_factory, realdata, tmp_path):
     seen = ports_summary(lab.run(["ibnetdiscover", "-p"], timeout=300).stdout)
     assert len(seen["switches"]) == 666 and len(seen["cas"]) == 4341
     assert "4xHDR" in seen["rates"]
+
+
+def test_lab_tests_skip_with_the_reason_when_tools_are_missing(tmp_path):
+    """Without ibsim on PATH, ``@pytest.mark.lab`` tests are skipped, naming the Debian package."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PATH=str(tmp_path))  # /usr/bin (ibsim) off the PATH
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            f"{__file__}::test_sm_info_reports_master_on_the_sm_node",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 skipped" in proc.stdout
+    assert "ibsim (Debian package ibsim-utils)" in proc.stdout

@@ -94,6 +94,12 @@ def start(workers: int = 4, beat: bool = True, schedule: dict | None = None) -> 
     global _executor, _beat_thread
     from django.conf import settings
 
+    from weft.celery import app
+
+    # Celery's autodiscovery is lazy (it runs when a worker boots): import every app's tasks
+    # module now so the beat entries resolve.
+    app.loader.import_default_modules()
+
     with _lock:
         if _executor is None:
             _executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="weft-task")

@@ -144,7 +144,12 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+STATIC_ROOT = Path(
+    env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles" if PRODUCTION else DATA_DIR / "static"))
+)
+if not PRODUCTION:
+    # whitenoise serves from the app folders (WHITENOISE_USE_FINDERS) but wants STATIC_ROOT to exist.
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

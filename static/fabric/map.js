@@ -196,6 +196,9 @@
     selected = null;
     neighbours = new Set();
     delete container.dataset.selected;
+    delete panel.dataset.nodeId;
+    delete panel.dataset.guid;
+    panel.replaceChildren(el("p", "Click a node, or search for one, to see its ports and links. Esc clears the selection.", "muted"));
     renderer.refresh();
   }
 
@@ -347,9 +350,15 @@
         const list = search(searchInput.value);
         if (list.length) pick(list[0][0]);
         else setStatus("no node matches “" + searchInput.value + "”");
-      } else if (ev.key === "Escape") { showResults([]); }
+      } else if (ev.key === "Escape") {
+        if (results.childElementCount) showResults([]);
+        else if (selected !== null) clearSelection();
+      }
     });
     searchInput.addEventListener("blur", () => setTimeout(() => { results.replaceChildren(); }, 150));
+    document.addEventListener("keydown", (ev) => {
+      if (ev.key === "Escape" && ev.target !== searchInput && selected !== null) clearSelection();
+    });
     colourSelect.addEventListener("change", () => { colourMode = colourSelect.value; recolourEdges(); });
     const cam = () => renderer.getCamera();
     document.getElementById("map-zoom-in").addEventListener("click", () => cam().animatedZoom({ duration: 200 }));

@@ -1,0 +1,161 @@
+"""Browser tests of the network map and the import page (real server, Debian Chromium).
+
+Data is set up through ``server.manage("import_topology", ...)`` (the real parser and ingest);
+expected counts come from that command's JSON summary or from the REST API, never typed in.
+The map is checked through what the page reports (``#map[data-*]``, the panel), not pixels;
+clicks on the WebGL canvas go to the position sigma.js gives for the node.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.browser_support import PASSWORD
+
+pytestmark = pytest.mark.browser
+
+NDR = "ibnetdiscover/nvidia_topograph_ndr_dgx.ibnetdiscover.out"  # 40 switches + 582 CAs
+SMALL = "ibnetdiscover/ufm_small_topo_file.ibnetdiscover.txt"
+SELENE = "ibnetdiscover/selene_compute.ibnetdiscover.txt.gz"
+
+
+def login(page, server, user: str, next_url: str = "/fabric/") -> None:
+    """Sign in through the login form, landing on ``next_url`` (not the dashboard, another app's
+    page that these tests do not depend on)."""
+    page.goto(f"{server.url}/accounts/login/?next={next_url}")
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("#login-form button[type=submit]")
+    page.wait_for_url(f"{server.url}{next_url}")
+
+
+def import_file(server, path, fabric: str) -> dict:
+    proc = server.manage("import_topology", str(path), "--fabric", fabric)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def api_get(page, server, url: str) -> dict:
+    resp = page.request.get(server.url + url, headers={"Accept": "application/json"})
+    assert resp.ok, f"{url}: HTTP {resp.status}"
+    return resp.json()
+
+
+def open_map(page, server, fabric: str, timeout: float = 60000) -> dict:
+    page.goto(f"{server.url}/fabric/map/?fabric={fabric}")
+    page.wait_for_selector("#map[data-state=ready], #map[data-state=error]", timeout=timeout)
+    data = page.eval_on_selector("#map", "el => ({...el.dataset})")
+    assert data["state"] == "ready", page.inner_text("#map")
+    return data
+
+
+def test_map_draws_fabric_search_and_click(weft_server, browser_page, realdata):
+    server, page = weft_server, browser_page
+    summary = import_file(server, realdata / NDR, "dgx")
+    login(page, server, "viewer")
+    data = open_map(page, server, "dgx")
+    assert int(data["nodes"]) == summary["switches"] + summary["cas"] + summary["routers"]
+    assert int(data["links"]) == summary["links"]
+    assert 0 < int(data["edges"]) <= summary["links"]
+    status = page.inner_text("#map-status")
+    assert f"{summary['switches']} switches" in status and f"{summary['cas']} CAs" in status
+    assert page.locator("#map-legend li[data-legend]").count() >= 1
+
+    # search a CA by its GUID written unpadded and in capitals: compared as a 64-bit number
+    ca = api_get(page, server, "/api/fabric/nodes/?fabric_name=dgx&type=ca&limit=1&offset=17")["results"][0]
+    detail = api_get(page, server, f"/api/fabric/nodes/{ca['id']}/")
+    page.fill("#map-search", format(int(ca["node_guid"], 16), "X"))
+    page.wait_for_selector(f"#map-results li[data-guid='{ca['node_guid']}']")
+    page.press("#map-search", "Enter")
+    page.wait_for_selector(f"#map[data-selected='{ca['node_guid']}']")
+    assert page.text_content("#panel-title") == (ca["description"] or ca["node_guid"])
+    page.wait_for_selector("#panel-port-table")
+    assert page.locator("#panel-port-table tr.port-row").count() == len(detail["ports"])
+
+    # clear, then click the node where sigma draws it
+    page.wait_for_timeout(500)  # camera animation (300 ms)
+    page.keyboard.press("Escape")
+    page.wait_for_selector("#map:not([data-selected])")
+    pos = page.evaluate("g => window.weftMap.viewportPosition(g)", ca["node_guid"])
+    page.mouse.click(pos["x"], pos["y"])
+    page.wait_for_selector(f"#map[data-selected='{ca['node_guid']}']")
+    page.wait_for_selector("#panel-port-table tr.port-row")
+
+    # port details and the remote end, from the panel
+    linked = next(p for p in detail["ports"] if p["remote"])
+    page.click(f"#panel-port-table tr.port-row[data-port='{linked['port_num']}'] td:first-child")
+    port_box = page.inner_text("#panel-port")
+    assert linked["port_guid"] in port_box and linked["remote"]["node"]["node_guid"] in port_box
+    page.click(f"#panel-port-table tr.port-row[data-port='{linked['port_num']}'] a.remote-link")
+    remote_guid = linked["remote"]["node"]["node_guid"]
+    page.wait_for_selector(f"#map[data-selected='{remote_guid}']")
+    page.wait_for_selector("#panel-port-table tr.port-row")
+    remote = api_get(page, server, f"/api/fabric/nodes/{linked['remote']['node']['id']}/")
+    assert page.locator("#panel-port-table tr.port-row").count() == len(remote["ports"])
+
+    # search by LID lists that node
+    if remote["lid"] is not None:
+        page.fill("#map-search", str(remote["lid"]))
+        page.wait_for_selector(f"#map-results li[data-guid='{remote_guid}']")
+
+
+def test_admin_imports_a_second_fabric_from_the_ui(weft_server, browser_page, realdata):
+    server, page = weft_server, browser_page
+    reference = import_file(server, realdata / SMALL, "reference")
+    login(page, server, "admin")
+    page.goto(server.url + "/fabric/import/")
+    page.fill("#import-fabric", "second")
+    page.set_input_files("#import-file", str(realdata / SMALL))
+    page.click("#import-submit")
+    page.wait_for_selector("#import-result[data-status]")
+    assert page.get_attribute("#import-result", "data-status") == "201", page.inner_text("#import-result")
+    assert page.eval_on_selector("#import-bar", "el => el.value") == 100
+    for key, label in (("switches", "switches"), ("cas", "CAs"), ("links", "links")):
+        assert page.inner_text(f"#import-summary tr[data-key='{label}'] td") == str(reference[key])
+    page.click("#import-map-link")
+    page.wait_for_selector("#map[data-state=ready]")
+    assert int(page.get_attribute("#map", "data-nodes")) == reference["switches"] + reference["cas"]
+    assert page.get_attribute("#map", "data-fabric") == "second"
+
+    # a file that is not topology: the located error, nothing stored
+    bad = realdata / "perfquery" / "tacc_stats_2011_perfquery_oldnames.txt"
+    page.goto(server.url + "/fabric/import/")
+    page.fill("#import-fabric", "broken")
+    page.set_input_files("#import-file", str(bad))
+    page.click("#import-submit")
+    page.wait_for_selector("#import-result[data-status]")
+    assert page.get_attribute("#import-result", "data-status") == "400"
+    line = page.get_attribute("#import-error", "data-line")
+    assert line and int(line) >= 1
+    assert bad.name in page.inner_text("#import-error")
+    assert api_get(page, server, "/api/fabric/fabrics/?name=broken")["count"] == 0
+
+
+def test_viewer_cannot_open_import(weft_server, browser_page):
+    login(browser_page, weft_server, "viewer")
+    resp = browser_page.goto(weft_server.url + "/fabric/import/")
+    assert resp.status == 403
+
+
+@pytest.mark.slow
+def test_selene_map_renders(weft_server, browser_page, realdata):
+    """The Selene compute fabric (666 switches, 4,341 CAs) draws and answers a search.
+
+    The render time is printed, not asserted (see ``bench/map_render.py`` for the ratio).
+    """
+    server, page = weft_server, browser_page
+    summary = import_file(server, realdata / SELENE, "selene")
+    login(page, server, "viewer")
+    data = open_map(page, server, "selene", timeout=180000)
+    assert int(data["nodes"]) == summary["switches"] + summary["cas"] + summary["routers"]
+    assert int(data["links"]) == summary["links"]
+    timings = page.evaluate("() => window.weftMap.timings")
+    print(f"selene map: {data['nodes']} nodes, {data['edges']} edges, timings {timings}")
+    switch = api_get(page, server, "/api/fabric/nodes/?fabric_name=selene&type=switch&tier=spine&limit=1")[
+        "results"
+    ][0]
+    page.fill("#map-search", switch["node_guid"])
+    page.press("#map-search", "Enter")
+    page.wait_for_selector(f"#map[data-selected='{switch['node_guid']}']")
+    page.wait_for_selector("#panel-port-table tr.port-row")

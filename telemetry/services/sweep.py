@@ -226,6 +226,7 @@ def poll_fabric(
     sampled_at = datetime.fromtimestamp(t_collect + (collected.duration_s / 2 if collected else 0.0), UTC)
     t_sample = sampled_at.timestamp()  # microsecond precision, as stored: rates match the rows exactly
 
+    t_collected = time.monotonic()
     prev_state = _previous_state(fabric, mech_label, [t.port_id for t in targets])
     rows: list[tuple] = []
     chunk_entries: list[tuple[int, history.Entry]] = []
@@ -300,6 +301,7 @@ def poll_fabric(
         .first()
     )
     stats = collected.stats if collected else ""
+    t_computed = time.monotonic()
     with transaction.atomic():
         sweep = Sweep.objects.create(
             fabric=fabric,
@@ -329,6 +331,13 @@ def poll_fabric(
     duration = time.monotonic() - t_start
     Sweep.objects.filter(pk=sweep.pk).update(duration_s=round(duration, 4))
     sweep.duration_s = round(duration, 4)
+    # not stored: where the time went (bench/sweep.py prints it)
+    sweep.timings = {
+        "collect_s": round(t_collected - t_start, 4),
+        "compute_s": round(t_computed - t_collected, 4),
+        "store_publish_s": round(duration - (t_computed - t_start), 4),
+        "collector": stats,
+    }
 
     if reset and collected is not None:
         _reset(fabric, targets, env, ca_args, timeout, user)

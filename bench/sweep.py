@@ -1,0 +1,236 @@
+"""Counter-sweep benchmark: full Weft sweep vs a bare ``ibqueryerrors --data``, on the same lab fabric.
+
+For each topology (default: the Selene compute fabric from ``$WEFT_REALDATA`` — 666 switches,
+4,341 CAs — and a generated 2,048-host 3-level HDR fat tree) it:
+
+1. starts the lab (ibsim + OpenSM) on the topology and discovers it into Weft (``fabric.services``);
+2. times ``ibqueryerrors --data`` ``--runs`` times (the baseline, median);
+3. runs one warm-up sweep, then times ``--runs`` full sweeps (``poll_fabric``: collect + rates +
+   store + commit + publish through the ``sweep_committed`` listeners: heatmap producer, alarms), median;
+4. measures history storage: the growth of the ``telemetry_counterchunk`` relation (table + indexes +
+   TOAST on PostgreSQL; data + 40 bytes/row on SQLite) per sweep, (a) for the lab's own sweeps and
+   (b) worst case, random incompressible rates on every port; scaled to 30-s sampling and 1,000 nodes.
+
+The end-to-end websocket latency comes from ``bench/ws_latency.py``'s ``measure(clients=100)``
+(``--ws`` to run it; null otherwise). Use PostgreSQL for numbers that mean something:
+``DATABASE_URL=postgresql://... REDIS_URL=redis://... SECRET_KEY=... python bench/sweep.py --json``.
+
+``python bench/sweep.py [--topology PATH] [--fat-tree-hosts N] [--runs K] [--ws] --json``; the last
+line is a JSON object with at least ``ports``, ``sweep_s``, ``ibqueryerrors_s``, ``ratio``,
+``ws_latency_p95_s``, ``bytes_per_hour_per_1000_nodes`` (of the first topology), and ``topologies``
+with every topology's numbers. Not a test: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "weft.settings")
+
+SAMPLING_S = 30.0
+
+
+def _django():
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def _relation_bytes() -> int:
+    from django.db import connection
+
+    from telemetry.models import CounterChunk
+
+    table = CounterChunk._meta.db_table
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql":
+            cur.execute("SELECT pg_total_relation_size(%s)", [table])
+            return int(cur.fetchone()[0])
+        cur.execute(f"SELECT COALESCE(SUM(LENGTH(data)), 0) + 40 * COUNT(*) FROM {table}")
+        return int(cur.fetchone()[0])
+
+
+def _per_1000_nodes_per_hour(bytes_per_sweep: float, nodes: int) -> float:
+    return bytes_per_sweep * (3600.0 / SAMPLING_S) * 1000.0 / nodes
+
+
+def _worst_case_storage(fabric, port_ids: list[int], sweeps: int = 10) -> float:
+    """Bytes per sweep with random rates on every port (incompressible), measured on the table."""
+    from telemetry.models import CounterChunk
+    from telemetry.services import history
+
+    rng = random.Random(1)
+    t0 = 2_000_000_000
+    before = _relation_bytes()
+    for k in range(sweeps):
+        entries = [
+            (
+                pid,
+                (rng.uniform(0, 2.5e10), rng.uniform(0, 2.5e10), rng.uniform(0, 1e6), rng.randrange(0, 3), 0),
+            )
+            for pid in port_ids
+        ]
+        CounterChunk.objects.bulk_create(
+            history.build_chunks(fabric.pk, t0 + 30 * k, entries), batch_size=500
+        )
+    after = _relation_bytes()
+    CounterChunk.objects.filter(fabric=fabric, t__gte=t0).delete()
+    return (after - before) / sweeps
+
+
+def bench_topology(name: str, netfile: str, runs: int) -> dict:
+    """Run the benchmark on one netfile (text); returns its numbers (seconds, bytes)."""
+    from fabric.models import Fabric, Node, Port
+    from fabric.services.discovery import discover
+    from lab import Lab
+    from telemetry.models import PortCounters, Sweep
+    from telemetry.services.sweep import poll_fabric
+
+    t = time.monotonic()
+    lab = Lab(netfile).start(timeout=900)
+    lab_s = time.monotonic() - t
+    try:
+        Fabric.objects.filter(name=name).delete()
+        fabric = Fabric.objects.create(name=name, tool_env=lab.tool_env, discovery_timeout_s=900)
+        t = time.monotonic()
+        discover(fabric, timeout=900)
+        discovery_s = time.monotonic() - t
+        fabric.refresh_from_db()
+        nodes = Node.objects.filter(fabric=fabric).count()
+        ports = Port.objects.filter(node__fabric=fabric, port_num__gte=1).count()
+
+        baseline = []
+        for _ in range(runs):
+            t = time.monotonic()
+            res = lab.run(["ibqueryerrors", "--data"], timeout=900, check=False)
+            baseline.append(time.monotonic() - t)
+            if res.returncode not in (0, 1):
+                raise RuntimeError(f"ibqueryerrors exited {res.returncode}: {res.stderr[-500:]}")
+        iqe_ports = None
+        for line in res.stdout.splitlines():
+            if "ports checked" in line:
+                iqe_ports = int(line.split()[1])
+
+        warm = poll_fabric(fabric)
+        before = _relation_bytes()
+        sweeps = []
+        for _ in range(runs):
+            sweeps.append(poll_fabric(fabric))
+        lab_bytes_per_sweep = (_relation_bytes() - before) / runs
+        durations = [s.duration_s for s in sweeps]
+        port_ids = list(
+            PortCounters.objects.filter(port__node__fabric=fabric).values_list("port_id", flat=True)
+        )
+        worst = _worst_case_storage(fabric, port_ids)
+        sweep_s = statistics.median(durations)
+        iqe_s = statistics.median(baseline)
+        last = sweeps[-1]
+        out = {
+            "topology": name,
+            "nodes": nodes,
+            "ports": ports,
+            "ports_read": last.ports,
+            "stale": last.stale,
+            "ibqueryerrors_ports_checked": iqe_ports,
+            "sweep_s": round(sweep_s, 4),
+            "sweep_runs_s": [round(d, 4) for d in durations],
+            "first_sweep_s": warm.duration_s,
+            "timings": getattr(last, "timings", None),
+            "ibqueryerrors_s": round(iqe_s, 4),
+            "ibqueryerrors_runs_s": [round(b, 4) for b in baseline],
+            "ratio": round(sweep_s / iqe_s, 3),
+            "lab_start_s": round(lab_s, 2),
+            "discovery_s": round(discovery_s, 2),
+            "history_bytes_per_sweep_lab": round(lab_bytes_per_sweep),
+            "history_bytes_per_sweep_worst": round(worst),
+            "bytes_per_hour_per_1000_nodes": round(_per_1000_nodes_per_hour(worst, nodes)),
+            "bytes_per_hour_per_1000_nodes_lab": round(_per_1000_nodes_per_hour(lab_bytes_per_sweep, nodes)),
+            "sweeps_status": [s.status for s in sweeps],
+        }
+        Sweep.objects.filter(fabric=fabric).delete()
+        fabric.delete()
+        return out
+    finally:
+        lab.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--topology", help="netfile/ibnetdiscover file (.gz ok); default Selene compute + fat tree"
+    )
+    ap.add_argument(
+        "--fat-tree-hosts", type=int, default=2048, help="hosts of the generated fat tree (0: skip)"
+    )
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--ws", action="store_true", help="also run bench/ws_latency.py measure(clients=100)")
+    ap.add_argument("--json", action="store_true", help="print only the JSON line")
+    args = ap.parse_args(argv)
+    _django()
+    from django.db import connection
+
+    from lab import netgen
+
+    todo: list[tuple[str, str]] = []
+    if args.topology:
+        path = Path(args.topology)
+        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+        todo.append((path.name.split(".")[0].replace("_", "-")[:60], text))
+    else:
+        realdata = Path(os.environ.get("WEFT_REALDATA", "/work/shared/realdata"))
+        selene = realdata / "ibnetdiscover" / "selene_compute.ibnetdiscover.txt.gz"
+        todo.append(("selene-compute", gzip.decompress(selene.read_bytes()).decode()))
+        if args.fat_tree_hosts:
+            hosts = args.fat_tree_hosts
+            # 3-level HDR fat tree: pods of 8 leaves x 16 hosts, 16 spines per pod, 8 cores per group
+            pods = max(1, hosts // 128)
+            todo.append((f"fat-tree-{hosts}", netgen.fat_tree_3level(pods, 8, 16, 128, 16)))
+    results = []
+    for name, text in todo:
+        r = bench_topology(name, text, args.runs)
+        results.append(r)
+        if not args.json:
+            print(json.dumps(r, indent=1), flush=True)
+    ws = None
+    if args.ws:
+        try:
+            from bench.ws_latency import measure
+
+            ws = measure(clients=100)
+        except Exception as exc:  # the latency bench is the heatmap engineer's; report, don't die
+            ws = {"error": str(exc)}
+    first = results[0]
+    print(
+        json.dumps(
+            {
+                "database": connection.vendor,
+                "ports": first["ports"],
+                "sweep_s": first["sweep_s"],
+                "ibqueryerrors_s": first["ibqueryerrors_s"],
+                "ratio": first["ratio"],
+                "ws_latency_p95_s": ws.get("p95_s") if isinstance(ws, dict) else None,
+                "ws_latency": ws,
+                "bytes_per_hour_per_1000_nodes": first["bytes_per_hour_per_1000_nodes"],
+                "topologies": results,
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""/metrics without a lab: exposition from stored rows, access control, and the Grafana dashboard's
+queries only use metric names that Weft exports."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from django.test import Client
+
+from fabric.models import Fabric, Link, Node, Port
+from telemetry.models import PortCounters, Sweep
+
+GRAFANA = Path(__file__).resolve().parents[2] / "grafana" / "weft-fabric.json"
+
+
+@pytest.fixture
+def stored(db):
+    fabric = Fabric.objects.create(name="f1")
+    sw = Node.objects.create(
+        fabric=fabric, node_guid="0x0000000000000a01", node_type="switch", description="leaf-1", lid=7
+    )
+    ca = Node.objects.create(
+        fabric=fabric, node_guid="0x0000000000000b01", node_type="ca", description="host1 mlx5_0"
+    )
+    p_sw = Port.objects.create(node=sw, port_num=5, rate_gbps=200.0)
+    p_ca = Port.objects.create(node=ca, port_num=1, lid=9, rate_gbps=200.0)
+    Link.objects.create(fabric=fabric, port_a=p_sw, port_b=p_ca, width="4x", speed="HDR", rate_gbps=200.0)
+    now = datetime.now(UTC)
+    sweep = Sweep.objects.create(
+        fabric=fabric,
+        started=now - timedelta(seconds=3),
+        duration_s=0.25,
+        interval_s=10.0,
+        ports=2,
+        stale=1,
+        status="partial",
+    )
+    PortCounters.objects.create(
+        port=p_sw,
+        sweep=sweep,
+        sampled_at=now,
+        xmit_data=1000,
+        rcv_data=10,
+        xmit_pkts=5,
+        rcv_pkts=6,
+        xmit_wait=77,
+        symbol_errors=3,
+        link_downed=1,
+        extended=True,
+        xmit_bytes_per_s=1.5e9,
+        utilisation=0.06,
+        congestion=0.25,
+    )
+    PortCounters.objects.create(port=p_ca, sweep=sweep, stale=True, stale_reason="no answer")
+    return fabric
+
+
+def test_exposition_values_labels_and_health(stored, settings):
+    settings.WEFT_METRICS_ALLOW = ["127.0.0.1"]
+    resp = Client(REMOTE_ADDR="127.0.0.1").get("/metrics")
+    assert resp.status_code == 200 and resp["Content-Type"].startswith("text/plain")
+    text = resp.content.decode()
+    labels = (
+        'fabric="f1",node_desc="leaf-1",node_guid="0x0000000000000a01",port="5",'
+        'remote_desc="host1 mlx5_0",remote_guid="0x0000000000000b01",remote_port="1"'
+    )
+    lines = text.splitlines()
+    assert f"weft_port_xmit_bytes_total{{{labels}}} 4000.0" in lines  # 1000 words x 4
+    assert f"weft_port_xmit_wait_ticks_total{{{labels}}} 77.0" in lines
+    assert f"weft_port_symbol_errors_total{{{labels}}} 3.0" in lines
+    assert f"weft_port_link_downed_total{{{labels}}} 1.0" in lines
+    assert f"weft_port_congestion_ratio{{{labels}}} 0.25" in lines
+    assert f"weft_port_stale{{{labels}}} 0.0" in lines
+    # the stale CA port has no counters but is flagged
+    assert any(
+        ln.startswith("weft_port_stale{") and 'node_desc="host1 mlx5_0"' in ln and ln.endswith(" 1.0")
+        for ln in lines
+    )
+    assert not any(
+        ln.startswith("weft_port_xmit_bytes_total{") and 'node_desc="host1 mlx5_0"' in ln for ln in lines
+    )
+    assert 'weft_sweep_stale_ports{fabric="f1"} 1.0' in lines
+    assert 'weft_sweep_ok{fabric="f1"} 0.5' in lines
+    age = next(float(ln.split()[-1]) for ln in lines if ln.startswith('weft_sweep_age_seconds{fabric="f1"}'))
+    assert 2.0 < age < 60.0
+
+
+def test_access_control(stored, settings):
+    settings.WEFT_METRICS_TOKENS = ["tok-1", "tok-2"]
+    settings.WEFT_METRICS_ALLOW = []
+    assert Client(REMOTE_ADDR="127.0.0.1").get("/metrics").status_code == 403
+    assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer tok-3").status_code == 403
+    assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer tok-2").status_code == 200
+    assert Client().post("/metrics", HTTP_AUTHORIZATION="Bearer tok-2").status_code == 405
+
+
+def test_grafana_dashboard_uses_exported_metrics(stored, settings):
+    settings.WEFT_METRICS_ALLOW = ["127.0.0.1"]
+    text = Client(REMOTE_ADDR="127.0.0.1").get("/metrics").content.decode()
+    exported = set(re.findall(r"^# TYPE (\S+) (\S+)", text, re.M))
+    names = {n if t != "counter" or n.endswith("_total") else n + "_total" for n, t in exported}
+    dash = json.loads(GRAFANA.read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    used = {m for e in exprs for m in re.findall(r"\bweft_[a-z0-9_]+", e)}
+    assert used and used <= names, used - names

@@ -107,3 +107,41 @@ def parse_sminfo(text: str, source: str = "<sminfo>") -> list[SMInfoRecord]:
     if not records:
         raise SMInfoParseError(f"{source}:1: no 'sminfo: sm lid ...' record found")
     return records
+
+
+class SAQueryParseError(ValueError):
+    """saquery output that cannot be read; the message names the line."""
+
+
+def parse_saquery_sm_ports(text: str, source: str = "<saquery -s>") -> list[int]:
+    """LIDs of the ports whose PortInfo:CapabilityMask has IsSM set, from ``saquery -s``.
+
+    ``saquery -s`` (infiniband-diags) prints an ``IsSM ports`` section of PortInfoRecord dumps
+    (``EndPortLid....N``) and then an ``IsSMdisabled ports`` section; only the first counts.
+    Returns the LIDs in output order without duplicates.
+
+    Raises:
+        SAQueryParseError: no ``IsSM ports`` header, or an ``EndPortLid`` that is not a number.
+    """
+    lids: list[int] = []
+    in_section = False
+    seen_header = False
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if line == "IsSM ports":
+            in_section = seen_header = True
+            continue
+        if line == "IsSMdisabled ports":
+            in_section = False
+            continue
+        if in_section and line.startswith("EndPortLid"):
+            value = line.split(".")[-1].strip()
+            try:
+                lid = int(value, 0)
+            except ValueError:
+                raise SAQueryParseError(f"{source}:{n}: EndPortLid {value!r} is not a number")
+            if lid not in lids:
+                lids.append(lid)
+    if not seen_header:
+        raise SAQueryParseError(f"{source}:1: no 'IsSM ports' section (is this saquery -s output?)")
+    return lids

@@ -1,5 +1,8 @@
 """SM watch: which SM is master, from ``sminfo`` (SMInfo, IBTA Vol 1 14.2.5.13), every 30 s.
 
+The other SMs (standby) are found through the SA: ``saquery -s`` lists the ports with the IsSM
+capability bit, and ``sminfo <lid>`` reads each one's SMInfo (state, priority, ActCount).
+
 ``sminfo`` asks the SM at the local port's MasterSMLID; its answer names the master's port GUID
 and LID. Compared with ``Fabric.master_sm_guid`` (the last known master):
 
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from .parsers import SMInfoParseError, SMInfoRecord, parse_sminfo
+from .parsers import SMInfoParseError, SMInfoRecord, parse_saquery_sm_ports, parse_sminfo
 from .services import EventSpec, record_events
 
 log = logging.getLogger(__name__)
@@ -71,6 +74,31 @@ def read_master(fabric, timeout: float = 15.0) -> tuple[SMInfoRecord | None, str
     return masters[0], ""
 
 
+def read_all_sms(fabric, timeout: float = 15.0) -> tuple[list[SMInfoRecord], str]:
+    """Every SM of the subnet: the SA's IsSM ports (``saquery -s``), then ``sminfo <lid>`` each.
+
+    Returns ``(records, "")`` or ``(records read so far, error)``; an SM that does not answer
+    is left out (its error is in the text).
+    """
+    from fabric.collectors.tools import fabric_ca_args, fabric_env, run_tool
+
+    env, ca = fabric_env(fabric), fabric_ca_args(fabric)
+    try:
+        out = run_tool(["saquery", *ca, "-s"], env=env, timeout=timeout)
+        lids = parse_saquery_sm_ports(out.stdout, source="saquery -s")
+    except Exception as exc:  # ToolError, timeout, SAQueryParseError
+        return [], f"saquery -s: {str(exc)[:300]}"
+    records: list[SMInfoRecord] = []
+    errors = []
+    for lid in lids:
+        try:
+            res = run_tool(["sminfo", *ca, str(lid)], env=env, timeout=timeout)
+            records += parse_sminfo(res.stdout, source=f"sminfo {lid}")
+        except Exception as exc:
+            errors.append(f"sminfo {lid}: {str(exc)[:200]}")
+    return records, "; ".join(errors)
+
+
 def _name(fabric, guid: str) -> str:
     from fabric.models import Node, Port
 
@@ -93,8 +121,11 @@ def watch(fabric, master: SMInfoRecord | None = None, error: str = "", read: boo
     from .models import ConditionState
     from .rules import load_policies
 
+    others: list[SMInfoRecord] = []
     if read and master is None and not error:
         master, error = read_master(fabric)
+        if master is not None:
+            others = [r for r in read_all_sms(fabric)[0] if r.guid != master.guid]
     result = SMWatchResult(fabric=fabric.name, master=master, error=error)
     now = timezone.now()
     with transaction.atomic():
@@ -152,6 +183,12 @@ def watch(fabric, master: SMInfoRecord | None = None, error: str = "", read: boo
                 defaults={"lid": master.lid, "priority": master.priority, "state": SMState.MASTER,
                           "activity_count": master.activity_count, "last_seen": now},
             )  # fmt: skip
+            for sm in others:  # standby/discovering SMs found through the SA
+                SubnetManager.objects.update_or_create(
+                    fabric=fabric, guid=sm.guid,
+                    defaults={"lid": sm.lid, "priority": sm.priority, "state": sm.state,
+                              "activity_count": sm.activity_count, "last_seen": now},
+                )  # fmt: skip
         if specs:
             for spec in specs:
                 spec.severity = load_policies()[spec.code].severity

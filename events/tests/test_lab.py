@@ -144,6 +144,15 @@ def test_sm_failover_master_changed_names_new_master(lab_factory):
     fabric = make_fabric(lab, "lab-sm")
     first = watch(fabric)
     assert first.master is not None and first.master.guid == old["guid"] and first.event == ""
+    # The standby is found through the SA (saquery -s, then sminfo <lid>) once it has a LID.
+    from fabric.models import SubnetManager
+
+    deadline = time.monotonic() + 30
+    while SubnetManager.objects.filter(fabric=fabric).count() < 2 and time.monotonic() < deadline:
+        time.sleep(1)
+        assert watch(fabric).event == ""
+    states = dict(SubnetManager.objects.filter(fabric=fabric).values_list("guid", "state"))
+    assert states[old["guid"]] == 3 and sorted(states.values()) == [2, 3], states
     lab.kill_master_sm()
     deadline = time.monotonic() + 90
     changed = None
@@ -161,5 +170,6 @@ def test_sm_failover_master_changed_names_new_master(lab_factory):
     assert alarm.state == "active" and alarm.severity == "warning"
     fabric.refresh_from_db()
     assert fabric.master_sm_guid == new["guid"]
+    assert SubnetManager.objects.get(fabric=fabric, guid=new["guid"]).state == 3
     # A lost-master alarm, if the watch saw the gap, was cleared by the change.
     assert not Alarm.objects.open().filter(fabric=fabric, code="sm.master_lost").exists()

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from events.parsers import SMInfoParseError, parse_sminfo
+from events.parsers import SAQueryParseError, SMInfoParseError, parse_saquery_sm_ports, parse_sminfo
 
 
 def test_real_cexec_capture_with_wrapped_lines(realdata):
@@ -59,3 +59,12 @@ def test_fuzz_never_crashes_otherwise(text):
         parse_sminfo(text)
     except SMInfoParseError:
         pass
+
+
+def test_saquery_sm_ports_bad_input_names_the_line():
+    with pytest.raises(SAQueryParseError, match=r"x:1: no 'IsSM ports'"):
+        parse_saquery_sm_ports("PortInfoRecord dump:\n", source="x")
+    with pytest.raises(SAQueryParseError, match=r"x:3: EndPortLid 'zz'"):
+        parse_saquery_sm_ports(
+            "IsSM ports\nPortInfoRecord dump:\n\t\tEndPortLid..............zz\n", source="x"
+        )

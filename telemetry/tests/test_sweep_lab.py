@@ -287,3 +287,26 @@ def test_ibqueryerrors_details_names_are_swapped_and_corrected(small_lab):
     finally:
         for f in ("PortXmitDiscards", "PortRcvErrors"):
             small_lab.perf_set("Hca2", 1, f, 0)
+
+
+@pytest.mark.integration
+def test_sweeps_on_postgresql_store_rates_and_history(small_lab, fabric):
+    """The PostgreSQL path (one ``INSERT .. SELECT unnest(..) ON CONFLICT`` statement) stores the same
+    semantics as the portable one: inserts, then updates, JSON flags, and a history chunk per bucket."""
+    from django.db import connection
+
+    from telemetry.models import CounterChunk
+
+    assert connection.vendor == "postgresql"
+    poll_fabric(fabric)
+    a = counters("Hca1", 1)
+    small_lab.perf_set("Hca1", 1, "PortXmitWait", a.xmit_wait + 50_000)
+    small_lab.perf_set("Hca1", 1, "SymbolErrorCounter", a.symbol_errors + 2)
+    s2 = poll_fabric(fabric)
+    pc = counters("Hca1", 1)
+    assert pc.sweep_id == s2.pk and pc.error_deltas == {"symbol_errors": 2} and pc.saturated == []
+    dt = (pc.sampled_at - a.sampled_at).total_seconds()
+    assert pc.xmit_wait_per_s == pytest.approx(50_000 / dt, rel=1e-6)
+    n_ports = Port.objects.filter(node__fabric=fabric).count()
+    assert PortCounters.objects.filter(port__node__fabric=fabric).count() == n_ports
+    assert CounterChunk.objects.filter(fabric=fabric).count() >= 2

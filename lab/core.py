@@ -263,6 +263,8 @@ class Lab:
         self._stopped = True
         self.started_at: float | None = None
         self.start_seconds: float | None = None
+        #: seconds from start() to ibsim's prompt ("ibsim"), sminfo MASTER ("master"), "subnet_up"
+        self.timings: dict[str, float] = {}
 
     # -- node names -------------------------------------------------------------------------------
 
@@ -353,18 +355,30 @@ class Lab:
             _LIVE.add(self)
         try:
             self._start_ibsim(deadline)
+            self.timings["ibsim"] = time.monotonic() - t0
             for i, sm in enumerate(self._sms):
                 sm.dir = self.workdir / f"opensm{i}"
                 self._start_opensm(sm)
                 if i == 0:
                     self.wait_master(timeout=max(1.0, deadline - time.monotonic()))
-            self.wait_subnet_up(timeout=max(1.0, deadline - time.monotonic()))
+                    self.timings["master"] = time.monotonic() - t0
+                    self.wait_subnet_up(timeout=max(1.0, deadline - time.monotonic()))
+                    self.timings["subnet_up"] = time.monotonic() - t0
+                else:  # a standby that is still discovering would not take over yet
+                    self._wait_log(sm, b"Entering STANDBY state", max(1.0, deadline - time.monotonic()))
         except BaseException:
             self.stop()
             raise
         self.started_at = time.time()
         self.start_seconds = time.monotonic() - t0
-        logger.info("lab %s up in %.1fs (%s)", self.socket_name, self.start_seconds, self.workdir)
+        logger.info(
+            "lab %s up in %.1fs (ibsim %.1fs, MASTER %.1fs) in %s",
+            self.socket_name,
+            self.start_seconds,
+            self.timings["ibsim"],
+            self.timings["master"],
+            self.workdir,
+        )
         return self
 
     def _start_ibsim(self, deadline: float) -> None:
@@ -714,18 +728,27 @@ class Lab:
 
     def wait_subnet_up(self, timeout: float = 60) -> None:
         """Wait until an OpenSM of the lab logged ``SUBNET UP`` (LIDs assigned, routes set, ports ACTIVE)."""
+        self._wait_log(None, b"SUBNET UP", timeout)
+
+    def _wait_log(self, sm: _SM | None, text: bytes, timeout: float) -> None:
+        """Wait until ``sm``'s log (any OpenSM's when None) contains ``text``; ``LabError`` on timeout."""
         deadline = time.monotonic() + timeout
+        sms = [sm] if sm is not None else self._sms
         while True:
             self._check_alive_any()
-            for sm in self._sms:
+            if sm is not None and sm.proc is not None and sm.proc.poll() is not None:
+                raise LabError(
+                    f"OpenSM on {sm.node.node_id!r} exited (status {sm.proc.returncode})\n{_tail(sm.log)}"
+                )
+            for one in sms:
                 try:
-                    if b"SUBNET UP" in sm.log.read_bytes():
+                    if text in one.log.read_bytes():
                         return
                 except OSError:
                     pass
             if time.monotonic() > deadline:
                 raise LabError(
-                    f"OpenSM did not log SUBNET UP within {timeout:.0f}s\n{_tail(self._sms[0].log)}"
+                    f"OpenSM did not log {text.decode()} within {timeout:.0f}s\n{_tail(sms[0].log)}"
                 )
             time.sleep(0.2)
 

@@ -305,7 +305,7 @@ def test_fat_tree_648_hosts_comes_up_master(lab_factory):
     t0 = time.monotonic()
     lab = lab_factory(text, timeout=180)
     took = time.monotonic() - t0
-    print(f"648-host fat tree: lab up in {took:.1f}s")
+    print(f"648-host fat tree: lab up in {took:.1f}s ({lab.timings})")
     assert lab.sm_info()["state"] == "MASTER"
     seen = ports_summary(lab.run(["ibnetdiscover", "-p"], timeout=120).stdout)
     assert len(seen["cas"]) == 648 and len(seen["switches"]) == 54
@@ -325,7 +325,7 @@ def test_selene_compute_fabric_comes_up_master(lab_factory, realdata, tmp_path):
     t0 = time.monotonic()
     lab = lab_factory(netfile, timeout=900)
     took = time.monotonic() - t0
-    print(f"Selene compute ({len(lab.net.nodes)} nodes): lab up in {took:.1f}s")
+    print(f"Selene compute ({len(lab.net.nodes)} nodes): lab up in {took:.1f}s ({lab.timings})")
     assert len(lab.net.switches) == 666 and len(lab.net.cas) == 4341
     assert lab.sm_info()["state"] == "MASTER"
     seen = ports_summary(lab.run(["ibnetdiscover", "-p"], timeout=300).stdout)

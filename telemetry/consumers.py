@@ -68,7 +68,11 @@ class HeatmapConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "pong"})
 
     async def _relay(self, message_type: str, message: dict[str, Any]) -> None:
-        await self.send_json({"type": message_type, "payload": message["payload"]})
+        payload = message["payload"]
+        if "text" in payload:  # pre-encoded frame (producer.RelayPayload): relay verbatim
+            await self.send(text_data=payload["text"])
+        else:
+            await self.send_json({"type": message_type, "payload": payload})
 
     async def heatmap_delta(self, message: dict[str, Any]) -> None:
         await self._relay(DELTA_TYPE, message)

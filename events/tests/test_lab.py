@@ -173,3 +173,34 @@ def test_sm_failover_master_changed_names_new_master(lab_factory):
     assert SubnetManager.objects.get(fabric=fabric, guid=new["guid"]).state == 3
     # A lost-master alarm, if the watch saw the gap, was cleared by the change.
     assert not Alarm.objects.open().filter(fabric=fabric, code="sm.master_lost").exists()
+
+
+def test_fault_injector_flap_and_burst_raise_alarms(small_lab):
+    from events.faults import FaultInjector
+
+    lab = small_lab
+    fabric = make_fabric(lab, "lab-faults")
+    discover(fabric)
+    sweep(fabric)
+    flapper = FaultInjector(lab, 60, kinds=("flap",), flap_s=3, seed=7)
+    # Default targets: one end of each switch-to-switch link of the netfile (Switch1/Switch2 ports 3 and 5).
+    assert sorted(flapper.targets) == [("Switch1", 3), ("Switch1", 5)]
+    fault = flapper.inject_once()
+    discover(fabric)
+    down = Alarm.objects.get(fabric=fabric, code="link.down")
+    assert f"{lab.guid_of(fault.node)}/{fault.port}" in down.object_key
+    time.sleep(4)  # the injector relinks after flap_s
+    assert flapper._unlinked == []
+    discover(fabric)
+    down.refresh_from_db()
+    assert down.state == "cleared"
+
+    burster = FaultInjector(lab, 60, kinds=("burst",), burst=400, seed=3)
+    fault = burster.inject_once()
+    time.sleep(1)
+    sweep(fabric)
+    alarm = Alarm.objects.get(fabric=fabric, code="port.symbol_errors")
+    assert alarm.port.port_num == fault.port and alarm.details["delta"] == 400
+    assert Alarm.objects.filter(fabric=fabric, code="port.link_downed", port=alarm.port).exists()
+    burster.stop()
+    flapper.stop()

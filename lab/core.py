@@ -364,6 +364,17 @@ class Lab:
                     self.timings["master"] = time.monotonic() - t0
                     self.wait_subnet_up(timeout=max(1.0, deadline - time.monotonic()))
                     self.timings["subnet_up"] = time.monotonic() - t0
+                    errors = _partition_errors(_read_from(sm.log, 0))
+                    if errors:
+                        p = self._partitions
+                        source = (
+                            p
+                            if isinstance(p, Path) or (isinstance(p, str) and Path(p).is_file())
+                            else "partitions"
+                        )
+                        raise LabError(
+                            f"{source}: {errors[0]} (OpenSM would run with only the default partition)"
+                        )
                 else:  # a standby that is still discovering would not take over yet
                     self._wait_log(sm, b"Entering STANDBY state", max(1.0, deadline - time.monotonic()))
         except BaseException:
@@ -455,8 +466,8 @@ class Lab:
         p = self._partitions
         if p is None:
             return "Default=0x7fff, ipoib : ALL=full ;\n"
-        if isinstance(p, str) and ("\n" in p or "=" in p):
-            return p
+        if isinstance(p, str) and ("\n" in p or ("=" in p and not Path(p).is_file())):
+            return p  # partitions text
         try:
             return Path(p).read_text()
         except OSError as exc:
@@ -763,15 +774,36 @@ class Lab:
                 return
         raise LabError(f"the MASTER SM {info['guid']} is not an OpenSM of this lab")
 
-    def set_partitions(self, text: str) -> None:
-        """Replace the partitions file with ``text`` and SIGHUP every OpenSM so it re-reads it (and
-        re-sweeps); returns at once, the new PKeys reach the ports within a sweep."""
+    def set_partitions(self, text: str, timeout: float = 60) -> None:
+        """Replace the partitions file with ``text``, SIGHUP the OpenSMs so they re-read it, and wait
+        (up to ``timeout`` s) until the master's heavy sweep logged ``SUBNET UP``: the new PKeys are on
+        the ports when this returns.
+
+        Raises ``LabError`` naming the line when OpenSM rejects the file (``PARSE ERROR``; OpenSM then
+        runs with only the default partition), or when no sweep completes in time.
+        """
         if self._stopped:
             raise LabError("the lab is not running")
+        alive = [sm for sm in self._sms if sm.proc is not None and sm.proc.poll() is None]
+        offsets = {id(sm): _size(sm.log) for sm in alive}
         self._write_partitions(text)
-        for sm in self._sms:
-            if sm.proc is not None and sm.proc.poll() is None:
-                sm.proc.send_signal(signal.SIGHUP)
+        for sm in alive:
+            sm.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + timeout
+        while True:
+            for sm in alive:
+                new = _read_from(sm.log, offsets[id(sm)])
+                errors = _partition_errors(new)
+                if errors:
+                    raise LabError(
+                        f"{self.workdir / 'partitions.conf'}: {errors[0]} (OpenSM kept only the default partition)"
+                    )
+                if b"SUBNET UP" in new:
+                    return
+            if time.monotonic() > deadline:
+                raise LabError(f"OpenSM did not re-sweep within {timeout:.0f}s after SIGHUP")
+            self._check_alive_any()
+            time.sleep(0.1)
 
     @property
     def sm_pids(self) -> list[int]:
@@ -796,6 +828,31 @@ def _sweep_stale_workdirs() -> None:
             pid = int((d / _OWNER_FILE).read_text().strip())
             if not Path(f"/proc/{pid}").exists():
                 shutil.rmtree(d, ignore_errors=True)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _read_from(path: Path, offset: int) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read()
+    except OSError:
+        return b""
+
+
+def _partition_errors(log: bytes) -> list[str]:
+    """OpenSM's partitions-file complaints (``parse_part_conf: PARSE ERROR: line 2: bad partition
+    definition``) as ``"line 2: bad partition definition"``."""
+    return [
+        m.group(1).decode(errors="replace").strip()
+        for m in re.finditer(rb"PARSE ERROR: (line \d+:[^\n]*)", log)
+    ]
 
 
 def _default_sm_node(cas: list[NetNode]) -> NetNode:

@@ -163,6 +163,18 @@ def test_partitions_file_is_visible_through_smpquery_pkeys(lab_factory):
     _wait_for(lambda: keys("Hca3") == {0xFFFF, 0x8B02}, 30, "tenant-b on Hca3")
 
 
+def test_bad_partitions_are_reported_with_the_line(lab_factory, tmp_path):
+    path = tmp_path / "partitions.conf"
+    path.write_text("Default=0x7fff, ipoib : ALL=full ;\nbroken=notakey : ALL=full ;\n")
+    lab = Lab(netgen.two_switch_four_ca(), partitions=path)
+    with pytest.raises(LabError, match=r"partitions\.conf: line 2: bad partition definition"):
+        lab.start()
+    assert lab.pids == []
+    good = lab_factory(netgen.two_switch_four_ca())
+    with pytest.raises(LabError, match="line 1: "):
+        good.set_partitions("this is not a partition\n")
+
+
 def test_partitions_from_a_file(lab_factory, tmp_path):
     path = tmp_path / "partitions.conf"
     path.write_text("Default=0x7fff, ipoib : ALL=full ;\nstorage=0x0123 : ALL_CAS=full ;\n")

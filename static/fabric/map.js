@@ -174,6 +174,7 @@
       renderEdgeLabels: false,
       enableEdgeEvents: false,
       hideEdgesOnMove: graph.size > 5000,
+      hideLabelsOnMove: graph.order > 2000,
       labelRenderedSizeThreshold: 7,
       labelColor: { color: "#e6edf3" },
       labelFont: "system-ui, sans-serif",

@@ -1,0 +1,127 @@
+"""Benchmark: how long the network map takes to draw the Selene compute fabric in Chromium,
+as a ratio against drawing a small fabric (a ratio, not a timed test).
+
+Starts a real Weft server (``manage.py serve`` on a temporary SQLite database, as the browser
+tests do), imports ``$WEFT_REALDATA/ibnetdiscover/ufm_small_topo_file.ibnetdiscover.txt`` (15
+nodes) and ``selene_compute.ibnetdiscover.txt.gz`` (5,007 nodes, 12,852 links), then opens each
+map ``--runs`` times in a fresh page of Debian Chromium and reads the page's own timings
+(``window.weftMap.timings``, ms from the script start: layout fetched, graph built, sigma.js
+started, first frame drawn). It also measures interaction: frames per second while the camera
+zooms and pans for ~1 s (requestAnimationFrame count).
+
+    python bench/map_render.py [--runs 3] [--json]
+
+The last line of stdout is a JSON object: ``small_ms``, ``selene_ms`` (medians of ``total_ms``,
+first frame), ``ratio`` (selene over small), ``selene_fetch_ms``, ``selene_graph_ms``,
+``selene_renderer_ms``, ``selene_cold_ms`` (the first load, layout not cached server-side),
+``selene_fps``/``small_fps`` (frames per second during a scripted zoom/pan), ``nodes``, ``edges``.
+Headless Chromium here draws WebGL in software (SwiftShader), so fps is a lower bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BASE = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BASE))
+
+from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, PASSWORD, WeftServer  # noqa: E402
+
+REALDATA = Path(os.environ.get("WEFT_REALDATA", BASE.parent / "shared" / "realdata"))
+SMALL = REALDATA / "ibnetdiscover" / "ufm_small_topo_file.ibnetdiscover.txt"
+SELENE = REALDATA / "ibnetdiscover" / "selene_compute.ibnetdiscover.txt.gz"
+
+FPS_SCRIPT = """async () => {
+  const cam = window.weftMap.renderer.getCamera();
+  let frames = 0, stop = false;
+  const tick = () => { frames++; if (!stop) requestAnimationFrame(tick); };
+  requestAnimationFrame(tick);
+  const t0 = performance.now();
+  await cam.animate({ratio: 0.2, x: 0.3, y: 0.6}, {duration: 500});
+  await cam.animate({ratio: 1, x: 0.5, y: 0.5}, {duration: 500});
+  stop = true;
+  return frames / ((performance.now() - t0) / 1000);
+}"""
+
+
+def login(page, server) -> None:
+    page.goto(f"{server.url}/accounts/login/?next=/fabric/")
+    page.fill("input[name=username]", "viewer")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("#login-form button[type=submit]")
+    page.wait_for_url(f"{server.url}/fabric/")
+
+
+def open_map(context, server, fabric: str) -> tuple[dict, dict]:
+    page = context.new_page()
+    try:
+        page.goto(f"{server.url}/fabric/map/?fabric={fabric}")
+        page.wait_for_selector("#map[data-state=ready]", timeout=300000)
+        data = page.eval_on_selector("#map", "el => ({...el.dataset})")
+        timings = page.evaluate("() => window.weftMap.timings")
+        timings["fps"] = page.evaluate(FPS_SCRIPT)
+        return data, timings
+    finally:
+        page.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="only the JSON line")
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    server = WeftServer(Path(tempfile.mkdtemp(prefix="weft-bench-map-")), {}).start()
+    try:
+        for path, name in ((SMALL, "small"), (SELENE, "selene")):
+            server.manage("import_topology", str(path), "--fabric", name)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            context = browser.new_context(viewport={"width": 1400, "height": 900})
+            login(context.new_page(), server)
+            results: dict[str, list[dict]] = {"small": [], "selene": []}
+            data = {}
+            for run in range(args.runs + 1):  # run 0 of selene is the cold (uncached layout) load
+                for name in ("small", "selene"):
+                    t0 = time.perf_counter()
+                    data[name], timings = open_map(context, server, name)
+                    timings["wall_ms"] = round((time.perf_counter() - t0) * 1000)
+                    results[name].append(timings)
+                    if not args.json:
+                        print(f"run {run} {name}: {timings}", flush=True)
+            browser.close()
+    finally:
+        server.stop()
+
+    def median(name: str, key: str, warm: bool = True) -> float:
+        rows = results[name][1:] if warm else results[name]
+        return statistics.median(r[key] for r in rows)
+
+    small_ms, selene_ms = median("small", "total_ms"), median("selene", "total_ms")
+    out = {
+        "small_ms": small_ms,
+        "selene_ms": selene_ms,
+        "ratio": round(selene_ms / small_ms, 2),
+        "selene_cold_ms": results["selene"][0]["total_ms"],
+        "selene_fetch_ms": median("selene", "fetch_ms"),
+        "selene_graph_ms": median("selene", "graph_ms"),
+        "selene_renderer_ms": median("selene", "renderer_ms"),
+        "selene_fps": round(median("selene", "fps"), 1),
+        "small_fps": round(median("small", "fps"), 1),
+        "nodes": int(data["selene"]["nodes"]),
+        "edges": int(data["selene"]["edges"]),
+        "runs": args.runs,
+    }
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

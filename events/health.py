@@ -5,10 +5,10 @@ Checks, each giving ``Finding`` rows:
 * ``duplicate_guid`` (Critical): one port GUID on ports of two different nodes (switch
   external ports share their switch's port-0 GUID, IBTA Vol 1 14.2.5.3, so a switch counts
   once);
-* ``duplicate_lid`` (Critical): one LID assigned to two endpoints (CA ports; a switch's port-0
-  LID); LIDs are unicast 0x0001..0xbfff (IBTA Vol 1 4.1.3);
-* ``invalid_lid`` (Minor): an Active port with LID 0 or 65535 (0xffff, the permissive LID), i.e.
-  the SM has not assigned one;
+* ``duplicate_lid`` (Critical): one base LID assigned to two endpoints (CA ports; a switch's
+  port-0 LID); LIDs are unicast 0x0001..0xbfff (IBTA Vol 1 4.1.3); LMC ranges are not expanded;
+* ``invalid_lid`` (Minor): an Active CA port, or a switch with an Active port, whose LID is 0 or
+  65535 (0xffff, the permissive LID), i.e. the SM has not assigned one;
 * ``link_below_capability`` (Minor): a link whose data rate is below both ends' best rate on
   their other ports (the stored topology keeps active width/speed only, so "capability" is
   the best rate each node runs elsewhere; ends that disagree on width/speed are flagged too);
@@ -83,6 +83,7 @@ def topology_findings(fabric) -> list[Finding]:
     )
     by_guid: dict[str, dict[int, Any]] = defaultdict(dict)
     by_lid: dict[int, dict[tuple, Any]] = defaultdict(dict)
+    flagged_switches: set[str] = set()
     for port in ports:
         node = port.node
         is_switch = node.node_type == NodeType.SWITCH
@@ -92,19 +93,17 @@ def topology_findings(fabric) -> list[Finding]:
         owner = (node.pk,) if is_switch else (node.pk, port.port_num)
         if lid and lid != 0xFFFF:
             by_lid[lid].setdefault(owner, port)
-        if port.state == PortState.ACTIVE and (port.port_num != 0 or is_switch) and lid in (0, 0xFFFF):
-            key = port_key(node.node_guid, port.port_num)
-            findings.append(
-                Finding(
-                    "invalid_lid",
-                    "minor",
-                    "port",
-                    key,
-                    str(port),
-                    f"{port} is Active with LID {lid} ({'0xffff' if lid == 0xFFFF else '0'})",
-                    {"lid": lid},
-                )  # fmt: skip
-            )
+        if port.state == PortState.ACTIVE and lid in (0, 0xFFFF):
+            # A switch has one LID (port 0): report the switch once, not each of its ports.
+            if is_switch and node.node_guid in flagged_switches:
+                continue
+            if is_switch:
+                flagged_switches.add(node.node_guid)
+                key, what, kind = node.node_guid, f"switch {node}", "node"
+            else:
+                key, what, kind = port_key(node.node_guid, port.port_num), str(port), "port"
+            text = f"{what} is Active with LID {lid} ({'0xffff' if lid == 0xFFFF else '0'})"
+            findings.append(Finding("invalid_lid", "minor", kind, key, what, text, {"lid": lid}))
     for guid, owners in sorted(by_guid.items()):
         if len(owners) > 1:
             names = [str(p.node) for p in owners.values()]

@@ -206,3 +206,17 @@ def test_poller_failing_and_stale(topo):
     evaluate_sweep(topo.fabric.pk, s.pk)
     stale.refresh_from_db()
     assert stale.state == "cleared"
+
+
+def test_invalid_lid_once_per_switch_and_per_ca_port(topo):
+    from events.health import topology_findings
+    from fabric.models import Node, Port
+
+    Node.objects.filter(pk=topo.nodes["leaf01"].pk).update(lid=0)
+    Port.objects.filter(node=topo.nodes["host02"], port_num=1).update(lid=0xFFFF)
+    found = sorted(
+        (f.object_type, f.object_repr) for f in topology_findings(topo.fabric) if f.check == "invalid_lid"
+    )
+    assert found == [("node", "switch leaf01"), ("port", "host02 mlx5_0 [1]")]
+    evaluate_discovery(topo.fabric.pk)
+    assert Alarm.objects.filter(code="health.invalid_lid", state="active").count() == 2

@@ -8,7 +8,9 @@ sweeps that would cost seconds at 5,000 nodes):
   switches by rack and position; spines and core switches ordered by the barycentre of the
   leaves/spines they connect to, hosts by the barycentre of their leaves (one barycentre pass);
 * the CAs of one host (``Node.host``, from the host name in the NodeDescription) stacked in one
-  column below the leaves, so a multi-rail DGX is one column under its rails' leaves;
+  column below the leaves, so a multi-rail DGX is one column under its rails' leaves; a CA with no
+  host linked only to switches above the leaves (a SHARP Aggregation Node of a spine) is drawn
+  just below its switch;
 * parallel cables between the same two nodes drawn as one edge with a count, its width/speed the
   slowest of them and its state the lowest (Down < Init < Armed < Active, IBTA PortState).
 
@@ -107,10 +109,17 @@ def compute_layout(
     )
     placed.update(normalise(others))
 
+    # A CA without host whose switches are all above the leaves (a SHARP Aggregation Node on a
+    # spine, a management HCA on a core switch) is drawn just below its switch, not in the hosts.
+    satellites: list[tuple[int, int]] = []
+    upper = {i for i in placed if i not in leaf_pos}
     # Hosts: CAs grouped by host key; a CA without host is its own group.
     groups: dict[str, list[int]] = defaultdict(list)
     for i in range(n):
         if nodes[i].kind == 0:
+            if nodes[i].group is None and neighbours[i] and all(j in upper for j in neighbours[i]):
+                satellites.append((i, neighbours[i][0]))
+                continue
             groups[nodes[i].group or f"\x00{i}"].append(i)
     keyed_groups = []
     for key, members in groups.items():
@@ -142,6 +151,9 @@ def compute_layout(
             for s, i in enumerate(members):
                 x[i] = round((k + 0.5) * step, 3)
                 y[i] = round(top - s * stack, 3)
+    for i, parent in satellites:
+        x[i] = x[parent]
+        y[i] = round(y[parent] - gap / 4.0, 3)
     return x, y
 
 

@@ -213,9 +213,7 @@ class FabricViewSet(BriefModeMixin, viewsets.ModelViewSet):
 
     def perform_create(self, serializer):
         fabric = serializer.save()
-        audit.record(
-            "fabric.create", fabric, {k: audit._jsonable(v) for k, v in serializer.validated_data.items()}
-        )
+        audit.record("fabric.create", fabric, dict(serializer.validated_data))  # JSON scalars, tool_env
 
     def perform_update(self, serializer):
         before = Fabric.objects.get(pk=serializer.instance.pk)

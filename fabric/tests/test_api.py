@@ -451,10 +451,21 @@ def test_map_payload_matches_the_model(ndr, client_for):
     # rows: every host below every leaf, every leaf below every spine (y grows upwards)
     tiers = dict(Node.objects.filter(fabric=ndr).values_list("id", "tier"))
     y_by_tier: dict[int, list[float]] = {}
-    for node_id, y in zip(nodes["id"], nodes["y"], strict=True):
-        y_by_tier.setdefault(tiers[node_id], []).append(y)
+    for node_id, y, host in zip(nodes["id"], nodes["y"], nodes["host"], strict=True):
+        if tiers[node_id] != Tier.HOST or host >= 0:
+            y_by_tier.setdefault(tiers[node_id], []).append(y)
     assert max(y_by_tier[Tier.HOST]) < min(y_by_tier[Tier.LEAF])
     assert max(y_by_tier[Tier.LEAF]) < min(y_by_tier[Tier.SPINE])
+    # a CA without host linked only to a switch above the leaves hangs just below that switch
+    index = {node_id: k for k, node_id in enumerate(nodes["id"])}
+    hanging = 0
+    for link in Link.objects.filter(fabric=ndr).select_related("port_a__node", "port_b__node"):
+        for ca, sw in ((link.port_a.node, link.port_b.node), (link.port_b.node, link.port_a.node)):
+            if ca.node_type == NodeType.CA and ca.host_id is None and sw.tier in (Tier.SPINE, Tier.CORE):
+                assert nodes["y"][index[ca.pk]] < nodes["y"][index[sw.pk]]
+                assert nodes["x"][index[ca.pk]] == nodes["x"][index[sw.pk]]
+                hanging += 1
+    assert hanging > 0  # the NDR DGX file has CAs on spines (UFM/SHARP hosts)
     # the CAs of one host share a column
     host_x: dict[int, set] = {}
     for h, x in zip(nodes["host"], nodes["x"], strict=True):

@@ -217,10 +217,15 @@ class TrafficPlayer(threading.Thread):
 
     ``lab`` is a ``lab.Lab`` (only ``perf_set`` is used), ``fabric`` the ``fabric.Fabric`` whose
     stored topology (after discovery) gives the links and tiers. ``start()`` to play, ``stop()``
-    to end. Console errors are logged and counted in ``errors``; the player goes on.
+    to end. Console errors are logged and counted in ``errors``; the player goes on;
+    ``last_tick_s`` is how long the last tick's PerformanceSet commands took.
+
+    Counters move in steps of one tick, so a sweep sees one tick more or less per poll interval:
+    keep ``interval`` at a quarter of the poll interval or less (the default 0.5 s suits polls of
+    2 s and more) or rates jitter by ``interval / poll interval``.
     """
 
-    def __init__(self, lab: Any, fabric: Any, interval: float = 1.0, *, seed: int = 0, **pattern: Any):
+    def __init__(self, lab: Any, fabric: Any, interval: float = 0.5, *, seed: int = 0, **pattern: Any):
         super().__init__(name=f"weft-traffic-{getattr(fabric, 'name', fabric)}", daemon=True)
         self.lab = lab
         self.interval = float(interval)
@@ -231,11 +236,13 @@ class TrafficPlayer(threading.Thread):
         )
         self.ticks = 0
         self.errors = 0
+        self.last_tick_s = 0.0
         self._stop_event = threading.Event()
 
     def run(self) -> None:
         next_at = time.monotonic()
         while not self._stop_event.is_set():
+            began = time.monotonic()
             for step in next(self.pattern):
                 if self._stop_event.is_set():
                     return
@@ -246,6 +253,7 @@ class TrafficPlayer(threading.Thread):
                     if self.errors <= 5 or self.errors % 100 == 0:
                         log.warning("traffic: %s: %s", step, exc)
             self.ticks += 1
+            self.last_tick_s = time.monotonic() - began
             next_at += self.interval
             self._stop_event.wait(max(0.0, next_at - time.monotonic()))
 

@@ -10,8 +10,9 @@ Checks, each giving ``Finding`` rows:
 * ``invalid_lid`` (Minor): an Active CA port, or a switch with an Active port, whose LID is 0 or
   65535 (0xffff, the permissive LID), i.e. the SM has not assigned one;
 * ``link_below_capability`` (Minor): a link whose data rate is below both ends' best rate on
-  their other ports (the stored topology keeps active width/speed only, so "capability" is
-  the best rate each node runs elsewhere; ends that disagree on width/speed are flagged too);
+  their other ports, or below the usual rate of links between the same tiers (the stored
+  topology keeps active width/speed only, not the supported ones); ends that disagree on
+  width/speed are flagged too;
 * ``port_errors`` (Minor): port error counters above the thresholds in
   :data:`ERROR_THRESHOLDS` (raw counter values since the last reset);
 * ``unreachable_node`` (Warning): a node not seen by the latest live discovery, or whose
@@ -136,7 +137,17 @@ def topology_findings(fabric) -> list[Finding]:
 
 
 def links_below_capability(fabric) -> list[Finding]:
-    """Links running below what both ends run elsewhere, or whose ends disagree (see module doc)."""
+    """Links running below what they should (see module doc), as ``link_below_capability`` findings.
+
+    The expected rate of a link is the higher of (a) the best rate both end nodes run on their
+    other ports and (b) the usual rate of links between the same tiers (leaf-host, leaf-spine...):
+    the most common rate of that group when the group has at least 4 links and that rate covers
+    at least half of them; for a group too small or too mixed to have a usual rate, the best
+    rate either end runs on its other ports. A link below its expected rate, or whose two ends
+    report different width/speed, is reported.
+    """
+    from collections import Counter
+
     from fabric.models import Link, Port
 
     best: dict[int, float] = defaultdict(float)
@@ -144,33 +155,56 @@ def links_below_capability(fabric) -> list[Finding]:
         "node_id", "rate_gbps"
     ):
         best[node_id] = max(best[node_id], rate)
-    findings = []
+    links = []
+    groups: dict[tuple[int, int], Counter] = defaultdict(Counter)
     for link in Link.objects.filter(fabric=fabric).select_related("port_a__node", "port_b__node"):
         a, b = link.port_a, link.port_b
-        rate = link.rate_gbps or min(r for r in (a.rate_gbps, b.rate_gbps, float("inf")) if r is not None)
-        if rate == float("inf"):
+        rates = [r for r in (link.rate_gbps, a.rate_gbps, b.rate_gbps) if r]
+        if not rates:
             continue
-        capability = min(best.get(a.node_id, 0.0), best.get(b.node_id, 0.0))
+        rate = link.rate_gbps or min(rates)
+        tiers = tuple(sorted((a.node.tier, b.node.tier)))
+        groups[tiers][rate] += 1
+        links.append((link, rate, tiers))
+    usual: dict[tuple[int, int], float] = {}
+    for tiers, counts in groups.items():
+        total = sum(counts.values())
+        rate, n = counts.most_common(1)[0]
+        if total >= 4 and n * 2 >= total:
+            usual[tiers] = rate
+    findings = []
+    for link, rate, tiers in links:
+        a, b = link.port_a, link.port_b
+        node_best = min(best.get(a.node_id, 0.0), best.get(b.node_id, 0.0))
+        either_best = max(best.get(a.node_id, 0.0), best.get(b.node_id, 0.0))
+        expected = max(node_best, usual.get(tiers, either_best))
         disagree = (a.width and b.width and a.width != b.width) or (
             a.speed and b.speed and a.speed != b.speed
         )
-        if rate + 1e-6 < capability or disagree:
-            what = f"{link.width or a.width} {link.speed or a.speed}".strip()
-            msg = (f"Link {a} <-> {b} runs at {rate:g} Gb/s ({what}); both ends run "
-                   f"{capability:g} Gb/s on other ports")  # fmt: skip
-            if disagree:
-                msg = f"Link {a} <-> {b}: ends disagree ({a.width} {a.speed} vs {b.width} {b.speed})"
-            findings.append(
-                Finding(
-                    "link_below_capability",
-                    "minor",
-                    "link",
-                    link_key_of(link),
-                    f"{a} <-> {b}",
-                    msg,
-                    {"rate_gbps": rate, "capability_gbps": capability},
-                )  # fmt: skip
-            )
+        if not (rate + 1e-6 < expected or disagree):
+            continue
+        what = f"{link.width or a.width} {link.speed or a.speed}".strip()
+        if disagree:
+            msg = f"Link {a} <-> {b}: ends disagree ({a.width} {a.speed} vs {b.width} {b.speed})"
+        elif expected == node_best:
+            msg = f"Link {a} <-> {b} runs at {rate:g} Gb/s ({what}); both ends run {expected:g} Gb/s on other ports"
+        elif tiers not in usual:
+            msg = (f"Link {a} <-> {b} runs at {rate:g} Gb/s ({what}); one end runs {expected:g} Gb/s on other "
+                   f"ports (check the cable, the HCA and its firmware)")  # fmt: skip
+        else:
+            msg = (f"Link {a} <-> {b} runs at {rate:g} Gb/s ({what}); "
+                   f"{groups[tiers][expected]} of {sum(groups[tiers].values())} similar links run {expected:g} Gb/s")  # fmt: skip
+        findings.append(
+            Finding(
+                "link_below_capability",
+                "minor",
+                "link",
+                link_key_of(link),
+                f"{a} <-> {b}",
+                msg,
+                {"rate_gbps": rate, "expected_gbps": expected},
+            )  # fmt: skip
+        )
     return findings
 
 

@@ -484,7 +484,8 @@ def _health_conditions(engine: _Engine, findings) -> list[EventSpec]:
 
 
 def _clear_stale_topology_alarms(engine: _Engine, fabric) -> None:
-    """Clear link.down/node.removed/link.degraded alarms the stored topology contradicts.
+    """Clear link.down/node.removed alarms the stored topology contradicts, and link.degraded
+    alarms of links that are gone.
 
     The ingest's link.up/node.added events normally clear them; this covers events lost to a
     disabled policy at the time, or an import that rebuilt the fabric.
@@ -503,15 +504,14 @@ def _clear_stale_topology_alarms(engine: _Engine, fabric) -> None:
         for link in Link.objects.filter(fabric=fabric).select_related("port_a__node", "port_b__node")
     }
     nodes = set(Node.objects.filter(fabric=fabric).values_list("node_guid", flat=True))
-    degraded = {f.object_key for f in health.links_below_capability(fabric)}
     for alarm in candidates:
         if alarm.code == "link.down" and alarm.object_key in links:
             engine.clear(alarm, at=now, reason="link present in the latest discovery")
         elif alarm.code == "node.removed" and alarm.object_key in nodes:
             engine.clear(alarm, at=now, reason="node present in the latest discovery")
-        elif alarm.code == "link.degraded" and alarm.object_key not in degraded:
-            reason = "link runs at capability" if alarm.object_key in links else "link no longer present"
-            engine.clear(alarm, at=now, reason=reason)
+        elif alarm.code == "link.degraded" and alarm.object_key not in links:
+            # Its recovery is the ingest's link.up (rate back up); a link that is gone has link.down.
+            engine.clear(alarm, at=now, reason="link no longer present")
 
 
 def _write(engine: _Engine, specs: list[EventSpec]) -> None:

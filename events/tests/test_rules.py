@@ -220,3 +220,14 @@ def test_invalid_lid_once_per_switch_and_per_ca_port(topo):
     assert found == [("node", "switch leaf01"), ("port", "host02 mlx5_0 [1]")]
     evaluate_discovery(topo.fabric.pk)
     assert Alarm.objects.filter(code="health.invalid_lid", state="active").count() == 2
+
+
+def test_link_degraded_minor_until_rate_back_up(topo):
+    record_events(topo.fabric, [link_event(topo, "link.degraded")])
+    evaluate_discovery(topo.fabric.pk)  # the link is still there: the alarm stays
+    alarm = Alarm.objects.get()
+    assert (alarm.code, alarm.severity, alarm.state) == ("link.degraded", "minor", "active")
+    record_events(topo.fabric, [link_event(topo, "link.up")])
+    evaluate_discovery(topo.fabric.pk)
+    alarm.refresh_from_db()
+    assert alarm.state == "cleared" and alarm.cleared_event.code == "link.up"

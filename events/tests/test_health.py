@@ -1,0 +1,46 @@
+"""Health checks on real fabric outputs ($WEFT_REALDATA/ibnetdiscover) imported by the real ingest."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from events.health import check_fabric, links_below_capability, run_report, topology_findings
+
+pytestmark = pytest.mark.django_db
+
+
+def import_file(path, name):
+    from fabric.models import Fabric
+    from fabric.services.ingest import import_topology_text
+
+    import_topology_text(name, path.read_text(), filename=path.name)
+    return Fabric.objects.get(name=name)
+
+
+def test_sdr_links_in_hdr_fabric_are_below_capability(realdata):
+    path = realdata / "ibnetdiscover" / "hk_topo4_quantum_hdr_EDITED_fakeca_sdr.ibnetdiscover.txt"
+    fabric = import_file(path, "hk4")
+    # The CA ends of the 4xSDR links, as the file's CA records state them.
+    sdr_cas = {
+        m.group(1)
+        for m in re.finditer(r'^\[\d+\]\((\w+)\)\s+"S-\w+"\[\d+\].*4xSDR\s*$', path.read_text(), re.M)
+    }
+    assert sdr_cas
+    found = links_below_capability(fabric)
+    flagged = {f.object_key for f in found}
+    assert len(found) == len(sdr_cas)
+    for guid in sdr_cas:
+        assert any(f"0x{int(guid, 16):016x}/1" in key for key in flagged), guid
+    assert all(f.details["rate_gbps"] < f.details["expected_gbps"] for f in found)
+
+
+def test_report_on_clean_real_fabric(realdata):
+    path = realdata / "ibnetdiscover" / "hk_topo3_quantum_hdr_2019.ibnetdiscover.txt"
+    fabric = import_file(path, "hk3")
+    assert [f for f in topology_findings(fabric)] == []
+    report = run_report(fabric, trigger="scheduled")
+    assert report.summary["duplicate_lid"] == 0 and report.summary["duplicate_guid"] == 0
+    assert report.summary["link_below_capability"] == len(links_below_capability(fabric))
+    assert len(report.findings) == len(check_fabric(fabric))

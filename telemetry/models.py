@@ -92,7 +92,11 @@ class PortCounters(models.Model):
     """
 
     port = models.OneToOneField("fabric.Port", on_delete=models.CASCADE, related_name="counters")
-    sweep = models.ForeignKey(Sweep, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # no index: every sweep rewrites this column on every row, an index would make each update a
+    # non-HOT update (PostgreSQL); nothing looks rows up by sweep.
+    sweep = models.ForeignKey(
+        Sweep, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
     sampled_at = models.DateTimeField(null=True, blank=True)
 
     xmit_data = models.BigIntegerField(null=True, blank=True)
@@ -153,10 +157,10 @@ class Resolution(models.IntegerChoices):
 
 
 class CounterChunk(models.Model):
-    """A compact block of history: one time step of up to 64 ports (``port_id >> 6 == bucket``).
+    """A compact block of history: one time step of up to 256 ports (``port_id >> 8 == bucket``).
 
-    ``data`` is the packed encoding of ``telemetry.services.history`` (a 64-bit presence mask,
-    then per present port: rates as float32 and an error delta). Raw rows have ``t`` = the sweep
+    ``data`` is the packed encoding of ``telemetry.services.history`` (a 256-bit presence mask,
+    then per present port: rates as 24-bit floats, the error deltas and flags). Raw rows have ``t`` = the sweep
     time; rollup rows ``t`` = start of the minute/hour, values averaged (errors summed). Chunks
     of one bucket and resolution are read by a range scan of the (bucket, resolution, t) index.
     """

@@ -33,11 +33,12 @@ hardware advertising CapMask2 ``AddlPortCountersExtended`` could do with one (no
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import madpoll
@@ -64,13 +65,84 @@ class CollectorError(RuntimeError):
 
 @dataclass
 class PortRead:
-    """What was read of one port: ``values`` (raw counters, data in 4-byte words) or ``error``."""
+    """What was read of one port: ``raw`` counters in ``madpoll.FIELDS`` order (data in 4-byte
+    words; None = not read), ``extended`` (64-bit data/packets), or ``error``."""
 
     lid: int
     port: int
     extended: bool = False
-    values: dict[str, int] = field(default_factory=dict)
+    raw: tuple = ()
     error: str = ""
+
+    @property
+    def values(self) -> dict[str, int | None]:
+        """The raw counters by field name."""
+        return dict(zip(madpoll.FIELDS, self.raw, strict=True)) if self.raw else {}
+
+
+# One madpoll record decoded in a single unpack (see madpoll.RECORD / decode_record).
+_FULL = struct.Struct(">HBBBB4xHBBHHHHBBBBHHIIIII8xQQQQ")
+assert _FULL.size == madpoll.RECORD.size
+
+
+def decode_records(blob: bytes) -> tuple[dict[tuple[int, int], PortRead], dict[int, int]]:
+    """Decode the poller's output into ``({(lid, port): PortRead}, {lid: capmask})``."""
+    reads: dict[tuple[int, int], PortRead] = {}
+    capmasks: dict[int, int] = {}
+    for i, rec in enumerate(_FULL.iter_unpack(blob)):
+        lid, port, kind, status = rec[0], rec[1], rec[2], rec[3]
+        if kind == 1:
+            if status == madpoll.STATUS_OK:  # ClassPortInfo CapabilityMask: data bytes 2..3
+                capmasks[lid] = struct.unpack_from(">H", blob, i * _FULL.size + 8)[0]
+            continue
+        if kind != 0:
+            continue
+        if status != madpoll.STATUS_OK:
+            reads[(lid, port)] = PortRead(lid, port, error=STATUS_TEXT.get(status, f"status {status}"))
+            continue
+        (
+            sym,
+            ler,
+            ld,
+            rcv,
+            rphys,
+            _relay,
+            disc,
+            xcon,
+            rcon,
+            _cs2,
+            lli_ebo,
+            _qp1,
+            vl15,
+            xd,
+            rd,
+            xp,
+            rp,
+            xw,
+        ) = rec[5:23]
+        ext = rec[4]
+        if ext:
+            xd, rd, xp, rp = rec[23:27]
+        raw = (
+            xd,
+            rd,
+            xp,
+            rp,
+            xw,
+            sym,
+            ler,
+            ld,
+            rcv,
+            rphys,
+            disc,
+            lli_ebo >> 4,
+            lli_ebo & 15,
+            vl15,
+            xcon,
+            rcon,
+        )
+        reads[(lid, port)] = PortRead(lid, port, bool(ext), raw)
+    return reads, capmasks
 
 
 @dataclass
@@ -139,20 +211,7 @@ def run_madpoll(
     size = madpoll.RECORD.size
     if len(out) != size * len(requests):
         raise CollectorError(f"MAD poller returned {len(out)} bytes for {len(requests)} requests")
-    reads: dict[tuple[int, int], PortRead] = {}
-    capmasks: dict[int, int] = {}
-    for i in range(0, len(out), size):
-        rec = madpoll.decode_record(out[i : i + size])
-        if rec["kind"] == 1:
-            if rec["status"] == madpoll.STATUS_OK:
-                capmasks[rec["lid"]] = rec["values"]["capmask"]
-            continue
-        if rec["kind"] != 0:
-            continue
-        pr = PortRead(lid=rec["lid"], port=rec["port"], extended=rec["extended"], values=rec["values"])
-        if rec["status"] != madpoll.STATUS_OK:
-            pr.error = STATUS_TEXT.get(rec["status"], f"status {rec['status']}")
-        reads[(pr.lid, pr.port)] = pr
+    reads, capmasks = decode_records(out)
     stats = [ln for ln in err.decode(errors="replace").splitlines() if ln.startswith("madpoll:")]
     return Collected(reads, capmasks, "mad", time.monotonic() - t0, stats[-1] if stats else "")
 
@@ -239,7 +298,7 @@ def run_perfquery(
             pr.error = "perfquery printed no counters"
             return pr
         pr.extended = rec["extended"]
-        pr.values = {k: v for k, v in rec["values"].items() if k in madpoll.FIELDS}
+        pr.raw = tuple(rec["values"].get(k) for k in madpoll.FIELDS)
         return pr
 
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:

@@ -30,7 +30,7 @@ import time
 import zlib
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import transaction
@@ -171,7 +171,8 @@ def rollup(now: float | None = None) -> dict[str, int]:
     """Build the missing per-minute and per-hour rollups of complete windows, then apply retention.
 
     Idempotent: a window is rolled up once (windows at or before the latest existing rollup are
-    skipped). Returns ``{"minute": rows written, "hour": rows written, "deleted": rows deleted}``.
+    skipped). Returns ``{"minute": rows written, "hour": rows written, "deleted": chunk rows deleted,
+    "sweeps_deleted": Sweep rows deleted}``.
     """
     now = time.time() if now is None else now
     written = {"minute": 0, "hour": 0}
@@ -201,7 +202,22 @@ def rollup(now: float | None = None) -> dict[str, int]:
     deleted = 0
     for res, keep in retention_s().items():
         deleted += CounterChunk.objects.filter(resolution=res, t__lt=int(now) - keep).delete()[0]
-    return {**written, "deleted": deleted}
+    # Sweep rows (one per fabric every few seconds) are kept WEFT_SWEEP_RETENTION_HOURS (168);
+    # the latest sweep of each fabric always stays (PortCounters rows point at it).
+    from ..models import Sweep
+
+    keep_s = float(getattr(settings, "WEFT_SWEEP_RETENTION_HOURS", 168)) * 3600
+    cutoff = datetime.fromtimestamp(now - keep_s, UTC)
+    latest = [
+        s
+        for s in (
+            Sweep.objects.filter(fabric_id=f).order_by("-started", "-id").values_list("id", flat=True).first()
+            for f in Sweep.objects.values_list("fabric_id", flat=True).distinct()
+        )
+        if s is not None
+    ]
+    swept = Sweep.objects.filter(started__lt=cutoff).exclude(pk__in=latest).delete()[0]
+    return {**written, "deleted": deleted, "sweeps_deleted": swept}
 
 
 def _pick_resolution(start: float, end: float, now: float) -> int:

@@ -267,15 +267,13 @@ def poll_fabric(
             chunk_entries.append((t.port_id, (None, None, None, 0, history.FLAG_STALE)))
             continue
         n_read += 1
-        values = read.values
-        raw = tuple(values.get(f) for f in RAW)
-        curr = semantics.Sample(values=values, extended=read.extended, t=t_sample)
-        prev_sample = None
+        raw = read.raw
         if prev is not None and prev[2] is not None and prev[0][0] is not None:
-            prev_sample = semantics.Sample(
-                values=dict(zip(RAW, prev[0], strict=True)), extended=prev[1], t=prev[2]
+            d = semantics.derive_raw(
+                prev[0], prev[1], prev[2], raw, read.extended, t_sample, t.rate_gbps, tick_ns
             )
-        d = semantics.derive(prev_sample, curr, t.rate_gbps, tick_ns)
+        else:
+            d = semantics.derive_raw(None, False, 0.0, raw, read.extended, t_sample, t.rate_gbps, tick_ns)
         if d.saturated:
             n_sat += 1
         if d.reset:
@@ -417,9 +415,31 @@ def _row_tuple(sweep_id: int, row: tuple) -> tuple:
     )
 
 
+def _copy_text(value) -> str:
+    """One field in PostgreSQL COPY text format (``\\N`` for NULL, backslash escapes)."""
+    if value is None:
+        return "\\N"
+    if value is True:
+        return "t"
+    if value is False:
+        return "f"
+    if isinstance(value, str):
+        return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+_STAGE = "weft_portcounters_stage"
+
+
 def _upsert(sweep_id: int, rows: list[tuple]) -> None:
-    """Insert or update the ``PortCounters`` rows in one statement (PostgreSQL: ``unnest`` arrays;
-    other backends: ``executemany`` of ``INSERT .. ON CONFLICT DO UPDATE``)."""
+    """Insert or update the ``PortCounters`` rows in one statement.
+
+    PostgreSQL: the rows go in with one ``COPY`` (text format, parsed by the server in C) into a
+    temporary staging table, then one ``INSERT .. SELECT .. ON CONFLICT (port_id) DO UPDATE``; other
+    backends: ``executemany`` of ``INSERT .. ON CONFLICT DO UPDATE``.
+    """
     if not rows:
         return
     table = PortCounters._meta.db_table
@@ -428,18 +448,23 @@ def _upsert(sweep_id: int, rows: list[tuple]) -> None:
     tuples = [_row_tuple(sweep_id, r) for r in rows]
     with connection.cursor() as cur:
         if connection.vendor == "postgresql":
-            columns = list(zip(*tuples, strict=True))
-            names = [f"c{i}" for i in range(len(_COLUMNS))]
-            select = ", ".join(
-                f"{n}::jsonb" if col in ("error_deltas", "saturated") else n
-                for n, col in zip(names, _COLUMNS, strict=True)
-            )
-            unnest = ", ".join(f"%s::{typ}[]" for typ in _TYPES)
+            types = [
+                "jsonb" if c in ("error_deltas", "saturated") else t
+                for c, t in zip(_COLUMNS, _TYPES, strict=True)
+            ]
             cur.execute(
-                f"INSERT INTO {table} ({cols}) SELECT {select} FROM unnest({unnest}) AS u({', '.join(names)}) "
-                f"ON CONFLICT (port_id) DO UPDATE SET {updates}",
-                [list(c) for c in columns],
+                f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} ("
+                + ", ".join(f"{c} {t}" for c, t in zip(_COLUMNS, types, strict=True))
+                + ") ON COMMIT DELETE ROWS"
             )
+            text = "".join("\t".join(map(_copy_text, t)) + "\n" for t in tuples)
+            with cur.cursor.copy(f"COPY {_STAGE} ({cols}) FROM STDIN") as copy:
+                copy.write(text.encode())
+            cur.execute(
+                f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {_STAGE} "
+                f"ON CONFLICT (port_id) DO UPDATE SET {updates}"
+            )
+            cur.execute(f"TRUNCATE {_STAGE}")
         else:
             adapt = connection.ops.adapt_datetimefield_value
             tuples = [(*t[:2], adapt(t[2]), *t[3:]) for t in tuples]

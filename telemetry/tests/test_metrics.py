@@ -61,7 +61,7 @@ def stored(db):
 
 def test_exposition_values_labels_and_health(stored, settings):
     settings.WEFT_METRICS_ALLOW = ["127.0.0.1"]
-    resp = Client(REMOTE_ADDR="127.0.0.1").get("/metrics")
+    resp = Client(REMOTE_ADDR="127.0.0.1").get("/metrics", secure=True)
     assert resp.status_code == 200 and resp["Content-Type"].startswith("text/plain")
     text = resp.content.decode()
     labels = (
@@ -92,15 +92,15 @@ def test_exposition_values_labels_and_health(stored, settings):
 def test_access_control(stored, settings):
     settings.WEFT_METRICS_TOKENS = ["tok-1", "tok-2"]
     settings.WEFT_METRICS_ALLOW = []
-    assert Client(REMOTE_ADDR="127.0.0.1").get("/metrics").status_code == 403
-    assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer tok-3").status_code == 403
-    assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer tok-2").status_code == 200
-    assert Client().post("/metrics", HTTP_AUTHORIZATION="Bearer tok-2").status_code == 405
+    assert Client(REMOTE_ADDR="127.0.0.1").get("/metrics", secure=True).status_code == 403
+    assert Client().get("/metrics", secure=True, HTTP_AUTHORIZATION="Bearer tok-3").status_code == 403
+    assert Client().get("/metrics", secure=True, HTTP_AUTHORIZATION="Bearer tok-2").status_code == 200
+    assert Client().post("/metrics", secure=True, HTTP_AUTHORIZATION="Bearer tok-2").status_code == 405
 
 
 def test_grafana_dashboard_uses_exported_metrics(stored, settings):
     settings.WEFT_METRICS_ALLOW = ["127.0.0.1"]
-    text = Client(REMOTE_ADDR="127.0.0.1").get("/metrics").content.decode()
+    text = Client(REMOTE_ADDR="127.0.0.1").get("/metrics", secure=True).content.decode()
     exported = set(re.findall(r"^# TYPE (\S+) (\S+)", text, re.M))
     names = {n if t != "counter" or n.endswith("_total") else n + "_total" for n, t in exported}
     dash = json.loads(GRAFANA.read_text())

@@ -238,13 +238,13 @@ def test_metrics_endpoint(small_lab, fabric, settings):
     poll_fabric(fabric)
     settings.WEFT_METRICS_TOKENS = ["s3cret"]
     settings.WEFT_METRICS_ALLOW = ["10.9.0.0/16"]
-    assert Client(REMOTE_ADDR="192.0.2.1").get("/metrics").status_code == 403
+    assert Client(REMOTE_ADDR="192.0.2.1").get("/metrics", secure=True).status_code == 403
     assert (
-        Client(REMOTE_ADDR="192.0.2.1").get("/metrics", HTTP_AUTHORIZATION="Bearer nope").status_code == 403
+        Client(REMOTE_ADDR="192.0.2.1").get("/metrics", secure=True, HTTP_AUTHORIZATION="Bearer nope").status_code == 403
     )
-    ok = Client(REMOTE_ADDR="192.0.2.1").get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret")
+    ok = Client(REMOTE_ADDR="192.0.2.1").get("/metrics", secure=True, HTTP_AUTHORIZATION="Bearer s3cret")
     assert ok.status_code == 200
-    assert Client(REMOTE_ADDR="10.9.3.4").get("/metrics").status_code == 200
+    assert Client(REMOTE_ADDR="10.9.3.4").get("/metrics", secure=True).status_code == 200
     text = ok.content.decode()
     pc = counters("Switch1", 3)
     guid = small_lab.guid_of("Switch1")
@@ -258,7 +258,7 @@ def test_metrics_endpoint(small_lab, fabric, settings):
     sweep = Sweep.objects.filter(fabric=fabric).first()
     assert f'weft_sweep_duration_seconds{{fabric="lab"}} {sweep.duration_s}' in text
     assert 'weft_sweep_stale_ports{fabric="lab"} 0.0' in text
-    assert Client(REMOTE_ADDR="10.9.3.4").get("/metrics?fabric=nope").status_code == 404
+    assert Client(REMOTE_ADDR="10.9.3.4").get("/metrics?fabric=nope", secure=True).status_code == 404
 
 
 def test_ibqueryerrors_details_names_are_swapped_and_corrected(small_lab):

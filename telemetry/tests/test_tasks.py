@@ -38,7 +38,7 @@ def test_task_decorators_declare_limits_and_retries():
     for task in (tasks.poll_fabric_task, tasks.rollup_task):
         assert task.time_limit and task.soft_time_limit and task.soft_time_limit < task.time_limit
         assert task.autoretry_for and task.retry_kwargs == {"max_retries": 2}
-    assert tasks.rollup_task() == {"minute": 0, "hour": 0, "deleted": 0}
+    assert tasks.rollup_task() == {"minute": 0, "hour": 0, "deleted": 0, "sweeps_deleted": 0}
 
 
 @pytest.mark.lab

@@ -161,3 +161,47 @@ def test_in_memory_layer_publish_from_worker_thread_reaches_consumer():
             await comm.disconnect()
 
         asyncio.run(run())
+
+
+@pytest.mark.integration
+@pytest.mark.lab
+@pytest.mark.django_db(transaction=True)
+def test_redis_layer_delta_from_a_real_sweep_of_a_lab(lab_factory):
+    """The whole path: ibsim counter -> poll_fabric (real MADs) -> commit -> producer -> Redis -> consumer."""
+    from fabric.models import Fabric, Node, Port
+    from fabric.services.discovery import discover
+    from lab import netgen
+    from telemetry.services.sweep import poll_fabric
+
+    cache.clear()
+    lab = lab_factory(netgen.fat_tree_2level(2, 2, 1))
+    fabric = Fabric.objects.create(name="lab", tool_env=lab.tool_env)
+    discover(fabric)
+    spine = Node.objects.filter(fabric=fabric, description__contains="spine").order_by("description").first()
+    port = Port.objects.get(node=spine, port_num=1)
+    headers = session_headers(make_viewer())
+
+    def sweep():
+        try:
+            return poll_fabric(fabric)
+        finally:
+            connection.close()
+
+    async def run():
+        comm = WebsocketCommunicator(application, f"/ws/heatmap/{fabric.pk}/", headers=headers)
+        connected, _ = await comm.connect(timeout=10)
+        assert connected
+        loop = asyncio.get_running_loop()
+        first = await loop.run_in_executor(None, sweep)
+        msg = await comm.receive_json_from(timeout=15)
+        assert msg["payload"]["sweep"] == first.pk and msg["payload"]["full"] is True
+        # 1,000,000 PortXmitWait ticks between two sweeps: congestion > 0 on that cell only.
+        await loop.run_in_executor(None, lab.perf_set, spine.node_guid, 1, "PortXmitWait", 1_000_000)
+        second = await loop.run_in_executor(None, sweep)
+        msg = await comm.receive_json_from(timeout=15)
+        assert msg["payload"]["sweep"] == second.pk
+        cells = {c[0]: c for c in msg["payload"]["cells"]}
+        assert cells[port.pk][4] > 0 and cells[port.pk][6] == 0
+        await comm.disconnect()
+
+    asyncio.run(run())

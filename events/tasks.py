@@ -31,7 +31,7 @@ def evaluate_sweep_task(fabric_id: int, sweep_id: int) -> dict:
 
 @shared_task(name="events.tasks.sm_watch_task")
 def sm_watch_task() -> list[dict]:
-    """Poll the master SM of every fabric with discovery enabled (``events.sm_watch``)."""
+    """Poll the SMs of every live fabric (``events.sm_watch``; ``fabric.collectors.tools.is_live``)."""
     from fabric.models import Fabric
 
     from .sm_watch import watch
@@ -40,8 +40,11 @@ def sm_watch_task() -> list[dict]:
     with single_instance("events.sm_watch", 120) as mine:
         if not mine:
             return out
+        from fabric.collectors.tools import is_live
+
         for fabric in Fabric.objects.filter(discovery_enabled=True):
-            out.append(watch(fabric).as_dict())
+            if is_live(fabric):  # same rule as live discovery: imported fabrics are not polled
+                out.append(watch(fabric).as_dict())
     return out
 
 

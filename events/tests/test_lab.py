@@ -204,3 +204,14 @@ def test_fault_injector_flap_and_burst_raise_alarms(small_lab):
     assert Alarm.objects.filter(fabric=fabric, code="port.link_downed", port=alarm.port).exists()
     burster.stop()
     flapper.stop()
+
+
+def test_sm_watch_task_polls_live_fabrics_only(small_lab):
+    from events.tasks import sm_watch_task
+    from fabric.models import Fabric
+
+    make_fabric(small_lab, "lab-live")
+    Fabric.objects.create(name="imported")  # no tool_env/ca_name: not reachable from here
+    out = sm_watch_task()
+    assert [r["fabric"] for r in out] == ["lab-live"]
+    assert out[0]["master_guid"] == small_lab.sm_info()["guid"] and out[0]["error"] == ""

@@ -1,0 +1,62 @@
+"""``manage.py import_topology PATH [--fabric NAME]``: import a topology file (gzip accepted)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from fabric.parsers.records import TopologyParseError
+from fabric.services.ingest import import_topology_text, summary
+
+
+def read_topology_file(path: Path) -> str:
+    """Text of ``path``: gunzipped when it starts with the gzip magic, decoded as UTF-8 (bad bytes
+    replaced, so binary junk reaches the parser, which rejects it with a located error)."""
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise CommandError(f"{path}: broken gzip file: {exc}") from exc
+    return data.decode("utf-8", "replace")
+
+
+class Command(BaseCommand):
+    help = (
+        "Import an ibnetdiscover (also -p, ibdiagnet2, ibsim netfile) or subnet.lst file into a fabric; "
+        "prints a JSON summary as the last line."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("path", help="topology file (.gz accepted)")
+        parser.add_argument("--fabric", help="fabric name (default: the file name without extensions)")
+        parser.add_argument("--no-create", action="store_true", help="fail if the fabric does not exist")
+
+    def handle(self, *args, **opts):
+        path = Path(opts["path"])
+        if not path.is_file():
+            raise CommandError(f"{path}: no such file")
+        name = opts["fabric"] or _default_name(path)
+        text = read_topology_file(path)
+        try:
+            discovery = import_topology_text(name, text, filename=path.name, create=not opts["no_create"])
+        except TopologyParseError as exc:
+            raise CommandError(str(exc)) from exc
+        except Exception as exc:  # Fabric.DoesNotExist with --no-create
+            if exc.__class__.__name__ == "DoesNotExist":
+                raise CommandError(str(exc)) from exc
+            raise
+        out = summary(discovery)
+        for w in (discovery.warnings or [])[:20]:
+            self.stderr.write(f"{path.name}:{w['line']}: warning: {w['message']}")
+        self.stdout.write(json.dumps(out))
+
+
+def _default_name(path: Path) -> str:
+    from django.utils.text import slugify
+
+    stem = path.name.split(".")[0]
+    return slugify(stem)[:64] or "imported"

@@ -25,6 +25,7 @@ from accounts.roles import Role, has_role
 
 from .api import queries
 from .api.serializers import port_link, remote_port
+from .api.views import NO_LIVE_ACCESS, has_live_access
 from .choices import NodeType
 from .models import Fabric, Port
 
@@ -83,6 +84,7 @@ class FabricView(RoleRequiredMixin, DetailView):
             .annotate(n=Count("id"))
         )
         ctx["host_count"] = fabric.hosts.count()
+        ctx["live"] = has_live_access(fabric)
         return ctx
 
 
@@ -95,6 +97,9 @@ class FabricDiscoverView(RoleRequiredMixin, View):
         from .tasks import discover_fabric_task
 
         fabric = get_object_or_404(Fabric, pk=pk)
+        if not has_live_access(fabric):
+            messages.error(request, NO_LIVE_ACCESS.format(name=fabric.name))
+            return redirect(fabric.get_absolute_url())
         result = discover_fabric_task.delay(fabric.pk)
         audit.record("fabric.discover", fabric, {"task_id": getattr(result, "id", None)})
         messages.success(request, f"Discovery of {fabric.name} queued; refresh in a few seconds.")

@@ -40,6 +40,19 @@ IMPORT_REQUEST = {
 }
 
 
+NO_LIVE_ACCESS = (
+    "Fabric {name} has no live access configured (set ca_name, or tool_env for a lab): it was "
+    "imported from a file, and a live discovery from this host would describe another fabric."
+)
+
+
+def has_live_access(fabric: Fabric) -> bool:
+    """True when the diags can reach ``fabric`` from this host: ``ca_name`` or ``tool_env`` is set
+    (the convention of ``fabric.collectors.tools.is_live``, without its periodic-discovery flag,
+    since an on-demand discovery is wanted even when the periodic one is off)."""
+    return bool(fabric.tool_env or fabric.ca_name)
+
+
 class PlainTextParser(parsers.BaseParser):
     """Raw topology text (``Content-Type: text/plain``) as bytes."""
 
@@ -226,13 +239,23 @@ class FabricViewSet(BriefModeMixin, viewsets.ModelViewSet):
         audit.record("fabric.delete", instance)
         instance.delete()
 
-    @extend_schema(request=None, responses={202: serializers.DiscoverQueuedSerializer})
+    @extend_schema(
+        request=None,
+        responses={
+            202: serializers.DiscoverQueuedSerializer,
+            409: OpenApiResponse(description="the fabric has no live access (imported from a file)"),
+        },
+    )
     @action(detail=True, methods=["post"])
     def discover(self, request, pk=None):
         """Queue a live discovery (ibnetdiscover) of this fabric now (Operator)."""
         from ..tasks import discover_fabric_task
 
         fabric = self.get_object()
+        if not has_live_access(fabric):
+            return Response(
+                {"detail": NO_LIVE_ACCESS.format(name=fabric.name)}, status=status.HTTP_409_CONFLICT
+            )
         result = discover_fabric_task.delay(fabric.pk)
         task_id = getattr(result, "id", None)
         audit.record("fabric.discover", fabric, {"task_id": task_id})

@@ -315,6 +315,11 @@ def test_operator_queues_discovery_audited(small, client_for, monkeypatch):
     monkeypatch.setattr(
         tasks.discover_fabric_task, "delay", lambda fabric_id: queued.append(fabric_id) or Result()
     )
+    # an imported fabric has no live access: discovering "it" from this host would find another one
+    resp = client_for("operator").post(f"/api/fabric/fabrics/{small.pk}/discover/")
+    assert resp.status_code == 409 and "no live access" in resp.json()["detail"]
+    assert queued == [] and not AuditEntry.objects.filter(action="fabric.discover").exists()
+    Fabric.objects.filter(pk=small.pk).update(ca_name="mlx5_0", ca_port=1)
     resp = client_for("operator").post(f"/api/fabric/fabrics/{small.pk}/discover/")
     assert resp.status_code == 202
     assert resp.json()["queued"] is True and resp.json()["fabric"]["name"] == "small"

@@ -75,9 +75,17 @@ def test_fabric_page_discover_button_by_role(small, client_for, monkeypatch):
     )
     assert client_for("viewer").post(f"/fabric/{small.pk}/discover/").status_code == 403
     operator = client_for("operator")
-    assert 'id="discover-form"' in operator.get(url).content.decode()
+    html = operator.get(url).content.decode()
+    assert (
+        'id="discover-form"' in html and "disabled" in html.split('id="discover-form"')[1].split("</form>")[0]
+    )
     queued = []
     monkeypatch.setattr(tasks.discover_fabric_task, "delay", lambda fid: queued.append(fid))
+    resp = operator.post(f"/fabric/{small.pk}/discover/", follow=True)
+    assert queued == [] and "no live access" in resp.content.decode()
+    Fabric.objects.filter(pk=small.pk).update(tool_env={"LD_PRELOAD": "libumad2sim.so"})
+    html = operator.get(url).content.decode()
+    assert "disabled" not in html.split('id="discover-form"')[1].split("</form>")[0]
     resp = operator.post(f"/fabric/{small.pk}/discover/", follow=True)
     assert resp.redirect_chain[-1][0] == url
     assert queued == [small.pk]

@@ -170,8 +170,9 @@ def _tail(path: Path, lines: int = 15) -> str:
 class _SM:
     """One OpenSM process of a lab."""
 
-    def __init__(self, node: NetNode, priority: int, directory: Path):
+    def __init__(self, node: NetNode, priority: int, directory: Path, port: int = 1):
         self.node = node
+        self.port = port
         self.priority = priority
         self.dir = directory
         self.proc: subprocess.Popen | None = None
@@ -182,7 +183,7 @@ class _SM:
 
     @property
     def port_guid(self) -> int:
-        return self.node.port_guid(1)
+        return self.node.port_guid(self.port)
 
 
 class Lab:
@@ -245,15 +246,15 @@ class Lab:
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir else None
         self.socket_name = f"weft-{os.getpid()}-{next(_COUNTER)}-{secrets.token_hex(3)}"
-        master = self._resolve(sm_node) if sm_node else _default_sm_node(self.net.cas)
+        master = self._resolve(sm_node) if sm_node else _default_sm_node(self.net)
         if master.kind != CA:
             raise LabError(f"sm_node {sm_node!r} is a {master.kind}, OpenSM runs on a CA")
-        self._sms: list[_SM] = [_SM(master, 14, Path())]
+        self._sms: list[_SM] = [_SM(master, 14, Path(), self._sm_port(master))]
         if standby_sm:
             standby = self._resolve(standby_sm)
             if standby.kind != CA or standby is master:
                 raise LabError(f"standby_sm {standby_sm!r} must be a CA other than the master's")
-            self._sms.append(_SM(standby, 13, Path()))
+            self._sms.append(_SM(standby, 13, Path(), self._sm_port(standby)))
         self.node_names: list[str] = [n.description for n in self.net.nodes]
         self._ibsim: subprocess.Popen | None = None
         self._out = bytearray()
@@ -276,6 +277,15 @@ class Lab:
         if node is None:
             raise LabError(f"no node {name!r} in {self.net.source} (give a node id, description or GUID)")
         return node
+
+    def _sm_port(self, node: NetNode) -> int:
+        # umad2sim attaches a client to port 1 of its SIM_HOST CA (ibsim sim_ctl_new_client), always
+        if 1 not in self.net.linked_ports(node):
+            raise LabError(
+                f"{self.net.source}: port 1 of CA {node.description!r} has no cable; "
+                "OpenSM there would never become MASTER"
+            )
+        return 1
 
     def node(self, name: str) -> NetNode:
         """The netfile record of node ``name`` (id, description or node/port GUID); ``LabError`` if none."""
@@ -705,7 +715,9 @@ class Lab:
         want = None
         if guid is not None:
             node = self._resolve(guid)
-            want = {f"0x{node.guid:016x}", f"0x{node.port_guid(1):016x}"}
+            want = {f"0x{node.guid:016x}"} | {
+                f"0x{node.port_guid(p):016x}" for p in range(1, node.nports + 1)
+            }
         deadline = time.monotonic() + timeout
         last: object = None
         while True:
@@ -855,12 +867,16 @@ def _partition_errors(log: bytes) -> list[str]:
     ]
 
 
-def _default_sm_node(cas: list[NetNode]) -> NetNode:
-    """The first CA that is a host HCA (not a switch's SHARP "Aggregation Node"), else the first CA."""
-    for ca in cas:
+def _default_sm_node(net) -> NetNode:
+    """The first CA cabled on port 1 (where umad2sim attaches OpenSM) that is a host HCA (not a switch's
+    SHARP "Aggregation Node"), else the first such CA. ``LabError`` when there is none."""
+    cabled = [ca for ca in net.cas if 1 in net.linked_ports(ca)]
+    if not cabled:
+        raise LabError(f"{net.source}: no CA has a cable on port 1, OpenSM could never become MASTER")
+    for ca in cabled:
         if "aggregation node" not in ca.description.lower():
             return ca
-    return cas[0]
+    return cabled[0]
 
 
 def _terminate(proc: subprocess.Popen | None, grace: float = 5.0) -> None:

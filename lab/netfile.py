@@ -30,7 +30,7 @@ ROUTER = "Rt"
 _GUID_BASE = {CA: 0x100000, SWITCH: 0x200000, ROUTER: 0x200000}
 
 _HEADER_RE = re.compile(r"^(Switch|Hca|Ca|Rt)\s*(\d+)\s*\"([^\"]*)\"(.*)$")
-_PORT_RE = re.compile(r"^\[(\d+)\]\s*(?:\(([0-9a-fA-Fx]+)\))?\s*\"([^\"]*)\"\s*(?:\[(\d+)\])?(.*)$")
+_PORT_RE = re.compile(r"^\[(\d+)\]\s*(?:\(([^)]*)\))?\s*\"([^\"]*)\"\s*(?:\[(\d+)\])?(.*)$")
 _RATE_RE = re.compile(r"lid\s+\d+\s+(\d+)x([A-Za-z0-9]+)")
 
 
@@ -78,6 +78,7 @@ class Netfile:
     nodes: list[NetNode]
     source: str = "<netfile>"
     max_lid: int = 0  # highest LID the netfile's comments mention (sizes ibsim's LID table)
+    _linked: dict[str, set[int]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def switches(self) -> list[NetNode]:
@@ -96,6 +97,17 @@ class Netfile:
                 a, b = (node.node_id, p.port), (p.remote_id, p.remote_port)
                 out.add((a, b) if a <= b else (b, a))
         return out
+
+    def linked_ports(self, node: NetNode) -> list[int]:
+        """Port numbers of ``node`` that have a cable, whichever end of the link the netfile lists."""
+        if self._linked is None:
+            linked: dict[str, set[int]] = {}
+            for other in self.nodes:
+                for p in other.ports.values():
+                    linked.setdefault(other.node_id, set()).add(p.port)
+                    linked.setdefault(p.remote_id, set()).add(p.remote_port)
+            self._linked = linked
+        return sorted(self._linked.get(node.node_id, ()))
 
     @property
     def total_ports(self) -> int:

@@ -374,3 +374,23 @@ def test_lab_tests_skip_with_the_reason_when_tools_are_missing(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 skipped" in proc.stdout
     assert "ibsim (Debian package ibsim-utils)" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ibsim_net/hk_ibsim_credit_loop_manually_created.txt",  # non-hex GUIDs in (...)
+        "ibsim_net/qnib_netlist.clos3_multilink",  # hand-written ibsim syntax, parallel links
+        "ibnetdiscover/ibtopotool_3_nvidia_kb_stderr.topo",  # stderr junk on top, first CA cabled on port 2
+        "ibnetdiscover/psmn_X5.ibnetdiscover.topo",  # '#' inside a quoted description
+        "ibnetdiscover/ufm_small_topo_file.ibnetdiscover.txt",  # mixed HDR/FDR, switch self-loops
+        "ibnetdiscover/nvidia_topograph_ndr_dgx.ibnetdiscover.out",  # NDR, 65-port QM9701
+    ],
+)
+def test_real_topologies_come_up_as_declared(lab_factory, realdata, name):
+    lab = lab_factory(realdata / name)
+    seen = ports_summary(lab.run(["ibnetdiscover", "-p"], timeout=120).stdout)
+    assert lab.sm_info()["state"] == "MASTER"
+    assert len(seen["switches"]) == len(lab.net.switches)
+    assert len(seen["cas"]) == len(lab.net.cas)
+    assert len(seen["links"]) == len(lab.net.links)

@@ -65,6 +65,10 @@ def summary(fabric_id: int | None = None, top: int = 10) -> dict[str, Any]:
             "master_sm_guid": f.master_sm_guid or None, "master_sm_lid": f.master_sm_lid, "master_sm": master,
             "subnet_managers": f.subnet_managers.count(),
             "last_discovery": f.last_discovery.started.isoformat() if f.last_discovery_id else None,
+            "last_discovery_display": (
+                f"{f.last_discovery.started:%Y-%m-%d %H:%M:%S} ({f.last_discovery.get_status_display()})"
+                if f.last_discovery_id else None
+            ),
             "url": f.get_absolute_url(),
         })  # fmt: skip
     alarms = Alarm.objects.open()

@@ -23,7 +23,7 @@
     rows(document.querySelector("#fabric-summary tbody"), s.fabrics, (f) =>
       `<tr data-fabric="${f.id}"><td><a href="${esc(f.url)}">${esc(f.name)}</a></td><td>${f.switches}</td><td>${f.cas}</td><td>${f.links}</td>` +
       `<td>${f.master_sm_guid ? `${esc(f.master_sm || "")} <span class="mono muted">${esc(f.master_sm_guid)}</span> lid ${f.master_sm_lid}` : '<span class="sev-critical">none known</span>'}</td>` +
-      `<td>${esc(f.last_discovery || "never")}</td></tr>`, "No fabric yet.", 6);
+      `<td>${esc(f.last_discovery_display || "never")}</td></tr>`, "No fabric yet.", 6);
     rows(document.querySelector("#top-congested tbody"), s.top_congested, (p) =>
       `<tr><td><a href="${esc(p.url)}">${esc(p.port)}</a></td><td>${num(p.congestion, 2)}</td><td>${num(p.utilisation, 2)}</td><td>${num(p.xmit_wait_per_s, 0)}</td></tr>`,
       "no congestion measured", 4);

@@ -10,10 +10,15 @@ from weft.locks import single_instance
 @shared_task(name="events.tasks.evaluate_discovery_task")
 def evaluate_discovery_task(fabric_id: int, discovery_id: int | None = None) -> dict:
     """Rules after a discovery/import committed (``events.rules.evaluate_discovery``)."""
+    from fabric.models import Fabric
+
     from .realtime import publish_summary_changed
     from .rules import evaluate_discovery
 
-    summary = evaluate_discovery(fabric_id, discovery_id).summary()
+    try:
+        summary = evaluate_discovery(fabric_id, discovery_id).summary()
+    except Fabric.DoesNotExist:  # deleted since the discovery committed
+        return {"skipped": f"fabric {fabric_id} no longer exists"}
     publish_summary_changed(fabric_id)
     return summary
 
@@ -21,10 +26,16 @@ def evaluate_discovery_task(fabric_id: int, discovery_id: int | None = None) -> 
 @shared_task(name="events.tasks.evaluate_sweep_task")
 def evaluate_sweep_task(fabric_id: int, sweep_id: int) -> dict:
     """Rules after a counter sweep committed (``events.rules.evaluate_sweep``)."""
+    from fabric.models import Fabric
+    from telemetry.models import Sweep
+
     from .realtime import publish_summary_changed
     from .rules import evaluate_sweep
 
-    summary = evaluate_sweep(fabric_id, sweep_id).summary()
+    try:
+        summary = evaluate_sweep(fabric_id, sweep_id).summary()
+    except (Fabric.DoesNotExist, Sweep.DoesNotExist):  # deleted since the sweep committed
+        return {"skipped": f"fabric {fabric_id} or sweep {sweep_id} no longer exists"}
     publish_summary_changed(fabric_id)
     return summary
 

@@ -138,6 +138,14 @@ _LIVE_LOCK = threading.Lock()
 _COUNTER = itertools.count(1)
 
 
+def _forget_labs_in_child() -> None:
+    # A forked child (multiprocessing, Celery prefork) must never stop its parent's labs at exit.
+    _LIVE.clear()
+
+
+os.register_at_fork(after_in_child=_forget_labs_in_child)
+
+
 @atexit.register
 def _stop_all() -> None:
     with _LIVE_LOCK:
@@ -262,6 +270,7 @@ class Lab:
         self._reader: threading.Thread | None = None
         self._console_lock = threading.Lock()
         self._stopped = True
+        self._owner_pid = os.getpid()
         self.started_at: float | None = None
         self.start_seconds: float | None = None
         #: seconds from start() to ibsim's prompt ("ibsim"), sminfo MASTER ("master"), "subnet_up"
@@ -361,6 +370,7 @@ class Lab:
             (self.workdir / _OWNER_FILE).write_text(f"{os.getpid()}\n")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._stopped = False
+        self._owner_pid = os.getpid()
         with _LIVE_LOCK:
             _LIVE.add(self)
         try:
@@ -514,8 +524,8 @@ class Lab:
     def stop(self) -> None:
         """Stop every process of the lab by pid: OpenSM(s) first, then ibsim; SIGTERM, then SIGKILL after
         5 s. Removes the temporary work directory. Safe to call twice and from ``atexit``."""
-        if self._stopped:
-            return
+        if self._stopped or os.getpid() != self._owner_pid:
+            return  # not running, or a forked copy of the Lab object: the processes belong to the parent
         self._stopped = True
         for sm in reversed(self._sms):
             _terminate(sm.proc)

@@ -401,6 +401,14 @@ class DiscoverySerializer(serializers.ModelSerializer):
         ]
 
 
+class DiscoveryListSerializer(DiscoverySerializer):
+    """A discovery without its ``diff`` (lists and import results: the first import of a
+    5,000-node fabric lists ~18k added keys); the detail form has it."""
+
+    class Meta(DiscoverySerializer.Meta):
+        fields = [f for f in DiscoverySerializer.Meta.fields if f != "diff"]
+
+
 # --- action payloads ---------------------------------------------------------------------------
 
 
@@ -417,7 +425,7 @@ class ImportRequestSerializer(serializers.Serializer):
 
 class ImportResultSerializer(serializers.Serializer):
     fabric = BriefFabricSerializer()
-    discovery = DiscoverySerializer()
+    discovery = DiscoveryListSerializer()
     summary = serializers.DictField()
 
 

@@ -178,6 +178,15 @@ class DiscoveryViewSet(ReadOnlyTopologyViewSet):
     filterset_class = filtersets.DiscoveryFilterSet
     ordering_fields = ["id", "started", "duration_s", "added", "removed", "changed"]
 
+    def get_serializer_class(self):
+        if (
+            self.action == "list"
+            and not self.brief
+            and self.request.query_params.get("diff") not in {"1", "true"}
+        ):
+            return serializers.DiscoveryListSerializer
+        return super().get_serializer_class()
+
 
 def _read_upload(data) -> tuple[str, str]:
     """Return ``(text, filename)`` from the request data; gzip is recognised by its magic number.
@@ -305,7 +314,7 @@ class FabricViewSet(BriefModeMixin, viewsets.ModelViewSet):
         return Response(
             {
                 "fabric": serializers.BriefFabricSerializer(fabric, context=ctx).data,
-                "discovery": serializers.DiscoverySerializer(discovery, context=ctx).data,
+                "discovery": serializers.DiscoveryListSerializer(discovery, context=ctx).data,
                 "summary": summary,
             },
             status=status.HTTP_201_CREATED,

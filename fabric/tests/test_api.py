@@ -352,6 +352,15 @@ def test_import_multipart_creates_a_second_fabric(small, realdata, client_for):
     assert body["discovery"]["source"] == DiscoverySource.UPLOAD
     assert body["discovery"]["filename"].endswith("nvidia_topograph_ndr_dgx.ibnetdiscover.out")
     assert body["summary"]["added"] > 0
+    assert "diff" not in body["discovery"]  # thousands of keys: on the discovery's own URL
+    detail = admin.get(f"/api/fabric/discoveries/{body['discovery']['id']}/").json()
+    assert len(detail["diff"]["added"]["nodes"]) == counts["switches"] + counts["cas"]  # under the cap
+    listed = admin.get("/api/fabric/discoveries/", {"fabric": fabric.pk}).json()["results"]
+    assert "diff" not in listed[0]
+    assert (
+        admin.get("/api/fabric/discoveries/", {"fabric": fabric.pk, "diff": 1}).json()["results"][0]["diff"]
+        == detail["diff"]
+    )
     assert Fabric.objects.count() == 2
     entry = AuditEntry.objects.get(action="fabric.import")
     assert entry.username == "admin" and entry.object_id == str(fabric.pk)

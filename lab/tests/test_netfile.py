@@ -95,3 +95,38 @@ def test_selene_compute_reads_whole(realdata):
 def test_errors_say_where(text, message):
     with pytest.raises(NetfileError, match=message):
         parse_netfile(text, "bad.net")
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_LINES = st.sampled_from(
+    [
+        'Switch 8 "S1" # "MF0;leaf-01:MQM8700/U1" enhanced port 0 lid 1 lmc 0',
+        'Switch\t4 "S2"',
+        'Hca 2 "H1"',
+        'Ca 1 "H2" # "host002 mlx5_0"',
+        '[1] "S1"[1]',
+        '[2] "H1"[1] # "x" lid 3 4xHDR',
+        '[1](abc) "S2"[3] # lid 0 lmc 0 "S2" lid 0 4xEDR',
+        "[x",
+        "caguid=0x100",
+        "switchguid=+0x10",
+        "",
+        "# comment",
+        'Rt 2 "R1"',
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_LINES, st.text(max_size=40)), max_size=30))
+def test_reader_either_parses_or_raises_a_located_netfile_error(lines):
+    text = "\n".join(lines)
+    try:
+        net = parse_netfile(text, "fuzz.net")
+    except NetfileError as exc:
+        assert str(exc).startswith("fuzz.net")
+        return
+    known = {n.node_id for n in net.nodes}
+    assert all(p.remote_id in known for n in net.nodes for p in n.ports.values())

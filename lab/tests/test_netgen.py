@@ -127,3 +127,27 @@ def test_two_switch_four_ca_matches_ibsim_example(realdata):
     assert [(n.node_id, n.guid, n.nports) for n in ours.nodes] == [
         (n.node_id, n.guid, n.nports) for n in theirs.nodes
     ]
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    leaves=st.integers(1, 12),
+    spines=st.integers(1, 6),
+    hosts=st.integers(1, 20),
+    links=st.integers(1, 3),
+    speed=st.sampled_from(["QDR", "FDR", "EDR", "HDR", "NDR"]),
+)
+def test_fat_tree_2level_counts_or_a_clear_refusal(leaves, spines, hosts, links, speed):
+    radix = netgen.SWITCH_MODELS[speed].ports
+    try:
+        net = parse_netfile(netgen.fat_tree_2level(leaves, spines, hosts, speed=speed, links_per_spine=links))
+    except ValueError as exc:
+        assert hosts + spines * links > radix or leaves * links > radix, exc
+        return
+    assert len(net.switches) == leaves + spines and len(net.cas) == leaves * hosts
+    assert len(net.links) == leaves * (hosts + spines * links)
+    assert max(len(n.ports) for n in net.switches) <= radix

@@ -7,7 +7,7 @@
   the link gone (``link.down`` → Critical alarm and mail), the one after sees it back
   (``link.up`` clears it);
 * **error burst** (``lab.perf_set``): SymbolErrorCounter raised by ``burst`` and LinkDownedCounter
-  by 1 on a switch port, so the next sweep's deltas raise ``port.symbol_errors`` and
+  by 1 on a switch port (added to the values ``perfquery`` reads first), so the next sweep's deltas raise ``port.symbol_errors`` and
   ``port.link_downed``; later sweeps without new errors clear the symbol-error alarm.
 
 Only links between two switches are flapped (a host link flap would also hide the host's
@@ -91,8 +91,10 @@ class FaultInjector(threading.Thread):
             timer.daemon = True
             timer.start()
         else:
+            current = self._read_counters(node, port)
             symbols, downed = self._counters.get((node, port), (0, 0))
-            symbols, downed = symbols + self.burst, downed + 1
+            symbols = max(symbols, current.get("SymbolErrorCounter", 0)) + self.burst
+            downed = max(downed, current.get("LinkDownedCounter", 0)) + 1
             self._counters[(node, port)] = (symbols, downed)
             self.lab.perf_set(node, port, "SymbolErrorCounter", symbols)
             self.lab.perf_set(node, port, "LinkDownedCounter", downed)
@@ -102,6 +104,20 @@ class FaultInjector(threading.Thread):
         self.history.append(fault)
         log.info("fault injected: %s %s[%s] %s", fault.kind, node, port, fault.detail)
         return fault
+
+    def _read_counters(self, node: str, port: int) -> dict[str, int]:
+        """The port's PortCounters as ``perfquery -G <guid> <port>`` prints them (``{name: value}``),
+        so a burst adds to the current values instead of setting them lower (which telemetry would
+        read as a counter reset). Empty when perfquery fails."""
+        import re
+
+        try:
+            proc = self.lab.run(
+                ["perfquery", "-G", self.lab.guid_of(node), str(port)], timeout=15, check=False
+            )
+        except Exception:
+            return {}
+        return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+):\.*(\d+)\s*$", proc.stdout, re.M)}
 
     def _relink(self, node: str, port: int) -> None:
         try:

@@ -345,6 +345,7 @@ def test_fat_tree_648_hosts_comes_up_master(lab_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_selene_compute_fabric_comes_up_master(lab_factory, realdata, tmp_path):
     source = realdata / "ibnetdiscover" / "selene_compute.ibnetdiscover.txt.gz"
     netfile = tmp_path / "selene_compute.net"

@@ -184,8 +184,11 @@ def derive_raw(
             out.reset = True
             out.reason = "counters reset"
             return out
-    prev_sat = {i for i, (v, m) in enumerate(zip(prev, maxes, strict=False)) if v is not None and v >= m}
-    blocked = [ALL_COUNTERS[i] for i in range(_N_RATE) if i in prev_sat or i in sat]
+    blocked = [
+        ALL_COUNTERS[i]
+        for i in range(_N_RATE)
+        if (curr[i] is not None and curr[i] >= maxes[i]) or (prev[i] is not None and prev[i] >= maxes[i])
+    ]
     if blocked:
         out.reason = "saturated: " + ", ".join(blocked)
         return out
@@ -206,10 +209,9 @@ def derive_raw(
     if cap and out.xmit_bytes_per_s is not None and out.rcv_bytes_per_s is not None:
         out.utilisation = max(0.0, min(1.0, max(out.xmit_bytes_per_s, out.rcv_bytes_per_s) / cap))
     deltas: dict[str, int] = {}
-    satset = set(sat)
     for i in range(_N_RATE, len(ALL_COUNTERS)):
         a, b = prev[i], curr[i]
-        if a is None or b is None or b <= a or i in satset or i in prev_sat:
+        if a is None or b is None or b <= a or b >= maxes[i]:  # b > a, so a < max too
             continue
         deltas[ALL_COUNTERS[i]] = b - a
     out.error_deltas = deltas

@@ -25,6 +25,7 @@ import json
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -130,6 +131,39 @@ def _previous_state(fabric: Fabric, mech: str, port_ids: list[int]) -> dict[int,
     return state
 
 
+_SM_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="weft-sminfo")
+
+
+def _sm_moved(fabric: Fabric, env: dict, ca_args: list[str]) -> str:
+    """Compare the master SM (``sminfo``, run beside the collector) with the one the last discovery
+    saw. A new master may have handed out new LIDs, so counters read by LID could belong to other
+    ports until the topology is rediscovered: return a note for the Sweep and queue a discovery
+    (``fabric.tasks.discover_fabric_task``, after the sweep commits). "" when the SM is the same."""
+    from fabric.collectors.tools import ToolError, run_tool
+    from fabric.parsers.sminfo import parse_sminfo
+
+    try:
+        res = run_tool(["sminfo", *ca_args], env=env, timeout=10)
+        sm = parse_sminfo(res.stdout)
+    except (ToolError, ValueError) as exc:
+        return f"sminfo failed ({exc}); SM not checked"
+    if sm.guid == fabric.master_sm_guid:
+        return ""
+    return (
+        f"master SM moved from {fabric.master_sm_guid} to {sm.guid} (LID {sm.lid}): LIDs may have "
+        "changed, counters read by LID are suspect until the next discovery (queued)"
+    )
+
+
+def _queue_discovery(fabric_id: int) -> None:
+    try:
+        from fabric.tasks import discover_fabric_task
+
+        discover_fabric_task.delay(fabric_id)
+    except Exception:  # the broker may be down: the discovery beat will catch up
+        log.exception("could not queue the rediscovery of fabric %s after an SM move", fabric_id)
+
+
 def _requests(fabric: Fabric, targets: list[Target], extended: str) -> list[tuple]:
     now = time.monotonic()
     lids = sorted({t.lid for t in targets if t.lid})
@@ -195,6 +229,7 @@ def poll_fabric(
     collected: Collected | None = None
     error = ""
     t_collect = time.time()
+    sm_check = _SM_POOL.submit(_sm_moved, fabric, env, ca_args) if fabric.master_sm_guid else None
     try:
         if mechanism == "mad":
             reqs = _requests(fabric, targets, extended)
@@ -222,6 +257,7 @@ def poll_fabric(
     except CollectorError as exc:
         error = str(exc)
         log.warning("counter sweep of %s failed: %s", fabric, exc)
+    sm_note = sm_check.result() if sm_check is not None else ""
     # all ports of the sweep share one sample time: the middle of the collection
     sampled_at = datetime.fromtimestamp(t_collect + (collected.duration_s / 2 if collected else 0.0), UTC)
     t_sample = sampled_at.timestamp()  # microsecond precision, as stored: rates match the rows exactly
@@ -288,7 +324,7 @@ def poll_fabric(
 
     if collected is None:
         status = SweepStatus.FAILED
-    elif n_stale:
+    elif n_stale or sm_note:
         status = SweepStatus.PARTIAL
     else:
         status = SweepStatus.OK
@@ -311,7 +347,7 @@ def poll_fabric(
             saturated=n_sat,
             resets=n_reset,
             status=status,
-            error=(error or (stats if n_stale else ""))[:2000],
+            error="; ".join(x for x in (error, sm_note, stats if n_stale else "") if x)[:2000],
             mechanism=mech_label,
         )
         _upsert(sweep.pk, rows)
@@ -326,6 +362,8 @@ def poll_fabric(
             sweep_committed.send(sender=Sweep, fabric_id=fabric.pk, sweep_id=sweep_id)
 
         transaction.on_commit(_after_commit)
+        if sm_note.startswith("master SM moved"):
+            transaction.on_commit(lambda: _queue_discovery(fabric.pk))
     duration = time.monotonic() - t_start
     Sweep.objects.filter(pk=sweep.pk).update(duration_s=round(duration, 4))
     sweep.duration_s = round(duration, 4)
@@ -430,6 +468,31 @@ def _copy_text(value) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
+def _copy_lines(tuples: list[tuple]) -> str:
+    """COPY text of the upsert rows; the numeric columns (all but the 5 text/JSON/bool tail columns
+    and ``extended``) are formatted inline (tens of thousands of rows per sweep)."""
+    out = []
+    n = "\\N"
+    for t in tuples:
+        head = t[:19]  # port_id, sweep_id, sampled_at, 16 raw counters
+        mid = t[20:27]  # 7 derived floats
+        out.append(
+            "\t".join(
+                [
+                    str(head[0]),
+                    str(head[1]),
+                    head[2].isoformat() if head[2] is not None else n,
+                    *[n if v is None else str(v) for v in head[3:]],
+                    "t" if t[19] else "f",
+                    *[n if v is None else repr(v) for v in mid],
+                    *[_copy_text(v) for v in t[27:]],
+                ]
+            )
+        )
+    out.append("")
+    return "\n".join(out)
+
+
 _STAGE = "weft_portcounters_stage"
 
 
@@ -457,7 +520,7 @@ def _upsert(sweep_id: int, rows: list[tuple]) -> None:
                 + ", ".join(f"{c} {t}" for c, t in zip(_COLUMNS, types, strict=True))
                 + ") ON COMMIT DELETE ROWS"
             )
-            text = "".join("\t".join(map(_copy_text, t)) + "\n" for t in tuples)
+            text = _copy_lines(tuples)
             with cur.cursor.copy(f"COPY {_STAGE} ({cols}) FROM STDIN") as copy:
                 copy.write(text.encode())
             cur.execute(

@@ -240,7 +240,10 @@ def test_metrics_endpoint(small_lab, fabric, settings):
     settings.WEFT_METRICS_ALLOW = ["10.9.0.0/16"]
     assert Client(REMOTE_ADDR="192.0.2.1").get("/metrics", secure=True).status_code == 403
     assert (
-        Client(REMOTE_ADDR="192.0.2.1").get("/metrics", secure=True, HTTP_AUTHORIZATION="Bearer nope").status_code == 403
+        Client(REMOTE_ADDR="192.0.2.1")
+        .get("/metrics", secure=True, HTTP_AUTHORIZATION="Bearer nope")
+        .status_code
+        == 403
     )
     ok = Client(REMOTE_ADDR="192.0.2.1").get("/metrics", secure=True, HTTP_AUTHORIZATION="Bearer s3cret")
     assert ok.status_code == 200
@@ -310,3 +313,21 @@ def test_sweeps_on_postgresql_store_rates_and_history(small_lab, fabric):
     n_ports = Port.objects.filter(node__fabric=fabric).count()
     assert PortCounters.objects.filter(port__node__fabric=fabric).count() == n_ports
     assert CounterChunk.objects.filter(fabric=fabric).count() >= 2
+
+
+def test_sm_move_is_recorded_and_the_sweep_goes_on(lab_factory):
+    from lab import netgen
+
+    lab = lab_factory(netgen.two_switch_four_ca(), standby_sm="Hca4", sm_node="Hca2")
+    fabric = Fabric.objects.create(name="smlab", tool_env=lab.tool_env, discovery_enabled=False)
+    discover(fabric)
+    fabric.refresh_from_db()
+    assert fabric.master_sm_guid == f"0x{lab.node('Hca2').port_guid(1):016x}"
+    assert poll_fabric(fabric).status == "ok"
+    lab.kill_master_sm()
+    new = lab.wait_master(timeout=60, guid="Hca4")
+    s = poll_fabric(fabric)
+    assert (
+        s.status == "partial" and s.stale == 0 and s.ports == Port.objects.filter(node__fabric=fabric).count()
+    )
+    assert f"master SM moved from {fabric.master_sm_guid} to {new['guid']}" in s.error

@@ -235,8 +235,11 @@ if EMAIL_URL := env_str("EMAIL_URL", "console://"):
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "weft@localhost")
 #: Absolute base URL used in alert emails to link to alarm pages.
 WEFT_BASE_URL = env_str("WEFT_BASE_URL", "http://127.0.0.1:8000")
-#: Alert mail: default recipients (policies without their own), storm and rate limits.
-WEFT_ALERT_EMAILS = env_list("WEFT_ALERT_EMAILS", [])
+#: Alert mail: default recipients (policies without their own), storm and rate limits. With the
+#: console mail backend (the default) alerts go to a placeholder so the demo shows them.
+WEFT_ALERT_EMAILS = env_list(
+    "WEFT_ALERT_EMAILS", ["oncall@localhost"] if EMAIL_URL.startswith("console:") else []
+)
 WEFT_MAIL_STORM_THRESHOLD = env_int("WEFT_MAIL_STORM_THRESHOLD", 5)
 WEFT_MAIL_RATE_LIMIT = env_int("WEFT_MAIL_RATE_LIMIT", 10)
 WEFT_MAIL_RATE_WINDOW_S = env_float("WEFT_MAIL_RATE_WINDOW_S", 600.0)

@@ -270,6 +270,7 @@ class Lab:
         self._reader: threading.Thread | None = None
         self._console_lock = threading.Lock()
         self._stopped = True
+        self._closing = False
         self._owner_pid = os.getpid()
         self.started_at: float | None = None
         self.start_seconds: float | None = None
@@ -370,6 +371,7 @@ class Lab:
             (self.workdir / _OWNER_FILE).write_text(f"{os.getpid()}\n")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._stopped = False
+        self._closing = False
         self._owner_pid = os.getpid()
         with _LIVE_LOCK:
             _LIVE.add(self)
@@ -526,7 +528,9 @@ class Lab:
         5 s. Removes the temporary work directory. Safe to call twice and from ``atexit``."""
         if self._stopped or os.getpid() != self._owner_pid:
             return  # not running, or a forked copy of the Lab object: the processes belong to the parent
-        self._stopped = True
+        # _stopped is set only at the end: a second Ctrl-C interrupting this leaves the lab "running",
+        # so the atexit handler finishes the job.
+        self._closing = True
         for sm in reversed(self._sms):
             _terminate(sm.proc)
         if self._ibsim is not None:
@@ -537,6 +541,7 @@ class Lab:
                 self._reader.join(timeout=5)
             with contextlib.suppress(OSError):
                 self._ibsim.stdout.close()
+        self._stopped = True
         with _LIVE_LOCK:
             _LIVE.discard(self)
         if self._own_workdir and self.workdir is not None and not os.environ.get("WEFT_LAB_KEEP"):
@@ -606,7 +611,7 @@ class Lab:
         command = command.strip()
         if "\n" in command:
             raise LabConsoleError("one console command at a time (no newline)")
-        if self._stopped or self._ibsim is None:
+        if self._stopped or self._closing or self._ibsim is None:
             raise LabError("the lab is not running")
         with self._console_lock:
             line = command

@@ -410,3 +410,35 @@ def test_real_topologies_come_up_as_declared(lab_factory, realdata, name):
     assert len(seen["switches"]) == len(lab.net.switches)
     assert len(seen["cas"]) == len(lab.net.cas)
     assert len(seen["links"]) == len(lab.net.links)
+
+
+def test_ctrl_c_in_a_script_stops_the_lab(tmp_path):
+    """Ctrl-C reaches only Python (the lab runs in its own session); ``with Lab`` then stops the lab."""
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "run_lab.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "from lab import Lab, netgen\n"
+        "with Lab(netgen.two_switch_four_ca()) as lab:\n"
+        "    print(' '.join(map(str, lab.pids)), flush=True)\n"
+        "    time.sleep(120)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=root,
+        env=dict(__import__("os").environ, PYTHONPATH=str(root)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 2 and all(alive(p) for p in pids)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert "KeyboardInterrupt" in err
+    assert not any(alive(p) for p in pids)

@@ -79,6 +79,14 @@
     }
   }
 
+  // Suggest a fabric name from the file name (selene_compute.ibnetdiscover.txt.gz → selene_compute).
+  const nameInput = document.getElementById("import-fabric");
+  document.getElementById("import-file").addEventListener("change", function () {
+    const f = this.files[0];
+    if (!f || nameInput.value.trim()) return;
+    nameInput.value = f.name.split(".")[0].replace(/[^-a-zA-Z0-9_]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 64);
+  });
+
   form.addEventListener("submit", function (ev) {
     ev.preventDefault();
     const file = document.getElementById("import-file").files[0];

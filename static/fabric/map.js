@@ -339,6 +339,22 @@
     select(String(i));
   }
 
+  /** Port GUIDs are not in the layout payload: ask the API which node has that port. */
+  function searchServer(q) {
+    const g = normalizeGuid(q);
+    if (!g) { setStatus("no node matches “" + q + "”"); return; }
+    const url = nodeApi + "?brief=1&limit=1&fabric=" + data.fabric.id + "&port_guid=" + encodeURIComponent(g);
+    fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then((r) => r.json())
+      .then((body) => {
+        const hit = body.results && body.results[0];
+        const i = hit ? idIndex.get(hit.id) : undefined;
+        if (i === undefined) setStatus("no node or port has GUID " + g);
+        else pick(i);
+      })
+      .catch(() => setStatus("search failed"));
+  }
+
   function wireUi() {
     let timer = null;
     searchInput.addEventListener("input", () => {
@@ -350,7 +366,7 @@
         ev.preventDefault();
         const list = search(searchInput.value);
         if (list.length) pick(list[0][0]);
-        else setStatus("no node matches “" + searchInput.value + "”");
+        else searchServer(searchInput.value);
       } else if (ev.key === "Escape") {
         if (results.childElementCount) showResults([]);
         else if (selected !== null) clearSelection();

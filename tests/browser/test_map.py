@@ -94,6 +94,11 @@ def test_map_draws_fabric_search_and_click(weft_server, browser_page, realdata):
     remote = api_get(page, server, f"/api/fabric/nodes/{linked['remote']['node']['id']}/")
     assert page.locator("#panel-port-table tr.port-row").count() == len(remote["ports"])
 
+    # a port GUID (not in the layout) is looked up through the API
+    page.fill("#map-search", linked["port_guid"])
+    page.press("#map-search", "Enter")
+    page.wait_for_selector(f"#map[data-selected='{ca['node_guid']}']")
+
     # search by LID lists that node
     if remote["lid"] is not None:
         page.fill("#map-search", str(remote["lid"]))

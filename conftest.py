@@ -7,7 +7,7 @@ import pytest
 
 pytest_plugins = ["tests.browser_support"]
 
-REALDATA = Path(os.environ.get("WEFT_REALDATA", Path(__file__).resolve().parents[2] / "shared" / "realdata"))
+REALDATA = Path(os.environ.get("WEFT_REALDATA", Path(__file__).resolve().parents[1] / "shared" / "realdata"))
 
 
 @pytest.fixture(scope="session")

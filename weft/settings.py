@@ -252,6 +252,18 @@ WEFT_METRICS_ALLOW = env_list("WEFT_METRICS_ALLOW", ["127.0.0.1", "::1"])
 WEFT_TOOL_TIMEOUT_S = env_float("WEFT_TOOL_TIMEOUT_S", 120.0)
 #: Parallel perfquery processes per sweep.
 WEFT_POLL_PARALLELISM = env_int("WEFT_POLL_PARALLELISM", 8)
+#: Counter sweeps (telemetry): collector ("mad" pipelined PerfMgt MADs, or "perfquery"), MADs in
+#: flight, per-MAD timeout, switch groups per fabric (one Celery task each), PortXmitWait tick
+#: assumed by the congestion index, history retention (hours) per resolution and for Sweep rows.
+WEFT_POLL_MECHANISM = env_str("WEFT_POLL_MECHANISM", "mad")
+WEFT_POLL_WINDOW = env_int("WEFT_POLL_WINDOW", 64)
+WEFT_MAD_TIMEOUT_S = env_float("WEFT_MAD_TIMEOUT_S", 0.5)
+WEFT_POLL_GROUPS = env_int("WEFT_POLL_GROUPS", 1)
+WEFT_XMIT_WAIT_TICK_NS = env_float("WEFT_XMIT_WAIT_TICK_NS", 1000.0)
+WEFT_HISTORY_RAW_HOURS = env_float("WEFT_HISTORY_RAW_HOURS", 6.0)
+WEFT_HISTORY_MINUTE_HOURS = env_float("WEFT_HISTORY_MINUTE_HOURS", 168.0)
+WEFT_HISTORY_HOUR_HOURS = env_float("WEFT_HISTORY_HOUR_HOURS", 8760.0)
+WEFT_SWEEP_RETENTION_HOURS = env_float("WEFT_SWEEP_RETENTION_HOURS", 168.0)
 
 if PRODUCTION:
     SESSION_COOKIE_SECURE = env_bool("WEFT_SECURE_COOKIES", True)

@@ -49,3 +49,47 @@ def record_events(fabric, specs: list[EventSpec], at: datetime | None = None) ->
         for s in specs
     ]
     return Event.objects.bulk_create(rows, batch_size=1000)
+
+
+def prune(now: datetime | None = None) -> dict[str, int]:
+    """Delete what is older than its retention (days, from settings): events
+    (``WEFT_EVENT_RETENTION_DAYS``, default 365), cleared alarms (``WEFT_ALARM_RETENTION_DAYS``,
+    default 365), mail outbox rows no longer pending (``WEFT_NOTIFICATION_RETENTION_DAYS``,
+    default 30) and health reports (``WEFT_HEALTH_RETENTION_DAYS``, default 90). Open alarms and
+    pending mail are never deleted. Returns ``{"events": n, "alarms": n, "notifications": n,
+    "health_reports": n}``.
+    """
+    from datetime import timedelta
+
+    from django.conf import settings
+
+    from .models import Alarm, HealthReport, Notification
+
+    now = now or timezone.now()
+
+    def cutoff(name: str, default: int):
+        return now - timedelta(days=float(getattr(settings, name, default)))
+
+    out = {}
+    out["alarms"] = (
+        Alarm.objects.filter(state="cleared", cleared_at__lt=cutoff("WEFT_ALARM_RETENTION_DAYS", 365))
+        .delete()[1]
+        .get("events.Alarm", 0)
+    )
+    out["events"] = (
+        Event.objects.filter(at__lt=cutoff("WEFT_EVENT_RETENTION_DAYS", 365), evaluated=True)
+        .delete()[1]
+        .get("events.Event", 0)
+    )
+    out["notifications"] = (
+        Notification.objects.exclude(status="pending")
+        .filter(created__lt=cutoff("WEFT_NOTIFICATION_RETENTION_DAYS", 30))
+        .delete()[1]
+        .get("events.Notification", 0)
+    )
+    out["health_reports"] = (
+        HealthReport.objects.filter(created__lt=cutoff("WEFT_HEALTH_RETENTION_DAYS", 90))
+        .delete()[1]
+        .get("events.HealthReport", 0)
+    )
+    return out

@@ -101,3 +101,12 @@ def health_report_task(fabric_id: int | None = None) -> list[dict]:
 
     fabrics = Fabric.objects.filter(pk=fabric_id) if fabric_id else Fabric.objects.all()
     return [{"fabric": f.name, "report": run_report(f, trigger="scheduled").pk} for f in fabrics]
+
+
+@shared_task(name="events.tasks.prune_task")
+def prune_task() -> dict:
+    """Daily: delete events, cleared alarms, sent mail rows and health reports past retention
+    (``events.services.prune``)."""
+    from .services import prune
+
+    return prune()

@@ -219,6 +219,7 @@ CELERY_BEAT_SCHEDULE = {
     },
     "alarm-mail-flush": {"task": "events.tasks.flush_notifications_task", "schedule": timedelta(seconds=60)},
     "alarm-mail-digest": {"task": "events.tasks.daily_digest_task", "schedule": timedelta(days=1)},
+    "events-prune": {"task": "events.tasks.prune_task", "schedule": timedelta(days=1)},
     "health-report": {
         "task": "events.tasks.health_report_task",
         "schedule": timedelta(seconds=env_float("WEFT_HEALTH_INTERVAL_S", 86400.0)),

@@ -231,3 +231,29 @@ def test_link_degraded_minor_until_rate_back_up(topo):
     evaluate_discovery(topo.fabric.pk)
     alarm.refresh_from_db()
     assert alarm.state == "cleared" and alarm.cleared_event.code == "link.up"
+
+
+def test_prune_keeps_open_alarms_and_recent_rows(topo):
+    from events.services import prune
+
+    old = timezone.now() - timedelta(days=400)
+    record_events(topo.fabric, [link_event(topo, "link.down")], at=old)
+    record_events(topo.fabric, [link_event(topo, "node.added", ("spine01", 2), ("leaf02", 1))], at=old)
+    process_pending_events(topo.fabric.pk)
+    record_events(topo.fabric, [link_event(topo, "link.down", ("spine01", 2), ("leaf02", 1))])
+    process_pending_events(topo.fabric.pk)
+    cleared = Alarm.objects.create(
+        fabric=topo.fabric,
+        code="node.removed",
+        severity="minor",
+        state="cleared",
+        first_seen=old,
+        last_seen=old,
+        cleared_at=old,
+        object_key="0x9",
+    )
+    out = prune()
+    assert out["events"] == 2 and out["alarms"] == 1
+    assert not Alarm.objects.filter(pk=cleared.pk).exists()
+    # The old link-down alarm is still open: kept (its raising event is gone, the link stays named).
+    assert Alarm.objects.open().count() == 2 and Event.objects.count() == 1

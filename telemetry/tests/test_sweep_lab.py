@@ -331,3 +331,26 @@ def test_sm_move_is_recorded_and_the_sweep_goes_on(lab_factory):
         s.status == "partial" and s.stale == 0 and s.ports == Port.objects.filter(node__fabric=fabric).count()
     )
     assert f"master SM moved from {fabric.master_sm_guid} to {new['guid']}" in s.error
+
+
+def test_admin_reset_action_clears_selected_ports_and_is_audited(small_lab, fabric):
+    from django.contrib.auth import get_user_model
+
+    small_lab.perf_set("Hca1", 1, "SymbolErrorCounter", 6)
+    small_lab.perf_set("Hca3", 1, "SymbolErrorCounter", 8)
+    poll_fabric(fabric)
+    admin_user = get_user_model().objects.create_superuser("root", "root@example.org", "pw-123456")
+    client = Client()
+    client.force_login(admin_user)
+    pc = counters("Hca1", 1)
+    resp = client.post(
+        "/admin/telemetry/portcounters/",
+        {"action": "reset_counters", "_selected_action": [pc.pk]},
+        secure=True,
+    )
+    assert resp.status_code == 302
+    entry = AuditEntry.objects.get(action="telemetry.reset_counters")
+    assert entry.user == admin_user and entry.changes["ports"] == 1 and entry.changes["failed"] == 0
+    poll_fabric(fabric)
+    assert counters("Hca1", 1).symbol_errors == 0 and counters("Hca1", 1).reset is True
+    assert counters("Hca3", 1).symbol_errors == 8  # not selected: untouched

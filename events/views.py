@@ -198,6 +198,13 @@ class EventPolicyListView(RoleMixin, ListView):
         rules.ensure_policies()
         return EventPolicy.objects.prefetch_related("recipient_users", "recipient_groups")
 
+    def get_context_data(self, **kwargs):
+        from django.conf import settings
+
+        ctx = super().get_context_data(**kwargs)
+        ctx["default_recipients"] = list(getattr(settings, "WEFT_ALERT_EMAILS", []))
+        return ctx
+
 
 class EventPolicyEditView(RoleMixin, UpdateView):
     """Edit one policy (Admin); changes are audited."""

@@ -15,7 +15,7 @@
   const root = document.getElementById("heatmap");
   if (!root) return;
 
-  const TIER_HEADER = 18, TOP = 22, LABEL_W = 200, MIN_CELL = 7, MAX_CELL = 22;
+  const TIER_HEADER = 18, TOP = 22, LABEL_W = 200, MIN_CELL = 7, MAX_CELL = 22, MAX_HEIGHT = 9000;
   const STALE_FACTOR = 3;
   const COLOURS = {
     background: "#0f1419", absent: "#141a20", nodata: "#2b343e", stale: "#4a3f5c",
@@ -64,7 +64,17 @@
   const scaleRgb = {};
   for (const k of Object.keys(SCALES)) scaleRgb[k] = SCALES[k].map(([t, h]) => [t, hexToRgb(h)]);
 
+  // Values arrive rounded to 0.001 (producer.PRECISION): a 1,001-entry lookup table per mode.
+  const LUT = {};
   function colourAt(mode, value) {
+    if (!LUT[mode]) {
+      LUT[mode] = [];
+      for (let i = 0; i <= 1000; i++) LUT[mode].push(interpolate(mode, i / 1000));
+    }
+    return LUT[mode][Math.round(Math.max(0, Math.min(1, value)) * 1000)];
+  }
+
+  function interpolate(mode, value) {
     const stops = scaleRgb[mode];
     const v = Math.max(0, Math.min(1, value));
     for (let i = 1; i < stops.length; i++) {
@@ -89,7 +99,10 @@
   // ---- layout and drawing ----------------------------------------------------------------------
   function layout() {
     const avail = Math.max(300, el("hm-scroll").clientWidth - LABEL_W - 8);
-    state.cell = Math.max(MIN_CELL, Math.min(MAX_CELL, Math.floor(avail / Math.max(1, state.columns))));
+    let cs = Math.max(MIN_CELL, Math.min(MAX_CELL, Math.floor(avail / Math.max(1, state.columns))));
+    // Big fabrics (Selene: 666 switches): keep the canvas under ~9,000 px tall, cells >= MIN_CELL.
+    if (state.rows.length * cs > MAX_HEIGHT) cs = Math.max(MIN_CELL, Math.floor(MAX_HEIGHT / state.rows.length));
+    state.cell = cs;
     state.rowY = [];
     let y = TOP;
     let tierIndex = 0, left = state.tiers.length ? state.tiers[0].rows : 0;
@@ -545,6 +558,19 @@
     get deltas() { return state.deltas; },
     get mode() { return state.mode; },
     reload: loadSnapshot,
+    /** Apply a websocket frame as if it had arrived ({type, payload}); returns ms spent. */
+    applyMessage(msg) {
+      const t0 = performance.now();
+      handle(msg);
+      return performance.now() - t0;
+    },
+    /** Redraw everything; returns ms spent (layout + cells + labels). */
+    redraw() {
+      const t0 = performance.now();
+      layout();
+      drawAll();
+      return performance.now() - t0;
+    },
   };
 
   drawLegend();

@@ -165,12 +165,33 @@ def run_madpoll(
     window: int = 64,
     mad_timeout_s: float = 0.5,
     retries: int = 1,
+    processes: int = 1,
+    split_min: int = 4000,
 ) -> Collected:
-    """Run the MAD poller child on ``requests`` (see ``madpoll``) and decode its records.
+    """Run the MAD poller on ``requests`` (see ``madpoll``) and decode its records.
 
-    ``timeout`` bounds the whole child (seconds). Raises CollectorError when the child cannot start,
-    exits non-zero, or is killed on timeout.
+    ``processes`` > 1 splits large request lists into that many children running side by side
+    (each its own umad agent and window; the poller is CPU-bound in Python, so this uses more
+    cores) when there are at least ``split_min`` requests. ``timeout`` bounds each child (seconds). Raises CollectorError when a child cannot
+    start, exits non-zero, or is killed on timeout.
     """
+    if processes > 1 and len(requests) >= max(2, split_min):
+        from concurrent.futures import ThreadPoolExecutor
+
+        t0 = time.monotonic()
+        size = -(-len(requests) // processes)
+        parts = [requests[i : i + size] for i in range(0, len(requests), size)]
+        kw = {"env": env, "ca_args": ca_args, "timeout": timeout, "window": window}
+        kw.update(mad_timeout_s=mad_timeout_s, retries=retries)
+        with ThreadPoolExecutor(max_workers=len(parts)) as pool:
+            results = list(pool.map(lambda part: run_madpoll(part, **kw), parts))
+        reads: dict[tuple[int, int], PortRead] = {}
+        capmasks: dict[int, int] = {}
+        for r in results:
+            reads.update(r.reads)
+            capmasks.update(r.capmasks)
+        stats = " | ".join(r.stats for r in results)
+        return Collected(reads, capmasks, "mad", time.monotonic() - t0, stats)
     text = "".join(" ".join(str(x) for x in r) + "\n" for r in requests)
     argv = [
         sys.executable,

@@ -240,6 +240,7 @@ def poll_fabric(
                 timeout=timeout,
                 window=int(getattr(settings, "WEFT_POLL_WINDOW", 64)),
                 mad_timeout_s=float(getattr(settings, "WEFT_MAD_TIMEOUT_S", 0.5)),
+                processes=int(getattr(settings, "WEFT_POLL_PROCESSES", 1)),
             )
             expires = time.monotonic() + _CAPMASK_TTL_S
             with _lock:

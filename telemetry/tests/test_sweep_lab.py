@@ -354,3 +354,27 @@ def test_admin_reset_action_clears_selected_ports_and_is_audited(small_lab, fabr
     poll_fabric(fabric)
     assert counters("Hca1", 1).symbol_errors == 0 and counters("Hca1", 1).reset is True
     assert counters("Hca3", 1).symbol_errors == 8  # not selected: untouched
+
+
+def test_split_collector_reads_the_same_as_one_process(small_lab, fabric):
+    from fabric.collectors.tools import fabric_ca_args, fabric_env
+    from telemetry.collectors.counters import run_madpoll
+    from telemetry.services.sweep import _requests, _targets
+
+    small_lab.perf_set("Switch2", 5, "PortXmitWait", 4242)
+    reqs = _requests(fabric, _targets(fabric), "auto")
+    kw = {"env": fabric_env(fabric), "ca_args": fabric_ca_args(fabric), "timeout": 30}
+    one = run_madpoll(reqs, **kw)
+    three = run_madpoll(reqs, processes=3, split_min=1, **kw)
+    assert three.stats.count("madpoll:") == 3
+    assert (
+        set(one.reads) == set(three.reads)
+        and len(one.reads) == Port.objects.filter(node__fabric=fabric).count()
+    )
+    for key, a in one.reads.items():
+        b = three.reads[key]
+        assert (a.error, b.error) == ("", "") and a.extended == b.extended
+        assert a.raw[4:] == b.raw[4:]  # PortXmitWait and the error counters do not move by themselves
+    assert one.capmasks == three.capmasks and set(one.capmasks.values()) == {0x1300, 0x1200}
+    lid = Port.objects.get(node__description="Switch2", port_num=5).node.lid
+    assert one.reads[(lid, 5)].values["xmit_wait"] == 4242

@@ -220,3 +220,45 @@ def test_sm_watch_task_polls_live_fabrics_only(small_lab):
     out = sm_watch_task()
     assert [r["fabric"] for r in out] == ["lab-live"]
     assert out[0]["master_guid"] == small_lab.sm_info()["guid"] and out[0]["error"] == ""
+
+
+def test_leaf_switch_dies_one_summary_mail(lab_factory, smtp):
+    """A leaf switch dies: its host links and uplinks go down and its hosts vanish at once; on-call
+    gets one summary mail listing them, not one mail per link."""
+    from lab import netgen
+
+    lab = lab_factory(netgen.fat_tree_2level(3, 4, 4))
+    lab.wait_master(60)
+    ensure_policies()
+    EventPolicy.objects.filter(code__in=["link.down", "node.removed"]).update(
+        recipient_emails="noc@example.org"
+    )
+    fabric = make_fabric(lab, "lab-storm")
+    discover(fabric)
+    sm_ca = lab.net.cas[0].node_id  # OpenSM (and the diags) run on the first CA
+    cas = {n.node_id for n in lab.net.cas}
+    switches = {n.node_id for n in lab.net.switches}
+    neighbours = {s: set() for s in switches}
+    for (a, _), (b, _) in lab.net.links:
+        if a in switches:
+            neighbours[a].add(b)
+        if b in switches:
+            neighbours[b].add(a)
+    leaves = sorted(s for s, peers in neighbours.items() if peers & cas and sm_ca not in peers)
+    leaf = leaves[-1]
+    hosts = neighbours[leaf] & cas
+    uplinks = neighbours[leaf] & switches
+    lab.unlink(leaf)
+    discover(fabric)
+    downs = Alarm.objects.filter(fabric=fabric, code="link.down", state="active").count()
+    removed = Alarm.objects.filter(fabric=fabric, code="node.removed", state="active").count()
+    # Every cable of the dead leaf, and the leaf and its hosts as nodes.
+    assert downs == len(hosts) + len(uplinks) and removed == len(hosts) + 1
+    ((to, msg),) = smtp.messages
+    assert to == ["noc@example.org"]
+    assert (
+        msg["Subject"]
+        == f"[Weft] {downs + removed} alarm(s) on fabric lab-storm: {downs} critical, {removed} minor"
+    )
+    body = msg.get_body(("plain",)).get_content()
+    assert f"Link down ({downs}):" in body and f"Node removed ({removed}):" in body

@@ -137,18 +137,26 @@ def _split_lines(text: str) -> list[str]:
     return text.splitlines()
 
 
+_LINK_TOKENS: dict[str, tuple[str, str]] = {}
+
+
 def _link_token(text: str) -> tuple[str, str]:
-    """Width and speed from ``4xHDR`` (or ibsim's ``w=4``); ("", "") when absent."""
-    text = text.strip()
-    if not text:
-        return "", ""
+    """Width and speed from ``4xHDR`` (or ibsim's ``w=4``); ("", "") when absent (memoised)."""
+    hit = _LINK_TOKENS.get(text)
+    if hit is not None:
+        return hit
+    result = ("", "")
     for tok in text.split():
         parsed = rates.split_link(tok)
         if parsed:
-            return parsed
+            result = parsed
+            break
         if tok.startswith("w=") and tok[2:] in _WIDTH_FROM_W:
-            return _WIDTH_FROM_W[tok[2:]], ""
-    return "", ""
+            result = (_WIDTH_FROM_W[tok[2:]], "")
+            break
+    if len(_LINK_TOKENS) < 4096:
+        _LINK_TOKENS[text] = result
+    return result
 
 
 def parse_ibnetdiscover(text: str, source: str = "<text>") -> Topology:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from events.services import EventSpec, record_events
@@ -42,6 +42,7 @@ from ..models import Discovery, Fabric, Host, Link, Node, Port, SubnetManager
 from ..parsers import detect_and_parse
 from ..parsers.records import SWITCH, LinkKey, Topology, link_key_str
 from ..signals import discovery_committed
+from .bulk import insert_rows
 from .derive import derive_tiers, host_from_description
 
 try:  # the alarms catalogue (events app) gives each code its default severity and category
@@ -88,6 +89,7 @@ class _Changes:
     removed: dict[str, list] = field(default_factory=lambda: {"nodes": [], "links": []})
     changed: dict[str, list] = field(default_factory=lambda: {"nodes": [], "ports": [], "links": []})
     rows: int = 0
+    initial: bool = False  # first discovery of an empty fabric: no per-object events
 
 
 def _event(code: str, message: str, **kw: Any) -> EventSpec:
@@ -122,8 +124,12 @@ def ingest_topology(
     partial = partial or topology.partial
     with transaction.atomic():
         locked = Fabric.objects.select_for_update().get(pk=fabric.pk)
-        ch = _Changes()
+        if connection.vendor == "postgresql":
+            # a discovery can be re-run: do not wait for the WAL flush of tens of thousands of rows
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit TO OFF")
         initial = not Node.objects.filter(fabric=locked).exists()
+        ch = _Changes(initial=initial)
         host_ids = _sync_hosts(locked, topology, partial, ch)
         node_ids = _sync_nodes(locked, topology, host_ids, partial, ch)
         port_ids = _sync_ports(locked, topology, node_ids, partial, ch)
@@ -229,10 +235,10 @@ def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], partia
     tiers = derive_tiers(topo)
     stored = {
         row[1]: (row[0], row[2:])
-        for row in Node.objects.filter(fabric=fabric).values_list("id", "node_guid", *_NODE_FIELDS)
+        for row in _fetch(Node.objects.filter(fabric=fabric).values_list("id", "node_guid", *_NODE_FIELDS))
     }
     now = timezone.now()
-    new_rows: list[Node] = []
+    new_rows: list[tuple] = []
     updates: list[Node] = []
     update_fields: set[str] = set()
     for guid, node in topo.nodes.items():
@@ -240,25 +246,19 @@ def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], partia
         values = _node_values(node, tiers[guid], host_ids.get(host) if host else None)
         old = stored.get(guid)
         if old is None:
-            new_rows.append(
-                Node(
-                    fabric=fabric,
-                    node_guid=guid,
-                    last_seen=now,
-                    **dict(zip(_NODE_FIELDS, values, strict=False)),
-                )
-            )
+            new_rows.append((fabric.pk, guid, *values, now, now))
             ch.added["nodes"].append(guid)
-            ch.events.append(
-                _event(
-                    "node.added",
-                    f"{_type_name(node.node_type)} {node.description or guid} ({guid}) appeared",
-                    object_type="node",
-                    object_key=guid,
-                    object_repr=node.description or guid,
-                    details={"node_type": node.node_type, "lid": node.lid},
+            if not ch.initial:
+                ch.events.append(
+                    _event(
+                        "node.added",
+                        f"{_type_name(node.node_type)} {node.description or guid} ({guid}) appeared",
+                        object_type="node",
+                        object_key=guid,
+                        object_repr=node.description or guid,
+                        details={"node_type": node.node_type, "lid": node.lid},
+                    )
                 )
-            )
             continue
         node_id, old_values = old
         if old_values == values:
@@ -305,8 +305,8 @@ def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], partia
         Node.objects.bulk_update(updates, sorted(update_fields | {"last_seen"}), batch_size=BATCH)
         ch.rows += len(updates)
     if new_rows:
-        Node.objects.bulk_create(new_rows, batch_size=BATCH)
-        ch.rows += len(new_rows)
+        cols = ["fabric_id", "node_guid", *_NODE_FIELDS, "first_seen", "last_seen"]
+        ch.rows += insert_rows(Node, cols, new_rows)
     if not partial:
         gone = [(guid, v[0]) for guid, v in stored.items() if guid not in topo.nodes]
         if gone:
@@ -322,23 +322,27 @@ def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], partia
                         object_repr=descs.get(node_id) or guid,
                     )
                 )
-    ids = dict(Node.objects.filter(fabric=fabric).values_list("node_guid", "id"))
-    return ids
+    if not new_rows:
+        return {guid: v[0] for guid, v in stored.items()}
+    return dict(_fetch(Node.objects.filter(fabric=fabric).values_list("node_guid", "id")))
+
+
+_TYPE_NAMES = dict(NodeType.choices)
 
 
 def _type_name(node_type: str) -> str:
-    return dict(NodeType.choices).get(node_type, node_type)
+    return _TYPE_NAMES.get(node_type, node_type)
 
 
 def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], partial: bool, ch: _Changes):
     guid_of = {v: k for k, v in node_ids.items()}
     stored: dict[tuple[str, int], tuple[int, tuple]] = {}
-    for row in Port.objects.filter(node__fabric=fabric).values_list(
-        "id", "node_id", "port_num", *_PORT_FIELDS
+    for row in _fetch(
+        Port.objects.filter(node__fabric=fabric).values_list("id", "node_id", "port_num", *_PORT_FIELDS)
     ):
         stored[(guid_of[row[1]], row[2])] = (row[0], row[3:])
     switch_guids = {g for g, n in topo.nodes.items() if n.node_type == SWITCH}
-    new_rows: list[Port] = []
+    new_rows: list[tuple] = []
     updates: list[Port] = []
     update_fields: set[str] = set()
     for key, port in topo.ports.items():
@@ -350,16 +354,12 @@ def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], partia
             port.phys_state,
             port.width,
             port.speed,
-            rates.data_rate_gbps(port.width, port.speed),
+            _link_rate(port.width, port.speed),
             port.label[:32],
         )
         old = stored.get(key)
         if old is None:
-            new_rows.append(
-                Port(
-                    node_id=node_ids[key[0]], port_num=key[1], **dict(zip(_PORT_FIELDS, values, strict=False))
-                )
-            )
+            new_rows.append((node_ids[key[0]], key[1], *values))
             continue
         port_id, old_values = old
         if old_values != values:
@@ -391,11 +391,12 @@ def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], partia
         Port.objects.bulk_update(updates, sorted(update_fields), batch_size=BATCH)
         ch.rows += len(updates)
     if new_rows:
-        Port.objects.bulk_create(new_rows, batch_size=BATCH)
-        ch.rows += len(new_rows)
+        ch.rows += insert_rows(Port, ["node_id", "port_num", *_PORT_FIELDS], new_rows)
+    else:
+        return {key: v[0] for key, v in stored.items()}
     ids: dict[tuple[str, int], int] = {}
-    for port_id, node_id, num in Port.objects.filter(node__fabric=fabric).values_list(
-        "id", "node_id", "port_num"
+    for port_id, node_id, num in _fetch(
+        Port.objects.filter(node__fabric=fabric).values_list("id", "node_id", "port_num")
     ):
         guid = guid_of.get(node_id)
         if guid is not None:
@@ -439,8 +440,17 @@ def _port_update(key, port_id, node_ids, old_values, values, is_switch, updates,
         )
 
 
+@functools.lru_cache(maxsize=256)
 def _link_rate(width: str, speed: str) -> float | None:
     return rates.data_rate_gbps(width, speed)
+
+
+def _fetch(qs) -> list[tuple]:
+    """Rows of a ``values_list`` queryset as plain tuples (no per-row ORM work: 30k+ rows here)."""
+    sql, params = qs.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
 
 
 def _sync_links(
@@ -448,8 +458,8 @@ def _sync_links(
 ):
     port_key_of = {v: k for k, v in port_ids.items()}
     stored: dict[LinkKey, tuple[int, tuple]] = {}
-    for link_id, a, b, *vals in Link.objects.filter(fabric=fabric).values_list(
-        "id", "port_a_id", "port_b_id", *_LINK_FIELDS
+    for link_id, a, b, *vals in _fetch(
+        Link.objects.filter(fabric=fabric).values_list("id", "port_a_id", "port_b_id", *_LINK_FIELDS)
     ):
         ka, kb = port_key_of[a], port_key_of[b]
         key = (ka, kb) if ka <= kb else (kb, ka)
@@ -478,7 +488,8 @@ def _sync_links(
                     object_repr=_link_repr(topo, key),
                 )
             )
-    new_rows: list[Link] = []
+    new_rows: list[tuple] = []
+    now = timezone.now()
     updates: list[Link] = []
     for key, link in topo.links.items():
         values = (link.width, link.speed, _link_rate(link.width, link.speed))
@@ -488,27 +499,19 @@ def _sync_links(
             pa, pb = port_ids[key[0]], port_ids[key[1]]
             if pa > pb:
                 pa, pb = pb, pa
-            new_rows.append(
-                Link(
-                    fabric=fabric,
-                    port_a_id=pa,
-                    port_b_id=pb,
-                    width=values[0],
-                    speed=values[1],
-                    rate_gbps=values[2],
-                )
-            )
+            new_rows.append((fabric.pk, pa, pb, *values, now))
             ch.added["links"].append(skey)
-            ch.events.append(
-                _event(
-                    "link.up",
-                    f"link {skey} is up ({link.width}{link.speed})",
-                    object_type="link",
-                    object_key=skey,
-                    object_repr=_link_repr(topo, key),
-                    details={"width": link.width, "speed": link.speed},
+            if not ch.initial:
+                ch.events.append(
+                    _event(
+                        "link.up",
+                        f"link {skey} is up ({link.width}{link.speed})",
+                        object_type="link",
+                        object_key=skey,
+                        object_repr=_link_repr(topo, key),
+                        details={"width": link.width, "speed": link.speed},
+                    )
                 )
-            )
             continue
         link_id, old_values = old
         if old_values == values:
@@ -541,8 +544,8 @@ def _sync_links(
         Link.objects.bulk_update(updates, list(_LINK_FIELDS), batch_size=BATCH)
         ch.rows += len(updates)
     if new_rows:
-        Link.objects.bulk_create(new_rows, batch_size=BATCH)
-        ch.rows += len(new_rows)
+        cols = ["fabric_id", "port_a_id", "port_b_id", *_LINK_FIELDS, "first_seen"]
+        ch.rows += insert_rows(Link, cols, new_rows)
 
 
 def _link_repr(topo: Topology, key: LinkKey) -> str:

@@ -258,6 +258,7 @@ WEFT_POLL_PARALLELISM = env_int("WEFT_POLL_PARALLELISM", 8)
 #: assumed by the congestion index, history retention (hours) per resolution and for Sweep rows.
 WEFT_POLL_MECHANISM = env_str("WEFT_POLL_MECHANISM", "mad")
 WEFT_POLL_WINDOW = env_int("WEFT_POLL_WINDOW", 64)
+WEFT_POLL_PROCESSES = env_int("WEFT_POLL_PROCESSES", 1)
 WEFT_MAD_TIMEOUT_S = env_float("WEFT_MAD_TIMEOUT_S", 0.5)
 WEFT_POLL_GROUPS = env_int("WEFT_POLL_GROUPS", 1)
 WEFT_XMIT_WAIT_TICK_NS = env_float("WEFT_XMIT_WAIT_TICK_NS", 1000.0)

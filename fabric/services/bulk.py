@@ -14,15 +14,27 @@ from datetime import datetime
 from django.db import connection
 
 
-def insert_rows(model, columns: Sequence[str], rows: Sequence[tuple]) -> int:
+def insert_rows(model, columns: Sequence[str], rows: Sequence[tuple], *, with_ids: bool = False):
     """Insert ``rows`` (tuples ordered as ``columns``, the model's database column names) into
-    ``model``'s table in the current transaction; returns the number of rows.
+    ``model``'s table in the current transaction.
 
-    Values must already be database values (ints, strs, bools, None, aware datetimes); no model
-    defaults or ``auto_now_add`` are applied.
+    Returns the number of rows, or with ``with_ids`` the list of the new primary keys in row order
+    on PostgreSQL (taken from the id sequence up front, so no read-back is needed) and None on
+    other databases (the caller reads the ids back). Values must already be database values (ints,
+    strs, bools, None, aware datetimes); no model defaults or ``auto_now_add`` are applied.
     """
     if not rows:
-        return 0
+        return [] if with_ids else 0
+    ids = None
+    if with_ids and connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+                [model._meta.db_table, len(rows)],
+            )
+            ids = [r[0] for r in cursor.fetchall()]
+        columns = ["id", *columns]
+        rows = [(i, *row) for i, row in zip(ids, rows, strict=True)]
     table = connection.ops.quote_name(model._meta.db_table)
     cols = ", ".join(connection.ops.quote_name(c) for c in columns)
     with connection.cursor() as cursor:
@@ -35,4 +47,6 @@ def insert_rows(model, columns: Sequence[str], rows: Sequence[tuple]) -> int:
             marks = ", ".join(["%s"] * len(columns))
             prepared = [tuple(adapt(v) if isinstance(v, datetime) else v for v in row) for row in rows]
             cursor.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks})", prepared)
+    if with_ids:
+        return ids
     return len(rows)

@@ -45,6 +45,13 @@ from ..signals import discovery_committed
 from .bulk import insert_rows
 from .derive import derive_tiers, host_from_description
 
+try:
+    from events.catalog import CATALOG as _CATALOG
+
+    _CATALOGUED = set(_CATALOG)
+except ImportError:  # pragma: no cover
+    _CATALOGUED = set()
+
 try:  # the alarms catalogue (events app) gives each code its default severity and category
     from events.catalog import event_type
 except ImportError:  # pragma: no cover - older events app without a catalogue
@@ -64,6 +71,15 @@ DIFF_LIST_LIMIT = 1000
 #: at most this many parse warnings stored on the Discovery (the total is in ``counts``).
 WARNINGS_LIMIT = 1000
 BATCH = 2000
+#: after a PostgreSQL ingest writing more rows than this, refresh the planner statistics (the next
+#: discovery reads the whole fabric back; stale stats after a bulk load make that 2-3x slower).
+ANALYZE_ABOVE_ROWS = 10_000
+
+
+def _analyze() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE fabric_node, fabric_port, fabric_link")
+
 
 _NODE_FIELDS = (
     "node_type",
@@ -94,7 +110,9 @@ class _Changes:
 
 def _event(code: str, message: str, **kw: Any) -> EventSpec:
     et = event_type(code)
-    return EventSpec(code=code, message=message, severity=et.severity, category=et.category, **kw)
+    # codes the catalogue does not list yet (fabric.discovered) are still topology events
+    category = et.category if code in _CATALOGUED else "topology"
+    return EventSpec(code=code, message=message, severity=et.severity, category=category, **kw)
 
 
 def ingest_topology(
@@ -191,6 +209,8 @@ def ingest_topology(
             rows_written=ch.rows,
         )
         Fabric.objects.filter(pk=locked.pk).update(last_discovery=discovery)
+        if connection.vendor == "postgresql" and ch.rows > ANALYZE_ABOVE_ROWS:
+            transaction.on_commit(_analyze)
         transaction.on_commit(
             functools.partial(
                 discovery_committed.send, sender=Discovery, fabric_id=locked.pk, discovery_id=discovery.pk
@@ -304,9 +324,11 @@ def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], partia
     if updates:
         Node.objects.bulk_update(updates, sorted(update_fields | {"last_seen"}), batch_size=BATCH)
         ch.rows += len(updates)
+    new_ids = None
     if new_rows:
         cols = ["fabric_id", "node_guid", *_NODE_FIELDS, "first_seen", "last_seen"]
-        ch.rows += insert_rows(Node, cols, new_rows)
+        new_ids = insert_rows(Node, cols, new_rows, with_ids=True)
+        ch.rows += len(new_rows)
     if not partial:
         gone = [(guid, v[0]) for guid, v in stored.items() if guid not in topo.nodes]
         if gone:
@@ -322,9 +344,12 @@ def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], partia
                         object_repr=descs.get(node_id) or guid,
                     )
                 )
-    if not new_rows:
-        return {guid: v[0] for guid, v in stored.items()}
-    return dict(_fetch(Node.objects.filter(fabric=fabric).values_list("node_guid", "id")))
+    ids = {guid: v[0] for guid, v in stored.items()}
+    if new_ids:
+        ids.update(zip((row[1] for row in new_rows), new_ids, strict=True))
+    elif new_rows:
+        ids = dict(_fetch(Node.objects.filter(fabric=fabric).values_list("node_guid", "id")))
+    return ids
 
 
 _TYPE_NAMES = dict(NodeType.choices)
@@ -343,6 +368,7 @@ def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], partia
         stored[(guid_of[row[1]], row[2])] = (row[0], row[3:])
     switch_guids = {g for g, n in topo.nodes.items() if n.node_type == SWITCH}
     new_rows: list[tuple] = []
+    new_keys: list[tuple[str, int]] = []
     updates: list[Port] = []
     update_fields: set[str] = set()
     for key, port in topo.ports.items():
@@ -360,6 +386,7 @@ def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], partia
         old = stored.get(key)
         if old is None:
             new_rows.append((node_ids[key[0]], key[1], *values))
+            new_keys.append(key)
             continue
         port_id, old_values = old
         if old_values != values:
@@ -390,17 +417,20 @@ def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], partia
     if updates:
         Port.objects.bulk_update(updates, sorted(update_fields), batch_size=BATCH)
         ch.rows += len(updates)
+    ids = {key: v[0] for key, v in stored.items()}
     if new_rows:
-        ch.rows += insert_rows(Port, ["node_id", "port_num", *_PORT_FIELDS], new_rows)
-    else:
-        return {key: v[0] for key, v in stored.items()}
-    ids: dict[tuple[str, int], int] = {}
-    for port_id, node_id, num in _fetch(
-        Port.objects.filter(node__fabric=fabric).values_list("id", "node_id", "port_num")
-    ):
-        guid = guid_of.get(node_id)
-        if guid is not None:
-            ids[(guid, num)] = port_id
+        new_ids = insert_rows(Port, ["node_id", "port_num", *_PORT_FIELDS], new_rows, with_ids=True)
+        ch.rows += len(new_rows)
+        if new_ids is not None:
+            ids.update(zip(new_keys, new_ids, strict=True))
+        else:
+            ids = {}
+            for port_id, node_id, num in _fetch(
+                Port.objects.filter(node__fabric=fabric).values_list("id", "node_id", "port_num")
+            ):
+                guid = guid_of.get(node_id)
+                if guid is not None:
+                    ids[(guid, num)] = port_id
     return ids
 
 

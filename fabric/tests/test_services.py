@@ -110,7 +110,9 @@ def test_first_ingest_stores_everything_with_tiers_hosts_and_rates(
     link = Link.objects.get(Q(port_a__node__node_guid=G("h1")) | Q(port_b__node__node_guid=G("h1")))
     assert link.port_a_id < link.port_b_id and link.rate_gbps == 200.0
     # first discovery of an empty fabric: one summary event, not one per object
-    assert list(Event.objects.filter(fabric=fabric).values_list("code", flat=True)) == ["fabric.discovered"]
+    assert list(Event.objects.filter(fabric=fabric).values_list("code", "category")) == [
+        ("fabric.discovered", "topology")
+    ]
     fabric.refresh_from_db()
     assert fabric.last_discovery_id == d.pk
     s = summary(d)

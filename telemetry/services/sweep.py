@@ -352,15 +352,21 @@ def poll_fabric(
             mechanism=mech_label,
         )
         _upsert(sweep.pk, rows)
+        t_upserted = time.monotonic()
         chunks = history.build_chunks(fabric.pk, int(t_sample), chunk_entries)
         from ..models import CounterChunk
 
         CounterChunk.objects.bulk_create(chunks, batch_size=500)
 
+        t_history = time.monotonic()
+        publish: dict[str, float] = {}
+
         def _after_commit(sweep_id=sweep.pk, state=new_state):
             with _lock:
                 _state_cache[(fabric.pk, mech_label)] = (sweep_id, state)
+            t0 = time.monotonic()
             sweep_committed.send(sender=Sweep, fabric_id=fabric.pk, sweep_id=sweep_id)
+            publish["publish_s"] = time.monotonic() - t0
 
         transaction.on_commit(_after_commit)
         if sm_note.startswith("master SM moved"):
@@ -373,6 +379,9 @@ def poll_fabric(
         "collect_s": round(t_collected - t_start, 4),
         "compute_s": round(t_computed - t_collected, 4),
         "store_publish_s": round(duration - (t_computed - t_start), 4),
+        "upsert_s": round(t_upserted - t_computed, 4),
+        "history_s": round(t_history - t_upserted, 4),
+        "publish_s": round(publish.get("publish_s", 0.0), 4),
         "collector": stats,
     }
 

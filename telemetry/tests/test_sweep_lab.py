@@ -107,7 +107,7 @@ def _exact_rate_case(small_lab, fabric, node, extended):
     # (b) ... and that delta is the driven one plus only our own MADs
     assert d_xmit <= b.xmit_data - a.xmit_data <= d_xmit + MAD_SLACK_WORDS
     assert d_rcv <= b.rcv_data - a.rcv_data <= d_rcv + MAD_SLACK_WORDS
-    assert b.xmit_bytes_per_s == pytest.approx(d_xmit * 4 / dt, rel=1e-4)
+    assert d_xmit * 4 / dt <= b.xmit_bytes_per_s <= (d_xmit + MAD_SLACK_WORDS) * 4 / dt
     assert b.xmit_wait - a.xmit_wait == d_wait  # nothing else moves PortXmitWait in ibsim
     assert b.xmit_wait_per_s == pytest.approx(d_wait / dt, rel=1e-6)
     assert b.congestion == pytest.approx(min(1.0, d_wait / dt * 1e-6), rel=1e-6)  # 1 µs tick (default)

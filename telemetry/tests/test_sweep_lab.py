@@ -99,7 +99,7 @@ def _exact_rate_case(small_lab, fabric, node, extended):
     s2 = poll_fabric(fabric, extended=policy)
     b = counters(node, 1)
     assert b.sweep_id == s2.pk != s1.pk and not b.stale and not b.reset and b.saturated == []
-    dt = (b.sampled_at - a.sampled_at).total_seconds()
+    dt = b.sampled_at.timestamp() - a.sampled_at.timestamp()  # as the sweep computes it
     assert dt > 0
     # (a) the rate is the stored delta in bytes over the stored interval
     assert b.xmit_bytes_per_s == pytest.approx((b.xmit_data - a.xmit_data) * 4 / dt, rel=1e-6)
@@ -308,7 +308,7 @@ def test_sweeps_on_postgresql_store_rates_and_history(small_lab, fabric):
     s2 = poll_fabric(fabric)
     pc = counters("Hca1", 1)
     assert pc.sweep_id == s2.pk and pc.error_deltas == {"symbol_errors": 2} and pc.saturated == []
-    dt = (pc.sampled_at - a.sampled_at).total_seconds()
+    dt = pc.sampled_at.timestamp() - a.sampled_at.timestamp()
     assert pc.xmit_wait_per_s == pytest.approx(50_000 / dt, rel=1e-6)
     n_ports = Port.objects.filter(node__fabric=fabric).count()
     assert PortCounters.objects.filter(port__node__fabric=fabric).count() == n_ports

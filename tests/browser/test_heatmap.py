@@ -108,8 +108,16 @@ def test_heatmap_cell_changes_colour_when_xmit_wait_rises(lab_factory, weft_serv
     # The other spine's port 1 saw nothing: its colour is unchanged.
     other = page.evaluate("([g, p]) => weftHeatmap.findPort(g, p)", [rows[1]["guid"], 1])
     assert page.evaluate("(id) => weftHeatmap.cellState(id).congestion", other) == 0
-    # The tooltip's raw counters come from the cell API; a click opens the port page with charts.
-    page.click("#hm-canvas", position=_cell_position(page, port_id))
+    # Hovering shows the raw counters (from the cell API) and the remote end of the link.
+    position = _cell_position(page, port_id)
+    page.hover("#hm-canvas", position=position)
+    page.wait_for_function(
+        "() => document.getElementById('hm-tooltip').textContent.includes('ticks/s (raw')", timeout=10000
+    )
+    tip = page.inner_text("#hm-tooltip")
+    assert spine["description"] in tip and "leaf-01" in tip and "remote end" in tip, tip
+    # A click opens the port page with its charts.
+    page.click("#hm-canvas", position=position)
     page.wait_for_url(re.compile(r"/fabric/ports/\d+/"))
     assert page.url.endswith(f"/fabric/ports/{port_id}/")
     page.wait_for_function("() => document.getElementById('port-charts').dataset.state !== 'loading'")

@@ -538,3 +538,39 @@ def test_openapi_schema_of_fabric_endpoints_has_no_warnings(db):
         assert p in schema["paths"], p
     params = {q["name"] for q in schema["paths"]["/api/fabric/nodes/"]["get"]["parameters"]}
     assert {"guid", "lid", "description", "type", "tier", "brief", "limit", "offset"} <= params
+
+
+# --- hosts and subnet managers -----------------------------------------------------------------
+
+
+def test_hosts_group_cas_by_host_name(ndr, client_for):
+    from fabric.models import Host
+
+    client = client_for("viewer")
+    body = client.get("/api/fabric/hosts/", {"fabric": ndr.pk, "limit": 1000}).json()
+    assert body["count"] == Host.objects.filter(fabric=ndr).count() > 0
+    for host in body["results"]:
+        assert host["nodes"], host["name"]
+        for node in host["nodes"]:
+            assert node["description"].split()[0] == host["name"]
+    name = body["results"][0]["name"]
+    nodes = client.get("/api/fabric/nodes/", {"host_name": name, "limit": 100}).json()
+    assert {n["id"] for n in nodes["results"]} == {n["id"] for n in body["results"][0]["nodes"]}
+
+
+def test_subnet_managers_filters(small, client_for):
+    from fabric.choices import SMState
+    from fabric.models import SubnetManager
+
+    master = SubnetManager.objects.create(
+        fabric=small, guid="0x0002c90300a1b2c3", lid=1, priority=15, state=SMState.MASTER
+    )
+    SubnetManager.objects.create(
+        fabric=small, guid="0x0002c90300a1b2c4", lid=2, priority=0, state=SMState.STANDBY
+    )
+    client = client_for("viewer")
+    body = client.get("/api/fabric/subnet-managers/", {"guid": "2C90300A1B2C3"}).json()
+    assert [r["id"] for r in body["results"]] == [master.pk]
+    body = client.get("/api/fabric/subnet-managers/", {"state": "master"}).json()
+    assert [(r["guid"], r["state"]["label"]) for r in body["results"]] == [(master.guid, "Master")]
+    assert client.get("/api/fabric/subnet-managers/", {"fabric": small.pk}).json()["count"] == 2

@@ -37,6 +37,7 @@
   let graph = null;
   let renderer = null;
   let colourMode = "speed";
+  let showCas = true;
   let selected = null; // node key
   let neighbours = new Set();
   let matches = new Set();
@@ -148,6 +149,7 @@
   }
 
   function nodeReducer(key, attrs) {
+    if (!showCas && data.nodes.type[Number(key)] === 0 && key !== selected) return { ...attrs, hidden: true };
     if (selected === null && matches.size === 0) return attrs;
     const res = { ...attrs };
     if (key === selected) {
@@ -162,8 +164,12 @@
     return res;
   }
   function edgeReducer(key, attrs) {
-    if (selected === null) return attrs;
+    if (selected === null && showCas) return attrs;
     const [s, t] = graph.extremities(key);
+    if (!showCas && ((data.nodes.type[Number(s)] === 0 && s !== selected) || (data.nodes.type[Number(t)] === 0 && t !== selected))) {
+      return { ...attrs, hidden: true };
+    }
+    if (selected === null) return attrs;
     if (s === selected || t === selected) return { ...attrs, size: attrs.size * 2, zIndex: 1 };
     return { ...attrs, color: DIM_EDGE };
   }
@@ -375,6 +381,12 @@
     searchInput.addEventListener("blur", () => setTimeout(() => { results.replaceChildren(); }, 150));
     document.addEventListener("keydown", (ev) => {
       if (ev.key === "Escape" && ev.target !== searchInput && selected !== null) clearSelection();
+    });
+    const casBox = document.getElementById("map-show-cas");
+    casBox.addEventListener("change", () => {
+      showCas = casBox.checked;
+      container.dataset.showCas = showCas ? "1" : "0";
+      renderer.refresh();
     });
     colourSelect.addEventListener("change", () => { colourMode = colourSelect.value; recolourEdges(); });
     const cam = () => renderer.getCamera();

@@ -271,3 +271,25 @@ def test_selene_ingest_and_noop_reingest_on_postgresql(realdata, committed_signa
     assert d.counts["switches"] == len(re.findall(r"^Switch\s", text, re.M))
     again = import_topology_text("selene", text, filename="selene")
     assert again.rows_written == 0 and again.changed == 0
+
+
+@pytest.mark.parametrize(
+    "relpath",
+    [
+        "ibnetdiscover_ports/treydock_test.out",
+        "opensm_subnet_lst/ibutils_subnet.lst",
+        "ibsim_net/qnib_netlist.clos5",
+    ],
+)
+def test_other_formats_import(realdata, relpath, db, committed_signals):
+    from fabric.parsers import detect_and_parse
+
+    text = (realdata / relpath).read_text()
+    parsed = detect_and_parse(text, relpath)
+    d = import_topology_text("fmt", text, filename=relpath)
+    f = Fabric.objects.get(name="fmt")
+    assert Node.objects.filter(fabric=f).count() == len(parsed.nodes) > 0
+    assert Link.objects.filter(fabric=f).count() == len(parsed.links) == d.counts["links"]
+    assert Port.objects.filter(node__fabric=f).count() == len(parsed.ports)
+    again = import_topology_text("fmt", text, filename=relpath)
+    assert again.rows_written == 0

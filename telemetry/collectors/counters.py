@@ -6,28 +6,38 @@ Two mechanisms, chosen by ``settings.WEFT_POLL_MECHANISM`` (``mad`` default, ``p
 environment, so ``LD_PRELOAD=libumad2sim.so`` reaches a lab exactly like the diags) keeps
 ``WEFT_POLL_WINDOW`` PerfMgt GMPs in flight over libibumad and streams fixed-size binary records.
 
-``perfquery`` — ``perfquery -x`` (and plain ``perfquery`` for the errors and PortXmitWait) per port,
-``WEFT_POLL_PARALLELISM`` processes at a time: portable and obvious, but ~10 ms of process start-up
+``perfquery`` — plain ``perfquery`` (errors, PortXmitWait) and ``perfquery -x`` (64-bit data) per
+port, ``WEFT_POLL_PARALLELISM`` ports at a time: portable and obvious, but two process start-ups
 per port.
 
-Measurements on this lab (2 shared CPU cores, ibsim 0.10 + OpenSM 3.3, Selene compute fabric
-imported from ``selene_compute.ibnetdiscover``: 5,007 nodes, 31,647 ports, idle fabric):
+Why ``mad``: the stored topology already gives every LID and port number, so no rediscovery is
+needed (``ibqueryerrors`` rediscovers the whole subnet with SMPs before it reads a counter, and on a
+clean switch reads only the AllPortSelect aggregate, i.e. no per-port data). One child process keeps
+``WEFT_POLL_WINDOW`` GMPs in flight; 2 MADs per port (PortCounters for the error counters and
+PortXmitWait, PortCountersExtended for 64-bit data when the node's PerfMgt CapMask has
+ExtendedWidth/NoIETF); the CapMask (ClassPortInfo) is read once per node and cached 10 minutes.
+Hardware advertising CapMask2 ``AddlPortCountersExtended`` could be read with one MAD per port
+(not implemented: ibsim does not model it).
 
-==========================================  ========  =================================
-mechanism                                   seconds   notes
-==========================================  ========  =================================
-``ibqueryerrors --data`` (baseline)         2.86      rediscovers (SMPs), AllPortSelect
-``ibnetdiscover -p`` (discovery alone)      3.66
-``perfquery -x`` per port, 8 in parallel    ~190      ~6 ms/port (measured on 2,000 ports)
-madpoll, Python MAD loop v1, window 64      1.66      63,294 MADs (PortCounters + Ext)
-madpoll v2 (os.write, binary records), 16   1.09
-madpoll v2, window 64                       1.02
-madpoll v2, window 128                      0.93      ibsim 0.25 s CPU, poller 1.2 s CPU
-==========================================  ========  =================================
+Measurements (this lab: 2 CPU cores shared with other engineers' labs and tests — load average 4-6
+during the runs, so absolute numbers vary ±50 %; ibsim 0.10, OpenSM, PostgreSQL 15):
 
-The poller is CPU-bound in Python at ~65,000 MADs/s; ibsim is not the limit. Two MADs per port are
-needed on ibsim (PortCounters for errors and PortXmitWait, PortCountersExtended for 64-bit data);
-hardware advertising CapMask2 ``AddlPortCountersExtended`` could do with one (not used yet).
+=====================================================  ==========  ============================
+run                                                    seconds     notes
+=====================================================  ==========  ============================
+320-port fat tree: ``mad`` collector                   0.093       0.29 ms/port (start-up bound)
+320-port fat tree: ``perfquery`` collector (8 ||)      10.2        32 ms/port (~820 s on Selene)
+320-port fat tree: ``ibqueryerrors --data``            0.29
+Selene (25,704 linked ports): madpoll v1 (dict loop)   1.66        63,294 MADs, window 64
+Selene: madpoll v2 (os.write, binary records), w 16    1.09
+Selene: madpoll v2, window 64 / 128                    1.02 / 0.93  ~65,000 MADs/s, Python-bound
+Selene: madpoll v2 inside a sweep (51,408 MADs)        0.76-1.66   ibsim used 0.25 s CPU per sweep
+Selene: ``ibqueryerrors --data`` (31,647 ports chk.)   1.43-2.86   median of 5 per run, same lab
+Selene: 2 poller processes (WEFT_POLL_PROCESSES=2)     no gain     the 2 cores are already busy
+=====================================================  ==========  ============================
+
+The collection alone is ~0.5-0.7× a bare ``ibqueryerrors --data`` on Selene; the whole sweep
+(+ rates, PostgreSQL upsert, history, heatmap/alarm listeners) is 1.8-2.2× (``bench/sweep.py``).
 """
 
 from __future__ import annotations

@@ -165,6 +165,7 @@ def main() -> int:
                 out["live_rows"] = d.rows_written
                 out["live_status"] = d.status
                 out["live_counts"] = {k: d.counts[k] for k in ("switches", "cas", "routers", "links")}
+                out["counts_match"] = all(out["live_counts"][k] == out[k] for k in out["live_counts"])
                 say(
                     f"live discovery: first {out['live_first_s']:.3f} s, unchanged {out['live_s']:.3f} s "
                     f"({d.rows_written} rows)"

@@ -51,7 +51,7 @@
     cells: new Map(),           // port_id -> {port, node, num, u, c, e, s, row, sweep}
     byNodePort: new Map(),      // "node:num" -> cell
     cell: 12, width: 0, height: 0,
-    sweep: null, lastAtMs: null, clockOffsetMs: 0,
+    sweep: null, snapshotSweep: 0, lastAtMs: null, clockOffsetMs: 0,
     loaded: false, buffered: [], deltas: 0, hover: null,
     ws: null, wsRetry: 0, reloading: false, detailCache: new Map(),
   };
@@ -245,6 +245,7 @@
     state.lastAtMs = snap.sweep ? Date.parse(snap.sweep.at) : null;
     cfg.pollInterval = snap.poll_interval_s || cfg.pollInterval;
     const sweepId = snap.sweep ? snap.sweep.id : 0;
+    state.snapshotSweep = sweepId;
     for (const raw of snap.cells) putCell(raw, sweepId);
     layout();
     drawAll();
@@ -275,19 +276,24 @@
   }
 
   function applyDelta(payload) {
-    if (state.sweep && payload.sweep <= state.sweep.id && !payload.full) return;  // in the snapshot
+    // Deltas built before the snapshot are already in it. Later ones apply in arrival order: each
+    // carries the database state when it was built, so sweeps of switch groups committed by
+    // several workers may arrive with their ids out of order without losing anything.
+    if (payload.sweep <= state.snapshotSweep && !payload.full) return;
     let unknown = false;
     for (const raw of payload.cells) {
       if (!putCell(raw, payload.sweep)) { unknown = true; continue; }
       redrawCell(state.cells.get(raw[0]));
     }
-    state.sweep = Object.assign({}, state.sweep || {}, {
-      id: payload.sweep, at: payload.at, interval_s: payload.interval_s, status: payload.status,
-    });
-    state.lastAtMs = Date.parse(payload.at);
+    if (!state.sweep || payload.sweep >= state.sweep.id) {
+      state.sweep = Object.assign({}, state.sweep || {}, {
+        id: payload.sweep, at: payload.at, interval_s: payload.interval_s, status: payload.status,
+      });
+      state.lastAtMs = Date.parse(payload.at);
+      root.dataset.sweep = String(payload.sweep);
+    }
     state.deltas++;
     state.detailCache.clear();
-    root.dataset.sweep = String(payload.sweep);
     root.dataset.deltas = String(state.deltas);
     updateSide();
     checkStale();

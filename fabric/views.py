@@ -126,6 +126,8 @@ class MapView(RoleRequiredMixin, TemplateView):
         if fabric is not None:
             ctx["map_url"] = reverse("fabric-api:fabric-map", args=[fabric.pk])
         ctx["focus"] = self.request.GET.get("focus", "")
+        poll = self.request.GET.get("poll", "")
+        ctx["poll_s"] = max(1, min(int(poll), 3600)) if poll.isdigit() else 30
         return ctx
 
 

@@ -395,6 +395,28 @@
     document.getElementById("map-zoom-reset").addEventListener("click", () => cam().animatedReset({ duration: 200 }));
   }
 
+  /** Poll the newest discovery of this fabric; when it is newer than the drawn layout, offer a reload
+   * (the layout is recomputed server-side per discovery). */
+  function watchDiscoveries() {
+    const every = Math.max(1, Number(container.dataset.pollS || 30)) * 1000;
+    // the newest discovery that changed something (an unchanged rediscovery redraws nothing)
+    const url = container.dataset.discoveriesApi + "?brief=1&limit=1&ordering=-id&changed=true&fabric=" + data.fabric.id;
+    const banner = document.getElementById("map-changed");
+    const check = () => {
+      fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+        .then((r) => (r.ok ? r.json() : null))
+        .then((body) => {
+          const newest = body && body.results && body.results[0];
+          if (newest && newest.id > (data.discovery || 0) && newest.status !== "running" && newest.status !== "failed") {
+            banner.hidden = false;
+            container.dataset.stale = String(newest.id);
+          } else setTimeout(check, every);
+        })
+        .catch(() => setTimeout(check, every));
+    };
+    setTimeout(check, every);
+  }
+
   function viewportPosition(guid) {
     const i = guidIndex.get(normalizeGuid(guid) || guid);
     if (i === undefined) return null;
@@ -414,6 +436,7 @@
     container.dataset.state = "ready";
     setStatus(graph.order + " nodes (" + c.switches + " switches, " + c.cas + " CAs" + (c.routers ? ", " + c.routers + " routers" : "") +
       ") · " + c.links + " links as " + graph.size + " edges");
+    watchDiscoveries();
     const focus = container.dataset.focus;
     if (focus) {
       const i = guidIndex.get(normalizeGuid(focus) || focus);

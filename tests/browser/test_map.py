@@ -105,7 +105,7 @@ def test_map_draws_fabric_search_and_click(weft_server, browser_page, realdata):
         page.wait_for_selector(f"#map-results li[data-guid='{remote_guid}']")
 
 
-def test_admin_imports_a_second_fabric_from_the_ui(weft_server, browser_page, realdata):
+def test_admin_imports_a_second_fabric_from_the_ui(weft_server, browser_page, realdata, tmp_path):
     server, page = weft_server, browser_page
     reference = import_file(server, realdata / SMALL, "reference")
     login(page, server, "admin")
@@ -122,6 +122,28 @@ def test_admin_imports_a_second_fabric_from_the_ui(weft_server, browser_page, re
     page.wait_for_selector("#map[data-state=ready]")
     assert int(page.get_attribute("#map", "data-nodes")) == reference["switches"] + reference["cas"]
     assert page.get_attribute("#map", "data-fabric") == "second"
+
+    # a new discovery of the fabric while the map is open: the page offers a reload
+    page.goto(page.url + "&poll=1")
+    page.wait_for_selector("#map[data-state=ready]")
+    assert page.is_hidden("#map-changed")
+    unchanged = import_file(server, realdata / SMALL, "second")
+    assert (unchanged["added"], unchanged["removed"], unchanged["changed"]) == (0, 0, 0)
+    page.wait_for_timeout(2500)  # two polls
+    assert page.is_hidden("#map-changed")
+    switch = api_get(page, server, "/api/fabric/nodes/?fabric_name=second&type=switch&limit=1")["results"][0]
+    renamed = tmp_path / "renamed.txt"
+    lines = (realdata / SMALL).read_text().splitlines(keepends=True)
+    header = next(
+        k for k, line in enumerate(lines) if line.startswith("Switch") and switch["description"] in line
+    )
+    lines[header] = lines[header].replace(f'"{switch["description"]}"', '"renamed-by-test"')
+    renamed.write_text("".join(lines))
+    assert import_file(server, renamed, "second")["changed"] >= 1
+    page.wait_for_selector("#map-changed", state="visible", timeout=30000)
+    page.click("#map-changed a")
+    page.wait_for_selector("#map[data-state=ready]")
+    assert "renamed-by-test" in page.evaluate("() => window.weftMap.data.nodes.name")
 
     # a file that is not topology: the located error, nothing stored
     bad = realdata / "perfquery" / "tacc_stats_2011_perfquery_oldnames.txt"

@@ -498,7 +498,12 @@
     }
   }
 
+  let lastMouse = "";
   canvas.addEventListener("mousemove", (ev) => {
+    // Scrolling makes the browser send a mousemove at the same spot: keep the keyboard's cell.
+    const at = ev.clientX + "," + ev.clientY;
+    if (at === lastMouse) return;
+    lastMouse = at;
     const hit = hitTest(ev);
     const prev = state.hover;
     state.hover = hit;
@@ -518,6 +523,47 @@
   canvas.addEventListener("click", (ev) => {
     const hit = hitTest(ev);
     if (hit && hit.cell) location.href = cfg.portUrl.replace("{id}", hit.cell.port);
+  });
+
+  // Keyboard: arrows move the highlighted cell, Enter opens its port page.
+  function showAt(r, p) {
+    const scroll = el("hm-scroll");
+    const top = state.rowY[r];
+    if (top < scroll.scrollTop + TOP || top + state.cell > scroll.scrollTop + scroll.clientHeight) {
+      scroll.scrollTop = Math.max(0, top - scroll.clientHeight / 2);
+    }
+    const rect = canvas.getBoundingClientRect();
+    const x = rect.left + LABEL_W + (p - 0.5) * state.cell, y = rect.top + state.rowY[r] + state.cell / 2;
+    const hit = { r, p, cell: state.byNodePort.get(state.rows[r].node + ":" + p) };
+    const prev = state.hover;
+    state.hover = hit;
+    state.lastEvent = { clientX: x, clientY: y };
+    if (prev) drawCell(prev.r, prev.p);
+    drawCell(r, p);
+    showTooltip(state.lastEvent, hit);
+  }
+  canvas.addEventListener("keydown", (ev) => {
+    if (!state.loaded || !state.rows.length) return;
+    const h = state.hover || { r: 0, p: 1 };
+    let { r, p } = h;
+    if (ev.key === "ArrowUp") r = Math.max(0, r - 1);
+    else if (ev.key === "ArrowDown") r = Math.min(state.rows.length - 1, r + 1);
+    else if (ev.key === "ArrowLeft") p = Math.max(1, p - 1);
+    else if (ev.key === "ArrowRight") p = Math.min(state.columns, p + 1);
+    else if (ev.key === "Enter" && h.cell) { location.href = cfg.portUrl.replace("{id}", h.cell.port); return; }
+    else if (ev.key === "Escape") { tooltip.hidden = true; return; }
+    else return;
+    ev.preventDefault();
+    showAt(r, p);
+  });
+  el("hm-find").addEventListener("keydown", (ev) => {
+    if (ev.key !== "Enter") return;
+    const q = ev.target.value.trim().toLowerCase();
+    if (!q) return;
+    const r = state.rows.findIndex((row) => (row.description || "").toLowerCase().includes(q) || row.guid === q);
+    if (r < 0) { setStatus(`no switch matches "${ev.target.value}"`, root.dataset.state); return; }
+    canvas.focus();
+    showAt(r, 1);
   });
 
   for (const b of root.querySelectorAll(".hm-toggle button")) {

@@ -193,6 +193,14 @@ def test_heatmap_selene_scale_draws_fast(realdata, weft_server, browser_page):
     assert n == 5000
     state = page.evaluate("(id) => weftHeatmap.cellState(id)", first)
     assert state["congestion"] == 0.9 and state["error"] == 1 and state["stale"] == 0
+    # Find a switch by name, then walk its ports with the keyboard: the tooltip follows.
+    leaf = "LG13-02"
+    page.fill("#hm-find", leaf)
+    page.press("#hm-find", "Enter")
+    page.wait_for_selector("#hm-tooltip:not([hidden])")
+    assert leaf in page.inner_text("#hm-tooltip") and "port 1" in page.inner_text("#hm-tooltip")
+    page.keyboard.press("ArrowRight")
+    assert "port 2" in page.inner_text("#hm-tooltip")
     # Measured ~85 ms and ~40 ms on 2 shared cores; the bounds leave room for a busy machine.
     assert redraw_ms < 1000, f"full redraw of 666 switches took {redraw_ms:.0f} ms"
     assert delta_ms < 500, f"a 5,000-cell delta took {delta_ms:.0f} ms"

@@ -40,14 +40,16 @@ def make_viewer(name: str = "vic", active: bool = True):
     return user
 
 
-def commit_sweep(fabric, values) -> Sweep:
+def commit_sweep(fabric, values, status: str = "ok", error: str = "") -> Sweep:
     """Write a sweep in one transaction and send ``sweep_committed`` on commit, as the sweep service does.
 
     Runs in an executor thread; closes that thread's connection so the test database can be dropped.
     """
     try:
         with transaction.atomic():
-            sweep = write_sweep(fabric, values)
+            sweep = write_sweep(fabric, values, status=status)
+            if error:
+                Sweep.objects.filter(pk=sweep.pk).update(error=error)
             transaction.on_commit(
                 lambda: sweep_committed.send(sender=Sweep, fabric_id=fabric.pk, sweep_id=sweep.pk)
             )
@@ -158,6 +160,23 @@ def test_in_memory_layer_publish_from_worker_thread_reaches_consumer():
             assert msg["payload"]["fabric"] == fabric.pk and msg["payload"]["sweep"] == sweep.pk
             assert [port.pk, port.node_id, 4, 0.75, 0.125, 0, 0] in msg["payload"]["cells"]
             assert await comm.receive_nothing(timeout=0.3)
+            # A failed sweep: a stale notice with the reason, then the delta (the port now stale).
+            failed = await asyncio.get_running_loop().run_in_executor(
+                None, commit_sweep, fabric, {port: {"stale": True}}, "failed", "SM unreachable"
+            )
+            notice = await comm.receive_json_from(timeout=10)
+            assert notice == {
+                "type": "heatmap.stale",
+                "payload": {
+                    "fabric": fabric.pk,
+                    "sweep": failed.pk,
+                    "at": notice["payload"]["at"],
+                    "reason": "SM unreachable",
+                },
+            }
+            msg = await comm.receive_json_from(timeout=10)
+            assert msg["payload"]["status"] == "failed"
+            assert msg["payload"]["cells"] == [[port.pk, port.node_id, 4, 0.75, 0.125, 0, 1]]
             await comm.disconnect()
 
         asyncio.run(run())

@@ -567,10 +567,18 @@ def _upsert(sweep_id: int, rows: list[tuple]) -> None:
             text = _copy_lines(tuples)
             with cur.cursor.copy(f"COPY {_STAGE} ({cols}) FROM STDIN") as copy:
                 copy.write(text.encode())
-            cur.execute(
-                f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {_STAGE} "
-                f"ON CONFLICT (port_id) DO UPDATE SET {updates}"
-            )
+            # UPDATE .. FROM (a hash join) for the rows that exist, then INSERT the new ones: cheaper
+            # than INSERT .. ON CONFLICT's speculative insertion on every row; the transaction and
+            # the unique port_id keep it correct (a concurrent writer of the same port would block
+            # on the row lock or fail the insert, never duplicate it).
+            sets = ", ".join(f"{c} = s.{c}" for c in _COLUMNS if c != "port_id")
+            cur.execute(f"UPDATE {table} AS t SET {sets} FROM {_STAGE} AS s WHERE t.port_id = s.port_id")
+            if cur.rowcount != len(tuples):
+                cur.execute(
+                    f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {_STAGE} AS s "
+                    f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE t.port_id = s.port_id) "
+                    f"ON CONFLICT (port_id) DO UPDATE SET {updates}"
+                )
             cur.execute(f"TRUNCATE {_STAGE}")
         else:
             adapt = connection.ops.adapt_datetimefield_value

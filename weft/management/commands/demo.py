@@ -126,7 +126,7 @@ class Command(BaseCommand):
             except ImportError:
                 self.stderr.write("demo: telemetry.traffic is not available; no traffic pattern")
             else:
-                player = TrafficPlayer(lab, fabric, interval=max(1.0, opts["poll_interval"] / 2))
+                player = TrafficPlayer(lab, fabric, interval=min(0.5, opts["poll_interval"] / 4))
                 player.start()
                 threads.append(player)
         if not opts["no_faults"]:

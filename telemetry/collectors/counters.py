@@ -42,11 +42,16 @@ The collection alone is ~0.5-0.7× a bare ``ibqueryerrors --data`` on Selene; th
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import logging
 import os
+import select
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +59,7 @@ from pathlib import Path
 from . import madpoll
 
 ROOT = Path(__file__).resolve().parents[2]
+log = logging.getLogger(__name__)
 
 #: record status codes (``madpoll.STATUS_*``) -> stale reason
 STATUS_TEXT = {
@@ -166,6 +172,101 @@ class Collected:
     stats: str = ""
 
 
+class _Server:
+    """A serving madpoll child (``--serve``) for one fabric address (tool env + ``-C/-P``)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.lock = threading.Lock()
+        self.proc = subprocess.Popen(
+            [*argv, "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=_workdir(),
+            start_new_session=True,
+        )
+        self.last_used = time.monotonic()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(2)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(2)
+
+    def _read(self, n: int, deadline: float) -> bytes:
+        fd = self.proc.stdout.fileno()
+        buf = bytearray()
+        while len(buf) < n:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise CollectorError("MAD poller did not answer in time (killed)")
+            chunk = os.read(fd, min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise CollectorError("MAD poller exited")
+            buf += chunk
+        return bytes(buf)
+
+    def batch(self, text: str, n: int, timeout: float) -> tuple[bytes, str]:
+        """Send one batch of ``n`` request lines; return (records, stats). Raises CollectorError."""
+        self.last_used = time.monotonic()
+        deadline = time.monotonic() + timeout
+        try:
+            self.proc.stdin.write(f"BATCH {n}\n".encode() + text.encode())
+            self.proc.stdin.flush()
+        except OSError as exc:
+            raise CollectorError(f"MAD poller gone: {exc}") from exc
+        blob_len, stats_len = struct.unpack(">II", self._read(8, deadline))
+        blob = self._read(blob_len, deadline)
+        return blob, self._read(stats_len, deadline).decode(errors="replace")
+
+
+_servers: dict[tuple, _Server] = {}
+_servers_lock = threading.Lock()
+MAX_SERVERS = 4
+_SERVER_ENV = ("LD_PRELOAD", "IBSIM_SOCKNAME", "SIM_HOST", "IBSIM_SERVER_NAME", "IBSIM_SERVER_PORT")
+
+
+@atexit.register
+def close_servers() -> None:
+    """Stop every serving poller of this process (at exit, or when a test wants a clean slate)."""
+    with _servers_lock:
+        servers = list(_servers.values())
+        _servers.clear()
+    for srv in servers:
+        srv.close()
+
+
+def _server(argv: list[str], env: dict[str, str], ca_args: list[str]) -> _Server:
+    key = (tuple(env.get(k, "") for k in _SERVER_ENV), tuple(ca_args), tuple(argv[3:]))
+    with _servers_lock:
+        srv = _servers.get(key)
+        if srv is not None and srv.alive():
+            return srv
+        if srv is not None:
+            _servers.pop(key).close()
+        while len(_servers) >= MAX_SERVERS:  # least recently used goes
+            old = min(_servers, key=lambda k: _servers[k].last_used)
+            _servers.pop(old).close()
+        srv = _servers[key] = _Server(argv, env)
+        return srv
+
+
+def _drop_server(srv: _Server) -> None:
+    with _servers_lock:
+        for key, value in list(_servers.items()):
+            if value is srv:
+                del _servers[key]
+    srv.proc.kill()
+    srv.proc.wait(5)
+
+
 def run_madpoll(
     requests: list[tuple],
     *,
@@ -177,12 +278,15 @@ def run_madpoll(
     retries: int = 1,
     processes: int = 1,
     split_min: int = 4000,
+    persistent: bool = False,
 ) -> Collected:
     """Run the MAD poller on ``requests`` (see ``madpoll``) and decode its records.
 
     ``processes`` > 1 splits large request lists into that many children running side by side
     (each its own umad agent and window; the poller is CPU-bound in Python, so this uses more
-    cores) when there are at least ``split_min`` requests. ``timeout`` bounds each child (seconds). Raises CollectorError when a child cannot
+    cores) when there are at least ``split_min`` requests. ``persistent`` keeps one serving child
+    per fabric address in this process between sweeps (``--serve``: no start-up or ibsim attach per
+    sweep); if it fails, the sweep falls back to a one-shot child. ``timeout`` bounds each child (seconds). Raises CollectorError when a child cannot
     start, exits non-zero, or is killed on timeout.
     """
     if processes > 1 and len(requests) >= max(2, split_min):
@@ -191,7 +295,7 @@ def run_madpoll(
         t0 = time.monotonic()
         size = -(-len(requests) // processes)
         parts = [requests[i : i + size] for i in range(0, len(requests), size)]
-        kw = {"env": env, "ca_args": ca_args, "timeout": timeout, "window": window}
+        kw = {"env": env, "ca_args": ca_args, "timeout": timeout, "window": window, "persistent": persistent}
         kw.update(mad_timeout_s=mad_timeout_s, retries=retries)
         with ThreadPoolExecutor(max_workers=len(parts)) as pool:
             results = list(pool.map(lambda part: run_madpoll(part, **kw), parts))
@@ -218,6 +322,19 @@ def run_madpoll(
     env = dict(env)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     t0 = time.monotonic()
+    if persistent:
+        srv = _server(argv, env, ca_args)
+        try:
+            with srv.lock:
+                out, stats = srv.batch(text, len(requests), timeout)
+            if len(out) != madpoll.RECORD.size * len(requests):
+                raise CollectorError(f"MAD poller returned {len(out)} bytes for {len(requests)} requests")
+            reads, capmasks = decode_records(out)
+            return Collected(reads, capmasks, "mad", time.monotonic() - t0, stats)
+        except CollectorError as exc:
+            log.warning("serving MAD poller failed (%s); running a one-shot poller", exc)
+            _drop_server(srv)
+            t0 = time.monotonic()
     try:
         proc = subprocess.Popen(
             argv,

@@ -239,8 +239,10 @@ def poll_fabric(
                 ca_args=ca_args,
                 timeout=timeout,
                 window=int(getattr(settings, "WEFT_POLL_WINDOW", 64)),
-                mad_timeout_s=float(getattr(settings, "WEFT_MAD_TIMEOUT_S", 0.5)),
+                mad_timeout_s=float(getattr(settings, "WEFT_MAD_TIMEOUT_S", 1.0)),
+                retries=2,
                 processes=int(getattr(settings, "WEFT_POLL_PROCESSES", 1)),
+                persistent=bool(getattr(settings, "WEFT_POLL_PERSISTENT", True)),
             )
             expires = time.monotonic() + _CAPMASK_TTL_S
             with _lock:

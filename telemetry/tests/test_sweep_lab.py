@@ -171,7 +171,7 @@ def test_vanished_port_is_stale_not_a_failed_sweep(small_lab, fabric):
     assert pc.xmit_bytes_per_s is None
     assert counters("Hca3", 1).stale is False
     summary = last_json("poll_counters", "--fabric", "lab")  # relinked: fresh again
-    assert summary["stale"] == 0
+    assert summary["stale"] == 0, counters("Hca4", 1).stale_reason
 
 
 def test_failed_collector_marks_everything_stale(small_lab, fabric):
@@ -378,3 +378,22 @@ def test_split_collector_reads_the_same_as_one_process(small_lab, fabric):
     assert one.capmasks == three.capmasks and set(one.capmasks.values()) == {0x1300, 0x1200}
     lid = Port.objects.get(node__description="Switch2", port_num=5).node.lid
     assert one.reads[(lid, 5)].values["xmit_wait"] == 4242
+
+
+def test_serving_poller_is_reused_and_replaced_when_it_dies(small_lab, fabric):
+    from telemetry.collectors import counters as coll
+
+    coll.close_servers()
+    poll_fabric(fabric)
+    (srv,) = coll._servers.values()
+    pid = srv.proc.pid
+    s = poll_fabric(fabric)
+    assert s.status == "ok" and [x.proc.pid for x in coll._servers.values()] == [pid]
+    srv.proc.kill()
+    srv.proc.wait(5)
+    s = poll_fabric(fabric)  # the dead server is noticed and replaced, nothing goes stale
+    assert s.status == "ok" and s.stale == 0
+    (new,) = coll._servers.values()
+    assert new.proc.pid != pid and new.alive()
+    coll.close_servers()
+    assert not new.alive()

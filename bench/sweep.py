@@ -4,10 +4,11 @@ For each topology (default: the Selene compute fabric from ``$WEFT_REALDATA`` â€
 4,341 CAs â€” and a generated 2,048-host 3-level HDR fat tree) it:
 
 1. starts the lab (ibsim + OpenSM) on the topology and discovers it into Weft (``fabric.services``);
-2. times ``ibqueryerrors --data`` ``--runs`` times (the baseline, median);
-3. runs one warm-up sweep, then times ``--runs`` full sweeps (``poll_fabric``: collect + rates +
-   store + commit + publish through the ``sweep_committed`` listeners: heatmap producer, alarms), median;
-4. measures history storage: the growth of the ``telemetry_counterchunk`` relation (table + indexes +
+2. runs one warm-up sweep, then ``--runs`` times: a bare ``ibqueryerrors --data`` (the baseline) and
+   a full sweep (``poll_fabric``: collect + rates + store + commit + publish through the
+   ``sweep_committed`` listeners: heatmap producer, alarms), alternating so both see the same load;
+   medians of each;
+3. measures history storage: the growth of the ``telemetry_counterchunk`` relation (table + indexes +
    TOAST on PostgreSQL; data + 40 bytes/row on SQLite) per sweep, (a) for the lab's own sweeps and
    (b) worst case, random incompressible rates on every port; scaled to 30-s sampling and 1,000 nodes.
 
@@ -113,14 +114,19 @@ def bench_topology(name: str, netfile: str, runs: int) -> dict:
         nodes = Node.objects.filter(fabric=fabric).count()
         ports = Port.objects.filter(node__fabric=fabric, port_num__gte=1).count()
 
+        # Baseline and sweeps alternate (iqe, sweep, iqe, sweep...) so both see the same machine load
+        # and the same OpenSM activity; medians of each.
         baseline = []
         iqe_argv = ["ibqueryerrors", "--data"]
         iqe_note = ""
+        warm = poll_fabric(fabric)
+        before = _relation_bytes()
+        sweeps = []
         for _ in range(runs):
             t = time.monotonic()
             res = lab.run(iqe_argv, timeout=900, check=False)
             if res.returncode < 0 and "--skip-sl" not in iqe_argv:
-                # seen on the generated 2,048-host tree: ibqueryerrors dies (SIGSEGV) in its SA
+                # seen once on the generated 2,048-host tree: ibqueryerrors died (SIGSEGV) in its SA
                 # PathRecord (SL) query; --skip-sl measures the same counter reads without it
                 iqe_note = (
                     f"ibqueryerrors --data died with signal {-res.returncode}; baseline is --data --skip-sl"
@@ -131,16 +137,11 @@ def bench_topology(name: str, netfile: str, runs: int) -> dict:
             baseline.append(time.monotonic() - t)
             if res.returncode not in (0, 1):
                 raise RuntimeError(f"{' '.join(iqe_argv)} exited {res.returncode}: {res.stderr[-500:]}")
+            sweeps.append(poll_fabric(fabric))
         iqe_ports = None
         for line in res.stdout.splitlines():
             if "ports checked" in line:
                 iqe_ports = int(line.split()[1])
-
-        warm = poll_fabric(fabric)
-        before = _relation_bytes()
-        sweeps = []
-        for _ in range(runs):
-            sweeps.append(poll_fabric(fabric))
         lab_bytes_per_sweep = (_relation_bytes() - before) / runs
         durations = [s.duration_s for s in sweeps]
         port_ids = list(

@@ -32,12 +32,19 @@ Selene (25,704 linked ports): madpoll v1 (dict loop)   1.66        63,294 MADs, 
 Selene: madpoll v2 (os.write, binary records), w 16    1.09
 Selene: madpoll v2, window 64 / 128                    1.02 / 0.93  ~65,000 MADs/s, Python-bound
 Selene: madpoll v2 inside a sweep (51,408 MADs)        0.76-1.66   ibsim used 0.25 s CPU per sweep
-Selene: ``ibqueryerrors --data`` (31,647 ports chk.)   1.43-2.86   median of 5 per run, same lab
+Selene: ``ibqueryerrors --data`` (31,647 ports chk.)   1.2-4.4     varies run to run on this box
 Selene: 2 poller processes (WEFT_POLL_PROCESSES=2)     no gain     the 2 cores are already busy
+Selene: serving poller (kept between sweeps), quiet    0.62-0.76   saves ~0.2 s start-up + attach
 =====================================================  ==========  ============================
 
-The collection alone is ~0.5-0.7× a bare ``ibqueryerrors --data`` on Selene; the whole sweep
-(+ rates, PostgreSQL upsert, history, heatmap/alarm listeners) is 1.8-2.2× (``bench/sweep.py``).
+Full sweep (collect + rates + PostgreSQL upsert + history + heatmap/alarm listeners) against a bare
+``ibqueryerrors --data`` alternated in the same run (``bench/sweep.py --runs 5``, medians):
+
+* quiet machine: Selene 2.41 s vs 4.02 s = **0.60×** (collect 1.02, compute 0.31, upsert 0.75,
+  history 0.13, publish 0.17); 2,048-host fat tree 1.31 s vs 2.46 s = **0.53×**; the run before
+  (baseline first, then sweeps) 0.52× and 0.49×.
+* under the other engineers' load (load average 4-6 on 2 cores), before the serving poller and the
+  UPDATE-based upsert: 1.5-2.2× (Selene), 1.8-3.7× (fat tree).
 """
 
 from __future__ import annotations

@@ -77,7 +77,9 @@ class WeftServer:
             timeout=timeout,
         )
         if check and proc.returncode != 0:
-            raise AssertionError(f"manage.py {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+            raise AssertionError(
+                f"manage.py {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+            )
         return proc
 
     def start(self, timeout: float = 60) -> WeftServer:

@@ -29,6 +29,10 @@ class Fabric(models.Model):
     ca_name = models.CharField(max_length=64, blank=True, help_text="local HCA for the diags (-C)")
     ca_port = models.PositiveSmallIntegerField(null=True, blank=True, help_text="local HCA port (-P)")
     tool_env = models.JSONField(default=dict, blank=True)
+    local_hca = models.BooleanField(
+        default=False,
+        help_text="reach this fabric with the diags through this host's default HCA port",
+    )
     discovery_timeout_s = models.FloatField(default=300.0)
     discovery_enabled = models.BooleanField(default=True, help_text="periodic live discovery")
     polling_enabled = models.BooleanField(default=True, help_text="periodic counter sweeps")
@@ -47,6 +51,14 @@ class Fabric(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("fabric:fabric", args=[self.pk])
+
+    @property
+    def has_live_access(self) -> bool:
+        """True when the diags can reach this fabric from this host: the default HCA
+        (``local_hca``), a named one (``ca_name``) or a lab's environment (``tool_env``).
+        A fabric imported from a file has none: a live discovery from this host would describe
+        another fabric."""
+        return bool(self.local_hca or self.ca_name or self.tool_env)
 
 
 class Host(models.Model):

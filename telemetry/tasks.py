@@ -73,8 +73,7 @@ def poll_fabric_task(fabric_id: int, group: int | None = None, groups: int = 1) 
     name="telemetry.tasks.poll_all_task", soft_time_limit=POLL_SOFT_LIMIT_S, time_limit=POLL_HARD_LIMIT_S
 )
 def poll_all_task() -> list[dict]:
-    """Beat task: sweep every fabric with ``polling_enabled`` and live access (``tool_env`` or
-    ``ca_name``). Runs the sweeps in this worker when ``WEFT_POLL_GROUPS`` is 1 (default), else fans
+    """Beat task: sweep every fabric with ``polling_enabled`` and live access (``Fabric.has_live_access``). Runs the sweeps in this worker when ``WEFT_POLL_GROUPS`` is 1 (default), else fans
     out one ``poll_fabric_task`` per switch group. Never overlaps itself (lock ``telemetry.poll_all``)."""
     from fabric.models import Fabric
 
@@ -84,7 +83,7 @@ def poll_all_task() -> list[dict]:
         if not mine:
             return [{"skipped": "poll_all is already running"}]
         for fabric in Fabric.objects.filter(polling_enabled=True).order_by("name"):
-            if not (fabric.tool_env or fabric.ca_name):
+            if not fabric.has_live_access:
                 continue
             if groups == 1:
                 out.append(poll_fabric_task(fabric.pk))

@@ -128,6 +128,7 @@ class FabricSerializer(serializers.ModelSerializer):
             "name",
             "description",
             "subnet_prefix",
+            "local_hca",
             "ca_name",
             "ca_port",
             "tool_env",

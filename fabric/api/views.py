@@ -8,9 +8,7 @@ server-side layout the map page draws. Every change is audited (``accounts.audit
 
 from __future__ import annotations
 
-import gzip
-import io
-import zlib
+from collections.abc import Mapping
 
 from django.core.cache import cache
 from drf_spectacular.types import OpenApiTypes
@@ -25,6 +23,8 @@ from accounts.roles import Role
 
 from .. import filtersets
 from ..models import Fabric
+from ..upload import GZIP_MAGIC, UploadError, read_limited, topology_text
+from ..upload import max_bytes as max_upload_bytes
 from . import queries, serializers
 from .maplayout import build_map, map_cache_key
 
@@ -41,16 +41,15 @@ IMPORT_REQUEST = {
 
 
 NO_LIVE_ACCESS = (
-    "Fabric {name} has no live access configured (set ca_name, or tool_env for a lab): it was "
+    "Fabric {name} has no live access configured (set local_hca, ca_name, or tool_env for a lab): it was "
     "imported from a file, and a live discovery from this host would describe another fabric."
 )
 
 
 def has_live_access(fabric: Fabric) -> bool:
-    """True when the diags can reach ``fabric`` from this host: ``ca_name`` or ``tool_env`` is set
-    (the convention of ``fabric.collectors.tools.is_live``, without its periodic-discovery flag,
-    since an on-demand discovery is wanted even when the periodic one is off)."""
-    return bool(fabric.tool_env or fabric.ca_name)
+    """``Fabric.has_live_access``, without ``is_live``'s periodic-discovery flag, since an
+    on-demand discovery is wanted even when the periodic one is off."""
+    return fabric.has_live_access
 
 
 class PlainTextParser(parsers.BaseParser):
@@ -59,7 +58,7 @@ class PlainTextParser(parsers.BaseParser):
     media_type = "text/plain"
 
     def parse(self, stream, media_type=None, parser_context=None):
-        return {"raw": stream.read()}
+        return {"raw": stream.read(max_upload_bytes() + 1)}  # more is refused
 
 
 class GzipParser(PlainTextParser):
@@ -194,27 +193,37 @@ def _read_upload(data) -> tuple[str, str]:
     Raises:
         ValidationError: no file/text, or a corrupt gzip stream.
     """
+    missing = ValidationError(
+        {"file": ["send a topology file (multipart 'file'), 'text', or a text/plain body"]}
+    )
+    if not isinstance(data, Mapping):  # a JSON list or scalar body
+        raise missing
     filename = data.get("filename") or ""
-    if "raw" in data:
-        raw = data["raw"]
-    elif data.get("file") is not None:
-        upload = data["file"]
-        filename = filename or upload.name
-        raw = upload.read()
-    elif data.get("text"):
-        raw = data["text"].encode("utf-8")
-    else:
-        raise ValidationError(
-            {"file": ["send a topology file (multipart 'file'), 'text', or a text/plain body"]}
-        )
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.GzipFile(fileobj=io.BytesIO(raw)).read()
-        except (OSError, EOFError, zlib.error) as exc:
-            raise ValidationError({"file": [f"{filename or 'upload'}: corrupt gzip data: {exc}"]})
-        if filename.endswith(".gz"):
-            filename = filename[:-3]
-    return raw.decode("utf-8", errors="replace"), filename or "upload"
+    if not isinstance(filename, str):
+        raise ValidationError({"filename": ["must be a string"]})
+    try:
+        if "raw" in data:
+            raw = data["raw"]
+            if len(raw) > max_upload_bytes():
+                raise UploadError(f"{filename or 'upload'}: larger than {max_upload_bytes()} bytes")
+        elif data.get("file") is not None:
+            upload = data["file"]
+            if not hasattr(upload, "read"):  # a form field or JSON value, not a file part
+                raise ValidationError({"file": ["must be a file (multipart upload); send text as 'text'"]})
+            filename = filename or upload.name
+            raw = read_limited(upload, filename)
+        elif data.get("text"):
+            if not isinstance(data["text"], str):
+                raise ValidationError({"text": ["must be a string (the topology file's text)"]})
+            raw = data["text"].encode("utf-8")
+        else:
+            raise missing
+        text = topology_text(raw, filename or "upload")
+    except UploadError as exc:
+        raise ValidationError({"file": [str(exc)]}) from exc
+    if raw[:2] == GZIP_MAGIC and filename.endswith(".gz"):
+        filename = filename[:-3]
+    return text, filename or "upload"
 
 
 @extend_schema_view(

@@ -11,8 +11,10 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 #: where Debian/RHEL install the diags (often missing from a service's PATH).
 SBIN_DIRS = ("/usr/sbin", "/sbin", "/usr/local/sbin")
@@ -63,6 +65,14 @@ def find_tool(name: str, env: dict[str, str] | None = None) -> str | None:
     return shutil.which(name, path=_search_path(env))
 
 
+def tool_workdir() -> str:
+    """A scratch working directory for the diags: under a lab, umad2sim creates ``./sys-<pid>``
+    in the current directory of each tool it wraps, which must not be the project folder."""
+    path = Path(tempfile.gettempdir()) / "weft-tools"
+    path.mkdir(exist_ok=True)
+    return str(path)
+
+
 def run_tool(argv: list[str], *, env: dict[str, str] | None = None, timeout: float) -> ToolResult:
     """Run ``argv`` (program name or path first) and return its :class:`ToolResult`.
 
@@ -88,6 +98,7 @@ def run_tool(argv: list[str], *, env: dict[str, str] | None = None, timeout: flo
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
+        cwd=tool_workdir(),
         start_new_session=True,
     )
     try:
@@ -132,6 +143,6 @@ def fabric_ca_args(fabric) -> list[str]:
 
 
 def is_live(fabric) -> bool:
-    """True when ``fabric`` is marked reachable by the diags from this host: ``discovery_enabled`` and
-    some live access configured (``tool_env`` or ``ca_name`` non-empty). Imported fabrics have neither."""
-    return bool(fabric.discovery_enabled and (fabric.tool_env or fabric.ca_name))
+    """True when ``fabric`` is discovered periodically from this host: ``discovery_enabled`` and
+    ``Fabric.has_live_access`` (default HCA, ``ca_name`` or ``tool_env``). Imported fabrics have none."""
+    return bool(fabric.discovery_enabled and fabric.has_live_access)

@@ -81,6 +81,8 @@ def test_fabric_env_and_ca_args():
     assert is_live(f)
     assert not is_live(Fabric(name="g"))
     assert not is_live(Fabric(name="h", tool_env={"A": "b"}, discovery_enabled=False))
+    assert is_live(Fabric(name="i", local_hca=True))  # a host with its default HCA
+    assert not is_live(Fabric(name="j", local_hca=True, discovery_enabled=False))
 
 
 def _sysfs(tmp_path, layers: dict[str, str]):

@@ -57,11 +57,12 @@ import select
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from fabric.collectors.tools import tool_workdir
 
 from . import madpoll
 
@@ -77,9 +78,7 @@ STATUS_TEXT = {
 
 def _workdir() -> str:
     """A scratch cwd for the child: umad2sim creates ``./sys-<pid>`` there (removed at exit)."""
-    path = Path(tempfile.gettempdir()) / "weft-madpoll"
-    path.mkdir(exist_ok=True)
-    return str(path)
+    return tool_workdir()
 
 
 class CollectorError(RuntimeError):

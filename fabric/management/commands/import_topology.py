@@ -2,26 +2,27 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from fabric.models import Fabric
 from fabric.parsers.records import TopologyParseError
 from fabric.services.ingest import import_topology_text, summary
+from fabric.upload import UploadError, read_limited, topology_text
 
 
 def read_topology_file(path: Path) -> str:
     """Text of ``path``: gunzipped when it starts with the gzip magic, decoded as UTF-8 (bad bytes
-    replaced, so binary junk reaches the parser, which rejects it with a located error)."""
-    data = path.read_bytes()
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise CommandError(f"{path}: broken gzip file: {exc}") from exc
-    return data.decode("utf-8", "replace")
+    replaced, so binary junk reaches the parser, which rejects it with a located error); corrupt
+    gzip data and files above ``WEFT_IMPORT_MAX_BYTES`` (uncompressed) are refused."""
+    try:
+        with path.open("rb") as fh:
+            return topology_text(read_limited(fh, str(path)), str(path))
+    except UploadError as exc:
+        raise CommandError(str(exc)) from exc
 
 
 class Command(BaseCommand):
@@ -40,6 +41,10 @@ class Command(BaseCommand):
         if not path.is_file():
             raise CommandError(f"{path}: no such file")
         name = opts["fabric"] or _default_name(path)
+        try:  # the API's rule: a slug of at most 64 characters (PostgreSQL refuses longer)
+            Fabric._meta.get_field("name").clean(name, None)
+        except ValidationError as exc:
+            raise CommandError(f"--fabric {name!r}: {' '.join(exc.messages)}") from exc
         text = read_topology_file(path)
         try:
             discovery = import_topology_text(name, text, filename=path.name, create=not opts["no_create"])

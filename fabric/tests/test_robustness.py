@@ -1,0 +1,122 @@
+"""Bad input to the topology import (API and command): a clear 400 / CommandError, never a 500 or a
+traceback, and nothing stored changes."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from accounts.roles import set_role
+from fabric.models import Discovery, Fabric, Link, Node
+from fabric.services.ingest import import_topology_text
+from fabric.tests.test_services import BASE
+
+
+@pytest.fixture
+def admin(db, django_user_model) -> APIClient:
+    user = django_user_model.objects.create(username="root")
+    set_role(user, "admin")
+    client = APIClient(raise_request_exception=False)
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def fabric(db) -> Fabric:
+    return import_topology_text("base", BASE, filename="base.topo").fabric
+
+
+def _state():
+    return (Fabric.objects.count(), Node.objects.count(), Link.objects.count(), Discovery.objects.count())
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"text": 5}',
+        b'{"text": ["a"]}',
+        b'{"file": "abc"}',
+        b"[1]",
+        b'"just a string"',
+        b'{"filename": 3, "text": "x"}',
+    ],
+)
+def test_import_json_of_the_wrong_shape_is_a_400(fabric, admin, body):
+    before = _state()
+    resp = admin.generic(
+        "POST", f"/api/fabric/fabrics/{fabric.pk}/import/", body, content_type="application/json"
+    )
+    assert resp.status_code == 400, resp.content
+    assert _state() == before
+
+
+def test_import_multipart_file_field_that_is_not_a_file_is_a_400(fabric, admin):
+    before = _state()
+    resp = admin.post(f"/api/fabric/fabrics/{fabric.pk}/import/", {"file": "abc"}, format="multipart")
+    assert resp.status_code == 400, resp.content
+    assert "file" in resp.json()
+    assert _state() == before
+
+
+@override_settings(WEFT_IMPORT_MAX_BYTES=64 * 1024)
+def test_import_gzip_bomb_is_refused_without_inflating_it(fabric, admin):
+    bomb = gzip.compress(b"\0" * (8 * 1024 * 1024))  # 8 MiB of zeros in a few KiB
+    before = _state()
+    resp = admin.generic(
+        "POST",
+        f"/api/fabric/fabrics/{fabric.pk}/import/?filename=b.gz",
+        bomb,
+        content_type="application/gzip",
+    )
+    assert resp.status_code == 400, resp.content
+    assert "larger than" in str(resp.json())
+    assert _state() == before
+
+
+@override_settings(WEFT_IMPORT_MAX_BYTES=1024)
+def test_import_plain_file_above_the_cap_is_refused(fabric, admin, tmp_path):
+    big = tmp_path / "big.topo"
+    big.write_text(BASE * 10)
+    before = _state()
+    with open(big, "rb") as fh:
+        resp = admin.post(f"/api/fabric/fabrics/{fabric.pk}/import/", {"file": fh}, format="multipart")
+    assert resp.status_code == 400 and "larger than" in str(resp.json())
+    raw = admin.generic(
+        "POST", f"/api/fabric/fabrics/{fabric.pk}/import/", (BASE * 10).encode(), content_type="text/plain"
+    )
+    assert raw.status_code == 400 and "larger than" in str(raw.json())
+    assert _state() == before
+
+
+def test_command_corrupt_deflate_data_is_a_command_error(fabric, tmp_path):
+    bad = tmp_path / "bad.gz"
+    good = gzip.compress(BASE.encode())
+    bad.write_bytes(good[:10] + b"\xff" * 40)  # valid header, invalid deflate blocks
+    with pytest.raises(zlib.error):
+        gzip.decompress(bad.read_bytes())  # what used to escape as a traceback
+    before = _state()
+    with pytest.raises(CommandError, match="corrupt gzip"):
+        call_command("import_topology", str(bad), "--fabric", "base")
+    assert _state() == before
+
+
+@override_settings(WEFT_IMPORT_MAX_BYTES=64 * 1024)
+def test_command_gzip_bomb_is_a_command_error(fabric, tmp_path):
+    bomb = tmp_path / "bomb.gz"
+    bomb.write_bytes(gzip.compress(b"\0" * (8 * 1024 * 1024)))
+    with pytest.raises(CommandError, match="larger than"):
+        call_command("import_topology", str(bomb), "--fabric", "base")
+
+
+@pytest.mark.parametrize("name", ["y" * 100, "a/b<c>", "with space"])
+def test_command_refuses_a_fabric_name_the_api_refuses(db, tmp_path, name):
+    topo = tmp_path / "t.topo"
+    topo.write_text(BASE)
+    with pytest.raises(CommandError, match="--fabric"):
+        call_command("import_topology", str(topo), "--fabric", name)
+    assert not Fabric.objects.exists()

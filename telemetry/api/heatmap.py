@@ -28,6 +28,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -174,6 +176,11 @@ class HeatmapView(APIView):
 
     read_role = "viewer"
 
+    @extend_schema(
+        responses=OpenApiTypes.OBJECT,
+        description="Rows (switches by tier), columns (ports) and cells "
+        "[port_id, node_id, port_num, utilisation, congestion, error_flag, stale] (see module docstring).",
+    )
     def get(self, request: Request, fabric_id: int) -> Response:
         fabric = get_object_or_404(Fabric, pk=fabric_id)
         return Response(heatmap_snapshot(fabric))
@@ -184,6 +191,9 @@ class HeatmapCellView(APIView):
 
     read_role = "viewer"
 
+    @extend_schema(
+        responses=OpenApiTypes.OBJECT, description="Raw counters, rates and the remote end of one port."
+    )
     def get(self, request: Request, fabric_id: int, port_id: int) -> Response:
         port = get_object_or_404(Port.objects.select_related("node"), pk=port_id, node__fabric_id=fabric_id)
         return Response(cell_detail(port))

@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 
 from django.shortcuts import get_object_or_404
 from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -74,6 +76,15 @@ class PortSeriesView(APIView):
 
     read_role = "viewer"
 
+    @extend_schema(
+        responses=OpenApiTypes.OBJECT,
+        parameters=[
+            OpenApiParameter("start", str, description="epoch seconds, ISO 8601, 'now' or relative ('-6h')"),
+            OpenApiParameter("end", str, description="as start; default now"),
+        ],
+        description='{"t": [epoch s], "xmit_bytes_per_s": [...], "rcv_bytes_per_s": [...], '
+        '"xmit_wait_per_s": [...], "utilisation": [...], "congestion": [...], "errors": [...]}',
+    )
     def get(self, request: Request, port_id: int) -> Response:
         port = get_object_or_404(Port.objects.select_related("node"), pk=port_id)
         now = time.time()

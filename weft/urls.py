@@ -1,6 +1,7 @@
 """Root URL configuration: UI pages per app, REST API under /api/<app>/, schema and docs."""
 
 from django.contrib import admin
+from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
@@ -11,8 +12,9 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     path("accounts/", include("accounts.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
-    path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="redoc"),
+    # the schema answers 403 to anonymous clients (SERVE_PERMISSIONS); the doc pages send them to log in
+    path("api/docs/", login_required(SpectacularSwaggerView.as_view(url_name="schema")), name="swagger-ui"),
+    path("api/redoc/", login_required(SpectacularRedocView.as_view(url_name="schema")), name="redoc"),
     path("api/accounts/", include("accounts.api.urls")),
     path("api/fabric/", include("fabric.api.urls")),
     path("api/fabric/", include("telemetry.api.urls")),

@@ -1,0 +1,47 @@
+"""Project-wide API hardening: the schema and docs need a signed-in user, and ``?limit=`` has a
+ceiling (a huge value was a 500 from the database, any large one serialised a whole table)."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from accounts.roles import set_role
+from fabric.services.ingest import import_topology_text
+from fabric.tests.test_services import BASE
+
+
+@pytest.fixture
+def viewer(db, django_user_model) -> APIClient:
+    user = django_user_model.objects.create(username="v")
+    set_role(user, "viewer")
+    client = APIClient(raise_request_exception=False)
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.parametrize("url", ["/api/schema/", "/api/docs/", "/api/redoc/"])
+def test_schema_and_docs_need_a_signed_in_user(db, viewer, url):
+    anonymous = APIClient().get(url)
+    assert anonymous.status_code in (302, 401, 403)
+    if anonymous.status_code == 302:
+        assert anonymous["Location"].startswith("/accounts/login/")
+    assert viewer.get(url).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "url", ["/api/fabric/nodes/", "/api/fabric/ports/", "/api/fabric/fabrics/", "/api/fabric/events/"]
+)
+def test_huge_limit_is_capped_not_a_500(db, viewer, url):
+    import_topology_text("f", BASE, filename="base.topo")
+    resp = viewer.get(url + "?limit=99999999999999999999")
+    assert resp.status_code == 200, resp.content[:300]
+    assert viewer.get(url + "?offset=99999999999999999999").status_code == 200
+
+
+@override_settings(WEFT_API_MAX_LIMIT=2)
+def test_limit_above_the_ceiling_returns_the_ceiling(db, viewer):
+    import_topology_text("f", BASE, filename="base.topo")
+    body = viewer.get("/api/fabric/nodes/?limit=1000").json()
+    assert body["count"] > 2 and len(body["results"]) == 2 and body["next"]

@@ -50,6 +50,17 @@ class AlarmConsumer(AsyncJsonWebsocketConsumer):
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
+    async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
+        """Clients only listen: binary frames and text that is not JSON are ignored (the base class
+        raised, dropping the connection with a server-side traceback)."""
+        if text_data is None:
+            return
+        try:
+            content = await self.decode_json(text_data)
+        except ValueError:
+            return
+        await self.receive_json(content)
+
     async def receive_json(self, content: Any, **kwargs) -> None:
         """Clients only listen; a ``ping`` gets a ``pong`` (keep-alive through proxies)."""
         if isinstance(content, dict) and content.get("type") == "ping":

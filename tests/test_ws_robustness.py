@@ -1,0 +1,66 @@
+"""Websockets against junk: a binary frame or text that is not JSON is ignored (the connection
+stays up and still answers pings), a foreign Origin is refused before the consumer runs."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth import get_user_model
+from django.test import Client, override_settings
+
+from accounts.roles import set_role
+from fabric.services.ingest import import_topology_text
+from fabric.tests.test_services import BASE
+from weft.asgi import application
+
+ORIGIN = (b"origin", b"http://127.0.0.1")
+MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+def _cookie(username: str) -> tuple[bytes, bytes]:
+    user = get_user_model().objects.create_user(username, password="x")
+    set_role(user, "viewer")
+    client = Client()
+    client.force_login(user)
+    return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("route", ["heatmap", "alarms"])
+def test_junk_frames_are_ignored_and_pings_still_answered(route):
+    fabric = import_topology_text("f", BASE, filename="base.topo").fabric
+    cookie = _cookie("vic")
+    path = f"/ws/{route}/{fabric.pk}/"
+
+    async def run():
+        comm = WebsocketCommunicator(application, path, headers=[ORIGIN, cookie])
+        connected, _ = await comm.connect(timeout=5)
+        assert connected
+        if route == "alarms":
+            assert (await comm.receive_json_from(timeout=5))["type"] == "hello"
+        await comm.send_to(text_data="this is not json")
+        await comm.send_to(bytes_data=b"\x00\x01\x02")
+        await comm.send_to(text_data="[1, 2]")
+        await comm.send_json_to({"type": "ping"})
+        assert (await comm.receive_json_from(timeout=5))["type"] == "pong"
+        await comm.disconnect()
+
+    with override_settings(CHANNEL_LAYERS=MEMORY):
+        asyncio.run(run())
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("path", ["/ws/heatmap/1/", "/ws/alarms/"])
+def test_foreign_origin_or_none_is_refused(path):
+    cookie = _cookie("eve")
+
+    async def run():
+        for headers in ([(b"origin", b"http://evil.example"), cookie], [cookie]):
+            comm = WebsocketCommunicator(application, path, headers=headers)
+            connected, _ = await comm.connect(timeout=5)
+            assert not connected
+
+    with override_settings(CHANNEL_LAYERS=MEMORY):
+        asyncio.run(run())

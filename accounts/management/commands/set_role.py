@@ -1,4 +1,5 @@
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts import audit
@@ -20,6 +21,10 @@ class Command(BaseCommand):
         if user is None:
             if not create:
                 raise CommandError(f"no user {username!r} (use --create)")
+            try:  # the model's rules (not blank, at most 150 characters, letters, digits and @.+-_)
+                User._meta.get_field(User.USERNAME_FIELD).clean(username, None)
+            except ValidationError as exc:
+                raise CommandError(f"user name {username!r}: {' '.join(exc.messages)}") from exc
             user = User.objects.create(username=username)
         if password:
             user.set_password(password)

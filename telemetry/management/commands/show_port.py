@@ -18,13 +18,16 @@ def find_node(text: str, fabric: Fabric | None) -> Node:
     nodes = Node.objects.all() if fabric is None else Node.objects.filter(fabric=fabric)
     text = text.strip()
     cond = Q(description=text)
-    if text.isdigit():
+    if text.isdigit() and int(text) <= 0xFFFF:  # LIDs are 16-bit (a larger number overflowed SQLite)
         cond |= Q(lid=int(text)) | Q(ports__lid=int(text))
-    if is_guid(text) and (text.lower().startswith("0x") or not text.isdigit()):
-        guid = normalize_guid(text)
-        cond |= Q(node_guid=guid) | Q(ports__port_guid=guid)
-    elif text.isdigit() and len(text) > 6:
-        cond |= Q(node_guid=normalize_guid(guid_to_int(int(text))))
+    try:
+        if is_guid(text) and (text.lower().startswith("0x") or not text.isdigit()):
+            guid = normalize_guid(text)
+            cond |= Q(node_guid=guid) | Q(ports__port_guid=guid)
+        elif text.isdigit() and len(text) > 6:
+            cond |= Q(node_guid=normalize_guid(guid_to_int(int(text))))
+    except ValueError:  # beyond 64 bits: no GUID, maybe a description
+        pass
     found = list(nodes.filter(cond).distinct()[:5])
     if not found:
         raise CommandError(f"no node {text!r} (give a GUID, LID or node description)")
@@ -51,6 +54,8 @@ class Command(BaseCommand):
             fabric = Fabric.objects.filter(name=opts["fabric"]).first()
             if fabric is None:
                 raise CommandError(f"no fabric named {opts['fabric']!r}")
+        if not 0 <= opts["port"] <= 255:
+            raise CommandError(f"port {opts['port']}: InfiniBand port numbers are 0-255")
         node = find_node(opts["node"], fabric)
         port = Port.objects.filter(node=node, port_num=opts["port"]).first()
         if port is None:

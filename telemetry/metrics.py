@@ -16,7 +16,9 @@ per fabric: ``weft_sweep_duration_seconds``, ``weft_sweep_ports``, ``weft_sweep_
 ``weft_sweep_ok`` (1 ok, 0.5 partial, 0 failed).
 
 Access: ``Authorization: Bearer <token>`` with a token of ``settings.WEFT_METRICS_TOKENS``, or a
-client address in ``settings.WEFT_METRICS_ALLOW`` (addresses or CIDR networks); 403 otherwise.
+client address in ``settings.WEFT_METRICS_ALLOW`` (addresses or CIDR networks) on a direct request
+(one relayed by a reverse proxy, with ``X-Forwarded-For``/``Forwarded``/``X-Real-IP``, needs the
+token: behind a proxy every client has the proxy's address); 403 otherwise.
 URL: ``path("metrics", telemetry.metrics.metrics_view)`` in ``weft/urls.py``.
 """
 
@@ -35,6 +37,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 
 from .models import ERROR_COUNTERS, PortCounters, Sweep
+
+# Headers a reverse proxy adds; a request carrying one is not allowed by address (see _client_allowed).
+PROXY_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")
 
 PORT_LABELS = ["fabric", "node_guid", "port", "node_desc", "remote_guid", "remote_port", "remote_desc"]
 
@@ -191,6 +196,10 @@ def _client_allowed(request: HttpRequest) -> bool:
         given = header[len("Bearer ") :].strip().encode()
         if any(hmac.compare_digest(given, t.encode()) for t in tokens):
             return True
+    if any(request.META.get(h) for h in PROXY_HEADERS):
+        # Relayed by a reverse proxy: REMOTE_ADDR is the proxy's (127.0.0.1 in the documented
+        # deployment), not the client's, so the address allow-list cannot apply: token only.
+        return False
     addr = request.META.get("REMOTE_ADDR", "")
     try:
         ip = ipaddress.ip_address(addr)

@@ -107,3 +107,24 @@ def test_grafana_dashboard_uses_exported_metrics(stored, settings):
     exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
     used = {m for e in exprs for m in re.findall(r"\bweft_[a-z0-9_]+", e)}
     assert used and used <= names, used - names
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        {"HTTP_X_FORWARDED_FOR": "203.0.113.9"},
+        {"HTTP_FORWARDED": "for=203.0.113.9;proto=https"},
+        {"HTTP_X_REAL_IP": "203.0.113.9"},
+    ],
+)
+def test_proxied_requests_are_not_allowed_by_the_proxys_loopback_address(stored, settings, header):
+    """Behind the documented reverse proxy every request comes from 127.0.0.1: the address
+    allow-list must not open /metrics to the world; a token still works."""
+    settings.WEFT_METRICS_TOKENS = ["tok-1"]
+    settings.WEFT_METRICS_ALLOW = ["127.0.0.1", "::1"]
+    assert Client(REMOTE_ADDR="127.0.0.1").get("/metrics", secure=True).status_code == 200
+    assert Client(REMOTE_ADDR="127.0.0.1").get("/metrics", secure=True, **header).status_code == 403
+    authorised = Client(REMOTE_ADDR="127.0.0.1").get(
+        "/metrics", secure=True, HTTP_AUTHORIZATION="Bearer tok-1", **header
+    )
+    assert authorised.status_code == 200

@@ -12,6 +12,7 @@ from django.views.generic import DetailView, ListView, TemplateView, UpdateView
 
 from accounts.audit import model_changes, record
 from accounts.roles import Role, has_role
+from weft.params import int_param
 
 from . import dashboard, health, rules
 from .catalog import CATALOG
@@ -45,7 +46,7 @@ class DashboardView(RoleMixin, TemplateView):
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
         fabric_id = self.request.GET.get("fabric")
-        ctx["fabric_id"] = int(fabric_id) if fabric_id and fabric_id.isdigit() else None
+        ctx["fabric_id"] = int_param(fabric_id)
         ctx["summary"] = dashboard.summary(ctx["fabric_id"])
         ctx["severities"] = [(s.value, s.label) for s in reversed(Severity)]
         ctx["recent_alarms"] = Alarm.objects.open().select_related("fabric")[:10]
@@ -57,7 +58,7 @@ class DashboardSummaryView(RoleMixin, View):
 
     def get(self, request):
         fabric_id = request.GET.get("fabric")
-        return JsonResponse(dashboard.summary(int(fabric_id) if fabric_id and fabric_id.isdigit() else None))
+        return JsonResponse(dashboard.summary(int_param(fabric_id)))
 
 
 class AlarmListView(RoleMixin, ListView):

@@ -11,8 +11,11 @@ from __future__ import annotations
 from django import forms
 from django.db.models import Q, QuerySet
 from django_filters import rest_framework as filters
+from django_filters.fields import ModelMultipleChoiceField
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
+
+from weft.params import MAX_ID, int_param
 
 from .choices import NodeType, PhysState, PortState, SMState, Tier
 from .guid import is_guid, normalize_guid
@@ -119,7 +122,29 @@ class CharInFilter(filters.BaseInFilter, filters.CharFilter):
 
 
 class NumberInFilter(filters.BaseInFilter, filters.NumberFilter):
-    pass
+    """Comma-separated numbers within 64 bits (a larger one overflowed SQLite: a 500, now a 400)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("min_value", -MAX_ID - 1)
+        kwargs.setdefault("max_value", MAX_ID)
+        super().__init__(*args, **kwargs)
+
+
+class BoundedModelMultipleChoiceField(ModelMultipleChoiceField):
+    """Ids that are not 64-bit integers are invalid choices before any query runs (on SQLite a
+    20-digit id raised OverflowError in the validation query: a 500)."""
+
+    def _check_values(self, value):
+        for pk in value:
+            if pk not in self.empty_values and int_param(str(pk)) is None:
+                raise forms.ValidationError(
+                    self.error_messages["invalid_pk_value"], code="invalid_pk_value", params={"pk": pk}
+                )
+        return super()._check_values(value)
+
+
+class ModelIdsFilter(filters.ModelMultipleChoiceFilter):
+    field_class = BoundedModelMultipleChoiceField
 
 
 def _search_q(value: str, *, guid_fields, lid_fields, text_fields) -> Q:
@@ -128,9 +153,9 @@ def _search_q(value: str, *, guid_fields, lid_fields, text_fields) -> Q:
     q = Q()
     for name in text_fields:
         q |= Q(**{f"{name}__icontains": value})
-    if value.isdigit() and int(value) < 1 << 16:
+    if (lid := int_param(value, hi=0xFFFF)) is not None:
         for name in lid_fields:
-            q |= Q(**{name: int(value)})
+            q |= Q(**{name: lid})
     if is_guid(value) and (value.lower().startswith("0x") or len(value) >= 8):
         guid = normalize_guid(value)
         for name in guid_fields:
@@ -151,7 +176,7 @@ class FabricFilterSet(filters.FilterSet):
 
 
 class NodeFilterSet(filters.FilterSet):
-    fabric = filters.ModelMultipleChoiceFilter(queryset=Fabric.objects.all())
+    fabric = ModelIdsFilter(queryset=Fabric.objects.all())
     fabric_name = filters.CharFilter(field_name="fabric__name", lookup_expr="iexact")
     guid = GUIDFilter(label="node GUID", field_name="node_guid")
     system_image_guid = GUIDFilter(field_name="system_image_guid")
@@ -160,7 +185,7 @@ class NodeFilterSet(filters.FilterSet):
     description = filters.CharFilter(lookup_expr="icontains")
     type = filters.MultipleChoiceFilter(field_name="node_type", choices=NodeType.choices)
     tier = EnumFilter(enum=Tier)
-    host = filters.ModelMultipleChoiceFilter(queryset=Host.objects.all())
+    host = ModelIdsFilter(queryset=Host.objects.all())
     host_name = filters.CharFilter(field_name="host__name", lookup_expr="iexact")
     q = filters.CharFilter(method="search", label="search GUID, LID or description")
 
@@ -178,14 +203,14 @@ class NodeFilterSet(filters.FilterSet):
         if not value:
             return qs
         q = _search_q(value, guid_fields=("node_guid",), lid_fields=("lid",), text_fields=("description",))
-        if value.strip().isdigit():
-            q |= Q(pk__in=Port.objects.filter(lid=int(value)).values("node_id"))
+        if (lid := int_param(value, hi=0xFFFF)) is not None:
+            q |= Q(pk__in=Port.objects.filter(lid=lid).values("node_id"))
         return qs.filter(q)
 
 
 class PortFilterSet(filters.FilterSet):
-    fabric = filters.ModelMultipleChoiceFilter(field_name="node__fabric", queryset=Fabric.objects.all())
-    node = filters.ModelMultipleChoiceFilter(queryset=Node.objects.all())
+    fabric = ModelIdsFilter(field_name="node__fabric", queryset=Fabric.objects.all())
+    node = ModelIdsFilter(queryset=Node.objects.all())
     guid = GUIDFilter(label="port GUID", field_name="port_guid")
     node_guid = GUIDFilter(field_name="node__node_guid")
     lid = NumberInFilter(method="filter_lid", label="port LID (switch ports: the switch's LID)")
@@ -216,8 +241,10 @@ class PortFilterSet(filters.FilterSet):
 
 
 class LinkFilterSet(filters.FilterSet):
-    fabric = filters.ModelMultipleChoiceFilter(queryset=Fabric.objects.all())
-    node = filters.NumberFilter(method="filter_node", label="node id at either end")
+    fabric = ModelIdsFilter(queryset=Fabric.objects.all())
+    node = filters.NumberFilter(
+        method="filter_node", label="node id at either end", min_value=0, max_value=MAX_ID
+    )
     guid = GUIDFilter(
         fields=("port_a__node__node_guid", "port_b__node__node_guid"), label="node GUID at either end"
     )
@@ -259,7 +286,7 @@ class LinkFilterSet(filters.FilterSet):
 
 
 class HostFilterSet(filters.FilterSet):
-    fabric = filters.ModelMultipleChoiceFilter(queryset=Fabric.objects.all())
+    fabric = ModelIdsFilter(queryset=Fabric.objects.all())
     name = filters.CharFilter(lookup_expr="icontains")
 
     class Meta:
@@ -268,7 +295,7 @@ class HostFilterSet(filters.FilterSet):
 
 
 class SubnetManagerFilterSet(filters.FilterSet):
-    fabric = filters.ModelMultipleChoiceFilter(queryset=Fabric.objects.all())
+    fabric = ModelIdsFilter(queryset=Fabric.objects.all())
     guid = GUIDFilter(field_name="guid")
     lid = NumberInFilter()
     state = EnumFilter(enum=SMState)
@@ -279,7 +306,7 @@ class SubnetManagerFilterSet(filters.FilterSet):
 
 
 class DiscoveryFilterSet(filters.FilterSet):
-    fabric = filters.ModelMultipleChoiceFilter(queryset=Fabric.objects.all())
+    fabric = ModelIdsFilter(queryset=Fabric.objects.all())
     source = filters.MultipleChoiceFilter(choices=Discovery._meta.get_field("source").choices)
     status = filters.MultipleChoiceFilter(choices=Discovery._meta.get_field("status").choices)
     started_after = filters.IsoDateTimeFilter(field_name="started", lookup_expr="gte")

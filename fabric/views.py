@@ -22,6 +22,7 @@ from django.views.generic import DetailView, ListView, TemplateView
 
 from accounts import audit
 from accounts.roles import Role, has_role
+from weft.params import int_param
 
 from .api import queries
 from .api.serializers import port_link, remote_port
@@ -117,7 +118,7 @@ class MapView(RoleRequiredMixin, TemplateView):
         fabric = None
         wanted = self.request.GET.get("fabric", "")
         if wanted.isdigit():
-            fabric = next((f for f in fabrics if f.pk == int(wanted)), None)
+            fabric = next((f for f in fabrics if f.pk == int_param(wanted)), None)
         elif wanted:
             fabric = next((f for f in fabrics if f.name == wanted), None)
         if fabric is None and fabrics and not wanted:
@@ -127,7 +128,8 @@ class MapView(RoleRequiredMixin, TemplateView):
             ctx["map_url"] = reverse("fabric-api:fabric-map", args=[fabric.pk])
         ctx["focus"] = self.request.GET.get("focus", "")
         poll = self.request.GET.get("poll", "")
-        ctx["poll_s"] = max(1, min(int(poll), 3600)) if poll.isdigit() else 30
+        poll_s = int_param(poll)
+        ctx["poll_s"] = max(1, min(poll_s, 3600)) if poll_s is not None else 30
         return ctx
 
 
@@ -185,8 +187,9 @@ class ChangesView(RoleRequiredMixin, ListView):
         self.fabric = None
         wanted = self.request.GET.get("fabric", "")
         if wanted.isdigit():
-            self.fabric = Fabric.objects.filter(pk=int(wanted)).first()
-            qs = qs.filter(fabric_id=int(wanted))
+            pk = int_param(wanted)
+            self.fabric = Fabric.objects.filter(pk=pk).first() if pk is not None else None
+            qs = qs.filter(fabric_id=pk) if pk is not None else qs.none()
         if self.request.GET.get("changed") == "1":
             qs = qs.filter(Q(added__gt=0) | Q(removed__gt=0) | Q(changed__gt=0))
         return qs

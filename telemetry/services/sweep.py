@@ -340,6 +340,14 @@ def poll_fabric(
     stats = collected.stats if collected else ""
     t_computed = time.monotonic()
     with transaction.atomic():
+        # A discovery that committed since ``fabric`` was read may have removed ports: writing their
+        # rows failed the whole sweep (foreign key). Under the fabric row lock that ingest takes
+        # first (``select_for_update``, so the same lock order), keep only the rows of the ports that still exist.
+        latest = Fabric.objects.select_for_update().filter(pk=fabric.pk).values_list("last_discovery_id")
+        if [(fabric.last_discovery_id,)] != list(latest):
+            live = set(Port.objects.filter(node__fabric=fabric).values_list("id", flat=True))
+            rows = [r for r in rows if r[0] in live]
+            chunk_entries = [e for e in chunk_entries if e[0] in live]
         sweep = Sweep.objects.create(
             fabric=fabric,
             started=started,
@@ -353,14 +361,6 @@ def poll_fabric(
             error="; ".join(x for x in (error, sm_note, stats if n_stale else "") if x)[:2000],
             mechanism=mech_label,
         )
-        # A discovery that committed since ``fabric`` was read may have removed ports: writing their
-        # rows failed the whole sweep (foreign key). Under the fabric row lock that ingest takes
-        # (``select_for_update``), keep only the rows of the ports that still exist.
-        latest = Fabric.objects.select_for_update().filter(pk=fabric.pk).values_list("last_discovery_id")
-        if [(fabric.last_discovery_id,)] != list(latest):
-            live = set(Port.objects.filter(node__fabric=fabric).values_list("id", flat=True))
-            rows = [r for r in rows if r[0] in live]
-            chunk_entries = [e for e in chunk_entries if e[0] in live]
         _upsert(sweep.pk, rows)
         t_upserted = time.monotonic()
         chunks = history.build_chunks(fabric.pk, int(t_sample), chunk_entries)

@@ -134,7 +134,8 @@ class _Ctx:
 def _split_lines(text: str) -> list[str]:
     if text.startswith("\ufeff"):
         text = text[1:]
-    return text.splitlines()
+    # PostgreSQL text cannot hold NUL: a NUL in a description failed the import with a traceback
+    return text.replace("\x00", "\ufffd").splitlines()
 
 
 _LINK_TOKENS: dict[str, tuple[str, str]] = {}

@@ -62,7 +62,7 @@ def parse_subnet_lst(text: str, source: str = "<text>") -> Topology:
     first_junk = 0
     if text.startswith("\ufeff"):
         text = text[1:]
-    for idx, raw in enumerate(text.splitlines(), 1):
+    for idx, raw in enumerate(text.replace("\x00", "\ufffd").splitlines(), 1):  # no NUL in PostgreSQL text
         line = raw.strip()
         if not line or line[0] == "#":
             continue

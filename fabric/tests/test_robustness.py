@@ -120,3 +120,25 @@ def test_command_refuses_a_fabric_name_the_api_refuses(db, tmp_path, name):
     with pytest.raises(CommandError, match="--fabric"):
         call_command("import_topology", str(topo), "--fabric", name)
     assert not Fabric.objects.exists()
+
+
+NUL_TEXTS = {
+    "ibnetdiscover": BASE.replace('"host001 mlx5_0"', '"host\x00001"'),
+    "ports": "CA   134  1 0x7cfe9003003b4bde 4x EDR - SW  1719 10 0x7cfe9003009ce5b0 ( 'o0001\x00HCA-1' - 'ib-i1l1s01' )\n",
+    "subnet_lst": "{ SW Ports:08 SystemGUID:a22029083222f0ff NodeGUID:0002c90109fb0000 PortGUID:0002c90109fb0000 "
+    "VenID:000002C9 DevID:A87C0000 Rev:000000A0 {MT43132\x00Mellanox} LID:0002 PN:05 } "
+    "{ SW Ports:08 SystemGUID:a22029083222f0ff NodeGUID:0002c90109fb0018 PortGUID:0002c90109fb0018 "
+    "VenID:000002C9 DevID:A87C0000 Rev:000000A0 {MT43132 Mellanox} LID:0003 PN:01 } PHY=4x LOG=ACT SPD=5\n",
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(NUL_TEXTS))
+def test_nul_bytes_never_reach_the_database(db, fmt):
+    """PostgreSQL text cannot hold NUL: an upload with one failed with a traceback (CharacterNotInRepertoire)."""
+    from fabric.parsers import detect_and_parse
+
+    topo = detect_and_parse(NUL_TEXTS[fmt], "nul.txt")
+    assert topo.format == fmt and topo.nodes
+    assert not any("\x00" in (n.description or "") for n in topo.nodes.values())
+    import_topology_text("nul", NUL_TEXTS[fmt], filename="nul.txt")
+    assert Node.objects.filter(fabric__name="nul", description__contains="\ufffd").exists()

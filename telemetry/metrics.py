@@ -229,7 +229,9 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     if name := request.GET.get("fabric"):
         from fabric.models import Fabric
 
-        fabric_id = Fabric.objects.filter(name=name).values_list("id", flat=True).first()
+        fabric_id = (  # a NUL cannot be in a name, and PostgreSQL refuses it in a query (a 500)
+            None if "\x00" in name else Fabric.objects.filter(name=name).values_list("id", flat=True).first()
+        )
         if fabric_id is None:
             return HttpResponse(f"no fabric {name!r}\n", status=404, content_type="text/plain")
     registry = CollectorRegistry(auto_describe=False)

@@ -128,3 +128,9 @@ def test_proxied_requests_are_not_allowed_by_the_proxys_loopback_address(stored,
         "/metrics", secure=True, HTTP_AUTHORIZATION="Bearer tok-1", **header
     )
     assert authorised.status_code == 200
+
+
+def test_unknown_fabric_with_a_nul_is_a_404(stored):
+    """``?fabric=%00`` was a 500 on PostgreSQL (a NUL cannot go into a query)."""
+    resp = Client(REMOTE_ADDR="127.0.0.1").get("/metrics?fabric=%00", secure=True)
+    assert resp.status_code == 404

@@ -45,3 +45,32 @@ def test_limit_above_the_ceiling_returns_the_ceiling(db, viewer):
     import_topology_text("f", BASE, filename="base.topo")
     body = viewer.get("/api/fabric/nodes/?limit=1000").json()
     assert body["count"] > 2 and len(body["results"]) == 2 and body["next"]
+
+
+@pytest.fixture
+def admin(db, django_user_model) -> APIClient:
+    user = django_user_model.objects.create(username="a")
+    set_role(user, "admin")
+    client = APIClient(raise_request_exception=False)
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "Infinity", "1e309"])
+def test_float_fields_refuse_nan_and_infinity(admin, value):
+    """A stored NaN/inf made every later GET of the fabric list a 500 (JSON has neither)."""
+    from events.models import EventPolicy
+    from events.rules import ensure_policies
+
+    fabric = import_topology_text("f", BASE, filename="base.topo").fabric
+    resp = admin.patch(f"/api/fabric/fabrics/{fabric.pk}/", {"discovery_timeout_s": value}, format="json")
+    assert resp.status_code == 400, resp.content
+    assert "discovery_timeout_s" in resp.json()
+    assert admin.get("/api/fabric/fabrics/").status_code == 200
+    ensure_policies()
+    policy = EventPolicy.objects.exclude(threshold=None).first() or EventPolicy.objects.first()
+    resp = admin.patch(f"/api/fabric/event-policies/{policy.pk}/", {"threshold": value}, format="json")
+    assert resp.status_code == 400, resp.content
+    assert admin.get("/api/fabric/event-policies/").status_code == 200
+    ok = admin.patch(f"/api/fabric/fabrics/{fabric.pk}/", {"discovery_timeout_s": 42.5}, format="json")
+    assert ok.status_code == 200 and ok.json()["discovery_timeout_s"] == 42.5

@@ -6,3 +6,8 @@ class WeftConfig(AppConfig):
 
     name = "weft"
     verbose_name = "Weft"
+
+    def ready(self):
+        from .fields import install
+
+        install()  # model float fields refuse NaN/infinity in every REST API

@@ -160,7 +160,7 @@ class HealthListView(RoleMixin, ListView):
     def post(self, request):
         if not has_role(request.user, Role.OPERATOR):
             raise PermissionDenied("Running a health check needs the operator role.")
-        fabric = get_object_or_404(_fabrics(), pk=request.POST.get("fabric") or 0)
+        fabric = get_object_or_404(_fabrics(), pk=int_param(request.POST.get("fabric")) or 0)
         report = health.run_report(fabric, user=request.user)
         record("health.run", report, {"fabric": fabric.name, "status": report.status})
         return redirect(report.get_absolute_url())

@@ -69,3 +69,13 @@ def test_changes_page_with_an_unknown_fabric_id_lists_nothing(viewer):
     assert viewer.get("/fabric/changes/?fabric=999999").status_code == 200
     assert "base.topo" not in body
     assert "base.topo" in viewer.get("/fabric/changes/").content.decode()
+
+
+@pytest.mark.parametrize("value", ["abc", "²", "\x00", HUGE, ""])
+def test_health_run_page_with_a_bad_fabric_is_a_404(db, django_user_model, value):
+    import_topology_text("f", BASE, filename="base.topo")
+    user = django_user_model.objects.create(username="op")
+    set_role(user, "operator")
+    client = APIClient(raise_request_exception=False)
+    client.force_login(user)
+    assert client.post("/health/", {"fabric": value}).status_code == 404

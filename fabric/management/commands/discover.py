@@ -6,6 +6,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from fabric.api.views import NO_LIVE_ACCESS
 from fabric.collectors.ibnetdiscover import DiscoveryError
 from fabric.collectors.tools import is_live
 from fabric.models import Fabric
@@ -27,6 +28,8 @@ class Command(BaseCommand):
             fabric = Fabric.objects.filter(name=opts["fabric"]).first()
             if fabric is None:
                 raise CommandError(f"no fabric named {opts['fabric']!r}")
+            if not fabric.has_live_access:  # as the API's 409: the diags would read another fabric
+                raise CommandError(NO_LIVE_ACCESS.format(name=fabric.name))
             fabrics = [fabric]
         else:
             fabrics = [f for f in Fabric.objects.filter(discovery_enabled=True) if is_live(f)]

@@ -6,6 +6,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from fabric.api.views import NO_LIVE_ACCESS
 from fabric.models import Fabric
 from telemetry.models import SweepStatus
 from telemetry.services.sweep import poll_fabric
@@ -40,6 +41,8 @@ class Command(BaseCommand):
             fabric = Fabric.objects.filter(name=opts["fabric"]).first()
             if fabric is None:
                 raise CommandError(f"no fabric named {opts['fabric']!r}")
+            if not fabric.has_live_access:  # the diags would read (or --reset clear) another fabric
+                raise CommandError(NO_LIVE_ACCESS.format(name=fabric.name))
             fabrics = [fabric]
         else:
             fabrics = [f for f in Fabric.objects.filter(polling_enabled=True) if f.tool_env or f.ca_name]

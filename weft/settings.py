@@ -250,6 +250,10 @@ WEFT_MAIL_RATE_WINDOW_S = env_float("WEFT_MAIL_RATE_WINDOW_S", 600.0)
 WEFT_METRICS_TOKENS = env_list("WEFT_METRICS_TOKENS", [])
 #: Client addresses allowed to read /metrics without a token.
 WEFT_METRICS_ALLOW = env_list("WEFT_METRICS_ALLOW", ["127.0.0.1", "::1"])
+#: Largest topology file (bytes, uncompressed) the import API and import_topology accept.
+WEFT_IMPORT_MAX_BYTES = env_int("WEFT_IMPORT_MAX_BYTES", 256 * 1024 * 1024)
+#: Ceiling on the REST API's ?limit= (page size).
+WEFT_API_MAX_LIMIT = env_int("WEFT_API_MAX_LIMIT", 10000)
 #: Default timeout (seconds) for one run of an infiniband-diags tool.
 WEFT_TOOL_TIMEOUT_S = env_float("WEFT_TOOL_TIMEOUT_S", 120.0)
 #: Parallel perfquery processes per sweep.

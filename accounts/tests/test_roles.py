@@ -66,8 +66,9 @@ def test_token_auth(users):
     ],
 )
 def test_production_refuses_unsafe_settings(env, message):
+    base = {k: v for k, v in os.environ.items() if k != "WEFT_PRODUCTION"}
     full = {
-        **os.environ,
+        **base,
         "DATABASE_URL": "postgres://u@127.0.0.1:5432/x",
         "REDIS_URL": "redis://127.0.0.1:6379/0",
         **env,

@@ -43,22 +43,28 @@ class Command(BaseCommand):
         parser.add_argument("--no-faults", action="store_true", help="do not inject faults")
 
     def handle(self, **opts):
+        from lab import Lab, LabError, netgen
+
+        # bad options are a CommandError before anything is migrated, created or started
+        if opts["topology"]:
+            netfile: str | Path = Path(opts["topology"])
+            if not netfile.is_file():
+                raise CommandError(f"--topology {netfile}: no such file")
+        else:
+            try:
+                netfile = netgen.parse_spec(opts["fat_tree"])
+            except ValueError as exc:
+                raise CommandError(str(exc)) from exc
         if not settings.EMBEDDED:
             self.stderr.write("demo: DATABASE_URL/REDIS_URL are set; the demo uses them as they are.")
         call_command("migrate", interactive=False, verbosity=0)
         self._admin()
 
-        from lab import Lab, LabError, netgen
-
-        if opts["topology"]:
-            netfile: str | Path = Path(opts["topology"])
-        else:
-            netfile = netgen.parse_spec(opts["fat_tree"])
         workdir = Path(tempfile.mkdtemp(prefix="weft-demo-lab-"))
         self.stdout.write("Starting the lab fabric (ibsim + OpenSM)...")
         self.stdout.flush()
-        lab = Lab(netfile, workdir=workdir)
         try:
+            lab = Lab(netfile, workdir=workdir)
             lab.start(timeout=180)
         except LabError as exc:
             raise CommandError(f"the lab fabric did not start: {exc}") from exc

@@ -21,6 +21,19 @@ class UserSerializer(serializers.ModelSerializer):
         data["role"] = role_of(instance).name.lower() if instance.is_active else "none"
         return data
 
+    def validate(self, attrs):
+        password = attrs.get("password")
+        if password:
+            from django.contrib.auth.password_validation import validate_password
+            from django.core.exceptions import ValidationError as DjangoValidationError
+
+            candidate = self.instance or get_user_model()(username=attrs.get("username", ""))
+            try:
+                validate_password(password, candidate)
+            except DjangoValidationError as exc:
+                raise serializers.ValidationError({"password": list(exc.messages)})
+        return attrs
+
     def _apply(self, user, role, password):
         if password:
             user.set_password(password)

@@ -78,3 +78,18 @@ def test_production_refuses_unsafe_settings(env, message):
     )
     assert proc.returncode != 0
     assert message in proc.stderr
+
+
+def test_api_passwords_go_through_the_validators(users):
+    client = APIClient()
+    client.force_authenticate(users["admin"])
+    resp = client.post("/api/accounts/users/", {"username": "weak", "password": "123"}, format="json")
+    assert resp.status_code == 400
+    assert "too short" in " ".join(resp.json()["password"])
+    assert not get_user_model().objects.filter(username="weak").exists()
+    resp = client.patch(f"/api/accounts/users/{users['viewer'].pk}/", {"password": "password"}, format="json")
+    assert resp.status_code == 400
+    ok = client.post(
+        "/api/accounts/users/", {"username": "strong", "password": "c0rrect-h0rse-battery"}, format="json"
+    )
+    assert ok.status_code == 201

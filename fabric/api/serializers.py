@@ -170,11 +170,12 @@ class FabricSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError(str(exc))
 
     def validate_tool_env(self, value):
-        if not isinstance(value, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-        ):
-            raise serializers.ValidationError("tool_env must map variable names to strings")
-        return value
+        from ..collectors.tools import check_tool_env
+
+        try:
+            return check_tool_env(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc))
 
 
 class HostSerializer(serializers.ModelSerializer):

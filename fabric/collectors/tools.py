@@ -8,6 +8,7 @@ the tools at an ibsim lab) and the ``-C ca -P port`` of :func:`fabric_ca_args`.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -63,6 +64,38 @@ def _search_path(env: dict[str, str] | None) -> str:
 def find_tool(name: str, env: dict[str, str] | None = None) -> str | None:
     """Absolute path of ``name`` on PATH or in the sbin directories, None when absent."""
     return shutil.which(name, path=_search_path(env))
+
+
+#: What ``Fabric.tool_env`` may set from the API: the lab's variables only. Anything else
+#: (``LD_PRELOAD`` of another library, ``PATH``, ``PYTHON*``...) would let an API user run code on
+#: the server; a real fabric needs no variables, only ``ca_name``/``ca_port``.
+UMAD2SIM_LIB = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
+TOOL_ENV_NAMES = re.compile(r"^(IBSIM_[A-Z0-9_]+|SIM_HOST|UMAD2SIM_[A-Z0-9_]+|LD_PRELOAD)$")
+
+
+def check_tool_env(env: object) -> dict[str, str]:
+    """Return ``env`` when it is a safe ``Fabric.tool_env``.
+
+    Allowed: ibsim/umad2sim variables (``IBSIM_*``, ``SIM_HOST``, ``UMAD2SIM_*``) with values
+    without NUL bytes, and ``LD_PRELOAD`` equal to the umad2sim library (:data:`UMAD2SIM_LIB`).
+
+    Raises:
+        ValueError: not a mapping of strings, or a variable or value outside that list.
+    """
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    ):
+        raise ValueError("tool_env must map variable names to strings")
+    for name, value in env.items():
+        if not TOOL_ENV_NAMES.match(name):
+            raise ValueError(
+                f"tool_env may set only IBSIM_*, SIM_HOST, UMAD2SIM_* and LD_PRELOAD, not {name!r}"
+            )
+        if "\x00" in value:
+            raise ValueError(f"tool_env {name} contains a NUL byte")
+        if name == "LD_PRELOAD" and value != UMAD2SIM_LIB:
+            raise ValueError(f"tool_env LD_PRELOAD may only be the umad2sim library {UMAD2SIM_LIB}")
+    return env
 
 
 def tool_workdir() -> str:

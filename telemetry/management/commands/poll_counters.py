@@ -45,10 +45,10 @@ class Command(BaseCommand):
                 raise CommandError(NO_LIVE_ACCESS.format(name=fabric.name))
             fabrics = [fabric]
         else:
-            fabrics = [f for f in Fabric.objects.filter(polling_enabled=True) if f.tool_env or f.ca_name]
+            fabrics = [f for f in Fabric.objects.filter(polling_enabled=True) if f.has_live_access]
             if not fabrics:
                 raise CommandError(
-                    "no pollable fabric (polling_enabled with tool_env or ca_name set); use --fabric"
+                    "no pollable fabric (polling_enabled with live access: local_hca, ca_name or tool_env); use --fabric"
                 )
         results = []
         for fabric in fabrics:

@@ -62,7 +62,7 @@ class FaultInjector(threading.Thread):
         self.history: list[Fault] = []
         self._counters: dict[tuple[str, int], tuple[int, int]] = {}
         self._unlinked: list[tuple[str, int]] = []
-        self._stop = threading.Event()
+        self._stop_event = threading.Event()
 
     def _default_targets(self) -> list[tuple[str, int]]:
         """One end of every switch-to-switch link of the lab's netfile (``lab.net``)."""
@@ -73,7 +73,7 @@ class FaultInjector(threading.Thread):
         return sorted(a for a, b in net.links if a[0] in switches and b[0] in switches)
 
     def run(self) -> None:
-        while not self._stop.wait(self.interval * self.random.uniform(0.7, 1.3)):
+        while not self._stop_event.wait(self.interval * self.random.uniform(0.7, 1.3)):
             try:
                 self.inject_once()
             except Exception:
@@ -130,7 +130,7 @@ class FaultInjector(threading.Thread):
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop injecting and relink every port this injector unlinked."""
-        self._stop.set()
+        self._stop_event.set()
         for node, port in list(self._unlinked):
             self._relink(node, port)
         if self.is_alive():

@@ -2,12 +2,15 @@
 
 from django.contrib import admin
 from django.contrib.auth.decorators import login_required
+from django.http import HttpResponsePermanentRedirect
+from django.templatetags.static import static
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from telemetry.metrics import metrics_view
 
 urlpatterns = [
+    path("favicon.ico", lambda request: HttpResponsePermanentRedirect(static("weft/favicon.svg"))),
     path("admin/", admin.site.urls),
     path("metrics", metrics_view, name="metrics"),
     path("accounts/", include("accounts.urls")),

@@ -210,6 +210,12 @@ def test_fault_injector_flap_and_burst_raise_alarms(small_lab):
     burster.stop()
     flapper.stop()
 
+    # As the demo runs it: a started injector stops within its timeout (Ctrl-C of the demo).
+    running = FaultInjector(lab, 3600, kinds=("burst",), seed=1)
+    running.start()
+    running.stop(timeout=5)
+    assert not running.is_alive()
+
 
 def test_sm_watch_task_polls_live_fabrics_only(small_lab):
     from events.tasks import sm_watch_task

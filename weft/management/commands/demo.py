@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
 import tempfile
 from datetime import timedelta
 from pathlib import Path
@@ -100,6 +101,7 @@ class Command(BaseCommand):
 
             inprocess.stop(wait=False)
             lab.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
             self.stdout.write("Demo stopped; lab processes ended.")
 
     def _admin(self) -> None:

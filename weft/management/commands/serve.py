@@ -8,6 +8,9 @@ In production run ``daphne weft.asgi:application``, ``celery -A weft worker`` an
 
 from __future__ import annotations
 
+import signal
+import threading
+
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
@@ -33,6 +36,10 @@ def serve(host: str, port: int, *, worker: bool = True, beat: bool = True, stdou
 
     from weft import inprocess
 
+    # A process started in the background by a shell inherits SIGINT ignored, and Twisted then
+    # leaves it so: restore Python's handler so that Ctrl-C (or kill -INT) always stops the server.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if worker and settings.EMBEDDED:
         inprocess.start(beat=beat)
     if stdout is not None:

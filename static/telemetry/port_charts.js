@@ -18,6 +18,7 @@
   const pct = (v) => (v === null || v === undefined ? "–" : `${(v * 100).toFixed(1)} %`);
   const num = (v) => (v === null || v === undefined ? "–" : Number(v).toLocaleString());
   const axis = { stroke: "#8b98a5", grid: { stroke: "#2d3843", width: 1 }, ticks: { stroke: "#2d3843" } };
+  const xaxis = Object.assign({}, axis, { space: 110 });
 
   function specs(width) {
     const base = { width, height: 180, cursor: { sync: { key: "port" } }, legend: { live: true } };
@@ -25,19 +26,19 @@
       rates: Object.assign({}, base, {
         series: [{}, { label: "xmit", stroke: "#4aa3ff", width: 1.5, value: (u, v) => fmtBytes(v) },
           { label: "rcv", stroke: "#3fb950", width: 1.5, value: (u, v) => fmtBytes(v) }],
-        axes: [axis, Object.assign({}, axis, { size: 70, values: (u, vals) => vals.map(fmtBytes) })],
+        axes: [xaxis, Object.assign({}, axis, { size: 90, values: (u, vals) => vals.map(fmtBytes) })],
       }),
       load: Object.assign({}, base, {
         scales: { y: { range: [0, 1] } },
         series: [{}, { label: "utilisation", stroke: "#21918c", width: 1.5, value: (u, v) => pct(v) },
           { label: "congestion", stroke: "#f85149", width: 1.5, value: (u, v) => pct(v) }],
-        axes: [axis, Object.assign({}, axis, { size: 55, values: (u, vals) => vals.map((v) => `${Math.round(v * 100)} %`) })],
+        axes: [xaxis, Object.assign({}, axis, { size: 55, values: (u, vals) => vals.map((v) => `${Math.round(v * 100)} %`) })],
       }),
       wait: Object.assign({}, base, {
         scales: { errs: { auto: true } },
         series: [{}, { label: "PortXmitWait ticks/s", stroke: "#d29922", width: 1.5, value: (u, v) => num(v) },
           { label: "errors", stroke: "#ff3b30", width: 1, scale: "errs", paths: uPlot.paths.bars({ size: [0.6, 8] }), fill: "#ff3b3055", value: (u, v) => num(v) }],
-        axes: [axis, Object.assign({}, axis, { size: 70 }), Object.assign({}, axis, { scale: "errs", side: 1, grid: { show: false } })],
+        axes: [xaxis, Object.assign({}, axis, { size: 90 }), Object.assign({}, axis, { scale: "errs", side: 1, grid: { show: false } })],
       }),
     };
   }

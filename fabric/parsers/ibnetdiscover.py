@@ -276,6 +276,25 @@ def _node_guid(ctx: _Ctx, raw: _Raw, saw_guid_attrs: bool) -> str:
     return derived_guid(raw.name)
 
 
+def _warn_duplicate_port_guids(topo) -> None:
+    """Warn when one CA/router port GUID is on two different nodes (a cloned or misflashed HCA).
+
+    Switch ports all share the switch's port GUID (IBTA Vol 1, 14.2.5.3: only port 0 has a GUID),
+    so only non-switch ports are compared. The ports are kept: GUIDs identify nodes in Weft.
+    """
+    first: dict[str, PortRecord] = {}
+    for port in topo.ports.values():
+        if not port.port_guid or topo.nodes[port.node_guid].node_type == SWITCH:
+            continue
+        seen = first.setdefault(port.port_guid, port)
+        if seen is not port and seen.node_guid != port.node_guid:
+            topo.warn(
+                port.line,
+                f"duplicated port GUID {port.port_guid}: on {port.node_guid}[{port.port_num}] and on "
+                f"{seen.node_guid}[{seen.port_num}] (line {seen.line})",
+            )
+
+
 def _build(ctx: _Ctx, raws: list[_Raw], saw_guid_attrs: bool) -> None:
     topo = ctx.topo
     by_name: dict[str, NodeRecord] = {}
@@ -320,6 +339,8 @@ def _build(ctx: _Ctx, raws: list[_Raw], saw_guid_attrs: bool) -> None:
     for raw, node in kept:
         for idx, m in raw.ports:
             _port_line(ctx, node, by_name, idx, m)
+
+    _warn_duplicate_port_guids(topo)
 
     # switch ports carry the switch's port-0 LID; state from LID presence (see docstring)
     nodes = topo.nodes

@@ -240,6 +240,28 @@ Switch 8 "S-0000000000000001"   # "a again" base port 0 lid 5 lmc 0
     assert "twice" in lines[11] or "duplicated" in lines[11]
 
 
+def test_duplicate_port_guid_on_two_cas_is_warned():
+    text = """switchguid=0x1(1)
+Switch 8 "S-0000000000000001"   # "sw" base port 0 lid 1 lmc 0
+[1]   "H-00000000000000a0"[1](00000000000000a1)   # "host001 mlx5_0" lid 2 4xHDR
+[2]   "H-00000000000000b0"[1](00000000000000a1)   # "host002 mlx5_0" lid 3 4xHDR
+
+caguid=0xa0
+Ca 1 "H-00000000000000a0"   # "host001 mlx5_0"
+[1](00000000000000a1)   "S-0000000000000001"[1]   # lid 2 lmc 0 "sw" lid 1 4xHDR
+
+caguid=0xb0
+Ca 1 "H-00000000000000b0"   # "host002 mlx5_0"
+[1](00000000000000a1)   "S-0000000000000001"[2]   # lid 3 lmc 0 "sw" lid 1 4xHDR
+"""
+    topo = parse_ibnetdiscover(text, "dup-ports")
+    assert topo.counts()["cas"] == 2 and topo.counts()["links"] == 2
+    dup = [w for w in topo.warnings if "duplicated port GUID 0x00000000000000a1" in w.message]
+    assert len(dup) == 1, topo.warnings
+    # switch ports share the switch GUID: never reported
+    assert not [w for w in topo.warnings if "0x0000000000000001" in w.message]
+
+
 def test_conflicting_link_ends_are_warned():
     text = """Switch 8 "sw1"
 [1] "sw2"[1]

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from accounts.roles import Role, role_of
 from weft import realtime
@@ -29,7 +28,7 @@ def _close_code(user: Any) -> int | None:
     return None
 
 
-class AlarmConsumer(AsyncJsonWebsocketConsumer):
+class AlarmConsumer(realtime.ListenOnlyJsonConsumer):
     """Relays alarm changes of one fabric (or all) to a signed-in Viewer or above."""
 
     group: str | None = None
@@ -49,17 +48,6 @@ class AlarmConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
-
-    async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
-        """Clients only listen: binary frames and text that is not JSON are ignored (the base class
-        raised, dropping the connection with a server-side traceback)."""
-        if text_data is None:
-            return
-        try:
-            content = await self.decode_json(text_data)
-        except ValueError:
-            return
-        await self.receive_json(content)
 
     async def receive_json(self, content: Any, **kwargs) -> None:
         """Clients only listen; a ``ping`` gets a ``pong`` (keep-alive through proxies)."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from accounts.roles import Role, role_of
 from fabric.models import Fabric
@@ -42,7 +41,7 @@ def _check_access(user: Any, fabric_id: int) -> int | None:
     return None
 
 
-class HeatmapConsumer(AsyncJsonWebsocketConsumer):
+class HeatmapConsumer(realtime.ListenOnlyJsonConsumer):
     """Relays ``heatmap.*`` messages of one fabric to an authenticated (Viewer or above) user."""
 
     group: str | None = None
@@ -61,17 +60,6 @@ class HeatmapConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
-
-    async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
-        """Clients only listen: binary frames and text that is not JSON are ignored (the base class
-        raised, dropping the connection with a server-side traceback)."""
-        if text_data is None:
-            return
-        try:
-            content = await self.decode_json(text_data)
-        except ValueError:
-            return
-        await self.receive_json(content)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """Clients only listen; a ``{"type": "ping"}`` gets a ``pong`` (keep-alive through proxies)."""

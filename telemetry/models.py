@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from . import semantics
+
 
 class SweepStatus(models.TextChoices):
     OK = "ok", "OK"
@@ -53,20 +55,9 @@ class Sweep(models.Model):
         return f"{self.fabric_id} sweep {self.started:%Y-%m-%d %H:%M:%S} {self.status}"
 
 
-ERROR_COUNTERS: tuple[str, ...] = (
-    "symbol_errors",
-    "link_error_recovery",
-    "link_downed",
-    "rcv_errors",
-    "rcv_remote_phys_errors",
-    "xmit_discards",
-    "local_link_integrity_errors",
-    "excessive_buffer_overrun_errors",
-    "vl15_dropped",
-    "xmit_constraint_errors",
-    "rcv_constraint_errors",
-)
-"""Model field names of the PortCounters error counters, in IBTA attribute order."""
+#: Model field names of the PortCounters error counters, in IBTA attribute order
+#: (defined with the pure semantics, re-exported here for model users).
+ERROR_COUNTERS = semantics.ERROR_COUNTERS
 
 RAW_COUNTERS: tuple[str, ...] = (
     "xmit_data",

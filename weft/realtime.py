@@ -17,6 +17,7 @@ import threading
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 log = logging.getLogger(__name__)
@@ -68,3 +69,20 @@ def publish(group: str, message_type: str, payload: dict[str, Any], timeout: flo
     except Exception:
         log.warning("publish to %s failed", group, exc_info=True)
         return False
+
+
+class ListenOnlyJsonConsumer(AsyncJsonWebsocketConsumer):
+    """Base of Weft's push consumers: clients only listen, so binary frames and text that is not
+    JSON are ignored (the base class raised, dropping the connection with a server traceback);
+    JSON goes to ``receive_json``."""
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
+        """Clients only listen: binary frames and text that is not JSON are ignored (the base class
+        raised, dropping the connection with a server-side traceback)."""
+        if text_data is None:
+            return
+        try:
+            content = await self.decode_json(text_data)
+        except ValueError:
+            return
+        await self.receive_json(content)

@@ -124,3 +124,27 @@ def smtp(settings):
     settings.WEFT_MAIL_RATE_LIMIT = 10
     yield sink
     controller.stop()
+
+
+@pytest.fixture
+def alarm(topo):
+    """One active Critical link-down alarm on spine01[1] <-> leaf01[1], raised by the rules."""
+    from events.models import Alarm
+    from events.rules import process_pending_events
+    from events.services import EventSpec, record_events
+
+    record_events(
+        topo.fabric,
+        [
+            EventSpec(
+                code="link.down",
+                message="spine01 [1] <-> leaf01 [1] went down",
+                category="topology",
+                object_type="link",
+                object_key=topo.link_key(("spine01", 1), ("leaf01", 1)),
+                object_repr="spine01 [1] <-> leaf01 [1]",
+            )
+        ],
+    )
+    process_pending_events(topo.fabric.pk)
+    return Alarm.objects.get()

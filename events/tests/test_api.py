@@ -9,7 +9,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts.models import AuditEntry
-from events.models import Alarm, EventPolicy
+from events.models import EventPolicy
 from events.rules import process_pending_events
 from events.services import EventSpec, record_events
 
@@ -20,25 +20,6 @@ def client_for(user):
     c = APIClient()
     c.force_authenticate(user)
     return c
-
-
-@pytest.fixture
-def alarm(topo):
-    record_events(
-        topo.fabric,
-        [
-            EventSpec(
-                code="link.down",
-                message="gone",
-                category="topology",
-                object_type="link",
-                object_key=topo.link_key(("spine01", 1), ("leaf01", 1)),
-                object_repr="spine01 [1] <-> leaf01 [1]",
-            )
-        ],
-    )
-    process_pending_events(topo.fabric.pk)
-    return Alarm.objects.get()
 
 
 def test_operator_acknowledges_viewer_gets_403(alarm, users):

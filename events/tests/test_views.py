@@ -7,9 +7,7 @@ import json
 import pytest
 from django.test import Client
 
-from events.models import Alarm, HealthReport
-from events.rules import process_pending_events
-from events.services import EventSpec, record_events
+from events.models import HealthReport
 
 pytestmark = pytest.mark.django_db
 
@@ -18,25 +16,6 @@ def login(user):
     c = Client()
     c.force_login(user)
     return c
-
-
-@pytest.fixture
-def alarm(topo):
-    record_events(
-        topo.fabric,
-        [
-            EventSpec(
-                code="link.down",
-                message="spine01 [1] <-> leaf01 [1] went down",
-                category="topology",
-                object_type="link",
-                object_key=topo.link_key(("spine01", 1), ("leaf01", 1)),
-                object_repr="spine01 [1] <-> leaf01 [1]",
-            )
-        ],
-    )
-    process_pending_events(topo.fabric.pk)
-    return Alarm.objects.get()
 
 
 def test_pages_need_login(db):

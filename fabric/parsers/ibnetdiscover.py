@@ -40,6 +40,7 @@ from .records import (
     Topology,
     TopologyParseError,
     link_key,
+    split_lines,
 )
 
 _TYPES = {"switch": SWITCH, "ca": CA, "hca": CA, "rt": ROUTER, "router": ROUTER}
@@ -131,13 +132,6 @@ class _Ctx:
         return value if 0 <= value <= 7 else default
 
 
-def _split_lines(text: str) -> list[str]:
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    # PostgreSQL text cannot hold NUL: a NUL in a description failed the import with a traceback
-    return text.replace("\x00", "\ufffd").splitlines()
-
-
 _LINK_TOKENS: dict[str, tuple[str, str]] = {}
 
 
@@ -177,7 +171,7 @@ def parse_ibnetdiscover(text: str, source: str = "<text>") -> Topology:
     """
     topo = Topology(format="ibnetdiscover", source=source)
     ctx = _Ctx(topo)
-    lines = _split_lines(text)
+    lines = split_lines(text)
     raws: list[_Raw] = []
     attrs: dict[str, tuple[str, int]] = {}
     current: _Raw | None = None
@@ -522,7 +516,7 @@ def parse_ports(text: str, source: str = "<text>") -> Topology:
         node.num_ports = max(node.num_ports, port)
         return node
 
-    for idx, raw_line in enumerate(_split_lines(text), 1):
+    for idx, raw_line in enumerate(split_lines(text), 1):
         line = raw_line.strip()
         if not line or line[0] == "#":
             continue

@@ -159,3 +159,12 @@ class Topology:
 
     def warn(self, line: int, message: str) -> None:
         self.warnings.append(ParseWarning(line, message))
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines of a topology text: a leading BOM dropped, CR/LF/CRLF endings all accepted, and NUL
+    bytes replaced by U+FFFD (PostgreSQL text cannot hold NUL; such an import failed with a
+    traceback)."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text.replace("\x00", "\ufffd").splitlines()

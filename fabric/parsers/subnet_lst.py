@@ -34,6 +34,7 @@ from .records import (
     Topology,
     TopologyParseError,
     link_key,
+    split_lines,
 )
 
 _SIDE = (
@@ -60,9 +61,7 @@ def parse_subnet_lst(text: str, source: str = "<text>") -> Topology:
     linked: dict[tuple[str, int], tuple[str, int]] = {}
     parsed = 0
     first_junk = 0
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    for idx, raw in enumerate(text.replace("\x00", "\ufffd").splitlines(), 1):  # no NUL in PostgreSQL text
+    for idx, raw in enumerate(split_lines(text), 1):
         line = raw.strip()
         if not line or line[0] == "#":
             continue

@@ -6,6 +6,9 @@ from typing import Any
 
 from django.db.models import Count, Q
 
+from fabric.models import Fabric, Link, Node
+from telemetry.models import PortCounters
+
 from .models import Alarm
 
 ERROR_COUNTERS = ("symbol_errors", "link_error_recovery", "link_downed", "rcv_errors", "rcv_remote_phys_errors",
@@ -40,8 +43,6 @@ def summary(fabric_id: int | None = None, top: int = 10) -> dict[str, Any]:
     the congestion index (0..1), utilisation (0..1), PortXmitWait ticks/s, the last sweep's error
     deltas and their sum, and the raw error counter total.
     """
-    from fabric.models import Fabric, Link, Node
-    from telemetry.models import PortCounters
 
     fabrics = Fabric.objects.all()
     if fabric_id:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import django_filters
+from django.db.models import Q
 
 from .models import Alarm, Category, Event, EventPolicy, Severity
 
@@ -27,8 +28,6 @@ class EventFilterSet(django_filters.FilterSet):
         fields = ["fabric", "node", "port", "object_type", "object_key"]
 
     def filter_object(self, queryset, name, value):
-        from django.db.models import Q
-
         return queryset.filter(Q(object_key=value) | Q(object_repr__icontains=value))
 
     def filter_min_severity(self, queryset, name, value):

@@ -23,14 +23,19 @@ Checks, each giving ``Finding`` rows:
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 
+from fabric.choices import NodeType, PortState, SMState
+from fabric.models import Link, Node, Port
+from telemetry.models import PortCounters
+
 from .keys import link_key, port_key
+from .models import HealthReport
 
 #: Raw error-counter values (since the last counter reset) above which a port is reported.
 ERROR_THRESHOLDS: dict[str, int] = {
@@ -73,8 +78,6 @@ def link_key_of(link) -> str:
 
 def topology_findings(fabric) -> list[Finding]:
     """Duplicate GUIDs, duplicate LIDs and Active ports without a valid LID (stored topology)."""
-    from fabric.choices import NodeType, PortState
-    from fabric.models import Port
 
     findings: list[Finding] = []
     ports = list(
@@ -146,9 +149,6 @@ def links_below_capability(fabric) -> list[Finding]:
     rate either end runs on its other ports. A link below its expected rate, or whose two ends
     report different width/speed, is reported.
     """
-    from collections import Counter
-
-    from fabric.models import Link, Port
 
     best: dict[int, float] = defaultdict(float)
     for node_id, rate in Port.objects.filter(node__fabric=fabric, rate_gbps__isnull=False).values_list(
@@ -211,7 +211,6 @@ def links_below_capability(fabric) -> list[Finding]:
 def error_findings(fabric, thresholds: dict[str, int] | None = None) -> list[Finding]:
     """Ports whose raw error counters exceed ``thresholds`` (default :data:`ERROR_THRESHOLDS`,
     overridable by ``settings.WEFT_HEALTH_ERROR_THRESHOLDS``)."""
-    from telemetry.models import PortCounters
 
     limits = dict(ERROR_THRESHOLDS)
     limits.update(getattr(settings, "WEFT_HEALTH_ERROR_THRESHOLDS", {}) or {})
@@ -243,8 +242,6 @@ def error_findings(fabric, thresholds: dict[str, int] | None = None) -> list[Fin
 
 def reachability_findings(fabric) -> list[Finding]:
     """Nodes missed by the latest live discovery, or with every counter-read port stale."""
-    from fabric.models import Node
-    from telemetry.models import PortCounters
 
     findings = []
     last = fabric.last_discovery
@@ -286,7 +283,6 @@ def reachability_findings(fabric) -> list[Finding]:
 
 def sm_findings(fabric) -> list[Finding]:
     """SM state: a master known, exactly one master, at least one standby."""
-    from fabric.choices import SMState
 
     findings = []
     sms = list(fabric.subnet_managers.all())
@@ -351,7 +347,6 @@ def run_report(fabric, user=None, trigger: str = "manual"):
     ``summary`` counts findings per check (every check listed, 0 when clean); ``status`` is the
     worst finding severity or ``ok``.
     """
-    from .models import HealthReport
 
     start = time.monotonic()
     findings = check_fabric(fabric)

@@ -3,7 +3,7 @@
 An event names the object it concerns both by foreign key (while the object exists) and by a
 natural key and text (kept after the object is deleted, e.g. a removed node).
 Alarms are open conditions raised by events (``Alarm``); what each event type does is set by
-its ``EventPolicy`` (defaults in ``events.catalog``). The rules engine (``events.rules``) keeps
+its ``EventPolicy`` (defaults in ``events.registry``). The alarm engine (``events.engine``) keeps
 per-object streaks in ``ConditionState`` and queues mails in ``Notification`` (the outbox that
 storm control and rate limits work on). Health reports are stored as ``HealthReport``.
 """
@@ -14,27 +14,10 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from . import registry
+from .choices import SEVERITY_RANK, AlarmState, Category, Severity
 
-class Severity(models.TextChoices):
-    """Event and alarm severities, lowest first (as UFM: Info, Warning, Minor, Critical)."""
-
-    INFO = "info", "Info"
-    WARNING = "warning", "Warning"
-    MINOR = "minor", "Minor"
-    CRITICAL = "critical", "Critical"
-
-
-SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.MINOR: 2, Severity.CRITICAL: 3}
-
-
-class Category(models.TextChoices):
-    TOPOLOGY = "topology", "Topology"
-    COUNTERS = "counters", "Port counters"
-    SM = "sm", "Subnet manager"
-    HEALTH = "health", "Health"
-    POOLS = "pools", "Pools"
-    SCHEDULER = "scheduler", "Scheduler"
-    SYSTEM = "system", "System"
+__all__ = ["SEVERITY_RANK", "AlarmState", "Category", "Severity"]  # re-exported for existing imports
 
 
 class Event(models.Model):
@@ -78,12 +61,6 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.severity} {self.code} {self.object_repr}"
-
-
-class AlarmState(models.TextChoices):
-    ACTIVE = "active", "Active"
-    ACKNOWLEDGED = "acknowledged", "Acknowledged"
-    CLEARED = "cleared", "Cleared"
 
 
 class AlarmQuerySet(models.QuerySet):
@@ -173,9 +150,7 @@ class Alarm(models.Model):
 
     @property
     def name(self) -> str:
-        from .catalog import event_type
-
-        return event_type(self.code).name
+        return registry.get(self.code).name
 
     @property
     def is_open(self) -> bool:
@@ -185,7 +160,7 @@ class Alarm(models.Model):
 class EventPolicy(models.Model):
     """What Weft does with events of one type (one row per catalogue code, editable by Admins).
 
-    ``threshold`` (unit per type, see ``events.catalog``) and ``consecutive`` (sweeps over the
+    ``threshold`` (unit per type, see ``events.registry``) and ``consecutive`` (sweeps over the
     threshold before raising) apply to condition types. ``email`` mails recipients when an
     alarm opens (or, for event-only types, for each event); ``notify_clear`` also mails when it
     clears; ``digest`` lists the type in the daily digest. Recipients: explicit addresses,
@@ -221,15 +196,11 @@ class EventPolicy(models.Model):
 
     @property
     def name(self) -> str:
-        from .catalog import event_type
-
-        return event_type(self.code).name
+        return registry.get(self.code).name
 
     @property
     def category(self) -> str:
-        from .catalog import event_type
-
-        return event_type(self.code).category
+        return registry.get(self.code).category
 
 
 class ConditionState(models.Model):

@@ -30,10 +30,13 @@ from django.core.mail import EmailMultiAlternatives, get_connection
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from fabric.models import Node
 from weft.locks import single_instance
 
-from .catalog import event_type
-from .models import Alarm, Event, Notification, NotificationKind, NotificationStatus
+from . import registry
+from .keys import split_link_key
+from .models import Alarm, Event, EventPolicy, Notification, NotificationKind, NotificationStatus
+from .policies import policy_recipients
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +56,6 @@ def _fabric_name(obj) -> str:
 def describe_object(obj: Alarm | Event) -> str:
     """A human name for the object of an alarm/event; for links, both ends by node description
     and port number looked up from the key when the stored text does not have them."""
-    from .keys import split_link_key
 
     text = obj.object_repr or obj.object_key
     if obj.object_type == "link" and obj.fabric_id and "<->" not in text:
@@ -61,7 +63,6 @@ def describe_object(obj: Alarm | Event) -> str:
             (ga, pa), (gb, pb) = split_link_key(obj.object_key)
         except ValueError:
             return text
-        from fabric.models import Node
 
         names = dict(
             Node.objects.filter(fabric_id=obj.fabric_id, node_guid__in=[ga, gb]).values_list(
@@ -76,12 +77,12 @@ def subject_for(notification: Notification) -> str:
     """Subject line of a single-alarm/event mail."""
     if notification.alarm_id:
         alarm = notification.alarm
-        name = event_type(alarm.code).name
+        name = registry.get(alarm.code).name
         tag = "CLEARED" if notification.kind == NotificationKind.CLEARED else alarm.severity.upper()
         return f"[Weft {tag}] {name}: {describe_object(alarm)} (fabric {_fabric_name(alarm)})"[:300]
     event = notification.event
     return (
-        f"[Weft {event.severity.upper()}] {event_type(event.code).name}: {describe_object(event)} "
+        f"[Weft {event.severity.upper()}] {registry.get(event.code).name}: {describe_object(event)} "
         f"(fabric {_fabric_name(event)})"
     )[:300]
 
@@ -93,7 +94,7 @@ def _item_context(n: Notification) -> dict[str, Any]:
     )
     return {
         "kind": n.kind,
-        "name": event_type(obj.code).name,
+        "name": registry.get(obj.code).name,
         "code": obj.code,
         "severity": obj.severity,
         "object": describe_object(obj),
@@ -210,8 +211,6 @@ def send_digest(now: datetime | None = None, period: timedelta = timedelta(days=
     """Mail each recipient of a ``digest`` policy one digest of the period's events and alarms of
     those types. A recipient who got a digest less than 23 hours ago is skipped (so restarts of
     the embedded beat do not resend). Returns ``{"mails": n, "events": n}``."""
-    from .models import EventPolicy
-    from .rules import policy_recipients
 
     now = now or timezone.now()
     since = now - period
@@ -236,7 +235,7 @@ def send_digest(now: datetime | None = None, period: timedelta = timedelta(days=
         alarms = list(
             Alarm.objects.filter(code__in=codes, first_seen__gte=since).select_related("fabric")[:500]
         )
-        counts = Counter(event_type(e.code).name for e in events)
+        counts = Counter(registry.get(e.code).name for e in events)
         subject = (
             f"[Weft digest] {len(events)} event(s), {len(alarms)} alarm(s) since {since:%Y-%m-%d %H:%M} UTC"
         )

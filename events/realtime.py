@@ -2,7 +2,7 @@
 
 Groups: ``weft.realtime.group_name("alarms", fabric_id)`` and ``group_name("alarms", "all")``;
 message type ``alarm.changed`` with payload ``{"action": "new"|"changed"|"cleared", "alarm":
-events.rules.alarm_payload(...)}``, or ``alarms.reload`` (``{"fabric": id}``) when more than
+events.payloads.alarm_payload(...)}``, or ``alarms.reload`` (``{"fabric": id}``) when more than
 :data:`MAX_PER_MESSAGE_BURST` alarms changed at once (the page then reloads its list).
 The dashboard listens to the same groups (``summary.changed`` after each sweep).
 """
@@ -10,6 +10,8 @@ The dashboard listens to the same groups (``summary.changed`` after each sweep).
 from __future__ import annotations
 
 from weft.realtime import group_name, publish
+
+from .payloads import alarm_payload
 
 MAX_PER_MESSAGE_BURST = 50
 
@@ -23,8 +25,6 @@ def _groups(fabric_id) -> list[str]:
 
 def publish_alarm_changes(outcome) -> None:
     """Publish the alarms an evaluation opened, updated and cleared (best effort)."""
-    from .rules import alarm_payload
-
     changes = (
         [("new", a) for a in outcome.raised]
         + [("changed", a) for a in outcome.updated if a not in outcome.cleared]

@@ -1,54 +1,64 @@
-"""Writing events. Callers run inside their own transaction; the rules engine (alarms) reads
-events after commit."""
+"""Use cases of the events app that change stored state: an Operator acknowledges or clears an
+alarm (audited in the same transaction), old rows are pruned. ``EventSpec``/``record_events``
+(``events.recording``) are re-exported here: other apps write events through this module.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
 
+from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
-from .models import Category, Event, Severity
+from accounts.audit import record
+
+from .engine import AlarmEngine, Outcome, send_alarms_changed
+from .models import Alarm, AlarmState, Event, HealthReport, Notification
+from .recording import EventSpec, record_events
+
+__all__ = ["EventSpec", "acknowledge", "clear_alarm", "prune", "record_events"]
 
 
-@dataclass
-class EventSpec:
-    """An event to write; see :class:`events.models.Event` for the fields."""
+def acknowledge(alarm_id: int, user) -> Alarm:
+    """Acknowledge an open alarm (Operator). Idempotent for an acknowledged alarm.
 
-    code: str
-    message: str
-    severity: str = Severity.INFO
-    category: str = Category.SYSTEM
-    object_type: str = ""
-    object_key: str = ""
-    object_repr: str = ""
-    node_id: int | None = None
-    port_id: int | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    Raises:
+        Alarm.DoesNotExist: unknown id.
+        ValueError: the alarm is already cleared.
+    """
+    with transaction.atomic():
+        alarm = Alarm.objects.select_for_update().get(pk=alarm_id)
+        if alarm.state == AlarmState.CLEARED:
+            raise ValueError(f"alarm {alarm_id} is cleared; only open alarms can be acknowledged")
+        if alarm.state == AlarmState.ACTIVE:
+            alarm.state = AlarmState.ACKNOWLEDGED
+            alarm.acknowledged_by = user
+            alarm.acknowledged_at = timezone.now()
+            alarm.save(update_fields=["state", "acknowledged_by", "acknowledged_at"])
+            record("alarm.acknowledge", alarm, {"state": ["active", "acknowledged"]}, user=user)
+            outcome = Outcome(fabric_id=alarm.fabric_id, updated=[alarm])
+            transaction.on_commit(lambda: send_alarms_changed(outcome))
+        return alarm
 
 
-def record_events(fabric, specs: list[EventSpec], at: datetime | None = None) -> list[Event]:
-    """Bulk-create events for ``fabric`` (may be None for system events) and return them."""
-    at = at or timezone.now()
-    rows = [
-        Event(
-            fabric=fabric,
-            at=at,
-            code=s.code,
-            severity=s.severity,
-            category=s.category,
-            object_type=s.object_type,
-            object_key=s.object_key[:120],
-            object_repr=s.object_repr[:300],
-            node_id=s.node_id,
-            port_id=s.port_id,
-            message=s.message,
-            details=s.details,
-        )
-        for s in specs
-    ]
-    return Event.objects.bulk_create(rows, batch_size=1000)
+def clear_alarm(alarm_id: int, user, reason: str = "") -> Alarm:
+    """Clear an open alarm by hand (Operator); the clear notice follows the policy.
+
+    Raises:
+        Alarm.DoesNotExist: unknown id.
+        ValueError: the alarm is already cleared.
+    """
+    with transaction.atomic():
+        alarm = Alarm.objects.select_for_update().get(pk=alarm_id)
+        if alarm.state == AlarmState.CLEARED:
+            raise ValueError(f"alarm {alarm_id} is already cleared")
+        engine = AlarmEngine(alarm.fabric, open_alarms=[alarm])
+        who = getattr(user, "username", "system")
+        engine.clear(alarm, at=timezone.now(), reason=reason or f"cleared by {who}", user=user)
+        record("alarm.clear", alarm, {"state": ["open", "cleared"], "reason": reason}, user=user)
+        engine.finish()
+        return alarm
 
 
 def prune(now: datetime | None = None) -> dict[str, int]:
@@ -59,11 +69,6 @@ def prune(now: datetime | None = None) -> dict[str, int]:
     pending mail are never deleted. Returns ``{"events": n, "alarms": n, "notifications": n,
     "health_reports": n}``.
     """
-    from datetime import timedelta
-
-    from django.conf import settings
-
-    from .models import Alarm, HealthReport, Notification
 
     now = now or timezone.now()
 

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from weft.locks import single_instance
+from fabric.models import Fabric
+from telemetry.models import Sweep
+
+from .engine import process_pending_events
+from .health import run_report
+from .models import Alarm, Event
+from .notify import send_digest, send_pending
+from .realtime import publish_summary_changed
+from .rules.counters import evaluate_sweep
+from .rules.topology import evaluate_discovery
+from .services import prune
 
 
 @shared_task(name="events.tasks.evaluate_discovery_task")
 def evaluate_discovery_task(fabric_id: int, discovery_id: int | None = None) -> dict:
-    """Rules after a discovery/import committed (``events.rules.evaluate_discovery``)."""
-    from fabric.models import Fabric
-
-    from .realtime import publish_summary_changed
-    from .rules import evaluate_discovery
-
+    """Rules after a discovery/import committed (``events.rules.topology.evaluate_discovery``)."""
     try:
         summary = evaluate_discovery(fabric_id, discovery_id).summary()
     except Fabric.DoesNotExist:  # deleted since the discovery committed
@@ -25,13 +30,7 @@ def evaluate_discovery_task(fabric_id: int, discovery_id: int | None = None) -> 
 
 @shared_task(name="events.tasks.evaluate_sweep_task")
 def evaluate_sweep_task(fabric_id: int, sweep_id: int) -> dict:
-    """Rules after a counter sweep committed (``events.rules.evaluate_sweep``)."""
-    from fabric.models import Fabric
-    from telemetry.models import Sweep
-
-    from .realtime import publish_summary_changed
-    from .rules import evaluate_sweep
-
+    """Rules after a counter sweep committed (``events.rules.counters.evaluate_sweep``)."""
     try:
         summary = evaluate_sweep(fabric_id, sweep_id).summary()
     except (Fabric.DoesNotExist, Sweep.DoesNotExist):  # deleted since the sweep committed
@@ -40,42 +39,24 @@ def evaluate_sweep_task(fabric_id: int, sweep_id: int) -> dict:
     return summary
 
 
-@shared_task(name="events.tasks.sm_watch_task")
-def sm_watch_task() -> list[dict]:
-    """Poll the SMs of every live fabric (``events.sm_watch``; ``fabric.collectors.tools.is_live``)."""
-    from fabric.models import Fabric
-
-    from .sm_watch import watch
-
-    out = []
-    with single_instance("events.sm_watch", 120) as mine:
-        if not mine:
-            return out
-        from fabric.collectors.tools import is_live
-
-        for fabric in Fabric.objects.filter(discovery_enabled=True):
-            if is_live(fabric):  # same rule as live discovery: imported fabrics are not polled
-                out.append(watch(fabric).as_dict())
-    return out
+@shared_task(name="events.tasks.process_pending_task")
+def process_pending_task(fabric_id: int) -> dict:
+    """Apply a fabric's pending events now (``events.engine.process_pending_events``)."""
+    try:
+        return process_pending_events(fabric_id).summary()
+    except Fabric.DoesNotExist:  # deleted since the events were written
+        return {"skipped": f"fabric {fabric_id} no longer exists"}
 
 
 @shared_task(name="events.tasks.send_notifications_task")
 def send_notifications_task() -> dict:
     """Send pending alert mail (``events.notify.send_pending``); also the periodic flush."""
-    from .notify import send_pending
-
     return send_pending()
 
 
 @shared_task(name="events.tasks.flush_notifications_task")
 def flush_notifications_task() -> dict:
     """Every minute: apply pending events, expire alarms past their TTL, send held mail."""
-    from fabric.models import Fabric
-
-    from .models import Alarm, Event
-    from .notify import send_pending
-    from .rules import process_pending_events
-
     fabric_ids = set(Alarm.objects.open().filter(ttl_s__gt=0).values_list("fabric_id", flat=True))
     # Events written outside a discovery/sweep flow (a failed discovery, another app) too.
     fabric_ids |= set(Event.objects.filter(evaluated=False).values_list("fabric_id", flat=True).distinct())
@@ -87,18 +68,12 @@ def flush_notifications_task() -> dict:
 @shared_task(name="events.tasks.daily_digest_task")
 def daily_digest_task() -> dict:
     """Daily digest mail (``events.notify.send_digest``)."""
-    from .notify import send_digest
-
     return send_digest()
 
 
 @shared_task(name="events.tasks.health_report_task")
 def health_report_task(fabric_id: int | None = None) -> list[dict]:
     """Scheduled health report of one or every fabric (``events.health.run_report``)."""
-    from fabric.models import Fabric
-
-    from .health import run_report
-
     fabrics = Fabric.objects.filter(pk=fabric_id) if fabric_id else Fabric.objects.all()
     return [{"fabric": f.name, "report": run_report(f, trigger="scheduled").pk} for f in fabrics]
 
@@ -107,6 +82,4 @@ def health_report_task(fabric_id: int | None = None) -> list[dict]:
 def prune_task() -> dict:
     """Daily: delete events, cleared alarms, sent mail rows and health reports past retention
     (``events.services.prune``)."""
-    from .services import prune
-
     return prune()

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
 from django.views import View
 from django.views.generic import DetailView, ListView, TemplateView, UpdateView
 
 from accounts.audit import model_changes, record
 from accounts.roles import Role, has_role
+from fabric.models import Fabric
 from weft.params import int_param
 
-from . import dashboard, health, rules
-from .catalog import CATALOG
+from . import dashboard, health, registry, services
 from .filtersets import AlarmFilterSet, EventFilterSet
 from .forms import EventPolicyForm
 from .models import Alarm, Event, EventPolicy, HealthReport, Severity
@@ -33,8 +35,6 @@ class RoleMixin(LoginRequiredMixin):
 
 
 def _fabrics():
-    from fabric.models import Fabric
-
     return Fabric.objects.order_by("name")
 
 
@@ -110,9 +110,9 @@ class AlarmActionView(RoleMixin, View):
     def post(self, request, pk: int, op: str):
         try:
             if op == "acknowledge":
-                rules.acknowledge(pk, request.user)
+                services.acknowledge(pk, request.user)
             elif op == "clear":
-                rules.clear_manually(pk, request.user, request.POST.get("reason", ""))
+                services.clear_alarm(pk, request.user, request.POST.get("reason", ""))
             else:
                 raise Http404(op)
         except Alarm.DoesNotExist:
@@ -136,7 +136,7 @@ class EventListView(RoleMixin, ListView):
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
         ctx["filter"] = self.filterset
-        ctx["codes"] = sorted(CATALOG)
+        ctx["codes"] = [t.code for t in registry.all_types()]
         ctx["severities"] = [(s.value, s.label) for s in Severity]
         query = self.request.GET.copy()
         query.pop("page", None)
@@ -196,12 +196,9 @@ class EventPolicyListView(RoleMixin, ListView):
     required_role = Role.ADMIN
 
     def get_queryset(self):
-        rules.ensure_policies()
         return EventPolicy.objects.prefetch_related("recipient_users", "recipient_groups")
 
     def get_context_data(self, **kwargs):
-        from django.conf import settings
-
         ctx = super().get_context_data(**kwargs)
         ctx["default_recipients"] = list(getattr(settings, "WEFT_ALERT_EMAILS", []))
         return ctx
@@ -226,6 +223,4 @@ class EventPolicyEditView(RoleMixin, UpdateView):
         return response
 
     def get_success_url(self):
-        from django.urls import reverse
-
         return reverse("events:eventpolicy_list")

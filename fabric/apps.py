@@ -5,3 +5,11 @@ class FabricConfig(AppConfig):
     """Topology: fabrics, nodes, ports, links, SMs, discovery and import."""
 
     name = "fabric"
+
+    def ready(self) -> None:
+        from events import registry
+
+        from . import signals  # noqa: F401  (connects the receivers)
+        from .event_types import EVENT_TYPES
+
+        registry.register(self.label, EVENT_TYPES)

@@ -38,6 +38,8 @@ class Fabric(models.Model):
     polling_enabled = models.BooleanField(default=True, help_text="periodic counter sweeps")
     master_sm_guid = models.CharField(max_length=18, blank=True)
     master_sm_lid = models.PositiveIntegerField(null=True, blank=True)
+    #: consecutive SM polls without a master answer (``fabric.services.sm``; 0 when one answers)
+    master_sm_missed = models.PositiveIntegerField(default=0, editable=False)
     last_discovery = models.ForeignKey(
         "Discovery", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

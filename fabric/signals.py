@@ -1,10 +1,40 @@
-"""Signals of the fabric app.
+"""Signals of the fabric app and its receivers (imported in ``FabricConfig.ready()``).
 
-``discovery_committed`` is sent after a discovery/import transaction commits (from
-``transaction.on_commit``), with ``fabric_id`` and ``discovery_id``. The events app evaluates its
-rules from it; nothing in the fabric app depends on who listens.
+Sent (always from ``transaction.on_commit``):
+
+* ``discovery_committed`` after a discovery/import commits; kwargs ``fabric_id``,
+  ``discovery_id``. Listeners: the events rules, the heatmap.
+* ``sm_state_changed`` after the SM service (``fabric.services.sm``) wrote ``sm.*`` events or saw
+  the master move; kwargs ``fabric_id``, ``events`` (codes written), ``moved`` (bool), ``source``
+  (``watch``/``discovery``/``sweep``). Listeners: the events app (applies the events) and
+  :func:`rediscover_after_sm_move` here.
+
+Nothing in the fabric app depends on who else listens.
 """
 
-from django.dispatch import Signal
+from __future__ import annotations
+
+import logging
+
+from django.dispatch import Signal, receiver
+
+from .tasks import discover_fabric_task
+
+log = logging.getLogger(__name__)
 
 discovery_committed = Signal()  # kwargs: fabric_id: int, discovery_id: int
+sm_state_changed = Signal()  # kwargs: fabric_id: int, events: list[str], moved: bool, source: str
+
+
+@receiver(sm_state_changed, dispatch_uid="fabric.rediscover_after_sm_move")
+def rediscover_after_sm_move(sender, fabric_id: int, moved: bool = False, source: str = "", **kwargs) -> None:
+    """Queue a live discovery when a sweep or the SM watch saw the master SM move: the new master
+    may have handed out new LIDs, so counters read by LID are suspect until the topology is read
+    again. (A discovery that saw the move already has the new topology.) Never raises: the
+    discovery beat catches up when the broker is down."""
+    if not moved or source == "discovery":
+        return
+    try:
+        discover_fabric_task.delay(fabric_id)
+    except Exception:
+        log.exception("could not queue the rediscovery of fabric %s after an SM move", fabric_id)

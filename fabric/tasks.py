@@ -62,3 +62,23 @@ def discover_all_task() -> list[dict]:
                 continue
             out.append(discover_fabric_task(fabric.pk))
     return out
+
+
+@shared_task(name="fabric.tasks.sm_watch_task")
+def sm_watch_task() -> list[dict]:
+    """Beat task (every ``WEFT_SM_WATCH_INTERVAL_S``): read the master SM (``sminfo``) and the other
+    SMs (``saquery -s``) of every live fabric (``fabric.services.sm.watch``).
+    Never overlaps itself (lock ``fabric.sm_watch``). Returns one summary per fabric."""
+    from .collectors.tools import is_live
+    from .models import Fabric
+    from .services.sm import watch
+
+    out: list[dict] = []
+    with single_instance("fabric.sm_watch", 120) as mine:
+        if not mine:
+            return out
+        for fabric in Fabric.objects.filter(discovery_enabled=True).order_by("name"):
+            if not is_live(fabric):  # same rule as live discovery: imported fabrics are not polled
+                continue
+            out.append(watch(fabric).as_dict())
+    return out

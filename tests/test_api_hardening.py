@@ -60,7 +60,7 @@ def admin(db, django_user_model) -> APIClient:
 def test_float_fields_refuse_nan_and_infinity(admin, value):
     """A stored NaN/inf made every later GET of the fabric list a 500 (JSON has neither)."""
     from events.models import EventPolicy
-    from events.rules import ensure_policies
+    from events.policies import ensure_policies
 
     fabric = import_topology_text("f", BASE, filename="base.topo").fabric
     resp = admin.patch(f"/api/fabric/fabrics/{fabric.pk}/", {"discovery_timeout_s": value}, format="json")

@@ -217,7 +217,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": timedelta(seconds=WEFT_ROLLUP_INTERVAL_S),
     },
     "sm-watch": {
-        "task": "events.tasks.sm_watch_task",
+        "task": "fabric.tasks.sm_watch_task",
         "schedule": timedelta(seconds=env_float("WEFT_SM_WATCH_INTERVAL_S", 30.0)),
     },
     "alarm-mail-flush": {"task": "events.tasks.flush_notifications_task", "schedule": timedelta(seconds=60)},

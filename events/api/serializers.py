@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.core.validators import validate_email
 from rest_framework import serializers
 
-from ..catalog import event_type
+from .. import registry
 from ..models import Alarm, Event, EventPolicy, HealthReport
 
 
@@ -22,7 +23,7 @@ class EventSerializer(serializers.ModelSerializer):
         brief_fields = ["id", "at", "code", "severity", "object_repr"]
 
     def get_name(self, obj) -> str:
-        return event_type(obj.code).name
+        return registry.get(obj.code).name
 
 
 class AlarmSerializer(serializers.ModelSerializer):
@@ -66,11 +67,9 @@ class EventPolicySerializer(serializers.ModelSerializer):
         read_only_fields = ["code", "updated"]
 
     def get_threshold_unit(self, obj) -> str:
-        return event_type(obj.code).threshold_unit
+        return registry.get(obj.code).threshold_unit
 
     def validate_recipient_emails(self, value: str) -> str:
-        from django.core.validators import validate_email
-
         for address in [a.strip() for a in value.replace(";", ",").replace("\n", ",").split(",")]:
             if address:
                 try:

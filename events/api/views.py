@@ -9,8 +9,9 @@ from rest_framework.response import Response
 
 from accounts.audit import model_changes, record
 from accounts.roles import Role
+from fabric.models import Fabric
 
-from .. import rules
+from .. import services
 from ..filtersets import AlarmFilterSet, EventFilterSet, EventPolicyFilterSet
 from ..models import Alarm, Event, EventPolicy, HealthReport
 from .serializers import (
@@ -45,7 +46,7 @@ class AlarmViewSet(viewsets.ReadOnlyModelViewSet):
     def acknowledge(self, request, pk=None):
         alarm = self.get_object()
         try:
-            alarm = rules.acknowledge(alarm.pk, request.user)
+            alarm = services.acknowledge(alarm.pk, request.user)
         except ValueError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(AlarmSerializer(alarm).data)
@@ -57,7 +58,7 @@ class AlarmViewSet(viewsets.ReadOnlyModelViewSet):
         body = AlarmClearSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            alarm = rules.clear_manually(alarm.pk, request.user, body.validated_data.get("reason", ""))
+            alarm = services.clear_alarm(alarm.pk, request.user, body.validated_data.get("reason", ""))
         except ValueError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(AlarmSerializer(alarm).data)
@@ -65,17 +66,13 @@ class AlarmViewSet(viewsets.ReadOnlyModelViewSet):
 
 class EventPolicyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.UpdateModelMixin,
                          viewsets.GenericViewSet):  # fmt: skip
-    """Event policies, one per event type (Admin: read and edit; types come from the catalogue)."""
+    """Event policies, one per event type (Admin: read and edit; types come from the event-type registry, rows from ``ensure_policies`` after migrate)."""
 
     queryset = EventPolicy.objects.prefetch_related("recipient_users", "recipient_groups")
     serializer_class = EventPolicySerializer
     filterset_class = EventPolicyFilterSet
     read_role = Role.ADMIN
     write_role = Role.ADMIN
-
-    def list(self, request, *args, **kwargs):
-        rules.ensure_policies()
-        return super().list(request, *args, **kwargs)
 
     def perform_update(self, serializer):
         old = EventPolicy.objects.get(pk=serializer.instance.pk)
@@ -96,8 +93,6 @@ class HealthReportViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=None, responses=HealthReportSerializer)
     @action(detail=False, methods=["post"])
     def run(self, request):
-        from fabric.models import Fabric
-
         from ..health import run_report
 
         try:

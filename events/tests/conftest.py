@@ -129,8 +129,8 @@ def smtp(settings):
 @pytest.fixture
 def alarm(topo):
     """One active Critical link-down alarm on spine01[1] <-> leaf01[1], raised by the rules."""
+    from events.engine import process_pending_events
     from events.models import Alarm
-    from events.rules import process_pending_events
     from events.services import EventSpec, record_events
 
     record_events(

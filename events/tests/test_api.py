@@ -9,8 +9,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts.models import AuditEntry
+from events.engine import process_pending_events
 from events.models import EventPolicy
-from events.rules import process_pending_events
 from events.services import EventSpec, record_events
 
 pytestmark = pytest.mark.django_db

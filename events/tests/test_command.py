@@ -8,8 +8,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from events.rules import clear_manually, process_pending_events
-from events.services import EventSpec, record_events
+from events.engine import process_pending_events
+from events.services import EventSpec, clear_alarm, record_events
 
 pytestmark = pytest.mark.django_db
 
@@ -42,7 +42,7 @@ def test_alarms_command(topo, users):
     )
     assert first["first_seen"] and first["last_seen"]
     removed = next(r for r in rows if r["type"] == "node.removed")
-    clear_manually(removed["id"], users["operator"], "replaced")
+    clear_alarm(removed["id"], users["operator"], "replaced")
     assert sorted(r["type"] for r in run("--active", "--fabric", "lab")) == ["link.down"]
     assert len(run("--fabric", "lab")) == 2
     with pytest.raises(CommandError, match="no fabric named 'nope'"):

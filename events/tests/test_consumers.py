@@ -13,9 +13,9 @@ from django.db import connection
 from django.test import Client, override_settings
 
 from accounts.roles import set_role
+from events.engine import process_pending_events
 from events.models import Alarm
-from events.rules import acknowledge, process_pending_events
-from events.services import EventSpec, record_events
+from events.services import EventSpec, acknowledge, record_events
 from weft.asgi import application
 
 ORIGIN = (b"origin", b"http://127.0.0.1")

@@ -8,8 +8,8 @@ import threading
 import pytest
 from django.db import connection
 
+from events.engine import process_pending_events
 from events.models import Alarm, Event
-from events.rules import process_pending_events
 from events.services import EventSpec, record_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

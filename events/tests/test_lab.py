@@ -11,7 +11,7 @@ import time
 import pytest
 
 from events.models import Alarm, Event, EventPolicy
-from events.rules import ensure_policies
+from events.policies import ensure_policies
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -132,7 +132,7 @@ def test_congestion_over_threshold_for_n_sweeps_raises_below_clears(small_lab):
 
 
 def test_sm_failover_master_changed_names_new_master(lab_factory):
-    from events.sm_watch import watch
+    from fabric.services.sm import watch
     from lab.pytest_plugin import small_netfile
 
     lab = lab_factory(
@@ -176,7 +176,7 @@ def test_sm_failover_master_changed_names_new_master(lab_factory):
 
 
 def test_fault_injector_flap_and_burst_raise_alarms(small_lab):
-    from events.faults import FaultInjector
+    from lab.faults import FaultInjector
 
     lab = small_lab
     fabric = make_fabric(lab, "lab-faults")
@@ -218,8 +218,8 @@ def test_fault_injector_flap_and_burst_raise_alarms(small_lab):
 
 
 def test_sm_watch_task_polls_live_fabrics_only(small_lab):
-    from events.tasks import sm_watch_task
     from fabric.models import Fabric
+    from fabric.tasks import sm_watch_task
 
     make_fabric(small_lab, "lab-live")
     Fabric.objects.create(name="imported")  # no tool_env/ca_name: not reachable from here

@@ -6,9 +6,10 @@ import socket
 
 import pytest
 
+from events.engine import process_pending_events
 from events.models import Alarm, EventPolicy, Notification
 from events.notify import send_digest, send_pending
-from events.rules import ensure_policies, process_pending_events
+from events.policies import ensure_policies
 from events.services import EventSpec, record_events
 
 pytestmark = pytest.mark.django_db

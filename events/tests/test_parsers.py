@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from events.parsers import SAQueryParseError, SMInfoParseError, parse_saquery_sm_ports, parse_sminfo
+from fabric.parsers.sminfo import SAQueryParseError, SMInfoParseError, parse_saquery_sm_ports, parse_sminfo
 
 
 def test_real_cexec_capture_with_wrapped_lines(realdata):

@@ -7,9 +7,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from events.engine import process_pending_events
 from events.models import Alarm, AlarmState, Event, EventPolicy, Notification
-from events.rules import acknowledge, evaluate_discovery, evaluate_sweep, process_pending_events
-from events.services import EventSpec, record_events
+from events.rules.counters import evaluate_sweep
+from events.rules.topology import evaluate_discovery
+from events.services import EventSpec, acknowledge, record_events
 
 pytestmark = pytest.mark.django_db
 
@@ -62,7 +64,7 @@ def test_link_down_cleared_when_discovery_shows_link(topo):
 
 
 def test_disabled_policy_raises_nothing_and_mails_nobody(topo):
-    from events.rules import ensure_policies
+    from events.policies import ensure_policies
 
     ensure_policies()
     EventPolicy.objects.filter(code="link.down").update(enabled=False, recipient_emails="oncall@example.org")
@@ -74,7 +76,7 @@ def test_disabled_policy_raises_nothing_and_mails_nobody(topo):
 def test_policy_severity_applies_and_recipients_resolved(topo, users):
     from django.contrib.auth.models import Group
 
-    from events.rules import ensure_policies
+    from events.policies import ensure_policies
 
     ensure_policies()
     policy = EventPolicy.objects.get(code="link.down")

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from ..parsers.records import SMRecord, TopologyParseError
-from ..parsers.sminfo import parse_sminfo
+from ..parsers.records import SMRecord
+from .sm import read_master
 from .tools import ToolNotFound, ToolTimeout, fabric_ca_args, fabric_env, run_tool
 
 _PARTIAL = re.compile(
@@ -126,16 +126,7 @@ def collect_topology(
         partial=bool(reasons),
         partial_reasons=reasons[:50],
     )
-    try:
-        sm = run_tool(
-            ["sminfo", *fabric_ca_args(fabric)],
-            env=env,
-            timeout=min(timeout, getattr(settings, "WEFT_TOOL_TIMEOUT_S", 120.0)),
-        )
-        if sm.returncode == 0:
-            collected.sm = parse_sminfo(sm.stdout)
-        else:
-            collected.sm_error = (sm.stderr or sm.stdout).strip()[-300:]
-    except (ToolNotFound, ToolTimeout, TopologyParseError) as exc:
-        collected.sm_error = str(exc)
+    collected.sm, collected.sm_error = read_master(
+        fabric, timeout=min(timeout, getattr(settings, "WEFT_TOOL_TIMEOUT_S", 120.0)), env=env
+    )
     return collected

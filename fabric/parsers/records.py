@@ -118,15 +118,31 @@ class LinkRecord:
         return ((self.a_guid, self.a_port), (self.b_guid, self.b_port))
 
 
+#: SMInfo:SMState names (IBTA Vol 1 14.2.5.13).
+SM_STATES = {0: "NOT_ACTIVE", 1: "DISCOVERING", 2: "STANDBY", 3: "MASTER"}
+
+
 @dataclass(slots=True)
 class SMRecord:
-    """A subnet manager (IBTA SMInfo): port GUID, LID, priority, SMState (0..3)."""
+    """A subnet manager (IBTA SMInfo, Vol 1 14.2.5.13): port GUID (``0x%016x``), LID (None when
+    0/unknown), priority (0..15), SMState (0..3, :data:`SM_STATES`), ActCount; from a multi-host
+    capture also the host that asked, and the 1-based line the record starts on."""
 
     guid: str
     lid: int | None = None
     priority: int = 0
     state: int = 0
     activity_count: int | None = None
+    host: str = ""
+    line: int = 0
+
+    @property
+    def is_master(self) -> bool:
+        return self.state == 3
+
+    @property
+    def state_name(self) -> str:
+        return SM_STATES.get(self.state, str(self.state))
 
 
 @dataclass

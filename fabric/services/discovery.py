@@ -14,7 +14,7 @@ from ..collectors.ibnetdiscover import DiscoveryError, collect_topology
 from ..models import Discovery, Fabric
 from ..parsers import parse_ibnetdiscover
 from ..parsers.records import TopologyParseError
-from .ingest import event_type, ingest_topology
+from .ingest import ingest_topology
 
 log = logging.getLogger(__name__)
 
@@ -54,30 +54,24 @@ def discover(fabric: Fabric, *, timeout: float | None = None) -> Discovery:
         .order_by("-started", "-id")
         .first()
     )
-    discovery = ingest_topology(
-        fabric, topology, source=DiscoverySource.LIVE, started=started, partial=collected.partial
-    )
+    recovered = []
     if previous is not None and previous.status == DiscoveryStatus.FAILED:
-        _system_event(fabric, "system.discovery_recovered", f"live discovery of {fabric.name} works again")
-    return discovery
+        recovered.append(_system_event(fabric, "system.discovery_recovered",
+                                       f"live discovery of {fabric.name} works again"))  # fmt: skip
+    return ingest_topology(
+        fabric, topology, source=DiscoverySource.LIVE, started=started, partial=collected.partial,
+        events=recovered,
+    )  # fmt: skip
 
 
-def _system_event(fabric: Fabric, code: str, message: str, details: dict | None = None) -> None:
-    et = event_type(code)
-    record_events(
-        fabric,
-        [
-            EventSpec(
-                code=code,
-                message=message,
-                severity=et.severity,
-                category=et.category,
-                object_type="fabric",
-                object_key=fabric.name,
-                object_repr=fabric.name,
-                details=details or {},
-            )
-        ],
+def _system_event(fabric: Fabric, code: str, message: str, details: dict | None = None) -> EventSpec:
+    return EventSpec(
+        code=code,
+        message=message,
+        object_type="fabric",
+        object_key=fabric.name,
+        object_repr=fabric.name,
+        details=details or {},
     )
 
 
@@ -92,10 +86,7 @@ def _record_failure(fabric: Fabric, reason: str, started) -> Discovery:
             status=DiscoveryStatus.FAILED,
             error=reason,
         )
-        _system_event(
-            fabric,
-            "system.discovery_failing",
-            f"live discovery of {fabric.name} failed: {reason}",
-            {"discovery": failed.pk},
-        )
+        record_events(fabric, [_system_event(fabric, "system.discovery_failing",
+                                             f"live discovery of {fabric.name} failed: {reason}",
+                                             {"discovery": failed.pk})])  # fmt: skip
     return failed

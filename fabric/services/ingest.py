@@ -38,33 +38,13 @@ from events.services import EventSpec, record_events
 
 from .. import rates
 from ..choices import DiscoverySource, DiscoveryStatus, NodeType, PortState
-from ..models import Discovery, Fabric, Host, Link, Node, Port, SubnetManager
+from ..models import Discovery, Fabric, Host, Link, Node, Port
 from ..parsers import detect_and_parse
 from ..parsers.records import SWITCH, LinkKey, Topology, link_key_str
 from ..signals import discovery_committed
+from . import sm as sm_service
 from .bulk import insert_rows
 from .derive import derive_tiers, host_from_description
-
-try:
-    from events.catalog import CATALOG as _CATALOG
-
-    _CATALOGUED = set(_CATALOG)
-except ImportError:  # pragma: no cover
-    _CATALOGUED = set()
-
-try:  # the alarms catalogue (events app) gives each code its default severity and category
-    from events.catalog import event_type
-except ImportError:  # pragma: no cover - older events app without a catalogue
-    from dataclasses import make_dataclass
-
-    _ET = make_dataclass("_ET", ["severity", "category"])
-
-    def event_type(code: str):  # type: ignore[misc]
-        return _ET(
-            "warning" if code.endswith(("down", "removed", "degraded")) else "info",
-            "system" if code.startswith("system.") else "topology",
-        )
-
 
 #: at most this many natural keys per list in ``Discovery.diff`` (the counts are always complete).
 DIFF_LIST_LIMIT = 1000
@@ -109,10 +89,8 @@ class _Changes:
 
 
 def _event(code: str, message: str, **kw: Any) -> EventSpec:
-    et = event_type(code)
-    # codes the catalogue does not list yet (fabric.discovered) are still topology events
-    category = et.category if code in _CATALOGUED else "topology"
-    return EventSpec(code=code, message=message, severity=et.severity, category=category, **kw)
+    # severity and category: the registered type's (fabric.event_types), set by record_events
+    return EventSpec(code=code, message=message, **kw)
 
 
 def ingest_topology(
@@ -123,8 +101,12 @@ def ingest_topology(
     filename: str = "",
     partial: bool = False,
     started: datetime | None = None,
+    events: list[EventSpec] | None = None,
 ) -> Discovery:
     """Store ``topology`` as the current state of ``fabric`` and return the new Discovery.
+
+    ``events``: further events to record in the same transaction (the discovery service's
+    ``system.discovery_recovered``), so they commit with the topology they describe.
 
     ``source`` is a :class:`~fabric.choices.DiscoverySource` value; ``partial`` (or
     ``topology.partial``) marks a discovery that did not reach the whole fabric: nothing is
@@ -159,7 +141,7 @@ def ingest_topology(
             ch.rows += len(gone)
         _sync_sms(locked, topology, ch)
         if initial:
-            ch.events = [e for e in ch.events if e.code.startswith("sm.")]
+            ch.events = []
             counts = topology.counts()
             ch.events.append(
                 _event(
@@ -172,10 +154,9 @@ def ingest_topology(
                     details=counts,
                 )
             )
-        if ch.events:
-            now = timezone.now()
-            record_events(locked, ch.events, at=now)
-            ch.rows += len(ch.events)
+        if ch.events or events:
+            record_events(locked, [*ch.events, *(events or [])], at=timezone.now())
+            ch.rows += len(ch.events)  # the topology's own events; the caller's are not topology rows
         counts = topology.counts()
         counts["warnings"] = len(topology.warnings)
         n_added = len(ch.added["nodes"]) + len(ch.added["links"])
@@ -587,45 +568,17 @@ def _link_repr(topo: Topology, key: LinkKey) -> str:
 
 
 def _sync_sms(fabric: Fabric, topo: Topology, ch: _Changes) -> None:
+    """Hand the topology's SMs to the SM service (the one writer of SM rows and ``sm.*`` events)."""
     if not topo.sms:
         return
-    now = timezone.now()
-    stored = {sm.guid: sm for sm in SubnetManager.objects.filter(fabric=fabric)}
-    for rec in topo.sms:
-        sm = stored.get(rec.guid)
-        if sm is None:
-            SubnetManager.objects.create(
-                fabric=fabric,
-                guid=rec.guid,
-                lid=rec.lid,
-                priority=rec.priority,
-                state=rec.state,
-                activity_count=rec.activity_count,
-                last_seen=now,
-            )
-            ch.rows += 1
-        elif (sm.lid, sm.priority, sm.state) != (rec.lid, rec.priority, rec.state):
-            sm.lid, sm.priority, sm.state, sm.last_seen = rec.lid, rec.priority, rec.state, now
-            sm.save(update_fields=["lid", "priority", "state", "last_seen"])
-            ch.rows += 1
-    master = next((s for s in topo.sms if s.state == 3), None)
-    if master and master.guid != fabric.master_sm_guid:
-        if fabric.master_sm_guid:
-            ch.events.append(
-                _event(
-                    "sm.master_changed",
-                    f"SM master moved {fabric.master_sm_guid} → {master.guid} (LID {master.lid})",
-                    object_type="sm",
-                    object_key=master.guid,
-                    object_repr=master.guid,
-                    details={"old": fabric.master_sm_guid, "new": master.guid, "lid": master.lid},
-                )
-            )
-        Fabric.objects.filter(pk=fabric.pk).update(master_sm_guid=master.guid, master_sm_lid=master.lid)
-        ch.rows += 1
-    elif master and master.lid != fabric.master_sm_lid:
-        Fabric.objects.filter(pk=fabric.pk).update(master_sm_lid=master.lid)
-        ch.rows += 1
+    master = next((s for s in topo.sms if s.is_master), None)
+    others = [s for s in topo.sms if s is not master]
+    if master is None:  # no master in this source: store the SMs it lists, say nothing about the master
+        for rec in others:
+            ch.rows += sm_service.store_sm(fabric, rec, timezone.now(), touch=False)
+        return
+    seen = sm_service.observe_sms(fabric, master, others=others, source=sm_service.DISCOVERY)
+    ch.rows += seen.rows + len(seen.events)
 
 
 def import_topology_text(

@@ -409,7 +409,7 @@ def test_subnet_lst_rejects_other_text():
 
 
 def test_sminfo():
-    sm = parse_sminfo(
+    (sm,) = parse_sminfo(
         "sminfo: sm lid 1 sm guid 0x2c90300000001, activity count 1234 priority 15 state 3 SMINFO_MASTER"
     )
     assert (sm.guid, sm.lid, sm.priority, sm.state, sm.activity_count) == (

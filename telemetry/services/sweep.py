@@ -33,7 +33,10 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from fabric.choices import NodeType
+from fabric.collectors.sm import read_master
 from fabric.models import Fabric, Link, Port
+from fabric.parsers.records import SMRecord
+from fabric.services.sm import SWEEP, observe_sms
 
 from .. import semantics
 from ..collectors import madpoll
@@ -134,34 +137,21 @@ def _previous_state(fabric: Fabric, mech: str, port_ids: list[int]) -> dict[int,
 _SM_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="weft-sminfo")
 
 
-def _sm_moved(fabric: Fabric, env: dict, ca_args: list[str]) -> str:
-    """Compare the master SM (``sminfo``, run beside the collector) with the one the last discovery
-    saw. A new master may have handed out new LIDs, so counters read by LID could belong to other
-    ports until the topology is rediscovered: return a note for the Sweep and queue a discovery
-    (``fabric.tasks.discover_fabric_task``, after the sweep commits). "" when the SM is the same."""
-    from fabric.collectors.tools import ToolError, run_tool
-    from fabric.parsers.sminfo import parse_sminfo
-
-    try:
-        res = run_tool(["sminfo", *ca_args], env=env, timeout=10)
-        sm = parse_sminfo(res.stdout)
-    except (ToolError, ValueError) as exc:
-        return f"sminfo failed ({exc}); SM not checked"
+def _sm_check(fabric: Fabric, env: dict, ca_args: list[str]) -> tuple[SMRecord | None, str]:
+    """Read the master SM (``sminfo``, run beside the collector) and compare it with the one the
+    fabric knows. Returns ``(master, note)``: ``master`` only when it moved (the caller hands it to
+    ``fabric.services.sm.observe_sms``, whose receiver queues the rediscovery), ``note`` for the
+    Sweep ("" when the SM is the same). A new master may have handed out new LIDs, so counters
+    read by LID could belong to other ports until the topology is rediscovered."""
+    sm, error = read_master(fabric, env=env, ca_args=ca_args, timeout=10)
+    if sm is None:
+        return None, f"sminfo failed ({error}); SM not checked"
     if sm.guid == fabric.master_sm_guid:
-        return ""
-    return (
+        return None, ""
+    return sm, (
         f"master SM moved from {fabric.master_sm_guid} to {sm.guid} (LID {sm.lid}): LIDs may have "
         "changed, counters read by LID are suspect until the next discovery (queued)"
     )
-
-
-def _queue_discovery(fabric_id: int) -> None:
-    try:
-        from fabric.tasks import discover_fabric_task
-
-        discover_fabric_task.delay(fabric_id)
-    except Exception:  # the broker may be down: the discovery beat will catch up
-        log.exception("could not queue the rediscovery of fabric %s after an SM move", fabric_id)
 
 
 def _requests(fabric: Fabric, targets: list[Target], extended: str) -> list[tuple]:
@@ -229,7 +219,7 @@ def poll_fabric(
     collected: Collected | None = None
     error = ""
     t_collect = time.time()
-    sm_check = _SM_POOL.submit(_sm_moved, fabric, env, ca_args) if fabric.master_sm_guid else None
+    sm_check = _SM_POOL.submit(_sm_check, fabric, env, ca_args) if fabric.master_sm_guid else None
     try:
         if mechanism == "mad":
             reqs = _requests(fabric, targets, extended)
@@ -260,7 +250,7 @@ def poll_fabric(
     except CollectorError as exc:
         error = str(exc)
         log.warning("counter sweep of %s failed: %s", fabric, exc)
-    sm_note = sm_check.result() if sm_check is not None else ""
+    moved_to, sm_note = sm_check.result() if sm_check is not None else (None, "")
     # all ports of the sweep share one sample time: the middle of the collection
     sampled_at = datetime.fromtimestamp(t_collect + (collected.duration_s / 2 if collected else 0.0), UTC)
     t_sample = sampled_at.timestamp()  # microsecond precision, as stored: rates match the rows exactly
@@ -379,8 +369,8 @@ def poll_fabric(
             publish["publish_s"] = time.monotonic() - t0
 
         transaction.on_commit(_after_commit)
-        if sm_note.startswith("master SM moved"):
-            transaction.on_commit(lambda: _queue_discovery(fabric.pk))
+        if moved_to is not None:  # the SM service records the move; its receiver queues the rediscovery
+            observe_sms(fabric, moved_to, source=SWEEP)
     duration = time.monotonic() - t_start
     Sweep.objects.filter(pk=sweep.pk).update(duration_s=round(duration, 4))
     sweep.duration_s = round(duration, 4)

@@ -12,6 +12,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from events.models import Alarm, Severity
+from fabric.models import Fabric
 
 
 class Command(BaseCommand):
@@ -24,8 +25,6 @@ class Command(BaseCommand):
         parser.add_argument("--limit", type=int, default=1000, help="at most this many (default 1000)")
 
     def handle(self, *args, active: bool, fabric: str | None, severity: str | None, limit: int, **opts):
-        from fabric.models import Fabric
-
         qs = Alarm.objects.select_related("fabric", "acknowledged_by").order_by("-last_seen", "-id")
         if fabric:
             if not Fabric.objects.filter(name=fabric).exists():

@@ -23,6 +23,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from lab.faults import FaultInjector
+from lab.traffic import TrafficPlayer
+
 
 class Command(BaseCommand):
     help = "Run the demo: a lab fabric discovered, polled and shown live on http://127.0.0.1:8000."
@@ -129,21 +132,11 @@ class Command(BaseCommand):
     def _background(self, lab, fabric, opts) -> list:
         threads = []
         if not opts["no_traffic"]:
-            try:
-                from telemetry.traffic import TrafficPlayer
-            except ImportError:
-                self.stderr.write("demo: telemetry.traffic is not available; no traffic pattern")
-            else:
-                player = TrafficPlayer(lab, fabric, interval=min(0.5, opts["poll_interval"] / 4))
-                player.start()
-                threads.append(player)
+            player = TrafficPlayer(lab, fabric, interval=min(0.5, opts["poll_interval"] / 4))
+            player.start()
+            threads.append(player)
         if not opts["no_faults"]:
-            try:
-                from events.faults import FaultInjector
-            except ImportError:
-                self.stderr.write("demo: events.faults is not available; no injected faults")
-            else:
-                injector = FaultInjector(lab, interval=90.0)
-                injector.start()
-                threads.append(injector)
+            injector = FaultInjector(lab, interval=90.0)
+            injector.start()
+            threads.append(injector)
         return threads

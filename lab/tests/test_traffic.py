@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from telemetry.traffic import LEAF, SPINE, LinkEnd, TrafficLink, link_load, traffic_pattern
+from lab.traffic import LEAF, SPINE, LinkEnd, TrafficLink, link_load, traffic_pattern
 
 RATE = 25e9  # 4x HDR in bytes/s
 

@@ -1,0 +1,46 @@
+"""Event types the fabric app writes (registered in ``FabricConfig.ready()``; see
+``events.registry``).
+
+Topology types come from the discovery ingest (``fabric.services.ingest``), the ``sm.*`` types
+from the SM service (``fabric.services.sm``), the ``system.discovery_*`` types from the live
+discovery service (``fabric.services.discovery``). Defaults are what a fabric admin expects from
+a UFM-class tool: a link going down is Critical and mails on-call, a node appearing is only logged.
+"""
+
+from events.choices import Category, ClearScope, Severity
+from events.registry import EventType
+
+T, S, SYS = Category.TOPOLOGY, Category.SM, Category.SYSTEM
+IN, W, MI, CR = Severity.INFO, Severity.WARNING, Severity.MINOR, Severity.CRITICAL
+
+EVENT_TYPES = [
+    EventType("fabric.discovered", "Fabric discovered", T, IN,
+              description="The first discovery or import of an empty fabric (one event with the counts)."),
+    EventType("link.down", "Link down", T, CR, raise_alarm=True, email=True,
+              description="A cable between two ports disappeared (port went down or was unplugged)."),
+    EventType("link.up", "Link up", T, IN, clears=("link.down", "link.degraded"),
+              description="A link appeared or came back."),
+    EventType("link.degraded", "Link below capability", T, MI, raise_alarm=True, email=True,
+              description="Link width or speed changed or runs below what both ends support."),
+    EventType("port.state_changed", "Port state changed", T, W,
+              description="PortInfo:PortState changed (Down/Init/Armed/Active)."),
+    EventType("node.added", "Node added", T, IN, clears=("node.removed",),
+              description="A switch or CA appeared on the fabric."),
+    EventType("node.removed", "Node removed", T, MI, raise_alarm=True, email=True,
+              description="A switch or CA is no longer seen on the fabric."),
+    EventType("port.lid_changed", "Port LID changed", T, W, description="A CA port got a new LID."),
+    EventType("node.lid_changed", "Switch LID changed", T, W, description="A switch got a new LID."),
+    EventType("node.description_changed", "Node description changed", T, IN),
+    EventType("sm.master_changed", "SM master changed", S, W, raise_alarm=True, email=True, ttl_s=3600,
+              clears=("sm.master_lost",), clear_scope=ClearScope.FABRIC,
+              description="Another SM became master (failover or handover)."),
+    EventType("sm.master_lost", "SM master lost", S, CR, raise_alarm=True, email=True,
+              threshold_unit="unanswered SM polls", consecutive=1,
+              description="No SM answers as master: the subnet is not managed."),
+    EventType("sm.master_found", "SM master found", S, IN, clears=("sm.master_lost",),
+              clear_scope=ClearScope.FABRIC),
+    EventType("system.discovery_failing", "Discovery failing", SYS, MI, raise_alarm=True, email=True,
+              description="The last live discovery of a fabric failed."),
+    EventType("system.discovery_recovered", "Discovery recovered", SYS, IN,
+              clears=("system.discovery_failing",), clear_scope=ClearScope.FABRIC),
+]  # fmt: skip

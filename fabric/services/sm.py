@@ -1,0 +1,198 @@
+"""The SM service: the one writer of ``SubnetManager`` rows, ``Fabric.master_sm_guid``/``_lid``/
+``_missed`` and the ``sm.*`` events.
+
+Three readers feed it what they saw: the SM watch (``fabric.tasks.sm_watch_task``, ``sminfo``
+every ``WEFT_SM_WATCH_INTERVAL_S``), the discovery ingest (the SMs of a topology) and the counter
+sweep (``sminfo`` beside the collector). Compared with the last known master
+(``Fabric.master_sm_guid``):
+
+* another GUID → ``sm.master_changed`` (object ``sm``, key the new master's GUID; the message
+  names the old and new master, with node descriptions when the topology knows them);
+* no master answer for ``consecutive`` polls of the ``sm.master_lost`` policy (default 1) →
+  ``sm.master_lost`` once; an answer afterwards from the same SM → ``sm.master_found``, from
+  another → ``sm.master_changed``; both clear the "lost" alarm;
+* the first master seen is recorded without an event.
+
+The master's row is set MASTER (priority, ActCount); a previous master's row NOT_ACTIVE (sminfo
+does not say what became of it; the next discovery reads the real state). After commit
+``fabric.signals.sm_state_changed`` is sent: the events app applies the events, and a fabric
+receiver queues a rediscovery when a sweep or the watch saw the master move (a new master may
+have handed out new LIDs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from events.services import EventSpec, record_events
+
+from ..choices import SMState
+from ..collectors.sm import read_all_sms, read_master
+from ..models import Fabric, Node, Port, SubnetManager
+from ..parsers.records import SMRecord
+from ..signals import sm_state_changed
+
+#: Who observed the SMs (``SMObservation.source`` and the signal's ``source``).
+WATCH, DISCOVERY, SWEEP = "watch", "discovery", "sweep"
+
+
+@dataclass
+class SMObservation:
+    """What one observation changed: the master seen (None when none answered), the event codes
+    written, whether the master moved, the error text of a failed read, and rows written."""
+
+    fabric: str
+    master: SMRecord | None
+    source: str = WATCH
+    events: list[str] = field(default_factory=list)
+    moved: bool = False
+    error: str = ""
+    rows: int = 0
+
+    @property
+    def event(self) -> str:
+        """The first event code written, or ""."""
+        return self.events[0] if self.events else ""
+
+    def as_dict(self) -> dict:
+        """JSON summary (the ``sm_watch`` task's result)."""
+        return {
+            "fabric": self.fabric,
+            "master_guid": self.master.guid if self.master else None,
+            "master_lid": self.master.lid if self.master else None,
+            "event": self.event,
+            "moved": self.moved,
+            "error": self.error,
+        }
+
+
+def watch(fabric: Fabric) -> SMObservation:
+    """One SM-watch poll of ``fabric``: read the master (``sminfo``) and, when one answers, the
+    other SMs (``saquery -s`` + ``sminfo <lid>``; ``fabric.collectors.sm``), then
+    :func:`observe_sms`. Tool failures become the observation's ``error``, never exceptions."""
+    master, error = read_master(fabric)
+    others = [r for r in read_all_sms(fabric)[0] if r.guid != master.guid] if master is not None else []
+    return observe_sms(fabric, master, others=others, error=error, source=WATCH)
+
+
+def _name(fabric: Fabric, guid: str) -> str:
+    port = Port.objects.filter(node__fabric=fabric, port_guid=guid).select_related("node").first()
+    if port is not None:
+        return f"{port.node} ({guid})"
+    node = Node.objects.filter(fabric=fabric, node_guid=guid).first()
+    return f"{node} ({guid})" if node is not None else guid
+
+
+def _lost_after() -> int:
+    # The admin's policy says how many unanswered polls make "lost" (events owns policies).
+    from events.policies import policy_for
+
+    return max(1, policy_for("sm.master_lost").consecutive)
+
+
+def observe_sms(
+    fabric: Fabric,
+    master: SMRecord | None,
+    *,
+    others: list[SMRecord] | tuple[SMRecord, ...] = (),
+    error: str = "",
+    source: str = WATCH,
+    at: datetime | None = None,
+) -> SMObservation:
+    """Record what ``source`` saw of the SMs of ``fabric`` (one transaction, fabric row locked).
+
+    ``master``: the SM answering as MASTER, or None when none answered (``error`` says why; only
+    the watch reports that: a discovery or sweep without an SM answer calls nothing). ``others``:
+    standby/discovering SMs (their rows are created or updated; never events). Returns an
+    :class:`SMObservation`; ``sm_state_changed`` is sent on commit.
+    """
+    at = at or timezone.now()
+    result = SMObservation(fabric=fabric.name, master=master, source=source, error=error)
+    with transaction.atomic():
+        locked = Fabric.objects.select_for_update().get(pk=fabric.pk)
+        old_guid, old_lid = locked.master_sm_guid, locked.master_sm_lid
+        specs: list[EventSpec] = []
+        if master is None:
+            locked.master_sm_missed += 1
+            if old_guid and locked.master_sm_missed == _lost_after():
+                specs.append(EventSpec(
+                    code="sm.master_lost", object_type="sm", object_key=old_guid,
+                    object_repr=f"SM {_name(locked, old_guid)}",
+                    message=f"No master SM answers on fabric {locked.name} (last master "
+                            f"{_name(locked, old_guid)} lid {old_lid}): {error}",
+                    details={"last_master_guid": old_guid, "last_master_lid": old_lid, "error": error},
+                ))  # fmt: skip
+            locked.save(update_fields=["master_sm_missed"])
+        else:
+            was_lost = locked.master_sm_missed >= _lost_after()
+            if old_guid and master.guid != old_guid:
+                result.moved = True
+                specs.append(EventSpec(
+                    code="sm.master_changed", object_type="sm", object_key=master.guid,
+                    object_repr=f"SM {_name(locked, master.guid)}",
+                    message=f"SM master changed on fabric {locked.name}: {_name(locked, master.guid)} "
+                            f"lid {master.lid} is master (was {_name(locked, old_guid)} lid {old_lid}); "
+                            f"seen by the {source}",
+                    details={"old_guid": old_guid, "old_lid": old_lid, "new_guid": master.guid,
+                             "new_lid": master.lid, "priority": master.priority, "source": source},
+                ))  # fmt: skip
+            elif old_guid and was_lost:
+                specs.append(EventSpec(
+                    code="sm.master_found", object_type="sm", object_key=master.guid,
+                    object_repr=f"SM {_name(locked, master.guid)}",
+                    message=f"SM master {_name(locked, master.guid)} lid {master.lid} answers again "
+                            f"on fabric {locked.name}",
+                    details={"guid": master.guid, "lid": master.lid},
+                ))  # fmt: skip
+            if (master.guid, master.lid, 0) != (old_guid, old_lid, locked.master_sm_missed):
+                locked.master_sm_guid, locked.master_sm_lid = master.guid, master.lid
+                locked.master_sm_missed = 0
+                locked.save(update_fields=["master_sm_guid", "master_sm_lid", "master_sm_missed"])
+                result.rows += 1
+            if old_guid and old_guid != master.guid:
+                result.rows += SubnetManager.objects.filter(
+                    fabric=locked, guid=old_guid, state=SMState.MASTER
+                ).update(state=SMState.NOT_ACTIVE)
+            result.rows += store_sm(locked, master, at, touch=source != DISCOVERY)
+        for sm in others:
+            if master is None or sm.guid != master.guid:
+                result.rows += store_sm(locked, sm, at, touch=source != DISCOVERY)
+        if specs:
+            record_events(locked, specs, at=at)
+            result.events = [s.code for s in specs]
+        if result.events or result.moved:
+            fabric_id, events, moved = locked.pk, list(result.events), result.moved
+            transaction.on_commit(
+                lambda: sm_state_changed.send(
+                    sender=SMObservation, fabric_id=fabric_id, events=events, moved=moved, source=source
+                )
+            )
+    return result
+
+
+def store_sm(fabric: Fabric, rec: SMRecord, at: datetime, touch: bool) -> int:
+    """Create or update the row of ``rec`` (``last_seen`` = ``at`` when anything changed, or always
+    with ``touch``: a poll saw it now; an unchanged import writes nothing). Returns rows written."""
+    row = SubnetManager.objects.filter(fabric=fabric, guid=rec.guid).first()
+    values = {"lid": rec.lid, "priority": rec.priority, "state": rec.state}
+    if row is None:
+        SubnetManager.objects.create(
+            fabric=fabric, guid=rec.guid, last_seen=at, activity_count=rec.activity_count, **values
+        )
+        return 1
+    # ActCount moves on every SM sweep: it alone is no reason to write (an unchanged rediscovery writes 0 rows)
+    if touch or any(getattr(row, k) != v for k, v in values.items()):
+        for k, v in values.items():
+            setattr(row, k, v)
+        fields = [*values, "last_seen"]
+        if rec.activity_count is not None:
+            row.activity_count = rec.activity_count
+            fields.append("activity_count")
+        row.last_seen = at
+        row.save(update_fields=fields)
+        return 1
+    return 0

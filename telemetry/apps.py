@@ -7,13 +7,4 @@ class TelemetryConfig(AppConfig):
     name = "telemetry"
 
     def ready(self) -> None:
-        from fabric.signals import discovery_committed
-
-        from . import producer
-        from .signals import sweep_committed
-
-        # The live heatmap: publish each committed sweep's delta; reload layouts on topology change.
-        sweep_committed.connect(producer.on_sweep_committed, dispatch_uid="telemetry.heatmap.sweep")
-        discovery_committed.connect(
-            producer.on_discovery_committed, dispatch_uid="telemetry.heatmap.topology"
-        )
+        from . import signals  # noqa: F401  (connects the receivers)

@@ -203,7 +203,7 @@ class EventPolicyListView(RoleMixin, ListView):
         from django.conf import settings
 
         ctx = super().get_context_data(**kwargs)
-        ctx["default_recipients"] = list(getattr(settings, "WEFT_ALERT_EMAILS", []))
+        ctx["default_recipients"] = list(settings.WEFT_ALERT_EMAILS)
         return ctx
 
 

@@ -191,7 +191,7 @@ class WeftCollector:
 
 def _client_allowed(request: HttpRequest) -> bool:
     header = request.META.get("HTTP_AUTHORIZATION", "")
-    tokens = [t for t in getattr(settings, "WEFT_METRICS_TOKENS", []) if t]
+    tokens = [t for t in settings.WEFT_METRICS_TOKENS if t]
     if header.startswith("Bearer ") and tokens:
         given = header[len("Bearer ") :].strip().encode()
         if any(hmac.compare_digest(given, t.encode()) for t in tokens):
@@ -205,7 +205,7 @@ def _client_allowed(request: HttpRequest) -> bool:
         ip = ipaddress.ip_address(addr)
     except ValueError:
         return False
-    for entry in getattr(settings, "WEFT_METRICS_ALLOW", []):
+    for entry in settings.WEFT_METRICS_ALLOW:
         try:
             if ip in ipaddress.ip_network(entry.strip(), strict=False):
                 return True

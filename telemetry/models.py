@@ -55,19 +55,10 @@ class Sweep(models.Model):
         return f"{self.fabric_id} sweep {self.started:%Y-%m-%d %H:%M:%S} {self.status}"
 
 
-#: Model field names of the PortCounters error counters, in IBTA attribute order
-#: (defined with the pure semantics, re-exported here for model users).
+#: Model field names of the PortCounters error counters, in IBTA attribute order, and of all 16
+#: raw counters (rate counters first): defined with the pure semantics, re-exported for model users.
 ERROR_COUNTERS = semantics.ERROR_COUNTERS
-
-RAW_COUNTERS: tuple[str, ...] = (
-    "xmit_data",
-    "rcv_data",
-    "xmit_pkts",
-    "rcv_pkts",
-    "xmit_wait",
-    *ERROR_COUNTERS,
-)
-"""All raw counter fields stored on ``PortCounters``."""
+RAW_COUNTERS = semantics.ALL_COUNTERS
 
 
 class PortCounters(models.Model):

@@ -77,7 +77,7 @@ def poll_all_task() -> list[dict]:
     out one ``poll_fabric_task`` per switch group. Never overlaps itself (lock ``telemetry.poll_all``)."""
     from fabric.models import Fabric
 
-    groups = max(1, int(getattr(settings, "WEFT_POLL_GROUPS", 1)))
+    groups = settings.WEFT_POLL_GROUPS
     out: list[dict] = []
     with single_instance("telemetry.poll_all", POLL_HARD_LIMIT_S) as mine:
         if not mine:

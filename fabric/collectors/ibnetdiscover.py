@@ -130,7 +130,7 @@ def collect_topology(
         sm = run_tool(
             ["sminfo", *fabric_ca_args(fabric)],
             env=env,
-            timeout=min(timeout, getattr(settings, "WEFT_TOOL_TIMEOUT_S", 120.0)),
+            timeout=min(timeout, settings.WEFT_TOOL_TIMEOUT_S),
         )
         if sm.returncode == 0:
             collected.sm = parse_sminfo(sm.stdout)

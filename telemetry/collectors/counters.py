@@ -280,7 +280,7 @@ def run_madpoll(
     ca_args: list[str],
     timeout: float,
     window: int = 64,
-    mad_timeout_s: float = 0.5,
+    mad_timeout_s: float = madpoll.DEFAULT_TIMEOUT_S,
     retries: int = 1,
     processes: int = 1,
     split_min: int = 4000,

@@ -212,11 +212,11 @@ def poll_fabric(
         raise ValueError(f"extended={extended!r}: use 'auto' or 'never'")
     if groups < 1 or (group is not None and not 0 <= group < groups):
         raise ValueError(f"group {group} of {groups}: need 0 <= group < groups")
-    mechanism = mechanism or getattr(settings, "WEFT_POLL_MECHANISM", "mad")
+    mechanism = mechanism or settings.WEFT_POLL_MECHANISM
     if mechanism not in ("mad", "perfquery"):
         raise ValueError(f"mechanism {mechanism!r}: use 'mad' or 'perfquery'")
-    timeout = float(timeout or getattr(settings, "WEFT_TOOL_TIMEOUT_S", 120.0))
-    tick_ns = float(getattr(settings, "WEFT_XMIT_WAIT_TICK_NS", semantics.DEFAULT_TICK_NS))
+    timeout = float(timeout or settings.WEFT_TOOL_TIMEOUT_S)
+    tick_ns = settings.WEFT_XMIT_WAIT_TICK_NS
     t_start = time.monotonic()
     started = datetime.now(UTC)
 
@@ -238,11 +238,11 @@ def poll_fabric(
                 env=env,
                 ca_args=ca_args,
                 timeout=timeout,
-                window=int(getattr(settings, "WEFT_POLL_WINDOW", 64)),
-                mad_timeout_s=float(getattr(settings, "WEFT_MAD_TIMEOUT_S", 1.0)),
+                window=settings.WEFT_POLL_WINDOW,
+                mad_timeout_s=settings.WEFT_MAD_TIMEOUT_S,
                 retries=2,
-                processes=int(getattr(settings, "WEFT_POLL_PROCESSES", 1)),
-                persistent=bool(getattr(settings, "WEFT_POLL_PERSISTENT", True)),
+                processes=settings.WEFT_POLL_PROCESSES,
+                persistent=settings.WEFT_POLL_PERSISTENT,
             )
             expires = time.monotonic() + _CAPMASK_TTL_S
             with _lock:
@@ -255,7 +255,7 @@ def poll_fabric(
                 env=env,
                 ca_args=ca_args,
                 timeout=timeout,
-                parallel=int(getattr(settings, "WEFT_POLL_PARALLELISM", 8)),
+                parallel=settings.WEFT_POLL_PARALLELISM,
             )
     except CollectorError as exc:
         error = str(exc)

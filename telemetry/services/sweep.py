@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -44,7 +45,7 @@ from . import history
 
 log = logging.getLogger(__name__)
 
-RAW = madpoll.FIELDS  # the 16 raw counters, in column order
+RAW = semantics.ALL_COUNTERS  # the 16 raw counters, in column order
 EXT_BITS = madpoll.CAP_EXT_WIDTH | madpoll.CAP_EXT_WIDTH_NOIETF
 _CAPMASK_TTL_S = 600.0
 
@@ -454,13 +455,7 @@ _COLUMNS = (
     "sampled_at",
     *RAW,
     "extended",
-    "xmit_bytes_per_s",
-    "rcv_bytes_per_s",
-    "xmit_pkts_per_s",
-    "rcv_pkts_per_s",
-    "xmit_wait_per_s",
-    "utilisation",
-    "congestion",
+    *semantics.DERIVED_FIELDS,
     "error_deltas",
     "saturated",
     "reset",
@@ -469,28 +464,23 @@ _COLUMNS = (
 )
 _TYPES = (
     ("int", "int", "timestamptz")
-    + ("bigint",) * 16
+    + ("bigint",) * len(RAW)
     + ("bool",)
-    + ("float8",) * 7
+    + ("float8",) * len(semantics.DERIVED_FIELDS)
     + ("text", "text", "bool", "bool", "text")
 )
+
+_derived_values = operator.attrgetter(*semantics.DERIVED_FIELDS)  # Derived -> tuple, in column order
+_NO_DERIVED = (None,) * len(semantics.DERIVED_FIELDS)
 
 
 def _row_tuple(sweep_id: int, row: tuple) -> tuple:
     port_id, raw, ext, sampled_at, d, saturated, reset, stale, reason = row
     if d is None:
-        derived = (None,) * 7
+        derived = _NO_DERIVED
         deltas = None
     else:
-        derived = (
-            d.xmit_bytes_per_s,
-            d.rcv_bytes_per_s,
-            d.xmit_pkts_per_s,
-            d.rcv_pkts_per_s,
-            d.xmit_wait_per_s,
-            d.utilisation,
-            d.congestion,
-        )
+        derived = _derived_values(d)
         deltas = None if d.error_deltas is None else json.dumps(d.error_deltas)
     return (
         port_id,

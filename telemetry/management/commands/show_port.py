@@ -10,6 +10,7 @@ from django.db.models import Q
 from fabric.guid import guid_to_int, is_guid, normalize_guid
 from fabric.models import Fabric, Node, Port
 from telemetry.models import RAW_COUNTERS, PortCounters
+from telemetry.semantics import DERIVED_FIELDS
 
 
 def find_node(text: str, fabric: Fabric | None) -> Node:
@@ -83,8 +84,7 @@ class Command(BaseCommand):
         }
         if pc is None:
             out.update({"stale": True, "stale_reason": "never polled (run poll_counters)"})
-            for k in ("xmit_bytes_per_s", "rcv_bytes_per_s", "xmit_wait_per_s", "utilisation", "congestion"):
-                out[k] = None
+            out.update(dict.fromkeys(DERIVED_FIELDS))
             self.stdout.write(json.dumps(out))
             return
         self.stdout.write(
@@ -96,13 +96,7 @@ class Command(BaseCommand):
                 "sampled_at": pc.sampled_at.isoformat() if pc.sampled_at else None,
                 "sweep": pc.sweep_id,
                 "interval_s": pc.sweep.interval_s if pc.sweep else None,
-                "xmit_bytes_per_s": pc.xmit_bytes_per_s,
-                "rcv_bytes_per_s": pc.rcv_bytes_per_s,
-                "xmit_pkts_per_s": pc.xmit_pkts_per_s,
-                "rcv_pkts_per_s": pc.rcv_pkts_per_s,
-                "xmit_wait_per_s": pc.xmit_wait_per_s,
-                "utilisation": pc.utilisation,
-                "congestion": pc.congestion,
+                **{name: getattr(pc, name) for name in DERIVED_FIELDS},
                 "error_deltas": pc.error_deltas,
                 "saturated": pc.saturated,
                 "reset": pc.reset,

@@ -294,7 +294,7 @@ WEFT_POLL_PROCESSES = env_int("WEFT_POLL_PROCESSES", 1, min_value=1)
 WEFT_POLL_PERSISTENT = env_bool("WEFT_POLL_PERSISTENT", True)
 WEFT_POLL_GROUPS = env_int("WEFT_POLL_GROUPS", 1, min_value=1)
 WEFT_XMIT_WAIT_TICK_NS = env_float("WEFT_XMIT_WAIT_TICK_NS", DEFAULT_TICK_NS, positive=True)
-#: Per-MAD timeout (seconds) of the MAD poller, before its retry. 1.0 s: the value sweeps have
+#: Per-MAD timeout (seconds) of the MAD poller, before it resends. 1.0 s: the value sweeps have
 #: always used (this setting's default and the poller's ``--timeout``) and libibmad's own default
 #: (``MAD_DEF_TIMEOUT_MS`` 1000 in infiniband/mad.h), i.e. what perfquery waits. The other value,
 #: 0.5 s, was only ``run_madpoll``'s keyword default, taken by no sweep: too short on a loaded SM

@@ -213,7 +213,7 @@ def error_findings(fabric, thresholds: dict[str, int] | None = None) -> list[Fin
     overridable by ``settings.WEFT_HEALTH_ERROR_THRESHOLDS``)."""
 
     limits = dict(ERROR_THRESHOLDS)
-    limits.update(getattr(settings, "WEFT_HEALTH_ERROR_THRESHOLDS", {}) or {})
+    limits.update(settings.WEFT_HEALTH_ERROR_THRESHOLDS)
     limits.update(thresholds or {})
     findings = []
     rows = PortCounters.objects.filter(port__node__fabric=fabric).select_related("port__node")

@@ -41,12 +41,8 @@ from .policies import policy_recipients
 log = logging.getLogger(__name__)
 
 
-def _setting(name: str, default):
-    return getattr(settings, name, default)
-
-
 def base_url() -> str:
-    return str(_setting("WEFT_BASE_URL", "http://127.0.0.1:8000")).rstrip("/")
+    return settings.WEFT_BASE_URL.rstrip("/")
 
 
 def _fabric_name(obj) -> str:
@@ -135,9 +131,9 @@ def send_pending(now: datetime | None = None) -> dict[str, int]:
         )
         if not pending:
             return result
-        storm = int(_setting("WEFT_MAIL_STORM_THRESHOLD", 5))
-        limit = int(_setting("WEFT_MAIL_RATE_LIMIT", 10))
-        window = timedelta(seconds=float(_setting("WEFT_MAIL_RATE_WINDOW_S", 600)))
+        storm = settings.WEFT_MAIL_STORM_THRESHOLD
+        limit = settings.WEFT_MAIL_RATE_LIMIT
+        window = timedelta(seconds=settings.WEFT_MAIL_RATE_WINDOW_S)
         by_recipient: dict[str, list[Notification]] = defaultdict(list)
         for n in pending:
             by_recipient[n.recipient.lower()].append(n)
@@ -215,7 +211,7 @@ def send_digest(now: datetime | None = None, period: timedelta = timedelta(days=
     now = now or timezone.now()
     since = now - period
     per_recipient: dict[str, set[str]] = defaultdict(set)
-    fallback = list(_setting("WEFT_ALERT_EMAILS", []) or [])
+    fallback = list(settings.WEFT_ALERT_EMAILS)
     for policy in EventPolicy.objects.filter(digest=True, enabled=True).prefetch_related(
         "recipient_users", "recipient_groups__user_set"
     ):

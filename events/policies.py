@@ -38,7 +38,7 @@ def load_policies() -> dict[str, Policy]:
         p.code: p
         for p in EventPolicy.objects.prefetch_related("recipient_users", "recipient_groups__user_set")
     }
-    fallback = list(getattr(settings, "WEFT_ALERT_EMAILS", []) or [])
+    fallback = list(settings.WEFT_ALERT_EMAILS)
     out: dict[str, Policy] = {}
     for code in {t.code for t in registry.all_types()} | set(rows):
         t = registry.get(code)

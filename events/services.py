@@ -72,28 +72,28 @@ def prune(now: datetime | None = None) -> dict[str, int]:
 
     now = now or timezone.now()
 
-    def cutoff(name: str, default: int):
-        return now - timedelta(days=float(getattr(settings, name, default)))
+    def cutoff(days: float):
+        return now - timedelta(days=days)
 
     out = {}
     out["alarms"] = (
-        Alarm.objects.filter(state="cleared", cleared_at__lt=cutoff("WEFT_ALARM_RETENTION_DAYS", 365))
+        Alarm.objects.filter(state="cleared", cleared_at__lt=cutoff(settings.WEFT_ALARM_RETENTION_DAYS))
         .delete()[1]
         .get("events.Alarm", 0)
     )
     out["events"] = (
-        Event.objects.filter(at__lt=cutoff("WEFT_EVENT_RETENTION_DAYS", 365), evaluated=True)
+        Event.objects.filter(at__lt=cutoff(settings.WEFT_EVENT_RETENTION_DAYS), evaluated=True)
         .delete()[1]
         .get("events.Event", 0)
     )
     out["notifications"] = (
         Notification.objects.exclude(status="pending")
-        .filter(created__lt=cutoff("WEFT_NOTIFICATION_RETENTION_DAYS", 30))
+        .filter(created__lt=cutoff(settings.WEFT_NOTIFICATION_RETENTION_DAYS))
         .delete()[1]
         .get("events.Notification", 0)
     )
     out["health_reports"] = (
-        HealthReport.objects.filter(created__lt=cutoff("WEFT_HEALTH_RETENTION_DAYS", 90))
+        HealthReport.objects.filter(created__lt=cutoff(settings.WEFT_HEALTH_RETENTION_DAYS))
         .delete()[1]
         .get("events.HealthReport", 0)
     )

@@ -200,7 +200,7 @@ class EventPolicyListView(RoleMixin, ListView):
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
-        ctx["default_recipients"] = list(getattr(settings, "WEFT_ALERT_EMAILS", []))
+        ctx["default_recipients"] = list(settings.WEFT_ALERT_EMAILS)
         return ctx
 
 

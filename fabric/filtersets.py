@@ -18,7 +18,8 @@ from drf_spectacular.utils import extend_schema_field
 from weft.params import MAX_ID, int_param
 
 from .choices import NodeType, PhysState, PortState, SMState, Tier
-from .guid import is_guid, normalize_guid
+from .guid import normalize_guid
+from .lookup import node_q
 from .models import Discovery, Fabric, Host, Link, Node, Port, SubnetManager
 
 
@@ -147,22 +148,6 @@ class ModelIdsFilter(filters.ModelMultipleChoiceFilter):
     field_class = BoundedModelMultipleChoiceField
 
 
-def _search_q(value: str, *, guid_fields, lid_fields, text_fields) -> Q:
-    """A free-text search: a GUID (as a number), a LID (decimal) or a substring of a name."""
-    value = value.strip()
-    q = Q()
-    for name in text_fields:
-        q |= Q(**{f"{name}__icontains": value})
-    if (lid := int_param(value, hi=0xFFFF)) is not None:
-        for name in lid_fields:
-            q |= Q(**{name: lid})
-    if is_guid(value) and (value.lower().startswith("0x") or len(value) >= 8):
-        guid = normalize_guid(value)
-        for name in guid_fields:
-            q |= Q(**{name: guid})
-    return q
-
-
 class FabricFilterSet(filters.FilterSet):
     name = filters.CharFilter(lookup_expr="iexact")
     q = filters.CharFilter(method="search", label="search name/description")
@@ -200,12 +185,9 @@ class NodeFilterSet(filters.FilterSet):
         return qs.filter(Q(lid__in=value) | Q(pk__in=ids))
 
     def search(self, qs, name, value):
-        if not value:
+        if not value or not value.strip():
             return qs
-        q = _search_q(value, guid_fields=("node_guid",), lid_fields=("lid",), text_fields=("description",))
-        if (lid := int_param(value, hi=0xFFFF)) is not None:
-            q |= Q(pk__in=Port.objects.filter(lid=lid).values("node_id"))
-        return qs.filter(q)
+        return qs.filter(node_q(value, description="icontains"))
 
 
 class PortFilterSet(filters.FilterSet):

@@ -13,7 +13,6 @@ from typing import BinaryIO
 from django.conf import settings
 
 GZIP_MAGIC = b"\x1f\x8b"
-DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 
 
 class UploadError(ValueError):
@@ -21,7 +20,8 @@ class UploadError(ValueError):
 
 
 def max_bytes() -> int:
-    return int(getattr(settings, "WEFT_IMPORT_MAX_BYTES", DEFAULT_MAX_BYTES))
+    """The cap on an uncompressed topology file, bytes (``settings.WEFT_IMPORT_MAX_BYTES``)."""
+    return settings.WEFT_IMPORT_MAX_BYTES
 
 
 def read_limited(stream: BinaryIO, name: str, limit: int | None = None) -> bytes:

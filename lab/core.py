@@ -37,15 +37,14 @@ import threading
 import time
 from pathlib import Path
 
+from fabric.collectors.tools import UMAD2SIM_LIB, find_tool, run_process, search_path
+
 from .netfile import CA, NetfileError, NetNode, parse_netfile
 
 logger = logging.getLogger("weft.lab")
 
-#: The umad2sim library (Debian package ``libumad2sim0``, pulled in by ``ibsim-utils``).
-UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
-
-#: Where Debian installs OpenSM and infiniband-diags; not on a normal user's PATH.
-_SBIN_DIRS = ("/usr/sbin", "/sbin", "/usr/local/sbin")
+#: The umad2sim library (defined with the tool runner: ``Fabric.tool_env`` may preload only it).
+UMAD2SIM = UMAD2SIM_LIB
 
 #: Programs the lab needs, with the Debian package that ships them.
 REQUIRED_TOOLS = {
@@ -78,9 +77,9 @@ class LabToolsMissing(LabError):
 
 
 def find_program(name: str) -> str | None:
-    """Full path of ``name`` on ``$PATH`` or in the sbin directories (where Debian puts opensm/diags)."""
-    path = os.environ.get("PATH", os.defpath) + os.pathsep + os.pathsep.join(_SBIN_DIRS)
-    return shutil.which(name, path=path)
+    """Full path of ``name`` on ``$PATH`` or in the sbin directories (where Debian puts opensm/diags;
+    ``fabric.collectors.tools.find_tool``)."""
+    return find_tool(name)
 
 
 def check_tools() -> dict[str, str]:
@@ -117,7 +116,7 @@ def ibsim_version() -> tuple[int, ...]:
         prog = find_program("ibsim")
         if not prog:
             raise LabToolsMissing("ibsim is not installed (Debian package ibsim-utils)")
-        proc = subprocess.run([prog, "-V"], capture_output=True, text=True, timeout=10)
+        proc = run_process([prog, "-V"], timeout=10, text=True)
         m = re.search(r"ibsim (\d+(?:\.\d+)+)", proc.stdout + proc.stderr)
         _IBSIM_VERSION = tuple(int(x) for x in m[1].split(".")) if m else (0,)
     return _IBSIM_VERSION
@@ -327,8 +326,7 @@ class Lab:
         env = dict(os.environ)
         env.pop("IBSIM_SERVER_NAME", None)  # would switch umad2sim to TCP remote mode
         env.pop("IBSIM_SERVER_PORT", None)
-        path = env.get("PATH", os.defpath).split(os.pathsep)
-        env["PATH"] = os.pathsep.join(path + [d for d in _SBIN_DIRS if d not in path])
+        env["PATH"] = search_path(env)
         env.update(self.tool_env)
         return env
 
@@ -573,7 +571,8 @@ class Lab:
         the lab, with :attr:`env` and the work directory as cwd; text output.
 
         Raises ``LabError`` if ``check`` and the tool exits non-zero (the message has its stderr), or
-        on timeout (``timeout`` seconds; the tool is killed and its ibsim client slot freed).
+        on timeout (``timeout`` seconds; the tool is killed with its process group and its ibsim client
+        slot freed).
         """
         argv = [str(a) for a in argv]
         if not os.path.isabs(argv[0]):
@@ -581,9 +580,7 @@ class Lab:
         cwd = (self.workdir or Path(tempfile.gettempdir())) / "tools"
         cwd.mkdir(parents=True, exist_ok=True)
         try:
-            proc = subprocess.run(
-                argv, env=self.env, cwd=cwd, capture_output=True, text=True, timeout=timeout
-            )
+            proc = run_process(argv, env=self.env, cwd=cwd, timeout=timeout, text=True)
         except subprocess.TimeoutExpired as exc:
             self.reap_clients()
             raise LabError(

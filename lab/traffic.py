@@ -268,7 +268,4 @@ def _ticks_per_s_full() -> float:
     """Ticks/s of PortXmitWait that the telemetry congestion index counts as 1.0 (1 s / tick)."""
     from django.conf import settings
 
-    from telemetry import semantics
-
-    tick_ns = getattr(settings, "WEFT_XMIT_WAIT_TICK_NS", None) or semantics.DEFAULT_TICK_NS
-    return 1e9 / float(tick_ns)
+    return 1e9 / settings.WEFT_XMIT_WAIT_TICK_NS

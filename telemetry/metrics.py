@@ -36,46 +36,54 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 
-from .models import ERROR_COUNTERS, PortCounters, Sweep
+from .models import RAW_COUNTERS, PortCounters, Sweep
+from .semantics import DERIVED_FIELDS
 
 # Headers a reverse proxy adds; a request carrying one is not allowed by address (see _client_allowed).
 PROXY_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")
 
 PORT_LABELS = ["fabric", "node_guid", "port", "node_desc", "remote_guid", "remote_port", "remote_desc"]
 
+#: Metric name, help and scale of the rate counters; an error counter is exported under its field name.
+_RATE_COUNTER_METRICS = {
+    "xmit_data": ("weft_port_xmit_bytes", "Bytes transmitted (PortXmitData x 4)", 4),
+    "rcv_data": ("weft_port_rcv_bytes", "Bytes received (PortRcvData x 4)", 4),
+    "xmit_pkts": ("weft_port_xmit_packets", "Packets transmitted (PortXmitPkts)", 1),
+    "rcv_pkts": ("weft_port_rcv_packets", "Packets received (PortRcvPkts)", 1),
+    "xmit_wait": ("weft_port_xmit_wait_ticks", "Ticks with data to send but none sent (PortXmitWait)", 1),
+}
+#: ``(field, metric name, help, scale)`` of every raw counter, in ``RAW_COUNTERS`` order.
 _COUNTERS = [
-    ("xmit_data", "weft_port_xmit_bytes", "Bytes transmitted (PortXmitData x 4)", 4),
-    ("rcv_data", "weft_port_rcv_bytes", "Bytes received (PortRcvData x 4)", 4),
-    ("xmit_pkts", "weft_port_xmit_packets", "Packets transmitted (PortXmitPkts)", 1),
-    ("rcv_pkts", "weft_port_rcv_packets", "Packets received (PortRcvPkts)", 1),
-    ("xmit_wait", "weft_port_xmit_wait_ticks", "Ticks with data to send but none sent (PortXmitWait)", 1),
-] + [(name, f"weft_port_{name}", f"{name.replace('_', ' ')} (PortCounters)", 1) for name in ERROR_COUNTERS]
+    (name, *_RATE_COUNTER_METRICS[name])
+    if name in _RATE_COUNTER_METRICS
+    else (name, f"weft_port_{name}", f"{name.replace('_', ' ')} (PortCounters)", 1)
+    for name in RAW_COUNTERS
+]
 
-_GAUGES = [
-    (
-        "xmit_bytes_per_s",
+#: Metric name and help of each derived value.
+_DERIVED_METRICS = {
+    "xmit_bytes_per_s": (
         "weft_port_xmit_bytes_per_second",
         "Transmit rate over the last sweep interval, bytes/s",
     ),
-    (
-        "rcv_bytes_per_s",
+    "rcv_bytes_per_s": (
         "weft_port_rcv_bytes_per_second",
         "Receive rate over the last sweep interval, bytes/s",
     ),
-    ("xmit_pkts_per_s", "weft_port_xmit_packets_per_second", "Transmit packets/s over the last interval"),
-    ("rcv_pkts_per_s", "weft_port_rcv_packets_per_second", "Receive packets/s over the last interval"),
-    (
-        "xmit_wait_per_s",
+    "xmit_pkts_per_s": ("weft_port_xmit_packets_per_second", "Transmit packets/s over the last interval"),
+    "rcv_pkts_per_s": ("weft_port_rcv_packets_per_second", "Receive packets/s over the last interval"),
+    "xmit_wait_per_s": (
         "weft_port_xmit_wait_ticks_per_second",
         "PortXmitWait ticks/s over the last interval",
     ),
-    ("utilisation", "weft_port_utilisation_ratio", "max(xmit, rcv) rate / link data rate (0..1)"),
-    (
-        "congestion",
+    "utilisation": ("weft_port_utilisation_ratio", "max(xmit, rcv) rate / link data rate (0..1)"),
+    "congestion": (
         "weft_port_congestion_ratio",
         "Congestion index: fraction of time waiting to transmit (0..1)",
     ),
-]
+}
+#: ``(field, metric name, help)`` of every derived value, in ``DERIVED_FIELDS`` order.
+_GAUGES = [(name, *_DERIVED_METRICS[name]) for name in DERIVED_FIELDS]
 
 
 class WeftCollector:
@@ -191,7 +199,7 @@ class WeftCollector:
 
 def _client_allowed(request: HttpRequest) -> bool:
     header = request.META.get("HTTP_AUTHORIZATION", "")
-    tokens = [t for t in getattr(settings, "WEFT_METRICS_TOKENS", []) if t]
+    tokens = [t for t in settings.WEFT_METRICS_TOKENS if t]
     if header.startswith("Bearer ") and tokens:
         given = header[len("Bearer ") :].strip().encode()
         if any(hmac.compare_digest(given, t.encode()) for t in tokens):
@@ -205,7 +213,7 @@ def _client_allowed(request: HttpRequest) -> bool:
         ip = ipaddress.ip_address(addr)
     except ValueError:
         return False
-    for entry in getattr(settings, "WEFT_METRICS_ALLOW", []):
+    for entry in settings.WEFT_METRICS_ALLOW:
         try:
             if ip in ipaddress.ip_network(entry.strip(), strict=False):
                 return True

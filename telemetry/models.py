@@ -54,20 +54,28 @@ class Sweep(models.Model):
     def __str__(self) -> str:
         return f"{self.fabric_id} sweep {self.started:%Y-%m-%d %H:%M:%S} {self.status}"
 
+    def summary(self) -> dict:
+        """What a sweep run reports (``poll_counters`` output, ``poll_fabric_task`` result):
+        ``{"fabric": name, "sweep": id, "status", "ports", "stale", "duration_s", "saturated",
+        "resets", "interval_s", "mechanism"}`` (seconds; counts of ports)."""
+        return {
+            "fabric": self.fabric.name,
+            "sweep": self.pk,
+            "status": self.status,
+            "ports": self.ports,
+            "stale": self.stale,
+            "duration_s": self.duration_s,
+            "saturated": self.saturated,
+            "resets": self.resets,
+            "interval_s": self.interval_s,
+            "mechanism": self.mechanism,
+        }
 
-#: Model field names of the PortCounters error counters, in IBTA attribute order
-#: (defined with the pure semantics, re-exported here for model users).
+
+#: Model field names of the PortCounters error counters, in IBTA attribute order, and of all 16
+#: raw counters (rate counters first): defined with the pure semantics, re-exported for model users.
 ERROR_COUNTERS = semantics.ERROR_COUNTERS
-
-RAW_COUNTERS: tuple[str, ...] = (
-    "xmit_data",
-    "rcv_data",
-    "xmit_pkts",
-    "rcv_pkts",
-    "xmit_wait",
-    *ERROR_COUNTERS,
-)
-"""All raw counter fields stored on ``PortCounters``."""
+RAW_COUNTERS = semantics.ALL_COUNTERS
 
 
 class PortCounters(models.Model):

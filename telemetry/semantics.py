@@ -122,6 +122,19 @@ class Derived:
     reason: str = ""
 
 
+DERIVED_FIELDS: tuple[str, ...] = (
+    "xmit_bytes_per_s",
+    "rcv_bytes_per_s",
+    "xmit_pkts_per_s",
+    "rcv_pkts_per_s",
+    "xmit_wait_per_s",
+    "utilisation",
+    "congestion",
+)
+"""The per-interval values of :class:`Derived` (its float fields, in order), stored under the same
+names on ``telemetry.models.PortCounters`` and shown by the API, ``show_port`` and ``/metrics``."""
+
+
 def link_bytes_per_s(rate_gbps: float | None) -> float | None:
     """Link data rate in bytes/s from a data rate in Gb/s (after encoding); None if unknown/0."""
     if not rate_gbps:

@@ -28,20 +28,6 @@ POLL_SOFT_LIMIT_S = 240
 POLL_HARD_LIMIT_S = 300
 
 
-def _summary(sweep) -> dict:
-    return {
-        "fabric": sweep.fabric.name,
-        "sweep": sweep.pk,
-        "status": sweep.status,
-        "ports": sweep.ports,
-        "stale": sweep.stale,
-        "duration_s": sweep.duration_s,
-        "saturated": sweep.saturated,
-        "resets": sweep.resets,
-        "mechanism": sweep.mechanism,
-    }
-
-
 @shared_task(
     name="telemetry.tasks.poll_fabric_task",
     soft_time_limit=POLL_SOFT_LIMIT_S,
@@ -66,7 +52,7 @@ def poll_fabric_task(fabric_id: int, group: int | None = None, groups: int = 1) 
     with single_instance(key, POLL_HARD_LIMIT_S) as mine:
         if not mine:
             return {"fabric": fabric.name, "skipped": "a sweep of this fabric is already running"}
-        return _summary(poll_fabric(fabric, group=group, groups=groups))
+        return poll_fabric(fabric, group=group, groups=groups).summary()
 
 
 @shared_task(
@@ -77,7 +63,7 @@ def poll_all_task() -> list[dict]:
     out one ``poll_fabric_task`` per switch group. Never overlaps itself (lock ``telemetry.poll_all``)."""
     from fabric.models import Fabric
 
-    groups = max(1, int(getattr(settings, "WEFT_POLL_GROUPS", 1)))
+    groups = settings.WEFT_POLL_GROUPS
     out: list[dict] = []
     with single_instance("telemetry.poll_all", POLL_HARD_LIMIT_S) as mine:
         if not mine:

@@ -20,7 +20,7 @@ class WeftTask(Task):
     def apply_async(self, args=None, kwargs=None, **options):
         from django.conf import settings
 
-        if getattr(settings, "EMBEDDED", False) and not self.app.conf.task_always_eager:
+        if settings.EMBEDDED and not self.app.conf.task_always_eager:
             from weft import inprocess
 
             return inprocess.submit(self, args or (), kwargs or {})

@@ -7,6 +7,7 @@ so a typo in a deployment fails at start-up, not at the first request.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlparse
@@ -39,34 +40,62 @@ def env_bool(name: str, default: bool = False) -> bool:
     raise ImproperlyConfigured(f"{name}={value!r} is not a boolean (use 1/0, true/false)")
 
 
-def env_int(name: str, default: int) -> int:
-    """Return ``$name`` as an int.
+def _check_min(name: str, raw: str, value, min_value, positive: bool):
+    if positive and not value > 0:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be greater than 0")
+    if min_value is not None and value < min_value:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be at least {min_value}")
+    return value
+
+
+def env_int(name: str, default: int, *, min_value: int | None = None) -> int:
+    """Return ``$name`` as an int (``default`` when unset; the default is not checked).
 
     Raises:
-        ImproperlyConfigured: the value is not an integer.
+        ImproperlyConfigured: the value is not an integer, or is below ``min_value``.
     """
     value = env_str(name)
     if not value:
         return default
     try:
-        return int(value)
+        number = int(value)
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name}={value!r} is not an integer") from exc
+    return _check_min(name, value, number, min_value, False)
 
 
-def env_float(name: str, default: float) -> float:
-    """Return ``$name`` as a float.
+def env_float(name: str, default: float, *, min_value: float | None = None, positive: bool = False) -> float:
+    """Return ``$name`` as a float (``default`` when unset; the default is not checked).
+
+    ``positive``: the value must be > 0 (timeouts, intervals); ``min_value``: at least this.
 
     Raises:
-        ImproperlyConfigured: the value is not a number.
+        ImproperlyConfigured: the value is not a finite number, or is out of that range.
     """
     value = env_str(name)
     if not value:
         return default
     try:
-        return float(value)
+        number = float(value)
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name}={value!r} is not a number") from exc
+    if not math.isfinite(number):
+        raise ImproperlyConfigured(f"{name}={value!r} is not a finite number")
+    return _check_min(name, value, number, min_value, positive)
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    """Return ``$name`` (lower-cased) when it is one of ``choices``.
+
+    Raises:
+        ImproperlyConfigured: any other value (the message lists the choices).
+    """
+    value = env_str(name).lower()
+    if not value:
+        return default
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={value!r} is not one of {', '.join(choices)}")
+    return value
 
 
 def env_list(name: str, default: list[str] | None = None) -> list[str]:
@@ -75,6 +104,41 @@ def env_list(name: str, default: list[str] | None = None) -> list[str]:
     if not value:
         return list(default or [])
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_int_map(
+    name: str, default: dict[str, int] | None = None, *, keys: tuple[str, ...] = (), min_value: int = 0
+) -> dict[str, int]:
+    """Return ``$name`` read as ``key=value,key=value`` (spaces around items ignored) as a dict.
+
+    An unset/empty variable gives a copy of ``default`` (``{}`` when None). ``keys``, when given,
+    are the names allowed on the left; every value is an integer of at least ``min_value``.
+
+    Raises:
+        ImproperlyConfigured: an item without ``=``, an unknown or repeated key, or a value that is
+            not an integer >= ``min_value``; the message names the variable and the item.
+    """
+    value = env_str(name)
+    if not value:
+        return dict(default or {})
+    out: dict[str, int] = {}
+    for item in (part.strip() for part in value.split(",")):
+        if not item:
+            continue
+        key, sep, number = (x.strip() for x in item.partition("="))
+        if not sep or not key:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not key=value (e.g. symbol_errors=10)")
+        if keys and key not in keys:
+            raise ImproperlyConfigured(f"{name}: {key!r} is not one of {', '.join(keys)}")
+        if key in out:
+            raise ImproperlyConfigured(f"{name}: {key!r} is given twice")
+        try:
+            out[key] = int(number)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {item!r}: {number!r} is not an integer") from exc
+        if out[key] < min_value:
+            raise ImproperlyConfigured(f"{name}: {item!r}: the value must be at least {min_value}")
+    return out
 
 
 @dataclass(frozen=True)

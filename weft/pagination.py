@@ -12,4 +12,4 @@ from rest_framework.pagination import LimitOffsetPagination
 class WeftLimitOffsetPagination(LimitOffsetPagination):
     @property
     def max_limit(self) -> int:
-        return int(getattr(settings, "WEFT_API_MAX_LIMIT", 10000))
+        return settings.WEFT_API_MAX_LIMIT

@@ -18,7 +18,19 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from weft.env import env_bool, env_float, env_int, env_list, env_str, parse_email_url
+# Pure modules (no Django import) that own a default or a list a setting is checked against.
+from telemetry.collectors.madpoll import DEFAULT_TIMEOUT_S as MAD_DEFAULT_TIMEOUT_S
+from telemetry.semantics import DEFAULT_TICK_NS, ERROR_COUNTERS
+from weft.env import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_int_map,
+    env_list,
+    env_str,
+    parse_email_url,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("WEFT_DATA_DIR", str(BASE_DIR / "data")))
@@ -200,9 +212,12 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("WEFT_CELERY_EAGER", False)
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = TIME_ZONE
-WEFT_DISCOVERY_INTERVAL_S = env_float("WEFT_DISCOVERY_INTERVAL_S", 300.0)
-WEFT_POLL_INTERVAL_S = env_float("WEFT_POLL_INTERVAL_S", 10.0)
-WEFT_ROLLUP_INTERVAL_S = env_float("WEFT_ROLLUP_INTERVAL_S", 60.0)
+#: Beat periods (seconds): live discovery, counter sweep, history rollup, SM watch, health report.
+WEFT_DISCOVERY_INTERVAL_S = env_float("WEFT_DISCOVERY_INTERVAL_S", 300.0, positive=True)
+WEFT_POLL_INTERVAL_S = env_float("WEFT_POLL_INTERVAL_S", 10.0, positive=True)
+WEFT_ROLLUP_INTERVAL_S = env_float("WEFT_ROLLUP_INTERVAL_S", 60.0, positive=True)
+WEFT_SM_WATCH_INTERVAL_S = env_float("WEFT_SM_WATCH_INTERVAL_S", 30.0, positive=True)
+WEFT_HEALTH_INTERVAL_S = env_float("WEFT_HEALTH_INTERVAL_S", 86400.0, positive=True)
 CELERY_BEAT_SCHEDULE = {
     "discover-all-fabrics": {
         "task": "fabric.tasks.discover_all_task",
@@ -218,14 +233,14 @@ CELERY_BEAT_SCHEDULE = {
     },
     "sm-watch": {
         "task": "fabric.tasks.sm_watch_task",
-        "schedule": timedelta(seconds=env_float("WEFT_SM_WATCH_INTERVAL_S", 30.0)),
+        "schedule": timedelta(seconds=WEFT_SM_WATCH_INTERVAL_S),
     },
     "alarm-mail-flush": {"task": "events.tasks.flush_notifications_task", "schedule": timedelta(seconds=60)},
     "alarm-mail-digest": {"task": "events.tasks.daily_digest_task", "schedule": timedelta(days=1)},
     "events-prune": {"task": "events.tasks.prune_task", "schedule": timedelta(days=1)},
     "health-report": {
         "task": "events.tasks.health_report_task",
-        "schedule": timedelta(seconds=env_float("WEFT_HEALTH_INTERVAL_S", 86400.0)),
+        "schedule": timedelta(seconds=WEFT_HEALTH_INTERVAL_S),
     },
 }
 
@@ -244,42 +259,59 @@ WEFT_BASE_URL = env_str("WEFT_BASE_URL", "http://127.0.0.1:8000")
 WEFT_ALERT_EMAILS = env_list(
     "WEFT_ALERT_EMAILS", ["oncall@localhost"] if EMAIL_URL.startswith("console:") else []
 )
-WEFT_MAIL_STORM_THRESHOLD = env_int("WEFT_MAIL_STORM_THRESHOLD", 5)
-WEFT_MAIL_RATE_LIMIT = env_int("WEFT_MAIL_RATE_LIMIT", 10)
-WEFT_MAIL_RATE_WINDOW_S = env_float("WEFT_MAIL_RATE_WINDOW_S", 600.0)
+WEFT_MAIL_STORM_THRESHOLD = env_int("WEFT_MAIL_STORM_THRESHOLD", 5, min_value=1)
+WEFT_MAIL_RATE_LIMIT = env_int("WEFT_MAIL_RATE_LIMIT", 10, min_value=0)
+WEFT_MAIL_RATE_WINDOW_S = env_float("WEFT_MAIL_RATE_WINDOW_S", 600.0, positive=True)
+
+#: Retention (days) of what ``events.tasks.prune_task`` deletes daily: evaluated events, cleared
+#: alarms, sent/failed mail outbox rows, health reports. Open alarms and pending mail are kept.
+WEFT_EVENT_RETENTION_DAYS = env_float("WEFT_EVENT_RETENTION_DAYS", 365.0, min_value=0)
+WEFT_ALARM_RETENTION_DAYS = env_float("WEFT_ALARM_RETENTION_DAYS", 365.0, min_value=0)
+WEFT_NOTIFICATION_RETENTION_DAYS = env_float("WEFT_NOTIFICATION_RETENTION_DAYS", 30.0, min_value=0)
+WEFT_HEALTH_RETENTION_DAYS = env_float("WEFT_HEALTH_RETENTION_DAYS", 90.0, min_value=0)
+#: Health report: raw error-counter limits that override ``events.health.ERROR_THRESHOLDS``, from
+#: ``counter=value,...`` (e.g. ``symbol_errors=50,link_downed=2``); counters as in PortCounters.
+WEFT_HEALTH_ERROR_THRESHOLDS = env_int_map("WEFT_HEALTH_ERROR_THRESHOLDS", {}, keys=ERROR_COUNTERS)
 
 #: Tokens (comma-separated) accepted on /metrics as "Authorization: Bearer <token>".
 WEFT_METRICS_TOKENS = env_list("WEFT_METRICS_TOKENS", [])
 #: Client addresses allowed to read /metrics without a token.
 WEFT_METRICS_ALLOW = env_list("WEFT_METRICS_ALLOW", ["127.0.0.1", "::1"])
 #: Largest topology file (bytes, uncompressed) the import API and import_topology accept.
-WEFT_IMPORT_MAX_BYTES = env_int("WEFT_IMPORT_MAX_BYTES", 256 * 1024 * 1024)
+WEFT_IMPORT_MAX_BYTES = env_int("WEFT_IMPORT_MAX_BYTES", 256 * 1024 * 1024, min_value=1)
 #: Ceiling on the REST API's ?limit= (page size).
-WEFT_API_MAX_LIMIT = env_int("WEFT_API_MAX_LIMIT", 10000)
+WEFT_API_MAX_LIMIT = env_int("WEFT_API_MAX_LIMIT", 10000, min_value=1)
 #: Default timeout (seconds) for one run of an infiniband-diags tool.
-WEFT_TOOL_TIMEOUT_S = env_float("WEFT_TOOL_TIMEOUT_S", 120.0)
+WEFT_TOOL_TIMEOUT_S = env_float("WEFT_TOOL_TIMEOUT_S", 120.0, positive=True)
 #: Parallel perfquery processes per sweep.
-WEFT_POLL_PARALLELISM = env_int("WEFT_POLL_PARALLELISM", 8)
+WEFT_POLL_PARALLELISM = env_int("WEFT_POLL_PARALLELISM", 8, min_value=1)
 #: Counter sweeps (telemetry): collector ("mad" pipelined PerfMgt MADs, or "perfquery"), MADs in
-#: flight, per-MAD timeout, switch groups per fabric (one Celery task each), PortXmitWait tick
-#: assumed by the congestion index, history retention (hours) per resolution and for Sweep rows.
-WEFT_POLL_MECHANISM = env_str("WEFT_POLL_MECHANISM", "mad")
-WEFT_POLL_WINDOW = env_int("WEFT_POLL_WINDOW", 64)
-WEFT_POLL_PROCESSES = env_int("WEFT_POLL_PROCESSES", 1)
+#: flight, poller processes, a serving poller kept between sweeps, switch groups per fabric (one
+#: Celery task each), PortXmitWait tick assumed by the congestion index.
+WEFT_POLL_MECHANISM = env_choice("WEFT_POLL_MECHANISM", "mad", ("mad", "perfquery"))
+WEFT_POLL_WINDOW = env_int("WEFT_POLL_WINDOW", 64, min_value=1)
+WEFT_POLL_PROCESSES = env_int("WEFT_POLL_PROCESSES", 1, min_value=1)
 WEFT_POLL_PERSISTENT = env_bool("WEFT_POLL_PERSISTENT", True)
-WEFT_MAD_TIMEOUT_S = env_float("WEFT_MAD_TIMEOUT_S", 1.0)
-WEFT_POLL_GROUPS = env_int("WEFT_POLL_GROUPS", 1)
-WEFT_XMIT_WAIT_TICK_NS = env_float("WEFT_XMIT_WAIT_TICK_NS", 1000.0)
-WEFT_HISTORY_RAW_HOURS = env_float("WEFT_HISTORY_RAW_HOURS", 6.0)
-WEFT_HISTORY_MINUTE_HOURS = env_float("WEFT_HISTORY_MINUTE_HOURS", 168.0)
-WEFT_HISTORY_HOUR_HOURS = env_float("WEFT_HISTORY_HOUR_HOURS", 8760.0)
-WEFT_SWEEP_RETENTION_HOURS = env_float("WEFT_SWEEP_RETENTION_HOURS", 168.0)
+WEFT_POLL_GROUPS = env_int("WEFT_POLL_GROUPS", 1, min_value=1)
+WEFT_XMIT_WAIT_TICK_NS = env_float("WEFT_XMIT_WAIT_TICK_NS", DEFAULT_TICK_NS, positive=True)
+#: Per-MAD timeout (seconds) of the MAD poller, before it resends. 1.0 s: the value sweeps have
+#: always used (this setting's default and the poller's ``--timeout``) and libibmad's own default
+#: (``MAD_DEF_TIMEOUT_MS`` 1000 in infiniband/mad.h), i.e. what perfquery waits. The other value,
+#: 0.5 s, was only ``run_madpoll``'s keyword default, taken by no sweep: too short on a loaded SM
+#: host, where a late answer becomes a timeout and marks a healthy port stale. The number lives in
+#: ``madpoll.DEFAULT_TIMEOUT_S`` because the poller also runs as a child without Django.
+WEFT_MAD_TIMEOUT_S = env_float("WEFT_MAD_TIMEOUT_S", MAD_DEFAULT_TIMEOUT_S, positive=True)
+#: Counter history retention (hours) per resolution, and of Sweep rows.
+WEFT_HISTORY_RAW_HOURS = env_float("WEFT_HISTORY_RAW_HOURS", 6.0, min_value=0)
+WEFT_HISTORY_MINUTE_HOURS = env_float("WEFT_HISTORY_MINUTE_HOURS", 168.0, min_value=0)
+WEFT_HISTORY_HOUR_HOURS = env_float("WEFT_HISTORY_HOUR_HOURS", 8760.0, min_value=0)
+WEFT_SWEEP_RETENTION_HOURS = env_float("WEFT_SWEEP_RETENTION_HOURS", 168.0, min_value=0)
 
 if PRODUCTION:
     SESSION_COOKIE_SECURE = env_bool("WEFT_SECURE_COOKIES", True)
     CSRF_COOKIE_SECURE = env_bool("WEFT_SECURE_COOKIES", True)
     SECURE_SSL_REDIRECT = env_bool("WEFT_SSL_REDIRECT", True)
-    SECURE_HSTS_SECONDS = env_int("WEFT_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_SECONDS = env_int("WEFT_HSTS_SECONDS", 31536000, min_value=0)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -127,6 +127,6 @@ def collect_topology(
         partial_reasons=reasons[:50],
     )
     collected.sm, collected.sm_error = read_master(
-        fabric, timeout=min(timeout, getattr(settings, "WEFT_TOOL_TIMEOUT_S", 120.0)), env=env
+        fabric, timeout=min(timeout, settings.WEFT_TOOL_TIMEOUT_S), env=env
     )
     return collected

@@ -3,10 +3,16 @@
 Every collector in Weft goes through :func:`run_tool` with the environment of :func:`fabric_env`
 (``os.environ`` + ``Fabric.tool_env``, so ``LD_PRELOAD=.../libumad2sim.so`` in ``tool_env`` points
 the tools at an ibsim lab) and the ``-C ca -P port`` of :func:`fabric_ca_args`.
+
+This module also holds, once for Weft and its lab, where the diags live (:data:`SBIN_DIRS`,
+:func:`find_tool`), the umad2sim library (:data:`UMAD2SIM_LIB`) and :func:`run_process`, the
+one way to run a child with a timeout (it kills the child's whole process group). Pure Python,
+no Django import: the lab (``lab.core``) uses it before Django is configured.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -56,20 +62,23 @@ class ToolResult:
         return self.returncode == 0
 
 
-def _search_path(env: dict[str, str] | None) -> str:
+def search_path(env: dict[str, str] | None = None) -> str:
+    """``$PATH`` of ``env`` (default ``os.environ``) with the :data:`SBIN_DIRS` it lacks appended."""
     path = (env or os.environ).get("PATH", os.defpath).split(os.pathsep)
     return os.pathsep.join(path + [d for d in SBIN_DIRS if d not in path])
 
 
 def find_tool(name: str, env: dict[str, str] | None = None) -> str | None:
     """Absolute path of ``name`` on PATH or in the sbin directories, None when absent."""
-    return shutil.which(name, path=_search_path(env))
+    return shutil.which(name, path=search_path(env))
 
 
+#: The umad2sim library (Debian package ``libumad2sim0``, pulled in by ``ibsim-utils``): preloaded,
+#: it points libibumad, hence the diags, at an ibsim lab instead of a kernel HCA.
+UMAD2SIM_LIB = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
 #: What ``Fabric.tool_env`` may set from the API: the lab's variables only. Anything else
 #: (``LD_PRELOAD`` of another library, ``PATH``, ``PYTHON*``...) would let an API user run code on
 #: the server; a real fabric needs no variables, only ``ca_name``/``ca_port``.
-UMAD2SIM_LIB = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
 TOOL_ENV_NAMES = re.compile(r"^(IBSIM_[A-Z0-9_]+|SIM_HOST|UMAD2SIM_[A-Z0-9_]+|LD_PRELOAD)$")
 
 
@@ -106,13 +115,84 @@ def tool_workdir() -> str:
     return str(path)
 
 
+#: Seconds to collect the output after the process group was killed; only a process that left the
+#: group (``setsid``) and still holds the pipes can make this wait.
+_REAP_S = 5.0
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group of ``proc`` (started with ``start_new_session=True``: its pid is the
+    group id), so helpers it forked die with it. No error if it is already gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _universal_newlines(data: bytes) -> str:
+    return data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def run_process(
+    argv: list[str],
+    *,
+    timeout: float,
+    input: bytes | None = None,
+    env: dict[str, str] | None = None,
+    cwd: str | Path | None = None,
+    text: bool = False,
+) -> subprocess.CompletedProcess:
+    """Run ``argv`` to its end with stdout/stderr captured, like ``subprocess.run``, but in its own
+    session, and on timeout kill its whole process group (a tool that forked a helper cannot
+    outlive its timeout or keep the pipes open).
+
+    ``timeout`` in seconds; ``input`` bytes for stdin (else stdin is ``/dev/null``); ``env`` the
+    full environment (default ``os.environ``); ``text``: decode stdout/stderr as UTF-8 (bad bytes
+    replaced, line ends as ``\\n``) instead of returning bytes. A non-zero exit is not an error.
+
+    Raises:
+        subprocess.TimeoutExpired: it ran longer than ``timeout``; killed with its group, what it
+            printed before is in ``output``/``stderr`` (bytes).
+        OSError: it could not start (``FileNotFoundError`` when ``argv[0]`` is missing).
+    """
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        try:
+            out, err = proc.communicate(timeout=_REAP_S)
+        except subprocess.TimeoutExpired:  # a process outside the group holds the pipes
+            proc.kill()
+            out, err = b"", b""
+            for pipe in (proc.stdout, proc.stderr):
+                pipe.close()
+            proc.wait()
+        raise subprocess.TimeoutExpired(argv, timeout, output=out, stderr=err) from None
+    except BaseException:  # KeyboardInterrupt, a failed write to stdin: leave nothing running
+        kill_group(proc)
+        proc.wait()
+        raise
+    if text:
+        return subprocess.CompletedProcess(
+            argv, proc.returncode, _universal_newlines(out), _universal_newlines(err)
+        )
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
 def run_tool(argv: list[str], *, env: dict[str, str] | None = None, timeout: float) -> ToolResult:
     """Run ``argv`` (program name or path first) and return its :class:`ToolResult`.
 
     ``env`` is the full environment (default ``os.environ``); ``timeout`` in seconds. The program
-    runs in its own process group, killed whole on timeout. A non-zero exit is *not* an error here:
-    the caller reads ``returncode`` (the diags exit 255 on ``iberror: failed``, with the reason on
-    stdout or stderr).
+    runs in its own process group, killed whole on timeout (:func:`run_process`). A non-zero exit
+    is *not* an error here: the caller reads ``returncode`` (the diags exit 255 on
+    ``iberror: failed``, with the reason on stdout or stderr).
 
     Raises:
         ToolNotFound: the program is not installed.
@@ -125,33 +205,19 @@ def run_tool(argv: list[str], *, env: dict[str, str] | None = None, timeout: flo
             f"{program}: not found on PATH or in {', '.join(SBIN_DIRS)} (install infiniband-diags)"
         )
     t0 = time.monotonic()
-    proc = subprocess.Popen(
-        [path, *argv[1:]],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=tool_workdir(),
-        start_new_session=True,
-    )
     try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, err = proc.communicate()
+        proc = run_process([path, *argv[1:]], env=env, cwd=tool_workdir(), timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
         raise ToolTimeout(
             f"{program} did not finish within {timeout:g} s (killed)",
-            out.decode("utf-8", "replace"),
-            err.decode("utf-8", "replace"),
+            (exc.output or b"").decode("utf-8", "replace"),
+            (exc.stderr or b"").decode("utf-8", "replace"),
         ) from None
     return ToolResult(
         argv=(path, *argv[1:]),
         returncode=proc.returncode,
-        stdout=out.decode("utf-8", "replace"),
-        stderr=err.decode("utf-8", "replace"),
+        stdout=proc.stdout.decode("utf-8", "replace"),
+        stderr=proc.stderr.decode("utf-8", "replace"),
         duration_s=round(time.monotonic() - t0, 4),
     )
 
@@ -161,7 +227,7 @@ def fabric_env(fabric) -> dict[str, str]:
     the sbin directories appended to PATH."""
     env = dict(os.environ)
     env.update({str(k): str(v) for k, v in (fabric.tool_env or {}).items()})
-    env["PATH"] = _search_path(env)
+    env["PATH"] = search_path(env)
     return env
 
 

@@ -24,6 +24,7 @@ import re
 
 from fabric import rates
 from fabric.guid import guid_to_int
+from fabric.keys import link_ends
 
 from .records import (
     CA,
@@ -39,7 +40,6 @@ from .records import (
     PortRecord,
     Topology,
     TopologyParseError,
-    link_key,
     split_lines,
 )
 
@@ -418,7 +418,7 @@ def _port_line(ctx: _Ctx, node: NodeRecord, by_name: dict[str, NodeRecord], idx:
 
     local_key = (node.guid, lport)
     remote_key = (remote.guid, rport)
-    key = link_key(node.guid, lport, remote.guid, rport)
+    key = link_ends(node.guid, lport, remote.guid, rport)
     if key in topo.links:
         link = topo.links[key]
         if width and not link.width:
@@ -559,7 +559,7 @@ def parse_ports(text: str, source: str = "<text>") -> Topology:
         for p in (lp, rp):
             p.width, p.speed = w, s
             p.state = 0
-        key = link_key(local.guid, lport, remote.guid, rport)
+        key = link_ends(local.guid, lport, remote.guid, rport)
         if key not in topo.links:
             clash = [e for e in (lkey, rkey) if e in ctx.port_links]
             if clash:

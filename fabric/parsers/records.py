@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fabric.keys import LinkKey
+
 SWITCH = "switch"
 CA = "ca"
 ROUTER = "router"
@@ -84,21 +86,6 @@ class PortRecord:
     state: int = STATE_UNKNOWN
     phys_state: int = PHYS_UNKNOWN
     line: int = 0
-
-
-LinkKey = tuple[tuple[str, int], tuple[str, int]]
-
-
-def link_key(guid_a: str, port_a: int, guid_b: str, port_b: int) -> LinkKey:
-    """Canonical unordered key of a link: the lower (GUID, port) first."""
-    a, b = (guid_a, port_a), (guid_b, port_b)
-    return (a, b) if a <= b else (b, a)
-
-
-def link_key_str(key: LinkKey) -> str:
-    """The event object key of a link: ``"<guid>/<port>-<guid>/<port>"`` (lower end first)."""
-    (ga, pa), (gb, pb) = key
-    return f"{ga}/{pa}-{gb}/{pb}"
 
 
 @dataclass(slots=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from fabric.guid import guid_to_int
+from fabric.keys import link_ends
 
 from .records import (
     CA,
@@ -33,7 +34,6 @@ from .records import (
     PortRecord,
     Topology,
     TopologyParseError,
-    link_key,
     split_lines,
 )
 
@@ -83,7 +83,7 @@ def parse_subnet_lst(text: str, source: str = "<text>") -> Topology:
             port.width, port.speed = width, speed
             port.state = state
             port.phys_state = PHYS_LINKUP
-        key = link_key(a.node_guid, a.port_num, b.node_guid, b.port_num)
+        key = link_ends(a.node_guid, a.port_num, b.node_guid, b.port_num)
         if key in topo.links:
             continue
         ends = [(a.node_guid, a.port_num), (b.node_guid, b.port_num)]

@@ -38,9 +38,10 @@ from events.services import EventSpec, record_events
 
 from .. import rates
 from ..choices import DiscoverySource, DiscoveryStatus, NodeType, PortState
+from ..keys import LinkKey, link_ends, link_key_str, port_key
 from ..models import Discovery, Fabric, Host, Link, Node, Port
 from ..parsers import detect_and_parse
-from ..parsers.records import SWITCH, LinkKey, Topology, link_key_str
+from ..parsers.records import SWITCH, Topology
 from ..signals import discovery_committed
 from . import sm as sm_service
 from .bulk import insert_rows
@@ -422,16 +423,16 @@ def _port_update(key, port_id, node_ids, old_values, values, is_switch, updates,
     )
     updates.append(obj)
     update_fields.update(diffs)
-    pkey = f"{key[0]}/{key[1]}"
-    ch.changed["ports"].append({"key": pkey, "fields": diffs})
+    port_key_str = port_key(*key)
+    ch.changed["ports"].append({"key": port_key_str, "fields": diffs})
     if "lid" in diffs and not is_switch:
         ch.events.append(
             _event(
                 "port.lid_changed",
-                f"port {pkey} LID {diffs['lid'][0]} → {diffs['lid'][1]}",
+                f"port {port_key_str} LID {diffs['lid'][0]} → {diffs['lid'][1]}",
                 object_type="port",
-                object_key=pkey,
-                object_repr=pkey,
+                object_key=port_key_str,
+                object_repr=port_key_str,
                 port_id=port_id,
                 details={"old": diffs["lid"][0], "new": diffs["lid"][1]},
             )
@@ -441,10 +442,10 @@ def _port_update(key, port_id, node_ids, old_values, values, is_switch, updates,
         ch.events.append(
             _event(
                 "port.state_changed",
-                f"port {pkey} {names.get(diffs['state'][0], '?')} → {names.get(diffs['state'][1], '?')}",
+                f"port {port_key_str} {names.get(diffs['state'][0], '?')} → {names.get(diffs['state'][1], '?')}",
                 object_type="port",
-                object_key=pkey,
-                object_repr=pkey,
+                object_key=port_key_str,
+                object_repr=port_key_str,
                 port_id=port_id,
                 details={"old": diffs["state"][0], "new": diffs["state"][1]},
             )
@@ -472,9 +473,7 @@ def _sync_links(
     for link_id, a, b, *vals in _fetch(
         Link.objects.filter(fabric=fabric).values_list("id", "port_a_id", "port_b_id", *_LINK_FIELDS)
     ):
-        ka, kb = port_key_of[a], port_key_of[b]
-        key = (ka, kb) if ka <= kb else (kb, ka)
-        stored[key] = (link_id, tuple(vals))
+        stored[link_ends(*port_key_of[a], *port_key_of[b])] = (link_id, tuple(vals))
     used_ports = set()
     for key in topo.links:
         used_ports.update(key)

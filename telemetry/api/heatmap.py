@@ -39,19 +39,10 @@ from fabric.models import Fabric, Link, Node, Port
 
 from ..models import RAW_COUNTERS, PortCounters, Sweep
 from ..producer import switch_port_cells
+from ..semantics import DERIVED_FIELDS
 
 #: Row group order of the heatmap: core at the top, leaves at the bottom, unknown last.
 TIER_ORDER: tuple[int, ...] = (Tier.CORE, Tier.SPINE, Tier.LEAF, Tier.UNKNOWN, Tier.HOST)
-
-RATE_FIELDS: tuple[str, ...] = (
-    "xmit_bytes_per_s",
-    "rcv_bytes_per_s",
-    "xmit_pkts_per_s",
-    "rcv_pkts_per_s",
-    "xmit_wait_per_s",
-    "utilisation",
-    "congestion",
-)
 
 
 def _iso(value) -> str | None:
@@ -161,7 +152,7 @@ def cell_detail(port: Port) -> dict:
             "sweep": counters.sweep_id,
             "extended": counters.extended,
             "raw": {name: getattr(counters, name) for name in RAW_COUNTERS},
-            "rates": {name: getattr(counters, name) for name in RATE_FIELDS},
+            "rates": {name: getattr(counters, name) for name in DERIVED_FIELDS},
             "error_deltas": counters.error_deltas or {},
             "saturated": counters.saturated or [],
             "reset": counters.reset,

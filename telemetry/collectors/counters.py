@@ -62,7 +62,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fabric.collectors.tools import tool_workdir
+from fabric.collectors.tools import kill_group, run_process, tool_workdir
 
 from . import madpoll
 
@@ -203,7 +203,7 @@ class _Server:
         try:
             self.proc.wait(2)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            kill_group(self.proc)
             self.proc.wait(2)
 
     def _read(self, n: int, deadline: float) -> bytes:
@@ -269,7 +269,7 @@ def _drop_server(srv: _Server) -> None:
         for key, value in list(_servers.items()):
             if value is srv:
                 del _servers[key]
-    srv.proc.kill()
+    kill_group(srv.proc)
     srv.proc.wait(5)
 
 
@@ -280,7 +280,7 @@ def run_madpoll(
     ca_args: list[str],
     timeout: float,
     window: int = 64,
-    mad_timeout_s: float = 0.5,
+    mad_timeout_s: float = madpoll.DEFAULT_TIMEOUT_S,
     retries: int = 1,
     processes: int = 1,
     split_min: int = 4000,
@@ -342,23 +342,12 @@ def run_madpoll(
             _drop_server(srv)
             t0 = time.monotonic()
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=_workdir(),
-            start_new_session=True,
-        )
+        proc = run_process(argv, input=text.encode(), env=env, cwd=_workdir(), timeout=timeout)
     except OSError as exc:
         raise CollectorError(f"cannot start the MAD poller: {exc}") from exc
-    try:
-        out, err = proc.communicate(text.encode(), timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
         raise CollectorError(f"MAD poller did not finish within {timeout:g} s (killed)") from None
+    out, err = proc.stdout, proc.stderr
     if proc.returncode != 0:
         msg = err.decode(errors="replace").strip().splitlines()
         raise CollectorError(f"MAD poller exited {proc.returncode}: {msg[-1] if msg else 'no message'}")
@@ -377,15 +366,19 @@ def reset_counters(
     ``[(lid, port)]`` with PerfMgt SETs (IBTA 16.1.3.5: a Set with CounterSelect bits clears them).
 
     Returns ``{(lid, port): error}`` for the ports that could not be reset.
+
+    Raises:
+        CollectorError: the poller exited non-zero.
+        subprocess.TimeoutExpired: it ran longer than ``timeout`` seconds (killed with its group).
+        OSError: it could not start.
     """
     requests = [("R", lid, port) for lid, port in targets]
     text = "".join(f"R {lid} {port}\n" for _, lid, port in requests)
     env = dict(env)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = subprocess.run(
+    proc = run_process(
         [sys.executable, "-m", "telemetry.collectors.madpoll", *ca_args],
         input=text.encode(),
-        capture_output=True,
         env=env,
         timeout=timeout,
         cwd=_workdir(),

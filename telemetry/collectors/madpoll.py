@@ -18,7 +18,7 @@ stored topology gives LIDs and port numbers, so one process keeps ``window`` GMP
 
 MAD layouts (IBTA Vol 1, 13.4.2 common MAD header; 16.1.3.5 PortCounters, Table 247;
 16.1.4.11 PortCountersExtended; 16.1.2 ClassPortInfo CapabilityMask): see :func:`decode_port_counters`.
-No Django import: this module is pure apart from ctypes.
+No Django import: this module is pure apart from ctypes (it imports only ``telemetry.semantics``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ import os
 import struct
 import sys
 import time
+
+from telemetry.semantics import ALL_COUNTERS
 
 PERF_CLASS = 0x04
 METHOD_GET = 0x01
@@ -46,25 +48,12 @@ CAP_EXT_WIDTH = 1 << 9
 CAP_EXT_WIDTH_NOIETF = 1 << 10
 CAP_XMIT_WAIT = 1 << 12
 
-FIELDS: tuple[str, ...] = (
-    "xmit_data",
-    "rcv_data",
-    "xmit_pkts",
-    "rcv_pkts",
-    "xmit_wait",
-    "symbol_errors",
-    "link_error_recovery",
-    "link_downed",
-    "rcv_errors",
-    "rcv_remote_phys_errors",
-    "xmit_discards",
-    "local_link_integrity_errors",
-    "excessive_buffer_overrun_errors",
-    "vl15_dropped",
-    "xmit_constraint_errors",
-    "rcv_constraint_errors",
-)
-"""Output order of a ``Q`` line (model field names of ``telemetry.models.PortCounters``)."""
+FIELDS: tuple[str, ...] = ALL_COUNTERS
+"""Output order of a ``Q`` line: the 16 raw counters as defined by ``telemetry.semantics``."""
+
+#: Per-MAD timeout (seconds) when ``--timeout`` is not given; the default of the
+#: ``WEFT_MAD_TIMEOUT_S`` setting too (why 1.0 s: see ``weft/settings.py``).
+DEFAULT_TIMEOUT_S = 1.0
 
 
 def decode_port_counters(data: bytes) -> dict[str, int]:
@@ -381,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-C", dest="ca", default=None)
     ap.add_argument("-P", dest="port", type=int, default=None)
     ap.add_argument("--window", type=int, default=64)
-    ap.add_argument("--timeout", type=float, default=1.0, help="per-MAD timeout, seconds")
+    ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="per-MAD timeout, seconds")
     ap.add_argument("--retries", type=int, default=1)
     ap.add_argument("--text", action="store_true", help="print decoded lines instead of records")
     ap.add_argument("--serve", action="store_true", help="serve BATCH requests on stdin until EOF")

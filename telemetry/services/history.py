@@ -165,9 +165,9 @@ def _rollup_window(source: int, target: int, start: int, end: int) -> int:
 def retention_s() -> dict[int, int]:
     """Seconds each resolution is kept: ``{0: raw, 60: minute, 3600: hour}``."""
     return {
-        Resolution.RAW: int(float(getattr(settings, "WEFT_HISTORY_RAW_HOURS", 6)) * 3600),
-        Resolution.MINUTE: int(float(getattr(settings, "WEFT_HISTORY_MINUTE_HOURS", 168)) * 3600),
-        Resolution.HOUR: int(float(getattr(settings, "WEFT_HISTORY_HOUR_HOURS", 8760)) * 3600),
+        Resolution.RAW: int(settings.WEFT_HISTORY_RAW_HOURS * 3600),
+        Resolution.MINUTE: int(settings.WEFT_HISTORY_MINUTE_HOURS * 3600),
+        Resolution.HOUR: int(settings.WEFT_HISTORY_HOUR_HOURS * 3600),
     }
 
 
@@ -210,7 +210,7 @@ def rollup(now: float | None = None) -> dict[str, int]:
     # the latest sweep of each fabric always stays (PortCounters rows point at it).
     from ..models import Sweep
 
-    keep_s = float(getattr(settings, "WEFT_SWEEP_RETENTION_HOURS", 168)) * 3600
+    keep_s = settings.WEFT_SWEEP_RETENTION_HOURS * 3600
     cutoff = datetime.fromtimestamp(now - keep_s, UTC)
     latest = [
         s
@@ -258,7 +258,7 @@ def port_series(port_id: int, start: datetime, end: datetime, resolution: str = 
         raise ValueError(f"resolution {resolution!r}: use auto, raw, minute or hour")
     port = Port.objects.filter(pk=port_id).values("rate_gbps").first() or {}
     cap = link_bytes_per_s(port.get("rate_gbps"))
-    tick_ns = float(getattr(settings, "WEFT_XMIT_WAIT_TICK_NS", 1000.0))
+    tick_ns = settings.WEFT_XMIT_WAIT_TICK_NS
     rows = (
         CounterChunk.objects.filter(
             bucket=port_id >> BUCKET_SHIFT, resolution=res, t__gte=int(t0), t__lt=math.ceil(t1)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -47,7 +48,7 @@ from . import history
 
 log = logging.getLogger(__name__)
 
-RAW = madpoll.FIELDS  # the 16 raw counters, in column order
+RAW = semantics.ALL_COUNTERS  # the 16 raw counters, in column order
 EXT_BITS = madpoll.CAP_EXT_WIDTH | madpoll.CAP_EXT_WIDTH_NOIETF
 _CAPMASK_TTL_S = 600.0
 
@@ -202,11 +203,11 @@ def poll_fabric(
         raise ValueError(f"extended={extended!r}: use 'auto' or 'never'")
     if groups < 1 or (group is not None and not 0 <= group < groups):
         raise ValueError(f"group {group} of {groups}: need 0 <= group < groups")
-    mechanism = mechanism or getattr(settings, "WEFT_POLL_MECHANISM", "mad")
+    mechanism = mechanism or settings.WEFT_POLL_MECHANISM
     if mechanism not in ("mad", "perfquery"):
         raise ValueError(f"mechanism {mechanism!r}: use 'mad' or 'perfquery'")
-    timeout = float(timeout or getattr(settings, "WEFT_TOOL_TIMEOUT_S", 120.0))
-    tick_ns = float(getattr(settings, "WEFT_XMIT_WAIT_TICK_NS", semantics.DEFAULT_TICK_NS))
+    timeout = float(timeout or settings.WEFT_TOOL_TIMEOUT_S)
+    tick_ns = settings.WEFT_XMIT_WAIT_TICK_NS
     t_start = time.monotonic()
     started = datetime.now(UTC)
 
@@ -228,11 +229,11 @@ def poll_fabric(
                 env=env,
                 ca_args=ca_args,
                 timeout=timeout,
-                window=int(getattr(settings, "WEFT_POLL_WINDOW", 64)),
-                mad_timeout_s=float(getattr(settings, "WEFT_MAD_TIMEOUT_S", 1.0)),
+                window=settings.WEFT_POLL_WINDOW,
+                mad_timeout_s=settings.WEFT_MAD_TIMEOUT_S,
                 retries=2,
-                processes=int(getattr(settings, "WEFT_POLL_PROCESSES", 1)),
-                persistent=bool(getattr(settings, "WEFT_POLL_PERSISTENT", True)),
+                processes=settings.WEFT_POLL_PROCESSES,
+                persistent=settings.WEFT_POLL_PERSISTENT,
             )
             expires = time.monotonic() + _CAPMASK_TTL_S
             with _lock:
@@ -245,7 +246,7 @@ def poll_fabric(
                 env=env,
                 ca_args=ca_args,
                 timeout=timeout,
-                parallel=int(getattr(settings, "WEFT_POLL_PARALLELISM", 8)),
+                parallel=settings.WEFT_POLL_PARALLELISM,
             )
     except CollectorError as exc:
         error = str(exc)
@@ -444,13 +445,7 @@ _COLUMNS = (
     "sampled_at",
     *RAW,
     "extended",
-    "xmit_bytes_per_s",
-    "rcv_bytes_per_s",
-    "xmit_pkts_per_s",
-    "rcv_pkts_per_s",
-    "xmit_wait_per_s",
-    "utilisation",
-    "congestion",
+    *semantics.DERIVED_FIELDS,
     "error_deltas",
     "saturated",
     "reset",
@@ -459,28 +454,23 @@ _COLUMNS = (
 )
 _TYPES = (
     ("int", "int", "timestamptz")
-    + ("bigint",) * 16
+    + ("bigint",) * len(RAW)
     + ("bool",)
-    + ("float8",) * 7
+    + ("float8",) * len(semantics.DERIVED_FIELDS)
     + ("text", "text", "bool", "bool", "text")
 )
+
+_derived_values = operator.attrgetter(*semantics.DERIVED_FIELDS)  # Derived -> tuple, in column order
+_NO_DERIVED = (None,) * len(semantics.DERIVED_FIELDS)
 
 
 def _row_tuple(sweep_id: int, row: tuple) -> tuple:
     port_id, raw, ext, sampled_at, d, saturated, reset, stale, reason = row
     if d is None:
-        derived = (None,) * 7
+        derived = _NO_DERIVED
         deltas = None
     else:
-        derived = (
-            d.xmit_bytes_per_s,
-            d.rcv_bytes_per_s,
-            d.xmit_pkts_per_s,
-            d.rcv_pkts_per_s,
-            d.xmit_wait_per_s,
-            d.utilisation,
-            d.congestion,
-        )
+        derived = _derived_values(d)
         deltas = None if d.error_deltas is None else json.dumps(d.error_deltas)
     return (
         port_id,

@@ -64,19 +64,7 @@ class Command(BaseCommand):
             if sweep.status == SweepStatus.FAILED:
                 self.stderr.write(f"{fabric.name}: sweep failed: {sweep.error}")
             results.append(
-                {
-                    "fabric": fabric.name,
-                    "sweep": sweep.pk,
-                    "status": sweep.status,
-                    "ports": sweep.ports,
-                    "stale": sweep.stale,
-                    "duration_s": sweep.duration_s,
-                    "saturated": sweep.saturated,
-                    "resets": sweep.resets,
-                    "interval_s": sweep.interval_s,
-                    "mechanism": sweep.mechanism,
-                    "reset_done": bool(opts["reset"] and sweep.status != SweepStatus.FAILED),
-                }
+                {**sweep.summary(), "reset_done": bool(opts["reset"] and sweep.status != SweepStatus.FAILED)}
             )
         if len(results) == 1:
             out = results[0]

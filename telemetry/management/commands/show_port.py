@@ -5,30 +5,19 @@ from __future__ import annotations
 import json
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db.models import Q
 
-from fabric.guid import guid_to_int, is_guid, normalize_guid
+from fabric.lookup import node_q
 from fabric.models import Fabric, Node, Port
 from telemetry.models import RAW_COUNTERS, PortCounters
+from telemetry.semantics import DERIVED_FIELDS
 
 
 def find_node(text: str, fabric: Fabric | None) -> Node:
-    """A node by GUID (any padding), LID (decimal) or exact description; raises CommandError when
-    none or several match (then ``--fabric`` disambiguates)."""
+    """The node ``text`` names by GUID, LID or exact description (``fabric.lookup.node_q``);
+    raises CommandError when none or several match (then ``--fabric`` disambiguates)."""
     nodes = Node.objects.all() if fabric is None else Node.objects.filter(fabric=fabric)
     text = text.strip()
-    cond = Q(description=text)
-    if text.isdigit() and int(text) <= 0xFFFF:  # LIDs are 16-bit (a larger number overflowed SQLite)
-        cond |= Q(lid=int(text)) | Q(ports__lid=int(text))
-    try:
-        if is_guid(text) and (text.lower().startswith("0x") or not text.isdigit()):
-            guid = normalize_guid(text)
-            cond |= Q(node_guid=guid) | Q(ports__port_guid=guid)
-        elif text.isdigit() and len(text) > 6:
-            cond |= Q(node_guid=normalize_guid(guid_to_int(int(text))))
-    except ValueError:  # beyond 64 bits: no GUID, maybe a description
-        pass
-    found = list(nodes.filter(cond).distinct()[:5])
+    found = list(nodes.filter(node_q(text)).select_related("fabric")[:5])
     if not found:
         raise CommandError(f"no node {text!r} (give a GUID, LID or node description)")
     if len(found) > 1:
@@ -83,8 +72,7 @@ class Command(BaseCommand):
         }
         if pc is None:
             out.update({"stale": True, "stale_reason": "never polled (run poll_counters)"})
-            for k in ("xmit_bytes_per_s", "rcv_bytes_per_s", "xmit_wait_per_s", "utilisation", "congestion"):
-                out[k] = None
+            out.update(dict.fromkeys(DERIVED_FIELDS))
             self.stdout.write(json.dumps(out))
             return
         self.stdout.write(
@@ -96,13 +84,7 @@ class Command(BaseCommand):
                 "sampled_at": pc.sampled_at.isoformat() if pc.sampled_at else None,
                 "sweep": pc.sweep_id,
                 "interval_s": pc.sweep.interval_s if pc.sweep else None,
-                "xmit_bytes_per_s": pc.xmit_bytes_per_s,
-                "rcv_bytes_per_s": pc.rcv_bytes_per_s,
-                "xmit_pkts_per_s": pc.xmit_pkts_per_s,
-                "rcv_pkts_per_s": pc.rcv_pkts_per_s,
-                "xmit_wait_per_s": pc.xmit_wait_per_s,
-                "utilisation": pc.utilisation,
-                "congestion": pc.congestion,
+                **{name: getattr(pc, name) for name in DERIVED_FIELDS},
                 "error_deltas": pc.error_deltas,
                 "saturated": pc.saturated,
                 "reset": pc.reset,

@@ -1,0 +1,235 @@
+"""``weft/settings.py`` read from the environment: every variable parsed into its typed setting,
+a bad value stopping start-up with an ``ImproperlyConfigured`` that names the variable, and the
+README's configuration table listing every variable the settings read."""
+
+from __future__ import annotations
+
+import os
+import re
+import runpy
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+import weft.env
+from weft.env import env_choice, env_float, env_int, env_int_map
+
+ROOT = Path(__file__).resolve().parents[1]
+SETTINGS = ROOT / "weft" / "settings.py"
+
+
+@pytest.fixture
+def load(monkeypatch, tmp_path):
+    """``load(**env)``: execute a fresh copy of ``weft/settings.py`` with exactly ``env`` (on top of
+    an environment without any Weft, database or mail variable) and return its globals."""
+    for name in list(os.environ):
+        if name.startswith("WEFT_") or name in {"DATABASE_URL", "REDIS_URL", "EMAIL_URL", "SECRET_KEY"}:
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("WEFT_DATA_DIR", str(tmp_path))
+
+    def _load(**env: str) -> dict:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        return runpy.run_path(str(SETTINGS))
+
+    return _load
+
+
+def test_defaults(load):
+    s = load()
+    assert {
+        name: s[name]
+        for name in (
+            "WEFT_EVENT_RETENTION_DAYS",
+            "WEFT_ALARM_RETENTION_DAYS",
+            "WEFT_NOTIFICATION_RETENTION_DAYS",
+            "WEFT_HEALTH_RETENTION_DAYS",
+            "WEFT_HEALTH_ERROR_THRESHOLDS",
+            "WEFT_MAD_TIMEOUT_S",
+            "WEFT_POLL_MECHANISM",
+            "WEFT_POLL_WINDOW",
+            "WEFT_POLL_PROCESSES",
+            "WEFT_POLL_PERSISTENT",
+            "WEFT_POLL_GROUPS",
+            "WEFT_POLL_PARALLELISM",
+            "WEFT_XMIT_WAIT_TICK_NS",
+            "WEFT_TOOL_TIMEOUT_S",
+            "WEFT_SM_WATCH_INTERVAL_S",
+            "WEFT_HEALTH_INTERVAL_S",
+            "WEFT_MAIL_STORM_THRESHOLD",
+            "WEFT_MAIL_RATE_LIMIT",
+            "WEFT_MAIL_RATE_WINDOW_S",
+            "WEFT_IMPORT_MAX_BYTES",
+            "WEFT_API_MAX_LIMIT",
+        )
+    } == {
+        "WEFT_EVENT_RETENTION_DAYS": 365.0,
+        "WEFT_ALARM_RETENTION_DAYS": 365.0,
+        "WEFT_NOTIFICATION_RETENTION_DAYS": 30.0,
+        "WEFT_HEALTH_RETENTION_DAYS": 90.0,
+        "WEFT_HEALTH_ERROR_THRESHOLDS": {},
+        "WEFT_MAD_TIMEOUT_S": 1.0,
+        "WEFT_POLL_MECHANISM": "mad",
+        "WEFT_POLL_WINDOW": 64,
+        "WEFT_POLL_PROCESSES": 1,
+        "WEFT_POLL_PERSISTENT": True,
+        "WEFT_POLL_GROUPS": 1,
+        "WEFT_POLL_PARALLELISM": 8,
+        "WEFT_XMIT_WAIT_TICK_NS": 1000.0,
+        "WEFT_TOOL_TIMEOUT_S": 120.0,
+        "WEFT_SM_WATCH_INTERVAL_S": 30.0,
+        "WEFT_HEALTH_INTERVAL_S": 86400.0,
+        "WEFT_MAIL_STORM_THRESHOLD": 5,
+        "WEFT_MAIL_RATE_LIMIT": 10,
+        "WEFT_MAIL_RATE_WINDOW_S": 600.0,
+        "WEFT_IMPORT_MAX_BYTES": 256 * 1024 * 1024,
+        "WEFT_API_MAX_LIMIT": 10000,
+    }
+
+
+def test_the_mad_timeout_has_one_default():
+    """The sweep (the setting) and ``run_madpoll`` wait the same per MAD by default."""
+    import inspect
+
+    from django.conf import settings
+
+    from telemetry.collectors import madpoll
+    from telemetry.collectors.counters import run_madpoll
+
+    assert madpoll.DEFAULT_TIMEOUT_S == 1.0
+    assert inspect.signature(run_madpoll).parameters["mad_timeout_s"].default == madpoll.DEFAULT_TIMEOUT_S
+    if "WEFT_MAD_TIMEOUT_S" not in os.environ:
+        assert settings.WEFT_MAD_TIMEOUT_S == madpoll.DEFAULT_TIMEOUT_S
+
+
+@pytest.mark.parametrize(
+    "variable, value, expected",
+    [
+        ("WEFT_EVENT_RETENTION_DAYS", "30", 30.0),
+        ("WEFT_ALARM_RETENTION_DAYS", "7.5", 7.5),
+        ("WEFT_NOTIFICATION_RETENTION_DAYS", "0", 0.0),
+        ("WEFT_HEALTH_RETENTION_DAYS", "400", 400.0),
+        (
+            "WEFT_HEALTH_ERROR_THRESHOLDS",
+            " symbol_errors=50 , link_downed=2,,",
+            {"symbol_errors": 50, "link_downed": 2},
+        ),
+        ("WEFT_MAD_TIMEOUT_S", "0.25", 0.25),
+        ("WEFT_POLL_MECHANISM", "PerfQuery", "perfquery"),
+        ("WEFT_POLL_WINDOW", "128", 128),
+        ("WEFT_POLL_PROCESSES", "2", 2),
+        ("WEFT_POLL_PERSISTENT", "off", False),
+        ("WEFT_POLL_GROUPS", "4", 4),
+        ("WEFT_POLL_PARALLELISM", "16", 16),
+        ("WEFT_XMIT_WAIT_TICK_NS", "4.096", 4.096),
+        ("WEFT_TOOL_TIMEOUT_S", "30", 30.0),
+        ("WEFT_HISTORY_RAW_HOURS", "1", 1.0),
+        ("WEFT_HISTORY_MINUTE_HOURS", "24", 24.0),
+        ("WEFT_HISTORY_HOUR_HOURS", "720", 720.0),
+        ("WEFT_SWEEP_RETENTION_HOURS", "12", 12.0),
+        ("WEFT_SM_WATCH_INTERVAL_S", "5", 5.0),
+        ("WEFT_HEALTH_INTERVAL_S", "3600", 3600.0),
+        ("WEFT_ROLLUP_INTERVAL_S", "120", 120.0),
+        ("WEFT_MAIL_STORM_THRESHOLD", "3", 3),
+        ("WEFT_MAIL_RATE_LIMIT", "0", 0),
+        ("WEFT_MAIL_RATE_WINDOW_S", "60", 60.0),
+        ("WEFT_ALERT_EMAILS", "a@example.org, b@example.org", ["a@example.org", "b@example.org"]),
+        ("WEFT_METRICS_TOKENS", "t1,t2", ["t1", "t2"]),
+        ("WEFT_METRICS_ALLOW", "10.0.0.0/8", ["10.0.0.0/8"]),
+        ("WEFT_IMPORT_MAX_BYTES", "1024", 1024),
+        ("WEFT_API_MAX_LIMIT", "500", 500),
+        ("WEFT_BASE_URL", "https://weft.example.org", "https://weft.example.org"),
+    ],
+)
+def test_each_variable_sets_its_setting(load, variable, value, expected):
+    assert load(**{variable: value})[variable] == expected
+
+
+def test_beat_periods_come_from_their_settings(load):
+    s = load(WEFT_SM_WATCH_INTERVAL_S="5", WEFT_HEALTH_INTERVAL_S="3600", WEFT_POLL_INTERVAL_S="2")
+    beat = s["CELERY_BEAT_SCHEDULE"]
+    assert beat["sm-watch"]["schedule"].total_seconds() == 5
+    assert beat["health-report"]["schedule"].total_seconds() == 3600
+    assert beat["poll-all-fabrics"]["schedule"].total_seconds() == 2
+
+
+@pytest.mark.parametrize(
+    "variable, value, message",
+    [
+        ("WEFT_EVENT_RETENTION_DAYS", "a year", "is not a number"),
+        ("WEFT_ALARM_RETENTION_DAYS", "-1", "must be at least 0"),
+        ("WEFT_NOTIFICATION_RETENTION_DAYS", "nan", "is not a finite number"),
+        ("WEFT_HEALTH_RETENTION_DAYS", "90d", "is not a number"),
+        ("WEFT_HEALTH_ERROR_THRESHOLDS", "symbol_errors", "is not key=value"),
+        ("WEFT_HEALTH_ERROR_THRESHOLDS", "symbol_errors=ten", "is not an integer"),
+        ("WEFT_HEALTH_ERROR_THRESHOLDS", "symbol_error=10", "'symbol_error' is not one of"),
+        ("WEFT_HEALTH_ERROR_THRESHOLDS", "link_downed=1,link_downed=2", "given twice"),
+        ("WEFT_HEALTH_ERROR_THRESHOLDS", "link_downed=-1", "at least 0"),
+        ("WEFT_MAD_TIMEOUT_S", "0", "must be greater than 0"),
+        ("WEFT_MAD_TIMEOUT_S", "1s", "is not a number"),
+        ("WEFT_POLL_MECHANISM", "snmp", "is not one of mad, perfquery"),
+        ("WEFT_POLL_WINDOW", "0", "must be at least 1"),
+        ("WEFT_POLL_WINDOW", "6.4", "is not an integer"),
+        ("WEFT_POLL_PERSISTENT", "maybe", "is not a boolean"),
+        ("WEFT_POLL_GROUPS", "0", "must be at least 1"),
+        ("WEFT_XMIT_WAIT_TICK_NS", "-4", "must be greater than 0"),
+        ("WEFT_TOOL_TIMEOUT_S", "inf", "is not a finite number"),
+        ("WEFT_SM_WATCH_INTERVAL_S", "0", "must be greater than 0"),
+        ("WEFT_POLL_INTERVAL_S", "ten", "is not a number"),
+        ("WEFT_MAIL_STORM_THRESHOLD", "0", "must be at least 1"),
+        ("WEFT_IMPORT_MAX_BYTES", "256M", "is not an integer"),
+        ("WEFT_API_MAX_LIMIT", "0", "must be at least 1"),
+        ("WEFT_HSTS_SECONDS", "-5", "must be at least 0"),
+    ],
+)
+def test_a_bad_value_names_the_variable(load, variable, value, message):
+    env = {variable: value}
+    if variable == "WEFT_HSTS_SECONDS":  # read in production only
+        env.update(WEFT_PRODUCTION="1", SECRET_KEY="k" * 40)
+    with pytest.raises(ImproperlyConfigured) as info:
+        load(**env)
+    assert str(info.value).startswith(variable)
+    assert message in str(info.value)
+
+
+def test_readme_lists_every_variable_the_settings_read(load, monkeypatch):
+    read: list[str] = []
+    original = weft.env.env_str
+
+    def recording(name: str, default: str = "") -> str:
+        read.append(name)
+        return original(name, default)
+
+    monkeypatch.setattr(weft.env, "env_str", recording)
+    load(WEFT_PRODUCTION="1", SECRET_KEY="k" * 40)  # production reads the cookie/HSTS variables too
+    table = re.findall(r"^\| `([A-Z_]+)` \|", (ROOT / "README.md").read_text(), re.M)
+    assert "WEFT_HEALTH_ERROR_THRESHOLDS" in read and "WEFT_HSTS_SECONDS" in read
+    assert sorted(set(read) - set(table)) == []
+    assert sorted(set(table) - set(read)) == []
+
+
+# -- the readers ------------------------------------------------------------------------------------
+
+
+def test_env_int_map(monkeypatch):
+    monkeypatch.setenv("X_MAP", "a=1, b = 2")
+    assert env_int_map("X_MAP", keys=("a", "b")) == {"a": 1, "b": 2}
+    monkeypatch.setenv("X_MAP", "")
+    default = {"a": 3}
+    got = env_int_map("X_MAP", default)
+    assert got == {"a": 3} and got is not default
+    monkeypatch.setenv("X_MAP", "=5")
+    with pytest.raises(ImproperlyConfigured, match=r"^X_MAP: '=5' is not key=value"):
+        env_int_map("X_MAP")
+
+
+def test_range_checks_apply_to_values_not_defaults(monkeypatch):
+    monkeypatch.delenv("X_NUM", raising=False)
+    assert env_int("X_NUM", 0, min_value=1) == 0
+    assert env_float("X_NUM", -1.0, positive=True) == -1.0
+    monkeypatch.setenv("X_NUM", "1")
+    assert env_int("X_NUM", 0, min_value=1) == 1
+    assert env_float("X_NUM", 0.0, positive=True) == 1.0
+    monkeypatch.setenv("X_NUM", "  MAD ")
+    assert env_choice("X_NUM", "perfquery", ("mad", "perfquery")) == "mad"

@@ -100,6 +100,7 @@ class _Ctx:
     def __init__(self, topo: Topology):
         self.topo = topo
         self.port_links: dict[tuple[str, int], tuple[str, int]] = {}
+        self.listed: set[tuple[str, int]] = set()  # (guid, port) listed in the node's own record
 
     def lid(self, text: str, line: int, what: str) -> int | None:
         """A LID from text; None (with a warning) when empty, not a number or not unicast."""
@@ -226,7 +227,68 @@ def parse_ibnetdiscover(text: str, source: str = "<text>") -> Topology:
             "not an ibnetdiscover topology: no Switch/Ca/Rt node record found", source, first_junk or 1
         )
     _build(ctx, raws, saw_guid_attrs)
+    topo.truncated = _truncation(ctx, text, lines, raws, attrs)
     return topo
+
+
+_RECORD_START = re.compile(
+    r"^(?:\[\d|(?:Switch|Ca|Hca|Rt|Router)\b|(?:vendid|devid|sysimgguid|switchguid|caguid|routerguid)\b)",
+    re.I,
+)
+
+
+def _truncation(
+    ctx: _Ctx, text: str, lines: list[str], raws: list[_Raw], pending_attrs: dict
+) -> tuple[int, str] | None:
+    """Why ``text`` looks cut short, as ``(line, reason)``, or None.
+
+    A complete ``ibnetdiscover`` report (infiniband-diags ``ibnetdiscover.c``) ends its last line,
+    defines every node a port line points at, and lists each link from both of its ends. So, in
+    this order: the text ends mid-line (no final newline and a last line that starts a record but
+    does not parse whole); attributes (``vendid=`` ...) with no node record after them; a port line
+    pointing at a node the text never defines (a cut at a record boundary); the last record lacks
+    port lines that other records point at (a cut inside it) while the text otherwise lists links
+    from both ends. Hand-made ibsim netfiles list links from one end and end without a newline;
+    they pass.
+    """
+    last_idx, last = 0, ""
+    for idx in range(len(lines), 0, -1):
+        if lines[idx - 1].strip():
+            last_idx, last = idx, lines[idx - 1].strip()
+            break
+    if last and not text.endswith(("\n", "\r")) and _RECORD_START.match(last):
+        whole = (
+            (last[0] == "[" and _PORT.match(last) and last.count('"') % 2 == 0
+             and (bool(_link_token(last.rsplit("#", 1)[-1])[0]) or not any(k.width for k in ctx.topo.links.values())))
+            or (last[0] != "[" and _HEADER.match(last) and last.count('"') % 2 == 0)
+            or (last[0] != "[" and _ATTR.match(last) and "=" in last)
+        )  # fmt: skip
+        if not whole:
+            return last_idx, f"the text ends mid-line ({last[:60]!r}): the file looks cut short"
+    if pending_attrs:
+        line = min(n for _, n in pending_attrs.values())
+        return line, "node attributes with no node record after them: the file looks cut short"
+    for w in ctx.topo.warnings:
+        if "which has no record; link skipped" in w.message:
+            return w.line, f"{w.message.split('; ')[0]}: the file looks cut short (a node record is missing)"
+    if raws and ctx.topo.links:
+        last_raw = raws[-1]
+        guid = next((n.guid for n in ctx.topo.nodes.values() if n.line == last_raw.line), None)
+        others = [link for link in ctx.topo.links.values() if guid not in (link.a_guid, link.b_guid)]
+        both = sum(1 for link in others
+                   if (link.a_guid, link.a_port) in ctx.listed and (link.b_guid, link.b_port) in ctx.listed)  # fmt: skip
+        if others and both >= 0.9 * len(others):
+            missing = sorted(
+                port
+                for (g, port), _peer in ctx.port_links.items()
+                if g == guid and (g, port) not in ctx.listed
+            )
+            if missing:
+                return last_raw.line, (
+                    f"the last node record {last_raw.name!r} lacks its port line(s) {missing[:8]} that other "
+                    "records point at: the file looks cut short"
+                )
+    return None
 
 
 def _parse_header_tail(ctx: _Ctx, raw: _Raw, tail: str, line: int) -> None:
@@ -418,6 +480,7 @@ def _port_line(ctx: _Ctx, node: NodeRecord, by_name: dict[str, NodeRecord], idx:
 
     local_key = (node.guid, lport)
     remote_key = (remote.guid, rport)
+    ctx.listed.add(local_key)
     key = link_ends(node.guid, lport, remote.guid, rport)
     if key in topo.links:
         link = topo.links[key]

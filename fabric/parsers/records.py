@@ -149,6 +149,9 @@ class Topology:
     sms: list[SMRecord] = field(default_factory=list)
     partial: bool = False
     format: str = ""
+    #: ``(line, reason)`` when the text looks cut short (ends mid-line, a last record without its
+    #: lines, links to nodes never defined); None for a complete text. Imports refuse it.
+    truncated: tuple[int, str] | None = None
     source: str = "<text>"
 
     def counts(self) -> dict[str, int]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -41,7 +42,7 @@ from ..choices import DiscoverySource, DiscoveryStatus, NodeType, PortState
 from ..keys import LinkKey, link_ends, link_key_str, port_key
 from ..models import Discovery, Fabric, Host, Link, Node, Port
 from ..parsers import detect_and_parse
-from ..parsers.records import SWITCH, Topology
+from ..parsers.records import SWITCH, Topology, TopologyParseError
 from ..signals import discovery_committed
 from . import sm as sm_service
 from .bulk import insert_rows
@@ -103,8 +104,12 @@ def ingest_topology(
     partial: bool = False,
     started: datetime | None = None,
     events: list[EventSpec] | None = None,
+    max_remove_share: float | None = None,
 ) -> Discovery:
     """Store ``topology`` as the current state of ``fabric`` and return the new Discovery.
+
+    ``max_remove_share``: refuse (:class:`ImportWouldRemove`, nothing written) when more than this
+    share of the stored nodes or links would be removed (:func:`check_removal`, under the lock).
 
     ``events``: further events to record in the same transaction (the discovery service's
     ``system.discovery_recovered``), so they commit with the topology they describe.
@@ -125,6 +130,8 @@ def ingest_topology(
     partial = partial or topology.partial
     with transaction.atomic():
         locked = Fabric.objects.select_for_update().get(pk=fabric.pk)
+        if max_remove_share is not None and not partial:
+            check_removal(locked, topology, max_remove_share)
         if connection.vendor == "postgresql":
             # a discovery can be re-run: do not wait for the WAL flush of tens of thousands of rows
             with connection.cursor() as cursor:
@@ -580,6 +587,60 @@ def _sync_sms(fabric: Fabric, topo: Topology, ch: _Changes) -> None:
     ch.rows += seen.rows + len(seen.events)
 
 
+class ImportWouldRemove(ValueError):
+    """An import would remove more than the allowed share of the stored fabric (``replace`` not set).
+
+    Attributes: ``nodes``/``links`` (how many stored nodes and links the file lacks), ``stored_nodes``/
+    ``stored_links``, ``share`` (the larger removed fraction, 0..1), ``limit`` (the allowed share),
+    ``examples`` (up to 20 natural keys of what would go, nodes first).
+    """
+
+    def __init__(self, *, nodes: int, links: int, stored_nodes: int, stored_links: int, limit: float,
+                 examples: list[str]):  # fmt: skip
+        self.nodes, self.links = nodes, links
+        self.stored_nodes, self.stored_links = stored_nodes, stored_links
+        self.share = max(nodes / max(stored_nodes, 1), links / max(stored_links, 1))
+        self.limit = limit
+        self.examples = examples
+        super().__init__(
+            f"this import would remove {nodes} of {stored_nodes} nodes and {links} of {stored_links} links "
+            f"({self.share:.0%}, more than the {limit:.0%} allowed); if the file is the whole fabric, "
+            "import it again with replace"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"error": str(self), "would_remove": {"nodes": self.nodes, "links": self.links,
+                "share": round(self.share, 4), "limit": self.limit, "examples": self.examples}}  # fmt: skip
+
+
+def check_removal(fabric: Fabric, topology: Topology, limit: float) -> None:
+    """Refuse an ingest of ``topology`` into ``fabric`` that would remove more than ``limit`` (0..1)
+    of its stored nodes or links (a file cut short, or of another fabric).
+
+    Raises:
+        ImportWouldRemove: with what would go.
+    """
+    stored_nodes = dict(Node.objects.filter(fabric=fabric).values_list("node_guid", "description"))
+    if not stored_nodes:
+        return
+    gone_nodes = [g for g in stored_nodes if g not in topology.nodes]
+    stored_links = 0
+    gone_links: list[str] = []
+    rows = Link.objects.filter(fabric=fabric).values_list(
+        "port_a__node__node_guid", "port_a__port_num", "port_b__node__node_guid", "port_b__port_num"
+    )
+    for ga, pa, gb, pb in rows.iterator(chunk_size=5000):
+        stored_links += 1
+        key = link_ends(ga, pa, gb, pb)
+        if key not in topology.links:
+            gone_links.append(link_key_str(key))
+    if max(len(gone_nodes) / len(stored_nodes), len(gone_links) / max(stored_links, 1)) > limit:
+        examples = [f"{stored_nodes[g] or g} ({g})" for g in gone_nodes[:20]]
+        examples += gone_links[: 20 - len(examples)]
+        raise ImportWouldRemove(nodes=len(gone_nodes), links=len(gone_links), stored_nodes=len(stored_nodes),
+                                stored_links=stored_links, limit=limit, examples=examples)  # fmt: skip
+
+
 def import_topology_text(
     fabric_name: str,
     text: str,
@@ -587,18 +648,27 @@ def import_topology_text(
     filename: str,
     source: str = DiscoverySource.FILE,
     create: bool = True,
+    replace: bool = False,
 ) -> Discovery:
     """Parse ``text`` (any format :func:`fabric.parsers.detect_and_parse` reads) and ingest it into
     the fabric named ``fabric_name``.
 
     A fabric created here has no live access, so ``discovery_enabled``/``polling_enabled`` are off.
+    A text that looks cut short (``Topology.truncated``) is refused; an import that would remove more
+    than ``settings.WEFT_IMPORT_MAX_REMOVE_SHARE`` of the stored nodes or links needs ``replace``.
 
     Raises:
-        TopologyParseError: the text is not a topology; raised before the database is touched.
+        TopologyParseError: the text is not a topology, or looks cut short (located); raised before
+            the database is touched.
+        ImportWouldRemove: too much would be removed and ``replace`` is False; nothing is written.
         Fabric.DoesNotExist: no such fabric and ``create`` is False.
     """
     started = timezone.now()
-    topology = detect_and_parse(text, filename or "<upload>")
+    source_name = filename or "<upload>"
+    topology = detect_and_parse(text, source_name)
+    if topology.truncated:
+        line, reason = topology.truncated
+        raise TopologyParseError(reason, source_name, line)
     fabric = Fabric.objects.filter(name=fabric_name).first()
     if fabric is None:
         if not create:
@@ -611,7 +681,10 @@ def import_topology_text(
                 "polling_enabled": False,
             },
         )
-    return ingest_topology(fabric, topology, source=source, filename=filename, started=started)
+    return ingest_topology(
+        fabric, topology, source=source, filename=filename, started=started,
+        max_remove_share=None if replace else settings.WEFT_IMPORT_MAX_REMOVE_SHARE,
+    )  # fmt: skip
 
 
 def summary(discovery: Discovery) -> dict[str, Any]:

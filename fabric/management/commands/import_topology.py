@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from fabric.models import Fabric
 from fabric.parsers.records import TopologyParseError
-from fabric.services.ingest import import_topology_text, summary
+from fabric.services.ingest import ImportWouldRemove, import_topology_text, summary
 from fabric.upload import UploadError, read_limited, topology_text
 
 
@@ -35,6 +35,11 @@ class Command(BaseCommand):
         parser.add_argument("path", help="topology file (.gz accepted)")
         parser.add_argument("--fabric", help="fabric name (default: the file name without extensions)")
         parser.add_argument("--no-create", action="store_true", help="fail if the fabric does not exist")
+        parser.add_argument(
+            "--replace",
+            action="store_true",
+            help="the file is the whole fabric: accept removing more than WEFT_IMPORT_MAX_REMOVE_SHARE of it",
+        )
 
     def handle(self, *args, **opts):
         path = Path(opts["path"])
@@ -47,13 +52,16 @@ class Command(BaseCommand):
             raise CommandError(f"--fabric {name!r}: {' '.join(exc.messages)}") from exc
         text = read_topology_file(path)
         try:
-            discovery = import_topology_text(name, text, filename=path.name, create=not opts["no_create"])
+            discovery = import_topology_text(
+                name, text, filename=path.name, create=not opts["no_create"], replace=opts["replace"]
+            )
         except TopologyParseError as exc:
             raise CommandError(str(exc)) from exc
-        except Exception as exc:  # Fabric.DoesNotExist with --no-create
-            if exc.__class__.__name__ == "DoesNotExist":
-                raise CommandError(str(exc)) from exc
-            raise
+        except ImportWouldRemove as exc:
+            examples = "; ".join(exc.examples[:10])
+            raise CommandError(f"{path}: {exc} (--replace). It would remove: {examples}") from exc
+        except Fabric.DoesNotExist as exc:  # --no-create
+            raise CommandError(str(exc)) from exc
         out = summary(discovery)
         for w in (discovery.warnings or [])[:20]:
             self.stderr.write(f"{path.name}:{w['line']}: warning: {w['message']}")

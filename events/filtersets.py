@@ -5,6 +5,8 @@ from __future__ import annotations
 import django_filters
 from django.db.models import Q
 
+from weft.fields import BoundedIsoDateTimeFilter
+
 from .models import Alarm, Category, Event, EventPolicy, Severity
 
 
@@ -20,8 +22,8 @@ class EventFilterSet(django_filters.FilterSet):
     category = django_filters.MultipleChoiceFilter(choices=Category.choices)
     object = django_filters.CharFilter(method="filter_object")
     fabric_name = django_filters.CharFilter(field_name="fabric__name")
-    since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
+    since = BoundedIsoDateTimeFilter(field_name="at", lookup_expr="gte")
+    until = BoundedIsoDateTimeFilter(field_name="at", lookup_expr="lt")
 
     class Meta:
         model = Event
@@ -40,8 +42,8 @@ class AlarmFilterSet(EventFilterSet):
 
     state = django_filters.MultipleChoiceFilter(choices=Alarm._meta.get_field("state").choices)
     open = django_filters.BooleanFilter(method="filter_open")
-    since = django_filters.IsoDateTimeFilter(field_name="last_seen", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="first_seen", lookup_expr="lt")
+    since = BoundedIsoDateTimeFilter(field_name="last_seen", lookup_expr="gte")
+    until = BoundedIsoDateTimeFilter(field_name="first_seen", lookup_expr="lt")
 
     class Meta:
         model = Alarm

@@ -15,6 +15,7 @@ from django_filters.fields import ModelMultipleChoiceField
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
+from weft.fields import BoundedIsoDateTimeFilter
 from weft.params import MAX_ID, int_param
 
 from .choices import NodeType, PhysState, PortState, SMState, Tier
@@ -40,7 +41,7 @@ class GUIDListField(forms.CharField):
                 try:
                     out.append(normalize_guid(part))
                 except ValueError as exc:
-                    raise forms.ValidationError(str(exc))
+                    raise forms.ValidationError("%(error)s", params={"error": str(exc)}) from None
         return out
 
 
@@ -86,7 +87,9 @@ class EnumListField(forms.CharField):
                 continue
             if part not in lookup:
                 names = ", ".join(f"{m.value}/{m.name.lower()}" for m in self.enum)
-                raise forms.ValidationError(f"{part!r} is not one of {names}")
+                raise forms.ValidationError(
+                    "%(value)s is not one of %(names)s", params={"value": repr(part), "names": names}
+                )
             out.append(lookup[part])
         return out
 
@@ -291,8 +294,8 @@ class DiscoveryFilterSet(filters.FilterSet):
     fabric = ModelIdsFilter(queryset=Fabric.objects.all())
     source = filters.MultipleChoiceFilter(choices=Discovery._meta.get_field("source").choices)
     status = filters.MultipleChoiceFilter(choices=Discovery._meta.get_field("status").choices)
-    started_after = filters.IsoDateTimeFilter(field_name="started", lookup_expr="gte")
-    started_before = filters.IsoDateTimeFilter(field_name="started", lookup_expr="lt")
+    started_after = BoundedIsoDateTimeFilter(field_name="started", lookup_expr="gte")
+    started_before = BoundedIsoDateTimeFilter(field_name="started", lookup_expr="lt")
     changed = filters.BooleanFilter(method="filter_changed", label="has added/removed/changed items")
 
     class Meta:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import math
 
+from django import forms
+from django_filters.fields import IsoDateTimeField
+from django_filters.filters import IsoDateTimeFilter
 from rest_framework import serializers
 
 
@@ -26,3 +29,34 @@ def install() -> None:
     from django.db import models
 
     serializers.ModelSerializer.serializer_field_mapping[models.FloatField] = FiniteFloatField
+
+
+#: PostgreSQL refuses UTC offsets beyond ±15:59 (``timestamptz`` input); Python accepts up to ±23:59.
+MAX_UTC_OFFSET_S = 16 * 3600 - 60
+
+
+class BoundedIsoDateTimeFormField(IsoDateTimeField):
+    """An ISO 8601 datetime form field whose UTC offset is within ±15:59 and year within 1..9998,
+    so every database can compare with it (an offset of -17:00 was a 500 on PostgreSQL)."""
+
+    default_error_messages = {
+        "offset": "The UTC offset must be within ±15:59.",
+        "range": "The date is out of range.",
+    }
+
+    def to_python(self, value):
+        parsed = super().to_python(value)
+        if parsed is None:
+            return parsed
+        offset = parsed.utcoffset()
+        if offset is not None and abs(offset.total_seconds()) > MAX_UTC_OFFSET_S:
+            raise forms.ValidationError(self.error_messages["offset"], code="offset")
+        if not 1 < parsed.year < 9999:
+            raise forms.ValidationError(self.error_messages["range"], code="range")
+        return parsed
+
+
+class BoundedIsoDateTimeFilter(IsoDateTimeFilter):
+    """``django_filters.IsoDateTimeFilter`` with :class:`BoundedIsoDateTimeFormField`."""
+
+    field_class = BoundedIsoDateTimeFormField

@@ -423,6 +423,17 @@ class ImportRequestSerializer(serializers.Serializer):
     file = serializers.FileField(required=False)
     text = serializers.CharField(required=False, trim_whitespace=False)
     filename = serializers.CharField(required=False, max_length=255)
+    replace = serializers.BooleanField(
+        required=False,
+        help_text="the file is the whole fabric: accept removing more than WEFT_IMPORT_MAX_REMOVE_SHARE of it",
+    )
+
+
+class ImportWouldRemoveSerializer(serializers.Serializer):
+    """409: the import would remove too much of the stored fabric (``replace`` not set)."""
+
+    error = serializers.CharField()
+    would_remove = serializers.DictField(help_text="nodes, links, share, limit, examples")
 
 
 class ImportResultSerializer(serializers.Serializer):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from django.core.cache import cache
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import parsers, status, viewsets
@@ -20,6 +19,7 @@ from rest_framework.response import Response
 
 from accounts import audit
 from accounts.roles import Role
+from weft.cache import get_or_compute
 
 from .. import filtersets
 from ..models import Fabric
@@ -38,6 +38,11 @@ IMPORT_REQUEST = {
     "text/plain": OpenApiTypes.STR,
     "application/gzip": OpenApiTypes.BINARY,
 }
+
+
+REPLACE_PARAM = OpenApiParameter(
+    "replace", OpenApiTypes.BOOL, description="for raw bodies: the file is the whole fabric (see 409)"
+)
 
 
 NO_LIVE_ACCESS = (
@@ -201,6 +206,8 @@ def _read_upload(data) -> tuple[str, str]:
     filename = data.get("filename") or ""
     if not isinstance(filename, str):
         raise ValidationError({"filename": ["must be a string"]})
+    if len(filename) > 255 or any(ord(ch) < 32 or 0xD800 <= ord(ch) <= 0xDFFF for ch in filename):
+        raise ValidationError({"filename": ["at most 255 printable characters"]})
     try:
         if "raw" in data:
             raw = data["raw"]
@@ -215,7 +222,10 @@ def _read_upload(data) -> tuple[str, str]:
         elif data.get("text"):
             if not isinstance(data["text"], str):
                 raise ValidationError({"text": ["must be a string (the topology file's text)"]})
-            raw = data["text"].encode("utf-8")
+            try:
+                raw = data["text"].encode("utf-8")
+            except UnicodeEncodeError as exc:  # a lone surrogate (\ud800) in the JSON string
+                raise ValidationError({"text": [f"not valid Unicode at character {exc.start}"]}) from exc
         else:
             raise missing
         text = topology_text(raw, filename or "upload")
@@ -288,10 +298,20 @@ class FabricViewSet(BriefModeMixin, viewsets.ModelViewSet):
 
     def _import(self, request, fabric_name: str | None):
         from ..parsers.records import TopologyParseError
-        from ..services.ingest import import_topology_text
+        from ..services.ingest import ImportWouldRemove, import_topology_text
         from ..services.ingest import summary as ingest_summary
 
         data = request.data
+        if not isinstance(data, Mapping):  # a JSON list, string, number or null body
+            raise ValidationError(
+                {"text": ["send a JSON object with 'text', a multipart 'file' or a text body"]}
+            )
+        replace = str(data.get("replace") or request.query_params.get("replace") or "").lower() in {
+            "1",
+            "true",
+            "yes",
+            "on",
+        }
         if fabric_name is None:
             name_ser = serializers.ImportRequestSerializer(
                 data={"fabric": data.get("fabric") or request.query_params.get("fabric")}
@@ -304,7 +324,11 @@ class FabricViewSet(BriefModeMixin, viewsets.ModelViewSet):
             data = {"raw": data["raw"], "filename": request.query_params.get("filename", "")}
         text, filename = _read_upload(data)
         try:
-            discovery = import_topology_text(fabric_name, text, filename=filename, source="upload")
+            discovery = import_topology_text(
+                fabric_name, text, filename=filename, source="upload", replace=replace
+            )
+        except ImportWouldRemove as exc:
+            return Response(exc.as_dict(), status=status.HTTP_409_CONFLICT)
         except TopologyParseError as exc:
             return Response(
                 {
@@ -335,10 +359,14 @@ class FabricViewSet(BriefModeMixin, viewsets.ModelViewSet):
             OpenApiParameter(
                 "filename", OpenApiTypes.STR, description="file name for raw bodies (warnings cite it)"
             ),
+            REPLACE_PARAM,
         ],
         responses={
             201: serializers.ImportResultSerializer,
             400: OpenApiResponse(serializers.ImportErrorSerializer, description="located parse error"),
+            409: OpenApiResponse(
+                serializers.ImportWouldRemoveSerializer, description="would remove too much; send replace"
+            ),
         },
     )
     _parsers = [
@@ -364,10 +392,14 @@ class FabricViewSet(BriefModeMixin, viewsets.ModelViewSet):
         parameters=[
             OpenApiParameter("fabric", OpenApiTypes.STR, description="fabric name for raw bodies"),
             OpenApiParameter("filename", OpenApiTypes.STR, description="file name for raw bodies"),
+            REPLACE_PARAM,
         ],
         responses={
             201: serializers.ImportResultSerializer,
             400: OpenApiResponse(serializers.ImportErrorSerializer, description="located parse error"),
+            409: OpenApiResponse(
+                serializers.ImportWouldRemoveSerializer, description="would remove too much; send replace"
+            ),
         },
     )
     @action(detail=False, methods=["post"], url_path="import", parser_classes=_parsers)
@@ -381,9 +413,4 @@ class FabricViewSet(BriefModeMixin, viewsets.ModelViewSet):
         """The map layout: parallel arrays of nodes (id, guid, name, type, tier, lid, host, x, y)
         and aggregated edges (a, b, n cables, state, speed/width indexes, rate Gb/s)."""
         fabric = self.get_object()
-        key = map_cache_key(fabric)
-        data = cache.get(key)
-        if data is None:
-            data = build_map(fabric)
-            cache.set(key, data, 300)
-        return Response(data)
+        return Response(get_or_compute(map_cache_key(fabric), lambda: build_map(fabric), 300))

@@ -62,6 +62,22 @@ _HEXISH = re.compile(r"^(?:0x)?[0-9a-fA-F]{1,16}$")
 _WIDTH_FROM_W = {"1": "1x", "2": "2x", "4": "4x", "8": "8x", "12": "12x"}
 
 
+#: Port numbers are 8 bits (NodeInfo:NumPorts, IBTA Vol 1 14.2.5.3); a switch has at most 254 ports.
+MAX_PORT = 255
+
+
+def _port_number(text: str, source: str, line: int, what: str) -> int:
+    """``text`` as a port number (or port count) 0..255.
+
+    Raises:
+        TopologyParseError: a number above 255 (the file is corrupt; it would not fit the database).
+    """
+    value = int(text)
+    if value > MAX_PORT:
+        raise TopologyParseError(f"{what} {text[:24]} is not a port number (0-255)", source, line)
+    return value
+
+
 def derived_guid(name: str) -> str:
     """A stable GUID for a node the file names but gives no valid GUID (ibsim netfiles).
 
@@ -195,7 +211,13 @@ def parse_ibnetdiscover(text: str, source: str = "<text>") -> Topology:
         elif c0 in "SCHRschr":
             m = _HEADER.match(line)
             if m:
-                current = _Raw(_TYPES[m.group(1).lower()], int(m.group(2)), m.group(3), idx, attrs)
+                current = _Raw(
+                    _TYPES[m.group(1).lower()],
+                    _port_number(m.group(2), source, idx, "port count"),
+                    m.group(3),
+                    idx,
+                    attrs,
+                )
                 attrs = {}
                 _parse_header_tail(ctx, current, m.group(4), idx)
                 raws.append(current)
@@ -432,9 +454,9 @@ def _extras(text: str) -> tuple[str, str]:
 
 def _port_line(ctx: _Ctx, node: NodeRecord, by_name: dict[str, NodeRecord], idx: int, m) -> None:
     topo = ctx.topo
-    lport = int(m.group(1))
+    lport = _port_number(m.group(1), topo.source, idx, "local port")
     rname = m.group(3)
-    rport = int(m.group(4))
+    rport = _port_number(m.group(4), topo.source, idx, "remote port")
     remote = by_name.get(rname)
     if remote is None:
         topo.warn(
@@ -591,7 +613,7 @@ def parse_ports(text: str, source: str = "<text>") -> Topology:
             continue
         parsed += 1
         ltype, llid, lport, lguid, width, speed, rest = m.groups()
-        lport = int(lport)
+        lport = _port_number(lport, source, idx, "port")
         rm = _PORTS_REMOTE.match(rest.strip())
         if rm:
             rtype, rlid, rport, rguid, ldesc, rdesc = rm.groups()
@@ -611,7 +633,7 @@ def parse_ports(text: str, source: str = "<text>") -> Topology:
                 lp.state, lp.phys_state = STATE_DOWN, 0
             continue
         w, s = (width.lower(), speed.upper()) if rates.split_link(width + speed) else ("", "")
-        rport = int(rport)
+        rport = _port_number(rport, source, idx, "remote port")
         remote = node_for(rtype, rlid, rport, rguid, rdesc, idx)
         rkey = (remote.guid, rport)
         rp = topo.ports.get(rkey) or PortRecord(remote.guid, rport, line=idx)

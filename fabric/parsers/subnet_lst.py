@@ -126,6 +126,10 @@ def _side(topo: Topology, g: tuple, idx: int) -> PortRecord:
             line=idx,
         )
     port_num = int(pn, 16)
+    if port_num > 255 or int(nports, 16) > 255:
+        raise TopologyParseError(
+            f"port {pn[:24]} of {nports[:24]} is not a port number (0-255)", topo.source, idx
+        )
     key = (guid, port_num)
     port = topo.ports.get(key)
     if port is None:

@@ -19,6 +19,7 @@ parameter.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from datetime import UTC, datetime
@@ -39,6 +40,8 @@ MAX_SPAN_S = 400 * 86400.0
 RESOLUTIONS = ("auto", "raw", "minute", "hour")
 _RELATIVE = re.compile(r"^-(\d+(?:\.\d+)?)([smhd])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+#: how far in the future a ``start``/``end`` may lie (clock skew, a range ending "tomorrow")
+MAX_FUTURE_S = 366 * 86400
 
 
 def parse_time(name: str, value: str | None, now: float, default: float) -> float:
@@ -48,27 +51,37 @@ def parse_time(name: str, value: str | None, now: float, default: float) -> floa
     ``now``; empty gives ``default``.
 
     Raises:
-        ValidationError: an unparseable value, naming the parameter ``name``.
+        ValidationError: an unparseable value, NaN/infinity, or a time before 1970 or more than
+            :data:`MAX_FUTURE_S` after ``now``, naming the parameter ``name``.
     """
     if value is None or value.strip() == "":
         return default
     text = value.strip()
     if text == "now":
         return now
+    bad = ValidationError(
+        {name: f"{value[:40]!r} is not epoch seconds, ISO 8601 (2026-11-29T19:00:00Z), 'now' or '-6h' "
+               "between 1970 and a year from now"}
+    )  # fmt: skip
     if match := _RELATIVE.match(text):
-        return now - float(match.group(1)) * _UNIT_S[match.group(2)]
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    parsed = parse_datetime(text.replace(" ", "T"))
-    if parsed is None:
-        raise ValidationError(
-            {name: f"{value!r} is not epoch seconds, ISO 8601 (2026-11-29T19:00:00Z), 'now' or '-6h'"}
-        )
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
+        seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
+        epoch = now - seconds if math.isfinite(seconds) else -1.0
+    else:
+        try:
+            epoch = float(text)
+        except ValueError:
+            parsed = parse_datetime(text.replace(" ", "T"))
+            if parsed is None:
+                raise bad from None
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=UTC)
+            try:
+                epoch = parsed.timestamp()
+            except (OverflowError, ValueError):
+                raise bad from None
+    if not math.isfinite(epoch) or not 0 <= epoch <= now + MAX_FUTURE_S:
+        raise bad
+    return epoch
 
 
 class PortSeriesView(APIView):

@@ -201,6 +201,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "weft.schema.brief_alternatives",
+    ],
 }
 
 # Celery: the beat schedule lives here (STYLE.md). In embedded mode weft.inprocess runs it.

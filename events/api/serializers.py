@@ -30,8 +30,8 @@ class AlarmSerializer(serializers.ModelSerializer):
     type = serializers.CharField(source="code", read_only=True)
     name = serializers.CharField(read_only=True)
     fabric_name = serializers.CharField(source="fabric.name", read_only=True, default="")
-    acknowledged_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    cleared_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    acknowledged_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    cleared_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     url = serializers.CharField(source="get_absolute_url", read_only=True)
 
     class Meta:

@@ -32,8 +32,13 @@ class ChoiceDisplayField(serializers.Field):
         return {"value": value, "label": label}
 
 
+@extend_schema_field({"anyOf": [{"type": "integer"}, {"type": "string"}]})
+class _IntOrStrField(serializers.Field):
+    """Schema only: a choice value is an integer (PortState 4) or a string (node type "switch")."""
+
+
 class _ChoiceDisplaySchema(serializers.Serializer):
-    value = serializers.CharField()
+    value = _IntOrStrField()
     label = serializers.CharField()
 
 
@@ -116,7 +121,7 @@ class FabricSerializer(serializers.ModelSerializer):
 
     url = serializers.HyperlinkedIdentityField(view_name="fabric-api:fabric-detail")
     display = serializers.CharField(source="__str__", read_only=True)
-    last_discovery = BriefDiscoverySerializer(read_only=True)
+    last_discovery = BriefDiscoverySerializer(read_only=True, allow_null=True)
     counts = serializers.SerializerMethodField()
 
     class Meta:
@@ -443,9 +448,12 @@ class ImportResultSerializer(serializers.Serializer):
 
 
 class ImportErrorSerializer(serializers.Serializer):
-    error = serializers.CharField()
-    source = serializers.CharField(allow_null=True)
-    line = serializers.IntegerField(allow_null=True)
+    """400: a located parse error (``error``, ``source`` = file name, ``line`` 1-based), or a
+    request error keyed by field (``{"text": ["..."]}``, as every DRF validation error)."""
+
+    error = serializers.CharField(required=False)
+    source = serializers.CharField(allow_null=True, required=False)
+    line = serializers.IntegerField(allow_null=True, required=False)
 
 
 class DiscoverQueuedSerializer(serializers.Serializer):

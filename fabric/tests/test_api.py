@@ -303,29 +303,92 @@ def test_admin_fabric_changes_are_audited(db, client_for):
     assert AuditEntry.objects.filter(action="fabric.delete", object_id=str(fabric.pk)).exists()
 
 
-def test_operator_queues_discovery_audited(small, client_for, monkeypatch):
+def test_operator_queues_discovery_audited(
+    small, client_for, monkeypatch, django_capture_on_commit_callbacks
+):
     from fabric import tasks
 
     queued = []
 
-    class Result:
-        id = "task-1"
-
     # The in-process worker does not run in unit tests; record what would be queued.
     monkeypatch.setattr(
-        tasks.discover_fabric_task, "delay", lambda fabric_id: queued.append(fabric_id) or Result()
+        tasks.discover_fabric_task,
+        "apply_async",
+        lambda args, task_id: queued.append(args[0]),
     )
     # an imported fabric has no live access: discovering "it" from this host would find another one
-    resp = client_for("operator").post(f"/api/fabric/fabrics/{small.pk}/discover/")
+    with django_capture_on_commit_callbacks(execute=True):
+        resp = client_for("operator").post(f"/api/fabric/fabrics/{small.pk}/discover/")
     assert resp.status_code == 409 and "no live access" in resp.json()["detail"]
     assert queued == [] and not AuditEntry.objects.filter(action="fabric.discover").exists()
     Fabric.objects.filter(pk=small.pk).update(ca_name="mlx5_0", ca_port=1)
-    resp = client_for("operator").post(f"/api/fabric/fabrics/{small.pk}/discover/")
+    with django_capture_on_commit_callbacks(execute=True):
+        resp = client_for("operator").post(f"/api/fabric/fabrics/{small.pk}/discover/")
     assert resp.status_code == 202
     assert resp.json()["queued"] is True and resp.json()["fabric"]["name"] == "small"
     assert queued == [small.pk]
     entry = AuditEntry.objects.get(action="fabric.discover")
     assert entry.username == "operator" and entry.object_id == str(small.pk)
+
+
+class AuditWriteFailed(RuntimeError):
+    """What the patched ``accounts.audit.record`` raises."""
+
+
+def _fabric_state(fabric_id: int) -> dict:
+    return {
+        "fabrics": sorted(Fabric.objects.values_list("id", "name", "description", "tool_env")),
+        "nodes": Node.objects.filter(fabric_id=fabric_id).count(),
+        "audit": list(AuditEntry.objects.exclude(action="user.login").values_list("id", flat=True)),
+    }
+
+
+@pytest.mark.parametrize(
+    "role,method,path,body,ok",
+    [
+        ("admin", "post", "/api/fabric/fabrics/", {"name": "new-fabric"}, 201),
+        ("admin", "patch", "/api/fabric/fabrics/{pk}/", {"description": "changed"}, 200),
+        ("admin", "put", "/api/fabric/fabrics/{pk}/", {"name": "renamed", "description": "changed"}, 200),
+        ("admin", "delete", "/api/fabric/fabrics/{pk}/", None, 204),
+        ("operator", "post", "/api/fabric/fabrics/{pk}/discover/", None, 202),
+    ],
+    ids=["create", "partial-update", "update", "delete", "discover"],
+)
+def test_a_failed_audit_write_stores_no_change_and_queues_nothing(
+    small, client_for, monkeypatch, django_capture_on_commit_callbacks, role, method, path, body, ok
+):
+    """A change and its audit entry commit together or not at all (NetBox wraps perform_* in
+    ``transaction.atomic``): when the entry cannot be written the request fails, nothing is stored
+    and no discovery is queued."""
+    from accounts import audit
+    from fabric import tasks
+
+    Fabric.objects.filter(pk=small.pk).update(tool_env={"LD_PRELOAD": "libumad2sim.so"})  # discoverable
+    client = client_for(role)  # signed in before the audit breaks (a login is audited too)
+    before = _fabric_state(small.pk)
+    queued = []
+    monkeypatch.setattr(tasks.discover_fabric_task, "apply_async", lambda args, task_id: queued.append(args))
+
+    def fail(*args, **kwargs):
+        raise AuditWriteFailed("the audit table is unavailable")
+
+    monkeypatch.setattr(audit, "record", fail)
+    with django_capture_on_commit_callbacks(execute=True) as callbacks, pytest.raises(AuditWriteFailed):
+        getattr(client, method)(path.format(pk=small.pk), body, format="json")
+    assert callbacks == [] and queued == []
+    assert _fabric_state(small.pk) == before
+    # the same request with a working audit log does change something (the test can fail)
+    monkeypatch.undo()
+    monkeypatch.setattr(tasks.discover_fabric_task, "apply_async", lambda args, task_id: queued.append(args))
+    with django_capture_on_commit_callbacks(execute=True):
+        resp = getattr(client, method)(path.format(pk=small.pk), body, format="json")
+    assert resp.status_code == ok, resp.content
+    after = _fabric_state(small.pk)
+    assert len(after["audit"]) == len(before["audit"]) + 1
+    if path.endswith("/discover/"):
+        assert queued == [(small.pk,)] and after["fabrics"] == before["fabrics"]
+    else:
+        assert queued == [] and after["fabrics"] != before["fabrics"]
 
 
 # --- import ------------------------------------------------------------------------------------

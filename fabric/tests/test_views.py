@@ -64,7 +64,9 @@ def test_fabric_list_shows_counts(small, client_for):
     assert cells[:4] == [str(switches), str(cas), "0", str(Link.objects.filter(fabric=small).count())]
 
 
-def test_fabric_page_discover_button_by_role(small, client_for, monkeypatch):
+def test_fabric_page_discover_button_by_role(
+    small, client_for, monkeypatch, django_capture_on_commit_callbacks
+):
     from fabric import tasks
 
     url = f"/fabric/{small.pk}/"
@@ -80,13 +82,17 @@ def test_fabric_page_discover_button_by_role(small, client_for, monkeypatch):
         'id="discover-form"' in html and "disabled" in html.split('id="discover-form"')[1].split("</form>")[0]
     )
     queued = []
-    monkeypatch.setattr(tasks.discover_fabric_task, "delay", lambda fid: queued.append(fid))
-    resp = operator.post(f"/fabric/{small.pk}/discover/", follow=True)
+    monkeypatch.setattr(
+        tasks.discover_fabric_task, "apply_async", lambda args, task_id: queued.append(args[0])
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        resp = operator.post(f"/fabric/{small.pk}/discover/", follow=True)
     assert queued == [] and "no live access" in resp.content.decode()
     Fabric.objects.filter(pk=small.pk).update(tool_env={"LD_PRELOAD": "libumad2sim.so"})
     html = operator.get(url).content.decode()
     assert "disabled" not in html.split('id="discover-form"')[1].split("</form>")[0]
-    resp = operator.post(f"/fabric/{small.pk}/discover/", follow=True)
+    with django_capture_on_commit_callbacks(execute=True):
+        resp = operator.post(f"/fabric/{small.pk}/discover/", follow=True)
     assert resp.redirect_chain[-1][0] == url
     assert queued == [small.pk]
     assert "Discovery of small queued" in resp.content.decode()

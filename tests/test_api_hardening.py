@@ -7,18 +7,8 @@ import pytest
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from accounts.roles import set_role
 from fabric.services.ingest import import_topology_text
-from fabric.tests.test_services import BASE
-
-
-@pytest.fixture
-def viewer(db, django_user_model) -> APIClient:
-    user = django_user_model.objects.create(username="v")
-    set_role(user, "viewer")
-    client = APIClient(raise_request_exception=False)
-    client.force_login(user)
-    return client
+from weft.testing.topologies import BASE
 
 
 @pytest.mark.parametrize("url", ["/api/schema/", "/api/docs/", "/api/redoc/"])
@@ -45,15 +35,6 @@ def test_limit_above_the_ceiling_returns_the_ceiling(db, viewer):
     import_topology_text("f", BASE, filename="base.topo")
     body = viewer.get("/api/fabric/nodes/?limit=1000").json()
     assert body["count"] > 2 and len(body["results"]) == 2 and body["next"]
-
-
-@pytest.fixture
-def admin(db, django_user_model) -> APIClient:
-    user = django_user_model.objects.create(username="a")
-    set_role(user, "admin")
-    client = APIClient(raise_request_exception=False)
-    client.force_login(user)
-    return client
 
 
 @pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "Infinity", "1e309"])

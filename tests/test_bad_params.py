@@ -5,23 +5,16 @@ page; never a 500."""
 from __future__ import annotations
 
 import pytest
-from rest_framework.test import APIClient
 
-from accounts.roles import set_role
 from fabric.services.ingest import import_topology_text
-from fabric.tests.test_services import BASE
+from weft.testing.topologies import BASE
 
 HUGE = "99999999999999999999"
 
 
-@pytest.fixture
-def viewer(db, django_user_model) -> APIClient:
-    import_topology_text("f", BASE, filename="base.topo")
-    user = django_user_model.objects.create(username="v")
-    set_role(user, "viewer")
-    client = APIClient(raise_request_exception=False)
-    client.force_login(user)
-    return client
+@pytest.fixture(autouse=True)
+def fabric(db):
+    return import_topology_text("f", BASE, filename="base.topo").fabric
 
 
 @pytest.mark.parametrize(
@@ -72,10 +65,5 @@ def test_changes_page_with_an_unknown_fabric_id_lists_nothing(viewer):
 
 
 @pytest.mark.parametrize("value", ["abc", "²", "\x00", HUGE, ""])
-def test_health_run_page_with_a_bad_fabric_is_a_404(db, django_user_model, value):
-    import_topology_text("f", BASE, filename="base.topo")
-    user = django_user_model.objects.create(username="op")
-    set_role(user, "operator")
-    client = APIClient(raise_request_exception=False)
-    client.force_login(user)
-    assert client.post("/health/", {"fabric": value}).status_code == 404
+def test_health_run_page_with_a_bad_fabric_is_a_404(operator, value):
+    assert operator.post("/health/", {"fabric": value}).status_code == 404

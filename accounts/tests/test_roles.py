@@ -8,20 +8,9 @@ from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from accounts.models import AuditEntry
-from accounts.roles import Role, role_of, set_role
+from accounts.roles import Role, role_of
 
 BASE = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def users(db):
-    User = get_user_model()
-    out = {}
-    for name, role in [("vic", "viewer"), ("olga", "operator"), ("ada", "admin")]:
-        user = User.objects.create_user(name, password="pw-" + name)
-        set_role(user, role)
-        out[role] = user
-    return out
 
 
 def test_roles_are_ordered(users):

@@ -10,7 +10,6 @@ from django.template.loader import select_template
 from django.test import Client
 
 from accounts.models import AuditEntry
-from accounts.roles import set_role
 from fabric.choices import NodeType
 from fabric.models import Discovery, Fabric, Link, Node, Port
 from fabric.services.ingest import import_topology_text
@@ -27,18 +26,6 @@ def small_text(realdata) -> str:
 @pytest.fixture
 def small(small_text, db) -> Fabric:
     return import_topology_text("small", small_text, filename=SMALL).fabric
-
-
-@pytest.fixture
-def client_for(db, django_user_model):
-    def make(role: str) -> Client:
-        user, _ = django_user_model.objects.get_or_create(username=role)
-        set_role(user, role)
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return make
 
 
 def exists(name: str) -> bool:
@@ -96,7 +83,7 @@ def test_fabric_page_discover_button_by_role(
     assert resp.redirect_chain[-1][0] == url
     assert queued == [small.pk]
     assert "Discovery of small queued" in resp.content.decode()
-    assert AuditEntry.objects.filter(action="fabric.discover", username="operator").count() == 1
+    assert AuditEntry.objects.filter(action="fabric.discover", username="olga").count() == 1
 
 
 def test_map_page_points_at_the_layout_api(small, client_for):

@@ -38,6 +38,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """Hash the test users' passwords with MD5: PBKDF2 takes ~0.3 s a password, and no test here
+    is about the hasher (password rules are validators, which still run). Servers that browser
+    tests start keep their own settings."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def users(db) -> dict:
     """``{"viewer": vic, "operator": olga, "admin": ada}``: one active user per role."""

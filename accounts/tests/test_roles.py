@@ -22,7 +22,11 @@ def test_roles_are_ordered(users):
 
 def test_api_requires_auth(db):
     client = APIClient()
-    assert client.get("/api/accounts/users/me/").status_code in (401, 403)
+    resp = client.get("/api/accounts/users/me/")
+    assert (resp.status_code, resp.json()) == (
+        401,
+        {"detail": "Authentication credentials were not provided."},
+    )
 
 
 def test_user_admin_only_and_audited(users):

@@ -44,7 +44,12 @@ def unpadded_upper(guid: str) -> str:
 
 
 def test_anonymous_is_refused(small):
-    assert APIClient().get("/api/fabric/nodes/").status_code in (401, 403)
+    resp = APIClient().get("/api/fabric/nodes/")
+    assert (resp.status_code, resp.json()) == (
+        401,
+        {"detail": "Authentication credentials were not provided."},
+    )
+    assert resp["WWW-Authenticate"] == "Token"  # the API's challenge: send a token
 
 
 def test_node_list_is_paginated_limit_offset(small, client_for):

@@ -4,6 +4,7 @@ ceiling (a huge value was a 500 from the database, any large one serialised a wh
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 from rest_framework.test import APIClient
 
@@ -38,6 +39,10 @@ def test_huge_limit_is_capped_not_a_500(db, viewer, url):
     resp = viewer.get(url + "?limit=99999999999999999999")
     assert resp.status_code == 200, resp.content[:300]
     assert viewer.get(url + "?offset=99999999999999999999").status_code == 200
+    body = resp.json()
+    assert body["count"] > 0 and len(body["results"]) == min(body["count"], settings.WEFT_API_MAX_LIMIT)
+    beyond = viewer.get(url + "?offset=99999999999999999999").json()
+    assert (beyond["count"], beyond["results"]) == (body["count"], [])
 
 
 @override_settings(WEFT_API_MAX_LIMIT=2)
@@ -57,11 +62,15 @@ def test_float_fields_refuse_nan_and_infinity(admin, value):
     resp = admin.patch(f"/api/fabric/fabrics/{fabric.pk}/", {"discovery_timeout_s": value}, format="json")
     assert resp.status_code == 400, resp.content
     assert "discovery_timeout_s" in resp.json()
-    assert admin.get("/api/fabric/fabrics/").status_code == 200
+    listed = admin.get("/api/fabric/fabrics/")
+    assert listed.status_code == 200
+    assert [(f["name"], f["discovery_timeout_s"]) for f in listed.json()["results"]] == [("f", 300.0)]
     ensure_policies()
     policy = EventPolicy.objects.exclude(threshold=None).first() or EventPolicy.objects.first()
     resp = admin.patch(f"/api/fabric/event-policies/{policy.pk}/", {"threshold": value}, format="json")
     assert resp.status_code == 400, resp.content
-    assert admin.get("/api/fabric/event-policies/").status_code == 200
+    policies = admin.get("/api/fabric/event-policies/", {"code": policy.code})
+    assert policies.status_code == 200
+    assert [p["threshold"] for p in policies.json()["results"]] == [policy.threshold]  # unchanged
     ok = admin.patch(f"/api/fabric/fabrics/{fabric.pk}/", {"discovery_timeout_s": 42.5}, format="json")
     assert ok.status_code == 200 and ok.json()["discovery_timeout_s"] == 42.5

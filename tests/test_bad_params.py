@@ -18,22 +18,24 @@ def fabric(db):
 
 
 @pytest.mark.parametrize(
-    "url",
+    "url,expected",
     [
-        "/?fabric=²",
-        f"/?fabric={HUGE}",
-        "/dashboard/summary.json?fabric=²",
-        f"/dashboard/summary.json?fabric={HUGE}",
-        "/fabric/changes/?fabric=²",
-        f"/fabric/changes/?fabric={HUGE}",
-        "/fabric/map/?fabric=²",
-        "/fabric/map/?poll=²",
-        "/api/fabric/nodes/?q=²",
-        "/api/fabric/ports/?q=²",
+        ("/?fabric=²", "<title>Dashboard · Weft</title>"),
+        (f"/?fabric={HUGE}", "<title>Dashboard · Weft</title>"),
+        ("/dashboard/summary.json?fabric=²", '"name": "f"'),
+        (f"/dashboard/summary.json?fabric={HUGE}", '"name": "f"'),
+        ("/fabric/changes/?fabric=²", "<title>Topology changes · Weft</title>"),
+        (f"/fabric/changes/?fabric={HUGE}", "<title>Topology changes · Weft</title>"),
+        ("/fabric/map/?fabric=²", "No fabric “²”"),
+        ("/fabric/map/?poll=²", "<title>Map · f · Weft</title>"),
+        ("/api/fabric/nodes/?q=²", '"count":0,'),  # no node matches the search
+        ("/api/fabric/ports/?q=²", '"results":['),
     ],
 )
-def test_pages_and_searches_answer_200(viewer, url):
-    assert viewer.get(url).status_code == 200
+def test_pages_and_searches_answer_200(viewer, url, expected):
+    resp = viewer.get(url)
+    assert resp.status_code == 200
+    assert expected in resp.content.decode()
 
 
 @pytest.mark.parametrize(
@@ -54,7 +56,10 @@ def test_pages_and_searches_answer_200(viewer, url):
     ],
 )
 def test_api_filters_out_of_range_are_a_400(viewer, url):
-    assert viewer.get(url).status_code == 400
+    resp = viewer.get(url)
+    assert resp.status_code == 400
+    param = url.split("?")[1].split("=")[0]
+    assert list(resp.json()) == [param]  # the answer names the parameter at fault
 
 
 def test_changes_page_with_an_unknown_fabric_id_lists_nothing(viewer):
@@ -66,4 +71,7 @@ def test_changes_page_with_an_unknown_fabric_id_lists_nothing(viewer):
 
 @pytest.mark.parametrize("value", ["abc", "²", "\x00", HUGE, ""])
 def test_health_run_page_with_a_bad_fabric_is_a_404(operator, value):
+    from events.models import HealthReport
+
     assert operator.post("/health/", {"fabric": value}).status_code == 404
+    assert not HealthReport.objects.exists()

@@ -86,3 +86,4 @@ def test_api_passwords_go_through_the_validators(users):
         "/api/accounts/users/", {"username": "strong", "password": "c0rrect-h0rse-battery"}, format="json"
     )
     assert ok.status_code == 201
+    assert get_user_model().objects.get(username="strong").check_password("c0rrect-h0rse-battery")

@@ -51,7 +51,7 @@ def test_alarm_pages_and_ack_buttons(alarm, users, client_for):
     assert 'class="ack"' not in client_for(users["viewer"]).get("/alarms/").content.decode()
     assert client_for(users["viewer"]).post(f"/alarms/{alarm.pk}/acknowledge/").status_code == 403
     resp = client_for(users["operator"]).post(f"/alarms/{alarm.pk}/acknowledge/")
-    assert resp.status_code == 302
+    assert resp.status_code == 302 and resp["Location"] == f"/alarms/{alarm.pk}/"
     alarm.refresh_from_db()
     assert alarm.state == "acknowledged"
     assert "Acknowledged" in client_for(users["viewer"]).get(f"/alarms/{alarm.pk}/").content.decode()

@@ -197,11 +197,17 @@ def test_warnings_are_stored_with_lines(db, committed_signals):
     text = BASE.replace("lid 11 lmc 0", "lid 65535 lmc 0") + "\nstray shell prompt $\n"
     d = import_topology_text("w", text, filename="w.topo")
     lines = text.splitlines()
-    assert [w["line"] for w in d.warnings] == sorted(w["line"] for w in d.warnings) or d.warnings
     for w in d.warnings:
         assert 1 <= w["line"] <= len(lines)
     assert any("65535" in w["message"] for w in d.warnings)
     assert any("stray" in w["message"] for w in d.warnings)
+    # one warning per defect, each at the line (1-based) that has it, found in the text itself
+    permissive = next(n for n, line in enumerate(lines, 1) if "lid 65535" in line)
+    stray = lines.index("stray shell prompt $") + 1
+    by_line = {w["line"]: w["message"] for w in d.warnings}
+    assert len(d.warnings) == 2 and set(by_line) == {permissive, stray}
+    assert "65535" in by_line[permissive] and "stray shell prompt" in by_line[stray]
+    assert d.counts["warnings"] == 2
     assert Port.objects.get(node__node_guid=G("h2"), port_num=1).lid is None
 
 

@@ -141,9 +141,11 @@ def test_series_api_validates_range(users, lab_fabric):
     assert bad.status_code == 400 and "start" in bad.json()
     bad = client.get(f"/api/fabric/port-series/{port.pk}/", {"start": "-1h", "end": "-2h"})
     assert bad.status_code == 400
+    assert bad.json() == {"start": "start must be before end"}
     bad = client.get(f"/api/fabric/port-series/{port.pk}/", {"resolution": "weekly"})
     assert bad.status_code == 400 and "resolution" in bad.json()
-    assert client.get("/api/fabric/port-series/99999999/").status_code == 404
+    missing = client.get("/api/fabric/port-series/99999999/")
+    assert (missing.status_code, missing.json()) == (404, {"detail": "No Port matches the given query."})
 
 
 def test_series_api_returns_stored_history(users, lab_fabric):

@@ -182,3 +182,23 @@ def test_import_page_is_for_admins(db, client_for):
     assert resp.status_code == 200
     html = resp.content.decode()
     assert 'data-url="/api/fabric/fabrics/import/"' in html and 'type="file"' in html and "<progress" in html
+
+
+@pytest.mark.parametrize("module", ["fabric.views", "events.views", "telemetry.views"])
+def test_pages_import_nothing_from_the_rest_api(module):
+    """Pages and the API share querysets (``fabric.querysets``), model properties (``Port.link``)
+    and services (``fabric.services.requests``); a page never imports the API's modules."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    tree = ast.parse(Path(importlib.util.find_spec(module).origin).read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            names |= {base} | {f"{base}.{a.name}" if node.module else f"{base}{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+    assert names, module
+    assert not [n for n in names if "api" in n.replace("_", ".").split(".")], sorted(names)

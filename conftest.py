@@ -1,4 +1,10 @@
-"""Project-wide test configuration."""
+"""Project-wide test configuration and the fixtures every app's tests share.
+
+Shared fixtures live here and only here: ``users`` (one user per role), ``client_for`` (an API
+client signed in as a role or user), ``anonymous``/``viewer``/``operator``/``admin`` (clients),
+``committed_signals``, ``realdata``. Data and helpers shared by test modules are in
+``weft.testing``; a test module never imports from another test module.
+"""
 
 import os
 from pathlib import Path
@@ -8,6 +14,9 @@ import pytest
 pytest_plugins = ["tests.browser_support"]
 
 REALDATA = Path(os.environ.get("WEFT_REALDATA", Path(__file__).resolve().parents[1] / "shared" / "realdata"))
+
+#: The users of ``users``: username per role (password ``pw-<username>``, mail ``<username>@example.org``).
+USERNAMES = {"viewer": "vic", "operator": "olga", "admin": "ada"}
 
 
 @pytest.fixture(scope="session")
@@ -27,3 +36,74 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "integration" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """Hash the test users' passwords with MD5: PBKDF2 takes ~0.3 s a password, and no test here
+    is about the hasher (password rules are validators, which still run). Servers that browser
+    tests start keep their own settings."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def users(db) -> dict:
+    """``{"viewer": vic, "operator": olga, "admin": ada}``: one active user per role."""
+    from django.contrib.auth import get_user_model
+
+    from accounts.roles import set_role
+
+    out = {}
+    for role, name in USERNAMES.items():
+        user = get_user_model().objects.create_user(name, email=f"{name}@example.org", password="pw-" + name)
+        set_role(user, role)
+        out[role] = user
+    return out
+
+
+@pytest.fixture
+def client_for(users):
+    """``client_for(who, raise_request_exception=True) -> APIClient`` signed in (a session, as
+    the browser) as ``users[who]`` for a role name, or as the given user. An ``APIClient`` is also
+    a Django test client: pages and the API alike."""
+    from rest_framework.test import APIClient
+
+    def make(who, *, raise_request_exception: bool = True) -> APIClient:
+        user = users[who] if isinstance(who, str) else who
+        client = APIClient(raise_request_exception=raise_request_exception)
+        client.force_login(user)
+        return client
+
+    return make
+
+
+@pytest.fixture
+def anonymous(db):
+    """An API client with no credentials."""
+    from rest_framework.test import APIClient
+
+    return APIClient()
+
+
+@pytest.fixture
+def viewer(client_for):
+    return client_for("viewer")
+
+
+@pytest.fixture
+def operator(client_for):
+    return client_for("operator")
+
+
+@pytest.fixture
+def admin(client_for):
+    return client_for("admin")
+
+
+@pytest.fixture
+def committed_signals():
+    """``discovery_committed`` sends of the test as ``[(fabric_id, discovery_id)]``, other apps'
+    receivers detached (see ``weft.testing.signals.record_committed``)."""
+    from weft.testing.signals import record_committed
+
+    yield from record_committed()

@@ -341,11 +341,11 @@ CHECKS = ["duplicate_guid", "duplicate_lid", "invalid_lid", "link_below_capabili
           "unreachable_node", "sm_state"]  # fmt: skip
 
 
-def run_report(fabric, user=None, trigger: str = "manual"):
-    """Run the checks and store a ``HealthReport`` (one transaction); returns it.
+def build_report(fabric, user=None, trigger: str = "manual"):
+    """Run the checks on ``fabric`` and return an unsaved ``HealthReport`` (reads only).
 
     ``summary`` counts findings per check (every check listed, 0 when clean); ``status`` is the
-    worst finding severity or ``ok``.
+    worst finding severity or ``ok``; ``duration_s`` is the time the checks took.
     """
 
     start = time.monotonic()
@@ -354,16 +354,24 @@ def run_report(fabric, user=None, trigger: str = "manual"):
     for f in findings:
         summary[f.check] = summary.get(f.check, 0) + 1
     status = max((f.severity for f in findings), key=SEVERITY_ORDER.index, default="ok")
+    return HealthReport(
+        fabric=fabric,
+        created_by=user if getattr(user, "is_authenticated", False) else None,
+        trigger=trigger,
+        status=status,
+        duration_s=round(time.monotonic() - start, 3),
+        summary=summary,
+        findings=[f.as_dict() for f in findings],
+    )
+
+
+def run_report(fabric, user=None, trigger: str = "manual"):
+    """Run the checks and store a ``HealthReport`` (:func:`build_report`, saved in one transaction);
+    returns it. A user's request goes through ``events.reports.run_health_report``, which audits it."""
+    report = build_report(fabric, user=user, trigger=trigger)
     with transaction.atomic():
-        return HealthReport.objects.create(
-            fabric=fabric,
-            created_by=user if getattr(user, "is_authenticated", False) else None,
-            trigger=trigger,
-            status=status,
-            duration_s=round(time.monotonic() - start, 3),
-            summary=summary,
-            findings=[f.as_dict() for f in findings],
-        )
+        report.save()
+    return report
 
 
 def report_json(report) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.audit import record
+from accounts import audit
 
 from .engine import AlarmEngine, Outcome, send_alarms_changed
 from .models import Alarm, AlarmState, Event, HealthReport, Notification
@@ -36,7 +36,7 @@ def acknowledge(alarm_id: int, user) -> Alarm:
             alarm.acknowledged_by = user
             alarm.acknowledged_at = timezone.now()
             alarm.save(update_fields=["state", "acknowledged_by", "acknowledged_at"])
-            record("alarm.acknowledge", alarm, {"state": ["active", "acknowledged"]}, user=user)
+            audit.record("alarm.acknowledge", alarm, {"state": ["active", "acknowledged"]}, user=user)
             outcome = Outcome(fabric_id=alarm.fabric_id, updated=[alarm])
             transaction.on_commit(lambda: send_alarms_changed(outcome))
         return alarm
@@ -56,7 +56,7 @@ def clear_alarm(alarm_id: int, user, reason: str = "") -> Alarm:
         engine = AlarmEngine(alarm.fabric, open_alarms=[alarm])
         who = getattr(user, "username", "system")
         engine.clear(alarm, at=timezone.now(), reason=reason or f"cleared by {who}", user=user)
-        record("alarm.clear", alarm, {"state": ["open", "cleared"], "reason": reason}, user=user)
+        audit.record("alarm.clear", alarm, {"state": ["open", "cleared"], "reason": reason}, user=user)
         engine.finish()
         return alarm
 

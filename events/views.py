@@ -6,13 +6,15 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.views import View
 from django.views.generic import DetailView, ListView, TemplateView, UpdateView
 
-from accounts.audit import model_changes, record
+from accounts import audit
+from accounts.audit import model_changes
 from accounts.roles import Role, has_role
 from fabric.models import Fabric
 from weft.params import int_param
@@ -21,6 +23,7 @@ from . import dashboard, health, registry, services
 from .filtersets import AlarmFilterSet, EventFilterSet
 from .forms import EventPolicyForm
 from .models import Alarm, Event, EventPolicy, HealthReport, Severity
+from .reports import run_health_report
 
 
 class RoleMixin(LoginRequiredMixin):
@@ -161,8 +164,7 @@ class HealthListView(RoleMixin, ListView):
         if not has_role(request.user, Role.OPERATOR):
             raise PermissionDenied("Running a health check needs the operator role.")
         fabric = get_object_or_404(_fabrics(), pk=int_param(request.POST.get("fabric")) or 0)
-        report = health.run_report(fabric, user=request.user)
-        record("health.run", report, {"fabric": fabric.name, "status": report.status})
+        report = run_health_report(fabric, request.user)
         return redirect(report.get_absolute_url())
 
 
@@ -214,11 +216,12 @@ class EventPolicyEditView(RoleMixin, UpdateView):
     required_role = Role.ADMIN
 
     def form_valid(self, form):
-        old = EventPolicy.objects.get(pk=self.object.pk)
-        response = super().form_valid(form)
-        fields = ["enabled", "severity", "threshold", "consecutive", "ttl_s", "raise_alarm", "email",
-                  "notify_clear", "digest", "recipient_emails"]  # fmt: skip
-        record("event_policy.update", self.object, model_changes(old, self.object, fields))
+        with transaction.atomic():  # the edit and its audit entry commit together
+            old = EventPolicy.objects.select_for_update().get(pk=self.object.pk)
+            response = super().form_valid(form)
+            fields = ["enabled", "severity", "threshold", "consecutive", "ttl_s", "raise_alarm", "email",
+                      "notify_clear", "digest", "recipient_emails"]  # fmt: skip
+            audit.record("event_policy.update", self.object, model_changes(old, self.object, fields))
         messages.success(self.request, f"Policy {self.object.code} saved.")
         return response
 

@@ -13,6 +13,21 @@ from django.urls import reverse
 from django.utils import timezone
 
 from .choices import DiscoverySource, DiscoveryStatus, NodeType, PhysState, PortState, SMState, Tier
+from .querysets import (
+    FabricQuerySet,
+    FabricScopedQuerySet,
+    HostQuerySet,
+    LinkQuerySet,
+    NodeQuerySet,
+    PortQuerySet,
+)
+
+#: Why a fabric without live access is not discovered or polled from this host (``.format(name=...)``);
+#: the API answers it with a 409, the pages and commands show it.
+NO_LIVE_ACCESS = (
+    "Fabric {name} has no live access configured (set local_hca, ca_name, or tool_env for a lab): it was "
+    "imported from a file, and a live discovery from this host would describe another fabric."
+)
 
 
 class Fabric(models.Model):
@@ -45,6 +60,8 @@ class Fabric(models.Model):
     )
     created = models.DateTimeField(auto_now_add=True)
 
+    objects = models.Manager.from_queryset(FabricQuerySet)()
+
     class Meta:
         ordering = ["name"]
 
@@ -69,20 +86,14 @@ class Host(models.Model):
     fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="hosts")
     name = models.CharField(max_length=128)
 
+    objects = models.Manager.from_queryset(HostQuerySet)()
+
     class Meta:
         ordering = ["name"]
         constraints = [models.UniqueConstraint(fields=["fabric", "name"], name="host_unique_per_fabric")]
 
     def __str__(self) -> str:
         return self.name
-
-
-class NodeQuerySet(models.QuerySet):
-    def switches(self):
-        return self.filter(node_type=NodeType.SWITCH)
-
-    def cas(self):
-        return self.filter(node_type=NodeType.CA)
 
 
 class Node(models.Model):
@@ -104,7 +115,7 @@ class Node(models.Model):
     first_seen = models.DateTimeField(auto_now_add=True)
     last_seen = models.DateTimeField(null=True, blank=True)
 
-    objects = NodeQuerySet.as_manager()
+    objects = models.Manager.from_queryset(NodeQuerySet)()
 
     class Meta:
         ordering = ["fabric", "node_type", "description"]
@@ -139,6 +150,8 @@ class Port(models.Model):
     rate_gbps = models.FloatField(null=True, blank=True)
     label = models.CharField(max_length=32, blank=True, help_text="external/split port label, e.g. '1/2'")
 
+    objects = models.Manager.from_queryset(PortQuerySet)()
+
     class Meta:
         ordering = ["node", "port_num"]
         constraints = [models.UniqueConstraint(fields=["node", "port_num"], name="port_unique_per_node")]
@@ -148,6 +161,28 @@ class Port(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("fabric:port", args=[self.pk])
+
+    @property
+    def link(self) -> Link | None:
+        """The link (cable) of this port at either end, or None when unconnected.
+
+        Reads the reverse one-to-one accessors, so a port loaded with
+        ``Port.objects.with_link()`` (``querysets.PORT_LINK_RELATED``) costs no query."""
+        for accessor in ("link_as_a", "link_as_b"):
+            try:
+                return getattr(self, accessor)
+            except Link.DoesNotExist:
+                continue
+        return None
+
+    @property
+    def remote(self) -> Port | None:
+        """The port at the other end of this port's link, or None when unconnected (a cable
+        looping back to the same node gives a port of this node)."""
+        link = self.link
+        if link is None:
+            return None
+        return link.port_b if link.port_a_id == self.pk else link.port_a
 
 
 class Link(models.Model):
@@ -163,6 +198,8 @@ class Link(models.Model):
     speed = models.CharField(max_length=8, blank=True)
     rate_gbps = models.FloatField(null=True, blank=True)
     first_seen = models.DateTimeField(auto_now_add=True)
+
+    objects = models.Manager.from_queryset(LinkQuerySet)()
 
     class Meta:
         ordering = ["fabric", "port_a"]
@@ -181,6 +218,8 @@ class SubnetManager(models.Model):
     state = models.PositiveSmallIntegerField(choices=SMState.choices, default=SMState.NOT_ACTIVE)
     activity_count = models.BigIntegerField(null=True, blank=True)
     last_seen = models.DateTimeField(null=True, blank=True)
+
+    objects = models.Manager.from_queryset(FabricScopedQuerySet)()
 
     class Meta:
         ordering = ["fabric", "-state", "-priority"]
@@ -212,6 +251,8 @@ class Discovery(models.Model):
     warnings = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True)
     rows_written = models.PositiveIntegerField(default=0)
+
+    objects = models.Manager.from_queryset(FabricScopedQuerySet)()
 
     class Meta:
         ordering = ["-started", "-id"]

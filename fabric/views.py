@@ -1,6 +1,7 @@
 """Fabric pages: fabric list/detail, network map, node and port details, topology changes, import.
 
-Pages read the same querysets as the API (``fabric.api.queries``). The map and import pages are
+Pages read the same querysets as the API (``fabric.querysets``) and run the same use cases
+(``fabric.services.requests``); they import nothing from ``fabric.api``. The map and import pages are
 drawn/driven by JavaScript against the REST API (``/api/fabric/``); the others are plain
 server-rendered HTML. Templates of other apps are included only when they exist
 (``telemetry/_port_charts.html``, ``events/_object_alarms.html``).
@@ -20,15 +21,12 @@ from django.urls import reverse
 from django.views import View
 from django.views.generic import DetailView, ListView, TemplateView
 
-from accounts import audit
 from accounts.roles import Role, has_role
 from weft.params import int_param
 
-from .api import queries
-from .api.serializers import port_link, remote_port
-from .api.views import NO_LIVE_ACCESS, has_live_access
 from .choices import NodeType
-from .models import Fabric, Port
+from .models import Discovery, Fabric, Node, Port
+from .services.requests import NoLiveAccess, request_discovery
 
 PORT_CHARTS_TEMPLATE = "telemetry/_port_charts.html"
 OBJECT_ALARMS_TEMPLATE = "events/_object_alarms.html"
@@ -61,7 +59,7 @@ class FabricListView(RoleRequiredMixin, ListView):
     context_object_name = "fabrics"
 
     def get_queryset(self):
-        return queries.fabric_queryset()
+        return Fabric.objects.with_counts()
 
 
 class FabricView(RoleRequiredMixin, DetailView):
@@ -71,7 +69,7 @@ class FabricView(RoleRequiredMixin, DetailView):
     context_object_name = "fabric"
 
     def get_queryset(self):
-        return queries.fabric_queryset()
+        return Fabric.objects.with_counts()
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
@@ -85,7 +83,7 @@ class FabricView(RoleRequiredMixin, DetailView):
             .annotate(n=Count("id"))
         )
         ctx["host_count"] = fabric.hosts.count()
-        ctx["live"] = has_live_access(fabric)
+        ctx["live"] = fabric.has_live_access
         return ctx
 
 
@@ -95,14 +93,12 @@ class FabricDiscoverView(RoleRequiredMixin, View):
     required_role = Role.OPERATOR
 
     def post(self, request: HttpRequest, pk: int) -> HttpResponse:
-        from .tasks import discover_fabric_task
-
         fabric = get_object_or_404(Fabric, pk=pk)
-        if not has_live_access(fabric):
-            messages.error(request, NO_LIVE_ACCESS.format(name=fabric.name))
+        try:
+            request_discovery(fabric, request.user)
+        except NoLiveAccess as exc:
+            messages.error(request, str(exc))
             return redirect(fabric.get_absolute_url())
-        result = discover_fabric_task.delay(fabric.pk)
-        audit.record("fabric.discover", fabric, {"task_id": getattr(result, "id", None)})
         messages.success(request, f"Discovery of {fabric.name} queued; refresh in a few seconds.")
         return redirect(fabric.get_absolute_url())
 
@@ -140,14 +136,14 @@ class NodeView(RoleRequiredMixin, DetailView):
     context_object_name = "node"
 
     def get_queryset(self):
-        return queries.node_detail_queryset()
+        return Node.objects.with_linked_ports()
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
         node = self.object
         rows = []
         for port in node.ports.all():
-            rows.append({"port": port, "link": port_link(port), "remote": remote_port(port)})
+            rows.append({"port": port, "link": port.link, "remote": port.remote})
         ctx["port_rows"] = rows
         ctx["linked"] = sum(1 for r in rows if r["link"] is not None)
         ctx["siblings"] = node.host.nodes.exclude(pk=node.pk).order_by("description") if node.host_id else []
@@ -162,14 +158,14 @@ class PortView(RoleRequiredMixin, DetailView):
     context_object_name = "port"
 
     def get_queryset(self):
-        return Port.objects.select_related("node__fabric", "node__host", *queries.PORT_LINK_RELATED)
+        return Port.objects.with_link().select_related("node__fabric", "node__host")
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
         port = self.object
         ctx["node"] = port.node
-        ctx["link"] = port_link(port)
-        ctx["remote"] = remote_port(port)
+        ctx["link"] = port.link
+        ctx["remote"] = port.remote
         ctx["charts_template"] = optional_template(PORT_CHARTS_TEMPLATE)
         ctx["alarms_template"] = optional_template(OBJECT_ALARMS_TEMPLATE)
         return ctx
@@ -183,7 +179,7 @@ class ChangesView(RoleRequiredMixin, ListView):
     paginate_by = 25
 
     def get_queryset(self):
-        qs = queries.discovery_queryset()
+        qs = Discovery.objects.with_fabric()
         self.fabric = None
         wanted = self.request.GET.get("fabric", "")
         if wanted.isdigit():

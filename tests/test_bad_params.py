@@ -5,42 +5,37 @@ page; never a 500."""
 from __future__ import annotations
 
 import pytest
-from rest_framework.test import APIClient
 
-from accounts.roles import set_role
 from fabric.services.ingest import import_topology_text
-from fabric.tests.test_services import BASE
+from weft.testing.topologies import BASE
 
 HUGE = "99999999999999999999"
 
 
-@pytest.fixture
-def viewer(db, django_user_model) -> APIClient:
-    import_topology_text("f", BASE, filename="base.topo")
-    user = django_user_model.objects.create(username="v")
-    set_role(user, "viewer")
-    client = APIClient(raise_request_exception=False)
-    client.force_login(user)
-    return client
+@pytest.fixture(autouse=True)
+def fabric(db):
+    return import_topology_text("f", BASE, filename="base.topo").fabric
 
 
 @pytest.mark.parametrize(
-    "url",
+    "url,expected",
     [
-        "/?fabric=²",
-        f"/?fabric={HUGE}",
-        "/dashboard/summary.json?fabric=²",
-        f"/dashboard/summary.json?fabric={HUGE}",
-        "/fabric/changes/?fabric=²",
-        f"/fabric/changes/?fabric={HUGE}",
-        "/fabric/map/?fabric=²",
-        "/fabric/map/?poll=²",
-        "/api/fabric/nodes/?q=²",
-        "/api/fabric/ports/?q=²",
+        ("/?fabric=²", "<title>Dashboard · Weft</title>"),
+        (f"/?fabric={HUGE}", "<title>Dashboard · Weft</title>"),
+        ("/dashboard/summary.json?fabric=²", '"name": "f"'),
+        (f"/dashboard/summary.json?fabric={HUGE}", '"name": "f"'),
+        ("/fabric/changes/?fabric=²", "<title>Topology changes · Weft</title>"),
+        (f"/fabric/changes/?fabric={HUGE}", "<title>Topology changes · Weft</title>"),
+        ("/fabric/map/?fabric=²", "No fabric “²”"),
+        ("/fabric/map/?poll=²", "<title>Map · f · Weft</title>"),
+        ("/api/fabric/nodes/?q=²", '"count":0,'),  # no node matches the search
+        ("/api/fabric/ports/?q=²", '"results":['),
     ],
 )
-def test_pages_and_searches_answer_200(viewer, url):
-    assert viewer.get(url).status_code == 200
+def test_pages_and_searches_answer_200(viewer, url, expected):
+    resp = viewer.get(url)
+    assert resp.status_code == 200
+    assert expected in resp.content.decode()
 
 
 @pytest.mark.parametrize(
@@ -61,7 +56,10 @@ def test_pages_and_searches_answer_200(viewer, url):
     ],
 )
 def test_api_filters_out_of_range_are_a_400(viewer, url):
-    assert viewer.get(url).status_code == 400
+    resp = viewer.get(url)
+    assert resp.status_code == 400
+    param = url.split("?")[1].split("=")[0]
+    assert list(resp.json()) == [param]  # the answer names the parameter at fault
 
 
 def test_changes_page_with_an_unknown_fabric_id_lists_nothing(viewer):
@@ -72,10 +70,8 @@ def test_changes_page_with_an_unknown_fabric_id_lists_nothing(viewer):
 
 
 @pytest.mark.parametrize("value", ["abc", "²", "\x00", HUGE, ""])
-def test_health_run_page_with_a_bad_fabric_is_a_404(db, django_user_model, value):
-    import_topology_text("f", BASE, filename="base.topo")
-    user = django_user_model.objects.create(username="op")
-    set_role(user, "operator")
-    client = APIClient(raise_request_exception=False)
-    client.force_login(user)
-    assert client.post("/health/", {"fabric": value}).status_code == 404
+def test_health_run_page_with_a_bad_fabric_is_a_404(operator, value):
+    from events.models import HealthReport
+
+    assert operator.post("/health/", {"fabric": value}).status_code == 404
+    assert not HealthReport.objects.exists()

@@ -8,23 +8,22 @@ import asyncio
 import pytest
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
-from django.test import Client, override_settings
+from django.test import override_settings
 
 from accounts.roles import set_role
 from fabric.services.ingest import import_topology_text
-from fabric.tests.test_services import BASE
 from weft.asgi import application
+from weft.testing.topologies import BASE
+from weft.testing.ws import ORIGIN, session_headers
 
-ORIGIN = (b"origin", b"http://127.0.0.1")
 MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 
 def _cookie(username: str) -> tuple[bytes, bytes]:
     user = get_user_model().objects.create_user(username, password="x")
     set_role(user, "viewer")
-    client = Client()
-    client.force_login(user)
-    return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+    _origin, cookie = session_headers(user)
+    return cookie
 
 
 @pytest.mark.django_db(transaction=True)

@@ -7,13 +7,15 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from accounts.audit import model_changes, record
+from accounts.api.mixins import AuditedWritesMixin
+from accounts.audit import model_changes
 from accounts.roles import Role
 from fabric.models import Fabric
 
 from .. import services
 from ..filtersets import AlarmFilterSet, EventFilterSet, EventPolicyFilterSet
 from ..models import Alarm, Event, EventPolicy, HealthReport
+from ..reports import run_health_report
 from .serializers import (
     AlarmClearSerializer,
     AlarmSerializer,
@@ -64,22 +66,23 @@ class AlarmViewSet(viewsets.ReadOnlyModelViewSet):
         return Response(AlarmSerializer(alarm).data)
 
 
-class EventPolicyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.UpdateModelMixin,
-                         viewsets.GenericViewSet):  # fmt: skip
-    """Event policies, one per event type (Admin: read and edit; types come from the event-type registry, rows from ``ensure_policies`` after migrate)."""
+class EventPolicyViewSet(AuditedWritesMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                         mixins.UpdateModelMixin, viewsets.GenericViewSet):  # fmt: skip
+    """Event policies, one per event type (Admin: read and edit; types come from the event-type registry,
+    rows from ``ensure_policies`` after migrate).
+    An edit and its ``event_policy.update`` audit entry commit together."""
 
     queryset = EventPolicy.objects.prefetch_related("recipient_users", "recipient_groups")
     serializer_class = EventPolicySerializer
     filterset_class = EventPolicyFilterSet
     read_role = Role.ADMIN
     write_role = Role.ADMIN
+    audit_prefix = "event_policy"
 
-    def perform_update(self, serializer):
-        old = EventPolicy.objects.get(pk=serializer.instance.pk)
-        policy = serializer.save()
+    def audit_update_changes(self, serializer, before, after):
         fields = ["enabled", "severity", "threshold", "consecutive", "ttl_s", "raise_alarm", "email",
                   "notify_clear", "digest", "recipient_emails"]  # fmt: skip
-        record("event_policy.update", policy, model_changes(old, policy, fields))
+        return model_changes(before, after, fields)
 
 
 class HealthReportViewSet(viewsets.ReadOnlyModelViewSet):
@@ -93,12 +96,9 @@ class HealthReportViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=None, responses=HealthReportSerializer)
     @action(detail=False, methods=["post"])
     def run(self, request):
-        from ..health import run_report
-
         try:
             fabric = Fabric.objects.get(pk=int(request.data.get("fabric")))
         except (TypeError, ValueError, Fabric.DoesNotExist):
             return Response({"fabric": ["a fabric id is required"]}, status=status.HTTP_400_BAD_REQUEST)
-        report = run_report(fabric, user=request.user)
-        record("health.run", report, {"fabric": fabric.name, "status": report.status})
+        report = run_health_report(fabric, request.user)
         return Response(HealthReportSerializer(report).data, status=status.HTTP_201_CREATED)

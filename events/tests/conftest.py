@@ -1,4 +1,5 @@
-"""Fixtures of the events tests: a small stored fabric (1 spine, 2 leaves, 2 hosts) and users."""
+"""Fixtures of the events tests: a small stored fabric (1 spine, 2 leaves, 2 hosts), an alarm on it
+and an SMTP sink (users and clients come from the root ``conftest.py``)."""
 
 from __future__ import annotations
 
@@ -8,21 +9,8 @@ from email import policy as email_policy
 
 import pytest
 from aiosmtpd.controller import Controller
-from django.contrib.auth import get_user_model
 
-from accounts.roles import set_role
 from events.keys import link_key
-
-
-@pytest.fixture
-def users(db):
-    User = get_user_model()
-    out = {}
-    for name, role in [("vic", "viewer"), ("olga", "operator"), ("ada", "admin")]:
-        user = User.objects.create_user(name, email=f"{name}@example.org", password="pw-" + name)
-        set_role(user, role)
-        out[role] = user
-    return out
 
 
 @pytest.fixture

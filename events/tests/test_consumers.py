@@ -9,35 +9,16 @@ import threading
 import pytest
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
-from django.db import connection
-from django.test import Client, override_settings
+from django.test import override_settings
 
 from accounts.roles import set_role
 from events.engine import process_pending_events
 from events.models import Alarm
 from events.services import EventSpec, acknowledge, record_events
 from weft.asgi import application
+from weft.testing.ws import ORIGIN, in_thread, session_headers
 
-ORIGIN = (b"origin", b"http://127.0.0.1")
 MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-
-
-def session_headers(user) -> list[tuple[bytes, bytes]]:
-    client = Client()
-    client.force_login(user)
-    return [ORIGIN, (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
-
-
-def in_thread(fn):
-    """Run ``fn`` as the in-process worker would: in a pool thread, closing its DB connection."""
-
-    def run():
-        try:
-            return fn()
-        finally:
-            connection.close()
-
-    return asyncio.get_running_loop().run_in_executor(None, run)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -44,3 +44,26 @@ def test_report_on_clean_real_fabric(realdata):
     assert report.summary["duplicate_lid"] == 0 and report.summary["duplicate_guid"] == 0
     assert report.summary["link_below_capability"] == len(links_below_capability(fabric))
     assert len(report.findings) == len(check_fabric(fabric))
+    # Expected from the file, not from the checks: its only defects are two CAs cabled at 4x SDR in
+    # an HDR fabric, and an ibnetdiscover file carries no SM, so no master is known.
+    sdr_cas = {
+        m.group(1)
+        for m in re.finditer(r'^\[\d+\]\((\w+)\)\s+"S-\w+"\[\d+\].*4xSDR\s*$', path.read_text(), re.M)
+    }
+    assert len(sdr_cas) == 2
+    assert report.summary == {
+        "duplicate_guid": 0,
+        "duplicate_lid": 0,
+        "invalid_lid": 0,
+        "link_below_capability": len(sdr_cas),
+        "port_errors": 0,
+        "unreachable_node": 0,
+        "sm_state": 1,
+    }
+    below = [f for f in report.findings if f["check"] == "link_below_capability"]
+    assert {key for f in below for key in f["object_key"].split("-")} >= {f"0x{g}/1" for g in sdr_cas}
+    assert all(f["severity"] == "minor" and f["details"]["rate_gbps"] == 8.0 for f in below)
+    (sm,) = [f for f in report.findings if f["check"] == "sm_state"]
+    assert sm["severity"] == "critical" and "No master SM" in sm["message"]
+    assert report.status == "critical" and report.trigger == "scheduled"
+    assert report.findings[0] == sm  # worst first

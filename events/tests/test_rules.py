@@ -177,10 +177,34 @@ def test_symbol_error_rate_and_link_downed(topo):
 
 
 def test_rates_unknown_keep_streak(topo):
+    from events.keys import port_key
+    from events.models import ConditionState
+    from events.policies import ensure_policies
+
     s1 = sweep(topo, interval_s=None)
     counters(topo, s1, ("leaf01", 2), error_deltas={"symbol_errors": 500})
     evaluate_sweep(topo.fabric.pk, s1.pk)
     assert not Alarm.objects.exists()
+    # A sweep whose rate cannot be computed (no interval) neither counts towards nor breaks the
+    # streak of a rule that needs two sweeps over the threshold, and does not clear its alarm.
+    ensure_policies()
+    EventPolicy.objects.filter(code="port.symbol_errors").update(consecutive=2)
+    leaf = topo.ports[("leaf01", 2)]
+    key = port_key(leaf.node.node_guid, leaf.port_num)
+
+    def step(interval_s, errors):
+        s = sweep(topo, interval_s=interval_s)
+        counters(topo, s, ("leaf01", 2), error_deltas={"symbol_errors": errors})
+        evaluate_sweep(topo.fabric.pk, s.pk)
+        state = ConditionState.objects.filter(code="port.symbol_errors", object_key=key).first()
+        alarms = list(Alarm.objects.filter(code="port.symbol_errors").values_list("state", flat=True))
+        return (state.over if state else 0), alarms
+
+    assert step(10.0, 500) == (1, [])  # 3000/min: over, first of two
+    assert step(None, 500) == (1, [])  # unknown: the streak stays at one
+    assert step(10.0, 500) == (2, ["active"])  # second over: raised
+    assert step(None, 0) == (2, ["active"])  # unknown: still open
+    assert step(10.0, 0) == (0, ["cleared"])  # a known rate below clears
 
 
 def test_congestion_needs_n_sweeps_and_clears_below(topo):

@@ -12,19 +12,13 @@ from events.models import HealthReport
 pytestmark = pytest.mark.django_db
 
 
-def login(user):
-    c = Client()
-    c.force_login(user)
-    return c
-
-
 def test_pages_need_login(db):
     for url in ["/", "/alarms/", "/events/", "/health/", "/event-policies/"]:
         resp = Client().get(url)
         assert resp.status_code == 302 and "/accounts/login/" in resp["Location"], url
 
 
-def test_dashboard_and_summary(alarm, users, topo):
+def test_dashboard_and_summary(alarm, users, topo, client_for):
     from django.utils import timezone
 
     from telemetry.models import PortCounters, Sweep
@@ -37,7 +31,7 @@ def test_dashboard_and_summary(alarm, users, topo):
         symbol_errors=12,
         error_deltas={"symbol_errors": 4},
     )
-    c = login(users["viewer"])
+    c = client_for(users["viewer"])
     html = c.get("/").content.decode()
     assert 'data-sev="critical">1<' in html and "leaf01 [2]" in html
     data = c.get("/dashboard/summary.json").json()
@@ -51,22 +45,22 @@ def test_dashboard_and_summary(alarm, users, topo):
     assert data["top_errors"][0]["errors_last_sweep"] == 4 and data["top_errors"][0]["errors_total"] == 12
 
 
-def test_alarm_pages_and_ack_buttons(alarm, users):
-    html = login(users["operator"]).get("/alarms/").content.decode()
+def test_alarm_pages_and_ack_buttons(alarm, users, client_for):
+    html = client_for(users["operator"]).get("/alarms/").content.decode()
     assert "spine01 [1] &lt;-&gt; leaf01 [1]" in html and 'class="ack"' in html
-    assert 'class="ack"' not in login(users["viewer"]).get("/alarms/").content.decode()
-    assert login(users["viewer"]).post(f"/alarms/{alarm.pk}/acknowledge/").status_code == 403
-    resp = login(users["operator"]).post(f"/alarms/{alarm.pk}/acknowledge/")
-    assert resp.status_code == 302
+    assert 'class="ack"' not in client_for(users["viewer"]).get("/alarms/").content.decode()
+    assert client_for(users["viewer"]).post(f"/alarms/{alarm.pk}/acknowledge/").status_code == 403
+    resp = client_for(users["operator"]).post(f"/alarms/{alarm.pk}/acknowledge/")
+    assert resp.status_code == 302 and resp["Location"] == f"/alarms/{alarm.pk}/"
     alarm.refresh_from_db()
     assert alarm.state == "acknowledged"
-    assert "Acknowledged" in login(users["viewer"]).get(f"/alarms/{alarm.pk}/").content.decode()
+    assert "Acknowledged" in client_for(users["viewer"]).get(f"/alarms/{alarm.pk}/").content.decode()
 
 
-def test_node_and_port_pages_show_alarms(alarm, users, topo):
+def test_node_and_port_pages_show_alarms(alarm, users, topo, client_for):
     from fabric.models import Port
 
-    c = login(users["viewer"])
+    c = client_for(users["viewer"])
     node_html = c.get(f"/fabric/nodes/{topo.nodes['leaf01'].pk}/").content.decode()
     assert 'id="object-alarms"' in node_html and "Link down" in node_html
     port = Port.objects.get(node=topo.nodes["leaf01"], port_num=1)
@@ -75,20 +69,20 @@ def test_node_and_port_pages_show_alarms(alarm, users, topo):
     assert "No open alarms" in c.get(f"/fabric/ports/{other.pk}/").content.decode()
 
 
-def test_events_page_filters(alarm, users):
-    c = login(users["viewer"])
+def test_events_page_filters(alarm, users, client_for):
+    c = client_for(users["viewer"])
     assert "went down" in c.get("/events/?min_severity=critical").content.decode()
     assert "went down" not in c.get("/events/?code=node.added").content.decode()
 
 
-def test_health_page_run_and_json(topo, users):
-    assert login(users["viewer"]).post("/health/", {"fabric": topo.fabric.pk}).status_code == 403
-    resp = login(users["operator"]).post("/health/", {"fabric": topo.fabric.pk})
+def test_health_page_run_and_json(topo, users, client_for):
+    assert client_for(users["viewer"]).post("/health/", {"fabric": topo.fabric.pk}).status_code == 403
+    resp = client_for(users["operator"]).post("/health/", {"fabric": topo.fabric.pk})
     report = HealthReport.objects.get()
     assert resp.status_code == 302 and resp["Location"] == f"/health/{report.pk}/"
-    page = login(users["viewer"]).get(f"/health/{report.pk}/").content.decode()
+    page = client_for(users["viewer"]).get(f"/health/{report.pk}/").content.decode()
     assert "Health of lab" in page
-    data = json.loads(login(users["viewer"]).get(f"/health/{report.pk}.json").content)
+    data = json.loads(client_for(users["viewer"]).get(f"/health/{report.pk}.json").content)
     assert data["fabric"] == "lab" and data["created_by"] == "olga"
     assert set(data["summary"]) >= {
         "duplicate_guid",
@@ -103,9 +97,9 @@ def test_health_page_run_and_json(topo, users):
     assert any(f["check"] == "sm_state" and f["severity"] == "critical" for f in data["findings"])
 
 
-def test_policy_pages_admin_only(db, users):
-    assert login(users["operator"]).get("/event-policies/").status_code == 403
-    c = login(users["admin"])
+def test_policy_pages_admin_only(db, users, client_for):
+    assert client_for(users["operator"]).get("/event-policies/").status_code == 403
+    c = client_for(users["admin"])
     assert "link.down" in c.get("/event-policies/").content.decode()
     from events.models import EventPolicy
 

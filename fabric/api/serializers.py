@@ -14,6 +14,7 @@ from rest_framework import serializers
 from ..choices import PortState
 from ..guid import normalize_guid
 from ..models import Discovery, Fabric, Host, Link, Node, Port, SubnetManager
+from ..querysets import topology_counts
 
 
 class ChoiceDisplayField(serializers.Field):
@@ -162,9 +163,7 @@ class FabricSerializer(serializers.ModelSerializer):
                 "routers": obj.n_routers,
                 "links": obj.n_links,
             }
-        from .queries import fabric_counts
-
-        return fabric_counts(obj)
+        return topology_counts(obj)
 
     def validate_subnet_prefix(self, value: str) -> str:
         if not value:
@@ -205,33 +204,15 @@ class RemoteEndField(serializers.Field):
         return instance
 
     def to_representation(self, port: Port):
-        remote = remote_port(port)
+        remote = port.remote
         return None if remote is None else BriefPortSerializer(remote, context=self.context).data
 
 
 extend_schema_field(BriefPortSerializer(allow_null=True))(RemoteEndField)
 
 
-def port_link(port: Port) -> Link | None:
-    """The link of ``port`` (either end), using the cached reverse one-to-one when loaded."""
-    for attr in ("link_as_a", "link_as_b"):
-        try:
-            return getattr(port, attr)
-        except Link.DoesNotExist:
-            continue
-    return None
-
-
-def remote_port(port: Port) -> Port | None:
-    """The port at the other end of ``port``'s link, or None when unconnected."""
-    link = port_link(port)
-    if link is None:
-        return None
-    return link.port_b if link.port_a_id == port.pk else link.port_a
-
-
 class PortSerializer(serializers.ModelSerializer):
-    """A port with its link and the remote end (needs the prefetches of ``queries.port_queryset``)."""
+    """A port with its link and the remote end (read it through ``Port.objects.with_link()``)."""
 
     url = serializers.HyperlinkedIdentityField(view_name="fabric-api:port-detail")
     display = serializers.CharField(source="__str__", read_only=True)
@@ -264,7 +245,7 @@ class PortSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(BriefLinkSerializer(allow_null=True))
     def get_link(self, port: Port):
-        link = port_link(port)
+        link = port.link
         return None if link is None else BriefLinkSerializer(link, context=self.context).data
 
 

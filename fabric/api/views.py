@@ -3,7 +3,8 @@
 Topology objects (nodes, ports, links, hosts, SMs, discoveries) are read-only: they come from
 discovery and import. Fabrics are created and edited by Admins; ``discover`` (Operator) queues a
 live discovery, ``import`` (Admin) ingests an uploaded ibnetdiscover file, ``map`` returns the
-server-side layout the map page draws. Every change is audited (``accounts.audit.record``).
+server-side layout the map page draws. Every change is audited (``accounts.audit.record``) in the
+transaction of the change (``AuditedWritesMixin``, ``fabric.services.requests``).
 """
 
 from __future__ import annotations
@@ -17,15 +18,19 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from accounts import audit
+from accounts.api.mixins import AuditedWritesMixin
 from accounts.roles import Role
 from weft.cache import get_or_compute
 
 from .. import filtersets
-from ..models import Fabric
+from ..models import Discovery, Fabric, Host, Link, Node, Port, SubnetManager
+from ..parsers.records import TopologyParseError
+from ..services.ingest import ImportWouldRemove
+from ..services.ingest import summary as ingest_summary
+from ..services.requests import NoLiveAccess, import_upload, request_discovery
 from ..upload import GZIP_MAGIC, UploadError, read_limited, topology_text
 from ..upload import max_bytes as max_upload_bytes
-from . import queries, serializers
+from . import serializers
 from .maplayout import build_map, map_cache_key
 
 BRIEF_PARAM = OpenApiParameter(
@@ -43,18 +48,6 @@ IMPORT_REQUEST = {
 REPLACE_PARAM = OpenApiParameter(
     "replace", OpenApiTypes.BOOL, description="for raw bodies: the file is the whole fabric (see 409)"
 )
-
-
-NO_LIVE_ACCESS = (
-    "Fabric {name} has no live access configured (set local_hca, ca_name, or tool_env for a lab): it was "
-    "imported from a file, and a live discovery from this host would describe another fabric."
-)
-
-
-def has_live_access(fabric: Fabric) -> bool:
-    """``Fabric.has_live_access``, without ``is_live``'s periodic-discovery flag, since an
-    on-demand discovery is wanted even when the periodic one is off."""
-    return fabric.has_live_access
 
 
 class PlainTextParser(parsers.BaseParser):
@@ -101,7 +94,7 @@ class ReadOnlyTopologyViewSet(BriefModeMixin, viewsets.ReadOnlyModelViewSet):
 class NodeViewSet(ReadOnlyTopologyViewSet):
     """Switches, CAs and routers; the detail form lists the ports with their links and remote ends."""
 
-    queryset = queries.node_queryset()
+    queryset = Node.objects.with_fabric_and_host()
     serializer_class = serializers.NodeSerializer
     brief_serializer_class = serializers.BriefNodeSerializer
     filterset_class = filtersets.NodeFilterSet
@@ -109,7 +102,7 @@ class NodeViewSet(ReadOnlyTopologyViewSet):
 
     def get_queryset(self):
         if self.action == "retrieve" and not self.brief:
-            return queries.node_detail_queryset()
+            return Node.objects.with_linked_ports()
         return super().get_queryset()
 
     def get_serializer_class(self):
@@ -124,7 +117,7 @@ class NodeViewSet(ReadOnlyTopologyViewSet):
 class PortViewSet(ReadOnlyTopologyViewSet):
     """Ports with state, width, speed, rate, link and remote end."""
 
-    queryset = queries.port_queryset()
+    queryset = Port.objects.with_link()
     serializer_class = serializers.PortSerializer
     brief_serializer_class = serializers.BriefPortSerializer
     filterset_class = filtersets.PortFilterSet
@@ -137,7 +130,7 @@ class PortViewSet(ReadOnlyTopologyViewSet):
 class LinkViewSet(ReadOnlyTopologyViewSet):
     """Links (cables): two ports, unordered; width/speed/rate as negotiated."""
 
-    queryset = queries.link_queryset()
+    queryset = Link.objects.with_ends()
     serializer_class = serializers.LinkSerializer
     brief_serializer_class = serializers.BriefLinkSerializer
     filterset_class = filtersets.LinkFilterSet
@@ -150,7 +143,7 @@ class LinkViewSet(ReadOnlyTopologyViewSet):
 class HostViewSet(ReadOnlyTopologyViewSet):
     """Machines grouping CAs by the host name of their NodeDescription."""
 
-    queryset = queries.host_queryset()
+    queryset = Host.objects.with_nodes()
     serializer_class = serializers.HostSerializer
     brief_serializer_class = serializers.BriefHostSerializer
     filterset_class = filtersets.HostFilterSet
@@ -163,7 +156,7 @@ class HostViewSet(ReadOnlyTopologyViewSet):
 class SubnetManagerViewSet(ReadOnlyTopologyViewSet):
     """Subnet managers seen on each fabric (SMInfo)."""
 
-    queryset = queries.subnet_manager_queryset()
+    queryset = SubnetManager.objects.with_fabric()
     serializer_class = serializers.SubnetManagerSerializer
     brief_serializer_class = serializers.BriefSubnetManagerSerializer
     filterset_class = filtersets.SubnetManagerFilterSet
@@ -176,7 +169,7 @@ class SubnetManagerViewSet(ReadOnlyTopologyViewSet):
 class DiscoveryViewSet(ReadOnlyTopologyViewSet):
     """Discoveries and imports, newest first, with counts, diff and warnings."""
 
-    queryset = queries.discovery_queryset()
+    queryset = Discovery.objects.with_fabric()
     serializer_class = serializers.DiscoverySerializer
     brief_serializer_class = serializers.BriefDiscoverySerializer
     filterset_class = filtersets.DiscoveryFilterSet
@@ -239,10 +232,10 @@ def _read_upload(data) -> tuple[str, str]:
 @extend_schema_view(
     list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
 )
-class FabricViewSet(BriefModeMixin, viewsets.ModelViewSet):
+class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
     """Fabrics (IB subnets): Viewer reads, Admin edits, Operator runs discovery, Admin imports."""
 
-    queryset = queries.fabric_queryset()
+    queryset = Fabric.objects.with_counts()
     serializer_class = serializers.FabricSerializer
     brief_serializer_class = serializers.BriefFabricSerializer
     filterset_class = filtersets.FabricFilterSet
@@ -251,21 +244,7 @@ class FabricViewSet(BriefModeMixin, viewsets.ModelViewSet):
     read_role = Role.VIEWER
     write_role = Role.ADMIN
     action_roles = {"discover": Role.OPERATOR, "import_file": Role.ADMIN, "import_new": Role.ADMIN}
-
-    def perform_create(self, serializer):
-        fabric = serializer.save()
-        audit.record("fabric.create", fabric, dict(serializer.validated_data))  # JSON scalars, tool_env
-
-    def perform_update(self, serializer):
-        before = Fabric.objects.get(pk=serializer.instance.pk)
-        fabric = serializer.save()
-        audit.record(
-            "fabric.update", fabric, audit.model_changes(before, fabric, list(serializer.validated_data))
-        )
-
-    def perform_destroy(self, instance):
-        audit.record("fabric.delete", instance)
-        instance.delete()
+    audit_prefix = "fabric"  # create: the validated fields (JSON scalars, tool_env); update: the diff
 
     @extend_schema(
         request=None,
@@ -277,16 +256,11 @@ class FabricViewSet(BriefModeMixin, viewsets.ModelViewSet):
     @action(detail=True, methods=["post"])
     def discover(self, request, pk=None):
         """Queue a live discovery (ibnetdiscover) of this fabric now (Operator)."""
-        from ..tasks import discover_fabric_task
-
         fabric = self.get_object()
-        if not has_live_access(fabric):
-            return Response(
-                {"detail": NO_LIVE_ACCESS.format(name=fabric.name)}, status=status.HTTP_409_CONFLICT
-            )
-        result = discover_fabric_task.delay(fabric.pk)
-        task_id = getattr(result, "id", None)
-        audit.record("fabric.discover", fabric, {"task_id": task_id})
+        try:
+            task_id = request_discovery(fabric, request.user)
+        except NoLiveAccess as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(
             {
                 "fabric": serializers.BriefFabricSerializer(fabric, context={"request": request}).data,
@@ -297,10 +271,6 @@ class FabricViewSet(BriefModeMixin, viewsets.ModelViewSet):
         )
 
     def _import(self, request, fabric_name: str | None):
-        from ..parsers.records import TopologyParseError
-        from ..services.ingest import ImportWouldRemove, import_topology_text
-        from ..services.ingest import summary as ingest_summary
-
         data = request.data
         if not isinstance(data, Mapping):  # a JSON list, string, number or null body
             raise ValidationError(
@@ -324,8 +294,8 @@ class FabricViewSet(BriefModeMixin, viewsets.ModelViewSet):
             data = {"raw": data["raw"], "filename": request.query_params.get("filename", "")}
         text, filename = _read_upload(data)
         try:
-            discovery = import_topology_text(
-                fabric_name, text, filename=filename, source="upload", replace=replace
+            discovery = import_upload(
+                fabric_name, text, filename=filename, user=request.user, replace=replace
             )
         except ImportWouldRemove as exc:
             return Response(exc.as_dict(), status=status.HTTP_409_CONFLICT)
@@ -338,17 +308,12 @@ class FabricViewSet(BriefModeMixin, viewsets.ModelViewSet):
                 },
                 status=status.HTTP_400_BAD_REQUEST,
             )
-        fabric = Fabric.objects.get(pk=discovery.fabric_id)
-        summary = ingest_summary(discovery)
-        audit.record(
-            "fabric.import", fabric, {"filename": filename, "discovery": discovery.pk, "summary": summary}
-        )
         ctx = {"request": request}
         return Response(
             {
-                "fabric": serializers.BriefFabricSerializer(fabric, context=ctx).data,
+                "fabric": serializers.BriefFabricSerializer(discovery.fabric, context=ctx).data,
                 "discovery": serializers.DiscoveryListSerializer(discovery, context=ctx).data,
-                "summary": summary,
+                "summary": ingest_summary(discovery),
             },
             status=status.HTTP_201_CREATED,
         )

@@ -21,14 +21,8 @@ from fabric.models import Discovery, Fabric, Link, Node, Port, SubnetManager
 from fabric.parsers import detect_and_parse
 from fabric.services.discovery import discover
 from fabric.services.ingest import import_topology_text
-from fabric.tests.test_services import record_committed
 
 pytestmark = [pytest.mark.lab]
-
-
-@pytest.fixture
-def committed_signals():
-    yield from record_committed()
 
 
 # Files the lab cannot load as they are, and why; for these the import is compared with the

@@ -321,8 +321,18 @@ def test_truncated_file_keeps_complete_records_and_warns(realdata):
     headers = len(re.findall(r"^(Switch|Ca)\s", cut, re.M))
     assert len(topo.nodes) == headers
     assert topo.warnings, "a truncated file must warn (links to nodes it lost, the cut line)"
+    # Exactly the port lines whose remote node lost its record to the cut warn, each at its line
+    # and saying so; the cut line itself is one of them (its remote's record is past the cut).
+    names = set(re.findall(r'^(?:Switch|Ca)\s+\d+\s+"([^"]+)"', cut, re.M))
+    dangling = {
+        n
+        for n, line in enumerate(cut.splitlines(), 1)
+        if (m := re.match(r'^\[\d+\]\s*"([^"]+)"\[\d+\]', line)) and m.group(1) not in names
+    }
     last = len(cut.splitlines())
-    assert any(w.line == last for w in topo.warnings) or any("no record" in w.message for w in topo.warnings)
+    assert last in dangling
+    assert sorted(w.line for w in topo.warnings) == sorted(dangling)
+    assert all("which has no record; link skipped" in w.message for w in topo.warnings)
 
 
 def _realdata_topology_files(root: Path) -> list[Path]:

@@ -9,21 +9,10 @@ import zlib
 import pytest
 from django.core.management import CommandError, call_command
 from django.test import override_settings
-from rest_framework.test import APIClient
 
-from accounts.roles import set_role
 from fabric.models import Discovery, Fabric, Link, Node
 from fabric.services.ingest import import_topology_text
-from fabric.tests.test_services import BASE
-
-
-@pytest.fixture
-def admin(db, django_user_model) -> APIClient:
-    user = django_user_model.objects.create(username="root")
-    set_role(user, "admin")
-    client = APIClient(raise_request_exception=False)
-    client.force_login(user)
-    return client
+from weft.testing.topologies import BASE
 
 
 @pytest.fixture

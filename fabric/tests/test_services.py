@@ -17,61 +17,9 @@ from fabric.models import Discovery, Fabric, Host, Link, Node, Port
 from fabric.parsers import TopologyParseError, parse_ibnetdiscover
 from fabric.parsers.ibnetdiscover import derived_guid
 from fabric.services.ingest import import_topology_text, ingest_topology, summary
-from fabric.signals import discovery_committed
-
-BASE = """
-Switch 8 "spine" # "spine-1"
-[1] "leaf1"[7]
-[2] "leaf2"[7]
-
-Switch 8 "leaf1" # "leaf-1" enhanced port 0 lid 2 lmc 0
-[1] "h1"[1] # "host001 mlx5_0" lid 10 4xHDR
-[2] "h2"[1] # "host001 mlx5_1" lid 11 4xHDR
-[7] "spine"[1] # "spine-1" lid 1 4xHDR
-
-Switch 8 "leaf2" # "leaf-2" enhanced port 0 lid 3 lmc 0
-[1] "h3"[1] # "host002 mlx5_0" lid 12 4xHDR
-[7] "spine"[2] # "spine-1" lid 1 4xHDR
-
-Hca 1 "h1" # "host001 mlx5_0"
-[1] "leaf1"[1] # lid 10 lmc 0 "leaf-1" lid 2 4xHDR
-
-Hca 1 "h2" # "host001 mlx5_1"
-[1] "leaf1"[2] # lid 11 lmc 0 "leaf-1" lid 2 4xHDR
-
-Hca 1 "h3" # "host002 mlx5_0"
-[1] "leaf2"[1] # lid 12 lmc 0 "leaf-2" lid 3 4xHDR
-"""
+from weft.testing.topologies import BASE
 
 G = derived_guid
-
-
-def record_committed():
-    """Record ``discovery_committed`` sends as ``[(fabric_id, discovery_id)]``.
-
-    Other apps' receivers (rules engine, heatmap) are detached for the test: these tests check the
-    fabric app's side of the contract (the signal is sent on commit), not the listeners.
-    """
-    sent: list[tuple[int, int]] = []
-
-    def receiver(sender, fabric_id, discovery_id, **kw):
-        sent.append((fabric_id, discovery_id))
-
-    saved = discovery_committed.receivers[:]
-    discovery_committed.receivers = []
-    discovery_committed.sender_receivers_cache.clear()
-    discovery_committed.connect(receiver, weak=False)
-    try:
-        yield sent
-    finally:
-        discovery_committed.receivers = saved
-        discovery_committed.sender_receivers_cache.clear()
-
-
-@pytest.fixture
-def committed_signals():
-    """``discovery_committed`` sends of the test (see :func:`record_committed`)."""
-    yield from record_committed()
 
 
 def _ingest(fabric, text, **kw):
@@ -249,11 +197,17 @@ def test_warnings_are_stored_with_lines(db, committed_signals):
     text = BASE.replace("lid 11 lmc 0", "lid 65535 lmc 0") + "\nstray shell prompt $\n"
     d = import_topology_text("w", text, filename="w.topo")
     lines = text.splitlines()
-    assert [w["line"] for w in d.warnings] == sorted(w["line"] for w in d.warnings) or d.warnings
     for w in d.warnings:
         assert 1 <= w["line"] <= len(lines)
     assert any("65535" in w["message"] for w in d.warnings)
     assert any("stray" in w["message"] for w in d.warnings)
+    # one warning per defect, each at the line (1-based) that has it, found in the text itself
+    permissive = next(n for n, line in enumerate(lines, 1) if "lid 65535" in line)
+    stray = lines.index("stray shell prompt $") + 1
+    by_line = {w["line"]: w["message"] for w in d.warnings}
+    assert len(d.warnings) == 2 and set(by_line) == {permissive, stray}
+    assert "65535" in by_line[permissive] and "stray shell prompt" in by_line[stray]
+    assert d.counts["warnings"] == 2
     assert Port.objects.get(node__node_guid=G("h2"), port_num=1).lid is None
 
 

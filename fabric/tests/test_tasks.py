@@ -13,13 +13,8 @@ from django.core.management import CommandError, call_command
 
 from fabric.models import Discovery, Fabric, Link, Node
 from fabric.tasks import discover_all_task, discover_fabric_task
-from fabric.tests.test_services import BASE, record_committed
 from weft.locks import single_instance
-
-
-@pytest.fixture
-def committed_signals():
-    yield from record_committed()
+from weft.testing.topologies import BASE
 
 
 def _last_json(out: str) -> dict:

@@ -10,7 +10,6 @@ from django.template.loader import select_template
 from django.test import Client
 
 from accounts.models import AuditEntry
-from accounts.roles import set_role
 from fabric.choices import NodeType
 from fabric.models import Discovery, Fabric, Link, Node, Port
 from fabric.services.ingest import import_topology_text
@@ -27,18 +26,6 @@ def small_text(realdata) -> str:
 @pytest.fixture
 def small(small_text, db) -> Fabric:
     return import_topology_text("small", small_text, filename=SMALL).fabric
-
-
-@pytest.fixture
-def client_for(db, django_user_model):
-    def make(role: str) -> Client:
-        user, _ = django_user_model.objects.get_or_create(username=role)
-        set_role(user, role)
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return make
 
 
 def exists(name: str) -> bool:
@@ -64,7 +51,9 @@ def test_fabric_list_shows_counts(small, client_for):
     assert cells[:4] == [str(switches), str(cas), "0", str(Link.objects.filter(fabric=small).count())]
 
 
-def test_fabric_page_discover_button_by_role(small, client_for, monkeypatch):
+def test_fabric_page_discover_button_by_role(
+    small, client_for, monkeypatch, django_capture_on_commit_callbacks
+):
     from fabric import tasks
 
     url = f"/fabric/{small.pk}/"
@@ -80,17 +69,21 @@ def test_fabric_page_discover_button_by_role(small, client_for, monkeypatch):
         'id="discover-form"' in html and "disabled" in html.split('id="discover-form"')[1].split("</form>")[0]
     )
     queued = []
-    monkeypatch.setattr(tasks.discover_fabric_task, "delay", lambda fid: queued.append(fid))
-    resp = operator.post(f"/fabric/{small.pk}/discover/", follow=True)
+    monkeypatch.setattr(
+        tasks.discover_fabric_task, "apply_async", lambda args, task_id: queued.append(args[0])
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        resp = operator.post(f"/fabric/{small.pk}/discover/", follow=True)
     assert queued == [] and "no live access" in resp.content.decode()
     Fabric.objects.filter(pk=small.pk).update(tool_env={"LD_PRELOAD": "libumad2sim.so"})
     html = operator.get(url).content.decode()
     assert "disabled" not in html.split('id="discover-form"')[1].split("</form>")[0]
-    resp = operator.post(f"/fabric/{small.pk}/discover/", follow=True)
+    with django_capture_on_commit_callbacks(execute=True):
+        resp = operator.post(f"/fabric/{small.pk}/discover/", follow=True)
     assert resp.redirect_chain[-1][0] == url
     assert queued == [small.pk]
     assert "Discovery of small queued" in resp.content.decode()
-    assert AuditEntry.objects.filter(action="fabric.discover", username="operator").count() == 1
+    assert AuditEntry.objects.filter(action="fabric.discover", username="olga").count() == 1
 
 
 def test_map_page_points_at_the_layout_api(small, client_for):
@@ -189,3 +182,23 @@ def test_import_page_is_for_admins(db, client_for):
     assert resp.status_code == 200
     html = resp.content.decode()
     assert 'data-url="/api/fabric/fabrics/import/"' in html and 'type="file"' in html and "<progress" in html
+
+
+@pytest.mark.parametrize("module", ["fabric.views", "events.views", "telemetry.views"])
+def test_pages_import_nothing_from_the_rest_api(module):
+    """Pages and the API share querysets (``fabric.querysets``), model properties (``Port.link``)
+    and services (``fabric.services.requests``); a page never imports the API's modules."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    tree = ast.parse(Path(importlib.util.find_spec(module).origin).read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            names |= {base} | {f"{base}.{a.name}" if node.module else f"{base}{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+    assert names, module
+    assert not [n for n in names if "api" in n.replace("_", ".").split(".")], sorted(names)

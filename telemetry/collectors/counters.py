@@ -249,6 +249,13 @@ def close_servers() -> None:
         srv.close()
 
 
+def server_pids() -> list[int]:
+    """Process ids of this process's serving MAD pollers that are alive (at most
+    :data:`MAX_SERVERS`, one per fabric address); a poller that died is replaced on next use."""
+    with _servers_lock:
+        return [srv.proc.pid for srv in _servers.values() if srv.alive()]
+
+
 def _server(argv: list[str], env: dict[str, str], ca_args: list[str]) -> _Server:
     key = (tuple(env.get(k, "") for k in _SERVER_ENV), tuple(ca_args), tuple(argv[3:]))
     with _servers_lock:

@@ -17,21 +17,14 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.db import connection, transaction
-from django.test import Client, override_settings
+from django.test import override_settings
 
 from accounts.roles import set_role
 from telemetry.models import Sweep
 from telemetry.signals import sweep_committed
-from telemetry.tests.test_views import make_fabric, write_sweep
 from weft.asgi import application
-
-ORIGIN = (b"origin", b"http://127.0.0.1")
-
-
-def session_headers(user) -> list[tuple[bytes, bytes]]:
-    client = Client()
-    client.force_login(user)
-    return [ORIGIN, (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
+from weft.testing.telemetry import make_fabric, write_sweep
+from weft.testing.ws import ORIGIN, session_headers
 
 
 def make_viewer(name: str = "vic", active: bool = True):

@@ -89,6 +89,9 @@ def test_exposition_values_labels_and_health(stored, settings):
     assert 2.0 < age < 60.0
 
 
+FORBIDDEN = "forbidden: bearer token or allowed address required\n"
+
+
 def test_access_control(stored, settings):
     settings.WEFT_METRICS_TOKENS = ["tok-1", "tok-2"]
     settings.WEFT_METRICS_ALLOW = []
@@ -96,6 +99,11 @@ def test_access_control(stored, settings):
     assert Client().get("/metrics", secure=True, HTTP_AUTHORIZATION="Bearer tok-3").status_code == 403
     assert Client().get("/metrics", secure=True, HTTP_AUTHORIZATION="Bearer tok-2").status_code == 200
     assert Client().post("/metrics", secure=True, HTTP_AUTHORIZATION="Bearer tok-2").status_code == 405
+    # a refusal says why and shows no metric; the token's answer is the exposition of the fabric
+    refused = Client().get("/metrics", secure=True, HTTP_AUTHORIZATION="Bearer tok-3")
+    assert refused.content.decode() == FORBIDDEN
+    allowed = Client().get("/metrics", secure=True, HTTP_AUTHORIZATION="Bearer tok-2").content.decode()
+    assert 'weft_sweep_ok{fabric="f1"} 0.5' in allowed.splitlines()
 
 
 def test_grafana_dashboard_uses_exported_metrics(stored, settings):
@@ -128,9 +136,13 @@ def test_proxied_requests_are_not_allowed_by_the_proxys_loopback_address(stored,
         "/metrics", secure=True, HTTP_AUTHORIZATION="Bearer tok-1", **header
     )
     assert authorised.status_code == 200
+    assert 'weft_sweep_ok{fabric="f1"} 0.5' in authorised.content.decode().splitlines()
+    proxied = Client(REMOTE_ADDR="127.0.0.1").get("/metrics", secure=True, **header)
+    assert proxied.content.decode() == FORBIDDEN
 
 
 def test_unknown_fabric_with_a_nul_is_a_404(stored):
     """``?fabric=%00`` was a 500 on PostgreSQL (a NUL cannot go into a query)."""
     resp = Client(REMOTE_ADDR="127.0.0.1").get("/metrics?fabric=%00", secure=True)
     assert resp.status_code == 404
+    assert resp.content.decode() == "no fabric '\\x00'\n"

@@ -6,7 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from fabric.services.ingest import import_topology_text
-from fabric.tests.test_services import BASE
+from weft.testing.topologies import BASE
 
 
 @pytest.fixture

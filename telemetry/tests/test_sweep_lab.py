@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
 import time
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -24,6 +27,7 @@ from telemetry.models import PortCounters, Sweep
 from telemetry.parsers.ibqueryerrors import parse_ibqueryerrors
 from telemetry.parsers.perfquery import merge_port_counters, parse_perfquery
 from telemetry.services.sweep import poll_fabric
+from weft.testing.waits import wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.django_db(transaction=True)]
 
@@ -255,7 +259,9 @@ def test_metrics_endpoint(small_lab, fabric, settings):
     )
     ok = Client(REMOTE_ADDR="192.0.2.1").get("/metrics", secure=True, HTTP_AUTHORIZATION="Bearer s3cret")
     assert ok.status_code == 200
-    assert Client(REMOTE_ADDR="10.9.3.4").get("/metrics", secure=True).status_code == 200
+    by_address = Client(REMOTE_ADDR="10.9.3.4").get("/metrics", secure=True)
+    assert by_address.status_code == 200
+    assert f'weft_sweep_ok{{fabric="{fabric.name}"}} 1.0' in by_address.content.decode().splitlines()
     text = ok.content.decode()
     pc = counters("Switch1", 3)
     guid = small_lab.guid_of("Switch1")
@@ -393,15 +399,14 @@ def test_serving_poller_is_reused_and_replaced_when_it_dies(small_lab, fabric):
 
     coll.close_servers()
     poll_fabric(fabric)
-    (srv,) = coll._servers.values()
-    pid = srv.proc.pid
+    (pid,) = coll.server_pids()
     s = poll_fabric(fabric)
-    assert s.status == "ok" and [x.proc.pid for x in coll._servers.values()] == [pid]
-    srv.proc.kill()
-    srv.proc.wait(5)
+    assert s.status == "ok" and coll.server_pids() == [pid]
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: coll.server_pids() == [], 5, "the killed poller to be seen dead")
     s = poll_fabric(fabric)  # the dead server is noticed and replaced, nothing goes stale
     assert s.status == "ok" and s.stale == 0
-    (new,) = coll._servers.values()
-    assert new.proc.pid != pid and new.alive()
+    (new,) = coll.server_pids()
+    assert new != pid and Path(f"/proc/{new}").exists()
     coll.close_servers()
-    assert not new.alive()
+    assert coll.server_pids() == [] and not Path(f"/proc/{new}").exists()  # stopped and reaped

@@ -7,10 +7,10 @@ import pytest
 
 from fabric.models import Node, Port
 from fabric.services.ingest import import_topology_text
-from fabric.tests.test_services import BASE
 from telemetry.collectors.counters import Collected
 from telemetry.models import PortCounters, Sweep
 from telemetry.services import sweep as sweep_mod
+from weft.testing.topologies import BASE
 
 WITHOUT_H2 = BASE.replace('[2] "h2"[1] # "host001 mlx5_1" lid 11 4xHDR\n', "").replace(
     'Hca 1 "h2" # "host001 mlx5_1"\n[1] "leaf1"[2] # lid 11 lmc 0 "leaf-1" lid 2 4xHDR\n', ""
@@ -24,7 +24,7 @@ def test_sweep_survives_a_discovery_removing_a_node_during_collection(monkeypatc
     assert WITHOUT_H2 != BASE
 
     def collect_while_a_discovery_commits(reqs, **kw):
-        import_topology_text("f", WITHOUT_H2, filename="base.topo")
+        import_topology_text("f", WITHOUT_H2, filename="base.topo", replace=True)  # h2 removed on purpose
         return Collected(reads={}, capmasks={}, mechanism="mad", duration_s=0.01)
 
     monkeypatch.setattr(sweep_mod, "run_madpoll", collect_while_a_discovery_commits)

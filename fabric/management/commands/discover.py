@@ -6,10 +6,9 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from fabric.api.views import NO_LIVE_ACCESS
 from fabric.collectors.ibnetdiscover import DiscoveryError
 from fabric.collectors.tools import is_live
-from fabric.models import Fabric
+from fabric.models import NO_LIVE_ACCESS, Fabric
 from fabric.services.discovery import discover
 from fabric.services.ingest import summary
 

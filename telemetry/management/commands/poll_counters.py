@@ -6,8 +6,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from fabric.api.views import NO_LIVE_ACCESS
-from fabric.models import Fabric
+from fabric.models import NO_LIVE_ACCESS, Fabric
 from telemetry.models import SweepStatus
 from telemetry.services.sweep import poll_fabric
 

@@ -1,0 +1,85 @@
+"""What a user asks of a fabric from a page or the API: one function per use case.
+
+Each function writes its change and its audit entry (``accounts.audit.record``) in one transaction
+(the caller's, when it has one) and queues work with ``transaction.on_commit``: a request that
+fails, or whose audit entry cannot be written, leaves nothing behind and queues nothing. The page
+views (``fabric.views``) and the API (``fabric.api.views``) both call these, so a use case is
+written once.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from typing import Any
+
+from django.db import transaction
+
+from accounts import audit
+
+from ..choices import DiscoverySource
+from ..models import NO_LIVE_ACCESS, Discovery, Fabric
+from ..tasks import discover_fabric_task
+from .ingest import import_topology_text, summary
+
+
+class NoLiveAccess(Exception):
+    """The fabric has no live access (it was imported from a file): a live discovery from this
+    host would describe another fabric. The message is :data:`fabric.models.NO_LIVE_ACCESS`."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        super().__init__(NO_LIVE_ACCESS.format(name=fabric.name))
+        self.fabric = fabric
+
+
+def request_discovery(fabric: Fabric, user: Any = None) -> str:
+    """Queue a live discovery of ``fabric`` now, audited as ``fabric.discover`` by ``user``.
+
+    Unlike the periodic discovery (``collectors.tools.is_live``), ``discovery_enabled`` is not
+    needed: only live access (``Fabric.has_live_access``). The task is queued when the audit entry
+    commits, under a task id chosen here so the entry can name it (Celery's ``task_id``; the
+    embedded in-process worker ignores it).
+
+    Returns:
+        The task id (a UUID string), as written in the audit entry's ``changes["task_id"]``.
+
+    Raises:
+        NoLiveAccess: the fabric has no live access; nothing is written or queued.
+    """
+    if not fabric.has_live_access:
+        raise NoLiveAccess(fabric)
+    task_id = str(uuid.uuid4())
+    with transaction.atomic():
+        audit.record("fabric.discover", fabric, {"task_id": task_id}, user=user)
+        transaction.on_commit(functools.partial(_queue_discovery, fabric.pk, task_id))
+    return task_id
+
+
+def _queue_discovery(fabric_id: int, task_id: str) -> None:
+    discover_fabric_task.apply_async(args=(fabric_id,), task_id=task_id)
+
+
+def import_upload(
+    fabric_name: str, text: str, *, filename: str, user: Any = None, replace: bool = False
+) -> Discovery:
+    """Import an uploaded topology file into the fabric named ``fabric_name`` (created when
+    missing), audited as ``fabric.import`` with the file name, the discovery id and the ingest
+    summary; the import and its audit entry commit together. ``replace``: the file is the whole
+    fabric (see :func:`fabric.services.ingest.import_topology_text`).
+
+    Raises:
+        fabric.parsers.records.TopologyParseError: the text is not a topology, or looks cut short
+            (nothing written).
+        fabric.services.ingest.ImportWouldRemove: too much would be removed without ``replace``.
+    """
+    with transaction.atomic():
+        discovery = import_topology_text(
+            fabric_name, text, filename=filename, source=DiscoverySource.UPLOAD, replace=replace
+        )
+        audit.record(
+            "fabric.import",
+            discovery.fabric,
+            {"filename": filename, "discovery": discovery.pk, "summary": summary(discovery)},
+            user=user,
+        )
+    return discovery

@@ -9,6 +9,7 @@ server-rendered HTML. Templates of other apps are included only when they exist
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
@@ -210,6 +211,7 @@ class ImportView(RoleRequiredMixin, TemplateView):
         ctx["fabrics"] = Fabric.objects.order_by("name")
         ctx["import_url"] = reverse("fabric-api:fabric-import-new")
         ctx["max_upload_mb"] = 64
+        ctx["max_remove_pct"] = round(settings.WEFT_IMPORT_MAX_REMOVE_SHARE * 100)
         return ctx
 
 

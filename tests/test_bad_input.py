@@ -133,3 +133,17 @@ def test_api_import_that_would_remove_most_of_the_fabric_is_409_then_replace(api
     assert Node.objects.filter(fabric__name="hk").count() == nodes
     done = admin.post("/api/fabric/fabrics/import/?replace=1", {"fabric": "hk", "text": ufm}, format="json")
     assert done.status_code == 201 and done.json()["summary"]["removed"] >= nodes
+
+
+@pytest.mark.browser  # a real server process (daphne), as the browser tests use
+def test_a_21_kb_url_gets_414_from_the_server(weft_server):
+    import socket
+    from urllib.parse import urlsplit
+
+    url = urlsplit(weft_server.url)
+    for length, expected in ((21_000, b"HTTP/1.1 414"), (8_000, b"HTTP/1.1 401")):
+        with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
+            sock.sendall(
+                b"GET /api/fabric/nodes/?q=" + b"a" * length + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+            )
+            assert sock.recv(64).startswith(expected), length

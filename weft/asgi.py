@@ -10,7 +10,10 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from weft import http_limits
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "weft.settings")
+http_limits.install()  # daphne: an over-long URL gets 414, not a dropped connection
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402

@@ -76,6 +76,15 @@
       }
       errorBox.textContent = msg;
       if (body && body.line) errorBox.dataset.line = body.line;
+      if (status === 409 && body && body.would_remove) {
+        // The import would remove much of the stored fabric: say what, and how to go on.
+        const ul = el("ul");
+        ul.id = "import-would-remove";
+        for (const item of body.would_remove.examples || []) ul.append(el("li", item, "mono"));
+        warnings.append(el("p", "It would remove " + body.would_remove.nodes + " node(s) and " +
+          body.would_remove.links + " link(s), for example:"), ul,
+          el("p", "If the file is the whole fabric, tick \"The file is the whole fabric\" and import again.", "muted"));
+      }
     }
   }
 
@@ -94,6 +103,7 @@
     const data = new FormData();
     data.append("fabric", document.getElementById("import-fabric").value.trim());
     data.append("file", file, file.name);
+    if (document.getElementById("import-replace").checked) data.append("replace", "true");
     const xhr = new XMLHttpRequest();
     xhr.open("POST", form.dataset.url);
     xhr.setRequestHeader("X-CSRFToken", form.querySelector("[name=csrfmiddlewaretoken]").value);

@@ -147,3 +147,22 @@ def test_a_21_kb_url_gets_414_from_the_server(weft_server):
                 b"GET /api/fabric/nodes/?q=" + b"a" * length + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
             )
             assert sock.recv(64).startswith(expected), length
+
+
+def test_patch_racing_a_delete_is_404(api, monkeypatch):
+    """The PATCH reads the fabric, then another request deletes it before the PATCH writes."""
+    from fabric.api.views import FabricViewSet
+
+    fabric = Fabric.objects.create(name="racy")
+    get_object = FabricViewSet.get_object
+
+    def read_then_deleted(self):
+        obj = get_object(self)
+        Fabric.objects.filter(pk=obj.pk).delete()  # the other request's DELETE commits now
+        return obj
+
+    monkeypatch.setattr(FabricViewSet, "get_object", read_then_deleted)
+    response = api("admin").patch(f"/api/fabric/fabrics/{fabric.pk}/", {"description": "x"}, format="json")
+    assert response.status_code == 404, response.content[:300]
+    assert "no longer exists" in response.json()["detail"]
+    assert not Fabric.objects.filter(pk=fabric.pk).exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import models, transaction
+from rest_framework.exceptions import NotFound
 
 from .. import audit
 
@@ -20,6 +21,7 @@ class AuditedWritesMixin:
     The actions are ``f"{audit_prefix}.create"`` / ``.update`` / ``.delete``; what an entry's
     ``changes`` hold is chosen by :meth:`audit_create_changes` and :meth:`audit_update_changes`.
     Custom ``@action`` writes call a service that does the same (e.g. ``fabric.services.requests``).
+    A row deleted between the request's read and its write (a PATCH racing a DELETE) is a 404.
     """
 
     #: e.g. ``"fabric"`` for ``fabric.create``, ``fabric.update``, ``fabric.delete``.
@@ -43,7 +45,9 @@ class AuditedWritesMixin:
     def perform_update(self, serializer) -> None:
         with transaction.atomic():
             model = type(serializer.instance)
-            before = model._default_manager.select_for_update().get(pk=serializer.instance.pk)
+            before = model._default_manager.select_for_update().filter(pk=serializer.instance.pk).first()
+            if before is None:  # deleted since the request read it (a PATCH racing a DELETE)
+                raise NotFound(f"{model._meta.verbose_name} {serializer.instance.pk} no longer exists")
             instance = serializer.save()
             audit.record(
                 f"{self.audit_prefix}.update",
@@ -53,5 +57,8 @@ class AuditedWritesMixin:
 
     def perform_destroy(self, instance: models.Model) -> None:
         with transaction.atomic():
+            model = type(instance)
+            if not model._default_manager.select_for_update().filter(pk=instance.pk).exists():
+                raise NotFound(f"{model._meta.verbose_name} {instance.pk} no longer exists")
             audit.record(f"{self.audit_prefix}.delete", instance)
             instance.delete()

@@ -117,6 +117,7 @@ class _Ctx:
         self.topo = topo
         self.port_links: dict[tuple[str, int], tuple[str, int]] = {}
         self.listed: set[tuple[str, int]] = set()  # (guid, port) listed in the node's own record
+        self.skipped: dict[str, int] = {}  # name → line of node records skipped (a GUID that is not hex)
 
     def lid(self, text: str, line: int, what: str) -> int | None:
         """A LID from text; None (with a warning) when empty, not a number or not unicast."""
@@ -333,10 +334,13 @@ def _parse_header_tail(ctx: _Ctx, raw: _Raw, tail: str, line: int) -> None:
         raw.desc = comment or raw.name
 
 
-def _node_guid(ctx: _Ctx, raw: _Raw, saw_guid_attrs: bool) -> str:
+def _node_guid(ctx: _Ctx, raw: _Raw, saw_guid_attrs: bool) -> str | None:
     """The node GUID: the hex of the ``"S-<guid>"`` name (ibnetdiscover always names nodes so; ibdiagnet2
     writes ``switchguid=<system image GUID>(<node GUID>)`` for chassis cards, so the name is the
-    reliable source), else ``switchguid=``/``caguid=``, else one derived from the name."""
+    reliable source), else ``switchguid=``/``caguid=``; a node the file gives no GUID at all (an ibsim
+    netfile) gets one derived from its name. None (with a warning) when the file gives a GUID that
+    is not hex (a hand-edited ``b8cef60300xxxxxx``): Weft never invents a GUID for such a node, which
+    could collide with a real one later."""
     m = _NAME_GUID.match(raw.name)
     if m:
         return _canon(m.group(1))
@@ -348,8 +352,9 @@ def _node_guid(ctx: _Ctx, raw: _Raw, saw_guid_attrs: bool) -> str:
         guid = _canon(text)
         if guid:
             return guid
-        ctx.topo.warn(line, f"{key} {text!r} is not a hex GUID; GUID derived from the name {raw.name!r}")
-    elif saw_guid_attrs:
+        ctx.topo.warn(line, f"{key} {text!r} of node {raw.name!r} is not a hex GUID; node record skipped")
+        return None
+    if saw_guid_attrs:
         ctx.topo.warn(raw.line, f"node {raw.name!r} has no GUID; GUID derived from its name")
     return derived_guid(raw.name)
 
@@ -386,6 +391,9 @@ def _build(ctx: _Ctx, raws: list[_Raw], saw_guid_attrs: bool) -> None:
             )
             continue
         guid = _node_guid(ctx, raw, saw_guid_attrs)
+        if guid is None:
+            ctx.skipped[raw.name] = raw.line
+            continue
         if guid in topo.nodes:
             topo.warn(
                 raw.line,
@@ -458,6 +466,12 @@ def _port_line(ctx: _Ctx, node: NodeRecord, by_name: dict[str, NodeRecord], idx:
     rname = m.group(3)
     rport = _port_number(m.group(4), topo.source, idx, "remote port")
     remote = by_name.get(rname)
+    if remote is None and rname in ctx.skipped:
+        topo.warn(
+            idx,
+            f"port {lport} of {node.name!r} points at {rname!r}, skipped at line {ctx.skipped[rname]}; link skipped",
+        )
+        return
     if remote is None:
         topo.warn(
             idx, f"port {lport} of {node.name!r} points at {rname!r}, which has no record; link skipped"

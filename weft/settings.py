@@ -154,7 +154,7 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": (
-            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            "weft.storage.StaticFilesStorage"  # hashed + compressed; source maps not rewritten
             if PRODUCTION
             else "django.contrib.staticfiles.storage.StaticFilesStorage"
         )

@@ -229,6 +229,33 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# Dead workers and hung fabrics (README "Configuration"). Task locks are leases of WEFT_LOCK_TTL_S
+# renewed by their holder (weft.locks): a killed worker frees them within that. A task whose pool
+# process dies is put back at once (reject on worker lost) and run again once (weft.celery); one
+# whose whole worker died is delivered again after WEFT_TASK_REDELIVERY_S (Redis visibility
+# timeout, default 1 hour in Celery). A SIGTERM-ed worker stops its diags after
+# WEFT_SHUTDOWN_GRACE_S (weft.worker). The watchdogs raise system.poller_stalled /
+# system.discovery_stalled after WEFT_STALL_INTERVALS intervals (plus a run's budget) without one.
+WEFT_LOCK_TTL_S = env_float("WEFT_LOCK_TTL_S", 10.0)
+WEFT_TASK_REDELIVERY_S = env_float("WEFT_TASK_REDELIVERY_S", 300.0)
+WEFT_SHUTDOWN_GRACE_S = env_float("WEFT_SHUTDOWN_GRACE_S", 10.0)
+WEFT_STALL_INTERVALS = env_int("WEFT_STALL_INTERVALS", 3)
+WEFT_WATCHDOG_INTERVAL_S = env_float("WEFT_WATCHDOG_INTERVAL_S", 30.0)
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": WEFT_TASK_REDELIVERY_S}
+CELERY_BEAT_SCHEDULE.update(
+    {
+        "poller-watchdog": {
+            "task": "telemetry.tasks.poller_watchdog_task",
+            "schedule": timedelta(seconds=WEFT_WATCHDOG_INTERVAL_S),
+        },
+        "discovery-watchdog": {
+            "task": "fabric.tasks.discovery_watchdog_task",
+            "schedule": timedelta(seconds=WEFT_WATCHDOG_INTERVAL_S),
+        },
+    }
+)
+
 if EMAIL_URL := env_str("EMAIL_URL", "console://"):
     _email = parse_email_url(EMAIL_URL)
     EMAIL_BACKEND = _email.backend

@@ -78,16 +78,20 @@ class SMObservation:
         }
 
 
-def watch(fabric: Fabric) -> SMObservation:
+def watch(fabric: Fabric, *, timeout: float = 15.0) -> SMObservation:
     """One SM-watch poll of ``fabric``: read the master (``sminfo``) and, when one answers, the
     other SMs (``saquery -s`` + ``sminfo <lid>``; ``fabric.collectors.sm``), then
-    :func:`observe_sms`. Tool failures become the observation's ``error``, never exceptions; a
-    probe stopped by a worker shutdown records nothing."""
-    probe = probe_master(fabric)
+    :func:`observe_sms`. ``timeout``: seconds per tool run. Tool failures become the observation's
+    ``error``, never exceptions; a probe stopped by a worker shutdown records nothing."""
+    probe = probe_master(fabric, timeout=timeout)
     if probe.aborted:
         return SMObservation(fabric=fabric.name, master=None, error=probe.error, reached=False)
     master = probe.master
-    others = [r for r in read_all_sms(fabric)[0] if r.guid != master.guid] if master is not None else []
+    others = (
+        [r for r in read_all_sms(fabric, timeout=timeout)[0] if r.guid != master.guid]
+        if master is not None
+        else []
+    )
     return observe_sms(fabric, master, others=others, error=probe.error, source=WATCH, reached=probe.reached)
 
 

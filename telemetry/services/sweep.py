@@ -224,6 +224,7 @@ def poll_fabric(
 
     collected: Collected | None = None
     error = ""
+    interrupted = False
     t_collect = time.time()
     sm_check = _SM_POOL.submit(_sm_check, fabric, env, ca_args, timeout) if fabric.master_sm_guid else None
     try:
@@ -257,11 +258,16 @@ def poll_fabric(
         error = str(exc)
         log.warning("counter sweep of %s failed: %s", fabric, exc)
     except SoftTimeLimitExceeded:
+        interrupted = True
         # The task's soft limit (collector budget + store margin, telemetry.tasks) fired while the
         # collector ran: its child is already killed (kill_group); record the failed sweep anyway.
         error = f"the sweep task's time limit was reached while collecting (collector budget {timeout:g} s)"
         log.warning("counter sweep of %s failed: %s", fabric, error)
-    moved_to, sm_note = sm_check.result() if sm_check is not None else (None, "")
+    moved_to, sm_note = None, ""
+    if sm_check is not None and (not interrupted or sm_check.done()):
+        moved_to, sm_note = sm_check.result()
+    elif sm_check is not None:  # out of time: its sminfo ends (and is killed) by its own timeout
+        sm_note = "SM not checked (sweep out of time)"
     # all ports of the sweep share one sample time: the middle of the collection
     sampled_at = datetime.fromtimestamp(t_collect + (collected.duration_s / 2 if collected else 0.0), UTC)
     t_sample = sampled_at.timestamp()  # microsecond precision, as stored: rates match the rows exactly

@@ -243,6 +243,12 @@ WEFT_STALL_INTERVALS = env_int("WEFT_STALL_INTERVALS", 3)
 WEFT_WATCHDOG_INTERVAL_S = env_float("WEFT_WATCHDOG_INTERVAL_S", 30.0)
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": WEFT_TASK_REDELIVERY_S}
+#: celery beat's state file: in the data folder (made here if missing), not in the current directory.
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+try:
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+except OSError:  # read-only or not ours: beat says so when it opens the file
+    pass
 CELERY_BEAT_SCHEDULE.update(
     {
         "poller-watchdog": {

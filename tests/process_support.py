@@ -39,9 +39,10 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def children_tagged(tag: str) -> list[int]:
-    """Pids of the running processes whose environment carries ``WEFT_TOOL_OWNER=tag``
-    (``tag`` may be just ``"<pid>:"`` to match any start time)."""
+def children_tagged(tag: str, also: str = "") -> list[int]:
+    """Pids of the running processes whose environment carries ``WEFT_TOOL_OWNER=tag`` (``tag``
+    may be just ``"<pid>:"`` to match any start time) and, when given, the item ``also``
+    (e.g. ``IBSIM_SOCKNAME=<a lab's socket>``: the children pointed at one lab)."""
     out = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -50,15 +51,16 @@ def children_tagged(tag: str) -> list[int]:
             environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(item.startswith(f"{OWNER_VAR}={tag}".encode()) for item in environ) and alive(int(entry.name)):
+        tagged = any(item.startswith(f"{OWNER_VAR}={tag}".encode()) for item in environ)
+        if tagged and (not also or also.encode() in environ) and alive(int(entry.name)):
             out.append(int(entry.name))
     return out
 
 
-def no_children_left(tag: str, timeout: float = 5.0) -> bool:
-    """Wait (bounded) until no process tagged ``tag`` runs (a killed grandchild needs a moment to
-    be reaped by init)."""
-    return wait_for(lambda: children_tagged(tag) == [], timeout)
+def no_children_left(tag: str, also: str = "", timeout: float = 5.0) -> bool:
+    """Wait (bounded) until no process matching :func:`children_tagged` runs (a killed grandchild
+    needs a moment to be reaped by init)."""
+    return wait_for(lambda: children_tagged(tag, also) == [], timeout)
 
 
 @pytest.fixture

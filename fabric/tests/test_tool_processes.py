@@ -26,7 +26,7 @@ def test_an_interrupted_tool_dies_with_its_whole_group(soft_limit_in, tmp_path):
     """Before: ``SoftTimeLimitExceeded`` in ``communicate`` left the tool running (10 leftover
     madpoll children after 28 minutes of a hung fabric)."""
     script = tmp_path / "tool.sh"
-    script.write_text('#!/bin/sh\nsleep 60 &\necho $! > "$1"\nsleep 60\n')
+    script.write_text('#!/bin/sh\nsleep 60 &\necho $$ $! > "$1"\nsleep 60\n')
     script.chmod(0o755)
     pidfile = tmp_path / "child.pid"
     soft_limit_in(1.0)
@@ -34,21 +34,22 @@ def test_an_interrupted_tool_dies_with_its_whole_group(soft_limit_in, tmp_path):
     with pytest.raises(SoftTimeLimitExceeded):
         run_tool([str(script), str(pidfile)], timeout=60)
     assert time.monotonic() - t0 < 10
-    grandchild = int(pidfile.read_text())
+    tool, grandchild = map(int, pidfile.read_text().split())
+    assert wait_for(lambda: not alive(tool), timeout=5), "the tool survived"
     assert wait_for(lambda: not alive(grandchild), timeout=5), "the tool's background child survived"
-    assert no_children_left(owner_tag())
 
 
 def test_a_timed_out_tool_keeps_what_it_printed(tmp_path):
     from fabric.collectors.tools import ToolTimeout
 
     script = tmp_path / "slow.sh"
-    script.write_text("#!/bin/sh\necho partial\nsleep 60\n")
+    script.write_text('#!/bin/sh\necho partial\necho $$ > "$1"\nsleep 60\n')
     script.chmod(0o755)
+    pidfile = tmp_path / "tool.pid"
     with pytest.raises(ToolTimeout) as info:
-        run_tool([str(script)], timeout=1)
+        run_tool([str(script), str(pidfile)], timeout=1)
     assert info.value.stdout == "partial\n"
-    assert no_children_left(owner_tag())
+    assert wait_for(lambda: not alive(int(pidfile.read_text())), timeout=5)
 
 
 OWNER_DIES = textwrap.dedent(
@@ -112,10 +113,11 @@ def test_abort_all_stops_running_tools_and_refuses_new_ones():
 def test_spawned_children_carry_the_owner_tag():
     from fabric.collectors.tools import kill_group, spawn
 
-    proc = spawn(["sleep", "60"], env=dict(os.environ))
+    marker = f"WEFT_TEST_MARK={time.monotonic_ns()}"
+    proc = spawn(["sleep", "60"], env={**os.environ, marker.split("=")[0]: marker.split("=")[1]})
     try:
-        assert children_tagged(owner_tag()) == [proc.pid]
+        assert children_tagged(owner_tag(), also=marker) == [proc.pid]
         assert os.getpgid(proc.pid) == proc.pid  # its own process group
     finally:
         kill_group(proc)
-    assert proc.returncode == -signal.SIGKILL and no_children_left(owner_tag())
+    assert proc.returncode == -signal.SIGKILL and no_children_left(owner_tag(), also=marker)

@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.lab, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def hung(lab_factory):
-    """A discovered, once-swept fabric (serving poller running) whose lab is then frozen."""
+    """A discovered, once-swept fabric (serving poller running) whose lab is then frozen; returns
+    ``(fabric, "IBSIM_SOCKNAME=<socket>")``, the environment item every child aimed at it carries."""
     lab = lab_factory(small_netfile())
     fabric = Fabric.objects.create(name="hung", tool_env=lab.tool_env)
     discover(fabric, timeout=60)
@@ -34,30 +35,33 @@ def hung(lab_factory):
     assert poll_fabric(fabric, timeout=30).status == "ok"
     lab.hang()
     fabric.refresh_from_db()
-    return fabric
+    return fabric, f"IBSIM_SOCKNAME={lab.socket_name}"
 
 
 def test_a_hung_fabric_costs_one_budget_and_leaves_its_failed_sweep(hung):
+    fabric, aimed_at_lab = hung
     t0 = time.monotonic()
-    sweep = poll_fabric(hung, timeout=4)
+    sweep = poll_fabric(fabric, timeout=4)
     elapsed = time.monotonic() - t0
     assert sweep.status == "failed" and sweep.ports == 0 and sweep.stale > 0
     assert "MAD poller did not" in sweep.error and "within" in sweep.error, sweep.error
     # serving poller (half the budget) + one-shot retry (the rest) = one budget, not two
     assert 3.5 < elapsed < 4 + 3, elapsed
-    assert Sweep.objects.filter(fabric=hung, status="failed").count() == 1
-    assert no_children_left(owner_tag(), timeout=10)  # poller and sminfo killed with their groups
+    assert Sweep.objects.filter(fabric=fabric, status="failed").count() == 1
+    # the serving poller, the one-shot one and sminfo: all killed with their process groups
+    assert no_children_left(owner_tag(), also=aimed_at_lab, timeout=10)
 
 
 def test_a_soft_time_limit_mid_collection_still_writes_the_failed_sweep(hung, soft_limit_in):
+    fabric, aimed_at_lab = hung
     soft_limit_in(1.5)
     t0 = time.monotonic()
-    sweep = poll_fabric(hung, timeout=60)
+    sweep = poll_fabric(fabric, timeout=60)
     assert time.monotonic() - t0 < 6
     assert sweep.status == "failed" and "time limit was reached while collecting" in sweep.error
     assert Sweep.objects.get(pk=sweep.pk).status == "failed"
     # the poller dies at once; the sminfo beside it by its own 10 s timeout
-    assert no_children_left(owner_tag(), timeout=20)
+    assert no_children_left(owner_tag(), also=aimed_at_lab, timeout=20)
 
 
 def test_the_sweep_task_limits_leave_room_for_the_collector_budget():

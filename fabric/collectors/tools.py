@@ -225,22 +225,23 @@ def _owner_of(pid: int) -> str | None:
 def reap_orphans() -> list[int]:
     """Kill the process groups of Weft children whose owner died (a pool process killed at its hard
     time limit or by the OOM killer cannot kill them itself). Linux ``/proc``; processes of other
-    users are skipped. Returns the pids of the group leaders killed."""
-    killed = []
+    users are skipped. Returns the process group ids killed (those :func:`spawn` made: the pids
+    of the tools it started)."""
+    killed: list[int] = []
+    own = os.getpgrp()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         pid = int(entry.name)
         tag = _owner_of(pid)
-        if not tag:
-            continue
-        if is_alive(tag):
-            continue  # owner alive (same pid, same start time)
+        if not tag or is_alive(tag):
+            continue  # not Weft's, or its owner lives (same pid, same start time)
         with contextlib.suppress(OSError):
-            if os.getpgid(pid) != pid:
-                continue  # not the group leader spawn() made; its leader is handled on its own
-            os.killpg(pid, signal.SIGKILL)
-            killed.append(pid)
+            # The tool's group (a tool's child is in it too); a session of its own cannot be ours.
+            pgid = os.getpgid(pid)
+            if pgid != own and pgid not in killed:
+                os.killpg(pgid, signal.SIGKILL)
+                killed.append(pgid)
     return killed
 
 

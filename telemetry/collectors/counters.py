@@ -307,8 +307,12 @@ def run_madpoll(
     (each its own umad agent and window; the poller is CPU-bound in Python, so this uses more
     cores) when there are at least ``split_min`` requests. ``persistent`` keeps one serving child
     per fabric address in this process between sweeps (``--serve``: no start-up or ibsim attach per
-    sweep); if it fails, the sweep falls back to a one-shot child. ``timeout`` bounds each child (seconds). Raises CollectorError when a child cannot
-    start, exits non-zero, or is killed on timeout.
+    sweep); if it fails, the sweep falls back to a one-shot child. ``timeout`` (seconds) is the
+    budget of the whole call: the serving child gets half of it, a one-shot child what is left;
+    every child runs in its own process group (``fabric.collectors.tools.spawn``) and is killed
+    with it on timeout or any exception (e.g. Celery's ``SoftTimeLimitExceeded``). Raises
+    CollectorError when a child cannot start, exits non-zero, or is killed on timeout or worker
+    shutdown.
     """
     if processes > 1 and len(requests) >= max(2, split_min):
         from concurrent.futures import ThreadPoolExecutor
@@ -346,26 +350,28 @@ def run_madpoll(
     deadline = t0 + timeout
     if persistent:
         srv = _server(argv, env, ca_args)
-        try:
-            # Half the budget: a serving poller that fails leaves the other half to a one-shot one.
-            if not srv.lock.acquire(timeout=timeout / 2):
-                raise CollectorError("MAD poller busy with another sweep of this fabric address")
+        # Half the budget: a serving poller that fails leaves the other half to a one-shot one.
+        if not srv.lock.acquire(timeout=timeout / 2):
+            log.warning(
+                "serving MAD poller busy with another sweep of this address; running a one-shot poller"
+            )
+        else:
             try:
                 out, stats = srv.batch(text, len(requests), timeout / 2)
+                if len(out) != madpoll.RECORD.size * len(requests):
+                    raise CollectorError(f"MAD poller returned {len(out)} bytes for {len(requests)} requests")
+                reads, capmasks = decode_records(out)
+                return Collected(reads, capmasks, "mad", time.monotonic() - t0, stats)
+            except CollectorError as exc:
+                log.warning("serving MAD poller failed (%s); running a one-shot poller", exc)
+                _drop_server(srv)
+                if abort_reason():
+                    raise CollectorError(f"MAD poller stopped: {abort_reason()}") from exc
+            except BaseException:  # e.g. SoftTimeLimitExceeded mid-batch: its answer would be out of step
+                _drop_server(srv)
+                raise
             finally:
                 srv.lock.release()
-            if len(out) != madpoll.RECORD.size * len(requests):
-                raise CollectorError(f"MAD poller returned {len(out)} bytes for {len(requests)} requests")
-            reads, capmasks = decode_records(out)
-            return Collected(reads, capmasks, "mad", time.monotonic() - t0, stats)
-        except CollectorError as exc:
-            log.warning("serving MAD poller failed (%s); running a one-shot poller", exc)
-            _drop_server(srv)
-            if abort_reason():
-                raise CollectorError(f"MAD poller stopped: {abort_reason()}") from exc
-        except BaseException:  # e.g. SoftTimeLimitExceeded mid-batch: its answer would be out of step
-            _drop_server(srv)
-            raise
     left = deadline - time.monotonic()
     if left <= 0:
         raise CollectorError(f"MAD poller did not finish within {timeout:g} s (killed)")

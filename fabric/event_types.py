@@ -3,7 +3,7 @@
 
 Topology types come from the discovery ingest (``fabric.services.ingest``), the ``sm.*`` types
 from the SM service (``fabric.services.sm``), the ``system.discovery_*`` types from the live
-discovery service (``fabric.services.discovery``). Defaults are what a fabric admin expects from
+discovery service (``fabric.services.discovery``) and its watchdog (``fabric.services.watchdog``). Defaults are what a fabric admin expects from
 a UFM-class tool: a link going down is Critical and mails on-call, a node appearing is only logged.
 """
 
@@ -39,8 +39,18 @@ EVENT_TYPES = [
               description="No SM answers as master: the subnet is not managed."),
     EventType("sm.master_found", "SM master found", S, IN, clears=("sm.master_lost",),
               clear_scope=ClearScope.FABRIC),
+    EventType("sm.unreachable", "SM not reachable from this host", S, MI, raise_alarm=True, email=True,
+              description="sminfo never reached the subnet (it hung and was killed, or the local port "
+                          "could not be opened): the SM's state is unknown, which is not a lost master."),
+    EventType("sm.reachable", "SM reachable again", S, IN, clears=("sm.unreachable",),
+              clear_scope=ClearScope.FABRIC),
     EventType("system.discovery_failing", "Discovery failing", SYS, MI, raise_alarm=True, email=True,
               description="The last live discovery of a fabric failed."),
     EventType("system.discovery_recovered", "Discovery recovered", SYS, IN,
               clears=("system.discovery_failing",), clear_scope=ClearScope.FABRIC),
+    EventType("system.discovery_stalled", "Discovery stalled", SYS, MI, raise_alarm=True, email=True,
+              description="No live discovery of a fabric finished for WEFT_STALL_INTERVALS discovery "
+                          "intervals plus its timeout: no worker or beat runs it (see the README)."),
+    EventType("system.discovery_resumed", "Discovery resumed", SYS, IN,
+              clears=("system.discovery_stalled",), clear_scope=ClearScope.FABRIC),
 ]  # fmt: skip

@@ -4,6 +4,12 @@ A fabric is *live-discoverable* when ``discovery_enabled`` is on and it has live
 a non-empty ``tool_env`` (e.g. a lab's ``LD_PRELOAD``/``IBSIM_SOCKNAME``) or ``ca_name`` (the local
 HCA the diags use); see ``fabric.collectors.tools.is_live``. Fabrics created by a file import have
 neither and are skipped by the beat schedule.
+
+Locks (``weft.locks.single_instance``) are leases renewed while the task runs: a worker killed
+mid-discovery frees ``fabric.discover.<id>`` within ``WEFT_LOCK_TTL_S``; the renewal stops after
+the longest a discovery may take (:func:`_discovery_limit_s`). A SIGTERM-ed worker stops a hanging
+``ibnetdiscover`` after ``WEFT_SHUTDOWN_GRACE_S`` (``weft.worker``), so the task records the failed
+discovery and the worker exits within its grace period.
 """
 
 from __future__ import annotations
@@ -18,8 +24,11 @@ from weft.locks import single_instance
 log = logging.getLogger(__name__)
 
 
-def _lock_ttl(fabric) -> float:
-    return float(fabric.discovery_timeout_s) + 120.0
+def _discovery_limit_s(fabric) -> float:
+    """The longest one discovery of ``fabric`` may take: ``ibnetdiscover`` (``discovery_timeout_s``),
+    the ``sminfo`` after it (at most ``WEFT_TOOL_TIMEOUT_S``) and 60 s to store the topology."""
+    timeout = float(fabric.discovery_timeout_s)
+    return timeout + min(timeout, float(settings.WEFT_TOOL_TIMEOUT_S)) + 60.0
 
 
 @shared_task(name="fabric.tasks.discover_fabric_task")
@@ -35,7 +44,7 @@ def discover_fabric_task(fabric_id: int) -> dict:
     fabric = Fabric.objects.filter(pk=fabric_id).first()
     if fabric is None:
         return {"skipped": f"no fabric {fabric_id}"}
-    with single_instance(f"fabric.discover.{fabric_id}", _lock_ttl(fabric)) as mine:
+    with single_instance(f"fabric.discover.{fabric_id}", _discovery_limit_s(fabric)) as mine:
         if not mine:
             return {"fabric": fabric.name, "skipped": "a discovery of this fabric is already running"}
         try:
@@ -53,13 +62,12 @@ def discover_all_task() -> list[dict]:
     from .models import Fabric
 
     out: list[dict] = []
-    ttl = max(float(settings.WEFT_DISCOVERY_INTERVAL_S), 60.0) * 4
-    with single_instance("fabric.discover_all", ttl) as mine:
+    fabrics = [f for f in Fabric.objects.filter(discovery_enabled=True).order_by("name") if is_live(f)]
+    limit = sum(_discovery_limit_s(f) for f in fabrics) or None
+    with single_instance("fabric.discover_all", limit) as mine:
         if not mine:
             return [{"skipped": "discover_all is already running"}]
-        for fabric in Fabric.objects.filter(discovery_enabled=True).order_by("name"):
-            if not is_live(fabric):
-                continue
+        for fabric in fabrics:
             out.append(discover_fabric_task(fabric.pk))
     return out
 
@@ -82,3 +90,22 @@ def sm_watch_task() -> list[dict]:
                 continue
             out.append(watch(fabric).as_dict())
     return out
+
+
+@shared_task(name="fabric.tasks.discovery_watchdog_task", soft_time_limit=60, time_limit=90)
+def discovery_watchdog_task() -> dict:
+    """Beat task (every ``WEFT_WATCHDOG_INTERVAL_S``): ``system.discovery_stalled`` for every
+    live-discoverable fabric without a finished live discovery for too long,
+    ``system.discovery_resumed`` when they are back (``fabric.services.watchdog.check_discovery``);
+    and kills the diags and pollers whose Weft owner died (``tools.reap_orphans``). Returns
+    ``{"fabrics": [summary per fabric], "orphans_killed": n}``."""
+    from .collectors.tools import reap_orphans
+    from .services.watchdog import check_discovery
+
+    with single_instance("fabric.discovery_watchdog", 90) as mine:
+        if not mine:
+            return {"skipped": "the discovery watchdog is already running"}
+        orphans = reap_orphans()
+        if orphans:
+            log.warning("killed %d diags/poller process group(s) whose owner died: %s", len(orphans), orphans)
+        return {"fabrics": [c.as_dict() for c in check_discovery()], "orphans_killed": len(orphans)}

@@ -270,6 +270,7 @@ class Lab:
         self._console_lock = threading.Lock()
         self._stopped = True
         self._closing = False
+        self._hung = False
         self._owner_pid = os.getpid()
         self.started_at: float | None = None
         self.start_seconds: float | None = None
@@ -529,12 +530,13 @@ class Lab:
         # _stopped is set only at the end: a second Ctrl-C interrupting this leaves the lab "running",
         # so the atexit handler finishes the job.
         self._closing = True
+        grace = 0.0 if self._hung else 5.0  # a hung lab answers no SIGTERM in time: kill it
         for sm in reversed(self._sms):
-            _terminate(sm.proc)
+            _terminate(sm.proc, grace)
         if self._ibsim is not None:
             with contextlib.suppress(OSError):
                 self._ibsim.stdin.close()
-            _terminate(self._ibsim)
+            _terminate(self._ibsim, grace)
             if self._reader is not None:
                 self._reader.join(timeout=5)
             with contextlib.suppress(OSError):
@@ -786,6 +788,16 @@ class Lab:
                     f"OpenSM did not log {text.decode()} within {timeout:.0f}s\n{_tail(sms[0].log)}"
                 )
             time.sleep(0.2)
+
+    def hang(self) -> None:
+        """Freeze ibsim (SIGSTOP), as a hung fabric: every MAD of the diags, the MAD poller and
+        OpenSM then waits forever, so tools against the lab run into their timeouts. There is no
+        way back (ibsim exits when thawed after clients died meanwhile); :meth:`stop` kills a hung
+        lab at once. Raises ``LabError`` when ibsim is not running."""
+        if self._ibsim is None or self._ibsim.poll() is not None:
+            raise LabError("ibsim is not running")
+        os.kill(self._ibsim.pid, signal.SIGSTOP)
+        self._hung = True
 
     def kill_master_sm(self) -> None:
         """SIGKILL the OpenSM that is MASTER now (failover tests) and free its ibsim client slot."""

@@ -7,4 +7,9 @@ class TelemetryConfig(AppConfig):
     name = "telemetry"
 
     def ready(self) -> None:
+        from events import registry
+
         from . import signals  # noqa: F401  (connects the receivers)
+        from .event_types import EVENT_TYPES
+
+        registry.register(self.label, EVENT_TYPES)

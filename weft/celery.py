@@ -3,10 +3,16 @@
 In the embedded deployment there is no broker: ``WeftTask.apply_async`` hands the call to the
 in-process worker (``weft.inprocess``) when it runs, or runs it at once (eagerly) in a one-shot
 command, so the same ``task.delay()`` works in both deployments.
+
+A task whose pool process dies (SIGKILL, OOM killer, hard time limit) is put back in the queue at
+once (``task_acks_late`` + ``task_reject_on_worker_lost``, settings) and so runs again; Celery
+would put it back every time, so a task that kills its worker would loop. ``WeftTask`` runs a
+redelivered message once more and drops it (logged) when it comes back again.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 
 from celery import Celery, Task
@@ -14,8 +20,31 @@ from celery import Celery, Task
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "weft.settings")
 
 
+log = logging.getLogger(__name__)
+
+#: How long a redelivered task's id is remembered (seconds).
+REDELIVERY_MEMORY_S = 86400
+
+
 class WeftTask(Task):
-    """Task base class that routes calls to the in-process worker in embedded mode."""
+    """Task base class: routes calls to the in-process worker in embedded mode, and runs a message
+    that was redelivered (its worker died) once only (see the module docstring)."""
+
+    def __call__(self, *args, **kwargs):
+        request = self.request
+        info = request.delivery_info or {}
+        if info.get("redelivered") and request.id and not request.is_eager:
+            from django.core.cache import cache
+
+            if not cache.add(f"weft:redelivered:{request.id}", 1, timeout=REDELIVERY_MEMORY_S):
+                log.error(
+                    "task %s[%s] came back again after its worker died: not run a third time",
+                    self.name,
+                    request.id,
+                )
+                return {"skipped": f"task {request.id} was lost with its worker twice; not run again"}
+            log.warning("task %s[%s] redelivered (its worker died): running it again", self.name, request.id)
+        return super().__call__(*args, **kwargs)
 
     def apply_async(self, args=None, kwargs=None, **options):
         from django.conf import settings
@@ -30,3 +59,5 @@ class WeftTask(Task):
 app = Celery("weft", task_cls=WeftTask)
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+import weft.worker  # noqa: E402, F401  (connects the worker's shutdown and orphan hooks)

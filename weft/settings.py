@@ -166,7 +166,7 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": (
-            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            "weft.storage.StaticFilesStorage"  # hashed + compressed; source maps not rewritten
             if PRODUCTION
             else "django.contrib.staticfiles.storage.StaticFilesStorage"
         )
@@ -250,6 +250,39 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": timedelta(seconds=WEFT_HEALTH_INTERVAL_S),
     },
 }
+
+# Dead workers and hung fabrics (README "Configuration"). Task locks are leases of WEFT_LOCK_TTL_S
+# renewed by their holder (weft.locks): a killed worker frees them within that. A task whose pool
+# process dies is put back at once (reject on worker lost) and run again once (weft.celery); one
+# whose whole worker died is delivered again after WEFT_TASK_REDELIVERY_S (Redis visibility
+# timeout, default 1 hour in Celery). A SIGTERM-ed worker stops its diags after
+# WEFT_SHUTDOWN_GRACE_S (weft.worker). The watchdogs raise system.poller_stalled /
+# system.discovery_stalled after WEFT_STALL_INTERVALS intervals (plus a run's budget) without one.
+WEFT_LOCK_TTL_S = env_float("WEFT_LOCK_TTL_S", 10.0, min_value=1.0)
+WEFT_TASK_REDELIVERY_S = env_float("WEFT_TASK_REDELIVERY_S", 300.0)
+WEFT_SHUTDOWN_GRACE_S = env_float("WEFT_SHUTDOWN_GRACE_S", 10.0, min_value=0.0)
+WEFT_STALL_INTERVALS = env_int("WEFT_STALL_INTERVALS", 3, min_value=1)
+WEFT_WATCHDOG_INTERVAL_S = env_float("WEFT_WATCHDOG_INTERVAL_S", 30.0)
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": WEFT_TASK_REDELIVERY_S}
+#: celery beat's state file: in the data folder (made here if missing), not in the current directory.
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+try:
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+except OSError:  # read-only or not ours: beat says so when it opens the file
+    pass
+CELERY_BEAT_SCHEDULE.update(
+    {
+        "poller-watchdog": {
+            "task": "telemetry.tasks.poller_watchdog_task",
+            "schedule": timedelta(seconds=WEFT_WATCHDOG_INTERVAL_S),
+        },
+        "discovery-watchdog": {
+            "task": "fabric.tasks.discovery_watchdog_task",
+            "schedule": timedelta(seconds=WEFT_WATCHDOG_INTERVAL_S),
+        },
+    }
+)
 
 if EMAIL_URL := env_str("EMAIL_URL", "console://"):
     _email = parse_email_url(EMAIL_URL)

@@ -22,7 +22,7 @@ from django.conf import settings
 
 from ..parsers.records import SMRecord
 from .sm import read_master
-from .tools import ToolNotFound, ToolTimeout, fabric_ca_args, fabric_env, run_tool
+from .tools import ToolAborted, ToolNotFound, ToolTimeout, fabric_ca_args, fabric_env, run_tool
 
 _PARTIAL = re.compile(
     r"timed out|timeout|_do_madrpc failed|bad status|query_node_info failed|discover failed"
@@ -84,22 +84,29 @@ def collect_topology(
     ``settings.WEFT_TOOL_TIMEOUT_S``) for the master SM; its failure is recorded, not fatal.
 
     Raises:
-        DiscoveryError: the tool is missing, timed out, exited non-zero, printed nothing, or the
-            host has only Ethernet RDMA ports.
+        DiscoveryError: the tool is missing, timed out, was killed (a worker shutdown stops it:
+            ``tools.abort_all``), exited non-zero, printed nothing, or the host has only Ethernet
+            RDMA ports.
     """
     env = fabric_env(fabric)
     timeout = timeout or fabric.discovery_timeout_s
     argv = [program, *fabric_ca_args(fabric)]
     try:
         res = run_tool(argv, env=env, timeout=timeout)
-    except ToolNotFound as exc:
-        raise DiscoveryError(str(exc)) from exc
+    except (ToolNotFound, ToolAborted) as exc:
+        raise DiscoveryError(f"{exc}; the stored fabric is unchanged") from exc
     except ToolTimeout as exc:
         raise DiscoveryError(
             f"{program} timed out after {timeout:g} s; the stored fabric is unchanged",
             stdout=exc.stdout,
             stderr=exc.stderr,
         ) from exc
+    if res.returncode < 0:
+        raise DiscoveryError(
+            f"{program} was killed (signal {-res.returncode}); the stored fabric is unchanged",
+            stdout=res.stdout,
+            stderr=res.stderr,
+        )
     if res.returncode != 0:
         if "LD_PRELOAD" not in env or "umad2sim" not in env.get("LD_PRELOAD", ""):
             roce = ethernet_only_reason()

@@ -19,9 +19,12 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from weft.procs import is_alive, owner_tag
 
 #: where Debian/RHEL install the diags (often missing from a service's PATH).
 SBIN_DIRS = ("/usr/sbin", "/sbin", "/usr/local/sbin")
@@ -115,16 +118,146 @@ def tool_workdir() -> str:
     return str(path)
 
 
-#: Seconds to collect the output after the process group was killed; only a process that left the
-#: group (``setsid``) and still holds the pipes can make this wait.
-_REAP_S = 5.0
+#: Environment variable that tags every child Weft starts: ``<pid>:<start time>`` of the Weft
+#: process that owns it (:func:`reap_orphans` kills the children of owners that died).
+OWNER_VAR = "WEFT_TOOL_OWNER"
+
+_live: dict[int, subprocess.Popen] = {}
+_live_mutex = threading.Lock()
+_abort_reason: str = ""
 
 
-def kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the process group of ``proc`` (started with ``start_new_session=True``: its pid is the
-    group id), so helpers it forked die with it. No error if it is already gone."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+class ToolAborted(ToolError):
+    """The program was stopped by :func:`abort_all` (the worker is shutting down), not by its timeout."""
+
+
+def spawn(
+    argv: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: str | Path | None = None,
+    stdin=subprocess.DEVNULL,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+) -> subprocess.Popen:
+    """Start ``argv`` as a Weft child: its own session and process group (its pgid is its pid), cwd
+    :func:`tool_workdir`, tagged with :data:`OWNER_VAR`, registered for :func:`abort_all`.
+
+    Every collector starts its processes here and stops them with :func:`kill_group` (a timeout,
+    an exception such as Celery's ``SoftTimeLimitExceeded``, a worker shutdown), so no diags tool
+    or MAD poller outlives the sweep or discovery that started it.
+
+    Raises:
+        OSError: the program cannot be started.
+        ToolAborted: this process is shutting down (:func:`abort_all` was called).
+    """
+    if _abort_reason:
+        raise ToolAborted(f"{argv[0]}: not started: {_abort_reason}")
+    env = dict(os.environ if env is None else env)
+    env[OWNER_VAR] = owner_tag()
+    proc = subprocess.Popen(
+        argv,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        env=env,
+        cwd=cwd or tool_workdir(),
+        start_new_session=True,
+    )
+    with _live_mutex:
+        _live[proc.pid] = proc
+    return proc
+
+
+def kill_group(proc: subprocess.Popen, wait_s: float = 5.0) -> None:
+    """SIGKILL the process group of ``proc`` (started by :func:`spawn`), reap it and close its pipes.
+    Safe to call twice and on a process that has exited."""
+    if proc.returncode is None:
+        _kill_pgid(proc)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(wait_s)
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
+    forget(proc)
+
+
+def _kill_pgid(proc: subprocess.Popen) -> None:
+    if proc.returncode is None:  # not reaped yet: its pid (= its pgid) cannot have been reused
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def forget(proc: subprocess.Popen) -> None:
+    """Drop ``proc`` from the registry of running children (it has exited and was reaped)."""
+    with _live_mutex:
+        _live.pop(proc.pid, None)
+
+
+def abort_all(reason: str) -> int:
+    """Kill every child this process started with :func:`spawn` and refuse new ones: for a worker
+    that must stop (SIGTERM) while a discovery or sweep hangs. The callers see their tool killed and
+    record the failure with ``reason``. Returns how many process groups were killed.
+
+    Safe from a signal handler's thread (it only reads the registry and sends signals)."""
+    global _abort_reason
+    _abort_reason = reason or "stopped"
+    procs = [proc for proc in list(_live.values()) if proc.returncode is None]
+    for proc in procs:
+        _kill_pgid(proc)
+    return len(procs)
+
+
+def abort_reason() -> str:
+    """Why :func:`abort_all` stopped this process's children ("" when it was not called)."""
+    return _abort_reason
+
+
+def _reset_after_fork() -> None:
+    # A forked child (Celery prefork pool) starts with no children of its own and is not aborting.
+    global _abort_reason, _live_mutex
+    _live.clear()
+    _live_mutex = threading.Lock()
+    _abort_reason = ""
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def _owner_of(pid: int) -> str | None:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    prefix = OWNER_VAR.encode() + b"="
+    for item in environ.split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix) :].decode(errors="replace")
+    return None
+
+
+def reap_orphans() -> list[int]:
+    """Kill the process groups of Weft children whose owner died (a pool process killed at its hard
+    time limit or by the OOM killer cannot kill them itself). Linux ``/proc``; processes of other
+    users are skipped. Returns the process group ids killed (those :func:`spawn` made: the pids
+    of the tools it started)."""
+    killed: list[int] = []
+    own = os.getpgrp()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        tag = _owner_of(pid)
+        if not tag or is_alive(tag):
+            continue  # not Weft's, or its owner lives (same pid, same start time)
+        with contextlib.suppress(OSError):
+            # The tool's group (a tool's child is in it too); a session of its own cannot be ours.
+            pgid = os.getpgid(pid)
+            if pgid != own and pgid not in killed:
+                os.killpg(pgid, signal.SIGKILL)
+                killed.append(pgid)
+    return killed
 
 
 def _universal_newlines(data: bytes) -> str:
@@ -140,45 +273,30 @@ def run_process(
     cwd: str | Path | None = None,
     text: bool = False,
 ) -> subprocess.CompletedProcess:
-    """Run ``argv`` to its end with stdout/stderr captured, like ``subprocess.run``, but in its own
-    session, and on timeout kill its whole process group (a tool that forked a helper cannot
-    outlive its timeout or keep the pipes open).
+    """Run ``argv`` to its end with stdout/stderr captured, like ``subprocess.run``, but started by
+    :func:`spawn` (own process group, owner tag) and on timeout or any interruption killed with its
+    whole group (a tool that forked a helper cannot outlive its timeout or keep the pipes open).
 
     ``timeout`` in seconds; ``input`` bytes for stdin (else stdin is ``/dev/null``); ``env`` the
-    full environment (default ``os.environ``); ``text``: decode stdout/stderr as UTF-8 (bad bytes
-    replaced, line ends as ``\\n``) instead of returning bytes. A non-zero exit is not an error.
+    full environment (default ``os.environ``); ``cwd`` (default :func:`tool_workdir`); ``text``:
+    decode stdout/stderr as UTF-8 (bad bytes replaced, line ends as ``\\n``) instead of bytes. A
+    non-zero exit is not an error.
 
     Raises:
         subprocess.TimeoutExpired: it ran longer than ``timeout``; killed with its group, what it
             printed before is in ``output``/``stderr`` (bytes).
         OSError: it could not start (``FileNotFoundError`` when ``argv[0]`` is missing).
+        ToolAborted: this process is shutting down (:func:`abort_all`).
     """
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=cwd,
-        start_new_session=True,
-    )
+    proc = spawn(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE)
     try:
         out, err = proc.communicate(input, timeout=timeout)
     except subprocess.TimeoutExpired:
-        kill_group(proc)
-        try:
-            out, err = proc.communicate(timeout=_REAP_S)
-        except subprocess.TimeoutExpired:  # a process outside the group holds the pipes
-            proc.kill()
-            out, err = b"", b""
-            for pipe in (proc.stdout, proc.stderr):
-                pipe.close()
-            proc.wait()
+        _kill_pgid(proc)
+        out, err = _drain(proc)
         raise subprocess.TimeoutExpired(argv, timeout, output=out, stderr=err) from None
-    except BaseException:  # KeyboardInterrupt, a failed write to stdin: leave nothing running
-        kill_group(proc)
-        proc.wait()
-        raise
+    finally:
+        kill_group(proc)  # on any interruption too (KeyboardInterrupt, a failed write to stdin)
     if text:
         return subprocess.CompletedProcess(
             argv, proc.returncode, _universal_newlines(out), _universal_newlines(err)
@@ -190,13 +308,15 @@ def run_tool(argv: list[str], *, env: dict[str, str] | None = None, timeout: flo
     """Run ``argv`` (program name or path first) and return its :class:`ToolResult`.
 
     ``env`` is the full environment (default ``os.environ``); ``timeout`` in seconds. The program
-    runs in its own process group, killed whole on timeout (:func:`run_process`). A non-zero exit
-    is *not* an error here: the caller reads ``returncode`` (the diags exit 255 on
-    ``iberror: failed``, with the reason on stdout or stderr).
+    runs in its own process group (:func:`spawn`), killed whole on timeout and on any exception
+    that interrupts the wait (e.g. Celery's ``SoftTimeLimitExceeded``). A non-zero exit is *not* an
+    error here: the caller reads ``returncode`` (the diags exit 255 on ``iberror: failed``, with the
+    reason on stdout or stderr).
 
     Raises:
         ToolNotFound: the program is not installed.
         ToolTimeout: it ran longer than ``timeout`` seconds.
+        ToolAborted: it was stopped by :func:`abort_all` (worker shutdown).
     """
     program = argv[0]
     path = program if os.sep in program else find_tool(program, env)
@@ -205,21 +325,36 @@ def run_tool(argv: list[str], *, env: dict[str, str] | None = None, timeout: flo
             f"{program}: not found on PATH or in {', '.join(SBIN_DIRS)} (install infiniband-diags)"
         )
     t0 = time.monotonic()
+    proc = spawn([path, *argv[1:]], env=env)
     try:
-        proc = run_process([path, *argv[1:]], env=env, cwd=tool_workdir(), timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_pgid(proc)
+        out, err = _drain(proc)
         raise ToolTimeout(
             f"{program} did not finish within {timeout:g} s (killed)",
-            (exc.output or b"").decode("utf-8", "replace"),
-            (exc.stderr or b"").decode("utf-8", "replace"),
+            (out or b"").decode("utf-8", "replace"),
+            (err or b"").decode("utf-8", "replace"),
         ) from None
+    finally:
+        kill_group(proc)  # on any interruption too: the program never outlives this call
+    if proc.returncode < 0 and _abort_reason:
+        raise ToolAborted(f"{program} stopped: {_abort_reason}")
     return ToolResult(
         argv=(path, *argv[1:]),
         returncode=proc.returncode,
-        stdout=proc.stdout.decode("utf-8", "replace"),
-        stderr=proc.stderr.decode("utf-8", "replace"),
+        stdout=out.decode("utf-8", "replace"),
+        stderr=err.decode("utf-8", "replace"),
         duration_s=round(time.monotonic() - t0, 4),
     )
+
+
+def _drain(proc: subprocess.Popen) -> tuple[bytes, bytes]:
+    """What a killed process printed (its pipes may already be closed)."""
+    try:
+        return proc.communicate(timeout=5)
+    except (ValueError, OSError, subprocess.TimeoutExpired):
+        return b"", b""
 
 
 def fabric_env(fabric) -> dict[str, str]:

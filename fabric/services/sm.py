@@ -11,7 +11,11 @@ sweep (``sminfo`` beside the collector). Compared with the last known master
 * no master answer for ``consecutive`` polls of the ``sm.master_lost`` policy (default 1) →
   ``sm.master_lost`` once; an answer afterwards from the same SM → ``sm.master_found``, from
   another → ``sm.master_changed``; both clear the "lost" alarm;
-* the first master seen is recorded without an event.
+* the first master seen is recorded without an event;
+* ``sminfo`` that never reached the subnet (the process timed out on a hung fabric, the local port
+  could not be opened, the tool is missing: ``fabric.collectors.sm.MasterProbe.reached`` False)
+  says nothing about the SM: ``sm.unreachable`` once (what was seen, the last master), not counted
+  as a missed poll; the next probe that reaches the subnet writes ``sm.reachable``, which clears it.
 
 The master's row is set MASTER (priority, ActCount); a previous master's row NOT_ACTIVE (sminfo
 does not say what became of it; the next discovery reads the real state). After commit
@@ -28,10 +32,11 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from events.models import Event
 from events.services import EventSpec, record_events
 
 from ..choices import SMState
-from ..collectors.sm import read_all_sms, read_master
+from ..collectors.sm import probe_master, read_all_sms
 from ..models import Fabric, Node, Port, SubnetManager
 from ..parsers.records import SMRecord
 from ..signals import sm_state_changed
@@ -43,7 +48,8 @@ WATCH, DISCOVERY, SWEEP = "watch", "discovery", "sweep"
 @dataclass
 class SMObservation:
     """What one observation changed: the master seen (None when none answered), the event codes
-    written, whether the master moved, the error text of a failed read, and rows written."""
+    written, whether the master moved, the error text of a failed read, whether the probe reached
+    the subnet (False: the SM could not be seen from this host), and rows written."""
 
     fabric: str
     master: SMRecord | None
@@ -52,6 +58,7 @@ class SMObservation:
     moved: bool = False
     error: str = ""
     rows: int = 0
+    reached: bool = True
 
     @property
     def event(self) -> str:
@@ -67,16 +74,25 @@ class SMObservation:
             "event": self.event,
             "moved": self.moved,
             "error": self.error,
+            "reached": self.reached,
         }
 
 
-def watch(fabric: Fabric) -> SMObservation:
+def watch(fabric: Fabric, *, timeout: float = 15.0) -> SMObservation:
     """One SM-watch poll of ``fabric``: read the master (``sminfo``) and, when one answers, the
     other SMs (``saquery -s`` + ``sminfo <lid>``; ``fabric.collectors.sm``), then
-    :func:`observe_sms`. Tool failures become the observation's ``error``, never exceptions."""
-    master, error = read_master(fabric)
-    others = [r for r in read_all_sms(fabric)[0] if r.guid != master.guid] if master is not None else []
-    return observe_sms(fabric, master, others=others, error=error, source=WATCH)
+    :func:`observe_sms`. ``timeout``: seconds per tool run. Tool failures become the observation's
+    ``error``, never exceptions; a probe stopped by a worker shutdown records nothing."""
+    probe = probe_master(fabric, timeout=timeout)
+    if probe.aborted:
+        return SMObservation(fabric=fabric.name, master=None, error=probe.error, reached=False)
+    master = probe.master
+    others = (
+        [r for r in read_all_sms(fabric, timeout=timeout)[0] if r.guid != master.guid]
+        if master is not None
+        else []
+    )
+    return observe_sms(fabric, master, others=others, error=probe.error, source=WATCH, reached=probe.reached)
 
 
 def _name(fabric: Fabric, guid: str) -> str:
@@ -102,21 +118,49 @@ def observe_sms(
     error: str = "",
     source: str = WATCH,
     at: datetime | None = None,
+    reached: bool = True,
 ) -> SMObservation:
     """Record what ``source`` saw of the SMs of ``fabric`` (one transaction, fabric row locked).
 
     ``master``: the SM answering as MASTER, or None when none answered (``error`` says why; only
-    the watch reports that: a discovery or sweep without an SM answer calls nothing). ``others``:
-    standby/discovering SMs (their rows are created or updated; never events). Returns an
-    :class:`SMObservation`; ``sm_state_changed`` is sent on commit.
+    the watch reports that: a discovery or sweep without an SM answer calls nothing). ``reached``:
+    False when the probe never got to the subnet (``MasterProbe.reached``): then ``master`` is None
+    and the SM's state is unknown, so ``sm.unreachable`` is written (once per episode) instead of
+    counting a missed poll. ``others``: standby/discovering SMs (their rows are created or updated;
+    never events). Returns an :class:`SMObservation`; ``sm_state_changed`` is sent on commit.
     """
     at = at or timezone.now()
-    result = SMObservation(fabric=fabric.name, master=master, source=source, error=error)
+    result = SMObservation(fabric=fabric.name, master=master, source=source, error=error, reached=reached)
     with transaction.atomic():
         locked = Fabric.objects.select_for_update().get(pk=fabric.pk)
         old_guid, old_lid = locked.master_sm_guid, locked.master_sm_lid
         specs: list[EventSpec] = []
-        if master is None:
+        unreachable_open = _unreachable_open(locked)
+        if not reached:
+            if not unreachable_open:
+                last = (
+                    f"last master {_name(locked, old_guid)} lid {old_lid}"
+                    if old_guid
+                    else "no master known yet"
+                )
+                specs.append(EventSpec(
+                    code="sm.unreachable", object_type="sm", object_key=old_guid or locked.name,
+                    object_repr=f"SM of fabric {locked.name}",
+                    message=f"The SM of fabric {locked.name} cannot be seen from this host (seen by the "
+                            f"{source}): {error}. Its state is unknown ({last}); this is not a lost master.",
+                    details={"error": error, "last_master_guid": old_guid, "last_master_lid": old_lid,
+                             "source": source},
+                ))  # fmt: skip
+        elif unreachable_open:
+            seen = (f"master {_name(locked, master.guid)} lid {master.lid}" if master is not None
+                    else f"no master answers: {error}")  # fmt: skip
+            specs.append(EventSpec(
+                code="sm.reachable", object_type="sm", object_key=old_guid or locked.name,
+                object_repr=f"SM of fabric {locked.name}",
+                message=f"The SM of fabric {locked.name} can be seen from this host again: {seen}",
+                details={"guid": master.guid if master else None, "lid": master.lid if master else None},
+            ))  # fmt: skip
+        if master is None and reached:  # asked, and no master answered
             locked.master_sm_missed += 1
             if old_guid and locked.master_sm_missed == _lost_after():
                 specs.append(EventSpec(
@@ -127,7 +171,7 @@ def observe_sms(
                     details={"last_master_guid": old_guid, "last_master_lid": old_lid, "error": error},
                 ))  # fmt: skip
             locked.save(update_fields=["master_sm_missed"])
-        else:
+        elif master is not None:
             was_lost = locked.master_sm_missed >= _lost_after()
             if old_guid and master.guid != old_guid:
                 result.moved = True
@@ -172,6 +216,17 @@ def observe_sms(
                 )
             )
     return result
+
+
+def _unreachable_open(fabric: Fabric) -> bool:
+    """Whether the last ``sm.unreachable``/``sm.reachable`` event of ``fabric`` is an unreachable one."""
+    last = (
+        Event.objects.filter(fabric=fabric, code__in=("sm.unreachable", "sm.reachable"))
+        .order_by("-at", "-id")
+        .values_list("code", flat=True)
+        .first()
+    )
+    return last == "sm.unreachable"
 
 
 def store_sm(fabric: Fabric, rec: SMRecord, at: datetime, touch: bool) -> int:

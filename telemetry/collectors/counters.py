@@ -62,7 +62,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fabric.collectors.tools import kill_group, run_process, tool_workdir
+from fabric.collectors.tools import ToolAborted, abort_reason, kill_group, spawn, tool_workdir
 
 from . import madpoll
 
@@ -183,28 +183,20 @@ class _Server:
 
     def __init__(self, argv: list[str], env: dict[str, str]) -> None:
         self.lock = threading.Lock()
-        self.proc = subprocess.Popen(
-            [*argv, "--serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            cwd=_workdir(),
-            start_new_session=True,
-        )
+        self.proc = _spawn([*argv, "--serve"], env, stderr=subprocess.DEVNULL)
+        os.set_blocking(self.proc.stdin.fileno(), False)  # a hung child must not block our write
         self.last_used = time.monotonic()
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
     def close(self) -> None:
+        """Let the child exit at the end of its input (2 s), then kill its process group."""
         with contextlib.suppress(OSError):
             self.proc.stdin.close()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(2)
-        except subprocess.TimeoutExpired:
-            kill_group(self.proc)
-            self.proc.wait(2)
+        kill_group(self.proc)
 
     def _read(self, n: int, deadline: float) -> bytes:
         fd = self.proc.stdout.fileno()
@@ -219,15 +211,25 @@ class _Server:
             buf += chunk
         return bytes(buf)
 
+    def _write(self, data: bytes, deadline: float) -> None:
+        fd = self.proc.stdin.fileno()
+        view = memoryview(data)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [fd], [], left)[1]:
+                raise CollectorError("MAD poller did not take its requests in time (killed)")
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                raise CollectorError(f"MAD poller gone: {exc}") from exc
+
     def batch(self, text: str, n: int, timeout: float) -> tuple[bytes, str]:
         """Send one batch of ``n`` request lines; return (records, stats). Raises CollectorError."""
         self.last_used = time.monotonic()
         deadline = time.monotonic() + timeout
-        try:
-            self.proc.stdin.write(f"BATCH {n}\n".encode() + text.encode())
-            self.proc.stdin.flush()
-        except OSError as exc:
-            raise CollectorError(f"MAD poller gone: {exc}") from exc
+        self._write(f"BATCH {n}\n".encode() + text.encode(), deadline)
         blob_len, stats_len = struct.unpack(">II", self._read(8, deadline))
         blob = self._read(blob_len, deadline)
         return blob, self._read(stats_len, deadline).decode(errors="replace")
@@ -277,7 +279,20 @@ def _drop_server(srv: _Server) -> None:
             if value is srv:
                 del _servers[key]
     kill_group(srv.proc)
-    srv.proc.wait(5)
+
+
+def _spawn(argv: list[str], env: dict[str, str], stderr=subprocess.PIPE) -> subprocess.Popen:
+    """Start a MAD poller child (``fabric.collectors.tools.spawn``: own process group, owner tag).
+
+    Raises:
+        CollectorError: it cannot start, or this worker is shutting down.
+    """
+    try:
+        return spawn(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
+    except ToolAborted as exc:
+        raise CollectorError(str(exc)) from exc
+    except OSError as exc:
+        raise CollectorError(f"cannot start the MAD poller: {exc}") from exc
 
 
 def run_madpoll(
@@ -299,8 +314,12 @@ def run_madpoll(
     (each its own umad agent and window; the poller is CPU-bound in Python, so this uses more
     cores) when there are at least ``split_min`` requests. ``persistent`` keeps one serving child
     per fabric address in this process between sweeps (``--serve``: no start-up or ibsim attach per
-    sweep); if it fails, the sweep falls back to a one-shot child. ``timeout`` bounds each child (seconds). Raises CollectorError when a child cannot
-    start, exits non-zero, or is killed on timeout.
+    sweep); if it fails, the sweep falls back to a one-shot child. ``timeout`` (seconds) is the
+    budget of the whole call: the serving child gets half of it, a one-shot child what is left;
+    every child runs in its own process group (``fabric.collectors.tools.spawn``) and is killed
+    with it on timeout or any exception (e.g. Celery's ``SoftTimeLimitExceeded``). Raises
+    CollectorError when a child cannot start, exits non-zero, or is killed on timeout or worker
+    shutdown.
     """
     if processes > 1 and len(requests) >= max(2, split_min):
         from concurrent.futures import ThreadPoolExecutor
@@ -335,27 +354,44 @@ def run_madpoll(
     env = dict(env)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     t0 = time.monotonic()
+    deadline = t0 + timeout
     if persistent:
         srv = _server(argv, env, ca_args)
-        try:
-            with srv.lock:
-                out, stats = srv.batch(text, len(requests), timeout)
-            if len(out) != madpoll.RECORD.size * len(requests):
-                raise CollectorError(f"MAD poller returned {len(out)} bytes for {len(requests)} requests")
-            reads, capmasks = decode_records(out)
-            return Collected(reads, capmasks, "mad", time.monotonic() - t0, stats)
-        except CollectorError as exc:
-            log.warning("serving MAD poller failed (%s); running a one-shot poller", exc)
-            _drop_server(srv)
-            t0 = time.monotonic()
+        # Half the budget: a serving poller that fails leaves the other half to a one-shot one.
+        if not srv.lock.acquire(timeout=timeout / 2):
+            log.warning(
+                "serving MAD poller busy with another sweep of this address; running a one-shot poller"
+            )
+        else:
+            try:
+                out, stats = srv.batch(text, len(requests), timeout / 2)
+                if len(out) != madpoll.RECORD.size * len(requests):
+                    raise CollectorError(f"MAD poller returned {len(out)} bytes for {len(requests)} requests")
+                reads, capmasks = decode_records(out)
+                return Collected(reads, capmasks, "mad", time.monotonic() - t0, stats)
+            except CollectorError as exc:
+                log.warning("serving MAD poller failed (%s); running a one-shot poller", exc)
+                _drop_server(srv)
+                if abort_reason():
+                    raise CollectorError(f"MAD poller stopped: {abort_reason()}") from exc
+            except BaseException:  # e.g. SoftTimeLimitExceeded mid-batch: its answer would be out of step
+                _drop_server(srv)
+                raise
+            finally:
+                srv.lock.release()
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise CollectorError(f"MAD poller did not finish within {timeout:g} s (killed)")
+    proc = _spawn(argv, env)
     try:
-        proc = run_process(argv, input=text.encode(), env=env, cwd=_workdir(), timeout=timeout)
-    except OSError as exc:
-        raise CollectorError(f"cannot start the MAD poller: {exc}") from exc
+        out, err = proc.communicate(text.encode(), timeout=left)
     except subprocess.TimeoutExpired:
         raise CollectorError(f"MAD poller did not finish within {timeout:g} s (killed)") from None
-    out, err = proc.stdout, proc.stderr
+    finally:
+        kill_group(proc)  # on timeout and on any interruption: the child never outlives the sweep
     if proc.returncode != 0:
+        if proc.returncode < 0 and abort_reason():
+            raise CollectorError(f"MAD poller stopped: {abort_reason()}")
         msg = err.decode(errors="replace").strip().splitlines()
         raise CollectorError(f"MAD poller exited {proc.returncode}: {msg[-1] if msg else 'no message'}")
     size = madpoll.RECORD.size
@@ -373,29 +409,24 @@ def reset_counters(
     ``[(lid, port)]`` with PerfMgt SETs (IBTA 16.1.3.5: a Set with CounterSelect bits clears them).
 
     Returns ``{(lid, port): error}`` for the ports that could not be reset.
-
-    Raises:
-        CollectorError: the poller exited non-zero.
-        subprocess.TimeoutExpired: it ran longer than ``timeout`` seconds (killed with its group).
-        OSError: it could not start.
     """
     requests = [("R", lid, port) for lid, port in targets]
     text = "".join(f"R {lid} {port}\n" for _, lid, port in requests)
     env = dict(env)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = run_process(
-        [sys.executable, "-m", "telemetry.collectors.madpoll", *ca_args],
-        input=text.encode(),
-        env=env,
-        timeout=timeout,
-        cwd=_workdir(),
-    )
+    proc = _spawn([sys.executable, "-m", "telemetry.collectors.madpoll", *ca_args], env)
+    try:
+        stdout, stderr = proc.communicate(text.encode(), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise CollectorError(f"MAD poller (reset) did not finish within {timeout:g} s (killed)") from None
+    finally:
+        kill_group(proc)
     if proc.returncode != 0:
-        raise CollectorError(f"MAD poller (reset) exited {proc.returncode}: {proc.stderr.decode()[-300:]}")
+        raise CollectorError(f"MAD poller (reset) exited {proc.returncode}: {stderr.decode()[-300:]}")
     failed: dict[tuple[int, int], str] = {}
     size = madpoll.RECORD.size
-    for i in range(0, len(proc.stdout), size):
-        rec = madpoll.decode_record(proc.stdout[i : i + size])
+    for i in range(0, len(stdout), size):
+        rec = madpoll.decode_record(stdout[i : i + size])
         if rec["status"] != madpoll.STATUS_OK:
             failed[(rec["lid"], rec["port"])] = STATUS_TEXT.get(rec["status"], "failed")
     return failed

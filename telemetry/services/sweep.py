@@ -8,7 +8,10 @@ rediscovery), computes the interval's rates (``telemetry.semantics``), upserts o
 Robustness: a port that does not answer (timeout, node gone, LID moved after an SM change, error
 status) is marked ``stale`` with the reason and keeps its last raw values; the sweep goes on and is
 ``partial``. When the collector cannot run at all, the sweep is ``failed``, every port is marked
-stale with the reason, and the error is kept on the Sweep (nothing raised to the beat).
+stale with the reason, and the error is kept on the Sweep (nothing raised to the beat). The
+collector has one time budget (``timeout``, default ``WEFT_TOOL_TIMEOUT_S``) shared by its attempts
+and its children are killed with their process group when it runs out, so a hung fabric costs one
+budget per sweep, well inside the task's soft time limit, and still leaves its failed Sweep row.
 
 Splitting across workers: ``poll_fabric(fabric, group=i, groups=n)`` reads only the ports whose
 switch (for a CA port: the switch at the other end of its link) has ``node_id % n == i``; each group
@@ -30,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import connection, transaction
 
@@ -138,13 +142,13 @@ def _previous_state(fabric: Fabric, mech: str, port_ids: list[int]) -> dict[int,
 _SM_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="weft-sminfo")
 
 
-def _sm_check(fabric: Fabric, env: dict, ca_args: list[str]) -> tuple[SMRecord | None, str]:
+def _sm_check(fabric: Fabric, env: dict, ca_args: list[str], budget_s: float) -> tuple[SMRecord | None, str]:
     """Read the master SM (``sminfo``, run beside the collector) and compare it with the one the
     fabric knows. Returns ``(master, note)``: ``master`` only when it moved (the caller hands it to
     ``fabric.services.sm.observe_sms``, whose receiver queues the rediscovery), ``note`` for the
     Sweep ("" when the SM is the same). A new master may have handed out new LIDs, so counters
     read by LID could belong to other ports until the topology is rediscovered."""
-    sm, error = read_master(fabric, env=env, ca_args=ca_args, timeout=10)
+    sm, error = read_master(fabric, env=env, ca_args=ca_args, timeout=min(10.0, budget_s))
     if sm is None:
         return None, f"sminfo failed ({error}); SM not checked"
     if sm.guid == fabric.master_sm_guid:
@@ -191,11 +195,13 @@ def poll_fabric(
     ``extended``: ``auto`` (PortCountersExtended where the node's PerfMgt CapMask has
     ExtendedWidth/NoIETF, else the 32-bit PortCounters) or ``never`` (32-bit only).
     ``group``/``groups``: read one switch group only (see the module docstring).
-    ``timeout``: seconds for the collector (default ``WEFT_TOOL_TIMEOUT_S``).
+    ``timeout``: the collector's budget in seconds, every attempt together (default
+    ``WEFT_TOOL_TIMEOUT_S``); the ``sminfo`` check beside it gets at most 10 s of it.
     ``mechanism``: ``mad`` (default, ``WEFT_POLL_MECHANISM``) or ``perfquery``.
     ``reset``: clear the counters after reading them (audited; never the default).
 
-    Never raises for fabric trouble (it is recorded on the Sweep); raises ValueError for bad arguments.
+    Never raises for fabric trouble (it is recorded on the Sweep, also when the Celery task's soft
+    time limit interrupts the collector); raises ValueError for bad arguments.
     """
     from fabric.collectors.tools import fabric_ca_args, fabric_env
 
@@ -219,8 +225,9 @@ def poll_fabric(
 
     collected: Collected | None = None
     error = ""
+    interrupted = False
     t_collect = time.time()
-    sm_check = _SM_POOL.submit(_sm_check, fabric, env, ca_args) if fabric.master_sm_guid else None
+    sm_check = _SM_POOL.submit(_sm_check, fabric, env, ca_args, timeout) if fabric.master_sm_guid else None
     try:
         if mechanism == "mad":
             reqs = _requests(fabric, targets, extended)
@@ -251,7 +258,17 @@ def poll_fabric(
     except CollectorError as exc:
         error = str(exc)
         log.warning("counter sweep of %s failed: %s", fabric, exc)
-    moved_to, sm_note = sm_check.result() if sm_check is not None else (None, "")
+    except SoftTimeLimitExceeded:
+        interrupted = True
+        # The task's soft limit (collector budget + store margin, telemetry.tasks) fired while the
+        # collector ran: its child is already killed (kill_group); record the failed sweep anyway.
+        error = f"the sweep task's time limit was reached while collecting (collector budget {timeout:g} s)"
+        log.warning("counter sweep of %s failed: %s", fabric, error)
+    moved_to, sm_note = None, ""
+    if sm_check is not None and (not interrupted or sm_check.done()):
+        moved_to, sm_note = sm_check.result()
+    elif sm_check is not None:  # out of time: its sminfo ends (and is killed) by its own timeout
+        sm_note = "SM not checked (sweep out of time)"
     # all ports of the sweep share one sample time: the middle of the collection
     sampled_at = datetime.fromtimestamp(t_collect + (collected.duration_s / 2 if collected else 0.0), UTC)
     t_sample = sampled_at.timestamp()  # microsecond precision, as stored: rates match the rows exactly

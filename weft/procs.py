@@ -1,0 +1,41 @@
+"""Process identity on Linux: a pid plus its start time names one process even after pid reuse.
+
+Used to tag what a Weft process owns (lock tokens in ``weft.locks``, diags children in
+``fabric.collectors.tools``) so that another process can tell whether the owner still lives.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+
+def start_time(pid: int) -> str | None:
+    """Field 22 of ``/proc/<pid>/stat`` (start time in clock ticks since boot), None when the
+    process does not exist."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def owner_tag(pid: int | None = None) -> str:
+    """``<pid>:<start time>`` of ``pid`` (default this process)."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}:{start_time(pid) or 0}"
+
+
+def is_alive(tag: str) -> bool:
+    """Whether the process named by an :func:`owner_tag` still runs on this host. A malformed tag
+    counts as alive (nothing is taken from an owner that cannot be identified)."""
+    pid, _, started = tag.partition(":")
+    if not pid.isdigit() or not started:
+        return True
+    return start_time(int(pid)) == started
+
+
+def hostname() -> str:
+    """This host's name (as in ``socket.gethostname``)."""
+    return socket.gethostname()

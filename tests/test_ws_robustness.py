@@ -16,6 +16,7 @@ from fabric.tests.test_services import BASE
 from weft.asgi import application
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
+HOST = (b"host", b"127.0.0.1")  # a browser sends both: the Origin must be the Host's (weft.ws_origin)
 MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 
@@ -35,7 +36,7 @@ def test_junk_frames_are_ignored_and_pings_still_answered(route):
     path = f"/ws/{route}/{fabric.pk}/"
 
     async def run():
-        comm = WebsocketCommunicator(application, path, headers=[ORIGIN, cookie])
+        comm = WebsocketCommunicator(application, path, headers=[HOST, ORIGIN, cookie])
         connected, _ = await comm.connect(timeout=5)
         assert connected
         if route == "alarms":

@@ -19,13 +19,14 @@ from events.services import EventSpec, acknowledge, record_events
 from weft.asgi import application
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
+HOST = (b"host", b"127.0.0.1")  # a browser sends both: the Origin must be the Host's (weft.ws_origin)
 MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 
 def session_headers(user) -> list[tuple[bytes, bytes]]:
     client = Client()
     client.force_login(user)
-    return [ORIGIN, (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
+    return [HOST, ORIGIN, (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
 
 
 def in_thread(fn):
@@ -43,7 +44,7 @@ def in_thread(fn):
 @pytest.mark.django_db(transaction=True)
 def test_anonymous_closed_4401():
     async def run():
-        comm = WebsocketCommunicator(application, "/ws/alarms/", headers=[ORIGIN])
+        comm = WebsocketCommunicator(application, "/ws/alarms/", headers=[HOST, ORIGIN])
         connected, _ = await comm.connect(timeout=5)
         assert connected
         out = await comm.receive_output(timeout=5)

@@ -26,12 +26,13 @@ from telemetry.tests.test_views import make_fabric, write_sweep
 from weft.asgi import application
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
+HOST = (b"host", b"127.0.0.1")  # a browser sends both: the Origin must be the Host's (weft.ws_origin)
 
 
 def session_headers(user) -> list[tuple[bytes, bytes]]:
     client = Client()
     client.force_login(user)
-    return [ORIGIN, (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
+    return [HOST, ORIGIN, (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
 
 
 def make_viewer(name: str = "vic", active: bool = True):
@@ -79,7 +80,7 @@ def test_redis_layer_anonymous_and_inactive_rejected():
     type(inactive).objects.filter(pk=inactive.pk).update(is_active=False)
 
     async def run():
-        anon = WebsocketCommunicator(application, f"/ws/heatmap/{fabric.pk}/", headers=[ORIGIN])
+        anon = WebsocketCommunicator(application, f"/ws/heatmap/{fabric.pk}/", headers=[HOST, ORIGIN])
         assert await expect_close(anon) == 4401
         gone = WebsocketCommunicator(application, f"/ws/heatmap/{fabric.pk}/", headers=headers)
         assert await expect_close(gone) == 4401

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+from django.conf import settings
 from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -33,8 +34,6 @@ def client_ip(request: HttpRequest) -> str | None:
 
 def cooloff_seconds() -> int:
     """The lock-out duration in whole seconds (rounded up; at least 1)."""
-    from django.conf import settings
-
     return max(1, math.ceil(settings.AXES_COOLOFF_TIME.total_seconds()))
 
 

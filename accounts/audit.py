@@ -46,6 +46,7 @@ def record(
     user=None,
     remote_addr: str | None = None,
     object_repr: str | None = None,
+    username: str | None = None,
 ) -> AuditEntry:
     """Write one audit entry and return it.
 
@@ -54,6 +55,9 @@ def record(
         obj: the model instance concerned, if any.
         changes: JSON-serialisable details, e.g. ``{"severity": ["minor", "critical"]}``.
         user: the acting user; defaults to the current request's user, else the system.
+        username: the name recorded when there is no acting user (a failed sign-in's user name).
+
+    Entries are append-only (``accounts.models``): this is the one way to write one.
     """
     actor = current_actor.get()
     user = user if user is not None else actor.user
@@ -61,7 +65,7 @@ def record(
         user = None
     return AuditEntry.objects.create(
         user=user,
-        username=getattr(user, "username", "") if user else "",
+        username=getattr(user, "username", "") if user else (username or "")[:150],
         action=action,
         object_type=obj._meta.label_lower if obj is not None else "",
         object_id=str(obj.pk) if obj is not None and obj.pk is not None else "",

@@ -1,7 +1,8 @@
 """Websocket consumer of live alarms and dashboard updates: authenticate, join, relay.
 
 Routes (``events.routing``): ``ws/alarms/`` (every fabric) and ``ws/alarms/<fabric_id>/``.
-Close codes: 4401 anonymous or inactive user, 4403 role below Viewer (docs/design.md).
+Close codes: 4401 anonymous or inactive user, 4403 role below Viewer, 4404 no such fabric (as the
+heatmap; docs/design.md).
 Messages to the client: JSON ``{"type": "alarm.changed" | "alarms.reload" | "summary.changed",
 "payload": {...}}`` as built by ``events.realtime``.
 """
@@ -13,18 +14,22 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from accounts.roles import Role, role_of
+from fabric.models import Fabric
 from weft import realtime
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
 
 
 @database_sync_to_async
-def _close_code(user: Any) -> int | None:
+def _close_code(user: Any, fabric_id: int | None) -> int | None:
     if user is None or not user.is_authenticated or not user.is_active:
         return CLOSE_UNAUTHENTICATED
     if role_of(user) < Role.VIEWER:
         return CLOSE_FORBIDDEN
+    if fabric_id is not None and not Fabric.objects.filter(pk=fabric_id).exists():
+        return CLOSE_NOT_FOUND
     return None
 
 
@@ -36,7 +41,7 @@ class AlarmConsumer(realtime.ListenOnlyJsonConsumer):
     async def connect(self) -> None:
         realtime.remember_loop()
         fabric_id = self.scope["url_route"]["kwargs"].get("fabric_id")
-        code = await _close_code(self.scope.get("user"))
+        code = await _close_code(self.scope.get("user"), fabric_id)
         await self.accept()
         if code is not None:
             await self.close(code=code)

@@ -11,6 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_safe
 
 from fabric.models import Fabric
 
@@ -23,6 +24,7 @@ def port_url_template() -> str:
         return "/fabric/ports/{id}/"
 
 
+@require_safe
 @login_required
 def heatmap_index(request: HttpRequest) -> HttpResponse:
     """``/heatmap/``: the heatmap of the only fabric, or a choice of fabrics."""
@@ -32,6 +34,7 @@ def heatmap_index(request: HttpRequest) -> HttpResponse:
     return render(request, "telemetry/heatmap_index.html", {"fabrics": fabrics})
 
 
+@require_safe
 @login_required
 def heatmap(request: HttpRequest, fabric_id: int) -> HttpResponse:
     """``/heatmap/<fabric_id>/``: switches × ports, coloured by congestion or utilisation."""

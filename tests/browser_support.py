@@ -158,13 +158,36 @@ def _chromium():
     pw.stop()
 
 
+#: Reports every Content-Security-Policy violation of a page to the test (``browser_page``).
+CSP_LISTENER = """
+document.addEventListener("securitypolicyviolation", (e) => {
+  window.__weftCspViolation(`${e.effectiveDirective} refused ${e.blockedURI || "inline"}`
+    + ` at ${e.sourceFile || document.location.href}:${e.lineNumber}`);
+});
+"""
+
+
 @pytest.fixture
 def browser_page(_chromium):
+    """A page whose test fails on any Content-Security-Policy violation (the page's
+    ``securitypolicyviolation`` events and Chromium's console reports of them)."""
     context = _chromium.new_context(viewport={"width": 1400, "height": 900})
+    violations: list[str] = []
+    context.expose_function("__weftCspViolation", lambda text: violations.append(text))
+    context.add_init_script(CSP_LISTENER)
     page = context.new_page()
+    page.on(
+        "console", lambda msg: violations.append(msg.text) if "Content Security Policy" in msg.text else None
+    )
     page.set_default_timeout(20000)
+    page.csp_violations = violations
     yield page
+    try:  # a round trip: reports sent before it have been delivered when it returns
+        page.evaluate("() => true")
+    except Exception:  # the page is gone (closed, crashed): what was reported is all there is
+        pass
     context.close()
+    assert not violations, "Content-Security-Policy violations:\n" + "\n".join(violations)
 
 
 def login(page, server: WeftServer, user: str = "admin", password: str = PASSWORD) -> None:

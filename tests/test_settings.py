@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import runpy
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -140,10 +141,21 @@ def test_the_mad_timeout_has_one_default():
         ("WEFT_IMPORT_MAX_BYTES", "1024", 1024),
         ("WEFT_API_MAX_LIMIT", "500", 500),
         ("WEFT_BASE_URL", "https://weft.example.org", "https://weft.example.org"),
+        ("WEFT_LOGIN_FAILURE_LIMIT", "10", 10),
+        ("WEFT_LOGIN_COOLOFF_MIN", "2.5", 2.5),
+        ("WEFT_TOKEN_TTL_DAYS", "30", 30.0),
     ],
 )
 def test_each_variable_sets_its_setting(load, variable, value, expected):
     assert load(**{variable: value})[variable] == expected
+
+
+def test_sign_in_throttling_comes_from_its_settings(load):
+    defaults = load()  # first: load() keeps the variables of earlier calls
+    assert (defaults["AXES_FAILURE_LIMIT"], defaults["AXES_COOLOFF_TIME"]) == (5, timedelta(minutes=15))
+    assert defaults["WEFT_TOKEN_TTL_DAYS"] == 0.0
+    s = load(WEFT_LOGIN_FAILURE_LIMIT="7", WEFT_LOGIN_COOLOFF_MIN="3")
+    assert (s["AXES_FAILURE_LIMIT"], s["AXES_COOLOFF_TIME"]) == (7, timedelta(minutes=3))
 
 
 def test_beat_periods_come_from_their_settings(load):
@@ -181,6 +193,9 @@ def test_beat_periods_come_from_their_settings(load):
         ("WEFT_IMPORT_MAX_BYTES", "256M", "is not an integer"),
         ("WEFT_API_MAX_LIMIT", "0", "must be at least 1"),
         ("WEFT_HSTS_SECONDS", "-5", "must be at least 0"),
+        ("WEFT_LOGIN_FAILURE_LIMIT", "0", "must be at least 1"),
+        ("WEFT_LOGIN_COOLOFF_MIN", "0", "must be greater than 0"),
+        ("WEFT_TOKEN_TTL_DAYS", "-1", "must be at least 0"),
     ],
 )
 def test_a_bad_value_names_the_variable(load, variable, value, message):

@@ -14,7 +14,7 @@ from accounts.roles import set_role
 from fabric.services.ingest import import_topology_text
 from weft.asgi import application
 from weft.testing.topologies import BASE
-from weft.testing.ws import ORIGIN, session_headers
+from weft.testing.ws import HOST, ORIGIN, session_headers
 
 MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
@@ -22,7 +22,7 @@ MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 def _cookie(username: str) -> tuple[bytes, bytes]:
     user = get_user_model().objects.create_user(username, password="x")
     set_role(user, "viewer")
-    _origin, cookie = session_headers(user)
+    *_, cookie = session_headers(user)
     return cookie
 
 
@@ -34,7 +34,7 @@ def test_junk_frames_are_ignored_and_pings_still_answered(route):
     path = f"/ws/{route}/{fabric.pk}/"
 
     async def run():
-        comm = WebsocketCommunicator(application, path, headers=[ORIGIN, cookie])
+        comm = WebsocketCommunicator(application, path, headers=[HOST, ORIGIN, cookie])
         connected, _ = await comm.connect(timeout=5)
         assert connected
         if route == "alarms":

@@ -1,7 +1,7 @@
 """ASGI entry point: HTTP through Django, websockets through Channels.
 
-Websocket routes come from each app's ``routing.py``; every websocket needs an authenticated
-session (checked in the consumers) and an allowed Origin.
+Websocket routes come from each app's ``routing.py``; every websocket needs an allowed Origin
+(scheme, host and port: ``weft.ws_origin``) and an authenticated session (checked in the consumers).
 """
 
 from __future__ import annotations
@@ -18,16 +18,14 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from events.routing import websocket_urlpatterns as event_routes  # noqa: E402
 from telemetry.routing import websocket_urlpatterns as telemetry_routes  # noqa: E402
+from weft.ws_origin import OriginValidator  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter([*telemetry_routes, *event_routes]))
-        ),
+        "websocket": OriginValidator(AuthMiddlewareStack(URLRouter([*telemetry_routes, *event_routes]))),
     }
 )

@@ -16,6 +16,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONCE as CSP_NONCE
+from csp.constants import NONE as CSP_NONE
+from csp.constants import SELF as CSP_SELF
 from django.core.exceptions import ImproperlyConfigured
 
 # Pure modules (no Django import) that own a default or a list a setting is checked against.
@@ -66,7 +69,6 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -209,6 +211,58 @@ SPECTACULAR_SETTINGS = {
         "weft.schema.brief_alternatives",
     ],
 }
+
+# --- Accounts and browser security (issue 9) ------------------------------------------------------
+# One block on purpose (it extends INSTALLED_APPS, MIDDLEWARE and REST_FRAMEWORK from above):
+# sign-in throttling (django-axes), API tokens (accounts.ApiToken, hashed; DRF's authtoken app is
+# replaced), the Content-Security-Policy (django-csp).
+INSTALLED_APPS += ["axes", "csp"]
+# Axes last (its docs): it turns a lock-out flagged during the view into its response.
+MIDDLEWARE += ["csp.middleware.CSPMiddleware", "axes.middleware.AxesMiddleware"]
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # refuses a locked-out sign-in before the password check
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Token first: DRF answers an unauthenticated API request with the first class's challenge, so a
+# missing, bad or expired token is 401 with WWW-Authenticate (not 403).
+REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [
+    "accounts.authentication.ApiTokenAuthentication",
+    "rest_framework.authentication.SessionAuthentication",
+]
+REST_FRAMEWORK["DEFAULT_RENDERER_CLASSES"] = [
+    "rest_framework.renderers.JSONRenderer",
+    "weft.content_security.BrowsableAPIRenderer",
+]
+#: Sign-in lock-out: failures per user name (from any address) and per client address (for any
+#: user name) before sign-in is refused, and minutes without a failure before it is allowed again.
+WEFT_LOGIN_FAILURE_LIMIT = env_int("WEFT_LOGIN_FAILURE_LIMIT", 5, min_value=1)
+WEFT_LOGIN_COOLOFF_MIN = env_float("WEFT_LOGIN_COOLOFF_MIN", 15.0, positive=True)
+AXES_FAILURE_LIMIT = WEFT_LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=WEFT_LOGIN_COOLOFF_MIN)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_CLIENT_IP_CALLABLE = "accounts.login_throttle.client_ip"
+AXES_LOCKOUT_CALLABLE = "accounts.login_throttle.lockout_response"
+AXES_DISABLE_ACCESS_LOG = True  # successful sign-ins are in the audit log (user.login)
+AXES_VERBOSE = False  # no start-up banner; failures are still logged (axes, weft.auth)
+#: API token lifetime in days for new tokens; 0: tokens do not expire.
+WEFT_TOKEN_TTL_DAYS = env_float("WEFT_TOKEN_TTL_DAYS", 0.0, min_value=0)
+# Scripts only from this origin or with the response's nonce, no inline style, nothing framed;
+# third-party pages (API docs, browsable API) relax style-src (weft.content_security).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [CSP_SELF],
+        "script-src": [CSP_SELF, CSP_NONCE],
+        "style-src": [CSP_SELF],
+        "img-src": [CSP_SELF],
+        "font-src": [CSP_SELF],
+        "connect-src": [CSP_SELF],
+        "object-src": [CSP_NONE],
+        "base-uri": [CSP_SELF],
+        "form-action": [CSP_SELF],
+        "frame-ancestors": [CSP_NONE],
+    }
+}
+# --- end of the accounts and browser security block -----------------------------------------------
 
 # Celery: the beat schedule lives here (STYLE.md). In embedded mode weft.inprocess runs it.
 CELERY_BROKER_URL = REDIS_URL or "memory://"

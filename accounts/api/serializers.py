@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
-from ..models import AuditEntry
+from ..models import ApiToken, AuditEntry
 from ..roles import Role, role_of, set_role
 
 
@@ -73,3 +73,52 @@ class AuditEntrySerializer(serializers.ModelSerializer):
             "changes",
             "remote_addr",
         ]
+
+
+class ApiTokenSerializer(serializers.ModelSerializer):
+    """An API token as listed: never its key (only its SHA-256 is stored), its first 8 characters
+    (``prefix``) to tell it apart."""
+
+    user = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    user_id = serializers.IntegerField(read_only=True)
+    expired = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = ApiToken
+        fields = [
+            "id",
+            "user",
+            "user_id",
+            "name",
+            "prefix",
+            "created",
+            "expires_at",
+            "last_used_at",
+            "expired",
+        ]
+        read_only_fields = fields
+
+
+class TokenRequestSerializer(serializers.Serializer):
+    """``POST /api/accounts/users/token/``: a user name and password to sign in with (both, or
+    neither to use the request's own session or token), and an optional name for the token."""
+
+    username = serializers.CharField(required=False, max_length=150)
+    password = serializers.CharField(required=False, max_length=4096, trim_whitespace=False)
+    name = serializers.CharField(required=False, allow_blank=True, max_length=100, default="")
+
+    def validate(self, attrs):
+        if ("username" in attrs) != ("password" in attrs):
+            raise serializers.ValidationError("Give both username and password, or neither.")
+        return attrs
+
+
+class TokenResponseSerializer(serializers.Serializer):
+    """The new token's key (shown this once), the owner's role, and the token as listed."""
+
+    token = serializers.CharField()
+    role = serializers.ChoiceField(choices=["none", "viewer", "operator", "admin"])
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    prefix = serializers.CharField()
+    expires_at = serializers.DateTimeField(allow_null=True)

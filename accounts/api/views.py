@@ -1,54 +1,186 @@
-from django.contrib.auth import get_user_model
+"""Users and roles, API tokens, and the audit log (``/api/accounts/``)."""
+
+from __future__ import annotations
+
+from django.contrib.auth import authenticate, get_user_model
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from rest_framework import mixins, viewsets
-from rest_framework.authtoken.models import Token
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotAuthenticated
+from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
 from .. import audit
-from ..models import AuditEntry
-from ..roles import Role, role_of
-from .mixins import AuditedWritesMixin
-from .serializers import AuditEntrySerializer, UserSerializer
+from ..guards import check_token_revocation, check_user_change
+from ..login_throttle import lockout_response
+from ..models import ApiToken, AuditEntry
+from ..roles import Role, has_role, role_of
+from ..tokens import create_token, revoke_token
+from .serializers import (
+    ApiTokenSerializer,
+    AuditEntrySerializer,
+    TokenRequestSerializer,
+    TokenResponseSerializer,
+    UserSerializer,
+)
 
 
-class UserViewSet(AuditedWritesMixin, viewsets.ModelViewSet):
-    """Users and their roles (Admin only). ``me`` returns the caller (any role). Changes are audited
-    (``user.create``/``user.update``/``user.delete``) in their transaction."""
+def _guarded(actor, target, fields=(), *, delete: bool = False) -> None:
+    """``accounts.guards.check_user_change``, auditing a refusal (``user.change_refused``) before
+    raising it: the attempt stays in the log even though nothing changed."""
+    try:
+        check_user_change(actor, target, fields, delete=delete)
+    except PermissionDenied as exc:
+        audit.record(
+            "user.change_refused",
+            target,
+            {"fields": sorted(fields), "delete": delete, "reason": str(exc)},
+        )
+        raise
+
+
+class UserViewSet(viewsets.ModelViewSet):
+    """Users and their roles (Admin only). ``me`` returns the caller (any role); ``token`` issues
+    an API token (see :meth:`token`).
+
+    Only a superuser changes or deletes a superuser, and nobody changes their own role or active
+    flag or deletes themselves (``accounts.guards``): 403, audited as ``user.change_refused``.
+    """
 
     queryset = get_user_model().objects.order_by("username")
     serializer_class = UserSerializer
     read_role = Role.ADMIN
     write_role = Role.ADMIN
-    action_roles = {"me": Role.VIEWER, "token": Role.VIEWER}
+    action_roles = {"me": Role.VIEWER}
     filterset_fields = ["username", "is_active"]
-    audit_prefix = "user"
 
-    def audit_create_changes(self, serializer, instance):
-        return {"role": serializer.validated_data.get("role", "viewer")}
+    def perform_create(self, serializer):
+        with transaction.atomic():
+            user = serializer.save()
+            audit.record("user.create", user, {"role": serializer.validated_data.get("role", "viewer")})
 
-    def audit_update_changes(self, serializer, before, after):
-        changes = {k: v for k, v in serializer.validated_data.items() if k != "password"}
-        if "password" in serializer.validated_data:
-            changes["password"] = "changed"  # never the password itself
-        return changes
+    @staticmethod
+    def _changed_fields(serializer) -> set[str]:
+        """Names of the fields whose value the request changes (a password always does)."""
+        user = serializer.instance
+        changed = set()
+        for name, value in serializer.validated_data.items():
+            if name == "password":
+                changed.add(name)
+            elif name == "role":
+                if Role.parse(value) != role_of(user):
+                    changed.add(name)
+            elif getattr(user, name) != value:
+                changed.add(name)
+        return changed
+
+    def perform_update(self, serializer):
+        _guarded(self.request.user, serializer.instance, self._changed_fields(serializer))
+        with transaction.atomic():
+            user = serializer.save()
+            changes = {k: v for k, v in serializer.validated_data.items() if k != "password"}
+            if "password" in serializer.validated_data:
+                changes["password"] = "changed"
+            audit.record("user.update", user, changes)
+
+    def perform_destroy(self, instance):
+        _guarded(self.request.user, instance, delete=True)
+        with transaction.atomic():
+            audit.record("user.delete", instance)
+            instance.delete()
 
     @action(detail=False, methods=["get"])
     def me(self, request):
         return Response(UserSerializer(request.user).data)
 
-    @action(detail=False, methods=["post"])
+    @extend_schema(
+        request=TokenRequestSerializer,
+        responses={
+            200: TokenResponseSerializer,
+            400: OpenApiResponse(
+                description="Bad parameters, or a user name and password that do not sign in."
+            ),
+            401: OpenApiResponse(description="Neither credentials nor a signed-in session or token."),
+            429: OpenApiResponse(description="Sign-in locked after repeated failures (``Retry-After``)."),
+        },
+    )
+    @action(detail=False, methods=["post"], permission_classes=[AllowAny])
     def token(self, request):
-        """Create (or return) the caller's API token for ``Authorization: Token <key>``."""
-        with transaction.atomic():
-            token, created = Token.objects.get_or_create(user=request.user)
-            if created:
-                audit.record("user.token.create", request.user)
-        return Response({"token": token.key, "role": role_of(request.user).name.lower()})
+        """Issue a new API token for ``Authorization: Token <key>``.
+
+        With ``{"username", "password"}`` in the body the token is for that user (a sign-in:
+        throttled and audited like the sign-in page, see ``accounts.login_throttle``); without,
+        for the signed-in caller (session or token). ``name`` labels the token. The key is in the
+        answer only: the server keeps its hash. Each call issues another token (list and revoke
+        them at ``/api/accounts/tokens/``); it expires after ``WEFT_TOKEN_TTL_DAYS`` when set.
+        """
+        params = TokenRequestSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        if "username" in data:
+            django_request = request._request  # axes marks the HttpRequest its middleware sees
+            user = authenticate(django_request, username=data["username"], password=data["password"])
+            if getattr(django_request, "axes_locked_out", False):
+                return lockout_response(django_request)
+            if user is None:
+                raise serializers.ValidationError(
+                    {"detail": "Unable to sign in with the provided credentials."}
+                )
+            via = "api credentials"
+        elif request.user and request.user.is_authenticated:
+            user, via = request.user, "api"
+        else:
+            raise NotAuthenticated()
+        issued = create_token(user, data.get("name", ""), reason=via, actor=user)
+        token = issued.token
+        return Response(
+            {
+                "token": issued.key,
+                "role": role_of(user).name.lower(),
+                "id": token.pk,
+                "name": token.name,
+                "prefix": token.prefix,
+                "expires_at": token.expires_at,
+            }
+        )
+
+
+class ApiTokenViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
+):
+    """API tokens: every user lists and revokes (``DELETE``) their own; an Admin those of every
+    user (``?user=<id>`` or ``?user__username=<name>``), but only a superuser those of a
+    superuser. Keys are never shown (only their first 8 characters); new tokens come from
+    ``POST /api/accounts/users/token/``."""
+
+    queryset = ApiToken.objects.select_related("user")
+    serializer_class = ApiTokenSerializer
+    read_role = Role.VIEWER
+    action_roles = {"destroy": Role.VIEWER}
+    filterset_fields = ["user", "user__username", "name"]
+
+    def get_queryset(self):
+        queryset = super().get_queryset()
+        if not has_role(self.request.user, Role.ADMIN):
+            queryset = queryset.filter(user=self.request.user)
+        return queryset
+
+    def perform_destroy(self, instance):
+        try:
+            check_token_revocation(self.request.user, instance.user)
+        except PermissionDenied as exc:
+            audit.record(
+                "user.token.revoke_refused", instance.user, {"token": instance.pk, "reason": str(exc)}
+            )
+            raise
+        own = instance.user_id == self.request.user.pk
+        revoke_token(instance, reason="revoked by its owner" if own else "revoked by an admin")
 
 
 class AuditEntryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """The audit log (Admin only, read-only)."""
+    """The audit log (Admin only, read-only: entries are append-only, ``accounts.models``)."""
 
     queryset = AuditEntry.objects.all()
     serializer_class = AuditEntrySerializer

@@ -16,7 +16,7 @@ from events.engine import process_pending_events
 from events.models import Alarm
 from events.services import EventSpec, acknowledge, record_events
 from weft.asgi import application
-from weft.testing.ws import ORIGIN, in_thread, session_headers
+from weft.testing.ws import HOST, ORIGIN, in_thread, session_headers
 
 MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
@@ -24,7 +24,7 @@ MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 @pytest.mark.django_db(transaction=True)
 def test_anonymous_closed_4401():
     async def run():
-        comm = WebsocketCommunicator(application, "/ws/alarms/", headers=[ORIGIN])
+        comm = WebsocketCommunicator(application, "/ws/alarms/", headers=[HOST, ORIGIN])
         connected, _ = await comm.connect(timeout=5)
         assert connected
         out = await comm.receive_output(timeout=5)

@@ -49,7 +49,7 @@ def test_anonymous_is_refused(small):
         401,
         {"detail": "Authentication credentials were not provided."},
     )
-    assert resp["WWW-Authenticate"] == "Token"  # the API's challenge: send a token
+    assert resp["WWW-Authenticate"] == 'Token realm="api"'  # the API's challenge: send a token
 
 
 def test_node_list_is_paginated_limit_offset(small, client_for):

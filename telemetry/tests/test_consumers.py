@@ -24,7 +24,7 @@ from telemetry.models import Sweep
 from telemetry.signals import sweep_committed
 from weft.asgi import application
 from weft.testing.telemetry import make_fabric, write_sweep
-from weft.testing.ws import ORIGIN, session_headers
+from weft.testing.ws import HOST, ORIGIN, session_headers
 
 
 def make_viewer(name: str = "vic", active: bool = True):
@@ -72,7 +72,7 @@ def test_redis_layer_anonymous_and_inactive_rejected():
     type(inactive).objects.filter(pk=inactive.pk).update(is_active=False)
 
     async def run():
-        anon = WebsocketCommunicator(application, f"/ws/heatmap/{fabric.pk}/", headers=[ORIGIN])
+        anon = WebsocketCommunicator(application, f"/ws/heatmap/{fabric.pk}/", headers=[HOST, ORIGIN])
         assert await expect_close(anon) == 4401
         gone = WebsocketCommunicator(application, f"/ws/heatmap/{fabric.pk}/", headers=headers)
         assert await expect_close(gone) == 4401

@@ -9,15 +9,17 @@ from typing import Any
 from django.db import connection
 from django.test import Client
 
-#: The Origin header a browser on the test server sends (``AllowedHostsOriginValidator`` checks it).
+#: The Origin and Host headers a browser on the test server sends: the Origin must be the Host's own
+#: scheme, host and port (``weft.ws_origin``).
 ORIGIN = (b"origin", b"http://127.0.0.1")
+HOST = (b"host", b"127.0.0.1")
 
 
 def session_headers(user) -> list[tuple[bytes, bytes]]:
-    """``[ORIGIN, cookie]`` headers of a browser session signed in as ``user``."""
+    """``[HOST, ORIGIN, cookie]`` headers of a browser session signed in as ``user``."""
     client = Client()
     client.force_login(user)
-    return [ORIGIN, (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
+    return [HOST, ORIGIN, (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
 
 
 def in_thread(fn: Callable[[], Any]) -> asyncio.Future:

@@ -1,0 +1,67 @@
+"""Sign-in throttling with django-axes: the hooks Weft gives it (settings ``AXES_*`` in
+``weft/settings.py``, ``WEFT_LOGIN_FAILURE_LIMIT``/``WEFT_LOGIN_COOLOFF_MIN``).
+
+Every ``django.contrib.auth.authenticate`` call with a request goes through
+``axes.backends.AxesStandaloneBackend``: the sign-in page, the Django admin's, and
+``POST /api/accounts/users/token/`` with a user name and password. After
+``WEFT_LOGIN_FAILURE_LIMIT`` failures for one user name (from any address), or from one address
+(for any user name), further attempts are refused, even with the right password, until
+``WEFT_LOGIN_COOLOFF_MIN`` minutes pass without a failure (a failure during the lock-out starts
+the wait again; ``manage.py axes_reset_username NAME`` / ``axes_reset_ip ADDR`` unlock early).
+A refused attempt gets :func:`lockout_response`: HTTP 429 with ``Retry-After``.
+Failures and lock-outs are logged and audited by ``accounts.signals``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from django.conf import settings
+from django.contrib.auth.forms import AuthenticationForm
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+
+def client_ip(request: HttpRequest) -> str | None:
+    """The client address throttling counts: ``REMOTE_ADDR``, as the audit log records it.
+
+    Forwarded-for headers are not read: a client could set them to spread its attempts over
+    made-up addresses. Behind a reverse proxy, run daphne with ``--proxy-headers`` so that
+    ``REMOTE_ADDR`` is the client's.
+    """
+    return request.META.get("REMOTE_ADDR") or None
+
+
+def cooloff_seconds() -> int:
+    """The lock-out duration in whole seconds (rounded up; at least 1)."""
+    return max(1, math.ceil(settings.AXES_COOLOFF_TIME.total_seconds()))
+
+
+def lockout_message() -> str:
+    """What a locked-out client is told."""
+    seconds = cooloff_seconds()
+    wait = f"{math.ceil(seconds / 60)} minutes" if seconds >= 120 else f"{seconds} seconds"
+    return (
+        "Too many failed sign-ins for this user name or from this address. "
+        f"Sign-in is locked: try again in {wait}, or ask an administrator to unlock it."
+    )
+
+
+def lockout_response(request: HttpRequest, original_response=None, credentials=None) -> HttpResponse:
+    """The response to an attempt refused by the lock-out (``AXES_LOCKOUT_CALLABLE``).
+
+    HTTP 429 with ``Retry-After`` (seconds): ``{"detail": message}`` as JSON for the API
+    (``/api/...``), else the sign-in page with the message.
+    """
+    message = lockout_message()
+    if request.path.startswith("/api/"):
+        response: HttpResponse = JsonResponse({"detail": message}, status=429)
+    else:
+        context = {
+            "form": AuthenticationForm(request),
+            "lockout": message,
+            "next": request.POST.get("next", request.GET.get("next", "")),
+        }
+        response = render(request, "accounts/login.html", context, status=429)
+    response["Retry-After"] = str(cooloff_seconds())
+    return response

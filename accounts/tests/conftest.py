@@ -1,0 +1,46 @@
+"""Accounts fixtures: a superuser, an Admin who is not one, an Operator and a Viewer, each with a
+known password, and API clients signed in as them."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from accounts.roles import set_role
+
+PASSWORDS = {
+    "root": "r00t-Pass-phrase!",
+    "ada": "ada-Pass-phrase-1",
+    "olga": "olga-Pass-phrase-1",
+    "vic": "vic-Pass-phrase-1",
+}
+
+
+@pytest.fixture
+def people(db) -> SimpleNamespace:
+    """``root`` (superuser), ``ada`` (Admin role, not a superuser), ``olga`` (Operator), ``vic`` (Viewer)."""
+    User = get_user_model()
+    root = User.objects.create_superuser("root", password=PASSWORDS["root"])
+    ada = User.objects.create_user("ada", password=PASSWORDS["ada"])
+    set_role(ada, "admin")
+    olga = User.objects.create_user("olga", password=PASSWORDS["olga"])
+    set_role(olga, "operator")
+    vic = User.objects.create_user("vic", password=PASSWORDS["vic"])
+    set_role(vic, "viewer")
+    return SimpleNamespace(root=root, ada=ada, olga=olga, vic=vic)
+
+
+@pytest.fixture
+def api():
+    """``api(user)``: an APIClient signed in (session) as ``user``; ``api()``: anonymous."""
+
+    def make(user=None) -> APIClient:
+        client = APIClient(raise_request_exception=False)
+        if user is not None:
+            client.force_login(user)
+        return client
+
+    return make

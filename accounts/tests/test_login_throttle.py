@@ -1,0 +1,147 @@
+"""Sign-in throttling (django-axes, ``accounts.login_throttle``): after ``WEFT_LOGIN_FAILURE_LIMIT``
+failures for one user name or from one address, sign-in is refused with a 429 and a clear
+message, on the sign-in page, the admin's and the token endpoint, even with the right password,
+until the cool-off has passed; every failure is logged and audited (user name, address, time)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+import pytest
+from axes.models import AccessAttempt
+from django.conf import settings
+from django.test import Client
+from django.utils import timezone
+
+from accounts.models import ApiToken, AuditEntry
+
+from .conftest import PASSWORDS
+
+LOGIN = "/accounts/login/"
+TOKEN = "/api/accounts/users/token/"
+
+
+def sign_in(username: str, password: str, address: str, url: str = LOGIN):
+    return Client().post(url, {"username": username, "password": password}, REMOTE_ADDR=address)
+
+
+def fail(times: int, *, username=None, address=None) -> list[int]:
+    """Sign in with a wrong password ``times`` times; returns the status codes. The failure that
+    reaches the limit is already answered with the lock-out (axes locks on it)."""
+    codes = []
+    for i in range(times):
+        resp = sign_in(username or f"guess{i}", "wrong-password", address or f"192.0.2.{i + 1}")
+        codes.append(resp.status_code)
+        if resp.status_code == 200:  # the form again, with its error
+            assert b"didn't match" in resp.content
+    return codes
+
+
+def up_to_the_limit() -> list[int]:
+    return [200] * (settings.AXES_FAILURE_LIMIT - 1) + [429]
+
+
+def assert_locked_page(resp) -> None:
+    assert resp.status_code == 429
+    assert resp["Retry-After"] == str(int(settings.AXES_COOLOFF_TIME.total_seconds()))
+    assert b'id="login-locked"' in resp.content and b"Too many failed sign-ins" in resp.content
+    assert "_auth_user_id" not in resp.wsgi_request.session
+
+
+def test_defaults_come_from_the_weft_settings():
+    assert settings.AXES_FAILURE_LIMIT == settings.WEFT_LOGIN_FAILURE_LIMIT
+    assert settings.AXES_COOLOFF_TIME == timedelta(minutes=settings.WEFT_LOGIN_COOLOFF_MIN)
+    assert settings.AXES_LOCKOUT_PARAMETERS == ["username", "ip_address"]
+
+
+def test_lockout_per_user_name_from_any_address(people):
+    assert fail(settings.AXES_FAILURE_LIMIT, username="vic") == up_to_the_limit()
+    assert_locked_page(sign_in("vic", PASSWORDS["vic"], "198.51.100.7"))
+    # the address is not locked for others
+    assert sign_in("olga", PASSWORDS["olga"], "198.51.100.7").status_code == 302
+
+
+def test_lockout_per_address_for_any_user_name(people):
+    assert fail(settings.AXES_FAILURE_LIMIT, address="203.0.113.9") == up_to_the_limit()
+    assert_locked_page(sign_in("vic", PASSWORDS["vic"], "203.0.113.9"))
+    assert sign_in("vic", PASSWORDS["vic"], "203.0.113.10").status_code == 302
+
+
+def test_below_the_limit_the_right_password_still_signs_in(people):
+    fail(settings.AXES_FAILURE_LIMIT - 1, username="vic", address="192.0.2.50")
+    assert sign_in("vic", PASSWORDS["vic"], "192.0.2.50").status_code == 302
+
+
+def test_lockout_ends_after_the_cooloff(people):
+    assert fail(settings.AXES_FAILURE_LIMIT, username="vic") == up_to_the_limit()
+    assert sign_in("vic", PASSWORDS["vic"], "198.51.100.7").status_code == 429
+    AccessAttempt.objects.update(
+        attempt_time=timezone.now() - settings.AXES_COOLOFF_TIME - timedelta(seconds=1)
+    )
+    assert sign_in("vic", PASSWORDS["vic"], "198.51.100.8").status_code == 302
+
+
+def test_failures_are_logged_and_audited(people, caplog):
+    with caplog.at_level(logging.WARNING, logger="weft.auth"):
+        assert fail(settings.AXES_FAILURE_LIMIT, username="vic", address="192.0.2.77") == up_to_the_limit()
+    failures = AuditEntry.objects.filter(action="user.login_failed").order_by("id")
+    assert failures.count() == settings.AXES_FAILURE_LIMIT
+    first = failures.first()
+    assert (first.username, first.remote_addr, first.object_id) == ("vic", "192.0.2.77", str(people.vic.pk))
+    assert first.changes == {"username": "vic", "path": LOGIN}
+    assert timezone.now() - first.at < timedelta(minutes=1)
+    assert "password" not in str(first.changes)
+    lockout = AuditEntry.objects.get(action="user.lockout")
+    assert (lockout.username, lockout.remote_addr) == ("vic", "192.0.2.77")
+    logged = [r.getMessage() for r in caplog.records if r.name == "weft.auth"]
+    assert "failed sign-in for user name 'vic' from 192.0.2.77 at /accounts/login/" in logged
+    assert any(m.startswith("sign-in locked out: user name 'vic' from 192.0.2.77") for m in logged)
+
+
+def test_unknown_user_names_are_audited_too(db):
+    sign_in("no-such-user", "x", "192.0.2.5")
+    entry = AuditEntry.objects.get(action="user.login_failed")
+    assert (entry.username, entry.object_id, entry.remote_addr) == ("no-such-user", "", "192.0.2.5")
+
+
+def test_token_endpoint_is_throttled_with_the_same_counters(people):
+    client = Client()
+    for i in range(settings.AXES_FAILURE_LIMIT - 1):
+        resp = client.post(
+            TOKEN,
+            {"username": "vic", "password": "wrong"},
+            content_type="application/json",
+            REMOTE_ADDR=f"192.0.2.{i + 1}",
+        )
+        assert resp.status_code == 400, resp.content
+    assert fail(1, username="vic") == [429]  # the last one on the page: the counters are shared
+    resp = client.post(
+        TOKEN,
+        {"username": "vic", "password": PASSWORDS["vic"]},
+        content_type="application/json",
+        REMOTE_ADDR="198.51.100.9",
+    )
+    assert resp.status_code == 429, resp.content
+    assert resp["Retry-After"] == str(int(settings.AXES_COOLOFF_TIME.total_seconds()))
+    assert resp.json()["detail"].startswith("Too many failed sign-ins")
+    assert not ApiToken.objects.exists()
+    assert (
+        AuditEntry.objects.filter(action="user.login_failed", changes__path=TOKEN).count()
+        == settings.AXES_FAILURE_LIMIT
+    )
+
+
+def test_admin_sign_in_is_throttled(people):
+    assert fail(settings.AXES_FAILURE_LIMIT, username="root") == up_to_the_limit()
+    resp = sign_in("root", PASSWORDS["root"], "198.51.100.20", url="/admin/login/")
+    assert resp.status_code == 429
+    assert b"Too many failed sign-ins" in resp.content
+
+
+@pytest.mark.parametrize("username", ["vic", "ü" * 150, "x' OR '1'='1"])
+def test_locked_out_attempts_are_never_a_server_error(people, username):
+    client = Client(raise_request_exception=False)
+    for i in range(settings.AXES_FAILURE_LIMIT + 2):
+        resp = client.post(LOGIN, {"username": username, "password": "wrong"}, REMOTE_ADDR="192.0.2.200")
+        assert resp.status_code == (200 if i < settings.AXES_FAILURE_LIMIT - 1 else 429)

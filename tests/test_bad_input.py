@@ -166,3 +166,11 @@ def test_patch_racing_a_delete_is_404(api, monkeypatch):
     assert response.status_code == 404, response.content[:300]
     assert "no longer exists" in response.json()["detail"]
     assert not Fabric.objects.filter(pk=fabric.pk).exists()
+
+
+def test_user_email_is_an_address_or_empty(api):
+    admin = api("admin")
+    bad = admin.post("/api/accounts/users/", {"username": "mail1", "email": "not-an-address"}, format="json")
+    assert bad.status_code == 400 and "email" in bad.json()
+    empty = admin.post("/api/accounts/users/", {"username": "mail2", "email": ""}, format="json")
+    assert empty.status_code == 201 and empty.json()["email"] == ""

@@ -1,14 +1,47 @@
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.validators import EmailValidator
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from ..models import ApiToken, AuditEntry
 from ..roles import Role, role_of, set_role
 
 
+@extend_schema_field(
+    {
+        "type": "string",
+        "enum": ["none", "viewer", "operator", "admin"],
+        "description": "the Weft role; `none` (answers only) for an inactive user, who has no access",
+    }
+)
+class _RoleField(serializers.ChoiceField):
+    """The role: set as ``viewer``/``operator``/``admin``; read back ``none`` for an inactive user."""
+
+
+@extend_schema_field(
+    {"type": "string", "maxLength": 254, "anyOf": [{"format": "email"}, {"maxLength": 0}],
+     "description": "an e-mail address, or empty (no mail)"}
+)  # fmt: skip
+class _BlankableEmailField(serializers.CharField):
+    """A user's e-mail: an address (validated), or "" (Django's ``User.email`` is ``blank=True``)."""
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        # checked here, not as a field validator: spectacular would document every value as an email
+        if value:
+            try:
+                EmailValidator()(value)
+            except DjangoValidationError:
+                raise serializers.ValidationError("Enter a valid email address.") from None
+        return value
+
+
 class UserSerializer(serializers.ModelSerializer):
     """A user with its Weft role (``viewer``, ``operator``, ``admin``)."""
 
-    role = serializers.ChoiceField(choices=["viewer", "operator", "admin"], required=False)
+    role = _RoleField(choices=["viewer", "operator", "admin"], required=False)
+    email = _BlankableEmailField(required=False, allow_blank=True, max_length=254)
     password = serializers.CharField(write_only=True, required=False, style={"input_type": "password"})
 
     class Meta:

@@ -86,7 +86,7 @@ class EventPolicySerializer(serializers.ModelSerializer):
 
 class HealthReportSerializer(serializers.ModelSerializer):
     fabric_name = serializers.CharField(source="fabric.name", read_only=True)
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
 
     class Meta:
         model = HealthReport

@@ -105,7 +105,7 @@ def test_alarm_page_live_acknowledge_and_roles(weft_server, browser_page, _chrom
     assert "Link down" in text and "Critical" in text and "leaf01" in text and "spine01" in text
     assert page.inner_text('#severity-counts [data-sev="critical"]') == "1"
     dash.wait_for_function(
-        "document.querySelector('#alarm-counts [data-sev=\"critical\"]').textContent.trim() === '1'",
+        "() => document.querySelector('#alarm-counts [data-sev=\"critical\"]').textContent.trim() === '1'",
         timeout=15000,
     )
 

@@ -65,3 +65,16 @@ def test_saturated_xmit_data_leaves_the_other_rates_the_deltas_and_the_alarm(mon
     evaluate_sweep(fabric.pk, s2.pk)
     alarm = Alarm.objects.get(code="port.symbol_errors")
     assert alarm.state == "active" and alarm.details["delta"] == 2.0
+
+
+def test_metrics_show_saturated_ports_and_counters(monkeypatch, fabric_and_port):
+    from telemetry.metrics import WeftCollector
+
+    fabric, _port = fabric_and_port
+    sweep_reading(monkeypatch, fabric, raw(xmit_data=TOP, rcv_data=TOP, symbol_errors=0xFFFF))
+    got = {
+        fam.name: [s.value for s in fam.samples]
+        for fam in WeftCollector().collect()
+        if fam.name.startswith("weft_sweep_saturated")
+    }
+    assert got == {"weft_sweep_saturated_ports": [1.0], "weft_sweep_saturated_counters": [3.0]}

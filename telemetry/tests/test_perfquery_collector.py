@@ -16,14 +16,16 @@ from telemetry.tests.test_parsers import PLAIN_LID133
 
 @pytest.fixture
 def old_perfquery(tmp_path, realdata):
-    """A directory with a ``perfquery`` that prints ``PLAIN_LID133``, and with ``-x`` the real
-    CapMask2-0 output of the same port (Lid 133 port 1)."""
+    """A directory with a ``perfquery [-x] LID PORT`` that prints ``PLAIN_LID133``, and with ``-x`` the
+    real CapMask2-0 output of that port (Lid 133 port 1), addressed to the LID and port asked for."""
     (tmp_path / "plain.out").write_text(PLAIN_LID133)
     ext = realdata / "perfquery" / "treydock_perfquery_x_0x7cfe9003003b4b96.out"
     tool = tmp_path / "perfquery"
     tool.write_text(
         "#!/bin/sh\n"
-        f'case " $* " in *" -x "*) exec /bin/cat "{ext}" ;; *) exec /bin/cat "{tmp_path / "plain.out"}" ;; esac\n'
+        f'f="{tmp_path / "plain.out"}"\n'
+        f'if [ "$1" = "-x" ]; then f="{ext}"; shift; fi\n'
+        'exec /bin/sed -e "s/Lid 133 port 1/Lid $1 port $2/" -e "s/^PortSelect:\\(\\.*\\)1$/PortSelect:\\1$2/" "$f"\n'
     )
     tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
     return tmp_path

@@ -31,9 +31,10 @@ def fabric_and_port():
 
 
 def sweep_reading(monkeypatch, fabric, values: tuple):
-    def collect(reqs, **kw):
-        assert ("Q", 5, 1, 1) in reqs
-        return Collected({(5, 1): PortRead(5, 1, False, values)}, {}, "mad", 0.01)
+    def collect(reqs, **kw):  # the fabric has one port: every port request is for it
+        reads = {(r[1], r[2]): PortRead(r[1], r[2], False, values) for r in reqs if r[0] == "Q"}
+        assert len(reads) == 1
+        return Collected(reads, {}, "mad", 0.01)
 
     monkeypatch.setattr(sweep_mod, "run_madpoll", collect)
     return sweep_mod.poll_fabric(fabric)

@@ -11,8 +11,8 @@ PortCounters (16.1.3.5, Table 247), PortCountersExtended (16.1.4.11); ``perfquer
   A counter at its maximum has lost counts: no delta can be taken from it (before or after), so
   **that counter** gives no rate or delta this interval and is listed in ``saturated``; the other
   counters of the port are independent registers and keep theirs (a saturated PortXmitData still
-  leaves PortRcvData's rate and the error deltas). Utilisation needs both data rates. PortCountersExtended
-  (64-bit) do not saturate in practice (2**64 words at 800 Gb/s ≈ 2,300 years).
+  leaves PortRcvData's rate and the error deltas); utilisation needs both data rates.
+  PortCountersExtended (64-bit) do not saturate in practice (2**64 words at 800 Gb/s ≈ 2,300 years).
 * **Reset.** A counter that went down was cleared (by someone's ``perfquery -R``, a reboot or a
   port flap on some devices): the interval gives **no rate**, never a negative or huge one, and
   the port is flagged ``reset``; the next interval is normal again.

@@ -16,6 +16,7 @@ class SweepAdmin(admin.ModelAdmin):
         "ports",
         "stale",
         "saturated",
+        "saturated_ports",
         "resets",
         "duration_s",
         "mechanism",

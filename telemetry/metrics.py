@@ -12,7 +12,7 @@ and one per error counter (``weft_port_symbol_errors_total``...). These are the 
 read (they may reset; Prometheus' ``rate()`` handles resets). Gauges: ``weft_port_*_per_second``,
 ``weft_port_utilisation_ratio``, ``weft_port_congestion_ratio``, ``weft_port_stale``. Poller health
 per fabric: ``weft_sweep_duration_seconds``, ``weft_sweep_ports``, ``weft_sweep_stale_ports``,
-``weft_sweep_saturated_ports``, ``weft_sweep_resets``, ``weft_sweep_age_seconds``,
+``weft_sweep_saturated_ports``, ``weft_sweep_saturated_counters``, ``weft_sweep_resets``, ``weft_sweep_age_seconds``,
 ``weft_sweep_ok`` (1 ok, 0.5 partial, 0 failed).
 
 Access: ``Authorization: Bearer <token>`` with a token of ``settings.WEFT_METRICS_TOKENS``, or a
@@ -164,8 +164,11 @@ class WeftCollector:
             "stale": GaugeMetricFamily(
                 "weft_sweep_stale_ports", "Ports the last sweep could not read", labels=["fabric"]
             ),
+            "saturated_ports": GaugeMetricFamily(
+                "weft_sweep_saturated_ports", "Ports with a counter at its maximum", labels=["fabric"]
+            ),
             "saturated": GaugeMetricFamily(
-                "weft_sweep_saturated_ports", "Ports with a 32-bit counter at its maximum", labels=["fabric"]
+                "weft_sweep_saturated_counters", "Counters at their maximum (all ports)", labels=["fabric"]
             ),
             "resets": GaugeMetricFamily(
                 "weft_sweep_resets", "Ports whose counters went down", labels=["fabric"]

@@ -31,8 +31,10 @@ class Sweep(models.Model):
 
     ``duration_s`` wall time of collect + compute + store; ``interval_s`` seconds since the
     previous sweep of the fabric (null for the first); ``ports`` ports read, ``stale`` ports not
-    read this time, ``saturated`` ports with a 32-bit counter at its maximum, ``resets`` ports whose
-    counters went down (cleared by someone). ``mechanism`` names the collector (e.g. ``perfquery``).
+    read this time, ``saturated`` counters at their maximum (summed over the ports read; IBTA
+    16.1.3: each counter saturates on its own), ``saturated_ports`` ports with at least one of them,
+    ``resets`` ports whose counters went down (cleared by someone). ``mechanism`` names the
+    collector (e.g. ``perfquery``).
     """
 
     fabric = models.ForeignKey("fabric.Fabric", on_delete=models.CASCADE, related_name="sweeps")
@@ -41,7 +43,8 @@ class Sweep(models.Model):
     interval_s = models.FloatField(null=True, blank=True)
     ports = models.PositiveIntegerField(default=0)
     stale = models.PositiveIntegerField(default=0)
-    saturated = models.PositiveIntegerField(default=0)
+    saturated = models.PositiveIntegerField(default=0, help_text="counters at their maximum")
+    saturated_ports = models.PositiveIntegerField(default=0, help_text="ports with a saturated counter")
     resets = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=8, choices=SweepStatus.choices, default=SweepStatus.OK)
     error = models.TextField(blank=True)
@@ -57,7 +60,8 @@ class Sweep(models.Model):
     def summary(self) -> dict:
         """What a sweep run reports (``poll_counters`` output, ``poll_fabric_task`` result):
         ``{"fabric": name, "sweep": id, "status", "ports", "stale", "duration_s", "saturated",
-        "resets", "interval_s", "mechanism"}`` (seconds; counts of ports)."""
+        "saturated_ports", "resets", "interval_s", "mechanism"}`` (seconds; ``saturated`` counts
+        counters, the others count ports)."""
         return {
             "fabric": self.fabric.name,
             "sweep": self.pk,
@@ -66,6 +70,7 @@ class Sweep(models.Model):
             "stale": self.stale,
             "duration_s": self.duration_s,
             "saturated": self.saturated,
+            "saturated_ports": self.saturated_ports,
             "resets": self.resets,
             "interval_s": self.interval_s,
             "mechanism": self.mechanism,
@@ -82,12 +87,13 @@ class PortCounters(models.Model):
     """The latest counters of one port and the rates over the last sweep interval.
 
     Raw values are as read (null when not read): data in 4-byte words, ``xmit_wait`` in ticks.
-    Derived values (null when no rate could be computed: first sample, saturation, reset, stale):
+    Derived values (null when no rate could be computed: first sample, reset, stale, or that
+    counter saturated — saturation is per counter, the port's other rates stay):
     ``*_bytes_per_s`` bytes/s, ``*_pkts_per_s`` packets/s, ``xmit_wait_per_s`` ticks/s,
     ``utilisation`` 0..1 (max of xmit and rcv over the link data rate), ``congestion`` 0..1
-    (``telemetry.semantics.congestion_index``), ``error_deltas`` ``{counter: delta}`` of the error
-    counters that rose this interval. Flags: ``saturated`` list of counter names at their maximum,
-    ``reset`` counters went down, ``stale`` not read by the last sweep (``stale_reason`` says why).
+    (``telemetry.semantics.congestion_index``), ``error_deltas`` ``{counter: delta}`` of the
+    unsaturated error counters that rose this interval. Flags: ``saturated`` list of counter names
+    at their maximum, ``reset`` counters went down, ``stale`` not read by the last sweep (``stale_reason`` says why).
     """
 
     port = models.OneToOneField("fabric.Port", on_delete=models.CASCADE, related_name="counters")

@@ -9,8 +9,10 @@ PortCounters (16.1.3.5, Table 247), PortCountersExtended (16.1.4.11); ``perfquer
   value"): the 32-bit data/packet counters and PortXmitWait stop at 2**32-1, the error counters at
   their width (SymbolErrorCounter 16 bits, LinkDownedCounter 8, LocalLinkIntegrityErrors 4 ...).
   A counter at its maximum has lost counts: no delta can be taken from it (before or after), so
-  that interval gives **no rate** and the port is flagged ``saturated``. PortCountersExtended
-  (64-bit) do not saturate in practice (2**64 words at 800 Gb/s ≈ 2,300 years).
+  **that counter** gives no rate or delta this interval and is listed in ``saturated``; the other
+  counters of the port are independent registers and keep theirs (a saturated PortXmitData still
+  leaves PortRcvData's rate and the error deltas); utilisation needs both data rates.
+  PortCountersExtended (64-bit) do not saturate in practice (2**64 words at 800 Gb/s ≈ 2,300 years).
 * **Reset.** A counter that went down was cleared (by someone's ``perfquery -R``, a reboot or a
   port flap on some devices): the interval gives **no rate**, never a negative or huge one, and
   the port is flagged ``reset``; the next interval is normal again.
@@ -101,12 +103,14 @@ class Sample:
 
 @dataclass
 class Derived:
-    """Rates of one interval (None = no rate: first sample, saturation, reset, stale).
+    """Rates of one interval (None = no rate: first sample, reset, stale, or that counter saturated).
 
     ``xmit_bytes_per_s``/``rcv_bytes_per_s`` bytes/s; ``*_pkts_per_s`` packets/s;
     ``xmit_wait_per_s`` PortXmitWait ticks/s; ``utilisation`` and ``congestion`` in [0, 1];
-    ``error_deltas`` ``{counter: delta > 0}``; ``saturated`` counter names at their maximum now;
-    ``reset`` a counter went down; ``reason`` why there is no rate ("" when there is).
+    ``error_deltas`` ``{counter: delta > 0}`` of the unsaturated error counters (None when the
+    interval gives nothing at all); ``saturated`` counter names at their maximum now; ``reset`` a
+    counter went down; ``reason`` why there is no rate, or which rate counters have none
+    ("saturated: xmit_data"); "" when every rate could be taken.
     """
 
     xmit_bytes_per_s: float | None = None
@@ -155,10 +159,13 @@ def derive(
 ) -> Derived:
     """Compute the rates of the interval ``prev`` → ``curr`` of one port.
 
-    No rate (all derived None, ``reason`` set) when: there is no previous sample, the interval is
-    not positive, the samples come from different widths (32 vs 64-bit), a rate counter is
-    saturated now or was before, or any counter went down (``reset``). Error counters that are
-    saturated are left out of ``error_deltas``. ``utilisation`` is None when the link rate is unknown.
+    No rate at all (all derived None, ``error_deltas`` None, ``reason`` set) when: there is no
+    previous sample, the interval is not positive, the samples come from different widths (32 vs
+    64-bit), or any counter went down (``reset``). Otherwise saturation is per counter (IBTA
+    16.1.3: a counter stops at its maximum, the others go on): a rate counter saturated now or
+    before has no rate (``reason`` names it) and the rest keep theirs; saturated error counters
+    are left out of ``error_deltas``. ``utilisation`` is None when the link rate is unknown or a
+    data counter has no rate.
     """
     raw = tuple(curr.values.get(n) for n in ALL_COUNTERS)
     if prev is None:
@@ -178,7 +185,8 @@ def derive_raw(
     tick_ns: float = DEFAULT_TICK_NS,
 ) -> Derived:
     """:func:`derive` on raw tuples in :data:`ALL_COUNTERS` order (None = not read); the sweep's
-    fast path over tens of thousands of ports. Same rules and result as :func:`derive`."""
+    fast path over tens of thousands of ports. Same rules and result as :func:`derive`: saturation
+    blanks only the saturated counters' rates and deltas."""
     maxes = MAX_64 if ext else MAX_32
     sat = [i for i, (v, m) in enumerate(zip(curr, maxes, strict=False)) if v is not None and v >= m]
     out = Derived(saturated=[ALL_COUNTERS[i] for i in sat])
@@ -197,16 +205,22 @@ def derive_raw(
             out.reset = True
             out.reason = "counters reset"
             return out
+    # Per counter: a rate counter at its maximum (now or before) has no delta; blank it on both
+    # sides so only its own rate is None (IBTA 16.1.3: the other counters keep counting).
     blocked = [
-        ALL_COUNTERS[i]
+        i
         for i in range(_N_RATE)
         if (curr[i] is not None and curr[i] >= maxes[i]) or (prev[i] is not None and prev[i] >= maxes[i])
     ]
-    if blocked:
-        out.reason = "saturated: " + ", ".join(blocked)
-        return out
     xd0, rd0, xp0, rp0, xw0 = prev[:_N_RATE]
     xd1, rd1, xp1, rp1, xw1 = curr[:_N_RATE]
+    if blocked:
+        out.reason = "saturated: " + ", ".join(ALL_COUNTERS[i] for i in blocked)
+        r0, r1 = list(prev[:_N_RATE]), list(curr[:_N_RATE])
+        for i in blocked:
+            r0[i] = r1[i] = None
+        xd0, rd0, xp0, rp0, xw0 = r0
+        xd1, rd1, xp1, rp1, xw1 = r1
     if xd0 is not None and xd1 is not None:
         out.xmit_bytes_per_s = (xd1 - xd0) * 4.0 / dt
     if rd0 is not None and rd1 is not None:

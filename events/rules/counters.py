@@ -30,7 +30,8 @@ def evaluate_sweep(fabric_id: int, sweep_id: int) -> Outcome:
     and below clear; the congestion index above threshold for ``consecutive`` sweeps raises and
     a sweep below clears; saturated counters raise and clear when no longer saturated. Ports
     whose rates could not be computed (``error_deltas``/``congestion`` null: first sample,
-    reset, saturation) keep their streaks. Per fabric: a failed sweep raises
+    reset, PortXmitWait saturated) keep their streaks, and so does a rule whose own counter is
+    saturated (per counter: a saturated PortXmitData leaves the error rules their deltas). Per fabric: a failed sweep raises
     ``system.poller_failing`` (an ok/partial sweep clears it); stale ports above threshold
     raise ``fabric.ports_stale``.
 
@@ -73,7 +74,8 @@ def evaluate_sweep(fabric_id: int, sweep_id: int) -> Outcome:
             threshold = policy.threshold if policy.threshold is not None else 0.0
             measured: dict[str, tuple[bool | None, float | None, dict]] = {}
             for key, row in ports.items():
-                if row.error_deltas is None or row.stale:
+                # a saturated counter has no delta (IBTA 16.1.3), the port's other counters do
+                if row.error_deltas is None or row.stale or counter in (row.saturated or ()):
                     measured[key] = (None, None, {})
                     continue
                 delta = float(row.error_deltas.get(counter, 0) or 0)

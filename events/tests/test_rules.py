@@ -283,3 +283,21 @@ def test_prune_keeps_open_alarms_and_recent_rows(topo):
     assert not Alarm.objects.filter(pk=cleared.pk).exists()
     # The old link-down alarm is still open: kept (its raising event is gone, the link stays named).
     assert Alarm.objects.open().count() == 2 and Event.objects.count() == 1
+
+
+def test_a_saturated_counter_keeps_its_rule_open_and_leaves_the_others_their_deltas(topo):
+    """Per counter (IBTA 16.1.3): a saturated SymbolErrorCounter has no delta, so its alarm neither
+    clears nor counts; PortXmitData saturated beside it does not hide the PortRcvErrors rate."""
+    s1 = sweep(topo, interval_s=10.0)
+    counters(topo, s1, ("leaf01", 2), error_deltas={"symbol_errors": 50})
+    evaluate_sweep(topo.fabric.pk, s1.pk)
+    sym = Alarm.objects.get(code="port.symbol_errors")
+    s2 = sweep(topo, interval_s=10.0)
+    counters(
+        topo, s2, ("leaf01", 2), error_deltas={"rcv_errors": 50}, saturated=["xmit_data", "symbol_errors"]
+    )
+    evaluate_sweep(topo.fabric.pk, s2.pk)
+    sym.refresh_from_db()
+    assert sym.state == "active" and not Event.objects.filter(code="port.symbol_errors_cleared").exists()
+    rcv = Alarm.objects.get(code="port.rcv_errors")
+    assert rcv.state == "active" and rcv.details["value"] == pytest.approx(300.0)

@@ -9,7 +9,8 @@ Input lines: ``N lid`` (query ClassPortInfo of the node reachable at ``lid``) an
 (query PortCounters of ``port`` at ``lid``; with ``ext`` = 1 also PortCountersExtended). Output
 lines, one per request: ``N lid capmask`` / ``N lid !reason`` and
 ``Q lid port v0 v1 ... v15`` (values in :data:`FIELDS` order, ``-`` for not read) or
-``Q lid port !reason``. A last line ``# sent=.. answered=.. timeouts=.. elapsed_s=..``.
+``Q lid port !reason``. A last line ``# sent=.. answered=.. timeouts=.. mad_timeouts=.. elapsed_s=..``
+(``timeouts`` ports left unread by a timeout, ``mad_timeouts`` MADs that timed out, see :func:`run`).
 
 Why: each ``perfquery`` process costs ~10 ms of start-up and does one MAD round trip at a time;
 ``ibqueryerrors`` rediscovers the whole fabric with SMPs before it reads any counter. Here the
@@ -179,7 +180,11 @@ def run(
     A MAD unanswered after ``timeout_s`` is resent up to ``retries`` times, then reported as a
     timeout. ``tid_base`` offsets the transaction ids (a serving poller gives every batch its own
     range, so a late answer to an earlier batch is never taken for this one). Returns ``(answers, stats)``: ``answers[seq]`` = ``(status, mad bytes or None)`` per MAD
-    in :func:`plan` order, ``stats`` = ``{"sent", "answered", "timeouts"}``.
+    in :func:`plan` order, ``stats`` = ``{"sent", "answered", "timeouts", "mad_timeouts"}``:
+    ``timeouts`` counts the ports (``Q``/``R`` requests) whose PortCounters MAD timed out, i.e. the
+    ports the sweep marks stale for a timeout (a port whose only PortCountersExtended timed out is
+    read with 32-bit values; a ClassPortInfo timeout leaves no port unread); ``mad_timeouts``
+    counts every MAD that timed out after its retries or that the kernel reported timed out.
     """
     mads = plan(requests)
     templates = {
@@ -188,7 +193,7 @@ def run(
     }
     answers: list = [None] * len(mads)
     pending: dict[int, tuple[float, int]] = {}  # seq -> (deadline, tries); insertion order = age
-    nxt = sent = answered = timeouts = 0
+    nxt = sent = answered = mad_timeouts = 0
     total = len(mads)
     send = umad.send
     recv = umad.recv
@@ -218,6 +223,7 @@ def run(
                 mstatus = struct.unpack_from(">H", mad, 4)[0]
                 if ustatus:
                     answers[seq] = (STATUS_TIMEOUT, None)
+                    mad_timeouts += 1
                 elif mstatus:
                     answers[seq] = (STATUS_MAD_ERROR, mstatus)
                 else:
@@ -236,8 +242,21 @@ def run(
                 sent += 1
             else:
                 answers[seq] = (STATUS_TIMEOUT, None)
-                timeouts += 1
-    return answers, {"sent": sent, "answered": answered, "timeouts": timeouts}
+                mad_timeouts += 1
+    ports_timed_out = 0
+    first_of: set[int] = set()
+    for seq, (i, *_rest) in enumerate(mads):
+        if i in first_of:
+            continue
+        first_of.add(i)  # a request's first MAD: ClassPortInfo, or the PortCounters that decides a port
+        if requests[i][0] != "N" and answers[seq][0] == STATUS_TIMEOUT:
+            ports_timed_out += 1
+    return answers, {
+        "sent": sent,
+        "answered": answered,
+        "timeouts": ports_timed_out,
+        "mad_timeouts": mad_timeouts,
+    }
 
 
 def plan(requests: list[tuple]) -> list[tuple[int, int, int, int, int]]:
@@ -358,7 +377,7 @@ def serve(umad: Umad, window: int, timeout_s: float, retries: int) -> int:
         blob = records(reqs, answers)
         text = (
             f"madpoll: sent={stats['sent']} answered={stats['answered']} timeouts={stats['timeouts']} "
-            f"elapsed_s={time.monotonic() - t0:.4f} (serving)"
+            f"mad_timeouts={stats['mad_timeouts']} elapsed_s={time.monotonic() - t0:.4f} (serving)"
         ).encode()
         out.write(struct.pack(">II", len(blob), len(text)) + blob + text)
         out.flush()
@@ -403,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
     print(
         f"madpoll: sent={stats['sent']} answered={stats['answered']} timeouts={stats['timeouts']} "
-        f"elapsed_s={time.monotonic() - t0:.4f}",
+        f"mad_timeouts={stats['mad_timeouts']} elapsed_s={time.monotonic() - t0:.4f}",
         file=sys.stderr,
     )
     return 0

@@ -123,13 +123,37 @@ def parse_perfquery(text: str, *, source: str = "<perfquery>") -> list[PerfBlock
     return blocks
 
 
+#: PerfMgt ClassPortInfo CapabilityMask2 bit 1, IsAddlPortCountersExtendedSupported (IBTA Vol 1
+#: 16.1.2, rdma-core ``IB_PM_IS_ADDL_PORT_CTRS_EXT_SUP``): PortCountersExtended also carries the
+#: error counters, PortXmitWait and QP1Dropped.
+CAP2_ADDL_PORT_COUNTERS_EXT = 1 << 1
+
+#: What a PortCountersExtended block carries on every device (IBTA 16.1.4.11): 64-bit data and
+#: packet counters. The rest of a ``perfquery -x`` block is only real with
+#: :data:`CAP2_ADDL_PORT_COUNTERS_EXT`.
+EXTENDED_BASE_FIELDS = frozenset(
+    {
+        "xmit_data",
+        "rcv_data",
+        "xmit_pkts",
+        "rcv_pkts",
+        "unicast_xmit_pkts",
+        "unicast_rcv_pkts",
+        "multicast_xmit_pkts",
+        "multicast_rcv_pkts",
+    }
+)
+
+
 def merge_port_counters(blocks: list[PerfBlock]) -> dict[tuple[int, int], dict]:
     """Merge ``counters`` and ``extended`` blocks per (lid, port).
 
     Returns ``{(lid, port): {"values": {...}, "extended": bool, "capmask": int | None}}``, where the
-    64-bit data/packet counters of an extended block win over the 32-bit ones and the error counters
-    come from whichever block has them (``perfquery -x`` on CapMask2 AddlPortCountersExtended
-    hardware prints them in the extended block too).
+    64-bit data/packet counters of an extended block win over the 32-bit ones. The error counters,
+    PortXmitWait and QP1Dropped of an extended block are taken only when its CapMask2 has
+    AddlPortCountersExtended (:data:`CAP2_ADDL_PORT_COUNTERS_EXT`): older infiniband-diags print
+    that block as all zeros on a port whose CapMask2 is 0 (real output in ``$WEFT_REALDATA/perfquery``,
+    ``CapMask2: 0x0000000``), which must not overwrite (or stand in for) the 32-bit counters.
     """
     out: dict[tuple[int, int], dict] = {}
     for b in blocks:
@@ -140,7 +164,10 @@ def merge_port_counters(blocks: list[PerfBlock]) -> dict[tuple[int, int], dict]:
             rec["capmask"] = b.capmask
         if b.kind == "extended":
             rec["extended"] = True
-            rec["values"].update(b.values)
+            if b.capmask2 is not None and b.capmask2 & CAP2_ADDL_PORT_COUNTERS_EXT:
+                rec["values"].update(b.values)
+            else:
+                rec["values"].update((k, v) for k, v in b.values.items() if k in EXTENDED_BASE_FIELDS)
         else:
             for k, v in b.values.items():
                 if rec["extended"] and k in ("xmit_data", "rcv_data", "xmit_pkts", "rcv_pkts"):

@@ -277,7 +277,7 @@ def poll_fabric(
     prev_state = _previous_state(fabric, mech_label, [t.port_id for t in targets])
     rows: list[tuple] = []
     chunk_entries: list[tuple[int, history.Entry]] = []
-    n_read = n_stale = n_sat = n_reset = 0
+    n_read = n_stale = n_sat = n_sat_ports = n_reset = 0
     new_state: dict[int, tuple] = {}
     reads = collected.reads if collected else {}
     for t in targets:
@@ -322,7 +322,8 @@ def poll_fabric(
         else:
             d = semantics.derive_raw(None, False, 0.0, raw, read.extended, t_sample, t.rate_gbps, tick_ns)
         if d.saturated:
-            n_sat += 1
+            n_sat += len(d.saturated)
+            n_sat_ports += 1
         if d.reset:
             n_reset += 1
         rows.append((t.port_id, raw, read.extended, sampled_at, d, d.saturated, d.reset, False, ""))
@@ -364,6 +365,7 @@ def poll_fabric(
             ports=n_read,
             stale=n_stale,
             saturated=n_sat,
+            saturated_ports=n_sat_ports,
             resets=n_reset,
             status=status,
             error="; ".join(x for x in (error, sm_note, stats if n_stale else "") if x)[:2000],

@@ -49,6 +49,7 @@ def polled(db):
         ports=1,
         stale=0,
         saturated=1,
+        saturated_ports=1,
         resets=0,
         mechanism="mad",
     )
@@ -136,6 +137,7 @@ def test_sweep_summary(polled):
         "stale": 0,
         "duration_s": 0.5,
         "saturated": 1,
+        "saturated_ports": 1,
         "resets": 0,
         "interval_s": 10.0,
         "mechanism": "mad",

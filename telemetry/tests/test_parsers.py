@@ -273,3 +273,60 @@ def test_ibqueryerrors_errors_say_where(text, line):
     with pytest.raises(ParseError) as exc:
         parse_ibqueryerrors(text, source="iqe.txt")
     assert exc.value.line == line and "iqe.txt" in str(exc.value)
+
+
+# ``perfquery`` (PortCounters) of the port whose ``perfquery -x`` is in the real
+# treydock_perfquery_x_0x7cfe9003003b4b96.out (Lid 133 port 1, CapMask2 0): the rdma-core layout
+# with non-zero error counters, to show they survive the extended block's all-zero error block.
+PLAIN_LID133 = """# Port counters: Lid 133 port 1 (CapMask: 0x5A00)
+PortSelect:......................1
+CounterSelect:...................0x0000
+SymbolErrorCounter:..............7
+LinkErrorRecoveryCounter:........2
+LinkDownedCounter:...............3
+PortRcvErrors:...................5
+PortRcvRemotePhysicalErrors:.....0
+PortRcvSwitchRelayErrors:........0
+PortXmitDiscards:................0
+PortXmitConstraintErrors:........0
+PortRcvConstraintErrors:.........0
+CounterSelect2:..................0x00
+LocalLinkIntegrityErrors:........0
+ExcessiveBufferOverrunErrors:....0
+QP1Dropped:......................0
+VL15Dropped:.....................0
+PortXmitData:....................4294967295
+PortRcvData:.....................4294967295
+PortXmitPkts:....................4294967295
+PortRcvPkts:.....................4294967295
+PortXmitWait:....................123456
+"""
+
+
+def test_extended_block_without_addl_capmask2_does_not_overwrite_errors(realdata):
+    """Older infiniband-diags print an all-zero error block in ``perfquery -x`` when CapMask2 is 0
+    (real output): not authoritative, the 32-bit counters keep the errors and PortXmitWait."""
+    ext = (realdata / "perfquery" / "treydock_perfquery_x_0x7cfe9003003b4b96.out").read_text()
+    blocks = parse_perfquery(PLAIN_LID133 + ext)  # the order the perfquery collector reads them in
+    assert [b.capmask2 for b in blocks if b.kind == "extended"] == [0]
+    assert next(b for b in blocks if b.kind == "extended").values["symbol_errors"] == 0  # what it printed
+    rec = merge_port_counters(blocks)[(133, 1)]
+    v = rec["values"]
+    assert rec["extended"] is True and rec["capmask"] == 0x5A00
+    assert (v["symbol_errors"], v["link_error_recovery"], v["link_downed"], v["rcv_errors"]) == (7, 2, 3, 5)
+    assert v["xmit_wait"] == 123456
+    assert (v["xmit_data"], v["rcv_data"]) == (37108676853855, 37225401952885)  # 64-bit data win
+    assert (v["xmit_pkts"], v["rcv_pkts"]) == (96917117320, 100583719365)
+
+
+def test_extended_block_alone_has_errors_only_with_addl_capmask2(realdata):
+    ext = (realdata / "perfquery" / "treydock_perfquery_x_0x7cfe9003003b4bde.out").read_text()
+    v = merge_port_counters(parse_perfquery(ext))[(134, 1)]["values"]
+    assert v["xmit_data"] == 9049592493976 and v["multicast_rcv_pkts"] == 3732158589
+    # not read (None downstream), never a made-up 0
+    assert not {"symbol_errors", "link_downed", "xmit_wait", "qp1_dropped"} & set(v)
+    # with CapMask2 0x2 (AddlPortCountersExtended, real output) the error block is the device's
+    ext = (realdata / "perfquery" / "treydock_perfquery_x_0x506b4b03005c2740.out").read_text()
+    v = merge_port_counters(parse_perfquery(ext))[(2052, 1)]["values"]
+    assert (v["link_downed"], v["xmit_discards"], v["xmit_wait"]) == (1, 20046, 41864608)
+    assert v["rcv_switch_relay_errors"] == 7 and v["xmit_data"] == 178791657177235

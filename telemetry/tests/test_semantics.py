@@ -49,13 +49,39 @@ def test_saturated_32bit_counter_gives_no_rate_and_a_flag():
     top = 0xFFFFFFFF
     d = derive(s(0.0, False, xmit_data=top - 10), s(10.0, False, xmit_data=top), 8.0)
     assert d.saturated == ["xmit_data"]
-    assert d.xmit_bytes_per_s is None and d.rcv_bytes_per_s is None and d.congestion is None
+    assert d.xmit_bytes_per_s is None and d.utilisation is None
+    # only the saturated counter loses its rate (IBTA 16.1.3: the others keep counting)
+    assert d.rcv_bytes_per_s == 0.0 and d.congestion == 0.0 and d.reason == "saturated: xmit_data"
     # still saturated on the next interval: still no rate (delta 0 would be a lie)
     d = derive(s(10.0, False, xmit_data=top), s(20.0, False, xmit_data=top), 8.0)
     assert d.xmit_bytes_per_s is None and "saturated" in d.reason
     # the same value is not saturated for a 64-bit counter
     d = derive(s(0.0, True, xmit_data=top - 10), s(10.0, True, xmit_data=top), 8.0)
     assert d.saturated == [] and d.xmit_bytes_per_s == pytest.approx(4.0)
+
+
+def test_one_saturated_counter_leaves_the_others_their_rates_and_deltas():
+    top = 0xFFFFFFFF
+    rate = data_rate_gbps("4x", "QDR")
+    before = s(0.0, False, xmit_data=top - 5, rcv_data=1_000, xmit_pkts=10, rcv_pkts=20, xmit_wait=100,
+               symbol_errors=4, link_downed=1)  # fmt: skip
+    after = s(10.0, False, xmit_data=top, rcv_data=1_000 + 2_500_000, xmit_pkts=10 + 300, rcv_pkts=20 + 700,
+              xmit_wait=100 + 50_000, symbol_errors=6, link_downed=1)  # fmt: skip
+    d = derive(before, after, rate)
+    assert d.saturated == ["xmit_data"] and d.reset is False
+    assert d.xmit_bytes_per_s is None and d.utilisation is None
+    assert d.rcv_bytes_per_s == pytest.approx(2_500_000 * 4 / 10)
+    assert (d.xmit_pkts_per_s, d.rcv_pkts_per_s, d.xmit_wait_per_s) == (30.0, 70.0, 5_000.0)
+    assert d.congestion == pytest.approx(0.005)
+    assert d.error_deltas == {"symbol_errors": 2}
+    assert d.reason == "saturated: xmit_data"
+    # a saturated error counter loses its delta only; the data rates stay
+    before.values["xmit_data"] = 0
+    after = s(10.0, False, xmit_data=1_000, rcv_data=1_000, xmit_pkts=10, rcv_pkts=20,
+              xmit_wait=100, symbol_errors=0xFFFF, link_downed=3)  # fmt: skip
+    d = derive(before, after, rate)
+    assert d.saturated == ["symbol_errors"] and d.reason == ""
+    assert d.xmit_bytes_per_s == pytest.approx(400.0) and d.error_deltas == {"link_downed": 2}
 
 
 def test_decreasing_counter_is_a_reset_never_a_negative_rate():

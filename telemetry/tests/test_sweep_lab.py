@@ -131,15 +131,22 @@ def test_exact_rates_32bit_counters(small_lab, fabric):
 
 def test_saturation_gives_no_rate_and_a_flag(small_lab, fabric):
     poll_fabric(fabric, extended="never")
+    a = counters("Hca1", 1)
     small_lab.perf_set("Hca1", 1, "PortXmitData", 0xFFFFFFFF)
     small_lab.perf_set("Hca1", 1, "SymbolErrorCounter", 0xFFFF)
+    small_lab.perf_set("Hca1", 1, "PortXmitWait", a.xmit_wait + 30_000)
     s = poll_fabric(fabric, extended="never")
     pc = counters("Hca1", 1)
     assert pc.xmit_data == 0xFFFFFFFF
     assert pc.saturated == ["xmit_data", "symbol_errors"]
-    assert pc.xmit_bytes_per_s is None and pc.rcv_bytes_per_s is None and pc.utilisation is None
-    assert pc.congestion is None and pc.error_deltas is None
-    assert s.saturated >= 1
+    assert pc.xmit_bytes_per_s is None and pc.utilisation is None
+    # per counter (IBTA 16.1.3): the unsaturated counters keep their rates, the saturated
+    # SymbolErrorCounter has no delta
+    dt = pc.sampled_at.timestamp() - a.sampled_at.timestamp()
+    assert pc.rcv_bytes_per_s == pytest.approx((pc.rcv_data - a.rcv_data) * 4 / dt, rel=1e-6)
+    assert pc.xmit_wait_per_s == pytest.approx(30_000 / dt, rel=1e-6) and pc.congestion is not None
+    assert pc.error_deltas == {}
+    assert s.saturated >= 2 and s.saturated_ports >= 1
     out = last_json("show_port", "Hca1", "1")
     assert out["saturated"] == ["xmit_data", "symbol_errors"] and out["xmit_bytes_per_s"] is None
 

@@ -14,8 +14,8 @@ from telemetry.services.sweep import poll_fabric
 class Command(BaseCommand):
     help = (
         "Read the port counters of a fabric once (rates, congestion, history) and print a JSON summary "
-        "as the last line: ports, stale, duration_s, saturated, resets. Counters are never reset unless "
-        "--reset is given (audited)."
+        "as the last line: ports, stale, duration_s, saturated (counters), saturated_ports, resets. "
+        "Counters are never reset unless --reset is given (audited)."
     )
 
     def add_arguments(self, parser):
@@ -68,7 +68,10 @@ class Command(BaseCommand):
         if len(results) == 1:
             out = results[0]
         else:
-            out = {k: sum(r[k] for r in results) for k in ("ports", "stale", "saturated", "resets")}
+            out = {
+                k: sum(r[k] for r in results)
+                for k in ("ports", "stale", "saturated", "saturated_ports", "resets")
+            }
             out["duration_s"] = round(sum(r["duration_s"] or 0 for r in results), 4)
             out["fabrics"] = results
         self.stdout.write(json.dumps(out))

@@ -286,6 +286,7 @@ class NodeSerializer(serializers.ModelSerializer):
             "host",
             "first_seen",
             "last_seen",
+            "unreachable_since",
         ]
 
 

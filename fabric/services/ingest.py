@@ -5,8 +5,15 @@ Rules (issue 3; event codes from docs/design.md):
 
 * nodes, ports and links are matched by natural key (node GUID; node GUID + port number; the
   unordered pair of ports). New ones are created, changed ones updated (only the changed rows and
-  only when a value differs), missing ones deleted, except in a *partial* discovery, which never
-  deletes anything it missed.
+  only when a value differs), missing ones deleted.
+* a *partial* discovery (some MADs failed) withholds removals only for what it did not reach
+  (:class:`Reach`): a stored node it missed that lies behind a port where a MAD failed (through
+  stored links) is *unreached*: kept, ``Node.unreachable_since`` set, no ``node.removed``; links
+  and ports of unreached nodes and ports behind a failed MAD are left as they are. Everything
+  else is applied as in a complete run: a link whose both ends answered and is gone is removed
+  (``link.down``), a port that answered and is no longer linked goes Down, and a missed node that
+  no failed MAD leads to (its neighbours answered, their ports to it are down) is removed. When
+  the run's failures name no route (``unknown_ports`` None), every missed node is unreached.
 * a port still on a node but no longer reported (ibnetdiscover lists only linked ports) is kept
   (its counter history hangs on it) with state Down.
 * events: ``node.added``/``node.removed``, ``link.up``/``link.down``, ``node.lid_changed`` (switch),
@@ -105,6 +112,7 @@ def ingest_topology(
     started: datetime | None = None,
     events: list[EventSpec] | None = None,
     max_remove_share: float | None = None,
+    unknown_ports: set[tuple[str, int]] | None = None,
 ) -> Discovery:
     """Store ``topology`` as the current state of ``fabric`` and return the new Discovery.
 
@@ -115,8 +123,11 @@ def ingest_topology(
     ``system.discovery_recovered``), so they commit with the topology they describe.
 
     ``source`` is a :class:`~fabric.choices.DiscoverySource` value; ``partial`` (or
-    ``topology.partial``) marks a discovery that did not reach the whole fabric: nothing is
-    deleted. ``started`` is when the discovery began (default now); ``duration_s`` runs from there.
+    ``topology.partial``) marks a discovery that did not reach the whole fabric; ``unknown_ports``
+    are the ``(node GUID, port)`` of reached nodes behind which its MADs failed
+    (``fabric.collectors.ibnetdiscover.resolve_failed_ports``; None: unknown, every node the run
+    missed is kept as unreached). See :class:`Reach` for what a partial run removes.
+    ``started`` is when the discovery began (default now); ``duration_s`` runs from there.
 
     The Discovery carries ``counts`` (switches, cas, routers, links, ports, warnings), ``diff``
     (``{"added": {"nodes", "links"}, "removed": {...}, "changed": {"nodes", "ports", "links"}}``,
@@ -138,15 +149,17 @@ def ingest_topology(
                 cursor.execute("SET LOCAL synchronous_commit TO OFF")
         initial = not Node.objects.filter(fabric=locked).exists()
         ch = _Changes(initial=initial)
+        reach = Reach.of(locked, topology, partial, unknown_ports)
         host_ids = _sync_hosts(locked, topology, partial, ch)
-        node_ids = _sync_nodes(locked, topology, host_ids, partial, ch)
-        port_ids = _sync_ports(locked, topology, node_ids, partial, ch)
-        _sync_links(locked, topology, port_ids, partial, ch)
-        gone = [guid for guid in node_ids if guid not in topology.nodes] if not partial else []
+        node_ids = _sync_nodes(locked, topology, host_ids, reach, ch)
+        port_ids = _sync_ports(locked, topology, node_ids, reach, ch)
+        _sync_links(locked, topology, port_ids, reach, ch)
+        gone = [guid for guid in node_ids if guid in reach.gone]
         if gone:
             # last, so the links of removed nodes were reported link.down above; cascades ports/links
             Node.objects.filter(fabric=locked, node_guid__in=gone).delete()
             ch.rows += len(gone)
+        ch.rows += _mark_reachability(locked, topology, reach)
         _sync_sms(locked, topology, ch)
         if initial:
             ch.events = []
@@ -179,6 +192,7 @@ def ingest_topology(
             ),
             "partial": partial,
             "initial": initial,
+            "unreached": sorted(reach.unreached)[:DIFF_LIST_LIMIT],
         }
         discovery = Discovery.objects.create(
             fabric=locked,
@@ -206,6 +220,95 @@ def ingest_topology(
             )
         )
     return discovery
+
+
+@dataclass
+class Reach:
+    """What a discovery reached, for deciding what it may remove.
+
+    ``gone``: stored nodes it missed that are really off the fabric (removed, ``node.removed``);
+    ``unreached``: stored nodes it missed behind a failed MAD (kept, marked unreachable);
+    ``unknown_ports``: ``(node GUID, port)`` of reached nodes behind which a MAD failed, None when
+    the failures name no route. A complete run has every missed node ``gone``.
+    """
+
+    gone: set[str] = field(default_factory=set)
+    unreached: set[str] = field(default_factory=set)
+    unknown_ports: set[tuple[str, int]] | None = field(default_factory=set)
+    #: stored link ends ``(guid, port) -> (peer guid, peer port)``, read for partial runs only
+    peers: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, fabric: Fabric, topo: Topology, partial: bool, unknown_ports: set[tuple[str, int]] | None
+    ) -> Reach:
+        """Compute the reach of ``topo`` against the stored fabric (one query per table).
+
+        Complete run: every stored node not in ``topo`` is gone. Partial run: the stored nodes it
+        missed that can be reached, through stored links over missed nodes only, from a port in
+        ``unknown_ports`` are unreached, the other missed nodes gone (every way to them ends at
+        a port that answered without a link); with ``unknown_ports`` None every missed node is
+        unreached.
+        """
+        stored = set(Node.objects.filter(fabric=fabric).values_list("node_guid", flat=True))
+        missed = stored - topo.nodes.keys()
+        if not partial:
+            return cls(gone=missed)
+        reach = cls(unknown_ports=None if unknown_ports is None else set(unknown_ports))
+        rows = Link.objects.filter(fabric=fabric).values_list(
+            "port_a__node__node_guid", "port_a__port_num", "port_b__node__node_guid", "port_b__port_num"
+        )
+        for ga, pa, gb, pb in _fetch(rows):
+            reach.peers[(ga, pa)] = (gb, pb)
+            reach.peers[(gb, pb)] = (ga, pa)
+        if reach.unknown_ports is None:
+            reach.unreached = missed
+            return reach
+        adjacent: dict[str, set[str]] = {}
+        for (ga, _), (gb, _) in reach.peers.items():
+            adjacent.setdefault(ga, set()).add(gb)
+        todo = [reach.peers[p][0] for p in reach.unknown_ports if p in reach.peers]
+        seen: set[str] = set()
+        while todo:
+            guid = todo.pop()
+            if guid in seen or guid not in missed:
+                continue
+            seen.add(guid)
+            todo.extend(adjacent.get(guid, ()))
+        reach.unreached = seen
+        reach.gone = missed - seen
+        return reach
+
+    def keeps_port(self, key: tuple[str, int]) -> bool:
+        """True when a reached node's port missing from the run may still be linked (a MAD failed
+        behind it, or its stored peer was not reached): its state is left as stored."""
+        if self.unknown_ports and key in self.unknown_ports:
+            return True
+        peer = self.peers.get(key)
+        return peer is not None and peer[0] in self.unreached
+
+    def keeps_link(self, key: LinkKey) -> bool:
+        """True when a stored link missing from the run must be kept: an end is unreached or lies
+        behind a failed MAD. Links whose both ends answered are applied."""
+        return any(
+            end[0] in self.unreached or (self.unknown_ports is not None and end in self.unknown_ports)
+            for end in key
+        )
+
+
+def _mark_reachability(fabric: Fabric, topo: Topology, reach: Reach) -> int:
+    """Set ``unreachable_since`` on the unreached nodes (kept if already set) and clear it on the
+    nodes the run reached. Returns rows written (0 when nothing changed)."""
+    rows = 0
+    if reach.unreached:
+        rows += Node.objects.filter(
+            fabric=fabric, node_guid__in=reach.unreached, unreachable_since__isnull=True
+        ).update(unreachable_since=timezone.now())
+    marked = Node.objects.filter(fabric=fabric, unreachable_since__isnull=False)
+    back = [g for g in marked.values_list("node_guid", flat=True) if g in topo.nodes]
+    if back:
+        rows += Node.objects.filter(fabric=fabric, node_guid__in=back).update(unreachable_since=None)
+    return rows
 
 
 def _sync_hosts(fabric: Fabric, topo: Topology, partial: bool, ch: _Changes) -> dict[str, int]:
@@ -240,7 +343,7 @@ def _node_values(node, tier: int, host_id: int | None) -> tuple:
     )
 
 
-def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], partial: bool, ch: _Changes):
+def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], reach: Reach, ch: _Changes):
     tiers = derive_tiers(topo)
     stored = {
         row[1]: (row[0], row[2:])
@@ -318,8 +421,8 @@ def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], partia
         cols = ["fabric_id", "node_guid", *_NODE_FIELDS, "first_seen", "last_seen"]
         new_ids = insert_rows(Node, cols, new_rows, with_ids=True)
         ch.rows += len(new_rows)
-    if not partial:
-        gone = [(guid, v[0]) for guid, v in stored.items() if guid not in topo.nodes]
+    if reach.gone:
+        gone = [(guid, v[0]) for guid, v in stored.items() if guid in reach.gone]
         if gone:
             descs = dict(Node.objects.filter(id__in=[i for _, i in gone]).values_list("id", "description"))
             for guid, node_id in gone:
@@ -348,7 +451,7 @@ def _type_name(node_type: str) -> str:
     return _TYPE_NAMES.get(node_type, node_type)
 
 
-def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], partial: bool, ch: _Changes):
+def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], reach: Reach, ch: _Changes):
     guid_of = {v: k for k, v in node_ids.items()}
     stored: dict[tuple[str, int], tuple[int, tuple]] = {}
     for row in _fetch(
@@ -382,27 +485,27 @@ def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], partia
             _port_update(
                 key, port_id, node_ids, old_values, values, key[0] in switch_guids, updates, update_fields, ch
             )
-    if not partial:
-        # ports of nodes still present but no longer reported: their link is gone → Down
-        for key, (port_id, old_values) in stored.items():
-            if key in topo.ports or key[0] not in topo.nodes:
-                continue
-            if old_values[3] == PortState.DOWN:
-                continue
-            values = list(old_values)
-            values[3] = PortState.DOWN
-            values[4] = 0
-            _port_update(
-                key,
-                port_id,
-                node_ids,
-                old_values,
-                tuple(values),
-                key[0] in switch_guids,
-                updates,
-                update_fields,
-                ch,
-            )
+    # ports of nodes still present but no longer reported: their link is gone → Down (not a port
+    # behind a failed MAD of a partial run, nor one leading to a node it did not reach)
+    for key, (port_id, old_values) in stored.items():
+        if key in topo.ports or key[0] not in topo.nodes or reach.keeps_port(key):
+            continue
+        if old_values[3] == PortState.DOWN:
+            continue
+        values = list(old_values)
+        values[3] = PortState.DOWN
+        values[4] = 0
+        _port_update(
+            key,
+            port_id,
+            node_ids,
+            old_values,
+            tuple(values),
+            key[0] in switch_guids,
+            updates,
+            update_fields,
+            ch,
+        )
     if updates:
         Port.objects.bulk_update(updates, sorted(update_fields), batch_size=BATCH)
         ch.rows += len(updates)
@@ -473,7 +576,7 @@ def _fetch(qs) -> list[tuple]:
 
 
 def _sync_links(
-    fabric: Fabric, topo: Topology, port_ids: dict[tuple[str, int], int], partial: bool, ch: _Changes
+    fabric: Fabric, topo: Topology, port_ids: dict[tuple[str, int], int], reach: Reach, ch: _Changes
 ):
     port_key_of = {v: k for k, v in port_ids.items()}
     stored: dict[LinkKey, tuple[int, tuple]] = {}
@@ -488,7 +591,7 @@ def _sync_links(
     for key, (link_id, _vals) in stored.items():
         if key in topo.links:
             continue
-        if not partial or key[0] in used_ports or key[1] in used_ports:
+        if key[0] in used_ports or key[1] in used_ports or not reach.keeps_link(key):
             to_delete.append((key, link_id))
     if to_delete:
         Link.objects.filter(id__in=[i for _, i in to_delete]).delete()

@@ -40,6 +40,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from events.services import EventSpec, record_events
@@ -688,6 +689,190 @@ def _sync_sms(fabric: Fabric, topo: Topology, ch: _Changes) -> None:
         return
     seen = sm_service.observe_sms(fabric, master, others=others, source=sm_service.DISCOVERY)
     ch.rows += seen.rows + len(seen.events)
+
+
+@dataclass(frozen=True)
+class PortObservation:
+    """A port's state as read from the fabric (PortInfo, IBTA 14.2.5.6): ``state`` PortState
+    (1 Down .. 4 Active), ``phys_state`` PortPhysicalState (2 Polling, 5 LinkUp...)."""
+
+    state: int
+    phys_state: int
+
+
+@dataclass
+class PortRefresh:
+    """What :func:`apply_port_states` changed: the Discovery row written (None when nothing
+    changed), natural keys of the ports changed and links removed, the ports that answered
+    linked but have no stored link (``came_up``: a discovery learns the other end), and the nodes
+    that lost their last link (``isolated``: a discovery tells whether they are gone)."""
+
+    discovery: Discovery | None = None
+    ports: list[str] = field(default_factory=list)
+    links_down: list[str] = field(default_factory=list)
+    came_up: list[tuple[str, int]] = field(default_factory=list)
+    isolated: list[str] = field(default_factory=list)
+    unknown: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def needs_discovery(self) -> bool:
+        """True when only a discovery can finish the picture (a link appeared, a node may be gone,
+        or a port is not stored yet)."""
+        return bool(self.came_up or self.isolated or self.unknown)
+
+
+def apply_port_states(
+    fabric: Fabric,
+    observed: dict[tuple[str, int], PortObservation],
+    *,
+    source: str = DiscoverySource.NOTICE,
+    note: str = "",
+) -> PortRefresh:
+    """Store the port states read by a targeted refresh (an SM notice, the port-state fallback)
+    and write their events, in one transaction with the Fabric row locked (as :func:`ingest_topology`).
+
+    ``observed`` maps ``(node GUID, port)`` to what PortInfo said. A port whose state changed is
+    updated (``port.state_changed``); a port now Down that had a link loses it (``link.down``,
+    the same event a discovery writes, both ends named) and the other end of that cable is set
+    Down too (the link is physical: both ends lose it together; its own PortInfo may not have been
+    read). Nothing is created here: a port that answered linked without a stored link, or one not
+    stored, is reported for a discovery (:attr:`PortRefresh.needs_discovery`).
+
+    When anything changed, a Discovery of ``source`` (default ``notice``; ``note`` says why, kept
+    in ``diff["note"]``) records the diff and becomes ``Fabric.last_discovery``, and
+    ``discovery_committed`` is sent on commit, so alarms, the map and the heatmap follow as after
+    a discovery. Returns a :class:`PortRefresh`.
+    """
+    out = PortRefresh()
+    if not observed:
+        return out
+    started = timezone.now()
+    with transaction.atomic():
+        locked = Fabric.objects.select_for_update().get(pk=fabric.pk)
+        guids = {g for g, _ in observed}
+        ports = {
+            (p.node.node_guid, p.port_num): p
+            for p in Port.objects.filter(node__fabric=locked, node__node_guid__in=guids).select_related(
+                "node", "link_as_a__port_b__node", "link_as_b__port_a__node"
+            )
+        }
+        names: dict[str, str] = {}
+        changed: dict[int, tuple[Port, int, int]] = {}  # port id -> (port, new state, new phys)
+        gone_links: list[tuple[Link, LinkKey]] = []
+        ch = _Changes()
+        for key, obs in sorted(observed.items()):
+            port = ports.get(key)
+            if port is None:
+                if obs.state != PortState.DOWN:
+                    out.unknown.append(key)
+                continue
+            names[key[0]] = port.node.description or key[0]
+            link = port.link
+            if (port.state, port.phys_state) != (obs.state, obs.phys_state):
+                changed[port.pk] = (port, obs.state, obs.phys_state)
+            if obs.state == PortState.DOWN and link is not None:
+                peer = link.port_b if link.port_a_id == port.pk else link.port_a
+                names[peer.node.node_guid] = peer.node.description or peer.node.node_guid
+                ends = link_ends(key[0], key[1], peer.node.node_guid, peer.port_num)
+                if all(lk.pk != link.pk for lk, _ in gone_links):
+                    gone_links.append((link, ends))
+                peer_key = (peer.node.node_guid, peer.port_num)
+                if peer_key not in observed and peer.state != PortState.DOWN:
+                    changed[peer.pk] = (peer, PortState.DOWN, peer.phys_state)
+            elif obs.state != PortState.DOWN and link is None:
+                out.came_up.append(key)
+        for port, state, phys in changed.values():
+            key = (port.node.node_guid, port.port_num)
+            old = (port.state, port.phys_state)
+            values = {"state": state, "phys_state": phys}
+            diffs = {
+                f: [o, n]
+                for f, o, n in zip(("state", "phys_state"), old, (state, phys), strict=True)
+                if o != n
+            }
+            Port.objects.filter(pk=port.pk).update(**values)
+            port_key_str = port_key(*key)
+            out.ports.append(port_key_str)
+            ch.changed["ports"].append({"key": port_key_str, "fields": diffs})
+            if "state" in diffs:
+                states = dict(PortState.choices)
+                ch.events.append(
+                    _event(
+                        "port.state_changed",
+                        f"port {port_key_str} ({names.get(key[0], key[0])}) "
+                        f"{states.get(old[0], '?')} → {states.get(state, '?')}"
+                        + (f" ({note})" if note else ""),
+                        object_type="port",
+                        object_key=port_key_str,
+                        object_repr=port_key_str,
+                        port_id=port.pk,
+                        details={"old": old[0], "new": state, "source": source},
+                    )
+                )
+        for _link, ends in gone_links:
+            skey = link_key_str(ends)
+            out.links_down.append(skey)
+            ch.removed["links"].append(skey)
+            ch.events.append(
+                _event(
+                    "link.down",
+                    f"link {skey} is down" + (f" ({note})" if note else ""),
+                    object_type="link",
+                    object_key=skey,
+                    object_repr=" ↔ ".join(f"{names.get(g, g)}[{p}]" for g, p in ends),
+                    details={"source": source},
+                )
+            )
+        if gone_links:
+            Link.objects.filter(pk__in=[lk.pk for lk, _ in gone_links]).delete()
+            ends_nodes = {g for _, ends in gone_links for g, _ in ends}
+            linked = set(
+                Link.objects.filter(fabric=locked)
+                .filter(Q(port_a__node__node_guid__in=ends_nodes) | Q(port_b__node__node_guid__in=ends_nodes))
+                .values_list("port_a__node__node_guid", "port_b__node__node_guid")
+            )
+            still = {g for pair in linked for g in pair}
+            out.isolated = sorted(ends_nodes - still)
+        if not (changed or gone_links):
+            return out
+        record_events(locked, ch.events, at=timezone.now())
+        counts = {
+            "switches": Node.objects.filter(fabric=locked, node_type=NodeType.SWITCH).count(),
+            "cas": Node.objects.filter(fabric=locked, node_type=NodeType.CA).count(),
+            "routers": Node.objects.filter(fabric=locked, node_type=NodeType.ROUTER).count(),
+            "links": Link.objects.filter(fabric=locked).count(),
+            "ports": Port.objects.filter(node__fabric=locked).count(),
+            "warnings": 0,
+        }
+        discovery = Discovery.objects.create(
+            fabric=locked,
+            started=started,
+            duration_s=round((timezone.now() - started).total_seconds(), 3),
+            source=source,
+            status=DiscoveryStatus.OK,
+            counts=counts,
+            diff={
+                "added": ch.added,
+                "removed": ch.removed,
+                "changed": ch.changed,
+                "truncated": False,
+                "partial": False,
+                "initial": False,
+                "unreached": [],
+                "note": note,
+            },  # fmt: skip
+            removed=len(gone_links),
+            changed=len(changed),
+            rows_written=len(changed) + len(gone_links) + len(ch.events),
+        )
+        Fabric.objects.filter(pk=locked.pk).update(last_discovery=discovery)
+        out.discovery = discovery
+        transaction.on_commit(
+            functools.partial(
+                discovery_committed.send, sender=Discovery, fabric_id=locked.pk, discovery_id=discovery.pk
+            )
+        )
+    return out
 
 
 class ImportWouldRemove(ValueError):

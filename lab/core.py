@@ -286,6 +286,13 @@ class Lab:
                 raise LabError(f"standby_sm {standby_sm!r} must be a CA other than the master's")
             self._sms.append(_SM(standby, 13, Path(), self._sm_port(standby)))
         self.node_names: list[str] = [n.description for n in self.net.nodes]
+        #: cable ends ``(node id, port) -> (node id, port)`` of the netfile, and those unlinked now
+        self._peers: dict[tuple[str, int], tuple[str, int]] = {}
+        for a, b in self.net.links:
+            self._peers[a], self._peers[b] = b, a
+        self._pulled: set[tuple[str, int]] = set()
+        self._links_lock = threading.Lock()
+        self._node_ids: dict[str, str] = {}
         self._ibsim: subprocess.Popen | None = None
         self._out = bytearray()
         self._out_cond = threading.Condition()
@@ -689,13 +696,34 @@ class Lab:
 
     def unlink(self, node: str, port: int | None = None) -> None:
         """Pull the cable of ``port`` of ``node`` (all linked ports when ``port`` is None)."""
-        _, target = self._node_port(node, port)
+        rec, target = self._node_port(node, port)
         self.console(f"Unlink {target}")
+        with self._links_lock:
+            self._pulled.update(self._cable_ends(rec, port))
 
     def relink(self, node: str, port: int | None = None) -> None:
         """Put back the cable(s) removed by :meth:`unlink` (``ReLink``)."""
-        _, target = self._node_port(node, port)
+        rec, target = self._node_port(node, port)
         self.console(f"ReLink {target}")
+        with self._links_lock:
+            self._pulled.difference_update(self._cable_ends(rec, port))
+
+    def _cable_ends(self, rec: NetNode, port: int | None) -> set[tuple[str, int]]:
+        """Both ends ``(node id, port)`` of the netfile's cables at ``port`` of ``rec`` (all its
+        cabled ports when None)."""
+        ports = self.net.linked_ports(rec) if port is None else [int(port)]
+        ends = {(rec.node_id, p) for p in ports}
+        return ends | {self._peers[e] for e in ends if e in self._peers}
+
+    def is_linked(self, node: str, port: int) -> bool:
+        """True when ``port`` of ``node`` has a cable in the netfile that :meth:`unlink` did not pull
+        (what real traffic needs: a pulled cable carries none). ``LabError`` for an unknown node."""
+        node_id = self._node_ids.get(node)
+        if node_id is None:  # resolved once per name: a traffic player asks every tick
+            node_id = self._node_ids[node] = self._resolve(node).node_id
+        end = (node_id, int(port))
+        with self._links_lock:
+            return end in self._peers and end not in self._pulled
 
     def set_error(self, node: str, port: int | None, rate: int) -> None:
         """Drop ``rate`` percent (0..100) of the MADs through ``port`` of ``node`` (all ports if None)."""

@@ -319,6 +319,8 @@ WEFT_NOTICES = env_bool("WEFT_NOTICES", True)
 WEFT_NOTICE_RESCAN_S = env_float("WEFT_NOTICE_RESCAN_S", 10.0, positive=True)
 WEFT_PORT_STATE_FALLBACK = env_choice("WEFT_PORT_STATE_FALLBACK", "auto", ("auto", "always", "off"))
 WEFT_PORT_STATE_INTERVAL_S = env_float("WEFT_PORT_STATE_INTERVAL_S", WEFT_POLL_INTERVAL_S, positive=True)
+#: With notices confirmed, the same port-state read as a safety net for a lost Report (seconds).
+WEFT_PORT_STATE_VERIFY_S = env_float("WEFT_PORT_STATE_VERIFY_S", 60.0, positive=True)
 #: Counter history retention (hours) per resolution, and of Sweep rows.
 WEFT_HISTORY_RAW_HOURS = env_float("WEFT_HISTORY_RAW_HOURS", 6.0, min_value=0)
 WEFT_HISTORY_MINUTE_HOURS = env_float("WEFT_HISTORY_MINUTE_HOURS", 168.0, min_value=0)

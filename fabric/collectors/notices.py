@@ -15,6 +15,12 @@ It writes one JSON object per line on stdout and reads JSON commands on stdin (E
   ReportResp, IBTA 13.4.8.2/13.5.4.2);
 * ``{"type": "sm", "sm_lid", "previous", "reason"}`` when the master SM moved, restarted or stopped
   answering (then it re-subscribes to the SM the port's MasterSMLID names);
+* ``{"type": "path", "sm_lid", "reason"}`` when a check of the SM had to be resent, and (lab)
+  ``{"type": "sweep", "sm_lid"}`` when the SM asked for this port's SMInfo (it does in its heavy
+  sweeps): both hint that a Report may have been lost. The SA sends a Report once, to this port's
+  LID, along the routes of the moment; when the failed cable lies on the SM's route to this
+  port, the Report is dropped before the SM reroutes (OpenSM logs ``ERR 1A06 ... IB_TIMEOUT:
+  SubnAdmReport``), so the driver reads port states again on these hints;
 * command ``{"cmd": "portinfo", "id": n, "targets": [[lid, [port, ...]], ...]}`` → ``{"type":
   "portinfo", "id": n, "ports": [[lid, port, state, phys_state, width, speed] | [lid, port, null,
   "error"]], "mads", "elapsed_s"}``: LID-routed SubnGet(PortInfo) per port, ``window`` in flight;
@@ -174,6 +180,7 @@ class _Request:
     deadline: float
     tries: int
     done: Callable[[int, bytes | None], None]  # (MAD status or -1 for no answer, MAD)
+    on_resend: Callable[[], None] | None = None  # called once, at the first resend
 
 
 class Listener:
@@ -198,7 +205,8 @@ class Listener:
         self.sa = umad.agent
         self.smp = umad.register(SMP_LID_CLASS, 1, (GET,) if issm else ())
         self.dr = umad.register(SMP_DR_CLASS, 1, (GET,) if issm else ())
-        self.issm_fd = _open_issm() if issm else None  # raises the SM flag
+        self.issm_fd: int | None = None  # opened in start(), once this port's GUID is known
+        self.last_sweep_note = 0.0
         self.traps = tuple(traps)
         self.issm = issm
         self.timeout_s = timeout_s
@@ -227,15 +235,18 @@ class Listener:
         self.tid = (self.tid + 1) & 0xFFFFFFFF or 1
         return self.tid
 
-    def request(self, agent: int, lid: int, mad: bytearray, done, *, qpn: int = 0, qkey: int = 0) -> None:
+    def request(
+        self, agent: int, lid: int, mad: bytearray, done, *, qpn: int = 0, qkey: int = 0, on_resend=None
+    ) -> None:
         """Send a request MAD (its TID is set here) and call ``done(status, mad)`` on the answer
-        (status = the MAD status, -1 after ``retries`` resends without one)."""
+        (status = the MAD status, -1 after ``retries`` resends without one); ``on_resend()`` when
+        it had to be sent again."""
         if len(self.pending) >= self.window:
-            self.waiting.append((agent, lid, mad, done, qpn, qkey))
+            self.waiting.append((agent, lid, mad, done, qpn, qkey, on_resend))
             return
         tid = self._next_tid()
         struct.pack_into(">Q", mad, 8, tid)
-        req = _Request(agent, lid, qpn, qkey, mad, time.monotonic() + self.timeout_s, 0, done)
+        req = _Request(agent, lid, qpn, qkey, mad, time.monotonic() + self.timeout_s, 0, done, on_resend)
         self.pending[tid] = req
         self._send(req)
 
@@ -251,6 +262,8 @@ class Listener:
             if req.deadline > now:
                 continue
             if req.tries < self.retries:
+                if req.tries == 0 and req.on_resend is not None:
+                    req.on_resend()
                 req.tries += 1
                 req.deadline = now + self.timeout_s
                 self._send(req)
@@ -258,8 +271,8 @@ class Listener:
             del self.pending[tid]
             req.done(-1, None)
         while self.waiting and len(self.pending) < self.window:
-            agent, lid, mad, done, qpn, qkey = self.waiting.pop(0)
-            self.request(agent, lid, mad, done, qpn=qpn, qkey=qkey)
+            agent, lid, mad, done, qpn, qkey, on_resend = self.waiting.pop(0)
+            self.request(agent, lid, mad, done, qpn=qpn, qkey=qkey, on_resend=on_resend)
 
     # -- incoming -------------------------------------------------------------------------------
 
@@ -301,8 +314,14 @@ class Listener:
         self.emit(notice)
 
     def _answer_sm_info(self, cls: int, src_lid: int, mad: bytes) -> None:
-        """Answer an SM's SubnGet(SMInfo) as a NOTACTIVE SM of priority 0 (lab only, see module)."""
+        """Answer an SM's SubnGet(SMInfo) as a NOTACTIVE SM of priority 0 (lab only, see module).
+        OpenSM asks during its heavy sweeps, i.e. after a topology change: emits ``sweep`` (at
+        most twice a second), the hint that a Report may have been lost on a broken route."""
         self.sm_answers += 1
+        now = time.monotonic()
+        if now - self.last_sweep_note > 0.5:
+            self.last_sweep_note = now
+            self.emit({"type": "sweep", "sm_lid": src_lid if cls == SMP_LID_CLASS else self.sm_lid})
         resp = bytearray(mad)
         resp[3] = GET_RESP
         if cls == SMP_DR_CLASS:
@@ -350,6 +369,8 @@ class Listener:
         self.wait(got, self.timeout_s * (self.retries + 2))
         if got and got[0] is not None:
             self.port_guid = struct.unpack_from(">Q", got[0], SMP_DATA + 20)[0]
+        if self.issm and self.issm_fd is None:
+            self.issm_fd = _open_issm()  # raises the SM flag: OpenSM asks for our SMInfo from now on
         self.lid, self.sm_lid = info["lid"], info["sm_lid"]
         self.emit({"type": "ready", "lid": self.lid, "port_guid": f"0x{self.port_guid:016x}",
                    "sm_lid": self.sm_lid, "issm": self.issm})  # fmt: skip
@@ -403,7 +424,10 @@ class Listener:
                            "reason": "PortInfo:MasterSMLID changed (SM failover or handover)"})  # fmt: skip
                 self.subscribe()
 
-        self.request(self.smp, sm_lid, build_smp(0, ATTR_SM_INFO), sm_info)
+        def resent() -> None:  # the route to the SM broke for a moment: a Report may be lost
+            self.emit({"type": "path", "sm_lid": sm_lid, "reason": "the SM did not answer at once"})
+
+        self.request(self.smp, sm_lid, build_smp(0, ATTR_SM_INFO), sm_info, on_resend=resent)
         self.request(self.dr, PERMISSIVE_LID, build_smp(0, ATTR_PORT_INFO, directed=True), port_info)
         if self.renew_s and time.monotonic() - self.subscribed_at > self.renew_s:
             self.subscribe()

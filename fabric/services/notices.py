@@ -24,7 +24,12 @@ Fallback where notices are not delivered (no subscription confirmed, or
 ``WEFT_PORT_STATE_FALLBACK=always``): every ``WEFT_PORT_STATE_INTERVAL_S`` the listener reads
 PortInfo of the switch ports the stored fabric has (one end of every link with a switch end,
 plus switch ports stored Down), :func:`fallback_targets`; its MAD cost is one SMP per such port
-(``bench/sweep.py --port-states`` prints it for a fabric).
+(``bench/sweep.py`` prints it as ``port_state_fallback_mads``, ``bench/port_states.py`` times it).
+With notices confirmed (``auto``) the same read runs every ``WEFT_PORT_STATE_VERIFY_S`` and when
+the child hints that a Report was lost (the SA sends each Report once along the routes of the
+moment: a cable on the SM's route to the listener takes its own Report with it; the hints are an
+SM check that had to be resent and, in the lab, the SM's heavy sweep asking for our SMInfo).
+``off`` reads nothing but what notices name.
 
 Where it runs: ``manage.py serve`` starts the :class:`NoticeSupervisor` in-process (embedded
 deployment, ``WEFT_NOTICES``); production runs ``manage.py listen_notices`` under systemd (README).
@@ -76,6 +81,8 @@ STATUS_TTL_S = 120
 BATCH_S = 0.05
 #: a discovery asked for by notices waits this long for more of them (one discovery per burst)
 DISCOVERY_DELAY_S = 0.3
+#: a port-state check after a hint that a Report was lost waits this long (the SM reroutes first)
+VERIFY_DELAY_S = 0.5
 #: ports that came up Init/Armed are read again this often, at most RECHECKS times
 RECHECK_S, RECHECKS = 1.0, 30
 #: error traps: 129 local link integrity, 130 excessive buffer overrun, 131 flow-control watchdog
@@ -324,6 +331,9 @@ class NoticeListener(threading.Thread):
         self._recheck: dict[int, int] = {}  # switch LID -> rechecks left
         self._recheck_at = 0.0
         self._fallback_at = 0.0
+        self._verify_at = 0.0
+        self._verify_why = ""
+        self.verify_s = float(settings.WEFT_PORT_STATE_VERIFY_S)
         self._watch_sm = False
 
     # -- life cycle ---------------------------------------------------------------------------
@@ -420,10 +430,19 @@ class NoticeListener(threading.Thread):
         elif self._watch_sm:
             self._do_watch()
             self._watch_sm = False
-        elif now >= self._fallback_at:
-            if self.fallback == "always" or (self.fallback == "auto" and self.status.state != "subscribed"):
-                self._do_fallback()
-            self._fallback_at = now + self.interval
+        elif self.fallback != "off" and self._verify_at and now >= self._verify_at:
+            self._do_fallback(f"port-state check after {self._verify_why}")
+            self._verify_at = 0.0
+        elif self.fallback != "off" and now >= self._fallback_at:
+            notices_work = self.fallback == "auto" and self.status.state == "subscribed"
+            self._do_fallback("port-state check (SM notices confirmed)" if notices_work
+                              else "port-state fallback (no SM notices)")  # fmt: skip
+            self._fallback_at = now + (self.verify_s if notices_work else self.interval)
+
+    def _want_verify(self, why: str) -> None:
+        if not self._verify_at:
+            self._verify_why = why
+            self._verify_at = time.monotonic() + VERIFY_DELAY_S
 
     def _on_message(self, msg: dict) -> None:
         kind = msg.get("type")
@@ -443,6 +462,8 @@ class NoticeListener(threading.Thread):
             self._watch_sm = True
         elif kind == "notice":
             self._on_notice(msg)
+        elif kind in ("path", "sweep"):  # a Report may have been lost on a broken route
+            self._want_verify("the SM " + ("swept the subnet" if kind == "sweep" else "answered late"))
         elif kind == "error":
             log.warning("notice listener of %s: %s", self.status.fabric, msg.get("message"))
             if msg.get("fatal"):
@@ -586,13 +607,13 @@ class NoticeListener(threading.Thread):
     def _do_watch(self) -> None:
         watch(self._fabric())
 
-    def _do_fallback(self) -> None:
+    def _do_fallback(self, note: str) -> None:
         fabric = self._fabric()
         targets = fallback_targets(fabric)
         if not targets:
             return
         states, mads = self.portinfo(targets)
-        self._apply(fabric, states, "port-state fallback (no SM notices)")
+        self._apply(fabric, states, note)
         self._set(fallback_reads=self.status.fallback_reads + 1, fallback_mads=mads)
 
 

@@ -278,24 +278,26 @@ def test_host_whose_only_link_is_pulled_is_removed_only_when_unreachable(lab_fac
     assert listener.status.sim_host != host
     guid = lab.guid_of(host)
     lab.unlink(host)
-    removed = wait_for(
-        _quiet(lambda: Event.objects.filter(fabric=fabric, code="node.removed").first()),
-        settings.WEFT_POLL_INTERVAL_S + 2,
-        "node.removed of the unplugged host",
-    )
+    # the alarm is raised after the discovery that removed the node committed
+    wait_for(lambda: _alarm(fabric, "node.removed", guid), settings.WEFT_POLL_INTERVAL_S + 2, "node.removed")
+    removed = Event.objects.get(fabric=fabric, code="node.removed")
     assert removed.object_key == guid
     # link.down first (the notice's refresh), then the discovery that found the host gone
     down = Event.objects.get(fabric=fabric, code="link.down")
     assert f"{guid}/1" in down.object_key and down.pk < removed.pk
-    assert list(Discovery.objects.filter(fabric=fabric).values_list("source", flat=True)[:2]) == [
-        "live",
-        "notice",
-    ]
+    rows = list(Discovery.objects.filter(fabric=fabric).order_by("id").values_list("id", "source", "diff"))
+    refresh = next(
+        i for i, src, diff in rows if src == "notice" and diff["removed"]["links"] == [down.object_key]
+    )
+    gone = next(i for i, src, diff in rows if src == "live" and diff["removed"]["nodes"] == [guid])
+    assert refresh < gone
     assert Node.objects.filter(fabric=fabric).count() == 5
     assert Event.objects.filter(fabric=fabric, code="node.removed").count() == 1
     lab.relink(host)
-    wait_for(_quiet(lambda: Node.objects.filter(fabric=fabric, node_guid=guid).exists()), 15, "the host back")
+    # node.added clears the node.removed alarm after its discovery committed
+    wait_for(lambda: _alarm(fabric, "node.removed", guid, state=("cleared",)), 15, "the host back")
     assert Event.objects.filter(fabric=fabric, code="node.added", object_key=guid).exists()
+    assert Node.objects.filter(fabric=fabric, node_guid=guid).exists()
 
 
 @pytest.mark.lab
@@ -380,3 +382,48 @@ def test_listener_hosts_avoid_the_sm_and_tools(lab_factory):
     fabric = _lab_fabric(lab)
     hosts = lab_listener_hosts(fabric)
     assert hosts == ["Hca4", "Hca3", "Hca2"]  # Hca1 runs OpenSM and the tools
+
+
+@pytest.mark.lab
+@pytest.mark.django_db(transaction=True)
+def test_listen_notices_command_listens_to_every_live_fabric(lab_factory, settings):
+    import io
+    import json
+    import threading
+
+    from django.core.management import call_command
+    from django.db import connection
+
+    from lab.pytest_plugin import small_netfile
+
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA read_uncommitted = 1")
+    settings.WEFT_NOTICE_RESCAN_S = 0.5
+    lab = lab_factory(small_netfile())
+    fabric = _lab_fabric(lab)
+    Fabric.objects.create(name="imported")  # no live access: not listened to
+    out = io.StringIO()
+    runner = threading.Thread(
+        target=call_command, args=("listen_notices",), kwargs={"seconds": 6, "stdout": out}
+    )
+    runner.start()
+    try:
+        wait_for(lambda: (notice_status(fabric.pk) or {}).get("state") == "subscribed", 30, "subscribed")
+        lab.unlink("Switch2", 5)
+        # the cable on the SM's route to the listener: its Reports are lost (the SA sends them on the
+        # old route), the check after the SM's sweep finds it
+        wait_for(lambda: _alarm(fabric, "link.down"), settings.WEFT_POLL_INTERVAL_S + 2, "link.down")
+    finally:
+        runner.join(30)
+    summary = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert summary["fabrics"] == 1
+    (row,) = summary["listeners"]
+    assert (row["fabric"], row["state"]) == ("lab", "subscribed")
+    # which of the two parallel cables carries the SM's route to the listener is OpenSM's choice:
+    # a notice found the pulled one, or (its Reports lost with it) the check after the SM's sweep
+    message = Event.objects.get(fabric=fabric, code="link.down").message
+    if row["notices"]:
+        assert "SM notice: trap 128" in message and row["refreshes"] >= 1
+    else:
+        assert "port-state check after the SM" in message and row["fallback_reads"] >= 1

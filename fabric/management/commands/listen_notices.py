@@ -36,19 +36,22 @@ class Command(BaseCommand):
         def _stop(signum, frame):
             done.set()
 
+        previous = {}
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, _stop)
-            signal.signal(signal.SIGINT, _stop)
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, _stop)
         supervisor = NoticeSupervisor()
         supervisor.start()
         self.stdout.write("listening to SM notices of the live fabrics (SIGTERM or Ctrl-C stops)")
         self.stdout.flush()
         try:
             done.wait(seconds)
-        finally:
             fabric_ids = sorted(supervisor.listeners)
+            statuses = [notice_status(i) or {"fabric": i, "state": "stopped"} for i in fabric_ids]
+        finally:
             supervisor.stop()
-        statuses = [notice_status(i) or {"fabric": i, "state": "stopped"} for i in fabric_ids]
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         self.stdout.write(json.dumps({"fabrics": len(fabric_ids), "listeners": [
             {k: s.get(k) for k in ("fabric", "state", "sm_lid", "notices", "refreshes", "fallback_reads")}
             for s in statuses

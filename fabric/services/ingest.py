@@ -47,7 +47,7 @@ from events.services import EventSpec, record_events
 
 from .. import rates
 from ..choices import DiscoverySource, DiscoveryStatus, NodeType, PortState
-from ..keys import LinkKey, link_ends, link_key_str, port_key
+from ..keys import LinkKey, link_ends, link_key_str, port_key, split_link_key
 from ..models import Discovery, Fabric, Host, Link, Node, Port
 from ..parsers import detect_and_parse
 from ..parsers.records import SWITCH, Topology, TopologyParseError
@@ -150,7 +150,7 @@ def ingest_topology(
                 cursor.execute("SET LOCAL synchronous_commit TO OFF")
         initial = not Node.objects.filter(fabric=locked).exists()
         ch = _Changes(initial=initial)
-        reach = Reach.of(locked, topology, partial, unknown_ports)
+        reach = Reach.of(locked, topology, partial, unknown_ports, started=started)
         host_ids = _sync_hosts(locked, topology, partial, ch)
         node_ids = _sync_nodes(locked, topology, host_ids, reach, ch)
         port_ids = _sync_ports(locked, topology, node_ids, reach, ch)
@@ -238,10 +238,18 @@ class Reach:
     unknown_ports: set[tuple[str, int]] | None = field(default_factory=set)
     #: stored link ends ``(guid, port) -> (peer guid, peer port)``, read for partial runs only
     peers: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
+    #: ports a targeted refresh (SM notice) saw go Down after this discovery started: newer than
+    #: its snapshot, so their state and links stay as stored
+    fresher: set[tuple[str, int]] = field(default_factory=set)
 
     @classmethod
     def of(
-        cls, fabric: Fabric, topo: Topology, partial: bool, unknown_ports: set[tuple[str, int]] | None
+        cls,
+        fabric: Fabric,
+        topo: Topology,
+        partial: bool,
+        unknown_ports: set[tuple[str, int]] | None,
+        started: datetime | None = None,
     ) -> Reach:
         """Compute the reach of ``topo`` against the stored fabric (one query per table).
 
@@ -249,13 +257,15 @@ class Reach:
         missed that can be reached, through stored links over missed nodes only, from a port in
         ``unknown_ports`` are unreached, the other missed nodes gone (every way to them ends at
         a port that answered without a link); with ``unknown_ports`` None every missed node is
-        unreached.
+        unreached. ``started``: when the discovery's snapshot began; ports written by a notice
+        refresh (Discovery of source ``notice``) since then are :attr:`fresher`.
         """
         stored = set(Node.objects.filter(fabric=fabric).values_list("node_guid", flat=True))
         missed = stored - topo.nodes.keys()
+        fresher = _fresher_ports(fabric, started) if started is not None else set()
         if not partial:
-            return cls(gone=missed)
-        reach = cls(unknown_ports=None if unknown_ports is None else set(unknown_ports))
+            return cls(gone=missed, fresher=fresher)
+        reach = cls(unknown_ports=None if unknown_ports is None else set(unknown_ports), fresher=fresher)
         rows = Link.objects.filter(fabric=fabric).values_list(
             "port_a__node__node_guid", "port_a__port_num", "port_b__node__node_guid", "port_b__port_num"
         )
@@ -282,19 +292,40 @@ class Reach:
 
     def keeps_port(self, key: tuple[str, int]) -> bool:
         """True when a reached node's port missing from the run may still be linked (a MAD failed
-        behind it, or its stored peer was not reached): its state is left as stored."""
-        if self.unknown_ports and key in self.unknown_ports:
+        behind it, or its stored peer was not reached), or a notice refresh wrote it after the run
+        began: its state is left as stored."""
+        if key in self.fresher or (self.unknown_ports and key in self.unknown_ports):
             return True
         peer = self.peers.get(key)
         return peer is not None and peer[0] in self.unreached
 
     def keeps_link(self, key: LinkKey) -> bool:
-        """True when a stored link missing from the run must be kept: an end is unreached or lies
-        behind a failed MAD. Links whose both ends answered are applied."""
+        """True when a stored link missing from the run must be kept: an end is unreached, lies
+        behind a failed MAD, or was refreshed after the run began. Links whose both ends answered
+        are applied."""
         return any(
-            end[0] in self.unreached or (self.unknown_ports is not None and end in self.unknown_ports)
+            end[0] in self.unreached
+            or end in self.fresher
+            or (self.unknown_ports is not None and end in self.unknown_ports)
             for end in key
         )
+
+
+def _fresher_ports(fabric: Fabric, since: datetime) -> set[tuple[str, int]]:
+    """``(node GUID, port)`` of the ports a notice refresh saw go Down (or lose their link) since
+    ``since``, from the diffs of the Discoveries of source ``notice``. (A port it saw come up
+    does not contradict an older snapshot that has its link: not included.)"""
+    out: set[tuple[str, int]] = set()
+    diffs = Discovery.objects.filter(fabric=fabric, source=DiscoverySource.NOTICE, started__gte=since)
+    for diff in diffs.values_list("diff", flat=True):
+        for change in (diff or {}).get("changed", {}).get("ports", []):
+            if change.get("fields", {}).get("state", [None, None])[1] != PortState.DOWN:
+                continue
+            guid, _, num = change["key"].rpartition("/")
+            out.add((guid, int(num)))
+        for key in (diff or {}).get("removed", {}).get("links", []):
+            out.update(split_link_key(key))
+    return out
 
 
 def _mark_reachability(fabric: Fabric, topo: Topology, reach: Reach) -> int:
@@ -482,7 +513,7 @@ def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], reach:
             new_keys.append(key)
             continue
         port_id, old_values = old
-        if old_values != values:
+        if old_values != values and key not in reach.fresher:
             _port_update(
                 key, port_id, node_ids, old_values, values, key[0] in switch_guids, updates, update_fields, ch
             )
@@ -616,6 +647,8 @@ def _sync_links(
         values = (link.width, link.speed, _link_rate(link.width, link.speed))
         old = stored.get(key)
         skey = link_key_str(key)
+        if old is None and (key[0] in reach.fresher or key[1] in reach.fresher):
+            continue  # a notice saw an end go down after this snapshot: the snapshot is older
         if old is None:
             pa, pb = port_ids[key[0]], port_ids[key[1]]
             if pa > pb:

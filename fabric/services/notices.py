@@ -333,6 +333,7 @@ class NoticeListener(threading.Thread):
         self._fallback_at = 0.0
         self._verify_at = 0.0
         self._verify_why = ""
+        self._discovery: threading.Thread | None = None
         self.verify_s = float(settings.WEFT_PORT_STATE_VERIFY_S)
         self._watch_sm = False
 
@@ -344,6 +345,8 @@ class NoticeListener(threading.Thread):
             self.child.close()
         if self.is_alive() and threading.current_thread() is not self:
             self.join(timeout)
+        if self._discovery is not None and self._discovery.is_alive():
+            self._discovery.join(timeout)  # a discovery in progress finishes (its tool has a timeout)
 
     @property
     def stopped(self) -> bool:
@@ -586,23 +589,51 @@ class NoticeListener(threading.Thread):
                 s in (PortState.INIT, PortState.ARMED) for (sl, _), (s, _) in states.items() if sl == lid
             ):
                 self._recheck.pop(lid, None)
-        self._apply(fabric, states, "port came up: state read again until Active")
+        self._apply(fabric, states, "port states read again (a port was coming up)")
 
     def _do_discover(self) -> None:
-        fabric = self._fabric()
-        with single_instance(
-            f"fabric.discover.{fabric.pk}", float(fabric.discovery_timeout_s) + 120.0
-        ) as mine:
-            if not mine:  # a periodic discovery runs: ours must start after it (it may predate the notice)
-                self._discover_at = time.monotonic() + 2.0
-                return
-            log.info("fabric %s: discovery after %s", fabric.name, self._discover_why)
-            try:
-                discover(fabric)
-            except DiscoveryError as exc:  # recorded as a failed discovery (system.discovery_failing)
-                log.warning("fabric %s: discovery after a notice failed: %s", fabric.name, exc.reason)
-            self._discover_at = 0.0
-        self._set(discoveries=self.status.discoveries + 1)
+        """Start the discovery asked for, in its own thread: a large fabric's ``ibnetdiscover``
+        takes seconds (Selene ~15 s), and notices must keep being applied meanwhile. One at a time;
+        one asked for while another runs starts after it (the running one may predate the notice).
+        A notice refresh committed meanwhile is newer than the discovery's snapshot: the ingest
+        keeps what it wrote (``fabric.services.ingest.Reach.fresher``)."""
+        running = self._discovery
+        if running is not None and running.is_alive():
+            self._discover_at = time.monotonic() + 0.2
+            return
+        self._discover_at = 0.0
+        self._discovery = threading.Thread(
+            target=self._discover_once, args=(self._discover_why,), name=f"weft-notices-discover-{self.fabric_id}",
+            daemon=True,
+        )  # fmt: skip
+        self._discovery.start()
+
+    def _discover_once(self, why: str) -> None:
+        try:
+            fabric = self._fabric()
+            with single_instance(
+                f"fabric.discover.{fabric.pk}", float(fabric.discovery_timeout_s) + 120.0
+            ) as mine:
+                if (
+                    not mine
+                ):  # a periodic discovery runs: ours must start after it (it may predate the notice)
+                    self._want_discovery(why)
+                    return
+                log.info("fabric %s: discovery after %s", fabric.name, why)
+                try:
+                    discover(fabric)
+                except DiscoveryError as exc:  # recorded as a failed discovery (system.discovery_failing)
+                    log.warning("fabric %s: discovery after a notice failed: %s", fabric.name, exc.reason)
+            self._set(discoveries=self.status.discoveries + 1)
+        except DatabaseError as exc:
+            log.warning(
+                "fabric %s: discovery after a notice: database error (%s); retrying", self.fabric_id, exc
+            )
+            self._want_discovery(why)
+        except Exception:
+            log.exception("fabric %s: discovery after a notice failed", self.fabric_id)
+        finally:
+            close_old_connections()
 
     def _do_watch(self) -> None:
         watch(self._fabric())

@@ -427,3 +427,64 @@ def test_listen_notices_command_listens_to_every_live_fabric(lab_factory, settin
         assert "SM notice: trap 128" in message and row["refreshes"] >= 1
     else:
         assert "port-state check after the SM" in message and row["fallback_reads"] >= 1
+
+
+def test_error_traps_write_port_error_trap(fabric, committed_signals):
+    from fabric.services.notices import record_error_trap
+
+    ingest_topology(fabric, parse_ibnetdiscover(BASE, "t"), source="file")
+    leaf1 = Node.objects.get(node_guid=G("leaf1"))
+    record_error_trap(fabric, {"trap": 129, "lid": leaf1.lid, "port": 7})
+    ev = Event.objects.get(fabric=fabric, code="port.error_trap")
+    assert ev.object_key == f"{G('leaf1')}/7" and ev.severity == "warning"
+    assert "local link integrity" in ev.message and ev.details == {"trap": 129, "lid": leaf1.lid, "port": 7}
+
+
+@pytest.mark.lab
+@pytest.mark.django_db(transaction=True)
+def test_supervisor_follows_the_live_fabrics(lab_factory):
+    import os
+
+    from fabric.services.notices import NoticeSupervisor
+    from lab.pytest_plugin import small_netfile
+
+    lab = lab_factory(small_netfile())
+    fabric = _lab_fabric(lab)
+    Fabric.objects.create(name="imported")  # no live access
+    supervisor = NoticeSupervisor(rescan_s=3600, fallback="off")
+    try:
+        assert supervisor.rescan() == [fabric.pk]
+        status = wait_for(
+            lambda: (notice_status(fabric.pk) or {}).get("state") == "subscribed"
+            and notice_status(fabric.pk),
+            30,
+            "subscribed",
+        )
+        assert supervisor.rescan() == [fabric.pk]  # unchanged: the same listener keeps running
+        assert notice_status(fabric.pk)["pid"] == status["pid"]
+        Fabric.objects.filter(pk=fabric.pk).update(discovery_enabled=False)
+        assert supervisor.rescan() == []
+        with pytest.raises(ProcessLookupError):
+            os.kill(status["pid"], 0)  # the child ended with its listener
+    finally:
+        supervisor.stop()
+
+
+def test_a_discovery_older_than_a_notice_does_not_bring_the_link_back(fabric, committed_signals):
+    from django.utils import timezone
+
+    ingest_topology(fabric, parse_ibnetdiscover(BASE, "t"), source="file")
+    snapshot_began = timezone.now()  # a periodic discovery starts ibnetdiscover...
+    apply_port_states(fabric, {(G("leaf1"), 7): PortObservation(PortState.DOWN, 2)})  # ...a cable is pulled
+    key = link_key_str(link_ends(G("leaf1"), 7, G("spine"), 1))
+    # ...and the discovery, whose snapshot still had the cable, commits after the notice's refresh
+    stale = ingest_topology(fabric, parse_ibnetdiscover(BASE, "t"), source="live", started=snapshot_began)
+    assert stale.diff["added"]["links"] == [] and stale.diff["changed"]["ports"] == []
+    assert not Link.objects.filter(port_a__node__node_guid__in=[G("leaf1"), G("spine")], port_a__port_num__in=[1, 7],
+                                   port_b__node__node_guid__in=[G("leaf1"), G("spine")]).exists()  # fmt: skip
+    assert Port.objects.get(node__node_guid=G("leaf1"), port_num=7).state == PortState.DOWN
+    assert not Event.objects.filter(fabric=fabric, code="link.up").exists()
+    # a discovery started after the notice sees the cable back: applied
+    fresh = ingest_topology(fabric, parse_ibnetdiscover(BASE, "t"), source="live")
+    assert fresh.diff["added"]["links"] == [key]
+    assert Event.objects.filter(fabric=fabric, code="link.up", object_key=key).exists()

@@ -90,7 +90,7 @@ def bench(netfile, name: str, flaps: int, say) -> dict:
         listener.stop()
         listener = None
         targets = fallback_targets(fabric)
-        mads = sum(len(p) for p in targets.values())
+        mads = sum(len(p) + 1 for p in targets.values())  # PortInfo per port, NodeInfo per switch
         argv, env, _ = listener_command(fabric, attempt=1)
         child = NoticeChild(argv, env)
         try:

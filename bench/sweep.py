@@ -176,9 +176,10 @@ def bench_topology(name: str, netfile: str, runs: int) -> dict:
             "bytes_per_hour_per_1000_nodes": round(_per_1000_nodes_per_hour(worst, nodes)),
             "bytes_per_hour_per_1000_nodes_lab": round(_per_1000_nodes_per_hour(lab_bytes_per_sweep, nodes)),
             "sweeps_status": [s.status for s in sweeps],
-            # the port-state fallback (no SM notices): one PortInfo SMP per port it reads, each
+            # the port-state fallback (no SM notices): one PortInfo SMP per port it reads and one
+            # NodeInfo per switch, each
             # WEFT_PORT_STATE_INTERVAL_S; with notices it costs nothing (bench/port_states.py)
-            "port_state_fallback_mads": (fb := sum(len(p) for p in fallback_targets(fabric).values())),
+            "port_state_fallback_mads": (fb := sum(len(p) + 1 for p in fallback_targets(fabric).values())),
             "port_state_fallback_mads_per_port": round(fb / max(ports, 1), 3),
         }
         Sweep.objects.filter(fabric=fabric).delete()

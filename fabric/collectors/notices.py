@@ -23,7 +23,8 @@ It writes one JSON object per line on stdout and reads JSON commands on stdin (E
   SubnAdmReport``), so the driver reads port states again on these hints;
 * command ``{"cmd": "portinfo", "id": n, "targets": [[lid, [port, ...]], ...]}`` → ``{"type":
   "portinfo", "id": n, "ports": [[lid, port, state, phys_state, width, speed] | [lid, port, null,
-  "error"]], "mads", "elapsed_s"}``: LID-routed SubnGet(PortInfo) per port, ``window`` in flight;
+  "error"]], "nodes": {"<lid>": "0x<node guid>" | null}, "mads", "elapsed_s"}``: LID-routed
+  SubnGet(NodeInfo) per LID (who answers there) and SubnGet(PortInfo) per port, ``window`` in flight;
 * command ``{"cmd": "subscribe"}`` re-subscribes now.
 
 MADs (IBTA Vol 1): SA MADs (class 0x03, version 2, 15.2.1) carry their data at byte 56:
@@ -435,14 +436,31 @@ class Listener:
     # -- commands -------------------------------------------------------------------------------
 
     def read_port_info(self, req_id, targets: list) -> None:
-        """Queue SubnGet(PortInfo) for ``targets`` ``[[lid, [port, ...]], ...]``; emits one
-        ``portinfo`` line when every answer (or timeout) is in."""
+        """Queue SubnGet(NodeInfo) of each LID of ``targets`` ``[[lid, [port, ...]], ...]`` (whose
+        node answers there: LIDs move when an SM reassigns them) and SubnGet(PortInfo) of each
+        port; emits one ``portinfo`` line, with ``nodes`` ``{lid: node GUID}``, when every answer
+        (or timeout) is in."""
         t0 = time.monotonic()
+        lids = [int(lid) for lid, _ in targets]
         wanted = [(int(lid), int(port)) for lid, ports in targets for port in ports]
         out: list = []
+        nodes: dict[str, str | None] = {}
+        total = len(wanted) + len(lids)
         if not wanted:
-            self.emit({"type": "portinfo", "id": req_id, "ports": [], "mads": 0, "elapsed_s": 0.0})
+            self.emit(
+                {"type": "portinfo", "id": req_id, "ports": [], "nodes": {}, "mads": 0, "elapsed_s": 0.0}
+            )
             return
+
+        def finish() -> None:
+            if len(out) + len(nodes) == total:
+                self.emit({"type": "portinfo", "id": req_id, "ports": out, "nodes": nodes, "mads": total,
+                           "elapsed_s": round(time.monotonic() - t0, 4)})  # fmt: skip
+
+        def node_done(lid: int, status: int, mad) -> None:
+            ok = status == 0 and mad is not None
+            nodes[str(lid)] = f"0x{struct.unpack_from('>Q', mad, SMP_DATA + 12)[0]:016x}" if ok else None
+            finish()
 
         def done(lid: int, port: int, status: int, mad) -> None:
             if status == 0 and mad is not None:
@@ -450,10 +468,12 @@ class Listener:
                 out.append([lid, port, p["state"], p["phys_state"], p["width"], p["speed"]])
             else:
                 out.append([lid, port, None, "no answer" if status < 0 else f"MAD status 0x{status:x}"])
-            if len(out) == len(wanted):
-                self.emit({"type": "portinfo", "id": req_id, "ports": out, "mads": len(wanted),
-                           "elapsed_s": round(time.monotonic() - t0, 4)})  # fmt: skip
+            finish()
 
+        for lid in lids:
+            self.request(
+                self.smp, lid, build_smp(0, ATTR_NODE_INFO), lambda st, m, lid=lid: node_done(lid, st, m)
+            )
         for lid, port in wanted:
             self.request(self.smp, lid, build_smp(0, ATTR_PORT_INFO, port),
                          lambda st, m, lid=lid, port=port: done(lid, port, st, m))  # fmt: skip

@@ -24,6 +24,7 @@ Fallback where notices are not delivered (no subscription confirmed, or
 ``WEFT_PORT_STATE_FALLBACK=always``): every ``WEFT_PORT_STATE_INTERVAL_S`` the listener reads
 PortInfo of the switch ports the stored fabric has (one end of every link with a switch end,
 plus switch ports stored Down), :func:`fallback_targets`; its MAD cost is one SMP per such port
+and one NodeInfo per switch (who answers at the stored LID: LIDs move when an SM reassigns them)
 (``bench/sweep.py`` prints it as ``port_state_fallback_mads``, ``bench/port_states.py`` times it).
 With notices confirmed (``auto``) the same read runs every ``WEFT_PORT_STATE_VERIFY_S`` and when
 the child hints that a Report was lost (the SA sends each Report once along the routes of the
@@ -242,7 +243,7 @@ class NoticeChild:
             argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             env=env,
             cwd=tool_workdir(),
             start_new_session=True,
@@ -250,9 +251,18 @@ class NoticeChild:
         )
         self.lines: queue.Queue = queue.Queue()
         self.last_error = ""
+        self._req = 0
         self._reader = threading.Thread(target=self._read, name=f"weft-notices-{self.proc.pid}", daemon=True)
         self._reader.start()
-        self._req = 0
+        threading.Thread(
+            target=self._log_stderr, name=f"weft-notices-err-{self.proc.pid}", daemon=True
+        ).start()
+
+    def _log_stderr(self) -> None:
+        """The child's stderr (umad2sim and libibumad warnings, a traceback) into Weft's log."""
+        for n, line in enumerate(self.proc.stderr):
+            if n < 200 and line.strip():
+                log.warning("notice listener %s: %s", self.proc.pid, line.rstrip()[:500])
 
     def _read(self) -> None:
         for line in self.proc.stdout:
@@ -496,10 +506,13 @@ class NoticeListener(threading.Thread):
 
     # -- reads and writes ---------------------------------------------------------------------
 
-    def portinfo(self, targets: dict[int, list[int]]) -> tuple[dict[tuple[int, int], tuple[int, int]], int]:
-        """Read PortInfo of ``targets`` ``{lid: [port, ...]}`` through the child. Returns
-        ``({(lid, port): (state, phys_state)}, MADs sent)``; ports that did not answer are absent.
-        Messages arriving meanwhile are kept for the loop."""
+    def portinfo(
+        self, targets: dict[int, list[int]]
+    ) -> tuple[dict[tuple[int, int], tuple[int, int]], int, dict[int, str | None]]:
+        """Read PortInfo of ``targets`` ``{lid: [port, ...]}`` through the child (and NodeInfo of
+        each LID). Returns ``({(lid, port): (state, phys_state)}, MADs sent, {lid: node GUID or
+        None})``; ports that did not answer are absent. Messages arriving meanwhile are kept for
+        the loop."""
         req = self.child.next_id()
         self.child.send(
             {"cmd": "portinfo", "id": req, "targets": [[lid, ports] for lid, ports in targets.items()]}
@@ -512,22 +525,34 @@ class NoticeListener(threading.Thread):
                 continue
             if msg.get("type") == "portinfo" and msg.get("id") == req:
                 states = {(p[0], p[1]): (p[2], p[3]) for p in msg.get("ports", []) if p[2] is not None}
-                return states, int(msg.get("mads", n))
+                nodes = {int(lid): guid for lid, guid in (msg.get("nodes") or {}).items()}
+                return states, int(msg.get("mads", n)), nodes
             self._backlog.append(msg)
-        return {}, n
+        return {}, n, {}
 
     def _apply(
-        self, fabric: Fabric, states: dict[tuple[int, int], tuple[int, int]], note: str
+        self,
+        fabric: Fabric,
+        states: dict[tuple[int, int], tuple[int, int]],
+        note: str,
+        nodes: dict[int, str | None] | None = None,
     ) -> PortRefresh:
+        """Hand the states read to the ingest; a LID answered by another node than the stored
+        switch (the SM moved LIDs) is not applied but asks for a discovery."""
         guid_of = dict(
             Node.objects.filter(
                 fabric=fabric, node_type=NodeType.SWITCH, lid__in={lid for lid, _ in states}
             ).values_list("lid", "node_guid")
         )
+        moved = sorted(
+            lid for lid, guid in (nodes or {}).items() if guid and guid_of.get(lid) not in (None, guid)
+        )
+        if moved:
+            self._want_discovery(f"{note}: LID {', '.join(map(str, moved))} answered by another node")
         observed = {
             (guid_of[lid], port): PortObservation(state, phys)
             for (lid, port), (state, phys) in states.items()
-            if lid in guid_of
+            if lid in guid_of and lid not in moved
         }
         result = apply_port_states(fabric, observed, note=note)
         if result.needs_discovery:
@@ -563,8 +588,8 @@ class NoticeListener(threading.Thread):
         fabric = self._fabric()
         targets = self._targets(fabric, sorted(lids))
         if targets:
-            states, _mads = self.portinfo(targets)
-            self._apply(fabric, states, "; ".join(sorted(set(lids.values()))))
+            states, _mads, nodes = self.portinfo(targets)
+            self._apply(fabric, states, "; ".join(sorted(set(lids.values()))), nodes)
             self._set(refreshes=self.status.refreshes + 1)
         for lid in lids:  # done (a notice that arrived meanwhile stays)
             if self._refresh.get(lid) == lids[lid]:
@@ -583,13 +608,13 @@ class NoticeListener(threading.Thread):
         self._recheck_at = time.monotonic() + RECHECK_S
         if not targets:
             return
-        states, _ = self.portinfo(targets)
+        states, _, nodes = self.portinfo(targets)
         for lid in targets:
             if not any(
                 s in (PortState.INIT, PortState.ARMED) for (sl, _), (s, _) in states.items() if sl == lid
             ):
                 self._recheck.pop(lid, None)
-        self._apply(fabric, states, "port states read again (a port was coming up)")
+        self._apply(fabric, states, "port states read again (a port was coming up)", nodes)
 
     def _do_discover(self) -> None:
         """Start the discovery asked for, in its own thread: a large fabric's ``ibnetdiscover``
@@ -643,8 +668,8 @@ class NoticeListener(threading.Thread):
         targets = fallback_targets(fabric)
         if not targets:
             return
-        states, mads = self.portinfo(targets)
-        self._apply(fabric, states, note)
+        states, mads, nodes = self.portinfo(targets)
+        self._apply(fabric, states, note, nodes)
         self._set(fallback_reads=self.status.fallback_reads + 1, fallback_mads=mads)
 
 

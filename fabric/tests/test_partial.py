@@ -276,3 +276,13 @@ def test_api_shows_and_filters_unreached_nodes(fabric, committed_signals, viewer
     assert all(n["unreachable_since"] for n in body["results"])
     body = viewer.get("/api/fabric/nodes/", {"reachable": "true", "fabric": fabric.pk}).json()
     assert {n["unreachable_since"] for n in body["results"]} == {None} and body["count"] == 3
+
+
+def test_node_page_says_unreachable(fabric, committed_signals, viewer):
+    _ingest(fabric, BASE)
+    _ingest(fabric, LEAF2_SILENT_H2_UNPLUGGED, partial=True, unknown_ports={(G("spine"), 2)})
+    leaf2 = Node.objects.get(fabric=fabric, node_guid=G("leaf2"))
+    page = viewer.get(f"/fabric/nodes/{leaf2.pk}/").content.decode()
+    assert "Unreachable" in page and "could not reach it" in page
+    leaf1 = Node.objects.get(fabric=fabric, node_guid=G("leaf1"))
+    assert "Unreachable" not in viewer.get(f"/fabric/nodes/{leaf1.pk}/").content.decode()

@@ -70,5 +70,8 @@ def test_serve_alarms_on_a_pulled_cable_within_seconds(lab_factory, weft_server_
         interval=0.1,
     )
     status = _get(server, token, f"/api/fabric/fabrics/{fabric['id']}/")["notices"]
-    assert status["notices"] >= 2 and status["refreshes"] >= 2
+    # the unplug and the replug were each read from the switch: after a notice, or after the hint
+    # that one was lost (the cable on the SM's route to the listener takes its Report with it)
+    assert status["state"] == "subscribed" and status["notices"] >= 1
+    assert status["refreshes"] + status["fallback_reads"] >= 2
     print(f"serve: link.down alarm in the API {latency:.3f} s after Unlink")

@@ -1009,7 +1009,8 @@ def import_topology_text(
 
 
 def summary(discovery: Discovery) -> dict[str, Any]:
-    """The JSON summary the commands print: counts of nodes and unique links, the diff totals, warnings."""
+    """The JSON summary the commands print: counts of nodes and unique links, the diff totals, warnings,
+    and the nodes a partial run kept as unreached."""
     counts = discovery.counts or {}
     return {
         "fabric": discovery.fabric.name,
@@ -1024,6 +1025,7 @@ def summary(discovery: Discovery) -> dict[str, Any]:
         "removed": discovery.removed,
         "changed": discovery.changed,
         "warnings": counts.get("warnings", len(discovery.warnings or [])),
+        "unreached": len((discovery.diff or {}).get("unreached", [])),
         "rows_written": discovery.rows_written,
         "duration_s": discovery.duration_s,
     }

@@ -25,7 +25,7 @@ from fabric.models import Fabric, Link, Node, Port
 from fabric.parsers import parse_ibnetdiscover
 from fabric.parsers.ibnetdiscover import derived_guid
 from fabric.services.discovery import discover
-from fabric.services.ingest import ingest_topology
+from fabric.services.ingest import ingest_topology, summary
 from weft.testing.topologies import BASE
 
 G = derived_guid
@@ -149,6 +149,7 @@ def test_partial_run_applies_what_answered_and_keeps_what_is_behind_the_failure(
     h2_link = link_key_str(link_ends(G("leaf1"), 2, G("h2"), 1))
     assert d.diff["removed"] == {"nodes": [G("h2")], "links": [h2_link]}
     assert d.diff["unreached"] == sorted([G("leaf2"), G("h3")])
+    assert (summary(d)["status"], summary(d)["unreached"], summary(d)["removed"]) == ("partial", 2, 2)
     # h2: its only cable ended at a port that answered without a link: really gone
     assert not Node.objects.filter(fabric=fabric, node_guid=G("h2")).exists()
     assert Port.objects.get(node__node_guid=G("leaf1"), port_num=2).state == PortState.DOWN

@@ -6,14 +6,14 @@ for a netfile such as the Selene compute fabric) it:
 1. starts the lab (ibsim + OpenSM) and discovers it into Weft;
 2. starts a notice listener (``fabric.services.notices.NoticeListener``, fallback off) and waits
    until the SA confirmed the subscription;
-3. flaps ``--flaps`` switch-to-switch cables one after the other: from the ``Unlink`` on ibsim's
-   console to the ``link.down`` event committed (polled every 5 ms), then from ``ReLink`` to
-   ``link.up``; medians and maxima;
+3. flaps ``--flaps`` switch-to-switch cables one after the other (``--gap`` seconds after each
+   ``link.up``): from the ``Unlink`` on ibsim's console to the ``link.down`` event committed
+   (polled every 5 ms), then from ``ReLink`` to ``link.up``; medians and maxima;
 4. the fallback: the PortInfo SMPs one fallback read sends (``fallback_targets``) and how long the
    read takes through a second listener child (answers in the lab's ibsim; on hardware each SMP
    costs a switch's SMA time).
 
-``python bench/port_states.py [--topology PATH | --fat-tree SPEC] [--flaps N] [--json]``; the last
+``python bench/port_states.py [--topology PATH | --fat-tree SPEC] [--flaps N] [--gap S] [--json]``; the last
 line is a JSON object: ``links``, ``switch_ports``, ``notice_down_s``/``notice_up_s`` (median),
 ``notice_down_max_s``, ``fallback_mads``, ``fallback_mads_per_link``, ``fallback_read_s``. Not a
 test: nothing is asserted.
@@ -46,7 +46,7 @@ def _wait(condition, timeout: float, what: str, interval: float = 0.005):
         time.sleep(interval)
 
 
-def bench(netfile, name: str, flaps: int, say) -> dict:
+def bench(netfile, name: str, flaps: int, say, gap: float = 0.0) -> dict:
     from events.models import Event
     from fabric.models import Fabric, Link, Port
     from fabric.services.discovery import discover
@@ -87,6 +87,7 @@ def bench(netfile, name: str, flaps: int, say) -> dict:
                   30, "link.up")  # fmt: skip
             up.append(time.monotonic() - t0)
             say(f"flap {node}[{port}]: link.down {down[-1]:.3f} s, link.up {up[-1]:.3f} s")
+            time.sleep(gap)  # quiet time between flaps (the work after the link.up finishes first)
         listener.stop()
         listener = None
         targets = fallback_targets(fabric)
@@ -135,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         "--fat-tree", default="2:leaves=12,spines=6,hosts=24,speed=HDR", help="generated fat tree spec"
     )
     ap.add_argument("--flaps", type=int, default=5)
+    ap.add_argument("--gap", type=float, default=0.0, help="seconds between a link.up and the next flap")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     args = ap.parse_args(argv)
     import django
@@ -150,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         netfile, name = Path(args.topology), "bench-" + Path(args.topology).name.split(".")[0][:40]
     else:
         netfile, name = netgen.parse_spec(args.fat_tree), "bench-fat-tree"
-    out = bench(netfile, name.replace("_", "-").lower(), args.flaps, say)
+    out = bench(netfile, name.replace("_", "-").lower(), args.flaps, say, args.gap)
     print(json.dumps(out))
     return 0
 

@@ -19,7 +19,8 @@ The end-to-end websocket latency comes from ``bench/ws_latency.py``'s ``measure(
 ``python bench/sweep.py [--topology PATH] [--fat-tree-hosts N] [--runs K] [--ws] --json``; the last
 line is a JSON object with at least ``ports``, ``sweep_s``, ``ibqueryerrors_s``, ``ratio``,
 ``ws_latency_p95_s``, ``bytes_per_hour_per_1000_nodes`` (of the first topology), and ``topologies``
-with every topology's numbers. Not a test: nothing is asserted.
+with every topology's numbers (``port_state_fallback_mads``: the extra SMPs of one port-state
+fallback read, ``fabric.services.notices``). Not a test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ def bench_topology(name: str, netfile: str, runs: int) -> dict:
     """Run the benchmark on one netfile (text); returns its numbers (seconds, bytes)."""
     from fabric.models import Fabric, Node, Port
     from fabric.services.discovery import discover
+    from fabric.services.notices import fallback_targets
     from lab import Lab
     from telemetry.models import PortCounters, Sweep
     from telemetry.services.sweep import poll_fabric
@@ -174,6 +176,11 @@ def bench_topology(name: str, netfile: str, runs: int) -> dict:
             "bytes_per_hour_per_1000_nodes": round(_per_1000_nodes_per_hour(worst, nodes)),
             "bytes_per_hour_per_1000_nodes_lab": round(_per_1000_nodes_per_hour(lab_bytes_per_sweep, nodes)),
             "sweeps_status": [s.status for s in sweeps],
+            # the port-state fallback (no SM notices): one PortInfo SMP per port it reads and one
+            # NodeInfo per switch, each
+            # WEFT_PORT_STATE_INTERVAL_S; with notices it costs nothing (bench/port_states.py)
+            "port_state_fallback_mads": (fb := sum(len(p) + 1 for p in fallback_targets(fabric).values())),
+            "port_state_fallback_mads_per_port": round(fb / max(ports, 1), 3),
         }
         Sweep.objects.filter(fabric=fabric).delete()
         fabric.delete()

@@ -6,7 +6,7 @@ as written, against the local PostgreSQL and Redis, then what a user and an inte
    ``SECRET_KEY`` and superuser password, ``ALLOWED_HOSTS=weft.example.org``, a free ``PORT``, and
    short beat periods (discovery 4 s, sweeps 2 s) so the lab is discovered and swept at once.
 2. The lines of the README block after ``<!-- prod-commands`` run with ``bash -c``, in order:
-   ``daphne`` and ``celery`` lines in the background, each in its own session (process group),
+   ``daphne``, ``celery`` and ``listen_notices`` lines in the background, each in its own session (process group),
    the others in the foreground (a non-zero exit fails the smoke test).
 3. A lab fabric: ``manage.py fabric_lab --fat-tree ... --register lab`` (background).
 4. Checks over HTTP as the TLS reverse proxy would send them (``Host: weft.example.org``,
@@ -308,8 +308,9 @@ def main(argv: list[str] | None = None) -> int:
         say(f"database {db}, Redis db {REDIS_DB}, port {port}, temp {tmp}")
         for n, line in enumerate(readme_commands()):
             program = Path(line.split()[0]).name
-            if program in SERVERS:
-                name = f"{n}-{program}-{line.split()[3] if program == 'celery' else 'asgi'}"
+            if program in SERVERS or "listen_notices" in line.split("#")[0]:
+                kind = {"celery": line.split()[3], "daphne": "asgi"}.get(program, "notices")
+                name = f"{n}-{program}-{kind}"
                 procs.start(name, line, env)
                 say(f"started  {line.split('#')[0].strip()}")
                 continue

@@ -62,6 +62,8 @@ class DiscoverySource(models.TextChoices):
     LIVE = "live", "Live (ibnetdiscover)"
     FILE = "file", "File import"
     UPLOAD = "upload", "Upload (UI/API)"
+    #: a targeted refresh (PortInfo of some ports) after an SM notice or the port-state fallback
+    NOTICE = "notice", "SM notice (port refresh)"
 
 
 class DiscoveryStatus(models.TextChoices):

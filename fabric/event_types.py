@@ -1,7 +1,9 @@
 """Event types the fabric app writes (registered in ``FabricConfig.ready()``; see
 ``events.registry``).
 
-Topology types come from the discovery ingest (``fabric.services.ingest``), the ``sm.*`` types
+Topology types come from the discovery ingest (``fabric.services.ingest``, also for the targeted
+port refreshes after SM notices), ``port.error_trap`` from the notice listener
+(``fabric.services.notices``), the ``sm.*`` types
 from the SM service (``fabric.services.sm``), the ``system.discovery_*`` types from the live
 discovery service (``fabric.services.discovery``) and its watchdog (``fabric.services.watchdog``). Defaults are what a fabric admin expects from
 a UFM-class tool: a link going down is Critical and mails on-call, a node appearing is only logged.
@@ -29,6 +31,9 @@ EVENT_TYPES = [
     EventType("node.removed", "Node removed", T, MI, raise_alarm=True, email=True,
               description="A switch or CA is no longer seen on the fabric."),
     EventType("port.lid_changed", "Port LID changed", T, W, description="A CA port got a new LID."),
+    EventType("port.error_trap", "Port error trap", T, W,
+              description="The SM forwarded a switch trap for this port: 129 local link integrity, "
+                          "130 excessive buffer overrun or 131 flow-control update watchdog."),
     EventType("node.lid_changed", "Switch LID changed", T, W, description="A switch got a new LID."),
     EventType("node.description_changed", "Node description changed", T, IN),
     EventType("sm.master_changed", "SM master changed", S, W, raise_alarm=True, email=True, ttl_s=3600,

@@ -176,6 +176,9 @@ class NodeFilterSet(filters.FilterSet):
     host = ModelIdsFilter(queryset=Host.objects.all())
     host_name = filters.CharFilter(field_name="host__name", lookup_expr="iexact")
     q = filters.CharFilter(method="search", label="search GUID, LID or description")
+    reachable = filters.BooleanFilter(
+        field_name="unreachable_since", lookup_expr="isnull", label="reached by the last discovery"
+    )
 
     class Meta:
         model = Node

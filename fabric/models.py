@@ -114,6 +114,9 @@ class Node(models.Model):
     host = models.ForeignKey(Host, null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes")
     first_seen = models.DateTimeField(auto_now_add=True)
     last_seen = models.DateTimeField(null=True, blank=True)
+    #: set by a partial discovery that could not reach this node (a MAD behind it failed): the row
+    #: is kept, not reported removed; cleared by the next discovery that reaches it
+    unreachable_since = models.DateTimeField(null=True, blank=True, db_index=True)
 
     objects = models.Manager.from_queryset(NodeQuerySet)()
 
@@ -128,6 +131,11 @@ class Node(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("fabric:node", args=[self.pk])
+
+    @property
+    def reachable(self) -> bool:
+        """False while the last discoveries could not reach this node (``unreachable_since`` set)."""
+        return self.unreachable_since is None
 
 
 class Port(models.Model):

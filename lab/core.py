@@ -46,6 +46,9 @@ logger = logging.getLogger("weft.lab")
 #: The umad2sim library (defined with the tool runner: ``Fabric.tool_env`` may preload only it).
 UMAD2SIM = UMAD2SIM_LIB
 
+#: ibsim's socket name when ``IBSIM_SOCKNAME`` is unset (``SIM_BASENAME`` in ibsim's ``ibsim.h``).
+IBSIM_DEFAULT_SOCKET = "sim"
+
 #: Programs the lab needs, with the Debian package that ships them.
 REQUIRED_TOOLS = {
     "ibsim": "ibsim-utils",
@@ -120,6 +123,22 @@ def ibsim_version() -> tuple[int, ...]:
         m = re.search(r"ibsim (\d+(?:\.\d+)+)", proc.stdout + proc.stderr)
         _IBSIM_VERSION = tuple(int(x) for x in m[1].split(".")) if m else (0,)
     return _IBSIM_VERSION
+
+
+def default_socket_in_use(name: str = IBSIM_DEFAULT_SOCKET) -> bool:
+    """True when an ibsim (or anything) already listens on the abstract unix socket ``<name>:ctl``
+    (ibsim's control socket), so a lab on that socket name could not start. Probed by binding the
+    name for an instant (Linux abstract namespace: nothing on disk)."""
+    import socket
+
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        probe.bind(f"\0{name}:ctl\0")  # ibsim's make_name() counts the terminating NUL in the address
+    except OSError:
+        return True
+    finally:
+        probe.close()
+    return False
 
 
 def tools_missing_reason() -> str | None:
@@ -203,7 +222,10 @@ class Lab:
     CA of the netfile); ``standby_sm`` a second CA running a standby OpenSM (priority 1 below the
     master's). ``opensm_conf`` adds ``key value`` lines to every OpenSM's config file (e.g.
     ``{"sweep_interval": "5"}``); ``workdir`` keeps files there (default: a temporary directory,
-    removed by :meth:`stop`).
+    removed by :meth:`stop`). ``socket_name`` is ibsim's ``IBSIM_SOCKNAME`` (default: a name of
+    this lab's own); :data:`IBSIM_DEFAULT_SOCKET` runs it as a lab started by hand would, on
+    ibsim's default socket, and :attr:`tool_env` then omits ``IBSIM_SOCKNAME`` (one such lab per
+    machine: :func:`default_socket_in_use`).
 
     Raises ``LabToolsMissing`` if the programs are absent, ``LabError`` for a bad netfile or node.
     Use as a context manager (``with Lab(path) as lab:``) or call :meth:`start`/:meth:`stop`.
@@ -218,6 +240,7 @@ class Lab:
         sm_node: str | None = None,
         opensm_conf: dict[str, str] | None = None,
         workdir: Path | None = None,
+        socket_name: str | None = None,
     ):
         self.programs = check_tools()
         if isinstance(netfile, str) and "\n" in netfile:
@@ -252,7 +275,7 @@ class Lab:
         self.opensm_conf = dict(opensm_conf or {})
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir else None
-        self.socket_name = f"weft-{os.getpid()}-{next(_COUNTER)}-{secrets.token_hex(3)}"
+        self.socket_name = socket_name or f"weft-{os.getpid()}-{next(_COUNTER)}-{secrets.token_hex(3)}"
         master = self._resolve(sm_node) if sm_node else _default_sm_node(self.net)
         if master.kind != CA:
             raise LabError(f"sm_node {sm_node!r} is a {master.kind}, OpenSM runs on a CA")
@@ -263,6 +286,13 @@ class Lab:
                 raise LabError(f"standby_sm {standby_sm!r} must be a CA other than the master's")
             self._sms.append(_SM(standby, 13, Path(), self._sm_port(standby)))
         self.node_names: list[str] = [n.description for n in self.net.nodes]
+        #: cable ends ``(node id, port) -> (node id, port)`` of the netfile, and those unlinked now
+        self._peers: dict[tuple[str, int], tuple[str, int]] = {}
+        for a, b in self.net.links:
+            self._peers[a], self._peers[b] = b, a
+        self._pulled: set[tuple[str, int]] = set()
+        self._links_lock = threading.Lock()
+        self._node_ids: dict[str, str] = {}
         self._ibsim: subprocess.Popen | None = None
         self._out = bytearray()
         self._out_cond = threading.Condition()
@@ -314,11 +344,14 @@ class Lab:
         ``LD_PRELOAD`` (umad2sim), ``IBSIM_SOCKNAME`` (this lab's ibsim) and ``SIM_HOST`` (tools run
         from the master SM's CA, as on the SM host of a real fabric).
         """
-        return {
+        env = {
             "LD_PRELOAD": UMAD2SIM,
             "IBSIM_SOCKNAME": self.socket_name,
             "SIM_HOST": self._sms[0].node.node_id,
         }
+        if self.socket_name == IBSIM_DEFAULT_SOCKET:
+            del env["IBSIM_SOCKNAME"]  # as a lab started by hand: the tools find ibsim's default
+        return env
 
     @property
     def env(self) -> dict[str, str]:
@@ -327,6 +360,7 @@ class Lab:
         env = dict(os.environ)
         env.pop("IBSIM_SERVER_NAME", None)  # would switch umad2sim to TCP remote mode
         env.pop("IBSIM_SERVER_PORT", None)
+        env.pop("IBSIM_SOCKNAME", None)  # this lab's, from tool_env (absent on the default socket)
         env["PATH"] = search_path(env)
         env.update(self.tool_env)
         return env
@@ -664,13 +698,34 @@ class Lab:
 
     def unlink(self, node: str, port: int | None = None) -> None:
         """Pull the cable of ``port`` of ``node`` (all linked ports when ``port`` is None)."""
-        _, target = self._node_port(node, port)
+        rec, target = self._node_port(node, port)
         self.console(f"Unlink {target}")
+        with self._links_lock:
+            self._pulled.update(self._cable_ends(rec, port))
 
     def relink(self, node: str, port: int | None = None) -> None:
         """Put back the cable(s) removed by :meth:`unlink` (``ReLink``)."""
-        _, target = self._node_port(node, port)
+        rec, target = self._node_port(node, port)
         self.console(f"ReLink {target}")
+        with self._links_lock:
+            self._pulled.difference_update(self._cable_ends(rec, port))
+
+    def _cable_ends(self, rec: NetNode, port: int | None) -> set[tuple[str, int]]:
+        """Both ends ``(node id, port)`` of the netfile's cables at ``port`` of ``rec`` (all its
+        cabled ports when None)."""
+        ports = self.net.linked_ports(rec) if port is None else [int(port)]
+        ends = {(rec.node_id, p) for p in ports}
+        return ends | {self._peers[e] for e in ends if e in self._peers}
+
+    def is_linked(self, node: str, port: int) -> bool:
+        """True when ``port`` of ``node`` has a cable in the netfile that :meth:`unlink` did not pull
+        (what real traffic needs: a pulled cable carries none). ``LabError`` for an unknown node."""
+        node_id = self._node_ids.get(node)
+        if node_id is None:  # resolved once per name: a traffic player asks every tick
+            node_id = self._node_ids[node] = self._resolve(node).node_id
+        end = (node_id, int(port))
+        with self._links_lock:
+            return end in self._peers and end not in self._pulled
 
     def set_error(self, node: str, port: int | None, rate: int) -> None:
         """Drop ``rate`` percent (0..100) of the MADs through ``port`` of ``node`` (all ports if None)."""

@@ -3,9 +3,11 @@
 ``FaultInjector(lab, interval)`` is a daemon thread the demo starts next to its lab. Every
 ``interval`` seconds (± 30 % jitter) it picks one fault:
 
-* **link flap** (``lab.unlink``, then ``lab.relink`` after ``flap_s``): the next discovery sees
-  the link gone (``link.down`` → Critical alarm and mail), the one after sees it back
-  (``link.up`` clears it);
+* **link flap** (``lab.unlink``, then ``lab.relink`` after ``flap_s``): ibsim sends trap 128 to
+  OpenSM, which forwards it to Weft's notice listener (``fabric.services.notices``): the link is
+  gone within a second (``link.down`` → Critical alarm and mail, the cable Down on the map) and
+  back within a second of the relink (``link.up`` clears it); the traffic player sends nothing
+  through the pulled cable meanwhile (``lab.Lab.is_linked``);
 * **error burst** (``lab.perf_set``): SymbolErrorCounter raised by ``burst`` and LinkDownedCounter
   by 1 on a switch port (added to the values ``perfquery`` reads first), so the next sweep's deltas raise ``port.symbol_errors`` and
   ``port.link_downed``; later sweeps without new errors clear the symbol-error alarm.

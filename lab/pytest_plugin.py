@@ -6,18 +6,33 @@
   goes to ``start``); every lab it started is stopped at teardown, also when the test fails.
 - ``small_lab``: module-scoped lab on ibsim's ``net.2sw2path4hca`` (2 switches, 4 CAs) from
   ``$WEFT_REALDATA/ibsim_net``, or the same fabric generated when realdata is absent.
+- ``default_socket_lab_factory(netfile, **kw) -> Lab``: a lab on ibsim's *default* socket, as one
+  started by hand (``ibsim net`` without ``IBSIM_SOCKNAME``). Only one can run per machine: the
+  fixture holds a lock file for the test (other Weft test processes wait for it) and skips when
+  something else (a hand-started ibsim) already has the socket.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 # No Django import here: the plugin loads before Django settings are configured.
-from lab.core import _LIVE, _LIVE_LOCK, Lab, tools_missing_reason
+from lab.core import (
+    _LIVE,
+    _LIVE_LOCK,
+    IBSIM_DEFAULT_SOCKET,
+    Lab,
+    LabError,
+    default_socket_in_use,
+    tools_missing_reason,
+)
 
 SMALL_NET = "ibsim_net/ibsim_net.2sw2path4hca"
 
@@ -104,3 +119,45 @@ def small_lab() -> Iterator[Lab]:
         yield lab.start()
     finally:
         lab.stop()
+
+
+#: Serialises the tests that run ibsim on its default socket, across test processes of this user.
+DEFAULT_SOCKET_LOCK = Path(tempfile.gettempdir()) / f"weft-ibsim-default-socket-{os.getuid()}.lock"
+
+
+@pytest.fixture
+def default_socket_lab_factory() -> Iterator[Callable[..., Lab]]:
+    """``make(netfile, timeout=60, **Lab kwargs) -> started Lab`` on ibsim's default socket.
+
+    Waits up to 120 s for the lock of other Weft tests on that socket, skips when the socket is
+    taken by a process outside Weft's tests (or the lock is held that long). One lab per test."""
+    _skip_if_missing()
+    with open(DEFAULT_SOCKET_LOCK, "w") as lock:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.skip("lab: another test held ibsim's default socket for 120 s")
+                time.sleep(0.2)
+        labs: list[Lab] = []
+
+        def make(netfile: str | Path, *, timeout: float = 60, **kw) -> Lab:
+            if labs:
+                raise LabError("one lab on ibsim's default socket per test")
+            if default_socket_in_use():
+                pytest.skip(
+                    f"lab: ibsim's default socket {IBSIM_DEFAULT_SOCKET!r} is in use by another program"
+                )
+            lab = Lab(netfile, socket_name=IBSIM_DEFAULT_SOCKET, **kw)
+            labs.append(lab)
+            return lab.start(timeout=timeout)
+
+        try:
+            yield make
+        finally:
+            for lab in labs:
+                lab.stop()
+            fcntl.flock(lock, fcntl.LOCK_UN)

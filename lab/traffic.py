@@ -15,11 +15,18 @@ Pattern (pure, :func:`link_load` and :func:`traffic_pattern`):
   the spine ports sending down to it see congestion up to 0.5.
 
 Counters written (IBTA Vol 1 ch. 16.1): ``PortCountersExtended.PortXmitData``/``PortRcvData``
-(64-bit, 4-byte words: words = bytes / 4) and ``PortCounters.PortXmitWait`` (32-bit ticks;
-``ticks_per_s_full`` ticks per second is a congestion index of 1, see
-``telemetry.semantics``). PortXmitWait is a 32-bit counter that stops at 2**32-1; the generator
-wraps it to 0 before that, which the poller reports as one counter reset (no rate for that one
-interval on that port) instead of a saturated counter that would freeze the demo.
+(64-bit, 4-byte words: words = bytes / 4), ``PortCountersExtended.PortXmitPkts``/``PortRcvPkts``
+(packets: the bytes over ``packet_bytes``, default :data:`PACKET_BYTES`, a full 4 KiB-MTU packet
+with its headers, so 4x HDR at line rate is ~6 million packets/s as on a real link doing bulk
+RDMA) and ``PortCounters.PortXmitWait`` (32-bit ticks; ``ticks_per_s_full`` ticks per second is
+a congestion index of 1, see ``telemetry.semantics``). PortXmitWait is a 32-bit counter that
+stops at 2**32-1; the generator wraps it to 0 before that, which the poller reports as one counter
+reset (no rate for that one interval on that port) instead of a saturated counter that would
+freeze the demo.
+
+A cable that is down carries nothing: ``down(link index)`` (the player asks the lab,
+``lab.Lab.is_linked``) stops both directions of that link, its counters stay where they are and
+resume from there when it is back.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import math
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -40,6 +47,9 @@ LEAF, SPINE, CORE = 1, 2, 3
 XMIT_WAIT_WRAP = 2**32 - 2**28  # wrap before the 32-bit counter saturates
 #: Default ticks per second of PortXmitWait that count as fully congested (index 1.0).
 DEFAULT_TICKS_PER_S_FULL = 1.0e6  # one tick per blocked microsecond (telemetry.semantics)
+#: Bytes per packet as PortXmitData counts them: a 4096-byte MTU payload + LRH (8), BTH (12),
+#: ICRC (4) and VCRC (2) rounded to words (IBTA Vol 1 ch. 7): bulk RDMA traffic is full-MTU packets.
+PACKET_BYTES = 4096 + 28
 
 
 @dataclass(frozen=True)
@@ -142,12 +152,16 @@ def traffic_pattern(
     hot_spot_period_s: float = 300.0,
     wave_period_s: float = 40.0,
     ticks_per_s_full: float = DEFAULT_TICKS_PER_S_FULL,
+    packet_bytes: float = PACKET_BYTES,
+    down: Callable[[int], bool] | None = None,
 ) -> Iterator[list[PerfStep]]:
     """Yield, every ``interval_s`` of pattern time, the ``PerformanceSet`` steps of that tick.
 
     Each step sets an absolute counter value (counters only rise, except the PortXmitWait wrap
-    described in the module docstring). Only switch ports are written (the heatmap's cells).
-    Infinite; the first tick is ``t = interval_s``.
+    described in the module docstring): data in words, packets (data bytes / ``packet_bytes``),
+    PortXmitWait. Only switch ports are written (the heatmap's cells); a link for which
+    ``down(index)`` is true at a tick gets no step and its counters do not move. Infinite; the
+    first tick is ``t = interval_s``.
     """
     if interval_s <= 0:
         raise ValueError(f"interval_s must be > 0, not {interval_s}")
@@ -165,15 +179,20 @@ def traffic_pattern(
         )
         steps: list[PerfStep] = []
         for i, link in enumerate(links):
+            if down is not None and down(i):
+                continue
             for direction, src, dst in (("ab", link.a, link.b), ("ba", link.b, link.a)):
                 load = loads[(i, direction)]
-                words = load.utilisation * link.rate_bytes_per_s * interval_s / 4
+                octets = load.utilisation * link.rate_bytes_per_s * interval_s
+                words, packets = octets / 4, octets / packet_bytes
                 if src.switch:
                     steps.append(_bump(counters, src, "PortCountersExtended.PortXmitData", words))
+                    steps.append(_bump(counters, src, "PortCountersExtended.PortXmitPkts", packets))
                     wait = load.congestion * ticks_per_s_full * interval_s
                     steps.append(_bump(counters, src, "PortXmitWait", wait, wrap=XMIT_WAIT_WRAP))
                 if dst.switch:
                     steps.append(_bump(counters, dst, "PortCountersExtended.PortRcvData", words))
+                    steps.append(_bump(counters, dst, "PortCountersExtended.PortRcvPkts", packets))
         yield steps
 
 
@@ -215,10 +234,11 @@ def fabric_links(fabric: Any) -> list[TrafficLink]:
 class TrafficPlayer(threading.Thread):
     """Plays :func:`traffic_pattern` into a running lab every ``interval`` seconds (daemon thread).
 
-    ``lab`` is a ``lab.Lab`` (only ``perf_set`` is used), ``fabric`` the ``fabric.Fabric`` whose
-    stored topology (after discovery) gives the links and tiers. ``start()`` to play, ``stop()``
-    to end. Console errors are logged and counted in ``errors``; the player goes on;
-    ``last_tick_s`` is how long the last tick's PerformanceSet commands took.
+    ``lab`` is a ``lab.Lab`` (``perf_set``, and ``is_linked`` when it has it: a pulled cable gets
+    no traffic), ``fabric`` the ``fabric.Fabric`` whose stored topology (after discovery) gives
+    the links and tiers. ``start()`` to play, ``stop()`` to end. Console errors are logged and
+    counted in ``errors``; the player goes on; ``last_tick_s`` is how long the last tick's
+    PerformanceSet commands took.
 
     Counters move in steps of one tick, so a sweep sees one tick more or less per poll interval:
     keep ``interval`` at a quarter of the poll interval or less (the default 0.5 s suits polls of
@@ -232,12 +252,23 @@ class TrafficPlayer(threading.Thread):
         self.links = fabric_links(fabric)
         ticks = pattern.pop("ticks_per_s_full", None) or _ticks_per_s_full()
         self.pattern = traffic_pattern(
-            self.links, self.interval, seed=seed, ticks_per_s_full=ticks, **pattern
+            self.links, self.interval, seed=seed, ticks_per_s_full=ticks, down=self.link_down, **pattern
         )
         self.ticks = 0
         self.errors = 0
         self.last_tick_s = 0.0
         self._stop_event = threading.Event()
+
+    def link_down(self, index: int) -> bool:
+        """True when the cable of ``self.links[index]`` is pulled in the lab now (no traffic)."""
+        is_linked = getattr(self.lab, "is_linked", None)
+        if is_linked is None:
+            return False
+        end = self.links[index].a
+        try:
+            return not is_linked(end.node, end.port)
+        except Exception:  # a node the lab does not know: treat as up, as before
+            return False
 
     def run(self) -> None:
         next_at = time.monotonic()

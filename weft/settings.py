@@ -397,6 +397,17 @@ WEFT_XMIT_WAIT_TICK_NS = env_float("WEFT_XMIT_WAIT_TICK_NS", DEFAULT_TICK_NS, po
 #: host, where a late answer becomes a timeout and marks a healthy port stale. The number lives in
 #: ``madpoll.DEFAULT_TIMEOUT_S`` because the poller also runs as a child without Django.
 WEFT_MAD_TIMEOUT_S = env_float("WEFT_MAD_TIMEOUT_S", MAD_DEFAULT_TIMEOUT_S, positive=True)
+#: SM notices (``fabric.services.notices``): run the listeners inside ``manage.py serve`` (embedded;
+#: production runs ``manage.py listen_notices``), how often the listeners' supervisor looks for
+#: new or removed live fabrics, and the port-state fallback that reads PortInfo of switch ports
+#: when notices do not arrive ("auto": while no subscription is confirmed, "always", "off") and
+#: its period (default: the counter sweep's).
+WEFT_NOTICES = env_bool("WEFT_NOTICES", True)
+WEFT_NOTICE_RESCAN_S = env_float("WEFT_NOTICE_RESCAN_S", 10.0, positive=True)
+WEFT_PORT_STATE_FALLBACK = env_choice("WEFT_PORT_STATE_FALLBACK", "auto", ("auto", "always", "off"))
+WEFT_PORT_STATE_INTERVAL_S = env_float("WEFT_PORT_STATE_INTERVAL_S", WEFT_POLL_INTERVAL_S, positive=True)
+#: With notices confirmed, the same port-state read as a safety net for a lost Report (seconds).
+WEFT_PORT_STATE_VERIFY_S = env_float("WEFT_PORT_STATE_VERIFY_S", 60.0, positive=True)
 #: Counter history retention (hours) per resolution, and of Sweep rows.
 WEFT_HISTORY_RAW_HOURS = env_float("WEFT_HISTORY_RAW_HOURS", 6.0, min_value=0)
 WEFT_HISTORY_MINUTE_HOURS = env_float("WEFT_HISTORY_MINUTE_HOURS", 168.0, min_value=0)

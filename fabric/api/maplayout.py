@@ -12,7 +12,10 @@ sweeps that would cost seconds at 5,000 nodes):
   host linked only to switches above the leaves (a SHARP Aggregation Node of a spine) is drawn
   just below its switch;
 * parallel cables between the same two nodes drawn as one edge with a count, its width/speed the
-  slowest of them and its state the lowest (Down < Init < Armed < Active, IBTA PortState).
+  slowest of them and its state the lowest (Down < Init < Armed < Active, IBTA PortState);
+* a cable that went down stays on the map, Down, while its ``link.down`` alarm is open (the link
+  row is gone: the alarm's key names both ends): ``edges.down`` counts such cables per edge
+  (``edges.n`` counts the live ones), so a flap shows where it happened until ``link.up`` clears it.
 
 :func:`compute_layout` is pure (plain lists in, plain lists out); :func:`build_map` reads the
 database with four flat ``values_list`` queries and returns the compact JSON of
@@ -235,12 +238,19 @@ def build_map(fabric) -> dict:
         if rate is not None and (cur[4] is None or rate < cur[4]):
             cur[2], cur[3], cur[4] = width, speed, rate
 
+    down = _down_links(fabric, {row[1]: k for k, row in enumerate(rows)})
+    for key in down:
+        cur = agg.get(key)
+        if cur is None:
+            agg[key] = [0, 1, "", "", None]
+        else:
+            cur[1] = 1  # PortState Down
     xs, ys = compute_layout(layout_nodes, list(agg))
     speeds: list[str] = []
     widths: list[str] = []
     speed_idx: dict[str, int] = {}
     width_idx: dict[str, int] = {}
-    edges = {"a": [], "b": [], "n": [], "state": [], "speed": [], "width": [], "rate": []}
+    edges = {"a": [], "b": [], "n": [], "down": [], "state": [], "speed": [], "width": [], "rate": []}
     for (a, b), (count, state, width, speed, rate) in agg.items():
         if speed not in speed_idx:
             speed_idx[speed] = len(speeds)
@@ -251,6 +261,7 @@ def build_map(fabric) -> dict:
         edges["a"].append(a)
         edges["b"].append(b)
         edges["n"].append(count)
+        edges["down"].append(down.get((a, b), 0))
         edges["state"].append(state)
         edges["speed"].append(speed_idx[speed])
         edges["width"].append(width_idx[width])
@@ -263,7 +274,13 @@ def build_map(fabric) -> dict:
     return {
         "fabric": {"id": fabric.pk, "name": fabric.name},
         "discovery": last,
-        "counts": {**type_counts, "links": n_links, "edges": len(edges["a"]), "self_loops": self_loops},
+        "counts": {
+            **type_counts,
+            "links": n_links,
+            "edges": len(edges["a"]),
+            "self_loops": self_loops,
+            "down_links": sum(down.values()),
+        },  # fmt: skip
         "nodes": {
             "id": [r[0] for r in rows],
             "guid": [r[1] for r in rows],
@@ -283,11 +300,44 @@ def build_map(fabric) -> dict:
     }
 
 
+def _down_links(fabric, index: dict[str, int]) -> dict[tuple[int, int], int]:
+    """``{(node index, node index): cables}`` of the open ``link.down`` alarms of ``fabric`` whose
+    two end nodes are on the map (lower index first; a loopback is not drawn)."""
+    from events.models import Alarm
+
+    from ..keys import split_link_key
+
+    out: dict[tuple[int, int], int] = {}
+    keys = Alarm.objects.open().filter(fabric=fabric, code="link.down").values_list("object_key", flat=True)
+    for key in keys:
+        try:
+            (ga, _), (gb, _) = split_link_key(key)
+        except ValueError:
+            continue
+        a, b = index.get(ga), index.get(gb)
+        if a is None or b is None or a == b:
+            continue
+        pair = (a, b) if a < b else (b, a)
+        out[pair] = out.get(pair, 0) + 1
+    return out
+
+
 def map_cache_key(fabric) -> str:
-    """A cache key that changes with every discovery and every node/link count change."""
+    """A cache key that changes with every discovery, every node/link count change and every
+    change of the open ``link.down`` alarms (drawn as Down cables)."""
+    from django.db.models import Count, Max
+
+    from events.models import Alarm
+
     from ..models import Discovery, Link, Node
 
     last = Discovery.objects.filter(fabric=fabric).order_by("-id").values_list("id", flat=True).first()
     nodes = Node.objects.filter(fabric=fabric).count()
     links = Link.objects.filter(fabric=fabric).count()
-    return f"weft:fabric-map:v1:{fabric.pk}:{last}:{fabric.last_discovery_id}:{nodes}:{links}"
+    down = (
+        Alarm.objects.open().filter(fabric=fabric, code="link.down").aggregate(n=Count("id"), last=Max("id"))
+    )
+    return (
+        f"weft:fabric-map:v2:{fabric.pk}:{last}:{fabric.last_discovery_id}:{nodes}:{links}:"
+        f"{down['n']}:{down['last']}"
+    )

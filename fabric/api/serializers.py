@@ -15,6 +15,7 @@ from ..choices import PortState
 from ..guid import normalize_guid
 from ..models import Discovery, Fabric, Host, Link, Node, Port, SubnetManager
 from ..querysets import topology_counts
+from ..services.notices import notice_status
 
 
 class ChoiceDisplayField(serializers.Field):
@@ -124,6 +125,7 @@ class FabricSerializer(serializers.ModelSerializer):
     display = serializers.CharField(source="__str__", read_only=True)
     last_discovery = BriefDiscoverySerializer(read_only=True, allow_null=True)
     counts = serializers.SerializerMethodField()
+    notices = serializers.SerializerMethodField()
 
     class Meta:
         model = Fabric
@@ -145,9 +147,38 @@ class FabricSerializer(serializers.ModelSerializer):
             "master_sm_lid",
             "last_discovery",
             "counts",
+            "notices",
             "created",
         ]
         read_only_fields = ["master_sm_guid", "master_sm_lid", "created"]
+
+    @extend_schema_field(
+        {
+            "type": "object",
+            "nullable": True,
+            "description": "the SM-notice listener of this fabric (fabric.services.notices), null when "
+            "none runs: state starting|subscribed|unsubscribed|down, times in epoch seconds",
+            "properties": {
+                "state": {"type": "string"},
+                "sm_lid": {"type": "integer", "nullable": True},
+                "subscribed_at": {"type": "number", "nullable": True},
+                "last_notice_at": {"type": "number", "nullable": True},
+                "notices": {"type": "integer"},
+                "refreshes": {"type": "integer"},
+                "discoveries": {"type": "integer"},
+                "fallback_reads": {"type": "integer"},
+                "fallback_mads": {"type": "integer"},
+                "error": {"type": "string"},
+            },
+        }
+    )
+    def get_notices(self, obj: Fabric) -> dict | None:
+        status = notice_status(obj.pk)
+        if status is None:
+            return None
+        keys = ("state", "sm_lid", "subscribed_at", "last_notice_at", "notices", "refreshes", "discoveries",
+                "fallback_reads", "fallback_mads", "error")  # fmt: skip
+        return {k: status.get(k) for k in keys}
 
     @extend_schema_field(
         {
@@ -286,6 +317,7 @@ class NodeSerializer(serializers.ModelSerializer):
             "host",
             "first_seen",
             "last_seen",
+            "unreachable_since",
         ]
 
 

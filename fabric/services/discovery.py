@@ -10,7 +10,7 @@ from django.utils import timezone
 from events.services import EventSpec, record_events
 
 from ..choices import DiscoverySource, DiscoveryStatus
-from ..collectors.ibnetdiscover import DiscoveryError, collect_topology
+from ..collectors.ibnetdiscover import DiscoveryError, collect_topology, resolve_failed_ports
 from ..models import Discovery, Fabric
 from ..parsers import parse_ibnetdiscover
 from ..parsers.records import TopologyParseError
@@ -22,8 +22,9 @@ log = logging.getLogger(__name__)
 def discover(fabric: Fabric, *, timeout: float | None = None) -> Discovery:
     """Discover ``fabric`` live with ``ibnetdiscover`` and ingest the result; return the Discovery.
 
-    A run with MAD timeouts on stderr (exit 0) is ingested as *partial* (nothing deleted; status
-    ``partial``). When the run fails (tool missing, timeout, non-zero exit, unparsable output,
+    A run with MAD timeouts on stderr (exit 0) is ingested as *partial* (status ``partial``): what
+    lies behind the failed MADs is kept (nodes marked unreachable), what answered is applied
+    (``fabric.services.ingest.Reach``). When the run fails (tool missing, timeout, non-zero exit, unparsable output,
     Ethernet-only host) the stored topology is untouched: a ``failed`` Discovery and a
     ``system.discovery_failing`` event are recorded, then the error is raised. After a failure, the
     next successful discovery writes ``system.discovery_recovered``.
@@ -41,10 +42,12 @@ def discover(fabric: Fabric, *, timeout: float | None = None) -> Discovery:
         err = exc if isinstance(exc, DiscoveryError) else DiscoveryError(reason)
         err.discovery = failed  # type: ignore[attr-defined]
         raise err from (exc if err is not exc else None)
+    unknown_ports: set[tuple[str, int]] | None = set()
     if collected.partial:
         topology.partial = True
         for reason in collected.partial_reasons[:20]:
             topology.warn(0, f"ibnetdiscover: {reason}")
+        unknown_ports = resolve_failed_ports(topology, collected.origin, collected.failed)
     if collected.sm is not None:
         topology.sms.append(collected.sm)
     elif collected.sm_error:
@@ -60,7 +63,7 @@ def discover(fabric: Fabric, *, timeout: float | None = None) -> Discovery:
                                        f"live discovery of {fabric.name} works again"))  # fmt: skip
     return ingest_topology(
         fabric, topology, source=DiscoverySource.LIVE, started=started, partial=collected.partial,
-        events=recovered,
+        events=recovered, unknown_ports=unknown_ports,
     )  # fmt: skip
 
 

@@ -5,8 +5,15 @@ Rules (issue 3; event codes from docs/design.md):
 
 * nodes, ports and links are matched by natural key (node GUID; node GUID + port number; the
   unordered pair of ports). New ones are created, changed ones updated (only the changed rows and
-  only when a value differs), missing ones deleted, except in a *partial* discovery, which never
-  deletes anything it missed.
+  only when a value differs), missing ones deleted.
+* a *partial* discovery (some MADs failed) withholds removals only for what it did not reach
+  (:class:`Reach`): a stored node it missed that lies behind a port where a MAD failed (through
+  stored links) is *unreached*: kept, ``Node.unreachable_since`` set, no ``node.removed``; links
+  and ports of unreached nodes and ports behind a failed MAD are left as they are. Everything
+  else is applied as in a complete run: a link whose both ends answered and is gone is removed
+  (``link.down``), a port that answered and is no longer linked goes Down, and a missed node that
+  no failed MAD leads to (its neighbours answered, their ports to it are down) is removed. When
+  the run's failures name no route (``unknown_ports`` None), every missed node is unreached.
 * a port still on a node but no longer reported (ibnetdiscover lists only linked ports) is kept
   (its counter history hangs on it) with state Down.
 * events: ``node.added``/``node.removed``, ``link.up``/``link.down``, ``node.lid_changed`` (switch),
@@ -33,13 +40,14 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from events.services import EventSpec, record_events
 
 from .. import rates
 from ..choices import DiscoverySource, DiscoveryStatus, NodeType, PortState
-from ..keys import LinkKey, link_ends, link_key_str, port_key
+from ..keys import LinkKey, link_ends, link_key_str, port_key, split_link_key
 from ..models import Discovery, Fabric, Host, Link, Node, Port
 from ..parsers import detect_and_parse
 from ..parsers.records import SWITCH, Topology, TopologyParseError
@@ -105,6 +113,7 @@ def ingest_topology(
     started: datetime | None = None,
     events: list[EventSpec] | None = None,
     max_remove_share: float | None = None,
+    unknown_ports: set[tuple[str, int]] | None = None,
 ) -> Discovery:
     """Store ``topology`` as the current state of ``fabric`` and return the new Discovery.
 
@@ -115,8 +124,11 @@ def ingest_topology(
     ``system.discovery_recovered``), so they commit with the topology they describe.
 
     ``source`` is a :class:`~fabric.choices.DiscoverySource` value; ``partial`` (or
-    ``topology.partial``) marks a discovery that did not reach the whole fabric: nothing is
-    deleted. ``started`` is when the discovery began (default now); ``duration_s`` runs from there.
+    ``topology.partial``) marks a discovery that did not reach the whole fabric; ``unknown_ports``
+    are the ``(node GUID, port)`` of reached nodes behind which its MADs failed
+    (``fabric.collectors.ibnetdiscover.resolve_failed_ports``; None: unknown, every node the run
+    missed is kept as unreached). See :class:`Reach` for what a partial run removes.
+    ``started`` is when the discovery began (default now); ``duration_s`` runs from there.
 
     The Discovery carries ``counts`` (switches, cas, routers, links, ports, warnings), ``diff``
     (``{"added": {"nodes", "links"}, "removed": {...}, "changed": {"nodes", "ports", "links"}}``,
@@ -138,15 +150,17 @@ def ingest_topology(
                 cursor.execute("SET LOCAL synchronous_commit TO OFF")
         initial = not Node.objects.filter(fabric=locked).exists()
         ch = _Changes(initial=initial)
+        reach = Reach.of(locked, topology, partial, unknown_ports, started=started)
         host_ids = _sync_hosts(locked, topology, partial, ch)
-        node_ids = _sync_nodes(locked, topology, host_ids, partial, ch)
-        port_ids = _sync_ports(locked, topology, node_ids, partial, ch)
-        _sync_links(locked, topology, port_ids, partial, ch)
-        gone = [guid for guid in node_ids if guid not in topology.nodes] if not partial else []
+        node_ids = _sync_nodes(locked, topology, host_ids, reach, ch)
+        port_ids = _sync_ports(locked, topology, node_ids, reach, ch)
+        _sync_links(locked, topology, port_ids, reach, ch)
+        gone = [guid for guid in node_ids if guid in reach.gone]
         if gone:
             # last, so the links of removed nodes were reported link.down above; cascades ports/links
             Node.objects.filter(fabric=locked, node_guid__in=gone).delete()
             ch.rows += len(gone)
+        ch.rows += _mark_reachability(locked, topology, reach)
         _sync_sms(locked, topology, ch)
         if initial:
             ch.events = []
@@ -179,6 +193,7 @@ def ingest_topology(
             ),
             "partial": partial,
             "initial": initial,
+            "unreached": sorted(reach.unreached)[:DIFF_LIST_LIMIT],
         }
         discovery = Discovery.objects.create(
             fabric=locked,
@@ -206,6 +221,126 @@ def ingest_topology(
             )
         )
     return discovery
+
+
+@dataclass
+class Reach:
+    """What a discovery reached, for deciding what it may remove.
+
+    ``gone``: stored nodes it missed that are really off the fabric (removed, ``node.removed``);
+    ``unreached``: stored nodes it missed behind a failed MAD (kept, marked unreachable);
+    ``unknown_ports``: ``(node GUID, port)`` of reached nodes behind which a MAD failed, None when
+    the failures name no route. A complete run has every missed node ``gone``.
+    """
+
+    gone: set[str] = field(default_factory=set)
+    unreached: set[str] = field(default_factory=set)
+    unknown_ports: set[tuple[str, int]] | None = field(default_factory=set)
+    #: stored link ends ``(guid, port) -> (peer guid, peer port)``, read for partial runs only
+    peers: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
+    #: ports a targeted refresh (SM notice) saw go Down after this discovery started: newer than
+    #: its snapshot, so their state and links stay as stored
+    fresher: set[tuple[str, int]] = field(default_factory=set)
+
+    @classmethod
+    def of(
+        cls,
+        fabric: Fabric,
+        topo: Topology,
+        partial: bool,
+        unknown_ports: set[tuple[str, int]] | None,
+        started: datetime | None = None,
+    ) -> Reach:
+        """Compute the reach of ``topo`` against the stored fabric (one query per table).
+
+        Complete run: every stored node not in ``topo`` is gone. Partial run: the stored nodes it
+        missed that can be reached, through stored links over missed nodes only, from a port in
+        ``unknown_ports`` are unreached, the other missed nodes gone (every way to them ends at
+        a port that answered without a link); with ``unknown_ports`` None every missed node is
+        unreached. ``started``: when the discovery's snapshot began; ports written by a notice
+        refresh (Discovery of source ``notice``) since then are :attr:`fresher`.
+        """
+        stored = set(Node.objects.filter(fabric=fabric).values_list("node_guid", flat=True))
+        missed = stored - topo.nodes.keys()
+        fresher = _fresher_ports(fabric, started) if started is not None else set()
+        if not partial:
+            return cls(gone=missed, fresher=fresher)
+        reach = cls(unknown_ports=None if unknown_ports is None else set(unknown_ports), fresher=fresher)
+        rows = Link.objects.filter(fabric=fabric).values_list(
+            "port_a__node__node_guid", "port_a__port_num", "port_b__node__node_guid", "port_b__port_num"
+        )
+        for ga, pa, gb, pb in _fetch(rows):
+            reach.peers[(ga, pa)] = (gb, pb)
+            reach.peers[(gb, pb)] = (ga, pa)
+        if reach.unknown_ports is None:
+            reach.unreached = missed
+            return reach
+        adjacent: dict[str, set[str]] = {}
+        for (ga, _), (gb, _) in reach.peers.items():
+            adjacent.setdefault(ga, set()).add(gb)
+        todo = [reach.peers[p][0] for p in reach.unknown_ports if p in reach.peers]
+        seen: set[str] = set()
+        while todo:
+            guid = todo.pop()
+            if guid in seen or guid not in missed:
+                continue
+            seen.add(guid)
+            todo.extend(adjacent.get(guid, ()))
+        reach.unreached = seen
+        reach.gone = missed - seen
+        return reach
+
+    def keeps_port(self, key: tuple[str, int]) -> bool:
+        """True when a reached node's port missing from the run may still be linked (a MAD failed
+        behind it, or its stored peer was not reached), or a notice refresh wrote it after the run
+        began: its state is left as stored."""
+        if key in self.fresher or (self.unknown_ports and key in self.unknown_ports):
+            return True
+        peer = self.peers.get(key)
+        return peer is not None and peer[0] in self.unreached
+
+    def keeps_link(self, key: LinkKey) -> bool:
+        """True when a stored link missing from the run must be kept: an end is unreached, lies
+        behind a failed MAD, or was refreshed after the run began. Links whose both ends answered
+        are applied."""
+        return any(
+            end[0] in self.unreached
+            or end in self.fresher
+            or (self.unknown_ports is not None and end in self.unknown_ports)
+            for end in key
+        )
+
+
+def _fresher_ports(fabric: Fabric, since: datetime) -> set[tuple[str, int]]:
+    """``(node GUID, port)`` of the ports a notice refresh saw go Down (or lose their link) since
+    ``since``, from the diffs of the Discoveries of source ``notice``. (A port it saw come up
+    does not contradict an older snapshot that has its link: not included.)"""
+    out: set[tuple[str, int]] = set()
+    diffs = Discovery.objects.filter(fabric=fabric, source=DiscoverySource.NOTICE, started__gte=since)
+    for diff in diffs.values_list("diff", flat=True):
+        for change in (diff or {}).get("changed", {}).get("ports", []):
+            if change.get("fields", {}).get("state", [None, None])[1] != PortState.DOWN:
+                continue
+            guid, _, num = change["key"].rpartition("/")
+            out.add((guid, int(num)))
+        for key in (diff or {}).get("removed", {}).get("links", []):
+            out.update(split_link_key(key))
+    return out
+
+
+def _mark_reachability(fabric: Fabric, topo: Topology, reach: Reach) -> int:
+    """Set ``unreachable_since`` on the unreached nodes (kept if already set) and clear it on the
+    nodes the run reached. Returns rows written (0 when nothing changed)."""
+    rows = 0
+    if reach.unreached:
+        rows += Node.objects.filter(
+            fabric=fabric, node_guid__in=reach.unreached, unreachable_since__isnull=True
+        ).update(unreachable_since=timezone.now())
+    marked = Node.objects.filter(fabric=fabric, unreachable_since__isnull=False)
+    back = [g for g in marked.values_list("node_guid", flat=True) if g in topo.nodes]
+    if back:
+        rows += Node.objects.filter(fabric=fabric, node_guid__in=back).update(unreachable_since=None)
+    return rows
 
 
 def _sync_hosts(fabric: Fabric, topo: Topology, partial: bool, ch: _Changes) -> dict[str, int]:
@@ -240,7 +375,7 @@ def _node_values(node, tier: int, host_id: int | None) -> tuple:
     )
 
 
-def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], partial: bool, ch: _Changes):
+def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], reach: Reach, ch: _Changes):
     tiers = derive_tiers(topo)
     stored = {
         row[1]: (row[0], row[2:])
@@ -318,8 +453,8 @@ def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], partia
         cols = ["fabric_id", "node_guid", *_NODE_FIELDS, "first_seen", "last_seen"]
         new_ids = insert_rows(Node, cols, new_rows, with_ids=True)
         ch.rows += len(new_rows)
-    if not partial:
-        gone = [(guid, v[0]) for guid, v in stored.items() if guid not in topo.nodes]
+    if reach.gone:
+        gone = [(guid, v[0]) for guid, v in stored.items() if guid in reach.gone]
         if gone:
             descs = dict(Node.objects.filter(id__in=[i for _, i in gone]).values_list("id", "description"))
             for guid, node_id in gone:
@@ -348,7 +483,7 @@ def _type_name(node_type: str) -> str:
     return _TYPE_NAMES.get(node_type, node_type)
 
 
-def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], partial: bool, ch: _Changes):
+def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], reach: Reach, ch: _Changes):
     guid_of = {v: k for k, v in node_ids.items()}
     stored: dict[tuple[str, int], tuple[int, tuple]] = {}
     for row in _fetch(
@@ -378,31 +513,31 @@ def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], partia
             new_keys.append(key)
             continue
         port_id, old_values = old
-        if old_values != values:
+        if old_values != values and key not in reach.fresher:
             _port_update(
                 key, port_id, node_ids, old_values, values, key[0] in switch_guids, updates, update_fields, ch
             )
-    if not partial:
-        # ports of nodes still present but no longer reported: their link is gone → Down
-        for key, (port_id, old_values) in stored.items():
-            if key in topo.ports or key[0] not in topo.nodes:
-                continue
-            if old_values[3] == PortState.DOWN:
-                continue
-            values = list(old_values)
-            values[3] = PortState.DOWN
-            values[4] = 0
-            _port_update(
-                key,
-                port_id,
-                node_ids,
-                old_values,
-                tuple(values),
-                key[0] in switch_guids,
-                updates,
-                update_fields,
-                ch,
-            )
+    # ports of nodes still present but no longer reported: their link is gone → Down (not a port
+    # behind a failed MAD of a partial run, nor one leading to a node it did not reach)
+    for key, (port_id, old_values) in stored.items():
+        if key in topo.ports or key[0] not in topo.nodes or reach.keeps_port(key):
+            continue
+        if old_values[3] == PortState.DOWN:
+            continue
+        values = list(old_values)
+        values[3] = PortState.DOWN
+        values[4] = 0
+        _port_update(
+            key,
+            port_id,
+            node_ids,
+            old_values,
+            tuple(values),
+            key[0] in switch_guids,
+            updates,
+            update_fields,
+            ch,
+        )
     if updates:
         Port.objects.bulk_update(updates, sorted(update_fields), batch_size=BATCH)
         ch.rows += len(updates)
@@ -473,7 +608,7 @@ def _fetch(qs) -> list[tuple]:
 
 
 def _sync_links(
-    fabric: Fabric, topo: Topology, port_ids: dict[tuple[str, int], int], partial: bool, ch: _Changes
+    fabric: Fabric, topo: Topology, port_ids: dict[tuple[str, int], int], reach: Reach, ch: _Changes
 ):
     port_key_of = {v: k for k, v in port_ids.items()}
     stored: dict[LinkKey, tuple[int, tuple]] = {}
@@ -488,7 +623,7 @@ def _sync_links(
     for key, (link_id, _vals) in stored.items():
         if key in topo.links:
             continue
-        if not partial or key[0] in used_ports or key[1] in used_ports:
+        if key[0] in used_ports or key[1] in used_ports or not reach.keeps_link(key):
             to_delete.append((key, link_id))
     if to_delete:
         Link.objects.filter(id__in=[i for _, i in to_delete]).delete()
@@ -512,6 +647,8 @@ def _sync_links(
         values = (link.width, link.speed, _link_rate(link.width, link.speed))
         old = stored.get(key)
         skey = link_key_str(key)
+        if old is None and (key[0] in reach.fresher or key[1] in reach.fresher):
+            continue  # a notice saw an end go down after this snapshot: the snapshot is older
         if old is None:
             pa, pb = port_ids[key[0]], port_ids[key[1]]
             if pa > pb:
@@ -585,6 +722,190 @@ def _sync_sms(fabric: Fabric, topo: Topology, ch: _Changes) -> None:
         return
     seen = sm_service.observe_sms(fabric, master, others=others, source=sm_service.DISCOVERY)
     ch.rows += seen.rows + len(seen.events)
+
+
+@dataclass(frozen=True)
+class PortObservation:
+    """A port's state as read from the fabric (PortInfo, IBTA 14.2.5.6): ``state`` PortState
+    (1 Down .. 4 Active), ``phys_state`` PortPhysicalState (2 Polling, 5 LinkUp...)."""
+
+    state: int
+    phys_state: int
+
+
+@dataclass
+class PortRefresh:
+    """What :func:`apply_port_states` changed: the Discovery row written (None when nothing
+    changed), natural keys of the ports changed and links removed, the ports that answered
+    linked but have no stored link (``came_up``: a discovery learns the other end), and the nodes
+    that lost their last link (``isolated``: a discovery tells whether they are gone)."""
+
+    discovery: Discovery | None = None
+    ports: list[str] = field(default_factory=list)
+    links_down: list[str] = field(default_factory=list)
+    came_up: list[tuple[str, int]] = field(default_factory=list)
+    isolated: list[str] = field(default_factory=list)
+    unknown: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def needs_discovery(self) -> bool:
+        """True when only a discovery can finish the picture (a link appeared, a node may be gone,
+        or a port is not stored yet)."""
+        return bool(self.came_up or self.isolated or self.unknown)
+
+
+def apply_port_states(
+    fabric: Fabric,
+    observed: dict[tuple[str, int], PortObservation],
+    *,
+    source: str = DiscoverySource.NOTICE,
+    note: str = "",
+) -> PortRefresh:
+    """Store the port states read by a targeted refresh (an SM notice, the port-state fallback)
+    and write their events, in one transaction with the Fabric row locked (as :func:`ingest_topology`).
+
+    ``observed`` maps ``(node GUID, port)`` to what PortInfo said. A port whose state changed is
+    updated (``port.state_changed``); a port now Down that had a link loses it (``link.down``,
+    the same event a discovery writes, both ends named) and the other end of that cable is set
+    Down too (the link is physical: both ends lose it together; its own PortInfo may not have been
+    read). Nothing is created here: a port that answered linked without a stored link, or one not
+    stored, is reported for a discovery (:attr:`PortRefresh.needs_discovery`).
+
+    When anything changed, a Discovery of ``source`` (default ``notice``; ``note`` says why, kept
+    in ``diff["note"]``) records the diff and becomes ``Fabric.last_discovery``, and
+    ``discovery_committed`` is sent on commit, so alarms, the map and the heatmap follow as after
+    a discovery. Returns a :class:`PortRefresh`.
+    """
+    out = PortRefresh()
+    if not observed:
+        return out
+    started = timezone.now()
+    with transaction.atomic():
+        locked = Fabric.objects.select_for_update().get(pk=fabric.pk)
+        guids = {g for g, _ in observed}
+        ports = {
+            (p.node.node_guid, p.port_num): p
+            for p in Port.objects.filter(node__fabric=locked, node__node_guid__in=guids).select_related(
+                "node", "link_as_a__port_b__node", "link_as_b__port_a__node"
+            )
+        }
+        names: dict[str, str] = {}
+        changed: dict[int, tuple[Port, int, int]] = {}  # port id -> (port, new state, new phys)
+        gone_links: list[tuple[Link, LinkKey]] = []
+        ch = _Changes()
+        for key, obs in sorted(observed.items()):
+            port = ports.get(key)
+            if port is None:
+                if obs.state != PortState.DOWN:
+                    out.unknown.append(key)
+                continue
+            names[key[0]] = port.node.description or key[0]
+            link = port.link
+            if (port.state, port.phys_state) != (obs.state, obs.phys_state):
+                changed[port.pk] = (port, obs.state, obs.phys_state)
+            if obs.state == PortState.DOWN and link is not None:
+                peer = link.port_b if link.port_a_id == port.pk else link.port_a
+                names[peer.node.node_guid] = peer.node.description or peer.node.node_guid
+                ends = link_ends(key[0], key[1], peer.node.node_guid, peer.port_num)
+                if all(lk.pk != link.pk for lk, _ in gone_links):
+                    gone_links.append((link, ends))
+                peer_key = (peer.node.node_guid, peer.port_num)
+                if peer_key not in observed and peer.state != PortState.DOWN:
+                    changed[peer.pk] = (peer, PortState.DOWN, peer.phys_state)
+            elif obs.state != PortState.DOWN and link is None:
+                out.came_up.append(key)
+        for port, state, phys in changed.values():
+            key = (port.node.node_guid, port.port_num)
+            old = (port.state, port.phys_state)
+            values = {"state": state, "phys_state": phys}
+            diffs = {
+                f: [o, n]
+                for f, o, n in zip(("state", "phys_state"), old, (state, phys), strict=True)
+                if o != n
+            }
+            Port.objects.filter(pk=port.pk).update(**values)
+            port_key_str = port_key(*key)
+            out.ports.append(port_key_str)
+            ch.changed["ports"].append({"key": port_key_str, "fields": diffs})
+            if "state" in diffs:
+                states = dict(PortState.choices)
+                ch.events.append(
+                    _event(
+                        "port.state_changed",
+                        f"port {port_key_str} ({names.get(key[0], key[0])}) "
+                        f"{states.get(old[0], '?')} → {states.get(state, '?')}"
+                        + (f" ({note})" if note else ""),
+                        object_type="port",
+                        object_key=port_key_str,
+                        object_repr=port_key_str,
+                        port_id=port.pk,
+                        details={"old": old[0], "new": state, "source": source},
+                    )
+                )
+        for _link, ends in gone_links:
+            skey = link_key_str(ends)
+            out.links_down.append(skey)
+            ch.removed["links"].append(skey)
+            ch.events.append(
+                _event(
+                    "link.down",
+                    f"link {skey} is down" + (f" ({note})" if note else ""),
+                    object_type="link",
+                    object_key=skey,
+                    object_repr=" ↔ ".join(f"{names.get(g, g)}[{p}]" for g, p in ends),
+                    details={"source": source},
+                )
+            )
+        if gone_links:
+            Link.objects.filter(pk__in=[lk.pk for lk, _ in gone_links]).delete()
+            ends_nodes = {g for _, ends in gone_links for g, _ in ends}
+            linked = set(
+                Link.objects.filter(fabric=locked)
+                .filter(Q(port_a__node__node_guid__in=ends_nodes) | Q(port_b__node__node_guid__in=ends_nodes))
+                .values_list("port_a__node__node_guid", "port_b__node__node_guid")
+            )
+            still = {g for pair in linked for g in pair}
+            out.isolated = sorted(ends_nodes - still)
+        if not (changed or gone_links):
+            return out
+        record_events(locked, ch.events, at=timezone.now())
+        counts = {
+            "switches": Node.objects.filter(fabric=locked, node_type=NodeType.SWITCH).count(),
+            "cas": Node.objects.filter(fabric=locked, node_type=NodeType.CA).count(),
+            "routers": Node.objects.filter(fabric=locked, node_type=NodeType.ROUTER).count(),
+            "links": Link.objects.filter(fabric=locked).count(),
+            "ports": Port.objects.filter(node__fabric=locked).count(),
+            "warnings": 0,
+        }
+        discovery = Discovery.objects.create(
+            fabric=locked,
+            started=started,
+            duration_s=round((timezone.now() - started).total_seconds(), 3),
+            source=source,
+            status=DiscoveryStatus.OK,
+            counts=counts,
+            diff={
+                "added": ch.added,
+                "removed": ch.removed,
+                "changed": ch.changed,
+                "truncated": False,
+                "partial": False,
+                "initial": False,
+                "unreached": [],
+                "note": note,
+            },  # fmt: skip
+            removed=len(gone_links),
+            changed=len(changed),
+            rows_written=len(changed) + len(gone_links) + len(ch.events),
+        )
+        Fabric.objects.filter(pk=locked.pk).update(last_discovery=discovery)
+        out.discovery = discovery
+        transaction.on_commit(
+            functools.partial(
+                discovery_committed.send, sender=Discovery, fabric_id=locked.pk, discovery_id=discovery.pk
+            )
+        )
+    return out
 
 
 class ImportWouldRemove(ValueError):
@@ -688,7 +1009,8 @@ def import_topology_text(
 
 
 def summary(discovery: Discovery) -> dict[str, Any]:
-    """The JSON summary the commands print: counts of nodes and unique links, the diff totals, warnings."""
+    """The JSON summary the commands print: counts of nodes and unique links, the diff totals, warnings,
+    and the nodes a partial run kept as unreached."""
     counts = discovery.counts or {}
     return {
         "fabric": discovery.fabric.name,
@@ -703,6 +1025,7 @@ def summary(discovery: Discovery) -> dict[str, Any]:
         "removed": discovery.removed,
         "changed": discovery.changed,
         "warnings": counts.get("warnings", len(discovery.warnings or [])),
+        "unreached": len((discovery.diff or {}).get("unreached", [])),
         "rows_written": discovery.rows_written,
         "duration_s": discovery.duration_s,
     }

@@ -70,6 +70,7 @@
   }
   function edgeColour(e) {
     const E = data.edges;
+    if (E.down && E.down[e] > 0) return STATE_COLOURS[1];  // a cable down (open link.down alarm): red in every mode
     if (colourMode === "state") return STATE_COLOURS[E.state[e]] || STATE_COLOURS[0];
     if (colourMode === "width") return WIDTH_COLOURS[data.widths[E.width[e]]] || WIDTH_COLOURS[""];
     return SPEED_COLOURS[data.speeds[E.speed[e]]] || "#8b98a5";
@@ -96,7 +97,7 @@
     const E = data.edges;
     for (let e = 0; e < E.a.length; e++) {
       graph.addEdgeWithKey(String(e), String(E.a[e]), String(E.b[e]), {
-        size: Math.min(0.6 + Math.log2(E.n[e]) * 0.6, 3), color: edgeColour(e),
+        size: Math.min(0.6 + Math.log2(Math.max(E.n[e], 1)) * 0.6, 3), color: edgeColour(e),
       });
     }
   }

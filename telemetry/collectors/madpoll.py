@@ -19,18 +19,18 @@ stored topology gives LIDs and port numbers, so one process keeps ``window`` GMP
 
 MAD layouts (IBTA Vol 1, 13.4.2 common MAD header; 16.1.3.5 PortCounters, Table 247;
 16.1.4.11 PortCountersExtended; 16.1.2 ClassPortInfo CapabilityMask): see :func:`decode_port_counters`.
-No Django import: this module is pure apart from ctypes (it imports only ``telemetry.semantics``).
+No Django import: this module is pure apart from ctypes (it imports only ``telemetry.semantics`` and
+the libibumad binding ``fabric.collectors.umad``, shared with the SM-notice listener).
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
-import os
 import struct
 import sys
 import time
 
+from fabric.collectors.umad import Umad
 from telemetry.semantics import ALL_COUNTERS
 
 PERF_CLASS = 0x04
@@ -108,61 +108,6 @@ def build_gmp(
         if method == METHOD_SET and attr_id == ATTR_PORT_COUNTERS:
             buf[DATA_OFFSET + 18] = 0xFF  # CounterSelect2: PortXmitWait and the rest
     return bytes(buf)
-
-
-class Umad:
-    """Minimal binding of libibumad (rdma-core ``umad.h``) via ctypes: open a port, register a
-    PerfMgt agent; then GMPs go out and in through the umad fd with ``os.write``/``umad_recv``.
-
-    The fd speaks the kernel's ``ib_user_mad`` ABI (``include/uapi/rdma/ib_user_mad.h``): a
-    header (agent id, status, timeout_ms, retries, length, address: QPN, Q_Key, LID...) then the MAD.
-    ``timeout_ms`` is set so a real kernel matches the response (and reports a timeout in
-    ``status``); umad2sim ignores it, so the poller also keeps its own deadline.
-    """
-
-    def __init__(self, ca: str | None, port: int | None, timeout_ms: int) -> None:
-        self.lib = ctypes.CDLL("libibumad.so.3", use_errno=True)
-        lib = self.lib
-        lib.umad_recv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int), ctypes.c_int]
-        lib.umad_register.argtypes = [
-            ctypes.c_int,
-            ctypes.c_int,
-            ctypes.c_int,
-            ctypes.c_uint8,
-            ctypes.c_void_p,
-        ]
-        lib.umad_open_port.argtypes = [ctypes.c_char_p, ctypes.c_int]
-        if lib.umad_init() < 0:
-            raise OSError("umad_init failed (no RDMA stack?)")
-        self.fd = lib.umad_open_port(ca.encode() if ca else None, int(port or 0))
-        if self.fd < 0:
-            raise OSError(f"umad_open_port({ca!r}, {port}) failed: {os.strerror(-self.fd)}")
-        self.agent = lib.umad_register(self.fd, PERF_CLASS, 1, 0, None)
-        if self.agent < 0:
-            raise OSError(f"umad_register(PerfMgt) failed: {self.agent}")
-        self.hdr = lib.umad_size()
-        self.sbuf = bytearray(self.hdr + MAD_SIZE)
-        # agent_id, status, timeout_ms, retries, length (host order); addr.qpn, addr.qkey (network order)
-        struct.pack_into("=IIIII", self.sbuf, 0, self.agent, 0, timeout_ms, 0, 0)
-        struct.pack_into(">II", self.sbuf, 20, 1, QKEY)
-        self.rbuf = ctypes.create_string_buffer(self.hdr + MAD_SIZE)
-        self.rlen = ctypes.c_int(MAD_SIZE)
-
-    def send(self, lid: int, mad: bytes) -> None:
-        """Send one 256-byte GMP to QP1 of ``lid``. Raises OSError when the write fails."""
-        buf = self.sbuf
-        struct.pack_into(">H", buf, 28, lid)
-        buf[self.hdr :] = mad
-        os.write(self.fd, buf)
-
-    def recv(self, timeout_ms: int) -> tuple[int, bytes] | None:
-        """Return ``(umad status, 256-byte MAD)``, or None after ``timeout_ms`` without one."""
-        self.rlen.value = MAD_SIZE
-        rc = self.lib.umad_recv(self.fd, self.rbuf, ctypes.byref(self.rlen), timeout_ms)
-        if rc < 0:
-            return None
-        raw = self.rbuf.raw
-        return struct.unpack_from("=I", raw, 4)[0], raw[self.hdr : self.hdr + MAD_SIZE]
 
 
 # A binary result record: lid, port, kind (0 port, 1 class port info, 2 reset), status, ext flag,

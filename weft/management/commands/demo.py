@@ -88,6 +88,9 @@ class Command(BaseCommand):
             from weft import inprocess
 
             inprocess.start(beat=True, schedule=schedule)
+            from fabric.services import notices
+
+            notices.start()  # link and port state within seconds (SM notices), in either deployment
             self.stdout.write(
                 f"\nWeft demo: open http://{opts['host']}:{opts['port']}/ "
                 f"(map: /fabric/map/, heatmap: /heatmap/, alarms: /alarms/). Ctrl-C stops.\n"
@@ -96,12 +99,14 @@ class Command(BaseCommand):
             self.stdout.flush()
             from weft.management.commands.serve import serve
 
-            serve(opts["host"], opts["port"], worker=False)
+            serve(opts["host"], opts["port"], worker=False, notices=False)
         finally:
             for thread in threads:
                 thread.stop()
+            from fabric.services import notices
             from weft import inprocess
 
+            notices.stop()
             inprocess.stop(wait=False)
             lab.stop()
             shutil.rmtree(workdir, ignore_errors=True)

@@ -31,10 +31,10 @@ def test_serve_alarms_on_a_pulled_cable_within_seconds(lab_factory, weft_server_
     # rescan every second so the listener starts right after the fabric exists
     server = weft_server_factory(WEFT_NOTICE_RESCAN_S="1")
     code = (
-        "import json; from fabric.models import Fabric; from rest_framework.authtoken.models import Token; "
+        "import json; from fabric.models import Fabric; from accounts.tokens import create_token; "
         "from django.contrib.auth import get_user_model; "
         f"Fabric.objects.create(name='lab', tool_env=json.loads({json.dumps(json.dumps(lab.tool_env))})); "
-        "print(Token.objects.get_or_create(user=get_user_model().objects.get(username='viewer'))[0].key)"
+        "print(create_token(get_user_model().objects.get(username='viewer'), 'flow test').key)"
     )
     token = server.manage("shell", "-c", code).stdout.strip().splitlines()[-1]
     server.manage("discover", "--fabric", "lab")

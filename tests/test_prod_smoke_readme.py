@@ -23,6 +23,7 @@ def test_the_smoke_test_runs_the_readme_production_commands():
         ".venv/bin/daphne -b 127.0.0.1 -p",
         ".venv/bin/celery -A weft worker",
         ".venv/bin/celery -A weft beat",
+        ".venv/bin/python manage.py listen_notices",
     ]
     readme = (ROOT / "README.md").read_text()
     assert all(line in readme for line in lines)

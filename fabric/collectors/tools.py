@@ -325,26 +325,21 @@ def run_tool(argv: list[str], *, env: dict[str, str] | None = None, timeout: flo
             f"{program}: not found on PATH or in {', '.join(SBIN_DIRS)} (install infiniband-diags)"
         )
     t0 = time.monotonic()
-    proc = spawn([path, *argv[1:]], env=env)
     try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_pgid(proc)
-        out, err = _drain(proc)
+        proc = run_process([path, *argv[1:]], env=env, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
         raise ToolTimeout(
             f"{program} did not finish within {timeout:g} s (killed)",
-            (out or b"").decode("utf-8", "replace"),
-            (err or b"").decode("utf-8", "replace"),
+            (exc.output or b"").decode("utf-8", "replace"),
+            (exc.stderr or b"").decode("utf-8", "replace"),
         ) from None
-    finally:
-        kill_group(proc)  # on any interruption too: the program never outlives this call
     if proc.returncode < 0 and _abort_reason:
         raise ToolAborted(f"{program} stopped: {_abort_reason}")
     return ToolResult(
         argv=(path, *argv[1:]),
         returncode=proc.returncode,
-        stdout=out.decode("utf-8", "replace"),
-        stderr=err.decode("utf-8", "replace"),
+        stdout=proc.stdout.decode("utf-8", "replace"),
+        stderr=proc.stderr.decode("utf-8", "replace"),
         duration_s=round(time.monotonic() - t0, 4),
     )
 

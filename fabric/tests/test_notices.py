@@ -14,7 +14,6 @@ import time
 
 import pytest
 from django.conf import settings
-from django.db import OperationalError
 
 from events.models import Alarm, Event
 from fabric.choices import DiscoverySource, PortState
@@ -35,7 +34,7 @@ from fabric.services.discovery import discover
 from fabric.services.ingest import PortObservation, apply_port_states, ingest_topology
 from fabric.services.notices import NoticeListener, fallback_targets, lab_listener_hosts, notice_status
 from weft.testing.topologies import BASE
-from weft.testing.waits import wait_for
+from weft.testing.waits import locked_is_not_yet, wait_for
 
 G = derived_guid
 
@@ -163,22 +162,6 @@ def _listen(fabric, **kw) -> NoticeListener:
     return listener
 
 
-def _quiet(condition):
-    """``condition`` for ``wait_for`` that reads the database while the listener thread writes:
-    the in-memory SQLite of the tests locks whole tables between connections (shared cache), so
-    a read that meets the writer's lock is "not yet", not an error."""
-
-    def check():
-        try:
-            return condition()
-        except OperationalError as exc:
-            if "locked" not in str(exc):
-                raise
-            return None
-
-    return check
-
-
 def _alarm(fabric, code, key=None, state=("active", "acknowledged")):
     def find():
         qs = Alarm.objects.filter(fabric=fabric, code=code, state__in=state)
@@ -186,7 +169,7 @@ def _alarm(fabric, code, key=None, state=("active", "acknowledged")):
             qs = qs.filter(object_key=key)
         return qs.first()
 
-    return _quiet(find)()
+    return locked_is_not_yet(find)()
 
 
 @pytest.fixture
@@ -249,7 +232,7 @@ def test_unlink_leaf_spine_alarms_within_seconds_relink_clears(lab_factory, list
     assert Link.objects.filter(fabric=fabric).count() == 6
     # the SM makes the ports Active right after: read again until they are
     wait_for(
-        _quiet(
+        locked_is_not_yet(
             lambda: set(
                 Port.objects.filter(node__node_guid__in=[g1, g2], port_num=3).values_list("state", flat=True)
             )

@@ -8,26 +8,10 @@ import time
 
 import pytest
 from django.conf import settings
-from django.db import OperationalError
 
-from weft.testing.waits import wait_for
+from weft.testing.waits import locked_is_not_yet, wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-def _quiet(condition):
-    """A ``wait_for`` condition that reads while the listener thread writes (the tests' in-memory
-    SQLite locks tables between connections): a locked read is "not yet"."""
-
-    def check():
-        try:
-            return condition()
-        except OperationalError as exc:
-            if "locked" not in str(exc):
-                raise
-            return None
-
-    return check
 
 
 def test_demo_traffic_and_flap(lab_factory):
@@ -61,11 +45,11 @@ def test_demo_traffic_and_flap(lab_factory):
             ticks = player.ticks
             wait_for(lambda: player.ticks >= ticks + n, 10, f"{n} traffic ticks")
             fabric.refresh_from_db()
-            return _quiet(lambda: poll_fabric(fabric, timeout=30))
+            return locked_is_not_yet(lambda: poll_fabric(fabric, timeout=30))
 
         wait_for(sweep_after_ticks(), 30, "a first sweep")
         wait_for(sweep_after_ticks(), 30, "a sweep with rates")
-        rows = _quiet(
+        rows = locked_is_not_yet(
             lambda: list(
                 PortCounters.objects.filter(
                     port__node__fabric=fabric, port__node__node_type="switch", stale=False
@@ -90,7 +74,11 @@ def test_demo_traffic_and_flap(lab_factory):
                 fabric=fabric, code="link.down", object_key=key, state__in=state
             ).first()
 
-        wait_for(_quiet(lambda: alarm(("active",))), settings.WEFT_POLL_INTERVAL_S + 2, "the flap's alarm")
+        wait_for(
+            locked_is_not_yet(lambda: alarm(("active",))),
+            settings.WEFT_POLL_INTERVAL_S + 2,
+            "the flap's alarm",
+        )
         seen = time.monotonic() - t0
         assert not lab.is_linked(fault.node, fault.port) and not lab.is_linked(peer, fault.port)
         # while the cable is down its two ports carry nothing: the second sweep of the flap spans
@@ -98,7 +86,7 @@ def test_demo_traffic_and_flap(lab_factory):
         wait_for(sweep_after_ticks(), 30, "a sweep during the flap")
         wait_for(sweep_after_ticks(), 30, "a second sweep during the flap")
         assert not lab.is_linked(fault.node, fault.port), "the flap ended before the sweeps"
-        down = _quiet(
+        down = locked_is_not_yet(
             lambda: list(
                 PortCounters.objects.filter(
                     port__node__node_guid__in=[g1, g2], port__port_num=fault.port
@@ -107,7 +95,9 @@ def test_demo_traffic_and_flap(lab_factory):
         )()
         assert down == [(0.0, 0.0, 0.0, 0.0)] * 2, down
         wait_for(
-            _quiet(lambda: alarm(("cleared",))), 8 + settings.WEFT_POLL_INTERVAL_S + 2, "relinked and cleared"
+            locked_is_not_yet(lambda: alarm(("cleared",))),
+            8 + settings.WEFT_POLL_INTERVAL_S + 2,
+            "relinked and cleared",
         )
         print(f"demo flap: alarm {seen:.3f} s after the injector pulled {fault.node}[{fault.port}]")
     finally:

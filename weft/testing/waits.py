@@ -25,3 +25,20 @@ def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: fl
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(interval)
+
+
+def locked_is_not_yet(condition: Callable[[], T]) -> Callable[[], T | None]:
+    """``condition`` for :func:`wait_for` while another thread or process writes: a read that
+    meets SQLite's table lock ("database table is locked", shared-cache in-memory test databases)
+    is "not yet" (None), not an error. Any other ``OperationalError`` is raised."""
+    from django.db import OperationalError
+
+    def check():
+        try:
+            return condition()
+        except OperationalError as exc:
+            if "locked" not in str(exc):
+                raise
+            return None
+
+    return check

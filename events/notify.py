@@ -5,14 +5,21 @@ with an HTML alternative. Subjects name severity, alarm type, object and fabric:
 ``[Weft CRITICAL] Link down: leaf01 [3] <-> spine02 [1] (fabric lab)``; bodies link to the
 alarm page under ``settings.WEFT_BASE_URL``.
 
-Storm control and rate limit, per recipient, over the pending rows of one send:
+Storm control and rate limit, per recipient and per urgency class, over the pending rows of one
+send. Critical mail (a raised Critical alarm, a Critical event) is one class, everything else
+(lower severities, clear notices, events) the other; the classes never share a mail or a budget,
+so a flood of Minor alarms and clear notices cannot hold a Critical link-down back:
 
-* ``WEFT_MAIL_STORM_THRESHOLD`` (default 5) or more pending notifications → one summary mail
-  grouping them by fabric and severity (a dead leaf switch: one mail for all its links);
-* at most ``WEFT_MAIL_RATE_LIMIT`` (default 10) mails per ``WEFT_MAIL_RATE_WINDOW_S`` (default
-  600 s); when the budget is spent, rows stay pending and go out as one summary once the window
-  allows (``flush_notifications_task`` runs every minute); with one mail of budget left and
-  several rows pending, they go as one summary.
+* ``WEFT_MAIL_STORM_THRESHOLD`` (default 5) or more pending notifications of a class → one summary
+  mail grouping them by fabric and severity (a dead leaf switch: one mail for all its links);
+* at most ``WEFT_MAIL_RATE_LIMIT`` (default 10) non-critical mails and at most
+  ``WEFT_MAIL_CRITICAL_RATE_LIMIT`` (default 10) critical mails per ``WEFT_MAIL_RATE_WINDOW_S``
+  (default 600 s); when a class's budget is spent, its rows stay pending and go out as one summary
+  once the window allows (``flush_notifications_task`` runs every minute); with one mail of budget
+  left and several rows pending, they go as one summary.
+
+A summary says why it is one (``summary_reason``): a burst at or over the storm threshold, or the
+rate limit that held N notifications since a time.
 
 A daily digest (policies with ``digest``) lists the day's events and alarms of those types.
 """
@@ -22,11 +29,12 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter, defaultdict
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives, get_connection
+from django.db.models import Q
 from django.template.loader import render_to_string
 from django.utils import timezone
 
@@ -34,6 +42,7 @@ from fabric.models import Node
 from weft.locks import single_instance
 
 from . import registry
+from .choices import Severity
 from .keys import split_link_key
 from .models import Alarm, Event, EventPolicy, Notification, NotificationKind, NotificationStatus
 from .policies import policy_recipients
@@ -112,6 +121,48 @@ def _message(to: str, subject: str, template: str, context: dict, connection) ->
     return mail
 
 
+#: Notifications that need their own, never-delayed budget: raised Critical alarms, Critical events.
+CRITICAL_Q = Q(kind=NotificationKind.RAISED, alarm__severity=Severity.CRITICAL) | Q(
+    kind=NotificationKind.EVENT, event__severity=Severity.CRITICAL
+)
+#: A pending row older than this was held by the rate limit (``flush_notifications_task`` runs
+#: every minute and every commit of the rules engine sends at once).
+HELD_AFTER = timedelta(seconds=60)
+
+
+def is_critical(n: Notification) -> bool:
+    """Whether ``n`` is in the critical mail class (``CRITICAL_Q`` on a loaded row)."""
+    if n.kind == NotificationKind.RAISED and n.alarm_id:
+        return n.alarm.severity == Severity.CRITICAL
+    if n.kind == NotificationKind.EVENT and n.event_id:
+        return n.event.severity == Severity.CRITICAL
+    return False
+
+
+def summary_reason(reason: dict[str, Any]) -> str:
+    """The sentence a summary mail gives for being one. ``reason`` is ``{"kind": "burst", "count"}``,
+    ``{"kind": "rate_limit", "held", "since"}`` or ``{"kind": "budget", "held", "budget"}``, each
+    with ``limit``, ``window_s``, ``critical`` and ``storm``."""
+
+    what = "critical" if reason["critical"] else "non-critical"
+    rate = f"{reason['limit']} {what} mails per {reason['window_s']:g} s to one recipient"
+    if reason["kind"] == "burst":
+        return (
+            f"{reason['count']} notifications arrived together (the storm threshold is {reason['storm']}), "
+            "so Weft sent this single summary instead of one mail each."
+        )
+    if reason["kind"] == "rate_limit":
+        since = reason["since"].astimezone(UTC)
+        return (
+            f"The mail rate limit ({rate}) held {reason['held']} notification(s) since "
+            f"{since:%Y-%m-%d %H:%M:%S} UTC; Weft sends them together in this summary."
+        )
+    return (
+        f"The mail rate limit ({rate}) had {reason['budget']} mail(s) left for {reason['held']} "
+        "notifications, so Weft sent them together in this summary."
+    )
+
+
 def send_pending(now: datetime | None = None) -> dict[str, int]:
     """Send the pending outbox rows (storm control and rate limit as in the module doc).
 
@@ -132,36 +183,53 @@ def send_pending(now: datetime | None = None) -> dict[str, int]:
         if not pending:
             return result
         storm = settings.WEFT_MAIL_STORM_THRESHOLD
-        limit = settings.WEFT_MAIL_RATE_LIMIT
         window = timedelta(seconds=settings.WEFT_MAIL_RATE_WINDOW_S)
         by_recipient: dict[str, list[Notification]] = defaultdict(list)
         for n in pending:
             by_recipient[n.recipient.lower()].append(n)
         connection = get_connection()
-        for recipient, items in by_recipient.items():
-            sent_recently = (
-                Notification.objects.filter(recipient__iexact=recipient, sent_at__gte=now - window)
-                .exclude(mail_id="")
-                .values("mail_id")
-                .distinct()
-                .count()
-            )
-            budget = limit - sent_recently
-            if budget <= 0:
-                result["held"] += len(items)
-                continue
-            to = items[0].recipient
-            # Rows older than a minute were held by the rate limit: they go out together.
-            held = len(items) > 1 and any(n.created < now - timedelta(seconds=60) for n in items)
-            if len(items) >= storm or len(items) > budget or held:
-                _send(connection, to, items, summary=True, now=now, result=result)
-            else:
-                for n in items:
-                    _send(connection, to, [n], summary=False, now=now, result=result)
+        for recipient, rows in by_recipient.items():
+            for critical in (True, False):  # critical first: its mail never waits on the rest
+                items = [n for n in rows if is_critical(n) == critical]
+                if not items:
+                    continue
+                limit = settings.WEFT_MAIL_CRITICAL_RATE_LIMIT if critical else settings.WEFT_MAIL_RATE_LIMIT
+                sent_recently = (
+                    Notification.objects.filter(recipient__iexact=recipient, sent_at__gte=now - window)
+                    .filter(CRITICAL_Q if critical else ~CRITICAL_Q)
+                    .exclude(mail_id="")
+                    .values("mail_id")
+                    .distinct()
+                    .count()
+                )
+                budget = limit - sent_recently
+                if budget <= 0:
+                    result["held"] += len(items)
+                    continue
+                to = items[0].recipient
+                # Rows older than a minute were held by the rate limit: they go out together.
+                held = [n for n in items if n.created < now - HELD_AFTER]
+                reason = None
+                if len(items) > 1 and held:
+                    reason = {"kind": "rate_limit", "held": len(held), "since": min(n.created for n in held)}
+                elif len(items) > budget:
+                    reason = {"kind": "budget", "held": len(items), "budget": budget}
+                elif len(items) >= storm:
+                    reason = {"kind": "burst", "count": len(items)}
+                if reason:
+                    reason.update(
+                        limit=limit, window_s=window.total_seconds(), critical=critical, storm=storm
+                    )
+                    _send(connection, to, items, summary=True, now=now, result=result, reason=reason)
+                else:
+                    for n in items:
+                        _send(connection, to, [n], summary=False, now=now, result=result)
     return result
 
 
-def _send(connection, to: str, items: list[Notification], *, summary: bool, now, result) -> None:
+def _send(
+    connection, to: str, items: list[Notification], *, summary: bool, now, result, reason: dict | None = None
+) -> None:
     mail_id = uuid.uuid4().hex
     if summary:
         ctx = [_item_context(n) for n in items]
@@ -179,7 +247,7 @@ def _send(connection, to: str, items: list[Notification], *, summary: bool, now,
         for c in raised:
             groups[c["name"]].append(c)
         context = {"items": ctx, "raised": raised, "cleared": cleared, "groups": dict(groups),
-                   "fabrics": fabrics, "severities": dict(severities)}  # fmt: skip
+                   "fabrics": fabrics, "severities": dict(severities), "reason": summary_reason(reason)}  # fmt: skip
         template = "summary"
     else:
         n = items[0]

@@ -355,6 +355,8 @@ WEFT_ALERT_EMAILS = env_list(
 )
 WEFT_MAIL_STORM_THRESHOLD = env_int("WEFT_MAIL_STORM_THRESHOLD", 5, min_value=1)
 WEFT_MAIL_RATE_LIMIT = env_int("WEFT_MAIL_RATE_LIMIT", 10, min_value=0)
+# Critical alarms have their own budget: lower-severity mail never delays them (events.notify).
+WEFT_MAIL_CRITICAL_RATE_LIMIT = env_int("WEFT_MAIL_CRITICAL_RATE_LIMIT", 10, min_value=0)
 WEFT_MAIL_RATE_WINDOW_S = env_float("WEFT_MAIL_RATE_WINDOW_S", 600.0, positive=True)
 
 #: Retention (days) of what ``events.tasks.prune_task`` deletes daily: evaluated events, cleared

@@ -158,6 +158,82 @@ def test_rate_limit_holds_then_summarises(topo, smtp, settings):
     assert "2 alarm(s)" in smtp.messages[2][1]["Subject"]
 
 
+def _node_removed(topo, i):
+    record_events(
+        topo.fabric,
+        [EventSpec(code="node.removed", message=f"n{i} gone", object_type="node",
+                   object_key=f"0x{i:016x}", object_repr=f"n{i}")],
+    )  # fmt: skip
+    process_pending_events(topo.fabric.pk)
+
+
+def test_minor_mail_does_not_hold_a_critical_alarm_back(topo, smtp):
+    """Ten Minor alarms spend the rate limit; a Critical link-down right after still goes at once,
+    as its own mail (not in a summary, not after the window)."""
+    _policy("node.removed", recipient_emails="noc@example.org")
+    _policy("link.down", recipient_emails="noc@example.org")
+    for i in range(10):
+        _node_removed(topo, i)
+        send_pending()
+    assert len(smtp.messages) == 10
+    _node_removed(topo, 10)  # the eleventh Minor one waits
+    record_events(topo.fabric, [link_down(topo, ("spine01", 1), ("leaf01", 1))])
+    process_pending_events(topo.fabric.pk)
+    result = send_pending()
+    assert result == {"mails": 1, "single": 1, "summaries": 0, "held": 1, "failed": 0}
+    subject = smtp.messages[-1][1]["Subject"]
+    assert subject.startswith("[Weft CRITICAL] Link down:")
+    assert list(Notification.objects.filter(status="pending").values_list("alarm__code", flat=True)) == [
+        "node.removed"
+    ]
+
+
+def test_critical_mail_has_its_own_budget(topo, smtp, settings):
+    settings.WEFT_MAIL_CRITICAL_RATE_LIMIT = 1
+    _policy("link.down", recipient_emails="noc@example.org")
+    _policy("node.removed", recipient_emails="noc@example.org")
+    record_events(topo.fabric, [link_down(topo, ("spine01", 1), ("leaf01", 1))])
+    process_pending_events(topo.fabric.pk)
+    send_pending()
+    record_events(topo.fabric, [link_down(topo, ("spine01", 2), ("leaf02", 1))])
+    process_pending_events(topo.fabric.pk)
+    _node_removed(topo, 1)
+    result = send_pending()  # the second Critical waits; the Minor one has budget of its own
+    assert result["held"] == 1 and result["single"] == 1
+    assert smtp.messages[-1][1]["Subject"].startswith("[Weft MINOR] Node removed:")
+
+
+def test_summary_gives_the_real_reason(topo, smtp, settings):
+    """A summary of held mail says the rate limit held N since T, not that they opened at once."""
+    from datetime import UTC, timedelta
+
+    from django.utils import timezone
+
+    settings.WEFT_MAIL_RATE_LIMIT = 1
+    _policy("node.removed", recipient_emails="noc@example.org")
+    for i in range(3):
+        _node_removed(topo, i)
+        send_pending()
+    assert len(smtp.messages) == 1
+    first_held = Notification.objects.filter(status="pending").order_by("created").first().created
+    later = timezone.now() + timedelta(seconds=settings.WEFT_MAIL_RATE_WINDOW_S + 1)
+    send_pending(now=later)
+    body = smtp.messages[1][1].get_body(("plain",)).get_content()
+    assert "opened at once" not in body
+    since = first_held.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    assert (
+        f"The mail rate limit (1 non-critical mails per 600 s to one recipient) held 2 notification(s) "
+        f"since {since} UTC" in " ".join(body.split())
+    )
+    # A burst says it was a burst.
+    settings.WEFT_MAIL_RATE_LIMIT = 10
+    for i in range(10, 16):
+        _node_removed(topo, i)
+    send_pending()
+    body = smtp.messages[2][1].get_body(("plain",)).get_content()
+    assert "6 notifications arrived together (the storm threshold is 5)" in " ".join(body.split())
+
+
 def test_disabled_or_silent_types_send_nothing(topo, smtp):
     _policy("link.down", enabled=False, recipient_emails="noc@example.org")
     _policy("node.added", recipient_emails="noc@example.org")  # email off by default

@@ -100,6 +100,19 @@ def test_redoc_gets_a_nonce_for_its_start_up_script(admin):
     assert "fonts.googleapis.com" not in resp.content.decode()
 
 
+@pytest.mark.parametrize("url", ["/api/redoc/", "/api/docs/"])
+def test_api_docs_reference_no_outside_host(admin, url):
+    """README: nothing comes from a CDN. Neither the page nor its policy names another host (ReDoc's
+    bundle still contains Redocly's logo URL: the page's start-up script keeps it from loading, which
+    the browser test checks request by request)."""
+    resp = admin.get(url)
+    assert resp.status_code == 200
+    html = resp.content.decode()
+    assert re.findall(r"(?:https?:)?//[a-z0-9.-]+", html) == []
+    sources = [s for values in policy(resp).values() for s in values]
+    assert [s for s in sources if "." in s or "//" in s] == []
+
+
 def test_swagger_ui_loads_its_start_up_script_as_a_file(admin):
     resp = admin.get("/api/docs/")
     assert resp.status_code == 200

@@ -24,9 +24,6 @@ THIRD_PARTY_UI = {
 
 #: View decorator for third-party UI pages.
 third_party_ui = csp_update(THIRD_PARTY_UI)
-#: ReDoc's side menu always shows Redocly's logo from their CDN (hard-coded in the bundle; where
-#: the CDN is out of reach the image hides itself): allowed as an image on that page only.
-redoc_ui = csp_update({**THIRD_PARTY_UI, "img-src": [*THIRD_PARTY_UI["img-src"], "https://cdn.redoc.ly"]})
 
 
 class BrowsableAPIRenderer(renderers.BrowsableAPIRenderer):

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_safe
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from telemetry.metrics import metrics_view
-from weft.content_security import redoc_ui, third_party_ui
+from weft.content_security import third_party_ui
 
 urlpatterns = [
     path(
@@ -21,7 +21,8 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # the schema answers 401 to anonymous clients (SERVE_PERMISSIONS); the doc pages send them to log
     # in. Swagger UI's split view serves its start-up script as a file (no inline script: the CSP);
-    # templates/drf_spectacular/redoc.html gives ReDoc's the nonce (weft.content_security).
+    # templates/drf_spectacular/redoc.html gives ReDoc's the nonce (weft.content_security) and keeps
+    # its bundle from fetching Redocly's logo from their CDN (nothing comes from outside).
     path(
         "api/docs/",
         third_party_ui(login_required(SpectacularSwaggerSplitView.as_view(url_name="schema"))),
@@ -29,7 +30,7 @@ urlpatterns = [
     ),
     path(
         "api/redoc/",
-        redoc_ui(login_required(SpectacularRedocView.as_view(url_name="schema"))),
+        third_party_ui(login_required(SpectacularRedocView.as_view(url_name="schema"))),
         name="redoc",
     ),
     path("api/accounts/", include("accounts.api.urls")),

@@ -65,9 +65,15 @@ def test_api_docs_render_under_the_policy(weft_server, browser_page):
     page.goto(server.url + "/api/docs/")
     page.wait_for_selector(".swagger-ui .info .title")
     assert "Weft API" in page.inner_text(".swagger-ui .info .title")
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
     page.goto(server.url + "/api/redoc/")
     page.wait_for_selector("#redoc-container h1")
     assert "Weft API" in page.inner_text("#redoc-container h1")
+    page.wait_for_selector(".menu-content a[href='https://redocly.com/redoc/']")  # the logo's place
+    page.wait_for_load_state("networkidle")
+    outside = [u for u in requested if not u.startswith((server.url, "data:", "blob:"))]
+    assert outside == []  # Redocly's logo (cdn.redoc.ly) is not fetched
     page.goto(server.url + "/api/accounts/users/me/")  # DRF's browsable API
     page.wait_for_selector(".response-info")
 

@@ -25,6 +25,7 @@ from django.views.generic import DetailView, ListView, TemplateView
 from accounts.roles import Role, has_role
 from weft.params import int_param
 
+from . import upload
 from .choices import NodeType
 from .models import Discovery, Fabric, Node, Port
 from .services.requests import NoLiveAccess, request_discovery
@@ -210,7 +211,7 @@ class ImportView(RoleRequiredMixin, TemplateView):
         ctx = super().get_context_data(**kwargs)
         ctx["fabrics"] = Fabric.objects.order_by("name")
         ctx["import_url"] = reverse("fabric-api:fabric-import-new")
-        ctx["max_upload_mb"] = 64
+        ctx["max_upload_mb"] = f"{upload.max_bytes() / 2**20:.4g}"  # MiB, WEFT_IMPORT_MAX_BYTES
         ctx["max_remove_pct"] = round(settings.WEFT_IMPORT_MAX_REMOVE_SHARE * 100)
         return ctx
 

@@ -251,3 +251,23 @@ def test_range_checks_apply_to_values_not_defaults(monkeypatch):
     assert env_float("X_NUM", 0.0, positive=True) == 1.0
     monkeypatch.setenv("X_NUM", "  MAD ")
     assert env_choice("X_NUM", "perfquery", ("mad", "perfquery")) == "mad"
+
+
+def test_production_does_not_redirect_a_local_prometheus(load, db):
+    """With production settings, ``/metrics`` from 127.0.0.1 over plain HTTP is answered (a same-host
+    Prometheus), while pages still redirect to https."""
+    from django.test import Client, override_settings
+
+    s = load(WEFT_PRODUCTION="1", SECRET_KEY="k" * 40)
+    assert s["SECURE_SSL_REDIRECT"] is True
+    names = (
+        "SECURE_SSL_REDIRECT",
+        "SECURE_REDIRECT_EXEMPT",
+        "SECURE_PROXY_SSL_HEADER",
+        "SECURE_HSTS_SECONDS",
+    )
+    with override_settings(**{name: s[name] for name in names}):
+        metrics = Client(REMOTE_ADDR="127.0.0.1").get("/metrics")
+        page = Client(REMOTE_ADDR="127.0.0.1").get("/accounts/login/")
+    assert metrics.status_code == 200 and b"weft_" in metrics.content
+    assert page.status_code == 301 and page["Location"] == "https://testserver/accounts/login/"

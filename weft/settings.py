@@ -420,6 +420,9 @@ if PRODUCTION:
     SESSION_COOKIE_SECURE = env_bool("WEFT_SECURE_COOKIES", True)
     CSRF_COOKIE_SECURE = env_bool("WEFT_SECURE_COOKIES", True)
     SECURE_SSL_REDIRECT = env_bool("WEFT_SSL_REDIRECT", True)
+    # Prometheus on the same host scrapes http://127.0.0.1:PORT/metrics without the proxy: a redirect
+    # to https would fail it (WEFT_METRICS_ALLOW). A remote scraper goes through the TLS proxy anyway.
+    SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
     SECURE_HSTS_SECONDS = env_int("WEFT_HSTS_SECONDS", 31536000, min_value=0)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True

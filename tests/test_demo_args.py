@@ -16,3 +16,61 @@ def test_demo_bad_lab_options_are_command_errors(db, args, message):
     with pytest.raises(CommandError, match=message):
         call_command("demo", *args)
     assert not get_user_model().objects.exists()
+
+
+def test_demo_prints_one_line_per_mail(settings):
+    """The demo's console mail: one line per mail (recipients and subject), not the MIME message."""
+    import io
+
+    from django.core.mail import EmailMultiAlternatives, get_connection
+
+    from weft.management.commands.demo import brief_console_mail
+
+    settings.EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+    brief_console_mail()
+    stream = io.StringIO()
+    mail = EmailMultiAlternatives(
+        "[Weft CRITICAL] Link down:\n leaf01 [3]", "body\nmore", "weft@localhost", ["a@x.org", "b@x.org"],
+        connection=get_connection(stream=stream),
+    )  # fmt: skip
+    mail.attach_alternative("<p>body</p>", "text/html")
+    mail.send()
+    assert stream.getvalue() == "mail to a@x.org, b@x.org: [Weft CRITICAL] Link down: leaf01 [3]\n"
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    brief_console_mail()  # other backends are left alone
+    assert settings.EMAIL_BACKEND == "django.core.mail.backends.smtp.EmailBackend"
+
+
+def test_demo_admin_line_has_single_spaces(db, capsys):
+    from weft.management.commands.demo import Command
+
+    cmd = Command()
+    cmd._admin()
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("Created the Weft admin user. Sign in as admin / ") and "  " not in line
+
+
+def test_import_topology_in_embedded_mode_prints_only_its_summary(tmp_path):
+    """An embedded one-shot command runs its follow-up tasks in-process: no Celery task-success
+    lines on stderr, stdout exactly the JSON summary."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from fabric.tests.test_services import BASE
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "base.topo").write_text(BASE)
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "WEFT_CELERY_EAGER"}}
+    env["WEFT_DATA_DIR"] = str(tmp_path)
+    manage = [sys.executable, "manage.py"]
+    subprocess.run([*manage, "migrate", "-v0"], cwd=root, env=env, check=True, timeout=300)
+    proc = subprocess.run(
+        [*manage, "import_topology", str(tmp_path / "base.topo"), "--fabric", "f"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["fabric"] == "f" and len(proc.stdout.splitlines()) == 1
+    assert "celery.app.trace" not in proc.stderr and "succeeded in" not in proc.stderr

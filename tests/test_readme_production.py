@@ -30,3 +30,27 @@ def test_the_systemd_unit_restarts_the_listener():
     unit = section[section.index("```ini") : section.index("```", section.index("```ini") + 6)]
     assert "ExecStart=/opt/weft/.venv/bin/python manage.py listen_notices" in unit
     assert "Restart=always" in unit and "WantedBy=multi-user.target" in unit
+
+
+def test_the_database_is_created_before_migrate():
+    """A fresh user following the section has the database of ``DATABASE_URL`` and its owner
+    created before the prod-commands block (``migrate`` does not create databases)."""
+    from urllib.parse import urlsplit
+
+    section = _section()
+    url = urlsplit(re.search(r"export DATABASE_URL=(\S+)", section).group(1))
+    user, database = url.username, url.path.lstrip("/")
+    before = section[: section.index("<!-- prod-commands")]
+    assert re.search(rf"createuser\b[^\n]*\b{user}\b", before)
+    assert re.search(rf"createdb --owner {user} {database}\b", before)
+
+
+def test_the_tests_section_says_what_bin_test_runs_and_how_to_run_a_subset():
+    text = (ROOT / "README.md").read_text()
+    tests = text[text.index("## Tests") : text.index("\n## ", text.index("## Tests") + 1)]
+    flat = " ".join(tests.split())
+    order = ["ruff", "Django's checks", "bin/prod-smoke", "pytest twice"]
+    assert [flat.index(step) for step in order] == sorted(flat.index(step) for step in order)
+    assert ".venv/bin/python -m pytest events/tests/test_notify.py" in flat
+    script = (ROOT / "bin" / "test").read_text()
+    assert script.count("-m pytest") == 2 and "ruff check" in script and "bin/prod-smoke" in script

@@ -436,6 +436,11 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("WEFT_LOG_LEVEL", "INFO")},
     "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
 }
+if EMBEDDED:
+    # The in-process worker (serve, demo, one-shot commands) would log every task's success at INFO
+    # (the demo: ~90 lines a minute, and before a command's JSON summary); failures still show.
+    # A production worker keeps Celery's own task log (``celery worker -l info``).
+    LOGGING["loggers"]["celery.app.trace"] = {"level": "WARNING"}
 
 # Shared cache: Redis in production (task non-overlap locks, rate limits across workers),
 # process-local memory in the embedded deployment.

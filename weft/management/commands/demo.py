@@ -27,6 +27,13 @@ from lab.faults import FaultInjector
 from lab.traffic import TrafficPlayer
 
 
+def brief_console_mail() -> None:
+    """Print alert mail as one line each (``weft.mail.OneLineConsoleBackend``) when it goes to the
+    console (``EMAIL_URL=console://``, the default): the demo's faults would print whole mails."""
+    if settings.EMAIL_BACKEND == "django.core.mail.backends.console.EmailBackend":
+        settings.EMAIL_BACKEND = "weft.mail.OneLineConsoleBackend"
+
+
 class Command(BaseCommand):
     help = "Run the demo: a lab fabric discovered, polled and shown live on http://127.0.0.1:8000."
 
@@ -62,6 +69,7 @@ class Command(BaseCommand):
         if not settings.EMBEDDED:
             self.stderr.write("demo: DATABASE_URL/REDIS_URL are set; the demo uses them as they are.")
         call_command("migrate", interactive=False, verbosity=0)
+        brief_console_mail()
         self._admin()
 
         workdir = Path(tempfile.mkdtemp(prefix="weft-demo-lab-"))
@@ -122,7 +130,7 @@ class Command(BaseCommand):
             return
         password = secrets.token_urlsafe(12)
         User.objects.create_superuser("admin", "admin@localhost", password)
-        self.stdout.write(f"Created the Weft admin user. Sign in as  admin / {password}  (shown only once).")
+        self.stdout.write(f"Created the Weft admin user. Sign in as admin / {password} (shown only once).")
 
     def _fabric(self, name: str, lab):
         from fabric.models import Fabric

@@ -50,6 +50,7 @@ import json
 import logging
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -231,6 +232,17 @@ def record_error_trap(fabric: Fabric, notice: dict) -> None:
         )])  # fmt: skip
 
 
+#: umad2sim's (the lab simulator's) message when a client attaches: expected at every start, not a
+#: warning (``ibwarn: [pid] sim_connect: attached as client 1 at node "spine1"``).
+SIMULATOR_ATTACHED = re.compile(r"\bsim_connect: attached as client \d+")
+
+
+def stderr_level(line: str) -> int:
+    """The log level of one stderr line of the listener child: INFO for the simulator's attach
+    message, WARNING for anything else (libibumad warnings, a traceback)."""
+    return logging.INFO if SIMULATOR_ATTACHED.search(line) else logging.WARNING
+
+
 class ChildGone(RuntimeError):
     """The listener child exited (its last error message, if any, is the text)."""
 
@@ -262,7 +274,7 @@ class NoticeChild:
         """The child's stderr (umad2sim and libibumad warnings, a traceback) into Weft's log."""
         for n, line in enumerate(self.proc.stderr):
             if n < 200 and line.strip():
-                log.warning("notice listener %s: %s", self.proc.pid, line.rstrip()[:500])
+                log.log(stderr_level(line), "notice listener %s: %s", self.proc.pid, line.rstrip()[:500])
 
     def _read(self) -> None:
         for line in self.proc.stdout:

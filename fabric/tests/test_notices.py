@@ -470,3 +470,26 @@ def test_a_discovery_older_than_a_notice_does_not_bring_the_link_back(fabric, co
     fresh = ingest_topology(fabric, parse_ibnetdiscover(BASE, "t"), source="live")
     assert fresh.diff["added"]["links"] == [key]
     assert Event.objects.filter(fabric=fabric, code="link.up", object_key=key).exists()
+
+
+def test_the_simulators_attach_message_is_not_a_warning(caplog):
+    """umad2sim prints ``sim_connect: attached as client N`` at every listener start: INFO; any other
+    stderr line of the child stays a WARNING."""
+    import io
+    import logging
+    from types import SimpleNamespace
+
+    from fabric.services.notices import NoticeChild
+
+    child = NoticeChild.__new__(NoticeChild)
+    child.proc = SimpleNamespace(
+        pid=4242,
+        stderr=io.StringIO(
+            'ibwarn: [4242] sim_connect: attached as client 1 at node "host01 mlx5_0"\n'
+            "ibwarn: [4242] umad_open_port: can't open UMAD port (mlx5_0:1)\n"
+        ),
+    )
+    with caplog.at_level(logging.DEBUG, logger="fabric.services.notices"):
+        child._log_stderr()
+    levels = [(r.levelname, "attached as client" in r.getMessage()) for r in caplog.records]
+    assert levels == [("INFO", True), ("WARNING", False)]

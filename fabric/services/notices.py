@@ -130,6 +130,9 @@ class ListenerStatus:
     fallback_reads: int = 0
     fallback_mads: int = 0
     sim_host: str = ""
+    #: ibsim lab: the port GUID the child attached with as an SM client (``--issm``), "" otherwise.
+    #: It answers SMInfo as a NOTACTIVE SM there but is not one (``fabric.services.sm.watch``).
+    sm_client_guid: str = ""
     pid: int | None = None
     error: str = ""
     updated: float = 0.0
@@ -472,7 +475,9 @@ class NoticeListener(threading.Thread):
     def _on_message(self, msg: dict) -> None:
         kind = msg.get("type")
         if kind == "ready":
-            self._set(sm_lid=msg.get("sm_lid"))
+            self._set(
+                sm_lid=msg.get("sm_lid"), sm_client_guid=msg.get("port_guid", "") if msg.get("issm") else ""
+            )
         elif kind == "subscribed":
             ok = bool(msg.get("ok"))
             self._set(state="subscribed" if ok else "unsubscribed", sm_lid=msg.get("sm_lid"),

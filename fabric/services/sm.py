@@ -87,12 +87,27 @@ def watch(fabric: Fabric, *, timeout: float = 15.0) -> SMObservation:
     if probe.aborted:
         return SMObservation(fabric=fabric.name, master=None, error=probe.error, reached=False)
     master = probe.master
+    own = listener_sm_guids(fabric)
     others = (
-        [r for r in read_all_sms(fabric, timeout=timeout)[0] if r.guid != master.guid]
+        [r for r in read_all_sms(fabric, timeout=timeout)[0] if r.guid != master.guid and r.guid not in own]
         if master is not None
         else []
     )
-    return observe_sms(fabric, master, others=others, error=probe.error, source=WATCH, reached=probe.reached)
+    return observe_sms(
+        fabric, master, others=others, error=probe.error, source=WATCH, reached=probe.reached, not_sms=own
+    )
+
+
+def listener_sm_guids(fabric: Fabric) -> set[str]:
+    """Port GUIDs of Weft's own notice listener attached as an SM client (ibsim lab only: ibsim
+    hands unsolicited MADs to SM clients only, so the listener raises IsSM and answers SMInfo as a
+    NOTACTIVE SM, priority 0; ``fabric.collectors.notices``). Its port passes the IsSM rule of
+    ``saquery -s`` (PortInfo:CapabilityMask.IsSM, IBTA 14.2.5.6) yet runs no SM: not listed.
+    Empty off the lab (a plain umad agent there) and when no listener reported."""
+    from .notices import notice_status
+
+    guid = (notice_status(fabric.pk) or {}).get("sm_client_guid") or ""
+    return {guid} if guid else set()
 
 
 def _name(fabric: Fabric, guid: str) -> str:
@@ -119,6 +134,7 @@ def observe_sms(
     source: str = WATCH,
     at: datetime | None = None,
     reached: bool = True,
+    not_sms: set[str] | frozenset[str] = frozenset(),
 ) -> SMObservation:
     """Record what ``source`` saw of the SMs of ``fabric`` (one transaction, fabric row locked).
 
@@ -127,7 +143,8 @@ def observe_sms(
     False when the probe never got to the subnet (``MasterProbe.reached``): then ``master`` is None
     and the SM's state is unknown, so ``sm.unreachable`` is written (once per episode) instead of
     counting a missed poll. ``others``: standby/discovering SMs (their rows are created or updated;
-    never events). Returns an :class:`SMObservation`; ``sm_state_changed`` is sent on commit.
+    never events). ``not_sms``: GUIDs known not to be SMs (:func:`listener_sm_guids`): their rows,
+    other than the master's, are deleted. Returns an :class:`SMObservation`; ``sm_state_changed`` is sent on commit.
     """
     at = at or timezone.now()
     result = SMObservation(fabric=fabric.name, master=master, source=source, error=error, reached=reached)
@@ -205,6 +222,9 @@ def observe_sms(
         for sm in others:
             if master is None or sm.guid != master.guid:
                 result.rows += store_sm(locked, sm, at, touch=source != DISCOVERY)
+        if not_sms:
+            gone = SubnetManager.objects.filter(fabric=locked, guid__in=not_sms)
+            result.rows += gone.exclude(guid=master.guid if master else "").delete()[0]
         if specs:
             record_events(locked, specs, at=at)
             result.events = [s.code for s in specs]

@@ -493,3 +493,35 @@ def test_the_simulators_attach_message_is_not_a_warning(caplog):
         child._log_stderr()
     levels = [(r.levelname, "attached as client" in r.getMessage()) for r in caplog.records]
     assert levels == [("INFO", True), ("WARNING", False)]
+
+
+def test_the_lab_listener_is_not_listed_as_a_subnet_manager(db, monkeypatch):
+    """ibsim lab: the notice listener attaches as an SM client (IsSM set, answers SMInfo as a
+    NOTACTIVE SM, priority 0) so ``saquery -s`` lists its port; the SM watch leaves that port out
+    (and drops a row an earlier watch stored), other standby SMs stay."""
+    from django.core.cache import cache
+
+    from fabric.collectors.sm import MasterProbe
+    from fabric.models import SubnetManager
+    from fabric.parsers.records import SMRecord
+    from fabric.services import sm
+    from fabric.services.notices import ListenerStatus, status_key
+
+    fabric = Fabric.objects.create(name="lab")
+    master = SMRecord(guid="0x0000000000000001", lid=1, priority=15, state=3, activity_count=5)
+    standby = SMRecord(guid="0x0000000000000002", lid=2, priority=14, state=2, activity_count=1)
+    listener = SMRecord(guid="0x00000000000000aa", lid=9, priority=0, state=3, activity_count=0)
+    monkeypatch.setattr(sm, "probe_master", lambda fabric, timeout: MasterProbe(master=master))
+    monkeypatch.setattr(sm, "read_all_sms", lambda fabric, timeout: ([master, standby, listener], ""))
+    sm.watch(fabric)  # no listener status yet: stored like any SM
+    assert SubnetManager.objects.filter(fabric=fabric).count() == 3
+    status = ListenerStatus(fabric="lab", sm_client_guid=listener.guid)
+    cache.set(status_key(fabric.pk), status.as_dict(), 60)
+    try:
+        sm.watch(fabric)
+    finally:
+        cache.delete(status_key(fabric.pk))
+    assert sorted(SubnetManager.objects.filter(fabric=fabric).values_list("guid", flat=True)) == [
+        master.guid,
+        standby.guid,
+    ]

@@ -13,7 +13,8 @@ read (they may reset; Prometheus' ``rate()`` handles resets). Gauges: ``weft_por
 ``weft_port_utilisation_ratio``, ``weft_port_congestion_ratio``, ``weft_port_stale``. Poller health
 per fabric: ``weft_sweep_duration_seconds``, ``weft_sweep_ports``, ``weft_sweep_stale_ports``,
 ``weft_sweep_saturated_ports``, ``weft_sweep_saturated_counters``, ``weft_sweep_resets``, ``weft_sweep_age_seconds``,
-``weft_sweep_ok`` (1 ok, 0.5 partial, 0 failed).
+``weft_sweep_ok`` (1 ok, 0.5 partial, 0 failed or skipped: a fabric not discovered yet has no
+ports to read, which is not a healthy poller).
 
 Access: ``Authorization: Bearer <token>`` with a token of ``settings.WEFT_METRICS_TOKENS``, or a
 client address in ``settings.WEFT_METRICS_ALLOW`` (addresses or CIDR networks) on a direct request
@@ -177,7 +178,9 @@ class WeftCollector:
         age = GaugeMetricFamily(
             "weft_sweep_age_seconds", "Seconds since the last sweep started", labels=["fabric"]
         )
-        ok = GaugeMetricFamily("weft_sweep_ok", "1 ok, 0.5 partial, 0 failed (last sweep)", labels=["fabric"])
+        ok = GaugeMetricFamily(
+            "weft_sweep_ok", "1 ok, 0.5 partial, 0 failed or skipped (last sweep)", labels=["fabric"]
+        )
         interval = GaugeMetricFamily(
             "weft_sweep_interval_seconds", "Seconds between the last two sweeps", labels=["fabric"]
         )

@@ -24,6 +24,8 @@ class SweepStatus(models.TextChoices):
     OK = "ok", "OK"
     PARTIAL = "partial", "Partial (some ports stale)"
     FAILED = "failed", "Failed"
+    #: nothing to read: the fabric was never discovered (no ports known); ``error`` says so
+    SKIPPED = "skipped", "Skipped (fabric not discovered yet)"
 
 
 class Sweep(models.Model):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import parsers, status, viewsets
@@ -27,7 +28,7 @@ from ..models import Discovery, Fabric, Host, Link, Node, Port, SubnetManager
 from ..parsers.records import TopologyParseError
 from ..services.ingest import ImportWouldRemove
 from ..services.ingest import summary as ingest_summary
-from ..services.requests import NoLiveAccess, import_upload, request_discovery
+from ..services.requests import NoLiveAccess, discover_new_fabric, import_upload, request_discovery
 from ..upload import GZIP_MAGIC, UploadError, read_limited, topology_text
 from ..upload import max_bytes as max_upload_bytes
 from . import serializers
@@ -245,6 +246,12 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
     write_role = Role.ADMIN
     action_roles = {"discover": Role.OPERATOR, "import_file": Role.ADMIN, "import_new": Role.ADMIN}
     audit_prefix = "fabric"  # create: the validated fields (JSON scalars, tool_env); update: the diff
+
+    def perform_create(self, serializer) -> None:
+        """Create (audited), then queue its first discovery when it has live access, on commit."""
+        with transaction.atomic():
+            super().perform_create(serializer)
+            discover_new_fabric(serializer.instance, self.request.user)
 
     @extend_schema(
         request=None,

@@ -55,6 +55,19 @@ def request_discovery(fabric: Fabric, user: Any = None) -> str:
     return task_id
 
 
+def discover_new_fabric(fabric: Fabric, user: Any = None) -> str | None:
+    """Queue the first discovery of a fabric just created (or given live access), so that it is
+    not empty until the next periodic discovery (``WEFT_DISCOVERY_INTERVAL_S``): a
+    :func:`request_discovery`, audited the same way, queued when the caller's transaction commits.
+    Called by the API's create, the admin's add and ``fabric_lab --register``.
+
+    Returns the task id, or None for a fabric without live access (one imported from a file).
+    """
+    if not fabric.has_live_access:
+        return None
+    return request_discovery(fabric, user)
+
+
 def _queue_discovery(fabric_id: int, task_id: str) -> None:
     discover_fabric_task.apply_async(args=(fabric_id,), task_id=task_id)
 

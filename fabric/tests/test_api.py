@@ -324,6 +324,33 @@ def test_operator_queues_discovery_audited(
     assert entry.username == "olga" and entry.object_id == str(small.pk)
 
 
+def test_a_new_live_fabric_is_discovered_at_once(
+    db, client_for, monkeypatch, django_capture_on_commit_callbacks
+):
+    """Creating a fabric with live access queues its first discovery (audited ``fabric.discover``)
+    when the create commits, instead of waiting for the periodic one; one without (to be imported
+    into) queues nothing."""
+    from fabric import tasks
+
+    queued = []
+    monkeypatch.setattr(tasks.discover_fabric_task, "apply_async", lambda args, task_id: queued.append(args))
+    admin = client_for("admin")
+    with django_capture_on_commit_callbacks(execute=True):
+        resp = admin.post("/api/fabric/fabrics/", {"name": "files"}, format="json")
+    assert resp.status_code == 201 and queued == []
+    with django_capture_on_commit_callbacks(execute=True):
+        resp = admin.post(
+            "/api/fabric/fabrics/", {"name": "hall-b", "ca_name": "mlx5_0", "ca_port": 1}, format="json"
+        )
+    assert resp.status_code == 201, resp.content
+    new = resp.json()["id"]
+    assert queued == [(new,)]
+    actions = list(
+        AuditEntry.objects.filter(object_id=str(new)).order_by("id").values_list("action", flat=True)
+    )
+    assert actions == ["fabric.create", "fabric.discover"]
+
+
 class AuditWriteFailed(RuntimeError):
     """What the patched ``accounts.audit.record`` raises."""
 

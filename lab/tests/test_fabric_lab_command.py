@@ -119,7 +119,8 @@ def test_killing_the_python_process_takes_the_lab_down(tmp_path):
 
 
 @pytest.mark.django_db
-def test_register_stores_the_tool_env_in_a_weft_fabric():
+def test_register_stores_the_tool_env_in_a_weft_fabric(django_capture_on_commit_callbacks):
+    from accounts.models import AuditEntry
     from fabric.models import Fabric
 
     out = io.StringIO()
@@ -132,13 +133,17 @@ def test_register_stores_the_tool_env_in_a_weft_fabric():
 
     watcher = threading.Thread(target=stop_when_up, daemon=True)
     watcher.start()
-    call_command(
-        "fabric_lab", "--fat-tree", "2:leaves=1,spines=1,hosts=2", "--register", "lab-test", stdout=out
-    )
+    with django_capture_on_commit_callbacks() as queued:  # not run: the lab is gone by then
+        call_command(
+            "fabric_lab", "--fat-tree", "2:leaves=1,spines=1,hosts=2", "--register", "lab-test", stdout=out
+        )
     watcher.join(5)
     text = out.getvalue()
     fabric = Fabric.objects.get(name="lab-test")
     assert fabric.tool_env["LD_PRELOAD"].endswith("libumad2sim.so")
+    # its first discovery is queued on commit (not at the next periodic discovery), audited
+    assert len(queued) == 1 and "its discovery is queued" in text
+    assert AuditEntry.objects.filter(action="fabric.discover", object_id=str(fabric.pk)).count() == 1
     assert f"IBSIM_SOCKNAME={fabric.tool_env['IBSIM_SOCKNAME']}" in text
     assert json.loads(text.strip().splitlines()[-1])["reason"] == "stopped by SIGTERM"
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored

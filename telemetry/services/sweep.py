@@ -218,6 +218,8 @@ def poll_fabric(
     started = datetime.now(UTC)
 
     targets = _targets(fabric)
+    if not targets:  # not one port known (never discovered): 0 of 0 ports read is not "ok"
+        return _skipped(fabric, started, mechanism if group is None else f"{mechanism} {group + 1}/{groups}")
     if group is not None:
         targets = [t for t in targets if t.group_key % groups == group]
     mech_label = mechanism if group is None else f"{mechanism} {group + 1}/{groups}"
@@ -407,6 +409,22 @@ def poll_fabric(
 
     if reset and collected is not None:
         _reset(fabric, targets, env, ca_args, timeout, user)
+    return sweep
+
+
+#: ``Sweep.error`` of a sweep of a fabric that no discovery or import has described yet.
+NOT_DISCOVERED = "no ports known: the fabric has not been discovered yet (nothing to read)"
+
+
+def _skipped(fabric: Fabric, started: datetime, mech_label: str) -> Sweep:
+    """The record of a sweep of a fabric without a known port (status ``skipped``, :data:`NOT_DISCOVERED`);
+    no collector runs, no counters or history are written."""
+    sweep = Sweep.objects.create(
+        fabric=fabric, started=started, duration_s=0.0, interval_s=None, ports=0, stale=0,
+        status=SweepStatus.SKIPPED, error=NOT_DISCOVERED, mechanism=mech_label,
+    )  # fmt: skip
+    sweep.timings = {}
+    log.info("counter sweep of %s skipped: %s", fabric, NOT_DISCOVERED)
     return sweep
 
 

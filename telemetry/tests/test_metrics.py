@@ -146,3 +146,23 @@ def test_unknown_fabric_with_a_nul_is_a_404(stored):
     resp = Client(REMOTE_ADDR="127.0.0.1").get("/metrics?fabric=%00", secure=True)
     assert resp.status_code == 404
     assert resp.content.decode() == "no fabric '\\x00'\n"
+
+
+def test_a_fabric_never_discovered_is_not_swept_ok(db, settings, monkeypatch):
+    """A fabric registered but not discovered yet has no ports: its sweep is ``skipped`` with the
+    reason (no collector runs), and ``weft_sweep_ok`` says 0, not 1."""
+    from telemetry.services import sweep as sweep_service
+
+    def no_collector(*args, **kwargs):
+        raise AssertionError("the collector ran for a fabric without ports")
+
+    monkeypatch.setattr(sweep_service, "run_madpoll", no_collector)
+    fabric = Fabric.objects.create(name="new", tool_env={"LD_PRELOAD": "libumad2sim.so"})
+    sweep = sweep_service.poll_fabric(fabric)
+    assert (sweep.status, sweep.ports, sweep.stale) == ("skipped", 0, 0)
+    assert sweep.error == "no ports known: the fabric has not been discovered yet (nothing to read)"
+    assert sweep.summary()["status"] == "skipped"
+    settings.WEFT_METRICS_ALLOW = ["127.0.0.1"]
+    lines = Client(REMOTE_ADDR="127.0.0.1").get("/metrics", secure=True).content.decode().splitlines()
+    assert 'weft_sweep_ok{fabric="new"} 0.0' in lines
+    assert 'weft_sweep_ports{fabric="new"} 0.0' in lines

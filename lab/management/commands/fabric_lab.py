@@ -152,10 +152,18 @@ class Command(BaseCommand):
         from fabric.models import Fabric
 
         fabric, created = Fabric.objects.get_or_create(name=name, defaults={"description": "fabric lab"})
-        fabric.tool_env = dict(lab.tool_env)
-        fabric.save(update_fields=["tool_env"])
+        from django.db import transaction
+
+        from fabric.services.requests import discover_new_fabric
+
+        with transaction.atomic():
+            fabric.tool_env = dict(lab.tool_env)
+            fabric.save(update_fields=["tool_env"])
+            # a new lab: its first discovery now, not at the next periodic one (audited, on commit)
+            discover_new_fabric(fabric)
         self.stdout.write(
-            f"{'Created' if created else 'Updated'} Weft fabric {name!r} with the lab's tool_env."
+            f"{'Created' if created else 'Updated'} Weft fabric {name!r} with the lab's tool_env; "
+            "its discovery is queued."
         )
 
     def _instructions(self, lab, sm: dict, fabric: str | None) -> None:

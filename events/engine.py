@@ -209,7 +209,10 @@ class AlarmEngine:
         ``measured`` maps object key → ``(over, value, info)``: ``over`` True when the condition
         holds, False when it does not, None when it could not be measured (streak untouched).
         ``describe(key, over, value, info)`` returns an ``EventSpec`` for the raise (``over``) or
-        the clearing event (None: clear the alarm without an event). With ``all_keys_measured``, open alarms of ``code`` whose key was not
+        the clearing event (None: clear the alarm without an event). An open alarm clears after
+        the policy's ``clear_consecutive`` evaluations in a row that do not hold with a value at
+        or below ``threshold × clear_factor`` (a value between that and the threshold keeps it
+        open and restarts the count; for rules whose value rises above the threshold). With ``all_keys_measured``, open alarms of ``code`` whose key was not
         measured count as "does not hold" (e.g. a duplicate LID that disappeared).
         """
         policy = self.policy(code)
@@ -226,6 +229,7 @@ class AlarmEngine:
             for key in list(states):
                 if key not in measured:
                     measured[key] = (False, None, {})
+        clear_level = policy.threshold * policy.clear_factor if policy.threshold is not None else float("inf")
         specs: list[EventSpec] = []
         new_states: list[ConditionState] = []
         changed: list[ConditionState] = []
@@ -252,10 +256,14 @@ class AlarmEngine:
                     alarm.last_seen = timezone.now()
                     alarm.details = {**alarm.details, "value": value}
                     alarm.save(update_fields=["last_seen", "details"])
+            elif alarm is not None and value is not None and value > clear_level:
+                # Hysteresis: below the threshold but above the clear level neither raises nor
+                # clears; the clear streak starts again.
+                state.over = state.under = 0
             else:
                 state.under += 1
                 state.over = 0
-                if alarm is not None:
+                if alarm is not None and state.under >= policy.clear_consecutive:
                     spec = describe(key, False, value, info)
                     if spec is not None:
                         specs.append(spec)

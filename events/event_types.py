@@ -32,7 +32,10 @@ EVENT_TYPES = [
     EventType("port.rcv_errors_cleared", "Receive errors cleared", C, IN, clears=("port.rcv_errors",)),
     EventType("port.congestion", "Congestion", C, W, raise_alarm=True, email=False,
               threshold=0.5, threshold_unit="congestion index (0..1)", consecutive=3,
-              description="Congestion index above threshold for N consecutive sweeps."),
+              clear_consecutive=3, clear_factor=0.8,
+              description="Congestion index above threshold for N consecutive sweeps; it clears after "
+                          "clear_consecutive sweeps at or below threshold × clear_factor (hysteresis: "
+                          "an index hovering at the threshold does not raise and clear every few sweeps)."),
     EventType("port.congestion_cleared", "Congestion cleared", C, IN, clears=("port.congestion",)),
     EventType("port.counters_saturated", "Counters saturated", C, W, raise_alarm=True,
               description="32-bit counters stuck at their maximum: rates cannot be computed; reset them."),

@@ -172,6 +172,10 @@ class EventPolicy(models.Model):
     severity = models.CharField(max_length=8, choices=Severity.choices, default=Severity.INFO)
     threshold = models.FloatField(null=True, blank=True)
     consecutive = models.PositiveSmallIntegerField(default=1)
+    #: clear hysteresis of a condition rule (``events.registry.EventType``): the alarm clears after
+    #: this many evaluations in a row at or below ``threshold × clear_factor``
+    clear_consecutive = models.PositiveSmallIntegerField(default=1)
+    clear_factor = models.FloatField(default=1.0)
     ttl_s = models.PositiveIntegerField(
         default=0, help_text="alarm lifetime after last raise; 0 = until cleared"
     )

@@ -30,6 +30,8 @@ class Policy:
     clears: tuple[str, ...]
     clear_scope: str
     recipients: list[str] = field(default_factory=list)
+    clear_consecutive: int = 1
+    clear_factor: float = 1.0
 
 
 def load_policies() -> dict[str, Policy]:
@@ -59,6 +61,8 @@ def load_policies() -> dict[str, Policy]:
             clears=t.clears,
             clear_scope=t.clear_scope,
             recipients=list(fallback),
+            clear_consecutive=t.clear_consecutive,
+            clear_factor=t.clear_factor,
         )
         if row is not None:
             policy.severity = row.severity
@@ -70,6 +74,8 @@ def load_policies() -> dict[str, Policy]:
             policy.ttl_s = row.ttl_s
             policy.threshold = row.threshold
             policy.consecutive = max(1, row.consecutive)
+            policy.clear_consecutive = max(1, row.clear_consecutive)
+            policy.clear_factor = row.clear_factor
             policy.recipients = policy_recipients(row) or list(fallback)
         out[code] = policy
     return out
@@ -101,6 +107,8 @@ def ensure_policies() -> int:
             severity=t.severity,
             threshold=t.threshold,
             consecutive=t.consecutive,
+            clear_consecutive=t.clear_consecutive,
+            clear_factor=t.clear_factor,
             ttl_s=t.ttl_s,
             raise_alarm=t.raise_alarm,
             email=t.email,

@@ -34,7 +34,10 @@ class EventType:
     ``notify_clear`` (also mail when it clears), ``ttl_s`` (0 keeps an alarm until it is cleared,
     otherwise it clears itself ``ttl_s`` seconds after it was last raised), ``threshold`` with
     ``threshold_unit`` and ``consecutive`` (only for condition types evaluated by a rule:
-    counters, health), ``clears`` (codes whose open alarms an event of this type clears) with
+    counters, health), ``clear_consecutive`` and ``clear_factor`` (the clear hysteresis of such a
+    rule: its alarm clears after ``clear_consecutive`` evaluations in a row at or below
+    ``threshold × clear_factor``; a value between that and the threshold neither raises nor
+    clears, and restarts the count), ``clears`` (codes whose open alarms an event of this type clears) with
     ``clear_scope`` (``key`` or ``fabric``), ``description``, and ``app`` (the app that declared
     it; set by :func:`register`).
     """
@@ -50,6 +53,8 @@ class EventType:
     threshold: float | None = None
     threshold_unit: str = ""
     consecutive: int = 1
+    clear_consecutive: int = 1
+    clear_factor: float = 1.0
     clears: tuple[str, ...] = field(default_factory=tuple)
     clear_scope: str = ClearScope.KEY
     description: str = ""

@@ -62,7 +62,7 @@ class EventPolicySerializer(serializers.ModelSerializer):
     class Meta:
         model = EventPolicy
         fields = ["id", "code", "name", "category", "enabled", "severity", "threshold", "threshold_unit",
-                  "consecutive", "ttl_s", "raise_alarm", "email", "notify_clear", "digest",
+                  "consecutive", "clear_consecutive", "clear_factor", "ttl_s", "raise_alarm", "email", "notify_clear", "digest",
                   "recipient_emails", "recipient_users", "recipient_groups", "updated"]  # fmt: skip
         read_only_fields = ["code", "updated"]
 
@@ -76,6 +76,18 @@ class EventPolicySerializer(serializers.ModelSerializer):
                     validate_email(address)
                 except Exception:
                     raise serializers.ValidationError(f"{address!r} is not an email address")
+        return value
+
+    def validate_clear_consecutive(self, value: int) -> int:
+        if value < 1:
+            raise serializers.ValidationError("clear_consecutive must be at least 1 sweep")
+        return value
+
+    def validate_clear_factor(self, value: float) -> float:
+        if not 0 < value <= 1:
+            raise serializers.ValidationError(
+                "clear_factor must be in (0, 1]: the clear level is threshold × factor"
+            )
         return value
 
     def validate_consecutive(self, value: int) -> int:

@@ -80,7 +80,7 @@ class EventPolicyViewSet(AuditedWritesMixin, mixins.ListModelMixin, mixins.Retri
     audit_prefix = "event_policy"
 
     def audit_update_changes(self, serializer, before, after):
-        fields = ["enabled", "severity", "threshold", "consecutive", "ttl_s", "raise_alarm", "email",
+        fields = ["enabled", "severity", "threshold", "consecutive", "clear_consecutive", "clear_factor", "ttl_s", "raise_alarm", "email",
                   "notify_clear", "digest", "recipient_emails"]  # fmt: skip
         return model_changes(before, after, fields)
 

@@ -119,13 +119,14 @@ def test_congestion_over_threshold_for_n_sweeps_raises_below_clears(small_lab):
         states.append(
             list(Alarm.objects.filter(fabric=fabric, code="port.congestion").values_list("state", flat=True))
         )
-    sweep(fabric)  # PortXmitWait unchanged: congestion 0
-    row.refresh_from_db()
-    assert row.congestion == 0
-    states.append(
-        list(Alarm.objects.filter(fabric=fabric, code="port.congestion").values_list("state", flat=True))
-    )
-    assert states == [[], [], ["active"], ["cleared"]]
+    for _ in range(3):  # clear hysteresis (policy default): 3 sweeps at or below 0.4 clear it
+        sweep(fabric)  # PortXmitWait unchanged: congestion 0
+        row.refresh_from_db()
+        assert row.congestion == 0
+        states.append(
+            list(Alarm.objects.filter(fabric=fabric, code="port.congestion").values_list("state", flat=True))
+        )
+    assert states == [[], [], ["active"], ["active"], ["active"], ["cleared"]]
 
 
 def test_sm_failover_master_changed_names_new_master(lab_factory):

@@ -208,8 +208,30 @@ def test_rates_unknown_keep_streak(topo):
 
 
 def test_congestion_needs_n_sweeps_and_clears_below(topo):
+    """Raised after 3 sweeps above 0.5; cleared with hysteresis (defaults: 3 sweeps in a row at or
+    below 0.5 × 0.8 = 0.4). It used to clear at the first sweep below 0.5, so an index hovering
+    at the threshold raised and cleared every few sweeps (the demo's flapping alarms): 0.45 now
+    keeps it open and restarts the clear count."""
     alarms = []
-    for value in [0.9, 0.8, 0.95, 0.2]:
+    for value in [0.9, 0.8, 0.95, 0.2, 0.45, 0.3, 0.1, 0.1]:
+        s = sweep(topo)
+        counters(topo, s, ("spine01", 1), congestion=value, error_deltas={})
+        evaluate_sweep(topo.fabric.pk, s.pk)
+        alarms.append(list(Alarm.objects.filter(code="port.congestion").values_list("state", flat=True)))
+    assert alarms == [[], [], ["active"], ["active"], ["active"], ["active"], ["active"], ["cleared"]]
+
+
+def test_congestion_clear_hysteresis_is_the_policy_s(topo):
+    """``clear_consecutive=1, clear_factor=1`` is the old behaviour: the first sweep at or below the
+    threshold clears."""
+    from events.policies import ensure_policies
+
+    ensure_policies()
+    assert (
+        EventPolicy.objects.filter(code="port.congestion").update(clear_consecutive=1, clear_factor=1.0) == 1
+    )
+    alarms = []
+    for value in [0.9, 0.8, 0.95, 0.5]:
         s = sweep(topo)
         counters(topo, s, ("spine01", 1), congestion=value, error_deltas={})
         evaluate_sweep(topo.fabric.pk, s.pk)

@@ -119,3 +119,11 @@ def test_policy_pages_admin_only(db, users, client_for):
     assert resp.status_code == 302, resp.content.decode()[:2000]
     p.refresh_from_db()
     assert (p.severity, p.threshold, p.consecutive) == ("minor", 0.6, 2)
+    assert (p.clear_consecutive, p.clear_factor) == (3, 0.8)  # not sent: the congestion defaults stay
+    form = {"enabled": "on", "severity": "minor", "threshold": "0.6", "consecutive": "2", "ttl_s": "0"}
+    resp = c.post(f"/event-policies/{p.pk}/", {**form, "clear_consecutive": "5", "clear_factor": "0.7"})
+    assert resp.status_code == 302
+    p.refresh_from_db()
+    assert (p.clear_consecutive, p.clear_factor) == (5, 0.7)
+    resp = c.post(f"/event-policies/{p.pk}/", {**form, "clear_consecutive": "0", "clear_factor": "1.5"})
+    assert resp.status_code == 200 and "at least 1 sweep" in resp.content.decode()

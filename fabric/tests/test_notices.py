@@ -352,7 +352,11 @@ def test_port_state_fallback_without_notices(lab_factory, listeners):
     wait_for(lambda: _alarm(fabric, "link.down", key), 1.0 + 2, "link.down from the fallback")
     print(f"fallback: {mads} SMPs per read, link.down after {time.monotonic() - t0:.3f} s")
     assert notice_status(fabric.pk)["notices"] == 0
-    assert "port-state fallback" in Event.objects.get(fabric=fabric, code="link.down").message
+    # read by the listener, not told by a notice: the periodic fallback, or (first, under load)
+    # the check it makes after a hint that the SM swept the subnet
+    message = Event.objects.get(fabric=fabric, code="link.down").message
+    assert "port-state fallback" in message or "port-state check after" in message, message
+    assert "SM notice" not in message
 
 
 @pytest.mark.lab

@@ -10,15 +10,15 @@ from events.choices import Category, Severity
 from events.registry import EventType
 
 P = Category.POOLS
-IN, W, MI, MA = Severity.INFO, Severity.WARNING, Severity.MINOR, Severity.MAJOR
+IN, W, MI = Severity.INFO, Severity.WARNING, Severity.MINOR
 
 EVENT_TYPES = [
     EventType("gpu.appeared", "GPU appeared", P, IN, clears=("gpu.disappeared",),
               description="A host reported a GPU it did not report before (new, or back after missing)."),
-    EventType("gpu.disappeared", "GPU disappeared", P, MA, raise_alarm=True, email=True,
+    EventType("gpu.disappeared", "GPU disappeared", P, MI, raise_alarm=True, email=True,
               description="A host's report no longer lists a GPU: the row is kept, marked missing "
                           "(an allocated GPU stays allocated), until the GPU is reported again."),
-    EventType("gpu.unhealthy", "GPU unhealthy", P, MA, raise_alarm=True, email=True,
+    EventType("gpu.unhealthy", "GPU unhealthy", P, MI, raise_alarm=True, email=True,
               description="NVML asks for a recovery action (reset, reboot, drain) or reports "
                           "uncorrectable ECC errors or a row-remapping failure."),
     EventType("gpu.healthy", "GPU healthy again", P, IN, clears=("gpu.unhealthy",),

@@ -50,8 +50,8 @@ class Gpu(models.Model):
 
     ``index`` is NVML's index (nvidia-smi ``-i`` and the order of the ``<gpu>`` elements: PCI bus
     order), not ``minor_number`` (``/dev/nvidiaN``), which may differ. Memory is MiB as reported
-    by ``fb_memory_usage``; ``memory_used_mib``/``memory_free_mib`` are a snapshot and are left
-    empty when the reading was impossible (above total: a wrapped unsigned value). ``rail_node``
+    by ``fb_memory_usage`` (capacity only: used/free are telemetry, not inventory; an impossible
+    reading is a warning of the report). ``rail_node``
     is the host's CA closest to the GPU on PCIe (``nvidia-smi topo -m``), ``rail_affinity`` the
     matrix entry to it (PIX < PXB < PHB < NODE < SYS).
     """
@@ -65,8 +65,6 @@ class Gpu(models.Model):
     serial = models.CharField(max_length=64, blank=True)
     memory_total_mib = models.PositiveIntegerField(null=True, blank=True)
     memory_reserved_mib = models.PositiveIntegerField(null=True, blank=True)
-    memory_used_mib = models.PositiveIntegerField(null=True, blank=True)
-    memory_free_mib = models.PositiveIntegerField(null=True, blank=True)
     pci_bus_id = models.CharField(
         max_length=16, blank=True, help_text="domain:bus:device.function, lower case"
     )
@@ -86,7 +84,6 @@ class Gpu(models.Model):
     state = models.CharField(max_length=10, choices=GpuState.choices, default=GpuState.FREE, db_index=True)
     missing_since = models.DateTimeField(null=True, blank=True, db_index=True)
     first_seen = models.DateTimeField(auto_now_add=True)
-    last_seen = models.DateTimeField(null=True, blank=True)
 
     objects = models.Manager.from_queryset(GpuQuerySet)()
 
@@ -130,7 +127,6 @@ class MigSlice(models.Model):
     state = models.CharField(max_length=10, choices=GpuState.choices, default=GpuState.FREE, db_index=True)
     missing_since = models.DateTimeField(null=True, blank=True, db_index=True)
     first_seen = models.DateTimeField(auto_now_add=True)
-    last_seen = models.DateTimeField(null=True, blank=True)
 
     objects = models.Manager.from_queryset(MigSliceQuerySet)()
 

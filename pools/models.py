@@ -30,7 +30,7 @@ class HostInventory(models.Model):
     """
 
     host = models.OneToOneField(Host, on_delete=models.CASCADE, related_name="gpu_inventory")
-    source = models.CharField(max_length=8, choices=ReportSource.choices)
+    report_source = models.CharField(max_length=8, choices=ReportSource.choices)
     reported_at = models.DateTimeField()
     driver_version = models.CharField(max_length=32, blank=True)
     cuda_version = models.CharField(max_length=16, blank=True)

@@ -207,7 +207,7 @@ def ingest_gpu_report(
         HostInventory.objects.update_or_create(
             host=host,
             defaults={
-                "source": source,
+                "report_source": source,
                 "reported_at": now,
                 "driver_version": report.driver_version,
                 "cuda_version": report.cuda_version,
@@ -339,3 +339,30 @@ def _health_event(gpu: Gpu, host: Host) -> EventSpec:
     return _gpu_event("gpu.unhealthy", gpu, host,
                       f"{host.name} GPU{gpu.index} ({gpu.uuid}) is unhealthy: {'; '.join(gpu.health_reasons)}",
                       {"reasons": gpu.health_reasons})  # fmt: skip
+
+
+def resolve_reporting_host(name: str, fabric: str = "", hcas: list[dict[str, Any]] | None = None) -> Host:
+    """The host a report comes from: the one host whose CA nodes have the node GUIDs of the
+    reported HCAs (exact, whatever the machine calls itself), else by ``name`` (and ``fabric``).
+
+    Raises:
+        HostNotFound: no match (the fabric was not discovered yet), or the HCAs belong to
+            several hosts.
+    """
+    guids = set()
+    for h in hcas or []:
+        try:
+            if h.get("node_guid"):
+                guids.add(normalize_guid(h["node_guid"]))
+        except ValueError:
+            continue
+    if guids:
+        qs = Node.objects.filter(node_type=NodeType.CA, node_guid__in=guids, host__isnull=False)
+        if fabric:
+            qs = qs.filter(fabric__name=fabric)
+        host_ids = set(qs.values_list("host_id", flat=True))
+        if len(host_ids) == 1:
+            return Host.objects.select_related("fabric").get(pk=host_ids.pop())
+        if len(host_ids) > 1:
+            raise HostNotFound(f"the reported HCAs belong to {len(host_ids)} hosts: name the fabric")
+    return find_host(name, fabric or None)

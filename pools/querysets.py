@@ -25,12 +25,9 @@ class GpuQuerySet(models.QuerySet):
 
 class MigSliceQuerySet(models.QuerySet):
     def present(self) -> MigSliceQuerySet:
-        return self.filter(missing_since__isnull=True)
+        """Slices the last report listed, on GPUs it listed (a missing GPU's slices are unknown)."""
+        return self.filter(missing_since__isnull=True, gpu__missing_since__isnull=True)
 
     def allocatable(self) -> MigSliceQuerySet:
         """Present, free slices of present GPUs that are not unhealthy."""
-        return (
-            self.present()
-            .filter(state="free", gpu__missing_since__isnull=True)
-            .exclude(gpu__health="unhealthy")
-        )
+        return self.present().filter(state="free").exclude(gpu__health="unhealthy")

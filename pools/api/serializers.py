@@ -156,7 +156,10 @@ class AgentResultSerializer(serializers.Serializer):
 
 
 class LocatedErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField()
-    field = serializers.CharField()
-    line = serializers.IntegerField()
-    element = serializers.CharField()
+    """A 400: a report that does not parse (``detail``, ``field``: ``nvidia_smi_xml``/``topo``/
+    ``mig``, ``line``, ``element``), or a body that does not validate (``{field: [messages]}``)."""
+
+    detail = serializers.CharField(required=False)
+    field = serializers.CharField(required=False)
+    line = serializers.IntegerField(required=False, help_text="1-based line, 0 when unknown")
+    element = serializers.CharField(required=False, help_text="XML path such as gpu[1]/fb_memory_usage/total")

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import logging
 import os
 import select
@@ -67,6 +68,7 @@ from fabric.collectors.tools import ToolAborted, abort_reason, kill_group, spawn
 from . import madpoll
 
 ROOT = Path(__file__).resolve().parents[2]
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 log = logging.getLogger(__name__)
 
 #: record status codes (``madpoll.STATUS_*``) -> stale reason
@@ -107,20 +109,25 @@ _FULL = struct.Struct(">HBBBB4xHBBHHHHBBBBHHIIIII8xQQQQ")
 assert _FULL.size == madpoll.RECORD.size
 
 
-def decode_records(blob: bytes) -> tuple[dict[tuple[int, int], PortRead], dict[int, int]]:
-    """Decode the poller's output into ``({(lid, port): PortRead}, {lid: capmask})``."""
-    reads: dict[tuple[int, int], PortRead] = {}
+def decode_stream(blob: bytes) -> tuple[list[tuple], dict[int, int]]:
+    """Decode the poller's records into ``([(lid, port, extended, raw, error)], {lid: capabilities})``:
+    ``raw`` the 16 counters in ``madpoll.FIELDS`` order (None when ``error`` says why the port was
+    not read); capabilities: ``madpoll.capabilities`` (CapabilityMask | CapabilityMask2 << 16).
+    Plain tuples: the sweep decodes tens of thousands of them while the poller runs."""
+    reads: list[tuple] = []
     capmasks: dict[int, int] = {}
+    append = reads.append
     for i, rec in enumerate(_FULL.iter_unpack(blob)):
-        lid, port, kind, status = rec[0], rec[1], rec[2], rec[3]
+        lid, port, kind, status, ext = rec[:5]
         if kind == 1:
-            if status == madpoll.STATUS_OK:  # ClassPortInfo CapabilityMask: data bytes 2..3
-                capmasks[lid] = struct.unpack_from(">H", blob, i * _FULL.size + 8)[0]
+            if status == madpoll.STATUS_OK:  # ClassPortInfo CapabilityMask | CapabilityMask2 << 16
+                at = i * _FULL.size + 6
+                capmasks[lid] = madpoll.capabilities(blob[at : at + 44])
             continue
         if kind != 0:
             continue
         if status != madpoll.STATUS_OK:
-            reads[(lid, port)] = PortRead(lid, port, error=STATUS_TEXT.get(status, f"status {status}"))
+            append((lid, port, False, None, STATUS_TEXT.get(status, f"status {status}")))
             continue
         (
             sym,
@@ -142,7 +149,6 @@ def decode_records(blob: bytes) -> tuple[dict[tuple[int, int], PortRead], dict[i
             rp,
             xw,
         ) = rec[5:23]
-        ext = rec[4]
         if ext:
             xd, rd, xp, rp = rec[23:27]
         raw = (
@@ -163,8 +169,18 @@ def decode_records(blob: bytes) -> tuple[dict[tuple[int, int], PortRead], dict[i
             xcon,
             rcon,
         )
-        reads[(lid, port)] = PortRead(lid, port, bool(ext), raw)
+        append((lid, port, bool(ext), raw, ""))
     return reads, capmasks
+
+
+def decode_records(blob: bytes) -> tuple[dict[tuple[int, int], PortRead], dict[int, int]]:
+    """Decode the poller's output into ``({(lid, port): PortRead}, {lid: capabilities})``
+    (see :func:`decode_stream`)."""
+    reads, capmasks = decode_stream(blob)
+    out = {}
+    for lid, port, ext, raw, error in reads:
+        out[(lid, port)] = PortRead(lid, port, error=error) if error else PortRead(lid, port, ext, raw)
+    return out, capmasks
 
 
 @dataclass
@@ -176,6 +192,8 @@ class Collected:
     mechanism: str
     duration_s: float
     stats: str = ""
+    #: records handed to ``on_records`` while the poller ran (not decoded into ``reads``)
+    streamed: bool = False
 
 
 class _Server:
@@ -185,7 +203,10 @@ class _Server:
         self.lock = threading.Lock()
         self.proc = _spawn([*argv, "--serve"], env, stderr=subprocess.DEVNULL)
         os.set_blocking(self.proc.stdin.fileno(), False)  # a hung child must not block our write
+        with contextlib.suppress(OSError):  # room for ~11,000 records: the child rarely waits for us
+            fcntl.fcntl(self.proc.stdout.fileno(), F_SETPIPE_SZ, 1 << 20)
         self.last_used = time.monotonic()
+        self.last_requests: list[tuple] | None = None
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -225,6 +246,31 @@ class _Server:
             except OSError as exc:
                 raise CollectorError(f"MAD poller gone: {exc}") from exc
 
+    def stream(self, requests: list[tuple], timeout: float, on_records) -> str:
+        """Send one ``STREAM`` (``AGAIN`` when ``requests`` equal the previous ones: nothing to
+        format, send or parse) and hand every records frame to ``on_records(blob, epoch)`` as it
+        arrives; return the stats text. Raises CollectorError (the caller drops this child)."""
+        self.last_used = time.monotonic()
+        deadline = time.monotonic() + timeout
+        if self.last_requests is not None and requests == self.last_requests:
+            self._write(b"AGAIN\n", deadline)
+        else:
+            self.last_requests = None
+            self._write(f"STREAM {len(requests)}\n".encode() + _request_text(requests).encode(), deadline)
+        got = 0
+        while True:
+            kind, epoch, length = madpoll.FRAME.unpack(self._read(madpoll.FRAME.size, deadline))
+            payload = self._read(length, deadline)
+            if kind == b"S":
+                if got != len(requests):
+                    raise CollectorError(f"MAD poller streamed {got} records for {len(requests)} requests")
+                self.last_requests = list(requests)
+                return payload.decode(errors="replace")
+            if kind != b"R" or length % madpoll.RECORD.size:
+                raise CollectorError(f"MAD poller sent a bad frame ({kind!r}, {length} bytes)")
+            got += length // madpoll.RECORD.size
+            on_records(payload, epoch)
+
     def batch(self, text: str, n: int, timeout: float) -> tuple[bytes, str]:
         """Send one batch of ``n`` request lines; return (records, stats). Raises CollectorError."""
         self.last_used = time.monotonic()
@@ -233,6 +279,11 @@ class _Server:
         blob_len, stats_len = struct.unpack(">II", self._read(8, deadline))
         blob = self._read(blob_len, deadline)
         return blob, self._read(stats_len, deadline).decode(errors="replace")
+
+
+def _request_text(requests: list[tuple]) -> str:
+    """The poller's stdin lines for ``requests`` (see ``madpoll``)."""
+    return "".join(" ".join(str(x) for x in r) + "\n" for r in requests)
 
 
 _servers: dict[tuple, _Server] = {}
@@ -307,6 +358,7 @@ def run_madpoll(
     processes: int = 1,
     split_min: int = 4000,
     persistent: bool = False,
+    on_records=None,
 ) -> Collected:
     """Run the MAD poller on ``requests`` (see ``madpoll``) and decode its records.
 
@@ -317,7 +369,13 @@ def run_madpoll(
     sweep); if it fails, the sweep falls back to a one-shot child. ``timeout`` (seconds) is the
     budget of the whole call: the serving child gets half of it, a one-shot child what is left;
     every child runs in its own process group (``fabric.collectors.tools.spawn``) and is killed
-    with it on timeout or any exception (e.g. Celery's ``SoftTimeLimitExceeded``). Raises
+    with it on timeout or any exception (e.g. Celery's ``SoftTimeLimitExceeded``).
+
+    ``on_records(blob, epoch)``: with a serving child, the records (``madpoll.RECORD`` each, in
+    request order) are handed to it in chunks while later MADs are still in flight (``epoch``: the
+    poller's clock when the chunk's last answer came) and the result has ``streamed=True`` and no
+    ``reads``; if the serving child fails, the one-shot child's records come back as ``reads`` as
+    usual (the caller keeps what it already had from the chunks). Raises
     CollectorError when a child cannot start, exits non-zero, or is killed on timeout or worker
     shutdown.
     """
@@ -338,7 +396,6 @@ def run_madpoll(
             capmasks.update(r.capmasks)
         stats = " | ".join(r.stats for r in results)
         return Collected(reads, capmasks, "mad", time.monotonic() - t0, stats)
-    text = "".join(" ".join(str(x) for x in r) + "\n" for r in requests)
     argv = [
         sys.executable,
         "-m",
@@ -364,7 +421,10 @@ def run_madpoll(
             )
         else:
             try:
-                out, stats = srv.batch(text, len(requests), timeout / 2)
+                if on_records is not None:
+                    stats = srv.stream(requests, timeout / 2, on_records)
+                    return Collected({}, {}, "mad", time.monotonic() - t0, stats, streamed=True)
+                out, stats = srv.batch(_request_text(requests), len(requests), timeout / 2)
                 if len(out) != madpoll.RECORD.size * len(requests):
                     raise CollectorError(f"MAD poller returned {len(out)} bytes for {len(requests)} requests")
                 reads, capmasks = decode_records(out)
@@ -384,7 +444,7 @@ def run_madpoll(
         raise CollectorError(f"MAD poller did not finish within {timeout:g} s (killed)")
     proc = _spawn(argv, env)
     try:
-        out, err = proc.communicate(text.encode(), timeout=left)
+        out, err = proc.communicate(_request_text(requests).encode(), timeout=left)
     except subprocess.TimeoutExpired:
         raise CollectorError(f"MAD poller did not finish within {timeout:g} s (killed)") from None
     finally:

@@ -812,11 +812,17 @@ def _copy_lines(sweep_id: int, rows: list[tuple]) -> str:
             at = stamps.get(sampled_at)
             if at is None:
                 at = stamps[sampled_at] = sampled_at.isoformat()
+        if type(d) is tuple:  # the fast path: every counter read (no None), no JSON to encode
+            u = d[5]
+            out.append(
+                f"{port_id}\t{sid}\t{at}\t"
+                + "\t".join(map(str, raw))
+                + f"\t{'t' if ext else 'f'}\t{d[0]!r}\t{d[1]!r}\t{d[2]!r}\t{d[3]!r}\t{d[4]!r}\t"
+                + f"{n if u is None else repr(u)}\t{d[6]!r}\t{{}}\t[]\tf\tf\t"
+            )
+            continue
         if d is None:
             derived, deltas = _NO_DERIVED_TEXT, n
-        elif type(d) is tuple:
-            derived = "\t".join([n if v is None else repr(v) for v in d])
-            deltas = "{}"
         else:
             derived = "\t".join([n if v is None else repr(v) for v in _derived_values(d)])
             deltas = n if d.error_deltas is None else _copy_text(json.dumps(d.error_deltas))

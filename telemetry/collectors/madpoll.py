@@ -201,7 +201,8 @@ def run(
     request order, at least ``emit_every`` of them) all have their answers, and once more for the
     rest at the end: a serving poller streams their records while later MADs are still in flight.
     """
-    mads = plan(requests)
+    mads = _plan_cache[1] if _plan_cache[0] is requests else plan(requests)
+    _plan_cache[:] = [requests, mads]
     # request index after the last fully answered one, tracked over the MADs in plan order
     done_mad = emitted = 0
     owner = [m[0] for m in mads]
@@ -209,9 +210,9 @@ def run(
     if emit is not None:
         for seq in range(len(mads) - 1, -1, -1):
             first_seq[owner[seq]] = seq
-    templates = {
+    templates = {  # one GMP per (attribute, method), built once: not one per MAD
         (attr, method): bytearray(build_gmp(0, attr, 0, method, 0xFFFF if method == METHOD_SET else 0))
-        for _, _, attr, _, method in mads
+        for attr, method in {(m[2], m[4]) for m in mads}
     }
     answers: list = [None] * len(mads)
     pending: dict[int, tuple[float, int]] = {}  # seq -> (deadline, tries); insertion order = age
@@ -288,6 +289,11 @@ def run(
         "timeouts": ports_timed_out,
         "mad_timeouts": mad_timeouts,
     }
+
+
+#: ``[requests, plan(requests)]`` of the last :func:`run` (a serving poller's ``AGAIN`` runs the same
+#: list object again: its plan is not rebuilt)
+_plan_cache: list = [None, None]
 
 
 def plan(requests: list[tuple]) -> list[tuple[int, int, int, int, int]]:

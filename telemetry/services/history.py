@@ -88,7 +88,10 @@ def encode_chunk(entries: dict[int, Entry]) -> bytes:
     top = bytearray(
         struct.pack(
             f">{3 * n}I",
-            *[i if (i & 0x7F800000) == 0x7F800000 else min(i + 0x80, (i & 0x80000000) | 0x7F7FFFFF) for i in ints],
+            *[
+                i if (i & 0x7F800000) == 0x7F800000 else min(i + 0x80, (i & 0x80000000) | 0x7F7FFFFF)
+                for i in ints
+            ],
         )
     )
     del top[3::4]

@@ -20,7 +20,7 @@ import threading
 import time
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,8 @@ def _run() -> None:
         except Exception:
             log.exception("publishing sweep %s of fabric %s failed", item[1], item[0])
         finally:
+            if _queue.empty():  # idle: hold no database connection between sweeps
+                connections.close_all()
             _queue.task_done()
 
 

@@ -28,6 +28,7 @@ import contextlib
 import json
 import logging
 import operator
+import queue
 import sys
 import threading
 import time
@@ -376,6 +377,8 @@ def poll_fabric(
         out.abort()
         out = writer()
     t_collected = time.monotonic()
+    # the poller's last MAD answer (its clock, epoch) when streamed; else when the collector returned
+    last_answer = out.t_last if collected is not None and collected.streamed else time.time()
     moved_to, sm_note = None, ""
     if sm_check is not None and (not interrupted or sm_check.done()):
         moved_to, sm_note = sm_check.result()
@@ -387,15 +390,20 @@ def poll_fabric(
         out.abort()
         raise
     t_end = time.monotonic()
+    end_epoch = time.time()
     duration = t_end - t_start
     Sweep.objects.filter(pk=sweep.pk).update(duration_s=round(duration, 4))
     sweep.duration_s = round(duration, 4)
     # not stored: where the time went (bench/sweep.py prints it). ``collect_s``: start to the last
-    # MAD answer; ``after_collect_s``: from there to the sweep's end (commit; the heatmap and alarms
-    # are published after it, off the sweep's path: ``telemetry.services.publisher``).
+    # MAD answer (the poller's clock); ``after_collect_s``: from there to the sweep's end (the
+    # chunks still queued behind it, the rest, commit; the heatmap and alarms are published after
+    # it, off the sweep's path: ``telemetry.services.publisher``); ``collector_returned_s``: start to
+    # the collector's return (the last chunk stored).
+    after = max(0.0, end_epoch - last_answer)
     sweep.timings = {
-        "collect_s": round(t_collected - t_start, 4),
-        "after_collect_s": round(t_end - t_collected, 4),
+        "collect_s": round(duration - after, 4),
+        "after_collect_s": round(after, 4),
+        "collector_returned_s": round(t_collected - t_start, 4),
         "compute_s": round(out.t_compute, 4),
         "store_s": round(out.t_store, 4),
         "store_after_collect_s": round(out.t_store_after, 4),
@@ -449,6 +457,7 @@ class _Writer:
         self.sweep: Sweep | None = None
         self.live: set[int] | None = None
         self.written = 0
+        self.pipe: _DbPipe | None = None
 
     @property
     def opened(self) -> bool:
@@ -479,9 +488,15 @@ class _Writer:
             duration_s=None, ports=0, stale=0, saturated=0, saturated_ports=0, resets=0,
             status=SweepStatus.PARTIAL, error="", **self.sweep_fields,
         )  # fmt: skip
+        if self.stream_db:
+            self.pipe = _DbPipe(connection.connection, self.sweep.pk)
 
     def abort(self) -> None:
         """Roll back what this writer wrote (a failed or interrupted sweep starts again)."""
+        if self.pipe is not None:
+            pipe, self.pipe = self.pipe, None
+            with contextlib.suppress(BaseException):
+                pipe.close(60)
         if self.stack is not None:
             stack, self.stack = self.stack, None
             try:
@@ -575,8 +590,17 @@ class _Writer:
     def _flush(self) -> None:
         if self.rows:
             rows, self.rows = self.rows, []
-            _upsert(self.sweep.pk, rows)
+            if self.pipe is not None:
+                self.pipe.put(rows)
+            else:
+                _upsert(self.sweep.pk, rows)
             self.written += len(rows)
+
+    def _close_pipe(self) -> None:
+        if self.pipe is not None:
+            pipe, self.pipe = self.pipe, None
+            pipe.close()
+            self.t_store += pipe.busy_s
 
     def finish(self, collected, error: str, sm_note: str, moved_to, fabric: Fabric, mech_label: str) -> Sweep:
         """Store the rest (ports not streamed: unread, no LID, the whole sweep when the collector
@@ -613,6 +637,7 @@ class _Writer:
         if self.live is not None and not self.stream_db:
             self.rows = [r for r in self.rows if r[0] in self.live]
         self._flush()
+        self._close_pipe()
         t2 = time.monotonic()
         self.t_upsert = t2 - t1
         # all ports of the sweep share one history time step: the middle of the collection
@@ -846,48 +871,100 @@ _STAGE = "weft_portcounters_stage"
 def _upsert(sweep_id: int, rows: list[tuple]) -> None:
     """Insert or update the ``PortCounters`` rows (see :func:`_row_tuple`) in one statement.
 
-    PostgreSQL: the rows go in with one ``COPY`` (text format, parsed by the server in C) into a
-    temporary staging table, then one ``INSERT .. SELECT .. ON CONFLICT (port_id) DO UPDATE``; other
-    backends: ``executemany`` of ``INSERT .. ON CONFLICT DO UPDATE``.
+    PostgreSQL: see :func:`_upsert_pg`; other backends: ``executemany`` of ``INSERT .. ON CONFLICT
+    DO UPDATE``.
     """
     if not rows:
         return
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql":
+            _upsert_pg(cur.cursor, sweep_id, rows)
+            return
+        table = PortCounters._meta.db_table
+        cols = ", ".join(_COLUMNS)
+        updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _COLUMNS if c != "port_id")
+        adapt = connection.ops.adapt_datetimefield_value
+        tuples = [_row_tuple(sweep_id, r) for r in rows]
+        tuples = [(*t[:2], adapt(t[2]), *t[3:]) for t in tuples]
+        marks = ", ".join(["%s"] * len(_COLUMNS))
+        cur.executemany(
+            f"INSERT INTO {table} ({cols}) VALUES ({marks}) ON CONFLICT (port_id) DO UPDATE SET {updates}",
+            tuples,
+        )
+
+
+def _upsert_pg(cur, sweep_id: int, rows: list[tuple]) -> None:
+    """PostgreSQL upsert on a psycopg cursor: the rows go in with one ``COPY`` (text format, parsed
+    by the server in C) into a temporary staging table, then ``UPDATE .. FROM`` it and an ``INSERT``
+    of the ports without a row yet."""
     table = PortCounters._meta.db_table
     cols = ", ".join(_COLUMNS)
     updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _COLUMNS if c != "port_id")
-    with connection.cursor() as cur:
-        if connection.vendor == "postgresql":
-            types = [
-                "jsonb" if c in ("error_deltas", "saturated") else t
-                for c, t in zip(_COLUMNS, _TYPES, strict=True)
-            ]
-            cur.execute(
-                f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} ("
-                + ", ".join(f"{c} {t}" for c, t in zip(_COLUMNS, types, strict=True))
-                + ") ON COMMIT DELETE ROWS"
-            )
-            text = _copy_lines(sweep_id, rows)
-            with cur.cursor.copy(f"COPY {_STAGE} ({cols}) FROM STDIN") as copy:
-                copy.write(text.encode())
-            # UPDATE .. FROM (a hash join) for the rows that exist, then INSERT the new ones: cheaper
-            # than INSERT .. ON CONFLICT's speculative insertion on every row; the transaction and
-            # the unique port_id keep it correct (a concurrent writer of the same port would block
-            # on the row lock or fail the insert, never duplicate it).
-            sets = ", ".join(f"{c} = s.{c}" for c in _COLUMNS if c != "port_id")
-            cur.execute(f"UPDATE {table} AS t SET {sets} FROM {_STAGE} AS s WHERE t.port_id = s.port_id")
-            if cur.rowcount != len(rows):
-                cur.execute(
-                    f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {_STAGE} AS s "
-                    f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE t.port_id = s.port_id) "
-                    f"ON CONFLICT (port_id) DO UPDATE SET {updates}"
-                )
-            cur.execute(f"TRUNCATE {_STAGE}")
-        else:
-            adapt = connection.ops.adapt_datetimefield_value
-            tuples = [_row_tuple(sweep_id, r) for r in rows]
-            tuples = [(*t[:2], adapt(t[2]), *t[3:]) for t in tuples]
-            marks = ", ".join(["%s"] * len(_COLUMNS))
-            cur.executemany(
-                f"INSERT INTO {table} ({cols}) VALUES ({marks}) ON CONFLICT (port_id) DO UPDATE SET {updates}",
-                tuples,
-            )
+    types = [
+        "jsonb" if c in ("error_deltas", "saturated") else t for c, t in zip(_COLUMNS, _TYPES, strict=True)
+    ]
+    cur.execute(
+        f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} ("
+        + ", ".join(f"{c} {t}" for c, t in zip(_COLUMNS, types, strict=True))
+        + ") ON COMMIT DELETE ROWS"
+    )
+    text = _copy_lines(sweep_id, rows)
+    with cur.copy(f"COPY {_STAGE} ({cols}) FROM STDIN") as copy:
+        copy.write(text.encode())
+    # UPDATE .. FROM (an index nested loop) for the rows that exist, then INSERT the new ones:
+    # cheaper than INSERT .. ON CONFLICT's speculative insertion on every row; the transaction and
+    # the unique port_id keep it correct (a concurrent writer of the same port would block on the
+    # row lock or fail the insert, never duplicate it).
+    sets = ", ".join(f"{c} = s.{c}" for c in _COLUMNS if c != "port_id")
+    cur.execute(f"UPDATE {table} AS t SET {sets} FROM {_STAGE} AS s WHERE t.port_id = s.port_id")
+    if cur.rowcount != len(rows):
+        cur.execute(
+            f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {_STAGE} AS s "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE t.port_id = s.port_id) "
+            f"ON CONFLICT (port_id) DO UPDATE SET {updates}"
+        )
+    cur.execute(f"TRUNCATE {_STAGE}")
+
+
+class _DbPipe:
+    """The PostgreSQL writes of a streaming sweep, off the thread that decodes and computes: one
+    thread formats each chunk and runs :func:`_upsert_pg` on the sweep's own connection (the same
+    transaction; psycopg connections are thread-safe and the sweep's thread does not touch the
+    database until :meth:`close`), so the server's UPDATE of one chunk overlaps the next chunk's
+    rates. The first error stops it and is raised by :meth:`put`/:meth:`close`."""
+
+    def __init__(self, raw_connection, sweep_id: int) -> None:
+        self.conn = raw_connection
+        self.sweep_id = sweep_id
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.error: BaseException | None = None
+        self.busy_s = 0.0
+        self.thread = threading.Thread(target=self._run, name="weft-sweep-store", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            rows = self.queue.get()
+            if rows is None:
+                return
+            if self.error is not None:
+                continue
+            t = time.monotonic()
+            try:
+                with self.conn.cursor() as cur:
+                    _upsert_pg(cur, self.sweep_id, rows)
+            except BaseException as exc:  # handed to the sweep's thread
+                self.error = exc
+            self.busy_s += time.monotonic() - t
+
+    def put(self, rows: list[tuple]) -> None:
+        if self.error is not None:
+            raise self.error
+        self.queue.put(rows)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Wait for the queued chunks; raise the first error."""
+        self.queue.put(None)
+        self.thread.join(timeout)
+        if self.error is not None:
+            raise self.error

@@ -72,3 +72,27 @@ def test_copy_lines_of_the_fast_path_equal_those_of_derived():
         a = sweep_mod._copy_lines(7, [(1, raw, True, at, fast, [], False, False, "")])
         b = sweep_mod._copy_lines(7, [(1, raw, True, at, d, [], False, False, "")])
         assert a == b and a.count("\t") == len(sweep_mod._COLUMNS) - 1
+
+
+@pytest.mark.django_db
+def test_requests_ask_one_mad_per_port_only_where_capmask2_has_addl_port_counters_extended():
+    import time
+
+    from telemetry.collectors import madpoll
+
+    fabric = import_topology_text("f", BASE, filename="base.topo").fabric
+    key = sweep_mod._identity(fabric)
+    later = time.monotonic() + 60
+    sweep_mod._capmasks[(key[:2], 10)] = (0x1200 | madpoll.CAP_ADDL_EXT, later)  # ConnectX-like
+    sweep_mod._capmasks[(key[:2], 11)] = (0x1200, later)  # ibsim 0.10: CapMask2 0
+    sweep_mod._capmasks[(key[:2], 12)] = (0x1000, later)  # no ExtendedWidth: 32-bit only
+    modes = {
+        r[1]: r[3] for r in sweep_mod._requests(fabric, sweep_mod._targets(fabric), "auto") if r[0] == "Q"
+    }
+    assert (modes[10], modes[11], modes[12]) == (2, 1, 0)
+    assert {r[1] for r in sweep_mod._requests(fabric, sweep_mod._targets(fabric), "auto") if r[0] == "N"} == {
+        2,
+        3,
+    }
+    never = sweep_mod._requests(fabric, sweep_mod._targets(fabric), "never")
+    assert {r[3] for r in never if r[0] == "Q"} == {0}

@@ -15,9 +15,19 @@ needed (``ibqueryerrors`` rediscovers the whole subnet with SMPs before it reads
 clean switch reads only the AllPortSelect aggregate, i.e. no per-port data). One child process keeps
 ``WEFT_POLL_WINDOW`` GMPs in flight; 2 MADs per port (PortCounters for the error counters and
 PortXmitWait, PortCountersExtended for 64-bit data when the node's PerfMgt CapMask has
-ExtendedWidth/NoIETF); the CapMask (ClassPortInfo) is read once per node and cached 10 minutes.
-Hardware advertising CapMask2 ``AddlPortCountersExtended`` could be read with one MAD per port
-(not implemented: ibsim does not model it).
+ExtendedWidth/NoIETF), or **one** PortCountersExtended per port where the node's CapMask2 has
+``IsAddlPortCountersExtendedSupported`` (IBTA 16.1.2; bit 1 of CapabilityMask2): that attribute then
+carries the error counters and PortXmitWait too (64-bit, clamped to their PortCounters widths so
+the stored values are those of PortCounters). Without that bit PortCountersExtended has no error
+counters (``perfquery -x`` prints zeros for them on older diags), so the 32-bit PortCounters stays.
+ibsim 0.10 answers CapMask 0x1200 (ExtendedWidth, PortXmitWait) and CapMask2 0: a lab sweep is 2
+MADs per port; ConnectX/Quantum-class hardware that sets the bit gets 1. The capabilities
+(ClassPortInfo) are read once per node and cached 10 minutes.
+
+Streaming: with a serving child the records come back in chunks of ~1,024 ports while the later
+MADs are in flight (``on_records``), so the sweep computes and stores them during the collection
+(``telemetry.services.sweep``); a sweep of the same request list sends ``AGAIN`` instead of 25,000
+request lines.
 
 Measurements (this lab: 2 CPU cores shared with other engineers' labs and tests — load average 4-6
 during the runs, so absolute numbers vary ±50 %; ibsim 0.10, OpenSM, PostgreSQL 15):
@@ -37,7 +47,12 @@ Selene: 2 poller processes (WEFT_POLL_PROCESSES=2)     no gain     the 2 cores a
 Selene: serving poller (kept between sweeps), quiet    0.62-0.76   saves ~0.2 s start-up + attach
 =====================================================  ==========  ============================
 
-Full sweep (collect + rates + PostgreSQL upsert + history + heatmap/alarm listeners) against a bare
+Streaming sweep (records stored while MADs are in flight, publish after the sweep returns;
+``bench/sweep.py``): see the branch report / ``docs`` for the measured figures and their load;
+the part after the last MAD answer is the last chunk, the unread ports, the history rows and the
+commit (~0.03-0.05 s on Selene when the store keeps up with the poller).
+
+Before streaming — full sweep (collect + rates + PostgreSQL upsert + history + heatmap/alarm listeners) against a bare
 ``ibqueryerrors --data`` alternated in the same run (``bench/sweep.py --runs 5``, medians):
 
 * quiet machine: Selene 2.41 s vs 4.02 s = **0.60×** (collect 1.02, compute 0.31, upsert 0.75,

@@ -3,7 +3,17 @@
 ``poll_fabric(fabric)`` reads every stored port (LIDs and port numbers from the last discovery, no
 rediscovery), computes the interval's rates (``telemetry.semantics``), upserts one
 ``PortCounters`` row per port, appends the compact history (``telemetry.services.history``), writes a
-``Sweep`` and, after commit, sends ``telemetry.signals.sweep_committed``.
+``Sweep`` and, after commit, sends ``telemetry.signals.sweep_committed`` (through
+``telemetry.services.publisher``: from a per-process thread in sweep order when
+``WEFT_SWEEP_PUBLISH_ASYNC``, so the heatmap and the counter rules get every sweep without the sweep
+waiting for them).
+
+Overlap (PostgreSQL): the MAD poller streams its records in chunks; each chunk's rates are computed
+at once (``semantics.derive_fast``, ``derive_raw`` for the uncommon ports) and COPYed + applied by a
+store thread inside the sweep's transaction while the later MADs are in flight
+(:class:`_Writer`); a chunk's ports are sampled at the middle of the time since the previous chunk
+(their ``sampled_at``; the rates use exactly it). After the last MAD answer only the last chunk,
+the unread ports, the history rows, the Sweep's figures and the commit remain.
 
 Robustness: a port that does not answer (timeout, node gone, LID moved after an SM change, error
 status) is marked ``stale`` with the reason and keeps its last raw values; the sweep goes on and is

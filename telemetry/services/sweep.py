@@ -468,6 +468,7 @@ class _Writer:
         self.live: set[int] | None = None
         self.written = 0
         self.pipe: _DbPipe | None = None
+        self.gone: set[int] = set()
 
     @property
     def opened(self) -> bool:
@@ -530,7 +531,7 @@ class _Writer:
         by_addr, done = self.by_addr, self.new_state
         for lid, port, ext, raw, err in reads:
             t = by_addr.get((lid, port))
-            if t is None or t.port_id in done:
+            if t is None or t.port_id in done or t.port_id in self.gone:
                 continue
             if err:
                 self._stale(t, f"LID {t.lid} port {t.port_num}: {err}")
@@ -547,6 +548,7 @@ class _Writer:
         self.n_read += 1
         pid = t.port_id
         if self.live is not None and pid not in self.live:
+            self.gone.add(pid)  # removed by a discovery since the targets were read: no row
             return
         prev = self.prev_state.get(pid)
         self.new_state[pid] = (raw, ext, t_sample, False)
@@ -576,6 +578,7 @@ class _Writer:
         self.n_stale += 1
         pid = t.port_id
         if self.live is not None and pid not in self.live:
+            self.gone.add(pid)
             return
         prev = self.prev_state.get(pid)
         raw = prev[0] if prev else (None,) * 16
@@ -624,9 +627,9 @@ class _Writer:
             sampled_at = datetime.fromtimestamp(t_mid, UTC)
             t_sample = sampled_at.timestamp()
         reads = collected.reads if collected is not None else {}
-        done = self.new_state
+        done, gone = self.new_state, self.gone
         for t in self.targets:
-            if t.port_id in done:
+            if t.port_id in done or t.port_id in gone:
                 continue
             if not t.lid:
                 self._stale(t, "no LID known for this port (down, or not yet configured by the SM)")

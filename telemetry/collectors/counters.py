@@ -54,7 +54,9 @@ flatters Weft (the latency-bound ``ibqueryerrors`` suffers more from load; it to
 
 * Selene: sweep 4.85 s vs ``ibqueryerrors --data`` 10.11 s = 0.48× (pairs 0.41-0.70); collect
   (to the last MAD answer) 3.98 s, after it 0.56 s (14 %: the store thread catching up under load;
-  0.03-0.05 s when it keeps up); 2.0 MADs per port (ibsim: CapMask2 0).
+  0.03-0.05 s when it keeps up); 2.0 MADs per port (ibsim: CapMask2 0). A second run (load 9-10):
+  4.55 s vs 8.63 s = 0.53× (pairs 0.45-0.68), after the last answer 1.19 s = 36 % of collect: under
+  this load the store thread (PostgreSQL starved of CPU) falls behind the poller.
 * 2,048-host fat tree: 2.45 s vs 4.77 s = 0.51× (pairs 0.31-0.85); after the last answer 16 %.
 * A quiet-machine ratio was not measured (the machine never was quiet); with the quiet poller at
   ~0.8 s for 51,408 MADs the sweep cannot reach 0.5× of 1.44 s on ibsim at 2 MADs per port.

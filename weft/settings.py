@@ -397,6 +397,10 @@ WEFT_POLL_WINDOW = env_int("WEFT_POLL_WINDOW", 64, min_value=1)
 WEFT_POLL_PROCESSES = env_int("WEFT_POLL_PROCESSES", 1, min_value=1)
 WEFT_POLL_PERSISTENT = env_bool("WEFT_POLL_PERSISTENT", True)
 WEFT_POLL_GROUPS = env_int("WEFT_POLL_GROUPS", 1, min_value=1)
+#: Publish a committed sweep (``sweep_committed``: heatmap delta, counter rules) from a per-process
+#: thread, in sweep order, after the sweep returns (``telemetry.services.publisher``): off the
+#: sweep's path. Default on with PostgreSQL + Redis; embedded (SQLite) publishes inline.
+WEFT_SWEEP_PUBLISH_ASYNC = env_bool("WEFT_SWEEP_PUBLISH_ASYNC", not EMBEDDED)
 WEFT_XMIT_WAIT_TICK_NS = env_float("WEFT_XMIT_WAIT_TICK_NS", DEFAULT_TICK_NS, positive=True)
 #: Per-MAD timeout (seconds) of the MAD poller, before it resends. 1.0 s: the value sweeps have
 #: always used (this setting's default and the poller's ``--timeout``) and libibmad's own default

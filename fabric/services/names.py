@@ -128,12 +128,14 @@ def check_map(text: str | None, path: str | None, source: str = "node-name map")
     file's name, which errors cite (a path cites itself).
 
     Raises:
-        MapUnreadable: ``path`` cannot be read.
+        MapUnreadable: ``path`` cannot be read, or ``text`` is larger than :data:`MAX_MAP_BYTES`.
         NodeNameMapError: bad lines (located).
         ValueError: both given.
     """
     if text and path:
         raise ValueError("give the map as text or as a path on the server, not both")
+    if text and len(text) > MAX_MAP_BYTES:
+        raise MapUnreadable(f"{source}: larger than {MAX_MAP_BYTES // 2**20} MiB")
     if path:
         return parse_node_name_map(read_map_path(path), path).names
     return parse_node_name_map(text or "", source).names

@@ -485,7 +485,7 @@ class NodeNameMapSerializer(serializers.Serializer):
     it from ``text`` (or a multipart ``file``, or a ``text/plain`` body) or from ``path`` (a file
     on the server, read again at every discovery); DELETE (or PUT with neither) removes it."""
 
-    source = serializers.ChoiceField(choices=["upload", "path", "none"], read_only=True)
+    source = serializers.CharField(read_only=True, help_text="upload, path or none")
     text = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     path = serializers.CharField(required=False, allow_blank=True, max_length=1024)
     filename = serializers.CharField(required=False, max_length=255)

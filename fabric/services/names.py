@@ -139,4 +139,3 @@ def check_map(text: str | None, path: str | None, source: str = "node-name map")
     if path:
         return parse_node_name_map(read_map_path(path), path).names
     return parse_node_name_map(text or "", source).names
-

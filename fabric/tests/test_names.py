@@ -170,10 +170,15 @@ def test_raw_description_kept_with_its_spaces_display_trims(realdata, client_for
     assert node.host.name == "selene-cache-04"
     data = client_for("viewer").get(f"/api/fabric/nodes/{node.pk}/").json()
     assert (data["description"], data["name"], data["display"]) == (
-        "selene-cache-04 mlx5_2 ", "selene-cache-04 mlx5_2", "selene-cache-04 mlx5_2"
+        "selene-cache-04 mlx5_2 ",
+        "selene-cache-04 mlx5_2",
+        "selene-cache-04 mlx5_2",
     )
     page = client_for("viewer").get(f"/fabric/nodes/{node.pk}/").content.decode()
-    assert '<code id="node-description" class="raw-desc" title="NodeDescription as the tool printed it">"selene-cache-04 mlx5_2 "</code>' in page
+    assert (
+        '<code id="node-description" class="raw-desc" title="NodeDescription as the tool printed it">"selene-cache-04 mlx5_2 "</code>'
+        in page
+    )
 
 
 @pytest.mark.django_db
@@ -214,9 +219,25 @@ def test_map_change_renames_existing_nodes_with_audit_and_names_reach_events(rea
     assert entry.changes["before"] == {"source": "none", "path": ""} and entry.changes["source"] == "upload"
 
     # names everywhere: API display and search, map, heatmap rows, events of the next import
-    assert api.get(f"/api/fabric/nodes/?q=x5570comp2").json()["results"][0]["node_guid"] == guid
+    assert api.get("/api/fabric/nodes/?q=x5570comp2").json()["results"][0]["node_guid"] == guid
     m = api.get(f"/api/fabric/fabrics/{fabric.pk}/map/").json()
     assert m["nodes"]["name"][m["nodes"]["guid"].index(guid)] == "x5570comp2"
+    from events.models import Alarm
+    from events.notify import describe_object
+    from telemetry.api.heatmap import heatmap_snapshot
+
+    switch = Node.objects.get(fabric=fabric, node_guid="0x0008f10500108bba")
+    set_node_name_map(fabric, text=map_text + f'{switch.node_guid} "leaf-8bba"\n')
+    rows = {r["guid"]: r for r in heatmap_snapshot(fabric)["rows"]}
+    assert (rows[switch.node_guid]["name"], rows[switch.node_guid]["description"]) == (
+        "leaf-8bba",
+        "Voltaire 4036 # 4036-8BBA",
+    )
+    # a mail about a link alarm names both ends by their names
+    alarm = Alarm(fabric=fabric, code="link.down", object_type="link", object_repr="",
+                  object_key=f"{switch.node_guid}/29-{guid}/1")  # fmt: skip
+    assert describe_object(alarm) == "leaf-8bba [29] <-> x5570comp2 [1]"
+    set_node_name_map(fabric, text=map_text)
     gone = re.sub(r'(?ms)^Ca\s+\d+\s+"H-003048c7488b0000".*?\n\n', "", text)
     gone = "\n".join(ln for ln in gone.splitlines() if '"H-003048c7488b0000"' not in ln) + "\n"
     import_topology_text("x5", gone, filename="X5-less.topofile", replace=True)
@@ -230,7 +251,7 @@ def test_map_change_renames_existing_nodes_with_audit_and_names_reach_events(rea
     r = api.delete(f"/api/fabric/fabrics/{fabric.pk}/node-name-map/")
     assert r.status_code == 200 and r.json()["renamed"] == 85
     assert set(Node.objects.filter(fabric=fabric, node_type="ca").values_list("name", flat=True)) == {GENERIC}
-    assert AuditEntry.objects.filter(action="fabric.node_name_map").count() == 2
+    assert AuditEntry.objects.filter(action="fabric.node_name_map").count() == 4
 
 
 @pytest.mark.django_db
@@ -244,10 +265,15 @@ def test_bad_map_upload_is_400_with_located_errors_and_changes_nothing(client_fo
     viewer, operator = client_for("viewer"), client_for("operator")
     audits = AuditEntry.objects.filter(action="fabric.node_name_map").count()
     bad = '0x003048c74e4a0000 "renamed"\nH-003048c7488b0000 x5570comp2\n0x003048c74e4a0001 "open\n'
-    r = api.put(f"/api/fabric/fabrics/{fabric.pk}/node-name-map/?filename=X5.map", bad, content_type="text/plain")
+    r = api.put(
+        f"/api/fabric/fabrics/{fabric.pk}/node-name-map/?filename=X5.map", bad, content_type="text/plain"
+    )
     assert r.status_code == 400
     assert [(e["source"], e["line"]) for e in r.json()["errors"]] == [("X5.map", 2), ("X5.map", 3)]
-    assert r.json()["errors"][0]["message"] == "'H-003048c7488b0000' is not a node GUID (0x and 1 to 16 hex digits)"
+    assert (
+        r.json()["errors"][0]["message"]
+        == "'H-003048c7488b0000' is not a node GUID (0x and 1 to 16 hex digits)"
+    )
     fabric.refresh_from_db()
     assert fabric.node_name_map == '0x003048c74e4a0000 "first"\n'
     assert list(Node.objects.filter(fabric=fabric).order_by("pk").values_list("name", "host_id")) == before
@@ -346,7 +372,9 @@ def test_live_discovery_applies_the_map(lab_factory, committed_signals):
     assert nodes[g1].description == "MT4119 ConnectX5 Mellanox Technologies"
     # the switch: mapped name, raw description as ibnetdiscover printed it (trailing spaces kept)
     assert nodes[sw].name == "leaf-r1-u40" and nodes[sw].host is None
-    printed = re.search(rf'^Switch\s+\d+\s+"S-{sw[2:]}"\s+# "([^"]*)"', lab.run(["ibnetdiscover"]).stdout, re.M)
+    printed = re.search(
+        rf'^Switch\s+\d+\s+"S-{sw[2:]}"\s+# "([^"]*)"', lab.run(["ibnetdiscover"]).stdout, re.M
+    )
     assert printed is not None and nodes[sw].description == printed.group(1)
     assert printed.group(1) == "MF0;leaf1:MQM8700/U1  "
     again = discover(fabric)

@@ -483,26 +483,35 @@ class ImportErrorSerializer(serializers.Serializer):
 class NodeNameMapSerializer(serializers.Serializer):
     """A fabric's node-name map (``fabric.parsers.node_name_map`` format): GET shows it; PUT sets
     it from ``text`` (or a multipart ``file``, or a ``text/plain`` body) or from ``path`` (a file
-    on the server, read again at every discovery); DELETE (or PUT with neither) removes it."""
+    on the server, read again at every discovery); DELETE (or PUT with neither) removes it.
+    ``error`` (GET only): empty, or why the stored map's path can no longer be read or parsed."""
 
     source = serializers.CharField(read_only=True, help_text="upload, path or none")
     text = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     path = serializers.CharField(required=False, allow_blank=True, max_length=1024)
-    filename = serializers.CharField(required=False, max_length=255)
+    filename = serializers.CharField(required=False, max_length=255, write_only=True)
     file = serializers.FileField(required=False, write_only=True)
     entries = serializers.IntegerField(read_only=True)
-    renamed = serializers.IntegerField(read_only=True, help_text="nodes whose name changed (PUT/DELETE)")
-    rehosted = serializers.IntegerField(read_only=True, help_text="nodes whose host changed (PUT/DELETE)")
+    error = serializers.CharField(read_only=True, help_text="empty, or why the map path cannot be used now")
+
+
+class NodeNameMapResultSerializer(NodeNameMapSerializer):
+    """The map after a PUT/DELETE, with what changed on the stored nodes."""
+
+    error = None
+    renamed = serializers.IntegerField(read_only=True, help_text="nodes whose name changed")
+    rehosted = serializers.IntegerField(read_only=True, help_text="nodes whose host changed")
     hosts_created = serializers.IntegerField(read_only=True)
 
 
 class NodeNameMapErrorSerializer(serializers.Serializer):
     """400: the map was refused, nothing changed: ``error`` (all of it), ``errors`` one per bad
-    line ``{"source", "line", "message", "text"}`` (``total`` counts them)."""
+    line ``{"source", "line", "message", "text"}`` (``total`` counts them); or a request error
+    (``{"detail": ...}``, ``{"text": [...]}``, as every DRF validation error)."""
 
-    error = serializers.CharField()
-    errors = serializers.ListField(child=serializers.DictField())
-    total = serializers.IntegerField()
+    error = serializers.CharField(required=False)
+    errors = serializers.ListField(child=serializers.DictField(), required=False)
+    total = serializers.IntegerField(required=False)
 
 
 class DiscoverQueuedSerializer(serializers.Serializer):

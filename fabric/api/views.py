@@ -382,9 +382,10 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
             "multipart/form-data": serializers.NodeNameMapSerializer,
             "text/plain": OpenApiTypes.STR,
         },
-        responses={200: serializers.NodeNameMapSerializer, 400: serializers.NodeNameMapErrorSerializer},
+        responses={200: serializers.NodeNameMapResultSerializer, 400: serializers.NodeNameMapErrorSerializer},
     )
-    @extend_schema(methods=["GET", "DELETE"], responses={200: serializers.NodeNameMapSerializer})
+    @extend_schema(methods=["GET"], responses={200: serializers.NodeNameMapSerializer})
+    @extend_schema(methods=["DELETE"], responses={200: serializers.NodeNameMapResultSerializer})
     @action(detail=True, methods=["get", "put", "delete"], url_path="node-name-map", parser_classes=_parsers)
     def node_name_map(self, request, pk=None):
         """This fabric's node-name map (GUID → the name admins see; ``ibnetdiscover(8)`` format).
@@ -395,7 +396,7 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
         fabric = self.get_object()
         if request.method == "GET":
             doc = {"source": "upload" if fabric.node_name_map else "path" if fabric.node_name_map_path else "none",
-                   "text": fabric.node_name_map, "path": fabric.node_name_map_path}  # fmt: skip
+                   "text": fabric.node_name_map, "path": fabric.node_name_map_path, "error": ""}  # fmt: skip
             try:
                 doc["entries"] = len(fabric_names(fabric))
             except (MapUnreadable, NodeNameMapError) as exc:

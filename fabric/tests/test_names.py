@@ -287,7 +287,13 @@ def test_bad_map_upload_is_400_with_located_errors_and_changes_nothing(client_fo
     assert operator.put(f"/api/fabric/fabrics/{fabric.pk}/node-name-map/", {"text": ""},
                         format="json").status_code == 403  # fmt: skip
     got = viewer.get(f"/api/fabric/fabrics/{fabric.pk}/node-name-map/").json()
-    assert got == {"source": "upload", "text": '0x003048c74e4a0000 "first"\n', "path": "", "entries": 1}
+    assert got == {
+        "source": "upload",
+        "text": '0x003048c74e4a0000 "first"\n',
+        "path": "",
+        "entries": 1,
+        "error": "",
+    }
     assert AuditEntry.objects.filter(action="fabric.node_name_map").count() == audits
     # the page form: same refusal, every line listed
     page = client_for("admin").post(f"/fabric/{fabric.pk}/names/", {"text": bad, "op": "set"})

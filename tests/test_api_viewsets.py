@@ -42,9 +42,11 @@ from accounts.roles import set_role
 from accounts.tokens import check_key, create_token
 from events.models import Alarm, Event, EventPolicy, HealthReport
 from fabric.choices import SMState
-from fabric.models import Fabric, Node, SubnetManager
+from fabric.models import Fabric, Host, Node, SubnetManager
 from fabric.services.ingest import import_topology_text
 from fabric.services.requests import set_node_name_map
+from pools.parsers.records import GpuRecord, GpuReport, MigDeviceRecord
+from pools.services.inventory import ingest_gpu_report
 from weft.testing.api import Route, viewset_routes
 from weft.testing.topologies import BASE
 
@@ -135,6 +137,14 @@ def world(users) -> World:
     User.objects.create_user("gone", is_active=False)
     audit.record("fabric.create", fabric, user=users["admin"])
     audit.record("fabric.create", other, user=users["admin"])
+    for f, n in ((fabric, 2), (other, 1)):  # GPU inventories: GPUs, MIG slices, host reports
+        report = GpuReport(driver_version="550.54", attached_gpus=n)
+        for i in range(n):
+            report.gpus.append(GpuRecord(
+                index=i, uuid=f"GPU-{f.name}-{i}", product_name="H100", memory_total_mib=81559, health="healthy",
+                mig_current="enabled", rail_device="mlx5_0", rail_affinity="PIX",
+                mig_devices=[MigDeviceRecord(1, 0, 0, "3g.40gb"), MigDeviceRecord(2, 0, 1, "3g.40gb")]))  # fmt: skip
+        ingest_gpu_report(Host.objects.get(fabric=f, name="host001"), report, source="import")
     return World(users=users, fabric=fabric, other=other, alarm=alarm, policy=policy, target=target)
 
 

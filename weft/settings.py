@@ -206,6 +206,14 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # choice sets shared by several fields get one component each (pools: GPU and slice state,
+    # current and pending MIG mode, report source)
+    "ENUM_NAME_OVERRIDES": {
+        "GpuStateEnum": "pools.choices.GpuState",
+        "MigModeEnum": "pools.choices.MigMode",
+        "ReportSourceEnum": "pools.choices.ReportSource",
+        "GpuHealthEnum": "pools.choices.Health",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "weft.schema.brief_alternatives",

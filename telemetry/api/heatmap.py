@@ -11,7 +11,7 @@
       "columns": 36,                               # highest switch port number with a cell
       "tiers": [{"tier": 3, "name": "core", "rows": 2}, ...],   # row groups, in row order
       "rows": [{"node": id, "guid", "name", "description", "lid", "tier", "tier_name", "num_ports"}],
-      "cells": [[port_id, node_id, port_num, utilisation, congestion, error_flag, stale], ...]
+      "cells": [[port_id, node_id, port_num, utilisation, congestion, error_flag, stale, down], ...]
     }
 
 Rows are switches grouped core, spine, leaf, then switches of unknown tier, each group sorted by

@@ -171,11 +171,12 @@ class NodeFilterSet(filters.FilterSet):
     port_guid = GUIDFilter(label="GUID of any of its ports", field_name="ports__port_guid")
     lid = NumberInFilter(method="filter_lid", label="LID of the node (switch port 0) or of any port")
     description = filters.CharFilter(lookup_expr="icontains")
+    name = filters.CharFilter(lookup_expr="icontains", label="name (node-name map, else description)")
     type = filters.MultipleChoiceFilter(field_name="node_type", choices=NodeType.choices)
     tier = EnumFilter(enum=Tier)
     host = ModelIdsFilter(queryset=Host.objects.all())
     host_name = filters.CharFilter(field_name="host__name", lookup_expr="iexact")
-    q = filters.CharFilter(method="search", label="search GUID, LID or description")
+    q = filters.CharFilter(method="search", label="search GUID, LID, name or description")
     reachable = filters.BooleanFilter(
         field_name="unreachable_since", lookup_expr="isnull", label="reached by the last discovery"
     )
@@ -204,6 +205,7 @@ class PortFilterSet(filters.FilterSet):
     lid = NumberInFilter(method="filter_lid", label="port LID (switch ports: the switch's LID)")
     port_num = NumberInFilter()
     description = filters.CharFilter(field_name="node__description", lookup_expr="icontains")
+    name = filters.CharFilter(field_name="node__name", lookup_expr="icontains", label="node name")
     type = filters.MultipleChoiceFilter(field_name="node__node_type", choices=NodeType.choices)
     tier = EnumFilter(field_name="node__tier", enum=Tier)
     state = EnumFilter(enum=PortState)
@@ -239,6 +241,7 @@ class LinkFilterSet(filters.FilterSet):
     port_guid = GUIDFilter(fields=("port_a__port_guid", "port_b__port_guid"), label="port GUID at either end")
     lid = NumberInFilter(method="filter_lid", label="LID at either end")
     description = filters.CharFilter(method="filter_description", label="node description at either end")
+    name = filters.CharFilter(method="filter_name", label="node name at either end")
     speed = CharInFilter()
     width = CharInFilter()
     state = EnumFilter(method="filter_state", enum=PortState, label="port state at either end")
@@ -262,6 +265,9 @@ class LinkFilterSet(filters.FilterSet):
 
     def filter_description(self, qs, name, value):
         return qs if not value else self._either(qs, "node__description__icontains", value)
+
+    def filter_name(self, qs, name, value):
+        return qs if not value else self._either(qs, "node__name__icontains", value)
 
     def filter_state(self, qs, name, value):
         return qs if not value else self._either(qs, "state__in", value)

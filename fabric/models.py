@@ -21,6 +21,7 @@ from .querysets import (
     NodeQuerySet,
     PortQuerySet,
 )
+from .services.derive import display_name
 
 #: Why a fabric without live access is not discovered or polled from this host (``.format(name=...)``);
 #: the API answers it with a 409, the pages and commands show it.
@@ -55,6 +56,13 @@ class Fabric(models.Model):
     master_sm_lid = models.PositiveIntegerField(null=True, blank=True)
     #: consecutive SM polls without a master answer (``fabric.services.sm``; 0 when one answers)
     master_sm_missed = models.PositiveIntegerField(default=0, editable=False)
+    #: the site's node-name map (``fabric.parsers.node_name_map`` format) as uploaded; or, in
+    #: ``node_name_map_path``, a file on this server read at every discovery and import (at most
+    #: one of the two is set; ``fabric.services.names``)
+    node_name_map = models.TextField(blank=True)
+    node_name_map_path = models.CharField(max_length=1024, blank=True)
+    #: when the map was last set or cleared (part of the network map's cache key)
+    node_name_map_changed = models.DateTimeField(null=True, blank=True, editable=False)
     last_discovery = models.ForeignKey(
         "Discovery", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -97,7 +105,14 @@ class Host(models.Model):
 
 
 class Node(models.Model):
-    """A switch, CA or router (IBTA NodeInfo). ``lid`` is the switch's port-0 LID (switches only)."""
+    """A switch, CA or router (IBTA NodeInfo). ``lid`` is the switch's port-0 LID (switches only).
+
+    ``description`` is the NodeDescription exactly as the tool printed it (leading/trailing spaces
+    kept; IBTA Vol 1 14.2.5.2: 64 bytes, so 128 characters hold any); ``name`` is what admins see
+    everywhere (pages, map, heatmap, events, mails, exports, API ``display``): the fabric's
+    node-name map entry for the GUID, else the trimmed description
+    (``fabric.services.derive.display_name``; written by ingest and ``fabric.services.names``).
+    """
 
     fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="nodes")
     node_guid = models.CharField(max_length=18, db_index=True)
@@ -106,6 +121,7 @@ class Node(models.Model):
     vendor_id = models.PositiveIntegerField(null=True, blank=True)
     device_id = models.PositiveIntegerField(null=True, blank=True)
     description = models.CharField(max_length=128, blank=True, db_index=True)
+    name = models.CharField(max_length=128, blank=True, db_index=True)
     num_ports = models.PositiveSmallIntegerField(default=0)
     enhanced_port0 = models.BooleanField(default=False)
     lid = models.PositiveIntegerField(null=True, blank=True, db_index=True)
@@ -121,13 +137,19 @@ class Node(models.Model):
     objects = models.Manager.from_queryset(NodeQuerySet)()
 
     class Meta:
-        ordering = ["fabric", "node_type", "description"]
+        ordering = ["fabric", "node_type", "name"]
         constraints = [
             models.UniqueConstraint(fields=["fabric", "node_guid"], name="node_guid_unique_per_fabric")
         ]
 
     def __str__(self) -> str:
-        return self.description or self.node_guid
+        return self.name or self.node_guid
+
+    def save(self, *args, **kwargs) -> None:
+        # rows made one by one (admin, tests) get the no-map name; ingest writes ``name`` itself
+        if not self.name and self.description:
+            self.name = display_name(self.node_guid, self.description, None)
+        super().save(*args, **kwargs)
 
     def get_absolute_url(self) -> str:
         return reverse("fabric:node", args=[self.pk])

@@ -9,6 +9,7 @@ urlpatterns = [
     path("fabric/", views.FabricListView.as_view(), name="fabric_list"),
     path("fabric/<int:pk>/", views.FabricView.as_view(), name="fabric"),
     path("fabric/<int:pk>/discover/", views.FabricDiscoverView.as_view(), name="fabric_discover"),
+    path("fabric/<int:pk>/names/", views.FabricNamesView.as_view(), name="fabric_names"),
     path("fabric/map/", views.MapView.as_view(), name="map"),
     path("fabric/nodes/<int:pk>/", views.NodeView.as_view(), name="node"),
     path("fabric/ports/<int:pk>/", views.PortView.as_view(), name="port"),

@@ -27,7 +27,10 @@ from weft.params import int_param
 
 from .choices import NodeType
 from .models import Discovery, Fabric, Node, Port
-from .services.requests import NoLiveAccess, request_discovery
+from .parsers.node_name_map import NodeNameMapError
+from .services.names import MapUnreadable, fabric_names
+from .services.requests import NoLiveAccess, request_discovery, set_node_name_map
+from .upload import UploadError, read_limited, topology_text
 
 PORT_CHARTS_TEMPLATE = "telemetry/_port_charts.html"
 OBJECT_ALARMS_TEMPLATE = "events/_object_alarms.html"
@@ -85,7 +88,55 @@ class FabricView(RoleRequiredMixin, DetailView):
         )
         ctx["host_count"] = fabric.hosts.count()
         ctx["live"] = fabric.has_live_access
+        try:
+            ctx["name_map_entries"] = len(fabric_names(fabric))
+        except (MapUnreadable, NodeNameMapError) as exc:
+            ctx["name_map_entries"] = 0
+            ctx["name_map_error"] = str(exc).splitlines()[0]
         return ctx
+
+
+class FabricNamesView(FabricView):
+    """POST (Admin): set the fabric's node-name map from an uploaded file, pasted text or a server
+    path (``op=clear`` removes it), through the audited service; a refused map re-renders the
+    fabric page with every bad line located (status 400, nothing changed)."""
+
+    required_role = Role.ADMIN
+    http_method_names = ["post"]
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        self.object = fabric = get_object_or_404(self.get_queryset(), pk=pk)
+        text, path, filename = "", "", ""
+        errors: list[dict] = []
+        if request.POST.get("op") != "clear":
+            path = request.POST.get("path", "").strip()
+            text = request.POST.get("text", "")
+            upload = request.FILES.get("file")
+            try:
+                if upload is not None:
+                    filename = upload.name
+                    text = topology_text(read_limited(upload, filename), filename)
+            except UploadError as exc:
+                errors = [{"source": filename, "line": 0, "message": str(exc)}]
+            if text.strip() and path:
+                text = "" if upload is None and text == fabric.node_name_map else text
+        if not errors:
+            try:
+                result = set_node_name_map(fabric, text=text, path=path, filename=filename, user=request.user)
+            except NodeNameMapError as exc:
+                errors = exc.as_dicts()
+            except (MapUnreadable, ValueError) as exc:
+                errors = [{"source": path or filename, "line": 0, "message": str(exc)}]
+        if errors:
+            ctx = self.get_context_data(object=fabric)
+            ctx["name_map_errors"] = errors
+            return self.render_to_response(ctx, status=400)
+        messages.success(
+            request,
+            f"Node-name map of {fabric.name}: {result['entries']} names, {result['renamed']} nodes renamed, "
+            f"{result['rehosted']} moved to another host.",
+        )
+        return redirect(fabric.get_absolute_url())
 
 
 class FabricDiscoverView(RoleRequiredMixin, View):
@@ -147,7 +198,8 @@ class NodeView(RoleRequiredMixin, DetailView):
             rows.append({"port": port, "link": port.link, "remote": port.remote})
         ctx["port_rows"] = rows
         ctx["linked"] = sum(1 for r in rows if r["link"] is not None)
-        ctx["siblings"] = node.host.nodes.exclude(pk=node.pk).order_by("description") if node.host_id else []
+        ctx["siblings"] = node.host.nodes.exclude(pk=node.pk).order_by("name") if node.host_id else []
+        ctx["mapped"] = bool(node.name) and node.name != node.description.strip()
         ctx["alarms_template"] = optional_template(OBJECT_ALARMS_TEMPLATE)
         return ctx
 

@@ -44,6 +44,7 @@ from events.models import Alarm, Event, EventPolicy, HealthReport
 from fabric.choices import SMState
 from fabric.models import Fabric, Host, Node, SubnetManager
 from fabric.services.ingest import import_topology_text
+from fabric.services.requests import set_node_name_map
 from pools.parsers.records import GpuRecord, GpuReport, MigDeviceRecord
 from pools.services.inventory import ingest_gpu_report
 from weft.testing.api import Route, viewset_routes
@@ -233,6 +234,24 @@ WRITES: dict[str, Write] = {
         and b["summary"]["changed"] >= 1
         and Node.objects.filter(fabric=w.fabric, description="leaf-two").exists(),
     ),
+    "fabric-api:fabric-node-name-map PUT": Write(
+        200,
+        target=lambda w: w.fabric,
+        body=lambda w: {
+            "text": f'{Node.objects.get(fabric=w.fabric, description="spine-1").node_guid} "core-01"\n'
+        },
+        check=lambda w, b: (b["entries"], b["renamed"]) == (1, 1)
+        and Node.objects.filter(fabric=w.fabric, name="core-01", description="spine-1").exists(),
+    ),
+    "fabric-api:fabric-node-name-map DELETE": Write(
+        200,
+        target=lambda w: w.fabric,
+        prepare=lambda w: set_node_name_map(
+            w.fabric, text=f'{Node.objects.get(fabric=w.fabric, description="spine-1").node_guid} "core-01"\n'
+        ),
+        check=lambda w, b: (b["source"], b["renamed"]) == ("none", 1)
+        and Node.objects.get(fabric=w.fabric, description="spine-1").name == "spine-1",
+    ),
     "fabric-api:fabric-import-new POST": Write(
         201,
         body={"fabric": "third", "text": BASE},
@@ -314,6 +333,7 @@ WRITES: dict[str, Write] = {
 
 #: Checks of GET actions other than list and retrieve: (world, body, role) -> True when right.
 READ_CHECKS: dict[str, Callable[[World, Any, str], bool]] = {
+    "fabric-api:fabric-node-name-map GET": lambda w, b, role: (b["source"], b["entries"]) == ("none", 0),
     "fabric-api:fabric-map GET": lambda w, b, role: len(b["nodes"]["id"])
     == Node.objects.filter(fabric=w.fabric).count()
     > 0,

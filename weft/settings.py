@@ -383,6 +383,11 @@ WEFT_METRICS_ALLOW = env_list("WEFT_METRICS_ALLOW", ["127.0.0.1", "::1"])
 WEFT_IMPORT_MAX_BYTES = env_int("WEFT_IMPORT_MAX_BYTES", 256 * 1024 * 1024, min_value=1)
 #: an import that would remove more than this share of the stored nodes or links needs ``replace``
 WEFT_IMPORT_MAX_REMOVE_SHARE = env_float("WEFT_IMPORT_MAX_REMOVE_SHARE", 0.10, min_value=0.0)
+#: Directories a fabric's node-name map path may lie in (a map path elsewhere is refused: the
+#: setting is an Admin's, and a bad map's errors quote its lines).
+WEFT_NODE_NAME_MAP_DIRS = env_list(
+    "WEFT_NODE_NAME_MAP_DIRS", ["/etc/opensm", "/etc/infiniband-diags", "/etc/rdma", "/etc/weft"]
+)
 #: Ceiling on the REST API's ?limit= (page size).
 WEFT_API_MAX_LIMIT = env_int("WEFT_API_MAX_LIMIT", 10000, min_value=1)
 #: Default timeout (seconds) for one run of an infiniband-diags tool.

@@ -74,7 +74,7 @@ class BriefNodeSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Node
-        fields = ["id", "url", "display", "node_guid", "node_type", "description", "lid"]
+        fields = ["id", "url", "display", "node_guid", "node_type", "name", "description", "lid"]
 
 
 class BriefPortSerializer(serializers.ModelSerializer):
@@ -145,12 +145,22 @@ class FabricSerializer(serializers.ModelSerializer):
             "polling_enabled",
             "master_sm_guid",
             "master_sm_lid",
+            "node_name_map_source",
+            "node_name_map_path",
             "last_discovery",
             "counts",
             "notices",
             "created",
         ]
-        read_only_fields = ["master_sm_guid", "master_sm_lid", "created"]
+        # the map is changed through the audited ``node-name-map`` action, which renames the nodes
+        read_only_fields = ["master_sm_guid", "master_sm_lid", "node_name_map_path", "created"]
+
+    node_name_map_source = serializers.SerializerMethodField(
+        help_text="where the node-name map comes from: upload, path or none (see the node-name-map action)"
+    )
+
+    def get_node_name_map_source(self, obj) -> str:
+        return "upload" if obj.node_name_map else "path" if obj.node_name_map_path else "none"
 
     @extend_schema_field(
         {
@@ -308,6 +318,7 @@ class NodeSerializer(serializers.ModelSerializer):
             "system_image_guid",
             "vendor_id",
             "device_id",
+            "name",
             "description",
             "num_ports",
             "enhanced_port0",
@@ -467,6 +478,40 @@ class ImportErrorSerializer(serializers.Serializer):
     error = serializers.CharField(required=False)
     source = serializers.CharField(allow_null=True, required=False)
     line = serializers.IntegerField(allow_null=True, required=False)
+
+
+class NodeNameMapSerializer(serializers.Serializer):
+    """A fabric's node-name map (``fabric.parsers.node_name_map`` format): GET shows it; PUT sets
+    it from ``text`` (or a multipart ``file``, or a ``text/plain`` body) or from ``path`` (a file
+    on the server, read again at every discovery); DELETE (or PUT with neither) removes it.
+    ``error`` (GET only): empty, or why the stored map's path can no longer be read or parsed."""
+
+    source = serializers.CharField(read_only=True, help_text="upload, path or none")
+    text = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    path = serializers.CharField(required=False, allow_blank=True, max_length=1024)
+    filename = serializers.CharField(required=False, max_length=255, write_only=True)
+    file = serializers.FileField(required=False, write_only=True)
+    entries = serializers.IntegerField(read_only=True)
+    error = serializers.CharField(read_only=True, help_text="empty, or why the map path cannot be used now")
+
+
+class NodeNameMapResultSerializer(NodeNameMapSerializer):
+    """The map after a PUT/DELETE, with what changed on the stored nodes."""
+
+    error = None
+    renamed = serializers.IntegerField(read_only=True, help_text="nodes whose name changed")
+    rehosted = serializers.IntegerField(read_only=True, help_text="nodes whose host changed")
+    hosts_created = serializers.IntegerField(read_only=True)
+
+
+class NodeNameMapErrorSerializer(serializers.Serializer):
+    """400: the map was refused, nothing changed: ``error`` (all of it), ``errors`` one per bad
+    line ``{"source", "line", "message", "text"}`` (``total`` counts them); or a request error
+    (``{"detail": ...}``, ``{"text": [...]}``, as every DRF validation error)."""
+
+    error = serializers.CharField(required=False)
+    errors = serializers.ListField(child=serializers.DictField(), required=False)
+    total = serializers.IntegerField(required=False)
 
 
 class DiscoverQueuedSerializer(serializers.Serializer):

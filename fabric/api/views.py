@@ -24,10 +24,12 @@ from weft.cache import get_or_compute
 
 from .. import filtersets
 from ..models import Discovery, Fabric, Host, Link, Node, Port, SubnetManager
+from ..parsers.node_name_map import NodeNameMapError
 from ..parsers.records import TopologyParseError
 from ..services.ingest import ImportWouldRemove
 from ..services.ingest import summary as ingest_summary
-from ..services.requests import NoLiveAccess, import_upload, request_discovery
+from ..services.names import MapUnreadable, fabric_names
+from ..services.requests import NoLiveAccess, import_upload, request_discovery, set_node_name_map
 from ..upload import GZIP_MAGIC, UploadError, read_limited, topology_text
 from ..upload import max_bytes as max_upload_bytes
 from . import serializers
@@ -98,7 +100,7 @@ class NodeViewSet(ReadOnlyTopologyViewSet):
     serializer_class = serializers.NodeSerializer
     brief_serializer_class = serializers.BriefNodeSerializer
     filterset_class = filtersets.NodeFilterSet
-    ordering_fields = ["id", "description", "lid", "node_guid", "tier", "node_type"]
+    ordering_fields = ["id", "name", "description", "lid", "node_guid", "tier", "node_type"]
 
     def get_queryset(self):
         if self.action == "retrieve" and not self.brief:
@@ -244,6 +246,7 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
     read_role = Role.VIEWER
     write_role = Role.ADMIN
     action_roles = {"discover": Role.OPERATOR, "import_file": Role.ADMIN, "import_new": Role.ADMIN}
+    #: GET of the node-name map is a read (Viewer); PUT/DELETE are Admin (``write_role``)
     audit_prefix = "fabric"  # create: the validated fields (JSON scalars, tool_env); update: the diff
 
     @extend_schema(
@@ -371,6 +374,58 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
     def import_new(self, request):
         """Import an ibnetdiscover file into the fabric named ``fabric`` (created when missing, Admin)."""
         return self._import(request, None)
+
+    @extend_schema(
+        methods=["PUT"],
+        request={
+            "application/json": serializers.NodeNameMapSerializer,
+            "multipart/form-data": serializers.NodeNameMapSerializer,
+            "text/plain": OpenApiTypes.STR,
+        },
+        responses={200: serializers.NodeNameMapResultSerializer, 400: serializers.NodeNameMapErrorSerializer},
+    )
+    @extend_schema(methods=["GET"], responses={200: serializers.NodeNameMapSerializer})
+    @extend_schema(methods=["DELETE"], responses={200: serializers.NodeNameMapResultSerializer})
+    @action(detail=True, methods=["get", "put", "delete"], url_path="node-name-map", parser_classes=_parsers)
+    def node_name_map(self, request, pk=None):
+        """This fabric's node-name map (GUID → the name admins see; ``ibnetdiscover(8)`` format).
+        PUT (Admin) sets it from ``text``/``file``/a ``text/plain`` body, or from ``path`` (a file
+        on this server under ``WEFT_NODE_NAME_MAP_DIRS``), renames the stored nodes and audits the
+        change; a map with bad lines is refused with all of them located (400, nothing changed).
+        DELETE (Admin) removes it (nodes show their descriptions again)."""
+        fabric = self.get_object()
+        if request.method == "GET":
+            doc = {"source": "upload" if fabric.node_name_map else "path" if fabric.node_name_map_path else "none",
+                   "text": fabric.node_name_map, "path": fabric.node_name_map_path, "error": ""}  # fmt: skip
+            try:
+                doc["entries"] = len(fabric_names(fabric))
+            except (MapUnreadable, NodeNameMapError) as exc:
+                doc.update(entries=0, error=str(exc))
+            return Response(doc)
+        text, path, filename = "", "", ""
+        if request.method == "PUT":
+            data = request.data
+            if not isinstance(data, Mapping):
+                raise ValidationError({"text": ["send a JSON object with 'text' or 'path', or a text body"]})
+            path = data.get("path") or ""
+            if not isinstance(path, str):
+                raise ValidationError({"path": ["must be a string"]})
+            if "raw" in data or data.get("file") is not None or data.get("text"):
+                if "raw" in data:
+                    data = {"raw": data["raw"], "filename": request.query_params.get("filename", "")}
+                text, filename = _read_upload(data)
+                filename = "" if filename == "upload" else filename
+        try:
+            result = set_node_name_map(fabric, text=text, path=path, filename=filename, user=request.user)
+        except NodeNameMapError as exc:
+            return Response({"error": str(exc), "errors": exc.as_dicts(), "total": exc.total},
+                            status=status.HTTP_400_BAD_REQUEST)  # fmt: skip
+        except (MapUnreadable, ValueError) as exc:
+            return Response({"error": str(exc), "errors": [{"source": path or filename, "line": 0,
+                             "message": str(exc), "text": ""}], "total": 1},
+                            status=status.HTTP_400_BAD_REQUEST)  # fmt: skip
+        source = "upload" if text else "path" if path else "none"
+        return Response({"source": source, "text": text, "path": path, **result})
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["get"], url_path="map")

@@ -54,7 +54,8 @@ from ..parsers.records import SWITCH, Topology, TopologyParseError
 from ..signals import discovery_committed
 from . import sm as sm_service
 from .bulk import insert_rows
-from .derive import derive_tiers, host_from_description
+from .derive import derive_tiers, host_for
+from .names import label_topology
 
 #: at most this many natural keys per list in ``Discovery.diff`` (the counts are always complete).
 DIFF_LIST_LIMIT = 1000
@@ -77,6 +78,7 @@ _NODE_FIELDS = (
     "vendor_id",
     "device_id",
     "description",
+    "name",
     "num_ports",
     "enhanced_port0",
     "lid",
@@ -151,6 +153,7 @@ def ingest_topology(
         initial = not Node.objects.filter(fabric=locked).exists()
         ch = _Changes(initial=initial)
         reach = Reach.of(locked, topology, partial, unknown_ports, started=started)
+        label_topology(locked, topology)  # node.label: the map's name or the trimmed description
         host_ids = _sync_hosts(locked, topology, partial, ch)
         node_ids = _sync_nodes(locked, topology, host_ids, reach, ch)
         port_ids = _sync_ports(locked, topology, node_ids, reach, ch)
@@ -347,7 +350,7 @@ def _sync_hosts(fabric: Fabric, topo: Topology, partial: bool, ch: _Changes) -> 
     wanted = set()
     for node in topo.nodes.values():
         if node.node_type != SWITCH:
-            name = host_from_description(node.description)
+            name = host_for(node.node_type, node.description, node.label)
             if name:
                 wanted.add(name)
     stored = dict(Host.objects.filter(fabric=fabric).values_list("name", "id"))
@@ -366,6 +369,7 @@ def _node_values(node, tier: int, host_id: int | None) -> tuple:
         node.vendor_id,
         node.device_id,
         node.description[:128],
+        node.label,
         node.num_ports,
         node.enhanced_port0,
         node.lid if node.node_type == SWITCH else None,
@@ -386,7 +390,7 @@ def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], reach:
     updates: list[Node] = []
     update_fields: set[str] = set()
     for guid, node in topo.nodes.items():
-        host = host_from_description(node.description) if node.node_type != SWITCH else None
+        host = host_for(node.node_type, node.description, node.label)
         values = _node_values(node, tiers[guid], host_ids.get(host) if host else None)
         old = stored.get(guid)
         if old is None:
@@ -396,10 +400,10 @@ def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], reach:
                 ch.events.append(
                     _event(
                         "node.added",
-                        f"{_type_name(node.node_type)} {node.description or guid} ({guid}) appeared",
+                        f"{_type_name(node.node_type)} {node.label or guid} ({guid}) appeared",
                         object_type="node",
                         object_key=guid,
-                        object_repr=node.description or guid,
+                        object_repr=node.label or guid,
                         details={"node_type": node.node_type, "lid": node.lid},
                     )
                 )
@@ -420,7 +424,7 @@ def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], reach:
         ch.changed["nodes"].append(
             {"key": guid, "fields": {k: v for k, v in diffs.items() if k != "host_id"}}
         )
-        label = node.description or guid
+        label = node.label or guid
         if "lid" in diffs:
             ch.events.append(
                 _event(
@@ -433,7 +437,8 @@ def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], reach:
                     details={"old": diffs["lid"][0], "new": diffs["lid"][1]},
                 )
             )
-        if "description" in diffs:
+        if "description" in diffs and diffs["description"][0].strip() != diffs["description"][1].strip():
+            # (a change of leading/trailing spaces only is stored, not reported: display trims)
             ch.events.append(
                 _event(
                     "node.description_changed",
@@ -456,7 +461,7 @@ def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], reach:
     if reach.gone:
         gone = [(guid, v[0]) for guid, v in stored.items() if guid in reach.gone]
         if gone:
-            descs = dict(Node.objects.filter(id__in=[i for _, i in gone]).values_list("id", "description"))
+            descs = dict(Node.objects.filter(id__in=[i for _, i in gone]).values_list("id", "name"))
             for guid, node_id in gone:
                 ch.removed["nodes"].append(guid)
                 ch.events.append(
@@ -706,7 +711,7 @@ def _link_repr(topo: Topology, key: LinkKey) -> str:
     parts = []
     for guid, port in key:
         node = topo.nodes.get(guid)
-        parts.append(f"{(node.description if node else '') or guid}[{port}]")
+        parts.append(f"{(node.label if node else '') or guid}[{port}]")
     return " ↔ ".join(parts)
 
 
@@ -799,13 +804,13 @@ def apply_port_states(
                 if obs.state != PortState.DOWN:
                     out.unknown.append(key)
                 continue
-            names[key[0]] = port.node.description or key[0]
+            names[key[0]] = port.node.name or key[0]
             link = port.link
             if (port.state, port.phys_state) != (obs.state, obs.phys_state):
                 changed[port.pk] = (port, obs.state, obs.phys_state)
             if obs.state == PortState.DOWN and link is not None:
                 peer = link.port_b if link.port_a_id == port.pk else link.port_a
-                names[peer.node.node_guid] = peer.node.description or peer.node.node_guid
+                names[peer.node.node_guid] = peer.node.name or peer.node.node_guid
                 ends = link_ends(key[0], key[1], peer.node.node_guid, peer.port_num)
                 if all(lk.pk != link.pk for lk, _ in gone_links):
                     gone_links.append((link, ends))
@@ -941,7 +946,7 @@ def check_removal(fabric: Fabric, topology: Topology, limit: float) -> None:
     Raises:
         ImportWouldRemove: with what would go.
     """
-    stored_nodes = dict(Node.objects.filter(fabric=fabric).values_list("node_guid", "description"))
+    stored_nodes = dict(Node.objects.filter(fabric=fabric).values_list("node_guid", "name"))
     if not stored_nodes:
         return
     gone_nodes = [g for g in stored_nodes if g not in topology.nodes]

@@ -155,7 +155,7 @@
       const row = state.rows[r], y = state.rowY[r];
       if (cs >= 9) {
         ctx.fillStyle = COLOURS.muted;
-        ctx.fillText(truncate(row.description || row.guid, LABEL_W - 14), 10, y + cs / 2);
+        ctx.fillText(truncate(row.name || row.guid, LABEL_W - 14), 10, y + cs / 2);
       }
       for (let p = 1; p <= state.columns; p++) drawCell(r, p);
     }
@@ -414,7 +414,7 @@
       const li = document.createElement("li");
       const a = document.createElement("a");
       a.href = cfg.portUrl.replace("{id}", cell.port);
-      a.textContent = `${state.rows[cell.row].description || state.rows[cell.row].guid} [${cell.num}]`;
+      a.textContent = `${state.rows[cell.row].name || state.rows[cell.row].guid} [${cell.num}]`;
       li.append(a, ` ${pct(metric(cell))}`);
       return li;
     }));
@@ -458,7 +458,7 @@
 
   function tooltipHtml(hit, detail) {
     const row = state.rows[hit.r], cell = hit.cell;
-    let html = `<b>${esc(row.description || row.guid)}</b> port ${hit.p}<br><span class="muted">${esc(row.guid)} · LID ${esc(row.lid ?? "–")} · ${esc(row.tier_name)}</span>`;
+    let html = `<b>${esc(row.name || row.guid)}</b> port ${hit.p}<br><span class="muted">${esc(row.guid)} · LID ${esc(row.lid ?? "–")} · ${esc(row.tier_name)}</span>`;
     if (!cell) return html + "<br>no such port";
     if (cell.d) html += `<br><b class="hm-down-label">link Down</b> <span class="muted">(the last rates below are from before)</span>`;
     html += `<table><tr><th>congestion</th><td>${pct(cell.c)}</td></tr><tr><th>utilisation</th><td>${pct(cell.u)}</td></tr>`;
@@ -478,7 +478,7 @@
     }
     if (detail) {
       const link = detail.remote
-        ? `${esc(detail.remote.description || detail.remote.node_guid)} port ${detail.remote.port_num}${detail.remote.width ? ` · ${esc(detail.remote.width)} ${esc(detail.remote.speed)}` : ""}`
+        ? `${esc(detail.remote.name || detail.remote.node_guid)} port ${detail.remote.port_num}${detail.remote.width ? ` · ${esc(detail.remote.width)} ${esc(detail.remote.speed)}` : ""}`
         : "no link";
       html += `<tr><th>remote end</th><td>${link}</td></tr>`;
     } else {
@@ -574,7 +574,7 @@
     if (ev.key !== "Enter") return;
     const q = ev.target.value.trim().toLowerCase();
     if (!q) return;
-    const r = state.rows.findIndex((row) => (row.description || "").toLowerCase().includes(q) || row.guid === q);
+    const r = state.rows.findIndex((row) => ((row.name || "").toLowerCase().includes(q) || (row.description || "").toLowerCase().includes(q)) || row.guid === q);
     if (r < 0) { setStatus(`no switch matches "${ev.target.value}"`, root.dataset.state); return; }
     canvas.focus();
     showAt(r, 1);
@@ -610,7 +610,7 @@
         error: cell.e, stale: cell.s, down: cell.d, colour: cellColour(cell), mode: state.mode, sweep: cell.sweep };
     },
     findPort(nodeKey, portNum) {
-      const row = state.rows.find((r) => r.description === nodeKey || r.guid === nodeKey);
+      const row = state.rows.find((r) => r.name === nodeKey || r.description === nodeKey || r.guid === nodeKey);
       if (!row) return null;
       const cell = state.byNodePort.get(row.node + ":" + portNum);
       return cell ? cell.port : null;

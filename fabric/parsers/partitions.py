@@ -514,3 +514,51 @@ def generate(
     text = "\n".join(out).rstrip("\n") + "\n"
     assert max(map(len, text.splitlines()), default=0) <= MAX_LINE
     return text
+
+
+# -- smpquery pkeys -------------------------------------------------------------------------------
+
+_PKEY_ROW = re.compile(r"^\s*(\d+):((?:\s+0x[0-9a-fA-F]{1,4})+)\s*$")
+_CAPACITY = re.compile(r"^\s*(\d+) pkeys capacity for this port", re.MULTILINE)
+
+
+@dataclass
+class PKeyTable:
+    """A port's P_Key table (IBTA Vol 1 14.2.5.7 P_KeyTable) as ``smpquery pkeys`` prints it:
+    ``entries`` the non-zero 16-bit entries in table order (bit 15 = full membership),
+    ``capacity`` the port's table size (PartitionCap) when printed."""
+
+    entries: list[int] = field(default_factory=list)
+    capacity: int | None = None
+
+    def membership(self, pkey: int) -> str | None:
+        """``"full"``, ``"limited"``, ``"both"`` or None for the 15-bit ``pkey`` in this table."""
+        low = pkey & 0x7FFF
+        full = any(e == low | 0x8000 for e in self.entries)
+        limited = any(e == low for e in self.entries)
+        if full and limited:
+            return BOTH
+        return FULL if full else LIMITED if limited else None
+
+
+def parse_smpquery_pkeys(text: str, source: str = "smpquery pkeys") -> PKeyTable:
+    """Parse ``smpquery pkeys`` output (rows ``"   0: 0xffff 0x8001 0x0000 ..."`` then
+    ``"64 pkeys capacity for this port"``; infiniband-diags ``smpquery.c``).
+
+    Raises:
+        PartitionsParseError: no table row in the text (located at the first unreadable line).
+    """
+    table = PKeyTable()
+    rows = 0
+    for lineno, line in enumerate(text.splitlines(), 1):
+        match = _PKEY_ROW.match(line)
+        if match:
+            rows += 1
+            table.entries += [v for v in (int(x, 16) for x in match.group(2).split()) if v & 0x7FFF]
+        elif line.strip() and not _CAPACITY.match(line) and rows == 0:
+            raise PartitionsParseError(f"not a P_Key table row: {line.strip()[:80]!r}", source, lineno)
+    if rows == 0:
+        raise PartitionsParseError("no P_Key table in the output", source, 0)
+    cap = _CAPACITY.search(text)
+    table.capacity = int(cap.group(1)) if cap else None
+    return table

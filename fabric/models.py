@@ -68,7 +68,9 @@ class Fabric(models.Model):
         "empty: WEFT_PARTITIONS_PATH",
     )
     sm_pid_file = models.CharField(
-        max_length=512, blank=True, help_text="pid file of the OpenSM to SIGHUP after writing the partitions file"
+        max_length=512,
+        blank=True,
+        help_text="pid file of the OpenSM to SIGHUP after writing the partitions file",
     )
     sm_reload_command = models.JSONField(
         default=list,
@@ -313,7 +315,9 @@ class Partition(models.Model):
     fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="partitions")
     name = models.CharField(
         max_length=64,
-        validators=[RegexValidator(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$", "letters, digits, _ . - (not first a digit)")],
+        validators=[
+            RegexValidator(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$", "letters, digits, _ . - (not first a digit)")
+        ],
     )
     pkey = models.PositiveIntegerField(validators=[MinValueValidator(0x0001), MaxValueValidator(0x7FFF)])
     description = models.CharField(max_length=200, blank=True)

@@ -206,6 +206,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # two "source" enums (Discovery.source, Partition.source): named, not numbered
+    "ENUM_NAME_OVERRIDES": {
+        "DiscoverySourceEnum": "fabric.choices.DiscoverySource",
+        "PartitionSourceEnum": "fabric.choices.PartitionSource",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "weft.schema.brief_alternatives",

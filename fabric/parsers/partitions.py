@@ -225,7 +225,9 @@ class _Parser:
             try:
                 raw = c_strtoul(pkey_text)
             except ValueError:
-                raise self.error(lineno, f"bad partition definition: PKey {pkey_text!r} is not a number") from None
+                raise self.error(
+                    lineno, f"bad partition definition: PKey {pkey_text!r} is not a number"
+                ) from None
             if raw > 0xFFFF:
                 raise self.error(lineno, f"bad partition definition: PKey {pkey_text} is wider than 16 bits")
             if raw & 0x8000:
@@ -304,7 +306,9 @@ class _Parser:
             self._members[id(rec)] = {}
             return rec
         if rec.name and known.name and rec.name != known.name:
-            self.warn(rec.line, f"PKey 0x{rec.pkey:04x} defined again as {rec.name!r}: merged into {known.name!r}")
+            self.warn(
+                rec.line, f"PKey 0x{rec.pkey:04x} defined again as {rec.name!r}: merged into {known.name!r}"
+            )
         known.ipoib = known.ipoib or rec.ipoib
         known.indx0 = known.indx0 or rec.indx0
         for attr in ("mtu", "rate", "sl", "q_key", "tclass", "flow_label"):
@@ -313,7 +317,10 @@ class _Parser:
                 continue
             old = getattr(known, attr)
             if old is not None and old != new:
-                self.warn(rec.line, f"PKey 0x{rec.pkey:04x}: {attr}={new} differs from {old} given earlier: kept {old}")
+                self.warn(
+                    rec.line,
+                    f"PKey 0x{rec.pkey:04x}: {attr}={new} differs from {old} given earlier: kept {old}",
+                )
             elif old is None:
                 setattr(known, attr, new)
         for s in rec.scope:
@@ -384,7 +391,9 @@ class _Parser:
                 if current is None:
                     head, colon, rest = body.partition(":")
                     if not colon:
-                        raise self.error(lineno, "no partition definition found (a header needs its ':' on its line)")
+                        raise self.error(
+                            lineno, "no partition definition found (a header needs its ':' on its line)"
+                        )
                     rec, defmember = self.header(head, lineno)
                     current = self.open(rec)
                     body = rest
@@ -398,7 +407,9 @@ class _Parser:
                 if semi:
                     current = None
         if current is not None:
-            self.warn(current.line, f"partition {current.name!r} has no closing ';' before the end of the file")
+            self.warn(
+                current.line, f"partition {current.name!r} has no closing ';' before the end of the file"
+            )
         if not self.conf.partitions:
             raise self.error(0, "no partition definition: OpenSM would run with only the default partition")
         return self.conf
@@ -484,7 +495,9 @@ def generate(
             raise ValueError(f"PKey 0x{rec.pkey:04x} is given twice")
         seen.add(rec.pkey)
         if rec.name and not NAME_RE.match(rec.name):
-            raise ValueError(f"partition name {rec.name!r}: letters, digits, '_', '.', '-' only, not first a digit")
+            raise ValueError(
+                f"partition name {rec.name!r}: letters, digits, '_', '.', '-' only, not first a digit"
+            )
     if ensure_default and DEFAULT_PKEY not in seen:
         recs.insert(0, default_partition())
     recs.sort(key=lambda r: (r.pkey != DEFAULT_PKEY,))  # stable: default first, others as given

@@ -163,7 +163,9 @@ def save_partition(partition: Partition, *, user=None, action: str = "") -> Part
         PartitionError: PKey outside 0x0001-0x7ffe (0x7fff only for the default partition) or
             already used by another partition of the fabric.
     """
-    if not MIN_PKEY <= partition.pkey <= DEFAULT_PKEY or (partition.pkey == DEFAULT_PKEY and not partition.is_default):
+    if not MIN_PKEY <= partition.pkey <= DEFAULT_PKEY or (
+        partition.pkey == DEFAULT_PKEY and not partition.is_default
+    ):
         raise PartitionError(
             f"PKey 0x{partition.pkey:04x} is outside 0x{MIN_PKEY:04x}-0x{MAX_PKEY:04x} "
             "(0x7fff is the default partition's)"
@@ -184,7 +186,9 @@ def save_partition(partition: Partition, *, user=None, action: str = "") -> Part
             if created
             else audit.model_changes(old, partition, fields)
         )
-        audit.record(action or ("partition.create" if created else "partition.update"), partition, changes, user=user)
+        audit.record(
+            action or ("partition.create" if created else "partition.update"), partition, changes, user=user
+        )
         _notify(partition.fabric, [])
     return partition
 
@@ -275,8 +279,11 @@ def set_members(
             else:
                 new_rows.append(
                     PartitionMember(
-                        partition=locked, port_guid=g, membership=m,
-                        reason=reason or MemberReason.EXTRA, port_id=ports.get(g),
+                        partition=locked,
+                        port_guid=g,
+                        membership=m,
+                        reason=reason or MemberReason.EXTRA,
+                        port_id=ports.get(g),
                     )  # fmt: skip
                 )
                 change.added.append(g)
@@ -370,8 +377,13 @@ def import_partitions(
             row.save()
             PartitionMember.objects.bulk_create(
                 [
-                    PartitionMember(partition=row, port_guid=m.guid, membership=m.membership,
-                                    reason=MemberReason.IMPORTED, port_id=ports.get(m.guid))  # fmt: skip
+                    PartitionMember(
+                        partition=row,
+                        port_guid=m.guid,
+                        membership=m.membership,
+                        reason=MemberReason.IMPORTED,
+                        port_id=ports.get(m.guid),
+                    )  # fmt: skip
                     for m in rec.members
                 ],
                 batch_size=500,
@@ -386,7 +398,8 @@ def import_partitions(
         audit.record(
             "partition.import",
             fabric,
-            {k: v for k, v in summary.as_dict().items() if k != "warnings"} | {"warnings": len(conf.warnings)},
+            {k: v for k, v in summary.as_dict().items() if k != "warnings"}
+            | {"warnings": len(conf.warnings)},
             user=user,
         )
         _notify(fabric, [])
@@ -462,7 +475,9 @@ def signal_opensm(fabric: Fabric, *, timeout: float = 30.0) -> str:
         try:
             proc = run_process(argv, env=fabric_env(fabric), timeout=timeout, text=True)
         except subprocess.TimeoutExpired:
-            raise ApplyError(f"reload command {argv[0]} did not finish within {timeout:g} s (killed)") from None
+            raise ApplyError(
+                f"reload command {argv[0]} did not finish within {timeout:g} s (killed)"
+            ) from None
         except OSError as exc:
             raise ApplyError(f"reload command {argv[0]} could not run: {exc}") from None
         if proc.returncode != 0:
@@ -527,8 +542,6 @@ def _plan_checks(fabric: Fabric, parts: list[Partition], sample: int) -> list[_C
             outside = [g for g in ca_ports if g not in members]
             checks += [_Check(p.pk, g, None) for g in _spread(outside, sample)]
     return checks
-
-
 
 
 def _matches(expected: str | None, seen: str | None) -> bool:
@@ -646,8 +659,13 @@ def _verify(fabric: Fabric, parts: list[Partition], checks: list[_Check], timeou
                 failed.append((c, seen))
         if not failed or time.monotonic() >= deadline:
             return [
-                {"partition": by_id[c.partition_id].name, "pkey": by_id[c.partition_id].pkey_hex,
-                 "guid": c.guid, "expected": c.expected, "seen": seen}  # fmt: skip
+                {
+                    "partition": by_id[c.partition_id].name,
+                    "pkey": by_id[c.partition_id].pkey_hex,
+                    "guid": c.guid,
+                    "expected": c.expected,
+                    "seen": seen,
+                }  # fmt: skip
                 for c, seen in failed
             ]
         pending = [c for c, _ in failed]
@@ -707,7 +725,8 @@ def _record_outcome(fabric: Fabric, parts: list[Partition], result: ApplyResult,
         if not specs:
             specs.append(
                 _fabric_event(
-                    fabric, "partition.applied",
+                    fabric,
+                    "partition.applied",
                     f"{len(parts)} partition(s) of {fabric.name} applied ({result.signalled}); "
                     f"{result.checked_ports} port(s) verified",
                     {"sha256": result.sha256, "checked_ports": result.checked_ports, "path": result.path},

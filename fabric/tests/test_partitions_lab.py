@@ -67,7 +67,9 @@ def test_two_hosts_get_the_pkey_others_do_not_and_removal_clears_it(lab_fabric):
     offset = lab.sm_log_size()
     result = apply(fabric, timeout=30)
     assert result.ok, result.as_dict()
-    assert result.signalled.startswith("SIGHUP to pid ") and int(result.signalled.split()[-1]) == lab.sm_pids[0]
+    assert (
+        result.signalled.startswith("SIGHUP to pid ") and int(result.signalled.split()[-1]) == lab.sm_pids[0]
+    )
     # OpenSM re-read the file: a new sweep ran after the SIGHUP, without a partitions complaint
     assert b"SUBNET UP" in lab.sm_log_since(offset)
     assert lab.partition_errors(offset) == []
@@ -136,7 +138,9 @@ def test_opensm_not_rereading_is_drift(lab_fabric):
     fabric.save()
     result = apply(fabric, timeout=3, sample=4)
     assert not result.ok and result.state == ApplyState.DRIFT
-    assert {(d["guid"], d["expected"], d["seen"]) for d in result.drift} == {(g, "full", None) for g in members}
+    assert {(d["guid"], d["expected"], d["seen"]) for d in result.drift} == {
+        (g, "full", None) for g in members
+    }
     part.refresh_from_db()
     assert part.applied_state == ApplyState.DRIFT and len(part.drift) == 2
     drift = Event.objects.get(fabric=fabric, code="partition.drift")

@@ -62,7 +62,15 @@ def test_esos_spaces_around_separators(realdata):
 def test_ceph_two_definitions_of_default_merge_with_mgid_groups(realdata):
     conf = _parse(realdata, "linuxrdma_2021-03_ceph.partitions.conf")
     (p,) = conf.partitions  # Default=0x7fff given twice: one partition (OpenSM merges by PKey)
-    assert (p.name, p.pkey, p.ipoib, p.mtu, p.rate, p.scope, p.sl) == ("Default", 0x7FFF, True, 4, 7, [2], None)
+    assert (p.name, p.pkey, p.ipoib, p.mtu, p.rate, p.scope, p.sl) == (
+        "Default",
+        0x7FFF,
+        True,
+        4,
+        7,
+        [2],
+        None,
+    )
     assert [(m.guid, m.membership, m.line) for m in p.members] == [
         ("ALL", "full", 2),
         ("SELF", "full", 2),
@@ -151,7 +159,9 @@ def test_bad_input_is_located(text, line, message):
 
 
 def test_unknown_flags_and_bad_values_warn_as_opensm_skips_them():
-    conf = parse_partitions("P=0x10, ipoib, mtu=9, rate=abc, sl=16, scope=2, scope=5, colour=red : ALL=fu ;\n")
+    conf = parse_partitions(
+        "P=0x10, ipoib, mtu=9, rate=abc, sl=16, scope=2, scope=5, colour=red : ALL=fu ;\n"
+    )
     (p,) = conf.partitions
     assert (p.mtu, p.rate, p.sl, p.scope, p.ipoib) == (None, None, None, [2, 5], True)
     assert [w.message for w in conf.warnings] == [
@@ -188,7 +198,9 @@ def test_generator_wraps_2000_members_below_opensm_line_limit():
 
 
 def test_generator_keeps_a_given_default_and_refuses_bad_records():
-    default = PartitionRecord("Default", 0x7FFF, members=[MemberRecord("ALL", "limited"), MemberRecord("SELF", "full")])
+    default = PartitionRecord(
+        "Default", 0x7FFF, members=[MemberRecord("ALL", "limited"), MemberRecord("SELF", "full")]
+    )
     text = generate([PartitionRecord("x", 0x2, members=[MemberRecord("0x1", "both")]), default])
     assert text.splitlines()[0] == "Default=0x7fff :" and "0x0000000000000001=both ;" in text
     for bad, msg in [

@@ -40,7 +40,9 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         text = data.decode("utf-8", "replace")
         try:
-            summary = import_partitions(fabric, text, source=str(path), mode=REPLACE if opts["replace"] else MERGE)
+            summary = import_partitions(
+                fabric, text, source=str(path), mode=REPLACE if opts["replace"] else MERGE
+            )
         except PartitionsParseError as exc:
             raise CommandError(str(exc)) from exc
         for w in summary.warnings[:20]:

@@ -196,7 +196,9 @@ def test_api_roles_crud_members_and_brief(fabric, client_for):
         "pending",
     )
     clash = admin.post("/api/fabric/partitions/", body | {"name": "b"}, format="json")
-    assert clash.status_code == 400 and "fabric, pkey must make a unique set" in str(clash.json()), clash.json()
+    assert clash.status_code == 400 and "fabric, pkey must make a unique set" in str(clash.json()), (
+        clash.json()
+    )
     for bad in ({"pkey": "0x8123"}, {"pkey": 0}, {"mtu": 6}, {"rate": 1}, {"name": "has space"}):
         assert admin.post("/api/fabric/partitions/", body | bad, format="json").status_code == 400, bad
     members = {"members": [{"guid": "0x10"}, {"guid": "0x11", "membership": "limited"}], "reason": "pool"}

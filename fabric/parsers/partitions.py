@@ -378,13 +378,18 @@ class _Parser:
     def parse(self, text: str) -> PartitionsConf:
         current: PartitionRecord | None = None
         defmember = LIMITED
-        for lineno, raw in enumerate(text.splitlines(), 1):
-            if len(raw) > MAX_LINE:
+        for lineno, raw in enumerate(text.split("\n"), 1):
+            size = len(raw.encode("utf-8", "replace"))
+            if size > MAX_LINE:
                 raise self.error(
                     lineno,
-                    f"line of {len(raw)} characters: OpenSM reads at most {MAX_LINE} per line and would "
+                    f"line of {size} characters: OpenSM reads at most {MAX_LINE} per line and would "
                     "drop the whole file (only the default partition would remain)",
                 )
+            if "\r" in raw.split("#", 1)[0]:
+                # OpenSM skips only space, tab and newline: a CR is read as text ("bad PortGUID",
+                # "no partition definition found" after the ';') and the file is dropped
+                raise self.error(lineno, "carriage return (CRLF line end): OpenSM would reject the file")
             line = raw.split("#", 1)[0]
             while line.strip():
                 body, semi, line = line.partition(";")

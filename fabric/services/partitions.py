@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -373,7 +374,13 @@ def import_partitions(
                 row.members.all().delete()
                 summary.updated.append(f"0x{rec.pkey:04x}")
             _mark_pending(row)
-            row.full_clean(exclude=["fabric"], validate_unique=False, validate_constraints=False)
+            try:
+                row.full_clean(exclude=["fabric"], validate_unique=False, validate_constraints=False)
+            except ValidationError as exc:
+                what = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+                raise PartitionsParseError(
+                    f"partition {rec.name!r} cannot be stored: {what}", source, rec.line
+                ) from None
             row.save()
             PartitionMember.objects.bulk_create(
                 [
@@ -406,15 +413,15 @@ def import_partitions(
     return summary
 
 
+def _comment(fabric: Fabric) -> str:
+    return f"OpenSM partitions of fabric {fabric.name}, written by Weft: edit in Weft, not here"
+
+
 def generate_conf(fabric: Fabric, *, width: int = 100) -> str:
     """The ``partitions.conf`` text for the stored partitions of ``fabric`` (the default partition
     first, written as ``Default=0x7fff, ipoib : ALL=full, SELF=full ;`` when none is stored)."""
     parts = Partition.objects.filter(fabric=fabric).prefetch_related("members").order_by("pkey")
-    return generate(
-        [to_record(p) for p in parts],
-        width=width,
-        comment=f"OpenSM partitions of fabric {fabric.name}, written by Weft: edit in Weft, not here",
-    )
+    return generate([to_record(p) for p in parts], width=width, comment=_comment(fabric))
 
 
 # -- apply ----------------------------------------------------------------------------------------
@@ -600,25 +607,34 @@ def apply(
     timeout = settings.WEFT_PARTITIONS_VERIFY_TIMEOUT_S if timeout is None else timeout
     sample = settings.WEFT_PARTITIONS_VERIFY_SAMPLE if sample is None else sample
     result = ApplyResult(fabric=fabric.name)
-    parts = list(Partition.objects.filter(fabric=fabric).prefetch_related("members").order_by("pkey"))
-    text = generate_conf(fabric)
-    lines = text.splitlines()
-    result.sha256 = hashlib.sha256(text.encode()).hexdigest()
-    result.bytes, result.lines = len(text.encode()), len(lines)
-    result.longest_line = max(map(len, lines), default=0)
-    result.partitions = len(parts)
-    result.members = sum(len(p.members.all()) for p in parts)
-    result.path = partitions_path(fabric)
+    parts: list[Partition] = []
     try:
-        if not result.path:
-            raise ApplyError(
-                f"fabric {fabric.name}: no partitions file configured (Fabric.partitions_path or WEFT_PARTITIONS_PATH)"
-            )
-        try:
-            write_atomically(result.path, text)
-        except OSError as exc:
-            raise ApplyError(f"cannot write {result.path}: {exc}") from None
-        result.signalled = signal_opensm(fabric, timeout=signal_timeout)
+        # one apply per fabric at a time writes and signals (PostgreSQL row lock; the partitions
+        # read inside it are the ones written)
+        with transaction.atomic():
+            Fabric.objects.select_for_update().filter(pk=fabric.pk).first()
+            parts = list(Partition.objects.filter(fabric=fabric).prefetch_related("members").order_by("pkey"))
+            try:
+                text = generate([to_record(p) for p in parts], comment=_comment(fabric))
+            except ValueError as exc:  # a stored row the file cannot say (set outside the services)
+                raise ApplyError(f"cannot generate the partitions file: {exc}") from None
+            lines = text.splitlines()
+            result.sha256 = hashlib.sha256(text.encode()).hexdigest()
+            result.bytes, result.lines = len(text.encode()), len(lines)
+            result.longest_line = max(map(len, lines), default=0)
+            result.partitions = len(parts)
+            result.members = sum(len(p.members.all()) for p in parts)
+            result.path = partitions_path(fabric)
+            if not result.path:
+                raise ApplyError(
+                    f"fabric {fabric.name}: no partitions file configured "
+                    "(Fabric.partitions_path or WEFT_PARTITIONS_PATH)"
+                )
+            try:
+                write_atomically(result.path, text)
+            except OSError as exc:
+                raise ApplyError(f"cannot write {result.path}: {exc}") from None
+            result.signalled = signal_opensm(fabric, timeout=signal_timeout)
     except ApplyError as exc:
         result.error = str(exc)
         result.seconds = round(time.monotonic() - t0, 3)

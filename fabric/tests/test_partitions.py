@@ -93,9 +93,12 @@ def test_merge_keeps_others_replace_deletes_them_bad_file_writes_nothing(fabric,
     ]
 
 
-def test_import_refuses_a_partition_without_pkey(fabric):
+def test_import_refuses_a_partition_without_pkey_or_with_an_unstorable_name(fabric):
     with pytest.raises(PartitionsParseError, match="has no PKey"):
         import_partitions(fabric, "Default=0x7fff : ALL ;\nstorage, ipoib : ALL=full ;\n", source="s.conf")
+    with pytest.raises(PartitionsParseError) as err:
+        import_partitions(fabric, "Default=0x7fff : ALL ;\n\n2nd=0x10 : ALL=full ;\n", source="s.conf")
+    assert (err.value.line, err.value.message.split(":")[0]) == (3, "partition '2nd' cannot be stored")
     assert not Partition.objects.exists()
 
 
@@ -258,3 +261,32 @@ def test_api_import_located_error_and_apply_failure(fabric, client_for, realdata
     )
     default = Partition.objects.get(fabric=fabric, pkey=0x7FFF)
     assert admin.delete(f"/api/fabric/partitions/{default.pk}/").status_code == 400
+
+
+# --- pages --------------------------------------------------------------------------------------
+
+
+def test_partition_pages(fabric, users, client):
+    p = save_partition(Partition(fabric=fabric, name="pool_a", pkey=0x0123, mtu=4))
+    set_members(p, [("0x10", "limited")], reason="extra")
+    client.force_login(users["viewer"])
+    listed = client.get("/fabric/partitions/", {"fabric": fabric.pk})
+    assert listed.status_code == 200
+    assert b'<tr data-pkey="0x0123">' in listed.content and b"Not applied yet" in listed.content
+    page = client.get(f"/fabric/partitions/{p.pk}/")
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "0x0000000000000010" in body and "Limited" in body and "not on the fabric" in body
+    assert client.get("/fabric/partitions/999999/").status_code == 404
+
+
+def test_partitions_command_configures_the_fabric(fabric, capsys):
+    call_command(
+        "partitions", "--fabric", "site", "--set-path", "/etc/opensm/partitions.conf",
+        "--set-pid-file", "/run/opensm.pid", "--set-reload-command", "systemctl reload opensm",
+    )  # fmt: skip
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["configured"]["sm_reload_command"] == ["systemctl", "reload", "opensm"]
+    fabric.refresh_from_db()
+    assert (fabric.partitions_path, fabric.sm_pid_file) == ("/etc/opensm/partitions.conf", "/run/opensm.pid")
+    assert AuditEntry.objects.filter(action="fabric.partitions_config").count() == 1

@@ -147,6 +147,7 @@ def test_strtoul_bases_like_c():
         ("P=0x10, , ipoib : ALL ;\n", 1, "bad partition flags: empty flag"),
         ("P=0x10000 : ALL ;\n", 1, "PKey 0x10000 is wider than 16 bits"),
         ("# only a comment\n\n", 0, "no partition definition"),
+        ("Default=0x7fff : ALL=full ;\r\nP=0x10 : ALL ;\r\n", 1, "carriage return (CRLF line end)"),
         ("P=0x10 : " + ", ".join(f"0x{i:016x}=full" for i in range(1, 200)) + " ;\n", 1, "line of 4"),
     ],
 )

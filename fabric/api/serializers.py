@@ -629,3 +629,11 @@ class PartitionImportSerializer(serializers.Serializer):
     text = serializers.CharField(trim_whitespace=False, max_length=16 * 1024 * 1024)
     filename = serializers.CharField(max_length=255, required=False, default="partitions.conf")
     mode = serializers.ChoiceField(choices=["merge", "replace"], default="merge")
+
+
+class PartitionsConfSerializer(serializers.Serializer):
+    fabric = serializers.CharField()
+    text = serializers.CharField()
+    sha256 = serializers.CharField()
+    lines = serializers.IntegerField()
+    longest_line = serializers.IntegerField()

@@ -10,6 +10,7 @@ transaction of the change (``AuditedWritesMixin``, ``fabric.services.requests``)
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 
 from django.db.models import Count
@@ -384,6 +385,24 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
         fabric = self.get_object()
         return Response(get_or_compute(map_cache_key(fabric), lambda: build_map(fabric), 300))
 
+    @extend_schema(responses={200: serializers.PartitionsConfSerializer})
+    @action(detail=True, methods=["get"], url_path="partitions-conf")
+    def partitions_conf(self, request, pk=None):
+        """The OpenSM ``partitions.conf`` Weft generates for this fabric (``text``; what
+        ``POST /api/fabric/partitions/apply/`` writes), with its SHA-256 and longest line."""
+        fabric = self.get_object()
+        text = partition_service.generate_conf(fabric)
+        lines = text.splitlines()
+        return Response(
+            {
+                "fabric": fabric.name,
+                "text": text,
+                "sha256": hashlib.sha256(text.encode()).hexdigest(),
+                "lines": len(lines),
+                "longest_line": max(map(len, lines), default=0),
+            }
+        )
+
 
 @extend_schema_view(
     list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
@@ -507,18 +526,3 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
                 status=status.HTTP_400_BAD_REQUEST,
             )
         return Response(summary.as_dict(), status=status.HTTP_201_CREATED)
-
-    @extend_schema(
-        parameters=[OpenApiParameter("fabric", OpenApiTypes.INT, required=True)],
-        responses={(200, "text/plain"): OpenApiTypes.STR},
-    )
-    @action(detail=False, methods=["get"], url_path="conf")
-    def conf(self, request):
-        """The ``partitions.conf`` Weft generates for ``?fabric=`` (text/plain)."""
-        from django.http import HttpResponse
-
-        try:
-            fabric = Fabric.objects.get(pk=int(request.query_params.get("fabric", "")))
-        except (ValueError, Fabric.DoesNotExist):
-            raise ValidationError({"fabric": ["give the id of an existing fabric"]}) from None
-        return HttpResponse(partition_service.generate_conf(fabric), content_type="text/plain; charset=utf-8")

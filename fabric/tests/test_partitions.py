@@ -218,9 +218,9 @@ def test_api_roles_crud_members_and_brief(fabric, client_for):
     brief = viewer.get("/api/fabric/partitions/", {"brief": 1, "member": "0x11"}).json()["results"]
     assert set(brief[0]) == {"id", "url", "display", "name", "pkey", "pkey_hex", "applied_state"}
     assert admin.patch(f"/api/fabric/partitions/{pid}/", {"sl": 3}, format="json").json()["sl"] == 3
-    conf = viewer.get("/api/fabric/partitions/conf/", {"fabric": fabric.pk})
-    assert conf["Content-Type"].startswith("text/plain")
-    assert "pool_a=0x0123, mtu=4, rate=7, sl=3 :" in conf.content.decode()
+    conf = viewer.get(f"/api/fabric/fabrics/{fabric.pk}/partitions-conf/").json()
+    assert "pool_a=0x0123, mtu=4, rate=7, sl=3 :" in conf["text"]
+    assert conf["text"].startswith("# OpenSM partitions of fabric site") and conf["longest_line"] <= 100
     assert viewer.delete(f"/api/fabric/partitions/{pid}/").status_code == 403
     assert admin.delete(f"/api/fabric/partitions/{pid}/").status_code == 204
     assert {e.action for e in AuditEntry.objects.filter(object_type="fabric.partition")} >= {

@@ -67,6 +67,7 @@ def test_two_hosts_get_the_pkey_others_do_not_and_removal_clears_it(lab_fabric):
     offset = lab.sm_log_size()
     result = apply(fabric, timeout=30)
     assert result.ok, result.as_dict()
+    print(f"two hosts: apply+verify {result.seconds:.2f} s, {result.checked_ports} ports checked")
     assert (
         result.signalled.startswith("SIGHUP to pid ") and int(result.signalled.split()[-1]) == lab.sm_pids[0]
     )
@@ -108,6 +109,10 @@ def test_2000_member_partition_is_wrapped_and_honoured(lab_fabric):
     result = apply(fabric, timeout=30)
     assert result.ok, result.as_dict()
     text = lab.partitions_path.read_text()
+    print(
+        f"2000 members: {result.bytes} bytes, {result.lines} lines, longest {result.longest_line}, "
+        f"apply+verify {result.seconds:.2f} s, {result.checked_ports} ports checked"
+    )
     assert result.longest_line == max(map(len, text.splitlines())) <= MAX_LINE
     assert len(text) > 2 * MAX_LINE  # on one line it would be far over the limit
     assert lab.partition_errors(offset) == []

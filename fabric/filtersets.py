@@ -21,7 +21,7 @@ from weft.params import MAX_ID, int_param
 from .choices import NodeType, PhysState, PortState, SMState, Tier
 from .guid import normalize_guid
 from .lookup import node_q
-from .models import Discovery, Fabric, Host, Link, Node, Port, SubnetManager
+from .models import Discovery, Fabric, Host, Link, Node, Partition, Port, SubnetManager
 
 
 class GUIDListField(forms.CharField):
@@ -316,3 +316,28 @@ class DiscoveryFilterSet(filters.FilterSet):
             return qs
         q = Q(added__gt=0) | Q(removed__gt=0) | Q(changed__gt=0)
         return qs.filter(q) if value else qs.exclude(q)
+
+
+class PartitionFilterSet(filters.FilterSet):
+    """Partitions by fabric, PKey (decimal or ``0x`` hex), name, applied state, source, or a member's
+    port GUID (``member``)."""
+
+    fabric = ModelIdsFilter(queryset=Fabric.objects.all())
+    pkey = filters.CharFilter(method="filter_pkey")
+    name = filters.CharFilter(lookup_expr="icontains")
+    applied_state = filters.MultipleChoiceFilter(choices=Partition._meta.get_field("applied_state").choices)
+    source = filters.MultipleChoiceFilter(choices=Partition._meta.get_field("source").choices)
+    member = GUIDFilter(field_name="members__port_guid")
+
+    class Meta:
+        model = Partition
+        fields = ["id", "is_default"]
+
+    def filter_pkey(self, qs: QuerySet, name: str, value: str) -> QuerySet:
+        try:
+            pkey = int(value, 16) if value.lower().startswith("0x") else int(value)
+        except ValueError:
+            from rest_framework.exceptions import ValidationError
+
+            raise ValidationError({"pkey": ["a number (decimal or 0x hex)"]}) from None
+        return qs.filter(pkey=pkey & 0x7FFF)

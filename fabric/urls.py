@@ -15,4 +15,6 @@ urlpatterns = [
     path("fabric/ports/<int:pk>/", views.PortView.as_view(), name="port"),
     path("fabric/changes/", views.ChangesView.as_view(), name="changes"),
     path("fabric/import/", views.ImportView.as_view(), name="import"),
+    path("fabric/partitions/", views.PartitionListView.as_view(), name="partition_list"),
+    path("fabric/partitions/<int:pk>/", views.PartitionView.as_view(), name="partition"),
 ]

@@ -1,4 +1,5 @@
-"""Fabric pages: fabric list/detail, network map, node and port details, topology changes, import.
+"""Fabric pages: fabric list/detail, network map, node and port details, topology changes, import,
+partitions (PKeys) with their members and applied state.
 
 Pages read the same querysets as the API (``fabric.querysets``) and run the same use cases
 (``fabric.services.requests``); they import nothing from ``fabric.api``. The map and import pages are
@@ -26,7 +27,7 @@ from accounts.roles import Role, has_role
 from weft.params import int_param
 
 from .choices import NodeType
-from .models import Discovery, Fabric, Node, Port
+from .models import Discovery, Fabric, Node, Partition, Port
 from .parsers.node_name_map import NodeNameMapError
 from .services.names import MapUnreadable, fabric_names
 from .services.requests import NoLiveAccess, request_discovery, set_node_name_map
@@ -302,3 +303,36 @@ def _render_diff_item(item) -> str:
         else:
             rest.append(f"{name}={value}")
     return f"{key}: {', '.join(rest)}" if key else ", ".join(rest)
+
+
+class PartitionListView(RoleRequiredMixin, ListView):
+    """Partitions (PKeys) of all fabrics, or of ``?fabric=<id>``: PKey, flags, member count and
+    what the last apply found."""
+
+    template_name = "fabric/partition_list.html"
+    context_object_name = "partitions"
+
+    def get_queryset(self):
+        qs = Partition.objects.select_related("fabric").annotate(member_count=Count("members"))
+        fabric_id = int_param(self.request.GET.get("fabric"))
+        return qs.filter(fabric_id=fabric_id) if fabric_id else qs
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        fabric_id = int_param(self.request.GET.get("fabric"))
+        ctx["fabric"] = Fabric.objects.filter(pk=fabric_id).first() if fabric_id else None
+        return ctx
+
+
+class PartitionView(RoleRequiredMixin, DetailView):
+    """One partition: flags, applied state and drift, and its members (GUID or keyword,
+    membership, reason, the port when the topology knows it)."""
+
+    template_name = "fabric/partition.html"
+    context_object_name = "partition"
+    queryset = Partition.objects.select_related("fabric")
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        ctx["members"] = self.object.members.select_related("port__node").order_by("port_guid")
+        return ctx

@@ -213,6 +213,9 @@ SPECTACULAR_SETTINGS = {
         "MigModeEnum": "pools.choices.MigMode",
         "ReportSourceEnum": "pools.choices.ReportSource",
         "GpuHealthEnum": "pools.choices.Health",
+        # two "source" enums (Discovery.source, Partition.source): named, not numbered
+        "DiscoverySourceEnum": "fabric.choices.DiscoverySource",
+        "PartitionSourceEnum": "fabric.choices.PartitionSource",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
@@ -392,6 +395,13 @@ WEFT_NODE_NAME_MAP_DIRS = env_list(
 WEFT_API_MAX_LIMIT = env_int("WEFT_API_MAX_LIMIT", 10000, min_value=1)
 #: Default timeout (seconds) for one run of an infiniband-diags tool.
 WEFT_TOOL_TIMEOUT_S = env_float("WEFT_TOOL_TIMEOUT_S", 120.0, positive=True)
+#: OpenSM partitions (fabric.services.partitions): the partitions file written for fabrics that set
+#: none of their own (Fabric.partitions_path), the OpenSM pid file to SIGHUP (Fabric.sm_pid_file),
+#: seconds to wait for OpenSM's re-sweep and the ports' PKey tables, ports verified per apply.
+WEFT_PARTITIONS_PATH = env_str("WEFT_PARTITIONS_PATH", "")
+WEFT_SM_PID_FILE = env_str("WEFT_SM_PID_FILE", "")
+WEFT_PARTITIONS_VERIFY_TIMEOUT_S = env_float("WEFT_PARTITIONS_VERIFY_TIMEOUT_S", 60.0, positive=True)
+WEFT_PARTITIONS_VERIFY_SAMPLE = env_int("WEFT_PARTITIONS_VERIFY_SAMPLE", 8, min_value=1)
 #: Parallel perfquery processes per sweep.
 WEFT_POLL_PARALLELISM = env_int("WEFT_POLL_PARALLELISM", 8, min_value=1)
 #: Counter sweeps (telemetry): collector ("mad" pipelined PerfMgt MADs, or "perfquery"), MADs in

@@ -3,14 +3,17 @@
 Topology objects (nodes, ports, links, hosts, SMs, discoveries) are read-only: they come from
 discovery and import. Fabrics are created and edited by Admins; ``discover`` (Operator) queues a
 live discovery, ``import`` (Admin) ingests an uploaded ibnetdiscover file, ``map`` returns the
-server-side layout the map page draws. Every change is audited (``accounts.audit.record``) in the
+server-side layout the map page draws. Partitions (PKeys): Viewer reads, Admin writes, imports
+a ``partitions.conf`` and applies them on OpenSM (``fabric.services.partitions``). Every change is audited (``accounts.audit.record``) in the
 transaction of the change (``AuditedWritesMixin``, ``fabric.services.requests``).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 
+from django.db.models import Count
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import parsers, status, viewsets
@@ -23,9 +26,11 @@ from accounts.roles import Role
 from weft.cache import get_or_compute
 
 from .. import filtersets
-from ..models import Discovery, Fabric, Host, Link, Node, Port, SubnetManager
+from ..models import Discovery, Fabric, Host, Link, Node, Partition, Port, SubnetManager
 from ..parsers.node_name_map import NodeNameMapError
+from ..parsers.partitions import PartitionsParseError
 from ..parsers.records import TopologyParseError
+from ..services import partitions as partition_service
 from ..services.ingest import ImportWouldRemove
 from ..services.ingest import summary as ingest_summary
 from ..services.names import MapUnreadable, fabric_names
@@ -434,3 +439,145 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
         and aggregated edges (a, b, n cables, state, speed/width indexes, rate Gb/s)."""
         fabric = self.get_object()
         return Response(get_or_compute(map_cache_key(fabric), lambda: build_map(fabric), 300))
+
+    @extend_schema(responses={200: serializers.PartitionsConfSerializer})
+    @action(detail=True, methods=["get"], url_path="partitions-conf")
+    def partitions_conf(self, request, pk=None):
+        """The OpenSM ``partitions.conf`` Weft generates for this fabric (``text``; what
+        ``POST /api/fabric/partitions/apply/`` writes), with its SHA-256 and longest line."""
+        fabric = self.get_object()
+        text = partition_service.generate_conf(fabric)
+        lines = text.splitlines()
+        return Response(
+            {
+                "fabric": fabric.name,
+                "text": text,
+                "sha256": hashlib.sha256(text.encode()).hexdigest(),
+                "lines": len(lines),
+                "longest_line": max(map(len, lines), default=0),
+            }
+        )
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
+)
+class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
+    """Partitions (PKeys) of the fabrics: Viewer reads, Admin creates, edits, deletes, sets members,
+    imports a ``partitions.conf`` and applies them (OpenSM re-reads the file; ports verified with
+    ``smpquery pkeys``). Every write goes through ``fabric.services.partitions`` (one transaction,
+    audited); a change makes the partition ``pending`` until the next apply."""
+
+    queryset = Partition.objects.select_related("fabric").annotate(member_count=Count("members"))
+    serializer_class = serializers.PartitionSerializer
+    brief_serializer_class = serializers.BriefPartitionSerializer
+    filterset_class = filtersets.PartitionFilterSet
+    ordering_fields = ["id", "pkey", "name", "applied_at"]
+    lookup_value_regex = r"\d+"
+    read_role = Role.VIEWER
+    write_role = Role.ADMIN
+
+    def _save(self, serializer, action: str):
+        instance = serializer.instance or Partition()
+        for k, v in serializer.validated_data.items():
+            setattr(instance, k, v)
+        try:
+            partition_service.save_partition(instance, user=self.request.user, action=action)
+        except partition_service.PartitionError as exc:
+            raise ValidationError({"pkey": [str(exc)]}) from exc
+        serializer.instance = instance
+
+    def perform_create(self, serializer) -> None:
+        self._save(serializer, "partition.create")
+
+    def perform_update(self, serializer) -> None:
+        self._save(serializer, "partition.update")
+
+    def perform_destroy(self, instance) -> None:
+        try:
+            partition_service.delete_partition(instance, user=self.request.user)
+        except partition_service.PartitionError as exc:
+            raise ValidationError({"detail": str(exc)}) from exc
+
+    def create(self, request, *args, **kwargs):
+        resp = super().create(request, *args, **kwargs)
+        resp.data["member_count"] = 0
+        return resp
+
+    @extend_schema(methods=["GET"], responses={200: serializers.PartitionMemberSerializer(many=True)})
+    @extend_schema(
+        methods=["PUT"],
+        request=serializers.SetMembersSerializer,
+        responses={200: serializers.MemberChangeSerializer},
+    )
+    @action(detail=True, methods=["get", "put"])
+    def members(self, request, pk=None):
+        """GET: the members (GUID or keyword, membership, reason, port). PUT (Admin): replace them
+        (``{"members": [{"guid", "membership"}], "reason": "extra"}``; with ``reason`` only that
+        reason's members are replaced)."""
+        partition = self.get_object()
+        if request.method == "GET":
+            rows = partition.members.select_related("port__node").order_by("port_guid")
+            return Response(
+                serializers.PartitionMemberSerializer(rows, many=True, context={"request": request}).data
+            )
+        body = serializers.SetMembersSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            change = partition_service.set_members(
+                partition,
+                [(m["guid"], m["membership"]) for m in body.validated_data["members"]],
+                reason=body.validated_data.get("reason"),
+                user=request.user,
+            )
+        except partition_service.PartitionError as exc:
+            raise ValidationError({"members": [str(exc)]}) from exc
+        return Response(change.as_dict())
+
+    @extend_schema(
+        request=serializers.ApplyRequestSerializer,
+        responses={
+            200: serializers.ApplyResultSerializer,
+            409: OpenApiResponse(serializers.ApplyResultSerializer, description="not applied, or drift"),
+        },
+    )
+    @action(detail=False, methods=["post"])
+    def apply(self, request):
+        """Apply the partitions of ``fabric`` (Admin): write OpenSM's partitions file, make OpenSM
+        re-read it, verify sampled ports (waits up to ``timeout`` s, default
+        ``WEFT_PARTITIONS_VERIFY_TIMEOUT_S``). 200 when applied, 409 with the result when it failed
+        or drifted."""
+        body = serializers.ApplyRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        result = partition_service.apply(
+            body.validated_data["fabric"], user=request.user, timeout=body.validated_data.get("timeout")
+        )
+        return Response(
+            result.as_dict(), status=status.HTTP_200_OK if result.ok else status.HTTP_409_CONFLICT
+        )
+
+    @extend_schema(
+        request=serializers.PartitionImportSerializer,
+        responses={
+            201: OpenApiTypes.OBJECT,
+            400: OpenApiResponse(serializers.ImportErrorSerializer, description="located parse error"),
+        },
+    )
+    @action(detail=False, methods=["post"], url_path="import")
+    def import_file(self, request):
+        """Import a ``partitions.conf`` (``text``) into ``fabric`` (Admin): ``merge`` (default) creates
+        or replaces the file's partitions by PKey, ``replace`` also deletes the others. A file OpenSM
+        would reject is a 400 with its line; nothing is written."""
+        body = serializers.PartitionImportSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        v = body.validated_data
+        try:
+            summary = partition_service.import_partitions(
+                v["fabric"], v["text"], source=v["filename"], mode=v["mode"], user=request.user
+            )
+        except PartitionsParseError as exc:
+            return Response(
+                {"error": str(exc), "source": exc.source, "line": exc.line},
+                status=status.HTTP_400_BAD_REQUEST,
+            )
+        return Response(summary.as_dict(), status=status.HTTP_201_CREATED)

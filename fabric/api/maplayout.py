@@ -300,6 +300,14 @@ def build_map(fabric) -> dict:
     }
 
 
+def edges_part(payload: dict) -> dict:
+    """The light part of a :func:`build_map` payload an open map refreshes in place: ``fabric``,
+    ``discovery``, ``counts``, ``nodes.id`` (to tell whether the nodes are still those drawn),
+    ``edges``, ``speeds`` and ``widths``; no positions, names or hosts."""
+    keep = ("fabric", "discovery", "counts", "edges", "speeds", "widths")
+    return {**{k: payload[k] for k in keep}, "nodes": {"id": payload["nodes"]["id"]}}
+
+
 def _down_links(fabric, index: dict[str, int]) -> dict[tuple[int, int], int]:
     """``{(node index, node index): cables}`` of the open ``link.down`` alarms of ``fabric`` whose
     two end nodes are on the map (lower index first; a loopback is not drawn)."""

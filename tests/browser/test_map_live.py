@@ -28,7 +28,10 @@ def test_open_map_shows_a_pulled_cable_down_and_back(lab_factory, weft_server_fa
         server, admin_token(server), "POST", "/api/fabric/fabrics/", {"name": "lab", "tool_env": lab.tool_env}
     )
     server.manage("discover", "--fabric", "lab")
-    leaf, spine = lab.guid_of("S-0c42a10300a00200"), lab.guid_of("S-0c42a10300a00000")  # leaf-01 [3] - spine-01 [1]
+    leaf, spine = (
+        lab.guid_of("S-0c42a10300a00200"),
+        lab.guid_of("S-0c42a10300a00000"),
+    )  # leaf-01 [3] - spine-01 [1]
 
     page = browser_page
     login(page, server, "viewer")

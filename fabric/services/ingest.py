@@ -47,7 +47,7 @@ from events.services import EventSpec, record_events
 
 from .. import rates
 from ..choices import DiscoverySource, DiscoveryStatus, NodeType, PortState
-from ..keys import LinkKey, link_ends, link_key_str, port_key, split_link_key
+from ..keys import LinkKey, link_ends, link_key_str, link_name, port_key, port_name, split_link_key
 from ..models import Discovery, Fabric, Host, Link, Node, Port
 from ..parsers import detect_and_parse
 from ..parsers.records import SWITCH, Topology, TopologyParseError
@@ -515,8 +515,9 @@ def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], reach:
         port_id, old_values = old
         if old_values != values and key not in reach.fresher:
             _port_update(
-                key, port_id, node_ids, old_values, values, key[0] in switch_guids, updates, update_fields, ch
-            )
+                key, port_id, node_ids, old_values, values, key[0] in switch_guids, updates, update_fields, ch,
+                name=_port_repr(topo, key),
+            )  # fmt: skip
     # ports of nodes still present but no longer reported: their link is gone → Down (not a port
     # behind a failed MAD of a partial run, nor one leading to a node it did not reach)
     for key, (port_id, old_values) in stored.items():
@@ -537,6 +538,7 @@ def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], reach:
             updates,
             update_fields,
             ch,
+            name=_port_repr(topo, key),
         )
     if updates:
         Port.objects.bulk_update(updates, sorted(update_fields), batch_size=BATCH)
@@ -558,7 +560,9 @@ def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], reach:
     return ids
 
 
-def _port_update(key, port_id, node_ids, old_values, values, is_switch, updates, update_fields, ch) -> None:
+def _port_update(
+    key, port_id, node_ids, old_values, values, is_switch, updates, update_fields, ch, *, name: str
+) -> None:
     diffs = {f: [o, n] for f, o, n in zip(_PORT_FIELDS, old_values, values, strict=False) if o != n}
     obj = Port(
         id=port_id, node_id=node_ids[key[0]], port_num=key[1], **dict(zip(_PORT_FIELDS, values, strict=False))
@@ -571,10 +575,10 @@ def _port_update(key, port_id, node_ids, old_values, values, is_switch, updates,
         ch.events.append(
             _event(
                 "port.lid_changed",
-                f"port {port_key_str} LID {diffs['lid'][0]} → {diffs['lid'][1]}",
+                f"port {name} LID {diffs['lid'][0]} → {diffs['lid'][1]}",
                 object_type="port",
                 object_key=port_key_str,
-                object_repr=port_key_str,
+                object_repr=name,
                 port_id=port_id,
                 details={"old": diffs["lid"][0], "new": diffs["lid"][1]},
             )
@@ -584,10 +588,10 @@ def _port_update(key, port_id, node_ids, old_values, values, is_switch, updates,
         ch.events.append(
             _event(
                 "port.state_changed",
-                f"port {port_key_str} {names.get(diffs['state'][0], '?')} → {names.get(diffs['state'][1], '?')}",
+                f"port {name} {names.get(diffs['state'][0], '?')} → {names.get(diffs['state'][1], '?')}",
                 object_type="port",
                 object_key=port_key_str,
-                object_repr=port_key_str,
+                object_repr=name,
                 port_id=port_id,
                 details={"old": diffs["state"][0], "new": diffs["state"][1]},
             )
@@ -634,7 +638,7 @@ def _sync_links(
             ch.events.append(
                 _event(
                     "link.down",
-                    f"link {skey} is down (no longer seen)",
+                    f"link {_link_repr(topo, key)} is down (no longer seen)",
                     object_type="link",
                     object_key=skey,
                     object_repr=_link_repr(topo, key),
@@ -659,7 +663,7 @@ def _sync_links(
                 ch.events.append(
                     _event(
                         "link.up",
-                        f"link {skey} is up ({link.width}{link.speed})",
+                        f"link {_link_repr(topo, key)} is up ({link.width}{link.speed})",
                         object_type="link",
                         object_key=skey,
                         object_repr=_link_repr(topo, key),
@@ -682,7 +686,7 @@ def _sync_links(
         ch.events.append(
             _event(
                 code,
-                f"link {skey} {old_values[0]}{old_values[1]} → {link.width}{link.speed}",
+                f"link {_link_repr(topo, key)} {old_values[0]}{old_values[1]} → {link.width}{link.speed}",
                 object_type="link",
                 object_key=skey,
                 object_repr=_link_repr(topo, key),
@@ -702,12 +706,19 @@ def _sync_links(
         ch.rows += insert_rows(Link, cols, new_rows)
 
 
+def _port_repr(topo: Topology, key: tuple[str, int]) -> str:
+    """``port_name`` of a port of a parsed topology (its node's description, else the GUID)."""
+    node = topo.nodes.get(key[0])
+    return port_name((node.description if node else "") or key[0], key[1])
+
+
 def _link_repr(topo: Topology, key: LinkKey) -> str:
+    """``link_name`` of a link of a parsed topology (node descriptions, else GUIDs)."""
     parts = []
     for guid, port in key:
         node = topo.nodes.get(guid)
-        parts.append(f"{(node.description if node else '') or guid}[{port}]")
-    return " ↔ ".join(parts)
+        parts.append(((node.description if node else "") or guid, port))
+    return link_name(*parts)
 
 
 def _sync_sms(fabric: Fabric, topo: Topology, ch: _Changes) -> None:
@@ -799,13 +810,13 @@ def apply_port_states(
                 if obs.state != PortState.DOWN:
                     out.unknown.append(key)
                 continue
-            names[key[0]] = port.node.description or key[0]
+            names[key[0]] = str(port.node)
             link = port.link
             if (port.state, port.phys_state) != (obs.state, obs.phys_state):
                 changed[port.pk] = (port, obs.state, obs.phys_state)
             if obs.state == PortState.DOWN and link is not None:
                 peer = link.port_b if link.port_a_id == port.pk else link.port_a
-                names[peer.node.node_guid] = peer.node.description or peer.node.node_guid
+                names[peer.node.node_guid] = str(peer.node)
                 ends = link_ends(key[0], key[1], peer.node.node_guid, peer.port_num)
                 if all(lk.pk != link.pk for lk, _ in gone_links):
                     gone_links.append((link, ends))
@@ -829,30 +840,31 @@ def apply_port_states(
             ch.changed["ports"].append({"key": port_key_str, "fields": diffs})
             if "state" in diffs:
                 states = dict(PortState.choices)
+                shown = port_name(names.get(key[0], key[0]), key[1])
                 ch.events.append(
                     _event(
                         "port.state_changed",
-                        f"port {port_key_str} ({names.get(key[0], key[0])}) "
-                        f"{states.get(old[0], '?')} → {states.get(state, '?')}"
+                        f"port {shown} {states.get(old[0], '?')} → {states.get(state, '?')}"
                         + (f" ({note})" if note else ""),
                         object_type="port",
                         object_key=port_key_str,
-                        object_repr=port_key_str,
+                        object_repr=shown,
                         port_id=port.pk,
                         details={"old": old[0], "new": state, "source": source},
                     )
                 )
         for _link, ends in gone_links:
             skey = link_key_str(ends)
+            shown = link_name(*((names.get(g, g), p) for g, p in ends))
             out.links_down.append(skey)
             ch.removed["links"].append(skey)
             ch.events.append(
                 _event(
                     "link.down",
-                    f"link {skey} is down" + (f" ({note})" if note else ""),
+                    f"link {shown} is down" + (f" ({note})" if note else ""),
                     object_type="link",
                     object_key=skey,
-                    object_repr=" ↔ ".join(f"{names.get(g, g)}[{p}]" for g, p in ends),
+                    object_repr=shown,
                     details={"source": source},
                 )
             )

@@ -925,7 +925,8 @@ class ImportWouldRemove(ValueError):
 
     Attributes: ``nodes``/``links`` (how many stored nodes and links the file lacks), ``stored_nodes``/
     ``stored_links``, ``share`` (the larger removed fraction, 0..1), ``limit`` (the allowed share),
-    ``examples`` (up to 20 natural keys of what would go, nodes first).
+    ``examples`` (up to 20 names of what would go, nodes first: ``"leaf-01 (0x…)"``,
+    ``"spine-01 [1] <-> leaf-01 [7]"``).
     """
 
     def __init__(self, *, nodes: int, links: int, stored_nodes: int, stored_links: int, limit: float,
@@ -966,7 +967,7 @@ def check_removal(fabric: Fabric, topology: Topology, limit: float) -> None:
         stored_links += 1
         key = link_ends(ga, pa, gb, pb)
         if key not in topology.links:
-            gone_links.append(link_key_str(key))
+            gone_links.append(link_name((stored_nodes[ga] or ga, pa), (stored_nodes[gb] or gb, pb)))
     if max(len(gone_nodes) / len(stored_nodes), len(gone_links) / max(stored_links, 1)) > limit:
         examples = [f"{stored_nodes[g] or g} ({g})" for g in gone_nodes[:20]]
         examples += gone_links[: 20 - len(examples)]

@@ -388,7 +388,7 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
     def map(self, request, pk=None):
         """The map layout: parallel arrays of nodes (id, guid, name, type, tier, lid, host, x, y)
         and aggregated edges (a, b, n cables, down cables, state, speed/width indexes, rate Gb/s);
-        with ``?part=edges`` only the node ids and the edges (``maplayout.edges_part``)."""
+        with ``?part=edges`` only the edges and a digest of the nodes (``maplayout.edges_part``)."""
         part = request.query_params.get("part", "")
         if part not in ("", "edges"):
             raise ValidationError({"part": f"unknown part {part!r}: use edges or leave it out"})

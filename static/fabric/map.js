@@ -433,19 +433,12 @@
     document.getElementById("map-zoom-reset").addEventListener("click", () => cam().animatedReset({ duration: 200 }));
   }
 
-  /** True when ``ids`` are the node ids drawn, in the same order (edges index them). */
-  function sameNodes(ids) {
-    const mine = data.nodes.id;
-    if (!ids || ids.length !== mine.length) return false;
-    for (let i = 0; i < ids.length; i++) if (ids[i] !== mine[i]) return false;
-    return true;
-  }
 
   let refreshing = false;
   let refreshAgain = false;
   let refreshTimer = null;
-  /** Fetch the light payload and recolour the cables in place; when nodes were added or removed
-   * (the layout would move) show the reload banner instead. Coalesces bursts of triggers. */
+  /** Fetch the light payload and recolour the cables in place; when the nodes changed (added,
+   * removed, renamed: the layout moves) show the reload banner instead. Coalesces bursts. */
   function scheduleRefresh() {
     if (refreshTimer !== null) return;
     refreshTimer = setTimeout(() => { refreshTimer = null; refreshEdges(); }, 100);
@@ -457,7 +450,8 @@
     fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
       .then((r) => { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
       .then((part) => {
-        if (sameNodes(part.nodes.id)) applyEdges(part);
+        // the nodes as drawn (ids, names, positions…): only the cables changed
+        if (part.nodes_version === data.nodes_version) applyEdges(part);
         else {
           document.getElementById("map-changed").hidden = false;
           container.dataset.stale = String(part.discovery);

@@ -71,6 +71,16 @@ class AlarmQuerySet(models.QuerySet):
     def active(self):
         return self.filter(state=AlarmState.ACTIVE)
 
+    def by_severity(self):
+        """Most severe first (Critical, Minor, Warning, Info: ``Severity`` order, not the
+        alphabetical order of the stored values), then most recent (``last_seen``, then id)."""
+        rank = models.Case(
+            *(models.When(severity=s.value, then=models.Value(k)) for s, k in SEVERITY_RANK.items()),
+            default=models.Value(-1),
+            output_field=models.IntegerField(),
+        )
+        return self.alias(severity_rank=rank).order_by("-severity_rank", "-last_seen", "-id")
+
     def counts_by_severity(self) -> dict[str, int]:
         """``{severity: count}`` over this queryset, every severity present (0 when none)."""
         out = {s.value: 0 for s in Severity}

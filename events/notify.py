@@ -30,11 +30,11 @@ from django.core.mail import EmailMultiAlternatives, get_connection
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from fabric.keys import link_name, split_link_key
 from fabric.models import Node
 from weft.locks import single_instance
 
 from . import registry
-from .keys import split_link_key
 from .models import Alarm, Event, EventPolicy, Notification, NotificationKind, NotificationStatus
 from .policies import policy_recipients
 
@@ -65,7 +65,7 @@ def describe_object(obj: Alarm | Event) -> str:
                 "node_guid", "name"
             )
         )
-        return f"{names.get(ga) or ga} [{pa}] <-> {names.get(gb) or gb} [{pb}]"
+        return link_name((names.get(ga) or ga, pa), (names.get(gb) or gb, pb))
     return text
 
 

@@ -26,6 +26,7 @@ from .choices import (
     SMState,
     Tier,
 )
+from .keys import link_name, port_name
 from .querysets import (
     FabricQuerySet,
     FabricScopedQuerySet,
@@ -216,7 +217,7 @@ class Port(models.Model):
         constraints = [models.UniqueConstraint(fields=["node", "port_num"], name="port_unique_per_node")]
 
     def __str__(self) -> str:
-        return f"{self.node} [{self.port_num}]"
+        return port_name(str(self.node), self.port_num)
 
     def get_absolute_url(self) -> str:
         return reverse("fabric:port", args=[self.pk])
@@ -264,7 +265,9 @@ class Link(models.Model):
         ordering = ["fabric", "port_a"]
 
     def __str__(self) -> str:
-        return f"{self.port_a} <-> {self.port_b}"
+        return link_name(
+            (str(self.port_a.node), self.port_a.port_num), (str(self.port_b.node), self.port_b.port_num)
+        )
 
 
 class SubnetManager(models.Model):

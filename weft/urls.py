@@ -24,7 +24,11 @@ urlpatterns = [
     # templates/drf_spectacular/redoc.html gives ReDoc's the nonce (weft.content_security).
     path(
         "api/docs/",
-        third_party_ui(login_required(SpectacularSwaggerSplitView.as_view(url_name="schema"))),
+        third_party_ui(
+            login_required(
+                SpectacularSwaggerSplitView.as_view(url_name="schema", template_name="weft/swagger_ui.html")
+            )
+        ),
         name="swagger-ui",
     ),
     path(

@@ -24,6 +24,8 @@ database with four flat ``values_list`` queries and returns the compact JSON of
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -271,9 +273,21 @@ def build_map(fabric) -> dict:
     for node in layout_nodes:
         type_counts[("cas", "switches", "routers")[node.kind]] += 1
     last = Discovery.objects.filter(fabric=fabric).order_by("-id").values_list("id", flat=True).first()
+    nodes = {
+        "id": [r[0] for r in rows],
+        "guid": [r[1] for r in rows],
+        "name": [r[5] for r in rows],
+        "type": [n.kind for n in layout_nodes],
+        "tier": [r[3] for r in rows],
+        "lid": lids,
+        "host": host_of,
+        "x": xs,
+        "y": ys,
+    }
     return {
         "fabric": {"id": fabric.pk, "name": fabric.name},
         "discovery": last,
+        "nodes_version": _digest([nodes, host_names, extra_lids]),
         "counts": {
             **type_counts,
             "links": n_links,
@@ -281,23 +295,27 @@ def build_map(fabric) -> dict:
             "self_loops": self_loops,
             "down_links": sum(down.values()),
         },  # fmt: skip
-        "nodes": {
-            "id": [r[0] for r in rows],
-            "guid": [r[1] for r in rows],
-            "name": [r[5] for r in rows],
-            "type": [n.kind for n in layout_nodes],
-            "tier": [r[3] for r in rows],
-            "lid": lids,
-            "host": host_of,
-            "x": xs,
-            "y": ys,
-        },
+        "nodes": nodes,
         "hosts": host_names,
         "extra_lids": extra_lids,
         "edges": edges,
         "speeds": speeds,
         "widths": widths,
     }
+
+
+def _digest(value) -> str:
+    """A short digest of a JSON-able value (the map's ``nodes_version``)."""
+    return hashlib.sha1(json.dumps(value, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def edges_part(payload: dict) -> dict:
+    """The light part of a :func:`build_map` payload an open map refreshes in place: ``fabric``,
+    ``discovery``, ``counts``, ``nodes_version`` (a digest of everything drawn of the nodes: ids,
+    names, positions, LIDs, hosts; when it differs from the drawn one the map must be reloaded),
+    ``edges``, ``speeds`` and ``widths``."""
+    keep = ("fabric", "discovery", "counts", "nodes_version", "edges", "speeds", "widths")
+    return {k: payload[k] for k in keep}
 
 
 def _down_links(fabric, index: dict[str, int]) -> dict[tuple[int, int], int]:
@@ -339,7 +357,7 @@ def map_cache_key(fabric) -> str:
         Alarm.objects.open().filter(fabric=fabric, code="link.down").aggregate(n=Count("id"), last=Max("id"))
     )
     return (
-        f"weft:fabric-map:v2:{fabric.pk}:{last}:{fabric.last_discovery_id}:{nodes}:{links}:"
+        f"weft:fabric-map:v3:{fabric.pk}:{last}:{fabric.last_discovery_id}:{nodes}:{links}:"
         f"{down['n']}:{down['last']}:{_stamp(fabric.node_name_map_changed)}"
     )
 

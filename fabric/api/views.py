@@ -38,7 +38,7 @@ from ..services.requests import NoLiveAccess, import_upload, request_discovery, 
 from ..upload import GZIP_MAGIC, UploadError, read_limited, topology_text
 from ..upload import max_bytes as max_upload_bytes
 from . import serializers
-from .maplayout import build_map, map_cache_key
+from .maplayout import build_map, edges_part, map_cache_key
 
 BRIEF_PARAM = OpenApiParameter(
     "brief", OpenApiTypes.BOOL, description="return the brief form (id, url, display, natural key)"
@@ -432,13 +432,29 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
         source = "upload" if text else "path" if path else "none"
         return Response({"source": source, "text": text, "path": path, **result})
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "part",
+                str,
+                enum=["edges"],
+                description="edges: only the node ids and the edges (state, down cables, counts), for "
+                "an open map to recolour its cables in place",
+            )
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
     @action(detail=True, methods=["get"], url_path="map")
     def map(self, request, pk=None):
         """The map layout: parallel arrays of nodes (id, guid, name, type, tier, lid, host, x, y)
-        and aggregated edges (a, b, n cables, state, speed/width indexes, rate Gb/s)."""
+        and aggregated edges (a, b, n cables, down cables, state, speed/width indexes, rate Gb/s);
+        with ``?part=edges`` only the edges and a digest of the nodes (``maplayout.edges_part``)."""
+        part = request.query_params.get("part", "")
+        if part not in ("", "edges"):
+            raise ValidationError({"part": f"unknown part {part!r}: use edges or leave it out"})
         fabric = self.get_object()
-        return Response(get_or_compute(map_cache_key(fabric), lambda: build_map(fabric), 300))
+        payload = get_or_compute(map_cache_key(fabric), lambda: build_map(fabric), 300)
+        return Response(edges_part(payload) if part == "edges" else payload)
 
     @extend_schema(responses={200: serializers.PartitionsConfSerializer})
     @action(detail=True, methods=["get"], url_path="partitions-conf")

@@ -47,7 +47,7 @@ from events.services import EventSpec, record_events
 
 from .. import rates
 from ..choices import DiscoverySource, DiscoveryStatus, NodeType, PortState
-from ..keys import LinkKey, link_ends, link_key_str, port_key, split_link_key
+from ..keys import LinkKey, link_ends, link_key_str, link_name, port_key, port_name, split_link_key
 from ..models import Discovery, Fabric, Host, Link, Node, Port
 from ..parsers import detect_and_parse
 from ..parsers.records import SWITCH, Topology, TopologyParseError
@@ -520,8 +520,9 @@ def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], reach:
         port_id, old_values = old
         if old_values != values and key not in reach.fresher:
             _port_update(
-                key, port_id, node_ids, old_values, values, key[0] in switch_guids, updates, update_fields, ch
-            )
+                key, port_id, node_ids, old_values, values, key[0] in switch_guids, updates, update_fields, ch,
+                name=_port_repr(topo, key),
+            )  # fmt: skip
     # ports of nodes still present but no longer reported: their link is gone → Down (not a port
     # behind a failed MAD of a partial run, nor one leading to a node it did not reach)
     for key, (port_id, old_values) in stored.items():
@@ -542,6 +543,7 @@ def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], reach:
             updates,
             update_fields,
             ch,
+            name=_port_repr(topo, key),
         )
     if updates:
         Port.objects.bulk_update(updates, sorted(update_fields), batch_size=BATCH)
@@ -563,7 +565,9 @@ def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], reach:
     return ids
 
 
-def _port_update(key, port_id, node_ids, old_values, values, is_switch, updates, update_fields, ch) -> None:
+def _port_update(
+    key, port_id, node_ids, old_values, values, is_switch, updates, update_fields, ch, *, name: str
+) -> None:
     diffs = {f: [o, n] for f, o, n in zip(_PORT_FIELDS, old_values, values, strict=False) if o != n}
     obj = Port(
         id=port_id, node_id=node_ids[key[0]], port_num=key[1], **dict(zip(_PORT_FIELDS, values, strict=False))
@@ -576,10 +580,10 @@ def _port_update(key, port_id, node_ids, old_values, values, is_switch, updates,
         ch.events.append(
             _event(
                 "port.lid_changed",
-                f"port {port_key_str} LID {diffs['lid'][0]} → {diffs['lid'][1]}",
+                f"port {name} LID {diffs['lid'][0]} → {diffs['lid'][1]}",
                 object_type="port",
                 object_key=port_key_str,
-                object_repr=port_key_str,
+                object_repr=name,
                 port_id=port_id,
                 details={"old": diffs["lid"][0], "new": diffs["lid"][1]},
             )
@@ -589,10 +593,10 @@ def _port_update(key, port_id, node_ids, old_values, values, is_switch, updates,
         ch.events.append(
             _event(
                 "port.state_changed",
-                f"port {port_key_str} {names.get(diffs['state'][0], '?')} → {names.get(diffs['state'][1], '?')}",
+                f"port {name} {names.get(diffs['state'][0], '?')} → {names.get(diffs['state'][1], '?')}",
                 object_type="port",
                 object_key=port_key_str,
-                object_repr=port_key_str,
+                object_repr=name,
                 port_id=port_id,
                 details={"old": diffs["state"][0], "new": diffs["state"][1]},
             )
@@ -639,7 +643,7 @@ def _sync_links(
             ch.events.append(
                 _event(
                     "link.down",
-                    f"link {skey} is down (no longer seen)",
+                    f"link {_link_repr(topo, key)} is down (no longer seen)",
                     object_type="link",
                     object_key=skey,
                     object_repr=_link_repr(topo, key),
@@ -664,7 +668,7 @@ def _sync_links(
                 ch.events.append(
                     _event(
                         "link.up",
-                        f"link {skey} is up ({link.width}{link.speed})",
+                        f"link {_link_repr(topo, key)} is up ({link.width}{link.speed})",
                         object_type="link",
                         object_key=skey,
                         object_repr=_link_repr(topo, key),
@@ -687,7 +691,7 @@ def _sync_links(
         ch.events.append(
             _event(
                 code,
-                f"link {skey} {old_values[0]}{old_values[1]} → {link.width}{link.speed}",
+                f"link {_link_repr(topo, key)} {old_values[0]}{old_values[1]} → {link.width}{link.speed}",
                 object_type="link",
                 object_key=skey,
                 object_repr=_link_repr(topo, key),
@@ -707,12 +711,19 @@ def _sync_links(
         ch.rows += insert_rows(Link, cols, new_rows)
 
 
+def _port_repr(topo: Topology, key: tuple[str, int]) -> str:
+    """``port_name`` of a port of a parsed topology (its node's description, else the GUID)."""
+    node = topo.nodes.get(key[0])
+    return port_name((node.description if node else "") or key[0], key[1])
+
+
 def _link_repr(topo: Topology, key: LinkKey) -> str:
+    """``link_name`` of a link of a parsed topology (node descriptions, else GUIDs)."""
     parts = []
     for guid, port in key:
         node = topo.nodes.get(guid)
-        parts.append(f"{(node.label if node else '') or guid}[{port}]")
-    return " ↔ ".join(parts)
+        parts.append(((node.label if node else "") or guid, port))
+    return link_name(*parts)
 
 
 def _sync_sms(fabric: Fabric, topo: Topology, ch: _Changes) -> None:
@@ -834,30 +845,31 @@ def apply_port_states(
             ch.changed["ports"].append({"key": port_key_str, "fields": diffs})
             if "state" in diffs:
                 states = dict(PortState.choices)
+                shown = port_name(names.get(key[0], key[0]), key[1])
                 ch.events.append(
                     _event(
                         "port.state_changed",
-                        f"port {port_key_str} ({names.get(key[0], key[0])}) "
-                        f"{states.get(old[0], '?')} → {states.get(state, '?')}"
+                        f"port {shown} {states.get(old[0], '?')} → {states.get(state, '?')}"
                         + (f" ({note})" if note else ""),
                         object_type="port",
                         object_key=port_key_str,
-                        object_repr=port_key_str,
+                        object_repr=shown,
                         port_id=port.pk,
                         details={"old": old[0], "new": state, "source": source},
                     )
                 )
         for _link, ends in gone_links:
             skey = link_key_str(ends)
+            shown = link_name(*((names.get(g, g), p) for g, p in ends))
             out.links_down.append(skey)
             ch.removed["links"].append(skey)
             ch.events.append(
                 _event(
                     "link.down",
-                    f"link {skey} is down" + (f" ({note})" if note else ""),
+                    f"link {shown} is down" + (f" ({note})" if note else ""),
                     object_type="link",
                     object_key=skey,
-                    object_repr=" ↔ ".join(f"{names.get(g, g)}[{p}]" for g, p in ends),
+                    object_repr=shown,
                     details={"source": source},
                 )
             )
@@ -918,7 +930,8 @@ class ImportWouldRemove(ValueError):
 
     Attributes: ``nodes``/``links`` (how many stored nodes and links the file lacks), ``stored_nodes``/
     ``stored_links``, ``share`` (the larger removed fraction, 0..1), ``limit`` (the allowed share),
-    ``examples`` (up to 20 natural keys of what would go, nodes first).
+    ``examples`` (up to 20 names of what would go, nodes first: ``"leaf-01 (0x…)"``,
+    ``"spine-01 [1] <-> leaf-01 [7]"``).
     """
 
     def __init__(self, *, nodes: int, links: int, stored_nodes: int, stored_links: int, limit: float,
@@ -959,7 +972,7 @@ def check_removal(fabric: Fabric, topology: Topology, limit: float) -> None:
         stored_links += 1
         key = link_ends(ga, pa, gb, pb)
         if key not in topology.links:
-            gone_links.append(link_key_str(key))
+            gone_links.append(link_name((stored_nodes[ga] or ga, pa), (stored_nodes[gb] or gb, pb)))
     if max(len(gone_nodes) / len(stored_nodes), len(gone_links) / max(stored_links, 1)) > limit:
         examples = [f"{stored_nodes[g] or g} ({g})" for g in gone_nodes[:20]]
         examples += gone_links[: 20 - len(examples)]

@@ -26,7 +26,7 @@ from fabric.collectors.notices import (
     decode_port_info,
     inform_info,
 )
-from fabric.keys import link_ends, link_key_str
+from fabric.keys import link_ends, link_key_str, link_name
 from fabric.models import Discovery, Fabric, Link, Node, Port
 from fabric.parsers import parse_ibnetdiscover
 from fabric.parsers.ibnetdiscover import derived_guid
@@ -106,10 +106,17 @@ def test_port_down_removes_its_link_and_sets_the_other_end_down(
     assert Port.objects.get(node__node_guid=G("leaf1"), port_num=7).state == PortState.DOWN
     assert Port.objects.get(node__node_guid=G("spine"), port_num=1).state == PortState.DOWN
     ev = Event.objects.get(fabric=fabric, code="link.down")
-    assert ev.object_key == key and "leaf-1[7]" in ev.object_repr and "spine-1[1]" in ev.object_repr
-    assert sorted(
-        Event.objects.filter(fabric=fabric, code="port.state_changed").values_list("object_key", flat=True)
-    ) == sorted([f"{G('leaf1')}/7", f"{G('spine')}/1"])
+    # named as everywhere (fabric.keys.port_name/link_name: "name [port]"), the GUIDs only in the key
+    leaf, spine = Node.objects.get(node_guid=G("leaf1")), Node.objects.get(node_guid=G("spine"))
+    shown = link_name((str(leaf), 7), (str(spine), 1))
+    assert ev.object_key == key and ev.object_repr in (shown, link_name((str(spine), 1), (str(leaf), 7)))
+    assert ev.message == f"link {ev.object_repr} is down (trap 128)" and "0x" not in ev.message
+    assert (ev.object_repr.count(" ["), str(Port.objects.get(node=leaf, port_num=7))) == (2, "leaf-1 [7]")
+    states = Event.objects.filter(fabric=fabric, code="port.state_changed")
+    assert sorted(states.values_list("object_key", flat=True)) == sorted(
+        [f"{G('leaf1')}/7", f"{G('spine')}/1"]
+    )
+    assert sorted(states.values_list("object_repr", flat=True)) == ["leaf-1 [7]", "spine-1 [1]"]
     d = res.discovery
     assert (
         d.source == DiscoverySource.NOTICE
@@ -215,7 +222,7 @@ def test_unlink_leaf_spine_alarms_within_seconds_relink_clears(lab_factory, list
     latency_down = time.monotonic() - t0
     assert alarm.severity == "critical"
     names = dict(Node.objects.filter(fabric=fabric).values_list("node_guid", "description"))
-    assert f"{names[g1]}[3]" in alarm.object_repr and f"{names[g2]}[3]" in alarm.object_repr
+    assert f"{names[g1]} [3]" in alarm.object_repr and f"{names[g2]} [3]" in alarm.object_repr
     event = Event.objects.get(fabric=fabric, code="link.down", object_key=key)
     assert "SM notice: trap 128" in event.message
     # the API shows both ends Down, the map the cable Down (one of the two parallel cables)

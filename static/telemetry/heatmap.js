@@ -44,6 +44,7 @@
     wsPath: root.dataset.wsPath,
     loginUrl: root.dataset.loginUrl,
     pollInterval: Number(root.dataset.pollInterval) || 10,
+    liveAccess: root.dataset.liveAccess !== "0",  // Fabric.has_live_access
   };
 
   const state = {
@@ -369,7 +370,11 @@
     let stale = false, text = "";
     if (state.lastAtMs === null) {
       stale = true;
-      text = "No counter sweep yet for this fabric: is polling enabled and the worker running?";
+      text = cfg.liveAccess
+        ? "No counter sweep yet for this fabric: is polling enabled and the worker running?"
+        : "This fabric was imported from a file and has no live access from this host (no local HCA, CA " +
+          "name or lab environment is set), so its counters are never polled: there is nothing to show. " +
+          "Give it live access (local_hca or ca_name) to poll it.";
     } else {
       const age = (now - state.lastAtMs) / 1000;
       if (age > limit) {

@@ -377,7 +377,7 @@ def test_port_state_fallback_without_notices(lab_factory, listeners):
     # the check it makes after a hint that the SM swept the subnet
     message = Event.objects.get(fabric=fabric, code="link.down").message
     assert "port-state fallback" in message or "port-state check after" in message, message
-    assert "SM notice" not in message
+    assert "SM notice: trap" not in message
 
 
 @pytest.mark.lab

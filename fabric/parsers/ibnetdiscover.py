@@ -88,8 +88,14 @@ def derived_guid(name: str) -> str:
     return "0x02" + digest[:14]
 
 
+_CANON_FAST = re.compile(r"(?:0x)?([0-9a-f]{16})")
+
+
 def _canon(text: str) -> str | None:
     """Canonical GUID of hex ``text`` (with or without ``0x``), None when not a GUID."""
+    fast = _CANON_FAST.fullmatch(text) if text else None
+    if fast:  # 16 lowercase digits, as ibnetdiscover prints most: already canonical
+        return "0x" + fast.group(1)
     if not text or not _HEXISH.match(text):
         return None
     return f"0x{guid_to_int(text):016x}"
@@ -470,8 +476,13 @@ def _port_line(ctx: _Ctx, node: NodeRecord, by_name: dict[str, NodeRecord], idx:
     """One ``[p](x) "remote"[q](y) # ...`` line of ``node`` (``groups``: the ``_PORT`` groups)."""
     topo = ctx.topo
     lport_text, l_extra, rname, rport_text, r_extra, tail = groups
-    lport = _port_number(lport_text, topo.source, idx, "local port")
-    rport = _port_number(rport_text, topo.source, idx, "remote port")
+    # up to two digits cannot exceed 255: skip the checking call for them (most lines)
+    lport = (
+        int(lport_text) if len(lport_text) < 3 else _port_number(lport_text, topo.source, idx, "local port")
+    )
+    rport = (
+        int(rport_text) if len(rport_text) < 3 else _port_number(rport_text, topo.source, idx, "remote port")
+    )
     remote = by_name.get(rname)
     if remote is None:
         if rname in ctx.skipped:

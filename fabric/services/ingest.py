@@ -28,13 +28,25 @@ Rules (issue 3; event codes from docs/design.md):
   ``Fabric.last_discovery``) is still recorded: it is the audit trail operators read ("last
   discovered at", duration, warnings) and what proves the periodic task ran.
 * ``fabric.signals.discovery_committed(fabric_id, discovery_id)`` is sent on commit.
+
+Digests (issue 16: most discoveries of a healthy fabric change nothing). The parse is turned into
+the row values the ingest would write (``_NODE_COLUMNS``/``_PORT_COLUMNS``/``_LINK_COLUMNS``: one
+line per stored column) and each node gets a 64-bit digest of its row, its ports' rows and the rows
+of the links at its ports (:func:`_plan`), stored in ``Node.digest`` when its rows match; the whole
+topology's digest is ``Discovery.digest``. A rediscovery reads the fabric's node digests (one query)
+and diffs only the nodes whose digest differs, is missing (cleared by another writer, e.g. a
+notice refresh), new or gone (:func:`_scope`): an unchanged one reads no port or link row and writes
+no topology row; one switch port down reads and writes that switch's and its peer's rows. Partial
+runs, first discoveries and changes to most nodes diff everything, as before. The events, diffs
+and rows are those of a full diff (``fabric/tests/test_ingest_digests.py``). Because the digest
+covers the written tuple and is salted with the column names, a column added to a table joins it
+by construction, and every node is diffed (and the new column filled) on the next discovery.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import marshal
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -199,7 +211,8 @@ def ingest_topology(
     t0 = time.perf_counter()
     started = started or timezone.now()
     partial = partial or topology.partial
-    with transaction.atomic():
+    # tens of thousands of row tuples, none garbage: no cyclic GC passes over them (see gc_paused)
+    with gc_paused(), transaction.atomic():
         locked = Fabric.objects.select_for_update().get(pk=fabric.pk)
         if max_remove_share is not None and not partial:
             check_removal(locked, topology, max_remove_share)
@@ -475,11 +488,6 @@ def _plan(topo: Topology, hosts: dict[str, str], host_ids: dict[str, int]) -> _P
     changes both. ``repr`` of ints, strs, bools, floats and None is stable across processes and
     versions, unlike ``hash()``.
     """
-    with gc_paused():  # ~100k tuples, none garbage (see gc_paused)
-        return _plan_rows(topo, hosts, host_ids)
-
-
-def _plan_rows(topo: Topology, hosts: dict[str, str], host_ids: dict[str, int]) -> _Plan:
     node_fields, node_rows = _row_maker(_NODE_COLUMNS)
     port_fields, port_rows = _row_maker(_PORT_COLUMNS)
     link_fields, link_rows = _row_maker(_LINK_COLUMNS)
@@ -508,7 +516,7 @@ def _plan_rows(topo: Topology, hosts: dict[str, str], host_ids: dict[str, int]) 
         mine_l = own_links[guid]
         mine_l.sort(key=_first)  # a port has at most one link
         h = blake2b(salt, digest_size=8)
-        h.update(marshal.dumps((row, mine_p, mine_l), 2))
+        h.update(repr((row, mine_p, mine_l)).encode())
         digests[guid] = int.from_bytes(h.digest(), "big", signed=True)
     whole = blake2b(salt, digest_size=8)
     whole.update(repr(sorted(digests.items())).encode())

@@ -148,6 +148,15 @@ class _Ctx:
             return None
         return value
 
+    def port_lid(self, text: str, line: int, port: int, name: str) -> int | None:
+        """:meth:`lid` of port ``port`` of ``name``; the warning text is built only when needed
+        (plain decimal LIDs, nearly all, are taken as they are)."""
+        if text and text[0] != "0" and text.isdigit() and text.isascii():
+            value = int(text)
+            if value <= MAX_UNICAST_LID:
+                return value
+        return self.lid(text, line, f"port {port} of {name!r}")
+
     def small_int(self, text: str, line: int, what: str, default: int = 0) -> int:
         try:
             value = int(text, 0)
@@ -514,8 +523,8 @@ def _port_line(ctx: _Ctx, node: NodeRecord, by_name: dict[str, NodeRecord], idx:
             cm = _CA_PORT_TAIL.match(comment)
             if cm:
                 lid_text, lmc_text, _, remote_lid, token = cm.groups()
-                local_lid = ctx.lid(lid_text, idx, f"port {lport} of {node.name!r}")
-                local_lmc = ctx.small_int(lmc_text, idx, "lmc")
+                local_lid = ctx.port_lid(lid_text, idx, lport, node.name)
+                local_lmc = 0 if lmc_text == "0" else ctx.small_int(lmc_text, idx, "lmc")
                 has_local_lid = has_remote_lid = True
                 width, speed = _link_token(token)
         else:
@@ -577,7 +586,7 @@ def _port_line(ctx: _Ctx, node: NodeRecord, by_name: dict[str, NodeRecord], idx:
     if rp is None:
         rp = ports[remote_key] = PortRecord(rguid, rport, line=idx)
         if remote.node_type != SWITCH and has_remote_lid:
-            rp.lid = ctx.lid(remote_lid, idx, f"port {rport} of {rname!r}")
+            rp.lid = ctx.port_lid(remote_lid, idx, rport, rname)
     if r_ext:
         rp.label = r_ext
     if r_paren:

@@ -26,13 +26,22 @@ spread in ``spread`` (``[min, max]``):
   ``ingest_ratio``, ``reingest_ratio`` (target ≤ 0.25), ``changed_ratio`` and ``live_ratio``
   (target ≤ 1.2), each over ibnetdiscover_s.
 
-Where the time goes (Selene, quiet machine, see the issue-16 report for the figures): the parse is
-one pass of per-line regexes with the cyclic GC paused (it was half the parse: the collector walked
-the 200k records made so far on every pass). A first ingest is mostly PostgreSQL: the COPYs of 44k
-rows with their indexes, then at commit the ~70k deferred foreign-key checks (one per Node/Port/Link
-reference, run by PostgreSQL's RI triggers); on the Python side building the rows and the per-node
-digests (``plan``). An unchanged rediscovery is parse + plan + one read of the fabric's node digests;
-a changed one adds the diff of the nodes whose digest differs (a switch and its neighbour here).
+Where the time goes (Selene; issue 16, measured on a machine shared by four sessions, load 8-11
+on 2 cores, so read the CPU figures, which load barely moves; wall times there are 3-5x them):
+
+* parse: ~0.27-0.30 s CPU (main: ~0.65 s). One pass of per-line regexes; the cyclic GC is paused
+  (``fabric.parsers.records.gc_paused``), which was half of it: every collection walked the ~200k
+  records and tuples made so far. What is left is Python per port line (25.7k, each cable twice).
+* first ingest: ~0.36 s CPU in this process (main: ~0.57 s), the rest is PostgreSQL. Median wall
+  breakdown of one loaded run (``ingest_breakdown``, 4.5 s): ``plan`` 0.59 (row values + digests,
+  ~0.12 s of CPU), ``nodes`` 0.53, ``ports`` 1.52, ``links`` 0.43 (COPY with id reservation and
+  index upkeep; ports have 7 indexes, nodes 10), ``commit`` 1.09 (PostgreSQL runs the ~70k
+  deferred foreign-key checks, one per Node/Port/Link reference, at commit), ``other`` 0.12. The
+  ANALYZE after a bulk load is gone: the next discovery no longer reads the fabric back.
+* unchanged rediscovery: parse + ``plan`` (~0.13 s CPU) + one read of the fabric's 5k node digests
+  + the Discovery row: ~0.43 s CPU in all, no port or link row read.
+* one switch port down: the same plus the diff of the two nodes whose digest moved (the switch
+  and its peer): 6 rows written (link deleted, two ports Down, three events).
 
 Other apps' ``discovery_committed`` listeners are detached so the numbers are the fabric ingest's.
 

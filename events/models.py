@@ -24,7 +24,7 @@ class Event(models.Model):
     """One occurrence.
 
     ``code`` is a stable dotted identifier (``link.down``, ``node.added``, ``sm.master_changed``);
-    ``object_type`` is one of ``fabric``, ``node``, ``port``, ``link``, ``sm``, ``pool``, ``job``;
+    ``object_type`` is one of ``fabric``, ``node``, ``port``, ``link``, ``sm``, ``gpu``, ``pool``, ``job``;
     ``object_key`` its natural key (node GUID, ``"<node guid>/<port>"``, a link as
     ``"<guid>/<port>-<guid>/<port>"``), ``object_repr`` a human description.
     """

@@ -50,8 +50,8 @@ def _fabric_name(obj) -> str:
 
 
 def describe_object(obj: Alarm | Event) -> str:
-    """A human name for the object of an alarm/event; for links, both ends by node description
-    and port number looked up from the key when the stored text does not have them."""
+    """A human name for the object of an alarm/event; for links, both ends by node name
+    (``Node.name``: node-name map, else description) and port number looked up from the key when the stored text does not have them."""
 
     text = obj.object_repr or obj.object_key
     if obj.object_type == "link" and obj.fabric_id and "<->" not in text:
@@ -62,7 +62,7 @@ def describe_object(obj: Alarm | Event) -> str:
 
         names = dict(
             Node.objects.filter(fabric_id=obj.fabric_id, node_guid__in=[ga, gb]).values_list(
-                "node_guid", "description"
+                "node_guid", "name"
             )
         )
         return f"{names.get(ga) or ga} [{pa}] <-> {names.get(gb) or gb} [{pb}]"

@@ -36,6 +36,7 @@ urlpatterns = [
     path("api/fabric/", include("fabric.api.urls")),
     path("api/fabric/", include("telemetry.api.urls")),
     path("api/fabric/", include("events.api.urls")),
+    path("api/pools/", include("pools.api.urls")),
     path("", include("telemetry.urls")),
     path("", include("events.urls")),
     path("", include("fabric.urls")),

@@ -428,7 +428,7 @@ def _build(ctx: _Ctx, raws: list[_Raw], saw_guid_attrs: bool) -> None:
         node = NodeRecord(
             guid=guid,
             node_type=raw.type,
-            description=raw.desc.strip(),
+            description=raw.desc,
             num_ports=raw.nports,
             system_image_guid=(_canon(sysimg[0]) or "") if sysimg else "",
             vendor_id=_hex_int(vendor[0]) if vendor else None,
@@ -635,7 +635,7 @@ def parse_ports(text: str, source: str = "<text>") -> Topology:
         node = topo.nodes.get(guid)
         if node is None:
             node = topo.nodes[guid] = NodeRecord(
-                guid=guid, node_type=node_type, description=desc.strip(), name=guid, line=idx
+                guid=guid, node_type=node_type, description=desc, name=guid, line=idx
             )
             if node_type == SWITCH:
                 node.lid = ctx.lid(lid_text, idx, f"switch {guid}")

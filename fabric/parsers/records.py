@@ -54,7 +54,11 @@ class ParseWarning:
 
 @dataclass(slots=True)
 class NodeRecord:
-    """A node (IBTA NodeInfo + NodeDescription). ``lid``/``lmc``/``enhanced_port0``: switch port 0."""
+    """A node (IBTA NodeInfo + NodeDescription). ``lid``/``lmc``/``enhanced_port0``: switch port 0.
+
+    ``description`` is the NodeDescription as the tool printed it (spaces kept); ``label`` is not
+    parsed: ingest sets it to the name admins see (``fabric.services.names.label_topology``).
+    """
 
     guid: str
     node_type: str
@@ -68,6 +72,7 @@ class NodeRecord:
     enhanced_port0: bool = False
     name: str = ""  # the id the file used for it ("S-0002c9...", "Switch1")
     line: int = 0
+    label: str = ""
 
 
 @dataclass(slots=True)

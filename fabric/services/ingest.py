@@ -79,7 +79,8 @@ from ..parsers.records import (
 from ..signals import discovery_committed
 from . import sm as sm_service
 from .bulk import insert_rows
-from .derive import derive_tiers, host_from_description
+from .derive import derive_tiers, host_for
+from .names import label_topology
 
 #: at most this many natural keys per list in ``Discovery.diff`` (the counts are always complete).
 DIFF_LIST_LIMIT = 1000
@@ -101,6 +102,7 @@ _NODE_COLUMNS: dict[str, str | Callable[[NodeRecord, int, int | None], Any]] = {
     "num_ports": "num_ports",
     "enhanced_port0": "enhanced_port0",
     "description": lambda n, tier, host: n.description[:128],
+    "name": lambda n, tier, host: n.label,
     "lid": lambda n, tier, host: n.lid if n.node_type == SWITCH else None,
     "lmc": lambda n, tier, host: n.lmc if n.node_type == SWITCH else 0,
     "tier": lambda n, tier, host: tier,
@@ -224,6 +226,7 @@ def ingest_topology(
         initial = not stored
         ch = _Changes(initial=initial)
         reach = Reach.of(locked, topology, partial, unknown_ports, started=started, stored=stored.keys())
+        label_topology(locked, topology)  # node.label: the map's name or the trimmed description
         hosts = _host_names(topology)
         host_ids = _sync_hosts(locked, hosts, ch)
         plan = _plan(topology, hosts, host_ids)
@@ -436,7 +439,7 @@ def _host_names(topo: Topology) -> dict[str, str]:
     out = {}
     for guid, node in topo.nodes.items():
         if node.node_type != SWITCH:
-            name = host_from_description(node.description)
+            name = host_for(node.node_type, node.description, node.label)
             if name:
                 out[guid] = name
     return out
@@ -607,10 +610,10 @@ def _sync_nodes(
                 ch.events.append(
                     _event(
                         "node.added",
-                        f"{_type_name(node.node_type)} {node.description or guid} ({guid}) appeared",
+                        f"{_type_name(node.node_type)} {node.label or guid} ({guid}) appeared",
                         object_type="node",
                         object_key=guid,
-                        object_repr=node.description or guid,
+                        object_repr=node.label or guid,
                         details={"node_type": node.node_type, "lid": node.lid},
                     )
                 )
@@ -631,7 +634,7 @@ def _sync_nodes(
         ch.changed["nodes"].append(
             {"key": guid, "fields": {k: v for k, v in diffs.items() if k != "host_id"}}
         )
-        label = node.description or guid
+        label = node.label or guid
         if "lid" in diffs:
             ch.events.append(
                 _event(
@@ -644,7 +647,8 @@ def _sync_nodes(
                     details={"old": diffs["lid"][0], "new": diffs["lid"][1]},
                 )
             )
-        if "description" in diffs:
+        if "description" in diffs and diffs["description"][0].strip() != diffs["description"][1].strip():
+            # (a change of leading/trailing spaces only is stored, not reported: display trims)
             ch.events.append(
                 _event(
                     "node.description_changed",
@@ -667,7 +671,7 @@ def _sync_nodes(
     if reach.gone:
         gone = [(guid, v[0]) for guid, v in stored.items() if guid in reach.gone]
         if gone:
-            descs = dict(Node.objects.filter(id__in=[i for _, i in gone]).values_list("id", "description"))
+            descs = dict(Node.objects.filter(id__in=[i for _, i in gone]).values_list("id", "name"))
             for guid, node_id in gone:
                 ch.removed["nodes"].append(guid)
                 ch.events.append(
@@ -967,7 +971,7 @@ def _link_repr(topo: Topology, key: LinkKey) -> str:
     parts = []
     for guid, port in key:
         node = topo.nodes.get(guid)
-        parts.append(f"{(node.description if node else '') or guid}[{port}]")
+        parts.append(f"{(node.label if node else '') or guid}[{port}]")
     return " ↔ ".join(parts)
 
 
@@ -1060,13 +1064,13 @@ def apply_port_states(
                 if obs.state != PortState.DOWN:
                     out.unknown.append(key)
                 continue
-            names[key[0]] = port.node.description or key[0]
+            names[key[0]] = port.node.name or key[0]
             link = port.link
             if (port.state, port.phys_state) != (obs.state, obs.phys_state):
                 changed[port.pk] = (port, obs.state, obs.phys_state)
             if obs.state == PortState.DOWN and link is not None:
                 peer = link.port_b if link.port_a_id == port.pk else link.port_a
-                names[peer.node.node_guid] = peer.node.description or peer.node.node_guid
+                names[peer.node.node_guid] = peer.node.name or peer.node.node_guid
                 ends = link_ends(key[0], key[1], peer.node.node_guid, peer.port_num)
                 if all(lk.pk != link.pk for lk, _ in gone_links):
                     gone_links.append((link, ends))
@@ -1207,7 +1211,7 @@ def check_removal(fabric: Fabric, topology: Topology, limit: float) -> None:
     Raises:
         ImportWouldRemove: with what would go.
     """
-    stored_nodes = dict(Node.objects.filter(fabric=fabric).values_list("node_guid", "description"))
+    stored_nodes = dict(Node.objects.filter(fabric=fabric).values_list("node_guid", "name"))
     if not stored_nodes:
         return
     gone_nodes = [g for g in stored_nodes if g not in topology.nodes]

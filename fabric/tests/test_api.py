@@ -74,7 +74,7 @@ def test_node_list_is_paginated_limit_offset(small, client_for):
 def test_brief_forms(small, client_for):
     client = client_for("viewer")
     nodes = client.get("/api/fabric/nodes/", {"brief": 1, "limit": 3}).json()["results"]
-    assert set(nodes[0]) == {"id", "url", "display", "node_guid", "node_type", "description", "lid"}
+    assert set(nodes[0]) == {"id", "url", "display", "node_guid", "node_type", "name", "description", "lid"}
     ports = client.get("/api/fabric/ports/", {"brief": "true", "limit": 3}).json()["results"]
     assert set(ports[0]) == {"id", "url", "display", "node", "port_num", "port_guid", "lid"}
     assert set(ports[0]["node"]) == set(nodes[0])

@@ -16,6 +16,7 @@ from fabric.parsers import parse_ibnetdiscover
 from fabric.parsers.ibnetdiscover import derived_guid
 from fabric.services import ingest
 from fabric.services.ingest import PortObservation, apply_port_states, ingest_topology
+from fabric.services.names import label_topology
 from weft.testing.topologies import BASE
 
 G = derived_guid
@@ -106,6 +107,7 @@ def _stored_digests(fabric) -> dict:
 
 def _plan_digests(fabric, text) -> dict:
     topo = parse_ibnetdiscover(text, "t")
+    label_topology(fabric, topo)
     host_ids = dict(Host.objects.filter(fabric=fabric).values_list("name", "id"))
     return ingest._plan(topo, ingest._host_names(topo), host_ids).digests
 

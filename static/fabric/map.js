@@ -267,7 +267,7 @@
       tr.append(el("td", p.rate_gbps == null ? "" : p.rate_gbps + " Gb/s"));
       const remote = el("td");
       if (p.remote) {
-        const a = el("a", (p.remote.node.description || p.remote.node.node_guid) + " [" + p.remote.port_num + "]");
+        const a = el("a", (p.remote.node.name || p.remote.node.node_guid) + " [" + p.remote.port_num + "]");
         a.href = "#";
         a.className = "remote-link";
         a.dataset.nodeId = p.remote.node.id;
@@ -301,7 +301,7 @@
       ["rate", p.rate_gbps == null ? "—" : p.rate_gbps + " Gb/s"], ["label", p.label || "—"],
     ];
     if (p.remote) {
-      rows.push(["remote node", p.remote.node.description || p.remote.node.node_guid]);
+      rows.push(["remote node", p.remote.node.name || p.remote.node.node_guid]);
       rows.push(["remote GUID", p.remote.node.node_guid]);
       rows.push(["remote port", p.remote.port_num + (p.remote.lid != null ? " (LID " + p.remote.lid + ")" : "")]);
     }

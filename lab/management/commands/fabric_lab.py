@@ -153,7 +153,9 @@ class Command(BaseCommand):
 
         fabric, created = Fabric.objects.get_or_create(name=name, defaults={"description": "fabric lab"})
         fabric.tool_env = dict(lab.tool_env)
-        fabric.save(update_fields=["tool_env"])
+        fabric.partitions_path = str(lab.partitions_path)
+        fabric.sm_pid_file = str(lab.sm_pid_file)
+        fabric.save(update_fields=["tool_env", "partitions_path", "sm_pid_file"])
         self.stdout.write(
             f"{'Created' if created else 'Updated'} Weft fabric {name!r} with the lab's tool_env."
         )

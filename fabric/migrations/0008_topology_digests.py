@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('fabric', '0005_node_unreachable_since_notice_source'),
+        ('fabric', '0007_partitions'),
     ]
 
     operations = [

@@ -163,6 +163,11 @@ class Node(models.Model):
     #: set by a partial discovery that could not reach this node (a MAD behind it failed): the row
     #: is kept, not reported removed; cleared by the next discovery that reaches it
     unreachable_since = models.DateTimeField(null=True, blank=True, db_index=True)
+    #: 64-bit digest of this node's rows as the last complete ingest left them (its own stored
+    #: columns, its ports', the links at its ports): a rediscovery whose parse gives the same digest
+    #: leaves them untouched without reading them (``fabric.services.ingest``). None: unknown (rows
+    #: written by another writer since, e.g. a notice refresh), so the next discovery diffs them.
+    digest = models.BigIntegerField(null=True, blank=True, editable=False)
 
     objects = models.Manager.from_queryset(NodeQuerySet)()
 
@@ -313,6 +318,10 @@ class Discovery(models.Model):
     warnings = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True)
     rows_written = models.PositiveIntegerField(default=0)
+    #: digest of the topology this discovery stored (16 hex digits, ``fabric.services.ingest``):
+    #: two discoveries with the same digest found the same nodes, ports and links; blank when not
+    #: computed (notice refreshes, failed runs)
+    digest = models.CharField(max_length=16, blank=True, editable=False)
 
     objects = models.Manager.from_queryset(FabricScopedQuerySet)()
 

@@ -8,6 +8,9 @@ unknown/unassigned; widths are ``"4x"``, speeds ``"HDR"`` (as ibnetdiscover prin
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from fabric.keys import LinkKey
@@ -179,3 +182,21 @@ def split_lines(text: str) -> list[str]:
     if text.startswith("\ufeff"):
         text = text[1:]
     return text.replace("\x00", "\ufffd").splitlines()
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause CPython's cyclic garbage collector for a block that allocates many long-lived,
+    acyclic objects (a parse: records, tuples, strings).
+
+    Each collection the allocations trigger walks every object made so far, none of which is
+    garbage; on the Selene fabric (56k lines) that was half the parse time. Reference counting
+    still frees everything as usual. Re-enabled on exit only if it was enabled on entry.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -116,9 +116,10 @@ def rename_nodes(fabric: Fabric, names: dict[str, str]) -> dict[str, int]:
             continue
         renamed += name != old_name
         rehosted += host_id != old_host
-        updates.append(Node(id=node_id, name=name, host_id=host_id))
+        # digest None: these rows no longer match their digests, the next discovery diffs them
+        updates.append(Node(id=node_id, name=name, host_id=host_id, digest=None))
     if updates:
-        Node.objects.bulk_update(updates, ["name", "host_id"], batch_size=2000)
+        Node.objects.bulk_update(updates, ["name", "host_id", "digest"], batch_size=2000)
     return {"renamed": renamed, "rehosted": rehosted, "hosts_created": len(missing)}
 
 

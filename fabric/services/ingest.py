@@ -169,6 +169,9 @@ class _Changes:
     #: nodes whose rows this ingest left differing from the parse (a partial run kept a port or
     #: link, a notice was fresher): their digest is cleared, so the next discovery diffs them
     unsynced: set[str] = field(default_factory=set)
+    #: names of the stored nodes this ingest removes (``{guid: Node.name}``): the removed end of a
+    #: ``link.down`` is named as admins knew it, not by its GUID
+    gone_names: dict[str, str] = field(default_factory=dict)
 
 
 def _event(code: str, message: str, **kw: Any) -> EventSpec:
@@ -674,6 +677,7 @@ def _sync_nodes(
             descs = dict(Node.objects.filter(id__in=[i for _, i in gone]).values_list("id", "name"))
             for guid, node_id in gone:
                 ch.removed["nodes"].append(guid)
+                ch.gone_names[guid] = descs.get(node_id) or ""
                 ch.events.append(
                     _event(
                         "node.removed",
@@ -903,10 +907,10 @@ def _sync_links(
             ch.events.append(
                 _event(
                     "link.down",
-                    f"link {_link_repr(topo, key)} is down (no longer seen)",
+                    f"link {_link_repr(topo, key, ch.gone_names)} is down (no longer seen)",
                     object_type="link",
                     object_key=skey,
-                    object_repr=_link_repr(topo, key),
+                    object_repr=_link_repr(topo, key, ch.gone_names),
                 )
             )
     missing = {end for key in wanted if key not in stored for end in key if end not in port_ids}
@@ -985,12 +989,14 @@ def _port_repr(topo: Topology, key: tuple[str, int]) -> str:
     return port_name((node.description if node else "") or key[0], key[1])
 
 
-def _link_repr(topo: Topology, key: LinkKey) -> str:
-    """``link_name`` of a link of a parsed topology (node descriptions, else GUIDs)."""
+def _link_repr(topo: Topology, key: LinkKey, gone_names: dict[str, str] | None = None) -> str:
+    """``link_name`` of a link of a parsed topology: each end by its node's display name in the
+    topology, else (a node this ingest removes) by its stored name in ``gone_names``, else GUID."""
     parts = []
     for guid, port in key:
         node = topo.nodes.get(guid)
-        parts.append(((node.label if node else "") or guid, port))
+        name = node.label if node else (gone_names or {}).get(guid, "")
+        parts.append((name or guid, port))
     return link_name(*parts)
 
 

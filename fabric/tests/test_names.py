@@ -243,9 +243,9 @@ def test_map_change_renames_existing_nodes_with_audit_and_names_reach_events(rea
     import_topology_text("x5", gone, filename="X5-less.topofile", replace=True)
     ev = Event.objects.get(fabric=fabric, code="node.removed")
     assert ev.message.startswith("x5570comp2 (0x003048c7488b0000)") and ev.object_repr == "x5570comp2"
-    # (the link's other end is named from the new topology; the removed end by its GUID)
+    # (the link's other end is named from the new topology; the removed end by its stored name)
     link = Event.objects.get(fabric=fabric, code="link.down")
-    assert link.object_repr == "Voltaire 4036 # 4036-8BBA [29] <-> 0x003048c7488b0000 [1]"
+    assert link.object_repr == "Voltaire 4036 # 4036-8BBA [29] <-> x5570comp2 [1]"
 
     # removing the map: descriptions again, hosts of mapped names left without nodes
     r = api.delete(f"/api/fabric/fabrics/{fabric.pk}/node-name-map/")

@@ -39,6 +39,7 @@ import re
 from dataclasses import dataclass, field
 
 from fabric.guid import normalize_guid
+from weft.errors import LocatedError
 
 from .records import ParseWarning
 
@@ -65,17 +66,11 @@ SCOPE_RANGE = range(1, 16)
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
 
 
-class PartitionsParseError(ValueError):
+class PartitionsParseError(LocatedError):
     """A partitions file OpenSM would reject (it would fall back to the default partition only).
 
     ``str()`` is ``"<source>:<line>: <message>"``; ``line`` is 1-based (0 when not located).
     """
-
-    def __init__(self, message: str, source: str = "<text>", line: int = 0):
-        self.message = message
-        self.source = source
-        self.line = line
-        super().__init__(f"{source}:{line}: {message}")
 
 
 @dataclass

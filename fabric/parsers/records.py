@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from fabric.keys import LinkKey
+from weft.errors import LocatedError
 
 SWITCH = "switch"
 CA = "ca"
@@ -28,17 +29,11 @@ PHYS_UNKNOWN, PHYS_LINKUP = 0, 5
 MAX_UNICAST_LID = 0xBFFF
 
 
-class TopologyParseError(ValueError):
+class TopologyParseError(LocatedError):
     """The text is not a topology (or not one this parser reads).
 
     ``str()`` is ``"<source>:<line>: <message>"``; ``line`` is 1-based (0 when not located).
     """
-
-    def __init__(self, message: str, source: str = "<text>", line: int = 0):
-        self.message = message
-        self.source = source
-        self.line = line
-        super().__init__(f"{source}:{line}: {message}")
 
 
 @dataclass(slots=True)

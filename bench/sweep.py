@@ -17,7 +17,9 @@ The end-to-end websocket latency comes from ``bench/ws_latency.py``'s ``measure(
 ``DATABASE_URL=postgresql://... REDIS_URL=redis://... SECRET_KEY=... python bench/sweep.py --json``.
 
 ``python bench/sweep.py [--topology PATH] [--fat-tree-hosts N] [--runs K] [--ws] --json``; the last
-line is a JSON object with at least ``ports``, ``sweep_s``, ``ibqueryerrors_s``, ``ratio``,
+line is a JSON object with at least ``ports``, ``sweep_s``, ``ibqueryerrors_s``, ``ratio`` (and its
+spread over the alternating pairs), ``collect_s`` (to the last MAD answer), ``after_collect_s``,
+``mads_per_port``, ``port_state_fallback_mads_per_sweep``, ``load_average``,
 ``ws_latency_p95_s``, ``bytes_per_hour_per_1000_nodes`` (of the first topology), and ``topologies``
 with every topology's numbers (``port_state_fallback_mads``: the extra SMPs of one port-state
 fallback read, ``fabric.services.notices``). Not a test: nothing is asserted.
@@ -30,6 +32,7 @@ import gzip
 import json
 import os
 import random
+import re
 import statistics
 import sys
 import time
@@ -94,6 +97,13 @@ def _worst_case_storage(fabric, port_ids: list[int], sweeps: int = 10) -> float:
     return (after - before) / sweeps
 
 
+def _mads_sent(stats: str) -> int | None:
+    """MADs sent by the poller, from its statistics line (``madpoll: sent=N ...``; several for
+    several poller processes)."""
+    found = re.findall(r"sent=(\d+)", stats or "")
+    return sum(int(x) for x in found) if found else None
+
+
 def bench_topology(name: str, netfile: str, runs: int) -> dict:
     """Run the benchmark on one netfile (text); returns its numbers (seconds, bytes)."""
     from fabric.models import Fabric, Node, Port
@@ -101,6 +111,7 @@ def bench_topology(name: str, netfile: str, runs: int) -> dict:
     from fabric.services.notices import fallback_targets
     from lab import Lab
     from telemetry.models import PortCounters, Sweep
+    from telemetry.services import publisher
     from telemetry.services.sweep import poll_fabric
 
     t = time.monotonic()
@@ -124,6 +135,8 @@ def bench_topology(name: str, netfile: str, runs: int) -> dict:
         warm = poll_fabric(fabric)
         before = _relation_bytes()
         sweeps = []
+        publish_lag: list[float] = []
+        publisher.flush(60)
         for _ in range(runs):
             t = time.monotonic()
             res = lab.run(iqe_argv, timeout=900, check=False)
@@ -140,6 +153,11 @@ def bench_topology(name: str, netfile: str, runs: int) -> dict:
             if res.returncode not in (0, 1):
                 raise RuntimeError(f"{' '.join(iqe_argv)} exited {res.returncode}: {res.stderr[-500:]}")
             sweeps.append(poll_fabric(fabric))
+            # the heatmap/alarm publication runs after the sweep returns (publisher thread): let
+            # it finish before the next baseline run, and say how long it took
+            t = time.monotonic()
+            publisher.flush(60)
+            publish_lag.append(time.monotonic() - t)
         iqe_ports = None
         for line in res.stdout.splitlines():
             if "ports checked" in line:
@@ -153,6 +171,10 @@ def bench_topology(name: str, netfile: str, runs: int) -> dict:
         sweep_s = statistics.median(durations)
         iqe_s = statistics.median(baseline)
         last = sweeps[-1]
+        collect = [s.timings["collect_s"] for s in sweeps]
+        after = [s.timings["after_collect_s"] for s in sweeps]
+        mads = [_mads_sent(s.timings["collector"]) for s in sweeps]
+        ratios = [d / b for d, b in zip(durations, baseline, strict=True)]
         out = {
             "topology": name,
             "nodes": nodes,
@@ -169,6 +191,23 @@ def bench_topology(name: str, netfile: str, runs: int) -> dict:
             "ibqueryerrors_argv": " ".join(iqe_argv),
             "ibqueryerrors_note": iqe_note,
             "ratio": round(sweep_s / iqe_s, 3),
+            # per alternating pair (sweep / the baseline run just before it): the spread of the ratio
+            "ratio_runs": [round(r, 3) for r in ratios],
+            "ratio_spread": [round(min(ratios), 3), round(max(ratios), 3)],
+            "sweep_spread_s": [round(min(durations), 4), round(max(durations), 4)],
+            "ibqueryerrors_spread_s": [round(min(baseline), 4), round(max(baseline), 4)],
+            # collect_s: sweep start to the last MAD answer; after_collect_s: from there to the
+            # sweep's return (last chunk, unread ports, history, Sweep row, commit); medians
+            "collect_s": round(statistics.median(collect), 4),
+            "collect_runs_s": collect,
+            "after_collect_s": round(statistics.median(after), 4),
+            "after_collect_runs_s": after,
+            "after_collect_share": round(statistics.median(after) / statistics.median(collect), 3),
+            # MADs the poller sent per port read (retries included; ClassPortInfo reads are cached)
+            "mads_per_sweep": mads,
+            "mads_per_port": round(statistics.median(mads) / max(last.ports, 1), 3) if all(mads) else None,
+            # the heatmap and alarm publication after the sweep (publisher thread), seconds
+            "publish_after_sweep_s": [round(x, 4) for x in publish_lag],
             "lab_start_s": round(lab_s, 2),
             "discovery_s": round(discovery_s, 2),
             "history_bytes_per_sweep_lab": round(lab_bytes_per_sweep),
@@ -177,9 +216,11 @@ def bench_topology(name: str, netfile: str, runs: int) -> dict:
             "bytes_per_hour_per_1000_nodes_lab": round(_per_1000_nodes_per_hour(lab_bytes_per_sweep, nodes)),
             "sweeps_status": [s.status for s in sweeps],
             # the port-state fallback (no SM notices): one PortInfo SMP per port it reads and one
-            # NodeInfo per switch, each
-            # WEFT_PORT_STATE_INTERVAL_S; with notices it costs nothing (bench/port_states.py)
+            # NodeInfo per switch, each WEFT_PORT_STATE_INTERVAL_S (i.e. extra MADs per sweep at the
+            # default interval, equal to the poll interval); with notices it costs nothing
+            # (bench/port_states.py)
             "port_state_fallback_mads": (fb := sum(len(p) + 1 for p in fallback_targets(fabric).values())),
+            "port_state_fallback_mads_per_sweep": fb,
             "port_state_fallback_mads_per_port": round(fb / max(ports, 1), 3),
         }
         Sweep.objects.filter(fabric=fabric).delete()
@@ -243,6 +284,13 @@ def main(argv: list[str] | None = None) -> int:
                 "sweep_s": first["sweep_s"],
                 "ibqueryerrors_s": first["ibqueryerrors_s"],
                 "ratio": first["ratio"],
+                "ratio_spread": first["ratio_spread"],
+                "collect_s": first["collect_s"],
+                "after_collect_s": first["after_collect_s"],
+                "after_collect_share": first["after_collect_share"],
+                "mads_per_port": first["mads_per_port"],
+                "port_state_fallback_mads_per_sweep": first["port_state_fallback_mads_per_sweep"],
+                "load_average": list(os.getloadavg()),
                 "ws_latency_p95_s": ws.get("p95_s") if isinstance(ws, dict) else None,
                 "ws_latency": ws,
                 "bytes_per_hour_per_1000_nodes": first["bytes_per_hour_per_1000_nodes"],

@@ -24,7 +24,7 @@ class Event(models.Model):
     """One occurrence.
 
     ``code`` is a stable dotted identifier (``link.down``, ``node.added``, ``sm.master_changed``);
-    ``object_type`` is one of ``fabric``, ``node``, ``port``, ``link``, ``sm``, ``pool``, ``job``;
+    ``object_type`` is one of ``fabric``, ``node``, ``port``, ``link``, ``sm``, ``gpu``, ``pool``, ``job``;
     ``object_key`` its natural key (node GUID, ``"<node guid>/<port>"``, a link as
     ``"<guid>/<port>-<guid>/<port>"``), ``object_repr`` a human description.
     """
@@ -70,6 +70,16 @@ class AlarmQuerySet(models.QuerySet):
 
     def active(self):
         return self.filter(state=AlarmState.ACTIVE)
+
+    def by_severity(self):
+        """Most severe first (Critical, Minor, Warning, Info: ``Severity`` order, not the
+        alphabetical order of the stored values), then most recent (``last_seen``, then id)."""
+        rank = models.Case(
+            *(models.When(severity=s.value, then=models.Value(k)) for s, k in SEVERITY_RANK.items()),
+            default=models.Value(-1),
+            output_field=models.IntegerField(),
+        )
+        return self.alias(severity_rank=rank).order_by("-severity_rank", "-last_seen", "-id")
 
     def counts_by_severity(self) -> dict[str, int]:
         """``{severity: count}`` over this queryset, every severity present (0 when none)."""

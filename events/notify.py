@@ -38,12 +38,12 @@ from django.db.models import Q
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from fabric.keys import link_name, split_link_key
 from fabric.models import Node
 from weft.locks import single_instance
 
 from . import registry
 from .choices import Severity
-from .keys import split_link_key
 from .models import Alarm, Event, EventPolicy, Notification, NotificationKind, NotificationStatus
 from .policies import policy_recipients
 
@@ -59,8 +59,8 @@ def _fabric_name(obj) -> str:
 
 
 def describe_object(obj: Alarm | Event) -> str:
-    """A human name for the object of an alarm/event; for links, both ends by node description
-    and port number looked up from the key when the stored text does not have them."""
+    """A human name for the object of an alarm/event; for links, both ends by node name
+    (``Node.name``: node-name map, else description) and port number looked up from the key when the stored text does not have them."""
 
     text = obj.object_repr or obj.object_key
     if obj.object_type == "link" and obj.fabric_id and "<->" not in text:
@@ -71,10 +71,10 @@ def describe_object(obj: Alarm | Event) -> str:
 
         names = dict(
             Node.objects.filter(fabric_id=obj.fabric_id, node_guid__in=[ga, gb]).values_list(
-                "node_guid", "description"
+                "node_guid", "name"
             )
         )
-        return f"{names.get(ga) or ga} [{pa}] <-> {names.get(gb) or gb} [{pb}]"
+        return link_name((names.get(ga) or ga, pa), (names.get(gb) or gb, pb))
     return text
 
 

@@ -4,7 +4,9 @@ Groups: ``weft.realtime.group_name("alarms", fabric_id)`` and ``group_name("alar
 message type ``alarm.changed`` with payload ``{"action": "new"|"changed"|"cleared", "alarm":
 events.payloads.alarm_payload(...)}``, or ``alarms.reload`` (``{"fabric": id}``) when more than
 :data:`MAX_PER_MESSAGE_BURST` alarms changed at once (the page then reloads its list).
-The dashboard listens to the same groups (``summary.changed`` after each sweep).
+The dashboard listens to the same groups (``summary.changed`` after each sweep and discovery);
+so does the network map (``fabric/map.js``), which recolours its cables after ``link.*``/``port.*``
+alarm changes and discoveries.
 """
 
 from __future__ import annotations
@@ -43,7 +45,11 @@ def publish_alarm_changes(outcome) -> None:
             publish(group, "alarm.changed", payload)
 
 
-def publish_summary_changed(fabric_id) -> None:
-    """Tell dashboards of ``fabric_id`` to refresh (after a sweep or discovery)."""
+def publish_summary_changed(fabric_id, source: str = "") -> None:
+    """Tell dashboards of ``fabric_id`` to refresh (after a sweep or discovery).
+
+    Payload ``{"fabric": id, "source": "sweep" | "discovery" | ""}``: the open map refreshes its
+    cables after a discovery's rules ran (its port states and ``link.*`` alarms are then stored),
+    not after every sweep."""
     for group in _groups(fabric_id):
-        publish(group, "summary.changed", {"fabric": fabric_id})
+        publish(group, "summary.changed", {"fabric": fabric_id, "source": source})

@@ -2,9 +2,11 @@
 
 from django.urls import path
 
+import weft.converters  # noqa: F401  (registers <pk:>)
+
 from .consumers import AlarmConsumer
 
 websocket_urlpatterns: list = [
     path("ws/alarms/", AlarmConsumer.as_asgi()),
-    path("ws/alarms/<int:fabric_id>/", AlarmConsumer.as_asgi()),
+    path("ws/alarms/<pk:fabric_id>/", AlarmConsumer.as_asgi()),
 ]

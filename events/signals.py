@@ -8,6 +8,7 @@ Received here:
 * ``fabric.signals.discovery_committed`` → ``evaluate_discovery_task`` (topology rules);
 * ``telemetry.signals.sweep_committed`` → ``evaluate_sweep_task`` (counter rules);
 * ``fabric.signals.sm_state_changed`` → ``process_pending_task`` (the SM service's events);
+* ``fabric.signals.partitions_changed`` → ``process_pending_task`` (the partitions service's);
 * ``alarms_changed`` → the mail task (when mail was queued) and the alarms pages over Channels;
 * ``post_migrate`` of this app → ``ensure_policies()`` (a policy row per registered type).
 """
@@ -20,7 +21,7 @@ from django.db import transaction
 from django.db.models.signals import post_migrate
 from django.dispatch import receiver
 
-from fabric.signals import discovery_committed, sm_state_changed
+from fabric.signals import discovery_committed, partitions_changed, sm_state_changed
 from telemetry.signals import sweep_committed
 
 from . import tasks
@@ -48,6 +49,13 @@ def on_sweep_committed(sender, fabric_id: int, sweep_id: int, **kwargs) -> None:
 @receiver(sm_state_changed, dispatch_uid="events.sm_state_changed")
 def on_sm_state_changed(sender, fabric_id: int, events: list[str] | tuple = (), **kwargs) -> None:
     """Apply the SM service's events (e.g. ``sm.master_lost``) now rather than on the minute flush."""
+    if events:
+        transaction.on_commit(lambda: tasks.process_pending_task.delay(fabric_id))
+
+
+@receiver(partitions_changed, dispatch_uid="events.partitions_changed")
+def on_partitions_changed(sender, fabric_id: int, events: list[str] | tuple = (), **kwargs) -> None:
+    """Apply the partitions service's events (``partition.drift``...) now, not on the minute flush."""
     if events:
         transaction.on_commit(lambda: tasks.process_pending_task.delay(fabric_id))
 

@@ -24,7 +24,7 @@ def evaluate_discovery_task(fabric_id: int, discovery_id: int | None = None) -> 
         summary = evaluate_discovery(fabric_id, discovery_id).summary()
     except Fabric.DoesNotExist:  # deleted since the discovery committed
         return {"skipped": f"fabric {fabric_id} no longer exists"}
-    publish_summary_changed(fabric_id)
+    publish_summary_changed(fabric_id, "discovery")
     return summary
 
 
@@ -35,7 +35,7 @@ def evaluate_sweep_task(fabric_id: int, sweep_id: int) -> dict:
         summary = evaluate_sweep(fabric_id, sweep_id).summary()
     except (Fabric.DoesNotExist, Sweep.DoesNotExist):  # deleted since the sweep committed
         return {"skipped": f"fabric {fabric_id} or sweep {sweep_id} no longer exists"}
-    publish_summary_changed(fabric_id)
+    publish_summary_changed(fabric_id, "sweep")
     return summary
 
 

@@ -2,6 +2,8 @@
 
 from django.urls import path
 
+import weft.converters  # noqa: F401  (registers <pk:>)
+
 from . import views
 
 app_name = "events"
@@ -9,12 +11,12 @@ urlpatterns = [
     path("", views.DashboardView.as_view(), name="dashboard"),
     path("dashboard/summary.json", views.DashboardSummaryView.as_view(), name="dashboard_summary"),
     path("alarms/", views.AlarmListView.as_view(), name="alarm_list"),
-    path("alarms/<int:pk>/", views.AlarmView.as_view(), name="alarm"),
-    path("alarms/<int:pk>/<str:op>/", views.AlarmActionView.as_view(), name="alarm_action"),
+    path("alarms/<pk:pk>/", views.AlarmView.as_view(), name="alarm"),
+    path("alarms/<pk:pk>/<str:op>/", views.AlarmActionView.as_view(), name="alarm_action"),
     path("events/", views.EventListView.as_view(), name="event_list"),
     path("health/", views.HealthListView.as_view(), name="healthreport_list"),
-    path("health/<int:pk>/", views.HealthReportView.as_view(), name="healthreport"),
-    path("health/<int:pk>.json", views.HealthReportJSONView.as_view(), name="healthreport_json"),
+    path("health/<pk:pk>/", views.HealthReportView.as_view(), name="healthreport"),
+    path("health/<pk:pk>.json", views.HealthReportJSONView.as_view(), name="healthreport_json"),
     path("event-policies/", views.EventPolicyListView.as_view(), name="eventpolicy_list"),
-    path("event-policies/<int:pk>/", views.EventPolicyEditView.as_view(), name="eventpolicy"),
+    path("event-policies/<pk:pk>/", views.EventPolicyEditView.as_view(), name="eventpolicy"),
 ]

@@ -65,7 +65,8 @@ class DashboardSummaryView(RoleMixin, View):
 
 
 class AlarmListView(RoleMixin, ListView):
-    """Alarms, open by default (``?state=cleared`` or ``?open=`` for history), live over Channels."""
+    """Alarms, open by default (``?state=cleared`` or ``?open=`` for history), live over Channels.
+    Open alarms are listed most severe first, then most recent; history by time."""
 
     template_name = "events/alarm_list.html"
     context_object_name = "alarms"
@@ -77,7 +78,9 @@ class AlarmListView(RoleMixin, ListView):
         if "state" not in params and "open" not in params:
             params["open"] = "true"
         self.filterset = AlarmFilterSet(params, queryset=qs)
-        return self.filterset.qs.order_by("-last_seen", "-id")
+        if self.filterset.data.get("open") in ("true", "True", "1"):
+            return self.filterset.qs.by_severity()  # what needs attention first
+        return self.filterset.qs.order_by("-last_seen", "-id")  # history: by time
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)

@@ -71,3 +71,37 @@ class DiscoveryStatus(models.TextChoices):
     OK = "ok", "Complete"
     PARTIAL = "partial", "Partial (some nodes unreachable)"
     FAILED = "failed", "Failed"
+
+
+class Membership(models.TextChoices):
+    """A port's membership of a partition (IBTA Vol 1 10.9.1: the PKey's high bit; OpenSM's
+    ``=full``/``=limited``/``=both``, both needing ``allow_both_pkeys``)."""
+
+    FULL = "full", "Full"
+    LIMITED = "limited", "Limited"
+    BOTH = "both", "Full and limited"
+
+
+class PartitionSource(models.TextChoices):
+    """Who wrote a partition: Weft (API, pools) or an imported ``partitions.conf``."""
+
+    WEFT = "weft", "Weft"
+    IMPORTED = "imported", "Imported"
+
+
+class MemberReason(models.TextChoices):
+    """Why a port is a member: configured by hand (``extra``: storage, login nodes), computed from
+    a pool's hosts (``pool``, the pools app), or read from an imported file (``imported``)."""
+
+    EXTRA = "extra", "Extra (configured)"
+    POOL = "pool", "Pool hosts"
+    IMPORTED = "imported", "Imported"
+
+
+class ApplyState(models.TextChoices):
+    """Whether OpenSM runs what Weft stores for a partition (``fabric.services.partitions.apply``)."""
+
+    PENDING = "pending", "Not applied yet"
+    APPLIED = "applied", "Applied and verified"
+    DRIFT = "drift", "Drift (ports disagree)"
+    FAILED = "failed", "Apply failed"

@@ -4,7 +4,8 @@
 Topology types come from the discovery ingest (``fabric.services.ingest``, also for the targeted
 port refreshes after SM notices), ``port.error_trap`` from the notice listener
 (``fabric.services.notices``), the ``sm.*`` types
-from the SM service (``fabric.services.sm``), the ``system.discovery_*`` types from the live
+from the SM service (``fabric.services.sm``), the ``partition.*`` types from the partitions service
+(``fabric.services.partitions``), the ``system.discovery_*`` types from the live
 discovery service (``fabric.services.discovery``) and its watchdog (``fabric.services.watchdog``). Defaults are what a fabric admin expects from
 a UFM-class tool: a link going down is Critical and mails on-call, a node appearing is only logged.
 """
@@ -58,4 +59,13 @@ EVENT_TYPES = [
                           "intervals plus its timeout: no worker or beat runs it (see the README)."),
     EventType("system.discovery_resumed", "Discovery resumed", SYS, IN,
               clears=("system.discovery_stalled",), clear_scope=ClearScope.FABRIC),
+    EventType("partition.applied", "Partitions applied", S, IN,
+              clears=("partition.drift", "partition.apply_failed"), clear_scope=ClearScope.FABRIC,
+              description="OpenSM re-read the partitions file Weft wrote and the sampled ports carry "
+                          "the PKeys they should (smpquery pkeys)."),
+    EventType("partition.drift", "Partition drift", S, MI, raise_alarm=True, email=True,
+              description="After an apply, sampled ports of a partition do not carry its PKey as "
+                          "configured (or non-members carry it): OpenSM does not run what Weft stores."),
+    EventType("partition.apply_failed", "Partitions apply failed", S, MI, raise_alarm=True, email=True,
+              description="Weft could not write the partitions file or make OpenSM re-read it."),
 ]  # fmt: skip

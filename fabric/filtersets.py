@@ -21,7 +21,7 @@ from weft.params import MAX_ID, int_param
 from .choices import NodeType, PhysState, PortState, SMState, Tier
 from .guid import normalize_guid
 from .lookup import node_q
-from .models import Discovery, Fabric, Host, Link, Node, Port, SubnetManager
+from .models import Discovery, Fabric, Host, Link, Node, Partition, Port, SubnetManager
 
 
 class GUIDListField(forms.CharField):
@@ -171,11 +171,12 @@ class NodeFilterSet(filters.FilterSet):
     port_guid = GUIDFilter(label="GUID of any of its ports", field_name="ports__port_guid")
     lid = NumberInFilter(method="filter_lid", label="LID of the node (switch port 0) or of any port")
     description = filters.CharFilter(lookup_expr="icontains")
+    name = filters.CharFilter(lookup_expr="icontains", label="name (node-name map, else description)")
     type = filters.MultipleChoiceFilter(field_name="node_type", choices=NodeType.choices)
     tier = EnumFilter(enum=Tier)
     host = ModelIdsFilter(queryset=Host.objects.all())
     host_name = filters.CharFilter(field_name="host__name", lookup_expr="iexact")
-    q = filters.CharFilter(method="search", label="search GUID, LID or description")
+    q = filters.CharFilter(method="search", label="search GUID, LID, name or description")
     reachable = filters.BooleanFilter(
         field_name="unreachable_since", lookup_expr="isnull", label="reached by the last discovery"
     )
@@ -204,6 +205,7 @@ class PortFilterSet(filters.FilterSet):
     lid = NumberInFilter(method="filter_lid", label="port LID (switch ports: the switch's LID)")
     port_num = NumberInFilter()
     description = filters.CharFilter(field_name="node__description", lookup_expr="icontains")
+    name = filters.CharFilter(field_name="node__name", lookup_expr="icontains", label="node name")
     type = filters.MultipleChoiceFilter(field_name="node__node_type", choices=NodeType.choices)
     tier = EnumFilter(field_name="node__tier", enum=Tier)
     state = EnumFilter(enum=PortState)
@@ -239,6 +241,7 @@ class LinkFilterSet(filters.FilterSet):
     port_guid = GUIDFilter(fields=("port_a__port_guid", "port_b__port_guid"), label="port GUID at either end")
     lid = NumberInFilter(method="filter_lid", label="LID at either end")
     description = filters.CharFilter(method="filter_description", label="node description at either end")
+    name = filters.CharFilter(method="filter_name", label="node name at either end")
     speed = CharInFilter()
     width = CharInFilter()
     state = EnumFilter(method="filter_state", enum=PortState, label="port state at either end")
@@ -262,6 +265,9 @@ class LinkFilterSet(filters.FilterSet):
 
     def filter_description(self, qs, name, value):
         return qs if not value else self._either(qs, "node__description__icontains", value)
+
+    def filter_name(self, qs, name, value):
+        return qs if not value else self._either(qs, "node__name__icontains", value)
 
     def filter_state(self, qs, name, value):
         return qs if not value else self._either(qs, "state__in", value)
@@ -310,3 +316,28 @@ class DiscoveryFilterSet(filters.FilterSet):
             return qs
         q = Q(added__gt=0) | Q(removed__gt=0) | Q(changed__gt=0)
         return qs.filter(q) if value else qs.exclude(q)
+
+
+class PartitionFilterSet(filters.FilterSet):
+    """Partitions by fabric, PKey (decimal or ``0x`` hex), name, applied state, source, or a member's
+    port GUID (``member``)."""
+
+    fabric = ModelIdsFilter(queryset=Fabric.objects.all())
+    pkey = filters.CharFilter(method="filter_pkey")
+    name = filters.CharFilter(lookup_expr="icontains")
+    applied_state = filters.MultipleChoiceFilter(choices=Partition._meta.get_field("applied_state").choices)
+    source = filters.MultipleChoiceFilter(choices=Partition._meta.get_field("source").choices)
+    member = GUIDFilter(field_name="members__port_guid")
+
+    class Meta:
+        model = Partition
+        fields = ["id", "is_default"]
+
+    def filter_pkey(self, qs: QuerySet, name: str, value: str) -> QuerySet:
+        try:
+            pkey = int(value, 16) if value.lower().startswith("0x") else int(value)
+        except ValueError:
+            from rest_framework.exceptions import ValidationError
+
+            raise ValidationError({"pkey": ["a number (decimal or 0x hex)"]}) from None
+        return qs.filter(pkey=pkey & 0x7FFF)

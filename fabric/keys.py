@@ -23,6 +23,21 @@ def port_key(node_guid: str, port_num: int) -> str:
     return f"{node_guid}/{port_num}"
 
 
+def port_name(node_name: str, port_num: int) -> str:
+    """Display name of a port: ``"leaf-01 [7]"``, the node's display name (``str(node)``, or a
+    parsed record's description, else its GUID), a space and the port number in brackets.
+
+    The one format of port names on pages, in alarms, events and mails (``Port.__str__`` uses it).
+    """
+    return f"{node_name} [{port_num}]"
+
+
+def link_name(a: tuple[str, int], b: tuple[str, int]) -> str:
+    """Display name of a link from its two ends ``(node display name, port)``:
+    ``"spine-01 [1] <-> leaf-01 [7]"`` (``Link.__str__``, link alarms and events, mails)."""
+    return f"{port_name(*a)} <-> {port_name(*b)}"
+
+
 def _order(end: End) -> tuple[int, int]:
     return int(end[0], 16), end[1]
 

@@ -11,8 +11,9 @@ The rule, applied to the text stripped of surrounding spaces (an empty text name
   (padding does not matter): the node GUID or the GUID of any of its ports. Without ``0x`` at least
   8 digits are needed: a real GUID starts with its vendor's 24-bit OUI, so it has 11 or more
   significant digits, while short words ("cafe", "face") and LIDs are not GUIDs.
-* **Description** — equal to the node description (``show_port``) or containing the text,
-  case-insensitively (the search).
+* **Name or description** — the node's name (``Node.name``: its node-name map entry, else the
+  trimmed description) or its raw description equal to the text (``show_port``) or containing
+  it, case-insensitively (the search).
 
 A text can name by several of these at once (``"12345678"`` is a GUID and maybe a description);
 the result is their union. A number with 6 or 7 digits above 0xFFFF is only a description.
@@ -53,14 +54,14 @@ def guid_of_text(text: str) -> str | None:
 def node_q(text: str, *, description: Literal["exact", "icontains"] = "exact") -> Q:
     """A ``Q`` on ``Node`` matching the nodes ``text`` names (the rule of the module docstring).
 
-    ``description``: ``"exact"`` (the node description equals the text) or ``"icontains"`` (it
-    contains the text, any case). Port LIDs and GUIDs are matched through a subquery, so the
+    ``description``: ``"exact"`` (the node's name or description equals the text) or
+    ``"icontains"`` (one contains the text, any case). Port LIDs and GUIDs are matched through a subquery, so the
     result has no duplicate nodes.
     """
     value = text.strip()
     if not value:
         return Q(pk__in=[])
-    q = Q(**{f"description__{description}": value})
+    q = Q(**{f"name__{description}": value}) | Q(**{f"description__{description}": value})
     if (lid := lid_of_text(value)) is not None:
         q |= Q(lid=lid) | Q(pk__in=Port.objects.filter(lid=lid).values("node_id"))
     if (guid := guid_of_text(value)) is not None:

@@ -8,11 +8,25 @@ Hosts group the CAs of one machine (by the host name in the CA's NodeDescription
 
 from __future__ import annotations
 
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from .choices import DiscoverySource, DiscoveryStatus, NodeType, PhysState, PortState, SMState, Tier
+from .choices import (
+    ApplyState,
+    DiscoverySource,
+    DiscoveryStatus,
+    MemberReason,
+    Membership,
+    NodeType,
+    PartitionSource,
+    PhysState,
+    PortState,
+    SMState,
+    Tier,
+)
+from .keys import link_name, port_name
 from .querysets import (
     FabricQuerySet,
     FabricScopedQuerySet,
@@ -21,6 +35,7 @@ from .querysets import (
     NodeQuerySet,
     PortQuerySet,
 )
+from .services.derive import display_name
 
 #: Why a fabric without live access is not discovered or polled from this host (``.format(name=...)``);
 #: the API answers it with a 409, the pages and commands show it.
@@ -48,6 +63,22 @@ class Fabric(models.Model):
         default=False,
         help_text="reach this fabric with the diags through this host's default HCA port",
     )
+    partitions_path = models.CharField(
+        max_length=512,
+        blank=True,
+        help_text="OpenSM's partitions file Weft writes (opensm -P / partition_config_file); "
+        "empty: WEFT_PARTITIONS_PATH",
+    )
+    sm_pid_file = models.CharField(
+        max_length=512,
+        blank=True,
+        help_text="pid file of the OpenSM to SIGHUP after writing the partitions file",
+    )
+    sm_reload_command = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="argv run instead of SIGHUP to make OpenSM re-read its partitions (e.g. a remote reload)",
+    )
     discovery_timeout_s = models.FloatField(default=300.0)
     discovery_enabled = models.BooleanField(default=True, help_text="periodic live discovery")
     polling_enabled = models.BooleanField(default=True, help_text="periodic counter sweeps")
@@ -55,6 +86,13 @@ class Fabric(models.Model):
     master_sm_lid = models.PositiveIntegerField(null=True, blank=True)
     #: consecutive SM polls without a master answer (``fabric.services.sm``; 0 when one answers)
     master_sm_missed = models.PositiveIntegerField(default=0, editable=False)
+    #: the site's node-name map (``fabric.parsers.node_name_map`` format) as uploaded; or, in
+    #: ``node_name_map_path``, a file on this server read at every discovery and import (at most
+    #: one of the two is set; ``fabric.services.names``)
+    node_name_map = models.TextField(blank=True)
+    node_name_map_path = models.CharField(max_length=1024, blank=True)
+    #: when the map was last set or cleared (part of the network map's cache key)
+    node_name_map_changed = models.DateTimeField(null=True, blank=True, editable=False)
     last_discovery = models.ForeignKey(
         "Discovery", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -97,7 +135,14 @@ class Host(models.Model):
 
 
 class Node(models.Model):
-    """A switch, CA or router (IBTA NodeInfo). ``lid`` is the switch's port-0 LID (switches only)."""
+    """A switch, CA or router (IBTA NodeInfo). ``lid`` is the switch's port-0 LID (switches only).
+
+    ``description`` is the NodeDescription exactly as the tool printed it (leading/trailing spaces
+    kept; IBTA Vol 1 14.2.5.2: 64 bytes, so 128 characters hold any); ``name`` is what admins see
+    everywhere (pages, map, heatmap, events, mails, exports, API ``display``): the fabric's
+    node-name map entry for the GUID, else the trimmed description
+    (``fabric.services.derive.display_name``; written by ingest and ``fabric.services.names``).
+    """
 
     fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="nodes")
     node_guid = models.CharField(max_length=18, db_index=True)
@@ -106,6 +151,7 @@ class Node(models.Model):
     vendor_id = models.PositiveIntegerField(null=True, blank=True)
     device_id = models.PositiveIntegerField(null=True, blank=True)
     description = models.CharField(max_length=128, blank=True, db_index=True)
+    name = models.CharField(max_length=128, blank=True, db_index=True)
     num_ports = models.PositiveSmallIntegerField(default=0)
     enhanced_port0 = models.BooleanField(default=False)
     lid = models.PositiveIntegerField(null=True, blank=True, db_index=True)
@@ -117,17 +163,28 @@ class Node(models.Model):
     #: set by a partial discovery that could not reach this node (a MAD behind it failed): the row
     #: is kept, not reported removed; cleared by the next discovery that reaches it
     unreachable_since = models.DateTimeField(null=True, blank=True, db_index=True)
+    #: 64-bit digest of this node's rows as the last complete ingest left them (its own stored
+    #: columns, its ports', the links at its ports): a rediscovery whose parse gives the same digest
+    #: leaves them untouched without reading them (``fabric.services.ingest``). None: unknown (rows
+    #: written by another writer since, e.g. a notice refresh), so the next discovery diffs them.
+    digest = models.BigIntegerField(null=True, blank=True, editable=False)
 
     objects = models.Manager.from_queryset(NodeQuerySet)()
 
     class Meta:
-        ordering = ["fabric", "node_type", "description"]
+        ordering = ["fabric", "node_type", "name"]
         constraints = [
             models.UniqueConstraint(fields=["fabric", "node_guid"], name="node_guid_unique_per_fabric")
         ]
 
     def __str__(self) -> str:
-        return self.description or self.node_guid
+        return self.name or self.node_guid
+
+    def save(self, *args, **kwargs) -> None:
+        # rows made one by one (admin, tests) get the no-map name; ingest writes ``name`` itself
+        if not self.name and self.description:
+            self.name = display_name(self.node_guid, self.description, None)
+        super().save(*args, **kwargs)
 
     def get_absolute_url(self) -> str:
         return reverse("fabric:node", args=[self.pk])
@@ -165,7 +222,7 @@ class Port(models.Model):
         constraints = [models.UniqueConstraint(fields=["node", "port_num"], name="port_unique_per_node")]
 
     def __str__(self) -> str:
-        return f"{self.node} [{self.port_num}]"
+        return port_name(str(self.node), self.port_num)
 
     def get_absolute_url(self) -> str:
         return reverse("fabric:port", args=[self.pk])
@@ -213,7 +270,9 @@ class Link(models.Model):
         ordering = ["fabric", "port_a"]
 
     def __str__(self) -> str:
-        return f"{self.port_a} <-> {self.port_b}"
+        return link_name(
+            (str(self.port_a.node), self.port_a.port_num), (str(self.port_b.node), self.port_b.port_num)
+        )
 
 
 class SubnetManager(models.Model):
@@ -259,6 +318,10 @@ class Discovery(models.Model):
     warnings = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True)
     rows_written = models.PositiveIntegerField(default=0)
+    #: digest of the topology this discovery stored (16 hex digits, ``fabric.services.ingest``):
+    #: two discoveries with the same digest found the same nodes, ports and links; blank when not
+    #: computed (notice refreshes, failed runs)
+    digest = models.CharField(max_length=16, blank=True, editable=False)
 
     objects = models.Manager.from_queryset(FabricScopedQuerySet)()
 
@@ -268,3 +331,88 @@ class Discovery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.fabric} {self.source} {self.started:%Y-%m-%d %H:%M:%S} {self.status}"
+
+
+class Partition(models.Model):
+    """An IB partition (PKey) of a fabric, as OpenSM's ``partitions.conf`` defines it.
+
+    ``pkey`` is the 15-bit PKey (0x0001-0x7ffe for Weft's own; 0x7fff is the default partition,
+    ``is_default``); membership (the PKey's high bit) is per member. ``mtu``/``rate``/``sl``/
+    ``scope`` are IBTA codes as OpenSM's partition flags take them (``mtu=4`` = 2048 bytes,
+    ``rate=7`` = 40 Gb/s; ``scope`` a list of MGID scope nibbles), None/empty = OpenSM's default;
+    ``q_key``/``tclass``/``flow_label``/``indx0``/``mcast_groups`` (``[{"mgid", "flags"}]``) keep
+    what an imported file said. ``applied_*`` is written by ``fabric.services.partitions.apply``:
+    state, when, the file's hash, and ``drift`` (``[{"guid", "expected", "seen"}]``).
+    Semantics: ``man opensm`` "PARTITION CONFIGURATION" (``fabric.parsers.partitions``).
+    """
+
+    fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="partitions")
+    name = models.CharField(
+        max_length=64,
+        validators=[
+            RegexValidator(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$", "letters, digits, _ . - (not first a digit)")
+        ],
+    )
+    pkey = models.PositiveIntegerField(validators=[MinValueValidator(0x0001), MaxValueValidator(0x7FFF)])
+    description = models.CharField(max_length=200, blank=True)
+    ipoib = models.BooleanField(default=False, help_text="create the IPoIB broadcast group")
+    mtu = models.PositiveSmallIntegerField(null=True, blank=True, help_text="IBTA MTU code 1-5 (4 = 2048)")
+    rate = models.PositiveSmallIntegerField(null=True, blank=True, help_text="IBTA rate code (7 = 40 Gb/s)")
+    sl = models.PositiveSmallIntegerField(null=True, blank=True, validators=[MaxValueValidator(15)])
+    scope = models.JSONField(default=list, blank=True, help_text="MGID scope nibbles, e.g. [2]")
+    q_key = models.BigIntegerField(null=True, blank=True)
+    tclass = models.PositiveSmallIntegerField(null=True, blank=True)
+    flow_label = models.PositiveIntegerField(null=True, blank=True)
+    indx0 = models.BooleanField(default=False)
+    mcast_groups = models.JSONField(default=list, blank=True)
+    is_default = models.BooleanField(default=False, editable=False)
+    source = models.CharField(max_length=8, choices=PartitionSource.choices, default=PartitionSource.WEFT)
+    applied_state = models.CharField(max_length=8, choices=ApplyState.choices, default=ApplyState.PENDING)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    applied_hash = models.CharField(max_length=64, blank=True)
+    drift = models.JSONField(default=list, blank=True)
+    apply_error = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = models.Manager.from_queryset(FabricScopedQuerySet)()
+
+    class Meta:
+        ordering = ["fabric", "pkey"]
+        constraints = [
+            models.UniqueConstraint(fields=["fabric", "pkey"], name="partition_pkey_unique_per_fabric"),
+            models.CheckConstraint(
+                condition=models.Q(pkey__gte=1, pkey__lte=0x7FFF), name="partition_pkey_range"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} (0x{self.pkey:04x})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("fabric:partition", args=[self.pk])
+
+    @property
+    def pkey_hex(self) -> str:
+        return f"0x{self.pkey:04x}"
+
+
+class PartitionMember(models.Model):
+    """A member of a partition: a port GUID (canonical) or one of OpenSM's keywords (``ALL``,
+    ``ALL_CAS``, ``ALL_SWITCHES``, ``ALL_ROUTERS``, ``SELF``), its ``membership`` and why it is
+    there (``reason``). ``port`` is the fabric's Port with that GUID when the topology knows it."""
+
+    partition = models.ForeignKey(Partition, on_delete=models.CASCADE, related_name="members")
+    port_guid = models.CharField(max_length=18, db_index=True)
+    membership = models.CharField(max_length=8, choices=Membership.choices, default=Membership.FULL)
+    reason = models.CharField(max_length=8, choices=MemberReason.choices, default=MemberReason.EXTRA)
+    port = models.ForeignKey(Port, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["partition", "port_guid"]
+        constraints = [
+            models.UniqueConstraint(fields=["partition", "port_guid"], name="partition_member_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.port_guid}={self.membership}"

@@ -103,10 +103,10 @@ class LinkQuerySet(models.QuerySet):
 
 class HostQuerySet(models.QuerySet):
     def with_nodes(self) -> HostQuerySet:
-        """Hosts with their fabric and their nodes by description (two queries)."""
+        """Hosts with their fabric and their nodes by name (two queries)."""
         node = _related(self.model, "nodes")
         return self.select_related("fabric").prefetch_related(
-            Prefetch("nodes", queryset=node.objects.order_by("description"))
+            Prefetch("nodes", queryset=node.objects.order_by("name"))
         )
 
 

@@ -8,6 +8,8 @@ Sent (always from ``transaction.on_commit``):
   the master move; kwargs ``fabric_id``, ``events`` (codes written), ``moved`` (bool), ``source``
   (``watch``/``discovery``/``sweep``). Listeners: the events app (applies the events) and
   :func:`rediscover_after_sm_move` here.
+* ``partitions_changed`` after the partitions service committed (kwargs ``fabric_id``,
+  ``events``, ``applied``). Listener: the events app (applies the ``partition.*`` events).
 
 Nothing in the fabric app depends on who else listens.
 """
@@ -24,6 +26,9 @@ log = logging.getLogger(__name__)
 
 discovery_committed = Signal()  # kwargs: fabric_id: int, discovery_id: int
 sm_state_changed = Signal()  # kwargs: fabric_id: int, events: list[str], moved: bool, source: str
+#: after a partitions change or apply commits (``fabric.services.partitions``); kwargs ``fabric_id``,
+#: ``events`` (codes written), ``applied`` (bool: an apply ran)
+partitions_changed = Signal()
 
 
 @receiver(sm_state_changed, dispatch_uid="fabric.rediscover_after_sm_move")

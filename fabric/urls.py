@@ -2,16 +2,21 @@
 
 from django.urls import path
 
+import weft.converters  # noqa: F401  (registers <pk:>)
+
 from . import views
 
 app_name = "fabric"
 urlpatterns = [
     path("fabric/", views.FabricListView.as_view(), name="fabric_list"),
-    path("fabric/<int:pk>/", views.FabricView.as_view(), name="fabric"),
-    path("fabric/<int:pk>/discover/", views.FabricDiscoverView.as_view(), name="fabric_discover"),
+    path("fabric/<pk:pk>/", views.FabricView.as_view(), name="fabric"),
+    path("fabric/<pk:pk>/discover/", views.FabricDiscoverView.as_view(), name="fabric_discover"),
+    path("fabric/<pk:pk>/names/", views.FabricNamesView.as_view(), name="fabric_names"),
     path("fabric/map/", views.MapView.as_view(), name="map"),
-    path("fabric/nodes/<int:pk>/", views.NodeView.as_view(), name="node"),
-    path("fabric/ports/<int:pk>/", views.PortView.as_view(), name="port"),
+    path("fabric/nodes/<pk:pk>/", views.NodeView.as_view(), name="node"),
+    path("fabric/ports/<pk:pk>/", views.PortView.as_view(), name="port"),
     path("fabric/changes/", views.ChangesView.as_view(), name="changes"),
     path("fabric/import/", views.ImportView.as_view(), name="import"),
+    path("fabric/partitions/", views.PartitionListView.as_view(), name="partition_list"),
+    path("fabric/partitions/<pk:pk>/", views.PartitionView.as_view(), name="partition"),
 ]

@@ -1,4 +1,5 @@
-"""Fabric pages: fabric list/detail, network map, node and port details, topology changes, import.
+"""Fabric pages: fabric list/detail, network map, node and port details, topology changes, import,
+partitions (PKeys) with their members and applied state.
 
 Pages read the same querysets as the API (``fabric.querysets``) and run the same use cases
 (``fabric.services.requests``); they import nothing from ``fabric.api``. The map and import pages are
@@ -27,8 +28,11 @@ from weft.params import int_param
 
 from . import upload
 from .choices import NodeType
-from .models import Discovery, Fabric, Node, Port
-from .services.requests import NoLiveAccess, request_discovery
+from .models import Discovery, Fabric, Node, Partition, Port
+from .parsers.node_name_map import NodeNameMapError
+from .services.names import MapUnreadable, fabric_names
+from .services.requests import NoLiveAccess, request_discovery, set_node_name_map
+from .upload import UploadError, read_limited, topology_text
 
 PORT_CHARTS_TEMPLATE = "telemetry/_port_charts.html"
 OBJECT_ALARMS_TEMPLATE = "events/_object_alarms.html"
@@ -86,7 +90,55 @@ class FabricView(RoleRequiredMixin, DetailView):
         )
         ctx["host_count"] = fabric.hosts.count()
         ctx["live"] = fabric.has_live_access
+        try:
+            ctx["name_map_entries"] = len(fabric_names(fabric))
+        except (MapUnreadable, NodeNameMapError) as exc:
+            ctx["name_map_entries"] = 0
+            ctx["name_map_error"] = str(exc).splitlines()[0]
         return ctx
+
+
+class FabricNamesView(FabricView):
+    """POST (Admin): set the fabric's node-name map from an uploaded file, pasted text or a server
+    path (``op=clear`` removes it), through the audited service; a refused map re-renders the
+    fabric page with every bad line located (status 400, nothing changed)."""
+
+    required_role = Role.ADMIN
+    http_method_names = ["post"]
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        self.object = fabric = get_object_or_404(self.get_queryset(), pk=pk)
+        text, path, filename = "", "", ""
+        errors: list[dict] = []
+        if request.POST.get("op") != "clear":
+            path = request.POST.get("path", "").strip()
+            text = request.POST.get("text", "")
+            upload = request.FILES.get("file")
+            try:
+                if upload is not None:
+                    filename = upload.name
+                    text = topology_text(read_limited(upload, filename), filename)
+            except UploadError as exc:
+                errors = [{"source": filename, "line": 0, "message": str(exc)}]
+            if text.strip() and path:
+                text = "" if upload is None and text == fabric.node_name_map else text
+        if not errors:
+            try:
+                result = set_node_name_map(fabric, text=text, path=path, filename=filename, user=request.user)
+            except NodeNameMapError as exc:
+                errors = exc.as_dicts()
+            except (MapUnreadable, ValueError) as exc:
+                errors = [{"source": path or filename, "line": 0, "message": str(exc)}]
+        if errors:
+            ctx = self.get_context_data(object=fabric)
+            ctx["name_map_errors"] = errors
+            return self.render_to_response(ctx, status=400)
+        messages.success(
+            request,
+            f"Node-name map of {fabric.name}: {result['entries']} names, {result['renamed']} nodes renamed, "
+            f"{result['rehosted']} moved to another host.",
+        )
+        return redirect(fabric.get_absolute_url())
 
 
 class FabricDiscoverView(RoleRequiredMixin, View):
@@ -148,7 +200,8 @@ class NodeView(RoleRequiredMixin, DetailView):
             rows.append({"port": port, "link": port.link, "remote": port.remote})
         ctx["port_rows"] = rows
         ctx["linked"] = sum(1 for r in rows if r["link"] is not None)
-        ctx["siblings"] = node.host.nodes.exclude(pk=node.pk).order_by("description") if node.host_id else []
+        ctx["siblings"] = node.host.nodes.exclude(pk=node.pk).order_by("name") if node.host_id else []
+        ctx["mapped"] = bool(node.name) and node.name != node.description.strip()
         ctx["alarms_template"] = optional_template(OBJECT_ALARMS_TEMPLATE)
         return ctx
 
@@ -251,3 +304,36 @@ def _render_diff_item(item) -> str:
         else:
             rest.append(f"{name}={value}")
     return f"{key}: {', '.join(rest)}" if key else ", ".join(rest)
+
+
+class PartitionListView(RoleRequiredMixin, ListView):
+    """Partitions (PKeys) of all fabrics, or of ``?fabric=<id>``: PKey, flags, member count and
+    what the last apply found."""
+
+    template_name = "fabric/partition_list.html"
+    context_object_name = "partitions"
+
+    def get_queryset(self):
+        qs = Partition.objects.select_related("fabric").annotate(member_count=Count("members"))
+        fabric_id = int_param(self.request.GET.get("fabric"))
+        return qs.filter(fabric_id=fabric_id) if fabric_id else qs
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        fabric_id = int_param(self.request.GET.get("fabric"))
+        ctx["fabric"] = Fabric.objects.filter(pk=fabric_id).first() if fabric_id else None
+        return ctx
+
+
+class PartitionView(RoleRequiredMixin, DetailView):
+    """One partition: flags, applied state and drift, and its members (GUID or keyword,
+    membership, reason, the port when the topology knows it)."""
+
+    template_name = "fabric/partition.html"
+    context_object_name = "partition"
+    queryset = Partition.objects.select_related("fabric")
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        ctx["members"] = self.object.members.select_related("port__node").order_by("port_guid")
+        return ctx

@@ -545,7 +545,9 @@ class Lab:
         conf.update({k: str(v) for k, v in self.opensm_conf.items()})
         conf_path = sm.dir / "opensm.conf"
         conf_path.write_text("".join(f"{k} {v}\n" for k, v in conf.items()))
-        argv = [self.programs["opensm"], "-F", str(conf_path)]
+        # -P names the partitions file on the command line too, as sites start OpenSM (-P wins over
+        # partition_config_file; both name the same file here)
+        argv = [self.programs["opensm"], "-F", str(conf_path), "-P", str(parts)]
         with open(sm.dir / "opensm.out", "wb") as out:
             sm.proc = self._popen(
                 argv,
@@ -555,6 +557,9 @@ class Lab:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
+        # OpenSM writes no pid file when not daemonised: the lab does, as an init script would, so
+        # Weft can SIGHUP it after writing the partitions file (Fabric.sm_pid_file)
+        (sm.dir / "opensm.pid").write_text(f"{sm.proc.pid}\n")
 
     def stop(self) -> None:
         """Stop every process of the lab by pid: OpenSM(s) first, then ibsim; SIGTERM, then SIGKILL after
@@ -895,6 +900,30 @@ class Lab:
                 raise LabError(f"OpenSM did not re-sweep within {timeout:.0f}s after SIGHUP")
             self._check_alive_any()
             time.sleep(0.1)
+
+    @property
+    def partitions_path(self) -> Path:
+        """The partitions file every OpenSM of the lab reads (``-P``; what ``Fabric.partitions_path``
+        stores for a lab fabric). Valid once started."""
+        return self.workdir / "partitions.conf"
+
+    @property
+    def sm_pid_file(self) -> Path:
+        """The master OpenSM's pid file (``Fabric.sm_pid_file`` of a lab fabric). Valid once started."""
+        return self._sms[0].dir / "opensm.pid"
+
+    def partition_errors(self, since: int = 0) -> list[str]:
+        """OpenSM's partitions-file complaints in the master's log from byte ``since`` on
+        (``"line 2: bad PortGUID"``); :meth:`sm_log_size` gives the offset to start from."""
+        return _partition_errors(_read_from(self._sms[0].log, since))
+
+    def sm_log_size(self) -> int:
+        """Size of the master OpenSM's log now (an offset for :meth:`partition_errors`/:meth:`sm_log_since`)."""
+        return _size(self._sms[0].log)
+
+    def sm_log_since(self, offset: int) -> bytes:
+        """What the master OpenSM logged from byte ``offset`` on."""
+        return _read_from(self._sms[0].log, offset)
 
     @property
     def sm_pids(self) -> list[int]:

@@ -2,6 +2,13 @@ from django.apps import AppConfig
 
 
 class PoolsConfig(AppConfig):
-    """GPU inventory, pools, tenants and quotas (a later issue)."""
+    """GPU inventory (GPUs, MIG slices, rails), and later pools, tenants and quotas (issue 11)."""
 
     name = "pools"
+
+    def ready(self) -> None:
+        from events import registry
+
+        from .event_types import EVENT_TYPES
+
+        registry.register(self.label, EVENT_TYPES)

@@ -47,7 +47,7 @@ class PortCountersAdmin(admin.ModelAdmin):
         "reset",
     )
     list_filter = ("stale", "reset", "extended", "port__node__fabric")
-    search_fields = ("port__node__description", "port__node__node_guid")
+    search_fields = ("port__node__name", "port__node__description", "port__node__node_guid")
     list_select_related = ("port__node",)
     readonly_fields = [f.name for f in PortCounters._meta.fields]
     actions = ["reset_counters"]

@@ -43,6 +43,8 @@ from .semantics import DERIVED_FIELDS
 # Headers a reverse proxy adds; a request carrying one is not allowed by address (see _client_allowed).
 PROXY_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")
 
+#: ``node_desc``/``remote_desc`` carry the node's name as admins see it (``Node.name``: its
+#: node-name map entry, else the trimmed description); the label names stay for dashboards.
 PORT_LABELS = ["fabric", "node_guid", "port", "node_desc", "remote_guid", "remote_port", "remote_desc"]
 
 #: Metric name, help and scale of the rate counters; an error counter is exported under its field name.
@@ -121,7 +123,7 @@ class WeftCollector:
             "port_id",
             "port__port_num",
             "port__node__node_guid",
-            "port__node__description",
+            "port__node__name",
             "port__node__fabric_id",
             "stale",
             *fields,
@@ -133,7 +135,7 @@ class WeftCollector:
             from fabric.models import Port
 
             for pid, num, guid, desc in Port.objects.filter(pk__in=missing).values_list(
-                "id", "port_num", "node__node_guid", "node__description"
+                "id", "port_num", "node__node_guid", "node__name"
             ):
                 ident[pid] = (guid, str(num), desc)
         n_counters = len(_COUNTERS)

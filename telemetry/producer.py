@@ -40,7 +40,7 @@ from typing import Any, NotRequired, TypedDict
 from django.conf import settings
 from django.core.cache import cache
 
-from fabric.choices import NodeType
+from fabric.choices import NodeType, PortState
 from fabric.models import Port
 from weft import realtime
 
@@ -55,7 +55,10 @@ DELTA_TYPE = "heatmap.delta"
 STALE_TYPE = "heatmap.stale"
 TOPOLOGY_TYPE = "heatmap.topology"
 
-#: ``[port_id, node_id, port_num, utilisation|None, congestion|None, error_flag, stale]``
+#: ``[port_id, node_id, port_num, utilisation|None, congestion|None, error_flag, stale, down]``;
+#: ``down`` is 1 for a port that carried a link (a sweep read it) and whose PortState is Down now
+#: (a pulled cable, told by an SM notice, the port-state fallback or a discovery): its last rates
+#: are history, not traffic, and the page draws it as a lost link.
 Cell = list[Any]
 
 
@@ -107,7 +110,8 @@ def switch_port_cells(fabric_id: int) -> list[Cell]:
     """Return the current cells of every switch port (1..N) of a fabric, ordered by node and port.
 
     One LEFT JOIN query over ``fabric.Port`` and ``telemetry.PortCounters``; a port without a
-    counters row (never read) is ``[.., None, None, 0, 1]``.
+    counters row (never read) is ``[.., None, None, 0, 1, 0]``; a read port whose ``state`` is
+    Down (IBTA 14.2.5.6 PortInfo:PortState 1) has ``down`` 1 (see ``Cell``).
     """
     rows = (
         Port.objects.filter(node__fabric_id=fabric_id, node__node_type=NodeType.SWITCH, port_num__gte=1)
@@ -121,15 +125,28 @@ def switch_port_cells(fabric_id: int) -> list[Cell]:
             "counters__congestion",
             "counters__error_deltas",
             "counters__stale",
+            "state",
         )
     )
     cells: list[Cell] = []
-    for port_id, node_id, port_num, counters_id, util, cong, errs, stale in rows.iterator(chunk_size=5000):
+    for port_id, node_id, port_num, counters_id, util, cong, errs, stale, port_state in rows.iterator(
+        chunk_size=5000
+    ):
         if counters_id is None:
-            cells.append([port_id, node_id, port_num, None, None, 0, 1])
+            cells.append([port_id, node_id, port_num, None, None, 0, 1, 0])
             continue
+        down = int(port_state == PortState.DOWN)
         cells.append(
-            [port_id, node_id, port_num, _round(util), _round(cong), _error_flag(errs), int(bool(stale))]
+            [
+                port_id,
+                node_id,
+                port_num,
+                _round(util),
+                _round(cong),
+                _error_flag(errs),
+                int(bool(stale)),
+                down,
+            ]
         )
     return cells
 

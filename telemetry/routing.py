@@ -2,8 +2,10 @@
 
 from django.urls import path
 
+import weft.converters  # noqa: F401  (registers <pk:>)
+
 from .consumers import HeatmapConsumer
 
 websocket_urlpatterns = [
-    path("ws/heatmap/<int:fabric_id>/", HeatmapConsumer.as_asgi(), name="ws-heatmap"),
+    path("ws/heatmap/<pk:fabric_id>/", HeatmapConsumer.as_asgi(), name="ws-heatmap"),
 ]

@@ -243,3 +243,62 @@ def derive_raw(
         deltas[ALL_COUNTERS[i]] = b - a
     out.error_deltas = deltas
     return out
+
+
+_M32 = 0xFFFFFFFF
+
+
+def derive_fast(
+    prev: tuple | None,
+    prev_ext: bool,
+    prev_t: float | None,
+    curr: tuple,
+    ext: bool,
+    t: float,
+    rate_gbps: float | None,
+    tick_ns: float = DEFAULT_TICK_NS,
+) -> tuple | None:
+    """The sweep's vectorised fast path of :func:`derive_raw` for the common interval: a previous
+    sample of the same width, no counter gone down or at its maximum (now or before), no error
+    counter changed, every error counter below 15 (the narrowest width's maximum).
+
+    Returns the 7 :data:`DERIVED_FIELDS` values (the same floats :func:`derive_raw` computes, same
+    expressions in the same order) and implies ``error_deltas == {}``, ``saturated == []``,
+    ``reset is False``, ``reason == ""``; returns None for every other interval (the caller uses
+    :func:`derive_raw`, the reference for all the rules). Only tuple comparisons and five
+    subtractions per port: ~10× cheaper than :func:`derive_raw` over tens of thousands of ports.
+    """
+    if prev is None or prev_t is None or prev_ext != ext:
+        return None
+    dt = t - prev_t
+    if dt <= 0:
+        return None
+    try:
+        xd0, rd0, xp0, rp0, xw0 = prev[:5]
+        xd1, rd1, xp1, rp1, xw1 = curr[:5]
+        top = U64_MAX if ext else _M32
+        if not (
+            xd0 <= xd1 < top
+            and rd0 <= rd1 < top
+            and xp0 <= xp1 < top
+            and rp0 <= rp1 < top
+            and xw0 <= xw1 < _M32
+            and prev[5:] == curr[5:]
+            and max(curr[5:]) < 15
+        ):
+            return None
+    except TypeError:  # a counter not read (None): the general rules
+        return None
+    x = (xd1 - xd0) * 4.0 / dt
+    r = (rd1 - rd0) * 4.0 / dt
+    w = (xw1 - xw0) / dt
+    cap = link_bytes_per_s(rate_gbps)
+    return (
+        x,
+        r,
+        (xp1 - xp0) / dt,
+        (rp1 - rp0) / dt,
+        w,
+        max(0.0, min(1.0, max(x, r) / cap)) if cap else None,
+        congestion_index(w, tick_ns),
+    )

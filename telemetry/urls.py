@@ -1,9 +1,11 @@
 from django.urls import path
 
+import weft.converters  # noqa: F401  (registers <pk:>)
+
 from . import views
 
 app_name = "telemetry"
 urlpatterns: list = [
     path("heatmap/", views.heatmap_index, name="heatmap_index"),
-    path("heatmap/<int:fabric_id>/", views.heatmap, name="heatmap"),
+    path("heatmap/<pk:fabric_id>/", views.heatmap, name="heatmap"),
 ]

@@ -42,8 +42,11 @@ from accounts.roles import set_role
 from accounts.tokens import check_key, create_token
 from events.models import Alarm, Event, EventPolicy, HealthReport
 from fabric.choices import SMState
-from fabric.models import Fabric, Node, SubnetManager
+from fabric.models import Fabric, Host, Node, Partition, PartitionMember, SubnetManager
 from fabric.services.ingest import import_topology_text
+from fabric.services.requests import set_node_name_map
+from pools.parsers.records import GpuRecord, GpuReport, MigDeviceRecord
+from pools.services.inventory import ingest_gpu_report
 from weft.testing.api import Route, viewset_routes
 from weft.testing.topologies import BASE
 
@@ -89,6 +92,7 @@ class World:
     alarm: Alarm
     policy: EventPolicy
     target: Any  # a user to edit and delete
+    partition: Any = None  # a non-default partition of ``fabric``
 
 
 @pytest.fixture
@@ -134,7 +138,29 @@ def world(users) -> World:
     User.objects.create_user("gone", is_active=False)
     audit.record("fabric.create", fabric, user=users["admin"])
     audit.record("fabric.create", other, user=users["admin"])
-    return World(users=users, fabric=fabric, other=other, alarm=alarm, policy=policy, target=target)
+    for f, n in ((fabric, 2), (other, 1)):  # GPU inventories: GPUs, MIG slices, host reports
+        report = GpuReport(driver_version="550.54", attached_gpus=n)
+        for i in range(n):
+            report.gpus.append(GpuRecord(
+                index=i, uuid=f"GPU-{f.name}-{i}", product_name="H100", memory_total_mib=81559, health="healthy",
+                mig_current="enabled", rail_device="mlx5_0", rail_affinity="PIX",
+                mig_devices=[MigDeviceRecord(1, 0, 0, "3g.40gb"), MigDeviceRecord(2, 0, 1, "3g.40gb")]))  # fmt: skip
+        ingest_gpu_report(Host.objects.get(fabric=f, name="host001"), report, source="import")
+    partition = Partition.objects.create(
+        fabric=fabric, name="pool_a", pkey=0x0123, mtu=4
+    )  # first: GET actions
+    Partition.objects.create(fabric=fabric, name="Default", pkey=0x7FFF, ipoib=True, is_default=True)
+    PartitionMember.objects.create(partition=partition, port_guid="0x0002c90300000010", membership="full")
+    PartitionMember.objects.create(partition=partition, port_guid="0x0002c90300000011", membership="limited")
+    return World(
+        users=users,
+        fabric=fabric,
+        other=other,
+        alarm=alarm,
+        policy=policy,
+        target=target,
+        partition=partition,
+    )
 
 
 @pytest.fixture
@@ -223,12 +249,80 @@ WRITES: dict[str, Write] = {
         and b["summary"]["changed"] >= 1
         and Node.objects.filter(fabric=w.fabric, description="leaf-two").exists(),
     ),
+    "fabric-api:fabric-node-name-map PUT": Write(
+        200,
+        target=lambda w: w.fabric,
+        body=lambda w: {
+            "text": f'{Node.objects.get(fabric=w.fabric, description="spine-1").node_guid} "core-01"\n'
+        },
+        check=lambda w, b: (b["entries"], b["renamed"]) == (1, 1)
+        and Node.objects.filter(fabric=w.fabric, name="core-01", description="spine-1").exists(),
+    ),
+    "fabric-api:fabric-node-name-map DELETE": Write(
+        200,
+        target=lambda w: w.fabric,
+        prepare=lambda w: set_node_name_map(
+            w.fabric, text=f'{Node.objects.get(fabric=w.fabric, description="spine-1").node_guid} "core-01"\n'
+        ),
+        check=lambda w, b: (b["source"], b["renamed"]) == ("none", 1)
+        and Node.objects.get(fabric=w.fabric, description="spine-1").name == "spine-1",
+    ),
     "fabric-api:fabric-import-new POST": Write(
         201,
         body={"fabric": "third", "text": BASE},
         check=lambda w, b: b["summary"]["switches"]
         == Node.objects.filter(fabric__name="third").switches().count()
         == 3,
+    ),
+    "fabric-api:partition-list POST": Write(
+        201,
+        body=lambda w: {"fabric": w.fabric.pk, "name": "pool_b", "pkey": "0x0200", "rate": 7},
+        check=lambda w, b: Partition.objects.get(pk=b["id"]).pkey == 0x200
+        and b["applied_state"] == "pending",
+    ),
+    "fabric-api:partition-detail PUT": Write(
+        200,
+        target=lambda w: w.partition,
+        body=lambda w: {"fabric": w.fabric.pk, "name": "pool_renamed", "pkey": 0x124},
+        check=lambda w, b: (b["name"], b["pkey_hex"]) == ("pool_renamed", "0x0124")
+        and Partition.objects.get(pk=w.partition.pk).pkey == 0x124,
+    ),
+    "fabric-api:partition-detail PATCH": Write(
+        200,
+        target=lambda w: w.partition,
+        body={"sl": 5},
+        check=lambda w, b: b["sl"] == Partition.objects.get(pk=w.partition.pk).sl == 5,
+    ),
+    "fabric-api:partition-detail DELETE": Write(
+        204,
+        target=lambda w: w.partition,
+        check=lambda w, b: b is None
+        and not PartitionMember.objects.filter(partition_id=w.partition.pk).exists(),
+    ),
+    "fabric-api:partition-members PUT": Write(
+        200,
+        target=lambda w: w.partition,
+        body={"members": [{"guid": "0x0002c90300000012", "membership": "both"}]},
+        check=lambda w, b: b == {"added": 1, "removed": 2, "changed": 0, "kept": 0}
+        and list(PartitionMember.objects.filter(partition=w.partition).values_list("port_guid", "membership"))
+        == [("0x0002c90300000012", "both")],
+    ),
+    # no partitions file is configured for the world's fabric: the apply fails, recorded (409)
+    "fabric-api:partition-apply POST": Write(
+        409,
+        body=lambda w: {"fabric": w.fabric.pk},
+        check=lambda w, b: b["ok"] is False
+        and "no partitions file configured" in b["error"]
+        and Partition.objects.get(pk=w.partition.pk).applied_state == "failed",
+    ),
+    "fabric-api:partition-import-file POST": Write(
+        201,
+        body=lambda w: {
+            "fabric": w.other.pk,
+            "text": "Default=0x7fff, ipoib : ALL=full ;\nP=0x5 : 0x10=full ;\n",
+        },
+        check=lambda w, b: b["created"] == ["0x7fff", "0x0005"]
+        and Partition.objects.filter(fabric=w.other).count() == 2,
     ),
     "events-api:alarm-acknowledge POST": Write(
         200,
@@ -304,9 +398,15 @@ WRITES: dict[str, Write] = {
 
 #: Checks of GET actions other than list and retrieve: (world, body, role) -> True when right.
 READ_CHECKS: dict[str, Callable[[World, Any, str], bool]] = {
+    "fabric-api:fabric-node-name-map GET": lambda w, b, role: (b["source"], b["entries"]) == ("none", 0),
     "fabric-api:fabric-map GET": lambda w, b, role: len(b["nodes"]["id"])
     == Node.objects.filter(fabric=w.fabric).count()
     > 0,
+    "fabric-api:fabric-partitions-conf GET": lambda w, b, role: b["fabric"] == w.fabric.name
+    and "pool_a=0x0123, mtu=4 :" in b["text"]
+    and "\t0x0002c90300000010=full, 0x0002c90300000011=limited ;" in b["text"],
+    "fabric-api:partition-members GET": lambda w, b, role: [(m["port_guid"], m["membership"]) for m in b]
+    == [("0x0002c90300000010", "full"), ("0x0002c90300000011", "limited")],
     "accounts-api:user-me GET": lambda w, b, role: b["username"] == w.users[role].username
     and b["role"] == role,
 }

@@ -70,6 +70,7 @@ def test_templates_have_no_inline_script_handler_or_style(path):
         "/fabric/map/",
         "/fabric/changes/",
         "/fabric/import/",
+        "/fabric/partitions/",
         "/heatmap/",
     ],
 )
@@ -146,6 +147,7 @@ def test_browsable_api_gets_inline_styles_only(admin):
         "/fabric/map/",
         "/fabric/changes/",
         "/fabric/import/",
+        "/fabric/partitions/",
         "/heatmap/",
         "/heatmap/{fabric}/",
         "/favicon.ico",

@@ -206,6 +206,17 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # choice sets shared by several fields get one component each (pools: GPU and slice state,
+    # current and pending MIG mode, report source)
+    "ENUM_NAME_OVERRIDES": {
+        "GpuStateEnum": "pools.choices.GpuState",
+        "MigModeEnum": "pools.choices.MigMode",
+        "ReportSourceEnum": "pools.choices.ReportSource",
+        "GpuHealthEnum": "pools.choices.Health",
+        # two "source" enums (Discovery.source, Partition.source): named, not numbered
+        "DiscoverySourceEnum": "fabric.choices.DiscoverySource",
+        "PartitionSourceEnum": "fabric.choices.PartitionSource",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "weft.schema.brief_alternatives",
@@ -377,10 +388,22 @@ WEFT_METRICS_ALLOW = env_list("WEFT_METRICS_ALLOW", ["127.0.0.1", "::1"])
 WEFT_IMPORT_MAX_BYTES = env_int("WEFT_IMPORT_MAX_BYTES", 256 * 1024 * 1024, min_value=1)
 #: an import that would remove more than this share of the stored nodes or links needs ``replace``
 WEFT_IMPORT_MAX_REMOVE_SHARE = env_float("WEFT_IMPORT_MAX_REMOVE_SHARE", 0.10, min_value=0.0)
+#: Directories a fabric's node-name map path may lie in (a map path elsewhere is refused: the
+#: setting is an Admin's, and a bad map's errors quote its lines).
+WEFT_NODE_NAME_MAP_DIRS = env_list(
+    "WEFT_NODE_NAME_MAP_DIRS", ["/etc/opensm", "/etc/infiniband-diags", "/etc/rdma", "/etc/weft"]
+)
 #: Ceiling on the REST API's ?limit= (page size).
 WEFT_API_MAX_LIMIT = env_int("WEFT_API_MAX_LIMIT", 10000, min_value=1)
 #: Default timeout (seconds) for one run of an infiniband-diags tool.
 WEFT_TOOL_TIMEOUT_S = env_float("WEFT_TOOL_TIMEOUT_S", 120.0, positive=True)
+#: OpenSM partitions (fabric.services.partitions): the partitions file written for fabrics that set
+#: none of their own (Fabric.partitions_path), the OpenSM pid file to SIGHUP (Fabric.sm_pid_file),
+#: seconds to wait for OpenSM's re-sweep and the ports' PKey tables, ports verified per apply.
+WEFT_PARTITIONS_PATH = env_str("WEFT_PARTITIONS_PATH", "")
+WEFT_SM_PID_FILE = env_str("WEFT_SM_PID_FILE", "")
+WEFT_PARTITIONS_VERIFY_TIMEOUT_S = env_float("WEFT_PARTITIONS_VERIFY_TIMEOUT_S", 60.0, positive=True)
+WEFT_PARTITIONS_VERIFY_SAMPLE = env_int("WEFT_PARTITIONS_VERIFY_SAMPLE", 8, min_value=1)
 #: Parallel perfquery processes per sweep.
 WEFT_POLL_PARALLELISM = env_int("WEFT_POLL_PARALLELISM", 8, min_value=1)
 #: Counter sweeps (telemetry): collector ("mad" pipelined PerfMgt MADs, or "perfquery"), MADs in
@@ -391,6 +414,10 @@ WEFT_POLL_WINDOW = env_int("WEFT_POLL_WINDOW", 64, min_value=1)
 WEFT_POLL_PROCESSES = env_int("WEFT_POLL_PROCESSES", 1, min_value=1)
 WEFT_POLL_PERSISTENT = env_bool("WEFT_POLL_PERSISTENT", True)
 WEFT_POLL_GROUPS = env_int("WEFT_POLL_GROUPS", 1, min_value=1)
+#: Publish a committed sweep (``sweep_committed``: heatmap delta, counter rules) from a per-process
+#: thread, in sweep order, after the sweep returns (``telemetry.services.publisher``): off the
+#: sweep's path. Default on with PostgreSQL + Redis; embedded (SQLite) publishes inline.
+WEFT_SWEEP_PUBLISH_ASYNC = env_bool("WEFT_SWEEP_PUBLISH_ASYNC", not EMBEDDED)
 WEFT_XMIT_WAIT_TICK_NS = env_float("WEFT_XMIT_WAIT_TICK_NS", DEFAULT_TICK_NS, positive=True)
 #: Per-MAD timeout (seconds) of the MAD poller, before it resends. 1.0 s: the value sweeps have
 #: always used (this setting's default and the poller's ``--timeout``) and libibmad's own default

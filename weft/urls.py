@@ -25,7 +25,11 @@ urlpatterns = [
     # its bundle from fetching Redocly's logo from their CDN (nothing comes from outside).
     path(
         "api/docs/",
-        third_party_ui(login_required(SpectacularSwaggerSplitView.as_view(url_name="schema"))),
+        third_party_ui(
+            login_required(
+                SpectacularSwaggerSplitView.as_view(url_name="schema", template_name="weft/swagger_ui.html")
+            )
+        ),
         name="swagger-ui",
     ),
     path(
@@ -37,6 +41,7 @@ urlpatterns = [
     path("api/fabric/", include("fabric.api.urls")),
     path("api/fabric/", include("telemetry.api.urls")),
     path("api/fabric/", include("events.api.urls")),
+    path("api/pools/", include("pools.api.urls")),
     path("", include("telemetry.urls")),
     path("", include("events.urls")),
     path("", include("fabric.urls")),

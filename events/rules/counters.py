@@ -166,7 +166,7 @@ def _fabric_sweep_conditions(engine: AlarmEngine, fabric, sweep) -> list[EventSp
         stale = list(
             PortCounters.objects.filter(port__node__fabric=fabric, stale=True)
             .select_related("port__node")
-            .order_by("port__node__description", "port__port_num")[:11]
+            .order_by("port__node__name", "port__port_num")[:11]
         )
         n = sweep.stale
         names = ", ".join(str(r.port) for r in stale[:10]) + (", ..." if len(stale) > 10 else "")

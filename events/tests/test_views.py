@@ -127,3 +127,25 @@ def test_policy_pages_admin_only(db, users, client_for):
     assert (p.clear_consecutive, p.clear_factor) == (5, 0.7)
     resp = c.post(f"/event-policies/{p.pk}/", {**form, "clear_consecutive": "0", "clear_factor": "1.5"})
     assert resp.status_code == 200 and "at least 1 sweep" in resp.content.decode()
+
+
+def test_open_alarms_are_listed_most_severe_first_history_by_time(alarm, users, client_for):
+    from datetime import timedelta
+
+    from events.models import Alarm
+
+    # ``alarm`` is an active Critical; a newer Warning and an even newer Info must come after it
+    now = alarm.last_seen
+    for code, severity, minutes in (("port.errors", "warning", 5), ("port.congested", "info", 10)):
+        Alarm.objects.create(
+            fabric=alarm.fabric, code=code, severity=severity, object_key=f"k-{code}", object_repr=code,
+            first_seen=now + timedelta(minutes=minutes), last_seen=now + timedelta(minutes=minutes),
+        )  # fmt: skip
+    html = client_for(users["viewer"]).get("/alarms/").content.decode()
+    rows = [html.index(f'data-alarm="{a.pk}"') for a in Alarm.objects.order_by("-last_seen")]
+    info, warning, critical = rows
+    assert critical < warning < info, rows
+    Alarm.objects.update(state="cleared")
+    html = client_for(users["viewer"]).get("/alarms/?state=cleared").content.decode()
+    rows = [html.index(f'data-alarm="{a.pk}"') for a in Alarm.objects.order_by("-last_seen")]
+    assert rows == sorted(rows), "history is by time"

@@ -4,7 +4,7 @@ The map is a layered drawing of the fat tree (Sugiyama style, without the crossi
 sweeps that would cost seconds at 5,000 nodes):
 
 * rows from the top: switches of unknown tier and routers, core, spine, leaf, then hosts;
-* leaves ordered by their description in natural order ("L2" before "L10"), as operators name
+* leaves ordered by their name (``Node.name``: node-name map, else description) in natural order ("L2" before "L10"), as operators name
   switches by rack and position; spines and core switches ordered by the barycentre of the
   leaves/spines they connect to, hosts by the barycentre of their leaves (one barycentre pass);
 * the CAs of one host (``Node.host``, from the host name in the NodeDescription) stacked in one
@@ -24,6 +24,8 @@ database with four flat ``values_list`` queries and returns the compact JSON of
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -176,7 +178,7 @@ def build_map(fabric) -> dict:
     rows = list(
         Node.objects.filter(fabric=fabric)
         .order_by("id")
-        .values_list("id", "node_guid", "node_type", "tier", "lid", "description", "host_id", "host__name")
+        .values_list("id", "node_guid", "node_type", "tier", "lid", "name", "host_id", "host__name")
     )
     index = {row[0]: k for k, row in enumerate(rows)}
     host_names: list[str] = []
@@ -196,13 +198,13 @@ def build_map(fabric) -> dict:
 
     layout_nodes = []
     host_of: list[int] = []
-    for _, _, node_type, tier, _, description, host_id, host_name in rows:
+    for _, _, node_type, tier, _, name, host_id, host_name in rows:
         kind = NODE_TYPE_CODES.get(node_type, 0)
         if host_id is not None and host_id not in host_index:
             host_index[host_id] = len(host_names)
             host_names.append(host_name)
         host_of.append(host_index[host_id] if host_id is not None else -1)
-        layout_nodes.append(LayoutNode(kind, tier, description, host_name if host_id is not None else None))
+        layout_nodes.append(LayoutNode(kind, tier, name, host_name if host_id is not None else None))
 
     agg: dict[tuple[int, int], list] = {}
     self_loops = 0
@@ -271,9 +273,21 @@ def build_map(fabric) -> dict:
     for node in layout_nodes:
         type_counts[("cas", "switches", "routers")[node.kind]] += 1
     last = Discovery.objects.filter(fabric=fabric).order_by("-id").values_list("id", flat=True).first()
+    nodes = {
+        "id": [r[0] for r in rows],
+        "guid": [r[1] for r in rows],
+        "name": [r[5] for r in rows],
+        "type": [n.kind for n in layout_nodes],
+        "tier": [r[3] for r in rows],
+        "lid": lids,
+        "host": host_of,
+        "x": xs,
+        "y": ys,
+    }
     return {
         "fabric": {"id": fabric.pk, "name": fabric.name},
         "discovery": last,
+        "nodes_version": _digest([nodes, host_names, extra_lids]),
         "counts": {
             **type_counts,
             "links": n_links,
@@ -281,23 +295,27 @@ def build_map(fabric) -> dict:
             "self_loops": self_loops,
             "down_links": sum(down.values()),
         },  # fmt: skip
-        "nodes": {
-            "id": [r[0] for r in rows],
-            "guid": [r[1] for r in rows],
-            "name": [r[5] for r in rows],
-            "type": [n.kind for n in layout_nodes],
-            "tier": [r[3] for r in rows],
-            "lid": lids,
-            "host": host_of,
-            "x": xs,
-            "y": ys,
-        },
+        "nodes": nodes,
         "hosts": host_names,
         "extra_lids": extra_lids,
         "edges": edges,
         "speeds": speeds,
         "widths": widths,
     }
+
+
+def _digest(value) -> str:
+    """A short digest of a JSON-able value (the map's ``nodes_version``)."""
+    return hashlib.sha1(json.dumps(value, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def edges_part(payload: dict) -> dict:
+    """The light part of a :func:`build_map` payload an open map refreshes in place: ``fabric``,
+    ``discovery``, ``counts``, ``nodes_version`` (a digest of everything drawn of the nodes: ids,
+    names, positions, LIDs, hosts; when it differs from the drawn one the map must be reloaded),
+    ``edges``, ``speeds`` and ``widths``."""
+    keep = ("fabric", "discovery", "counts", "nodes_version", "edges", "speeds", "widths")
+    return {k: payload[k] for k in keep}
 
 
 def _down_links(fabric, index: dict[str, int]) -> dict[tuple[int, int], int]:
@@ -323,8 +341,9 @@ def _down_links(fabric, index: dict[str, int]) -> dict[tuple[int, int], int]:
 
 
 def map_cache_key(fabric) -> str:
-    """A cache key that changes with every discovery, every node/link count change and every
-    change of the open ``link.down`` alarms (drawn as Down cables)."""
+    """A cache key that changes with every discovery, every node/link count change, every
+    change of the open ``link.down`` alarms (drawn as Down cables) and every node-name map change
+    (``Fabric.node_name_map_changed``: the names are drawn)."""
     from django.db.models import Count, Max
 
     from events.models import Alarm
@@ -338,6 +357,10 @@ def map_cache_key(fabric) -> str:
         Alarm.objects.open().filter(fabric=fabric, code="link.down").aggregate(n=Count("id"), last=Max("id"))
     )
     return (
-        f"weft:fabric-map:v2:{fabric.pk}:{last}:{fabric.last_discovery_id}:{nodes}:{links}:"
-        f"{down['n']}:{down['last']}"
+        f"weft:fabric-map:v3:{fabric.pk}:{last}:{fabric.last_discovery_id}:{nodes}:{links}:"
+        f"{down['n']}:{down['last']}:{_stamp(fabric.node_name_map_changed)}"
     )
+
+
+def _stamp(when) -> str:
+    return f"{when.timestamp():.6f}" if when is not None else "-"

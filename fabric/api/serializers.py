@@ -13,7 +13,7 @@ from rest_framework import serializers
 
 from ..choices import PortState
 from ..guid import normalize_guid
-from ..models import Discovery, Fabric, Host, Link, Node, Port, SubnetManager
+from ..models import Discovery, Fabric, Host, Link, Node, Partition, PartitionMember, Port, SubnetManager
 from ..querysets import topology_counts
 from ..services.notices import notice_status
 
@@ -100,7 +100,7 @@ class BriefNodeSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Node
-        fields = ["id", "url", "display", "node_guid", "node_type", "description", "lid"]
+        fields = ["id", "url", "display", "node_guid", "node_type", "name", "description", "lid"]
 
 
 class BriefPortSerializer(serializers.ModelSerializer):
@@ -171,12 +171,22 @@ class FabricSerializer(serializers.ModelSerializer):
             "polling_enabled",
             "master_sm_guid",
             "master_sm_lid",
+            "node_name_map_source",
+            "node_name_map_path",
             "last_discovery",
             "counts",
             "notices",
             "created",
         ]
-        read_only_fields = ["master_sm_guid", "master_sm_lid", "created"]
+        # the map is changed through the audited ``node-name-map`` action, which renames the nodes
+        read_only_fields = ["master_sm_guid", "master_sm_lid", "node_name_map_path", "created"]
+
+    node_name_map_source = serializers.SerializerMethodField(
+        help_text="where the node-name map comes from: upload, path or none (see the node-name-map action)"
+    )
+
+    def get_node_name_map_source(self, obj) -> str:
+        return "upload" if obj.node_name_map else "path" if obj.node_name_map_path else "none"
 
     @extend_schema_field(
         {
@@ -342,6 +352,7 @@ class NodeSerializer(serializers.ModelSerializer):
             "system_image_guid",
             "vendor_id",
             "device_id",
+            "name",
             "description",
             "num_ports",
             "enhanced_port0",
@@ -503,7 +514,205 @@ class ImportErrorSerializer(serializers.Serializer):
     line = serializers.IntegerField(allow_null=True, required=False)
 
 
+class NodeNameMapSerializer(serializers.Serializer):
+    """A fabric's node-name map (``fabric.parsers.node_name_map`` format): GET shows it; PUT sets
+    it from ``text`` (or a multipart ``file``, or a ``text/plain`` body) or from ``path`` (a file
+    on the server, read again at every discovery); DELETE (or PUT with neither) removes it.
+    ``error`` (GET only): empty, or why the stored map's path can no longer be read or parsed."""
+
+    source = serializers.CharField(read_only=True, help_text="upload, path or none")
+    text = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    path = serializers.CharField(required=False, allow_blank=True, max_length=1024)
+    filename = serializers.CharField(required=False, max_length=255, write_only=True)
+    file = serializers.FileField(required=False, write_only=True)
+    entries = serializers.IntegerField(read_only=True)
+    error = serializers.CharField(read_only=True, help_text="empty, or why the map path cannot be used now")
+
+
+class NodeNameMapResultSerializer(NodeNameMapSerializer):
+    """The map after a PUT/DELETE, with what changed on the stored nodes."""
+
+    error = None
+    renamed = serializers.IntegerField(read_only=True, help_text="nodes whose name changed")
+    rehosted = serializers.IntegerField(read_only=True, help_text="nodes whose host changed")
+    hosts_created = serializers.IntegerField(read_only=True)
+
+
+class NodeNameMapErrorSerializer(serializers.Serializer):
+    """400: the map was refused, nothing changed: ``error`` (all of it), ``errors`` one per bad
+    line ``{"source", "line", "message", "text"}`` (``total`` counts them); or a request error
+    (``{"detail": ...}``, ``{"text": [...]}``, as every DRF validation error)."""
+
+    error = serializers.CharField(required=False)
+    errors = serializers.ListField(child=serializers.DictField(), required=False)
+    total = serializers.IntegerField(required=False)
+
+
 class DiscoverQueuedSerializer(serializers.Serializer):
     fabric = BriefFabricSerializer()
     queued = serializers.BooleanField()
     task_id = serializers.CharField(allow_null=True)
+
+
+# --- partitions -------------------------------------------------------------------------------
+
+
+@extend_schema_field(
+    {"anyOf": [{"type": "integer"}, {"type": "string", "pattern": "^0[xX][0-9a-fA-F]{1,4}$"}]}
+)
+class PKeyField(serializers.Field):
+    """A PKey in: an integer or ``"0x0123"`` (the membership bit 0x8000 is refused: membership is
+    per member). Out: the integer (``pkey_hex`` gives the text)."""
+
+    def to_internal_value(self, data):
+        try:
+            value = int(data, 16) if isinstance(data, str) and data.lower().startswith("0x") else int(data)
+        except (TypeError, ValueError):
+            raise serializers.ValidationError("a PKey: an integer or 0x hex") from None
+        if isinstance(data, bool) or not 0x0001 <= value <= 0x7FFE:
+            raise serializers.ValidationError(
+                "PKey must be 0x0001-0x7ffe (0x7fff is the default partition; the high bit is membership)"
+            )
+        return value
+
+    def to_representation(self, value):
+        return value
+
+
+class BriefPartitionSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="fabric-api:partition-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+
+    class Meta:
+        model = Partition
+        fields = ["id", "url", "display", "name", "pkey", "pkey_hex", "applied_state"]
+
+
+class PartitionMemberSerializer(serializers.ModelSerializer):
+    """A member: ``port_guid`` (canonical) or an OpenSM keyword (ALL, ALL_CAS, ALL_SWITCHES,
+    ALL_ROUTERS, SELF); ``port`` when the topology knows the GUID."""
+
+    port = BriefPortSerializer(read_only=True, allow_null=True)
+
+    class Meta:
+        model = PartitionMember
+        fields = ["port_guid", "membership", "reason", "port"]
+
+
+class PartitionSerializer(serializers.ModelSerializer):
+    """A partition (PKey) with its OpenSM flags (IBTA codes: ``mtu`` 1-5, ``rate`` e.g. 7 = 40
+    Gb/s, ``sl`` 0-15, ``scope`` MGID scope nibbles) and what its last apply found
+    (``applied_state``, ``applied_at``, ``drift``). ``member_count``: members; the list itself is
+    ``GET .../members/``."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="fabric-api:partition-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    fabric = serializers.PrimaryKeyRelatedField(queryset=Fabric.objects.all())
+    pkey = PKeyField()
+    member_count = serializers.IntegerField(read_only=True, default=None)
+    scope = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=15), required=False)
+
+    class Meta:
+        model = Partition
+        fields = [
+            "id", "url", "display", "fabric", "name", "pkey", "pkey_hex", "description", "ipoib",
+            "mtu", "rate", "sl", "scope", "is_default", "source", "member_count", "applied_state",
+            "applied_at", "applied_hash", "drift", "apply_error", "created", "updated",
+        ]  # fmt: skip
+        read_only_fields = [
+            "is_default", "source", "applied_state", "applied_at", "applied_hash", "drift", "apply_error",
+            "created", "updated",
+        ]  # fmt: skip
+
+    def validate_mtu(self, value):
+        from ..parsers.partitions import MTU_CODES
+
+        if value is not None and value not in MTU_CODES:
+            raise serializers.ValidationError(f"an IBTA MTU code: {sorted(MTU_CODES)} (4 = 2048 bytes)")
+        return value
+
+    def validate_rate(self, value):
+        from ..parsers.partitions import RATE_CODES
+
+        if value is not None and value not in RATE_CODES:
+            raise serializers.ValidationError(f"an IBTA rate code: {sorted(RATE_CODES)} (7 = 40 Gb/s)")
+        return value
+
+    def validate_sl(self, value):
+        if value is not None and value > 15:
+            raise serializers.ValidationError("0-15")
+        return value
+
+    def validate_fabric(self, value):
+        if self.instance is not None and value.pk != self.instance.fabric_id:
+            raise serializers.ValidationError("a partition cannot move to another fabric")
+        return value
+
+    def validate(self, attrs):
+        if self.instance is not None and self.instance.is_default and "pkey" in attrs:
+            raise serializers.ValidationError({"pkey": ["the default partition keeps 0x7fff"]})
+        return attrs
+
+
+class MemberInputSerializer(serializers.Serializer):
+    guid = serializers.CharField(max_length=20)
+    membership = serializers.ChoiceField(
+        choices=PartitionMember._meta.get_field("membership").choices, default="full"
+    )
+
+
+class SetMembersSerializer(serializers.Serializer):
+    """``PUT .../members/``: the new member set (replace). With ``reason``, only the members of
+    that reason are replaced (others stay)."""
+
+    members = MemberInputSerializer(many=True, max_length=100_000)
+    reason = serializers.ChoiceField(
+        choices=PartitionMember._meta.get_field("reason").choices, required=False, allow_null=True
+    )
+
+
+class MemberChangeSerializer(serializers.Serializer):
+    added = serializers.IntegerField()
+    removed = serializers.IntegerField()
+    changed = serializers.IntegerField()
+    kept = serializers.IntegerField()
+
+
+class ApplyRequestSerializer(serializers.Serializer):
+    fabric = serializers.PrimaryKeyRelatedField(queryset=Fabric.objects.all())
+    timeout = serializers.FloatField(min_value=1, max_value=300, required=False)
+
+
+class ApplyResultSerializer(serializers.Serializer):
+    """What an apply did (``fabric.services.partitions.ApplyResult``)."""
+
+    fabric = serializers.CharField()
+    path = serializers.CharField()
+    ok = serializers.BooleanField()
+    state = serializers.CharField()
+    signalled = serializers.CharField()
+    sha256 = serializers.CharField()
+    bytes = serializers.IntegerField()
+    lines = serializers.IntegerField()
+    longest_line = serializers.IntegerField()
+    partitions = serializers.IntegerField()
+    members = serializers.IntegerField()
+    checked_ports = serializers.IntegerField()
+    drift = serializers.ListField(child=serializers.DictField())
+    error = serializers.CharField()
+    seconds = serializers.FloatField()
+
+
+class PartitionImportSerializer(serializers.Serializer):
+    fabric = serializers.PrimaryKeyRelatedField(queryset=Fabric.objects.all())
+    text = serializers.CharField(trim_whitespace=False, max_length=16 * 1024 * 1024)
+    filename = serializers.CharField(max_length=255, required=False, default="partitions.conf")
+    mode = serializers.ChoiceField(choices=["merge", "replace"], default="merge")
+
+
+class PartitionsConfSerializer(serializers.Serializer):
+    fabric = serializers.CharField()
+    text = serializers.CharField()
+    sha256 = serializers.CharField()
+    lines = serializers.IntegerField()
+    longest_line = serializers.IntegerField()

@@ -1,4 +1,4 @@
-"""``/api/fabric/``: fabrics, nodes, ports, links, discoveries, hosts, subnet-managers."""
+"""``/api/fabric/``: fabrics, nodes, ports, links, discoveries, hosts, subnet-managers, partitions."""
 
 from rest_framework.routers import DefaultRouter
 
@@ -13,4 +13,5 @@ router.register("links", views.LinkViewSet)
 router.register("discoveries", views.DiscoveryViewSet)
 router.register("hosts", views.HostViewSet)
 router.register("subnet-managers", views.SubnetManagerViewSet)
+router.register("partitions", views.PartitionViewSet)
 urlpatterns = router.urls

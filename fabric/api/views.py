@@ -3,15 +3,18 @@
 Topology objects (nodes, ports, links, hosts, SMs, discoveries) are read-only: they come from
 discovery and import. Fabrics are created and edited by Admins; ``discover`` (Operator) queues a
 live discovery, ``import`` (Admin) ingests an uploaded ibnetdiscover file, ``map`` returns the
-server-side layout the map page draws. Every change is audited (``accounts.audit.record``) in the
+server-side layout the map page draws. Partitions (PKeys): Viewer reads, Admin writes, imports
+a ``partitions.conf`` and applies them on OpenSM (``fabric.services.partitions``). Every change is audited (``accounts.audit.record``) in the
 transaction of the change (``AuditedWritesMixin``, ``fabric.services.requests``).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 
 from django.db import transaction
+from django.db.models import Count
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import parsers, status, viewsets
@@ -24,15 +27,25 @@ from accounts.roles import Role
 from weft.cache import get_or_compute
 
 from .. import filtersets
-from ..models import Discovery, Fabric, Host, Link, Node, Port, SubnetManager
+from ..models import Discovery, Fabric, Host, Link, Node, Partition, Port, SubnetManager
+from ..parsers.node_name_map import NodeNameMapError
+from ..parsers.partitions import PartitionsParseError
 from ..parsers.records import TopologyParseError
+from ..services import partitions as partition_service
 from ..services.ingest import ImportWouldRemove
 from ..services.ingest import summary as ingest_summary
-from ..services.requests import NoLiveAccess, discover_new_fabric, import_upload, request_discovery
+from ..services.names import MapUnreadable, fabric_names
+from ..services.requests import (
+    NoLiveAccess,
+    discover_new_fabric,
+    import_upload,
+    request_discovery,
+    set_node_name_map,
+)
 from ..upload import GZIP_MAGIC, UploadError, read_limited, topology_text
 from ..upload import max_bytes as max_upload_bytes
 from . import serializers
-from .maplayout import build_map, map_cache_key
+from .maplayout import build_map, edges_part, map_cache_key
 
 BRIEF_PARAM = OpenApiParameter(
     "brief", OpenApiTypes.BOOL, description="return the brief form (id, url, display, natural key)"
@@ -99,7 +112,7 @@ class NodeViewSet(ReadOnlyTopologyViewSet):
     serializer_class = serializers.NodeSerializer
     brief_serializer_class = serializers.BriefNodeSerializer
     filterset_class = filtersets.NodeFilterSet
-    ordering_fields = ["id", "description", "lid", "node_guid", "tier", "node_type"]
+    ordering_fields = ["id", "name", "description", "lid", "node_guid", "tier", "node_type"]
 
     def get_queryset(self):
         if self.action == "retrieve" and not self.brief:
@@ -245,6 +258,7 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
     read_role = Role.VIEWER
     write_role = Role.ADMIN
     action_roles = {"discover": Role.OPERATOR, "import_file": Role.ADMIN, "import_new": Role.ADMIN}
+    #: GET of the node-name map is a read (Viewer); PUT/DELETE are Admin (``write_role``)
     audit_prefix = "fabric"  # create: the validated fields (JSON scalars, tool_env); update: the diff
 
     def perform_create(self, serializer) -> None:
@@ -379,10 +393,220 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
         """Import an ibnetdiscover file into the fabric named ``fabric`` (created when missing, Admin)."""
         return self._import(request, None)
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        methods=["PUT"],
+        request={
+            "application/json": serializers.NodeNameMapSerializer,
+            "multipart/form-data": serializers.NodeNameMapSerializer,
+            "text/plain": OpenApiTypes.STR,
+        },
+        responses={200: serializers.NodeNameMapResultSerializer, 400: serializers.NodeNameMapErrorSerializer},
+    )
+    @extend_schema(methods=["GET"], responses={200: serializers.NodeNameMapSerializer})
+    @extend_schema(methods=["DELETE"], responses={200: serializers.NodeNameMapResultSerializer})
+    @action(detail=True, methods=["get", "put", "delete"], url_path="node-name-map", parser_classes=_parsers)
+    def node_name_map(self, request, pk=None):
+        """This fabric's node-name map (GUID → the name admins see; ``ibnetdiscover(8)`` format).
+        PUT (Admin) sets it from ``text``/``file``/a ``text/plain`` body, or from ``path`` (a file
+        on this server under ``WEFT_NODE_NAME_MAP_DIRS``), renames the stored nodes and audits the
+        change; a map with bad lines is refused with all of them located (400, nothing changed).
+        DELETE (Admin) removes it (nodes show their descriptions again)."""
+        fabric = self.get_object()
+        if request.method == "GET":
+            doc = {"source": "upload" if fabric.node_name_map else "path" if fabric.node_name_map_path else "none",
+                   "text": fabric.node_name_map, "path": fabric.node_name_map_path, "error": ""}  # fmt: skip
+            try:
+                doc["entries"] = len(fabric_names(fabric))
+            except (MapUnreadable, NodeNameMapError) as exc:
+                doc.update(entries=0, error=str(exc))
+            return Response(doc)
+        text, path, filename = "", "", ""
+        if request.method == "PUT":
+            data = request.data
+            if not isinstance(data, Mapping):
+                raise ValidationError({"text": ["send a JSON object with 'text' or 'path', or a text body"]})
+            path = data.get("path") or ""
+            if not isinstance(path, str):
+                raise ValidationError({"path": ["must be a string"]})
+            if "raw" in data or data.get("file") is not None or data.get("text"):
+                if "raw" in data:
+                    data = {"raw": data["raw"], "filename": request.query_params.get("filename", "")}
+                text, filename = _read_upload(data)
+                filename = "" if filename == "upload" else filename
+        try:
+            result = set_node_name_map(fabric, text=text, path=path, filename=filename, user=request.user)
+        except NodeNameMapError as exc:
+            return Response({"error": str(exc), "errors": exc.as_dicts(), "total": exc.total},
+                            status=status.HTTP_400_BAD_REQUEST)  # fmt: skip
+        except (MapUnreadable, ValueError) as exc:
+            return Response({"error": str(exc), "errors": [{"source": path or filename, "line": 0,
+                             "message": str(exc), "text": ""}], "total": 1},
+                            status=status.HTTP_400_BAD_REQUEST)  # fmt: skip
+        source = "upload" if text else "path" if path else "none"
+        return Response({"source": source, "text": text, "path": path, **result})
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "part",
+                str,
+                enum=["edges"],
+                description="edges: only the node ids and the edges (state, down cables, counts), for "
+                "an open map to recolour its cables in place",
+            )
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
     @action(detail=True, methods=["get"], url_path="map")
     def map(self, request, pk=None):
         """The map layout: parallel arrays of nodes (id, guid, name, type, tier, lid, host, x, y)
-        and aggregated edges (a, b, n cables, state, speed/width indexes, rate Gb/s)."""
+        and aggregated edges (a, b, n cables, down cables, state, speed/width indexes, rate Gb/s);
+        with ``?part=edges`` only the edges and a digest of the nodes (``maplayout.edges_part``)."""
+        part = request.query_params.get("part", "")
+        if part not in ("", "edges"):
+            raise ValidationError({"part": f"unknown part {part!r}: use edges or leave it out"})
         fabric = self.get_object()
-        return Response(get_or_compute(map_cache_key(fabric), lambda: build_map(fabric), 300))
+        payload = get_or_compute(map_cache_key(fabric), lambda: build_map(fabric), 300)
+        return Response(edges_part(payload) if part == "edges" else payload)
+
+    @extend_schema(responses={200: serializers.PartitionsConfSerializer})
+    @action(detail=True, methods=["get"], url_path="partitions-conf")
+    def partitions_conf(self, request, pk=None):
+        """The OpenSM ``partitions.conf`` Weft generates for this fabric (``text``; what
+        ``POST /api/fabric/partitions/apply/`` writes), with its SHA-256 and longest line."""
+        fabric = self.get_object()
+        text = partition_service.generate_conf(fabric)
+        lines = text.splitlines()
+        return Response(
+            {
+                "fabric": fabric.name,
+                "text": text,
+                "sha256": hashlib.sha256(text.encode()).hexdigest(),
+                "lines": len(lines),
+                "longest_line": max(map(len, lines), default=0),
+            }
+        )
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
+)
+class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
+    """Partitions (PKeys) of the fabrics: Viewer reads, Admin creates, edits, deletes, sets members,
+    imports a ``partitions.conf`` and applies them (OpenSM re-reads the file; ports verified with
+    ``smpquery pkeys``). Every write goes through ``fabric.services.partitions`` (one transaction,
+    audited); a change makes the partition ``pending`` until the next apply."""
+
+    queryset = Partition.objects.select_related("fabric").annotate(member_count=Count("members"))
+    serializer_class = serializers.PartitionSerializer
+    brief_serializer_class = serializers.BriefPartitionSerializer
+    filterset_class = filtersets.PartitionFilterSet
+    ordering_fields = ["id", "pkey", "name", "applied_at"]
+    lookup_value_regex = r"\d+"
+    read_role = Role.VIEWER
+    write_role = Role.ADMIN
+
+    def _save(self, serializer, action: str):
+        instance = serializer.instance or Partition()
+        for k, v in serializer.validated_data.items():
+            setattr(instance, k, v)
+        try:
+            partition_service.save_partition(instance, user=self.request.user, action=action)
+        except partition_service.PartitionError as exc:
+            raise ValidationError({"pkey": [str(exc)]}) from exc
+        serializer.instance = instance
+
+    def perform_create(self, serializer) -> None:
+        self._save(serializer, "partition.create")
+
+    def perform_update(self, serializer) -> None:
+        self._save(serializer, "partition.update")
+
+    def perform_destroy(self, instance) -> None:
+        try:
+            partition_service.delete_partition(instance, user=self.request.user)
+        except partition_service.PartitionError as exc:
+            raise ValidationError({"detail": str(exc)}) from exc
+
+    def create(self, request, *args, **kwargs):
+        resp = super().create(request, *args, **kwargs)
+        resp.data["member_count"] = 0
+        return resp
+
+    @extend_schema(methods=["GET"], responses={200: serializers.PartitionMemberSerializer(many=True)})
+    @extend_schema(
+        methods=["PUT"],
+        request=serializers.SetMembersSerializer,
+        responses={200: serializers.MemberChangeSerializer},
+    )
+    @action(detail=True, methods=["get", "put"])
+    def members(self, request, pk=None):
+        """GET: the members (GUID or keyword, membership, reason, port). PUT (Admin): replace them
+        (``{"members": [{"guid", "membership"}], "reason": "extra"}``; with ``reason`` only that
+        reason's members are replaced)."""
+        partition = self.get_object()
+        if request.method == "GET":
+            rows = partition.members.select_related("port__node").order_by("port_guid")
+            return Response(
+                serializers.PartitionMemberSerializer(rows, many=True, context={"request": request}).data
+            )
+        body = serializers.SetMembersSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            change = partition_service.set_members(
+                partition,
+                [(m["guid"], m["membership"]) for m in body.validated_data["members"]],
+                reason=body.validated_data.get("reason"),
+                user=request.user,
+            )
+        except partition_service.PartitionError as exc:
+            raise ValidationError({"members": [str(exc)]}) from exc
+        return Response(change.as_dict())
+
+    @extend_schema(
+        request=serializers.ApplyRequestSerializer,
+        responses={
+            200: serializers.ApplyResultSerializer,
+            409: OpenApiResponse(serializers.ApplyResultSerializer, description="not applied, or drift"),
+        },
+    )
+    @action(detail=False, methods=["post"])
+    def apply(self, request):
+        """Apply the partitions of ``fabric`` (Admin): write OpenSM's partitions file, make OpenSM
+        re-read it, verify sampled ports (waits up to ``timeout`` s, default
+        ``WEFT_PARTITIONS_VERIFY_TIMEOUT_S``). 200 when applied, 409 with the result when it failed
+        or drifted."""
+        body = serializers.ApplyRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        result = partition_service.apply(
+            body.validated_data["fabric"], user=request.user, timeout=body.validated_data.get("timeout")
+        )
+        return Response(
+            result.as_dict(), status=status.HTTP_200_OK if result.ok else status.HTTP_409_CONFLICT
+        )
+
+    @extend_schema(
+        request=serializers.PartitionImportSerializer,
+        responses={
+            201: OpenApiTypes.OBJECT,
+            400: OpenApiResponse(serializers.ImportErrorSerializer, description="located parse error"),
+        },
+    )
+    @action(detail=False, methods=["post"], url_path="import")
+    def import_file(self, request):
+        """Import a ``partitions.conf`` (``text``) into ``fabric`` (Admin): ``merge`` (default) creates
+        or replaces the file's partitions by PKey, ``replace`` also deletes the others. A file OpenSM
+        would reject is a 400 with its line; nothing is written."""
+        body = serializers.PartitionImportSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        v = body.validated_data
+        try:
+            summary = partition_service.import_partitions(
+                v["fabric"], v["text"], source=v["filename"], mode=v["mode"], user=request.user
+            )
+        except PartitionsParseError as exc:
+            return Response(
+                {"error": str(exc), "source": exc.source, "line": exc.line},
+                status=status.HTTP_400_BAD_REQUEST,
+            )
+        return Response(summary.as_dict(), status=status.HTTP_201_CREATED)

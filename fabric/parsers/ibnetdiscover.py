@@ -40,6 +40,7 @@ from .records import (
     PortRecord,
     Topology,
     TopologyParseError,
+    gc_paused,
     split_lines,
 )
 
@@ -87,8 +88,14 @@ def derived_guid(name: str) -> str:
     return "0x02" + digest[:14]
 
 
+_CANON_FAST = re.compile(r"(?:0x)?([0-9a-f]{16})")
+
+
 def _canon(text: str) -> str | None:
     """Canonical GUID of hex ``text`` (with or without ``0x``), None when not a GUID."""
+    fast = _CANON_FAST.fullmatch(text) if text else None
+    if fast:  # 16 lowercase digits, as ibnetdiscover prints most: already canonical
+        return "0x" + fast.group(1)
     if not text or not _HEXISH.match(text):
         return None
     return f"0x{guid_to_int(text):016x}"
@@ -141,6 +148,15 @@ class _Ctx:
             return None
         return value
 
+    def port_lid(self, text: str, line: int, port: int, name: str) -> int | None:
+        """:meth:`lid` of port ``port`` of ``name``; the warning text is built only when needed
+        (plain decimal LIDs, nearly all, are taken as they are)."""
+        if text and text[0] != "0" and text.isdigit() and text.isascii():
+            value = int(text)
+            if value <= MAX_UNICAST_LID:
+                return value
+        return self.lid(text, line, f"port {port} of {name!r}")
+
     def small_int(self, text: str, line: int, what: str, default: int = 0) -> int:
         try:
             value = int(text, 0)
@@ -187,6 +203,11 @@ def parse_ibnetdiscover(text: str, source: str = "<text>") -> Topology:
         TopologyParseError: no Switch/Ca/Rt record at all (the error points at the first line that
             is not topology), or the text is empty.
     """
+    with gc_paused():
+        return _parse_ibnetdiscover(text, source)
+
+
+def _parse_ibnetdiscover(text: str, source: str) -> Topology:
     topo = Topology(format="ibnetdiscover", source=source)
     ctx = _Ctx(topo)
     lines = split_lines(text)
@@ -204,7 +225,7 @@ def parse_ibnetdiscover(text: str, source: str = "<text>") -> Topology:
         if c0 == "[":
             m = _PORT.match(line)
             if m and current is not None:
-                current.ports.append((idx, m))
+                current.ports.append((idx, m.groups()))
                 continue
             if m:
                 topo.warn(idx, "port line outside a node record; skipped")
@@ -407,7 +428,7 @@ def _build(ctx: _Ctx, raws: list[_Raw], saw_guid_attrs: bool) -> None:
         node = NodeRecord(
             guid=guid,
             node_type=raw.type,
-            description=raw.desc.strip(),
+            description=raw.desc,
             num_ports=raw.nports,
             system_image_guid=(_canon(sysimg[0]) or "") if sysimg else "",
             vendor_id=_hex_int(vendor[0]) if vendor else None,
@@ -423,8 +444,8 @@ def _build(ctx: _Ctx, raws: list[_Raw], saw_guid_attrs: bool) -> None:
         kept.append((raw, node))
 
     for raw, node in kept:
-        for idx, m in raw.ports:
-            _port_line(ctx, node, by_name, idx, m)
+        for idx, groups in raw.ports:
+            _port_line(ctx, node, by_name, idx, groups)
 
     _warn_duplicate_port_guids(topo)
 
@@ -460,93 +481,99 @@ def _extras(text: str) -> tuple[str, str]:
     return ext, paren
 
 
-def _port_line(ctx: _Ctx, node: NodeRecord, by_name: dict[str, NodeRecord], idx: int, m) -> None:
+def _port_line(ctx: _Ctx, node: NodeRecord, by_name: dict[str, NodeRecord], idx: int, groups: tuple) -> None:
+    """One ``[p](x) "remote"[q](y) # ...`` line of ``node`` (``groups``: the ``_PORT`` groups)."""
     topo = ctx.topo
-    lport = _port_number(m.group(1), topo.source, idx, "local port")
-    rname = m.group(3)
-    rport = _port_number(m.group(4), topo.source, idx, "remote port")
+    lport_text, l_extra, rname, rport_text, r_extra, tail = groups
+    # up to two digits cannot exceed 255: skip the checking call for them (most lines)
+    lport = (
+        int(lport_text) if len(lport_text) < 3 else _port_number(lport_text, topo.source, idx, "local port")
+    )
+    rport = (
+        int(rport_text) if len(rport_text) < 3 else _port_number(rport_text, topo.source, idx, "remote port")
+    )
     remote = by_name.get(rname)
-    if remote is None and rname in ctx.skipped:
-        topo.warn(
-            idx,
-            f"port {lport} of {node.name!r} points at {rname!r}, skipped at line {ctx.skipped[rname]}; link skipped",
-        )
-        return
     if remote is None:
-        topo.warn(
-            idx, f"port {lport} of {node.name!r} points at {rname!r}, which has no record; link skipped"
-        )
+        if rname in ctx.skipped:
+            topo.warn(
+                idx,
+                f"port {lport} of {node.name!r} points at {rname!r}, skipped at line {ctx.skipped[rname]}; link skipped",
+            )
+        else:
+            topo.warn(
+                idx, f"port {lport} of {node.name!r} points at {rname!r}, which has no record; link skipped"
+            )
         return
     if node.num_ports and lport > node.num_ports:
         topo.warn(idx, f"port {lport} of {node.name!r} exceeds its {node.num_ports} ports")
     if lport == 0 or rport == 0:
         topo.warn(idx, "port 0 cannot carry a link; line skipped")
         return
-    l_ext, l_paren = _extras(m.group(2))
-    r_ext, r_paren = _extras(m.group(5))
-    tail = m.group(6)
-    comment = ""
-    if "#" in tail:
-        pre, comment = tail.split("#", 1)
-        comment = comment.strip()
-    else:
-        pre = tail
+    l_ext, l_paren = _extras(l_extra) if l_extra else ("", "")
+    r_ext, r_paren = _extras(r_extra) if r_extra else ("", "")
+    pre, hash_, comment = tail.partition("#")
+    comment = comment.strip() if hash_ else ""
     width = speed = ""
     local_lid = remote_lid = None
     local_lmc = 0
     has_local_lid = has_remote_lid = False
+    is_switch = node.node_type == SWITCH
     if comment:
-        if node.node_type != SWITCH:
+        if not is_switch:
             cm = _CA_PORT_TAIL.match(comment)
             if cm:
-                local_lid = ctx.lid(cm.group(1), idx, f"port {lport} of {node.name!r}")
-                local_lmc = ctx.small_int(cm.group(2), idx, "lmc")
-                has_local_lid = True
-                remote_lid = cm.group(4)
-                has_remote_lid = True
-                width, speed = _link_token(cm.group(5))
+                lid_text, lmc_text, _, remote_lid, token = cm.groups()
+                local_lid = ctx.port_lid(lid_text, idx, lport, node.name)
+                local_lmc = 0 if lmc_text == "0" else ctx.small_int(lmc_text, idx, "lmc")
+                has_local_lid = has_remote_lid = True
+                width, speed = _link_token(token)
         else:
             sm = _SW_PORT_TAIL.match(comment)
             if sm:
-                remote_lid = sm.group(2)
+                _, remote_lid, token = sm.groups()
                 has_remote_lid = True
-                width, speed = _link_token(sm.group(3))
+                width, speed = _link_token(token)
     if not width:
         width, speed = _link_token(pre)
 
-    local_key = (node.guid, lport)
-    remote_key = (remote.guid, rport)
+    guid, rguid = node.guid, remote.guid
+    local_key = (guid, lport)
+    remote_key = (rguid, rport)
     ctx.listed.add(local_key)
-    key = link_ends(node.guid, lport, remote.guid, rport)
-    if key in topo.links:
-        link = topo.links[key]
+    # canonical GUIDs (0x + 16 lowercase hex digits): string order is numeric order (fabric.keys)
+    key = (local_key, remote_key) if local_key <= remote_key else (remote_key, local_key)
+    links = topo.links
+    link = links.get(key)
+    if link is not None:
         if width and not link.width:
             link.width, link.speed = width, speed
     else:
+        port_links = ctx.port_links
         for end in (local_key, remote_key):
-            other = ctx.port_links.get(end)
+            other = port_links.get(end)
             if other is not None:
                 topo.warn(
                     idx, f"port {end[1]} of {end[0]} is already linked to {other[0]}/{other[1]}; line skipped"
                 )
                 return
         a, b = key
-        topo.links[key] = LinkRecord(a[0], a[1], b[0], b[1], width, speed, idx)
-        ctx.port_links[local_key] = remote_key
-        ctx.port_links[remote_key] = local_key
+        links[key] = LinkRecord(a[0], a[1], b[0], b[1], width, speed, idx)
+        port_links[local_key] = remote_key
+        port_links[remote_key] = local_key
 
-    lp = topo.ports.get(local_key)
+    ports = topo.ports
+    lp = ports.get(local_key)
     if lp is None:
-        lp = topo.ports[local_key] = PortRecord(node.guid, lport, line=idx)
+        lp = ports[local_key] = PortRecord(guid, lport, line=idx)
     if l_ext:
         lp.label = l_ext
-    if node.node_type == SWITCH:
+    if is_switch:
         if l_paren:
             lp.label = l_paren
     elif l_paren:
-        guid = _canon(l_paren)
-        if guid:
-            lp.port_guid = guid
+        pguid = _canon(l_paren)
+        if pguid:
+            lp.port_guid = pguid
         else:
             topo.warn(idx, f"port GUID {l_paren!r} of {node.name!r} port {lport} is not hex; left unset")
     if has_local_lid:
@@ -555,20 +582,20 @@ def _port_line(ctx: _Ctx, node: NodeRecord, by_name: dict[str, NodeRecord], idx:
     if width:
         lp.width, lp.speed = width, speed
 
-    rp = topo.ports.get(remote_key)
+    rp = ports.get(remote_key)
     if rp is None:
-        rp = topo.ports[remote_key] = PortRecord(remote.guid, rport, line=idx)
+        rp = ports[remote_key] = PortRecord(rguid, rport, line=idx)
         if remote.node_type != SWITCH and has_remote_lid:
-            rp.lid = ctx.lid(remote_lid, idx, f"port {rport} of {rname!r}")
+            rp.lid = ctx.port_lid(remote_lid, idx, rport, rname)
     if r_ext:
         rp.label = r_ext
     if r_paren:
         if remote.node_type == SWITCH:
             rp.label = r_paren
         elif not rp.port_guid:
-            guid = _canon(r_paren)
-            if guid:
-                rp.port_guid = guid
+            pguid = _canon(r_paren)
+            if pguid:
+                rp.port_guid = pguid
     if width and not rp.width:
         rp.width, rp.speed = width, speed
 
@@ -608,7 +635,7 @@ def parse_ports(text: str, source: str = "<text>") -> Topology:
         node = topo.nodes.get(guid)
         if node is None:
             node = topo.nodes[guid] = NodeRecord(
-                guid=guid, node_type=node_type, description=desc.strip(), name=guid, line=idx
+                guid=guid, node_type=node_type, description=desc, name=guid, line=idx
             )
             if node_type == SWITCH:
                 node.lid = ctx.lid(lid_text, idx, f"switch {guid}")

@@ -116,7 +116,7 @@ def _side(topo: Topology, g: tuple, idx: int) -> PortRecord:
         node = topo.nodes[guid] = NodeRecord(
             guid=guid,
             node_type=node_type,
-            description=desc.strip(),
+            description=desc,
             num_ports=int(nports, 16),
             system_image_guid=f"0x{guid_to_int(sysimg):016x}",
             vendor_id=int(ven, 16),

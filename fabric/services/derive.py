@@ -44,6 +44,40 @@ def host_from_description(description: str) -> str | None:
     return words[0][:128]
 
 
+def display_name(guid: str, description: str, names: dict[str, str] | None) -> str:
+    """The name admins see for a node (``Node.name``): its entry in the fabric's node-name map
+    (``names``: canonical node GUID → name, as ``ibnetdiscover --node-name-map`` and OpenSM's
+    ``remap_node_name`` look it up), else its NodeDescription trimmed (the raw description is
+    stored as the tool printed it, spaces included; display trims). May be ``""`` (no map entry,
+    empty description): readers fall back to the GUID."""
+    if names:
+        mapped = names.get(guid)
+        if mapped:
+            return mapped
+    return description.strip()[:128]
+
+
+def host_for(node_type: str, description: str, name: str) -> str | None:
+    """Host name of a node, or None: CAs (and routers) only, never a SHARP Aggregation Node.
+
+    The host name in the NodeDescription wins (:func:`host_from_description`); when it has none
+    (every HCA with the same default description, ``"MT4119 ConnectX5 Mellanox Technologies"``)
+    the host comes from the display name ``name`` when a node-name map gave one: ``"cn017
+    mlx5_0"`` → ``"cn017"`` (same rule), a single word ``"cn017"`` → itself; anything else
+    (several words that are not ``<host> <device>``) → None. ``name`` equal to the trimmed
+    description (no map entry) adds nothing.
+    """
+    if node_type == SWITCH or is_aggregation_node(description):
+        return None
+    host = host_from_description(description)
+    if host or not name or name == description.strip():
+        return host
+    words = name.split()
+    if len(words) == 1:
+        return words[0][:128]
+    return host_from_description(name)
+
+
 def derive_tiers(topology: Topology) -> dict[str, int]:
     """Tier of every node (GUID → ``fabric.choices.Tier`` value): CAs 0, leaf 1, spine 2, core 3.
 

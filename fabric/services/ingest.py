@@ -28,17 +28,34 @@ Rules (issue 3; event codes from docs/design.md):
   ``Fabric.last_discovery``) is still recorded: it is the audit trail operators read ("last
   discovered at", duration, warnings) and what proves the periodic task ran.
 * ``fabric.signals.discovery_committed(fabric_id, discovery_id)`` is sent on commit.
+
+Digests (issue 16: most discoveries of a healthy fabric change nothing). The parse is turned into
+the row values the ingest would write (``_NODE_COLUMNS``/``_PORT_COLUMNS``/``_LINK_COLUMNS``: one
+line per stored column) and each node gets a 64-bit digest of its row, its ports' rows and the rows
+of the links at its ports (:func:`_plan`), stored in ``Node.digest`` when its rows match; the whole
+topology's digest is ``Discovery.digest``. A rediscovery reads the fabric's node digests (one query)
+and diffs only the nodes whose digest differs, is missing (cleared by another writer, e.g. a
+notice refresh), new or gone (:func:`_scope`): an unchanged one reads no port or link row and writes
+no topology row; one switch port down reads and writes that switch's and its peer's rows. Partial
+runs, first discoveries and changes to most nodes diff everything, as before. The events, diffs
+and rows are those of a full diff (``fabric/tests/test_ingest_digests.py``). Because the digest
+covers the written tuple and is salted with the column names, a column added to a table joins it
+by construction, and every node is diffed (and the new column filled) on the next discovery.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import EmptyResultSet
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -47,45 +64,98 @@ from events.services import EventSpec, record_events
 
 from .. import rates
 from ..choices import DiscoverySource, DiscoveryStatus, NodeType, PortState
-from ..keys import LinkKey, link_ends, link_key_str, port_key, split_link_key
+from ..keys import LinkKey, link_ends, link_key_str, link_name, port_key, port_name, split_link_key
 from ..models import Discovery, Fabric, Host, Link, Node, Port
 from ..parsers import detect_and_parse
-from ..parsers.records import SWITCH, Topology, TopologyParseError
+from ..parsers.records import (
+    SWITCH,
+    LinkRecord,
+    NodeRecord,
+    PortRecord,
+    Topology,
+    TopologyParseError,
+    gc_paused,
+)
 from ..signals import discovery_committed
 from . import sm as sm_service
 from .bulk import insert_rows
-from .derive import derive_tiers, host_from_description
+from .derive import derive_tiers, host_for
+from .names import label_topology
 
 #: at most this many natural keys per list in ``Discovery.diff`` (the counts are always complete).
 DIFF_LIST_LIMIT = 1000
 #: at most this many parse warnings stored on the Discovery (the total is in ``counts``).
 WARNINGS_LIMIT = 1000
 BATCH = 2000
-#: after a PostgreSQL ingest writing more rows than this, refresh the planner statistics (the next
-#: discovery reads the whole fabric back; stale stats after a bulk load make that 2-3x slower).
-ANALYZE_ABOVE_ROWS = 10_000
+# The columns the ingest writes from a parse, one line each: ``column: how``, where ``how`` is the
+# record attribute stored as is (a str) or a function of the record (nodes: of the record, its
+# tier and its host id). The row tuples (the attribute columns first, then the computed ones, see
+# :func:`_row_maker`), the diffs (and the events' field names) and the per-node digests all follow
+# these tables, so a new stored column is one line here (plus its model field and migration) and
+# joins the digest by construction (:func:`_plan`; the column names salt the digest, so every
+# stored digest changes with a table and the first discovery after such a change diffs all).
+_NODE_COLUMNS: dict[str, str | Callable[[NodeRecord, int, int | None], Any]] = {
+    "node_type": "node_type",
+    "system_image_guid": "system_image_guid",
+    "vendor_id": "vendor_id",
+    "device_id": "device_id",
+    "num_ports": "num_ports",
+    "enhanced_port0": "enhanced_port0",
+    "description": lambda n, tier, host: n.description[:128],
+    "name": lambda n, tier, host: n.label,
+    "lid": lambda n, tier, host: n.lid if n.node_type == SWITCH else None,
+    "lmc": lambda n, tier, host: n.lmc if n.node_type == SWITCH else 0,
+    "tier": lambda n, tier, host: tier,
+    "host_id": lambda n, tier, host: host,
+}
+_PORT_COLUMNS: dict[str, str | Callable[[PortRecord], Any]] = {
+    "port_guid": "port_guid",
+    "lid": "lid",
+    "lmc": "lmc",
+    "state": "state",
+    "phys_state": "phys_state",
+    "width": "width",
+    "speed": "speed",
+    "rate_gbps": lambda p: _link_rate(p.width, p.speed),
+    "label": lambda p: p.label[:32],
+}
+_LINK_COLUMNS: dict[str, str | Callable[[LinkRecord], Any]] = {
+    "width": "width",
+    "speed": "speed",
+    "rate_gbps": lambda lk: _link_rate(lk.width, lk.speed),
+}
 
 
-def _analyze() -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE fabric_node, fabric_port, fabric_link")
+def _row_maker(columns: dict[str, str | Callable]) -> tuple[tuple[str, ...], Callable[..., list[tuple]]]:
+    """``(column names in row order, rows function)`` of a column table: the attribute columns
+    first (one ``attrgetter`` call a record), then the computed ones. ``rows(records, *extra)``
+    gives the row tuples of a list of records; ``extra`` are lists parallel to ``records`` (a
+    node's tier and host id) passed to the computed columns. Column-wise (``map``) rather than
+    a function call per row: this runs for every port of a 5,000-node fabric."""
+    plain = [how for how in columns.values() if isinstance(how, str)]
+    computed = [how for how in columns.values() if not isinstance(how, str)]
+    names = (*(c for c, how in columns.items() if isinstance(how, str)),
+             *(c for c, how in columns.items() if not isinstance(how, str)))  # fmt: skip
+    get = attrgetter(*plain) if plain else None
+
+    def rows(records: list, *extra: list) -> list[tuple]:
+        if len(plain) > 1:
+            head = map(get, records)
+        else:
+            head = ((get(r),) if get else () for r in records)
+        if not computed:
+            return list(head)
+        tail = zip(*[map(f, records, *extra) for f in computed], strict=True)
+        return [h + t for h, t in zip(head, tail, strict=True)]
+
+    return names, rows
 
 
-_NODE_FIELDS = (
-    "node_type",
-    "system_image_guid",
-    "vendor_id",
-    "device_id",
-    "description",
-    "num_ports",
-    "enhanced_port0",
-    "lid",
-    "lmc",
-    "tier",
-    "host_id",
-)
-_PORT_FIELDS = ("port_guid", "lid", "lmc", "state", "phys_state", "width", "speed", "rate_gbps", "label")
-_LINK_FIELDS = ("width", "speed", "rate_gbps")
+_NODE_FIELDS = _row_maker(_NODE_COLUMNS)[0]
+_PORT_FIELDS = _row_maker(_PORT_COLUMNS)[0]
+_LINK_FIELDS = _row_maker(_LINK_COLUMNS)[0]
+_STATE = _PORT_FIELDS.index("state")
+_PHYS_STATE = _PORT_FIELDS.index("phys_state")
 
 
 @dataclass
@@ -96,6 +166,12 @@ class _Changes:
     changed: dict[str, list] = field(default_factory=lambda: {"nodes": [], "ports": [], "links": []})
     rows: int = 0
     initial: bool = False  # first discovery of an empty fabric: no per-object events
+    #: nodes whose rows this ingest left differing from the parse (a partial run kept a port or
+    #: link, a notice was fresher): their digest is cleared, so the next discovery diffs them
+    unsynced: set[str] = field(default_factory=set)
+    #: names of the stored nodes this ingest removes (``{guid: Node.name}``): the removed end of a
+    #: ``link.down`` is named as admins knew it, not by its GUID
+    gone_names: dict[str, str] = field(default_factory=dict)
 
 
 def _event(code: str, message: str, **kw: Any) -> EventSpec:
@@ -140,7 +216,8 @@ def ingest_topology(
     t0 = time.perf_counter()
     started = started or timezone.now()
     partial = partial or topology.partial
-    with transaction.atomic():
+    # tens of thousands of row tuples, none garbage: no cyclic GC passes over them (see gc_paused)
+    with gc_paused(), transaction.atomic():
         locked = Fabric.objects.select_for_update().get(pk=fabric.pk)
         if max_remove_share is not None and not partial:
             check_removal(locked, topology, max_remove_share)
@@ -148,19 +225,28 @@ def ingest_topology(
             # a discovery can be re-run: do not wait for the WAL flush of tens of thousands of rows
             with connection.cursor() as cursor:
                 cursor.execute("SET LOCAL synchronous_commit TO OFF")
-        initial = not Node.objects.filter(fabric=locked).exists()
+        stored = _stored_nodes(locked)
+        initial = not stored
         ch = _Changes(initial=initial)
-        reach = Reach.of(locked, topology, partial, unknown_ports, started=started)
-        host_ids = _sync_hosts(locked, topology, partial, ch)
-        node_ids = _sync_nodes(locked, topology, host_ids, reach, ch)
-        port_ids = _sync_ports(locked, topology, node_ids, reach, ch)
-        _sync_links(locked, topology, port_ids, reach, ch)
+        reach = Reach.of(locked, topology, partial, unknown_ports, started=started, stored=stored.keys())
+        label_topology(locked, topology)  # node.label: the map's name or the trimmed description
+        hosts = _host_names(topology)
+        host_ids = _sync_hosts(locked, hosts, ch)
+        plan = _plan(topology, hosts, host_ids)
+        scope = _scope(stored, plan, reach, partial)
+        if scope is None or scope:
+            node_ids = _sync_nodes(locked, topology, plan, stored, scope, reach, ch)
+            port_ids = _sync_ports(locked, topology, plan, node_ids, scope, reach, ch)
+            _sync_links(locked, topology, plan, port_ids, scope, reach, ch)
+        else:  # every digest matches: an unchanged rediscovery reads and writes no topology row
+            node_ids = {guid: v[0] for guid, v in stored.items()}
         gone = [guid for guid in node_ids if guid in reach.gone]
         if gone:
             # last, so the links of removed nodes were reported link.down above; cascades ports/links
             Node.objects.filter(fabric=locked, node_guid__in=gone).delete()
             ch.rows += len(gone)
-        ch.rows += _mark_reachability(locked, topology, reach)
+        _store_digests(plan, stored, node_ids, scope, ch)
+        ch.rows += _mark_reachability(locked, topology, reach, {g for g, v in stored.items() if v[2]})
         _sync_sms(locked, topology, ch)
         if initial:
             ch.events = []
@@ -211,10 +297,9 @@ def ingest_topology(
             changed=n_changed,
             warnings=[w.as_dict() for w in topology.warnings[:WARNINGS_LIMIT]],
             rows_written=ch.rows,
+            digest=plan.digest,
         )
         Fabric.objects.filter(pk=locked.pk).update(last_discovery=discovery)
-        if connection.vendor == "postgresql" and ch.rows > ANALYZE_ABOVE_ROWS:
-            transaction.on_commit(_analyze)
         transaction.on_commit(
             functools.partial(
                 discovery_committed.send, sender=Discovery, fabric_id=locked.pk, discovery_id=discovery.pk
@@ -250,6 +335,7 @@ class Reach:
         partial: bool,
         unknown_ports: set[tuple[str, int]] | None,
         started: datetime | None = None,
+        stored: Collection[str] | None = None,
     ) -> Reach:
         """Compute the reach of ``topo`` against the stored fabric (one query per table).
 
@@ -258,10 +344,12 @@ class Reach:
         ``unknown_ports`` are unreached, the other missed nodes gone (every way to them ends at
         a port that answered without a link); with ``unknown_ports`` None every missed node is
         unreached. ``started``: when the discovery's snapshot began; ports written by a notice
-        refresh (Discovery of source ``notice``) since then are :attr:`fresher`.
+        refresh (Discovery of source ``notice``) since then are :attr:`fresher`. ``stored``: the
+        stored node GUIDs when the caller has read them (else read here).
         """
-        stored = set(Node.objects.filter(fabric=fabric).values_list("node_guid", flat=True))
-        missed = stored - topo.nodes.keys()
+        if stored is None:
+            stored = Node.objects.filter(fabric=fabric).values_list("node_guid", flat=True)
+        missed = set(stored) - topo.nodes.keys()
         fresher = _fresher_ports(fabric, started) if started is not None else set()
         if not partial:
             return cls(gone=missed, fresher=fresher)
@@ -328,78 +416,207 @@ def _fresher_ports(fabric: Fabric, since: datetime) -> set[tuple[str, int]]:
     return out
 
 
-def _mark_reachability(fabric: Fabric, topo: Topology, reach: Reach) -> int:
+def _stored_nodes(fabric: Fabric) -> dict[str, tuple[int, int | None, bool]]:
+    """The fabric's stored nodes in one query: GUID → (id, digest, unreachable)."""
+    rows = Node.objects.filter(fabric=fabric).values_list("node_guid", "id", "digest", "unreachable_since")
+    return {guid: (node_id, digest, since is not None) for guid, node_id, digest, since in _fetch(rows)}
+
+
+def _mark_reachability(fabric: Fabric, topo: Topology, reach: Reach, marked: set[str]) -> int:
     """Set ``unreachable_since`` on the unreached nodes (kept if already set) and clear it on the
-    nodes the run reached. Returns rows written (0 when nothing changed)."""
+    nodes the run reached (``marked``: the stored nodes that had it set). Returns rows written
+    (0 when nothing changed)."""
     rows = 0
     if reach.unreached:
         rows += Node.objects.filter(
             fabric=fabric, node_guid__in=reach.unreached, unreachable_since__isnull=True
         ).update(unreachable_since=timezone.now())
-    marked = Node.objects.filter(fabric=fabric, unreachable_since__isnull=False)
-    back = [g for g in marked.values_list("node_guid", flat=True) if g in topo.nodes]
+    back = [g for g in marked if g in topo.nodes]
     if back:
         rows += Node.objects.filter(fabric=fabric, node_guid__in=back).update(unreachable_since=None)
     return rows
 
 
-def _sync_hosts(fabric: Fabric, topo: Topology, partial: bool, ch: _Changes) -> dict[str, int]:
-    wanted = set()
-    for node in topo.nodes.values():
+def _host_names(topo: Topology) -> dict[str, str]:
+    """Node GUID → host name, for the CAs and routers whose NodeDescription names a host."""
+    out = {}
+    for guid, node in topo.nodes.items():
         if node.node_type != SWITCH:
-            name = host_from_description(node.description)
+            name = host_for(node.node_type, node.description, node.label)
             if name:
-                wanted.add(name)
-    stored = dict(Host.objects.filter(fabric=fabric).values_list("name", "id"))
-    missing = [Host(fabric=fabric, name=n) for n in sorted(wanted - stored.keys())]
+                out[guid] = name
+    return out
+
+
+def _sync_hosts(fabric: Fabric, hosts: dict[str, str], ch: _Changes) -> dict[str, int]:
+    """Create the hosts named in ``hosts`` (values) that are not stored; returns name → id of all."""
+    wanted = set(hosts.values())
+    stored = dict(_fetch(Host.objects.filter(fabric=fabric).values_list("name", "id")))
+    missing = [(fabric.pk, n) for n in sorted(wanted - stored.keys())]
     if missing:
-        Host.objects.bulk_create(missing, batch_size=BATCH)
+        new_ids = insert_rows(Host, ["fabric_id", "name"], missing, with_ids=True)
         ch.rows += len(missing)
-        stored = dict(Host.objects.filter(fabric=fabric).values_list("name", "id"))
+        if new_ids is not None:
+            stored.update(zip((n for _, n in missing), new_ids, strict=True))
+        else:
+            stored = dict(_fetch(Host.objects.filter(fabric=fabric).values_list("name", "id")))
     return stored
 
 
-def _node_values(node, tier: int, host_id: int | None) -> tuple:
-    return (
-        node.node_type,
-        node.system_image_guid,
-        node.vendor_id,
-        node.device_id,
-        node.description[:128],
-        node.num_ports,
-        node.enhanced_port0,
-        node.lid if node.node_type == SWITCH else None,
-        node.lmc if node.node_type == SWITCH else 0,
-        tier,
-        host_id,
-    )
+@dataclass
+class _Plan:
+    """The rows a complete ingest of a topology leaves, from the parse (and the fabric's host ids).
+
+    ``nodes``/``ports``/``links``: natural key → row values in the column order of
+    ``_NODE_COLUMNS``/``_PORT_COLUMNS``/``_LINK_COLUMNS``; ``digests``: node GUID → signed 64-bit
+    digest of that node's rows (see :func:`_plan`); ``digest``: 16 hex digits over all of them.
+    """
+
+    nodes: dict[str, tuple]
+    ports: dict[tuple[str, int], tuple]
+    links: dict[LinkKey, tuple]
+    digests: dict[str, int]
+    digest: str
 
 
-def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], reach: Reach, ch: _Changes):
+_first = itemgetter(0)
+
+
+def _plan(topo: Topology, hosts: dict[str, str], host_ids: dict[str, int]) -> _Plan:
+    """Row values of every node, port and link of ``topo``, and the per-node digests.
+
+    A node's digest is BLAKE2b (8 bytes) of the ``repr`` of its row tuple, its ports' ``(port
+    number, row tuple)`` and its links' ``(local port, remote (GUID, port), row tuple)``, each list
+    sorted by port number, salted with the column names. The row tuples are exactly the values
+    written (every column of the tables above, ``host_id`` included, so a host row re-created
+    under a new id changes the digest), so a column added to a table joins the digest by
+    construction. A link is in the digests of both its ends: a link that appears, goes or changes
+    changes both. ``repr`` of ints, strs, bools, floats and None is stable across processes and
+    versions, unlike ``hash()``.
+    """
+    node_fields, node_rows = _row_maker(_NODE_COLUMNS)
+    port_fields, port_rows = _row_maker(_PORT_COLUMNS)
+    link_fields, link_rows = _row_maker(_LINK_COLUMNS)
+    # salt: the column names (a column added or renamed changes every digest)
+    salt = repr((node_fields, port_fields, link_fields)).encode()
     tiers = derive_tiers(topo)
-    stored = {
-        row[1]: (row[0], row[2:])
-        for row in _fetch(Node.objects.filter(fabric=fabric).values_list("id", "node_guid", *_NODE_FIELDS))
-    }
+    guids = list(topo.nodes)
+    nodes = dict(
+        zip(guids, node_rows(list(topo.nodes.values()), [tiers[g] for g in guids],
+                             [host_ids.get(hosts.get(g)) for g in guids]), strict=True)
+    )  # fmt: skip
+    ports = dict(zip(topo.ports, port_rows(list(topo.ports.values())), strict=True))
+    links = dict(zip(topo.links, link_rows(list(topo.links.values())), strict=True))
+    own_ports: dict[str, list] = {g: [] for g in guids}
+    own_links: dict[str, list] = {g: [] for g in guids}
+    for (guid, num), row in ports.items():
+        own_ports[guid].append((num, row))
+    for (a, b), row in links.items():
+        own_links[a[0]].append((a[1], b, row))
+        own_links[b[0]].append((b[1], a, row))
+    digests: dict[str, int] = {}
+    blake2b = hashlib.blake2b
+    for guid, row in nodes.items():
+        mine_p = own_ports[guid]
+        mine_p.sort(key=_first)  # port numbers are unique per node: later items never compared
+        mine_l = own_links[guid]
+        mine_l.sort(key=_first)  # a port has at most one link
+        h = blake2b(salt, digest_size=8)
+        h.update(repr((row, mine_p, mine_l)).encode())
+        digests[guid] = int.from_bytes(h.digest(), "big", signed=True)
+    whole = blake2b(salt, digest_size=8)
+    whole.update(repr(sorted(digests.items())).encode())
+    return _Plan(nodes, ports, links, digests, whole.hexdigest())
+
+
+#: above this share of the nodes changed, a diff reads the whole fabric (one scan beats long IN lists)
+FULL_DIFF_SHARE = 0.5
+
+
+def _scope(
+    stored: dict[str, tuple[int, int | None, bool]], plan: _Plan, reach: Reach, partial: bool
+) -> set[str] | None:
+    """The nodes whose rows the diff must read: those whose stored digest differs from the plan's
+    (new nodes, changed ones, digests cleared by another writer) and the stored nodes the run
+    missed; None for all (a partial run, a first discovery, or most nodes changed).
+
+    Sound because a stored digest is the plan digest of the rows as the ingest left them (cleared
+    otherwise, see :func:`_store_digests` and :func:`apply_port_states`): a node with an equal
+    digest has the same row, ports and links, so a complete diff would change nothing of its.
+    """
+    if partial or not stored:
+        return None
+    digests = plan.digests
+    scope = {guid for guid, digest in digests.items() if (stored.get(guid) or (0, None))[1] != digest}
+    scope.update(g for g in stored if g not in digests)
+    if len(scope) > FULL_DIFF_SHARE * max(len(stored), len(digests)):
+        return None
+    return scope
+
+
+def _store_digests(
+    plan: _Plan,
+    stored: dict[str, tuple[int, int | None, bool]],
+    node_ids: dict[str, int],
+    scope: set[str] | None,
+    ch: _Changes,
+) -> None:
+    """Store the plan's digest on every diffed node whose rows now match the plan, clear it on
+    those left different (``ch.unsynced``). New nodes were inserted with it. Bookkeeping, not a
+    change: not counted in ``rows_written``."""
+    writes = []
+    for guid, digest in plan.digests.items():
+        if scope is not None and guid not in scope:
+            continue
+        want = None if guid in ch.unsynced else digest
+        old = stored.get(guid)
+        have = old[1] if old is not None else digest  # inserted with the plan's digest
+        if want != have:
+            writes.append((want, node_ids[guid]))
+    if writes:
+        with connection.cursor() as cursor:
+            cursor.executemany(f"UPDATE {Node._meta.db_table} SET digest = %s WHERE id = %s", writes)
+
+
+def _sync_nodes(
+    fabric: Fabric,
+    topo: Topology,
+    plan: _Plan,
+    stored_nodes: dict[str, tuple[int, int | None, bool]],
+    scope: set[str] | None,
+    reach: Reach,
+    ch: _Changes,
+) -> dict[str, int]:
+    """Diff and write the node rows of ``scope`` (None: all); returns GUID → id of every stored
+    and new node."""
+    qs = Node.objects.filter(fabric=fabric)
+    if scope is not None:
+        qs = qs.filter(id__in=[stored_nodes[g][0] for g in scope if g in stored_nodes])
+    stored = (
+        {}
+        if ch.initial
+        else {row[1]: (row[0], row[2:]) for row in _fetch(qs.values_list("id", "node_guid", *_NODE_FIELDS))}
+    )
     now = timezone.now()
     new_rows: list[tuple] = []
     updates: list[Node] = []
     update_fields: set[str] = set()
     for guid, node in topo.nodes.items():
-        host = host_from_description(node.description) if node.node_type != SWITCH else None
-        values = _node_values(node, tiers[guid], host_ids.get(host) if host else None)
+        if scope is not None and guid not in scope:
+            continue
+        values = plan.nodes[guid]
         old = stored.get(guid)
         if old is None:
-            new_rows.append((fabric.pk, guid, *values, now, now))
+            new_rows.append((fabric.pk, guid, *values, plan.digests[guid], now, now))
             ch.added["nodes"].append(guid)
             if not ch.initial:
                 ch.events.append(
                     _event(
                         "node.added",
-                        f"{_type_name(node.node_type)} {node.description or guid} ({guid}) appeared",
+                        f"{_type_name(node.node_type)} {node.label or guid} ({guid}) appeared",
                         object_type="node",
                         object_key=guid,
-                        object_repr=node.description or guid,
+                        object_repr=node.label or guid,
                         details={"node_type": node.node_type, "lid": node.lid},
                     )
                 )
@@ -420,7 +637,7 @@ def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], reach:
         ch.changed["nodes"].append(
             {"key": guid, "fields": {k: v for k, v in diffs.items() if k != "host_id"}}
         )
-        label = node.description or guid
+        label = node.label or guid
         if "lid" in diffs:
             ch.events.append(
                 _event(
@@ -433,7 +650,8 @@ def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], reach:
                     details={"old": diffs["lid"][0], "new": diffs["lid"][1]},
                 )
             )
-        if "description" in diffs:
+        if "description" in diffs and diffs["description"][0].strip() != diffs["description"][1].strip():
+            # (a change of leading/trailing spaces only is stored, not reported: display trims)
             ch.events.append(
                 _event(
                     "node.description_changed",
@@ -450,15 +668,16 @@ def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], reach:
         ch.rows += len(updates)
     new_ids = None
     if new_rows:
-        cols = ["fabric_id", "node_guid", *_NODE_FIELDS, "first_seen", "last_seen"]
+        cols = ["fabric_id", "node_guid", *_NODE_FIELDS, "digest", "first_seen", "last_seen"]
         new_ids = insert_rows(Node, cols, new_rows, with_ids=True)
         ch.rows += len(new_rows)
     if reach.gone:
         gone = [(guid, v[0]) for guid, v in stored.items() if guid in reach.gone]
         if gone:
-            descs = dict(Node.objects.filter(id__in=[i for _, i in gone]).values_list("id", "description"))
+            descs = dict(Node.objects.filter(id__in=[i for _, i in gone]).values_list("id", "name"))
             for guid, node_id in gone:
                 ch.removed["nodes"].append(guid)
+                ch.gone_names[guid] = descs.get(node_id) or ""
                 ch.events.append(
                     _event(
                         "node.removed",
@@ -468,7 +687,7 @@ def _sync_nodes(fabric: Fabric, topo: Topology, host_ids: dict[str, int], reach:
                         object_repr=descs.get(node_id) or guid,
                     )
                 )
-    ids = {guid: v[0] for guid, v in stored.items()}
+    ids = {guid: v[0] for guid, v in stored_nodes.items()}
     if new_ids:
         ids.update(zip((row[1] for row in new_rows), new_ids, strict=True))
     elif new_rows:
@@ -483,50 +702,72 @@ def _type_name(node_type: str) -> str:
     return _TYPE_NAMES.get(node_type, node_type)
 
 
-def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], reach: Reach, ch: _Changes):
+def _sync_ports(
+    fabric: Fabric,
+    topo: Topology,
+    plan: _Plan,
+    node_ids: dict[str, int],
+    scope: set[str] | None,
+    reach: Reach,
+    ch: _Changes,
+) -> dict[tuple[str, int], int]:
+    """Diff and write the port rows of the nodes in ``scope`` (None: all); returns (GUID, port)
+    → id of their ports."""
     guid_of = {v: k for k, v in node_ids.items()}
     stored: dict[tuple[str, int], tuple[int, tuple]] = {}
-    for row in _fetch(
-        Port.objects.filter(node__fabric=fabric).values_list("id", "node_id", "port_num", *_PORT_FIELDS)
-    ):
-        stored[(guid_of[row[1]], row[2])] = (row[0], row[3:])
+    if not ch.initial:
+        if scope is None:
+            qs = Port.objects.filter(node__fabric=fabric)
+        else:
+            qs = Port.objects.filter(node_id__in=[node_ids[g] for g in scope if g in node_ids])
+        for row in _fetch(qs.values_list("id", "node_id", "port_num", *_PORT_FIELDS)):
+            stored[(guid_of[row[1]], row[2])] = (row[0], row[3:])
     switch_guids = {g for g, n in topo.nodes.items() if n.node_type == SWITCH}
     new_rows: list[tuple] = []
     new_keys: list[tuple[str, int]] = []
     updates: list[Port] = []
     update_fields: set[str] = set()
-    for key, port in topo.ports.items():
-        values = (
-            port.port_guid,
-            port.lid,
-            port.lmc,
-            port.state,
-            port.phys_state,
-            port.width,
-            port.speed,
-            _link_rate(port.width, port.speed),
-            port.label[:32],
-        )
+    planned = plan.ports
+    for key in topo.ports:
+        if scope is not None and key[0] not in scope:
+            continue
+        values = planned[key]
         old = stored.get(key)
         if old is None:
             new_rows.append((node_ids[key[0]], key[1], *values))
             new_keys.append(key)
             continue
         port_id, old_values = old
-        if old_values != values and key not in reach.fresher:
-            _port_update(
-                key, port_id, node_ids, old_values, values, key[0] in switch_guids, updates, update_fields, ch
-            )
+        if old_values == values:
+            continue
+        if key in reach.fresher:
+            ch.unsynced.add(key[0])
+            continue
+        _port_update(
+            key,
+            port_id,
+            node_ids,
+            old_values,
+            values,
+            key[0] in switch_guids,
+            updates,
+            update_fields,
+            ch,
+            name=_port_repr(topo, key),
+        )
     # ports of nodes still present but no longer reported: their link is gone → Down (not a port
     # behind a failed MAD of a partial run, nor one leading to a node it did not reach)
     for key, (port_id, old_values) in stored.items():
-        if key in topo.ports or key[0] not in topo.nodes or reach.keeps_port(key):
+        if key in topo.ports or key[0] not in topo.nodes:
             continue
-        if old_values[3] == PortState.DOWN:
+        if old_values[_STATE] == PortState.DOWN:
+            continue
+        if reach.keeps_port(key):
+            ch.unsynced.add(key[0])
             continue
         values = list(old_values)
-        values[3] = PortState.DOWN
-        values[4] = 0
+        values[_STATE] = PortState.DOWN
+        values[_PHYS_STATE] = 0
         _port_update(
             key,
             port_id,
@@ -537,6 +778,7 @@ def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], reach:
             updates,
             update_fields,
             ch,
+            name=_port_repr(topo, key),
         )
     if updates:
         Port.objects.bulk_update(updates, sorted(update_fields), batch_size=BATCH)
@@ -548,17 +790,19 @@ def _sync_ports(fabric: Fabric, topo: Topology, node_ids: dict[str, int], reach:
         if new_ids is not None:
             ids.update(zip(new_keys, new_ids, strict=True))
         else:
-            ids = {}
+            wanted = {g for g, _ in new_keys}
             for port_id, node_id, num in _fetch(
-                Port.objects.filter(node__fabric=fabric).values_list("id", "node_id", "port_num")
+                Port.objects.filter(node_id__in=[node_ids[g] for g in wanted]).values_list(
+                    "id", "node_id", "port_num"
+                )
             ):
-                guid = guid_of.get(node_id)
-                if guid is not None:
-                    ids[(guid, num)] = port_id
+                ids[(guid_of[node_id], num)] = port_id
     return ids
 
 
-def _port_update(key, port_id, node_ids, old_values, values, is_switch, updates, update_fields, ch) -> None:
+def _port_update(
+    key, port_id, node_ids, old_values, values, is_switch, updates, update_fields, ch, *, name: str
+) -> None:
     diffs = {f: [o, n] for f, o, n in zip(_PORT_FIELDS, old_values, values, strict=False) if o != n}
     obj = Port(
         id=port_id, node_id=node_ids[key[0]], port_num=key[1], **dict(zip(_PORT_FIELDS, values, strict=False))
@@ -571,10 +815,10 @@ def _port_update(key, port_id, node_ids, old_values, values, is_switch, updates,
         ch.events.append(
             _event(
                 "port.lid_changed",
-                f"port {port_key_str} LID {diffs['lid'][0]} → {diffs['lid'][1]}",
+                f"port {name} LID {diffs['lid'][0]} → {diffs['lid'][1]}",
                 object_type="port",
                 object_key=port_key_str,
-                object_repr=port_key_str,
+                object_repr=name,
                 port_id=port_id,
                 details={"old": diffs["lid"][0], "new": diffs["lid"][1]},
             )
@@ -584,10 +828,10 @@ def _port_update(key, port_id, node_ids, old_values, values, is_switch, updates,
         ch.events.append(
             _event(
                 "port.state_changed",
-                f"port {port_key_str} {names.get(diffs['state'][0], '?')} → {names.get(diffs['state'][1], '?')}",
+                f"port {name} {names.get(diffs['state'][0], '?')} → {names.get(diffs['state'][1], '?')}",
                 object_type="port",
                 object_key=port_key_str,
-                object_repr=port_key_str,
+                object_repr=name,
                 port_id=port_id,
                 details={"old": diffs["state"][0], "new": diffs["state"][1]},
             )
@@ -601,21 +845,48 @@ def _link_rate(width: str, speed: str) -> float | None:
 
 def _fetch(qs) -> list[tuple]:
     """Rows of a ``values_list`` queryset as plain tuples (no per-row ORM work: 30k+ rows here)."""
-    sql, params = qs.query.sql_with_params()
+    try:
+        sql, params = qs.query.sql_with_params()
+    except EmptyResultSet:  # an empty ``__in`` list
+        return []
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
 
 
 def _sync_links(
-    fabric: Fabric, topo: Topology, port_ids: dict[tuple[str, int], int], reach: Reach, ch: _Changes
+    fabric: Fabric,
+    topo: Topology,
+    plan: _Plan,
+    port_ids: dict[tuple[str, int], int],
+    scope: set[str] | None,
+    reach: Reach,
+    ch: _Changes,
 ):
-    port_key_of = {v: k for k, v in port_ids.items()}
+    """Diff and write the links with an end on a node of ``scope`` (None: all links)."""
     stored: dict[LinkKey, tuple[int, tuple]] = {}
-    for link_id, a, b, *vals in _fetch(
-        Link.objects.filter(fabric=fabric).values_list("id", "port_a_id", "port_b_id", *_LINK_FIELDS)
-    ):
-        stored[link_ends(*port_key_of[a], *port_key_of[b])] = (link_id, tuple(vals))
+    if not ch.initial and scope is None:
+        port_key_of = {v: k for k, v in port_ids.items()}
+        for link_id, a, b, *vals in _fetch(
+            Link.objects.filter(fabric=fabric).values_list("id", "port_a_id", "port_b_id", *_LINK_FIELDS)
+        ):
+            stored[link_ends(*port_key_of[a], *port_key_of[b])] = (link_id, tuple(vals))
+    elif not ch.initial:
+        # the links at the scope's ports, with their far ends' natural keys (those may lie outside)
+        mine = [pid for (g, _), pid in port_ids.items() if g in scope]
+        qs = Link.objects.filter(fabric=fabric).filter(Q(port_a_id__in=mine) | Q(port_b_id__in=mine))
+        for link_id, a, ga, pa, b, gb, pb, *vals in _fetch(
+            qs.values_list("id", "port_a_id", "port_a__node__node_guid", "port_a__port_num",
+                           "port_b_id", "port_b__node__node_guid", "port_b__port_num", *_LINK_FIELDS)
+        ):  # fmt: skip
+            stored[link_ends(ga, pa, gb, pb)] = (link_id, tuple(vals))
+            port_ids.setdefault((ga, pa), a)
+            port_ids.setdefault((gb, pb), b)
+    wanted = {
+        key: link
+        for key, link in topo.links.items()
+        if scope is None or key[0][0] in scope or key[1][0] in scope
+    }
     used_ports = set()
     for key in topo.links:
         used_ports.update(key)
@@ -625,6 +896,8 @@ def _sync_links(
             continue
         if key[0] in used_ports or key[1] in used_ports or not reach.keeps_link(key):
             to_delete.append((key, link_id))
+        else:
+            ch.unsynced.update(end[0] for end in key)
     if to_delete:
         Link.objects.filter(id__in=[i for _, i in to_delete]).delete()
         ch.rows += len(to_delete)
@@ -634,32 +907,39 @@ def _sync_links(
             ch.events.append(
                 _event(
                     "link.down",
-                    f"link {skey} is down (no longer seen)",
+                    f"link {_link_repr(topo, key, ch.gone_names)} is down (no longer seen)",
                     object_type="link",
                     object_key=skey,
-                    object_repr=_link_repr(topo, key),
+                    object_repr=_link_repr(topo, key, ch.gone_names),
                 )
             )
+    missing = {end for key in wanted if key not in stored for end in key if end not in port_ids}
+    if missing:  # not expected (a new link changes the digests of both ends); read rather than fail
+        rows = Port.objects.filter(node__fabric=fabric, node__node_guid__in={g for g, _ in missing})
+        for guid, num, pid in _fetch(rows.values_list("node__node_guid", "port_num", "id")):
+            port_ids.setdefault((guid, num), pid)
     new_rows: list[tuple] = []
     now = timezone.now()
     updates: list[Link] = []
-    for key, link in topo.links.items():
-        values = (link.width, link.speed, _link_rate(link.width, link.speed))
+    planned = plan.links
+    for key, link in wanted.items():
+        values = planned[key]
         old = stored.get(key)
-        skey = link_key_str(key)
         if old is None and (key[0] in reach.fresher or key[1] in reach.fresher):
+            ch.unsynced.update(end[0] for end in key)
             continue  # a notice saw an end go down after this snapshot: the snapshot is older
         if old is None:
             pa, pb = port_ids[key[0]], port_ids[key[1]]
             if pa > pb:
                 pa, pb = pb, pa
             new_rows.append((fabric.pk, pa, pb, *values, now))
+            skey = link_key_str(key)
             ch.added["links"].append(skey)
             if not ch.initial:
                 ch.events.append(
                     _event(
                         "link.up",
-                        f"link {skey} is up ({link.width}{link.speed})",
+                        f"link {_link_repr(topo, key)} is up ({link.width}{link.speed})",
                         object_type="link",
                         object_key=skey,
                         object_repr=_link_repr(topo, key),
@@ -670,7 +950,8 @@ def _sync_links(
         link_id, old_values = old
         if old_values == values:
             continue
-        updates.append(Link(id=link_id, width=values[0], speed=values[1], rate_gbps=values[2]))
+        skey = link_key_str(key)
+        updates.append(Link(id=link_id, **dict(zip(_LINK_FIELDS, values, strict=True))))
         ch.changed["links"].append(
             {
                 "key": skey,
@@ -682,7 +963,7 @@ def _sync_links(
         ch.events.append(
             _event(
                 code,
-                f"link {skey} {old_values[0]}{old_values[1]} → {link.width}{link.speed}",
+                f"link {_link_repr(topo, key)} {old_values[0]}{old_values[1]} → {link.width}{link.speed}",
                 object_type="link",
                 object_key=skey,
                 object_repr=_link_repr(topo, key),
@@ -702,12 +983,21 @@ def _sync_links(
         ch.rows += insert_rows(Link, cols, new_rows)
 
 
-def _link_repr(topo: Topology, key: LinkKey) -> str:
+def _port_repr(topo: Topology, key: tuple[str, int]) -> str:
+    """``port_name`` of a port of a parsed topology (its node's description, else the GUID)."""
+    node = topo.nodes.get(key[0])
+    return port_name((node.description if node else "") or key[0], key[1])
+
+
+def _link_repr(topo: Topology, key: LinkKey, gone_names: dict[str, str] | None = None) -> str:
+    """``link_name`` of a link of a parsed topology: each end by its node's display name in the
+    topology, else (a node this ingest removes) by its stored name in ``gone_names``, else GUID."""
     parts = []
     for guid, port in key:
         node = topo.nodes.get(guid)
-        parts.append(f"{(node.description if node else '') or guid}[{port}]")
-    return " ↔ ".join(parts)
+        name = node.label if node else (gone_names or {}).get(guid, "")
+        parts.append((name or guid, port))
+    return link_name(*parts)
 
 
 def _sync_sms(fabric: Fabric, topo: Topology, ch: _Changes) -> None:
@@ -799,13 +1089,13 @@ def apply_port_states(
                 if obs.state != PortState.DOWN:
                     out.unknown.append(key)
                 continue
-            names[key[0]] = port.node.description or key[0]
+            names[key[0]] = port.node.name or key[0]
             link = port.link
             if (port.state, port.phys_state) != (obs.state, obs.phys_state):
                 changed[port.pk] = (port, obs.state, obs.phys_state)
             if obs.state == PortState.DOWN and link is not None:
                 peer = link.port_b if link.port_a_id == port.pk else link.port_a
-                names[peer.node.node_guid] = peer.node.description or peer.node.node_guid
+                names[peer.node.node_guid] = peer.node.name or peer.node.node_guid
                 ends = link_ends(key[0], key[1], peer.node.node_guid, peer.port_num)
                 if all(lk.pk != link.pk for lk, _ in gone_links):
                     gone_links.append((link, ends))
@@ -829,30 +1119,31 @@ def apply_port_states(
             ch.changed["ports"].append({"key": port_key_str, "fields": diffs})
             if "state" in diffs:
                 states = dict(PortState.choices)
+                shown = port_name(names.get(key[0], key[0]), key[1])
                 ch.events.append(
                     _event(
                         "port.state_changed",
-                        f"port {port_key_str} ({names.get(key[0], key[0])}) "
-                        f"{states.get(old[0], '?')} → {states.get(state, '?')}"
+                        f"port {shown} {states.get(old[0], '?')} → {states.get(state, '?')}"
                         + (f" ({note})" if note else ""),
                         object_type="port",
                         object_key=port_key_str,
-                        object_repr=port_key_str,
+                        object_repr=shown,
                         port_id=port.pk,
                         details={"old": old[0], "new": state, "source": source},
                     )
                 )
         for _link, ends in gone_links:
             skey = link_key_str(ends)
+            shown = link_name(*((names.get(g, g), p) for g, p in ends))
             out.links_down.append(skey)
             ch.removed["links"].append(skey)
             ch.events.append(
                 _event(
                     "link.down",
-                    f"link {skey} is down" + (f" ({note})" if note else ""),
+                    f"link {shown} is down" + (f" ({note})" if note else ""),
                     object_type="link",
                     object_key=skey,
-                    object_repr=" ↔ ".join(f"{names.get(g, g)}[{p}]" for g, p in ends),
+                    object_repr=shown,
                     details={"source": source},
                 )
             )
@@ -868,6 +1159,11 @@ def apply_port_states(
             out.isolated = sorted(ends_nodes - still)
         if not (changed or gone_links):
             return out
+        # these nodes' rows no longer match their digests (one writer of digests: the ingest, which
+        # diffs nodes without one); bookkeeping, not counted in rows_written
+        stale = {port.node.node_guid for port, _, _ in changed.values()}
+        stale.update(g for _, ends in gone_links for g, _ in ends)
+        Node.objects.filter(fabric=locked, node_guid__in=stale).update(digest=None)
         record_events(locked, ch.events, at=timezone.now())
         counts = {
             "switches": Node.objects.filter(fabric=locked, node_type=NodeType.SWITCH).count(),
@@ -913,7 +1209,8 @@ class ImportWouldRemove(ValueError):
 
     Attributes: ``nodes``/``links`` (how many stored nodes and links the file lacks), ``stored_nodes``/
     ``stored_links``, ``share`` (the larger removed fraction, 0..1), ``limit`` (the allowed share),
-    ``examples`` (up to 20 natural keys of what would go, nodes first).
+    ``examples`` (up to 20 names of what would go, nodes first: ``"leaf-01 (0x…)"``,
+    ``"spine-01 [1] <-> leaf-01 [7]"``).
     """
 
     def __init__(self, *, nodes: int, links: int, stored_nodes: int, stored_links: int, limit: float,
@@ -941,7 +1238,7 @@ def check_removal(fabric: Fabric, topology: Topology, limit: float) -> None:
     Raises:
         ImportWouldRemove: with what would go.
     """
-    stored_nodes = dict(Node.objects.filter(fabric=fabric).values_list("node_guid", "description"))
+    stored_nodes = dict(Node.objects.filter(fabric=fabric).values_list("node_guid", "name"))
     if not stored_nodes:
         return
     gone_nodes = [g for g in stored_nodes if g not in topology.nodes]
@@ -954,7 +1251,7 @@ def check_removal(fabric: Fabric, topology: Topology, limit: float) -> None:
         stored_links += 1
         key = link_ends(ga, pa, gb, pb)
         if key not in topology.links:
-            gone_links.append(link_key_str(key))
+            gone_links.append(link_name((stored_nodes[ga] or ga, pa), (stored_nodes[gb] or gb, pb)))
     if max(len(gone_nodes) / len(stored_nodes), len(gone_links) / max(stored_links, 1)) > limit:
         examples = [f"{stored_nodes[g] or g} ({g})" for g in gone_nodes[:20]]
         examples += gone_links[: 20 - len(examples)]

@@ -69,7 +69,7 @@ from weft.locks import single_instance
 from ..choices import NodeType, PortState
 from ..collectors.ibnetdiscover import DiscoveryError
 from ..collectors.tools import fabric_ca_args, fabric_env, is_live, kill_group, tool_workdir
-from ..keys import port_key
+from ..keys import port_key, port_name
 from ..models import Fabric, Link, Node, Port, SubnetManager
 from .discovery import discover
 from .ingest import PortObservation, PortRefresh, apply_port_states
@@ -228,8 +228,8 @@ def record_error_trap(fabric: Fabric, notice: dict) -> None:
     with transaction.atomic():
         record_events(fabric, [EventSpec(
             code="port.error_trap", object_type="port", object_key=key,
-            object_repr=f"{port.node}[{port.port_num}]" if port else key, port_id=port.pk if port else None,
-            message=f"port {port.node if port else 'LID ' + str(lid)}[{num}]: {ERROR_TRAPS.get(trap, 'error')} "
+            object_repr=str(port) if port else key, port_id=port.pk if port else None,
+            message=f"port {port if port else port_name('LID ' + str(lid), num)}: {ERROR_TRAPS.get(trap, 'error')} "
                     f"(trap {trap}, SM notice)",
             details={"trap": trap, "lid": lid, "port": num},
         )])  # fmt: skip

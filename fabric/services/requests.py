@@ -10,10 +10,12 @@ written once.
 from __future__ import annotations
 
 import functools
+import hashlib
 import uuid
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from accounts import audit
 
@@ -21,6 +23,7 @@ from ..choices import DiscoverySource
 from ..models import NO_LIVE_ACCESS, Discovery, Fabric
 from ..tasks import discover_fabric_task
 from .ingest import import_topology_text, summary
+from .names import check_map, rename_nodes
 
 
 class NoLiveAccess(Exception):
@@ -96,3 +99,48 @@ def import_upload(
             user=user,
         )
     return discovery
+
+
+def set_node_name_map(
+    fabric: Fabric, *, text: str | None = None, path: str | None = None, filename: str = "", user: Any = None
+) -> dict[str, Any]:
+    """Give ``fabric`` the node-name map ``text`` (uploaded) or ``path`` (a file on this server,
+    read again at every discovery and import); neither (or both empty) removes the map. The map
+    is parsed first (``fabric.parsers.node_name_map``): a bad one changes nothing. Then, in one
+    transaction with the fabric locked: the map is stored, every stored node is renamed and its
+    host re-derived (``fabric.services.names.rename_nodes``), and the change is audited as
+    ``fabric.node_name_map`` (source, file name or path, entries, nodes renamed/re-hosted).
+
+    Returns:
+        ``{"entries": n, "renamed": n, "rehosted": n, "hosts_created": n}``.
+
+    Raises:
+        fabric.parsers.node_name_map.NodeNameMapError: bad lines, each located; nothing stored.
+        fabric.services.names.MapUnreadable: ``path`` cannot be read; nothing stored.
+        ValueError: both ``text`` and ``path`` given.
+    """
+    text = text or ""
+    path = (path or "").strip()
+    names = check_map(text, path, source=filename or "node-name map")
+    with transaction.atomic():
+        locked = Fabric.objects.select_for_update().get(pk=fabric.pk)
+        before = {"source": _map_source(locked), "path": locked.node_name_map_path}
+        locked.node_name_map = text
+        locked.node_name_map_path = path
+        locked.node_name_map_changed = timezone.now()
+        locked.save(update_fields=["node_name_map", "node_name_map_path", "node_name_map_changed"])
+        result = {"entries": len(names), **rename_nodes(locked, names)}
+        audit.record(
+            "fabric.node_name_map",
+            locked,
+            {"before": before, "source": _map_source(locked), "filename": filename, "path": path,
+             "sha256": hashlib.sha256((text or path).encode()).hexdigest() if (text or path) else "",
+             **result},
+            user=user,
+        )  # fmt: skip
+    fabric.refresh_from_db()
+    return result
+
+
+def _map_source(fabric: Fabric) -> str:
+    return "upload" if fabric.node_name_map else "path" if fabric.node_name_map_path else "none"

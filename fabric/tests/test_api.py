@@ -74,7 +74,7 @@ def test_node_list_is_paginated_limit_offset(small, client_for):
 def test_brief_forms(small, client_for):
     client = client_for("viewer")
     nodes = client.get("/api/fabric/nodes/", {"brief": 1, "limit": 3}).json()["results"]
-    assert set(nodes[0]) == {"id", "url", "display", "node_guid", "node_type", "description", "lid"}
+    assert set(nodes[0]) == {"id", "url", "display", "node_guid", "node_type", "name", "description", "lid"}
     ports = client.get("/api/fabric/ports/", {"brief": "true", "limit": 3}).json()["results"]
     assert set(ports[0]) == {"id", "url", "display", "node", "port_num", "port_guid", "lid"}
     assert set(ports[0]["node"]) == set(nodes[0])
@@ -591,6 +591,17 @@ def test_map_edges_keep_the_slowest_link(small, client_for):
         assert body["speeds"][body["edges"]["speed"][e]] in {
             s for s in Link.objects.filter(fabric=small).values_list("speed", flat=True)
         }
+
+
+def test_map_edges_part_is_the_light_payload_of_an_open_map(small, client_for):
+    viewer = client_for("viewer")
+    full = viewer.get(f"/api/fabric/fabrics/{small.pk}/map/").json()
+    part = viewer.get(f"/api/fabric/fabrics/{small.pk}/map/", {"part": "edges"}).json()
+    assert set(part) == {"fabric", "discovery", "counts", "nodes_version", "edges", "speeds", "widths"}
+    assert part["nodes_version"] == full["nodes_version"] and len(part["nodes_version"]) == 16
+    assert (part["edges"], part["counts"], part["speeds"]) == (full["edges"], full["counts"], full["speeds"])
+    resp = viewer.get(f"/api/fabric/fabrics/{small.pk}/map/", {"part": "nodes"})
+    assert resp.status_code == 400 and "part" in resp.json()
 
 
 # --- OpenAPI -----------------------------------------------------------------------------------

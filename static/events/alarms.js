@@ -7,6 +7,7 @@
   const operator = table.dataset.operator === "1";
   const showingOpen = table.dataset.open === "1";
   const labels = { critical: "Critical", minor: "Minor", warning: "Warning", info: "Info" };
+  const RANK = { critical: 3, minor: 2, warning: 1, info: 0 };  // events.choices.SEVERITY_RANK
   const stateLabels = { active: "Active", acknowledged: "Acknowledged", cleared: "Cleared" };
   const fmt = (iso) => iso ? iso.replace("T", " ").slice(0, 19) : "";
 
@@ -14,7 +15,7 @@
 
   function render(a) {
     const tr = document.createElement("tr");
-    tr.dataset.alarm = a.id; tr.dataset.state = a.state; tr.className = "state-" + a.state + " flash";
+    tr.dataset.alarm = a.id; tr.dataset.state = a.state; tr.dataset.severity = a.severity; tr.className = "state-" + a.state + " flash";
     tr.appendChild(cell(labels[a.severity] || a.severity, "sev-" + a.severity));
     const name = document.createElement("td"); const link = document.createElement("a");
     link.href = a.url; link.textContent = a.name; name.appendChild(link); tr.appendChild(name);
@@ -54,7 +55,13 @@
       return;
     }
     const row = render(alarm);
-    if (old) old.replaceWith(row); else body.prepend(row);
+    if (old) old.remove();
+    if (!showingOpen) { body.prepend(row); return; }
+    // Open alarms are listed most severe first, then most recent (events.models.AlarmQuerySet.by_severity):
+    // a new or updated one goes above the first row of a lower severity.
+    const rank = RANK[alarm.severity] ?? -1;
+    const below = [...body.querySelectorAll("tr[data-alarm]")].find((r) => (RANK[r.dataset.severity] ?? -1) <= rank);
+    if (below) below.before(row); else body.append(row);
   }
 
   body.addEventListener("click", async (ev) => {

@@ -80,9 +80,10 @@
         // The import would remove much of the stored fabric: say what, and how to go on.
         const ul = el("ul");
         ul.id = "import-would-remove";
-        for (const item of body.would_remove.examples || []) ul.append(el("li", item, "mono"));
+        const examples = body.would_remove.examples || [];
+        for (const item of examples) ul.append(el("li", item));
         warnings.append(el("p", "It would remove " + body.would_remove.nodes + " node(s) and " +
-          body.would_remove.links + " link(s), for example:"), ul,
+          body.would_remove.links + " link(s)" + (examples.length ? ", among them:" : ".")), ul,
           el("p", "If the file is the whole fabric, tick \"The file is the whole fabric\" and import again.", "muted"));
       }
     }

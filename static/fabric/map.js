@@ -2,8 +2,11 @@
 // sigma.js (WebGL) over a graphology graph. The browser computes no layout: it builds the graph
 // from parallel arrays, colours nodes by tier and links by speed/state/width, and offers search
 // (GUID as a 64-bit number, LID, name) and a details panel fed by /api/fabric/nodes/{id}/.
-// Test and bench hooks: #map[data-state|data-nodes|data-edges|data-links|data-render-ms|
-// data-selected] and window.weftMap.
+// Live: it listens to the fabric's alarm group (ws/alarms/<fabric>/, events.consumers) and, after a
+// link.*/port.* alarm change or a discovery, fetches the light payload (map/?part=edges) and
+// recolours its cables in place; only a change of the nodes (added/removed) asks for a reload.
+// Test and bench hooks: #map[data-state|data-nodes|data-edges|data-links|data-down-links|
+// data-live|data-render-ms|data-selected] and window.weftMap.
 (function () {
   "use strict";
   const container = document.getElementById("map");
@@ -94,22 +97,43 @@
       if (nd.lid[i] != null) addLid(nd.lid[i], i);
     }
     for (const [lid, i] of data.extra_lids) addLid(lid, i);
-    const E = data.edges;
-    for (let e = 0; e < E.a.length; e++) {
-      graph.addEdgeWithKey(String(e), String(E.a[e]), String(E.b[e]), {
-        size: Math.min(0.6 + Math.log2(Math.max(E.n[e], 1)) * 0.6, 3), color: edgeColour(e),
-      });
-    }
+    addEdges();
   }
   function addLid(lid, i) {
     if (!lidIndex.has(lid)) lidIndex.set(lid, []);
     lidIndex.get(lid).push(i);
   }
 
+  function addEdges() {
+    const E = data.edges;
+    for (let e = 0; e < E.a.length; e++) {
+      graph.addEdgeWithKey(String(e), String(E.a[e]), String(E.b[e]), {
+        size: Math.min(0.6 + Math.log2(Math.max(E.n[e] + (E.down ? E.down[e] : 0), 1)) * 0.6, 3), color: edgeColour(e),
+      });
+    }
+  }
+
   function recolourEdges() {
     graph.forEachEdge((key, attrs) => { attrs.color = edgeColour(Number(key)); });
     renderer.refresh();
     drawLegend();
+  }
+
+  /** Swap in the edges of a light payload (map/?part=edges) whose nodes are those drawn: the
+   * layout stays, cables are re-added with their new state, down count, speed and width. */
+  function applyEdges(part) {
+    data.edges = part.edges;
+    data.speeds = part.speeds;
+    data.widths = part.widths;
+    data.counts = part.counts;
+    data.discovery = part.discovery;
+    graph.clearEdges();
+    addEdges();
+    if (selected !== null) neighbours = new Set(graph.neighbors(selected));
+    container.dataset.edges = String(graph.size);
+    renderer.refresh();
+    drawLegend();
+    showCounts();
   }
 
   function drawLegend() {
@@ -128,13 +152,26 @@
       li.append(dot, (k === "ca" ? "CA" : k) + " (" + n + ")");
       ul.append(li);
     }
+    // Cables, as drawn: the down ones (open link.down alarm, red in every mode) under "Down",
+    // the live ones under their state, width or speed.
     const counts = new Map();
     const E = data.edges;
+    const DOWN_KEY = "down";
     for (let e = 0; e < E.a.length; e++) {
+      const down = E.down ? E.down[e] : 0;
+      if (down > 0) {
+        const d = counts.get(DOWN_KEY) || { colour: STATE_COLOURS[1], name: STATE_NAMES[1], n: 0 };
+        d.n += down;
+        counts.set(DOWN_KEY, d);
+      }
+      if (!E.n[e]) continue;
       let key, colour, name;
-      if (colourMode === "state") { key = E.state[e]; colour = STATE_COLOURS[key]; name = STATE_NAMES[key]; }
-      else if (colourMode === "width") { key = data.widths[E.width[e]]; colour = WIDTH_COLOURS[key] || WIDTH_COLOURS[""]; name = key || "unknown width"; }
-      else { key = data.speeds[E.speed[e]]; colour = SPEED_COLOURS[key] || "#8b98a5"; name = key || "unknown speed"; }
+      if (colourMode === "state") {
+        key = E.state[e] === 1 ? DOWN_KEY : E.state[e];
+        colour = STATE_COLOURS[E.state[e]]; name = STATE_NAMES[E.state[e]];
+      }
+      else if (colourMode === "width") { key = "w:" + data.widths[E.width[e]]; colour = WIDTH_COLOURS[data.widths[E.width[e]]] || WIDTH_COLOURS[""]; name = data.widths[E.width[e]] || "unknown width"; }
+      else { key = "s:" + data.speeds[E.speed[e]]; colour = SPEED_COLOURS[data.speeds[E.speed[e]]] || "#8b98a5"; name = data.speeds[E.speed[e]] || "unknown speed"; }
       const c = counts.get(key) || { colour, name, n: 0 };
       c.n += E.n[e];
       counts.set(key, c);
@@ -267,7 +304,7 @@
       tr.append(el("td", p.rate_gbps == null ? "" : p.rate_gbps + " Gb/s"));
       const remote = el("td");
       if (p.remote) {
-        const a = el("a", (p.remote.node.description || p.remote.node.node_guid) + " [" + p.remote.port_num + "]");
+        const a = el("a", (p.remote.node.name || p.remote.node.node_guid) + " [" + p.remote.port_num + "]");
         a.href = "#";
         a.className = "remote-link";
         a.dataset.nodeId = p.remote.node.id;
@@ -301,7 +338,7 @@
       ["rate", p.rate_gbps == null ? "—" : p.rate_gbps + " Gb/s"], ["label", p.label || "—"],
     ];
     if (p.remote) {
-      rows.push(["remote node", p.remote.node.description || p.remote.node.node_guid]);
+      rows.push(["remote node", p.remote.node.name || p.remote.node.node_guid]);
       rows.push(["remote GUID", p.remote.node.node_guid]);
       rows.push(["remote port", p.remote.port_num + (p.remote.lid != null ? " (LID " + p.remote.lid + ")" : "")]);
     }
@@ -396,26 +433,109 @@
     document.getElementById("map-zoom-reset").addEventListener("click", () => cam().animatedReset({ duration: 200 }));
   }
 
-  /** Poll the newest discovery of this fabric; when it is newer than the drawn layout, offer a reload
-   * (the layout is recomputed server-side per discovery). */
+
+  let refreshing = false;
+  let refreshAgain = false;
+  let refreshTimer = null;
+  /** Fetch the light payload and recolour the cables in place; when the nodes changed (added,
+   * removed, renamed: the layout moves) show the reload banner instead. Coalesces bursts. */
+  function scheduleRefresh() {
+    if (refreshTimer !== null) return;
+    refreshTimer = setTimeout(() => { refreshTimer = null; refreshEdges(); }, 100);
+  }
+  function refreshEdges() {
+    if (refreshing) { refreshAgain = true; return; }
+    refreshing = true;
+    const url = container.dataset.mapUrl + (container.dataset.mapUrl.includes("?") ? "&" : "?") + "part=edges";
+    fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then((r) => { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
+      .then((part) => {
+        // the nodes as drawn (ids, names, positions…): only the cables changed
+        if (part.nodes_version === data.nodes_version) applyEdges(part);
+        else {
+          document.getElementById("map-changed").hidden = false;
+          container.dataset.stale = String(part.discovery);
+        }
+      })
+      .catch((err) => console.warn("map refresh failed", err))
+      .finally(() => {
+        refreshing = false;
+        if (refreshAgain) { refreshAgain = false; scheduleRefresh(); }
+      });
+  }
+
+  /** Live updates: the fabric's alarm group (events.consumers.AlarmConsumer). A link or port
+   * alarm change, a burst reload or a discovery's rules having run trigger a refresh. */
+  function connectLive() {
+    const proto = location.protocol === "https:" ? "wss:" : "ws:";
+    const ws = new WebSocket(proto + "//" + location.host + "/ws/alarms/" + data.fabric.id + "/");
+    let retry = 0;
+    ws.onmessage = (ev) => {
+      let msg;
+      try { msg = JSON.parse(ev.data); } catch (_) { return; }
+      const p = msg.payload || {};
+      if (msg.type === "hello") {
+        const reconnected = container.dataset.live === "0";
+        container.dataset.live = "1";
+        if (reconnected) scheduleRefresh(); // changes may have been missed while away
+      } else if (msg.type === "alarm.changed") {
+        const code = (p.alarm && p.alarm.code) || "";
+        if (code.startsWith("link.") || code.startsWith("port.")) scheduleRefresh();
+      } else if (msg.type === "alarms.reload") scheduleRefresh();
+      else if (msg.type === "summary.changed" && p.source === "discovery") scheduleRefresh();
+    };
+    ws.onclose = (ev) => {
+      container.dataset.live = "0";
+      if (ev.code === 4401 || ev.code === 4403 || ev.code === 4404) return; // the discovery poll remains
+      retry++;
+      setTimeout(connectLive, Math.min(10000, 500 * 2 ** Math.min(5, retry)));
+    };
+    const ping = setInterval(() => {
+      if (ws.readyState === WebSocket.OPEN) ws.send('{"type":"ping"}');
+      else if (ws.readyState === WebSocket.CLOSED) clearInterval(ping);
+    }, 30000);
+  }
+
+  /** Fallback without the websocket: poll the newest discovery that changed something; when it is
+   * newer than what is drawn, refresh (in place, or the banner when nodes changed). */
   function watchDiscoveries() {
     const every = Math.max(1, Number(container.dataset.pollS || 30)) * 1000;
-    // the newest discovery that changed something (an unchanged rediscovery redraws nothing)
     const url = container.dataset.discoveriesApi + "?brief=1&limit=1&ordering=-id&changed=true&fabric=" + data.fabric.id;
-    const banner = document.getElementById("map-changed");
     const check = () => {
       fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
         .then((r) => (r.ok ? r.json() : null))
         .then((body) => {
           const newest = body && body.results && body.results[0];
           if (newest && newest.id > (data.discovery || 0) && newest.status !== "running" && newest.status !== "failed") {
-            banner.hidden = false;
-            container.dataset.stale = String(newest.id);
-          } else setTimeout(check, every);
+            refreshEdges();
+          }
         })
-        .catch(() => setTimeout(check, every));
+        .catch(() => {})
+        .finally(() => { if (container.dataset.stale === undefined) setTimeout(check, every); });
     };
     setTimeout(check, every);
+  }
+
+  function edgeState(guidA, guidB) {
+    const a = guidIndex.get(normalizeGuid(guidA) || guidA);
+    const b = guidIndex.get(normalizeGuid(guidB) || guidB);
+    if (a === undefined || b === undefined) return null;
+    const E = data.edges;
+    for (let e = 0; e < E.a.length; e++) {
+      if ((E.a[e] === a && E.b[e] === b) || (E.a[e] === b && E.b[e] === a)) {
+        return { n: E.n[e], down: E.down ? E.down[e] : 0, state: E.state[e], colour: graph.getEdgeAttribute(String(e), "color") };
+      }
+    }
+    return null;
+  }
+
+  function showCounts() {
+    const c = data.counts;
+    const down = c.down_links || 0;
+    container.dataset.links = String(c.links);
+    container.dataset.downLinks = String(down);
+    setStatus(graph.order + " nodes (" + c.switches + " switches, " + c.cas + " CAs" + (c.routers ? ", " + c.routers + " routers" : "") +
+      ") · " + c.links + " links up" + (down ? ", " + down + " down" : "") + " as " + graph.size + " edges");
   }
 
   function viewportPosition(guid) {
@@ -428,16 +548,14 @@
   }
 
   function ready() {
-    const c = data.counts;
     container.dataset.nodes = String(graph.order);
     container.dataset.edges = String(graph.size);
-    container.dataset.links = String(c.links);
     timings.total_ms = Math.round(performance.now() - t0);
     container.dataset.renderMs = String(timings.total_ms);
     container.dataset.state = "ready";
-    setStatus(graph.order + " nodes (" + c.switches + " switches, " + c.cas + " CAs" + (c.routers ? ", " + c.routers + " routers" : "") +
-      ") · " + c.links + " links as " + graph.size + " edges");
+    showCounts();
     watchDiscoveries();
+    connectLive();
     const focus = container.dataset.focus;
     if (focus) {
       const i = guidIndex.get(normalizeGuid(focus) || focus);
@@ -482,5 +600,6 @@
     select(guid) { const i = guidIndex.get(normalizeGuid(guid) || guid); if (i !== undefined) select(String(i)); return i !== undefined; },
     search: (q) => search(q).map(([i, why]) => ({ guid: data.nodes.guid[i], name: label(i), why })),
     viewportPosition,
+    edgeState,
   };
 })();

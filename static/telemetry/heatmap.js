@@ -2,10 +2,11 @@
  *
  * Data: the snapshot API (rows, columns, cells) on load, then `heatmap.delta` messages from the
  * websocket ws/heatmap/<fabric>/ (cells whose rounded values changed since the previous sweep).
- * A cell is [port_id, node_id, port_num, utilisation|null, congestion|null, error_flag, stale].
+ * A cell is [port_id, node_id, port_num, utilisation|null, congestion|null, error_flag, stale, down]
+ * (down: a port that carried a link and is Down now; drawn dark with a cross, its last rates ignored).
  * Only changed cells are repainted, so a Selene-sized matrix (666 x 40-80) stays cheap.
  *
- * Test hook: window.weftHeatmap.cellState(portId) -> {utilisation, congestion, error, stale,
+ * Test hook: window.weftHeatmap.cellState(portId) -> {utilisation, congestion, error, stale, down,
  * colour, sweep}; window.weftHeatmap.findPort(nodeDescriptionOrGuid, portNum) -> portId.
  * The root element carries data-state (loading|live|stale|offline), data-sweep, data-deltas.
  */
@@ -18,7 +19,7 @@
   const TIER_HEADER = 18, TOP = 22, LABEL_W = 200, MIN_CELL = 7, MAX_CELL = 22, MAX_HEIGHT = 9000;
   const STALE_FACTOR = 3;
   const COLOURS = {
-    background: "#0f1419", absent: "#141a20", nodata: "#2b343e", stale: "#4a3f5c",
+    background: "#0f1419", absent: "#141a20", nodata: "#2b343e", stale: "#4a3f5c", down: "#07090b",
     error: "#ff3b30", grid: "#0b0f13", text: "#c9d1d9", muted: "#8b98a5", hover: "#ffffff",
   };
   // Congestion: calm green through yellow to red. Utilisation: viridis-like dark blue to yellow.
@@ -43,12 +44,13 @@
     wsPath: root.dataset.wsPath,
     loginUrl: root.dataset.loginUrl,
     pollInterval: Number(root.dataset.pollInterval) || 10,
+    liveAccess: root.dataset.liveAccess !== "0",  // Fabric.has_live_access
   };
 
   const state = {
     mode: root.dataset.mode === "utilisation" ? "utilisation" : "congestion",
     rows: [], rowOf: new Map(), rowY: [], tiers: [], columns: 0,
-    cells: new Map(),           // port_id -> {port, node, num, u, c, e, s, row, sweep}
+    cells: new Map(),           // port_id -> {port, node, num, u, c, e, s, d, row, sweep}
     byNodePort: new Map(),      // "node:num" -> cell
     cell: 12, width: 0, height: 0,
     sweep: null, snapshotSweep: 0, lastAtMs: null, clockOffsetMs: 0,
@@ -90,6 +92,7 @@
 
   function cellColour(cell) {
     if (!cell) return COLOURS.absent;
+    if (cell.d) return COLOURS.down;
     if (cell.s) return COLOURS.stale;
     const v = state.mode === "congestion" ? cell.c : cell.u;
     if (v === null || v === undefined) return COLOURS.nodata;
@@ -153,7 +156,7 @@
       const row = state.rows[r], y = state.rowY[r];
       if (cs >= 9) {
         ctx.fillStyle = COLOURS.muted;
-        ctx.fillText(truncate(row.description || row.guid, LABEL_W - 14), 10, y + cs / 2);
+        ctx.fillText(truncate(row.name || row.guid, LABEL_W - 14), 10, y + cs / 2);
       }
       for (let p = 1; p <= state.columns; p++) drawCell(r, p);
     }
@@ -174,7 +177,17 @@
     ctx.fillRect(x, y, cs, cs);
     ctx.fillStyle = cellColour(cell);
     ctx.fillRect(x, y, cs - gap, cs - gap);
-    if (cell && cell.s) {
+    if (cell && cell.d) {
+      // A lost link: a red cross on black, in either colour mode.
+      ctx.strokeStyle = COLOURS.error;
+      ctx.lineWidth = Math.max(1, cs / 8);
+      ctx.beginPath();
+      ctx.moveTo(x + 1, y + 1);
+      ctx.lineTo(x + cs - gap - 1, y + cs - gap - 1);
+      ctx.moveTo(x + cs - gap - 1, y + 1);
+      ctx.lineTo(x + 1, y + cs - gap - 1);
+      ctx.stroke();
+    } else if (cell && cell.s) {
       // Hatch stale cells so they read as "not current" in either colour mode.
       ctx.strokeStyle = "#8a7aa8";
       ctx.lineWidth = 1;
@@ -219,7 +232,7 @@
 
   // ---- data ------------------------------------------------------------------------------------
   function putCell(raw, sweep) {
-    const [port, node, num, u, c, e, s] = raw;
+    const [port, node, num, u, c, e, s, d] = raw;
     let cell = state.cells.get(port);
     if (!cell) {
       const row = state.rowOf.get(node);
@@ -228,7 +241,7 @@
       state.cells.set(port, cell);
       state.byNodePort.set(node + ":" + num, cell);
     }
-    cell.u = u; cell.c = c; cell.e = e; cell.s = s; cell.sweep = sweep;
+    cell.u = u; cell.c = c; cell.e = e; cell.s = s; cell.d = d ? 1 : 0; cell.sweep = sweep;
     return true;
   }
 
@@ -357,7 +370,11 @@
     let stale = false, text = "";
     if (state.lastAtMs === null) {
       stale = true;
-      text = "No counter sweep yet for this fabric: is polling enabled and the worker running?";
+      text = cfg.liveAccess
+        ? "No counter sweep yet for this fabric: is polling enabled and the worker running?"
+        : "This fabric was imported from a file and has no live access from this host (no local HCA, CA " +
+          "name or lab environment is set), so its counters are never polled: there is nothing to show. " +
+          "Give it live access (local_hca or ca_name) to poll it.";
     } else {
       const age = (now - state.lastAtMs) / 1000;
       if (age > limit) {
@@ -387,8 +404,9 @@
 
   function updateSide() {
     const hot = [];
-    let stale = 0, errors = 0, nodata = 0;
+    let stale = 0, errors = 0, nodata = 0, down = 0;
     for (const cell of state.cells.values()) {
+      if (cell.d) { down++; continue; }
       if (cell.s) stale++;
       if (cell.e) errors++;
       const v = metric(cell);
@@ -401,13 +419,13 @@
       const li = document.createElement("li");
       const a = document.createElement("a");
       a.href = cfg.portUrl.replace("{id}", cell.port);
-      a.textContent = `${state.rows[cell.row].description || state.rows[cell.row].guid} [${cell.num}]`;
+      a.textContent = `${state.rows[cell.row].name || state.rows[cell.row].guid} [${cell.num}]`;
       li.append(a, ` ${pct(metric(cell))}`);
       return li;
     }));
     if (!hot.length) list.innerHTML = "<li class='muted'>none above 0 %</li>";
     el("hm-summary").textContent =
-      `${state.rows.length} switches, ${state.cells.size} ports; ${stale} stale, ${errors} with rising errors, ${nodata} without a rate.`;
+      `${state.rows.length} switches, ${state.cells.size} ports; ${down} down, ${stale} stale, ${errors} with rising errors, ${nodata} without a rate.`;
   }
 
   // ---- tooltip and click -----------------------------------------------------------------------
@@ -445,8 +463,9 @@
 
   function tooltipHtml(hit, detail) {
     const row = state.rows[hit.r], cell = hit.cell;
-    let html = `<b>${esc(row.description || row.guid)}</b> port ${hit.p}<br><span class="muted">${esc(row.guid)} · LID ${esc(row.lid ?? "–")} · ${esc(row.tier_name)}</span>`;
+    let html = `<b>${esc(row.name || row.guid)}</b> port ${hit.p}<br><span class="muted">${esc(row.guid)} · LID ${esc(row.lid ?? "–")} · ${esc(row.tier_name)}</span>`;
     if (!cell) return html + "<br>no such port";
+    if (cell.d) html += `<br><b class="hm-down-label">link Down</b> <span class="muted">(the last rates below are from before)</span>`;
     html += `<table><tr><th>congestion</th><td>${pct(cell.c)}</td></tr><tr><th>utilisation</th><td>${pct(cell.u)}</td></tr>`;
     if (cell.s) html += `<tr><th>stale</th><td>${esc(detail?.counters?.stale_reason || "not read by the last sweep")}</td></tr>`;
     if (detail && detail.counters) {
@@ -464,7 +483,7 @@
     }
     if (detail) {
       const link = detail.remote
-        ? `${esc(detail.remote.description || detail.remote.node_guid)} port ${detail.remote.port_num}${detail.remote.width ? ` · ${esc(detail.remote.width)} ${esc(detail.remote.speed)}` : ""}`
+        ? `${esc(detail.remote.name || detail.remote.node_guid)} port ${detail.remote.port_num}${detail.remote.width ? ` · ${esc(detail.remote.width)} ${esc(detail.remote.speed)}` : ""}`
         : "no link";
       html += `<tr><th>remote end</th><td>${link}</td></tr>`;
     } else {
@@ -560,7 +579,7 @@
     if (ev.key !== "Enter") return;
     const q = ev.target.value.trim().toLowerCase();
     if (!q) return;
-    const r = state.rows.findIndex((row) => (row.description || "").toLowerCase().includes(q) || row.guid === q);
+    const r = state.rows.findIndex((row) => ((row.name || "").toLowerCase().includes(q) || (row.description || "").toLowerCase().includes(q)) || row.guid === q);
     if (r < 0) { setStatus(`no switch matches "${ev.target.value}"`, root.dataset.state); return; }
     canvas.focus();
     showAt(r, 1);
@@ -593,10 +612,10 @@
       const cell = state.cells.get(Number(portId));
       if (!cell) return null;
       return { port: cell.port, node: cell.node, port_num: cell.num, utilisation: cell.u, congestion: cell.c,
-        error: cell.e, stale: cell.s, colour: cellColour(cell), mode: state.mode, sweep: cell.sweep };
+        error: cell.e, stale: cell.s, down: cell.d, colour: cellColour(cell), mode: state.mode, sweep: cell.sweep };
     },
     findPort(nodeKey, portNum) {
-      const row = state.rows.find((r) => r.description === nodeKey || r.guid === nodeKey);
+      const row = state.rows.find((r) => r.name === nodeKey || r.description === nodeKey || r.guid === nodeKey);
       if (!row) return null;
       const cell = state.byNodePort.get(row.node + ":" + portNum);
       return cell ? cell.port : null;

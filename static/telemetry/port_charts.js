@@ -17,26 +17,52 @@
   }
   const pct = (v) => (v === null || v === undefined ? "–" : `${(v * 100).toFixed(1)} %`);
   const num = (v) => (v === null || v === undefined ? "–" : Number(v).toLocaleString());
+  // Times as on the other pages: ISO dates, 24-hour clock, in the server's TIME_ZONE (data-tz).
+  const tz = root.dataset.tz || "UTC";
+  const pad = (n) => String(n).padStart(2, "0");
+  const zoned = (epoch) => uPlot.tzDate(new Date(epoch * 1000), tz);
+  const isoDay = (d) => `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+  const isoClock = (d, seconds) => `${pad(d.getHours())}:${pad(d.getMinutes())}` + (seconds ? `:${pad(d.getSeconds())}` : "");
+  /** "2026-12-01 22:15:07": the legend's time of the cursor. */
+  function fmtTime(epoch) {
+    if (epoch === null || epoch === undefined) return "–";
+    const d = zoned(epoch);
+    return `${isoDay(d)} ${isoClock(d, true)}`;
+  }
+  /** Axis ticks: "22:15" (":07" seconds when ticks are under a minute apart), the date above
+   * the first tick and wherever the day changes. */
+  function fmtTicks(u, splits, axisIdx, space, incr) {
+    let day = null;
+    return splits.map((epoch) => {
+      const d = zoned(epoch);
+      const label = isoClock(d, incr < 60);
+      const today = isoDay(d);
+      if (today === day) return label;
+      day = today;
+      return `${today}\n${label}`;
+    });
+  }
   const axis = { stroke: "#8b98a5", grid: { stroke: "#2d3843", width: 1 }, ticks: { stroke: "#2d3843" } };
-  const xaxis = Object.assign({}, axis, { space: 110 });
+  const xaxis = Object.assign({}, axis, { space: 110, size: 55, values: fmtTicks });
+  const xseries = { value: (u, v) => fmtTime(v) };
 
   function specs(width) {
     const base = { width, height: 180, cursor: { sync: { key: "port" } }, legend: { live: true } };
     return {
       rates: Object.assign({}, base, {
-        series: [{}, { label: "xmit", stroke: "#4aa3ff", width: 1.5, value: (u, v) => fmtBytes(v) },
+        series: [xseries, { label: "xmit", stroke: "#4aa3ff", width: 1.5, value: (u, v) => fmtBytes(v) },
           { label: "rcv", stroke: "#3fb950", width: 1.5, value: (u, v) => fmtBytes(v) }],
         axes: [xaxis, Object.assign({}, axis, { size: 90, values: (u, vals) => vals.map(fmtBytes) })],
       }),
       load: Object.assign({}, base, {
         scales: { y: { range: [0, 1] } },
-        series: [{}, { label: "utilisation", stroke: "#21918c", width: 1.5, value: (u, v) => pct(v) },
+        series: [xseries, { label: "utilisation", stroke: "#21918c", width: 1.5, value: (u, v) => pct(v) },
           { label: "congestion", stroke: "#f85149", width: 1.5, value: (u, v) => pct(v) }],
         axes: [xaxis, Object.assign({}, axis, { size: 55, values: (u, vals) => vals.map((v) => `${Math.round(v * 100)} %`) })],
       }),
       wait: Object.assign({}, base, {
         scales: { errs: { auto: true } },
-        series: [{}, { label: "PortXmitWait ticks/s", stroke: "#d29922", width: 1.5, value: (u, v) => num(v) },
+        series: [xseries, { label: "PortXmitWait ticks/s", stroke: "#d29922", width: 1.5, value: (u, v) => num(v) },
           { label: "errors", stroke: "#ff3b30", width: 1, scale: "errs", paths: uPlot.paths.bars({ size: [0.6, 8] }), fill: "#ff3b3055", value: (u, v) => num(v) }],
         axes: [xaxis, Object.assign({}, axis, { size: 90 }), Object.assign({}, axis, { scale: "errs", side: 1, grid: { show: false } })],
       }),
@@ -89,5 +115,5 @@
   });
   load();
   timer = setInterval(load, 10000);
-  window.weftPortCharts = { reload: load, get charts() { return charts; } };
+  window.weftPortCharts = { reload: load, get charts() { return charts; }, fmtTime, fmtTicks };
 })();

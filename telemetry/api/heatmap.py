@@ -10,12 +10,13 @@
                 "error", "mechanism"} | null,      # the fabric's latest sweep
       "columns": 36,                               # highest switch port number with a cell
       "tiers": [{"tier": 3, "name": "core", "rows": 2}, ...],   # row groups, in row order
-      "rows": [{"node": id, "guid", "description", "lid", "tier", "tier_name", "num_ports"}],
-      "cells": [[port_id, node_id, port_num, utilisation, congestion, error_flag, stale], ...]
+      "rows": [{"node": id, "guid", "name", "description", "lid", "tier", "tier_name", "num_ports"}],
+      "cells": [[port_id, node_id, port_num, utilisation, congestion, error_flag, stale, down], ...]
     }
 
 Rows are switches grouped core, spine, leaf, then switches of unknown tier, each group sorted by
-description; ``cells`` use the format of ``telemetry.producer`` (the same as the websocket
+name (``Node.name``: the node-name map's, else the trimmed description; ``description`` is the raw
+NodeDescription); ``cells`` use the format of ``telemetry.producer`` (the same as the websocket
 deltas, so the page applies both the same way).
 
 ``GET /api/fabric/heatmap/<fabric_id>/cells/<port_id>/`` (Viewer) returns one cell's tooltip:
@@ -70,11 +71,11 @@ def heatmap_snapshot(fabric: Fabric) -> dict:
     """Build the snapshot document described in the module docstring (three queries)."""
     switches = list(
         Node.objects.filter(fabric=fabric, node_type=NodeType.SWITCH).values(
-            "id", "node_guid", "description", "lid", "tier", "num_ports"
+            "id", "node_guid", "name", "description", "lid", "tier", "num_ports"
         )
     )
     rank = {tier: i for i, tier in enumerate(TIER_ORDER)}
-    switches.sort(key=lambda n: (rank.get(n["tier"], len(rank)), n["description"].lower(), n["node_guid"]))
+    switches.sort(key=lambda n: (rank.get(n["tier"], len(rank)), n["name"].lower(), n["node_guid"]))
     labels = dict(Tier.choices)
     rows, tiers = [], []
     for node in switches:
@@ -85,6 +86,7 @@ def heatmap_snapshot(fabric: Fabric) -> dict:
             {
                 "node": node["id"],
                 "guid": node["node_guid"],
+                "name": node["name"] or node["node_guid"],
                 "description": node["description"],
                 "lid": node["lid"],
                 "tier": node["tier"],
@@ -123,6 +125,7 @@ def remote_end(port: Port) -> dict | None:
         "node": other.node_id,
         "node_guid": other.node.node_guid,
         "node_type": other.node.node_type,
+        "name": other.node.name or other.node.node_guid,
         "description": other.node.description,
         "width": link.width,
         "speed": link.speed,
@@ -138,6 +141,7 @@ def cell_detail(port: Port) -> dict:
         "port_num": port.port_num,
         "node": port.node_id,
         "node_guid": port.node.node_guid,
+        "name": port.node.name or port.node.node_guid,
         "description": port.node.description,
         "state": port.get_state_display(),
         "width": port.width,

@@ -3,7 +3,7 @@
 ``GET /api/fabric/port-series/<port_id>/?start=&end=&resolution=`` (Viewer) returns the
 history of one port from ``telemetry.services.history.port_series``::
 
-    {"port": {"id", "port_num", "node", "description", "rate_gbps"},
+    {"port": {"id", "port_num", "node", "name", "description", "rate_gbps"},
      "start": epoch_s, "end": epoch_s, "resolution": "auto",
      "t": [epoch seconds], "xmit_bytes_per_s": [...], "rcv_bytes_per_s": [...],
      "xmit_wait_per_s": [...], "utilisation": [...], "congestion": [...], "errors": [...]}
@@ -124,6 +124,7 @@ class PortSeriesView(APIView):
                     "id": port.pk,
                     "port_num": port.port_num,
                     "node": port.node_id,
+                    "name": port.node.name or port.node.node_guid,
                     "description": port.node.description,
                     "rate_gbps": port.rate_gbps,
                 },

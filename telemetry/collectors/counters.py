@@ -15,9 +15,19 @@ needed (``ibqueryerrors`` rediscovers the whole subnet with SMPs before it reads
 clean switch reads only the AllPortSelect aggregate, i.e. no per-port data). One child process keeps
 ``WEFT_POLL_WINDOW`` GMPs in flight; 2 MADs per port (PortCounters for the error counters and
 PortXmitWait, PortCountersExtended for 64-bit data when the node's PerfMgt CapMask has
-ExtendedWidth/NoIETF); the CapMask (ClassPortInfo) is read once per node and cached 10 minutes.
-Hardware advertising CapMask2 ``AddlPortCountersExtended`` could be read with one MAD per port
-(not implemented: ibsim does not model it).
+ExtendedWidth/NoIETF), or **one** PortCountersExtended per port where the node's CapMask2 has
+``IsAddlPortCountersExtendedSupported`` (IBTA 16.1.2; bit 1 of CapabilityMask2): that attribute then
+carries the error counters and PortXmitWait too (64-bit, clamped to their PortCounters widths so
+the stored values are those of PortCounters). Without that bit PortCountersExtended has no error
+counters (``perfquery -x`` prints zeros for them on older diags), so the 32-bit PortCounters stays.
+ibsim 0.10 answers CapMask 0x1200 (ExtendedWidth, PortXmitWait) and CapMask2 0: a lab sweep is 2
+MADs per port; ConnectX/Quantum-class hardware that sets the bit gets 1. The capabilities
+(ClassPortInfo) are read once per node and cached 10 minutes.
+
+Streaming: with a serving child the records come back in chunks of ~1,024 ports while the later
+MADs are in flight (``on_records``), so the sweep computes and stores them during the collection
+(``telemetry.services.sweep``); a sweep of the same request list sends ``AGAIN`` instead of 25,000
+request lines.
 
 Measurements (this lab: 2 CPU cores shared with other engineers' labs and tests — load average 4-6
 during the runs, so absolute numbers vary ±50 %; ibsim 0.10, OpenSM, PostgreSQL 15):
@@ -37,7 +47,21 @@ Selene: 2 poller processes (WEFT_POLL_PROCESSES=2)     no gain     the 2 cores a
 Selene: serving poller (kept between sweeps), quiet    0.62-0.76   saves ~0.2 s start-up + attach
 =====================================================  ==========  ============================
 
-Full sweep (collect + rates + PostgreSQL upsert + history + heatmap/alarm listeners) against a bare
+Streaming sweep (records stored while MADs are in flight, publish after the sweep returns),
+``bench/sweep.py --runs 5`` on PostgreSQL 15 + Redis, alternating, medians — measured **under
+load** (load average 9-11 on the 2 cores: three other engineers' labs and tests), so the ratio
+flatters Weft (the latency-bound ``ibqueryerrors`` suffers more from load; it took 1.44 s quiet):
+
+* Selene: sweep 4.85 s vs ``ibqueryerrors --data`` 10.11 s = 0.48× (pairs 0.41-0.70); collect
+  (to the last MAD answer) 3.98 s, after it 0.56 s (14 %: the store thread catching up under load;
+  0.03-0.05 s when it keeps up); 2.0 MADs per port (ibsim: CapMask2 0). A second run (load 9-10):
+  4.55 s vs 8.63 s = 0.53× (pairs 0.45-0.68), after the last answer 1.19 s = 36 % of collect: under
+  this load the store thread (PostgreSQL starved of CPU) falls behind the poller.
+* 2,048-host fat tree: 2.45 s vs 4.77 s = 0.51× (pairs 0.31-0.85); after the last answer 16 %.
+* A quiet-machine ratio was not measured (the machine never was quiet); with the quiet poller at
+  ~0.8 s for 51,408 MADs the sweep cannot reach 0.5× of 1.44 s on ibsim at 2 MADs per port.
+
+Before streaming — full sweep (collect + rates + PostgreSQL upsert + history + heatmap/alarm listeners) against a bare
 ``ibqueryerrors --data`` alternated in the same run (``bench/sweep.py --runs 5``, medians):
 
 * quiet machine: Selene 2.41 s vs 4.02 s = **0.60×** (collect 1.02, compute 0.31, upsert 0.75,
@@ -51,6 +75,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import logging
 import os
 import select
@@ -67,6 +92,7 @@ from fabric.collectors.tools import ToolAborted, abort_reason, kill_group, spawn
 from . import madpoll
 
 ROOT = Path(__file__).resolve().parents[2]
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 log = logging.getLogger(__name__)
 
 #: record status codes (``madpoll.STATUS_*``) -> stale reason
@@ -107,20 +133,25 @@ _FULL = struct.Struct(">HBBBB4xHBBHHHHBBBBHHIIIII8xQQQQ")
 assert _FULL.size == madpoll.RECORD.size
 
 
-def decode_records(blob: bytes) -> tuple[dict[tuple[int, int], PortRead], dict[int, int]]:
-    """Decode the poller's output into ``({(lid, port): PortRead}, {lid: capmask})``."""
-    reads: dict[tuple[int, int], PortRead] = {}
+def decode_stream(blob: bytes) -> tuple[list[tuple], dict[int, int]]:
+    """Decode the poller's records into ``([(lid, port, extended, raw, error)], {lid: capabilities})``:
+    ``raw`` the 16 counters in ``madpoll.FIELDS`` order (None when ``error`` says why the port was
+    not read); capabilities: ``madpoll.capabilities`` (CapabilityMask | CapabilityMask2 << 16).
+    Plain tuples: the sweep decodes tens of thousands of them while the poller runs."""
+    reads: list[tuple] = []
     capmasks: dict[int, int] = {}
+    append = reads.append
     for i, rec in enumerate(_FULL.iter_unpack(blob)):
-        lid, port, kind, status = rec[0], rec[1], rec[2], rec[3]
+        lid, port, kind, status, ext = rec[:5]
         if kind == 1:
-            if status == madpoll.STATUS_OK:  # ClassPortInfo CapabilityMask: data bytes 2..3
-                capmasks[lid] = struct.unpack_from(">H", blob, i * _FULL.size + 8)[0]
+            if status == madpoll.STATUS_OK:  # ClassPortInfo CapabilityMask | CapabilityMask2 << 16
+                at = i * _FULL.size + 6
+                capmasks[lid] = madpoll.capabilities(blob[at : at + 44])
             continue
         if kind != 0:
             continue
         if status != madpoll.STATUS_OK:
-            reads[(lid, port)] = PortRead(lid, port, error=STATUS_TEXT.get(status, f"status {status}"))
+            append((lid, port, False, None, STATUS_TEXT.get(status, f"status {status}")))
             continue
         (
             sym,
@@ -142,7 +173,6 @@ def decode_records(blob: bytes) -> tuple[dict[tuple[int, int], PortRead], dict[i
             rp,
             xw,
         ) = rec[5:23]
-        ext = rec[4]
         if ext:
             xd, rd, xp, rp = rec[23:27]
         raw = (
@@ -163,8 +193,18 @@ def decode_records(blob: bytes) -> tuple[dict[tuple[int, int], PortRead], dict[i
             xcon,
             rcon,
         )
-        reads[(lid, port)] = PortRead(lid, port, bool(ext), raw)
+        append((lid, port, bool(ext), raw, ""))
     return reads, capmasks
+
+
+def decode_records(blob: bytes) -> tuple[dict[tuple[int, int], PortRead], dict[int, int]]:
+    """Decode the poller's output into ``({(lid, port): PortRead}, {lid: capabilities})``
+    (see :func:`decode_stream`)."""
+    reads, capmasks = decode_stream(blob)
+    out = {}
+    for lid, port, ext, raw, error in reads:
+        out[(lid, port)] = PortRead(lid, port, error=error) if error else PortRead(lid, port, ext, raw)
+    return out, capmasks
 
 
 @dataclass
@@ -176,6 +216,8 @@ class Collected:
     mechanism: str
     duration_s: float
     stats: str = ""
+    #: records handed to ``on_records`` while the poller ran (not decoded into ``reads``)
+    streamed: bool = False
 
 
 class _Server:
@@ -185,7 +227,10 @@ class _Server:
         self.lock = threading.Lock()
         self.proc = _spawn([*argv, "--serve"], env, stderr=subprocess.DEVNULL)
         os.set_blocking(self.proc.stdin.fileno(), False)  # a hung child must not block our write
+        with contextlib.suppress(OSError):  # room for ~11,000 records: the child rarely waits for us
+            fcntl.fcntl(self.proc.stdout.fileno(), F_SETPIPE_SZ, 1 << 20)
         self.last_used = time.monotonic()
+        self.last_requests: list[tuple] | None = None
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -225,6 +270,31 @@ class _Server:
             except OSError as exc:
                 raise CollectorError(f"MAD poller gone: {exc}") from exc
 
+    def stream(self, requests: list[tuple], timeout: float, on_records) -> str:
+        """Send one ``STREAM`` (``AGAIN`` when ``requests`` equal the previous ones: nothing to
+        format, send or parse) and hand every records frame to ``on_records(blob, epoch)`` as it
+        arrives; return the stats text. Raises CollectorError (the caller drops this child)."""
+        self.last_used = time.monotonic()
+        deadline = time.monotonic() + timeout
+        if self.last_requests is not None and requests == self.last_requests:
+            self._write(b"AGAIN\n", deadline)
+        else:
+            self.last_requests = None
+            self._write(f"STREAM {len(requests)}\n".encode() + _request_text(requests).encode(), deadline)
+        got = 0
+        while True:
+            kind, epoch, length = madpoll.FRAME.unpack(self._read(madpoll.FRAME.size, deadline))
+            payload = self._read(length, deadline)
+            if kind == b"S":
+                if got != len(requests):
+                    raise CollectorError(f"MAD poller streamed {got} records for {len(requests)} requests")
+                self.last_requests = list(requests)
+                return payload.decode(errors="replace")
+            if kind != b"R" or length % madpoll.RECORD.size:
+                raise CollectorError(f"MAD poller sent a bad frame ({kind!r}, {length} bytes)")
+            got += length // madpoll.RECORD.size
+            on_records(payload, epoch)
+
     def batch(self, text: str, n: int, timeout: float) -> tuple[bytes, str]:
         """Send one batch of ``n`` request lines; return (records, stats). Raises CollectorError."""
         self.last_used = time.monotonic()
@@ -233,6 +303,11 @@ class _Server:
         blob_len, stats_len = struct.unpack(">II", self._read(8, deadline))
         blob = self._read(blob_len, deadline)
         return blob, self._read(stats_len, deadline).decode(errors="replace")
+
+
+def _request_text(requests: list[tuple]) -> str:
+    """The poller's stdin lines for ``requests`` (see ``madpoll``)."""
+    return "".join(" ".join(str(x) for x in r) + "\n" for r in requests)
 
 
 _servers: dict[tuple, _Server] = {}
@@ -307,6 +382,7 @@ def run_madpoll(
     processes: int = 1,
     split_min: int = 4000,
     persistent: bool = False,
+    on_records=None,
 ) -> Collected:
     """Run the MAD poller on ``requests`` (see ``madpoll``) and decode its records.
 
@@ -317,7 +393,13 @@ def run_madpoll(
     sweep); if it fails, the sweep falls back to a one-shot child. ``timeout`` (seconds) is the
     budget of the whole call: the serving child gets half of it, a one-shot child what is left;
     every child runs in its own process group (``fabric.collectors.tools.spawn``) and is killed
-    with it on timeout or any exception (e.g. Celery's ``SoftTimeLimitExceeded``). Raises
+    with it on timeout or any exception (e.g. Celery's ``SoftTimeLimitExceeded``).
+
+    ``on_records(blob, epoch)``: with a serving child, the records (``madpoll.RECORD`` each, in
+    request order) are handed to it in chunks while later MADs are still in flight (``epoch``: the
+    poller's clock when the chunk's last answer came) and the result has ``streamed=True`` and no
+    ``reads``; if the serving child fails, the one-shot child's records come back as ``reads`` as
+    usual (the caller keeps what it already had from the chunks). Raises
     CollectorError when a child cannot start, exits non-zero, or is killed on timeout or worker
     shutdown.
     """
@@ -338,7 +420,6 @@ def run_madpoll(
             capmasks.update(r.capmasks)
         stats = " | ".join(r.stats for r in results)
         return Collected(reads, capmasks, "mad", time.monotonic() - t0, stats)
-    text = "".join(" ".join(str(x) for x in r) + "\n" for r in requests)
     argv = [
         sys.executable,
         "-m",
@@ -364,7 +445,10 @@ def run_madpoll(
             )
         else:
             try:
-                out, stats = srv.batch(text, len(requests), timeout / 2)
+                if on_records is not None:
+                    stats = srv.stream(requests, timeout / 2, on_records)
+                    return Collected({}, {}, "mad", time.monotonic() - t0, stats, streamed=True)
+                out, stats = srv.batch(_request_text(requests), len(requests), timeout / 2)
                 if len(out) != madpoll.RECORD.size * len(requests):
                     raise CollectorError(f"MAD poller returned {len(out)} bytes for {len(requests)} requests")
                 reads, capmasks = decode_records(out)
@@ -384,7 +468,7 @@ def run_madpoll(
         raise CollectorError(f"MAD poller did not finish within {timeout:g} s (killed)")
     proc = _spawn(argv, env)
     try:
-        out, err = proc.communicate(text.encode(), timeout=left)
+        out, err = proc.communicate(_request_text(requests).encode(), timeout=left)
     except subprocess.TimeoutExpired:
         raise CollectorError(f"MAD poller did not finish within {timeout:g} s (killed)") from None
     finally:

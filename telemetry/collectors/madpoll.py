@@ -26,6 +26,8 @@ the libibumad binding ``fabric.collectors.umad``, shared with the SM-notice list
 from __future__ import annotations
 
 import argparse
+import os
+import select
 import struct
 import sys
 import time
@@ -48,6 +50,13 @@ CAP_ALL_PORT_SELECT = 1 << 8
 CAP_EXT_WIDTH = 1 << 9
 CAP_EXT_WIDTH_NOIETF = 1 << 10
 CAP_XMIT_WAIT = 1 << 12
+#: ClassPortInfo CapabilityMask2 (bytes 4..7, top 27 bits) IsAddlPortCountersExtendedSupported
+#: (IBTA 16.1.2, rdma-core ``IB_PM_IS_ADDL_PORT_CTRS_EXT_SUP``): PortCountersExtended also carries
+#: the error counters and PortXmitWait (64-bit), so one MAD reads every counter of a port. Weft
+#: keeps the node's capabilities as one int: CapabilityMask | CapabilityMask2 << 16
+#: (:func:`capabilities`).
+CAP2_ADDL_PORT_COUNTERS_EXT = 1 << 1
+CAP_ADDL_EXT = CAP2_ADDL_PORT_COUNTERS_EXT << 16
 
 FIELDS: tuple[str, ...] = ALL_COUNTERS
 """Output order of a ``Q`` line: the 16 raw counters as defined by ``telemetry.semantics``."""
@@ -92,6 +101,56 @@ def decode_port_counters_ext(data: bytes) -> dict[str, int]:
     return {"xmit_data": xd, "rcv_data": rd, "xmit_pkts": xp, "rcv_pkts": rp}
 
 
+#: PortCountersExtended with AddlPortCountersExtended (rdma-core ``IB_PC_EXT_ERR_*``, byte offsets in
+#: the data area): SymbolErrorCounter at 72 ... QP1Dropped at 176, each 64-bit big-endian.
+_EXT_ERRORS = struct.Struct(">14Q")
+_EXT_ERRORS_OFFSET = 72
+
+
+def capabilities(class_port_info: bytes) -> int:
+    """CapabilityMask | CapabilityMask2 << 16 from a PerfMgt ClassPortInfo data area (IBTA 16.1.2:
+    CapabilityMask bytes 2..3, CapabilityMask2 the top 27 bits of bytes 4..7)."""
+    cap, word = struct.unpack_from(">HI", class_port_info, 2)
+    return cap | (word >> 5) << 16
+
+
+def pc_from_ext(ext: bytes) -> bytes:
+    """The 44-byte PortCounters data area (Table 247 layout, from byte 0 of the data) built from a
+    PortCountersExtended that carries the error counters (CapMask2 AddlPortCountersExtended).
+
+    Each 64-bit counter is clamped to its PortCounters width, which is what the 32-bit attribute
+    shows for the same register (IBTA 16.1.3: PortCounters stop at their maximum): the values are
+    exactly those of a PortCounters read, so the sweep's semantics do not depend on the MAD count.
+    The 32-bit data/packet words are clamped too (the extended ones are used, ``ext`` flag set).
+    """
+    (sym, ler, ld, rcv, rphys, relay, disc, xcon, rcon, lli, ebo, vl15, xw, qp1) = _EXT_ERRORS.unpack_from(
+        ext, _EXT_ERRORS_OFFSET
+    )
+    xd, rd, xp, rp = struct.unpack_from(">QQQQ", ext, 8)
+    m32 = 0xFFFFFFFF
+    return struct.pack(
+        ">4xHBBHHHHBBBBHHIIIII",
+        min(sym, 0xFFFF),
+        min(ler, 0xFF),
+        min(ld, 0xFF),
+        min(rcv, 0xFFFF),
+        min(rphys, 0xFFFF),
+        min(relay, 0xFFFF),
+        min(disc, 0xFFFF),
+        min(xcon, 0xFF),
+        min(rcon, 0xFF),
+        0,
+        min(lli, 0xF) << 4 | min(ebo, 0xF),
+        min(qp1, 0xFFFF),
+        min(vl15, 0xFFFF),
+        min(xd, m32),
+        min(rd, m32),
+        min(xp, m32),
+        min(rp, m32),
+        min(xw, m32),
+    )
+
+
 def build_gmp(
     tid: int, attr_id: int, port_select: int, method: int = METHOD_GET, counter_select: int = 0
 ) -> bytes:
@@ -117,7 +176,14 @@ STATUS_OK, STATUS_TIMEOUT, STATUS_MAD_ERROR, STATUS_NO_EXT = 0, 1, 2, 3
 
 
 def run(
-    requests: list[tuple], umad: Umad, window: int, timeout_s: float, retries: int, tid_base: int = 0
+    requests: list[tuple],
+    umad: Umad,
+    window: int,
+    timeout_s: float,
+    retries: int,
+    tid_base: int = 0,
+    emit=None,
+    emit_every: int = 1024,
 ) -> tuple[list, dict]:
     """Send ``requests`` with at most ``window`` outstanding and collect the answers.
 
@@ -130,11 +196,23 @@ def run(
     ports the sweep marks stale for a timeout (a port whose only PortCountersExtended timed out is
     read with 32-bit values; a ClassPortInfo timeout leaves no port unread); ``mad_timeouts``
     counts every MAD that timed out after its retries or that the kernel reported timed out.
+
+    ``emit(start, end, answers, seq)`` (``seq``: the first MAD of request ``start``), when given, is called as soon as requests ``start..end-1`` (in
+    request order, at least ``emit_every`` of them) all have their answers, and once more for the
+    rest at the end: a serving poller streams their records while later MADs are still in flight.
     """
-    mads = plan(requests)
-    templates = {
+    mads = _plan_cache[1] if _plan_cache[0] is requests else plan(requests)
+    _plan_cache[:] = [requests, mads]
+    # request index after the last fully answered one, tracked over the MADs in plan order
+    done_mad = emitted = 0
+    owner = [m[0] for m in mads]
+    first_seq = [0] * len(requests)
+    if emit is not None:
+        for seq in range(len(mads) - 1, -1, -1):
+            first_seq[owner[seq]] = seq
+    templates = {  # one GMP per (attribute, method), built once: not one per MAD
         (attr, method): bytearray(build_gmp(0, attr, 0, method, 0xFFFF if method == METHOD_SET else 0))
-        for _, _, attr, _, method in mads
+        for attr, method in {(m[2], m[4]) for m in mads}
     }
     answers: list = [None] * len(mads)
     pending: dict[int, tuple[float, int]] = {}  # seq -> (deadline, tries); insertion order = age
@@ -173,6 +251,13 @@ def run(
                     answers[seq] = (STATUS_MAD_ERROR, mstatus)
                 else:
                     answers[seq] = (STATUS_OK, mad)
+                if emit is not None and not answered & 63:
+                    while done_mad < total and answers[done_mad] is not None:
+                        done_mad += 1
+                    upto = owner[done_mad] if done_mad < total else len(requests)
+                    if upto - emitted >= emit_every:
+                        emit(emitted, upto, answers, first_seq[emitted])
+                        emitted = upto
             if pending and (answered & 255) and got is not None:
                 continue
         now = mono()
@@ -188,6 +273,8 @@ def run(
             else:
                 answers[seq] = (STATUS_TIMEOUT, None)
                 mad_timeouts += 1
+    if emit is not None and emitted < len(requests):
+        emit(emitted, len(requests), answers, first_seq[emitted])
     ports_timed_out = 0
     first_of: set[int] = set()
     for seq, (i, *_rest) in enumerate(mads):
@@ -204,6 +291,11 @@ def run(
     }
 
 
+#: ``[requests, plan(requests)]`` of the last :func:`run` (a serving poller's ``AGAIN`` runs the same
+#: list object again: its plan is not rebuilt)
+_plan_cache: list = [None, None]
+
+
 def plan(requests: list[tuple]) -> list[tuple[int, int, int, int, int]]:
     """The MADs for ``requests``: ``(request index, lid, attribute id, port, method)`` each."""
     mads: list[tuple[int, int, int, int, int]] = []
@@ -214,6 +306,8 @@ def plan(requests: list[tuple]) -> list[tuple[int, int, int, int, int]]:
             mads.append((i, req[1], ATTR_PORT_COUNTERS, req[2], METHOD_SET))
             if req[3] if len(req) > 3 else 1:
                 mads.append((i, req[1], ATTR_PORT_COUNTERS_EXT, req[2], METHOD_SET))
+        elif req[3] == 2:  # AddlPortCountersExtended: PortCountersExtended carries every counter
+            mads.append((i, req[1], ATTR_PORT_COUNTERS_EXT, req[2], METHOD_GET))
         else:
             mads.append((i, req[1], ATTR_PORT_COUNTERS, req[2], METHOD_GET))
             if req[3]:
@@ -221,13 +315,15 @@ def plan(requests: list[tuple]) -> list[tuple[int, int, int, int, int]]:
     return mads
 
 
-def records(requests: list[tuple], answers: list) -> bytes:
-    """Pack one :data:`RECORD` per request from the MAD answers (see :func:`decode_record`)."""
+def records(
+    requests: list[tuple], answers: list, start: int = 0, end: int | None = None, seq: int = 0
+) -> bytes:
+    """Pack one :data:`RECORD` per request from the MAD answers (see :func:`decode_record`);
+    ``requests[start:end]`` only when given, whose first MAD is ``answers[seq]``."""
     out = bytearray()
-    seq = 0
     pack = RECORD.pack
     empty44, empty40 = bytes(44), bytes(40)
-    for req in requests:
+    for req in requests[start:end]:
         kind = req[0]
         first = answers[seq]
         seq += 1
@@ -235,6 +331,13 @@ def records(requests: list[tuple], answers: list) -> bytes:
         if kind == "N":
             data = first[1][DATA_OFFSET : DATA_OFFSET + 44] if status == STATUS_OK else empty44
             out += pack(req[1], 0, 1, status, 0, data, empty40)
+            continue
+        if kind == "Q" and req[3] == 2:  # one PortCountersExtended with the error counters
+            if status == STATUS_OK:
+                ext = first[1][DATA_OFFSET : DATA_OFFSET + 192]
+                out += pack(req[1], req[2], 0, status, 1, pc_from_ext(ext), ext[:40])
+            else:
+                out += pack(req[1], req[2], 0, status, 0, empty44, empty40)
             continue
         second = None
         if (kind == "Q" and req[3]) or (kind == "R" and (req[3] if len(req) > 3 else 1)):
@@ -285,7 +388,7 @@ def parse_requests(lines) -> list[tuple]:
         try:
             if parts[0] == "N" and len(parts) == 2:
                 reqs.append(("N", int(parts[1])))
-            elif parts[0] == "Q" and len(parts) == 4:
+            elif parts[0] == "Q" and len(parts) == 4 and parts[3] in ("0", "1", "2"):
                 reqs.append(("Q", int(parts[1]), int(parts[2]), int(parts[3])))
             elif parts[0] == "R" and len(parts) == 3:
                 reqs.append(("R", int(parts[1]), int(parts[2])))
@@ -296,36 +399,89 @@ def parse_requests(lines) -> list[tuple]:
     return reqs
 
 
+#: Header of a streamed frame (``STREAM``/``AGAIN``): kind (``R`` records, ``S`` stats, the last),
+#: epoch seconds when the frame was made (the poller's clock: when its last answer came), length.
+FRAME = struct.Struct(">cdI")
+
+
+class _Out:
+    """Non-blocking stdout with a buffer: the poller keeps its MADs flowing while the reader (the
+    sweep, busy storing the previous chunk) has not drained the pipe yet; :meth:`drain` blocks."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buf = bytearray()
+        os.set_blocking(fd, False)
+
+    def write(self, data: bytes) -> None:
+        self.buf += data
+        self._try()
+
+    def _try(self) -> None:
+        while self.buf:
+            try:
+                n = os.write(self.fd, self.buf)
+            except BlockingIOError:
+                return
+            del self.buf[:n]
+
+    def drain(self) -> None:
+        while self.buf:
+            select.select([], [self.fd], [])
+            self._try()
+
+
 def serve(umad: Umad, window: int, timeout_s: float, retries: int) -> int:
-    """Serve batches on stdin until EOF (``--serve``): ``BATCH n`` then ``n`` request lines; answer
-    with ``>II`` (record bytes, stats bytes), the records, and the stats text. Saves the process
-    start-up and umad/ibsim attach (~0.2 s) per sweep."""
-    out = sys.stdout.buffer
+    """Serve batches on stdin until EOF (``--serve``). Saves the process start-up and umad/ibsim
+    attach (~0.2 s) per sweep.
+
+    * ``BATCH n`` then ``n`` request lines: answer ``>II`` (record bytes, stats bytes), the
+      records, and the stats text.
+    * ``STREAM n`` then ``n`` request lines, or ``AGAIN`` (the previous request list again, a
+      sweep of the same topology): answer :data:`FRAME` frames, ``R`` with the records of the
+      requests answered so far (in request order, every ~1,024 requests, while the later MADs are
+      in flight) and a last ``S`` with the stats text.
+    """
+    out = _Out(sys.stdout.fileno())
     batch = 0
+    reqs: list[tuple] | None = None
     while True:
         header = sys.stdin.buffer.readline()
         if not header:
             return 0
         parts = header.split()
-        if len(parts) != 2 or parts[0] != b"BATCH":
+        kind = parts[0] if parts else b""
+        if not ((kind in (b"BATCH", b"STREAM") and len(parts) == 2) or (kind == b"AGAIN" and reqs)):
             print(f"madpoll: bad batch header {header[:60]!r}", file=sys.stderr)
             return 2
-        lines = [sys.stdin.buffer.readline().decode() for _ in range(int(parts[1]))]
+        if kind != b"AGAIN":
+            lines = [sys.stdin.buffer.readline().decode() for _ in range(int(parts[1]))]
         batch = batch % 255 + 1
         t0 = time.monotonic()
-        try:
-            reqs = parse_requests(lines)
-        except ValueError as exc:
-            print(f"madpoll: {exc}", file=sys.stderr)
-            return 2
-        answers, stats = run(reqs, umad, window, timeout_s, retries, tid_base=batch << 24)
-        blob = records(reqs, answers)
+        if kind != b"AGAIN":
+            try:
+                reqs = parse_requests(lines)
+            except ValueError as exc:
+                print(f"madpoll: {exc}", file=sys.stderr)
+                return 2
+        emit = None
+        if kind != b"BATCH":
+
+            def emit(start: int, end: int, answers: list, seq: int, reqs=reqs) -> None:
+                blob = records(reqs, answers, start, end, seq)
+                out.write(FRAME.pack(b"R", time.time(), len(blob)) + blob)
+
+        answers, stats = run(reqs, umad, window, timeout_s, retries, tid_base=batch << 24, emit=emit)
         text = (
             f"madpoll: sent={stats['sent']} answered={stats['answered']} timeouts={stats['timeouts']} "
             f"mad_timeouts={stats['mad_timeouts']} elapsed_s={time.monotonic() - t0:.4f} (serving)"
         ).encode()
-        out.write(struct.pack(">II", len(blob), len(text)) + blob + text)
-        out.flush()
+        if emit is not None:
+            out.write(FRAME.pack(b"S", time.time(), len(text)) + text)
+        else:
+            blob = records(reqs, answers)
+            out.write(struct.pack(">II", len(blob), len(text)) + blob + text)
+        out.drain()
 
 
 def main(argv: list[str] | None = None) -> int:

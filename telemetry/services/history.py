@@ -68,16 +68,42 @@ def _unf24(b: bytes) -> float | None:
 
 
 def encode_chunk(entries: dict[int, Entry]) -> bytes:
-    """Encode ``{offset in bucket (0..255): Entry}`` (see the module docstring)."""
+    """Encode ``{offset in bucket (0..255): Entry}`` (see the module docstring).
+
+    The float24 values of the whole chunk are packed with one ``struct`` call each way (the sweep
+    encodes ~100 chunks of 256 ports while its MADs are in flight); the result is byte for byte
+    that of :func:`_f24` per value."""
+    offs = sorted(entries)
+    if offs and not (0 <= offs[0] and offs[-1] < BUCKET_SIZE):
+        bad = offs[0] if offs[0] < 0 else offs[-1]
+        raise ValueError(f"port offset {bad} outside 0..{BUCKET_SIZE - 1}")
     mask = 0
-    body = bytearray()
-    for off in sorted(entries):
-        if not 0 <= off < BUCKET_SIZE:
-            raise ValueError(f"port offset {off} outside 0..{BUCKET_SIZE - 1}")
+    for off in offs:
         mask |= 1 << off
-        x, r, w, errors, flags = entries[off]
-        body += _f24(x) + _f24(r) + _f24(w) + struct.pack(">HB", min(int(errors), 0xFFFF), flags & 0xFF)
+    n = len(offs)
+    rows = [entries[off] for off in offs]
+    vals = [_NAN if v is None or v != v else v for e in rows for v in e[:3]]
+    ints = struct.unpack(f">{3 * n}I", struct.pack(f">{3 * n}f", *vals))
+    # finite: round to nearest on the dropped byte (as _f24); inf and NaN keep their top bytes
+    top = bytearray(
+        struct.pack(
+            f">{3 * n}I",
+            *[
+                i if (i & 0x7F800000) == 0x7F800000 else min(i + 0x80, (i & 0x80000000) | 0x7F7FFFFF)
+                for i in ints
+            ],
+        )
+    )
+    del top[3::4]
+    body = bytearray()
+    pack = struct.pack
+    for k, (_x, _r, _w, errors, flags) in enumerate(rows):
+        body += top[9 * k : 9 * k + 9]
+        body += pack(">HB", min(int(errors), 0xFFFF), flags & 0xFF)
     return zlib.compress(bytes([VERSION]) + mask.to_bytes(32, "little") + bytes(body), 1)
+
+
+_NAN = float("nan")
 
 
 def decode_chunk(blob: bytes) -> dict[int, Entry]:

@@ -3,7 +3,17 @@
 ``poll_fabric(fabric)`` reads every stored port (LIDs and port numbers from the last discovery, no
 rediscovery), computes the interval's rates (``telemetry.semantics``), upserts one
 ``PortCounters`` row per port, appends the compact history (``telemetry.services.history``), writes a
-``Sweep`` and, after commit, sends ``telemetry.signals.sweep_committed``.
+``Sweep`` and, after commit, sends ``telemetry.signals.sweep_committed`` (through
+``telemetry.services.publisher``: from a per-process thread in sweep order when
+``WEFT_SWEEP_PUBLISH_ASYNC``, so the heatmap and the counter rules get every sweep without the sweep
+waiting for them).
+
+Overlap (PostgreSQL): the MAD poller streams its records in chunks; each chunk's rates are computed
+at once (``semantics.derive_fast``, ``derive_raw`` for the uncommon ports) and COPYed + applied by a
+store thread inside the sweep's transaction while the later MADs are in flight
+(:class:`_Writer`); a chunk's ports are sampled at the middle of the time since the previous chunk
+(their ``sampled_at``; the rates use exactly it). After the last MAD answer only the last chunk,
+the unread ports, the history rows, the Sweep's figures and the commit remain.
 
 Robustness: a port that does not answer (timeout, node gone, LID moved after an SM change, error
 status) is marked ``stale`` with the reason and keeps its last raw values; the sweep goes on and is
@@ -24,9 +34,12 @@ read, audited as ``telemetry.reset_counters``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import operator
+import queue
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -45,10 +58,16 @@ from fabric.services.sm import SWEEP, observe_sms
 
 from .. import semantics
 from ..collectors import madpoll
-from ..collectors.counters import Collected, CollectorError, reset_counters, run_madpoll, run_perfquery
-from ..models import PortCounters, Sweep, SweepStatus
-from ..signals import sweep_committed
-from . import history
+from ..collectors.counters import (
+    Collected,
+    CollectorError,
+    decode_stream,
+    reset_counters,
+    run_madpoll,
+    run_perfquery,
+)
+from ..models import CounterChunk, PortCounters, Sweep, SweepStatus
+from . import history, publisher
 
 log = logging.getLogger(__name__)
 
@@ -69,23 +88,54 @@ class Target:
     group_key: int
 
 
+@dataclass
+class _Topology:
+    """The cached read plan of a fabric: ``targets``, ``by_addr[(lid, port)]`` and the number of
+    targets per history bucket; ``key`` is the fabric identity it was built for (:func:`_identity`)."""
+
+    key: tuple
+    targets: list[Target]
+    by_addr: dict[tuple[int, int], Target]
+    bucket_sizes: dict[int, int]
+
+
 # Per-process caches (a Celery worker sweeps the same fabric again and again). They are only
-# trusted when the database agrees: the topology cache by the fabric's last discovery and port
-# count, the counter state by the id of the fabric's latest sweep.
+# trusted when the database agrees: the topology by the fabric's identity (:func:`_identity`:
+# id, creation time, latest discovery id and start, read from the database at every sweep, so a
+# deleted fabric whose id is reused, a stale ``Fabric`` object or a rediscovery never hit another
+# topology), the counter state and the CapMasks by the fabric's id and creation time (and the state
+# by the id of the fabric's latest sweep).
 _lock = threading.Lock()
-_topology_cache: dict[int, tuple[tuple, list[Target]]] = {}
-_state_cache: dict[tuple[int, str], tuple[int, dict[int, tuple]]] = {}
-_capmasks: dict[tuple[int, int], tuple[int, float]] = {}
+_topology_cache: dict[int, _Topology] = {}
+_state_cache: dict[tuple[int, str], tuple[tuple, int, dict[int, tuple]]] = {}
+_capmasks: dict[tuple[tuple, int], tuple[int, float]] = {}
 
 
-def _targets(fabric: Fabric) -> list[Target]:
-    key = (fabric.last_discovery_id, Port.objects.filter(node__fabric=fabric).count())
+def _identity(fabric: Fabric) -> tuple:
+    """``(id, created, last discovery id, its start)`` of ``fabric`` as the database has it now.
+
+    Every topology change goes through a discovery (``fabric.services.ingest``: a full or partial
+    discovery, an import, a notice's port-state refresh), which becomes ``Fabric.last_discovery``;
+    the creation time and the discovery's start tell a deleted fabric or discovery whose id was
+    reused (SQLite after a rolled-back transaction) from the one cached."""
+    row = (
+        Fabric.objects.filter(pk=fabric.pk)
+        .values_list("created", "last_discovery_id", "last_discovery__started")
+        .first()
+    )
+    return (fabric.pk, *row) if row else (fabric.pk, None, None, None)
+
+
+def _topology(fabric: Fabric) -> _Topology:
+    """The read plan of ``fabric`` (cached per process while :func:`_identity` is unchanged; a
+    fabric with no discovery yet, whose ports are written by hand, is read again every sweep)."""
+    key = _identity(fabric)
     with _lock:
         hit = _topology_cache.get(fabric.pk)
-    if hit and hit[0] == key:
-        return hit[1]
+    if hit is not None and hit.key == key and key[2] is not None:
+        return hit
     rows = list(
-        Port.objects.filter(node__fabric=fabric, port_num__gte=1).values_list(
+        Port.objects.filter(node__fabric_id=fabric.pk, port_num__gte=1).values_list(
             "id", "node_id", "port_num", "lid", "rate_gbps", "node__node_type", "node__lid"
         )
     )
@@ -93,7 +143,9 @@ def _targets(fabric: Fabric) -> list[Target]:
     type_of = {r[1]: r[5] for r in rows}
     peer: dict[int, int] = {}
     link_rate: dict[int, float | None] = {}
-    for a, b, rate in Link.objects.filter(fabric=fabric).values_list("port_a_id", "port_b_id", "rate_gbps"):
+    for a, b, rate in Link.objects.filter(fabric_id=fabric.pk).values_list(
+        "port_a_id", "port_b_id", "rate_gbps"
+    ):
         peer[a], peer[b] = b, a
         link_rate[a] = link_rate[b] = rate
     targets = []
@@ -112,20 +164,44 @@ def _targets(fabric: Fabric) -> list[Target]:
                 group_key=group_key,
             )
         )
+    topo = _Topology(key, targets, _by_addr(targets), _bucket_sizes(targets))
     with _lock:
-        _topology_cache[fabric.pk] = (key, targets)
-    return targets
+        if key[2] is not None:
+            _topology_cache[fabric.pk] = topo
+        else:
+            _topology_cache.pop(fabric.pk, None)
+    return topo
 
 
-def _previous_state(fabric: Fabric, mech: str, port_ids: list[int]) -> dict[int, tuple]:
+def _by_addr(targets: list[Target]) -> dict[tuple[int, int], Target]:
+    return {(t.lid, t.port_num): t for t in targets if t.lid}
+
+
+def _bucket_sizes(targets: list[Target]) -> dict[int, int]:
+    sizes: dict[int, int] = {}
+    for t in targets:
+        b = t.port_id >> history.BUCKET_SHIFT
+        sizes[b] = sizes.get(b, 0) + 1
+    return sizes
+
+
+def _targets(fabric: Fabric) -> list[Target]:
+    """The ports a sweep of ``fabric`` reads (see :class:`Target`)."""
+    return _topology(fabric).targets
+
+
+def _previous_state(
+    fabric: Fabric, mech: str, port_ids: list[int], ident: tuple | None = None
+) -> dict[int, tuple]:
     """``{port_id: (raw values tuple, extended, sampled_at epoch, stale)}`` of the last sweep."""
+    ident = (ident or _identity(fabric))[:2]
     latest = (
         Sweep.objects.filter(fabric=fabric).order_by("-started", "-id").values_list("id", flat=True).first()
     )
     with _lock:
         hit = _state_cache.get((fabric.pk, mech))
-    if hit and latest is not None and hit[0] == latest:
-        return hit[1]
+    if hit and latest is not None and hit[0] == ident and hit[1] == latest:
+        return hit[2]
     state: dict[int, tuple] = {}
     wanted = set(port_ids)
     rows = PortCounters.objects.filter(port__node__fabric=fabric).values_list(
@@ -159,23 +235,40 @@ def _sm_check(fabric: Fabric, env: dict, ca_args: list[str], budget_s: float) ->
     )
 
 
-def _requests(fabric: Fabric, targets: list[Target], extended: str) -> list[tuple]:
+def _requests(
+    fabric: Fabric, targets: list[Target], extended: str, ident: tuple | None = None
+) -> list[tuple]:
+    """The poller's requests: ClassPortInfo of every LID whose capabilities are not cached, then
+    per port ``("Q", lid, port, mode)``: mode 2 where the node's CapMask2 has
+    AddlPortCountersExtended (one PortCountersExtended MAD carries every counter), 1 where
+    PortCountersExtended carries the 64-bit data only (ExtendedWidth/NoIETF, or not known yet:
+    PortCounters + PortCountersExtended), 0 for 32-bit only (``extended="never"`` or no
+    ExtendedWidth). IBTA 16.1.2 ClassPortInfo, 16.1.4.11 PortCountersExtended."""
     now = time.monotonic()
+    owner = (ident or _identity(fabric))[:2]
     lids = sorted({t.lid for t in targets if t.lid})
     reqs: list[tuple] = []
     known: dict[int, int] = {}
     with _lock:
         for lid in lids:
-            hit = _capmasks.get((fabric.pk, lid))
+            hit = _capmasks.get((owner, lid))
             if hit and hit[1] > now:
                 known[lid] = hit[0]
     reqs.extend(("N", lid) for lid in lids if lid not in known)
+    never = extended == "never"
     for t in targets:
         if not t.lid:
             continue
         cap = known.get(t.lid)
-        ext = extended != "never" and (cap is None or bool(cap & EXT_BITS))
-        reqs.append(("Q", t.lid, t.port_num, 1 if ext else 0))
+        if never:
+            mode = 0
+        elif cap is None:
+            mode = 1
+        elif cap & EXT_BITS and cap & madpoll.CAP_ADDL_EXT:
+            mode = 2
+        else:
+            mode = 1 if cap & EXT_BITS else 0
+        reqs.append(("Q", t.lid, t.port_num, mode))
     return reqs
 
 
@@ -217,22 +310,42 @@ def poll_fabric(
     t_start = time.monotonic()
     started = datetime.now(UTC)
 
-    targets = _targets(fabric)
+    topo = _topology(fabric)
+    targets = topo.targets
+    by_addr = topo.by_addr
     if not targets:  # not one port known (never discovered): 0 of 0 ports read is not "ok"
         return _skipped(fabric, started, mechanism if group is None else f"{mechanism} {group + 1}/{groups}")
     if group is not None:
         targets = [t for t in targets if t.group_key % groups == group]
+        by_addr = _by_addr(targets)
     mech_label = mechanism if group is None else f"{mechanism} {group + 1}/{groups}"
     env, ca_args = fabric_env(fabric), fabric_ca_args(fabric)
+    prev_state = _previous_state(fabric, mech_label, [t.port_id for t in targets], topo.key)
+    prev_sweep = (
+        Sweep.objects.filter(fabric=fabric, mechanism=mech_label)
+        .order_by("-started", "-id")
+        .values_list("started", flat=True)
+        .first()
+    )
+    sweep_fields = {
+        "fabric": fabric,
+        "started": started,
+        "interval_s": (started - prev_sweep).total_seconds() if prev_sweep else None,
+        "mechanism": mech_label,
+    }
+
+    def writer() -> _Writer:
+        return _Writer(topo.key, targets, by_addr, prev_state, tick_ns, t_collect, sweep_fields)
 
     collected: Collected | None = None
     error = ""
     interrupted = False
     t_collect = time.time()
+    out = writer()
     sm_check = _SM_POOL.submit(_sm_check, fabric, env, ca_args, timeout) if fabric.master_sm_guid else None
     try:
         if mechanism == "mad":
-            reqs = _requests(fabric, targets, extended)
+            reqs = _requests(fabric, targets, extended, topo.key)
             collected = run_madpoll(
                 reqs,
                 env=env,
@@ -243,11 +356,12 @@ def poll_fabric(
                 retries=2,
                 processes=settings.WEFT_POLL_PROCESSES,
                 persistent=settings.WEFT_POLL_PERSISTENT,
+                on_records=out.add_records,
             )
             expires = time.monotonic() + _CAPMASK_TTL_S
             with _lock:
-                for lid, cap in collected.capmasks.items():
-                    _capmasks[(fabric.pk, lid)] = (cap, expires)
+                for lid, cap in {**out.capmasks, **collected.capmasks}.items():
+                    _capmasks[(topo.key[:2], lid)] = (cap, expires)
         else:
             tg = [(t.lid, t.port_num, extended != "never") for t in targets if t.lid]
             collected = run_perfquery(
@@ -266,145 +380,52 @@ def poll_fabric(
         # collector ran: its child is already killed (kill_group); record the failed sweep anyway.
         error = f"the sweep task's time limit was reached while collecting (collector budget {timeout:g} s)"
         log.warning("counter sweep of %s failed: %s", fabric, error)
+    except BaseException:
+        out.abort()
+        raise
+    if collected is None and out.opened:
+        # A failed sweep stores what a failed sweep always stored (every port stale with the
+        # reason), not the chunks that came before the failure: roll them back, start again.
+        out.abort()
+        out = writer()
+    t_collected = time.monotonic()
+    # the poller's last MAD answer (its clock, epoch) when streamed; else when the collector returned
+    last_answer = out.t_last if collected is not None and collected.streamed else time.time()
     moved_to, sm_note = None, ""
     if sm_check is not None and (not interrupted or sm_check.done()):
         moved_to, sm_note = sm_check.result()
     elif sm_check is not None:  # out of time: its sminfo ends (and is killed) by its own timeout
         sm_note = "SM not checked (sweep out of time)"
-    # all ports of the sweep share one sample time: the middle of the collection
-    sampled_at = datetime.fromtimestamp(t_collect + (collected.duration_s / 2 if collected else 0.0), UTC)
-    t_sample = sampled_at.timestamp()  # microsecond precision, as stored: rates match the rows exactly
-
-    t_collected = time.monotonic()
-    prev_state = _previous_state(fabric, mech_label, [t.port_id for t in targets])
-    rows: list[tuple] = []
-    chunk_entries: list[tuple[int, history.Entry]] = []
-    n_read = n_stale = n_sat = n_sat_ports = n_reset = 0
-    new_state: dict[int, tuple] = {}
-    reads = collected.reads if collected else {}
-    for t in targets:
-        prev = prev_state.get(t.port_id)
-        read = reads.get((t.lid, t.port_num)) if t.lid else None
-        reason = ""
-        if not t.lid:
-            reason = "no LID known for this port (down, or not yet configured by the SM)"
-        elif collected is None:
-            reason = f"sweep failed: {error}"
-        elif read is None:
-            reason = "not read by the collector"
-        elif read.error:
-            reason = f"LID {t.lid} port {t.port_num}: {read.error}"
-        if reason:
-            n_stale += 1
-            raw = prev[0] if prev else (None,) * 16
-            ext = prev[1] if prev else False
-            ts = prev[2] if prev else None
-            rows.append(
-                (
-                    t.port_id,
-                    raw,
-                    ext,
-                    datetime.fromtimestamp(ts, UTC) if ts else None,
-                    None,
-                    [],
-                    False,
-                    True,
-                    reason,
-                )
-            )
-            new_state[t.port_id] = (raw, ext, ts, True)
-            chunk_entries.append((t.port_id, (None, None, None, 0, history.FLAG_STALE)))
-            continue
-        n_read += 1
-        raw = read.raw
-        if prev is not None and prev[2] is not None and prev[0][0] is not None:
-            d = semantics.derive_raw(
-                prev[0], prev[1], prev[2], raw, read.extended, t_sample, t.rate_gbps, tick_ns
-            )
-        else:
-            d = semantics.derive_raw(None, False, 0.0, raw, read.extended, t_sample, t.rate_gbps, tick_ns)
-        if d.saturated:
-            n_sat += len(d.saturated)
-            n_sat_ports += 1
-        if d.reset:
-            n_reset += 1
-        rows.append((t.port_id, raw, read.extended, sampled_at, d, d.saturated, d.reset, False, ""))
-        new_state[t.port_id] = (raw, read.extended, t_sample, False)
-        flags = (history.FLAG_SATURATED if d.saturated else 0) | (history.FLAG_RESET if d.reset else 0)
-        errors = sum(d.error_deltas.values()) if d.error_deltas else 0
-        chunk_entries.append(
-            (t.port_id, (d.xmit_bytes_per_s, d.rcv_bytes_per_s, d.xmit_wait_per_s, errors, flags))
-        )
-
-    if collected is None:
-        status = SweepStatus.FAILED
-    elif n_stale or sm_note:
-        status = SweepStatus.PARTIAL
-    else:
-        status = SweepStatus.OK
-    prev_sweep = (
-        Sweep.objects.filter(fabric=fabric, mechanism=mech_label)
-        .order_by("-started", "-id")
-        .values_list("started", flat=True)
-        .first()
-    )
-    stats = collected.stats if collected else ""
-    t_computed = time.monotonic()
-    with transaction.atomic():
-        # A discovery that committed since ``fabric`` was read may have removed ports: writing their
-        # rows failed the whole sweep (foreign key). Under the fabric row lock that ingest takes
-        # first (``select_for_update``, so the same lock order), keep only the rows of the ports that still exist.
-        latest = Fabric.objects.select_for_update().filter(pk=fabric.pk).values_list("last_discovery_id")
-        if [(fabric.last_discovery_id,)] != list(latest):
-            live = set(Port.objects.filter(node__fabric=fabric).values_list("id", flat=True))
-            rows = [r for r in rows if r[0] in live]
-            chunk_entries = [e for e in chunk_entries if e[0] in live]
-        sweep = Sweep.objects.create(
-            fabric=fabric,
-            started=started,
-            duration_s=None,
-            interval_s=(started - prev_sweep).total_seconds() if prev_sweep else None,
-            ports=n_read,
-            stale=n_stale,
-            saturated=n_sat,
-            saturated_ports=n_sat_ports,
-            resets=n_reset,
-            status=status,
-            error="; ".join(x for x in (error, sm_note, stats if n_stale else "") if x)[:2000],
-            mechanism=mech_label,
-        )
-        _upsert(sweep.pk, rows)
-        t_upserted = time.monotonic()
-        chunks = history.build_chunks(fabric.pk, int(t_sample), chunk_entries)
-        from ..models import CounterChunk
-
-        CounterChunk.objects.bulk_create(chunks, batch_size=500)
-
-        t_history = time.monotonic()
-        publish: dict[str, float] = {}
-
-        def _after_commit(sweep_id=sweep.pk, state=new_state):
-            with _lock:
-                _state_cache[(fabric.pk, mech_label)] = (sweep_id, state)
-            t0 = time.monotonic()
-            sweep_committed.send(sender=Sweep, fabric_id=fabric.pk, sweep_id=sweep_id)
-            publish["publish_s"] = time.monotonic() - t0
-
-        transaction.on_commit(_after_commit)
-        if moved_to is not None:  # the SM service records the move; its receiver queues the rediscovery
-            observe_sms(fabric, moved_to, source=SWEEP)
-    duration = time.monotonic() - t_start
+    try:
+        sweep = out.finish(collected, error, sm_note, moved_to, fabric, mech_label)
+    except BaseException:
+        out.abort()
+        raise
+    t_end = time.monotonic()
+    end_epoch = time.time()
+    duration = t_end - t_start
     Sweep.objects.filter(pk=sweep.pk).update(duration_s=round(duration, 4))
     sweep.duration_s = round(duration, 4)
-    # not stored: where the time went (bench/sweep.py prints it)
+    # not stored: where the time went (bench/sweep.py prints it). ``collect_s``: start to the last
+    # MAD answer (the poller's clock); ``after_collect_s``: from there to the sweep's end (the
+    # chunks still queued behind it, the rest, commit; the heatmap and alarms are published after
+    # it, off the sweep's path: ``telemetry.services.publisher``); ``collector_returned_s``: start to
+    # the collector's return (the last chunk stored).
+    after = max(0.0, end_epoch - last_answer)
     sweep.timings = {
-        "collect_s": round(t_collected - t_start, 4),
-        "compute_s": round(t_computed - t_collected, 4),
-        "store_publish_s": round(duration - (t_computed - t_start), 4),
-        "upsert_s": round(t_upserted - t_computed, 4),
-        "history_s": round(t_history - t_upserted, 4),
-        "publish_s": round(publish.get("publish_s", 0.0), 4),
-        "collector": stats,
+        "collect_s": round(duration - after, 4),
+        "after_collect_s": round(after, 4),
+        "collector_returned_s": round(t_collected - t_start, 4),
+        "compute_s": round(out.t_compute, 4),
+        "store_s": round(out.t_store, 4),
+        "store_after_collect_s": round(out.t_store_after, 4),
+        "upsert_s": round(out.t_upsert, 4),
+        "history_s": round(out.t_history, 4),
+        "commit_s": round(out.t_commit, 4),
+        "publish_s": round(out.t_publish, 4),
+        "chunks": out.chunks,
+        "fast_path_ports": out.n_fast,
+        "collector": collected.stats if collected else "",
     }
 
     if reset and collected is not None:
@@ -426,6 +447,294 @@ def _skipped(fabric: Fabric, started: datetime, mech_label: str) -> Sweep:
     sweep.timings = {}
     log.info("counter sweep of %s skipped: %s", fabric, NOT_DISCOVERED)
     return sweep
+
+
+class _Writer:
+    """One sweep's store: rates per port as the records arrive, rows written in chunks.
+
+    On PostgreSQL the sweep's transaction opens with the first chunk of records (under the fabric
+    row lock, as before: the same lock order as ``fabric.services.ingest``), and every chunk is
+    COPYed and applied (``UPDATE .. FROM`` the staging table) while the poller's later MADs are in
+    flight; history buckets are encoded as soon as all their ports are in. What is left after the
+    last MAD answer: the last chunk, the unread ports, the history rows, the Sweep row and the
+    commit. Elsewhere (SQLite) the rates are computed as the chunks arrive and everything is
+    written at the end in one transaction (a SQLite writer would lock the whole database for the
+    collection). Same rows, same rules (``telemetry.semantics``) either way.
+    """
+
+    def __init__(self, key, targets, by_addr, prev_state, tick_ns, t_collect, sweep_fields) -> None:
+        self.key = key
+        self.targets = targets
+        self.by_addr = by_addr
+        self.prev_state = prev_state
+        self.tick_ns = tick_ns
+        self.t_collect = self.t_last = t_collect
+        self.sweep_fields = sweep_fields
+        self.stream_db = connection.vendor == "postgresql"
+        self.rows: list[tuple] = []
+        self.new_state: dict[int, tuple] = {}
+        self.entries: dict[int, dict[int, history.Entry]] = {}
+        self.left = _bucket_sizes(targets) if self.stream_db else {}
+        self.encoded: dict[int, bytes] = {}
+        self.capmasks: dict[int, int] = {}
+        self.n_read = self.n_stale = self.n_sat = self.n_sat_ports = self.n_reset = self.n_fast = 0
+        self.chunks = 0
+        self.t_compute = self.t_store = self.t_store_after = self.t_upsert = self.t_history = 0.0
+        self.t_commit = self.t_publish = 0.0
+        self.stack: contextlib.ExitStack | None = None
+        self.sweep: Sweep | None = None
+        self.live: set[int] | None = None
+        self.written = 0
+        self.pipe: _DbPipe | None = None
+        self.gone: set[int] = set()
+
+    @property
+    def opened(self) -> bool:
+        return self.stack is not None
+
+    def _open(self) -> None:
+        """Open the sweep's transaction: fabric row lock, discovery check, the Sweep row."""
+        self.stack = contextlib.ExitStack()
+        self.stack.enter_context(transaction.atomic())
+        fabric = self.sweep_fields["fabric"]
+        if self.stream_db:
+            with connection.cursor() as cur:
+                # A sweep is a sample the next one rewrites: on a crash the last sweep committed in
+                # the previous ~0.6 s may be lost (never half of one); no WAL flush wait per sweep.
+                cur.execute("SET LOCAL synchronous_commit TO OFF")
+                # Check the foreign keys (Django declares them DEFERRABLE INITIALLY DEFERRED) per
+                # statement: each chunk's rows point at this sweep, checked while MADs are in
+                # flight, instead of 25,000 queued checks at COMMIT after the last answer.
+                cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        # A discovery that committed since the targets were read may have removed ports: writing
+        # their rows failed the whole sweep (foreign key). Under the fabric row lock that ingest
+        # takes first (``select_for_update``, so the same lock order), keep only the rows of the
+        # ports that still exist.
+        latest = Fabric.objects.select_for_update().filter(pk=fabric.pk).values_list("last_discovery_id")
+        if [(self.key[2],)] != list(latest):
+            self.live = set(Port.objects.filter(node__fabric=fabric).values_list("id", flat=True))
+        self.sweep = Sweep.objects.create(
+            duration_s=None, ports=0, stale=0, saturated=0, saturated_ports=0, resets=0,
+            status=SweepStatus.PARTIAL, error="", **self.sweep_fields,
+        )  # fmt: skip
+        if self.stream_db:
+            self.pipe = _DbPipe(connection.connection, self.sweep.pk)
+
+    def abort(self) -> None:
+        """Roll back what this writer wrote (a failed or interrupted sweep starts again)."""
+        if self.pipe is not None:
+            pipe, self.pipe = self.pipe, None
+            with contextlib.suppress(BaseException):
+                pipe.close(60)
+        if self.stack is not None:
+            stack, self.stack = self.stack, None
+            try:
+                raise _Aborted
+            except _Aborted:
+                stack.__exit__(*sys.exc_info())
+
+    def add_records(self, blob: bytes, epoch: float) -> None:
+        """A chunk of poller records (``madpoll.RECORD``), its last answer at ``epoch``: rates now,
+        rows stored now on PostgreSQL. The chunk's ports are sampled at the middle of the time
+        since the previous chunk (rates use exactly the stored ``sampled_at``)."""
+        t0 = time.monotonic()
+        reads, caps = decode_stream(blob)
+        self.capmasks.update(caps)
+        t_mid = (self.t_last + epoch) / 2
+        self.t_last = epoch
+        sampled_at = datetime.fromtimestamp(t_mid, UTC)
+        t_sample = sampled_at.timestamp()  # microsecond precision, as stored
+        if self.stream_db and not self.opened:
+            self._open()
+        by_addr, done = self.by_addr, self.new_state
+        for lid, port, ext, raw, err in reads:
+            t = by_addr.get((lid, port))
+            if t is None or t.port_id in done or t.port_id in self.gone:
+                continue
+            if err:
+                self._stale(t, f"LID {t.lid} port {t.port_num}: {err}")
+            else:
+                self._read(t, raw, ext, sampled_at, t_sample)
+        t1 = time.monotonic()
+        self.t_compute += t1 - t0
+        self.chunks += 1
+        if self.stream_db:
+            self._flush()
+            self.t_store += time.monotonic() - t1
+
+    def _read(self, t: Target, raw: tuple, ext: bool, sampled_at: datetime, t_sample: float) -> None:
+        self.n_read += 1
+        pid = t.port_id
+        if self.live is not None and pid not in self.live:
+            self.gone.add(pid)  # removed by a discovery since the targets were read: no row
+            return
+        prev = self.prev_state.get(pid)
+        self.new_state[pid] = (raw, ext, t_sample, False)
+        if prev is not None and prev[2] is not None and prev[0][0] is not None:
+            fast = semantics.derive_fast(
+                prev[0], prev[1], prev[2], raw, ext, t_sample, t.rate_gbps, self.tick_ns
+            )
+            if fast is not None:
+                self.n_fast += 1
+                self.rows.append((pid, raw, ext, sampled_at, fast, _NONE, False, False, ""))
+                self._entry(pid, (fast[0], fast[1], fast[4], 0, 0))
+                return
+            d = semantics.derive_raw(prev[0], prev[1], prev[2], raw, ext, t_sample, t.rate_gbps, self.tick_ns)
+        else:
+            d = semantics.derive_raw(None, False, 0.0, raw, ext, t_sample, t.rate_gbps, self.tick_ns)
+        if d.saturated:
+            self.n_sat += len(d.saturated)
+            self.n_sat_ports += 1
+        if d.reset:
+            self.n_reset += 1
+        self.rows.append((pid, raw, ext, sampled_at, d, d.saturated, d.reset, False, ""))
+        flags = (history.FLAG_SATURATED if d.saturated else 0) | (history.FLAG_RESET if d.reset else 0)
+        errors = sum(d.error_deltas.values()) if d.error_deltas else 0
+        self._entry(pid, (d.xmit_bytes_per_s, d.rcv_bytes_per_s, d.xmit_wait_per_s, errors, flags))
+
+    def _stale(self, t: Target, reason: str) -> None:
+        self.n_stale += 1
+        pid = t.port_id
+        if self.live is not None and pid not in self.live:
+            self.gone.add(pid)
+            return
+        prev = self.prev_state.get(pid)
+        raw = prev[0] if prev else (None,) * 16
+        ext = prev[1] if prev else False
+        ts = prev[2] if prev else None
+        at = datetime.fromtimestamp(ts, UTC) if ts else None
+        self.rows.append((pid, raw, ext, at, None, _NONE, False, True, reason))
+        self.new_state[pid] = (raw, ext, ts, True)
+        self._entry(pid, (None, None, None, 0, history.FLAG_STALE))
+
+    def _entry(self, pid: int, entry: history.Entry) -> None:
+        b = pid >> history.BUCKET_SHIFT
+        bucket = self.entries.get(b)
+        if bucket is None:
+            bucket = self.entries[b] = {}
+        bucket[pid & (history.BUCKET_SIZE - 1)] = entry
+        if self.stream_db:
+            left = self.left[b] = self.left[b] - 1
+            if not left:  # every port of the bucket is in: encode it now, while MADs are in flight
+                self.encoded[b] = history.encode_chunk(self.entries.pop(b))
+
+    def _flush(self) -> None:
+        if self.rows:
+            rows, self.rows = self.rows, []
+            if self.pipe is not None:
+                self.pipe.put(rows)
+            else:
+                _upsert(self.sweep.pk, rows)
+            self.written += len(rows)
+
+    def _close_pipe(self) -> None:
+        if self.pipe is not None:
+            pipe, self.pipe = self.pipe, None
+            pipe.close()
+            self.t_store += pipe.busy_s
+
+    def finish(self, collected, error: str, sm_note: str, moved_to, fabric: Fabric, mech_label: str) -> Sweep:
+        """Store the rest (ports not streamed: unread, no LID, the whole sweep when the collector
+        was replaced or failed), history, the Sweep's figures; commit; publish after commit."""
+        t0 = time.monotonic()
+        if not self.opened:
+            self._open()
+        if collected is not None and not collected.streamed:
+            # one sample time for a sweep that was not streamed: the middle of the collection
+            t_mid = self.t_collect + collected.duration_s / 2
+            sampled_at = datetime.fromtimestamp(t_mid, UTC)
+            t_sample = sampled_at.timestamp()
+        reads = collected.reads if collected is not None else {}
+        done, gone = self.new_state, self.gone
+        for t in self.targets:
+            if t.port_id in done or t.port_id in gone:
+                continue
+            if not t.lid:
+                self._stale(t, "no LID known for this port (down, or not yet configured by the SM)")
+                continue
+            if collected is None:
+                self._stale(t, f"sweep failed: {error}")
+                continue
+            read = reads.get((t.lid, t.port_num))
+            if read is None:
+                self._stale(t, "not read by the collector")
+            elif read.error:
+                self._stale(t, f"LID {t.lid} port {t.port_num}: {read.error}")
+            else:
+                self._read(t, read.raw, read.extended, sampled_at, t_sample)
+        t1 = time.monotonic()
+        self.t_compute += t1 - t0
+        sweep = self.sweep
+        if self.live is not None and not self.stream_db:
+            self.rows = [r for r in self.rows if r[0] in self.live]
+        self._flush()
+        self._close_pipe()
+        t2 = time.monotonic()
+        self.t_upsert = t2 - t1
+        # all ports of the sweep share one history time step: the middle of the collection
+        if collected is not None and collected.streamed:
+            t_hist = int((self.t_collect + self.t_last) / 2)
+        else:
+            t_hist = int(self.t_collect + (collected.duration_s / 2 if collected is not None else 0.0))
+        chunks = [
+            CounterChunk(fabric_id=fabric.pk, bucket=b, resolution=0, t=t_hist, data=data)
+            for b, data in self.encoded.items()
+        ]
+        for b, entries in self.entries.items():
+            if self.live is not None:
+                entries = {o: e for o, e in entries.items() if (b << history.BUCKET_SHIFT | o) in self.live}
+            if entries:
+                chunks.append(
+                    CounterChunk(
+                        fabric_id=fabric.pk,
+                        bucket=b,
+                        resolution=0,
+                        t=t_hist,
+                        data=history.encode_chunk(entries),
+                    )
+                )
+        CounterChunk.objects.bulk_create(chunks, batch_size=500)
+        t3 = time.monotonic()
+        self.t_history = t3 - t2
+        if collected is None:
+            status = SweepStatus.FAILED
+        elif self.n_stale or sm_note:
+            status = SweepStatus.PARTIAL
+        else:
+            status = SweepStatus.OK
+        stats = collected.stats if collected else ""
+        sweep.ports, sweep.stale, sweep.resets = self.n_read, self.n_stale, self.n_reset
+        sweep.saturated, sweep.saturated_ports = self.n_sat, self.n_sat_ports
+        sweep.status = status
+        sweep.error = "; ".join(x for x in (error, sm_note, stats if self.n_stale else "") if x)[:2000]
+        sweep.save(
+            update_fields=["ports", "stale", "resets", "saturated", "saturated_ports", "status", "error"]
+        )
+        state, owner = self.new_state, self.key[:2]
+
+        def _after_commit(sweep_id=sweep.pk, fabric_id=fabric.pk):
+            with _lock:
+                _state_cache[(fabric_id, mech_label)] = (owner, sweep_id, state)
+            t = time.monotonic()
+            publisher.publish(fabric_id, sweep_id)
+            self.t_publish = time.monotonic() - t
+
+        transaction.on_commit(_after_commit)
+        if moved_to is not None:  # the SM service records the move; its receiver queues the rediscovery
+            observe_sms(fabric, moved_to, source=SWEEP)
+        stack, self.stack = self.stack, None
+        t4 = time.monotonic()
+        stack.close()  # commit (then the on_commit hooks)
+        self.t_commit = time.monotonic() - t4 - self.t_publish
+        self.t_store_after = time.monotonic() - t1
+        return sweep
+
+
+class _Aborted(Exception):
+    """Raised into a writer's transaction to roll it back."""
+
+
+_NONE: list = []  # the saturated list of a port with none (shared, never mutated)
 
 
 def reset_ports(ports: list[Port], *, user=None, timeout: float = 60.0) -> dict:
@@ -502,10 +811,16 @@ _NO_DERIVED = (None,) * len(semantics.DERIVED_FIELDS)
 
 
 def _row_tuple(sweep_id: int, row: tuple) -> tuple:
+    """A sweep row ``(port_id, raw, ext, sampled_at, d, saturated, reset, stale, reason)`` as the
+    values of :data:`_COLUMNS`; ``d`` is a ``Derived``, the 7-tuple of ``semantics.derive_fast``
+    (no error deltas, nothing saturated) or None (stale)."""
     port_id, raw, ext, sampled_at, d, saturated, reset, stale, reason = row
     if d is None:
         derived = _NO_DERIVED
         deltas = None
+    elif type(d) is tuple:
+        derived = d
+        deltas = "{}"
     else:
         derived = _derived_values(d)
         deltas = None if d.error_deltas is None else json.dumps(d.error_deltas)
@@ -517,7 +832,7 @@ def _row_tuple(sweep_id: int, row: tuple) -> tuple:
         ext,
         *derived,
         deltas,
-        json.dumps(saturated),
+        json.dumps(saturated) if saturated else "[]",
         reset,
         stale,
         reason,
@@ -539,79 +854,148 @@ def _copy_text(value) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def _copy_lines(tuples: list[tuple]) -> str:
-    """COPY text of the upsert rows; the numeric columns (all but the 5 text/JSON/bool tail columns
-    and ``extended``) are formatted inline (tens of thousands of rows per sweep)."""
+def _copy_lines(sweep_id: int, rows: list[tuple]) -> str:
+    """COPY text of sweep rows (see :func:`_row_tuple`), formatted inline: tens of thousands of
+    rows per sweep, most of them the fast path's (no JSON to encode, one timestamp per chunk)."""
     out = []
     n = "\\N"
-    for t in tuples:
-        head = t[:19]  # port_id, sweep_id, sampled_at, 16 raw counters
-        mid = t[20:27]  # 7 derived floats
-        out.append(
-            "\t".join(
-                [
-                    str(head[0]),
-                    str(head[1]),
-                    head[2].isoformat() if head[2] is not None else n,
-                    *[n if v is None else str(v) for v in head[3:]],
-                    "t" if t[19] else "f",
-                    *[n if v is None else repr(v) for v in mid],
-                    *[_copy_text(v) for v in t[27:]],
-                ]
+    sid = str(sweep_id)
+    stamps: dict = {}
+    for port_id, raw, ext, sampled_at, d, saturated, reset, stale, reason in rows:
+        if sampled_at is None:
+            at = n
+        else:
+            at = stamps.get(sampled_at)
+            if at is None:
+                at = stamps[sampled_at] = sampled_at.isoformat()
+        if type(d) is tuple:  # the fast path: every counter read (no None), no JSON to encode
+            u = d[5]
+            out.append(
+                f"{port_id}\t{sid}\t{at}\t"
+                + "\t".join(map(str, raw))
+                + f"\t{'t' if ext else 'f'}\t{d[0]!r}\t{d[1]!r}\t{d[2]!r}\t{d[3]!r}\t{d[4]!r}\t"
+                + f"{n if u is None else repr(u)}\t{d[6]!r}\t{{}}\t[]\tf\tf\t"
             )
+            continue
+        if d is None:
+            derived, deltas = _NO_DERIVED_TEXT, n
+        else:
+            derived = "\t".join([n if v is None else repr(v) for v in _derived_values(d)])
+            deltas = n if d.error_deltas is None else _copy_text(json.dumps(d.error_deltas))
+        out.append(
+            f"{port_id}\t{sid}\t{at}\t"
+            + "\t".join([n if v is None else str(v) for v in raw])
+            + f"\t{'t' if ext else 'f'}\t{derived}\t{deltas}\t"
+            + (_copy_text(json.dumps(saturated)) if saturated else "[]")
+            + f"\t{'t' if reset else 'f'}\t{'t' if stale else 'f'}\t{_copy_text(reason) if reason else ''}"
         )
     out.append("")
     return "\n".join(out)
+
+
+_NO_DERIVED_TEXT = "\t".join(["\\N"] * len(semantics.DERIVED_FIELDS))
 
 
 _STAGE = "weft_portcounters_stage"
 
 
 def _upsert(sweep_id: int, rows: list[tuple]) -> None:
-    """Insert or update the ``PortCounters`` rows in one statement.
+    """Insert or update the ``PortCounters`` rows (see :func:`_row_tuple`) in one statement.
 
-    PostgreSQL: the rows go in with one ``COPY`` (text format, parsed by the server in C) into a
-    temporary staging table, then one ``INSERT .. SELECT .. ON CONFLICT (port_id) DO UPDATE``; other
-    backends: ``executemany`` of ``INSERT .. ON CONFLICT DO UPDATE``.
+    PostgreSQL: see :func:`_upsert_pg`; other backends: ``executemany`` of ``INSERT .. ON CONFLICT
+    DO UPDATE``.
     """
     if not rows:
         return
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql":
+            _upsert_pg(cur.cursor, sweep_id, rows)
+            return
+        table = PortCounters._meta.db_table
+        cols = ", ".join(_COLUMNS)
+        updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _COLUMNS if c != "port_id")
+        adapt = connection.ops.adapt_datetimefield_value
+        tuples = [_row_tuple(sweep_id, r) for r in rows]
+        tuples = [(*t[:2], adapt(t[2]), *t[3:]) for t in tuples]
+        marks = ", ".join(["%s"] * len(_COLUMNS))
+        cur.executemany(
+            f"INSERT INTO {table} ({cols}) VALUES ({marks}) ON CONFLICT (port_id) DO UPDATE SET {updates}",
+            tuples,
+        )
+
+
+def _upsert_pg(cur, sweep_id: int, rows: list[tuple]) -> None:
+    """PostgreSQL upsert on a psycopg cursor: the rows go in with one ``COPY`` (text format, parsed
+    by the server in C) into a temporary staging table, then ``UPDATE .. FROM`` it and an ``INSERT``
+    of the ports without a row yet."""
     table = PortCounters._meta.db_table
     cols = ", ".join(_COLUMNS)
     updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _COLUMNS if c != "port_id")
-    tuples = [_row_tuple(sweep_id, r) for r in rows]
-    with connection.cursor() as cur:
-        if connection.vendor == "postgresql":
-            types = [
-                "jsonb" if c in ("error_deltas", "saturated") else t
-                for c, t in zip(_COLUMNS, _TYPES, strict=True)
-            ]
-            cur.execute(
-                f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} ("
-                + ", ".join(f"{c} {t}" for c, t in zip(_COLUMNS, types, strict=True))
-                + ") ON COMMIT DELETE ROWS"
-            )
-            text = _copy_lines(tuples)
-            with cur.cursor.copy(f"COPY {_STAGE} ({cols}) FROM STDIN") as copy:
-                copy.write(text.encode())
-            # UPDATE .. FROM (a hash join) for the rows that exist, then INSERT the new ones: cheaper
-            # than INSERT .. ON CONFLICT's speculative insertion on every row; the transaction and
-            # the unique port_id keep it correct (a concurrent writer of the same port would block
-            # on the row lock or fail the insert, never duplicate it).
-            sets = ", ".join(f"{c} = s.{c}" for c in _COLUMNS if c != "port_id")
-            cur.execute(f"UPDATE {table} AS t SET {sets} FROM {_STAGE} AS s WHERE t.port_id = s.port_id")
-            if cur.rowcount != len(tuples):
-                cur.execute(
-                    f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {_STAGE} AS s "
-                    f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE t.port_id = s.port_id) "
-                    f"ON CONFLICT (port_id) DO UPDATE SET {updates}"
-                )
-            cur.execute(f"TRUNCATE {_STAGE}")
-        else:
-            adapt = connection.ops.adapt_datetimefield_value
-            tuples = [(*t[:2], adapt(t[2]), *t[3:]) for t in tuples]
-            marks = ", ".join(["%s"] * len(_COLUMNS))
-            cur.executemany(
-                f"INSERT INTO {table} ({cols}) VALUES ({marks}) ON CONFLICT (port_id) DO UPDATE SET {updates}",
-                tuples,
-            )
+    types = [
+        "jsonb" if c in ("error_deltas", "saturated") else t for c, t in zip(_COLUMNS, _TYPES, strict=True)
+    ]
+    cur.execute(
+        f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} ("
+        + ", ".join(f"{c} {t}" for c, t in zip(_COLUMNS, types, strict=True))
+        + ") ON COMMIT DELETE ROWS"
+    )
+    text = _copy_lines(sweep_id, rows)
+    with cur.copy(f"COPY {_STAGE} ({cols}) FROM STDIN") as copy:
+        copy.write(text.encode())
+    # UPDATE .. FROM (an index nested loop) for the rows that exist, then INSERT the new ones:
+    # cheaper than INSERT .. ON CONFLICT's speculative insertion on every row; the transaction and
+    # the unique port_id keep it correct (a concurrent writer of the same port would block on the
+    # row lock or fail the insert, never duplicate it).
+    sets = ", ".join(f"{c} = s.{c}" for c in _COLUMNS if c != "port_id")
+    cur.execute(f"UPDATE {table} AS t SET {sets} FROM {_STAGE} AS s WHERE t.port_id = s.port_id")
+    if cur.rowcount != len(rows):
+        cur.execute(
+            f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {_STAGE} AS s "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE t.port_id = s.port_id) "
+            f"ON CONFLICT (port_id) DO UPDATE SET {updates}"
+        )
+    cur.execute(f"TRUNCATE {_STAGE}")
+
+
+class _DbPipe:
+    """The PostgreSQL writes of a streaming sweep, off the thread that decodes and computes: one
+    thread formats each chunk and runs :func:`_upsert_pg` on the sweep's own connection (the same
+    transaction; psycopg connections are thread-safe and the sweep's thread does not touch the
+    database until :meth:`close`), so the server's UPDATE of one chunk overlaps the next chunk's
+    rates. The first error stops it and is raised by :meth:`put`/:meth:`close`."""
+
+    def __init__(self, raw_connection, sweep_id: int) -> None:
+        self.conn = raw_connection
+        self.sweep_id = sweep_id
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.error: BaseException | None = None
+        self.busy_s = 0.0
+        self.thread = threading.Thread(target=self._run, name="weft-sweep-store", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            rows = self.queue.get()
+            if rows is None:
+                return
+            if self.error is not None:
+                continue
+            t = time.monotonic()
+            try:
+                with self.conn.cursor() as cur:
+                    _upsert_pg(cur, self.sweep_id, rows)
+            except BaseException as exc:  # handed to the sweep's thread
+                self.error = exc
+            self.busy_s += time.monotonic() - t
+
+    def put(self, rows: list[tuple]) -> None:
+        if self.error is not None:
+            raise self.error
+        self.queue.put(rows)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Wait for the queued chunks; raise the first error."""
+        self.queue.put(None)
+        self.thread.join(timeout)
+        if self.error is not None:
+            raise self.error

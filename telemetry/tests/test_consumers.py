@@ -106,13 +106,13 @@ def test_redis_layer_viewer_receives_delta_after_sweep_commit():
         payload = msg["payload"]
         assert payload["fabric"] == fabric.pk and payload["sweep"] == first.pk and payload["full"] is True
         cells = {c[0]: c for c in payload["cells"]}
-        assert len(cells) == 16 and cells[hot.pk] == [hot.pk, hot.node_id, 3, 0.25, 0.5, 0, 0]
+        assert len(cells) == 16 and cells[hot.pk] == [hot.pk, hot.node_id, 3, 0.25, 0.5, 0, 0, 0]
 
         # The next sweep changes one cell: the delta carries only that cell.
         second = await loop.run_in_executor(None, commit_sweep, fabric, {hot: {"congestion": 0.9}})
         msg = await comm.receive_json_from(timeout=10)
         assert msg["payload"]["sweep"] == second.pk and "full" not in msg["payload"]
-        assert msg["payload"]["cells"] == [[hot.pk, hot.node_id, 3, 0.25, 0.9, 0, 0]]
+        assert msg["payload"]["cells"] == [[hot.pk, hot.node_id, 3, 0.25, 0.9, 0, 0, 0]]
 
         # Pings are answered; other fabrics' sweeps are not relayed.
         await comm.send_json_to({"type": "ping"})
@@ -151,7 +151,7 @@ def test_in_memory_layer_publish_from_worker_thread_reaches_consumer():
             assert msg["type"] == "heatmap.delta"
             # Only this fabric's delta arrives (the other fabric's sweep went to its own group).
             assert msg["payload"]["fabric"] == fabric.pk and msg["payload"]["sweep"] == sweep.pk
-            assert [port.pk, port.node_id, 4, 0.75, 0.125, 0, 0] in msg["payload"]["cells"]
+            assert [port.pk, port.node_id, 4, 0.75, 0.125, 0, 0, 0] in msg["payload"]["cells"]
             assert await comm.receive_nothing(timeout=0.3)
             # A failed sweep: a stale notice with the reason, then the delta (the port now stale).
             failed = await asyncio.get_running_loop().run_in_executor(
@@ -169,7 +169,7 @@ def test_in_memory_layer_publish_from_worker_thread_reaches_consumer():
             }
             msg = await comm.receive_json_from(timeout=10)
             assert msg["payload"]["status"] == "failed"
-            assert msg["payload"]["cells"] == [[port.pk, port.node_id, 4, 0.75, 0.125, 0, 1]]
+            assert msg["payload"]["cells"] == [[port.pk, port.node_id, 4, 0.75, 0.125, 0, 1, 0]]
             await comm.disconnect()
 
         asyncio.run(run())

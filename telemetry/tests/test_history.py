@@ -108,3 +108,32 @@ def test_port_series_rejects_unknown_resolution(port):
     now = datetime.now(UTC)
     with pytest.raises(ValueError):
         history.port_series(port.pk, now, now, resolution="weekly")
+
+
+def test_encode_chunk_is_the_per_value_float24_encoding():
+    """The bulk encoder gives the bytes of the per-value one (``_f24``), NaN, None and inf included."""
+    import random
+    import struct
+    import zlib
+
+    from telemetry.services.history import _f24, encode_chunk
+
+    rng = random.Random(3)
+    pool = [None, 0.0, -0.0, 1.0, float("nan"), -float("nan"), float("inf"), -float("inf"), 3.3e38, 1e-45]
+    for _ in range(200):
+        entries = {
+            off: (
+                rng.choice([rng.uniform(-1e12, 1e12), rng.choice(pool)]),
+                rng.choice([rng.uniform(0, 2.5e10), rng.choice(pool)]),
+                rng.choice([rng.uniform(0, 1e6), rng.choice(pool)]),
+                rng.choice([0, 2, 70000]),
+                rng.randrange(0, 8),
+            )
+            for off in rng.sample(range(256), rng.randrange(0, 257))
+        }
+        mask = sum(1 << off for off in entries)
+        body = b"".join(
+            _f24(x) + _f24(r) + _f24(w) + struct.pack(">HB", min(e, 0xFFFF), f)
+            for off, (x, r, w, e, f) in sorted(entries.items())
+        )
+        assert zlib.decompress(encode_chunk(entries)) == bytes([1]) + mask.to_bytes(32, "little") + body

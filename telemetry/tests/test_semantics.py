@@ -162,3 +162,44 @@ def test_madpoll_request_errors_name_the_line():
         ("Q", 4, 2, 0),
         ("R", 4, 2),
     ]
+
+
+def test_derive_fast_equals_derive_raw_or_declines():
+    """The sweep's fast path gives derive_raw's exact floats, or None (then derive_raw decides)."""
+    import random
+
+    from telemetry.semantics import ALL_COUNTERS, DERIVED_FIELDS, MAX_32, derive_fast, derive_raw
+
+    rng = random.Random(7)
+    edges = [0, 1, 14, 15, 0xFF, 0xFFFF, 0xFFFFFFFE, 0xFFFFFFFF]
+    taken = declined = 0
+    for _ in range(20000):
+        ext = rng.random() < 0.5
+        common = rng.random() < 0.6  # the idle port: small error counters, data counters moving
+        prev = tuple(
+            rng.randrange(0, 10**6) if i < 5 and common else rng.choice([0, 0, 3]) if common
+            else rng.choice([rng.randrange(0, 1000), rng.choice(edges)])
+            for i in range(len(ALL_COUNTERS))
+        )  # fmt: skip
+        prev = tuple(min(v, m) for v, m in zip(prev, MAX_32, strict=True))
+        step = rng.random()
+        curr = tuple(
+            v if (i >= 5 and step < 0.7) else v + rng.choice([0, 0, 1, 250, 10**5, -1 if step > 0.5 else 0])
+            for i, v in enumerate(prev)
+        )
+        curr = tuple(max(0, v) for v in curr)
+        if rng.random() < 0.05:
+            curr = (None, *curr[1:])
+        prev_ext = ext if rng.random() < 0.95 else not ext
+        rate = rng.choice([None, 0.0, 100.0, 200.0])
+        t0, t1 = 1000.0, rng.choice([1000.0, 1010.123456, 999.0])
+        fast = derive_fast(prev, prev_ext, t0, curr, ext, t1, rate, 1000.0)
+        ref = derive_raw(prev, prev_ext, t0, curr, ext, t1, rate, 1000.0)
+        if fast is None:
+            declined += 1
+            continue
+        taken += 1
+        assert fast == tuple(getattr(ref, f) for f in DERIVED_FIELDS)
+        assert (ref.error_deltas, ref.saturated, ref.reset, ref.reason) == ({}, [], False, "")
+    assert taken > 1000 and declined > 1000
+    assert derive_fast(None, False, None, (0,) * 16, False, 1.0, None) is None

@@ -11,6 +11,8 @@ from django.core.cache import cache
 from django.test import Client
 from rest_framework.test import APIClient
 
+from fabric.choices import PortState
+from fabric.models import Port
 from telemetry import producer
 from telemetry.models import Sweep, SweepStatus
 from weft.testing.telemetry import make_fabric, write_sweep
@@ -38,6 +40,11 @@ def test_snapshot_rows_grouped_by_tier_and_cells_from_counters(users, lab_fabric
             ports[("leaf2", 4)]: {"stale": True, "stale_reason": "timeout"},
         },
     )
+    # a pulled cable: a port read by the sweep whose PortState is Down now is drawn down; a port
+    # never read (no link ever) is not, whatever its state
+    spine = ports[("spine1", 2)]
+    never = ports[("spine2", 3)]
+    Port.objects.filter(pk__in=[spine.pk, never.pk]).update(state=PortState.DOWN)
     client = APIClient()
     client.force_authenticate(users["viewer"])
     doc = client.get(f"/api/fabric/heatmap/{lab_fabric['fabric'].pk}/").json()
@@ -47,13 +54,11 @@ def test_snapshot_rows_grouped_by_tier_and_cells_from_counters(users, lab_fabric
     # Port 0 (switch management port) and the CA's port are not cells: 4 switches x 4 ports.
     assert len(doc["cells"]) == 16
     by_port = {c[0]: c for c in doc["cells"]}
-    assert by_port[hot.pk] == [hot.pk, hot.node_id, 1, 0.523, 0.8, 1, 0]
-    spine = ports[("spine1", 2)]
-    assert by_port[spine.pk] == [spine.pk, spine.node_id, 2, 0.1, 0.0, 0, 0]
-    assert by_port[ports[("leaf2", 4)].pk][5:] == [0, 1]
+    assert by_port[hot.pk] == [hot.pk, hot.node_id, 1, 0.523, 0.8, 1, 0, 0]
+    assert by_port[spine.pk] == [spine.pk, spine.node_id, 2, 0.1, 0.0, 0, 0, 1]
+    assert by_port[ports[("leaf2", 4)].pk][5:] == [0, 1, 0]
     # Never read: stale, no values.
-    never = ports[("spine2", 3)]
-    assert by_port[never.pk] == [never.pk, never.node_id, 3, None, None, 0, 1]
+    assert by_port[never.pk] == [never.pk, never.node_id, 3, None, None, 0, 1, 0]
     assert doc["sweep"]["status"] == "ok" and doc["poll_interval_s"] > 0
 
 
@@ -122,7 +127,7 @@ def test_producer_full_then_delta_of_changed_cells(lab_fabric):
     s2 = write_sweep(fabric, {a: {"utilisation": 0.20004, "congestion": 0.1}, b: {"congestion": 0.45}})
     second, _ = producer.build_delta(fabric.pk, s2.pk)
     assert "full" not in second
-    assert second["cells"] == [[b.pk, b.node_id, 2, 0.3, 0.45, 0, 0]]
+    assert second["cells"] == [[b.pk, b.node_id, 2, 0.3, 0.45, 0, 0, 0]]
     assert second["interval_s"] == 1.0
     s3 = write_sweep(fabric, {a: {"error_deltas": {"link_downed": 1}}}, status=SweepStatus.FAILED)
     Sweep.objects.filter(pk=s3.pk).update(error="SM moved")

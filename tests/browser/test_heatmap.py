@@ -122,6 +122,18 @@ def test_heatmap_cell_changes_colour_when_xmit_wait_rises(lab_factory, weft_serv
     assert page.url.endswith(f"/fabric/ports/{port_id}/")
     page.wait_for_function("() => document.getElementById('port-charts').dataset.state !== 'loading'")
     assert page.get_attribute("#port-charts", "data-state") == "ok"
+    # A pulled cable: the SM's notice reaches the server's listener, the page reloads its layout and
+    # draws the cell as a lost link (its last congestion is history, not traffic), within seconds.
+    page.goto(f"{server.url}/heatmap/{fabric['id']}/")
+    page.wait_for_function(
+        "(id) => weftHeatmap.cellState(id) && !weftHeatmap.cellState(id).down", arg=port_id
+    )
+    pulled = time.monotonic()
+    lab.unlink(spine["guid"], 1)
+    page.wait_for_function("(id) => weftHeatmap.cellState(id).down === 1", arg=port_id, timeout=15000)
+    print(f"heatmap: cell drawn down {time.monotonic() - pulled:.2f} s after Unlink")
+    assert page.evaluate("(id) => weftHeatmap.cellState(id).colour", port_id) == "#07090b"
+    assert " 2 down," in page.inner_text("#hm-summary")  # both ends are switch ports
 
 
 def test_heatmap_toggle_and_stale_banner(lab_factory, weft_server_factory, browser_page):

@@ -158,7 +158,9 @@ class Command(BaseCommand):
 
         with transaction.atomic():
             fabric.tool_env = dict(lab.tool_env)
-            fabric.save(update_fields=["tool_env"])
+            fabric.partitions_path = str(lab.partitions_path)
+            fabric.sm_pid_file = str(lab.sm_pid_file)
+            fabric.save(update_fields=["tool_env", "partitions_path", "sm_pid_file"])
             # a new lab: its first discovery now, not at the next periodic one (audited, on commit)
             discover_new_fabric(fabric)
         self.stdout.write(

@@ -13,15 +13,15 @@ from telemetry.semantics import DERIVED_FIELDS
 
 
 def find_node(text: str, fabric: Fabric | None) -> Node:
-    """The node ``text`` names by GUID, LID or exact description (``fabric.lookup.node_q``);
+    """The node ``text`` names by GUID, LID or exact name/description (``fabric.lookup.node_q``);
     raises CommandError when none or several match (then ``--fabric`` disambiguates)."""
     nodes = Node.objects.all() if fabric is None else Node.objects.filter(fabric=fabric)
     text = text.strip()
     found = list(nodes.filter(node_q(text)).select_related("fabric")[:5])
     if not found:
-        raise CommandError(f"no node {text!r} (give a GUID, LID or node description)")
+        raise CommandError(f"no node {text!r} (give a GUID, LID, node name or description)")
     if len(found) > 1:
-        names = ", ".join(f"{n.description or n.node_guid} in {n.fabric.name}" for n in found)
+        names = ", ".join(f"{n} in {n.fabric.name}" for n in found)
         raise CommandError(f"{text!r} matches several nodes ({names}); use --fabric or a GUID")
     return found[0]
 
@@ -33,7 +33,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("node", help="node GUID, LID or description")
+        parser.add_argument("node", help="node GUID, LID, name or description")
         parser.add_argument("port", type=int, help="port number")
         parser.add_argument("--fabric", help="fabric name")
 
@@ -57,13 +57,14 @@ class Command(BaseCommand):
             other = link.port_b if link.port_a_id == port.pk else link.port_a
             remote = {
                 "node_guid": other.node.node_guid,
-                "node": other.node.description,
+                "node": str(other.node),
                 "port": other.port_num,
             }
         out = {
             "fabric": node.fabric.name,
             "node_guid": node.node_guid,
-            "node": node.description,
+            "node": str(node),
+            "description": node.description,
             "port": port.port_num,
             "lid": node.lid if node.node_type == "switch" else port.lid,
             "link": f"{port.width}{port.speed}" if port.width else "",
@@ -76,7 +77,7 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(out))
             return
         self.stdout.write(
-            f"{node.description or node.node_guid} port {port.port_num}  sampled {pc.sampled_at}  "
+            f"{node} port {port.port_num}  sampled {pc.sampled_at}  "
             f"{'STALE: ' + pc.stale_reason if pc.stale else ''}"
         )
         out.update(

@@ -1,0 +1,758 @@
+"""Partitions (PKeys) of a fabric and their application by OpenSM: the one writer of
+``Partition``/``PartitionMember`` rows, their ``applied_*`` state and the ``partition.*`` events.
+
+* :func:`import_partitions`: a ``partitions.conf`` (``fabric.parsers.partitions``) into the
+  fabric's partitions, ``merge`` (default: the file's partitions are created or replaced whole,
+  matched by PKey; partitions not in the file stay) or ``replace`` (partitions not in the file
+  are deleted too). One transaction, audited; a bad file changes nothing.
+* :func:`save_partition`, :func:`delete_partition`, :func:`set_members` (replace semantics,
+  optionally only the members of one ``reason``: the pools app calls
+  ``set_members(partition, guids_of_its_hosts, reason="pool")`` and keeps the ``extra`` ones).
+* :func:`generate_conf`: the fabric's ``partitions.conf`` text (default partition kept, long
+  member lists wrapped below OpenSM's 4,094-character line limit).
+* :func:`apply`: write that file atomically to the fabric's path, make OpenSM re-read it (SIGHUP
+  to the pid in its pid file, or the fabric's reload command run with a timeout in its own
+  process group), then verify with ``smpquery pkeys`` on a sample of members and non-members of
+  each partition, within a bounded wait, and record applied/drift/failed with events.
+
+After commit ``fabric.signals.partitions_changed`` is sent (the events app applies the events).
+Semantics of the file: ``man opensm`` "PARTITION CONFIGURATION".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from accounts import audit
+from events.services import EventSpec, record_events
+
+from ..choices import ApplyState, MemberReason, Membership, NodeType, PartitionSource
+from ..collectors.pkeys import read_pkeys
+from ..collectors.tools import ToolError, fabric_env, run_process
+from ..guid import normalize_guid
+from ..models import Fabric, Partition, PartitionMember, Port
+from ..parsers.partitions import (
+    DEFAULT_PKEY,
+    KEYWORDS,
+    MAX_PKEY,
+    MIN_PKEY,
+    McastGroupRecord,
+    MemberRecord,
+    PartitionRecord,
+    PartitionsConf,
+    PartitionsParseError,
+    generate,
+    parse_partitions,
+)
+from ..signals import partitions_changed
+
+log = logging.getLogger(__name__)
+
+MERGE, REPLACE = "merge", "replace"
+
+
+class PartitionError(ValueError):
+    """A change the service refuses (a PKey out of range or taken, a bad member GUID, a partitions
+    file without a PKey for a partition); nothing was written."""
+
+
+class ApplyError(RuntimeError):
+    """The partitions could not be applied (no path or signal configured, the file could not be
+    written, OpenSM could not be signalled); recorded as ``partition.apply_failed``."""
+
+
+# -- records <-> rows -----------------------------------------------------------------------------
+
+
+def to_record(partition: Partition, members: Iterable[PartitionMember] | None = None) -> PartitionRecord:
+    """The parser/generator record of ``partition`` (members from ``members`` or the database)."""
+    rows = list(partition.members.all()) if members is None else list(members)
+    return PartitionRecord(
+        name=partition.name,
+        pkey=partition.pkey,
+        ipoib=partition.ipoib,
+        indx0=partition.indx0,
+        mtu=partition.mtu,
+        rate=partition.rate,
+        sl=partition.sl,
+        scope=list(partition.scope or []),
+        q_key=partition.q_key,
+        tclass=partition.tclass,
+        flow_label=partition.flow_label,
+        members=[MemberRecord(m.port_guid, m.membership) for m in rows],
+        mcast_groups=[McastGroupRecord(g["mgid"], g.get("flags", "")) for g in partition.mcast_groups or []],
+    )
+
+
+def _fields_of(rec: PartitionRecord) -> dict:
+    return {
+        "name": rec.name or f"pkey_0x{rec.pkey:04x}",
+        "ipoib": rec.ipoib,
+        "indx0": rec.indx0,
+        "mtu": rec.mtu,
+        "rate": rec.rate,
+        "sl": rec.sl,
+        "scope": list(rec.scope),
+        "q_key": rec.q_key,
+        "tclass": rec.tclass,
+        "flow_label": rec.flow_label,
+        "mcast_groups": [{"mgid": g.mgid, "flags": g.flags} for g in rec.mcast_groups],
+        "is_default": rec.pkey == DEFAULT_PKEY,
+    }
+
+
+def _ports_by_guid(fabric: Fabric, guids: Iterable[str]) -> dict[str, int]:
+    wanted = [g for g in set(guids) if g not in KEYWORDS]
+    out: dict[str, int] = {}
+    for i in range(0, len(wanted), 500):
+        chunk = wanted[i : i + 500]
+        out.update(
+            Port.objects.filter(node__fabric=fabric, port_guid__in=chunk).values_list("port_guid", "pk")
+        )
+    return out
+
+
+def _check_member(guid: str, membership: str) -> tuple[str, str]:
+    g = str(guid).strip()
+    if g not in KEYWORDS:
+        try:
+            g = normalize_guid(g)
+        except ValueError as exc:
+            raise PartitionError(f"member {guid!r}: {exc}") from None
+        if g == "0x0000000000000000":
+            raise PartitionError("member 0x0: a port GUID is never 0")
+    if membership not in Membership.values:
+        raise PartitionError(f"member {guid}: membership {membership!r} is not one of {Membership.values}")
+    return g, membership
+
+
+def _notify(fabric: Fabric, events: list[str], applied: bool = False) -> None:
+    fabric_id = fabric.pk
+    transaction.on_commit(
+        lambda: partitions_changed.send(Partition, fabric_id=fabric_id, events=events, applied=applied)
+    )
+
+
+def _mark_pending(partition: Partition) -> None:
+    partition.applied_state = ApplyState.PENDING
+    partition.drift = []
+
+
+# -- use cases: partitions and members ------------------------------------------------------------
+
+
+def save_partition(partition: Partition, *, user=None, action: str = "") -> Partition:
+    """Create or update ``partition`` (a validated, unsaved or changed instance) in one audited
+    transaction; its applied state becomes pending (the file must be applied again).
+
+    Raises:
+        PartitionError: PKey outside 0x0001-0x7ffe (0x7fff only for the default partition) or
+            already used by another partition of the fabric.
+    """
+    if not MIN_PKEY <= partition.pkey <= DEFAULT_PKEY or (
+        partition.pkey == DEFAULT_PKEY and not partition.is_default
+    ):
+        raise PartitionError(
+            f"PKey 0x{partition.pkey:04x} is outside 0x{MIN_PKEY:04x}-0x{MAX_PKEY:04x} "
+            "(0x7fff is the default partition's)"
+        )
+    with transaction.atomic():
+        clash = Partition.objects.select_for_update().filter(fabric=partition.fabric_id, pkey=partition.pkey)
+        if partition.pk:
+            clash = clash.exclude(pk=partition.pk)
+        if clash.exists():
+            raise PartitionError(f"PKey 0x{partition.pkey:04x} is already used on fabric {partition.fabric}")
+        created = partition.pk is None
+        old = None if created else Partition.objects.select_for_update().get(pk=partition.pk)
+        _mark_pending(partition)
+        partition.save()
+        fields = ["name", "pkey", "description", "ipoib", "mtu", "rate", "sl", "scope"]
+        changes = (
+            {f: getattr(partition, f) for f in fields}
+            if created
+            else audit.model_changes(old, partition, fields)
+        )
+        audit.record(
+            action or ("partition.create" if created else "partition.update"), partition, changes, user=user
+        )
+        _notify(partition.fabric, [])
+    return partition
+
+
+def delete_partition(partition: Partition, *, user=None) -> None:
+    """Delete ``partition`` and its members (audited). The default partition cannot be deleted
+    (OpenSM always has one): ``PartitionError``. Apply to take it off the ports."""
+    if partition.is_default:
+        raise PartitionError("the default partition (0x7fff) cannot be deleted")
+    with transaction.atomic():
+        audit.record(
+            "partition.delete",
+            partition,
+            {"pkey": partition.pkey_hex, "members": partition.members.count()},
+            user=user,
+        )
+        fabric = partition.fabric
+        partition.delete()
+        _notify(fabric, [])
+
+
+@dataclass
+class MemberChange:
+    """What :func:`set_members` changed: GUIDs added, removed, whose membership changed, and those
+    kept because another reason holds them."""
+
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {k: len(v) for k, v in self.__dict__.items()}
+
+
+def set_members(
+    partition: Partition,
+    members: Iterable[tuple[str, str] | str | dict],
+    *,
+    reason: str | None = None,
+    user=None,
+) -> MemberChange:
+    """Make ``members`` the member set of ``partition`` (replace semantics), in one audited
+    transaction with the partition row locked; its applied state becomes pending.
+
+    ``members``: port GUIDs (full membership), ``(guid, membership)`` pairs or
+    ``{"guid"|"port_guid", "membership"}`` dicts; keywords (``ALL``, ``SELF``...) allowed.
+    ``reason`` (``extra``, ``pool``, ``imported``): replace only the members of that reason and
+    record the new ones with it; members of other reasons stay (a GUID they hold is ``kept``).
+    None replaces the whole set (new rows get ``extra``). Each member gets its fabric ``Port``
+    when the topology knows the GUID.
+
+    Raises:
+        PartitionError: a member that is not a GUID or keyword, or a bad membership.
+    """
+    wanted: dict[str, str] = {}
+    for item in members:
+        if isinstance(item, str):
+            guid, membership = item, Membership.FULL
+        elif isinstance(item, dict):
+            guid = item.get("guid") or item.get("port_guid") or ""
+            membership = item.get("membership", Membership.FULL)
+        else:
+            guid, membership = item
+        g, m = _check_member(guid, membership)
+        wanted[g] = m
+    if reason is not None and reason not in MemberReason.values:
+        raise PartitionError(f"reason {reason!r} is not one of {MemberReason.values}")
+    change = MemberChange()
+    with transaction.atomic():
+        locked = Partition.objects.select_for_update().get(pk=partition.pk)
+        rows = {m.port_guid: m for m in locked.members.all()}
+        mine = {g: m for g, m in rows.items() if reason is None or m.reason == reason}
+        others = {g: m for g, m in rows.items() if g not in mine}
+        ports = _ports_by_guid(locked.fabric, wanted)
+        gone = [m.pk for g, m in mine.items() if g not in wanted]
+        change.removed = sorted(g for g in mine if g not in wanted)
+        new_rows, updated = [], []
+        for g, m in wanted.items():
+            if g in others:
+                change.kept.append(g)
+            elif g in mine:
+                row = mine[g]
+                if row.membership != m:
+                    row.membership = m
+                    updated.append(row)
+                    change.changed.append(g)
+            else:
+                new_rows.append(
+                    PartitionMember(
+                        partition=locked,
+                        port_guid=g,
+                        membership=m,
+                        reason=reason or MemberReason.EXTRA,
+                        port_id=ports.get(g),
+                    )  # fmt: skip
+                )
+                change.added.append(g)
+        for i in range(0, len(gone), 500):
+            PartitionMember.objects.filter(pk__in=gone[i : i + 500]).delete()
+        PartitionMember.objects.bulk_update(updated, ["membership"], batch_size=500)
+        PartitionMember.objects.bulk_create(new_rows, batch_size=500)
+        if change.added or change.removed or change.changed:
+            _mark_pending(locked)
+            locked.save(update_fields=["applied_state", "drift", "updated"])
+        partition.applied_state, partition.drift = locked.applied_state, locked.drift
+        audit.record(
+            "partition.set_members",
+            locked,
+            {"reason": reason or "all", **change.as_dict(), "sample_added": change.added[:20],
+             "sample_removed": change.removed[:20]},
+            user=user,
+        )  # fmt: skip
+        _notify(locked.fabric, [])
+    return change
+
+
+# -- import / export ------------------------------------------------------------------------------
+
+
+@dataclass
+class ImportSummary:
+    """What :func:`import_partitions` did (the ``import_partitions`` command's JSON line)."""
+
+    fabric: str
+    source: str
+    mode: str
+    partitions: int = 0
+    members: int = 0
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    warnings: list[dict] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def import_partitions(
+    fabric: Fabric, text: str, *, source: str = "<text>", mode: str = MERGE, user=None
+) -> ImportSummary:
+    """Import an OpenSM ``partitions.conf`` into ``fabric`` (one transaction, audited).
+
+    Rule: each partition of the file (definitions with one PKey merged, as OpenSM does) replaces
+    the stored partition with that PKey whole (flags and members; ``source`` becomes
+    ``imported``, members get reason ``imported``) or is created. ``mode="merge"`` keeps stored
+    partitions the file does not name; ``mode="replace"`` deletes them (the default partition
+    is never deleted). Nothing is written when the file is bad.
+
+    Raises:
+        PartitionsParseError: the file is one OpenSM would reject (``source:line: message``), or a
+            partition has no PKey (Weft needs explicit PKeys; OpenSM would make one up).
+        PartitionError: ``mode`` is not merge or replace.
+    """
+    if mode not in (MERGE, REPLACE):
+        raise PartitionError(f"mode {mode!r} is not merge or replace")
+    conf: PartitionsConf = parse_partitions(text, source=source)
+    for rec in conf.partitions:
+        if rec.pkey is None:
+            raise PartitionsParseError(
+                f"partition {rec.name!r} has no PKey: Weft needs explicit PKeys (OpenSM would generate one)",
+                source,
+                rec.line,
+            )
+    summary = ImportSummary(fabric=fabric.name, source=source, mode=mode,
+                            warnings=[w.as_dict() for w in conf.warnings])  # fmt: skip
+    with transaction.atomic():
+        stored = {p.pkey: p for p in Partition.objects.select_for_update().filter(fabric=fabric)}
+        ports = _ports_by_guid(fabric, (m.guid for rec in conf.partitions for m in rec.members))
+        in_file = set()
+        for rec in conf.partitions:
+            in_file.add(rec.pkey)
+            values = _fields_of(rec)
+            row = stored.get(rec.pkey)
+            if row is None:
+                row = Partition(fabric=fabric, pkey=rec.pkey, source=PartitionSource.IMPORTED, **values)
+                summary.created.append(f"0x{rec.pkey:04x}")
+            else:
+                for k, v in values.items():
+                    setattr(row, k, v)
+                row.source = PartitionSource.IMPORTED
+                row.members.all().delete()
+                summary.updated.append(f"0x{rec.pkey:04x}")
+            _mark_pending(row)
+            try:
+                row.full_clean(exclude=["fabric"], validate_unique=False, validate_constraints=False)
+            except ValidationError as exc:
+                what = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+                raise PartitionsParseError(
+                    f"partition {rec.name!r} cannot be stored: {what}", source, rec.line
+                ) from None
+            row.save()
+            PartitionMember.objects.bulk_create(
+                [
+                    PartitionMember(
+                        partition=row,
+                        port_guid=m.guid,
+                        membership=m.membership,
+                        reason=MemberReason.IMPORTED,
+                        port_id=ports.get(m.guid),
+                    )  # fmt: skip
+                    for m in rec.members
+                ],
+                batch_size=500,
+            )
+            summary.members += len(rec.members)
+        summary.partitions = len(conf.partitions)
+        if mode == REPLACE:
+            for pkey, row in stored.items():
+                if pkey not in in_file and not row.is_default:
+                    summary.deleted.append(row.pkey_hex)
+                    row.delete()
+        audit.record(
+            "partition.import",
+            fabric,
+            {k: v for k, v in summary.as_dict().items() if k != "warnings"}
+            | {"warnings": len(conf.warnings)},
+            user=user,
+        )
+        _notify(fabric, [])
+    return summary
+
+
+def _comment(fabric: Fabric) -> str:
+    return f"OpenSM partitions of fabric {fabric.name}, written by Weft: edit in Weft, not here"
+
+
+def generate_conf(fabric: Fabric, *, width: int = 100) -> str:
+    """The ``partitions.conf`` text for the stored partitions of ``fabric`` (the default partition
+    first, written as ``Default=0x7fff, ipoib : ALL=full, SELF=full ;`` when none is stored)."""
+    parts = Partition.objects.filter(fabric=fabric).prefetch_related("members").order_by("pkey")
+    return generate([to_record(p) for p in parts], width=width, comment=_comment(fabric))
+
+
+# -- apply ----------------------------------------------------------------------------------------
+
+
+def partitions_path(fabric: Fabric) -> str:
+    """Where the partitions file of ``fabric`` goes (``Fabric.partitions_path``, else
+    ``WEFT_PARTITIONS_PATH``); "" when neither is set."""
+    return fabric.partitions_path or getattr(settings, "WEFT_PARTITIONS_PATH", "")
+
+
+def write_atomically(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader sees the old file or the new one, never a part:
+    a temporary file in the same directory, fsynced, renamed over it (``os.replace``), the
+    directory fsynced. Keeps the old file's mode (default 0644).
+
+    Raises:
+        OSError: the directory does not exist or is not writable.
+    """
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode & 0o777
+    except OSError:
+        mode = 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def signal_opensm(fabric: Fabric, *, timeout: float = 30.0) -> str:
+    """Make OpenSM re-read its partitions file: run ``Fabric.sm_reload_command`` (argv, with the
+    fabric's tool environment, ``timeout`` seconds, its own process group) when set, else send
+    SIGHUP to the pid in ``Fabric.sm_pid_file`` (or ``WEFT_SM_PID_FILE``): OpenSM then runs a
+    heavy sweep, which re-reads the file and sets the ports' P_Key tables. Returns what was done.
+
+    Raises:
+        ApplyError: nothing configured, an unreadable pid file, no such process, a command that
+            failed or timed out.
+    """
+    command = fabric.sm_reload_command or []
+    if command:
+        argv = [str(a) for a in command]
+        try:
+            proc = run_process(argv, env=fabric_env(fabric), timeout=timeout, text=True)
+        except subprocess.TimeoutExpired:
+            raise ApplyError(
+                f"reload command {argv[0]} did not finish within {timeout:g} s (killed)"
+            ) from None
+        except OSError as exc:
+            raise ApplyError(f"reload command {argv[0]} could not run: {exc}") from None
+        if proc.returncode != 0:
+            said = (proc.stderr or proc.stdout).strip()[-300:]
+            raise ApplyError(f"reload command {argv[0]} failed (exit {proc.returncode}): {said}")
+        return f"ran {' '.join(argv)}"
+    pid_file = fabric.sm_pid_file or getattr(settings, "WEFT_SM_PID_FILE", "")
+    if not pid_file:
+        raise ApplyError(
+            f"fabric {fabric.name}: no way to make OpenSM re-read its partitions (set sm_pid_file, "
+            "WEFT_SM_PID_FILE or sm_reload_command)"
+        )
+    try:
+        pid = int(Path(pid_file).read_text().split()[0])
+    except (OSError, ValueError, IndexError) as exc:
+        raise ApplyError(f"OpenSM pid file {pid_file}: {exc or 'empty'}") from None
+    if pid <= 1:
+        raise ApplyError(f"OpenSM pid file {pid_file}: pid {pid} is not a process to signal")
+    try:
+        os.kill(pid, signal.SIGHUP)
+    except OSError as exc:
+        raise ApplyError(f"SIGHUP to OpenSM pid {pid} (from {pid_file}): {exc.strerror}") from None
+    return f"SIGHUP to pid {pid}"
+
+
+def _spread(items: list, n: int) -> list:
+    """At most ``n`` items evenly spread over ``items`` (deterministic)."""
+    if len(items) <= n:
+        return list(items)
+    step = len(items) / n
+    return [items[int(i * step)] for i in range(n)]
+
+
+@dataclass
+class _Check:
+    partition_id: int
+    guid: str
+    expected: str | None  # membership, or None: must not carry the PKey
+
+
+def _plan_checks(fabric: Fabric, parts: list[Partition], sample: int) -> list[_Check]:
+    """Ports to verify per partition: up to ``sample`` members the topology knows (GUID members
+    only; keyword members say nothing checkable per port) and up to ``sample`` CA ports that are
+    not members (skipped when a keyword member covers all ports)."""
+    ca_ports = list(
+        Port.objects.filter(node__fabric=fabric, node__node_type=NodeType.CA)
+        .exclude(port_guid="")
+        .order_by("port_guid")
+        .values_list("port_guid", flat=True)
+    )
+    known = set(ca_ports) | set(
+        Port.objects.filter(node__fabric=fabric).exclude(port_guid="").values_list("port_guid", flat=True)
+    )
+    checks: list[_Check] = []
+    for p in parts:
+        if p.is_default:
+            continue
+        members = {m.port_guid: m.membership for m in p.members.all()}
+        on_fabric = sorted(g for g in members if g in known)
+        checks += [_Check(p.pk, g, members[g]) for g in _spread(on_fabric, sample)]
+        if not any(g in KEYWORDS for g in members):
+            outside = [g for g in ca_ports if g not in members]
+            checks += [_Check(p.pk, g, None) for g in _spread(outside, sample)]
+    return checks
+
+
+def _matches(expected: str | None, seen: str | None) -> bool:
+    if expected == Membership.BOTH:
+        return seen in (Membership.BOTH, Membership.FULL)
+    return expected == seen
+
+
+@dataclass
+class ApplyResult:
+    """What :func:`apply` did (the ``partitions --apply`` command's JSON line)."""
+
+    fabric: str
+    path: str = ""
+    ok: bool = False
+    state: str = ApplyState.FAILED
+    signalled: str = ""
+    sha256: str = ""
+    bytes: int = 0
+    lines: int = 0
+    longest_line: int = 0
+    partitions: int = 0
+    members: int = 0
+    checked_ports: int = 0
+    drift: list[dict] = field(default_factory=list)
+    error: str = ""
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def apply(
+    fabric: Fabric,
+    *,
+    user=None,
+    timeout: float | None = None,
+    sample: int | None = None,
+    signal_timeout: float = 30.0,
+) -> ApplyResult:
+    """Apply the stored partitions of ``fabric`` on its OpenSM and verify them.
+
+    Steps: :func:`generate_conf` → :func:`write_atomically` to :func:`partitions_path` →
+    :func:`signal_opensm` → read ``smpquery pkeys`` of the planned ports (up to ``sample``
+    members and ``sample`` non-members per partition; default ``WEFT_PARTITIONS_VERIFY_SAMPLE``)
+    again until each carries its partition's PKey as configured (members: full/limited bit;
+    non-members: absent) or ``timeout`` seconds (default ``WEFT_PARTITIONS_VERIFY_TIMEOUT_S``)
+    pass. Then, in one transaction: each partition's ``applied_state`` (``applied`` or
+    ``drift`` with the disagreeing ports in ``drift``), ``applied_at``, ``applied_hash``; events
+    ``partition.applied`` (clears drift/failure alarms) or one ``partition.drift`` per drifting
+    partition; an audit entry. A failure before verification (nothing to write to, OpenSM not
+    signalled) records ``failed`` and ``partition.apply_failed`` and returns ``ok`` False with
+    ``error``; it never raises for those.
+    """
+    t0 = time.monotonic()
+    timeout = settings.WEFT_PARTITIONS_VERIFY_TIMEOUT_S if timeout is None else timeout
+    sample = settings.WEFT_PARTITIONS_VERIFY_SAMPLE if sample is None else sample
+    result = ApplyResult(fabric=fabric.name)
+    parts: list[Partition] = []
+    try:
+        # one apply per fabric at a time writes and signals (PostgreSQL row lock; the partitions
+        # read inside it are the ones written)
+        with transaction.atomic():
+            Fabric.objects.select_for_update().filter(pk=fabric.pk).first()
+            parts = list(Partition.objects.filter(fabric=fabric).prefetch_related("members").order_by("pkey"))
+            try:
+                text = generate([to_record(p) for p in parts], comment=_comment(fabric))
+            except ValueError as exc:  # a stored row the file cannot say (set outside the services)
+                raise ApplyError(f"cannot generate the partitions file: {exc}") from None
+            lines = text.splitlines()
+            result.sha256 = hashlib.sha256(text.encode()).hexdigest()
+            result.bytes, result.lines = len(text.encode()), len(lines)
+            result.longest_line = max(map(len, lines), default=0)
+            result.partitions = len(parts)
+            result.members = sum(len(p.members.all()) for p in parts)
+            result.path = partitions_path(fabric)
+            if not result.path:
+                raise ApplyError(
+                    f"fabric {fabric.name}: no partitions file configured "
+                    "(Fabric.partitions_path or WEFT_PARTITIONS_PATH)"
+                )
+            try:
+                write_atomically(result.path, text)
+            except OSError as exc:
+                raise ApplyError(f"cannot write {result.path}: {exc}") from None
+            result.signalled = signal_opensm(fabric, timeout=signal_timeout)
+    except ApplyError as exc:
+        result.error = str(exc)
+        result.seconds = round(time.monotonic() - t0, 3)
+        _record_failure(fabric, parts, result, user)
+        return result
+    checks = _plan_checks(fabric, parts, sample)
+    result.checked_ports = len({c.guid for c in checks})
+    drift = _verify(fabric, parts, checks, timeout)
+    result.drift = drift
+    result.ok = not drift
+    result.state = ApplyState.APPLIED if not drift else ApplyState.DRIFT
+    result.seconds = round(time.monotonic() - t0, 3)
+    _record_outcome(fabric, parts, result, user)
+    return result
+
+
+def _verify(fabric: Fabric, parts: list[Partition], checks: list[_Check], timeout: float) -> list[dict]:
+    """Read the P_Key tables of the checked ports until all agree or ``timeout`` passes; return the
+    disagreements ``[{"partition", "pkey", "guid", "expected", "seen"}]`` (``seen`` "error: ..."
+    when the port could not be read)."""
+    by_id = {p.pk: p for p in parts}
+    pending = list(checks)
+    env = fabric_env(fabric)
+    deadline = time.monotonic() + timeout
+    interval = 0.2
+    while True:
+        tables: dict[str, object] = {}
+        failed: list[tuple[_Check, str]] = []
+        for c in pending:
+            if c.guid not in tables:
+                try:
+                    tables[c.guid] = read_pkeys(fabric, c.guid, env=env, timeout=min(15.0, max(1.0, timeout)))
+                except (ToolError, PartitionsParseError) as exc:
+                    tables[c.guid] = f"error: {str(exc)[:200]}"
+            table = tables[c.guid]
+            seen = table if isinstance(table, str) else table.membership(by_id[c.partition_id].pkey)
+            if isinstance(table, str) or not _matches(c.expected, seen):
+                failed.append((c, seen))
+        if not failed or time.monotonic() >= deadline:
+            return [
+                {
+                    "partition": by_id[c.partition_id].name,
+                    "pkey": by_id[c.partition_id].pkey_hex,
+                    "guid": c.guid,
+                    "expected": c.expected,
+                    "seen": seen,
+                }  # fmt: skip
+                for c, seen in failed
+            ]
+        pending = [c for c, _ in failed]
+        time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+        interval = min(interval * 2, 2.0)
+
+
+def _fabric_event(fabric: Fabric, code: str, message: str, details: dict) -> EventSpec:
+    return EventSpec(code=code, message=message, object_type="fabric", object_key=fabric.name,
+                     object_repr=fabric.name, details=details)  # fmt: skip
+
+
+def _record_failure(fabric: Fabric, parts: list[Partition], result: ApplyResult, user) -> None:
+    log.warning("applying the partitions of %s failed: %s", fabric.name, result.error)
+    with transaction.atomic():
+        Partition.objects.filter(pk__in=[p.pk for p in parts]).update(
+            applied_state=ApplyState.FAILED, apply_error=result.error[:2000]
+        )
+        spec = _fabric_event(
+            fabric, "partition.apply_failed", f"partitions of {fabric.name} not applied: {result.error}",
+            {"path": result.path, "error": result.error},
+        )  # fmt: skip
+        record_events(fabric, [spec])
+        audit.record("partition.apply", fabric, {"ok": False, "error": result.error[:500]}, user=user)
+        _notify(fabric, [spec.code], applied=True)
+
+
+def _record_outcome(fabric: Fabric, parts: list[Partition], result: ApplyResult, user) -> None:
+    now = timezone.now()
+    by_pkey: dict[str, list[dict]] = {}
+    for d in result.drift:
+        by_pkey.setdefault(d["pkey"], []).append(d)
+    specs: list[EventSpec] = []
+    with transaction.atomic():
+        for p in parts:
+            mine = by_pkey.get(p.pkey_hex, [])
+            Partition.objects.filter(pk=p.pk).update(
+                applied_state=ApplyState.DRIFT if mine else ApplyState.APPLIED,
+                applied_at=now,
+                applied_hash=result.sha256,
+                drift=mine[:100],
+                apply_error="",
+            )
+            if mine:
+                specs.append(
+                    EventSpec(
+                        code="partition.drift",
+                        message=f"partition {p} of {fabric.name}: {len(mine)} sampled port(s) disagree "
+                        f"after apply (e.g. {mine[0]['guid']}: expected {mine[0]['expected']}, "
+                        f"seen {mine[0]['seen']})",
+                        object_type="partition",
+                        object_key=f"{fabric.name}:{p.pkey_hex}",
+                        object_repr=str(p),
+                        details={"drift": mine[:20]},
+                    )
+                )
+        if not specs:
+            specs.append(
+                _fabric_event(
+                    fabric,
+                    "partition.applied",
+                    f"{len(parts)} partition(s) of {fabric.name} applied ({result.signalled}); "
+                    f"{result.checked_ports} port(s) verified",
+                    {"sha256": result.sha256, "checked_ports": result.checked_ports, "path": result.path},
+                )  # fmt: skip
+            )
+        record_events(fabric, specs)
+        audit.record(
+            "partition.apply",
+            fabric,
+            {"ok": result.ok, "sha256": result.sha256, "drift": len(result.drift), "path": result.path},
+            user=user,
+        )
+        _notify(fabric, [s.code for s in specs], applied=True)

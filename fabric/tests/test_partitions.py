@@ -1,0 +1,292 @@
+"""Partitions service, commands and REST API on the database (no lab: the lab tests are in
+``test_partitions_lab.py``). Real files from ``$WEFT_REALDATA/opensm``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from accounts.models import AuditEntry
+from events.models import Event
+from fabric.choices import ApplyState
+from fabric.models import Fabric, Partition, PartitionMember
+from fabric.parsers.partitions import PartitionsParseError, parse_partitions
+from fabric.services.partitions import (
+    MERGE,
+    REPLACE,
+    PartitionError,
+    apply,
+    generate_conf,
+    import_partitions,
+    save_partition,
+    set_members,
+)
+
+pytestmark = pytest.mark.django_db
+
+BENTWIRE = "opensm/bentwire_partitions.conf"
+CEPH = "opensm/linuxrdma_2021-03_ceph.partitions.conf"
+
+
+@pytest.fixture
+def fabric(db) -> Fabric:
+    return Fabric.objects.create(name="site")
+
+
+def _state(fabric):
+    return sorted(
+        (p.pkey, p.name, p.source, sorted((m.port_guid, m.membership, m.reason) for m in p.members.all()))
+        for p in Partition.objects.filter(fabric=fabric)
+    )
+
+
+def test_import_real_file_then_export_round_trips(fabric, realdata):
+    text = (realdata / BENTWIRE).read_text()
+    summary = import_partitions(fabric, text, source=BENTWIRE)
+    assert (summary.partitions, summary.members, summary.created) == (
+        5,
+        10,
+        ["0x7fff", "0x0001", "0x0002", "0x0003", "0x1000"],
+    )
+    assert len(summary.warnings) == 5  # the five PKeys with the membership bit set
+    default = Partition.objects.get(fabric=fabric, pkey=0x7FFF)
+    assert (default.name, default.is_default, default.ipoib, default.source) == (
+        "Default",
+        True,
+        True,
+        "imported",
+    )
+    exported = generate_conf(fabric)
+    assert parse_partitions(exported).semantics() == parse_partitions(text).semantics()
+    assert AuditEntry.objects.filter(action="partition.import").count() == 1
+
+
+def test_import_ceph_keeps_flags_and_multicast_groups(fabric, realdata):
+    text = (realdata / CEPH).read_text()
+    import_partitions(fabric, text, source=CEPH)
+    p = Partition.objects.get(fabric=fabric)
+    assert (p.pkey, p.mtu, p.rate, p.scope, p.ipoib, len(p.mcast_groups)) == (0x7FFF, 4, 7, [2], True, 16)
+    assert parse_partitions(generate_conf(fabric)).semantics() == parse_partitions(text).semantics()
+
+
+def test_merge_keeps_others_replace_deletes_them_bad_file_writes_nothing(fabric, realdata):
+    own = save_partition(Partition(fabric=fabric, name="pool_a", pkey=0x0123))
+    set_members(own, ["0x10", ("0x11", "limited")], reason="pool")
+    import_partitions(fabric, (realdata / BENTWIRE).read_text(), mode=MERGE)
+    assert Partition.objects.filter(fabric=fabric).count() == 6
+    before = _state(fabric)
+    bad = "Default=0x7fff : ALL=full ;\nX=0x0123 :\n 0x10=full,\n 0xnothex ;\n"
+    with pytest.raises(PartitionsParseError) as err:
+        import_partitions(fabric, bad, source="bad.conf", mode=REPLACE)
+    assert (err.value.line, err.value.message) == (4, "bad PortGUID '0xnothex'")
+    assert _state(fabric) == before
+    summary = import_partitions(
+        fabric, "Default=0x7fff, ipoib : ALL=full ;\nX=0x0123 : 0x10=full ;\n", mode=REPLACE
+    )
+    assert sorted(summary.deleted) == ["0x0001", "0x0002", "0x0003", "0x1000"]
+    assert _state(fabric) == [
+        (0x0123, "X", "imported", [("0x0000000000000010", "full", "imported")]),
+        (0x7FFF, "Default", "imported", [("ALL", "full", "imported")]),
+    ]
+
+
+def test_import_refuses_a_partition_without_pkey_or_with_an_unstorable_name(fabric):
+    with pytest.raises(PartitionsParseError, match="has no PKey"):
+        import_partitions(fabric, "Default=0x7fff : ALL ;\nstorage, ipoib : ALL=full ;\n", source="s.conf")
+    with pytest.raises(PartitionsParseError) as err:
+        import_partitions(fabric, "Default=0x7fff : ALL ;\n\n2nd=0x10 : ALL=full ;\n", source="s.conf")
+    assert (err.value.line, err.value.message.split(":")[0]) == (3, "partition '2nd' cannot be stored")
+    assert not Partition.objects.exists()
+
+
+def test_set_members_replaces_per_reason_and_marks_pending(fabric):
+    p = save_partition(Partition(fabric=fabric, name="pool_a", pkey=0x22))
+    set_members(p, [("0x20", "limited")], reason="extra")
+    Partition.objects.filter(pk=p.pk).update(applied_state=ApplyState.APPLIED)
+    change = set_members(p, ["0x1", "0x2", "0x20"], reason="pool")
+    assert (change.added, change.kept) == (
+        ["0x0000000000000001", "0x0000000000000002"],
+        ["0x0000000000000020"],
+    )
+    change = set_members(p, ["0x2", "0x3"], reason="pool")
+    assert (change.added, change.removed) == (["0x0000000000000003"], ["0x0000000000000001"])
+    rows = sorted(
+        PartitionMember.objects.filter(partition=p).values_list("port_guid", "membership", "reason")
+    )
+    assert rows == [
+        ("0x0000000000000002", "full", "pool"),
+        ("0x0000000000000003", "full", "pool"),
+        ("0x0000000000000020", "limited", "extra"),
+    ]
+    p.refresh_from_db()
+    assert p.applied_state == ApplyState.PENDING
+    with pytest.raises(PartitionError, match="not a GUID"):
+        set_members(p, ["host1"], reason="pool")
+    assert PartitionMember.objects.filter(partition=p).count() == 3  # nothing half-written
+    assert AuditEntry.objects.filter(action="partition.set_members").count() == 3
+
+
+def test_pkey_rules(fabric):
+    save_partition(Partition(fabric=fabric, name="a", pkey=0x22))
+    with pytest.raises(PartitionError, match="already used"):
+        save_partition(Partition(fabric=fabric, name="b", pkey=0x22))
+    with pytest.raises(PartitionError, match="outside"):
+        save_partition(Partition(fabric=fabric, name="c", pkey=0x7FFF))
+    other = Fabric.objects.create(name="other")
+    save_partition(Partition(fabric=other, name="a", pkey=0x22))  # unique per fabric only
+
+
+def test_apply_without_path_fails_with_event_and_no_write(fabric, settings):
+    settings.WEFT_PARTITIONS_PATH = ""
+    save_partition(Partition(fabric=fabric, name="a", pkey=0x22))
+    result = apply(fabric, timeout=1)
+    assert not result.ok and "no partitions file configured" in result.error
+    assert Event.objects.filter(fabric=fabric, code="partition.apply_failed").count() == 1
+    assert Partition.objects.get(fabric=fabric).applied_state == ApplyState.FAILED
+
+
+def test_apply_without_signal_fails_after_writing_atomically(fabric, tmp_path, settings):
+    settings.WEFT_SM_PID_FILE = ""
+    target = tmp_path / "partitions.conf"
+    target.write_text("old\n")
+    fabric.partitions_path = str(target)
+    fabric.save()
+    result = apply(fabric, timeout=1)
+    assert "no way to make OpenSM re-read" in result.error
+    assert target.read_text() == generate_conf(fabric)
+    assert [p.name for p in tmp_path.iterdir()] == ["partitions.conf"]  # no temporary file left
+
+
+# --- commands -----------------------------------------------------------------------------------
+
+
+def test_import_partitions_command(fabric, realdata, capsys):
+    call_command("import_partitions", str(realdata / BENTWIRE), "--fabric", "site")
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (out["partitions"], out["members"], out["warnings"], out["mode"]) == (5, 10, 5, "merge")
+    call_command("partitions", "--fabric", "site")
+    printed = capsys.readouterr().out
+    assert (
+        parse_partitions(printed).semantics()
+        == parse_partitions((realdata / BENTWIRE).read_text()).semantics()
+    )
+
+
+def test_import_partitions_command_bad_file(fabric, tmp_path):
+    bad = tmp_path / "p.conf"
+    bad.write_text("Default=0x7fff : ALL ;\nno header here ;\n")
+    with pytest.raises(CommandError, match=rf"{bad}:2: no partition definition found"):
+        call_command("import_partitions", str(bad), "--fabric", "site")
+    assert not Partition.objects.exists()
+
+
+# --- REST API -----------------------------------------------------------------------------------
+
+
+def test_api_roles_crud_members_and_brief(fabric, client_for):
+    viewer, admin = client_for("viewer"), client_for("admin")
+    body = {"fabric": fabric.pk, "name": "pool_a", "pkey": "0x0123", "mtu": 4, "rate": 7}
+    assert viewer.post("/api/fabric/partitions/", body, format="json").status_code == 403
+    resp = admin.post("/api/fabric/partitions/", body, format="json")
+    assert resp.status_code == 201, resp.json()
+    pid = resp.json()["id"]
+    assert (resp.json()["pkey"], resp.json()["pkey_hex"], resp.json()["applied_state"]) == (
+        0x123,
+        "0x0123",
+        "pending",
+    )
+    clash = admin.post("/api/fabric/partitions/", body | {"name": "b"}, format="json")
+    assert clash.status_code == 400 and "fabric, pkey must make a unique set" in str(clash.json()), (
+        clash.json()
+    )
+    for bad in ({"pkey": "0x8123"}, {"pkey": 0}, {"mtu": 6}, {"rate": 1}, {"name": "has space"}):
+        assert admin.post("/api/fabric/partitions/", body | bad, format="json").status_code == 400, bad
+    members = {"members": [{"guid": "0x10"}, {"guid": "0x11", "membership": "limited"}], "reason": "pool"}
+    assert viewer.put(f"/api/fabric/partitions/{pid}/members/", members, format="json").status_code == 403
+    resp = admin.put(f"/api/fabric/partitions/{pid}/members/", members, format="json")
+    assert resp.json() == {"added": 2, "removed": 0, "changed": 0, "kept": 0}
+    got = viewer.get(f"/api/fabric/partitions/{pid}/members/").json()
+    assert [(m["port_guid"], m["membership"], m["reason"], m["port"]) for m in got] == [
+        ("0x0000000000000010", "full", "pool", None),
+        ("0x0000000000000011", "limited", "pool", None),
+    ]
+    listed = viewer.get("/api/fabric/partitions/", {"fabric": fabric.pk, "pkey": "0x123"}).json()
+    assert listed["count"] == 1 and listed["results"][0]["member_count"] == 2
+    brief = viewer.get("/api/fabric/partitions/", {"brief": 1, "member": "0x11"}).json()["results"]
+    assert set(brief[0]) == {"id", "url", "display", "name", "pkey", "pkey_hex", "applied_state"}
+    assert admin.patch(f"/api/fabric/partitions/{pid}/", {"sl": 3}, format="json").json()["sl"] == 3
+    conf = viewer.get(f"/api/fabric/fabrics/{fabric.pk}/partitions-conf/").json()
+    assert "pool_a=0x0123, mtu=4, rate=7, sl=3 :" in conf["text"]
+    assert conf["text"].startswith("# OpenSM partitions of fabric site") and conf["longest_line"] <= 100
+    assert viewer.delete(f"/api/fabric/partitions/{pid}/").status_code == 403
+    assert admin.delete(f"/api/fabric/partitions/{pid}/").status_code == 204
+    assert {e.action for e in AuditEntry.objects.filter(object_type="fabric.partition")} >= {
+        "partition.create", "partition.update", "partition.set_members", "partition.delete"
+    }  # fmt: skip
+
+
+def test_api_import_located_error_and_apply_failure(fabric, client_for, realdata, settings):
+    settings.WEFT_PARTITIONS_PATH = ""
+    admin = client_for("admin")
+    bad = admin.post(
+        "/api/fabric/partitions/import/",
+        {"fabric": fabric.pk, "text": "Default=0x7fff : ALL ;\nP=0x5 : 0x0=full ;\n", "filename": "x.conf"},
+        format="json",
+    )
+    assert bad.status_code == 400 and bad.json() == {
+        "error": "x.conf:2: bad PortGUID '0x0'",
+        "source": "x.conf",
+        "line": 2,
+    }
+    ok = admin.post(
+        "/api/fabric/partitions/import/",
+        {"fabric": fabric.pk, "text": (realdata / BENTWIRE).read_text()},
+        format="json",
+    )
+    assert ok.status_code == 201 and ok.json()["partitions"] == 5
+    assert (
+        client_for("viewer")
+        .post("/api/fabric/partitions/apply/", {"fabric": fabric.pk}, format="json")
+        .status_code
+        == 403
+    )
+    resp = admin.post("/api/fabric/partitions/apply/", {"fabric": fabric.pk}, format="json")
+    assert (
+        resp.status_code == 409
+        and resp.json()["ok"] is False
+        and "no partitions file" in resp.json()["error"]
+    )
+    default = Partition.objects.get(fabric=fabric, pkey=0x7FFF)
+    assert admin.delete(f"/api/fabric/partitions/{default.pk}/").status_code == 400
+
+
+# --- pages --------------------------------------------------------------------------------------
+
+
+def test_partition_pages(fabric, users, client):
+    p = save_partition(Partition(fabric=fabric, name="pool_a", pkey=0x0123, mtu=4))
+    set_members(p, [("0x10", "limited")], reason="extra")
+    client.force_login(users["viewer"])
+    listed = client.get("/fabric/partitions/", {"fabric": fabric.pk})
+    assert listed.status_code == 200
+    assert b'<tr data-pkey="0x0123">' in listed.content and b"Not applied yet" in listed.content
+    page = client.get(f"/fabric/partitions/{p.pk}/")
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "0x0000000000000010" in body and "Limited" in body and "not on the fabric" in body
+    assert client.get("/fabric/partitions/999999/").status_code == 404
+
+
+def test_partitions_command_configures_the_fabric(fabric, capsys):
+    call_command(
+        "partitions", "--fabric", "site", "--set-path", "/etc/opensm/partitions.conf",
+        "--set-pid-file", "/run/opensm.pid", "--set-reload-command", "systemctl reload opensm",
+    )  # fmt: skip
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["configured"]["sm_reload_command"] == ["systemctl", "reload", "opensm"]
+    fabric.refresh_from_db()
+    assert (fabric.partitions_path, fabric.sm_pid_file) == ("/etc/opensm/partitions.conf", "/run/opensm.pid")
+    assert AuditEntry.objects.filter(action="fabric.partitions_config").count() == 1

@@ -1,0 +1,157 @@
+"""Partitions applied by the real OpenSM of the lab (ibsim + OpenSM + smpquery).
+
+Weft writes the partitions file OpenSM was started with (``-P``), SIGHUPs OpenSM through the pid
+file and verifies with ``smpquery pkeys``; the tests check the ports' P_Key tables themselves with
+the lab's own ``smpquery`` runs (not through Weft's verification) and OpenSM's log."""
+
+from __future__ import annotations
+
+import pytest
+
+from events.models import Event
+from fabric.choices import ApplyState, NodeType
+from fabric.models import Fabric, Host, Partition, Port
+from fabric.parsers.partitions import MAX_LINE, parse_smpquery_pkeys
+from fabric.services.discovery import discover
+from fabric.services.partitions import apply, delete_partition, save_partition, set_members
+from lab import netgen
+
+pytestmark = [pytest.mark.lab, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def lab_fabric(lab_factory, committed_signals):
+    lab = lab_factory(netgen.fat_tree_2level(2, 1, 4))  # 8 single-HCA hosts
+    fabric = Fabric.objects.create(
+        name="pk",
+        tool_env=dict(lab.tool_env),
+        partitions_path=str(lab.partitions_path),
+        sm_pid_file=str(lab.sm_pid_file),
+    )
+    discover(fabric)
+    return lab, fabric
+
+
+def _host_guids(fabric, name: str) -> list[str]:
+    host = Host.objects.get(fabric=fabric, name=name)
+    return list(
+        Port.objects.filter(node__host=host, node__node_type=NodeType.CA)
+        .exclude(port_guid="")
+        .values_list("port_guid", flat=True)
+    )
+
+
+def _table(lab, guid: str):
+    return parse_smpquery_pkeys(lab.run(["smpquery", "pkeys", "-G", guid]).stdout)
+
+
+def _ca_guids(fabric) -> list[str]:
+    return sorted(
+        Port.objects.filter(node__fabric=fabric, node__node_type=NodeType.CA)
+        .exclude(port_guid="")
+        .values_list("port_guid", flat=True)
+    )
+
+
+def test_two_hosts_get_the_pkey_others_do_not_and_removal_clears_it(lab_fabric):
+    lab, fabric = lab_fabric
+    hosts = sorted(Host.objects.filter(fabric=fabric).values_list("name", flat=True))
+    assert len(hosts) == 8
+    members = _host_guids(fabric, hosts[1]) + _host_guids(fabric, hosts[5])
+    assert len(members) == 2
+    part = save_partition(Partition(fabric=fabric, name="pool_a", pkey=0x0123, ipoib=True, mtu=4))
+    set_members(part, members, reason="pool")
+    storage = _ca_guids(fabric)[-1] if _ca_guids(fabric)[-1] not in members else _ca_guids(fabric)[-2]
+    set_members(part, [(storage, "limited")], reason="extra")
+
+    offset = lab.sm_log_size()
+    result = apply(fabric, timeout=30)
+    assert result.ok, result.as_dict()
+    print(f"two hosts: apply+verify {result.seconds:.2f} s, {result.checked_ports} ports checked")
+    assert (
+        result.signalled.startswith("SIGHUP to pid ") and int(result.signalled.split()[-1]) == lab.sm_pids[0]
+    )
+    # OpenSM re-read the file: a new sweep ran after the SIGHUP, without a partitions complaint
+    assert b"SUBNET UP" in lab.sm_log_since(offset)
+    assert lab.partition_errors(offset) == []
+    assert result.checked_ports >= 4
+    for guid in _ca_guids(fabric):
+        expected = "full" if guid in members else "limited" if guid == storage else None
+        assert _table(lab, guid).membership(0x0123) == expected, guid
+    part.refresh_from_db()
+    assert (part.applied_state, part.drift) == (ApplyState.APPLIED, [])
+    assert part.applied_hash == result.sha256
+    assert Event.objects.filter(fabric=fabric, code="partition.applied").count() == 1
+
+    # one host leaves the pool: its port loses the PKey
+    set_members(part, members[:1], reason="pool")
+    assert apply(fabric, timeout=30).ok
+    assert _table(lab, members[1]).membership(0x0123) is None
+    assert _table(lab, members[0]).membership(0x0123) == "full"
+
+    # the partition is deleted: the PKey is gone from every port
+    delete_partition(part)
+    assert apply(fabric, timeout=30).ok
+    for guid in _ca_guids(fabric):
+        table = _table(lab, guid)
+        assert table.membership(0x0123) is None, guid
+        assert table.membership(0x7FFF) == "full"  # the default partition stays
+
+
+def test_2000_member_partition_is_wrapped_and_honoured(lab_fabric):
+    lab, fabric = lab_fabric
+    real = _ca_guids(fabric)[:3]
+    made_up = [f"0x0002c903ff{i:06x}" for i in range(2000 - len(real))]  # not on this fabric
+    part = save_partition(Partition(fabric=fabric, name="big", pkey=0x0456))
+    change = set_members(part, made_up + real, reason="pool")
+    assert len(change.added) == 2000
+    offset = lab.sm_log_size()
+    result = apply(fabric, timeout=30)
+    assert result.ok, result.as_dict()
+    text = lab.partitions_path.read_text()
+    print(
+        f"2000 members: {result.bytes} bytes, {result.lines} lines, longest {result.longest_line}, "
+        f"apply+verify {result.seconds:.2f} s, {result.checked_ports} ports checked"
+    )
+    assert result.longest_line == max(map(len, text.splitlines())) <= MAX_LINE
+    assert len(text) > 2 * MAX_LINE  # on one line it would be far over the limit
+    assert lab.partition_errors(offset) == []
+    assert b"SUBNET UP" in lab.sm_log_since(offset)
+    for guid in _ca_guids(fabric):
+        assert _table(lab, guid).membership(0x0456) == ("full" if guid in real else None), guid
+
+
+def test_apply_with_a_dead_pid_fails_with_an_event(lab_fabric, tmp_path):
+    lab, fabric = lab_fabric
+    save_partition(Partition(fabric=fabric, name="p", pkey=0x10))
+    pid_file = tmp_path / "opensm.pid"
+    pid_file.write_text("999999999\n")
+    fabric.sm_pid_file = str(pid_file)
+    fabric.save()
+    result = apply(fabric, timeout=5)
+    assert not result.ok and "SIGHUP to OpenSM pid 999999999" in result.error
+    assert Partition.objects.get(fabric=fabric, pkey=0x10).applied_state == ApplyState.FAILED
+    assert Event.objects.filter(fabric=fabric, code="partition.apply_failed").count() == 1
+
+
+def test_opensm_not_rereading_is_drift(lab_fabric):
+    lab, fabric = lab_fabric
+    members = _ca_guids(fabric)[:2]
+    part = save_partition(Partition(fabric=fabric, name="p", pkey=0x0789))
+    set_members(part, members)
+    fabric.sm_reload_command = ["true"]  # "succeeds" without telling OpenSM anything
+    fabric.save()
+    result = apply(fabric, timeout=3, sample=4)
+    assert not result.ok and result.state == ApplyState.DRIFT
+    assert {(d["guid"], d["expected"], d["seen"]) for d in result.drift} == {
+        (g, "full", None) for g in members
+    }
+    part.refresh_from_db()
+    assert part.applied_state == ApplyState.DRIFT and len(part.drift) == 2
+    drift = Event.objects.get(fabric=fabric, code="partition.drift")
+    assert drift.object_key == "pk:0x0789"
+    # SIGHUP after all: applied, and the applied event follows (it clears the drift alarm)
+    fabric.sm_reload_command = []
+    fabric.save()
+    assert apply(fabric, timeout=30).ok
+    assert [_table(lab, g).membership(0x0789) for g in members] == ["full", "full"]

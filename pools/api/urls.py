@@ -1,0 +1,13 @@
+"""``/api/pools/``: gpus, mig-slices, hosts (GPU inventories), agent (host reports)."""
+
+from django.urls import path
+from rest_framework.routers import DefaultRouter
+
+from . import views
+
+app_name = "pools-api"
+router = DefaultRouter()
+router.register("gpus", views.GpuViewSet)
+router.register("mig-slices", views.MigSliceViewSet)
+router.register("hosts", views.HostInventoryViewSet)
+urlpatterns = [path("agent/", views.AgentReportView.as_view(), name="agent"), *router.urls]

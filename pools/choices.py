@@ -1,0 +1,47 @@
+"""Enumerations of the GPU inventory (``pools`` app).
+
+Values follow ``nvidia-smi -q -x`` (NVML) where the tool has a name for them: MIG mode is NVML's
+``nvmlDeviceGetMigMode`` current/pending, shown as ``Enabled``/``Disabled`` (``N/A`` on GPUs
+without MIG).
+"""
+
+from django.db import models
+
+
+class GpuState(models.TextChoices):
+    """Who holds a GPU or MIG slice. Written only by the allocation service (a later step of
+    issue 11); the inventory ingest creates rows ``free`` and never changes this field, so an
+    allocated GPU stays allocated across reports, even while it is missing."""
+
+    FREE = "free", "Free"
+    ALLOCATED = "allocated", "Allocated"
+    SHARED = "shared", "Shared (fractions allocated)"
+    DRAINED = "drained", "Drained (not allocatable)"
+
+
+class Health(models.TextChoices):
+    """Health derived from one report (``pools.parsers.records.derive_health``): ``unhealthy``
+    when NVML asks for a recovery action or reports uncorrectable ECC errors / a row-remapping
+    failure; ``degraded`` when pages or rows are pending retirement/remapping; ``unknown`` when the
+    report carries none of these fields."""
+
+    HEALTHY = "healthy", "Healthy"
+    DEGRADED = "degraded", "Degraded"
+    UNHEALTHY = "unhealthy", "Unhealthy"
+    UNKNOWN = "unknown", "Unknown"
+
+
+class MigMode(models.TextChoices):
+    """NVML MIG mode (``nvmlDeviceGetMigMode``); ``unsupported`` is nvidia-smi's ``N/A``."""
+
+    ENABLED = "enabled", "Enabled"
+    DISABLED = "disabled", "Disabled"
+    UNSUPPORTED = "unsupported", "Not supported"
+
+
+class ReportSource(models.TextChoices):
+    """Where an inventory report came from."""
+
+    AGENT = "agent", "Host agent"
+    IMPORT = "import", "File import"
+    LAB = "lab", "Lab seed"

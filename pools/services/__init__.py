@@ -1,0 +1,1 @@
+"""Pools services: records → database, each in one audited transaction (see ``inventory``)."""

@@ -1,0 +1,368 @@
+"""Store a host's GPU report (``pools.parsers``) as its current GPU inventory.
+
+Rules (issue 11, "Inventory"):
+
+* one transaction: the host row is locked (``select_for_update``) so two reports of one host
+  queue; its GPUs and slices are locked too, in pk order (the order the allocation service uses).
+* GPUs are matched by UUID (a GPU moved to another host moves its row); MIG slices by (GPU,
+  GPU-instance id, compute-instance id).
+* idempotent: an unchanged report writes no GPU or slice row and no event (``rows_written`` 0);
+  the :class:`~pools.models.HostInventory` row (report time, warnings) and the audit entry are
+  still written, as a Discovery is for an unchanged rediscovery.
+* nothing is dropped: a GPU or slice no longer reported keeps its row with ``missing_since`` set
+  (``gpu.disappeared``, an alarm); its ``state`` (allocation) is untouched; reported again it is
+  present again (``gpu.appeared`` clears the alarm). The first report of a host writes no
+  per-GPU ``gpu.appeared`` events.
+* health: a GPU going unhealthy writes ``gpu.unhealthy``, back to healthy/degraded ``gpu.healthy``;
+  impossible readings (the parser's warnings) write ``gpu.reading_impossible``.
+* the rail: the report's ``rail_device`` (``mlx5_3``) is resolved to the host's CA node, through
+  the agent's HCA list (device → node GUID) when given, else the CA NodeDescription
+  ``"<host> <device>"`` (``fabric.services.derive.host_from_description``).
+* ``pools.signals.inventory_committed`` is sent on commit, and ``inventory.changed`` is published
+  to ``weft.realtime.group_name("gpus", fabric_id)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from accounts import audit
+from events.services import EventSpec, record_events
+from fabric.choices import NodeType
+from fabric.guid import normalize_guid
+from fabric.models import Host, Node
+from weft.realtime import group_name, publish
+
+from ..models import Gpu, HostInventory, MigSlice
+from ..parsers.records import GpuRecord, GpuReport
+from ..signals import inventory_committed
+
+_GPU_FIELDS = (
+    "index",
+    "minor_number",
+    "product_name",
+    "architecture",
+    "serial",
+    "memory_total_mib",
+    "memory_reserved_mib",
+    "pci_bus_id",
+    "numa_node",
+    "health",
+    "health_reasons",
+    "mig_mode_current",
+    "mig_mode_pending",
+    "rail_node_id",
+    "rail_device",
+    "rail_affinity",
+)
+_SLICE_FIELDS = (
+    "mig_index",
+    "profile",
+    "profile_id",
+    "placement_start",
+    "placement_size",
+    "uuid",
+    "memory_total_mib",
+    "sm_count",
+)
+#: a temporary index while GPUs swap indexes (the present (host, index) pair is unique)
+_TEMP_INDEX = 30000
+
+
+class HostNotFound(LookupError):
+    """No host (or several) of that name; the message says which and where to look."""
+
+
+@dataclass
+class _Tally:
+    rows: int = 0
+    added: int = 0
+    missing: int = 0
+    returned: int = 0
+    changed: int = 0
+
+
+def find_host(name: str, fabric: str | None = None) -> Host:
+    """The host named ``name`` (in fabric ``fabric`` when given).
+
+    Raises:
+        HostNotFound: none, or several in different fabrics without ``fabric``.
+    """
+    qs = Host.objects.select_related("fabric").filter(name=name)
+    if fabric:
+        qs = qs.filter(fabric__name=fabric)
+    hosts = list(qs[:2])
+    if not hosts:
+        where = f" in fabric {fabric}" if fabric else ""
+        raise HostNotFound(
+            f"no host {name!r}{where}: hosts come from the fabric's CAs (discover or import it first)"
+        )
+    if len(hosts) > 1:
+        raise HostNotFound(f"host {name!r} is in several fabrics: name one (--fabric)")
+    return hosts[0]
+
+
+def ingest_gpu_report(
+    host: Host,
+    report: GpuReport,
+    *,
+    source: str,
+    hcas: list[dict[str, Any]] | None = None,
+    user=None,
+) -> dict[str, Any]:
+    """Store ``report`` as the GPUs of ``host``; return the summary ``{"host", "fabric", "gpus"
+    (present), "mig_slices" (present), "warnings" ([{"where", "message"}]), "added", "missing",
+    "returned", "changed", "rows_written"}``.
+
+    ``source``: :class:`pools.choices.ReportSource` value; ``hcas``: the agent's local HCAs (see
+    :class:`~pools.models.HostInventory`). Raises nothing of its own; database errors roll the
+    whole report back.
+    """
+    now = timezone.now()
+    tally = _Tally()
+    events: list[EventSpec] = []
+    with transaction.atomic():
+        host = Host.objects.select_for_update().select_related("fabric").get(pk=host.pk)
+        previous = HostInventory.objects.filter(host=host).first()
+        first_report = previous is None
+        rails = _rail_nodes(host, report, hcas)
+        uuids = [g.uuid for g in report.gpus]
+        stored = {g.uuid: g for g in Gpu.objects.select_for_update().filter(host=host).order_by("pk")}
+        moved = {
+            g.uuid: g
+            for g in Gpu.objects.select_for_update().filter(uuid__in=uuids).exclude(host=host).order_by("pk")
+        }
+        # GPUs no longer reported: kept, marked missing (the allocation state stays)
+        for uuid, gpu in stored.items():
+            if uuid not in uuids and gpu.missing_since is None:
+                gpu.missing_since = now
+                gpu.save(update_fields=["missing_since"])
+                tally.missing += 1
+                tally.rows += 1
+                events.append(_gpu_event("gpu.disappeared", gpu, host,
+                                         f"{host.name} GPU{gpu.index} ({gpu.uuid}) is no longer reported",
+                                         {"state": gpu.state}))  # fmt: skip
+        # free the indexes of present GPUs whose index changes (swaps)
+        swapping = [
+            stored[r.uuid] for r in report.gpus
+            if r.uuid in stored and stored[r.uuid].missing_since is None and stored[r.uuid].index != r.index
+        ]  # fmt: skip
+        for n, gpu in enumerate(swapping):
+            Gpu.objects.filter(pk=gpu.pk).update(index=_TEMP_INDEX + n)
+        # a missing GPU holding an index a reported GPU takes stays missing: nothing to free
+        for rec in report.gpus:
+            values = _gpu_values(rec, rails.get(rec.rail_device))
+            gpu = stored.get(rec.uuid) or moved.get(rec.uuid)
+            new_gpu = gpu is None
+            if gpu is None:
+                gpu = Gpu.objects.create(host=host, uuid=rec.uuid, **values)
+                tally.added += 1
+                tally.rows += 1
+                if not first_report:
+                    events.append(_gpu_event("gpu.appeared", gpu, host,
+                                             f"{host.name} GPU{gpu.index} ({gpu.uuid}) appeared"))  # fmt: skip
+                if gpu.health == "unhealthy":
+                    events.append(_health_event(gpu, host))
+            else:
+                was_unhealthy = gpu.health == "unhealthy"
+                diffs = {k: v for k, v in values.items() if getattr(gpu, k) != v}
+                if gpu in swapping:
+                    diffs["index"] = rec.index
+                came_back = gpu.missing_since is not None or gpu.host_id != host.pk
+                if came_back:
+                    old_host = gpu.host_id
+                    gpu.missing_since = None
+                    gpu.host = host
+                    diffs.update(missing_since=None, host_id=host.pk)
+                    tally.returned += 1
+                    moved_text = " (moved from another host)" if old_host != host.pk else ""
+                    events.append(_gpu_event("gpu.appeared", gpu, host,
+                                             f"{host.name} GPU{rec.index} ({gpu.uuid}) is reported again{moved_text}"))  # fmt: skip
+                if diffs:
+                    for k, v in diffs.items():
+                        setattr(gpu, k, v)
+                    gpu.save(
+                        update_fields=sorted({k.removesuffix("_id") if k == "host_id" else k for k in diffs})
+                    )
+                    tally.rows += 1
+                    tally.changed += 0 if came_back else 1
+                if gpu.health == "unhealthy" and not was_unhealthy:
+                    events.append(_health_event(gpu, host))
+                elif was_unhealthy and gpu.health != "unhealthy":
+                    events.append(_gpu_event("gpu.healthy", gpu, host,
+                                             f"{host.name} GPU{gpu.index} is {gpu.health} again"))  # fmt: skip
+            stored[rec.uuid] = gpu
+            _sync_slices(gpu, rec, host, now, tally, events, new_gpu=new_gpu)
+        for w in report.warnings:
+            if "impossible" in w.message:
+                uuid = next((g.uuid for g in report.gpus if g.uuid in w.message), "")
+                events.append(EventSpec(code="gpu.reading_impossible", message=f"{host.name}: {w.message}",
+                                        object_type="gpu", object_key=uuid or host.name,
+                                        object_repr=host.name, details={"where": w.where}))  # fmt: skip
+        warnings = [w.as_dict() for w in report.warnings]
+        HostInventory.objects.update_or_create(
+            host=host,
+            defaults={
+                "report_source": source,
+                "reported_at": now,
+                "driver_version": report.driver_version,
+                "cuda_version": report.cuda_version,
+                "attached_gpus": report.attached_gpus,
+                "hcas": hcas if hcas is not None else (previous.hcas if previous else []),
+                "warnings": warnings,
+            },
+        )
+        if events:
+            record_events(host.fabric, events, at=now)
+            tally.rows += len(events)
+        summary = {
+            "host": host.name,
+            "fabric": host.fabric.name,
+            "gpus": Gpu.objects.filter(host=host).present().count(),
+            "mig_slices": MigSlice.objects.filter(gpu__host=host).present().count(),
+            "warnings": warnings,
+            "added": tally.added,
+            "missing": tally.missing,
+            "returned": tally.returned,
+            "changed": tally.changed,
+            "rows_written": tally.rows,
+        }
+        audit.record("gpu.inventory", host, {k: v for k, v in summary.items() if k != "warnings"}
+                     | {"source": source, "warnings": len(warnings)}, user=user)  # fmt: skip
+        host_id, fabric_id = host.pk, host.fabric_id
+        transaction.on_commit(lambda: _after_commit(host_id, fabric_id, summary))
+    return summary
+
+
+def _after_commit(host_id: int, fabric_id: int, summary: dict) -> None:
+    inventory_committed.send(sender=HostInventory, host_id=host_id, fabric_id=fabric_id, summary=summary)
+    publish(group_name("gpus", fabric_id), "inventory.changed", {"host_id": host_id, **summary})
+
+
+def _gpu_values(rec: GpuRecord, rail_node_id: int | None) -> dict[str, Any]:
+    return {
+        "index": rec.index,
+        "minor_number": rec.minor_number,
+        "product_name": rec.product_name[:96],
+        "architecture": rec.architecture[:32],
+        "serial": rec.serial[:64],
+        "memory_total_mib": rec.memory_total_mib,
+        "memory_reserved_mib": rec.memory_reserved_mib,
+        "pci_bus_id": rec.pci_bus_id[:16],
+        "numa_node": rec.numa_node,
+        "health": rec.health,
+        "health_reasons": list(rec.health_reasons),
+        "mig_mode_current": rec.mig_current,
+        "mig_mode_pending": rec.mig_pending,
+        "rail_node_id": rail_node_id,
+        "rail_device": rec.rail_device[:32],
+        "rail_affinity": rec.rail_affinity[:8],
+    }
+
+
+def _sync_slices(
+    gpu: Gpu, rec: GpuRecord, host: Host, now, tally: _Tally, events: list[EventSpec], *, new_gpu: bool
+) -> None:
+    """Slices of one GPU: created, updated, marked missing; ``gpu.mig_changed`` when a GPU known
+    before gains or loses slices (the slices of a new GPU are its inventory, not a change)."""
+    stored = {
+        (s.gpu_instance_id, s.compute_instance_id): s
+        for s in MigSlice.objects.select_for_update().filter(gpu=gpu).order_by("pk")
+    }
+    reported = {(m.gpu_instance_id, m.compute_instance_id): m for m in rec.mig_devices}
+    changes = {"added": [], "missing": []}
+    for key, s in stored.items():
+        if key not in reported and s.missing_since is None:
+            s.missing_since = now
+            s.save(update_fields=["missing_since"])
+            tally.rows += 1
+            changes["missing"].append(f"gi{key[0]}/ci{key[1]}")
+    for key, m in reported.items():
+        values = {f: getattr(m, f) for f in _SLICE_FIELDS}
+        values["profile"] = (values["profile"] or "")[:32]
+        s = stored.get(key)
+        if s is None:
+            MigSlice.objects.create(gpu=gpu, gpu_instance_id=key[0], compute_instance_id=key[1], **values)
+            tally.rows += 1
+            changes["added"].append(f"gi{key[0]}/ci{key[1]}")
+            continue
+        # a value the report does not carry (no -lgi this time) keeps what was known
+        diffs = {k: v for k, v in values.items() if v not in (None, "") and getattr(s, k) != v}
+        if s.missing_since is not None:
+            diffs["missing_since"] = None
+            changes["added"].append(f"gi{key[0]}/ci{key[1]}")
+        if diffs:
+            for k, v in diffs.items():
+                setattr(s, k, v)
+            s.save(update_fields=sorted(diffs))
+            tally.rows += 1
+    if (changes["added"] or changes["missing"]) and not new_gpu:
+        events.append(_gpu_event("gpu.mig_changed", gpu, host,
+                                 f"{host.name} GPU{gpu.index}: MIG slices added {changes['added'] or '-'}, "
+                                 f"missing {changes['missing'] or '-'}", changes))  # fmt: skip
+
+
+def _rail_nodes(host: Host, report: GpuReport, hcas: list[dict[str, Any]] | None) -> dict[str, int]:
+    """RDMA device name → CA node id on this host (see the module docstring)."""
+    devices = {g.rail_device for g in report.gpus if g.rail_device}
+    if not devices:
+        return {}
+    out: dict[str, int] = {}
+    cas = Node.objects.filter(host=host, node_type=NodeType.CA)
+    if hcas:
+        guids = {}
+        for h in hcas:
+            try:
+                if h.get("name") in devices and h.get("node_guid"):
+                    guids[normalize_guid(h["node_guid"])] = h["name"]
+            except ValueError:
+                continue
+        for node_id, guid in cas.filter(node_guid__in=list(guids)).values_list("id", "node_guid"):
+            out[guids[guid]] = node_id
+    for node_id, desc in cas.values_list("id", "description"):
+        words = desc.split()
+        if len(words) == 2 and words[1] in devices and words[1] not in out:
+            out[words[1]] = node_id
+    return out
+
+
+def _gpu_event(code: str, gpu: Gpu, host: Host, message: str, details: dict | None = None) -> EventSpec:
+    return EventSpec(code=code, message=message, object_type="gpu", object_key=gpu.uuid,
+                     object_repr=f"{host.name} GPU{gpu.index}", details=details or {})  # fmt: skip
+
+
+def _health_event(gpu: Gpu, host: Host) -> EventSpec:
+    return _gpu_event("gpu.unhealthy", gpu, host,
+                      f"{host.name} GPU{gpu.index} ({gpu.uuid}) is unhealthy: {'; '.join(gpu.health_reasons)}",
+                      {"reasons": gpu.health_reasons})  # fmt: skip
+
+
+def resolve_reporting_host(name: str, fabric: str = "", hcas: list[dict[str, Any]] | None = None) -> Host:
+    """The host a report comes from: the one host whose CA nodes have the node GUIDs of the
+    reported HCAs (exact, whatever the machine calls itself), else by ``name`` (and ``fabric``).
+
+    Raises:
+        HostNotFound: no match (the fabric was not discovered yet), or the HCAs belong to
+            several hosts.
+    """
+    guids = set()
+    for h in hcas or []:
+        try:
+            if h.get("node_guid"):
+                guids.add(normalize_guid(h["node_guid"]))
+        except ValueError:
+            continue
+    if guids:
+        qs = Node.objects.filter(node_type=NodeType.CA, node_guid__in=guids, host__isnull=False)
+        if fabric:
+            qs = qs.filter(fabric__name=fabric)
+        host_ids = set(qs.values_list("host_id", flat=True))
+        if len(host_ids) == 1:
+            return Host.objects.select_related("fabric").get(pk=host_ids.pop())
+        if len(host_ids) > 1:
+            raise HostNotFound(f"the reported HCAs belong to {len(host_ids)} hosts: name the fabric")
+    return find_host(name, fabric or None)

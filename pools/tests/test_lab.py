@@ -1,0 +1,58 @@
+"""The lab seed: 8 rail-aligned GPUs per CA host, through the inventory ingest, idempotent."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from fabric.models import Fabric, Host
+from fabric.services.ingest import import_topology_text
+from lab import netgen
+from pools.lab import seed_lab_gpus
+from pools.models import Gpu, MigSlice
+
+
+def _check_rails(fabric: Fabric, rails: int) -> None:
+    for host in Host.objects.filter(fabric=fabric):
+        gpus = list(Gpu.objects.filter(host=host).select_related("rail_node").order_by("index"))
+        assert [g.rail_node.description for g in gpus] == [f"{host.name} mlx5_{i % rails}" for i in range(8)]
+        assert [g.numa_node for g in gpus] == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+def test_seed_rail_pod_import(db):
+    fabric = import_topology_text("pod", netgen.rail_pod(hosts=4, rails=4), filename="pod.net").fabric
+    s = seed_lab_gpus(fabric, mig_every=2)
+    assert (s["hosts"], s["gpus"], s["mig_slices"]) == (4, 32, 8)
+    _check_rails(fabric, 4)
+    mig_gpu = Gpu.objects.get(host__name="host001", index=7)
+    assert mig_gpu.mig_mode_current == "enabled"
+    assert [m.profile for m in mig_gpu.mig_slices.all()] == ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
+    assert not MigSlice.objects.filter(gpu__host__name="host002").exists()
+    again = seed_lab_gpus(fabric, mig_every=2)
+    assert again["rows_written"] == 0 and Gpu.objects.count() == 32
+
+
+def test_seed_hosts_with_more_gpus_than_hcas_and_single_hca_hosts(db):
+    fabric = import_topology_text("ft", netgen.fat_tree_2level(2, 1, 2), filename="ft.net").fabric
+    out = StringIO()
+    call_command("seed_gpus", "--fabric", "ft", stdout=out)
+    assert json.loads(out.getvalue().splitlines()[-1]) == {
+        "fabric": "ft", "gpus": 32, "hosts": 4, "mig_slices": 0, "rows_written": 32}  # fmt: skip
+    _check_rails(fabric, 1)
+    with pytest.raises(CommandError, match="no fabric"):
+        call_command("seed_gpus", "--fabric", "nope")
+
+
+@pytest.mark.lab
+def test_seed_discovered_lab_pod(lab_factory, db):
+    from fabric.services.discovery import discover
+
+    lab = lab_factory(netgen.rail_pod(hosts=2, rails=8), timeout=120)
+    fabric = Fabric.objects.create(name="labpod", tool_env=dict(lab.tool_env))
+    discover(fabric)
+    s = seed_lab_gpus(fabric)
+    assert (s["hosts"], s["gpus"]) == (2, 16)
+    _check_rails(fabric, 8)

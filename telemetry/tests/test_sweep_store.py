@@ -1,0 +1,98 @@
+"""The sweep's read plan cache and its row formatting (SQLite; collector replaced by known reads)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from fabric.models import Fabric
+from fabric.services.ingest import import_topology_text
+from telemetry import semantics
+from telemetry.collectors.counters import Collected, PortRead
+from telemetry.models import PortCounters
+from telemetry.services import sweep as sweep_mod
+from weft.testing.topologies import BASE
+
+# the same fabric after an SM restart handed out other LIDs (same nodes, ports, links)
+RELIDDED = BASE.replace("lid 10 ", "lid 20 ").replace("lid 11 ", "lid 21 ").replace("lid 12 ", "lid 22 ")
+
+
+def _collector(seen: list):
+    def collect(reqs, **kw):
+        seen.append(sorted({r[1] for r in reqs if r[0] == "Q"}))
+        zero = (0,) * len(semantics.ALL_COUNTERS)
+        return Collected(
+            {(r[1], r[2]): PortRead(r[1], r[2], True, zero) for r in reqs if r[0] == "Q"}, {}, "mad", 0.01
+        )
+
+    return collect
+
+
+@pytest.mark.django_db
+def test_rediscovery_with_new_lids_is_read_at_the_new_lids_even_through_a_stale_fabric_object(monkeypatch):
+    assert RELIDDED != BASE
+    fabric = import_topology_text("f", BASE, filename="base.topo").fabric
+    seen: list = []
+    monkeypatch.setattr(sweep_mod, "run_madpoll", _collector(seen))
+    sweep_mod.poll_fabric(fabric)
+    assert seen[-1] == [2, 3, 10, 11, 12]
+    # rediscovered: same ports and port count, other LIDs; ``fabric`` (as a long-lived caller or
+    # a bench holds it) still names the old discovery
+    import_topology_text("f", RELIDDED, filename="base.topo", replace=True)
+    assert Fabric.objects.get(pk=fabric.pk).last_discovery_id != fabric.last_discovery_id
+    sweep_mod.poll_fabric(fabric)
+    assert seen[-1] == [2, 3, 20, 21, 22]
+    fresh = PortCounters.objects.filter(port__node__fabric=fabric, port__lid__in=[20, 21, 22], stale=False)
+    assert fresh.count() == 3
+
+
+@pytest.mark.django_db
+def test_a_fabric_without_discovery_is_planned_again_every_sweep(monkeypatch):
+    """Ports written by hand (no discovery to key the cache by): the next sweep sees a new port."""
+    from fabric.models import Node, Port
+
+    fabric = Fabric.objects.create(name="hand")
+    node = Node.objects.create(fabric=fabric, node_guid="0x0000000000000005", node_type="ca", description="h")
+    Port.objects.create(node=node, port_num=1, lid=5, rate_gbps=32.0)
+    seen: list = []
+    monkeypatch.setattr(sweep_mod, "run_madpoll", _collector(seen))
+    sweep_mod.poll_fabric(fabric)
+    Port.objects.filter(node=node).update(lid=6)
+    sweep_mod.poll_fabric(fabric)
+    assert seen == [[5], [6]]
+
+
+def test_copy_lines_of_the_fast_path_equal_those_of_derived():
+    """A fast-path row (``semantics.derive_fast``'s tuple) is the COPY line of the same Derived."""
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    raw = tuple(range(16))
+    for fast in ((1.5, 2.0, 3.0, 4.0, 5.0, None, 0.25), (0.1, 1e-07, 0.0, 3.0, 2.5, 0.000125, 1.0)):
+        d = semantics.Derived(*fast, error_deltas={}, saturated=[], reset=False)
+        a = sweep_mod._copy_lines(7, [(1, raw, True, at, fast, [], False, False, "")])
+        b = sweep_mod._copy_lines(7, [(1, raw, True, at, d, [], False, False, "")])
+        assert a == b and a.count("\t") == len(sweep_mod._COLUMNS) - 1
+
+
+@pytest.mark.django_db
+def test_requests_ask_one_mad_per_port_only_where_capmask2_has_addl_port_counters_extended():
+    import time
+
+    from telemetry.collectors import madpoll
+
+    fabric = import_topology_text("f", BASE, filename="base.topo").fabric
+    key = sweep_mod._identity(fabric)
+    later = time.monotonic() + 60
+    sweep_mod._capmasks[(key[:2], 10)] = (0x1200 | madpoll.CAP_ADDL_EXT, later)  # ConnectX-like
+    sweep_mod._capmasks[(key[:2], 11)] = (0x1200, later)  # ibsim 0.10: CapMask2 0
+    sweep_mod._capmasks[(key[:2], 12)] = (0x1000, later)  # no ExtendedWidth: 32-bit only
+    modes = {
+        r[1]: r[3] for r in sweep_mod._requests(fabric, sweep_mod._targets(fabric), "auto") if r[0] == "Q"
+    }
+    assert (modes[10], modes[11], modes[12]) == (2, 1, 0)
+    assert {r[1] for r in sweep_mod._requests(fabric, sweep_mod._targets(fabric), "auto") if r[0] == "N"} == {
+        2,
+        3,
+    }
+    never = sweep_mod._requests(fabric, sweep_mod._targets(fabric), "never")
+    assert {r[3] for r in never if r[0] == "Q"} == {0}

@@ -1,0 +1,80 @@
+"""The open network map follows a link flap live (Chromium against a server on a lab fabric).
+
+A 2-level fat tree runs in the lab (ibsim + OpenSM); the server (``manage.py serve``) listens to
+the SM's notices. Pulling a leaf-spine cable must turn that edge Down (red) on the already open
+map within seconds, with the legend and status counting it, and putting it back must clear it,
+all without a reload. Checked through the page's hooks (``window.weftMap.edgeState``), not pixels.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from lab import netgen
+from tests.browser.test_heatmap import admin_token, api
+from tests.browser_support import login
+
+pytestmark = [pytest.mark.browser, pytest.mark.lab, pytest.mark.slow]
+
+RED = "#f85149"  # map.js STATE_COLOURS[1]
+
+
+def test_open_map_shows_a_pulled_cable_down_and_back(lab_factory, weft_server_factory, browser_page):
+    lab = lab_factory(netgen.fat_tree_2level(2, 2, 2))
+    server = weft_server_factory(WEFT_POLL_INTERVAL_S="60", WEFT_DISCOVERY_INTERVAL_S="3600")
+    fabric = api(
+        server, admin_token(server), "POST", "/api/fabric/fabrics/", {"name": "lab", "tool_env": lab.tool_env}
+    )
+    server.manage("discover", "--fabric", "lab")
+    leaf, spine = (
+        lab.guid_of("S-0c42a10300a00200"),
+        lab.guid_of("S-0c42a10300a00000"),
+    )  # leaf-01 [3] - spine-01 [1]
+
+    page = browser_page
+    login(page, server, "viewer")
+    page.goto(f"{server.url}/fabric/map/?fabric={fabric['id']}")
+    page.wait_for_function(
+        "() => { const m = document.getElementById('map'); return m.dataset.state === 'ready' && m.dataset.live === '1'; }",
+        timeout=30000,
+    )
+    before = page.evaluate("([a, b]) => weftMap.edgeState(a, b)", [leaf, spine])
+    assert before["down"] == 0 and before["n"] == 1 and before["colour"] != RED, before
+    links = int(page.get_attribute("#map", "data-links"))
+    assert page.get_attribute("#map", "data-down-links") == "0"
+
+    started = time.monotonic()
+    lab.unlink("S-0c42a10300a00200", 3)
+    page.wait_for_function(
+        "([a, b]) => { const s = weftMap.edgeState(a, b); return s && s.down === 1; }",
+        arg=[leaf, spine],
+        timeout=15000,
+    )
+    elapsed = time.monotonic() - started
+    down = page.evaluate("([a, b]) => weftMap.edgeState(a, b)", [leaf, spine])
+    assert down["colour"] == RED and down["n"] == 0, down
+    # counts agree with what is drawn: one link fewer up, one Down, in the status and the legend
+    assert page.get_attribute("#map", "data-links") == str(links - 1)
+    assert page.get_attribute("#map", "data-down-links") == "1"
+    assert "1 down" in page.inner_text("#map-status")
+    assert page.inner_text("#map-legend li[data-legend='Down']") == "Down (1)"  # speed mode
+    page.select_option("#map-colour", "state")
+    assert page.inner_text("#map-legend li[data-legend='Down']") == "Down (1)"
+    assert page.inner_text("#map-legend li[data-legend='Active']") == f"Active ({links - 1})"
+    assert page.is_hidden("#map-changed"), "a port-state change is applied in place, not by a reload"
+
+    lab.relink("S-0c42a10300a00200", 3)
+    page.wait_for_function(
+        "([a, b]) => { const s = weftMap.edgeState(a, b); return s && s.down === 0 && s.n === 1 && s.state === 4; }",
+        arg=[leaf, spine],
+        timeout=20000,
+    )
+    back = page.evaluate("([a, b]) => weftMap.edgeState(a, b)", [leaf, spine])
+    assert back["colour"] != RED, back
+    assert page.get_attribute("#map", "data-down-links") == "0"
+    assert page.inner_text("#map-legend li[data-legend='Active']") == f"Active ({links})"
+    assert page.locator("#map-legend li[data-legend='Down']").count() == 0
+    assert page.is_hidden("#map-changed")
+    print(f"map: edge Down {elapsed:.2f} s after the unlink")

@@ -89,6 +89,13 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"Discovered fabric {fabric.name!r}: {json.dumps(discovery.counts)} (status {discovery.status})"
             )
+            from pools.lab import seed_lab_gpus
+
+            gpus = seed_lab_gpus(fabric, 8, mig_every=4)
+            self.stdout.write(
+                f"Seeded GPUs: {gpus['gpus']} on {gpus['hosts']} hosts, rail-aligned "
+                f"({gpus['mig_slices']} MIG slices on every 4th host); /api/pools/gpus/"
+            )
             threads = self._background(lab, fabric, opts)
             schedule = dict(settings.CELERY_BEAT_SCHEDULE)
             poll = dict(schedule["poll-all-fabrics"], schedule=timedelta(seconds=opts["poll_interval"]))

@@ -15,8 +15,8 @@ from django.db.models import Q
 
 from fabric.models import Host, Node
 
-from .choices import GpuState, Health, MigMode, ReportSource
-from .querysets import GpuQuerySet, MigSliceQuerySet
+from ..choices import GpuState, Health, MigMode, ReportSource
+from ..querysets import GpuQuerySet, MigSliceQuerySet
 
 
 class HostInventory(models.Model):

@@ -402,8 +402,8 @@ class ReleaseRequestSerializer(serializers.Serializer):
 
 
 class AllocationErrorSerializer(serializers.Serializer):
-    """A refused allocation: ``code`` is ``quota_exceeded``, ``not_enough_free``, ``not_holding``
-    (409) or ``invalid`` (400, with ``field``)."""
+    """A refused allocation (409): ``code`` is ``quota_exceeded``, ``not_enough_free`` or
+    ``not_holding``; the other fields say why."""
 
     detail = serializers.CharField()
     code = serializers.CharField()

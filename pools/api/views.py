@@ -9,6 +9,7 @@ Inventory rows come only from reports (``pools.services.inventory``); the API do
 from __future__ import annotations
 
 from django.db.models import Prefetch
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
@@ -115,7 +116,10 @@ def _refusal(exc: AllocationError) -> Response:
 
 
 _REFUSALS = {
-    400: OpenApiResponse(serializers.AllocationErrorSerializer, description="bad input (field named)"),
+    400: OpenApiResponse(
+        OpenApiTypes.OBJECT,
+        description="bad input: {field: [messages]}, or {detail, code: 'invalid', field} from the service",
+    ),
     409: OpenApiResponse(
         serializers.AllocationErrorSerializer, description="quota exceeded, not enough free, or already ended"
     ),

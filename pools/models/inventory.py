@@ -96,6 +96,12 @@ class Gpu(models.Model):
                 name="gpu_index_unique_present",
             )
         ]
+        # the allocation service's "first free GPUs in pk order" (pools.services.allocation)
+        indexes = [
+            models.Index(
+                fields=["id"], condition=Q(state="free", missing_since__isnull=True), name="gpu_free_by_pk"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.host} GPU{self.index}"

@@ -12,8 +12,8 @@ from django.views.generic import ListView
 from fabric.views import RoleRequiredMixin
 
 from . import access
-from .api.serializers import pool_summary
 from .models import Pool
+from .services.allocation import pool_summary
 
 #: width of a bar, SVG user units (the page scales it)
 BAR_WIDTH = 300

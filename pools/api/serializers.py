@@ -17,6 +17,7 @@ from weft.fields import FiniteFloatField
 
 from ..choices import AllocationKind
 from ..models import Allocation, AllocationItem, Gpu, HostInventory, MigSlice, Pool, Tenant, TenantMembership
+from ..services.allocation import pool_summary
 
 
 class BriefGpuSerializer(serializers.ModelSerializer):
@@ -290,14 +291,6 @@ class PoolSerializer(serializers.ModelSerializer):
                     }
                 )
         return attrs
-
-
-def pool_summary(pool: Pool) -> dict:
-    """Usage of a pool (``pool_usage``) plus the free whole GPUs its filters match."""
-    from ..services.allocation import eligible_gpus, pool_usage
-
-    free = eligible_gpus(pool).filter(state="free", mig_mode_current__in=["disabled", "unsupported"]).count()
-    return pool_usage(pool.pk) | {"free_gpus": free}
 
 
 class AllocationItemSerializer(serializers.ModelSerializer):

@@ -187,6 +187,17 @@ def pool_usage(pool_id: int) -> dict[str, int]:
     }
 
 
+def pool_summary(pool: Pool) -> dict[str, int]:
+    """:func:`pool_usage` plus ``free_gpus``: free whole GPUs the pool's filters match now (free
+    for every pool that matches them too)."""
+    free = (
+        eligible_gpus(pool)
+        .filter(state=GpuState.FREE, mig_mode_current__in=["disabled", "unsupported"])
+        .count()
+    )
+    return pool_usage(pool.pk) | {"free_gpus": free}
+
+
 # --- allocate ------------------------------------------------------------------------------------
 
 

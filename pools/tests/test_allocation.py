@@ -204,3 +204,15 @@ def test_model_filter(setup):
     Pool.objects.filter(pk=pa.pk).update(gpu_model="a100")
     with pytest.raises(NotEnoughFree):
         allocate(pa.pk, AllocationRequest(count=1))
+
+
+def test_expire_leases_task_is_the_service_and_on_beat(setup, settings):
+    from pools.tasks import expire_leases_task
+
+    _, _, _, pa, _ = setup
+    allocate(pa.pk, AllocationRequest(count=1, lease_s=1), now=timezone.now() - timedelta(seconds=5))
+    assert expire_leases_task() == {"expired": 1}
+    assert Gpu.objects.filter(state="allocated").count() == 0
+    entry = settings.CELERY_BEAT_SCHEDULE["allocation-leases"]
+    assert entry["task"] == "pools.tasks.expire_leases_task"
+    assert entry["schedule"].total_seconds() == settings.WEFT_LEASE_CHECK_INTERVAL_S

@@ -45,3 +45,38 @@ class ReportSource(models.TextChoices):
     AGENT = "agent", "Host agent"
     IMPORT = "import", "File import"
     LAB = "lab", "Lab seed"
+
+
+class TenantRole(models.TextChoices):
+    """What a member may do inside a tenant. The effective right is the lower of this and the
+    user's site role (``accounts.roles``): a site Viewer who is a tenant ``operator`` still only
+    reads; site Admins act in every tenant without a membership."""
+
+    VIEWER = "viewer", "Viewer (reads the tenant's pools and allocations)"
+    OPERATOR = "operator", "Operator (allocates and releases in the tenant)"
+
+
+class AllocationKind(models.TextChoices):
+    """The unit of an allocation: whole GPUs, MIG slices, or one fraction (memory MiB + compute
+    %) of a GPU in shared mode (HAMi's ``gpumem``/``gpucores``)."""
+
+    GPU = "gpu", "Whole GPUs"
+    MIG = "mig", "MIG slices"
+    FRACTION = "fraction", "Shared-GPU fraction"
+
+
+class AllocationState(models.TextChoices):
+    """Life of an allocation. ``requested`` is kept for a queue (the scheduler issue): the
+    allocation service creates allocations ``active`` or refuses them (409). ``released`` (by a
+    user), ``expired`` (lease ran out, ``pools.tasks.expire_leases_task``) and ``reclaimed``
+    (borrowed GPUs taken back for a pool's guaranteed share) are final and free the GPUs."""
+
+    REQUESTED = "requested", "Requested"
+    ACTIVE = "active", "Active"
+    RELEASED = "released", "Released"
+    EXPIRED = "expired", "Expired"
+    RECLAIMED = "reclaimed", "Reclaimed"
+
+
+#: states that hold GPUs
+HOLDING_STATES = (AllocationState.REQUESTED, AllocationState.ACTIVE)

@@ -4,6 +4,12 @@ The inventory ingest (``pools.services.inventory``) writes ``gpu.*`` events keye
 a GPU a host no longer reports is an alarm until it is back (``gpu.appeared`` clears it); a GPU
 whose health goes unhealthy (NVML recovery action, uncorrectable ECC, remapping failure) is an
 alarm until a report shows it healthy again (``gpu.healthy``).
+
+The allocation service (``pools.services.allocation``) writes ``allocation.*`` events (object
+type ``pool``, key ``<pool>/<allocation id>``): created, released, expired (lease), reclaimed
+(borrowed GPUs taken back for another pool's guaranteed share, a Warning: a job lost its GPUs).
+A refused request (quota exceeded, not enough free GPUs) is not an event, only an HTTP 409 with
+the reason: it changes nothing, and writing it would cost a second transaction on the hot path.
 """
 
 from events.choices import Category, Severity
@@ -28,4 +34,13 @@ EVENT_TYPES = [
     EventType("gpu.reading_impossible", "Impossible GPU reading", P, W,
               description="A report gave memory used or free above the total (a wrapped unsigned value, "
                           "e.g. from inside a shared-GPU container); the reading was not stored."),
+    EventType("allocation.created", "GPUs allocated", P, IN,
+              description="An allocation of whole GPUs, MIG slices or a shared-GPU fraction was made in a pool."),
+    EventType("allocation.released", "GPUs released", P, IN,
+              description="An allocation was released by its owner or an operator; its GPUs are free."),
+    EventType("allocation.expired", "Allocation lease expired", P, IN,
+              description="An allocation's lease ran out (pools.tasks.expire_leases_task); its GPUs are free."),
+    EventType("allocation.reclaimed", "Borrowed GPUs reclaimed", P, W,
+              description="An allocation holding borrowed GPUs was ended so that another pool gets its "
+                          "guaranteed share."),
 ]  # fmt: skip

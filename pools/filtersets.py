@@ -2,7 +2,8 @@
 
 Hosts and fabrics by id (several comma-separated or repeated), host by name; GPUs by UUID,
 product (substring), health, state, MIG mode, rail device and presence (``present=false`` lists
-the GPUs marked missing).
+the GPUs marked missing); tenants by name or member; pools by tenant, fabric, shared; allocations
+by pool, tenant, state, kind, job, owner, GPU and host.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from django_filters import rest_framework as filters
 from fabric.filtersets import ModelIdsFilter
 from fabric.models import Fabric, Host
 
-from .choices import GpuState, Health, MigMode
-from .models import Gpu, HostInventory, MigSlice
+from .choices import AllocationKind, AllocationState, GpuState, Health, MigMode
+from .models import Allocation, Gpu, HostInventory, MigSlice, Pool, Tenant
 
 
 class GpuFilterSet(filters.FilterSet):
@@ -52,3 +53,46 @@ class HostInventoryFilterSet(filters.FilterSet):
     class Meta:
         model = HostInventory
         fields = ["id", "report_source", "driver_version"]
+
+
+class TenantFilterSet(filters.FilterSet):
+    member = filters.CharFilter(field_name="memberships__user__username", label="member user name")
+
+    class Meta:
+        model = Tenant
+        fields = ["id", "name"]
+
+
+class PoolFilterSet(filters.FilterSet):
+    tenant = ModelIdsFilter(queryset=Tenant.objects.all())
+    tenant_name = filters.CharFilter(field_name="tenant__name")
+    fabric = ModelIdsFilter(queryset=Fabric.objects.all())
+    shared = filters.BooleanFilter(field_name="tenant", lookup_expr="isnull", label="shared by every tenant")
+    gpu_model = filters.CharFilter(lookup_expr="icontains", label="GPU model filter contains")
+
+    class Meta:
+        model = Pool
+        fields = ["id", "name", "priority_weight"]
+
+
+class AllocationFilterSet(filters.FilterSet):
+    pool = ModelIdsFilter(queryset=Pool.objects.all())
+    tenant = ModelIdsFilter(queryset=Tenant.objects.all())
+    state = filters.MultipleChoiceFilter(choices=AllocationState.choices)
+    kind = filters.MultipleChoiceFilter(choices=AllocationKind.choices)
+    owner_name = filters.CharFilter(field_name="owner__username", label="owner user name")
+    gpu = ModelIdsFilter(
+        field_name="items__gpu",
+        queryset=Gpu.objects.all(),
+        distinct=True,
+        label="holds or held these GPUs (ids)",
+    )
+    host = ModelIdsFilter(field_name="items__gpu__host", queryset=Host.objects.all(), distinct=True,
+                          label="on these hosts (ids)")  # fmt: skip
+
+    job = filters.CharFilter(label="job reference (exact; empty values are ignored)")
+    mig_profile = filters.CharFilter()
+
+    class Meta:
+        model = Allocation
+        fields = ["id", "borrowed", "owner"]

@@ -3,6 +3,9 @@
 * ``inventory_committed`` after a host's GPU report is stored (``pools.services.inventory``);
   kwargs ``host_id``, ``fabric_id``, ``summary`` (the ingest summary dict). Listeners: the
   allocation service and pool pages (later parts of issue 11).
+* ``allocation_changed`` after an allocation is created or ends (``pools.services.allocation``);
+  kwargs ``allocation_id``, ``pool_id``, ``state`` (the new state), ``gpu_ids`` (sorted GPU
+  pks). Listeners: partitions (PKey membership, another part of issue 11), pool pages.
 """
 
 from __future__ import annotations
@@ -10,3 +13,4 @@ from __future__ import annotations
 from django.dispatch import Signal
 
 inventory_committed = Signal()  # kwargs: host_id: int, fabric_id: int, summary: dict
+allocation_changed = Signal()  # kwargs: allocation_id: int, pool_id: int, state: str, gpu_ids: list[int]

@@ -45,7 +45,9 @@ from fabric.choices import SMState
 from fabric.models import Fabric, Host, Node, Partition, PartitionMember, SubnetManager
 from fabric.services.ingest import import_topology_text
 from fabric.services.requests import set_node_name_map
+from pools.models import Allocation, Pool, Tenant, TenantMembership
 from pools.parsers.records import GpuRecord, GpuReport, MigDeviceRecord
+from pools.services.allocation import AllocationRequest, allocate, release
 from pools.services.inventory import ingest_gpu_report
 from weft.testing.api import Route, viewset_routes
 from weft.testing.topologies import BASE
@@ -67,12 +69,14 @@ LEAST_ROLE = {
     "accounts-api:user-token POST": "viewer",
     "accounts-api:auditentry-list GET": "admin",
     "accounts-api:auditentry-detail GET": "admin",
+    "pools-api:allocation-allocate POST": "operator",
+    "pools-api:allocation-release POST": "operator",
 }
 
 ANONYMOUS_DETAIL = "Authentication credentials were not provided."
 
 #: Apps whose rows a refused or failed write must leave as they were.
-STORED_APPS = {"fabric", "events", "telemetry", "accounts", "auth"}
+STORED_APPS = {"fabric", "events", "telemetry", "accounts", "auth", "pools"}
 
 
 def least_role(route: Route) -> str:
@@ -93,6 +97,11 @@ class World:
     policy: EventPolicy
     target: Any  # a user to edit and delete
     partition: Any = None  # a non-default partition of ``fabric``
+    tenant: Any = None  # a tenant with a pool and an active allocation (t-a)
+    other_tenant: Any = None  # a tenant holding nothing, to edit and delete (t-b)
+    pool: Any = None  # t-a's pool
+    shared_pool: Any = None  # a shared pool holding nothing, to edit and delete
+    allocation: Any = None  # an active MIG-slice allocation in ``pool``
 
 
 @pytest.fixture
@@ -152,15 +161,26 @@ def world(users) -> World:
     Partition.objects.create(fabric=fabric, name="Default", pkey=0x7FFF, ipoib=True, is_default=True)
     PartitionMember.objects.create(partition=partition, port_guid="0x0002c90300000010", membership="full")
     PartitionMember.objects.create(partition=partition, port_guid="0x0002c90300000011", membership="limited")
-    return World(
-        users=users,
-        fabric=fabric,
-        other=other,
-        alarm=alarm,
-        policy=policy,
-        target=target,
-        partition=partition,
+    # tenants (the viewer and the operator are members of both), a tenant pool and a shared one,
+    # an active allocation and a released one (MIG slices: the world's GPUs are MIG-enabled)
+    tenant = Tenant.objects.create(name="t-a", description="first")
+    other_tenant = Tenant.objects.create(name="t-b")
+    for t in (tenant, other_tenant):
+        TenantMembership.objects.create(tenant=t, user=users["viewer"], role="viewer")
+        TenantMembership.objects.create(tenant=t, user=users["operator"], role="operator")
+    pool = Pool.objects.create(name="p-a", tenant=tenant, quota_slices=4, guaranteed_slices=1)
+    shared = Pool.objects.create(name="p-shared", gpu_model="H100", quota_gpus=4, priority_weight=2)
+    mig = AllocationRequest(kind="mig", count=1, mig_profile="3g.40gb")
+    allocation = allocate(
+        pool.pk, AllocationRequest(**vars(mig) | {"job": "slurm-1"}), user=users["operator"]
     )
+    done = allocate(
+        shared.pk, AllocationRequest(**vars(mig) | {"tenant_id": other_tenant.pk}), user=users["admin"]
+    )
+    release(done.pk, user=users["admin"])
+    return World(users=users, fabric=fabric, other=other, alarm=alarm, policy=policy, target=target,
+                 partition=partition, tenant=tenant, other_tenant=other_tenant, pool=pool, shared_pool=shared,
+                 allocation=allocation)  # fmt: skip
 
 
 @pytest.fixture
@@ -394,6 +414,77 @@ WRITES: dict[str, Write] = {
         200,
         check=lambda w, b: check_key(b["token"]).user_id is not None,
     ),
+    "pools-api:tenant-list POST": Write(
+        201,
+        body=lambda w: {"name": "t-new", "members": [{"user": w.users["viewer"].pk, "role": "viewer"}]},
+        check=lambda w, b: list(Tenant.objects.get(pk=b["id"]).memberships.values_list("user_id", "role"))
+        == [(w.users["viewer"].pk, "viewer")]
+        and b["members"][0]["username"] == w.users["viewer"].username,
+    ),
+    "pools-api:tenant-detail PUT": Write(
+        200,
+        target=lambda w: w.other_tenant,
+        body={"name": "t-b2", "description": "put", "members": []},
+        check=lambda w, b: b["name"] == "t-b2"
+        and not Tenant.objects.get(pk=w.other_tenant.pk).memberships.exists(),
+    ),
+    "pools-api:tenant-detail PATCH": Write(
+        200,
+        target=lambda w: w.other_tenant,
+        body={"description": "patched"},
+        check=lambda w, b: Tenant.objects.get(pk=w.other_tenant.pk).description
+        == b["description"]
+        == "patched",
+    ),
+    "pools-api:tenant-detail DELETE": Write(
+        204,
+        target=lambda w: w.other_tenant,
+        check=lambda w, b: b is None and not Tenant.objects.filter(pk=w.other_tenant.pk).exists(),
+    ),
+    "pools-api:pool-list POST": Write(
+        201,
+        body=lambda w: {"name": "p-new", "tenant": w.tenant.pk, "quota_gpus": 4, "guaranteed_gpus": 2},
+        check=lambda w, b: Pool.objects.get(pk=b["id"]).guaranteed_gpus == 2
+        and b["usage"] == {"gpus": 0, "slices": 0, "borrowed_gpus": 0, "borrowed_slices": 0, "free_gpus": 0},
+    ),
+    "pools-api:pool-detail PUT": Write(
+        200,
+        target=lambda w: w.shared_pool,
+        body={"name": "p-shared", "quota_gpus": 8, "guaranteed_gpus": 1},
+        check=lambda w, b: (Pool.objects.get(pk=w.shared_pool.pk).quota_gpus, b["quota_gpus"]) == (8, 8),
+    ),
+    "pools-api:pool-detail PATCH": Write(
+        200,
+        target=lambda w: w.shared_pool,
+        body={"priority_weight": 7},
+        check=lambda w, b: b["priority_weight"] == Pool.objects.get(pk=w.shared_pool.pk).priority_weight == 7,
+    ),
+    "pools-api:pool-detail DELETE": Write(
+        204,
+        target=lambda w: w.shared_pool,
+        check=lambda w, b: b is None and not Pool.objects.filter(pk=w.shared_pool.pk).exists(),
+    ),
+    "pools-api:allocation-allocate POST": Write(
+        201,
+        body=lambda w: {
+            "pool": w.pool.pk,
+            "kind": "mig",
+            "count": 2,
+            "mig_profile": "3g.40gb",
+            "job": "matrix",
+        },
+        check=lambda w, b: b["state"] == "active"
+        and Allocation.objects.get(pk=b["id"]).items.filter(active=True, mig_slice__state="allocated").count()
+        == 2
+        and len(b["environment"]) == 1,
+    ),
+    "pools-api:allocation-release POST": Write(
+        200,
+        target=lambda w: w.allocation,
+        body={"reason": "done"},
+        check=lambda w, b: b["state"] == Allocation.objects.get(pk=w.allocation.pk).state == "released"
+        and not Allocation.objects.get(pk=w.allocation.pk).items.filter(active=True).exists(),
+    ),
 }
 
 #: Checks of GET actions other than list and retrieve: (world, body, role) -> True when right.
@@ -604,7 +695,10 @@ def test_list_filters_match_the_database(route, world, admin):
     for name, f in filters.items():
         # a filter across a relation (``user__username``) compares the related value itself
         attname = f.field_name if "__" in f.field_name else model._meta.get_field(f.field_name).attname
-        values = [v for v in queryset.order_by().values_list(attname, flat=True).distinct() if v is not None]
+        # django-filter ignores an empty value (no filter): "" is not a value to filter by
+        values = [
+            v for v in queryset.order_by().values_list(attname, flat=True).distinct() if v not in (None, "")
+        ]
         for value in values[:3]:
             expected = set(queryset.filter(**{attname: value}).values_list("pk", flat=True))
             body = admin.get(url, {name: _param(value), "limit": 1000}).json()

@@ -290,6 +290,8 @@ WEFT_POLL_INTERVAL_S = env_float("WEFT_POLL_INTERVAL_S", 10.0, positive=True)
 WEFT_ROLLUP_INTERVAL_S = env_float("WEFT_ROLLUP_INTERVAL_S", 60.0, positive=True)
 WEFT_SM_WATCH_INTERVAL_S = env_float("WEFT_SM_WATCH_INTERVAL_S", 30.0, positive=True)
 WEFT_HEALTH_INTERVAL_S = env_float("WEFT_HEALTH_INTERVAL_S", 86400.0, positive=True)
+#: how often allocation leases are checked (pools.tasks.expire_leases_task), seconds
+WEFT_LEASE_CHECK_INTERVAL_S = env_float("WEFT_LEASE_CHECK_INTERVAL_S", 30.0, positive=True)
 CELERY_BEAT_SCHEDULE = {
     "discover-all-fabrics": {
         "task": "fabric.tasks.discover_all_task",
@@ -313,6 +315,10 @@ CELERY_BEAT_SCHEDULE = {
     "health-report": {
         "task": "events.tasks.health_report_task",
         "schedule": timedelta(seconds=WEFT_HEALTH_INTERVAL_S),
+    },
+    "allocation-leases": {
+        "task": "pools.tasks.expire_leases_task",
+        "schedule": timedelta(seconds=WEFT_LEASE_CHECK_INTERVAL_S),
     },
 }
 

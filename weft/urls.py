@@ -45,4 +45,5 @@ urlpatterns = [
     path("", include("telemetry.urls")),
     path("", include("events.urls")),
     path("", include("fabric.urls")),
+    path("", include("pools.urls")),
 ]

@@ -7,11 +7,17 @@ brief node form.
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from fabric.api.serializers import BriefFabricSerializer, BriefHostSerializer, BriefNodeSerializer
+from fabric.models import Fabric
+from weft.fields import FiniteFloatField
 
-from ..models import Gpu, HostInventory, MigSlice
+from ..choices import AllocationKind
+from ..models import Allocation, AllocationItem, Gpu, HostInventory, MigSlice, Pool, Tenant, TenantMembership
+from ..services.allocation import pool_summary
 
 
 class BriefGpuSerializer(serializers.ModelSerializer):
@@ -163,3 +169,244 @@ class LocatedErrorSerializer(serializers.Serializer):
     field = serializers.CharField(required=False)
     line = serializers.IntegerField(required=False, help_text="1-based line, 0 when unknown")
     element = serializers.CharField(required=False, help_text="XML path such as gpu[1]/fb_memory_usage/total")
+
+
+# --- tenants, pools, allocations ----------------------------------------------------------------
+
+
+class BriefTenantSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="pools-api:tenant-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+
+    class Meta:
+        model = Tenant
+        fields = ["id", "url", "display", "name"]
+
+
+class TenantMemberSerializer(serializers.ModelSerializer):
+    """A member: the user (id; ``username`` read-only) and their role in the tenant."""
+
+    user = serializers.PrimaryKeyRelatedField(queryset=get_user_model().objects.all())
+    username = serializers.CharField(source="user.username", read_only=True)
+
+    class Meta:
+        model = TenantMembership
+        fields = ["user", "username", "role"]
+
+
+class TenantSerializer(serializers.ModelSerializer):
+    """A tenant and its members (Admin writes; ``members`` replaces the whole list when sent)."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="pools-api:tenant-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    members = TenantMemberSerializer(source="memberships", many=True, required=False)
+
+    class Meta:
+        model = Tenant
+        fields = ["id", "url", "display", "name", "description", "members", "created"]
+
+    def validate_members(self, value):
+        users = [m["user"].pk for m in value]
+        if len(set(users)) != len(users):
+            raise serializers.ValidationError("a user is listed twice")
+        return value
+
+    def _set_members(self, tenant: Tenant, members) -> None:
+        if members is None:
+            return
+        tenant.memberships.all().delete()
+        TenantMembership.objects.bulk_create(
+            [TenantMembership(tenant=tenant, user=m["user"], role=m.get("role", "viewer")) for m in members]
+        )
+
+    def create(self, validated_data):
+        members = validated_data.pop("memberships", None)
+        tenant = super().create(validated_data)
+        self._set_members(tenant, members)
+        return tenant
+
+    def update(self, instance, validated_data):
+        members = validated_data.pop("memberships", None)
+        tenant = super().update(instance, validated_data)
+        self._set_members(tenant, members)
+        return tenant
+
+
+class BriefPoolSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="pools-api:pool-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+
+    class Meta:
+        model = Pool
+        fields = ["id", "url", "display", "name"]
+
+
+class PoolUsageSerializer(serializers.Serializer):
+    gpus = serializers.IntegerField(help_text="whole GPUs + GPUs with fractions held")
+    slices = serializers.IntegerField(help_text="MIG slices held")
+    borrowed_gpus = serializers.IntegerField(help_text="of gpus, held above the guaranteed share")
+    borrowed_slices = serializers.IntegerField()
+    free_gpus = serializers.IntegerField(
+        help_text="free whole GPUs the pool's filters match (shared by every pool)"
+    )
+
+
+class PoolSerializer(serializers.ModelSerializer):
+    """A pool: owner tenant (null: shared by every tenant), filters, quotas, and its usage now."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="pools-api:pool-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    tenant = serializers.PrimaryKeyRelatedField(
+        queryset=Tenant.objects.all(), allow_null=True, required=False
+    )
+    fabric = serializers.PrimaryKeyRelatedField(
+        queryset=Fabric.objects.all(), allow_null=True, required=False
+    )
+    usage = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Pool
+        fields = [
+            "id", "url", "display", "name", "description", "tenant", "fabric", "gpu_model", "quota_gpus",
+            "guaranteed_gpus", "quota_slices", "guaranteed_slices", "priority_weight", "usage", "created",
+        ]  # fmt: skip
+        extra_kwargs = {"priority_weight": {"min_value": 1}}
+
+    @extend_schema_field(PoolUsageSerializer)
+    def get_usage(self, pool: Pool) -> dict:
+        return pool_summary(pool)
+
+    def validate(self, attrs):
+        def value(name):
+            return attrs[name] if name in attrs else getattr(self.instance, name, None)
+
+        for unit in ("gpus", "slices"):
+            quota, guaranteed = value(f"quota_{unit}"), value(f"guaranteed_{unit}") or 0
+            if quota is not None and guaranteed > quota:
+                raise serializers.ValidationError(
+                    {
+                        f"guaranteed_{unit}": [
+                            f"the guaranteed share ({guaranteed}) is above the quota ({quota})"
+                        ]
+                    }
+                )
+        return attrs
+
+
+class AllocationItemSerializer(serializers.ModelSerializer):
+    gpu = BriefGpuSerializer(read_only=True)
+    gpu_uuid = serializers.CharField(source="gpu.uuid", read_only=True)
+    host = serializers.CharField(source="gpu.host.name", read_only=True)
+    mig_slice = BriefMigSliceSerializer(read_only=True, allow_null=True)
+
+    class Meta:
+        model = AllocationItem
+        fields = ["id", "kind", "host", "gpu", "gpu_uuid", "mig_slice", "memory_mib", "compute_pct", "borrowed",
+                  "active"]  # fmt: skip
+
+
+class BriefAllocationSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="pools-api:allocation-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+
+    class Meta:
+        model = Allocation
+        fields = ["id", "url", "display", "state"]
+
+
+class AllocationEnvSerializer(serializers.Serializer):
+    host = serializers.CharField()
+    env = serializers.DictField(child=serializers.CharField(), help_text="what the GPU runtime enforces")
+
+
+class AllocationSerializer(serializers.ModelSerializer):
+    """An allocation, its items, and per host the environment the GPU runtime enforces:
+    ``CUDA_VISIBLE_DEVICES`` (GPU or MIG UUIDs), and for a fraction HAMi's ``CUDA_DEVICE_MEMORY_LIMIT``
+    (MiB, as ``<n>m``) and ``CUDA_DEVICE_SM_LIMIT`` (%)."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="pools-api:allocation-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    pool = BriefPoolSerializer(read_only=True)
+    tenant = BriefTenantSerializer(read_only=True)
+    owner = serializers.CharField(source="owner.username", read_only=True, allow_null=True, default=None)
+    items = AllocationItemSerializer(many=True, read_only=True)
+    environment = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Allocation
+        fields = [
+            "id", "url", "display", "pool", "tenant", "kind", "owner", "job", "state", "count", "mig_profile",
+            "memory_mib", "compute_pct", "borrowed", "created", "started_at", "ended_at", "lease_expires_at",
+            "end_reason", "items", "environment",
+        ]  # fmt: skip
+
+    @extend_schema_field(AllocationEnvSerializer(many=True))
+    def get_environment(self, alloc: Allocation) -> list[dict]:
+        hosts: dict[str, list] = {}
+        for item in alloc.items.all():
+            if not item.active:
+                continue
+            uuid = item.mig_slice.uuid if item.mig_slice_id and item.mig_slice.uuid else item.gpu.uuid
+            hosts.setdefault(item.gpu.host.name, []).append(uuid)
+        out = []
+        for host, uuids in hosts.items():
+            env = {"CUDA_VISIBLE_DEVICES": ",".join(uuids)}
+            if alloc.kind == "fraction":
+                env |= {
+                    "CUDA_DEVICE_MEMORY_LIMIT": f"{alloc.memory_mib}m",
+                    "CUDA_DEVICE_SM_LIMIT": str(alloc.compute_pct),
+                }
+            out.append({"host": host, "env": env})
+        return out
+
+
+class AllocateRequestSerializer(serializers.Serializer):
+    """``POST allocations/allocate/``: what to allocate in which pool (see
+    ``pools.services.allocation.AllocationRequest``)."""
+
+    pool = serializers.IntegerField(min_value=1, max_value=2**62, help_text="pool id")
+    kind = serializers.ChoiceField(choices=AllocationKind.choices, default=AllocationKind.GPU)
+    count = serializers.IntegerField(min_value=1, max_value=4096, default=1)
+    gpu_ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=2**62),
+        required=False,
+        default=list,
+        max_length=4096,
+    )
+    mig_profile = serializers.CharField(max_length=32, required=False, default="", allow_blank=True)
+    memory_mib = serializers.IntegerField(
+        min_value=1, max_value=2**31 - 1, required=False, allow_null=True, default=None
+    )
+    compute_pct = serializers.IntegerField(
+        min_value=1, max_value=100, required=False, allow_null=True, default=None
+    )
+    job = serializers.CharField(max_length=128, required=False, default="", allow_blank=True)
+    lease_s = FiniteFloatField(
+        min_value=1, max_value=366 * 86400, required=False, allow_null=True, default=None
+    )
+    tenant = serializers.IntegerField(
+        min_value=1, max_value=2**62, required=False, allow_null=True, default=None,
+        help_text="tenant to allocate for (a shared pool; default: your one operator tenant)",
+    )  # fmt: skip
+
+
+class ReleaseRequestSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
+
+
+class AllocationErrorSerializer(serializers.Serializer):
+    """A refused allocation (409): ``code`` is ``quota_exceeded``, ``not_enough_free`` or
+    ``not_holding``; the other fields say why."""
+
+    detail = serializers.CharField()
+    code = serializers.CharField()
+    field = serializers.CharField(required=False)
+    unit = serializers.CharField(required=False)
+    quota = serializers.IntegerField(required=False)
+    used = serializers.IntegerField(required=False)
+    requested = serializers.IntegerField(required=False)
+    available = serializers.IntegerField(required=False)
+    gpus = serializers.ListField(child=serializers.IntegerField(), required=False)
+    state = serializers.CharField(required=False)
+    memory_mib = serializers.IntegerField(required=False)
+    compute_pct = serializers.IntegerField(required=False)

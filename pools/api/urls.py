@@ -1,4 +1,5 @@
-"""``/api/pools/``: gpus, mig-slices, hosts (GPU inventories), agent (host reports)."""
+"""``/api/pools/``: gpus, mig-slices, hosts (GPU inventories), agent (host reports), tenants,
+pools, allocations (allocate/release)."""
 
 from django.urls import path
 from rest_framework.routers import DefaultRouter
@@ -10,4 +11,7 @@ router = DefaultRouter()
 router.register("gpus", views.GpuViewSet)
 router.register("mig-slices", views.MigSliceViewSet)
 router.register("hosts", views.HostInventoryViewSet)
+router.register("tenants", views.TenantViewSet)
+router.register("pools", views.PoolViewSet)
+router.register("allocations", views.AllocationViewSet)
 urlpatterns = [path("agent/", views.AgentReportView.as_view(), name="agent"), *router.urls]

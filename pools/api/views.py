@@ -1,5 +1,7 @@
-"""Thin views of the pools API (``/api/pools/``): the GPU inventory (read, Viewer) and the host
-agents' reports (``POST agent/``, see ``pools.api.permissions``).
+"""Thin views of the pools API (``/api/pools/``): the GPU inventory (read, Viewer), the host
+agents' reports (``POST agent/``, see ``pools.api.permissions``), tenants and pools (Admin
+configures) and allocations (``allocate``/``release``: Operator of the tenant), all tenant-scoped
+(``pools.access``: another tenant's rows are 404).
 
 Inventory rows come only from reports (``pools.services.inventory``); the API does not edit them.
 """
@@ -7,17 +9,24 @@ Inventory rows come only from reports (``pools.services.inventory``); the API do
 from __future__ import annotations
 
 from django.db.models import Prefetch
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import status
+from rest_framework import status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import APIException, NotFound, PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from fabric.api.views import BRIEF_PARAM, ReadOnlyTopologyViewSet
+from accounts import audit
+from accounts.api.mixins import AuditedWritesMixin
+from accounts.roles import Role
+from fabric.api.views import BRIEF_PARAM, BriefModeMixin, ReadOnlyTopologyViewSet
 
-from .. import filtersets
-from ..choices import ReportSource
-from ..models import Gpu, HostInventory, MigSlice
+from .. import access, filtersets
+from ..choices import HOLDING_STATES, ReportSource
+from ..models import Allocation, Gpu, HostInventory, MigSlice, Pool, Tenant
 from ..parsers import GpuParseError, parse_gpu_report
+from ..services.allocation import AllocationError, AllocationRequest, InvalidRequest, allocate, release
 from ..services.inventory import HostNotFound, ingest_gpu_report, resolve_reporting_host
 from . import serializers
 from .permissions import AgentReportPermission
@@ -100,3 +109,176 @@ class AgentReportView(APIView):
         hcas = [dict(h, ports=[dict(p) for p in h["ports"]]) for h in v["hcas"]]
         summary = ingest_gpu_report(host, report, source=ReportSource.AGENT, hcas=hcas, user=request.user)
         return Response(summary)
+
+
+def _refusal(exc: AllocationError) -> Response:
+    return Response(exc.as_dict(), status=exc.status)
+
+
+_REFUSALS = {
+    400: OpenApiResponse(
+        OpenApiTypes.OBJECT,
+        description="bad input: {field: [messages]}, or {detail, code: 'invalid', field} from the service",
+    ),
+    409: OpenApiResponse(
+        serializers.AllocationErrorSerializer, description="quota exceeded, not enough free, or already ended"
+    ),
+}
+
+
+class TenantScopedMixin:
+    """Lists and objects outside the caller's tenants do not exist for them (404); see ``pools.access``."""
+
+    scope = None
+
+    def get_queryset(self):
+        return type(self).scope(super().get_queryset(), self.request.user)
+
+
+@_BRIEF
+class TenantViewSet(AuditedWritesMixin, TenantScopedMixin, BriefModeMixin, viewsets.ModelViewSet):
+    """Tenants and their members. Viewer reads the tenants they belong to; Admin configures."""
+
+    queryset = Tenant.objects.prefetch_related("memberships__user")
+    serializer_class = serializers.TenantSerializer
+    brief_serializer_class = serializers.BriefTenantSerializer
+    filterset_class = filtersets.TenantFilterSet
+    ordering_fields = ["id", "name", "created"]
+    lookup_value_regex = r"\d+"
+    write_role = Role.ADMIN
+    audit_prefix = "tenant"
+    scope = staticmethod(access.scope_tenants)
+
+    def audit_create_changes(self, serializer, instance):
+        return {"name": instance.name, "description": instance.description, "members": _members(instance)}
+
+    def audit_update_changes(self, serializer, before, after):
+        fields = [f for f in serializer.validated_data if f != "memberships"]
+        changes = audit.model_changes(before, after, fields)
+        if "memberships" in serializer.validated_data:
+            changes["members"] = _members(after)
+        return changes
+
+    def perform_destroy(self, instance):
+        _refuse_if_holding(Allocation.objects.filter(tenant=instance), f"tenant {instance}")
+        super().perform_destroy(instance)
+
+
+def _members(tenant: Tenant) -> list[dict]:
+    return [{"user": m.user_id, "role": m.role} for m in tenant.memberships.order_by("user_id")]
+
+
+def _refuse_if_holding(qs, what: str) -> None:
+    n = qs.filter(state__in=HOLDING_STATES).count()
+    if n:
+        raise Conflict(f"{what} has {n} active allocations: release them first")
+
+
+class Conflict(APIException):
+    status_code = 409
+    default_detail = "conflict"
+    default_code = "conflict"
+
+
+@_BRIEF
+class PoolViewSet(AuditedWritesMixin, TenantScopedMixin, BriefModeMixin, viewsets.ModelViewSet):
+    """GPU pools (a tenant's, or shared) with quotas and usage. Viewer reads the pools of their
+    tenants and the shared ones; Admin configures."""
+
+    queryset = Pool.objects.select_related("tenant", "fabric")
+    serializer_class = serializers.PoolSerializer
+    brief_serializer_class = serializers.BriefPoolSerializer
+    filterset_class = filtersets.PoolFilterSet
+    ordering_fields = ["id", "name", "priority_weight", "created"]
+    lookup_value_regex = r"\d+"
+    write_role = Role.ADMIN
+    audit_prefix = "pool"
+    scope = staticmethod(access.scope_pools)
+
+    def audit_create_changes(self, serializer, instance):
+        return {f: getattr(instance, f if f not in ("tenant", "fabric") else f + "_id")
+                for f in serializer.validated_data}  # fmt: skip
+
+    def perform_destroy(self, instance):
+        _refuse_if_holding(instance.allocations.all(), f"pool {instance}")
+        super().perform_destroy(instance)
+
+
+@_BRIEF
+class AllocationViewSet(TenantScopedMixin, BriefModeMixin, viewsets.ReadOnlyModelViewSet):
+    """Allocations of the caller's tenants. ``allocate`` and ``release`` need the Operator role
+    and an operator membership of the tenant (see ``pools.access``)."""
+
+    queryset = Allocation.objects.select_related("pool", "tenant", "owner").prefetch_related(
+        "items__gpu__host", "items__mig_slice"
+    )
+    serializer_class = serializers.AllocationSerializer
+    brief_serializer_class = serializers.BriefAllocationSerializer
+    filterset_class = filtersets.AllocationFilterSet
+    ordering_fields = ["id", "created", "ended_at", "lease_expires_at", "state"]
+    lookup_value_regex = r"\d+"
+    action_roles = {"allocate": Role.OPERATOR, "release": Role.OPERATOR}
+    scope = staticmethod(access.scope_allocations)
+
+    @extend_schema(
+        request=serializers.AllocateRequestSerializer,
+        responses={201: serializers.AllocationSerializer, **_REFUSALS,
+                   403: OpenApiResponse(description="not an operator of the tenant"),
+                   404: OpenApiResponse(description="no such pool (or not one of your tenants')")},
+        summary="Allocate GPUs, MIG slices or a shared-GPU fraction in a pool (Operator of the tenant)",
+    )  # fmt: skip
+    @action(detail=False, methods=["post"])
+    def allocate(self, request):
+        body = serializers.AllocateRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        v = body.validated_data
+        pool = access.scope_pools(Pool.objects.all(), request.user).filter(pk=v["pool"]).first()
+        if pool is None:
+            raise NotFound(f"no pool {v['pool']}")
+        tenant_id = pool.tenant_id or v["tenant"]
+        if tenant_id is None:
+            mine = access.operator_tenant_ids(request.user)
+            if len(mine) != 1:
+                return _refusal(
+                    InvalidRequest(f"pool {pool.name} is shared: name the tenant", field="tenant")
+                )
+            tenant_id = mine.pop()
+        if not access.can_operate(request.user, tenant_id):
+            if not access.visible_tenants(request.user).filter(pk=tenant_id).exists():
+                raise NotFound(f"no tenant {tenant_id}")
+            raise PermissionDenied("allocating needs an operator membership of the tenant")
+        req = AllocationRequest(
+            kind=v["kind"], count=v["count"], gpu_ids=v["gpu_ids"], mig_profile=v["mig_profile"],
+            memory_mib=v["memory_mib"], compute_pct=v["compute_pct"], job=v["job"], lease_s=v["lease_s"],
+            tenant_id=tenant_id if pool.tenant_id is None else None,
+        )  # fmt: skip
+        try:
+            alloc = allocate(pool.pk, req, user=request.user)
+        except AllocationError as exc:
+            return _refusal(exc)
+        except Pool.DoesNotExist as exc:  # deleted since the lookup above
+            raise NotFound(f"no pool {v['pool']}") from exc
+        alloc = Allocation.objects.select_related("pool", "tenant", "owner").get(pk=alloc.pk)
+        return Response(
+            serializers.AllocationSerializer(alloc, context={"request": request}).data, status=201
+        )
+
+    @extend_schema(
+        request=serializers.ReleaseRequestSerializer,
+        responses={200: serializers.AllocationSerializer, **_REFUSALS,
+                   403: OpenApiResponse(description="not an operator of the tenant")},
+        summary="Release an allocation: its GPUs are free (Operator of the tenant)",
+    )  # fmt: skip
+    @action(detail=True, methods=["post"])
+    def release(self, request, pk=None):
+        alloc = self.get_object()
+        body = serializers.ReleaseRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        if not access.can_operate(request.user, alloc.tenant_id):
+            raise PermissionDenied("releasing needs an operator membership of the tenant")
+        try:
+            release(alloc.pk, user=request.user, reason=body.validated_data["reason"])
+        except AllocationError as exc:
+            return _refusal(exc)
+        alloc = Allocation.objects.select_related("pool", "tenant", "owner").get(pk=alloc.pk)
+        return Response(serializers.AllocationSerializer(alloc, context={"request": request}).data)

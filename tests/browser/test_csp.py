@@ -37,7 +37,15 @@ def test_pages_work_under_the_policy(weft_server, browser_page, tmp_path):
     # the dashboard's scripts run and its websocket (connect-src 'self') opens
     page.goto(server.url + "/")
     page.wait_for_selector("#live-status.live")
-    for path in ("/alarms/", "/events/", "/health/", "/fabric/", "/fabric/import/", "/fabric/changes/"):
+    for path in (
+        "/alarms/",
+        "/events/",
+        "/health/",
+        "/fabric/",
+        "/fabric/import/",
+        "/fabric/changes/",
+        "/pools/",
+    ):
         resp = page.goto(server.url + path)
         assert resp.status == 200, path
         assert "script-src 'self'" in resp.headers["content-security-policy"].split("; ")

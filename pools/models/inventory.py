@@ -15,8 +15,8 @@ from django.db.models import Q
 
 from fabric.models import Host, Node
 
-from .choices import GpuState, Health, MigMode, ReportSource
-from .querysets import GpuQuerySet, MigSliceQuerySet
+from ..choices import GpuState, Health, MigMode, ReportSource
+from ..querysets import GpuQuerySet, MigSliceQuerySet
 
 
 class HostInventory(models.Model):
@@ -94,6 +94,12 @@ class Gpu(models.Model):
                 fields=["host", "index"],
                 condition=Q(missing_since__isnull=True),
                 name="gpu_index_unique_present",
+            )
+        ]
+        # the allocation service's "first free GPUs in pk order" (pools.services.allocation)
+        indexes = [
+            models.Index(
+                fields=["id"], condition=Q(state="free", missing_since__isnull=True), name="gpu_free_by_pk"
             )
         ]
 

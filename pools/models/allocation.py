@@ -1,0 +1,191 @@
+"""Tenants, pools, quotas and allocations (issue 11, "Pools, tenants, quotas, allocations").
+
+A :class:`Pool` is a quota over the GPU inventory, not a fixed set of GPUs: any allocatable GPU
+(``Gpu.objects.allocatable()``) that matches the pool's filters (GPU model, fabric) may be handed
+out in it, the way a Kueue ClusterQueue's nominal quota is drawn from a cohort's capacity. Each
+pool has a **guaranteed** share (GPUs it can always get back, reclaiming what other pools
+borrowed) and a hard **quota** (guaranteed + borrowable). An :class:`Allocation` holds GPUs, MIG
+slices or one shared-GPU fraction through :class:`AllocationItem` rows; the one writer of
+allocations, items and ``Gpu.state``/``MigSlice.state`` is ``pools.services.allocation``.
+
+Isolation on the fabric (a PKey per pool, issue 11 "Partitions") is another app's model: the seam
+is the pool's ``fabric`` and, later, a nullable link to the partition; nothing here refers to it.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from fabric.models import Fabric
+
+from ..choices import AllocationKind, AllocationState, TenantRole
+from .inventory import Gpu, MigSlice
+
+
+class Tenant(models.Model):
+    """An organisation (team, project) whose members share pools and quotas."""
+
+    name = models.CharField(max_length=64, unique=True)
+    description = models.CharField(max_length=200, blank=True)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="TenantMembership", related_name="tenants", blank=True
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TenantMembership(models.Model):
+    """A user in a tenant, with the role they have there (:class:`pools.choices.TenantRole`)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tenant_memberships"
+    )
+    role = models.CharField(max_length=10, choices=TenantRole.choices, default=TenantRole.VIEWER)
+
+    class Meta:
+        ordering = ["tenant", "user"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "user"], name="tenant_membership_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.tenant} ({self.role})"
+
+
+class Pool(models.Model):
+    """A GPU quota of one tenant, or shared by all tenants (``tenant`` null).
+
+    GPUs it may draw: allocatable GPUs whose ``product_name`` contains ``gpu_model``
+    (case-insensitive; blank: any) on hosts of ``fabric`` (null: any). Quotas count whole GPUs
+    plus the distinct GPUs the pool holds fractions on (``quota_gpus``), and MIG slices
+    (``quota_slices``); null means no cap. ``guaranteed_*`` (≤ the quota) is the share the pool
+    gets back by reclaiming GPUs other pools borrowed; what it holds above that is borrowed and
+    may be reclaimed. ``priority_weight``: among borrowers, the lower weight is reclaimed first.
+    """
+
+    name = models.CharField(max_length=64, unique=True)
+    description = models.CharField(max_length=200, blank=True)
+    tenant = models.ForeignKey(
+        Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="pools",
+        help_text="owning tenant; empty for a pool shared by every tenant",
+    )  # fmt: skip
+    fabric = models.ForeignKey(
+        Fabric, null=True, blank=True, on_delete=models.CASCADE, related_name="pools",
+        help_text="only GPUs of this fabric's hosts (empty: any fabric)",
+    )  # fmt: skip
+    gpu_model = models.CharField(
+        max_length=96, blank=True, help_text="GPU product name contains this (case-insensitive); empty: any"
+    )
+    quota_gpus = models.PositiveIntegerField(null=True, blank=True, help_text="hard cap in GPUs; empty: none")
+    guaranteed_gpus = models.PositiveIntegerField(default=0, help_text="GPUs the pool can always reclaim")
+    quota_slices = models.PositiveIntegerField(null=True, blank=True, help_text="hard cap in MIG slices")
+    guaranteed_slices = models.PositiveIntegerField(default=0)
+    priority_weight = models.PositiveSmallIntegerField(
+        default=1, help_text="reclaim order among borrowers: lower weight loses borrowed GPUs first"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(quota_gpus__isnull=True) | Q(guaranteed_gpus__lte=models.F("quota_gpus")),
+                name="pool_guaranteed_gpus_within_quota",
+            ),
+            models.CheckConstraint(
+                condition=Q(quota_slices__isnull=True) | Q(guaranteed_slices__lte=models.F("quota_slices")),
+                name="pool_guaranteed_slices_within_quota",
+            ),
+            models.CheckConstraint(condition=Q(priority_weight__gte=1), name="pool_priority_weight_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def shared(self) -> bool:
+        return self.tenant_id is None
+
+
+class Allocation(models.Model):
+    """GPUs, MIG slices or a shared-GPU fraction held by a user and/or a job in a pool.
+
+    ``tenant`` is on whose behalf (the pool's tenant, or for a shared pool the requester's), and
+    scopes who sees it. ``lease_expires_at`` (null: no lease) ends it as ``expired``. ``borrowed``:
+    some of its GPUs/slices are above the pool's guaranteed share (reclaimable).
+    """
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="allocations")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="allocations")
+    kind = models.CharField(max_length=10, choices=AllocationKind.choices)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="gpu_allocations",
+    )
+    job = models.CharField(max_length=128, blank=True, help_text="job reference (scheduler, Slurm id)")
+    state = models.CharField(max_length=10, choices=AllocationState.choices, default=AllocationState.ACTIVE)
+    count = models.PositiveIntegerField(help_text="GPUs or slices held (1 for a fraction)")
+    mig_profile = models.CharField(max_length=32, blank=True, help_text="MIG profile asked for, e.g. 1g.10gb")
+    memory_mib = models.PositiveIntegerField(null=True, blank=True, help_text="fraction: GPU memory, MiB")
+    compute_pct = models.PositiveSmallIntegerField(null=True, blank=True, help_text="fraction: SM share, %")
+    borrowed = models.BooleanField(default=False)
+    created = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["pool", "state"]),
+            models.Index(
+                fields=["lease_expires_at"], condition=Q(state="active"), name="allocation_lease_active"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        who = self.job or (self.owner.username if self.owner_id else "")
+        return f"{self.pool} #{self.pk} {self.count} {self.kind}{' ' + who if who else ''}"
+
+
+class AllocationItem(models.Model):
+    """One GPU, slice or fraction of an allocation. ``active`` while the allocation holds it: at
+    most one active whole-GPU item per GPU and one active item per slice (database constraints,
+    the last guard against double booking); fractions of one GPU are summed by the service
+    against the GPU's memory and 100 % compute under the GPU's row lock."""
+
+    allocation = models.ForeignKey(Allocation, on_delete=models.CASCADE, related_name="items")
+    kind = models.CharField(max_length=10, choices=AllocationKind.choices)
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="allocation_items")
+    mig_slice = models.ForeignKey(
+        MigSlice, null=True, blank=True, on_delete=models.CASCADE, related_name="allocation_items"
+    )
+    memory_mib = models.PositiveIntegerField(null=True, blank=True)
+    compute_pct = models.PositiveSmallIntegerField(null=True, blank=True)
+    borrowed = models.BooleanField(default=False)
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["allocation", "gpu", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["gpu"], condition=Q(active=True, kind="gpu"), name="allocation_item_gpu_once"
+            ),
+            models.UniqueConstraint(
+                fields=["mig_slice"], condition=Q(active=True, kind="mig"), name="allocation_item_slice_once"
+            ),
+        ]
+        indexes = [models.Index(fields=["gpu"], condition=Q(active=True), name="allocation_item_active_gpu")]
+
+    def __str__(self) -> str:
+        return f"{self.allocation_id}: {self.mig_slice or self.gpu}"

@@ -1,0 +1,556 @@
+"""The allocation service: the one writer of allocations and of ``Gpu.state``/``MigSlice.state``.
+
+Modelled on Saleor's ``warehouse.management.allocate_stocks``: each change is one transaction
+that locks what it reads before deciding, writes in bulk, records its events and its audit entry
+inside the transaction, and sends ``pools.signals.allocation_changed`` (and a realtime message)
+only on commit.
+
+Locks, always in this order (so two transactions never wait on each other in a cycle):
+
+1. the :class:`~pools.models.Pool` row (``select_for_update``): allocations of one pool queue here,
+   so its usage, counted under the lock, cannot be raced past its quota;
+2. allocations being ended (release, expiry, reclaim), in pk order;
+3. GPUs (or MIG slices), in pk order. A request by count takes the first free ones with
+   ``SKIP LOCKED`` (rows another transaction is handing out are skipped, not waited for); a
+   request for named GPUs locks exactly those in pk order and is refused if any is taken.
+
+A GPU can never be held twice: besides the locks, the database refuses a second active whole-GPU
+item of one GPU and a second active item of one slice (``AllocationItem`` constraints). Shared-GPU
+fractions are summed under the GPU's row lock against its memory (total minus reserved, MiB) and
+100 % compute (HAMi's ``gpumem``/``gpucores``): never oversubscribed.
+
+Quotas (:class:`~pools.models.Pool`): a pool's GPU usage is its active whole GPUs plus the
+distinct GPUs it holds fractions on; slice usage its active slices. A request that would pass
+``quota_*`` is refused (:class:`QuotaExceeded`, HTTP 409) and changes nothing: a refusal is not
+an event (it would be written in a transaction that rolls back, or cost a second write on the hot
+path); the API's 409 body says which quota and by how much. GPUs or slices above the pool's
+``guaranteed_*`` are *borrowed*. When a request within the pool's guaranteed share finds too few
+free GPUs, it **reclaims** active borrowed allocations of other pools whose GPUs it may use
+(lowest ``priority_weight`` first, newest first), whole, as ``reclaimed``.
+
+Errors: :class:`InvalidRequest` (400: bad input), :class:`NotEnoughFree` and
+:class:`QuotaExceeded` (409), :class:`NotHolding` (409: release of an ended allocation),
+``Pool.DoesNotExist``/``Allocation.DoesNotExist`` (404 to the API).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from accounts import audit
+from events.services import EventSpec, record_events
+from fabric.models import Fabric
+from weft.realtime import group_name, publish
+
+from ..choices import HOLDING_STATES, AllocationKind, AllocationState, GpuState
+from ..models import Allocation, AllocationItem, Gpu, MigSlice, Pool, Tenant
+from ..signals import allocation_changed
+
+#: the most GPUs or slices one request may ask for
+MAX_COUNT = 4096
+#: the longest lease, seconds (a year)
+MAX_LEASE_S = 366 * 86400
+#: free GPUs looked at per round when placing a fraction
+_FRACTION_BATCH = 32
+
+
+class AllocationError(Exception):
+    """Base of the service's refusals; ``status`` is the HTTP status the API answers with and
+    :meth:`as_dict` its body (``detail``, ``code`` and details)."""
+
+    status = 409
+    code = "conflict"
+
+    def __init__(self, message: str, **details: Any):
+        super().__init__(message)
+        self.details = details
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"detail": str(self), "code": self.code, **self.details}
+
+
+class InvalidRequest(AllocationError):
+    """The request cannot be satisfied as written (bad count, unknown GPU, no tenant)."""
+
+    status = 400
+    code = "invalid"
+
+
+class NotEnoughFree(AllocationError):
+    """Fewer free GPUs/slices/capacity than asked for (after reclaiming what may be)."""
+
+    code = "not_enough_free"
+
+
+class QuotaExceeded(AllocationError):
+    """The pool's quota would be passed (``quota``, ``used``, ``requested`` in the body)."""
+
+    code = "quota_exceeded"
+
+
+class NotHolding(AllocationError):
+    """The allocation has already ended (released, expired or reclaimed)."""
+
+    code = "not_holding"
+
+
+@dataclass
+class AllocationRequest:
+    """What to allocate in a pool.
+
+    ``kind``: :class:`pools.choices.AllocationKind`. ``count``: GPUs or slices (1 for a
+    fraction). ``gpu_ids``: these GPUs exactly (whole GPUs: ``count`` of them; a fraction: one),
+    else any that fit. ``mig_profile``: slices of this profile only (``1g.10gb``).
+    ``memory_mib``/``compute_pct``: the fraction. ``lease_s``: seconds until it expires (None:
+    no lease). ``tenant_id``: on whose behalf (required for a shared pool).
+    """
+
+    kind: str = AllocationKind.GPU
+    count: int = 1
+    gpu_ids: list[int] = field(default_factory=list)
+    mig_profile: str = ""
+    memory_mib: int | None = None
+    compute_pct: int | None = None
+    job: str = ""
+    lease_s: float | None = None
+    tenant_id: int | None = None
+
+    def validate(self) -> None:
+        """Raises :class:`InvalidRequest` naming the field."""
+        if self.kind not in AllocationKind.values:
+            raise InvalidRequest(f"kind must be one of {AllocationKind.values}", field="kind")
+        if not isinstance(self.count, int) or not 1 <= self.count <= MAX_COUNT:
+            raise InvalidRequest(f"count must be 1..{MAX_COUNT}", field="count")
+        if len(set(self.gpu_ids)) != len(self.gpu_ids):
+            raise InvalidRequest("gpu_ids names a GPU twice", field="gpu_ids")
+        if self.lease_s is not None and not 0 < self.lease_s <= MAX_LEASE_S:
+            raise InvalidRequest(f"lease_s must be in (0, {MAX_LEASE_S}]", field="lease_s")
+        if len(self.job) > 128:
+            raise InvalidRequest("job is at most 128 characters", field="job")
+        if self.kind == AllocationKind.FRACTION:
+            if self.count != 1:
+                raise InvalidRequest("a fraction is one share of one GPU: count must be 1", field="count")
+            if not self.memory_mib or self.memory_mib < 1:
+                raise InvalidRequest("a fraction needs memory_mib ≥ 1", field="memory_mib")
+            if not self.compute_pct or not 1 <= self.compute_pct <= 100:
+                raise InvalidRequest("a fraction needs compute_pct in 1..100", field="compute_pct")
+            if len(self.gpu_ids) > 1:
+                raise InvalidRequest("a fraction is on one GPU: give at most one gpu_id", field="gpu_ids")
+        else:
+            if self.memory_mib is not None or self.compute_pct is not None:
+                raise InvalidRequest("memory_mib/compute_pct are for kind 'fraction'", field="kind")
+            if self.gpu_ids and len(self.gpu_ids) != self.count:
+                raise InvalidRequest(
+                    f"gpu_ids names {len(self.gpu_ids)} GPUs, count is {self.count}", field="gpu_ids"
+                )
+        if self.kind == AllocationKind.MIG and self.gpu_ids:
+            raise InvalidRequest("MIG slices are chosen by profile, not gpu_ids", field="gpu_ids")
+        if self.kind != AllocationKind.MIG and self.mig_profile:
+            raise InvalidRequest("mig_profile is for kind 'mig'", field="mig_profile")
+
+
+# --- reads ---------------------------------------------------------------------------------------
+
+
+def eligible_gpus(pool: Pool):
+    """Present, not unhealthy GPUs the pool may use (model and fabric filters), any state."""
+    qs = Gpu.objects.present().exclude(health="unhealthy")
+    if pool.gpu_model:
+        qs = qs.filter(product_name__icontains=pool.gpu_model)
+    if pool.fabric_id:
+        qs = qs.filter(host__fabric_id=pool.fabric_id)
+    return qs
+
+
+def pool_usage(pool_id: int) -> dict[str, int]:
+    """``{"gpus", "slices", "borrowed_gpus", "borrowed_slices"}`` the pool holds now: whole GPUs
+    plus distinct GPUs with fractions, MIG slices; the borrowed part of each."""
+    items = AllocationItem.objects.filter(allocation__pool_id=pool_id, active=True)
+    agg = items.aggregate(
+        whole=Count("id", filter=Q(kind=AllocationKind.GPU)),
+        slices=Count("id", filter=Q(kind=AllocationKind.MIG)),
+        frac_gpus=Count("gpu", filter=Q(kind=AllocationKind.FRACTION), distinct=True),
+        borrowed_gpus=Count("id", filter=Q(kind=AllocationKind.GPU, borrowed=True)),
+        borrowed_slices=Count("id", filter=Q(kind=AllocationKind.MIG, borrowed=True)),
+    )
+    return {
+        "gpus": agg["whole"] + agg["frac_gpus"],
+        "slices": agg["slices"],
+        "borrowed_gpus": agg["borrowed_gpus"],
+        "borrowed_slices": agg["borrowed_slices"],
+    }
+
+
+def pool_summary(pool: Pool) -> dict[str, int]:
+    """:func:`pool_usage` plus ``free_gpus``: free whole GPUs the pool's filters match now (free
+    for every pool that matches them too)."""
+    free = (
+        eligible_gpus(pool)
+        .filter(state=GpuState.FREE, mig_mode_current__in=["disabled", "unsupported"])
+        .count()
+    )
+    return pool_usage(pool.pk) | {"free_gpus": free}
+
+
+# --- allocate ------------------------------------------------------------------------------------
+
+
+def allocate(
+    pool_id: int, request: AllocationRequest, *, user=None, now: datetime | None = None
+) -> Allocation:
+    """Allocate ``request`` in pool ``pool_id``; return the active :class:`Allocation` (items
+    created, GPUs/slices marked ``allocated``/``shared``).
+
+    Raises:
+        InvalidRequest: bad input (400). QuotaExceeded, NotEnoughFree: refused, nothing written
+            (409). Pool.DoesNotExist: no such pool.
+    """
+    request.validate()
+    now = now or timezone.now()
+    with transaction.atomic():
+        pool = Pool.objects.select_for_update().get(pk=pool_id)
+        tenant_id = _tenant_for(pool, request)
+        usage = pool_usage(pool.pk)
+        events: list[EventSpec] = []
+        if request.kind == AllocationKind.GPU:
+            picked, borrowed, reclaimed = _take_gpus(pool, request, usage, now, user)
+        elif request.kind == AllocationKind.MIG:
+            picked, borrowed, reclaimed = _take_slices(pool, request, usage)
+        else:
+            picked, borrowed, reclaimed = _take_fraction(pool, request, usage)
+        alloc = Allocation.objects.create(
+            pool=pool, tenant_id=tenant_id, kind=request.kind, owner=user if _is_user(user) else None,
+            job=request.job, state=AllocationState.ACTIVE, count=request.count, mig_profile=request.mig_profile,
+            memory_mib=request.memory_mib, compute_pct=request.compute_pct, borrowed=any(borrowed),
+            started_at=now, lease_expires_at=now + timedelta(seconds=request.lease_s) if request.lease_s else None,
+        )  # fmt: skip
+        items = []
+        for row, is_borrowed in zip(picked, borrowed, strict=True):
+            gpu = row.gpu if isinstance(row, MigSlice) else row
+            items.append(AllocationItem(
+                allocation=alloc, kind=request.kind, gpu=gpu, mig_slice=row if isinstance(row, MigSlice) else None,
+                memory_mib=request.memory_mib, compute_pct=request.compute_pct, borrowed=is_borrowed,
+            ))  # fmt: skip
+        AllocationItem.objects.bulk_create(items)
+        if request.kind == AllocationKind.GPU:
+            Gpu.objects.filter(pk__in=[g.pk for g in picked]).update(state=GpuState.ALLOCATED)
+        elif request.kind == AllocationKind.MIG:
+            MigSlice.objects.filter(pk__in=[s.pk for s in picked]).update(state=GpuState.ALLOCATED)
+        else:
+            Gpu.objects.filter(pk__in=[g.pk for g in picked]).update(state=GpuState.SHARED)
+        gpu_ids = sorted({i.gpu_id for i in items})
+        fabric_id = _fabric_of(pool, picked)
+        events.append(EventSpec(
+            code="allocation.created", object_type="pool", object_key=f"{pool.name}/{alloc.pk}",
+            object_repr=str(alloc), message=f"{pool.name}: allocation {alloc.pk} of {_what(alloc)}"
+            f"{' (borrowed)' if alloc.borrowed else ''}",
+            details={"allocation": alloc.pk, "tenant": tenant_id, "kind": alloc.kind, "count": alloc.count,
+                     "gpus": gpu_ids, "borrowed": alloc.borrowed, "reclaimed": [a.pk for a in reclaimed]},
+        ))  # fmt: skip
+        record_events(Fabric(pk=fabric_id) if fabric_id else None, events, at=now)
+        audit.record(
+            "allocation.create", alloc,
+            {"pool": pool.name, "kind": alloc.kind, "count": alloc.count, "gpus": gpu_ids, "job": alloc.job,
+             "borrowed": alloc.borrowed, "lease_expires_at": _iso(alloc.lease_expires_at),
+             "reclaimed": [a.pk for a in reclaimed]},
+            user=user,
+        )  # fmt: skip
+        _on_commit(alloc, gpu_ids, fabric_id)
+    return alloc
+
+
+def _is_user(user) -> bool:
+    return user is not None and getattr(user, "is_authenticated", False)
+
+
+def _tenant_for(pool: Pool, request: AllocationRequest) -> int:
+    if pool.tenant_id is not None:
+        if request.tenant_id not in (None, pool.tenant_id):
+            raise InvalidRequest(f"pool {pool.name} belongs to another tenant", field="tenant")
+        return pool.tenant_id
+    if request.tenant_id is None:
+        raise InvalidRequest(f"pool {pool.name} is shared: name the tenant to allocate for", field="tenant")
+    if not Tenant.objects.filter(pk=request.tenant_id).exists():
+        raise InvalidRequest(f"no tenant {request.tenant_id}", field="tenant")
+    return request.tenant_id
+
+
+def _check_quota(pool: Pool, unit: str, used: int, more: int) -> None:
+    quota = pool.quota_gpus if unit == "gpus" else pool.quota_slices
+    if quota is not None and used + more > quota:
+        raise QuotaExceeded(
+            f"pool {pool.name}: {used} {unit} held + {more} asked > quota {quota}",
+            unit=unit, quota=quota, used=used, requested=more,
+        )  # fmt: skip
+
+
+def _borrowed_flags(guaranteed: int, used: int, n: int) -> list[bool]:
+    within = max(0, guaranteed - used)
+    return [i >= within for i in range(n)]
+
+
+def _take_gpus(pool: Pool, request: AllocationRequest, usage: dict, now, user):
+    n = request.count
+    _check_quota(pool, "gpus", usage["gpus"], n)
+    free = eligible_gpus(pool).filter(state=GpuState.FREE, mig_mode_current__in=["disabled", "unsupported"])
+    reclaimed: list[Allocation] = []
+    if request.gpu_ids:
+        rows = list(Gpu.objects.select_for_update().filter(pk__in=request.gpu_ids).order_by("pk"))
+        if len(rows) != n:
+            unknown = sorted(set(request.gpu_ids) - {g.pk for g in rows})
+            raise InvalidRequest(f"no GPU with id {unknown}", field="gpu_ids")
+        ok = set(free.filter(pk__in=request.gpu_ids).values_list("pk", flat=True))
+        taken = [g.pk for g in rows if g.pk not in ok]
+        if taken:
+            raise NotEnoughFree(f"GPUs {taken} are not free for pool {pool.name}", gpus=taken)
+    else:
+        rows = list(free.select_for_update(skip_locked=True, of=("self",)).order_by("pk")[:n])
+        if len(rows) < n and usage["gpus"] + n <= pool.guaranteed_gpus:
+            reclaimed = _reclaim(pool, n - len(rows), now, user)
+            if reclaimed:
+                rows = list(free.select_for_update(skip_locked=True, of=("self",)).order_by("pk")[:n])
+        if len(rows) < n:
+            raise NotEnoughFree(
+                f"pool {pool.name}: {n} GPUs asked, {len(rows)} free", requested=n, available=len(rows)
+            )
+    return rows, _borrowed_flags(pool.guaranteed_gpus, usage["gpus"], n), reclaimed
+
+
+def _take_slices(pool: Pool, request: AllocationRequest, usage: dict):
+    n = request.count
+    _check_quota(pool, "slices", usage["slices"], n)
+    qs = MigSlice.objects.allocatable().filter(gpu__in=eligible_gpus(pool))
+    if request.mig_profile:
+        qs = qs.filter(profile=request.mig_profile)
+    rows = list(qs.select_related("gpu").select_for_update(skip_locked=True, of=("self",)).order_by("pk")[:n])
+    if len(rows) < n:
+        raise NotEnoughFree(
+            f"pool {pool.name}: {n} MIG slices{' ' + request.mig_profile if request.mig_profile else ''} asked, "
+            f"{len(rows)} free", requested=n, available=len(rows),
+        )  # fmt: skip
+    return rows, _borrowed_flags(pool.guaranteed_slices, usage["slices"], n), []
+
+
+def gpu_capacity(gpu: Gpu) -> int | None:
+    """Memory a GPU can share out, MiB: total minus the driver's reserve (None: unknown)."""
+    if gpu.memory_total_mib is None:
+        return None
+    return gpu.memory_total_mib - (gpu.memory_reserved_mib or 0)
+
+
+def _fraction_use(gpu_ids: list[int]) -> dict[int, tuple[int, int]]:
+    rows = (
+        AllocationItem.objects.filter(gpu_id__in=gpu_ids, active=True, kind=AllocationKind.FRACTION)
+        .values("gpu_id")
+        .annotate(mem=Sum("memory_mib"), pct=Sum("compute_pct"))
+    )
+    return {r["gpu_id"]: (r["mem"] or 0, r["pct"] or 0) for r in rows}
+
+
+def _take_fraction(pool: Pool, request: AllocationRequest, usage: dict):
+    """One GPU that fits the fraction: an already shared GPU first (packing), then a free one."""
+    mem, pct = request.memory_mib, request.compute_pct
+    base = eligible_gpus(pool).filter(
+        state__in=[GpuState.FREE, GpuState.SHARED], mig_mode_current__in=["disabled", "unsupported"],
+        memory_total_mib__gte=mem,
+    )  # fmt: skip
+    if request.gpu_ids:
+        rounds = [list(Gpu.objects.select_for_update().filter(pk__in=request.gpu_ids))]
+        if not rounds[0]:
+            raise InvalidRequest(f"no GPU with id {request.gpu_ids}", field="gpu_ids")
+        ok = set(base.filter(pk__in=request.gpu_ids).values_list("pk", flat=True))
+        rounds[0] = [g for g in rounds[0] if g.pk in ok]
+    else:
+        rounds = None
+    held = set(
+        AllocationItem.objects.filter(
+            allocation__pool=pool, active=True, kind=AllocationKind.FRACTION
+        ).values_list("gpu_id", flat=True)
+    )
+    for state in [GpuState.SHARED, GpuState.FREE] if rounds is None else [None]:
+        candidates = (
+            rounds[0] if rounds is not None
+            else list(base.filter(state=state).select_for_update(skip_locked=True, of=("self",))
+                      .order_by("pk")[:_FRACTION_BATCH])
+        )  # fmt: skip
+        use = _fraction_use([g.pk for g in candidates])
+        for gpu in candidates:
+            used_mem, used_pct = use.get(gpu.pk, (0, 0))
+            cap = gpu_capacity(gpu)
+            if cap is None or used_mem + mem > cap or used_pct + pct > 100:
+                continue
+            more = 0 if gpu.pk in held else 1
+            _check_quota(pool, "gpus", usage["gpus"], more)
+            borrowed = more == 1 and usage["gpus"] + 1 > pool.guaranteed_gpus
+            return [gpu], [borrowed], []
+    raise NotEnoughFree(
+        f"pool {pool.name}: no GPU has {mem} MiB and {pct} % compute free", memory_mib=mem, compute_pct=pct
+    )
+
+
+def _reclaim(pool: Pool, shortfall: int, now, user) -> list[Allocation]:
+    """End borrowed whole-GPU allocations of other pools whose GPUs ``pool`` may use, lowest
+    priority weight then newest first, until ``shortfall`` GPUs are freed (or none is left)."""
+    usable = eligible_gpus(pool).filter(mig_mode_current__in=["disabled", "unsupported"])
+    candidates = list(
+        Allocation.objects.filter(
+            state=AllocationState.ACTIVE, kind=AllocationKind.GPU, borrowed=True,
+            items__active=True, items__gpu__in=usable,
+        ).exclude(pool=pool).annotate(n=Count("items")).order_by("pool__priority_weight", "-id")
+        .values_list("pk", "n")
+    )  # fmt: skip
+    chosen, freed = [], 0
+    for pk, n in candidates:
+        if freed >= shortfall:
+            break
+        chosen.append(pk)
+        freed += n
+    if not chosen:
+        return []
+    allocs = list(
+        Allocation.objects.select_for_update(of=("self",))
+        .select_related("pool")
+        .filter(pk__in=chosen, state=AllocationState.ACTIVE)
+        .order_by("pk")
+    )
+    for alloc in allocs:
+        _end(
+            alloc,
+            AllocationState.RECLAIMED,
+            now,
+            user,
+            reason=f"reclaimed for pool {pool.name}'s guaranteed share",
+        )
+    return allocs
+
+
+# --- release, expiry -----------------------------------------------------------------------------
+
+
+def release(allocation_id: int, *, user=None, reason: str = "", now: datetime | None = None) -> Allocation:
+    """End an allocation as ``released`` and free its GPUs/slices/fraction.
+
+    Raises:
+        NotHolding: it has already ended (409). Allocation.DoesNotExist: no such allocation.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        alloc = (
+            Allocation.objects.select_for_update(of=("self",)).select_related("pool").get(pk=allocation_id)
+        )
+        if alloc.state not in HOLDING_STATES:
+            raise NotHolding(f"allocation {alloc.pk} is {alloc.state}", state=alloc.state)
+        _end(alloc, AllocationState.RELEASED, now, user, reason=reason or "released")
+    return alloc
+
+
+def expire_leases(now: datetime | None = None, limit: int = 1000) -> dict[str, int]:
+    """End active allocations whose lease ran out as ``expired``, each in its own transaction
+    (a row another transaction holds is skipped and expires on the next run). Returns
+    ``{"expired": n}``."""
+    now = now or timezone.now()
+    due = list(
+        Allocation.objects.filter(state=AllocationState.ACTIVE, lease_expires_at__lte=now)
+        .order_by("pk")
+        .values_list("pk", flat=True)[:limit]
+    )
+    expired = 0
+    for pk in due:
+        with transaction.atomic():
+            alloc = (
+                Allocation.objects.select_for_update(skip_locked=True, of=("self",))
+                .select_related("pool")
+                .filter(pk=pk, state=AllocationState.ACTIVE, lease_expires_at__lte=now)
+                .first()
+            )
+            if alloc is None:
+                continue
+            _end(
+                alloc,
+                AllocationState.EXPIRED,
+                now,
+                None,
+                reason=f"lease expired at {_iso(alloc.lease_expires_at)}",
+            )
+            expired += 1
+    return {"expired": expired}
+
+
+_END_EVENT = {
+    AllocationState.RELEASED: "allocation.released",
+    AllocationState.EXPIRED: "allocation.expired",
+    AllocationState.RECLAIMED: "allocation.reclaimed",
+}
+
+
+def _end(alloc: Allocation, state: str, now, user, *, reason: str) -> None:
+    """Free a locked, holding allocation's items (GPUs in pk order) and record the end."""
+    items = list(alloc.items.filter(active=True).order_by("gpu_id", "pk"))
+    gpu_ids = sorted({i.gpu_id for i in items})
+    gpus = list(
+        Gpu.objects.select_for_update(of=("self",))
+        .select_related("host")
+        .filter(pk__in=gpu_ids)
+        .order_by("pk")
+    )
+    alloc.items.filter(active=True).update(active=False)
+    if alloc.kind == AllocationKind.GPU:
+        Gpu.objects.filter(pk__in=gpu_ids).update(state=GpuState.FREE)
+    elif alloc.kind == AllocationKind.MIG:
+        MigSlice.objects.filter(pk__in=[i.mig_slice_id for i in items]).update(state=GpuState.FREE)
+    else:
+        still = set(_fraction_use(gpu_ids))
+        Gpu.objects.filter(pk__in=[g for g in gpu_ids if g not in still]).update(state=GpuState.FREE)
+    before = alloc.state
+    alloc.state, alloc.ended_at, alloc.end_reason = state, now, reason[:200]
+    alloc.save(update_fields=["state", "ended_at", "end_reason"])
+    fabric_id = alloc.pool.fabric_id or (gpus[0].host.fabric_id if gpus else None)
+    record_events(Fabric(pk=fabric_id) if fabric_id else None, [EventSpec(
+        code=_END_EVENT[state], object_type="pool", object_key=f"{alloc.pool.name}/{alloc.pk}", object_repr=str(alloc),
+        message=f"{alloc.pool.name}: allocation {alloc.pk} {state} ({reason})",
+        details={"allocation": alloc.pk, "gpus": gpu_ids, "reason": reason},
+    )], at=now)  # fmt: skip
+    audit.record(f"allocation.{state}",
+                 alloc, {"state": [before, state], "gpus": gpu_ids, "reason": reason}, user=user)  # fmt: skip
+    _on_commit(alloc, gpu_ids, fabric_id)
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _fabric_of(pool: Pool, picked) -> int | None:
+    if pool.fabric_id:
+        return pool.fabric_id
+    if not picked:
+        return None
+    gpu = picked[0].gpu if isinstance(picked[0], MigSlice) else picked[0]
+    return Gpu.objects.filter(pk=gpu.pk).values_list("host__fabric_id", flat=True).first()
+
+
+def _what(alloc: Allocation) -> str:
+    if alloc.kind == AllocationKind.FRACTION:
+        return f"{alloc.memory_mib} MiB + {alloc.compute_pct} % of one GPU"
+    unit = "GPU" if alloc.kind == AllocationKind.GPU else f"MIG slice {alloc.mig_profile}".rstrip()
+    return f"{alloc.count} {unit}{'s' if alloc.count != 1 else ''}"
+
+
+def _iso(value) -> str | None:
+    return value.isoformat() if value else None
+
+
+def _on_commit(alloc: Allocation, gpu_ids: list[int], fabric_id: int | None) -> None:
+    payload = {"allocation": alloc.pk, "pool": alloc.pool_id, "tenant": alloc.tenant_id, "state": alloc.state,
+               "gpus": gpu_ids}  # fmt: skip
+
+    def send() -> None:
+        allocation_changed.send(sender=Allocation, allocation_id=alloc.pk, pool_id=alloc.pool_id,
+                                state=payload["state"], gpu_ids=gpu_ids)  # fmt: skip
+        publish(group_name("pools", "all"), "allocation.changed", payload)
+
+    transaction.on_commit(send)

@@ -216,6 +216,9 @@ SPECTACULAR_SETTINGS = {
         # two "source" enums (Discovery.source, Partition.source): named, not numbered
         "DiscoverySourceEnum": "fabric.choices.DiscoverySource",
         "PartitionSourceEnum": "fabric.choices.PartitionSource",
+        # two "role" enums (a user's site role, a tenant membership's role)
+        "TenantRoleEnum": "pools.choices.TenantRole",
+        "UserRoleEnum": ["none", "viewer", "operator", "admin"],
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

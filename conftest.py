@@ -46,6 +46,16 @@ def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _sweep_publish_inline(settings):
+    """Publish committed sweeps inline (``WEFT_SWEEP_PUBLISH_ASYNC`` off, as in the embedded
+    deployment): with PostgreSQL + Redis the default is a per-process publisher thread, which
+    would run the heatmap and counter-rule receivers after a test's database access ended (or
+    on its own connection, outside a test's transaction). The thread itself is tested in
+    ``telemetry/tests/test_publisher.py``; servers that tests start keep their own settings."""
+    settings.WEFT_SWEEP_PUBLISH_ASYNC = False
+
+
 @pytest.fixture
 def users(db) -> dict:
     """``{"viewer": vic, "operator": olga, "admin": ada}``: one active user per role."""

@@ -60,3 +60,29 @@ class BoundedIsoDateTimeFilter(IsoDateTimeFilter):
     """``django_filters.IsoDateTimeFilter`` with :class:`BoundedIsoDateTimeFormField`."""
 
     field_class = BoundedIsoDateTimeFormField
+
+
+class IdentityUrlField(serializers.HyperlinkedIdentityField):
+    """DRF's ``HyperlinkedIdentityField`` (the same absolute URL), with the view's URL resolved
+    once per field and request and the object's pk put into it, instead of a ``reverse()`` (a walk
+    of the URL resolver) per object: a 1,000-row list resolved 5,000 URLs. For views whose only
+    URL argument is ``pk`` (``lookup_value_regex = r"\\d+"``)."""
+
+    _PK = 987654321987654321  # a number no real row has, as the pk placeholder
+
+    def get_url(self, obj, view_name, request, format):
+        pk = getattr(obj, self.lookup_field)
+        if pk in (None, ""):
+            return None
+        if self.lookup_url_kwarg != "pk":
+            return super().get_url(obj, view_name, request, format)
+        templates = self.__dict__.setdefault("_templates", {})
+        key = (view_name, format, id(request))
+        parts = templates.get(key)
+        if parts is None:
+            url = self.reverse(view_name, kwargs={"pk": self._PK}, request=request, format=format)
+            if str(self._PK) not in url:  # a URL that does not spell the pk out: resolve per object
+                return super().get_url(obj, view_name, request, format)
+            head, _, tail = url.rpartition(str(self._PK))
+            parts = templates[key] = (head, tail)
+        return f"{parts[0]}{pk}{parts[1]}"

@@ -11,37 +11,13 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from weft.fields import IdentityUrlField
+
 from ..choices import PortState
 from ..guid import normalize_guid
 from ..models import Discovery, Fabric, Host, Link, Node, Partition, PartitionMember, Port, SubnetManager
 from ..querysets import topology_counts
 from ..services.notices import notice_status
-
-
-class IdentityUrlField(serializers.HyperlinkedIdentityField):
-    """DRF's ``HyperlinkedIdentityField`` (the same absolute URL), with the view's URL resolved
-    once per field and request and the object's pk put into it, instead of a ``reverse()`` (a walk
-    of the URL resolver) per object: a 1,000-row list resolved 5,000 URLs. For views whose only
-    URL argument is ``pk`` (``lookup_value_regex = r"\\d+"``)."""
-
-    _PK = 987654321987654321  # a number no real row has, as the pk placeholder
-
-    def get_url(self, obj, view_name, request, format):
-        pk = getattr(obj, self.lookup_field)
-        if pk in (None, ""):
-            return None
-        if self.lookup_url_kwarg != "pk":
-            return super().get_url(obj, view_name, request, format)
-        templates = self.__dict__.setdefault("_templates", {})
-        key = (view_name, format, id(request))
-        parts = templates.get(key)
-        if parts is None:
-            url = self.reverse(view_name, kwargs={"pk": self._PK}, request=request, format=format)
-            if str(self._PK) not in url:  # a URL that does not spell the pk out: resolve per object
-                return super().get_url(obj, view_name, request, format)
-            head, _, tail = url.rpartition(str(self._PK))
-            parts = templates[key] = (head, tail)
-        return f"{parts[0]}{pk}{parts[1]}"
 
 
 class ChoiceDisplayField(serializers.Field):
@@ -580,7 +556,7 @@ class PKeyField(serializers.Field):
 
 
 class BriefPartitionSerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="fabric-api:partition-detail")
+    url = IdentityUrlField(view_name="fabric-api:partition-detail")
     display = serializers.CharField(source="__str__", read_only=True)
 
     class Meta:
@@ -605,7 +581,7 @@ class PartitionSerializer(serializers.ModelSerializer):
     (``applied_state``, ``applied_at``, ``drift``). ``member_count``: members; the list itself is
     ``GET .../members/``."""
 
-    url = serializers.HyperlinkedIdentityField(view_name="fabric-api:partition-detail")
+    url = IdentityUrlField(view_name="fabric-api:partition-detail")
     display = serializers.CharField(source="__str__", read_only=True)
     fabric = serializers.PrimaryKeyRelatedField(queryset=Fabric.objects.all())
     pkey = PKeyField()

@@ -13,7 +13,7 @@ from rest_framework import serializers
 
 from fabric.api.serializers import BriefFabricSerializer, BriefHostSerializer, BriefNodeSerializer
 from fabric.models import Fabric
-from weft.fields import FiniteFloatField
+from weft.fields import FiniteFloatField, IdentityUrlField
 
 from ..choices import AllocationKind
 from ..models import Allocation, AllocationItem, Gpu, HostInventory, MigSlice, Pool, Tenant, TenantMembership
@@ -21,7 +21,7 @@ from ..services.allocation import pool_summary
 
 
 class BriefGpuSerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="pools-api:gpu-detail")
+    url = IdentityUrlField(view_name="pools-api:gpu-detail")
     display = serializers.CharField(source="__str__", read_only=True)
 
     class Meta:
@@ -30,7 +30,7 @@ class BriefGpuSerializer(serializers.ModelSerializer):
 
 
 class BriefMigSliceSerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="pools-api:migslice-detail")
+    url = IdentityUrlField(view_name="pools-api:migslice-detail")
     display = serializers.CharField(source="__str__", read_only=True)
 
     class Meta:
@@ -48,7 +48,7 @@ class BriefMigSliceSerializer(serializers.ModelSerializer):
 
 
 class MigSliceSerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="pools-api:migslice-detail")
+    url = IdentityUrlField(view_name="pools-api:migslice-detail")
     display = serializers.CharField(source="__str__", read_only=True)
     gpu = BriefGpuSerializer(read_only=True)
     present = serializers.BooleanField(read_only=True)
@@ -70,7 +70,7 @@ class _SliceInGpuSerializer(serializers.ModelSerializer):
 
 
 class GpuSerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="pools-api:gpu-detail")
+    url = IdentityUrlField(view_name="pools-api:gpu-detail")
     display = serializers.CharField(source="__str__", read_only=True)
     host = BriefHostSerializer(read_only=True)
     fabric = BriefFabricSerializer(source="host.fabric", read_only=True)
@@ -91,7 +91,7 @@ class GpuSerializer(serializers.ModelSerializer):
 class HostInventorySerializer(serializers.ModelSerializer):
     """A host's last GPU report with its GPUs (brief) and the HCAs its agent saw."""
 
-    url = serializers.HyperlinkedIdentityField(view_name="pools-api:hostinventory-detail")
+    url = IdentityUrlField(view_name="pools-api:hostinventory-detail")
     display = serializers.CharField(source="__str__", read_only=True)
     host = BriefHostSerializer(read_only=True)
     fabric = BriefFabricSerializer(source="host.fabric", read_only=True)
@@ -104,7 +104,7 @@ class HostInventorySerializer(serializers.ModelSerializer):
 
 
 class BriefHostInventorySerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="pools-api:hostinventory-detail")
+    url = IdentityUrlField(view_name="pools-api:hostinventory-detail")
     display = serializers.CharField(source="__str__", read_only=True)
 
     class Meta:
@@ -175,7 +175,7 @@ class LocatedErrorSerializer(serializers.Serializer):
 
 
 class BriefTenantSerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="pools-api:tenant-detail")
+    url = IdentityUrlField(view_name="pools-api:tenant-detail")
     display = serializers.CharField(source="__str__", read_only=True)
 
     class Meta:
@@ -197,7 +197,7 @@ class TenantMemberSerializer(serializers.ModelSerializer):
 class TenantSerializer(serializers.ModelSerializer):
     """A tenant and its members (Admin writes; ``members`` replaces the whole list when sent)."""
 
-    url = serializers.HyperlinkedIdentityField(view_name="pools-api:tenant-detail")
+    url = IdentityUrlField(view_name="pools-api:tenant-detail")
     display = serializers.CharField(source="__str__", read_only=True)
     members = TenantMemberSerializer(source="memberships", many=True, required=False)
 
@@ -233,7 +233,7 @@ class TenantSerializer(serializers.ModelSerializer):
 
 
 class BriefPoolSerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="pools-api:pool-detail")
+    url = IdentityUrlField(view_name="pools-api:pool-detail")
     display = serializers.CharField(source="__str__", read_only=True)
 
     class Meta:
@@ -254,7 +254,7 @@ class PoolUsageSerializer(serializers.Serializer):
 class PoolSerializer(serializers.ModelSerializer):
     """A pool: owner tenant (null: shared by every tenant), filters, quotas, and its usage now."""
 
-    url = serializers.HyperlinkedIdentityField(view_name="pools-api:pool-detail")
+    url = IdentityUrlField(view_name="pools-api:pool-detail")
     display = serializers.CharField(source="__str__", read_only=True)
     tenant = serializers.PrimaryKeyRelatedField(
         queryset=Tenant.objects.all(), allow_null=True, required=False
@@ -306,7 +306,7 @@ class AllocationItemSerializer(serializers.ModelSerializer):
 
 
 class BriefAllocationSerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="pools-api:allocation-detail")
+    url = IdentityUrlField(view_name="pools-api:allocation-detail")
     display = serializers.CharField(source="__str__", read_only=True)
 
     class Meta:
@@ -324,7 +324,7 @@ class AllocationSerializer(serializers.ModelSerializer):
     ``CUDA_VISIBLE_DEVICES`` (GPU or MIG UUIDs), and for a fraction HAMi's ``CUDA_DEVICE_MEMORY_LIMIT``
     (MiB, as ``<n>m``) and ``CUDA_DEVICE_SM_LIMIT`` (%)."""
 
-    url = serializers.HyperlinkedIdentityField(view_name="pools-api:allocation-detail")
+    url = IdentityUrlField(view_name="pools-api:allocation-detail")
     display = serializers.CharField(source="__str__", read_only=True)
     pool = BriefPoolSerializer(read_only=True)
     tenant = BriefTenantSerializer(read_only=True)

@@ -322,6 +322,10 @@ class Discovery(models.Model):
     #: two discoveries with the same digest found the same nodes, ports and links; blank when not
     #: computed (notice refreshes, failed runs)
     digest = models.CharField(max_length=16, blank=True, editable=False)
+    #: ``fabric.services.ingest.source_digest`` of the text a complete discovery stored (32 hex
+    #: digits; blank for partial, failed and notice runs): the same text next time is recognised
+    #: before parsing (``ingest_unchanged``)
+    source_digest = models.CharField(max_length=32, blank=True, editable=False)
 
     objects = models.Manager.from_queryset(FabricScopedQuerySet)()
 

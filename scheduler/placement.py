@@ -454,19 +454,24 @@ class _Engine:
         self.max_host = max_host
         # congestion: the lowest spanned tier at which a unit counts as congested (0: always)
         self.flag_from: dict[str, int] = {}
-        self.flag_why: dict[str, list[str]] = {}
+        self.flag_why: dict[str, list[tuple[int, str]]] = {}  # unit → marked (tier, key) on its path
         if congestion is not None and congestion.marks:
             for u in self.ucap:
                 path = idx.unit_path[u]
                 for t in range(UNIT_TIER, TOP_TIER):
                     if congestion.hot(path[t - 1]) is not None:
                         self.flag_from.setdefault(u, 0 if t == UNIT_TIER else t + 1)
-                        self.flag_why.setdefault(u, []).append(path[t - 1])
+                        self.flag_why.setdefault(u, []).append((t, path[t - 1]))
 
     # -- helpers
 
     def flagged(self, u: str, tier: int) -> bool:
         return tier >= self.flag_from.get(u, _INF)
+
+    def why(self, u: str, tier: int) -> list[str]:
+        """The marked domains that make unit ``u`` congested for a job spanning ``tier``: its own
+        mark, and marked blocks/groups below ``tier`` (whose uplinks the job crosses)."""
+        return [k for t, k in self.flag_why.get(u, ()) if t == UNIT_TIER or t < tier]
 
     def caps(self, tier: int) -> dict[str, int]:
         """Unit capacities usable by a job spanning ``tier`` (congested ones dropped when avoiding)."""
@@ -498,14 +503,6 @@ class _Engine:
         return out, m
 
     # -- tiers
-
-    def units_of(self, tier: int, key: str) -> tuple[str, ...]:
-        return (key,) if tier == UNIT_TIER else self.idx.tier_units[tier][key]
-
-    def domains(self, tier: int) -> dict[str, tuple[str, ...]]:
-        if tier == UNIT_TIER:
-            return {u: (u,) for u in self.ucap}
-        return self.idx.tier_units[tier]
 
     def run(self) -> Decision:
         reasons: list[str] = []
@@ -737,16 +734,15 @@ class _Engine:
             reasons.append(f"required: within one {TIER_NAMES[req.tier]} (tier {req.tier})")
         congested: list[str] = []
         for u in units:
-            if self.flagged(u, tier):
-                congested.extend(k for k in self.flag_why[u] if k not in congested)
+            congested.extend(k for k in self.why(u, tier) if k not in congested)
         avoided: list[str] = []
         alt = got.get("alt")
         if alt:
             for u in alt:
-                if u not in units and self.flagged(u, tier):
-                    avoided.extend(k for k in self.flag_why[u] if k not in avoided and k not in congested)
+                if u not in units:
+                    avoided.extend(k for k in self.why(u, tier) if k not in avoided and k not in congested)
         if self.cong is not None and self.cong.avoid:
-            excluded = sorted({k for u in self.ucap if self.flagged(u, tier) for k in self.flag_why[u]})
+            excluded = sorted({k for u in self.ucap for k in self.why(u, tier)})
             if excluded:
                 reasons.append(f"congested, not used: {self._marks(excluded)}")
         if avoided:
@@ -843,11 +839,11 @@ class _Engine:
             )
             got = relaxed.run()
             if got.ok:
-                keys = sorted({k for u in self.ucap for k in self.flag_why.get(u, ())})
+                keys = sorted({k for u in self.ucap for _, k in self.flag_why.get(u, ())})
                 reasons.append(f"{what} fits only on congested units: {self._marks(keys)}")
                 return Decision(code=PENDING_CONGESTION, reasons=reasons)
         # 4. fragmentation: enough free, wrong shape
-        reasons.append(f"{what} free in the fabric, but not in the shape asked for")
+        reasons.append(f"{what} asked and {best_free} free, but not in the shape asked for")
         if req.gpus_per_host:
             hosts_ok = sum(len(lst) for lst in self.hcap.values())
             reasons.append(
@@ -913,7 +909,8 @@ def place(
 ) -> Decision:
     """Place ``request`` on ``locality`` given ``free`` (see the module docstring for the order of
     the objective and the pending codes). Pure: reads its arguments, changes nothing; the same
-    inputs give the same decision. Raises :class:`RequestError`/:class:`UnknownTier` only when
+    inputs give the same decision. ``locality`` must not be changed once placed on (its index is
+    cached by identity). Raises :class:`RequestError`/:class:`UnknownTier` only when
     the :class:`Request` is built, never here."""
     return _Engine(locality, free, request, congestion).run()
 
@@ -995,15 +992,18 @@ def select_victims(
     priority are candidates.
 
     Returns ``Preemption((), decision)`` when the request places without preemption, ``None``
-    when no set of at most ``max_victims`` candidates makes room. Whole-GPU requests only
+    when no set of at most ``max_victims`` candidates makes room. When the search of a non-plain
+    request stops at its budget, ``truncated`` is set: the victims are the first set found, or
+    none with the pending decision when none was found in the budget. Whole-GPU requests only
     (:class:`RequestError` otherwise).
 
-    Plain GPU-count requests (no ``gpus_per_host``, no segments, congestion not avoided) are
-    solved exactly by counting: the request fits in a domain D iff D's free plus released GPUs
-    cover it, so per D the fewest victims are the largest by their GPUs in D. Other requests are
-    searched by increasing victim count over the candidates of one domain at a time (a set is
-    tried only when it releases enough GPUs in that domain), each set checked with :func:`place`;
-    at most ``max_checks`` checks (then ``truncated``).
+    The fewest victims and the lowest highest priority are exact (within the budget); the last two
+    keys break ties among the candidate sets found per domain. Plain GPU-count requests (no
+    ``gpus_per_host``, no segments, congestion not avoided) are solved by counting: the request
+    fits in a domain D iff D's free plus released GPUs cover it, so per D the fewest victims are
+    the ones holding the most GPUs in D. Other requests are searched by increasing victim count,
+    then increasing priority bound, one tier-``tier`` domain at a time (a victim set holding the
+    request always fits in one such domain, so its members all touch it): see ``_VictimSearch``.
     """
     if request.kind != "gpu":
         raise RequestError("preemption selects victims for whole-GPU requests only")
@@ -1023,28 +1023,41 @@ def select_victims(
         s = sites[h]
         return [(0, h)] + [(t, s.path[t - 1]) for t in range(UNIT_TIER, tmax + 1)]
 
-    # GPUs each candidate holds per domain (usable hosts of eligible fabrics only)
-    contrib: list[dict[tuple[int, str], int]] = []
-    for j in cands:
-        d: dict[tuple[int, str], int] = {}
+    def usable(h: str) -> bool:
+        return h in sites and h not in unusable and (fid is None or sites[h].fabric_id == fid)
+
+    # GPUs each candidate holds per domain (usable hosts of eligible fabrics only), by domain
+    by_domain: dict[tuple[int, str], dict[int, int]] = {}
+    for i, j in enumerate(cands):
         for h, n in j.placed.items():
-            if h not in sites or h in unusable or n <= 0 or (fid is not None and sites[h].fabric_id != fid):
-                continue
-            for dk in domains_of(h):
-                d[dk] = d.get(dk, 0) + n
-        contrib.append(d)
-    # free GPUs per domain (usable, eligible)
-    freed: dict[tuple[int, str], int] = {}
+            if n > 0 and usable(h):
+                for dk in domains_of(h):
+                    m = by_domain.setdefault(dk, {})
+                    m[i] = m.get(i, 0) + n
+    # free GPUs (and hosts with ≥ gpus_per_host free) per domain: hosts, then units, then up
+    p = request.gpus_per_host
     g = free.gpus.get
+    freed: dict[tuple[int, str], int] = {}
+    ok_hosts: dict[tuple[int, str], int] = {}
     for u, hosts in idx.unit_hosts.items():
         if fid is not None and idx.unit_fabric[u] != fid:
             continue
+        fu = ou = 0
         for h in hosts:
             n = g(h, 0)
             if n > 0 and h not in unusable:
-                for dk in domains_of(h):
-                    freed[dk] = freed.get(dk, 0) + n
-    keys = sorted({dk for d in contrib for dk in d}, key=lambda dk: (dk[0], dk[1]))
+                freed[(0, h)] = n
+                fu += n
+                if p and n >= p:
+                    ok_hosts[(0, h)] = 1
+                    ou += 1
+        for t in range(UNIT_TIER, tmax + 1):
+            dk = (t, idx.unit_path[u][t - 1])
+            freed[dk] = freed.get(dk, 0) + fu
+            ok_hosts[dk] = ok_hosts.get(dk, 0) + ou
+
+    def in_domain(h: str, dk: tuple[int, str]) -> bool:
+        return h == dk[1] if dk[0] == 0 else sites[h].path[dk[0] - 1] == dk[1]
 
     def released_free(victims: Sequence[int]) -> FreeState:
         gp = dict(free.gpus)
@@ -1056,79 +1069,168 @@ def select_victims(
     def total_released(victims: Sequence[int]) -> int:
         return sum(sum(cands[i].placed.values()) for i in victims)
 
-    plain = (
-        request.gpus_per_host is None
-        and request.segments is None
-        and not (congestion is not None and congestion.avoid)
-    )
-    need = request.count
-    best = None  # (rank, victims)
-    if plain:
-        for dk in keys:
-            deficit = need - freed.get(dk, 0)
-            if deficit <= 0:
-                continue
-            members = [
-                (contrib[i].get(dk, 0), cands[i].priority, i) for i in range(len(cands)) if contrib[i].get(dk)
-            ]
-            k = _cover_count(sorted((c for c, _, _ in members), reverse=True), deficit)
-            if k > max_victims or (best is not None and k > best[0][0]):
-                continue
-            # the lowest highest priority π with k victims of priority ≤ π covering the deficit
-            for pi in sorted({p for _, p, _ in members}):
-                pool = [(c, i) for c, p, i in members if p <= pi]
-                if _cover_count(sorted((c for c, _ in pool), reverse=True), deficit) == k:
-                    break
-            ordered = sorted(pool, key=lambda ci: (-ci[0], cands[ci[1]].priority, ci[1]))
-            chosen = [(c, str(i)) for c, i in ordered[:k]]
-            rest = sorted((c, str(i)) for c, i in ordered[k:])
-            _tighten(chosen, rest, sum(c for c, _ in chosen) - deficit)
-            victims = sorted(int(i) for _, i in chosen)
-            rank = (k, max(cands[i].priority for i in victims), dk[0], total_released(victims), dk[1])
-            if best is None or rank < best[0]:
-                best = (rank, victims)
-        if best is None:
-            return None
-        victims = best[1]
-        after = place(locality, released_free(victims), request, congestion)
-        if not after.ok:  # cannot happen when the counting argument holds; refuse rather than guess
-            return None
-        return Preemption(tuple(cands[i].job_id for i in victims), after)
-    # general requests: increasing k, one tier-tmax domain at a time, each set checked
-    checks = 0
-    truncated = False
-    top_keys = [dk for dk in keys if dk[0] == tmax]
-    seen: set[tuple[int, ...]] = set()
+    avoid = congestion is not None and congestion.avoid
+    if request.gpus_per_host is None and request.segments is None and not avoid:
+        return _victims_by_count(locality, free, request, congestion, cands, by_domain, freed, max_victims,
+                                 released_free, total_released)  # fmt: skip
+
+    # general requests: increasing k; per k, the lowest priority bound π first; per tier-tmax
+    # domain, a pruned depth-first search (see _VictimSearch)
+    search = _VictimSearch(locality, free, request, congestion, cands, max_checks, usable, released_free)
+    top = sorted(dk for dk in by_domain if dk[0] == tmax)
+    prios = sorted({cands[i].priority for dk in top for i in by_domain[dk]})
     for k in range(1, min(max_victims, len(cands)) + 1):
-        for dk in top_keys:
-            members = sorted(
-                (i for i in range(len(cands)) if contrib[i].get(dk)),
-                key=lambda i: (cands[i].priority, -contrib[i][dk], i),
-            )
-            have = freed.get(dk, 0)
-            for combo in itertools.combinations(members, k):
-                if combo in seen:
-                    continue
-                if have + sum(contrib[i][dk] for i in combo) < need:
-                    continue
-                seen.add(combo)
-                rank_head = (k, max(cands[i].priority for i in combo))
-                if best is not None and rank_head > best[0][:2]:
-                    continue
-                if checks >= max_checks:
-                    truncated = True
+        for pi in prios:
+            found = []
+            for dk in top:
+                members = [i for i in by_domain[dk] if cands[i].priority <= pi]
+                hit = search.first(dk, members, by_domain[dk], k, freed.get(dk, 0), ok_hosts.get(dk, 0))
+                if hit is not None:
+                    combo, after = hit
+                    found.append(((after.tier, total_released(combo), dk[1]), combo, after))
+                if search.truncated:
                     break
-                checks += 1
-                after = place(locality, released_free(combo), request, congestion)
-                if after.ok:
-                    rank = rank_head + (after.tier, total_released(combo), dk[1])
-                    if best is None or rank < best[0]:
-                        best = (rank, list(combo), after)
-            if truncated:
+            if found:
+                # (k, π) is settled; a set inside a smaller domain places the request more compactly
+                for t in range(tmax):
+                    for dk in sorted(d for d in by_domain if d[0] == t):
+                        members = [i for i in by_domain[dk] if cands[i].priority <= pi]
+                        hit = search.first(
+                            dk, members, by_domain[dk], k, freed.get(dk, 0), ok_hosts.get(dk, 0)
+                        )
+                        if hit is not None:
+                            combo, after = hit
+                            found.append(((after.tier, total_released(combo), dk[1]), combo, after))
+                    if any(f[0][0] <= t for f in found) or search.truncated:
+                        break
+                _, combo, after = min(found, key=lambda f: f[0])
+                return Preemption(tuple(cands[i].job_id for i in sorted(combo)), after, search.truncated)
+            if search.truncated:
+                return Preemption((), decision, truncated=True)
+    return None
+
+
+class _VictimSearch:
+    """The victim search of :func:`select_victims` for requests that are not a plain GPU count.
+
+    Inside one tier-``tmax`` domain D, combinations of exactly ``k`` candidates, depth first,
+    largest (GPUs in D) first, pruned by two necessary conditions: GPUs (D's free plus released
+    GPUs cover the request) and, for whole hosts, hosts (hosts of D already holding
+    ``gpus_per_host`` free plus the hosts the victims touch that are below it now cover the hosts
+    needed). Whole-host requests without segments or congestion avoidance are then decided
+    exactly by counting D's hosts that reach ``gpus_per_host``; the others by :func:`place` (at
+    most ``max_checks`` calls, and ``50 × max_checks`` search nodes: then ``truncated``).
+    """
+
+    def __init__(self, locality, free, request, congestion, cands, max_checks, usable, released_free):
+        self.loc, self.free, self.req, self.cong = locality, free, request, congestion
+        self.cands = cands
+        self.max_checks = max_checks
+        self.usable = usable
+        self.released_free = released_free
+        self.p = request.gpus_per_host
+        self.exact_hosts = (
+            self.p is not None and request.segments is None and not (congestion and congestion.avoid)
+        )
+        self.checks = self.nodes = 0
+        self.truncated = False
+
+    def first(self, dk, members, held, k, have, have_ok):
+        """The first feasible ``k``-combination of ``members`` in domain ``dk`` (held: GPUs per
+        candidate in dk; have/have_ok: free GPUs and hosts with gpus_per_host free in dk), as
+        ``(combo, decision)``, or None."""
+        if len(members) < k:
+            return None
+        g, p = self.free.gpus.get, self.p
+        tier, key = dk
+        sites = self.loc.hosts
+        hosts_of = {
+            i: {
+                h: n
+                for h, n in self.cands[i].placed.items()
+                if n > 0 and self.usable(h) and (h == key if tier == 0 else sites[h].path[tier - 1] == key)
+            }
+            for i in members
+        }
+        pot = {i: sum(1 for h in hosts_of[i] if p and g(h, 0) < p) for i in members}
+        members = sorted(members, key=lambda i: (-held[i], -pot[i], self.cands[i].priority, i))
+        need, slots = self.req.count, self.req.slots
+        combo: list[int] = []
+
+        def check() -> Decision | None:
+            if self.exact_hosts:
+                rel: dict[str, int] = {}
+                for i in combo:
+                    for h, n in hosts_of[i].items():
+                        rel[h] = rel.get(h, 0) + n
+                if have_ok + sum(1 for h, n in rel.items() if g(h, 0) < p <= g(h, 0) + n) < slots:
+                    return None
+            elif self.checks >= self.max_checks:
+                self.truncated = True
+                return None
+            else:
+                self.checks += 1
+            after = place(self.loc, self.released_free(combo), self.req, self.cong)
+            return after if after.ok else None
+
+        def dfs(start: int, gpus: int, hosts_pot: int) -> Decision | None:
+            if len(combo) == k:
+                if gpus >= need and (p is None or have_ok + hosts_pot >= slots):
+                    return check()
+                return None
+            r = k - len(combo)
+            for pos in range(start, len(members) - r + 1):
+                self.nodes += 1
+                if self.nodes > 50 * self.max_checks:
+                    self.truncated = True
+                    return None
+                # members are sorted by GPUs: the next r bound what this branch can still release
+                if gpus + sum(held[members[q]] for q in range(pos, pos + r)) < need:
+                    return None
+                i = members[pos]
+                combo.append(i)
+                got = dfs(pos + 1, gpus + held[i], hosts_pot + pot[i])
+                if got is not None:
+                    return got
+                combo.pop()
+                if self.truncated:
+                    return None
+            return None
+
+        after = dfs(0, have, 0)
+        return (tuple(combo), after) if after is not None else None
+
+
+def _victims_by_count(locality, free, request, congestion, cands, by_domain, freed, max_victims,
+                      released_free, total_released) -> Preemption | None:  # fmt: skip
+    """Plain GPU-count requests: a domain D holds the request iff D's free plus released GPUs
+    cover it, so per D the fewest victims are the ones holding the most GPUs in D; then the lowest
+    priority bound π with which k victims still cover it; then best fit (fewest GPUs released)."""
+    need = request.count
+    best = None
+    for dk, held in by_domain.items():
+        deficit = need - freed.get(dk, 0)
+        if deficit <= 0 or sum(held.values()) < deficit:
+            continue
+        k = _cover_count(sorted(held.values(), reverse=True), deficit)
+        if k > max_victims or (best is not None and k > best[0][0]):
+            continue
+        for pi in sorted({cands[i].priority for i in held}):
+            pool = [(n, i) for i, n in held.items() if cands[i].priority <= pi]
+            if _cover_count(sorted((n for n, _ in pool), reverse=True), deficit) == k:
                 break
-        if best is not None or truncated:
-            break
+        ordered = sorted(pool, key=lambda ni: (-ni[0], cands[ni[1]].priority, ni[1]))
+        chosen = [(n, f"{i:09d}") for n, i in ordered[:k]]
+        rest = sorted((n, f"{i:09d}") for n, i in ordered[k:])
+        _tighten(chosen, rest, sum(n for n, _ in chosen) - deficit)
+        victims = sorted(int(i) for _, i in chosen)
+        rank = (k, max(cands[i].priority for i in victims), dk[0], total_released(victims), dk[1])
+        if best is None or rank < best[0]:
+            best = (rank, victims)
     if best is None:
         return None
-    _, victims, after = best
-    return Preemption(tuple(cands[i].job_id for i in sorted(victims)), after, truncated)
+    victims = best[1]
+    after = place(locality, released_free(victims), request, congestion)
+    if not after.ok:  # cannot happen while the counting argument holds; refuse rather than guess
+        return None
+    return Preemption(tuple(cands[i].job_id for i in victims), after)

@@ -16,7 +16,8 @@ What the engine guarantees, and what is asserted:
 - *constraints*: never above the required tier, never an unusable host, never two fabrics, never
   more than a host has free, whole hosts get exactly ``gpus_per_host``;
 - *congestion*: the congested units used are the fewest any lower-bound placement can use;
-- *preemption*: the fewest victims, then the lowest highest victim priority (brute force).
+- *preemption*: the fewest victims, then the lowest highest victim priority, then the most
+  compact placement (brute force).
 """
 
 from __future__ import annotations
@@ -332,7 +333,8 @@ def test_congested_units_are_used_only_when_no_equal_placement_avoids_them(data)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_preemption_picks_the_fewest_victims(data):
-    """Against brute force over every subset of the candidates (small trees, ≤ 6 running jobs)."""
+    """Against brute force over every subset of the candidates (small trees, ≤ 6 running jobs):
+    the fewest victims, then the lowest highest priority, then the most compact placement."""
     loc = data.draw(localities(max_hosts=2))
     names = sorted(loc.hosts)
     busy = {h: 0 for h in names}
@@ -353,10 +355,22 @@ def test_preemption_picks_the_fewest_victims(data):
     free = FreeState(gpus=gpus, unusable=bad)
     maxg = max(s.gpus for s in loc.hosts.values())
     p = data.draw(st.one_of(st.none(), st.integers(1, maxg)))
-    count = data.draw(sizes(len(names) * maxg // (p or 1))) * (p or 1)
-    req = Request(count, gpus_per_host=p, tier=data.draw(st.one_of(st.none(), st.integers(0, TOP_TIER))))
+    tier = data.draw(st.one_of(st.none(), st.integers(0, TOP_TIER)))
+    if p is not None and data.draw(st.integers(0, 3)) == 0:  # gang segments: checked by place()
+        seg = Segments(
+            data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2)), data.draw(st.integers(1, 3))
+        )
+        req = Request(seg.count * seg.hosts * p, gpus_per_host=p, segments=seg, tier=tier)
+    else:
+        req = Request(data.draw(sizes(len(names) * maxg // (p or 1))) * (p or 1), gpus_per_host=p, tier=tier)
+    cong = None
+    if data.draw(st.integers(0, 3)) == 0:  # congestion avoided: checked by place()
+        units = [u.key for u in loc.units()]
+        cong = Congestion(
+            {k: Mark(1.0) for k in data.draw(st.sets(st.sampled_from(units), max_size=2))}, avoid=True
+        )
     prio = 4 - data.draw(st.integers(0, 4))
-    got = select_victims(loc, free, req, jobs, priority=prio)
+    got = select_victims(loc, free, req, jobs, priority=prio, congestion=cong)
 
     eligible = [j for j in jobs if j.preemptible and j.priority < prio]
 
@@ -367,11 +381,12 @@ def test_preemption_picks_the_fewest_victims(data):
                 g[h] += n
         return FreeState(gpus=g, unusable=bad)
 
-    best = None
+    best = None  # (victims, highest victim priority, tier the request then gets)
     for k in range(len(eligible) + 1):
         for combo in itertools.combinations(eligible, k):
-            if place(loc, release(combo), req).ok:
-                rank = (k, max((v.priority for v in combo), default=-1))
+            after = place(loc, release(combo), req, cong)
+            if after.ok:
+                rank = (k, max((v.priority for v in combo), default=-1), after.tier)
                 best = rank if best is None else min(best, rank)
         if best is not None:
             break
@@ -382,7 +397,7 @@ def test_preemption_picks_the_fewest_victims(data):
     assert got is not None and not got.truncated
     victims = [j for j in jobs if j.job_id in got.victims]
     assert len(victims) == len(got.victims)
-    assert (len(victims), max((v.priority for v in victims), default=-1)) == best
+    assert (len(victims), max((v.priority for v in victims), default=-1), got.decision.tier) == best
     assert all(v.preemptible and v.priority < prio for v in victims)
     check_valid(loc, release(victims), req, got.decision)
 
@@ -501,8 +516,10 @@ def test_gang_segments_each_inside_one_block():
 def test_unusable_hosts_are_skipped_and_said():
     loc = fat_tree(2, 2)
     free = FreeState(gpus={h: 8 for h in loc.hosts}, unusable={"f1n00001": "links down"})
+    before = dict(free.gpus)
     d = place(loc, free, Request(16))
     assert d.placed == {"f1n00003": 8, "f1n00004": 8}
+    assert free.gpus == before  # pure: the free state is read, never changed
     assert "skipped 1 unusable host: f1n00001 (links down)" in d.reasons
     d = place(loc, FreeState(gpus=free.gpus, unusable={"f1n00001"}), Request(32))
     assert d.code == "capacity" and "not counted: 1 unusable host: f1n00001 (unusable)" in d.reasons

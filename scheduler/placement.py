@@ -15,15 +15,19 @@ The objective, lexicographic (issue 12, "Placement engine"):
    **lower bound** ``k`` of the chosen tier: the fewest units of one tier-T domain whose free
    capacity covers the request, minimised over the tier-T domains that can hold it (no placement
    inside one tier-T domain can use fewer units, because the top-``k`` units of a domain are the
-   largest ``k`` it has);
+   largest ``k`` it has). Gang segments are placed one by one, each with the fewest units inside
+   its own domain, so a gang may use more units than the bound (the decision says how many);
 3. congestion: units marked congested (score above the threshold), and units under a marked
    block or spine group whose uplinks the job would cross, are used only when no placement equal in
    1-2 avoids them (``Congestion.avoid`` makes them unusable instead);
-4. the fewest hosts inside the one partly used unit (the tier below units), then best fit: among
-   the ``k``-unit choices the one whose free capacity exceeds the request least (the leftover free
-   GPUs stay together in one unit; larger free units stay whole). Best fit is a local search
-   (swap a chosen unit for a smaller one while the request is still covered), not an exact
-   subset-sum: steps 1-3 are exact, this step is a heuristic.
+4. the fewest hosts (the tier below units: a one-unit job goes where it needs the fewest hosts;
+   a multi-unit job takes every free GPU of its units but one, and that partly used unit is the
+   one where the rest needs the fewest hosts), then best fit: the smallest host that holds a
+   one-host job (in the fullest unit), and among the ``k``-unit choices the one whose free
+   capacity exceeds the request least (the leftover stays together in one unit; larger free units
+   stay whole). Best fit among units is a local search (swap a chosen unit for a smaller one
+   while the request stays covered), not an exact subset sum: steps 1-3 are exact, step 4 is a
+   heuristic.
 
 Pruning: a domain whose free capacity is below the request is never tried (per tier the domain
 capacities are sums of unit capacities, computed once per call).
@@ -599,8 +603,20 @@ class _Engine:
                     alt_best = (alt_rank, [u for _, u in alt_chosen])
         (k, _, _, _), key, chosen, slack = best
         alt = alt_best[1] if alt_best is not None and alt_best[0][0] == k else None
-        placed = self.spread(chosen, slack)
-        return {"placed": placed, "units": [u for _, u in chosen], "domain": key, "lb": k, "alt": alt}
+        placed, partial = self.spread(chosen, slack)
+        fit = (
+            f"best fit: {slack} of the chosen units' {self._slot_word()} stay free, in {self.idx.name(partial)}"
+            if slack
+            else f"best fit: the chosen units' {self._slot_word()} are used exactly"
+        )
+        return {
+            "placed": placed,
+            "units": [u for _, u in chosen],
+            "domain": key,
+            "lb": k,
+            "alt": alt,
+            "fit": fit,
+        }
 
     def _best_host_ignoring_flags(self, need: int, caps: dict[str, int]) -> list[str]:
         best = min(
@@ -608,9 +624,9 @@ class _Engine:
         )
         return [best[3]]
 
-    def spread(self, chosen: list[tuple[int, str]], slack: int) -> dict[str, int]:
+    def spread(self, chosen: list[tuple[int, str]], slack: int) -> tuple[dict[str, int], str | None]:
         """Take every free slot of the chosen units but one unit's ``slack``; that partial unit is
-        the one where the rest needs the fewest hosts."""
+        the one where the rest needs the fewest hosts. Returns (host → slots, partial unit)."""
         placed: dict[str, int] = {}
         partial = None
         if slack:
@@ -626,7 +642,7 @@ class _Engine:
             if u != partial:
                 for c, h in self.hcap[u]:
                     placed[h] = c
-        return placed
+        return placed, partial
 
     def try_gang(self, tier: int, cands, caps: dict[str, int]):
         """Segments of M hosts each inside one tier-``s`` domain (s < ``tier``), greedily: each
@@ -730,6 +746,8 @@ class _Engine:
                 f"{self._slot_word()} cover the request in one {TIER_NAMES[tier]}"
                 + ("" if len(units) == lb else f"; segments use {len(units)}")
             )
+        if got.get("fit"):
+            reasons.append(got["fit"])
         if req.tier is not None:
             reasons.append(f"required: within one {TIER_NAMES[req.tier]} (tier {req.tier})")
         congested: list[str] = []

@@ -461,6 +461,7 @@ def test_best_fit_among_equal_unit_counts_keeps_the_biggest_free_leaf_whole():
     leaves = sorted({loc.domains[loc.hosts[h].unit].name for h in d.placed})
     assert leaves == ["f1-leaf2", "f1-leaf3"]  # 12 + 8 = 20 exactly; the 16-GPU leaf stays whole
     assert "lower bound 2 units: the fewest units whose free GPUs cover the request in one block" in d.reasons
+    assert "best fit: the chosen units' free GPUs are used exactly" in d.reasons
 
 
 def test_rail_pods_are_one_unit():

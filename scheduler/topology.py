@@ -120,9 +120,9 @@ def _listed(names: Iterable[str]) -> str:
 
 
 def group_name(names: Sequence[str]) -> str:
-    """A readable name for several switches: ``MF0;LG28-0{1..8}:MQM8700/U1`` for names that differ
-    in one contiguous number, ``a{x,y}b`` for other differing middles, the name itself for one.
-    Display only (exports sanitise names themselves)."""
+    """A readable name for several switches: ``MF0;LG28-{01..08}:MQM8700/U1`` for names that differ
+    in one contiguous number, ``a{x,y}b`` for other differing middles (``a{x,...,z}b`` past four),
+    the name itself for one. Display only (exports sanitise names themselves)."""
     names = sorted(set(names), key=_natural)
     if len(names) == 1:
         return names[0]
@@ -145,8 +145,10 @@ def group_name(names: Sequence[str]) -> str:
         values = [int(m) for m in middles]
         if values == list(range(values[0], values[0] + len(values))):
             return f"{head}{{{middles[0]}..{middles[-1]}}}{tail}"
+    if len(middles) > 4:  # keep it short: the first and the last
+        middles = [middles[0], "...", middles[-1]]
     if not head and not tail:
-        return "+".join(names)
+        return "+".join(middles)
     return f"{head}{{{','.join(middles)}}}{tail}"
 
 

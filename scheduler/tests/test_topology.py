@@ -192,6 +192,8 @@ def test_non_compute_fabric_only_gives_an_empty_locality():
         (["a-x", "a-y"], "a-{x,y}"),
         (["x", "y"], "x+y"),
         (["sw1", "sw3"], "sw{1,3}"),
+        ([f"c{i}-x" for i in (1, 3, 5, 7, 9)], "c{1,...,9}-x"),
+        (["p", "q", "r", "s", "t"], "p+...+t"),
     ],
 )
 def test_group_name(names, expected):

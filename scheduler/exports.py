@@ -109,6 +109,12 @@ def _listed(names: Iterable[str]) -> str:
     return shown + (f" and {len(names) - WARN_NAMES} more" if len(names) > WARN_NAMES else "")
 
 
+def notes_for(warnings: Iterable[str], fabrics: Iterable[str]) -> list[str]:
+    """The locality warnings that name one of the ``fabrics`` (``"fabric NAME…"``)."""
+    pattern = re.compile("|".join(rf"\bfabric {re.escape(n)}(?![-\w.])" for n in fabrics) or r"(?!)")
+    return [w for w in warnings if pattern.search(w)]
+
+
 # --- node lists ----------------------------------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from accounts.roles import Role
 from fabric.models import Fabric
 
-from ..exports import FORMATS, ExportError, export
+from ..exports import FORMATS, ExportError, export, notes_for
 from ..hostlist import HostlistError, expand
 from ..topology import build_locality
 
@@ -102,12 +102,15 @@ class TopologyExportView(APIView):
                 nodes = set(expand(params["nodes"]))
             except HostlistError as exc:
                 raise ValidationError({"nodes": [str(exc)]}) from None
-        locality = build_locality(fabrics)
+        # the whole tree, as the scheduler sees it (a host on two fabrics is placed on one), then
+        # the fabrics asked for
+        locality = build_locality()
+        notes = notes_for(locality.warnings, [f.name for f in fabrics])
         try:
             result = export(locality, fmt, fabric_ids=[f.pk for f in fabrics], nodes=nodes, name=name)
         except ExportError as exc:
-            raise ValidationError({"error": str(exc), "warnings": locality.warnings}) from None
-        warnings = locality.warnings + result.warnings
+            raise ValidationError({"error": str(exc), "warnings": notes}) from None
+        warnings = notes + result.warnings
         head = "".join(f"# warning: {' '.join(w.split())}\n" for w in warnings)
         response = HttpResponse(head + result.text, content_type=f"{result.media_type}; charset=utf-8")
         response["X-Weft-Warnings"] = str(len(warnings))

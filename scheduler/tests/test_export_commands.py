@@ -110,3 +110,15 @@ def test_api_needs_a_signed_in_user(fabric, anonymous):
 def test_api_error_as_text_when_text_was_asked(fabric, viewer):
     resp = viewer.get(URL, {"fabric": "ft", "format": "pbs"}, HTTP_ACCEPT="text/plain")
     assert resp.status_code == 400 and "format" in resp.content.decode()
+
+
+def test_export_sees_the_whole_tree(fabric):
+    # a second fabric reaching the same hosts with fewer HCAs: they are placed on the first only
+    import_topology_text("ft-storage", netgen.fat_tree_2level(1, 1, 6), filename="s.topo")
+    with pytest.raises(
+        CommandError, match=r"no fabric with placed hosts.*6 hosts of fabric ft-storage are also on fabric ft"
+    ):
+        _run("--fabric", "ft-storage", "--format", "slurm-tree")
+    out, err = _run("--fabric", "ft", "--format", "slurm-tree")
+    assert len({h for c in parse_topology_conf(out) if c.nodes for h in c.nodes}) == 6
+    assert "also on fabric ft" in err

@@ -254,3 +254,16 @@ def test_real_topology_conf_files(realdata):
     )
     assert set(circe["s2"].nodes) & set(circe["s4"].nodes) == {"circe-n051"}
     assert circe["s0"].nodes[-2:] == ["n019", "n020"]
+
+
+def test_notes_for_matches_whole_fabric_names():
+    from scheduler.exports import notes_for
+
+    warnings = [
+        "fabric f: x",
+        "fabric ft skipped",
+        "2 hosts of fabric a are also on fabric f, where",
+        "fabric f-2: y",
+    ]
+    assert notes_for(warnings, ["f"]) == [warnings[0], warnings[2]]
+    assert notes_for(warnings, []) == []

@@ -4,7 +4,6 @@ real ingest, GPUs through the inventory service, roles, and the real Selene fabr
 from __future__ import annotations
 
 import gzip
-import time
 
 import pytest
 
@@ -84,9 +83,7 @@ def test_selene_compute_and_storage(imported, realdata):
     ).decode()
     imported("selene", text)
     imported("selene-storage", (realdata / "ibnetdiscover/selene_storage.ibnetdiscover.txt").read_text())
-    started = time.perf_counter()
     loc = build_locality(["selene", "selene-storage"])
-    elapsed = time.perf_counter() - started
     selene = [u for u in loc.units() if u.fabric_id == Fabric.objects.get(name="selene").pk]
     pods = [u for u in selene if len(u.switches) == 8]
     assert len(pods) == 25 and len(selene) == 28
@@ -98,4 +95,3 @@ def test_selene_compute_and_storage(imported, realdata):
     # SuperPOD: scalable units joined through the compute spines in 4 groups of SUs (+ a management
     # leaf on its own spine), all under the core switches
     assert len([b for b in loc.at_tier(2) if b.fabric_id == pods[0].fabric_id]) == 5
-    assert elapsed < 3.0, elapsed

@@ -9,7 +9,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from fabric.models import Fabric
-from scheduler.exports import FORMATS, ExportError, export, read_node_list
+from scheduler.exports import FORMATS, ExportError, export, notes_for, read_node_list
 from scheduler.topology import build_locality
 from weft.errors import LocatedError
 
@@ -49,18 +49,19 @@ class Command(BaseCommand):
                 node_set = read_node_list(text, "<stdin>" if nodes == "-" else nodes)
             except LocatedError as exc:
                 raise CommandError(f"bad node list: {exc}") from None
+        found = dict(Fabric.objects.filter(name__in=names).values_list("name", "pk"))
+        missing = [n for n in names if n not in found]
+        if missing:
+            known = ", ".join(Fabric.objects.values_list("name", flat=True)) or "none"
+            raise CommandError(f"no fabric {', '.join(repr(n) for n in missing)}; fabrics: {known}")
+        # the whole tree, as the scheduler sees it (a host on two fabrics is placed on one), then
+        # the fabrics asked for
+        locality = build_locality()
+        notes = notes_for(locality.warnings, names)
         try:
-            locality = build_locality(names)
-        except Fabric.DoesNotExist as exc:
-            raise CommandError(
-                f"{exc}; fabrics: {', '.join(Fabric.objects.values_list('name', flat=True)) or 'none'}"
-            ) from None
-        ids = list(Fabric.objects.filter(name__in=names).values_list("pk", flat=True))
-        try:
-            result = export(locality, fmt, fabric_ids=ids, nodes=node_set, name=name)
+            result = export(locality, fmt, fabric_ids=list(found.values()), nodes=node_set, name=name)
         except ExportError as exc:
-            notes = "; ".join(locality.warnings)
-            raise CommandError(f"{exc}" + (f" ({notes})" if notes else "")) from None
-        for w in locality.warnings + result.warnings:
+            raise CommandError(f"{exc}" + (f" ({'; '.join(notes)})" if notes else "")) from None
+        for w in notes + result.warnings:
             self.stderr.write(f"warning: {w}")
         self.stdout.write(result.text, ending="")

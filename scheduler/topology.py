@@ -325,9 +325,9 @@ def _keep_on_one_fabric(placed: list[_Placed], warnings: list[str]) -> None:
                 moved[(p.rows.name, keep.rows.name)].append(name)
     for (lost, kept), names in sorted(moved.items()):
         warnings.append(
-            f"{len(names)} hosts of fabric {lost} are also on fabric {kept}, where they have more compute "
-            f"HCAs, and are placed there only (is {lost} a storage or management fabric? give it that "
-            f"role): {_listed(names)}"
+            f"{len(names)} hosts of fabric {lost} are also on fabric {kept} (more compute HCAs there, or "
+            f"as many on the older fabric) and are placed there only (is {lost} a storage or management "
+            f"fabric? give it that role): {_listed(names)}"
         )
 
 

@@ -221,6 +221,9 @@ SPECTACULAR_SETTINGS = {
         "UserRoleEnum": ["none", "viewer", "operator", "admin"],
         # a fabric's and a switch's role (compute, storage, management)
         "FabricRoleEnum": "fabric.choices.FabricRole",
+        # two "state" enums besides the GPU's (an allocation's, a job's)
+        "AllocationStateEnum": "pools.choices.AllocationState",
+        "JobStateEnum": "scheduler.choices.JobState",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

@@ -555,13 +555,17 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
         refused = _bind(out, loc, now)
         if refused is not None:
             failed += 1
-            out.code, out.reasons = refused[0], refused[1] + out.reasons
-            out.placed, out.victims = {}, []
+            out.code, out.reasons = str(refused[0]), refused[1] + out.reasons
+            out.placed, out.victims, out.backfilled = {}, [], False
             pending_out.append(out)
     _write_pending(pending_out, jobs, plan, now)
-    summary = {"pending": len(pending), "expired": expired, "bind_failed": failed, **plan.summary()}
-    summary.setdefault("placed", 0)
-    summary["placed"] -= failed
+    summary = {
+        "pending": len(pending),
+        "expired": expired,
+        "bind_failed": failed,
+        "placed": 0,
+        **plan.summary(),
+    }
     summary["engine_calls"] = plan.engine_calls
     summary["duration_s"] = round(time.perf_counter() - t0, 4)
     return summary
@@ -595,10 +599,10 @@ def _bind(out: Outcome, loc, now: datetime) -> tuple[str, list[str]] | None:
             }  # fmt: skip
             job = rows.get(out.job_id)
             if job is None or job.state != JobState.PENDING:
-                return PendingCode.CONFLICT, ["the job changed since the pass planned it"]
+                return PendingCode.CONFLICT.value, ["the job changed since the pass planned it"]
             victims = [rows.get(v) for v in out.victims]
             if any(v is None or v.state not in HOLDING for v in victims):
-                return PendingCode.CONFLICT, [
+                return PendingCode.CONFLICT.value, [
                     "a job chosen for preemption ended or changed since the pass planned it; the next pass tries again"
                 ]
             _lock_pools([job.pool_id, *(v.pool_id for v in victims)])
@@ -655,9 +659,11 @@ def _bind(out: Outcome, loc, now: datetime) -> tuple[str, list[str]] | None:
             )  # fmt: skip
             _send(job, JobState.PENDING, "pass")
     except QuotaExceeded as exc:
-        return PendingCode.QUOTA, [str(exc)]
+        return PendingCode.QUOTA.value, [str(exc)]
     except (AllocationError, JobConflict) as exc:
-        return PendingCode.CONFLICT, [f"the pools refused the binding ({exc}); the next pass tries again"]
+        return PendingCode.CONFLICT.value, [
+            f"the pools refused the binding ({exc}); the next pass tries again"
+        ]
     return None
 
 
@@ -699,6 +705,7 @@ def _write_pending(outs: list[Outcome], jobs: dict[int, Job], plan, now: datetim
         still = set(
             Job.objects.select_for_update(of=("self",))
             .filter(pk__in=sorted([j.pk for j in changed] + same), state=JobState.PENDING)
+            .order_by("pk")
             .values_list("pk", flat=True)
         )  # a job cancelled or placed meanwhile keeps what its writer wrote
         changed = [j for j in changed if j.pk in still]

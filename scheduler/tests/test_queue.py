@@ -369,3 +369,39 @@ def test_a_pass_that_dies_half_way_leaves_whole_placements_and_the_next_pass_fin
     items = AllocationItem.objects.filter(active=True)
     assert items.count() == 24 and len(set(items.values_list("gpu_id", flat=True))) == 24
     assert Allocation.objects.filter(state="active").count() == 3
+
+
+# --- triggers ------------------------------------------------------------------------------------
+
+
+def test_submit_and_release_trigger_passes_on_commit(cluster, django_capture_on_commit_callbacks):
+    """Submit → (commit) job_changed → run_pass_task → placed; a release outside the queue
+    frees GPUs → a pass places the job that waited for them."""
+    other = Pool.objects.create(name="other", tenant=cluster.tenant)
+    with django_capture_on_commit_callbacks(execute=True):
+        hog = allocate(other.pk, AllocationRequest(count=28))
+    with django_capture_on_commit_callbacks(execute=True):
+        job = submit(spec(cluster, 8))
+    job.refresh_from_db()
+    assert (job.state, job.pending_code) == ("pending", "capacity")  # the pass ran: 4 free
+    with django_capture_on_commit_callbacks(execute=True):
+        release(hog.pk)
+    job.refresh_from_db()
+    assert job.state == "placed" and len(held_gpus(job)) == 8
+
+
+def test_topology_and_alarm_changes_queue_a_pass(cluster, monkeypatch):
+    """The receivers (called directly: the other apps' receivers of these signals are theirs)."""
+    from events.engine import Outcome
+    from scheduler import signals
+    from scheduler.services import state
+
+    queued = []
+    monkeypatch.setattr(signals, "queue_pass", lambda: queued.append(1))
+    loc = state.current_locality()
+    signals.on_discovery_committed(sender=None, fabric_id=cluster.fabric.pk)
+    assert len(queued) == 1 and state.current_locality() is not loc  # rebuilt after a discovery
+    signals.on_alarms_changed(sender=None, outcome=Outcome(raised=[Alarm(code="port.congestion")]))
+    signals.on_alarms_changed(sender=None, outcome=Outcome(cleared=[Alarm(code="link.down")]))
+    signals.on_alarms_changed(sender=None, outcome=Outcome(raised=[Alarm(code="sm.master_changed")]))
+    assert len(queued) == 3

@@ -64,6 +64,10 @@ MIG_SLICE_SHARE = 1 / 7
 #: codes for which the head job gets a reservation (it may fit once GPUs are released)
 RESERVABLE = (PENDING_CAPACITY, PENDING_FRAGMENTATION, PENDING_CONGESTION)
 _LIST_MAX = 5
+#: preemption budget per job: candidates handed to ``select_victims`` (lowest priority, most
+#: GPUs first) and its engine checks (``max_checks``)
+PREEMPT_CANDIDATES = 16
+PREEMPT_CHECKS = 100
 
 
 def gpu_equivalents(kind: str, count: int, compute_pct: int | None = None) -> float:
@@ -135,7 +139,7 @@ class QueuedJob:
 
 @dataclass(frozen=True, slots=True)
 class HeldJob:
-    """A placed or running job: whole GPUs it holds as ``(host, gpu_id, model lower)``, when it is
+    """A placed or running job: whole GPUs it holds as ``(host, model lower, count)``, when it is
     expected to end (epoch seconds: start + time limit), and whether it may be preempted."""
 
     job_id: int
@@ -144,49 +148,101 @@ class HeldJob:
     priority: int
     preemptible: bool
     ends_at: float
-    gpus: tuple[tuple[str, int, str], ...] = ()
+    gpus: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass
 class Inventory:
     """Free capacity by host name, taken from as the pass places (the pass's one copy).
 
-    ``gpus``: free whole GPUs ``[(gpu_id, model lower)]`` per host, ascending ids; ``mig``: free
-    slices ``[(slice_id, profile, model lower)]``; ``shared``: GPUs open to a fraction
-    ``[gpu_id, model lower, memory MiB free, compute % free]`` (free GPUs with known memory and
-    GPUs already shared). A GPU free whole is in both ``gpus`` and ``shared`` until one takes it.
+    ``gpus``: free whole GPUs per host by model (lower case) ``{host: {model: n}}``; ``mig``: free
+    MIG slices ``{host: {(profile, model): n}}``; ``shared``: GPUs open to a fraction
+    ``{host: [[gpu_id, model, memory MiB free, compute % free, free whole]]}`` (free GPUs with a
+    known memory size and GPUs already shared; loaded only when a fraction job waits). Which
+    GPUs (slices) a placement gets is chosen when it is bound: the plan counts.
     """
 
-    gpus: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
-    mig: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)
+    gpus: dict[str, dict[str, int]] = field(default_factory=dict)
+    mig: dict[str, dict[tuple[str, str], int]] = field(default_factory=dict)
     shared: dict[str, list[list]] = field(default_factory=dict)
     version: int = 0
+    released: int = 0
+    fabric_of: dict[str, int] = field(default_factory=dict, repr=False)
     _views: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict, repr=False)
+    _totals: dict[tuple[str, str], dict[int, int]] = field(default_factory=dict, repr=False)
+    _whole: dict[tuple[tuple[str, str], int], dict[int, int]] = field(default_factory=dict, repr=False)
 
     @staticmethod
     def matches(key: tuple[str, str], model: str) -> bool:
+        """A model (lower case) passes ``key`` = (pool's filter, job's filter), both substrings."""
         return key[0] in model and key[1] in model
 
+    def reset_views(self, fabric_of: Mapping[str, int]) -> None:
+        """Start a pass: host → fabric id (for per-fabric totals), no cached view."""
+        self.fabric_of = dict(fabric_of)
+        self._views.clear()
+        self._totals.clear()
+        self._whole.clear()
+
     def gpu_view(self, key: tuple[str, str]) -> dict[str, int]:
-        """host → free whole GPUs whose model matches ``key`` (pool filter, job filter); cached
-        and kept current by :meth:`take_gpus`/:meth:`give_gpus`. Do not modify."""
+        """host → free whole GPUs whose model matches ``key``; cached and kept current by the
+        ``take_*``/``give_*`` methods. Do not modify."""
         view = self._views.get(key)
         if view is None:
             view = {}
-            for h, lst in self.gpus.items():
-                n = sum(1 for _, m in lst if key[0] in m and key[1] in m)
+            totals: dict[int, int] = defaultdict(int)
+            for h, models in self.gpus.items():
+                n = sum(k for m, k in models.items() if key[0] in m and key[1] in m)
                 if n:
                     view[h] = n
+                    totals[self.fabric_of.get(h, -1)] += n
             self._views[key] = view
+            self._totals[key] = totals
         return view
+
+    def gpu_totals(self, key: tuple[str, str]) -> dict[int, int]:
+        """fabric id → free whole GPUs matching ``key`` (-1: hosts outside the tree)."""
+        self.gpu_view(key)
+        return self._totals[key]
+
+    def whole_hosts(self, key: tuple[str, str], p: int) -> dict[int, int]:
+        """fabric id → hosts with at least ``p`` free whole GPUs matching ``key`` (kept current)."""
+        got = self._whole.get((key, p))
+        if got is None:
+            got = defaultdict(int)
+            for h, n in self.gpu_view(key).items():
+                if n >= p:
+                    got[self.fabric_of.get(h, -1)] += 1
+            self._whole[(key, p)] = got
+        return got
+
+    def _adjust(self, host: str, model: str, delta: int) -> None:
+        models = self.gpus.setdefault(host, {})
+        models[model] = models.get(model, 0) + delta
+        if not models[model]:
+            del models[model]
+        fid = self.fabric_of.get(host, -1)
+        for vkey, view in self._views.items():
+            if vkey[0] in model and vkey[1] in model:
+                before = view.get(host, 0)
+                left = before + delta
+                if left > 0:
+                    view[host] = left
+                else:
+                    view.pop(host, None)
+                self._totals[vkey][fid] += delta
+                for (wkey, p), counts in self._whole.items():
+                    if wkey == vkey:
+                        counts[fid] += (left >= p) - (before >= p)
+        self.version += 1
 
     def mig_view(self, key: tuple[str, str]) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
-        for h, lst in self.mig.items():
-            for _, prof, m in lst:
-                if key[0] in m and key[1] in m:
+        for h, slices in self.mig.items():
+            for (prof, m), n in slices.items():
+                if n and key[0] in m and key[1] in m:
                     d = out.setdefault(h, {})
-                    d[prof] = d.get(prof, 0) + 1
+                    d[prof] = d.get(prof, 0) + n
         return out
 
     def shared_view(self, key: tuple[str, str]) -> dict[str, list[tuple[int, int]]]:
@@ -196,48 +252,43 @@ class Inventory:
             if lst
         }
 
-    def take_gpus(self, host: str, n: int, key: tuple[str, str]) -> list[tuple[int, str]]:
-        """Take ``n`` free whole GPUs matching ``key`` on ``host`` (lowest ids): ``[(id, model)]``."""
-        lst = self.gpus.get(host, [])
-        took = [g for g in lst if key[0] in g[1] and key[1] in g[1]][:n]
-        if len(took) < n:
-            raise ValueError(f"{host}: {n} GPUs asked, {len(took)} free")  # the engine never does this
-        ids = {g[0] for g in took}
-        self.gpus[host] = [g for g in lst if g[0] not in ids]
-        if host in self.shared:
-            self.shared[host] = [s for s in self.shared[host] if s[0] not in ids]
-        for vkey, view in self._views.items():
-            k = sum(1 for _, m in took if vkey[0] in m and vkey[1] in m)
-            if k:
-                left = view.get(host, 0) - k
-                if left > 0:
-                    view[host] = left
-                else:
-                    view.pop(host, None)
-        self.version += 1
-        return sorted(took)
+    def take_gpus(self, host: str, n: int, key: tuple[str, str]) -> list[tuple[str, int]]:
+        """Take ``n`` free whole GPUs matching ``key`` on ``host`` (models in name order);
+        returns ``[(model, count)]``."""
+        took = []
+        need = n
+        for model in sorted(self.gpus.get(host, {})):
+            if need and key[0] in model and key[1] in model:
+                k = min(need, self.gpus[host][model])
+                took.append((model, k))
+                need -= k
+        if need:
+            raise ValueError(f"{host}: {n} GPUs asked, {n - need} free")  # the engine never does this
+        for model, k in took:
+            self._adjust(host, model, -k)
+            gone = k  # these GPUs are no longer open to a fraction either (the lowest ids)
+            for g in self.shared.get(host, []):
+                if gone and g[4] and g[1] == model:
+                    g[4], g[3], gone = False, 0, gone - 1
+        return took
 
-    def give_gpus(self, host: str, gpus: Iterable[tuple[int, str]]) -> None:
-        """Put whole GPUs back (a preempted job's)."""
-        back = list(gpus)
-        lst = self.gpus.setdefault(host, [])
-        lst.extend(back)
-        lst.sort()
-        for vkey, view in self._views.items():
-            k = sum(1 for _, m in back if vkey[0] in m and vkey[1] in m)
-            if k:
-                view[host] = view.get(host, 0) + k
-        self.version += 1
+    def give_gpus(self, host: str, gpus: Iterable[tuple[str, int]]) -> None:
+        """Put whole GPUs back (a preempted job's): ``[(model, count)]``."""
+        for model, k in gpus:
+            self._adjust(host, model, k)
+        self.released += 1
 
-    def take_slices(self, host: str, n: int, profile: str, key: tuple[str, str]) -> list[int]:
-        lst = self.mig.get(host, [])
-        took = [s for s in lst if s[1] == profile and key[0] in s[2] and key[1] in s[2]][:n]
-        if len(took) < n:
-            raise ValueError(f"{host}: {n} {profile} slices asked, {len(took)} free")
-        ids = {s[0] for s in took}
-        self.mig[host] = [s for s in lst if s[0] not in ids]
+    def take_slices(self, host: str, n: int, profile: str, key: tuple[str, str]) -> None:
+        slices = self.mig.get(host, {})
+        need = n
+        for prof, model in sorted(slices):
+            if need and prof == profile and key[0] in model and key[1] in model:
+                k = min(need, slices[(prof, model)])
+                slices[(prof, model)] -= k
+                need -= k
+        if need:
+            raise ValueError(f"{host}: {n} {profile} slices asked, {n - need} free")
         self.version += 1
-        return sorted(ids)
 
     def take_share(self, host: str, mem: int, pct: int, key: tuple[str, str]) -> int:
         """A GPU on ``host`` with room for the fraction: an already shared one first (packing),
@@ -249,20 +300,12 @@ class Inventory:
         ]
         if not cands:
             raise ValueError(f"{host}: no GPU with {mem} MiB and {pct} % free")
-        free_ids = {g[0] for g in self.gpus.get(host, [])}
-        cands.sort(key=lambda g: (g[0] in free_ids, g[0]))
-        g = cands[0]
+        g = min(cands, key=lambda g: (g[4], g[0]))
         g[2] -= mem
         g[3] -= pct
-        if g[0] in free_ids:  # no longer free whole
-            self.gpus[host] = [x for x in self.gpus[host] if x[0] != g[0]]
-            for vkey, view in self._views.items():
-                if vkey[0] in g[1] and vkey[1] in g[1]:
-                    left = view.get(host, 0) - 1
-                    if left > 0:
-                        view[host] = left
-                    else:
-                        view.pop(host, None)
+        if g[4]:  # no longer free whole
+            g[4] = False
+            self._adjust(host, g[1], -1)
         self.version += 1
         return g[0]
 
@@ -282,8 +325,8 @@ class Outcome:
     """What the pass decided for one job, in pass order (``position`` 0 first).
 
     ``code``: ``placed`` or a pending code (``quota`` and the engine's). Placed: ``placed`` (host →
-    GPUs, slices or shares), ``gpu_ids`` (whole GPUs chosen, or the GPU of a fraction),
-    ``slice_ids`` (the plan's slices; the pools' service picks its own by profile), ``victims``
+    GPUs, slices or shares; the binding picks the free GPUs of those hosts), ``gpu_ids`` (the
+    GPU of a fraction), ``victims``
     (job ids preempted for it), ``backfilled`` (placed on reserved hosts because it ends first).
     ``decision``: the engine's decision as a dict (``Decision.as_dict``); ``reasons``: what people
     read; ``reservation``: set on the head job.
@@ -296,7 +339,6 @@ class Outcome:
     decision: dict[str, Any] = field(default_factory=dict)
     placed: dict[str, int] = field(default_factory=dict)
     gpu_ids: list[int] = field(default_factory=list)
-    slice_ids: list[int] = field(default_factory=list)
     victims: list[int] = field(default_factory=list)
     backfilled: bool = False
     reservation: Reservation | None = None
@@ -375,6 +417,8 @@ class _Pass:
         self.res_unusable: dict[str, str] = self.unusable
         self.engine_calls = 0
         self._failed: dict[tuple, tuple[int, Decision]] = {}
+        self._pre_failed: dict[tuple, int] = {}
+        self._judged: set[tuple] = set()  # (request, key): the engine said capacity/fragmentation
 
     # -- helpers
 
@@ -401,27 +445,49 @@ class _Pass:
             return FreeState(mig=self.inv.mig_view(key), unusable=unusable)
         return FreeState(shared=self.inv.shared_view(key), unusable=unusable)
 
-    def _short_capacity(self, job: QueuedJob, req: Request, free: FreeState) -> Decision | None:
-        """A plain or whole-host GPU request with no required tier cannot place when no eligible
-        fabric has that many free GPUs on usable hosts: said without running the engine."""
+    def _short_capacity(self, job: QueuedJob, req: Request, free: FreeState, key) -> Decision | None:
+        """Pending without running the engine, for a plain or whole-host GPU request with no
+        required tier: ``capacity`` when no eligible fabric has that many free GPUs on usable
+        hosts; ``fragmentation`` for a whole-host request of a shape the engine already judged
+        capacity/fragmentation in this pass (so not a constraint) when no eligible fabric has
+        enough usable hosts with ``gpus_per_host`` free."""
         if job.kind != "gpu" or req.tier is not None or req.segments is not None:
             return None
-        sites = self.loc.hosts
-        per_fabric: dict[int, int] = defaultdict(int)
+        per_fabric = dict(self.inv.gpu_totals(key))
+        per_fabric.pop(-1, None)  # hosts outside the tree
         unusable = free.unusable
         skipped = []
-        for h, n in free.gpus.items():
-            site = sites.get(h)
-            if site is None or (req.fabric_id is not None and site.fabric_id != req.fabric_id):
-                continue
-            if h in unusable:
+        for h in unusable:
+            n = free.gpus.get(h, 0)
+            if n and h in self.inv.fabric_of:
                 skipped.append(h)
-                continue
-            per_fabric[site.fabric_id] += n
+                per_fabric[self.inv.fabric_of[h]] -= n
+        if req.fabric_id is not None:
+            per_fabric = {req.fabric_id: per_fabric.get(req.fabric_id, 0)}
+            skipped = [h for h in skipped if self.inv.fabric_of[h] == req.fabric_id]
         best = max(per_fabric.values(), default=0)
-        if best >= req.count:
-            return None
         reasons = [f"{req.count} GPUs asked, {best} free in the best eligible fabric"]
+        code = PENDING_CAPACITY
+        if best >= req.count:
+            p = req.gpus_per_host
+            if not p or (req, key) not in self._judged:
+                return None
+            # the engine judged this shape before in this pass (not a constraint): whole hosts too few
+            hosts = dict(self.inv.whole_hosts(key, p))
+            hosts.pop(-1, None)
+            for h in skipped:
+                if free.gpus.get(h, 0) >= p:
+                    hosts[self.inv.fabric_of[h]] -= 1
+            if req.fabric_id is not None:
+                hosts = {req.fabric_id: hosts.get(req.fabric_id, 0)}
+            ok = max(hosts.values(), default=0)
+            if ok >= req.slots:
+                return None
+            code = PENDING_FRAGMENTATION
+            reasons = [
+                f"{req.count} GPUs asked and {best} free, but not in the shape asked for",
+                f"{ok} hosts have ≥ {p} free GPUs ({req.slots} needed in one domain)",
+            ]
         if skipped:
             skipped.sort()
             shown = ", ".join(f"{h} ({free.reason_unusable(h)})" for h in skipped[:_LIST_MAX])
@@ -429,7 +495,7 @@ class _Pass:
             reasons.append(
                 f"not counted: {len(skipped)} unusable host{'s' if len(skipped) != 1 else ''}: {shown}{more}"
             )
-        return Decision(code=PENDING_CAPACITY, reasons=reasons)
+        return Decision(code=code, reasons=reasons)
 
     # -- one job
 
@@ -459,7 +525,7 @@ class _Pass:
         if cached is not None and cached[0] == self.inv.version:
             d = cached[1]
         else:
-            d = self._short_capacity(job, req, free) or self._place(free, req)
+            d = self._short_capacity(job, req, free, key) or self._place(free, req)
         backfilled = False
         if not d.ok and use_res and self.now + job.time_limit_s <= res.start:
             d2 = self._place(self._free(job, key, False), req)
@@ -476,6 +542,8 @@ class _Pass:
                 d, victims = pre
         if not d.ok:
             self._failed[cache_key] = (self.inv.version, d)
+            if d.code in (PENDING_CAPACITY, PENDING_FRAGMENTATION):
+                self._judged.add((req, key))
             out = Outcome(job.job_id, position, d.code, list(d.reasons), d.as_dict())
             if self.reservation is None and d.code in RESERVABLE and job.kind == "gpu":
                 self._reserve(job, req, key, out)
@@ -502,16 +570,14 @@ class _Pass:
     def _take(self, job: QueuedJob, pool: PoolInfo, key, d: Decision, out: Outcome) -> None:
         used = self.used[job.pool_id]
         out.placed = dict(d.placed)
-        gpus: list[tuple[str, int, str]] = []
+        gpus: list[tuple[str, str, int]] = []
         if job.kind == "gpu":
             for host, n in sorted(d.placed.items()):
-                took = self.inv.take_gpus(host, n, key)
-                gpus.extend((host, g, m) for g, m in took)
-                out.gpu_ids.extend(g for g, _ in took)
+                gpus.extend((host, m, k) for m, k in self.inv.take_gpus(host, n, key))
             used[0] += job.count
         elif job.kind == "mig":
             for host, n in sorted(d.placed.items()):
-                out.slice_ids.extend(self.inv.take_slices(host, n, job.mig_profile, key))
+                self.inv.take_slices(host, n, job.mig_profile, key)
             used[1] += job.count
         else:
             (host,) = d.placed
@@ -535,39 +601,71 @@ class _Pass:
     def _preempt(
         self, job: QueuedJob, req: Request, free: FreeState, key
     ) -> tuple[Decision, list[int]] | None:
-        cands = [h for h in self.held.values() if h.preemptible and h.priority < job.priority and h.gpus]
-        if not cands:
+        """Victims for ``job`` among the held jobs (module docstring, step 4), within a budget:
+        the :data:`PREEMPT_CANDIDATES` lowest-priority candidates holding the most matching GPUs
+        on usable hosts, and :data:`PREEMPT_CHECKS` engine checks; a search that failed is not
+        repeated for the same request until some GPUs are released in this pass."""
+        fail_key = (req, key, free.unusable is self.res_unusable, job.priority)
+        if self._pre_failed.get(fail_key) == self.inv.released:
             return None
+        unusable = free.unusable
+        sites = self.loc.hosts
+        fid = req.fabric_id
+
+        def usable(h: str) -> bool:
+            site = sites.get(h)
+            return site is not None and h not in unusable and (fid is None or site.fabric_id == fid)
+
         running = []
-        for h in cands:
+        for h in self.held.values():
+            if not h.preemptible or h.priority >= job.priority or not h.gpus:
+                continue
             placed: dict[str, int] = defaultdict(int)
-            for host, _gid, model in h.gpus:
-                if key[0] in model and key[1] in model:
-                    placed[host] += 1
+            for host, model, k in h.gpus:
+                if key[0] in model and key[1] in model and usable(host):
+                    placed[host] += k
             if placed:
                 running.append(RunningJob(h.job_id, h.priority, dict(placed), True))
-        if not running:
+        # necessary: the free GPUs and all candidates' together cover the request
+        have = sum(n for h, n in free.gpus.items() if usable(h)) + sum(
+            sum(r.placed.values()) for r in running
+        )
+        if not running or have < req.count:
+            self._pre_failed[fail_key] = self.inv.released
             return None
+        running.sort(key=lambda r: (r.priority, -sum(r.placed.values()), r.job_id))
+        capped = len(running) > PREEMPT_CANDIDATES
+        running = running[:PREEMPT_CANDIDATES]
         self.engine_calls += 1
-        pre = select_victims(self.loc, free, req, running, priority=job.priority, congestion=self.cong)
+        pre = select_victims(
+            self.loc,
+            free,
+            req,
+            running,
+            priority=job.priority,
+            congestion=self.cong,
+            max_checks=PREEMPT_CHECKS,
+        )
         if pre is None or not pre.decision.ok or not pre.victims:
+            self._pre_failed[fail_key] = self.inv.released
             return None
         victims = sorted(pre.victims)
         for v in victims:
             held = self.held.pop(v)
-            by_host: dict[str, list[tuple[int, str]]] = defaultdict(list)
-            for host, gid, model in held.gpus:
-                by_host[host].append((gid, model))
+            by_host: dict[str, list[tuple[str, int]]] = defaultdict(list)
+            for host, model, k in held.gpus:
+                by_host[host].append((model, k))
             for host, lst in by_host.items():
                 self.inv.give_gpus(host, lst)
             used = self.used.get(held.pool_id)
             if used is not None:
-                used[0] -= len(held.gpus)
+                used[0] -= sum(k for _, _, k in held.gpus)
         d = pre.decision
         d.reasons.append(
             f"preempts {len(victims)} lower-priority preemptible job{'s' if len(victims) != 1 else ''}: "
             + ", ".join(f"job {v}" for v in victims)
             + (" (search stopped at its budget)" if pre.truncated else "")
+            + (f" (among the {PREEMPT_CANDIDATES} lowest-priority candidates)" if capped else "")
         )
         return d, victims
 
@@ -581,9 +679,9 @@ class _Pass:
         releases = []
         for h in ending:
             per: dict[str, int] = defaultdict(int)
-            for host, _g, model in h.gpus:
+            for host, model, k in h.gpus:
                 if key[0] in model and key[1] in model:
-                    per[host] += 1
+                    per[host] += k
             releases.append(per)
 
         def state(k: int) -> FreeState:
@@ -645,6 +743,7 @@ def plan_pass(
     ``inventory`` as the pass leaves it (``inventory`` is modified: it ends as the free state
     after the plan). ``unusable``: host → reason (links down, unreachable). ``now``: epoch
     seconds (reservations and backfill compare time limits with it). Pure: no database."""
+    inventory.reset_views({h: s.fabric_id for h, s in locality.hosts.items()})
     p = _Pass(locality, inventory, unusable or {}, congestion, pools, held, now)
     outcomes = [p.consider(job, i) for i, job in enumerate(fair_order(queued, shares))]
     return Plan(outcomes, p.reservation, p.engine_calls)

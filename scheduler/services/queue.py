@@ -253,14 +253,14 @@ def _send(job: Job, previous: str, source: str) -> None:
     transaction.on_commit(lambda: job_changed.send(sender=Job, **payload))
 
 
-def _record_decision(job: Job, code: str, reasons: list[str], details: dict, now: datetime) -> None:
-    """A history row for ``job`` (an identical repeat bumps the last one), capped per job."""
-    last = JobDecision.objects.filter(job=job).order_by("-id").first()
-    if last is not None and last.code == code and last.reasons == reasons:
-        JobDecision.objects.filter(pk=last.pk).update(count=F("count") + 1, last_at=now)
-        return
+def _record_decision(
+    job: Job, code: str, reasons: list[str], details: dict, now: datetime, *, trim: bool = True
+) -> None:
+    """A new history row for ``job`` (a state change: never a repeat of the last one), capped
+    per job now, or by the caller later (``trim=False``: a pass trims its placements at its end)."""
     JobDecision.objects.create(job=job, at=now, last_at=now, code=code, reasons=reasons, details=details)
-    _trim([job.pk])
+    if trim:
+        _trim([job.pk])
 
 
 def _trim(job_ids) -> None:
@@ -510,7 +510,9 @@ def run_pass(*, now: datetime | None = None) -> dict[str, Any]:
     """One scheduling pass (module docstring), unless one is running (then it asks that one to
     go round again and returns ``{"skipped": …}``). Returns a summary: ``pending`` (jobs
     considered), ``placed``, ``preempted``, ``backfilled``, pending counts per code,
-    ``expired`` (time limits), ``bind_failed``, ``duration_s``, ``rounds``."""
+    ``expired`` (time limits), ``bind_failed``, ``engine_calls``, seconds spent loading the
+    state (``load_s``), planning (``plan_s``), binding (``bind_s``), writing the pending
+    decisions (``write_s``) and in all (``duration_s``), and ``rounds``."""
     with single_instance(PASS_LOCK, PASS_LIMIT_S) as mine:
         if not mine:
             request_pass()
@@ -539,12 +541,14 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
             "duration_s": round(time.perf_counter() - t0, 4),
         }
     loc = state.current_locality()
-    inv = state.load_inventory(loc)
-    plan = plan_pass(
-        loc, inv, [queued_job(j) for j in pending], pools=state.pool_infos({j.pool_id for j in pending}),
-        held=state.held_jobs(loc), shares=state.fair_shares(now), unusable=state.unusable_hosts(loc),
-        congestion=state.congestion_marks(loc), now=now.timestamp(),
+    inputs = dict(
+        pools=state.pool_infos({j.pool_id for j in pending}, {j.pool_id for j in pending if j.kind == JobKind.FRACTION}), held=state.held_jobs(loc), shares=state.fair_shares(now),
+        unusable=state.unusable_hosts(loc), congestion=state.congestion_marks(loc), now=now.timestamp(),
     )  # fmt: skip
+    inv = state.load_inventory(loc, {j.kind for j in pending})
+    t1 = time.perf_counter()
+    plan = plan_pass(loc, inv, [queued_job(j) for j in pending], **inputs)
+    t2 = time.perf_counter()
     jobs = {j.pk: j for j in pending}
     pending_out: list[Outcome] = []
     failed = 0
@@ -558,7 +562,9 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
             out.code, out.reasons = str(refused[0]), refused[1] + out.reasons
             out.placed, out.victims, out.backfilled = {}, [], False
             pending_out.append(out)
-    _write_pending(pending_out, jobs, plan, now)
+    t3 = time.perf_counter()
+    _write_pending(pending_out, jobs, plan, now, placed=[o.job_id for o in plan.outcomes if o.ok])
+    t4 = time.perf_counter()
     summary = {
         "pending": len(pending),
         "expired": expired,
@@ -567,8 +573,14 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
         **plan.summary(),
     }
     summary["engine_calls"] = plan.engine_calls
-    summary["duration_s"] = round(time.perf_counter() - t0, 4)
-    return summary
+    summary |= {
+        "load_s": t1 - t0,
+        "plan_s": t2 - t1,
+        "bind_s": t3 - t2,
+        "write_s": t4 - t3,
+        "duration_s": t4 - t0,
+    }
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in summary.items()}
 
 
 def _decision_dict(out: Outcome) -> dict[str, Any]:
@@ -605,7 +617,8 @@ def _bind(out: Outcome, loc, now: datetime) -> tuple[str, list[str]] | None:
                 return PendingCode.CONFLICT.value, [
                     "a job chosen for preemption ended or changed since the pass planned it; the next pass tries again"
                 ]
-            _lock_pools([job.pool_id, *(v.pool_id for v in victims)])
+            if victims:  # several pools: locked in pk order here (one pool: the service locks it)
+                _lock_pools([job.pool_id, *(v.pool_id for v in victims)])
             for v in victims:
                 _end(
                     v,
@@ -619,7 +632,7 @@ def _bind(out: Outcome, loc, now: datetime) -> tuple[str, list[str]] | None:
                 kind=job.kind, count=job.count, job=job.reference, tenant_id=job.tenant_id
             )
             if job.kind == JobKind.GPU:
-                req.gpu_ids = list(out.gpu_ids)
+                req.gpu_ids = _pick_gpus(job, out.placed, loc)
             elif job.kind == JobKind.MIG:
                 req.mig_profile = job.mig_profile
             else:
@@ -645,7 +658,7 @@ def _bind(out: Outcome, loc, now: datetime) -> tuple[str, list[str]] | None:
             job.save(update_fields=["state", "placed_at", "allocation", "placement", "decision", "decided_at",
                                     "reason", "pending_code", "reserved_start", "reserved_hosts"])  # fmt: skip
             _record_decision(
-                job, "placed", reasons, {k: v for k, v in decision.items() if k != "reasons"}, now
+                job, "placed", reasons, {k: v for k, v in decision.items() if k != "reasons"}, now, trim=False
             )
             _event(
                 job, "job.placed",
@@ -658,6 +671,8 @@ def _bind(out: Outcome, loc, now: datetime) -> tuple[str, list[str]] | None:
                  "victims": list(out.victims), "backfilled": out.backfilled},
             )  # fmt: skip
             _send(job, JobState.PENDING, "pass")
+    except _Refused as exc:
+        return PendingCode.CONFLICT.value, [str(exc)]
     except QuotaExceeded as exc:
         return PendingCode.QUOTA.value, [str(exc)]
     except (AllocationError, JobConflict) as exc:
@@ -665,6 +680,28 @@ def _bind(out: Outcome, loc, now: datetime) -> tuple[str, list[str]] | None:
             f"the pools refused the binding ({exc}); the next pass tries again"
         ]
     return None
+
+
+class _Refused(Exception):
+    """A binding that cannot go on (rolls its transaction back); the message is the reason."""
+
+
+def _pick_gpus(job: Job, placed: dict[str, int], loc) -> list[int]:
+    """The free GPUs a placement gets: on each placed host, the lowest ids that match the pool's
+    and the job's model filters (read in the binding's transaction, after its victims ended).
+    Raises :class:`_Refused` when a host has fewer than planned (taken meanwhile)."""
+    sites = {loc.hosts[h].host_id: h for h in placed}
+    free = state.free_gpu_ids(sites, job.pool.gpu_model, job.gpu_model)
+    out = []
+    for host_id, name in sorted(sites.items(), key=lambda kv: kv[1]):
+        got = free.get(host_id, [])[: placed[name]]
+        if len(got) < placed[name]:
+            raise _Refused(
+                f"{name} has {len(got)} free GPUs, the plan counted {placed[name]} (taken meanwhile); "
+                "the next pass tries again"
+            )
+        out.extend(got)
+    return out
 
 
 def _placement_of(alloc, loc) -> dict[str, int]:
@@ -676,9 +713,10 @@ def _placement_of(alloc, loc) -> dict[str, int]:
     return out
 
 
-def _write_pending(outs: list[Outcome], jobs: dict[int, Job], plan, now: datetime) -> None:
+def _write_pending(outs: list[Outcome], jobs: dict[int, Job], plan, now: datetime, placed=()) -> None:
     """Record the pass's pending decisions in one transaction: changed ones on the job and as a
-    new history row, unchanged ones bump their history row; the head's reservation."""
+    new history row, unchanged ones bump their history row; the head's reservation; and cap the
+    history of the jobs it placed."""
     head = plan.reservation.job_id if plan.reservation is not None else None
     with transaction.atomic():
         changed, same = [], []
@@ -723,8 +761,8 @@ def _write_pending(outs: list[Outcome], jobs: dict[int, Job], plan, now: datetim
             ],
             batch_size=500,
         )  # fmt: skip
-        if changed:
-            _trim([j.pk for j in changed])
+        if changed or placed:
+            _trim([j.pk for j in changed] + list(placed))
         if same:
             last = (
                 JobDecision.objects.filter(job_id__in=same)

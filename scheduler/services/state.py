@@ -32,7 +32,7 @@ from fabric.choices import NodeType
 from fabric.keys import split_port_key
 from fabric.models import Discovery, Fabric, Host, Link, Node
 from pools.choices import AllocationKind, GpuState
-from pools.models import AllocationItem, Gpu, MigSlice, Pool
+from pools.models import AllocationItem, Gpu, HostInventory, MigSlice, Pool
 from pools.services.allocation import gpu_capacity, pool_usage
 
 from ..choices import HOLDING
@@ -52,19 +52,18 @@ _uplink_index: dict[int, dict[int, list[str]]] = {}
 
 
 def topology_key() -> tuple:
-    """What the locality tree depends on, in a few aggregate queries: fabrics and their roles,
-    the latest discovery (every topology change records one), switch roles, hosts and present
-    GPUs. Equal keys: the tree built from them is the same."""
+    """What the locality tree depends on, in a few small aggregate queries: fabrics and their
+    roles, the latest discovery (every topology change records one), switch roles, hosts, host
+    reports and GPUs. Equal keys: the tree built from them is the same."""
     return (
         tuple(Fabric.objects.order_by("pk").values_list("pk", "role")),
         Discovery.objects.aggregate(m=Max("pk"))["m"],
         tuple(Node.objects.exclude(role="compute").order_by("pk").values_list("pk", "role")),
         tuple(Host.objects.aggregate(n=Count("pk"), m=Max("pk")).values()),
-        tuple(
-            Gpu.objects.present()
-            .aggregate(n=Count("pk"), m=Max("pk"), r=Count("rail_node"), rs=Sum("rail_node_id"))
-            .values()
-        ),
+        # GPUs appear, go missing or change rails only through a host's report (its time), or
+        # are created (the highest id)
+        tuple(HostInventory.objects.aggregate(n=Count("pk"), m=Max("reported_at")).values()),
+        Gpu.objects.aggregate(m=Max("pk"))["m"],
     )
 
 
@@ -97,35 +96,50 @@ def _fabric_ids(loc: Locality) -> list[int]:
     return sorted({d.fabric_id for d in loc.fabrics()})
 
 
-def load_inventory(loc: Locality) -> Inventory:
-    """Free whole GPUs, MIG slices and fraction room per host of ``loc`` (module docstring)."""
+def _eligible_gpus():
+    """GPUs the allocation service may hand out whole or share (``pools.services.allocation``:
+    present, not unhealthy, MIG off), any state. Not joined to hosts: callers keep the hosts of
+    the tree (a join on the host's fabric made PostgreSQL pick a nested loop over every GPU)."""
+    return Gpu.objects.present().exclude(health="unhealthy").filter(mig_mode_current__in=_NOT_MIG)
+
+
+def load_inventory(
+    loc: Locality, kinds: set[str] | frozenset[str] = frozenset({"gpu", "mig", "fraction"})
+) -> Inventory:
+    """Free whole GPUs (counted per host and model), MIG slices (per host, profile and model)
+    and, for ``fraction`` in ``kinds``, the room of every GPU open to a fraction, on the hosts of
+    ``loc`` (module docstring). Only the kinds asked for are read."""
     names = _host_names(loc)
-    fabrics = _fabric_ids(loc)
     inv = Inventory()
-    shared_rows = []
-    rows = (
-        Gpu.objects.present()
-        .exclude(health="unhealthy")
-        .filter(
-            state__in=[GpuState.FREE, GpuState.SHARED],
-            mig_mode_current__in=_NOT_MIG,
-            host__fabric_id__in=fabrics,
+    lower: dict[str, str] = {}
+
+    def model_of(product: str | None) -> str:
+        m = lower.get(product or "")
+        if m is None:
+            m = lower[product or ""] = (product or "").lower()
+        return m
+
+    if "gpu" in kinds or "fraction" in kinds:
+        for host_id, product, n in (
+            _eligible_gpus()
+            .filter(state=GpuState.FREE)
+            .values("host_id", "product_name")
+            .annotate(n=Count("pk"))
+            .order_by()
+            .values_list("host_id", "product_name", "n")
+        ):
+            name = names.get(host_id)
+            if name is not None:
+                models = inv.gpus.setdefault(name, {})
+                models[model_of(product)] = models.get(model_of(product), 0) + n
+    if "fraction" in kinds:
+        rows = list(
+            _eligible_gpus()
+            .filter(state__in=[GpuState.FREE, GpuState.SHARED])
+            .order_by("pk")
+            .values_list("pk", "host_id", "product_name", "state", "memory_total_mib", "memory_reserved_mib")
         )
-        .order_by("pk")
-        .values_list("pk", "host_id", "product_name", "state", "memory_total_mib", "memory_reserved_mib")
-    )
-    for pk, host_id, product, state, mem, reserved in rows:
-        name = names.get(host_id)
-        if name is None:
-            continue
-        model = (product or "").lower()
-        if state == GpuState.FREE:
-            inv.gpus.setdefault(name, []).append((pk, model))
-        cap = gpu_capacity(SimpleNamespace(memory_total_mib=mem, memory_reserved_mib=reserved))
-        if cap is not None:
-            shared_rows.append((name, pk, model, cap, state))
-    used: dict[int, tuple[int, int]] = {}
-    if any(r[4] == GpuState.SHARED for r in shared_rows):
+        used: dict[int, tuple[int, int]] = {}
         for gpu_id, m, p in (
             AllocationItem.objects.filter(
                 active=True, kind=AllocationKind.FRACTION, gpu__state=GpuState.SHARED
@@ -135,20 +149,42 @@ def load_inventory(loc: Locality) -> Inventory:
             .values_list("gpu_id", "m", "p")
         ):
             used[gpu_id] = (m or 0, p or 0)
-    for name, pk, model, cap, _state in shared_rows:
-        m, p = used.get(pk, (0, 0))
-        if cap - m > 0 and p < 100:
-            inv.shared.setdefault(name, []).append([pk, model, cap - m, 100 - p])
-    for pk, host_id, profile, product in (
-        MigSlice.objects.allocatable()
-        .filter(gpu__host__fabric_id__in=fabrics)
-        .order_by("pk")
-        .values_list("pk", "gpu__host_id", "profile", "gpu__product_name")
-    ):
-        name = names.get(host_id)
-        if name is not None:
-            inv.mig.setdefault(name, []).append((pk, profile, (product or "").lower()))
+        for pk, host_id, product, gstate, mem, reserved in rows:
+            name = names.get(host_id)
+            cap = gpu_capacity(SimpleNamespace(memory_total_mib=mem, memory_reserved_mib=reserved))
+            if name is None or cap is None:
+                continue
+            m, p = used.get(pk, (0, 0))
+            if cap - m > 0 and p < 100:
+                inv.shared.setdefault(name, []).append(
+                    [pk, model_of(product), cap - m, 100 - p, gstate == GpuState.FREE]
+                )
+    if "mig" in kinds:
+        for host_id, profile, product, n in (
+            MigSlice.objects.allocatable()
+            .values("gpu__host_id", "profile", "gpu__product_name")
+            .annotate(n=Count("pk"))
+            .order_by()
+            .values_list("gpu__host_id", "profile", "gpu__product_name", "n")
+        ):
+            name = names.get(host_id)
+            if name is not None:
+                slices = inv.mig.setdefault(name, {})
+                slices[(profile, model_of(product))] = slices.get((profile, model_of(product)), 0) + n
     return inv
+
+
+def free_gpu_ids(host_ids, pool_model: str, job_model: str) -> dict[int, list[int]]:
+    """host id → ids of its free whole GPUs matching both model filters (ascending): what a
+    binding picks from, inside its transaction."""
+    qs = _eligible_gpus().filter(state=GpuState.FREE, host_id__in=list(host_ids))
+    for f in (pool_model, job_model):
+        if f:
+            qs = qs.filter(product_name__icontains=f)
+    out: dict[int, list[int]] = defaultdict(list)
+    for pk, host_id in qs.order_by("pk").values_list("pk", "host_id"):
+        out[host_id].append(pk)
+    return out
 
 
 def _link_key_guids(key: str) -> list[str]:
@@ -243,8 +279,10 @@ def congestion_marks(loc: Locality) -> Congestion:
     return Congestion(marks, threshold=0.0)
 
 
-def pool_infos(pool_ids) -> dict[int, PoolInfo]:
-    """The pools' filters, quotas and usage now (``pools.services.allocation.pool_usage``)."""
+def pool_infos(pool_ids, fractions_for=()) -> dict[int, PoolInfo]:
+    """The pools' filters, quotas and usage now (``pools.services.allocation.pool_usage``); for
+    the pools in ``fractions_for`` (a fraction job waits there) also the GPUs they hold fractions
+    on (a fraction on one of them does not count against the quota again)."""
     out = {}
     for pool in Pool.objects.filter(pk__in=set(pool_ids)):
         usage = pool_usage(pool.pk)
@@ -252,6 +290,8 @@ def pool_infos(pool_ids) -> dict[int, PoolInfo]:
             AllocationItem.objects.filter(
                 allocation__pool=pool, active=True, kind=AllocationKind.FRACTION
             ).values_list("gpu_id", flat=True)
+            if pool.pk in fractions_for
+            else ()
         )
         out[pool.pk] = PoolInfo(
             pool.pk, pool.name, (pool.gpu_model or "").lower(), pool.fabric_id, pool.quota_gpus,
@@ -268,14 +308,21 @@ def expected_end(placed_at: datetime | None, started_at: datetime | None, limit_
 
 
 def held_jobs(loc: Locality) -> list[HeldJob]:
-    """Placed and running jobs with the whole GPUs they hold on hosts of ``loc``."""
+    """Placed and running jobs with the whole GPUs they hold on hosts of ``loc`` (per host and
+    model)."""
     names = _host_names(loc)
-    gpus: dict[int, list[tuple[str, int, str]]] = defaultdict(list)
-    for job_id, gpu_id, host_id, product in AllocationItem.objects.filter(
-        active=True, kind=AllocationKind.GPU, allocation__scheduler_job__state__in=HOLDING
-    ).values_list("allocation__scheduler_job__id", "gpu_id", "gpu__host_id", "gpu__product_name"):
+    gpus: dict[int, list[tuple[str, str, int]]] = defaultdict(list)
+    for job_id, host_id, product, n in (
+        AllocationItem.objects.filter(
+            active=True, kind=AllocationKind.GPU, allocation__scheduler_job__state__in=HOLDING
+        )
+        .values("allocation__scheduler_job__id", "gpu__host_id", "gpu__product_name")
+        .annotate(n=Count("pk"))
+        .order_by()
+        .values_list("allocation__scheduler_job__id", "gpu__host_id", "gpu__product_name", "n")
+    ):
         if host_id in names:
-            gpus[job_id].append((names[host_id], gpu_id, (product or "").lower()))
+            gpus[job_id].append((names[host_id], (product or "").lower(), n))
     out = []
     for pk, tenant, pool, prio, pre, placed_at, started_at, limit in Job.objects.filter(
         state__in=HOLDING
@@ -290,7 +337,7 @@ def held_jobs(loc: Locality) -> list[HeldJob]:
                 prio,
                 pre,
                 expected_end(placed_at, started_at, limit),
-                tuple(gpus.get(pk, ())),
+                tuple(sorted(gpus.get(pk, ()))),
             )
         )
     return out

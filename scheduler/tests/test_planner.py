@@ -24,13 +24,17 @@ H100 = "nvidia h100 80gb hbm3"
 
 
 def inventory(loc, free: dict[str, int], model: str = H100) -> Inventory:
-    """Free whole GPUs per host (ids host-major: host index × 100 + GPU index)."""
-    gpus = {}
-    for i, h in enumerate(sorted(loc.hosts)):
-        n = free.get(h, 0)
-        if n:
-            gpus[h] = [(i * 100 + k, model) for k in range(n)]
-    return Inventory(gpus=gpus)
+    """Free whole GPUs per host."""
+    return Inventory(gpus={h: {model: n} for h, n in free.items() if n})
+
+
+def held(job_id: int, prio: int, preemptible: bool, ends_at: float, *gpus: tuple[str, int], tenant: int = 2):
+    """A held job with ``(host, count)`` H100s."""
+    return HeldJob(job_id, tenant, 1, prio, preemptible, ends_at, tuple((h, H100, n) for h, n in gpus))
+
+
+def free_now(inv: Inventory) -> dict[str, int]:
+    return {h: sum(m.values()) for h, m in inv.gpus.items() if sum(m.values())}
 
 
 def job(
@@ -62,10 +66,13 @@ def test_two_jobs_of_one_pass_never_get_the_same_gpu():
     plan = plan_pass(loc, inv, [job(i, 6) for i in range(1, 7)], pools=POOL, now=0)
     placed = [o for o in plan.outcomes if o.ok]
     assert len(placed) == 5  # 5 × 6 = 30 of 32
-    ids = [g for o in placed for g in o.gpu_ids]
-    assert len(ids) == len(set(ids)) == 30
+    per_host: dict[str, int] = {}
+    for o in placed:
+        for h, n in o.placed.items():
+            per_host[h] = per_host.get(h, 0) + n
+    assert sum(per_host.values()) == 30 and all(n <= 8 for n in per_host.values())  # no GPU twice
     assert plan.outcomes[-1].code == "capacity" and "6 GPUs asked, 2 free" in plan.outcomes[-1].reasons[0]
-    assert sum(len(v) for v in inv.gpus.values()) == 2
+    assert sum(free_now(inv).values()) == 2
 
 
 def test_quota_before_the_engine_and_counted_as_the_pass_goes():
@@ -96,10 +103,10 @@ def test_backfill_does_not_delay_the_head_jobs_reservation():
     loc = fat_tree(2, 2, gpus=8)  # leaf 1: h1 h2, leaf 2: h3 h4
     h1, h2, h3, h4 = sorted(loc.hosts)
     inv = inventory(loc, {h1: 8, h2: 0, h3: 4, h4: 0})
-    held = [
-        HeldJob(100, 2, 1, 500, False, ends_at=1000.0, gpus=tuple((h2, 100 + k, H100) for k in range(8))),
-        HeldJob(101, 2, 1, 500, False, ends_at=50_000.0, gpus=tuple((h3, 200 + k, H100) for k in range(4))),
-        HeldJob(102, 2, 1, 500, False, ends_at=60_000.0, gpus=tuple((h4, 300 + k, H100) for k in range(8))),
+    holders = [
+        held(100, 500, False, 1000.0, (h2, 8)),
+        held(101, 500, False, 50_000.0, (h3, 4)),
+        held(102, 500, False, 60_000.0, (h4, 8)),
     ]
     queued = [
         job(1, 16, gpus_per_host=8, prio=800),  # head: fits on leaf 1 once job 100 ends at t=1000
@@ -107,7 +114,7 @@ def test_backfill_does_not_delay_the_head_jobs_reservation():
         job(3, 4, limit=500),  # ends at 500 < 1000: may backfill on h1
         job(4, 4, limit=5000),
     ]
-    plan = plan_pass(loc, inv, queued, pools=POOL, held=held, now=0.0)
+    plan = plan_pass(loc, inv, queued, pools=POOL, held=holders, now=0.0)
     head, j2, j3, j4 = plan.outcomes
     assert head.code == "capacity" and head.reservation is not None
     assert head.reservation.start == 1000.0 and head.reservation.hosts == {h1, h2}
@@ -117,7 +124,7 @@ def test_backfill_does_not_delay_the_head_jobs_reservation():
     assert any("backfilled on hosts reserved for job 1" in r for r in j3.reasons)
     assert j4.code == "capacity" and any("reserved for job 1 are not counted" in r for r in j4.reasons)
     # at t=1000 the head places on its reserved hosts: job 3 has ended, job 100 too
-    free = {h: len(v) for h, v in inv.gpus.items()}
+    free = free_now(inv)
     free[h1] = free.get(h1, 0) + 4  # job 3 ended
     free[h2] = free.get(h2, 0) + 8  # job 100 ended
     assert place(loc, FreeState(gpus=free), Request(16, gpus_per_host=8)).ok
@@ -132,27 +139,26 @@ def test_backfill_never_holds_reserved_hosts_past_the_reserved_start(seed):
     loc = fat_tree(4, 4, gpus=4)  # 16 hosts, 64 GPUs
     hosts = sorted(loc.hosts)
     busy = {h: rng.randint(0, 4) for h in hosts}
-    held, gid = [], 10_000
-    for n, h in enumerate(hosts):
-        if busy[h]:
-            held.append(HeldJob(1000 + n, 2, 1, 100, False, float(rng.randint(100, 5000)),
-                                tuple((h, gid + k, H100) for k in range(busy[h]))))  # fmt: skip
-            gid += 10
+    holders = [
+        held(1000 + n, 100, False, float(rng.randint(100, 5000)), (h, busy[h]))
+        for n, h in enumerate(hosts)
+        if busy[h]
+    ]
     inv = inventory(loc, {h: 4 - busy[h] for h in hosts})
     queued = [job(1, rng.choice([24, 32, 40]), prio=900)] + [
         job(i, rng.choice([1, 2, 4, 8]), limit=float(rng.choice([50, 500, 5000, 50_000])))
         for i in range(2, 14)
     ]
-    plan = plan_pass(loc, inv, queued, pools=POOL, held=held, now=0.0)
+    plan = plan_pass(loc, inv, queued, pools=POOL, held=holders, now=0.0)
     head = plan.outcomes[0]
     if head.ok or head.reservation is None:
         return
     start = head.reservation.start
-    free = {h: len(v) for h, v in inv.gpus.items()}
-    for h in held:  # what has ended by the reserved start is free again
+    free = free_now(inv)
+    for h in holders:  # what has ended by the reserved start is free again
         if h.ends_at <= start:
-            for host, _, _ in h.gpus:
-                free[host] = free.get(host, 0) + 1
+            for host, _, n in h.gpus:
+                free[host] = free.get(host, 0) + n
     for o, q in zip(plan.outcomes[1:], queued[1:], strict=True):
         if o.ok and q.time_limit_s <= start:
             for host, n in o.placed.items():
@@ -163,16 +169,16 @@ def test_backfill_never_holds_reserved_hosts_past_the_reserved_start(seed):
 def test_preemption_picks_the_fewest_victims_and_places_in_the_same_pass():
     loc = fat_tree(1, 2, gpus=8)  # 2 hosts, 16 GPUs, all held
     h1, h2 = sorted(loc.hosts)
-    held = [
-        HeldJob(10, 2, 1, 100, True, 9e9, tuple((h1, k, H100) for k in range(2))),
-        HeldJob(11, 2, 1, 100, True, 9e9, tuple((h1, k, H100) for k in range(2, 8))),
-        HeldJob(12, 2, 1, 100, True, 9e9, tuple((h2, 100 + k, H100) for k in range(8))),
-        HeldJob(13, 2, 1, 900, True, 9e9, ()),
+    holders = [
+        held(10, 100, True, 9e9, (h1, 2)),
+        held(11, 100, True, 9e9, (h1, 6)),
+        held(12, 100, True, 9e9, (h2, 8)),
+        held(13, 900, True, 9e9),
     ]
     inv = inventory(loc, {})
-    plan = plan_pass(loc, inv, [job(1, 8, prio=800), job(2, 1, prio=50)], pools=POOL, held=held, now=0)
+    plan = plan_pass(loc, inv, [job(1, 8, prio=800), job(2, 1, prio=50)], pools=POOL, held=holders, now=0)
     first, second = plan.outcomes
-    assert first.ok and first.victims == [12] and sorted(first.gpu_ids) == [100 + k for k in range(8)]
+    assert first.ok and first.victims == [12] and first.placed == {h2: 8}
     assert any("preempts 1 lower-priority preemptible job: job 12" in r for r in first.reasons)
     # the low-priority job may not preempt and finds nothing free: the victims' GPUs went to job 1
     assert second.code == "capacity" and not second.victims
@@ -181,11 +187,8 @@ def test_preemption_picks_the_fewest_victims_and_places_in_the_same_pass():
 def test_non_preemptible_and_higher_priority_jobs_are_never_victims():
     loc = fat_tree(1, 1, gpus=8)
     (h1,) = loc.hosts
-    held = [
-        HeldJob(10, 2, 1, 100, False, 9e9, tuple((h1, k, H100) for k in range(4))),
-        HeldJob(11, 2, 1, 900, True, 9e9, tuple((h1, k, H100) for k in range(4, 8))),
-    ]
-    plan = plan_pass(loc, inventory(loc, {}), [job(1, 4, prio=800)], pools=POOL, held=held, now=0)
+    holders = [held(10, 100, False, 9e9, (h1, 4)), held(11, 900, True, 9e9, (h1, 4))]
+    plan = plan_pass(loc, inventory(loc, {}), [job(1, 4, prio=800)], pools=POOL, held=holders, now=0)
     assert plan.outcomes[0].code == "capacity" and plan.outcomes[0].victims == []
 
 
@@ -203,9 +206,12 @@ def test_model_filters_and_mig_and_fractions():
     loc = fat_tree(1, 2, gpus=8)
     h1, h2 = sorted(loc.hosts)
     inv = Inventory(
-        gpus={h1: [(1, "nvidia a100"), (2, H100)], h2: [(3, H100)]},
-        mig={h2: [(50, "1g.10gb", H100), (51, "1g.10gb", H100)]},
-        shared={h1: [[1, "nvidia a100", 40000, 100], [2, H100, 80000, 100]], h2: [[3, H100, 80000, 100]]},
+        gpus={h1: {"nvidia a100": 1, H100: 1}, h2: {H100: 1}},
+        mig={h2: {("1g.10gb", H100): 2}},
+        shared={
+            h1: [[1, "nvidia a100", 40000, 100, True], [2, H100, 80000, 100, True]],
+            h2: [[3, H100, 80000, 100, True]],
+        },
     )
     pools = {1: PoolInfo(1, "p", gpu_model="h100")}
     queued = [
@@ -215,6 +221,6 @@ def test_model_filters_and_mig_and_fractions():
     ]
     plan = plan_pass(loc, inv, queued, pools=pools, now=0)
     a, b, c = plan.outcomes
-    assert a.ok and sorted(a.gpu_ids) == [2, 3]
-    assert b.ok and b.slice_ids == [50, 51]
+    assert a.ok and a.placed == {h1: 1, h2: 1} and inv.gpus[h1] == {"nvidia a100": 1}
+    assert b.ok and b.placed == {h2: 2} and inv.mig[h2] == {("1g.10gb", H100): 0}
     assert c.code == "capacity"  # the only H100s were taken whole by job 1

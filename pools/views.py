@@ -37,8 +37,14 @@ from .services.allocation import eligible_gpus, pool_summary
 
 #: width of a bar, SVG user units (the page scales it)
 BAR_WIDTH = 300
-#: history ranges the pool page offers (``?range=``), the first is the default
-HISTORY_RANGES = {"7d": timedelta(days=7), "1d": timedelta(days=1), "30d": timedelta(days=30)}
+#: history ranges the pool page offers (``?range=``) and the default one
+HISTORY_RANGES = {
+    "1h": timedelta(hours=1),
+    "1d": timedelta(days=1),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
+HISTORY_DEFAULT = "7d"
 #: allocations listed on a pool page: the newest active ones, then the latest ended ones
 ACTIVE_SHOWN, ENDED_SHOWN = 200, 20
 
@@ -153,7 +159,7 @@ class PoolListView(RoleRequiredMixin, ListView):
 
 class PoolView(RoleRequiredMixin, DetailView):
     """One pool: configuration, GPU and MIG-slice bars, its allocations (the user's tenants'),
-    its hosts on the fabric map, and what it held over time (``?range=1d|7d|30d``)."""
+    its hosts on the fabric map, and what it held over time (``?range=1h|1d|7d|30d``)."""
 
     template_name = "pools/pool.html"
     context_object_name = "pool"
@@ -217,7 +223,7 @@ class PoolView(RoleRequiredMixin, DetailView):
 
     def _history(self, pool: Pool) -> dict:
         wanted = self.request.GET.get("range", "")
-        name = wanted if wanted in HISTORY_RANGES else next(iter(HISTORY_RANGES))
+        name = wanted if wanted in HISTORY_RANGES else HISTORY_DEFAULT
         until = timezone.now()
         series = pool_history(pool, until - HISTORY_RANGES[name], until)
         series |= {"quota": pool.quota_gpus, "guaranteed": pool.guaranteed_gpus, "range": name}

@@ -1,10 +1,11 @@
 """Pool and host pages: tenant-scoped rows, used / borrowed / free bars, the pool's allocations,
 hosts and history, a host's GPUs, MIG slices, HCAs with their leaves, and the dashboard's card.
 
-The data is real: the ``base`` topology (``weft.testing.topologies.BASE``: host001 with mlx5_0
-and mlx5_1 on leaf-1, host002 with mlx5_0 on leaf-2), seeded by the lab seed with 8 GPUs per
-host (rail i mod HCAs; host001's GPU7 in MIG mode with a 3g.40gb, a 2g.20gb and two 1g.10gb
-slices), and allocations made through the allocation service."""
+The data is real: the ``rails`` topology (``weft.testing.topologies.RAILS``: host001 and host002
+each with mlx5_0 on rail0-leaf and mlx5_1 on rail1-leaf, LIDs 10-13), imported by the ingest and
+seeded by the lab seed with 8 GPUs per host (GPU i on mlx5_<i mod 2>; host001's GPU7 in MIG mode
+with a 3g.40gb, a 2g.20gb and two 1g.10gb slices), and allocations made through the allocation
+service."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ import pytest
 from django.utils import timezone
 
 from fabric.models import Host, Node
+from fabric.services.ingest import import_topology_text
 from pools.lab import seed_lab_gpus
 from pools.models import Gpu, Pool, Tenant, TenantMembership
 from pools.services.allocation import AllocationRequest, allocate, pool_usage, release
 from pools.views import bar, bar_segments
 from weft.testing.gpus import make_gpu_fabric
+from weft.testing.topologies import RAILS
 
 
 def test_bar_segments():
@@ -57,10 +60,11 @@ def test_pool_list_scoped_with_bars(users, client_for):
 
 
 @pytest.fixture
-def lab(base_fabric, users):
-    """The seeded base fabric, tenants ``mine`` (the viewer is a member) and ``theirs``, pools
+def lab(users):
+    """The seeded rails fabric, tenants ``mine`` (the viewer is a member) and ``theirs``, pools
     and allocations (see the module docstring); returns names → objects and the times used."""
-    seed_lab_gpus(base_fabric, 8, mig_every=2)
+    fabric = import_topology_text("rails", RAILS, filename="rails.net").fabric
+    seed_lab_gpus(fabric, 8, mig_every=2)
     mine, theirs = Tenant.objects.create(name="mine"), Tenant.objects.create(name="theirs")
     TenantMembership.objects.create(tenant=mine, user=users["viewer"])
     p_mine = Pool.objects.create(name="p-mine", tenant=mine, quota_gpus=6, guaranteed_gpus=2)
@@ -87,7 +91,7 @@ def lab(base_fabric, users):
         shared.pk,
         AllocationRequest(count=1, gpu_ids=[gpus["host002", 3]], job="shared-mine", tenant_id=mine.pk),
     )
-    return {"fabric": base_fabric, "p_mine": p_mine, "p_theirs": p_theirs, "shared": shared, "now": now,
+    return {"fabric": fabric, "p_mine": p_mine, "p_theirs": p_theirs, "shared": shared, "now": now,
             "early": early, "train": train, "mig": mig,
             "host001": Host.objects.get(name="host001"), "host002": Host.objects.get(name="host002")}  # fmt: skip
 
@@ -189,13 +193,13 @@ def test_host_page_gpus_slices_hcas_and_rails(lab, client_for):
     hcas = resp.context["hcas"]
     assert [h["node"].name for h in hcas] == ["host001 mlx5_0", "host001 mlx5_1"]
     assert [[g.index for g in h["gpus"]] for h in hcas] == [[0, 2, 4, 6], [1, 3, 5, 7]]
-    assert [h["leaves"] for h in hcas] == [["leaf-1"], ["leaf-1"]]
-    for h, lid, leaf_port in zip(hcas, (10, 11), (1, 2), strict=True):
-        port = h["node"].ports.get()
+    assert [h["leaves"] for h in hcas] == [["rail0-leaf"], ["rail1-leaf"]]
+    guids = ("0x0002c90300000101", "0x0002c90300000111")
+    for h, rail, guid, lid in zip(hcas, (0, 1), guids, (10, 11), strict=True):
         block = html.split(f'data-guid="{h["node"].node_guid}"', 1)[1].split("</table>", 1)[0]
-        assert f"<td>{lid}</td>" in block and (port.port_guid or "—") in block
-        assert ">leaf-1</a> port <a" in block and f">{leaf_port}</a></td>" in block
-        assert "4x HDR" in block and "200 Gb/s" in block
+        assert f'<td class="mono">{guid}</td>' in block and f"<td>{lid}</td>" in block
+        assert f">rail{rail}-leaf</a> port <a" in block and ">1</a></td>" in block  # host001 is port 1
+        assert "Active" in block and "4x HDR" in block and "200 Gb/s" in block
     # allocations on the host: the viewer's tenant's two
     allocs = _rows(html, "host-allocations")
     assert sorted(re.search(r'data-allocation="(\d+)"', r).group(1) for r in allocs) == sorted(

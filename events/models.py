@@ -63,6 +63,16 @@ class Event(models.Model):
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.severity} {self.code} {self.object_repr}"
 
 
+def severity_rank() -> models.Case:
+    """SQL expression of a row's ``severity`` rank (Info 0 … Critical 3, :data:`SEVERITY_RANK`;
+    -1 for an unknown value), for sorting by severity instead of the stored strings' order."""
+    return models.Case(
+        *(models.When(severity=s.value, then=models.Value(k)) for s, k in SEVERITY_RANK.items()),
+        default=models.Value(-1),
+        output_field=models.IntegerField(),
+    )
+
+
 class AlarmQuerySet(models.QuerySet):
     def open(self):
         """Alarms not cleared yet (active or acknowledged)."""
@@ -74,12 +84,7 @@ class AlarmQuerySet(models.QuerySet):
     def by_severity(self):
         """Most severe first (Critical, Minor, Warning, Info: ``Severity`` order, not the
         alphabetical order of the stored values), then most recent (``last_seen``, then id)."""
-        rank = models.Case(
-            *(models.When(severity=s.value, then=models.Value(k)) for s, k in SEVERITY_RANK.items()),
-            default=models.Value(-1),
-            output_field=models.IntegerField(),
-        )
-        return self.alias(severity_rank=rank).order_by("-severity_rank", "-last_seen", "-id")
+        return self.alias(severity_rank=severity_rank()).order_by("-severity_rank", "-last_seen", "-id")
 
     def counts_by_severity(self) -> dict[str, int]:
         """``{severity: count}`` over this queryset, every severity present (0 when none)."""

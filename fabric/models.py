@@ -152,14 +152,17 @@ class Node(models.Model):
     (``fabric.services.derive.display_name``; written by ingest and ``fabric.services.names``).
     """
 
-    fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="nodes")
-    node_guid = models.CharField(max_length=18, db_index=True)
+    # indexes: plain B-trees in Meta (no ``varchar_pattern_ops`` twins: nothing here filters by
+    # prefix, and every index is upkeep on the bulk ingest); ``fabric`` is the leading column of
+    # the GUID constraint's index, so it needs none of its own
+    fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="nodes", db_index=False)
+    node_guid = models.CharField(max_length=18)
     node_type = models.CharField(max_length=8, choices=NodeType.choices)
     system_image_guid = models.CharField(max_length=18, blank=True)
     vendor_id = models.PositiveIntegerField(null=True, blank=True)
     device_id = models.PositiveIntegerField(null=True, blank=True)
-    description = models.CharField(max_length=128, blank=True, db_index=True)
-    name = models.CharField(max_length=128, blank=True, db_index=True)
+    description = models.CharField(max_length=128, blank=True)
+    name = models.CharField(max_length=128, blank=True)
     num_ports = models.PositiveSmallIntegerField(default=0)
     enhanced_port0 = models.BooleanField(default=False)
     lid = models.PositiveIntegerField(null=True, blank=True, db_index=True)
@@ -191,6 +194,11 @@ class Node(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["fabric", "node_guid"], name="node_guid_unique_per_fabric")
         ]
+        indexes = [
+            models.Index(fields=["node_guid"], name="node_guid_idx"),
+            models.Index(fields=["description"], name="node_description_idx"),
+            models.Index(fields=["name"], name="node_name_idx"),
+        ]
 
     def __str__(self) -> str:
         return self.name or self.node_guid
@@ -218,9 +226,11 @@ class Port(models.Model):
     ``rate_gbps`` the derived data rate in Gb/s after line encoding (e.g. 4x HDR = 200).
     """
 
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="ports")
+    # ``node`` leads the (node, port_num) constraint's index: no index of its own; ``port_guid`` a
+    # plain B-tree (Meta), no pattern-ops twin (see Node)
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="ports", db_index=False)
     port_num = models.PositiveSmallIntegerField()
-    port_guid = models.CharField(max_length=18, blank=True, db_index=True)
+    port_guid = models.CharField(max_length=18, blank=True)
     lid = models.PositiveIntegerField(null=True, blank=True, db_index=True)
     lmc = models.PositiveSmallIntegerField(default=0)
     state = models.PositiveSmallIntegerField(choices=PortState.choices, default=PortState.UNKNOWN)
@@ -235,6 +245,7 @@ class Port(models.Model):
     class Meta:
         ordering = ["node", "port_num"]
         constraints = [models.UniqueConstraint(fields=["node", "port_num"], name="port_unique_per_node")]
+        indexes = [models.Index(fields=["port_guid"], name="port_guid_idx")]
 
     def __str__(self) -> str:
         return port_name(str(self.node), self.port_num)
@@ -337,6 +348,10 @@ class Discovery(models.Model):
     #: two discoveries with the same digest found the same nodes, ports and links; blank when not
     #: computed (notice refreshes, failed runs)
     digest = models.CharField(max_length=16, blank=True, editable=False)
+    #: ``fabric.services.ingest.source_digest`` of the text a complete discovery stored (32 hex
+    #: digits; blank for partial, failed and notice runs): the same text next time is recognised
+    #: before parsing (``ingest_unchanged``)
+    source_digest = models.CharField(max_length=32, blank=True, editable=False)
 
     objects = models.Manager.from_queryset(FabricScopedQuerySet)()
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.filters import OrderingFilter
 from rest_framework.response import Response
 
 from accounts.api.mixins import AuditedWritesMixin
@@ -14,7 +16,7 @@ from fabric.models import Fabric
 
 from .. import services
 from ..filtersets import AlarmFilterSet, EventFilterSet, EventPolicyFilterSet
-from ..models import Alarm, Event, EventPolicy, HealthReport
+from ..models import Alarm, Event, EventPolicy, HealthReport, severity_rank
 from ..reports import run_health_report
 from .serializers import (
     AlarmClearSerializer,
@@ -25,12 +27,35 @@ from .serializers import (
 )
 
 
+class SeverityOrdering(OrderingFilter):
+    """``?ordering=severity`` (or ``-severity``) sorts by severity rank (Info < Warning < Minor <
+    Critical, ``events.choices.SEVERITY_RANK``), not by the stored strings' alphabetical order; the
+    other fields sort as DRF's OrderingFilter does, with ``id`` last so pages are stable."""
+
+    def filter_queryset(self, request, queryset, view):
+        ordering = self.get_ordering(request, queryset, view)
+        if not ordering:
+            return queryset
+        if any(o.lstrip("-") == "severity" for o in ordering):
+            queryset = queryset.alias(severity_rank=severity_rank())
+            ordering = [
+                o.replace("severity", "severity_rank") if o.lstrip("-") == "severity" else o for o in ordering
+            ]
+        if not any(o.lstrip("-") == "id" for o in ordering):
+            ordering = [*ordering, "-id"]
+        return queryset.order_by(*ordering)
+
+
+_FILTERS = [DjangoFilterBackend, SeverityOrdering]
+
+
 class EventViewSet(viewsets.ReadOnlyModelViewSet):
     """Events, newest first; filters: severity, type, category, object, time range (see filterset)."""
 
     queryset = Event.objects.select_related("fabric")
     serializer_class = EventSerializer
     filterset_class = EventFilterSet
+    filter_backends = _FILTERS
     ordering_fields = ["at", "severity", "id"]
 
 
@@ -40,6 +65,7 @@ class AlarmViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = Alarm.objects.select_related("fabric", "acknowledged_by", "cleared_by")
     serializer_class = AlarmSerializer
     filterset_class = AlarmFilterSet
+    filter_backends = _FILTERS
     ordering_fields = ["last_seen", "first_seen", "severity", "count", "id"]
     action_roles = {"acknowledge": Role.OPERATOR, "clear": Role.OPERATOR}
 

@@ -138,3 +138,18 @@ def test_health_run_operator(topo, users, client_for):
     body = resp.json()
     assert body["status"] == "critical" and body["summary"]["duplicate_lid"] == 1
     assert any(f["check"] == "duplicate_lid" and f["object_key"] == "10" for f in body["findings"])
+
+
+def test_ordering_by_severity_is_by_rank_not_alphabetical(topo, users, client_for):
+    specs = [
+        EventSpec(code="link.down", message=sev, object_type="link", object_key=f"k-{sev}", severity=sev)
+        for sev in ("minor", "info", "critical", "warning")
+    ]
+    record_events(topo.fabric, specs)
+    c = client_for(users["viewer"])
+    sev = lambda q: [e["severity"] for e in c.get("/api/fabric/events/?" + q).json()["results"]]  # noqa: E731
+    assert sev("ordering=-severity") == ["critical", "minor", "warning", "info"]
+    assert sev("ordering=severity") == ["info", "warning", "minor", "critical"]
+    # alphabetical would give critical, info, minor, warning: the rank is what sorts
+    assert sev("ordering=severity,at") == ["info", "warning", "minor", "critical"]
+    assert c.get("/api/fabric/events/?ordering=nonsense").status_code == 200  # unknown fields ignored, as DRF does

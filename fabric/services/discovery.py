@@ -14,7 +14,7 @@ from ..collectors.ibnetdiscover import DiscoveryError, collect_topology, resolve
 from ..models import Discovery, Fabric
 from ..parsers import parse_ibnetdiscover
 from ..parsers.records import TopologyParseError
-from .ingest import ingest_topology
+from .ingest import ingest_topology, ingest_unchanged, source_digest
 
 log = logging.getLogger(__name__)
 
@@ -35,36 +35,57 @@ def discover(fabric: Fabric, *, timeout: float | None = None) -> Discovery:
     started = timezone.now()
     try:
         collected = collect_topology(fabric, timeout=timeout)
+    except DiscoveryError as exc:
+        failed = _record_failure(fabric, exc.reason, started)
+        exc.discovery = failed  # type: ignore[attr-defined]
+        raise
+    recovered = _recovered(fabric)
+    # a partial run or an sminfo failure (a warning of its own) never takes the shortcut
+    digest = (
+        ""
+        if collected.partial or collected.sm is None and collected.sm_error
+        else source_digest(collected.text, fabric)
+    )
+    sms = [collected.sm] if collected.sm is not None else []
+    same = ingest_unchanged(
+        fabric, digest, source=DiscoverySource.LIVE, started=started, events=recovered, sms=sms
+    )
+    if same is not None:  # the same text as the last complete discovery: nothing to parse or diff
+        return same
+    try:
         topology = parse_ibnetdiscover(collected.text, source=f"ibnetdiscover@{fabric.name}")
-    except (DiscoveryError, TopologyParseError) as exc:
-        reason = exc.reason if isinstance(exc, DiscoveryError) else f"ibnetdiscover output unreadable: {exc}"
-        failed = _record_failure(fabric, reason, started)
-        err = exc if isinstance(exc, DiscoveryError) else DiscoveryError(reason)
-        err.discovery = failed  # type: ignore[attr-defined]
-        raise err from (exc if err is not exc else None)
+    except TopologyParseError as exc:
+        reason = f"ibnetdiscover output unreadable: {exc}"
+        err = DiscoveryError(reason)
+        err.discovery = _record_failure(fabric, reason, started)  # type: ignore[attr-defined]
+        raise err from exc
     unknown_ports: set[tuple[str, int]] | None = set()
     if collected.partial:
         topology.partial = True
         for reason in collected.partial_reasons[:20]:
             topology.warn(0, f"ibnetdiscover: {reason}")
         unknown_ports = resolve_failed_ports(topology, collected.origin, collected.failed)
-    if collected.sm is not None:
-        topology.sms.append(collected.sm)
-    elif collected.sm_error:
+    topology.sms.extend(sms)
+    if collected.sm is None and collected.sm_error:
         topology.warn(0, f"sminfo: {collected.sm_error}")
+    return ingest_topology(
+        fabric, topology, source=DiscoverySource.LIVE, started=started, partial=collected.partial,
+        events=recovered, unknown_ports=unknown_ports, source_digest=digest,
+    )  # fmt: skip
+
+
+def _recovered(fabric: Fabric) -> list[EventSpec]:
+    """``system.discovery_recovered`` when the fabric's previous live discovery failed, else []."""
     previous = (
         Discovery.objects.filter(fabric=fabric, source=DiscoverySource.LIVE)
         .order_by("-started", "-id")
         .first()
     )
-    recovered = []
-    if previous is not None and previous.status == DiscoveryStatus.FAILED:
-        recovered.append(_system_event(fabric, "system.discovery_recovered",
-                                       f"live discovery of {fabric.name} works again"))  # fmt: skip
-    return ingest_topology(
-        fabric, topology, source=DiscoverySource.LIVE, started=started, partial=collected.partial,
-        events=recovered, unknown_ports=unknown_ports,
-    )  # fmt: skip
+    if previous is None or previous.status != DiscoveryStatus.FAILED:
+        return []
+    return [
+        _system_event(fabric, "system.discovery_recovered", f"live discovery of {fabric.name} works again")
+    ]
 
 
 def _system_event(fabric: Fabric, code: str, message: str, details: dict | None = None) -> EventSpec:

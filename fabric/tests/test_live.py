@@ -249,6 +249,8 @@ def test_live_discovery_unlink_relink_and_no_write_rerun(tree_lab, committed_sig
     again = discover(fabric)
     assert (again.rows_written, again.added, again.removed, again.changed) == (0, 0, 0, 0)
     assert _counts(fabric) == before
+    # the same ibnetdiscover text (its dated header aside): recorded without parsing (issue 16)
+    assert again.diff.get("same_source") is True and again.counts == first.counts
 
     # unlink a leaf-spine cable: exactly that link is reported removed
     tree_lab.unlink("leaf1", 7)
@@ -279,6 +281,7 @@ def test_live_discovery_unlink_relink_and_no_write_rerun(tree_lab, committed_sig
     before = _counts(fabric)
     last = discover(fabric)
     assert last.rows_written == 0 and _counts(fabric) == before
+    assert "same_source" not in up.diff and last.diff.get("same_source") is True
 
 
 @pytest.mark.django_db(transaction=True)

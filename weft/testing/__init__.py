@@ -9,5 +9,6 @@ live in the root ``conftest.py``. Nothing here is imported by the running applic
 - :mod:`weft.testing.ws`: websocket session headers and the worker-thread runner.
 - :mod:`weft.testing.telemetry`: an ORM-built fat tree and sweeps written as the sweep writes them.
 - :mod:`weft.testing.api`: every DRF route of the project's routers (the generic API tests).
+- :mod:`weft.testing.localities`: synthetic scheduler locality trees (fat trees, 3-level, rail pods).
 - :mod:`weft.testing.waits`: ``wait_for``, a bounded wait on a condition (no fixed sleeps).
 """

@@ -17,6 +17,7 @@ from accounts import audit
 from accounts.audit import model_changes
 from accounts.roles import Role, has_role
 from fabric.models import Fabric
+from fabric.views import optional_template
 from weft.params import int_param
 
 from . import dashboard, health, registry, services
@@ -41,8 +42,13 @@ def _fabrics():
     return Fabric.objects.order_by("name")
 
 
+#: the pools app's card of pool usage (tenant-scoped), included when that app ships it
+POOLS_TEMPLATE = "pools/_dashboard_pools.html"
+
+
 class DashboardView(RoleMixin, TemplateView):
-    """Home: fabric summary, open alarms by severity, top congested and erroring ports (live)."""
+    """Home: fabric summary, open alarms by severity, top congested and erroring ports (live),
+    and the pools' usage (``POOLS_TEMPLATE``)."""
 
     template_name = "events/dashboard.html"
 
@@ -53,6 +59,7 @@ class DashboardView(RoleMixin, TemplateView):
         ctx["summary"] = dashboard.summary(ctx["fabric_id"])
         ctx["severities"] = [(s.value, s.label) for s in reversed(Severity)]
         ctx["recent_alarms"] = Alarm.objects.open().select_related("fabric")[:10]
+        ctx["pools_template"] = optional_template(POOLS_TEMPLATE)
         return ctx
 
 

@@ -28,6 +28,7 @@ from weft.params import int_param
 
 from . import upload
 from .choices import NodeType
+from .guid import is_guid, normalize_guid
 from .models import Discovery, Fabric, Node, Partition, Port
 from .parsers.node_name_map import NodeNameMapError
 from .services.names import MapUnreadable, fabric_names
@@ -157,8 +158,25 @@ class FabricDiscoverView(RoleRequiredMixin, View):
         return redirect(fabric.get_absolute_url())
 
 
+#: the most GUIDs ``?highlight=`` marks on the map (a URL of about 80 kB)
+MAX_HIGHLIGHT = 4096
+
+
+def highlight_guids(text: str, limit: int = MAX_HIGHLIGHT) -> list[str]:
+    """The canonical GUIDs of a ``?highlight=`` value (separated by commas or spaces), in order,
+    once each, at most ``limit``; what does not parse as a GUID is left out (a mark, not a query)."""
+    out: dict[str, None] = {}
+    for token in text.replace(",", " ").split():
+        if len(out) >= limit:
+            break
+        if is_guid(token):
+            out[normalize_guid(token)] = None
+    return list(out)
+
+
 class MapView(RoleRequiredMixin, TemplateView):
-    """The network map of one fabric (``?fabric=<id>``, default the first fabric)."""
+    """The network map of one fabric (``?fabric=<id or name>``, default the first fabric);
+    ``?focus=<GUID>`` selects a node, ``?highlight=<GUID>,<GUID>…`` marks nodes (a pool's hosts)."""
 
     template_name = "fabric/map.html"
 
@@ -177,6 +195,7 @@ class MapView(RoleRequiredMixin, TemplateView):
         if fabric is not None:
             ctx["map_url"] = reverse("fabric-api:fabric-map", args=[fabric.pk])
         ctx["focus"] = self.request.GET.get("focus", "")
+        ctx["highlight"] = " ".join(highlight_guids(self.request.GET.get("highlight", "")))
         poll = self.request.GET.get("poll", "")
         poll_s = int_param(poll)
         ctx["poll_s"] = max(1, min(poll_s, 3600)) if poll_s is not None else 30

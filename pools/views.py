@@ -1,37 +1,144 @@
-"""Pool pages (namespace ``pools``): the pool list with used / borrowed / free bars.
+"""Pool and host pages (namespace ``pools``): the pool list with used / borrowed / free bars, a
+pool's page (bars, its allocations, its hosts highlighted on the fabric map, the history of what
+it held), the GPU hosts and a host's page (GPUs, MIG slices, HCAs with the leaf each port is
+cabled to, the allocations on it).
 
 Tenant-scoped as the API (``pools.access``): a user sees the pools of their tenants and the
-shared pools. Numbers come from the allocation service's reads (``pool_usage``, the free GPUs
-the pool's filters match), the same as ``GET /api/pools/pools/``.
+shared pools (another tenant's pool is a 404), and only their tenants' allocations, on pool and
+host pages alike. A pool's numbers (bars, history) are the pool's, as ``GET /api/pools/pools/``
+shows them: they come from the allocation service's reads (``pool_usage``, ``pool_summary``,
+``eligible_gpus``); the pages write nothing.
 """
 
 from __future__ import annotations
 
-from django.views.generic import ListView
+from collections import Counter
+from datetime import timedelta
+from urllib.parse import urlencode
 
+from django.db.models import Count, Prefetch, Q
+from django.http import Http404
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils import timezone
+from django.views import View
+from django.views.generic import DetailView, ListView
+
+from fabric.choices import NodeType
+from fabric.models import Fabric, Host, Node, Port
 from fabric.views import RoleRequiredMixin
+from weft.params import int_param
 
 from . import access
-from .models import Pool
-from .services.allocation import pool_summary
+from .choices import HOLDING_STATES, AllocationKind
+from .history import Span, usage_history
+from .models import Allocation, AllocationItem, Gpu, HostInventory, MigSlice, Pool
+from .services.allocation import eligible_gpus, pool_summary
 
 #: width of a bar, SVG user units (the page scales it)
 BAR_WIDTH = 300
+#: history ranges the pool page offers (``?range=``) and the default one
+HISTORY_RANGES = {
+    "1h": timedelta(hours=1),
+    "1d": timedelta(days=1),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
+HISTORY_DEFAULT = "7d"
+#: allocations listed on a pool page: the newest active ones, then the latest ended ones
+ACTIVE_SHOWN, ENDED_SHOWN = 200, 20
 
 
-def bar(summary: dict, quota: int | None) -> dict:
-    """Segments of a pool's bar, as SVG x/width: held within the guarantee, borrowed, and free
-    to take now (free GPUs the pool matches, up to its quota). The scale is the quota, or what
-    the pool could hold now when it has none."""
-    used, borrowed = summary["gpus"], summary["borrowed_gpus"]
-    free = summary["free_gpus"] if quota is None else max(0, min(summary["free_gpus"], quota - used))
-    scale = max(quota if quota is not None else used + free, used + free, 1)
+def bar_segments(used: int, borrowed: int, free: int, quota: int | None) -> dict:
+    """Segments of a used / borrowed / free bar, as SVG x/width (user units of ``BAR_WIDTH``).
+
+    ``used``: held now (the borrowed ones included); ``borrowed``: held above the guarantee;
+    ``free``: free units the pool's filters match; ``quota``: hard cap (None: none). Shown:
+    ``used - borrowed`` (within the guarantee), ``borrowed``, and free to take now (``free``, at
+    most what the quota still allows). The scale is the quota, or what the pool could hold now
+    when it has none (or holds more than its quota, after the quota was lowered). Returns
+    ``{"segments": [{"name", "x", "width"}], "used", "borrowed", "free", "scale"}``.
+    """
+    borrowed = min(borrowed, used)
+    free = free if quota is None else max(0, min(free, quota - used))
+    scale = max(quota if quota is not None else 0, used + free, 1)
     widths = [(used - borrowed) * BAR_WIDTH / scale, borrowed * BAR_WIDTH / scale, free * BAR_WIDTH / scale]
     x, segs = 0.0, []
     for name, w in zip(("used", "borrowed", "free"), widths, strict=True):
         segs.append({"name": name, "x": round(x, 1), "width": round(w, 1)})
         x += w
     return {"segments": segs, "used": used, "borrowed": borrowed, "free": free, "scale": scale}
+
+
+def bar(summary: dict, quota: int | None) -> dict:
+    """The GPU bar of a pool from :func:`pools.services.allocation.pool_summary` (see
+    :func:`bar_segments`)."""
+    return bar_segments(summary["gpus"], summary["borrowed_gpus"], summary["free_gpus"], quota)
+
+
+def pool_rows(pools) -> list[dict]:
+    """``[{"pool", "usage", "bar"}]`` for the pool list and the dashboard: ``usage`` is
+    :func:`pool_summary`, ``bar`` the pool's GPU bar."""
+    rows = []
+    for pool in pools:
+        summary = pool_summary(pool)
+        rows.append({"pool": pool, "usage": summary, "bar": bar(summary, pool.quota_gpus)})
+    return rows
+
+
+def visible_allocations(user):
+    """Allocations of ``user``'s tenants (all for an Admin), with what the pages show of them."""
+    return access.scope_allocations(
+        Allocation.objects.select_related("pool", "tenant", "owner").prefetch_related(
+            Prefetch("items", queryset=AllocationItem.objects.select_related("gpu__host", "mig_slice"))
+        ),
+        user,
+    )
+
+
+def placement(alloc: Allocation, host_id: int | None = None) -> list[dict]:
+    """Where an allocation is (was): ``[{"host": Host, "units": ["GPU3", "GPU7 MIG 1g.10gb", …]}]``
+    by host name, from its prefetched items (all of them: an ended allocation shows what it held).
+    ``host_id``: only that host's units."""
+    hosts: dict[int, dict] = {}
+    for item in alloc.items.all():
+        gpu = item.gpu
+        if host_id is not None and gpu.host_id != host_id:
+            continue
+        unit = f"GPU{gpu.index}"
+        if item.mig_slice_id:
+            unit += f" MIG {item.mig_slice.profile or '?'} gi{item.mig_slice.gpu_instance_id}"
+        elif item.kind == AllocationKind.FRACTION:
+            unit += f" ({item.memory_mib} MiB, {item.compute_pct} %)"
+        hosts.setdefault(gpu.host_id, {"host": gpu.host, "units": []})["units"].append(unit)
+    return sorted(hosts.values(), key=lambda h: h["host"].name)
+
+
+def pool_history(pool: Pool, since, until) -> dict:
+    """:func:`pools.history.usage_history` of ``pool`` from its allocations' rows (every tenant's:
+    the pool's total, as its bars); starts not yet reached and requests never started are left out."""
+    allocs = (
+        Allocation.objects.filter(pool=pool, started_at__isnull=False, started_at__lte=until)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since))
+        .annotate(
+            whole=Count("items", filter=Q(items__kind=AllocationKind.GPU)),
+            whole_borrowed=Count("items", filter=Q(items__kind=AllocationKind.GPU, items__borrowed=True)),
+            slices=Count("items", filter=Q(items__kind=AllocationKind.MIG)),
+        )
+        .values_list("pk", "state", "started_at", "ended_at", "whole", "whole_borrowed", "slices")
+    )
+    rows = list(allocs)
+    shared: dict[int, list[int]] = {}
+    for alloc_id, gpu_id in AllocationItem.objects.filter(
+        allocation_id__in=[r[0] for r in rows], kind=AllocationKind.FRACTION
+    ).values_list("allocation_id", "gpu_id"):
+        shared.setdefault(alloc_id, []).append(gpu_id)
+    spans = []
+    for pk, state, started, ended, whole, borrowed, slices in rows:
+        # an ended allocation without an end time (never written so) held nothing measurable
+        end = None if state in HOLDING_STATES else (ended or started)
+        spans.append(Span(started, end, whole, borrowed, slices, tuple(shared.get(pk, ()))))
+    return usage_history(spans, since, until)
 
 
 class PoolListView(RoleRequiredMixin, ListView):
@@ -45,10 +152,194 @@ class PoolListView(RoleRequiredMixin, ListView):
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
-        rows = []
-        for pool in ctx["pools"]:
-            summary = pool_summary(pool)
-            rows.append({"pool": pool, "usage": summary, "bar": bar(summary, pool.quota_gpus)})
-        ctx["rows"] = rows
+        ctx["rows"] = pool_rows(ctx["pools"])
         ctx["bar_width"] = BAR_WIDTH
+        return ctx
+
+
+class PoolView(RoleRequiredMixin, DetailView):
+    """One pool: configuration, GPU and MIG-slice bars, its allocations (the user's tenants'),
+    its hosts on the fabric map, and what it held over time (``?range=1h|1d|7d|30d``)."""
+
+    template_name = "pools/pool.html"
+    context_object_name = "pool"
+
+    def get_queryset(self):
+        return access.scope_pools(Pool.objects.select_related("tenant", "fabric"), self.request.user)
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        pool, user = self.object, self.request.user
+        usage = pool_summary(pool)
+        free_slices = MigSlice.objects.allocatable().filter(gpu__in=eligible_gpus(pool)).count()
+        ctx.update(
+            usage=usage,
+            bar_width=BAR_WIDTH,
+            gpu_bar=bar(usage, pool.quota_gpus),
+            slice_bar=bar_segments(usage["slices"], usage["borrowed_slices"], free_slices, pool.quota_slices),
+        )
+        allocs = visible_allocations(user).filter(pool=pool)
+        holding = allocs.filter(state__in=HOLDING_STATES)
+        ctx["active_count"] = holding.count()
+        ctx["active"] = [{"a": a, "where": placement(a)} for a in holding.order_by("-id")[:ACTIVE_SHOWN]]
+        ended = allocs.exclude(state__in=HOLDING_STATES).order_by("-ended_at", "-id")[:ENDED_SHOWN]
+        ctx["ended"] = [{"a": a, "where": placement(a)} for a in ended]
+        ctx.update(self._hosts(pool, holding))
+        ctx.update(self._history(pool))
+        return ctx
+
+    def _hosts(self, pool: Pool, holding) -> dict:
+        """The hosts of the user's tenants' active allocations, the fabric map to draw (the pool's
+        fabric, else the one with most of those hosts) and its CA GUIDs to highlight."""
+        per_host = dict(
+            AllocationItem.objects.filter(active=True, allocation__in=holding)
+            .values("gpu__host_id")
+            .annotate(n=Count("gpu", distinct=True))
+            .values_list("gpu__host_id", "n")
+        )
+        hosts = list(Host.objects.filter(pk__in=per_host).select_related("fabric"))
+        for host in hosts:
+            host.held_gpus = per_host[host.pk]
+        hosts.sort(key=lambda h: (h.fabric.name, h.name))
+        fabrics = Counter(h.fabric_id for h in hosts)
+        fabric = pool.fabric if pool.fabric_id else None
+        if fabric is None and fabrics:
+            fabric = Fabric.objects.get(pk=fabrics.most_common(1)[0][0])
+        out: dict = {"hosts": hosts, "map_fabric": fabric, "other_fabrics": []}
+        if fabric is None:
+            return out
+        cas = Node.objects.filter(
+            host__in=[h for h in hosts if h.fabric_id == fabric.pk], node_type=NodeType.CA
+        )
+        guids = list(cas.order_by("node_guid").values_list("node_guid", flat=True))
+        out["highlight"] = " ".join(guids)
+        if guids:
+            query = urlencode({"fabric": fabric.pk, "highlight": ",".join(guids)})
+            out["map_page_url"] = f"{reverse('fabric:map')}?{query}"
+        out["map_url"] = reverse("fabric-api:fabric-map", args=[fabric.pk])
+        others = Fabric.objects.filter(pk__in=fabrics).exclude(pk=fabric.pk).order_by("name")
+        out["other_fabrics"] = [{"fabric": f, "hosts": fabrics[f.pk]} for f in others]
+        return out
+
+    def _history(self, pool: Pool) -> dict:
+        wanted = self.request.GET.get("range", "")
+        name = wanted if wanted in HISTORY_RANGES else HISTORY_DEFAULT
+        until = timezone.now()
+        series = pool_history(pool, until - HISTORY_RANGES[name], until)
+        series |= {"quota": pool.quota_gpus, "guaranteed": pool.guaranteed_gpus, "range": name}
+        return {"history": series, "history_range": name, "history_ranges": list(HISTORY_RANGES)}
+
+
+class HostListView(RoleRequiredMixin, ListView):
+    """Hosts of the fabrics (``?fabric=<id>``, ``?q=`` part of the name) with their GPUs: how many
+    are present, free, held, and their models."""
+
+    template_name = "pools/host_list.html"
+    context_object_name = "hosts"
+    paginate_by = 100
+
+    def get_queryset(self):
+        present = Q(gpus__missing_since__isnull=True)
+        qs = Host.objects.select_related("fabric").annotate(
+            n_gpus=Count("gpus", filter=present, distinct=True),
+            n_free=Count("gpus", filter=present & Q(gpus__state="free"), distinct=True),
+            n_cas=Count("nodes", filter=Q(nodes__node_type=NodeType.CA), distinct=True),
+        )
+        self.fabric = None
+        fabric_id = int_param(self.request.GET.get("fabric"))
+        if fabric_id is not None:
+            self.fabric = Fabric.objects.filter(pk=fabric_id).first()
+            qs = qs.filter(fabric_id=fabric_id)
+        self.q = self.request.GET.get("q", "").strip()[:128]
+        if self.q:
+            qs = qs.filter(name__icontains=self.q)
+        if self.request.GET.get("gpus") == "1":
+            qs = qs.filter(n_gpus__gt=0)
+        return qs.order_by("fabric__name", "name")
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        ctx.update(fabric=self.fabric, fabrics=Fabric.objects.order_by("name"), q=self.q)
+        ctx["only_gpus"] = self.request.GET.get("gpus") == "1"
+        models = (
+            Gpu.objects.present()
+            .filter(host__in=[h.pk for h in ctx["hosts"]])
+            .values_list("host_id", "product_name")
+            .distinct()
+        )
+        by_host: dict[int, list[str]] = {}
+        for host_id, product in models:
+            by_host.setdefault(host_id, []).append(product or "?")
+        for host in ctx["hosts"]:
+            host.models = sorted(by_host.get(host.pk, []))
+        query = self.request.GET.copy()
+        query.pop("page", None)
+        ctx["query"] = query.urlencode()
+        return ctx
+
+
+class HostFindView(RoleRequiredMixin, View):
+    """``?fabric=<id>&name=<host name>`` → the host's page (the map's panel links hosts by name)."""
+
+    def get(self, request):
+        fabric_id = int_param(request.GET.get("fabric"))
+        name = request.GET.get("name", "")
+        host = Host.objects.filter(fabric_id=fabric_id, name=name).first() if fabric_id else None
+        if host is None:
+            raise Http404("no such host")
+        return redirect("pools:host", pk=host.pk)
+
+
+class HostView(RoleRequiredMixin, DetailView):
+    """A host: its GPUs (model, memory, health, MIG mode, rail HCA, state), MIG slices, its HCAs
+    (CA nodes) with each port's GUID, LID, state, rate and the leaf switch it is cabled to (the
+    rail), what the host agent last reported, and the allocations on it (the user's tenants')."""
+
+    template_name = "pools/host.html"
+    context_object_name = "host"
+    queryset = Host.objects.select_related("fabric")
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        host = self.object
+        gpus = list(
+            host.gpus.select_related("rail_node").prefetch_related(
+                Prefetch(
+                    "mig_slices", queryset=MigSlice.objects.order_by("gpu_instance_id", "compute_instance_id")
+                )
+            )
+        )
+        ctx["gpus"] = gpus
+        ctx["slices"] = [s for g in gpus for s in g.mig_slices.all()]
+        ctx["inventory"] = HostInventory.objects.filter(host=host).first()
+        hcas = []
+        ports = Port.objects.with_link().order_by("port_num")
+        cas = Node.objects.filter(host=host, node_type=NodeType.CA).prefetch_related(
+            Prefetch("ports", queryset=ports)
+        )
+        for node in cas.order_by("name"):
+            rows = [{"port": p, "remote": p.remote} for p in node.ports.all()]
+            rail_gpus = [g for g in gpus if g.rail_node_id == node.pk]
+            leaves = sorted({str(r["remote"].node) for r in rows if r["remote"] is not None})
+            hcas.append({"node": node, "ports": rows, "gpus": rail_gpus, "leaves": leaves})
+        ctx["hcas"] = hcas
+        ctx["highlight"] = ",".join(h["node"].node_guid for h in hcas)
+        allocs = (
+            visible_allocations(self.request.user)
+            .filter(state__in=HOLDING_STATES, items__active=True, items__gpu__host=host)
+            .distinct()
+            .order_by("-id")
+        )
+        rows, held_by = [], {}
+        for alloc in allocs:
+            here = placement(alloc, host.pk)
+            elsewhere = len({i.gpu.host_id for i in alloc.items.all()} - {host.pk})
+            rows.append({"a": alloc, "units": here[0]["units"] if here else [], "elsewhere": elsewhere})
+            for item in alloc.items.all():
+                if item.active and item.gpu.host_id == host.pk:
+                    held_by.setdefault(item.gpu_id, []).append(alloc)
+        for gpu in gpus:
+            gpu.held_by = held_by.get(gpu.pk, [])
+        ctx["allocations"] = rows
+        ctx["gpu_counts"] = Counter(g.state for g in gpus if g.present)
         return ctx

@@ -72,6 +72,8 @@ def test_templates_have_no_inline_script_handler_or_style(path):
         "/fabric/import/",
         "/fabric/partitions/",
         "/heatmap/",
+        "/pools/",
+        "/pools/hosts/",
     ],
 )
 def test_pages_carry_the_strict_policy(admin, fabric, url):

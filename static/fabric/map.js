@@ -5,8 +5,11 @@
 // Live: it listens to the fabric's alarm group (ws/alarms/<fabric>/, events.consumers) and, after a
 // link.*/port.* alarm change or a discovery, fetches the light payload (map/?part=edges) and
 // recolours its cables in place; only a change of the nodes (added/removed) asks for a reload.
+// Marks: #map[data-highlight] (GUIDs, space-separated: a pool's hosts) are drawn orange with their
+// neighbours (the leaves they are cabled to) in colour and the rest dimmed; #map[data-host-url]
+// makes the panel's host name a link (?fabric=<id>&name=<host>).
 // Test and bench hooks: #map[data-state|data-nodes|data-edges|data-links|data-down-links|
-// data-live|data-render-ms|data-selected] and window.weftMap.
+// data-live|data-render-ms|data-selected|data-highlighted|data-highlight-missing] and window.weftMap.
 (function () {
   "use strict";
   const container = document.getElementById("map");
@@ -33,6 +36,7 @@
   const STATE_COLOURS = { 4: "#3fb950", 3: "#d29922", 2: "#db6d28", 1: "#f85149", 0: "#6e7681" };
   const STATE_NAMES = { 4: "Active", 3: "Armed", 2: "Initialize", 1: "Down", 0: "not reported (file import)" };
   const WIDTH_COLOURS = { "1x": "#f85149", "2x": "#db6d28", "4x": "#3fb950", "8x": "#58a6ff", "12x": "#a371f7", "": "#484f58" };
+  const HIGHLIGHT = "#ffa657";
   const DIM_NODE = "#26303a";
   const DIM_EDGE = "#161d24";
 
@@ -44,6 +48,8 @@
   let selected = null; // node key
   let neighbours = new Set();
   let matches = new Set();
+  let highlighted = new Set(); // node keys marked by data-highlight
+  let highlightNeighbours = new Set();
   const guidIndex = new Map();
   const lidIndex = new Map();
   const idIndex = new Map();
@@ -98,6 +104,25 @@
     }
     for (const [lid, i] of data.extra_lids) addLid(lid, i);
     addEdges();
+    markHighlighted();
+  }
+
+  /** The nodes named by #map[data-highlight] (GUIDs), and their neighbours. */
+  function markHighlighted() {
+    const wanted = (container.dataset.highlight || "").split(/[\s,]+/).filter(Boolean);
+    highlighted = new Set();
+    let missing = 0;
+    for (const g of wanted) {
+      const i = guidIndex.get(normalizeGuid(g) || g);
+      if (i === undefined) missing++;
+      else highlighted.add(String(i));
+    }
+    highlightNeighbours = new Set();
+    for (const key of highlighted) for (const n of graph.neighbors(key)) highlightNeighbours.add(n);
+    if (wanted.length) {
+      container.dataset.highlighted = String(highlighted.size);
+      container.dataset.highlightMissing = String(missing);
+    }
   }
   function addLid(lid, i) {
     if (!lidIndex.has(lid)) lidIndex.set(lid, []);
@@ -130,6 +155,7 @@
     graph.clearEdges();
     addEdges();
     if (selected !== null) neighbours = new Set(graph.neighbors(selected));
+    markHighlighted();
     container.dataset.edges = String(graph.size);
     renderer.refresh();
     drawLegend();
@@ -183,18 +209,28 @@
       li.append(sw, c.name + " (" + c.n + ")");
       ul.append(li);
     }
+    if (highlighted.size) {
+      const li = el("li");
+      li.dataset.legend = "highlight";
+      const dot = el("span", null, "dot"); dot.style.background = HIGHLIGHT;
+      li.append(dot, (container.dataset.highlightLabel || "highlighted") + " (" + highlighted.size + ")");
+      ul.prepend(li);
+    }
     legend.append(el("strong", "Links by " + colourMode), ul);
   }
 
   function nodeReducer(key, attrs) {
-    if (!showCas && data.nodes.type[Number(key)] === 0 && key !== selected) return { ...attrs, hidden: true };
-    if (selected === null && matches.size === 0) return attrs;
+    const marked = highlighted.has(key);
+    if (!showCas && data.nodes.type[Number(key)] === 0 && key !== selected && !marked) return { ...attrs, hidden: true };
+    if (selected === null && matches.size === 0 && highlighted.size === 0) return attrs;
     const res = { ...attrs };
     if (key === selected) {
       res.color = "#ffffff"; res.size = attrs.size * 1.6; res.zIndex = 2; res.forceLabel = true;
     } else if (matches.has(key)) {
       res.color = "#f2cc60"; res.size = attrs.size * 1.5; res.zIndex = 1; res.forceLabel = matches.size <= 20;
-    } else if (neighbours.has(key)) {
+    } else if (marked) {
+      res.color = HIGHLIGHT; res.size = attrs.size * 2; res.zIndex = 1; res.forceLabel = highlighted.size <= 24;
+    } else if (neighbours.has(key) || (selected === null && matches.size === 0 && highlightNeighbours.has(key))) {
       res.zIndex = 1;
     } else {
       res.color = DIM_NODE; res.label = ""; res.zIndex = 0;
@@ -202,12 +238,15 @@
     return res;
   }
   function edgeReducer(key, attrs) {
-    if (selected === null && showCas) return attrs;
+    if (selected === null && showCas && highlighted.size === 0) return attrs;
     const [s, t] = graph.extremities(key);
-    if (!showCas && ((data.nodes.type[Number(s)] === 0 && s !== selected) || (data.nodes.type[Number(t)] === 0 && t !== selected))) {
-      return { ...attrs, hidden: true };
+    const shown = (n) => data.nodes.type[Number(n)] !== 0 || n === selected || highlighted.has(n);
+    if (!showCas && (!shown(s) || !shown(t))) return { ...attrs, hidden: true };
+    if (selected === null) {
+      if (highlighted.size === 0) return attrs;
+      if (highlighted.has(s) || highlighted.has(t)) return { ...attrs, size: attrs.size * 1.5, zIndex: 1 };
+      return { ...attrs, color: DIM_EDGE };
     }
-    if (selected === null) return attrs;
     if (s === selected || t === selected) return { ...attrs, size: attrs.size * 2, zIndex: 1 };
     return { ...attrs, color: DIM_EDGE };
   }
@@ -272,9 +311,19 @@
       ["type", TYPE_NAMES[nd.type[i]]], ["tier", TIER_NAMES[nd.tier[i]]], ["GUID", nd.guid[i]],
       ["LID", nd.lid[i] == null ? "—" : nd.lid[i]],
     ];
-    if (nd.host[i] >= 0) rows.push(["host", data.hosts[nd.host[i]]]);
+    if (nd.host[i] >= 0) {
+      const name = data.hosts[nd.host[i]];
+      const hostUrl = container.dataset.hostUrl;
+      const a = hostUrl ? link(hostUrl + "?fabric=" + data.fabric.id + "&name=" + encodeURIComponent(name), name) : null;
+      if (a) a.id = "panel-host";
+      rows.push(["host", a || name]);
+    }
     rows.push(["links", graph.degree(String(i)) + " neighbours"]);
-    for (const [k, v] of rows) { dl.append(el("dt", k), el("dd", v)); }
+    for (const [k, v] of rows) {
+      const dd = v instanceof Node ? el("dd") : el("dd", v);
+      if (v instanceof Node) dd.append(v);
+      dl.append(el("dt", k), dd);
+    }
     panel.append(dl);
     const portsBox = el("div", "loading ports…", "muted"); portsBox.id = "panel-ports";
     panel.append(portsBox);
@@ -557,10 +606,22 @@
     watchDiscoveries();
     connectLive();
     const focus = container.dataset.focus;
-    if (focus) {
-      const i = guidIndex.get(normalizeGuid(focus) || focus);
-      if (i !== undefined) select(String(i));
+    const i = focus ? guidIndex.get(normalizeGuid(focus) || focus) : undefined;
+    if (i !== undefined) select(String(i));
+    else if (highlighted.size) frame([...highlighted, ...highlightNeighbours]);
+  }
+
+  /** Move the camera onto these nodes (the highlighted hosts and their leaves). */
+  function frame(keys) {
+    let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+    for (const key of keys) {
+      const d = renderer.getNodeDisplayData(key);
+      if (!d) continue;
+      x0 = Math.min(x0, d.x); x1 = Math.max(x1, d.x); y0 = Math.min(y0, d.y); y1 = Math.max(y1, d.y);
     }
+    if (x0 > x1) return;
+    const ratio = Math.min(1, Math.max(0.05, 1.3 * Math.max(x1 - x0, y1 - y0)));
+    renderer.getCamera().setState({ x: (x0 + x1) / 2, y: (y0 + y1) / 2, ratio });
   }
 
   fetch(container.dataset.mapUrl, { headers: { Accept: "application/json" }, credentials: "same-origin" })
@@ -601,5 +662,14 @@
     search: (q) => search(q).map(([i, why]) => ({ guid: data.nodes.guid[i], name: label(i), why })),
     viewportPosition,
     edgeState,
+    /** GUIDs of the nodes marked by data-highlight that the layout has. */
+    highlighted: () => [...highlighted].map((key) => data.nodes.guid[Number(key)]),
+    /** What sigma draws for a node (colour, size, hidden) after the reducers, or null. */
+    drawn(guid) {
+      const i = guidIndex.get(normalizeGuid(guid) || guid);
+      if (i === undefined) return null;
+      const d = renderer.getNodeDisplayData(String(i));
+      return d ? { color: d.color, size: d.size, hidden: !!d.hidden, label: d.label } : null;
+    },
   };
 })();

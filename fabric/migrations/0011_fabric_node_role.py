@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('fabric', '0008_topology_digests'),
+        ('fabric', '0010_ingest_indexes'),
     ]
 
     operations = [

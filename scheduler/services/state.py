@@ -8,8 +8,9 @@
   ``free`` (``MigSlice.objects.allocatable``), and GPUs open to a fraction (free or shared, with
   the memory and compute their active fractions leave);
 * unusable hosts (:func:`unusable_hosts`): a host with an HCA the last discoveries could not
-  reach (``fabric.Node.unreachable_since``), or an HCA link with an open ``link.down`` alarm
-  (the alarm engine's, as the map draws it), is not placed on until that is over;
+  reach (``fabric.Node.unreachable_since``), an HCA link with an open ``link.down`` alarm (the
+  alarm engine's, as the map draws it), or an HCA gone from the fabric (open ``node.removed``:
+  a host's only cable to that HCA pulled) is not placed on until that is over;
 * congestion (:func:`congestion_marks`): open alarms of the counter rules
   (``events.rules.counters``: ``port.congestion`` after its consecutive sweeps over the threshold,
   error rates, link-downed bursts) on a port of a domain's uplinks mark that domain;
@@ -31,6 +32,7 @@ from events.models import Alarm
 from fabric.choices import NodeType
 from fabric.keys import split_port_key
 from fabric.models import Discovery, Fabric, Host, Link, Node
+from fabric.services.derive import host_for
 from pools.choices import AllocationKind, GpuState
 from pools.models import AllocationItem, Gpu, HostInventory, MigSlice, Pool
 from pools.services.allocation import gpu_capacity, pool_usage
@@ -211,6 +213,17 @@ def unusable_hosts(loc: Locality) -> dict[str, str]:
     ):
         if host_id in names:
             out.setdefault(names[host_id], f"HCA {name} unreachable since {since:%Y-%m-%d %H:%M:%S}")
+    # an HCA the discovery no longer sees (its only cable pulled) has no row: its node.removed
+    # alarm names it, and the host comes from that name (fabric.services.derive.host_for)
+    by_name = {(s.fabric_id, name) for name, s in loc.hosts.items()}
+    for fabric_id, text in (
+        Alarm.objects.open()
+        .filter(code="node.removed", fabric_id__in=fabrics)
+        .values_list("fabric_id", "object_repr")
+    ):
+        host = host_for(NodeType.CA, text, text)
+        if host and (fabric_id, host) in by_name:
+            out.setdefault(host, f"HCA {text} is no longer on the fabric")
     alarms = list(
         Alarm.objects.open()
         .filter(code="link.down", fabric_id__in=fabrics)

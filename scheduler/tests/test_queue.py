@@ -299,16 +299,22 @@ def test_an_unusable_host_is_never_chosen(cluster):
         object_key=key, object_repr=str(link), message="down", first_seen=now, last_seen=now,
     )  # fmt: skip
     Node.objects.filter(host__name="host004", fabric=cluster.fabric).update(unreachable_since=now)
-    jobs = [submit(spec(cluster, 8, name=f"j{i}")) for i in range(3)]
+    # a second HCA of host003 gone from the fabric (its only cable pulled): no row, its alarm names it
+    Alarm.objects.create(
+        fabric=cluster.fabric, code="node.removed", severity="minor", category="topology", object_type="node",
+        object_key="0x0002c9030000ffff", object_repr="host003 mlx5_1", message="gone", first_seen=now, last_seen=now,
+    )  # fmt: skip
+    jobs = [submit(spec(cluster, 8, name=f"j{i}")) for i in range(2)]
     run_pass()
     for j in jobs:
         j.refresh_from_db()
     placed = [j for j in jobs if j.state == "placed"]
-    assert len(placed) == 2 and all(not {"host001", "host004"} & set(j.placement) for j in placed)
+    assert len(placed) == 1 and list(placed[0].placement) == ["host002"]
     (left,) = [j for j in jobs if j.state == "pending"]
     assert left.pending_code == "capacity"
     text = " ".join(left.decision["reasons"])
     assert "host001 (HCA link down" in text and "host004 (HCA" in text and "unreachable since" in text
+    assert "host003 (HCA host003 mlx5_1 is no longer on the fabric)" in text
 
 
 def test_congested_uplinks_are_avoided_and_explained(cluster):

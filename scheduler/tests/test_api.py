@@ -171,3 +171,24 @@ def test_openapi_schema_of_scheduler_endpoints_has_no_warnings(db, capsys):
     submit_body = schema["components"]["schemas"]["SubmitJob"]["properties"]
     assert {"tier", "tier_mode", "segments", "priority_class", "time_limit_s"} <= set(submit_body)
     assert set(schema["paths"]["/api/scheduler/jobs/"]["post"]["responses"]) == {"201", "400", "403"}
+
+
+def test_fair_share_weight_in_the_admin_is_audited_and_jobs_are_read_only(setup, django_user_model):
+    from django.test import Client
+
+    from accounts.models import AuditEntry
+
+    c, _, _ = setup
+    root = django_user_model.objects.create_superuser("root", "root@example.org", "pw")
+    client = Client()
+    client.force_login(root)
+    resp = client.post("/admin/scheduler/tenantshare/add/", {"tenant": c.tenant.pk, "weight": 4})
+    assert resp.status_code == 302, resp.content[:500]
+    share = TenantShare.objects.get(tenant=c.tenant)
+    assert share.weight == 4
+    entry = AuditEntry.objects.get(action="tenant_share.create")
+    assert entry.changes == {"weight": [None, 4]} and entry.user == root
+    job = submit(JobSpec(name="ro", pool_id=c.pool.pk, count=1))
+    assert client.get(f"/admin/scheduler/job/{job.pk}/change/").status_code == 200  # view only
+    resp = client.post(f"/admin/scheduler/job/{job.pk}/change/", {"name": "renamed"})
+    assert resp.status_code == 403 and Job.objects.get(pk=job.pk).name == "ro"

@@ -14,11 +14,19 @@ is what the issue's "Queue" section asks of a pass (issue 12):
    ``quota``; the engine is not asked and it gets no reservation.
 3. **Placement** (``scheduler.placement.place``) on the free state as this pass left it: every
    placement takes its GPUs from the in-memory :class:`Inventory` at once, so two jobs of one
-   pass never get the same GPU, slice or share.
+   pass never get the same GPU, slice or share (the plan counts GPUs per host; the binding picks
+   which ones). The engine is not run when the counts already answer: no eligible fabric has
+   that many free GPUs (``capacity``), or — for a whole-host shape the engine already judged
+   ``capacity``/``fragmentation`` in this pass — too few hosts with ``gpus_per_host`` free
+   (``fragmentation``); an identical request right after an identical failure reuses it.
 4. **Preemption**: a whole-GPU job that does not place tries
    ``scheduler.placement.select_victims`` over the held jobs that are preemptible and of lower
    priority (fewest victims first); the victims' GPUs go back to the inventory and the job is
-   placed on them in the same pass (the binding preempts and places in one transaction).
+   placed on them in the same pass (the binding preempts and places in one transaction). Within
+   a budget, so that a pass stays short: the :data:`PREEMPT_CANDIDATES` lowest-priority
+   candidates holding the most matching GPUs, :data:`PREEMPT_CHECKS` engine checks, and a
+   request whose search failed is not searched again until some GPUs were released in the pass
+   (the fewest victims are then the fewest among those candidates; the decision says so).
 5. **Reservation and backfill** (EASY backfill): the first job in order that is pending for
    capacity, fragmentation or congestion (a shape that could fit once GPUs are released) is the
    *head*: the pass finds the earliest time it fits — held jobs release their GPUs at their

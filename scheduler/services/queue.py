@@ -717,6 +717,9 @@ def _write_pending(outs: list[Outcome], jobs: dict[int, Job], plan, now: datetim
     new history row, unchanged ones bump their history row; the head's reservation; and cap the
     history of the jobs it placed."""
     head = plan.reservation.job_id if plan.reservation is not None else None
+    if not outs and not placed:
+        Job.objects.filter(reserved_start__isnull=False).update(reserved_start=None, reserved_hosts=[])
+        return
     with transaction.atomic():
         changed, same = [], []
         for out in outs:

@@ -26,6 +26,19 @@ class Tier(models.IntegerChoices):
     UNKNOWN = 9, "unknown"
 
 
+class FabricRole(models.TextChoices):
+    """What a fabric, or a switch of a fabric, carries (a site's choice, not an IB attribute).
+
+    Only ``compute`` fabrics and switches make GPU locality (``scheduler.topology``): a storage or
+    management fabric reaches the same hosts as the compute one, and a storage switch in a compute
+    subnet reaches hosts of many units; neither is a leaf of the placement tree.
+    """
+
+    COMPUTE = "compute", "Compute"
+    STORAGE = "storage", "Storage"
+    MANAGEMENT = "management", "Management"
+
+
 class PortState(models.IntegerChoices):
     """PortInfo:PortState (IBTA Vol 1, 14.2.5.6): 0 = no state change/unknown."""
 

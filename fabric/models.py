@@ -17,6 +17,7 @@ from .choices import (
     ApplyState,
     DiscoverySource,
     DiscoveryStatus,
+    FabricRole,
     MemberReason,
     Membership,
     NodeType,
@@ -78,6 +79,13 @@ class Fabric(models.Model):
         default=list,
         blank=True,
         help_text="argv run instead of SIGHUP to make OpenSM re-read its partitions (e.g. a remote reload)",
+    )
+    #: what the fabric carries: only compute fabrics place GPU jobs (``scheduler.topology``)
+    role = models.CharField(
+        max_length=10,
+        choices=FabricRole.choices,
+        default=FabricRole.COMPUTE,
+        help_text="compute fabrics make the scheduler's locality tree; storage/management fabrics are skipped",
     )
     discovery_timeout_s = models.FloatField(default=300.0)
     discovery_enabled = models.BooleanField(default=True, help_text="periodic live discovery")
@@ -160,6 +168,13 @@ class Node(models.Model):
     lid = models.PositiveIntegerField(null=True, blank=True, db_index=True)
     lmc = models.PositiveSmallIntegerField(default=0)
     tier = models.PositiveSmallIntegerField(choices=Tier.choices, default=Tier.UNKNOWN)
+    #: switches only: what the switch carries (a site's choice, kept across rediscoveries; set with
+    #: ``fabric.services.roles.set_switch_roles``); a storage or management switch is no leaf or
+    #: spine of the scheduler's locality tree. A database default too: the ingest inserts nodes
+    #: with its own column list (``fabric.services.bulk.insert_rows``)
+    role = models.CharField(
+        max_length=10, choices=FabricRole.choices, default=FabricRole.COMPUTE, db_default=FabricRole.COMPUTE
+    )
     host = models.ForeignKey(Host, null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes")
     first_seen = models.DateTimeField(auto_now_add=True)
     last_seen = models.DateTimeField(null=True, blank=True)

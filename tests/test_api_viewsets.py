@@ -287,6 +287,14 @@ WRITES: dict[str, Write] = {
         check=lambda w, b: (b["source"], b["renamed"]) == ("none", 1)
         and Node.objects.get(fabric=w.fabric, description="spine-1").name == "spine-1",
     ),
+    "fabric-api:fabric-switch-roles POST": Write(
+        200,
+        target=lambda w: w.fabric,
+        body={"role": "storage", "switches": ["leaf-2"]},
+        check=lambda w, b: (b["switches"], b["changed"]) == (1, 1)
+        and Node.objects.get(fabric=w.fabric, description="leaf-2").role == "storage"
+        and Node.objects.get(fabric=w.fabric, description="leaf-1").role == "compute",
+    ),
     "fabric-api:fabric-import-new POST": Write(
         201,
         body={"fabric": "third", "text": BASE},

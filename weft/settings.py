@@ -219,6 +219,8 @@ SPECTACULAR_SETTINGS = {
         # two "role" enums (a user's site role, a tenant membership's role)
         "TenantRoleEnum": "pools.choices.TenantRole",
         "UserRoleEnum": ["none", "viewer", "operator", "admin"],
+        # a fabric's and a switch's role (compute, storage, management)
+        "FabricRoleEnum": "fabric.choices.FabricRole",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

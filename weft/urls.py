@@ -42,6 +42,7 @@ urlpatterns = [
     path("api/fabric/", include("telemetry.api.urls")),
     path("api/fabric/", include("events.api.urls")),
     path("api/pools/", include("pools.api.urls")),
+    path("api/scheduler/", include("scheduler.api.urls")),
     path("", include("telemetry.urls")),
     path("", include("events.urls")),
     path("", include("fabric.urls")),

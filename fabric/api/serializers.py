@@ -13,7 +13,7 @@ from rest_framework import serializers
 
 from weft.fields import IdentityUrlField
 
-from ..choices import PortState
+from ..choices import FabricRole, PortState
 from ..guid import normalize_guid
 from ..models import Discovery, Fabric, Host, Link, Node, Partition, PartitionMember, Port, SubnetManager
 from ..querysets import topology_counts
@@ -138,6 +138,7 @@ class FabricSerializer(serializers.ModelSerializer):
             "name",
             "description",
             "subnet_prefix",
+            "role",
             "local_hca",
             "ca_name",
             "ca_port",
@@ -335,6 +336,7 @@ class NodeSerializer(serializers.ModelSerializer):
             "lid",
             "lmc",
             "tier",
+            "role",
             "host",
             "first_seen",
             "last_seen",
@@ -692,3 +694,20 @@ class PartitionsConfSerializer(serializers.Serializer):
     sha256 = serializers.CharField()
     lines = serializers.IntegerField()
     longest_line = serializers.IntegerField()
+
+
+class SwitchRolesSerializer(serializers.Serializer):
+    """``POST fabrics/{id}/switch-roles/``: give ``role`` to the ``switches`` (GUIDs, LIDs or names)."""
+
+    role = serializers.ChoiceField(choices=FabricRole.choices)
+    switches = serializers.ListField(
+        child=serializers.CharField(max_length=128), min_length=1, max_length=10000,
+        help_text="switches by GUID, LID or name",
+    )  # fmt: skip
+
+
+class SwitchRolesResultSerializer(serializers.Serializer):
+    fabric = serializers.CharField()
+    role = serializers.ChoiceField(choices=FabricRole.choices)
+    switches = serializers.IntegerField(help_text="switches named")
+    changed = serializers.IntegerField(help_text="switches whose role changed")

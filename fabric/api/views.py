@@ -42,6 +42,7 @@ from ..services.requests import (
     request_discovery,
     set_node_name_map,
 )
+from ..services.roles import RoleError, set_switch_roles
 from ..upload import GZIP_MAGIC, UploadError, read_limited, topology_text
 from ..upload import max_bytes as max_upload_bytes
 from . import serializers
@@ -468,6 +469,24 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
         fabric = self.get_object()
         payload = get_or_compute(map_cache_key(fabric), lambda: build_map(fabric), 300)
         return Response(edges_part(payload) if part == "edges" else payload)
+
+    @extend_schema(
+        request=serializers.SwitchRolesSerializer, responses={200: serializers.SwitchRolesResultSerializer}
+    )
+    @action(detail=True, methods=["post"], url_path="switch-roles")
+    def switch_roles(self, request, pk=None):
+        """Give switches a role (Admin): storage and management switches are no leaves or spines
+        of the scheduler's locality tree (``fabric.services.roles``; audited)."""
+        fabric = self.get_object()
+        body = serializers.SwitchRolesSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            result = set_switch_roles(
+                fabric, body.validated_data["switches"], body.validated_data["role"], user=request.user
+            )
+        except RoleError as exc:
+            raise ValidationError({"switches": [str(exc)]}) from None
+        return Response(result)
 
     @extend_schema(responses={200: serializers.PartitionsConfSerializer})
     @action(detail=True, methods=["get"], url_path="partitions-conf")

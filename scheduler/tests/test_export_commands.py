@@ -1,0 +1,124 @@
+"""``manage.py export_topology`` and ``GET /api/scheduler/topology/`` on stored fabrics."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+import yaml
+from django.core.management import CommandError, call_command
+
+from fabric.models import Fabric
+from fabric.services.ingest import import_topology_text
+from lab import netgen
+from scheduler.exports import parse_topology_conf
+
+URL = "/api/scheduler/topology/"
+
+
+@pytest.fixture
+def fabric(db, committed_signals):
+    return import_topology_text("ft", netgen.fat_tree_2level(3, 2, 2), filename="ft.topo").fabric
+
+
+def _run(*args, stdin=None, monkeypatch=None):
+    out, err = StringIO(), StringIO()
+    call_command("export_topology", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_command_prints_the_file_and_warns_on_stderr(fabric, tmp_path):
+    out, err = _run("--fabric", "ft", "--format", "slurm-tree")
+    lines = parse_topology_conf(out)
+    assert {h for c in lines if c.nodes for h in c.nodes} == {f"host00{i}" for i in range(1, 7)}
+    assert err == ""
+    nodes = tmp_path / "nodes"
+    nodes.write_text("host00[1-3]\nNodeName=cpu7 CPUs=4\n")
+    out, err = _run("--fabric", "ft", "--format", "slurm-block", "--nodes", str(nodes))
+    assert "BlockName=MF0_leaf-01_MQM8700_U1" not in out  # ';' ':' '/' are legal in Slurm names
+    assert "BlockName=MF0;leaf-01:MQM8700/U1 Nodes=host[001-002]" in out
+    assert (
+        "warning: 3 fabric hosts are not Slurm nodes" in err
+        and "warning: 1 Slurm nodes are on no fabric: cpu7" in err
+    )
+    out, _ = _run("--fabric", "ft", "--format", "volcano")
+    assert [d["kind"] for d in yaml.safe_load_all(out)].count("HyperNode") == 3 + 1 + 1 + 1
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--fabric", "nope", "--format", "kai"], "no fabric 'nope'; fabrics: ft"),
+        (["--fabric", "ft", "--format", "kai", "--nodes", "/no/such/file"], "cannot read the node list"),
+        (["--fabric", "ft", "--format", "slurm-tree", "--nodes", "BADLIST"], None),
+    ],
+)
+def test_command_errors_are_command_errors(fabric, tmp_path, args, message):
+    if message is None:
+        bad = tmp_path / "nodes"
+        bad.write_text("ok\ngpu[1-\n")
+        args[-1] = str(bad)
+        message = r"bad node list: .*nodes:2: unclosed"
+    with pytest.raises(CommandError, match=message):
+        _run(*args)
+
+
+def test_command_on_a_storage_fabric_says_why(fabric):
+    Fabric.objects.filter(pk=fabric.pk).update(role="storage")
+    with pytest.raises(CommandError, match="no fabric with placed hosts.*role is storage"):
+        _run("--fabric", "ft", "--format", "slurm-tree")
+
+
+def test_api_returns_the_text(fabric, viewer):
+    resp = viewer.get(URL, {"fabric": "ft", "format": "slurm-tree"})
+    assert resp.status_code == 200 and resp["Content-Type"] == "text/plain; charset=utf-8"
+    assert resp["X-Weft-Warnings"] == "0"
+    assert len(parse_topology_conf(resp.content.decode())) == 4
+    resp = viewer.get(URL, {"fabric": str(fabric.pk), "format": "kueue", "nodes": "host00[1-2],ghost"},
+                      HTTP_ACCEPT="application/yaml")  # fmt: skip
+    assert resp.status_code == 200 and resp["Content-Type"] == "application/yaml; charset=utf-8"
+    text = resp.content.decode()
+    assert resp["X-Weft-Warnings"] == "2" and text.startswith(
+        "# warning: 4 fabric hosts are not Kubernetes nodes"
+    )
+    assert [d["kind"] for d in yaml.safe_load_all(text)] == ["Topology", "ResourceFlavor"]
+
+
+@pytest.mark.parametrize(
+    "params,status,key",
+    [
+        ({"fabric": "ft", "format": "pbs"}, 400, "format"),
+        ({"fabric": "ft"}, 400, "format"),
+        ({"format": "kai"}, 400, "fabric"),
+        ({"fabric": "nope", "format": "kai"}, 404, "detail"),
+        ({"fabric": "99999999999999999999", "format": "kai"}, 404, "detail"),
+        ({"fabric": "ft", "format": "kai", "nodes": "a[1-"}, 400, "nodes"),
+        ({"fabric": "ft", "format": "kai", "nodes": "nobody"}, 400, "error"),
+        ({"fabric": "ft", "format": "kai", "name": "Bad Name"}, 400, "name"),
+    ],
+)
+def test_api_bad_input_is_a_clear_4xx(fabric, viewer, params, status, key):
+    resp = viewer.get(URL, params)
+    assert resp.status_code == status and key in resp.json()
+
+
+def test_api_needs_a_signed_in_user(fabric, anonymous):
+    resp = anonymous.get(URL, {"fabric": "ft", "format": "kai"})
+    assert resp.status_code == 401 and resp["WWW-Authenticate"].startswith("Token")
+
+
+def test_api_error_as_text_when_text_was_asked(fabric, viewer):
+    resp = viewer.get(URL, {"fabric": "ft", "format": "pbs"}, HTTP_ACCEPT="text/plain")
+    assert resp.status_code == 400 and "format" in resp.content.decode()
+
+
+def test_export_sees_the_whole_tree(fabric):
+    # a second fabric reaching the same hosts with fewer HCAs: they are placed on the first only
+    import_topology_text("ft-storage", netgen.fat_tree_2level(1, 1, 6), filename="s.topo")
+    with pytest.raises(
+        CommandError, match=r"no fabric with placed hosts.*6 hosts of fabric ft-storage are also on fabric ft"
+    ):
+        _run("--fabric", "ft-storage", "--format", "slurm-tree")
+    out, err = _run("--fabric", "ft", "--format", "slurm-tree")
+    assert len({h for c in parse_topology_conf(out) if c.nodes for h in c.nodes}) == 6
+    assert "also on fabric ft" in err

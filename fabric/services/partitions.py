@@ -782,11 +782,21 @@ def conf_digest(fabric: Fabric) -> str:
 
 def is_current(fabric: Fabric, digest: str | None = None) -> bool:
     """True when the last apply wrote what is stored now and found it applied: every stored
-    partition of ``fabric`` is ``applied`` with ``applied_hash`` = :func:`conf_digest`. False with
-    no stored partition (nothing says what OpenSM runs), or any pending, failed or drifting one."""
+    partition of ``fabric`` is ``applied`` with ``applied_hash`` = :func:`conf_digest`, and the
+    partitions file (:func:`partitions_path`, when set) still holds that text. False with no
+    stored partition (nothing says what OpenSM runs), any pending, failed or drifting one, or a
+    file that is missing or was replaced (an OpenSM restarted with another file, a new lab)."""
     digest = digest or conf_digest(fabric)
     states = list(Partition.objects.filter(fabric=fabric).values_list("applied_state", "applied_hash"))
-    return bool(states) and all(s == ApplyState.APPLIED and h == digest for s, h in states)
+    if not states or not all(s == ApplyState.APPLIED and h == digest for s, h in states):
+        return False
+    path = partitions_path(fabric)
+    if not path:
+        return True
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest() == digest
+    except OSError:
+        return False
 
 
 def auto_apply_enabled(fabric: Fabric) -> bool:

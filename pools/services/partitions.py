@@ -25,8 +25,6 @@ time), when the fabric has a partitions file configured; otherwise the partition
 
 from __future__ import annotations
 
-import re
-
 from django.db import IntegrityError, transaction
 
 from fabric.choices import MemberReason, NodeType, PartitionSource
@@ -53,9 +51,10 @@ class PoolPKeyError(ValueError):
 
 
 def partition_name(pool: Pool) -> str:
-    """The partition's name for ``pool``: ``pool_<name>``, characters OpenSM would misread as ``_``
-    (``fabric.models.Partition.name`` rule), at most 64 characters."""
-    return ("pool_" + re.sub(r"[^A-Za-z0-9_.\-]", "_", pool.name))[:64]
+    """The partition's name for ``pool``: ``pool_<id>``. Not the pool's name: partitions are
+    fabric-level (every Viewer reads them, OpenSM's file names them) while a pool's name is
+    seen only by its tenant's members (``pools.access``)."""
+    return f"pool_{pool.pk}"
 
 
 def pool_member_guids(pool: Pool, fabric_id: int) -> list[str]:
@@ -116,7 +115,7 @@ def set_pool_pkey(pool: Pool, pkey: int | None, *, user=None) -> Partition | Non
     goes on), in one audited transaction, and queue an apply of each fabric touched.
 
     * None: the pool's partition, if any, is deleted (its PKey leaves the ports at the apply).
-    * A pool without one: a partition ``pool_<name>`` (IPoIB on, OpenSM's defaults otherwise) is
+    * A pool without one: a partition ``pool_<id>`` (IPoIB on, OpenSM's defaults otherwise) is
       created on the pool's fabric with the pool's members.
     * A pool with one: the PKey is changed in place (extra members and flags kept); a pool that
       moved to another fabric gets a new partition there (the old one is deleted).
@@ -145,7 +144,7 @@ def set_pool_pkey(pool: Pool, pkey: int | None, *, user=None) -> Partition | Non
                 raise PoolPKeyError("a pool needs a fabric to own a PKey (PKeys are per fabric)")
             partition = current or Partition(
                 fabric_id=pool.fabric_id, name=partition_name(pool), ipoib=True,
-                description=f"GPU pool {pool.name}"[:200], source=PartitionSource.WEFT,
+                description=f"GPU pool {pool.pk} (Weft)", source=PartitionSource.WEFT,
             )  # fmt: skip
             if partition.pk is None or partition.pkey != pkey:
                 partition.pkey = pkey

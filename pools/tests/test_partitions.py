@@ -18,7 +18,6 @@ from pools.models import Gpu, Pool, Tenant, TenantMembership
 from pools.services.allocation import AllocationRequest, allocate, release
 from pools.services.partitions import (
     PoolPKeyError,
-    partition_name,
     set_pool_pkey,
     sync_fabric_pools,
     sync_pool_members,
@@ -60,7 +59,8 @@ def _gpus_of(host: str) -> list[int]:
 def test_members_follow_the_hosts_held_and_extra_members_stay(pod, django_capture_on_commit_callbacks):
     fabric, pool = pod
     part = set_pool_pkey(pool, 0x0A01)
-    assert (part.pkey, part.name, part.fabric_id, part.ipoib) == (0x0A01, "pool_train_h100", fabric.pk, True)
+    # named by the pool's id: partitions are fabric-level, the pool's name is its tenant's
+    assert (part.pkey, part.name, part.fabric_id, part.ipoib) == (0x0A01, f"pool_{pool.pk}", fabric.pk, True)
     assert pool.partition == part and Pool.objects.get(pk=pool.pk).pkey == 0x0A01
     assert _members(part) == [] and part.applied_state == ApplyState.PENDING
     set_members(part, [(STORAGE, "limited")], reason="extra")
@@ -131,7 +131,6 @@ def test_pkey_set_changed_moved_and_taken_away(pod):
     shared = Pool.objects.create(name="anywhere")
     with pytest.raises(PoolPKeyError, match="needs a fabric"):
         set_pool_pkey(shared, 0x0B02)
-    assert partition_name(Pool(name="a b/c" + "x" * 80)) == ("pool_a_b_c" + "x" * 80)[:64]
 
 
 def test_sync_after_a_discovery_restores_the_members(pod, django_capture_on_commit_callbacks):
@@ -176,7 +175,7 @@ def test_a_change_queues_an_apply_that_writes_the_file(applying, settings):
     settings.WEFT_PARTITIONS_VERIFY_SAMPLE = 1
     part = set_pool_pkey(pool, 0x0A04)  # on commit: the apply task (run at once: no worker here)
     text = open(fabric.partitions_path).read()
-    assert "pool_train_h100=0x0a04" in text and "Default=0x7fff" in text
+    assert f"pool_{pool.pk}=0x0a04" in text and "Default=0x7fff" in text
     allocate(pool.pk, AllocationRequest(count=1, gpu_ids=_gpus_of("host002")[:1]))
     text = open(fabric.partitions_path).read()
     assert all(f"{g}=full" in text for g in _host_guids(fabric, "host002"))
@@ -214,9 +213,14 @@ def test_apply_pending_coalesces_and_never_loses_a_change(portless):
     assert changed and out["applies"] == 2 and out["ok"] and out["skipped"] == ""
     assert "0x0002c90300aa0002=full" in open(fabric.partitions_path).read()
     assert is_current(fabric)
-    # nothing changed since: no apply at all, unless forced (a restarted OpenSM)
+    # nothing changed since: no apply at all, unless forced or the file was replaced (an OpenSM
+    # restarted with another file)
     assert apply_pending(fabric)["applies"] == 0
     assert apply_pending(fabric, force=True)["applies"] == 1
+    with open(fabric.partitions_path, "w") as fh:
+        fh.write("Default=0x7fff, ipoib : ALL=full ;\n")
+    assert not is_current(fabric)
+    assert apply_pending(fabric)["applies"] == 1 and is_current(fabric)
 
 
 def test_a_partition_changed_while_its_apply_ran_stays_pending(portless):
@@ -256,7 +260,7 @@ def test_api_admin_sets_the_pkey_and_sees_the_applied_state(
     assert AuditEntry.objects.filter(action="partition.create", object_id=str(part.pk)).exists()
     # an Operator of the tenant reads it, may allocate, but not set a PKey
     op = client_for("operator")
-    assert op.get(url).json()["partition"]["name"] == "pool_train_h100"
+    assert op.get(url).json()["partition"]["name"] == f"pool_{pool.pk}"
     r = op.patch(url, {"pkey": 0x0A11}, format="json")
     assert r.status_code == 403 and Pool.objects.get(pk=pool.pk).pkey == 0x0A10
     with django_capture_on_commit_callbacks(execute=True):
@@ -308,3 +312,15 @@ def test_api_create_with_pkey_move_and_delete(pod, admin):
     assert list(Partition.objects.filter(pkey=0x0A30).values_list("fabric__name", flat=True)) == ["other"]
     assert admin.delete(f"/api/pools/pools/{pool.pk}/").status_code == 204
     assert not Partition.objects.filter(pkey=0x0A30).exists()
+
+
+def test_pages_show_the_pkey_and_the_owning_pool(pod, client_for, users):
+    fabric, pool = pod
+    part = set_pool_pkey(pool, 0x0A40)
+    TenantMembership.objects.create(tenant=pool.tenant, user=users["viewer"])
+    html = client_for("viewer").get("/pools/").content.decode()
+    cell = html[html.index('data-pool="train h100"') :]
+    cell = cell[cell.index('class="pool-pkey"') : cell.index("</td>", cell.index('class="pool-pkey"'))]
+    assert f'href="/fabric/partitions/{part.pk}/"' in cell and "0x0a40" in cell and "Not applied yet" in cell
+    page = client_for("viewer").get(f"/fabric/partitions/{part.pk}/").content.decode()
+    assert f"pool #{pool.pk}</a>" in page and "train h100" not in page

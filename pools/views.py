@@ -42,7 +42,9 @@ class PoolListView(RoleRequiredMixin, ListView):
     context_object_name = "pools"
 
     def get_queryset(self):
-        return access.scope_pools(Pool.objects.select_related("tenant", "fabric", "partition"), self.request.user)
+        return access.scope_pools(
+            Pool.objects.select_related("tenant", "fabric", "partition"), self.request.user
+        )
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)

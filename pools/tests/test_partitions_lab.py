@@ -66,7 +66,9 @@ def test_pool_hosts_get_the_pkey_outside_hosts_do_not_release_removes_it(lab_poo
     members = [g for h in inside for g in _guids(fabric, h)]
     others = [g for h in outside for g in _guids(fabric, h)]
     assert len(members) == 2 and len(others) == 2
-    wait_for(lambda: all(_membership(lab, g) == "full" for g in members), 30, "the pool's hosts to get the PKey")
+    wait_for(
+        lambda: all(_membership(lab, g) == "full" for g in members), 30, "the pool's hosts to get the PKey"
+    )
     assert [_membership(lab, g) for g in others] == [None, None]
     assert lab.partition_errors(offset) == []
     pool.refresh_from_db()
@@ -79,6 +81,8 @@ def test_pool_hosts_get_the_pkey_outside_hosts_do_not_release_removes_it(lab_poo
     release(allocs[1].pk)
     wait_for(lambda: _membership(lab, members[1]) is None, 30, "the last host to lose the PKey")
     for g in members + others:
-        assert parse_smpquery_pkeys(lab.run(["smpquery", "pkeys", "-G", g]).stdout).membership(0x7FFF) == "full"
+        assert (
+            parse_smpquery_pkeys(lab.run(["smpquery", "pkeys", "-G", g]).stdout).membership(0x7FFF) == "full"
+        )
     pool.partition.refresh_from_db()
     assert pool.partition.applied_state == ApplyState.APPLIED

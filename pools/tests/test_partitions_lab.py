@@ -86,3 +86,36 @@ def test_pool_hosts_get_the_pkey_outside_hosts_do_not_release_removes_it(lab_poo
         )
     pool.partition.refresh_from_db()
     assert pool.partition.applied_state == ApplyState.APPLIED
+
+
+def test_demo_tenants_pools_and_pkeys_on_the_lab_opensm(lab_factory, committed_signals):
+    """The demo's own steps (``manage.py demo``: its lab fabric, GPUs, then tenants and pools) on
+    a small lab: both PKeys applied by OpenSM on their hosts' ports, other hosts without them."""
+    from io import StringIO
+
+    from pools.models import Tenant
+    from weft.management.commands.demo import Command
+
+    lab = lab_factory(netgen.fat_tree_2level(2, 1, 4))  # 8 single-HCA hosts
+    cmd = Command(stdout=StringIO())
+    fabric = cmd._fabric("lab", lab)
+    discover(fabric)
+    seed_lab_gpus(fabric, 8, mig_every=4)
+    cmd._pools(fabric)
+    out = cmd.stdout.getvalue()
+    assert "Seeded 2 tenants, 3 pools (research-h100 PKey 0x0a01, inference-h100 PKey 0x0a02)" in out
+    assert sorted(Tenant.objects.values_list("name", flat=True)) == ["inference", "research"]
+
+    def pkeys(host: str) -> dict[int, str]:
+        (guid,) = _guids(fabric, host)
+        table = parse_smpquery_pkeys(lab.run(["smpquery", "pkeys", "-G", guid]).stdout)
+        return {k: m for k in (0x0A01, 0x0A02) if (m := table.membership(k))}
+
+    # research: hosts 2-4 whole, host 1's MIG GPU; inference: host 6, a fraction on host 7, and a
+    # MIG slice of host 1 (in both partitions through its MIG GPU)
+    expected = {"host001": {0x0A01: "full", 0x0A02: "full"}, "host002": {0x0A01: "full"},
+                "host003": {0x0A01: "full"}, "host004": {0x0A01: "full"}, "host005": {},
+                "host006": {0x0A02: "full"}, "host007": {0x0A02: "full"}, "host008": {}}  # fmt: skip
+    wait_for(lambda: {h: pkeys(h) for h in expected} == expected, 30, "the demo's PKeys on the hosts' ports")
+    for pool in Pool.objects.exclude(partition=None).select_related("partition"):
+        assert pool.partition.applied_state == ApplyState.APPLIED, pool

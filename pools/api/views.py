@@ -163,7 +163,10 @@ class TenantViewSet(AuditedWritesMixin, TenantScopedMixin, BriefModeMixin, views
 
     def perform_destroy(self, instance):
         _refuse_if_holding(Allocation.objects.filter(tenant=instance), f"tenant {instance}")
-        super().perform_destroy(instance)
+        with transaction.atomic():
+            for pool in instance.pools.exclude(partition=None):  # the PKeys go with its pools
+                set_pool_pkey(pool, None, user=self.request.user)
+            super().perform_destroy(instance)
 
 
 def _members(tenant: Tenant) -> list[dict]:

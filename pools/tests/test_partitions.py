@@ -324,3 +324,10 @@ def test_pages_show_the_pkey_and_the_owning_pool(pod, client_for, users):
     assert f'href="/fabric/partitions/{part.pk}/"' in cell and "0x0a40" in cell and "Not applied yet" in cell
     page = client_for("viewer").get(f"/fabric/partitions/{part.pk}/").content.decode()
     assert f"pool #{pool.pk}</a>" in page and "train h100" not in page
+
+
+def test_api_deleting_a_tenant_deletes_its_pools_partitions(pod, admin):
+    fabric, pool = pod
+    part = set_pool_pkey(pool, 0x0A60)
+    assert admin.delete(f"/api/pools/tenants/{pool.tenant_id}/").status_code == 204
+    assert not Pool.objects.filter(pk=pool.pk).exists() and not Partition.objects.filter(pk=part.pk).exists()

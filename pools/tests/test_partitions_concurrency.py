@@ -91,7 +91,9 @@ def test_concurrent_allocations_keep_members_exact_and_applies_coalesced(tmp_pat
         )
     )
     members = sorted(
-        PartitionMember.objects.filter(partition__pool=pool, reason="pool").values_list("port_guid", flat=True)
+        PartitionMember.objects.filter(partition__pool=pool, reason="pool").values_list(
+            "port_guid", flat=True
+        )
     )
     assert members == expected and members
     # the file OpenSM was last given is the stored state: no change lost to the coalescing

@@ -69,6 +69,9 @@ class PoolFilterSet(filters.FilterSet):
     fabric = ModelIdsFilter(queryset=Fabric.objects.all())
     shared = filters.BooleanFilter(field_name="tenant", lookup_expr="isnull", label="shared by every tenant")
     gpu_model = filters.CharFilter(lookup_expr="icontains", label="GPU model filter contains")
+    pkey = filters.NumberFilter(field_name="partition__pkey", label="PKey of the pool's partition (15 bits)")
+    has_pkey = filters.BooleanFilter(field_name="partition", lookup_expr="isnull", exclude=True,
+                                     label="owns a PKey")  # fmt: skip
 
     class Meta:
         model = Pool

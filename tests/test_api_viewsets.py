@@ -218,6 +218,8 @@ class Write:
     body: Callable[[World], Any] | dict | None = None
     target: Callable[[World], Any] | None = None
     prepare: Callable[[World], None] | None = None
+    #: audit entries the write makes (another service's own audited write counts too)
+    audits: int = 1
 
     def payload(self, world: World) -> Any:
         return self.body(world) if callable(self.body) else self.body
@@ -451,9 +453,19 @@ WRITES: dict[str, Write] = {
     ),
     "pools-api:pool-list POST": Write(
         201,
-        body=lambda w: {"name": "p-new", "tenant": w.tenant.pk, "quota_gpus": 4, "guaranteed_gpus": 2},
+        body=lambda w: {
+            "name": "p-new",
+            "tenant": w.tenant.pk,
+            "quota_gpus": 4,
+            "guaranteed_gpus": 2,
+            "fabric": w.fabric.pk,
+            "pkey": "0x0300",
+        },
         check=lambda w, b: Pool.objects.get(pk=b["id"]).guaranteed_gpus == 2
-        and b["usage"] == {"gpus": 0, "slices": 0, "borrowed_gpus": 0, "borrowed_slices": 0, "free_gpus": 0},
+        and b["usage"] == {"gpus": 0, "slices": 0, "borrowed_gpus": 0, "borrowed_slices": 0, "free_gpus": 0}
+        and (b["pkey"], b["partition"]["pkey_hex"]) == (0x0300, "0x0300")
+        and Partition.objects.get(fabric=w.fabric, pkey=0x0300).pool.pk == b["id"],
+        audits=2,  # pool.create, and partition.create by the partitions service
     ),
     "pools-api:pool-detail PUT": Write(
         200,
@@ -600,7 +612,9 @@ def test_permission_matrix(route, world, clients, django_capture_on_commit_callb
                     resp = send(clients[role], route, url, world)
                 assert resp.status_code == case.status, (role, resp.content[:300])
                 assert case.check(world, body_of(resp)), (role, body_of(resp))
-                assert len(audit_ids() - audited) == 1, f"{route.id} by {role}: one audit entry"
+                assert len(audit_ids() - audited) == case.audits, (
+                    f"{route.id} by {role}: {case.audits} audit entries"
+                )
                 if route.id == "fabric-api:fabric-discover POST":
                     assert len(callbacks) == 1  # the discovery, queued when the request commits
                 transaction.set_rollback(True)

@@ -8,6 +8,7 @@ Inventory rows come only from reports (``pools.services.inventory``); the API do
 
 from __future__ import annotations
 
+from django.db import transaction
 from django.db.models import Prefetch
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
@@ -28,6 +29,7 @@ from ..models import Allocation, Gpu, HostInventory, MigSlice, Pool, Tenant
 from ..parsers import GpuParseError, parse_gpu_report
 from ..services.allocation import AllocationError, AllocationRequest, InvalidRequest, allocate, release
 from ..services.inventory import HostNotFound, ingest_gpu_report, resolve_reporting_host
+from ..services.partitions import set_pool_pkey
 from . import serializers
 from .permissions import AgentReportPermission
 
@@ -161,7 +163,10 @@ class TenantViewSet(AuditedWritesMixin, TenantScopedMixin, BriefModeMixin, views
 
     def perform_destroy(self, instance):
         _refuse_if_holding(Allocation.objects.filter(tenant=instance), f"tenant {instance}")
-        super().perform_destroy(instance)
+        with transaction.atomic():
+            for pool in instance.pools.exclude(partition=None):  # the PKeys go with its pools
+                set_pool_pkey(pool, None, user=self.request.user)
+            super().perform_destroy(instance)
 
 
 def _members(tenant: Tenant) -> list[dict]:
@@ -182,10 +187,11 @@ class Conflict(APIException):
 
 @_BRIEF
 class PoolViewSet(AuditedWritesMixin, TenantScopedMixin, BriefModeMixin, viewsets.ModelViewSet):
-    """GPU pools (a tenant's, or shared) with quotas and usage. Viewer reads the pools of their
-    tenants and the shared ones; Admin configures."""
+    """GPU pools (a tenant's, or shared) with quotas, usage and their PKey. Viewer reads the pools
+    of their tenants and the shared ones; Admin configures (a PKey too: ``pkey``, 400 on the
+    field when out of range, taken on the fabric, or the pool has no fabric)."""
 
-    queryset = Pool.objects.select_related("tenant", "fabric")
+    queryset = Pool.objects.select_related("tenant", "fabric", "partition")
     serializer_class = serializers.PoolSerializer
     brief_serializer_class = serializers.BriefPoolSerializer
     filterset_class = filtersets.PoolFilterSet
@@ -199,9 +205,19 @@ class PoolViewSet(AuditedWritesMixin, TenantScopedMixin, BriefModeMixin, viewset
         return {f: getattr(instance, f if f not in ("tenant", "fabric") else f + "_id")
                 for f in serializer.validated_data}  # fmt: skip
 
+    def audit_update_changes(self, serializer, before, after):
+        # the PKey before the change is the serializer's (``before``'s partition may be gone now)
+        changes = audit.model_changes(before, after, [f for f in serializer.validated_data if f != "pkey"])
+        if serializer.pkey_before != after.pkey:
+            changes["pkey"] = [serializer.pkey_before, after.pkey]
+        return changes
+
     def perform_destroy(self, instance):
         _refuse_if_holding(instance.allocations.all(), f"pool {instance}")
-        super().perform_destroy(instance)
+        with transaction.atomic():
+            if instance.partition_id:  # its PKey goes with it (taken off the ports at the apply)
+                set_pool_pkey(instance, None, user=self.request.user)
+            super().perform_destroy(instance)
 
 
 @_BRIEF

@@ -8,6 +8,7 @@ Inventory rows come only from reports (``pools.services.inventory``); the API do
 
 from __future__ import annotations
 
+from django.db import transaction
 from django.db.models import Prefetch
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
@@ -26,7 +27,14 @@ from .. import access, filtersets
 from ..choices import HOLDING_STATES, ReportSource
 from ..models import Allocation, Gpu, HostInventory, MigSlice, Pool, Tenant
 from ..parsers import GpuParseError, parse_gpu_report
-from ..services.allocation import AllocationError, AllocationRequest, InvalidRequest, allocate, release
+from ..services.allocation import (
+    AllocationError,
+    AllocationRequest,
+    InvalidRequest,
+    allocate,
+    rebalance_borrowed,
+    release,
+)
 from ..services.inventory import HostNotFound, ingest_gpu_report, resolve_reporting_host
 from . import serializers
 from .permissions import AgentReportPermission
@@ -198,6 +206,14 @@ class PoolViewSet(AuditedWritesMixin, TenantScopedMixin, BriefModeMixin, viewset
     def audit_create_changes(self, serializer, instance):
         return {f: getattr(instance, f if f not in ("tenant", "fabric") else f + "_id")
                 for f in serializer.validated_data}  # fmt: skip
+
+    def perform_update(self, serializer):
+        """The update, audited, and when the guaranteed share changed the pool's borrowed flags
+        re-marked (``rebalance_borrowed``), in one transaction."""
+        with transaction.atomic():
+            super().perform_update(serializer)
+            if {"guaranteed_gpus", "guaranteed_slices"} & set(serializer.validated_data):
+                rebalance_borrowed(serializer.instance.pk, user=self.request.user)
 
     def perform_destroy(self, instance):
         _refuse_if_holding(instance.allocations.all(), f"pool {instance}")

@@ -700,10 +700,8 @@ def _lock_for_end(allocation_id: int, **match) -> Allocation | None:
     """Lock allocation ``allocation_id``'s pool row, then the allocation (the module's lock
     order; an allocation never changes pool); None when it does not exist or no longer
     matches ``match`` (field lookups) once locked."""
-    pool_id = Allocation.objects.filter(pk=allocation_id).values_list("pool_id", flat=True).first()
-    if pool_id is None:
+    if Pool.objects.select_for_update(of=("self",)).filter(allocations__pk=allocation_id).first() is None:
         return None
-    _lock_pools({pool_id})
     return (
         Allocation.objects.select_for_update(of=("self",))
         .select_related("pool")
@@ -786,7 +784,9 @@ def _end(alloc: Allocation, state: str, now, user, *, reason: str) -> None:
     before = alloc.state
     alloc.state, alloc.ended_at, alloc.end_reason = state, now, reason[:200]
     alloc.save(update_fields=["state", "ended_at", "end_reason"])
-    remarked = _rebalance(alloc.pool)
+    # ending only borrowed units moves no unit across the guarantee (those after them were borrowed
+    # and stay at or past it): the pool's flags change only when a guaranteed unit is freed
+    remarked = _rebalance(alloc.pool) if not all(i.borrowed for i in items) else {}
     fabric_id = alloc.pool.fabric_id or (gpus[0].host.fabric_id if gpus else None)
     record_events(Fabric(pk=fabric_id) if fabric_id else None, [EventSpec(
         code=_END_EVENT[state], object_type="pool", object_key=f"{alloc.pool.name}/{alloc.pk}", object_repr=str(alloc),

@@ -71,6 +71,8 @@ LEAST_ROLE = {
     "accounts-api:auditentry-detail GET": "admin",
     "pools-api:allocation-allocate POST": "operator",
     "pools-api:allocation-release POST": "operator",
+    "pools-api:agenttoken-list GET": "admin",
+    "pools-api:agenttoken-detail GET": "admin",
 }
 
 ANONYMOUS_DETAIL = "Authentication credentials were not provided."
@@ -504,6 +506,21 @@ WRITES: dict[str, Write] = {
         body={"reason": "done"},
         check=lambda w, b: b["state"] == Allocation.objects.get(pk=w.allocation.pk).state == "released"
         and not Allocation.objects.get(pk=w.allocation.pk).items.filter(active=True).exists(),
+    ),
+    # the viewer's script token, bound by an Admin to host001 of the world's fabric (one audit entry)
+    "pools-api:agenttoken-detail PUT": Write(
+        200,
+        target=lambda w: ApiToken.objects.filter(user=w.users["viewer"]).first(),
+        body=lambda w: {"hosts": [Host.objects.get(fabric=w.fabric, name="host001").pk]},
+        check=lambda w, b: b["hosts"] == [Host.objects.get(fabric=w.fabric, name="host001").pk]
+        and b["bindings"][0]["via"] == "admin"
+        and AuditEntry.objects.filter(action="agent.hosts").latest("pk").changes["bound"] == ["host001 (f)"],
+    ),
+    "pools-api:agenttoken-detail PATCH": Write(
+        200,
+        target=lambda w: ApiToken.objects.filter(user=w.users["operator"]).first(),
+        body=lambda w: {"hosts": list(Host.objects.filter(name="host001").values_list("pk", flat=True))},
+        check=lambda w, b: len(b["hosts"]) == 2 and {x["host"]["name"] for x in b["bindings"]} == {"host001"},
     ),
 }
 

@@ -397,6 +397,12 @@ WEFT_METRICS_TOKENS = env_list("WEFT_METRICS_TOKENS", [])
 WEFT_METRICS_ALLOW = env_list("WEFT_METRICS_ALLOW", ["127.0.0.1", "::1"])
 #: Largest topology file (bytes, uncompressed) the import API and import_topology accept.
 WEFT_IMPORT_MAX_BYTES = env_int("WEFT_IMPORT_MAX_BYTES", 256 * 1024 * 1024, min_value=1)
+#: Largest host-agent report body (bytes) POST /api/pools/agent/ reads: a DGX's nvidia-smi -q -x
+#: is 100-300 KB, so the default leaves room; above it the answer is 413 (pools.api.views).
+WEFT_AGENT_MAX_BODY_BYTES = env_int("WEFT_AGENT_MAX_BODY_BYTES", 4 * 1024 * 1024, min_value=1024)
+#: A host agent's token with no host bound is bound to the host of its first report (off: refused
+#: until an Admin binds it). See pools.services.agents.
+WEFT_AGENT_BIND_ON_FIRST_REPORT = env_bool("WEFT_AGENT_BIND_ON_FIRST_REPORT", True)
 #: an import that would remove more than this share of the stored nodes or links needs ``replace``
 WEFT_IMPORT_MAX_REMOVE_SHARE = env_float("WEFT_IMPORT_MAX_REMOVE_SHARE", 0.10, min_value=0.0)
 #: Directories a fabric's node-name map path may lie in (a map path elsewhere is refused: the

@@ -11,12 +11,23 @@ from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from accounts.models import ApiToken
 from fabric.api.serializers import BriefFabricSerializer, BriefHostSerializer, BriefNodeSerializer, PKeyField
-from fabric.models import Fabric, Partition
+from fabric.models import Fabric, Host, Partition
 from weft.fields import FiniteFloatField, IdentityUrlField
 
 from ..choices import AllocationKind
-from ..models import Allocation, AllocationItem, Gpu, HostInventory, MigSlice, Pool, Tenant, TenantMembership
+from ..models import (
+    AgentBinding,
+    Allocation,
+    AllocationItem,
+    Gpu,
+    HostInventory,
+    MigSlice,
+    Pool,
+    Tenant,
+    TenantMembership,
+)
 from ..services.allocation import pool_summary
 from ..services.partitions import PoolPKeyError, set_pool_pkey
 
@@ -170,6 +181,60 @@ class LocatedErrorSerializer(serializers.Serializer):
     field = serializers.CharField(required=False)
     line = serializers.IntegerField(required=False, help_text="1-based line, 0 when unknown")
     element = serializers.CharField(required=False, help_text="XML path such as gpu[1]/fb_memory_usage/total")
+
+
+class AgentRefusedSerializer(serializers.Serializer):
+    """A 403 (``code`` ``host_not_bound``: the token may not report for this host, see
+    ``pools.services.agents``) or a 413 (``code`` ``too_large``: ``size`` above ``limit``, bytes)."""
+
+    detail = serializers.CharField()
+    code = serializers.CharField()
+    size = serializers.IntegerField(required=False)
+    limit = serializers.IntegerField(required=False)
+
+
+class AgentBindingSerializer(serializers.ModelSerializer):
+    """A host the token may report for, and how it came to be bound (``admin``/``first_report``)."""
+
+    host = BriefHostSerializer(read_only=True)
+
+    class Meta:
+        model = AgentBinding
+        fields = ["host", "via", "created"]
+
+
+class AgentTokenSerializer(serializers.ModelSerializer):
+    """An API token as a host agent's credential: its owner, ``hosts`` (host ids) it may report
+    for and ``bindings`` (each host, how and when bound). Never the key."""
+
+    url = IdentityUrlField(view_name="pools-api:agenttoken-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    user = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    hosts = serializers.SerializerMethodField()
+    bindings = AgentBindingSerializer(source="agent_bindings", many=True, read_only=True)
+
+    class Meta:
+        model = ApiToken
+        fields = ["id", "url", "display", "user", "user_id", "name", "prefix", "created", "expires_at",
+                  "last_used_at", "hosts", "bindings"]  # fmt: skip
+        read_only_fields = fields
+
+    def get_hosts(self, token: ApiToken) -> list[int]:
+        return sorted(b.host_id for b in token.agent_bindings.all())
+
+
+class AgentTokenHostsSerializer(serializers.Serializer):
+    """``PUT``/``PATCH agent-tokens/{id}/``: the hosts (ids) the token may report for, replacing
+    the list; ``[]`` unbinds it."""
+
+    hosts = serializers.PrimaryKeyRelatedField(many=True, queryset=Host.objects.select_related("fabric"))
+
+    def validate_hosts(self, value):
+        if len(value) > 4096:
+            raise serializers.ValidationError("at most 4096 hosts")
+        if len({h.pk for h in value}) != len(value):
+            raise serializers.ValidationError("a host is listed twice")
+        return value
 
 
 # --- tenants, pools, allocations ----------------------------------------------------------------

@@ -49,6 +49,8 @@ from pools.models import Allocation, Pool, Tenant, TenantMembership
 from pools.parsers.records import GpuRecord, GpuReport, MigDeviceRecord
 from pools.services.allocation import AllocationRequest, allocate, release
 from pools.services.inventory import ingest_gpu_report
+from scheduler.models import Job
+from scheduler.services.queue import JobSpec, run_pass, submit
 from weft.testing.api import Route, viewset_routes
 from weft.testing.topologies import BASE
 
@@ -73,12 +75,16 @@ LEAST_ROLE = {
     "pools-api:allocation-release POST": "operator",
     "pools-api:agenttoken-list GET": "admin",
     "pools-api:agenttoken-detail GET": "admin",
+    "scheduler-api:job-list POST": "operator",
+    "scheduler-api:job-cancel POST": "operator",
+    "scheduler-api:job-start POST": "operator",
+    "scheduler-api:job-finish POST": "operator",
 }
 
 ANONYMOUS_DETAIL = "Authentication credentials were not provided."
 
 #: Apps whose rows a refused or failed write must leave as they were.
-STORED_APPS = {"fabric", "events", "telemetry", "accounts", "auth", "pools"}
+STORED_APPS = {"fabric", "events", "telemetry", "accounts", "auth", "pools", "scheduler"}
 
 
 def least_role(route: Route) -> str:
@@ -104,6 +110,8 @@ class World:
     pool: Any = None  # t-a's pool
     shared_pool: Any = None  # a shared pool holding nothing, to edit and delete
     allocation: Any = None  # an active MIG-slice allocation in ``pool``
+    placed_job: Any = None  # a job the queue placed (a MIG slice in ``pool``)
+    pending_job: Any = None  # a job the queue could not place (whole GPUs: the world's are MIG)
 
 
 @pytest.fixture
@@ -180,9 +188,17 @@ def world(users) -> World:
         shared.pk, AllocationRequest(**vars(mig) | {"tenant_id": other_tenant.pk}), user=users["admin"]
     )
     release(done.pk, user=users["admin"])
+    # jobs: one placed by a scheduling pass, one left pending by it (decisions for both)
+    placed_job = submit(JobSpec(name="train", pool_id=pool.pk, kind="mig", count=1, mig_profile="3g.40gb",
+                                preemptible=True), user=users["operator"])  # fmt: skip
+    pending_job = submit(JobSpec(name="wait", pool_id=pool.pk, count=4), user=users["admin"])
+    run_pass()
+    placed_job.refresh_from_db()
+    pending_job.refresh_from_db()
+    assert (placed_job.state, pending_job.state) == ("placed", "pending")
     return World(users=users, fabric=fabric, other=other, alarm=alarm, policy=policy, target=target,
                  partition=partition, tenant=tenant, other_tenant=other_tenant, pool=pool, shared_pool=shared,
-                 allocation=allocation)  # fmt: skip
+                 allocation=allocation, placed_job=placed_job, pending_job=pending_job)  # fmt: skip
 
 
 @pytest.fixture
@@ -521,6 +537,39 @@ WRITES: dict[str, Write] = {
         target=lambda w: ApiToken.objects.filter(user=w.users["operator"]).first(),
         body=lambda w: {"hosts": list(Host.objects.filter(name="host001").values_list("pk", flat=True))},
         check=lambda w, b: len(b["hosts"]) == 2 and {x["host"]["name"] for x in b["bindings"]} == {"host001"},
+    ),
+    "scheduler-api:job-list POST": Write(
+        201,
+        body=lambda w: {
+            "name": "matrix",
+            "pool": w.pool.pk,
+            "kind": "mig",
+            "count": 1,
+            "mig_profile": "3g.40gb",
+            "tier": "leaf",
+        },  # fmt: skip
+        check=lambda w, b: (b["state"], b["tier"], b["tier_name"]) == ("pending", 1, "leaf")
+        and Job.objects.get(pk=b["id"]).name == "matrix",
+    ),
+    "scheduler-api:job-cancel POST": Write(
+        200,
+        target=lambda w: w.pending_job,
+        body={"reason": "matrix"},
+        check=lambda w, b: b["state"] == Job.objects.get(pk=w.pending_job.pk).state == "cancelled"
+        and b["reason"] == "matrix",
+    ),
+    "scheduler-api:job-start POST": Write(
+        200,
+        target=lambda w: w.placed_job,
+        check=lambda w, b: b["state"] == Job.objects.get(pk=w.placed_job.pk).state == "running",
+    ),
+    "scheduler-api:job-finish POST": Write(
+        200,
+        target=lambda w: w.placed_job,
+        body={"ok": False, "reason": "exit 1"},
+        audits=2,
+        check=lambda w, b: (b["state"], b["reason"]) == ("failed", "exit 1")
+        and Allocation.objects.get(pk=w.placed_job.allocation_id).state == "released",
     ),
 }
 

@@ -221,6 +221,9 @@ SPECTACULAR_SETTINGS = {
         "UserRoleEnum": ["none", "viewer", "operator", "admin"],
         # a fabric's and a switch's role (compute, storage, management)
         "FabricRoleEnum": "fabric.choices.FabricRole",
+        # two "state" enums besides the GPU's (an allocation's, a job's)
+        "AllocationStateEnum": "pools.choices.AllocationState",
+        "JobStateEnum": "scheduler.choices.JobState",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
@@ -297,6 +300,14 @@ WEFT_SM_WATCH_INTERVAL_S = env_float("WEFT_SM_WATCH_INTERVAL_S", 30.0, positive=
 WEFT_HEALTH_INTERVAL_S = env_float("WEFT_HEALTH_INTERVAL_S", 86400.0, positive=True)
 #: how often allocation leases are checked (pools.tasks.expire_leases_task), seconds
 WEFT_LEASE_CHECK_INTERVAL_S = env_float("WEFT_LEASE_CHECK_INTERVAL_S", 30.0, positive=True)
+#: Job queue (scheduler.services.queue): the periodic pass (beat; passes also run on submit, on
+#: release and on topology or alarm changes), the time limit assumed for jobs without one (the
+#: backfill's estimates; not enforced) and the fair-share usage window (seconds), and the
+#: decisions kept per job.
+WEFT_SCHEDULER_PASS_INTERVAL_S = env_float("WEFT_SCHEDULER_PASS_INTERVAL_S", 30.0, positive=True)
+WEFT_SCHEDULER_DEFAULT_TIME_LIMIT_S = env_float("WEFT_SCHEDULER_DEFAULT_TIME_LIMIT_S", 86400.0, positive=True)
+WEFT_SCHEDULER_FAIRSHARE_WINDOW_S = env_float("WEFT_SCHEDULER_FAIRSHARE_WINDOW_S", 7 * 86400.0, positive=True)
+WEFT_SCHEDULER_DECISION_HISTORY = env_int("WEFT_SCHEDULER_DECISION_HISTORY", 20, min_value=1)
 CELERY_BEAT_SCHEDULE = {
     "discover-all-fabrics": {
         "task": "fabric.tasks.discover_all_task",
@@ -324,6 +335,10 @@ CELERY_BEAT_SCHEDULE = {
     "allocation-leases": {
         "task": "pools.tasks.expire_leases_task",
         "schedule": timedelta(seconds=WEFT_LEASE_CHECK_INTERVAL_S),
+    },
+    "scheduler-pass": {
+        "task": "scheduler.tasks.run_pass_task",
+        "schedule": timedelta(seconds=WEFT_SCHEDULER_PASS_INTERVAL_S),
     },
 }
 

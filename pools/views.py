@@ -168,7 +168,9 @@ class PoolView(RoleRequiredMixin, DetailView):
     context_object_name = "pool"
 
     def get_queryset(self):
-        return access.scope_pools(Pool.objects.select_related("tenant", "fabric"), self.request.user)
+        return access.scope_pools(
+            Pool.objects.select_related("tenant", "fabric", "partition"), self.request.user
+        )
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)

@@ -322,6 +322,9 @@ def test_pages_show_the_pkey_and_the_owning_pool(pod, client_for, users):
     cell = html[html.index('data-pool="train h100"') :]
     cell = cell[cell.index('class="pool-pkey"') : cell.index("</td>", cell.index('class="pool-pkey"'))]
     assert f'href="/fabric/partitions/{part.pk}/"' in cell and "0x0a40" in cell and "Not applied yet" in cell
+    detail = client_for("viewer").get(f"/pools/{pool.pk}/").content.decode()
+    dd = detail[detail.index('id="pool-pkey"') : detail.index("</dd>", detail.index('id="pool-pkey"'))]
+    assert f'href="/fabric/partitions/{part.pk}/">0x0a40</a>' in dd and "Not applied yet" in dd
     page = client_for("viewer").get(f"/fabric/partitions/{part.pk}/").content.decode()
     assert f"pool #{pool.pk}</a>" in page and "train h100" not in page
 

@@ -34,6 +34,7 @@ from django.http import JsonResponse
 from django.middleware.csrf import get_token
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
+from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -70,6 +71,17 @@ def _flag(request, name: str) -> bool:
     return False if value is None else inputs.parse_bool(value, name)
 
 
+class RawBodyParser(BaseParser):
+    """Any body, as bytes: the handlers read JSON themselves (``UfmView.body``), whatever
+    ``Content-Type`` a client sends (the UFM clients send ``application/json``, with or without a
+    charset; a session's CSRF check reads the form fields of ``request.POST`` through it)."""
+
+    media_type = "*/*"
+
+    def parse(self, stream, media_type=None, parser_context=None) -> bytes:
+        return stream.read(MAX_BODY + 1) if stream is not None else b""
+
+
 class UfmView(APIView):
     """Base of the handlers: Basic authentication by default (``ufm.urls`` sets the class per
     prefix), :class:`ufm.auth.UfmPermission`, JSON only, the errors of the module docstring.
@@ -78,7 +90,7 @@ class UfmView(APIView):
     authentication_classes = [UfmBasicAuthentication]
     permission_classes = [UfmPermission]
     renderer_classes = [JSONRenderer]
-    parser_classes: list = []
+    parser_classes = [RawBodyParser]
     throttle_classes: list = []
     schema = None
     #: who may make this view's changes (``ufm.auth.UfmPermission``)
@@ -90,7 +102,8 @@ class UfmView(APIView):
         Raises:
             UfmInputError: not JSON (field ``body``), or too long.
         """
-        raw = self.request.body
+        raw = self.request.data
+        raw = raw if isinstance(raw, bytes) else b""
         if len(raw) > MAX_BODY:
             raise UfmInputError("body", f"is longer than {MAX_BODY} bytes")
         if not raw.strip():

@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "events",
     "pools",
     "scheduler",
+    "ufm",
 ]
 
 MIDDLEWARE = [
@@ -436,6 +437,12 @@ WEFT_PARTITIONS_PATH = env_str("WEFT_PARTITIONS_PATH", "")
 WEFT_SM_PID_FILE = env_str("WEFT_SM_PID_FILE", "")
 WEFT_PARTITIONS_VERIFY_TIMEOUT_S = env_float("WEFT_PARTITIONS_VERIFY_TIMEOUT_S", 60.0, positive=True)
 WEFT_PARTITIONS_VERIFY_SAMPLE = env_int("WEFT_PARTITIONS_VERIFY_SAMPLE", 8, min_value=1)
+#: The fabric the UFM-compatible API (``/ufmRest/``...) serves, by name; empty: the only fabric
+#: there is (with several, the API answers 503 until this names one).
+WEFT_UFM_FABRIC = env_str("WEFT_UFM_FABRIC", "")
+#: OpenSM's options file, read for the keys ``GET /ufmRest/app/smconf`` shows an Admin (m_key,
+#: sm_key, sa_key, m_key_per_port); empty or unreadable: OpenSM's defaults.
+WEFT_OPENSM_CONF = env_str("WEFT_OPENSM_CONF", "")
 #: Parallel perfquery processes per sweep.
 WEFT_POLL_PARALLELISM = env_int("WEFT_POLL_PARALLELISM", 8, min_value=1)
 #: Counter sweeps (telemetry): collector ("mad" pipelined PerfMgt MADs, or "perfquery"), MADs in

@@ -7,7 +7,9 @@
   are deleted too). One transaction, audited; a bad file changes nothing.
 * :func:`save_partition`, :func:`delete_partition`, :func:`set_members` (replace semantics,
   optionally only the members of one ``reason``: the pools app calls
-  ``set_members(partition, guids_of_its_hosts, reason="pool")`` and keeps the ``extra`` ones).
+  ``set_members(partition, guids_of_its_hosts, reason="pool")`` and keeps the ``extra`` ones),
+  :func:`add_members` and :func:`remove_members` (add or take away some members, the others
+  untouched: the UFM-compatible API, whose clients add and remove GUIDs one job at a time).
 * :func:`generate_conf`: the fabric's ``partitions.conf`` text (default partition kept, long
   member lists wrapped below OpenSM's 4,094-character line limit).
 * :func:`apply`: write that file atomically to the fabric's path, make OpenSM re-read it (SIGHUP
@@ -233,6 +235,27 @@ class MemberChange:
         return {k: len(v) for k, v in self.__dict__.items()}
 
 
+def _wanted_members(members: Iterable[tuple[str, str] | str | dict]) -> dict[str, str]:
+    """``{canonical GUID or keyword: membership}`` of the members :func:`set_members` takes (the
+    last one given wins for a GUID given twice).
+
+    Raises:
+        PartitionError: a member that is not a GUID or keyword, or a bad membership.
+    """
+    wanted: dict[str, str] = {}
+    for item in members:
+        if isinstance(item, str):
+            guid, membership = item, Membership.FULL
+        elif isinstance(item, dict):
+            guid = item.get("guid") or item.get("port_guid") or ""
+            membership = item.get("membership", Membership.FULL)
+        else:
+            guid, membership = item
+        g, m = _check_member(guid, membership)
+        wanted[g] = m
+    return wanted
+
+
 def set_members(
     partition: Partition,
     members: Iterable[tuple[str, str] | str | dict],
@@ -253,17 +276,7 @@ def set_members(
     Raises:
         PartitionError: a member that is not a GUID or keyword, or a bad membership.
     """
-    wanted: dict[str, str] = {}
-    for item in members:
-        if isinstance(item, str):
-            guid, membership = item, Membership.FULL
-        elif isinstance(item, dict):
-            guid = item.get("guid") or item.get("port_guid") or ""
-            membership = item.get("membership", Membership.FULL)
-        else:
-            guid, membership = item
-        g, m = _check_member(guid, membership)
-        wanted[g] = m
+    wanted = _wanted_members(members)
     if reason is not None and reason not in MemberReason.values:
         raise PartitionError(f"reason {reason!r} is not one of {MemberReason.values}")
     change = MemberChange()
@@ -313,6 +326,116 @@ def set_members(
         )  # fmt: skip
         _notify(locked.fabric, [])
     return change
+
+
+def add_members(
+    partition: Partition,
+    members: Iterable[tuple[str, str] | str | dict],
+    *,
+    reason: str = MemberReason.EXTRA,
+    user=None,
+) -> MemberChange:
+    """Add ``members`` to ``partition`` and leave its other members as they are, in one audited
+    transaction with the partition row locked; its applied state becomes pending when anything
+    changed.
+
+    ``members`` as for :func:`set_members`. A GUID that is already a member takes the membership
+    given and ``reason`` (an explicit add claims the row: a pool sync, which replaces only the
+    ``pool`` members, then no longer removes it when the pool lets the host go). Returns what
+    changed: ``added`` (new rows), ``changed`` (membership or reason changed), ``kept`` (already
+    a member as asked).
+
+    Raises:
+        PartitionError: a member that is not a GUID or keyword, a bad membership, or an unknown
+            ``reason``.
+    """
+    wanted = _wanted_members(members)
+    if reason not in MemberReason.values:
+        raise PartitionError(f"reason {reason!r} is not one of {MemberReason.values}")
+    change = MemberChange()
+    with transaction.atomic():
+        locked = Partition.objects.select_for_update().get(pk=partition.pk)
+        rows = {m.port_guid: m for m in locked.members.filter(port_guid__in=list(wanted))}
+        ports = _ports_by_guid(locked.fabric, [g for g in wanted if g not in rows])
+        new_rows, updated = [], []
+        for g, m in wanted.items():
+            row = rows.get(g)
+            if row is None:
+                new_rows.append(
+                    PartitionMember(partition=locked, port_guid=g, membership=m, reason=reason,
+                                    port_id=ports.get(g))
+                )  # fmt: skip
+                change.added.append(g)
+            elif (row.membership, row.reason) != (m, reason):
+                row.membership, row.reason = m, reason
+                updated.append(row)
+                change.changed.append(g)
+            else:
+                change.kept.append(g)
+        PartitionMember.objects.bulk_update(updated, ["membership", "reason"], batch_size=500)
+        PartitionMember.objects.bulk_create(new_rows, batch_size=500)
+        _finish_member_change(locked, partition, change, "partition.add_members", reason, user)
+    return change
+
+
+def remove_members(
+    partition: Partition,
+    guids: Iterable[str],
+    *,
+    reasons: Iterable[str] = (MemberReason.EXTRA, MemberReason.IMPORTED),
+    user=None,
+) -> MemberChange:
+    """Remove the members ``guids`` (port GUIDs or keywords) of ``partition`` that are there for
+    one of ``reasons``, in one audited transaction with the partition row locked; its applied
+    state becomes pending when one was removed.
+
+    The default leaves the ``pool`` members: the pools app computes those from the hosts a pool
+    holds and would put them back at its next sync (they are ``kept``). A GUID that is no member
+    is not an error (nothing to remove) and is in no list of the result.
+
+    Raises:
+        PartitionError: a GUID that is not a GUID or keyword, or an unknown reason.
+    """
+    wanted = _wanted_members(guids)
+    reasons = list(reasons)
+    bad = [r for r in reasons if r not in MemberReason.values]
+    if bad:
+        raise PartitionError(f"reason {bad[0]!r} is not one of {MemberReason.values}")
+    change = MemberChange()
+    with transaction.atomic():
+        locked = Partition.objects.select_for_update().get(pk=partition.pk)
+        gone = []
+        for row in locked.members.filter(port_guid__in=list(wanted)):
+            if row.reason in reasons:
+                gone.append(row.pk)
+                change.removed.append(row.port_guid)
+            else:
+                change.kept.append(row.port_guid)
+        for i in range(0, len(gone), 500):
+            PartitionMember.objects.filter(pk__in=gone[i : i + 500]).delete()
+        change.removed.sort()
+        change.kept.sort()
+        _finish_member_change(locked, partition, change, "partition.remove_members", ",".join(reasons), user)
+    return change
+
+
+def _finish_member_change(
+    locked: Partition, partition: Partition, change: MemberChange, action: str, reason: str, user
+) -> None:
+    """Inside the caller's transaction: mark ``locked`` pending when members changed (copied to the
+    caller's ``partition``), audit ``action`` and notify on commit."""
+    if change.added or change.removed or change.changed:
+        _mark_pending(locked)
+        locked.save(update_fields=["applied_state", "drift", "updated"])
+    partition.applied_state, partition.drift = locked.applied_state, locked.drift
+    audit.record(
+        action,
+        locked,
+        {"reason": reason, **change.as_dict(), "sample_added": change.added[:20],
+         "sample_removed": change.removed[:20]},
+        user=user,
+    )  # fmt: skip
+    _notify(locked.fabric, [])
 
 
 # -- import / export ------------------------------------------------------------------------------

@@ -98,6 +98,8 @@ class Command(BaseCommand):
             )
             threads = self._background(lab, fabric, opts)
             schedule = dict(settings.CELERY_BEAT_SCHEDULE)
+            # one interval everywhere: the beat, the heatmap's staleness and the sweep watchdog read it
+            settings.WEFT_POLL_INTERVAL_S = float(opts["poll_interval"])
             poll = dict(schedule["poll-all-fabrics"], schedule=timedelta(seconds=opts["poll_interval"]))
             schedule["poll-all-fabrics"] = poll
             from weft import inprocess
@@ -116,13 +118,19 @@ class Command(BaseCommand):
             from weft.management.commands.serve import serve
 
             serve(opts["host"], opts["port"], worker=False, notices=False)
+        except KeyboardInterrupt:  # Ctrl-C before the server took over: stop as it would
+            self.stdout.write("\nCtrl-C: stopping the demo...")
         finally:
             for thread in threads:
                 thread.stop()
+            from fabric.collectors.tools import abort_all
             from fabric.services import notices
             from weft import inprocess
 
             notices.stop()
+            # the demo is ending: kill the tools its in-process tasks run before the lab goes (a
+            # sweep, discovery or partitions apply would otherwise hold the exit until its timeout)
+            abort_all("the demo is stopping")
             inprocess.stop(wait=False)
             lab.stop()
             shutil.rmtree(workdir, ignore_errors=True)

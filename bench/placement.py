@@ -23,17 +23,38 @@ The last line of stdout is a JSON object: ``p50_ms``, ``p99_ms`` (wall, per deci
 ``lower_bound`` (medians over trials; ``*_range`` [min, max]), ``at_lower_bound`` (fraction of
 trials whose leaves spanned equal the lower bound), ``tier`` (median tier spanned),
 ``baseline_p50_ms``, ``baseline_p99_ms``, ``baseline_leaves_spanned`` (median; ``*_range``),
-``pass_1000_s`` and ``submit_to_placed_p99_ms`` (null: the queue pass and the PostgreSQL end to
-end come with the queue; ``notes`` says so), and ``load`` (``uptime`` before and after). Not a
-test: nothing is asserted beyond the decisions' validity.
+the queue's numbers below, and ``load`` (``uptime`` before and after). Not a test: nothing is
+asserted beyond the decisions' validity.
 
-    python bench/placement.py [--trials 400] [--json]
+The queue (``scheduler.planner``, ``scheduler.services.queue``), with ``--pass-jobs`` (1,000)
+pending jobs of mixed sizes (:func:`mixed_jobs`: 1-4 GPUs, whole hosts of 8, 2-8 hosts, and a few
+16-64-host jobs, some with a required block; batch/normal/high priorities, preemptible batch
+jobs, 8 tenants, time limits from 10 minutes to a day):
+
+* ``pass_1000_plan_s``: one pass planned in memory (:func:`scheduler.planner.plan_pass`: order,
+  quota, placement, preemption, reservation, backfill) on the fat tree above at ``--busy``
+  fragmentation, the busy GPUs held by jobs with random ends; median of ``--pass-rounds``;
+* with PostgreSQL (``--pg-url``, a scratch database; ``--no-pg`` skips): the same fabric stored
+  (a 3-level fat tree of 2,048 hosts × 8 GPUs imported through the ingest; GPUs bulk-written as
+  bench data; half the GPUs held by background allocations through the pools' service, per leaf
+  at ``--busy`` fragmentation), then
+  - ``pass_1000_s``: ``scheduler.services.queue.run_pass`` over 1,000 submitted jobs — loading
+    the state, planning, binding each placement through ``pools.services.allocation.allocate``
+    in its own transaction, writing the pending decisions (``pass_1000_breakdown``: those four
+    in seconds, with placed/pending counts); median of ``--pg-pass-rounds``;
+  - ``submit_to_placed_p50_ms``/``submit_to_placed_p99_ms``: ``--e2e-jobs`` submits of 1-16 GPUs
+    one after the other, each timed from ``submit`` until its allocation is committed (the pass
+    runs on the submit's commit, in this process: the embedded task path, no broker hop); each
+    job is finished right after, so the cluster stays at ``--busy``.
+
+    python bench/placement.py [--trials 400] [--json] [--no-pg]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -45,7 +66,12 @@ BASE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BASE))
 
 from scheduler.placement import FreeState, Request, first_fit, place  # noqa: E402
+from scheduler.planner import HeldJob, Inventory, PoolInfo, QueuedJob, plan_pass  # noqa: E402
 from weft.testing.localities import fat_tree  # noqa: E402
+
+MODEL = "nvidia h100 80gb hbm3"
+TENANTS = 8
+LIMITS = [600, 3600, 4 * 3600, 86400]
 
 
 def uptime() -> str:
@@ -82,6 +108,253 @@ def timed(fn, *args):
     return out, (time.perf_counter() - t0) * 1000, (time.thread_time() - c0) * 1000
 
 
+def mixed_jobs(rng: random.Random, n: int) -> list[dict]:
+    """``n`` job requests of mixed sizes (module docstring) as ``JobSpec`` keyword dicts."""
+    out = []
+    for i in range(n):
+        r = rng.random()
+        if r < 0.55:
+            kw = {"count": rng.choice([1, 1, 2, 4])}
+        elif r < 0.80:
+            kw = {"count": 8, "gpus_per_host": 8}
+        elif r < 0.95:
+            hosts = rng.choice([2, 4, 8])
+            kw = {"count": 8 * hosts, "gpus_per_host": 8}
+        else:
+            hosts = rng.choice([16, 32, 64])
+            kw = {"count": 8 * hosts, "gpus_per_host": 8}
+            if rng.random() < 0.5:
+                kw |= {"tier": "block", "tier_mode": "required"}
+        prio = rng.choices(["batch", "normal", "high"], weights=[2, 7, 1])[0]
+        kw |= {"name": f"bench-{i}", "priority_class": prio, "preemptible": prio == "batch",
+               "time_limit_s": rng.choice(LIMITS), "tenant": i % TENANTS}  # fmt: skip
+        out.append(kw)
+    return out
+
+
+def pass_in_memory(loc, rng: random.Random, busy: float, mode: str, jobs: list[dict], now: float = 1e9):
+    """One planned pass over ``jobs`` on a fresh fragmented state; returns (seconds, plan)."""
+    from scheduler.choices import PRIORITY
+    from scheduler.locality import tier_number
+
+    gpus = free_state(loc, rng, busy, mode)
+    inv = Inventory()
+    held = []
+    for k, h in enumerate(sorted(loc.hosts)):
+        n, free = loc.hosts[h].gpus, gpus[h]
+        if free:
+            inv.gpus[h] = {MODEL: free}
+        if free < n:  # the busy GPUs belong to a running job ending some time today
+            batch = rng.random() < 0.3
+            held.append(HeldJob(10**7 + k, k % TENANTS, 1, PRIORITY["batch" if batch else "normal"], batch,
+                                now + rng.uniform(60, 86400), ((h, MODEL, n - free),)))  # fmt: skip
+    queued = [
+        QueuedJob(
+            job_id=i + 1,
+            tenant_id=j["tenant"],
+            pool_id=1,
+            priority=PRIORITY[j["priority_class"]],
+            count=j["count"],
+            gpus_per_host=j.get("gpus_per_host"),
+            tier=tier_number(j["tier"]) if j.get("tier") else None,
+            tier_required=j.get("tier_mode") == "required",
+            time_limit_s=float(j["time_limit_s"]),
+            submitted=float(i),
+        )  # fmt: skip
+        for i, j in enumerate(jobs)
+    ]
+    t0 = time.perf_counter()
+    plan = plan_pass(loc, inv, queued, pools={1: PoolInfo(1, "bench")}, held=held, now=now)
+    return time.perf_counter() - t0, plan
+
+
+def scratch_database(server_url: str):
+    """Create an empty PostgreSQL database on ``server_url``; returns its URL and a drop function."""
+    import uuid
+
+    import psycopg
+
+    name = f"weft_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(f"{server_url}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+    def drop() -> None:
+        from django.db import connections
+
+        connections.close_all()
+        with psycopg.connect(f"{server_url}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    return f"{server_url}/{name}", drop
+
+
+def pg_queue(args, say) -> dict:
+    """The PostgreSQL part (module docstring): ``pass_1000_s`` and ``submit_to_placed_*``."""
+    db_url, drop = scratch_database(args.pg_url)
+    os.environ["DATABASE_URL"] = db_url
+    os.environ.pop("REDIS_URL", None)  # embedded: the pass runs on commit in this process
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "weft.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    out: dict = {}
+    try:
+        call_command("migrate", verbosity=0, interactive=False)
+        t0 = time.perf_counter()
+        fabric, pools, bg_pool = _pg_seed(args)
+        with connection.cursor() as cur:  # fresh statistics, as autovacuum keeps them on a live site
+            cur.execute("ANALYZE")
+        say(f"PostgreSQL: fabric of {fabric.hosts.count()} hosts seeded in {time.perf_counter() - t0:.1f} s")
+        rng = random.Random(args.seed + 1)
+        e2e, passes = [], []
+        rounds = max(args.pg_pass_rounds, 1)
+        for r in range(rounds):
+            _pg_reset(connection)
+            _pg_background(rng, args, fabric, bg_pool)
+            with connection.cursor() as cur:
+                cur.execute("ANALYZE")
+            if r == 0:  # the end-to-end latencies, on the first round's state
+                e2e = _pg_submit_to_placed(rng, args, pools, say)
+            passes.append(_pg_pass(rng, args, pools, say))
+        durations = sorted(p["duration_s"] for p in passes)
+        mid = passes[[p["duration_s"] for p in passes].index(statistics.median_low(durations))]
+        placed_ms = [ms for ms, ok in e2e if ok]
+        out |= {
+            "pass_1000_s": round(statistics.median(durations), 3),
+            "pass_1000_s_range": [durations[0], durations[-1]],
+            "pass_1000_breakdown": {
+                k: mid[k]
+                for k in (
+                    "load_s",
+                    "plan_s",
+                    "bind_s",
+                    "write_s",
+                    "placed",
+                    "bind_failed",
+                    "engine_calls",
+                    "preempted",
+                    "backfilled",
+                )
+                if k in mid
+            }
+            | {"pending_after": mid["pending"] - mid["placed"]},  # fmt: skip
+            "submit_to_placed_p50_ms": round(statistics.median(placed_ms), 1) if placed_ms else None,
+            "submit_to_placed_p99_ms": round(pct(placed_ms, 0.99), 1) if placed_ms else None,
+            "submit_to_placed_max_ms": round(max(placed_ms), 1) if placed_ms else None,
+            "submit_to_placed_jobs": len(e2e),
+            "submit_not_placed": sum(1 for _, ok in e2e if not ok),
+        }
+    finally:
+        drop()
+    return out
+
+
+def _pg_seed(args):
+    from fabric.models import Host
+    from fabric.services.ingest import import_topology_text
+    from lab import netgen
+    from pools.models import Gpu, Pool, Tenant
+
+    pods = max(1, args.hosts // (8 * args.hosts_per_leaf))
+    text = netgen.fat_tree_3level(pods, 8, 8, 16, args.hosts_per_leaf)
+    fabric = import_topology_text("bench", text, filename="bench.topo").fabric
+    rows = []
+    for host in Host.objects.filter(fabric=fabric).order_by("name"):
+        for i in range(args.per_host):  # bench data, bulk-written (as weft.testing.gpus does)
+            rows.append(Gpu(host=host, uuid=f"GPU-bench-{host.name}-{i}", index=i, product_name="NVIDIA H100 80GB HBM3",
+                            memory_total_mib=81559, memory_reserved_mib=0, health="healthy",
+                            mig_mode_current="disabled", mig_mode_pending="disabled"))  # fmt: skip
+    Gpu.objects.bulk_create(rows, batch_size=5000)
+    pools = []
+    for t in range(TENANTS):
+        tenant = Tenant.objects.create(name=f"tenant{t}")
+        pools.append(Pool.objects.create(name=f"t{t}", tenant=tenant, fabric=fabric))
+    bg = Pool.objects.create(
+        name="background", tenant=Tenant.objects.create(name="background"), fabric=fabric
+    )
+    return fabric, pools, bg
+
+
+def _pg_reset(connection) -> None:
+    from pools.models import Gpu
+
+    with connection.cursor() as cur:
+        cur.execute(
+            "TRUNCATE scheduler_jobdecision, scheduler_job, pools_allocationitem, pools_allocation CASCADE"
+        )
+    Gpu.objects.update(state="free")
+
+
+def _pg_background(rng, args, fabric, bg_pool) -> None:
+    """Half the GPUs held (per-leaf fragmentation, as the in-memory trials): one allocation per
+    leaf through the pools' service."""
+    from fabric.models import Host
+    from pools.models import Gpu
+    from pools.services.allocation import AllocationRequest, allocate
+    from scheduler.services.state import current_locality
+
+    loc = current_locality()
+    free = free_state(loc, rng, args.busy, args.fragmentation)
+    ids = dict(Host.objects.filter(fabric=fabric).values_list("name", "pk"))
+    by_host: dict[int, list[int]] = {}
+    for host_id, pk in Gpu.objects.filter(host__fabric=fabric).order_by("index").values_list("host_id", "pk"):
+        by_host.setdefault(host_id, []).append(pk)
+    for unit in loc.units():
+        busy = []
+        for h in unit.hosts:
+            gpus = by_host[ids[h]]
+            busy += gpus[free[h] :]
+        if busy:
+            allocate(bg_pool.pk, AllocationRequest(count=len(busy), gpu_ids=busy, job="background"))
+
+
+def _spec(j: dict, pools):
+    from scheduler.services.queue import JobSpec
+
+    kw = {k: v for k, v in j.items() if k != "tenant"}
+    return JobSpec(pool_id=pools[j["tenant"]].pk, **kw)
+
+
+def _pg_submit_to_placed(rng, args, pools, say) -> list[tuple[float, bool]]:
+    from scheduler.models import Job
+    from scheduler.services.queue import JobSpec, finish, submit
+
+    out = []
+    for i in range(args.e2e_jobs):
+        n = rng.choice([1, 2, 4, 8, 16])
+        spec = JobSpec(name=f"e2e-{i}", pool_id=rng.choice(pools).pk, count=n, gpus_per_host=8 if n == 16 else None,
+                       time_limit_s=3600)  # fmt: skip
+        t0 = time.perf_counter()
+        job = submit(spec)  # the pass runs on this commit (embedded task path)
+        ms = (time.perf_counter() - t0) * 1000
+        state = Job.objects.filter(pk=job.pk).values_list("state", flat=True).first()
+        out.append((ms, state == "placed"))
+        if state == "placed":
+            finish(job.pk)
+        if i % 50 == 0:
+            say(f"submit → placed {i}: {ms:.1f} ms ({state})")
+    return out
+
+
+def _pg_pass(rng, args, pools, say) -> dict:
+    from scheduler import signals
+    from scheduler.services.queue import run_pass, submit
+
+    real = signals.queue_pass
+    signals.queue_pass = lambda: None  # the jobs wait for the one pass measured
+    try:
+        for j in mixed_jobs(rng, args.pass_jobs):
+            submit(_spec(j, pools))
+    finally:
+        signals.queue_pass = real
+    summary = run_pass()
+    say(f"pass over {args.pass_jobs} pending jobs on PostgreSQL: {json.dumps(summary)}")
+    return summary
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hosts", type=int, default=2048)
@@ -92,6 +365,16 @@ def main() -> int:
     ap.add_argument("--fragmentation", choices=["leaf", "uniform"], default="leaf")
     ap.add_argument("--trials", type=int, default=400)
     ap.add_argument("--seed", type=int, default=12)
+    ap.add_argument("--pass-jobs", type=int, default=1000, help="pending jobs of one queue pass")
+    ap.add_argument("--pass-rounds", type=int, default=5, help="in-memory passes (median)")
+    ap.add_argument("--pg-pass-rounds", type=int, default=2, help="passes on PostgreSQL (median)")
+    ap.add_argument("--e2e-jobs", type=int, default=200, help="submit → placed measurements")
+    ap.add_argument(
+        "--pg-url", default=os.environ.get("WEFT_BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
+    )
+    ap.add_argument(
+        "--no-pg", action="store_true", help="skip the PostgreSQL part (pass_1000_s, submit_to_placed)"
+    )
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     args = ap.parse_args()
 
@@ -144,6 +427,18 @@ def main() -> int:
     def rng_of(v):
         return [min(v), max(v)]
 
+    # the queue: one pass planned in memory, then (PostgreSQL) the real pass and submit → placed
+    jobs = mixed_jobs(random.Random(args.seed + 2), args.pass_jobs)
+    plan_s, plans = [], []
+    for r in range(args.pass_rounds):
+        secs, plan = pass_in_memory(loc, rng, args.busy, args.fragmentation, jobs)
+        plan_s.append(secs)
+        plans.append(plan.summary() | {"engine_calls": plan.engine_calls})
+        say(f"pass {r}: {secs:.3f} s planned, {json.dumps(plans[-1])}")
+    queue_out = {}
+    if not args.no_pg:
+        queue_out = pg_queue(args, say)
+
     out = {
         "gpus": args.hosts * args.per_host,
         "hosts": args.hosts,
@@ -170,11 +465,23 @@ def main() -> int:
         "baseline_p99_cpu_ms": round(pct(bcpu, 0.99), 3),
         "baseline_leaves_spanned": statistics.median(base_spanned),
         "baseline_leaves_spanned_range": rng_of(base_spanned),
+        "pass_jobs": args.pass_jobs,
+        "pass_1000_plan_s": round(statistics.median(plan_s), 3),
+        "pass_1000_plan_s_range": [round(min(plan_s), 3), round(max(plan_s), 3)],
+        "pass_1000_plan": plans[plan_s.index(statistics.median_low(plan_s))],
         "pass_1000_s": None,
         "submit_to_placed_p99_ms": None,
+        **queue_out,
         "notes": [
-            "pass_1000_s and submit_to_placed_p99_ms: the queue pass and the end-to-end PostgreSQL "
-            "path come with the queue (issue 12); null until then",
+            "pass_1000_plan_s: the pass planned in memory; pass_1000_s: the whole pass on PostgreSQL "
+            "(state loaded, planned, each placement bound through pools.allocate in its own transaction, "
+            "pending decisions written); submit_to_placed: the pass runs on the submit's commit in the "
+            "same process (no broker hop)"
+            + (
+                ""
+                if queue_out
+                else "; PostgreSQL part skipped (--no-pg): pass_1000_s and submit_to_placed null"
+            ),
         ],
         "load": {"before": load_before, "after": uptime()},
     }

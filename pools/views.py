@@ -142,13 +142,16 @@ def pool_history(pool: Pool, since, until) -> dict:
 
 
 class PoolListView(RoleRequiredMixin, ListView):
-    """Pools the user may see, with their quota, guarantee and a used/borrowed/free bar."""
+    """Pools the user may see, with their quota, guarantee, PKey (and whether OpenSM applied it)
+    and a used/borrowed/free bar."""
 
     template_name = "pools/pool_list.html"
     context_object_name = "pools"
 
     def get_queryset(self):
-        return access.scope_pools(Pool.objects.select_related("tenant", "fabric"), self.request.user)
+        return access.scope_pools(
+            Pool.objects.select_related("tenant", "fabric", "partition"), self.request.user
+        )
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
@@ -165,7 +168,9 @@ class PoolView(RoleRequiredMixin, DetailView):
     context_object_name = "pool"
 
     def get_queryset(self):
-        return access.scope_pools(Pool.objects.select_related("tenant", "fabric"), self.request.user)
+        return access.scope_pools(
+            Pool.objects.select_related("tenant", "fabric", "partition"), self.request.user
+        )
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)

@@ -49,6 +49,8 @@ from pools.models import Allocation, Pool, Tenant, TenantMembership
 from pools.parsers.records import GpuRecord, GpuReport, MigDeviceRecord
 from pools.services.allocation import AllocationRequest, allocate, release
 from pools.services.inventory import ingest_gpu_report
+from scheduler.models import Job
+from scheduler.services.queue import JobSpec, run_pass, submit
 from weft.testing.api import Route, viewset_routes
 from weft.testing.topologies import BASE
 
@@ -71,12 +73,18 @@ LEAST_ROLE = {
     "accounts-api:auditentry-detail GET": "admin",
     "pools-api:allocation-allocate POST": "operator",
     "pools-api:allocation-release POST": "operator",
+    "pools-api:agenttoken-list GET": "admin",
+    "pools-api:agenttoken-detail GET": "admin",
+    "scheduler-api:job-list POST": "operator",
+    "scheduler-api:job-cancel POST": "operator",
+    "scheduler-api:job-start POST": "operator",
+    "scheduler-api:job-finish POST": "operator",
 }
 
 ANONYMOUS_DETAIL = "Authentication credentials were not provided."
 
 #: Apps whose rows a refused or failed write must leave as they were.
-STORED_APPS = {"fabric", "events", "telemetry", "accounts", "auth", "pools"}
+STORED_APPS = {"fabric", "events", "telemetry", "accounts", "auth", "pools", "scheduler"}
 
 
 def least_role(route: Route) -> str:
@@ -102,6 +110,8 @@ class World:
     pool: Any = None  # t-a's pool
     shared_pool: Any = None  # a shared pool holding nothing, to edit and delete
     allocation: Any = None  # an active MIG-slice allocation in ``pool``
+    placed_job: Any = None  # a job the queue placed (a MIG slice in ``pool``)
+    pending_job: Any = None  # a job the queue could not place (whole GPUs: the world's are MIG)
 
 
 @pytest.fixture
@@ -178,9 +188,17 @@ def world(users) -> World:
         shared.pk, AllocationRequest(**vars(mig) | {"tenant_id": other_tenant.pk}), user=users["admin"]
     )
     release(done.pk, user=users["admin"])
+    # jobs: one placed by a scheduling pass, one left pending by it (decisions for both)
+    placed_job = submit(JobSpec(name="train", pool_id=pool.pk, kind="mig", count=1, mig_profile="3g.40gb",
+                                preemptible=True), user=users["operator"])  # fmt: skip
+    pending_job = submit(JobSpec(name="wait", pool_id=pool.pk, count=4), user=users["admin"])
+    run_pass()
+    placed_job.refresh_from_db()
+    pending_job.refresh_from_db()
+    assert (placed_job.state, pending_job.state) == ("placed", "pending")
     return World(users=users, fabric=fabric, other=other, alarm=alarm, policy=policy, target=target,
                  partition=partition, tenant=tenant, other_tenant=other_tenant, pool=pool, shared_pool=shared,
-                 allocation=allocation)  # fmt: skip
+                 allocation=allocation, placed_job=placed_job, pending_job=pending_job)  # fmt: skip
 
 
 @pytest.fixture
@@ -218,6 +236,8 @@ class Write:
     body: Callable[[World], Any] | dict | None = None
     target: Callable[[World], Any] | None = None
     prepare: Callable[[World], None] | None = None
+    #: audit entries the write makes (another service's own audited write counts too)
+    audits: int = 1
 
     def payload(self, world: World) -> Any:
         return self.body(world) if callable(self.body) else self.body
@@ -451,9 +471,19 @@ WRITES: dict[str, Write] = {
     ),
     "pools-api:pool-list POST": Write(
         201,
-        body=lambda w: {"name": "p-new", "tenant": w.tenant.pk, "quota_gpus": 4, "guaranteed_gpus": 2},
+        body=lambda w: {
+            "name": "p-new",
+            "tenant": w.tenant.pk,
+            "quota_gpus": 4,
+            "guaranteed_gpus": 2,
+            "fabric": w.fabric.pk,
+            "pkey": "0x0300",
+        },
         check=lambda w, b: Pool.objects.get(pk=b["id"]).guaranteed_gpus == 2
-        and b["usage"] == {"gpus": 0, "slices": 0, "borrowed_gpus": 0, "borrowed_slices": 0, "free_gpus": 0},
+        and b["usage"] == {"gpus": 0, "slices": 0, "borrowed_gpus": 0, "borrowed_slices": 0, "free_gpus": 0}
+        and (b["pkey"], b["partition"]["pkey_hex"]) == (0x0300, "0x0300")
+        and Partition.objects.get(fabric=w.fabric, pkey=0x0300).pool.pk == b["id"],
+        audits=2,  # pool.create, and partition.create by the partitions service
     ),
     "pools-api:pool-detail PUT": Write(
         200,
@@ -492,6 +522,54 @@ WRITES: dict[str, Write] = {
         body={"reason": "done"},
         check=lambda w, b: b["state"] == Allocation.objects.get(pk=w.allocation.pk).state == "released"
         and not Allocation.objects.get(pk=w.allocation.pk).items.filter(active=True).exists(),
+    ),
+    # the viewer's script token, bound by an Admin to host001 of the world's fabric (one audit entry)
+    "pools-api:agenttoken-detail PUT": Write(
+        200,
+        target=lambda w: ApiToken.objects.filter(user=w.users["viewer"]).first(),
+        body=lambda w: {"hosts": [Host.objects.get(fabric=w.fabric, name="host001").pk]},
+        check=lambda w, b: b["hosts"] == [Host.objects.get(fabric=w.fabric, name="host001").pk]
+        and b["bindings"][0]["via"] == "admin"
+        and AuditEntry.objects.filter(action="agent.hosts").latest("pk").changes["bound"] == ["host001 (f)"],
+    ),
+    "pools-api:agenttoken-detail PATCH": Write(
+        200,
+        target=lambda w: ApiToken.objects.filter(user=w.users["operator"]).first(),
+        body=lambda w: {"hosts": list(Host.objects.filter(name="host001").values_list("pk", flat=True))},
+        check=lambda w, b: len(b["hosts"]) == 2 and {x["host"]["name"] for x in b["bindings"]} == {"host001"},
+    ),
+    "scheduler-api:job-list POST": Write(
+        201,
+        body=lambda w: {
+            "name": "matrix",
+            "pool": w.pool.pk,
+            "kind": "mig",
+            "count": 1,
+            "mig_profile": "3g.40gb",
+            "tier": "leaf",
+        },  # fmt: skip
+        check=lambda w, b: (b["state"], b["tier"], b["tier_name"]) == ("pending", 1, "leaf")
+        and Job.objects.get(pk=b["id"]).name == "matrix",
+    ),
+    "scheduler-api:job-cancel POST": Write(
+        200,
+        target=lambda w: w.pending_job,
+        body={"reason": "matrix"},
+        check=lambda w, b: b["state"] == Job.objects.get(pk=w.pending_job.pk).state == "cancelled"
+        and b["reason"] == "matrix",
+    ),
+    "scheduler-api:job-start POST": Write(
+        200,
+        target=lambda w: w.placed_job,
+        check=lambda w, b: b["state"] == Job.objects.get(pk=w.placed_job.pk).state == "running",
+    ),
+    "scheduler-api:job-finish POST": Write(
+        200,
+        target=lambda w: w.placed_job,
+        body={"ok": False, "reason": "exit 1"},
+        audits=2,
+        check=lambda w, b: (b["state"], b["reason"]) == ("failed", "exit 1")
+        and Allocation.objects.get(pk=w.placed_job.allocation_id).state == "released",
     ),
 }
 
@@ -600,7 +678,9 @@ def test_permission_matrix(route, world, clients, django_capture_on_commit_callb
                     resp = send(clients[role], route, url, world)
                 assert resp.status_code == case.status, (role, resp.content[:300])
                 assert case.check(world, body_of(resp)), (role, body_of(resp))
-                assert len(audit_ids() - audited) == 1, f"{route.id} by {role}: one audit entry"
+                assert len(audit_ids() - audited) == case.audits, (
+                    f"{route.id} by {role}: {case.audits} audit entries"
+                )
                 if route.id == "fabric-api:fabric-discover POST":
                     assert len(callbacks) == 1  # the discovery, queued when the request commits
                 transaction.set_rollback(True)

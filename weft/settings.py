@@ -222,6 +222,9 @@ SPECTACULAR_SETTINGS = {
         "UserRoleEnum": ["none", "viewer", "operator", "admin"],
         # a fabric's and a switch's role (compute, storage, management)
         "FabricRoleEnum": "fabric.choices.FabricRole",
+        # two "state" enums besides the GPU's (an allocation's, a job's)
+        "AllocationStateEnum": "pools.choices.AllocationState",
+        "JobStateEnum": "scheduler.choices.JobState",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
@@ -298,6 +301,14 @@ WEFT_SM_WATCH_INTERVAL_S = env_float("WEFT_SM_WATCH_INTERVAL_S", 30.0, positive=
 WEFT_HEALTH_INTERVAL_S = env_float("WEFT_HEALTH_INTERVAL_S", 86400.0, positive=True)
 #: how often allocation leases are checked (pools.tasks.expire_leases_task), seconds
 WEFT_LEASE_CHECK_INTERVAL_S = env_float("WEFT_LEASE_CHECK_INTERVAL_S", 30.0, positive=True)
+#: Job queue (scheduler.services.queue): the periodic pass (beat; passes also run on submit, on
+#: release and on topology or alarm changes), the time limit assumed for jobs without one (the
+#: backfill's estimates; not enforced) and the fair-share usage window (seconds), and the
+#: decisions kept per job.
+WEFT_SCHEDULER_PASS_INTERVAL_S = env_float("WEFT_SCHEDULER_PASS_INTERVAL_S", 30.0, positive=True)
+WEFT_SCHEDULER_DEFAULT_TIME_LIMIT_S = env_float("WEFT_SCHEDULER_DEFAULT_TIME_LIMIT_S", 86400.0, positive=True)
+WEFT_SCHEDULER_FAIRSHARE_WINDOW_S = env_float("WEFT_SCHEDULER_FAIRSHARE_WINDOW_S", 7 * 86400.0, positive=True)
+WEFT_SCHEDULER_DECISION_HISTORY = env_int("WEFT_SCHEDULER_DECISION_HISTORY", 20, min_value=1)
 CELERY_BEAT_SCHEDULE = {
     "discover-all-fabrics": {
         "task": "fabric.tasks.discover_all_task",
@@ -325,6 +336,10 @@ CELERY_BEAT_SCHEDULE = {
     "allocation-leases": {
         "task": "pools.tasks.expire_leases_task",
         "schedule": timedelta(seconds=WEFT_LEASE_CHECK_INTERVAL_S),
+    },
+    "scheduler-pass": {
+        "task": "scheduler.tasks.run_pass_task",
+        "schedule": timedelta(seconds=WEFT_SCHEDULER_PASS_INTERVAL_S),
     },
 }
 
@@ -398,6 +413,12 @@ WEFT_METRICS_TOKENS = env_list("WEFT_METRICS_TOKENS", [])
 WEFT_METRICS_ALLOW = env_list("WEFT_METRICS_ALLOW", ["127.0.0.1", "::1"])
 #: Largest topology file (bytes, uncompressed) the import API and import_topology accept.
 WEFT_IMPORT_MAX_BYTES = env_int("WEFT_IMPORT_MAX_BYTES", 256 * 1024 * 1024, min_value=1)
+#: Largest host-agent report body (bytes) POST /api/pools/agent/ reads: a DGX's nvidia-smi -q -x
+#: is 100-300 KB, so the default leaves room; above it the answer is 413 (pools.api.views).
+WEFT_AGENT_MAX_BODY_BYTES = env_int("WEFT_AGENT_MAX_BODY_BYTES", 4 * 1024 * 1024, min_value=1024)
+#: A host agent's token with no host bound is bound to the host of its first report (off: refused
+#: until an Admin binds it). See pools.services.agents.
+WEFT_AGENT_BIND_ON_FIRST_REPORT = env_bool("WEFT_AGENT_BIND_ON_FIRST_REPORT", True)
 #: an import that would remove more than this share of the stored nodes or links needs ``replace``
 WEFT_IMPORT_MAX_REMOVE_SHARE = env_float("WEFT_IMPORT_MAX_REMOVE_SHARE", 0.10, min_value=0.0)
 #: Directories a fabric's node-name map path may lie in (a map path elsewhere is refused: the

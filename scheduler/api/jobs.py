@@ -1,0 +1,233 @@
+"""The job queue's API (``/api/scheduler/jobs/``, ``decisions/``, ``queue/``): thin views over
+``scheduler.services.queue``, tenant-scoped as the pools API (``pools.access``): everyone sees the
+jobs of the tenants they belong to (Admins: all), another tenant's job is a 404; submitting,
+cancelling, starting and finishing need the site Operator role and an operator membership of
+the job's tenant."""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import generics, mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.response import Response
+
+from accounts.roles import Role
+from fabric.api.views import BRIEF_PARAM, BriefModeMixin
+from pools import access
+from pools.models import Pool
+
+from .. import filtersets
+from ..models import Job, JobDecision
+from ..services import queue
+from . import serializers
+
+
+def scope_jobs(qs, user, field: str = "tenant"):
+    """Rows of the tenants ``user`` belongs to (an Admin: every row)."""
+    return qs if access.is_admin(user) else qs.filter(**{f"{field}__memberships__user": user})
+
+
+def _refusal(exc: queue.JobError) -> Response:
+    return Response(exc.as_dict(), status=exc.status)
+
+
+def _invalid(exc: queue.InvalidJob) -> ValidationError:
+    return ValidationError({exc.field or "non_field_errors": [str(exc)]})
+
+
+_WRITE_REFUSALS = {
+    403: OpenApiResponse(description="not an operator of the job's tenant"),
+    409: OpenApiResponse(serializers.JobErrorSerializer, description="the job's state does not allow it"),
+}
+
+_BRIEF = extend_schema_view(
+    list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
+)
+
+
+@_BRIEF
+class JobViewSet(BriefModeMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Jobs of the caller's tenants: submit (``POST``), read, and the state machine's actions."""
+
+    queryset = Job.objects.select_related("tenant", "pool", "owner", "allocation")
+    serializer_class = serializers.JobSerializer
+    brief_serializer_class = serializers.BriefJobSerializer
+    filterset_class = filtersets.JobFilterSet
+    ordering_fields = ["id", "submitted_at", "placed_at", "priority", "state", "count"]
+    lookup_value_regex = r"\d+"
+    read_role = Role.VIEWER
+    write_role = Role.OPERATOR
+
+    def get_queryset(self):
+        return scope_jobs(super().get_queryset(), self.request.user)
+
+    def _answer(self, job: Job, code: int = 200) -> Response:
+        job = self.queryset.get(pk=job.pk)
+        return Response(serializers.JobSerializer(job, context={"request": self.request}).data, status=code)
+
+    def _operate(self, tenant_id: int) -> None:
+        if not access.can_operate(self.request.user, tenant_id):
+            raise PermissionDenied("this needs an operator membership of the job's tenant")
+
+    @extend_schema(
+        request=serializers.SubmitJobSerializer,
+        responses={
+            201: serializers.JobSerializer,
+            400: OpenApiResponse(
+                OpenApiTypes.OBJECT, description="{field: [message]}: the field that is wrong"
+            ),
+            403: OpenApiResponse(description="not an operator of the tenant"),
+        },
+        summary="Submit a job (Operator of the tenant): pending until a scheduling pass places it",
+    )
+    def create(self, request):
+        body = serializers.SubmitJobSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        v = body.validated_data
+        pool = access.scope_pools(Pool.objects.all(), request.user).filter(pk=v["pool"]).first()
+        if pool is None:
+            raise ValidationError({"pool": [f"no pool {v['pool']}"]})
+        tenant_id = pool.tenant_id or v["tenant"]
+        if pool.tenant_id is not None and v["tenant"] not in (None, pool.tenant_id):
+            raise ValidationError({"tenant": [f"pool {pool.name} belongs to another tenant"]})
+        if tenant_id is None:
+            mine = access.operator_tenant_ids(request.user)
+            if len(mine) != 1:
+                raise ValidationError({"tenant": [f"pool {pool.name} is shared: name the tenant"]})
+            tenant_id = mine.pop()
+        if not access.can_operate(request.user, tenant_id):
+            if not access.visible_tenants(request.user).filter(pk=tenant_id).exists():
+                raise ValidationError({"tenant": [f"no tenant {tenant_id}"]})
+            raise PermissionDenied("submitting needs an operator membership of the tenant")
+        spec = queue.JobSpec(
+            name=v["name"], pool_id=pool.pk, tenant_id=tenant_id, kind=v["kind"], count=v["count"],
+            gpu_model=v["gpu_model"], mig_profile=v["mig_profile"], memory_mib=v["memory_mib"],
+            compute_pct=v["compute_pct"], gpus_per_host=v["gpus_per_host"], segments=v["segments"],
+            segment_hosts=v["segment_hosts"], segment_tier=v["segment_tier"], priority_class=v["priority_class"],
+            preemptible=v["preemptible"], tier=v["tier"], tier_mode=v["tier_mode"], time_limit_s=v["time_limit_s"],
+        )  # fmt: skip
+        try:
+            job = queue.submit(spec, user=request.user)
+        except queue.InvalidJob as exc:
+            raise _invalid(exc) from None
+        except Pool.DoesNotExist:  # deleted since the lookup above
+            raise ValidationError({"pool": [f"no pool {v['pool']}"]}) from None
+        return self._answer(job, status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=serializers.CancelJobSerializer,
+        responses={200: serializers.JobSerializer, **_WRITE_REFUSALS},
+        summary="Cancel a job (Operator of its tenant): its GPUs, if any, are released",
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        job = self.get_object()
+        body = serializers.CancelJobSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        self._operate(job.tenant_id)
+        try:
+            job = queue.cancel(job.pk, user=request.user, reason=body.validated_data["reason"])
+        except queue.JobError as exc:
+            return _refusal(exc)
+        return self._answer(job)
+
+    @extend_schema(
+        request=None,
+        responses={200: serializers.JobSerializer, **_WRITE_REFUSALS},
+        summary="A placed job is running (its prolog, or an Operator of its tenant)",
+    )
+    @action(detail=True, methods=["post"])
+    def start(self, request, pk=None):
+        job = self.get_object()
+        self._operate(job.tenant_id)
+        try:
+            job = queue.start(job.pk, user=request.user)
+        except queue.JobError as exc:
+            return _refusal(exc)
+        return self._answer(job)
+
+    @extend_schema(
+        request=serializers.FinishJobSerializer,
+        responses={200: serializers.JobSerializer, **_WRITE_REFUSALS},
+        summary="A placed or running job ended, completed or failed: its GPUs are released",
+    )
+    @action(detail=True, methods=["post"])
+    def finish(self, request, pk=None):
+        job = self.get_object()
+        body = serializers.FinishJobSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        self._operate(job.tenant_id)
+        v = body.validated_data
+        try:
+            job = queue.finish(job.pk, ok=v["ok"], reason=v["reason"], user=request.user)
+        except queue.JobError as exc:
+            return _refusal(exc)
+        return self._answer(job)
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
+)
+class JobDecisionViewSet(BriefModeMixin, viewsets.ReadOnlyModelViewSet):
+    """Every job's decisions with their explanations, newest first (``?job=`` for one job's):
+    placed (why these hosts), pending (quota, fragmentation, constraint, congestion, capacity,
+    conflict), and the state changes. At most ``WEFT_SCHEDULER_DECISION_HISTORY`` per job."""
+
+    queryset = JobDecision.objects.select_related("job")
+    serializer_class = serializers.JobDecisionSerializer
+    brief_serializer_class = serializers.BriefJobDecisionSerializer
+    filterset_class = filtersets.JobDecisionFilterSet
+    ordering_fields = ["id", "at", "last_at", "count"]
+    lookup_value_regex = r"\d+"
+    read_role = Role.VIEWER
+
+    def get_queryset(self):
+        return scope_jobs(super().get_queryset(), self.request.user, "job__tenant")
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("tenant", OpenApiTypes.INT, description="only this tenant's jobs"),
+        OpenApiParameter("pool", OpenApiTypes.INT, description="only this pool's jobs"),
+    ],
+    responses={200: serializers.QueueEntrySerializer(many=True)},
+    summary="Pending jobs in the order the next scheduling pass considers them, with why they wait",
+)
+class QueueView(generics.GenericAPIView):
+    """The queue (Viewer): the pending jobs of the caller's tenants in pass order — priority,
+    then fair share across tenants (``scheduler.planner.fair_order``) — with their pending code,
+    reasons and reservation. ``position`` counts every tenant's pending jobs."""
+
+    read_role = Role.VIEWER
+    serializer_class = serializers.QueueEntrySerializer
+    filter_backends: list = []
+
+    def get(self, request):
+        params = request.query_params
+        wanted = {}
+        for name in ("tenant", "pool"):
+            raw = params.get(name, "")
+            if raw:
+                if not (raw.isascii() and raw.isdigit() and len(raw) < 18):
+                    raise ValidationError({name: ["an id (a positive integer)"]})
+                wanted[f"{name}_id"] = int(raw)
+        visible = set(
+            scope_jobs(Job.objects.filter(state="pending"), request.user).values_list("pk", flat=True)
+        )
+        rows = []
+        for pos, job in enumerate(queue.queue_order()):
+            if job.pk not in visible or any(getattr(job, k) != v for k, v in wanted.items()):
+                continue
+            d = job.decision or {}
+            rows.append({
+                "position": pos, "job": job, "tenant": job.tenant, "pool": job.pool, "request": queue.describe(job),
+                "priority_class": job.priority_class, "priority": job.priority, "submitted_at": job.submitted_at,
+                "decided_at": job.decided_at, "pending_code": job.pending_code,
+                "reasons": list(d.get("reasons") or ([job.reason] if job.reason else [])),
+                "reserved_start": job.reserved_start, "reserved_hosts": list(job.reserved_hosts or []),
+            })  # fmt: skip
+        page = self.paginate_queryset(rows)
+        data = self.get_serializer(page, many=True, context={"request": request}).data
+        return self.get_paginated_response(data)

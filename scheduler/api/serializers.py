@@ -1,0 +1,174 @@
+"""Serializers of the scheduler REST API (``/api/scheduler/``): jobs (full and brief), the submit
+body, the bodies of cancel/finish, decisions, queue entries and refusals."""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from pools.api.serializers import BriefAllocationSerializer, BriefPoolSerializer, BriefTenantSerializer
+from weft.fields import IdentityUrlField
+
+from ..choices import JobKind, PriorityClass, TopologyMode
+from ..locality import TIER_NAMES
+from ..models import Job, JobDecision
+from ..services.queue import MAX_TIME_LIMIT_S, describe
+
+
+@extend_schema_field(OpenApiTypes.OBJECT)
+class DecisionField(serializers.JSONField):
+    """A decision as the placement engine and the queue explain it: ``code``, ``reasons`` (what
+    people read), ``placed`` (host → GPUs), ``tier``/``tier_name``, ``units``, ``lower_bound``,
+    ``domain``, ``segments``, ``congested``/``avoided`` (domain keys), and when they apply
+    ``victims``, ``backfilled``, ``reservation`` ``{start, hosts, waits_for}``, ``allocation``."""
+
+
+class BriefJobSerializer(serializers.ModelSerializer):
+    url = IdentityUrlField(view_name="scheduler-api:job-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+
+    class Meta:
+        model = Job
+        fields = ["id", "url", "display", "name", "state"]
+
+
+class JobSerializer(serializers.ModelSerializer):
+    """A job: its request, priority, topology constraint, state with timestamps and reason, where
+    it runs (``placement``: host → GPUs, slices or shares; its pools ``allocation``), the last
+    decision with its explanation, and the reservation when it is the queue's head."""
+
+    url = IdentityUrlField(view_name="scheduler-api:job-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    tenant = BriefTenantSerializer(read_only=True)
+    pool = BriefPoolSerializer(read_only=True)
+    owner = serializers.CharField(source="owner.username", read_only=True, allow_null=True, default=None)
+    allocation = BriefAllocationSerializer(read_only=True, allow_null=True)
+    request = serializers.SerializerMethodField(help_text="the request in words")
+    tier_name = serializers.SerializerMethodField()
+    segment_tier_name = serializers.SerializerMethodField()
+    placement = serializers.DictField(child=serializers.IntegerField(), read_only=True)
+    reserved_hosts = serializers.ListField(child=serializers.CharField(), read_only=True)
+    decision = DecisionField(read_only=True)
+
+    class Meta:
+        model = Job
+        fields = [
+            "id", "url", "display", "name", "tenant", "pool", "owner", "kind", "count", "gpu_model", "mig_profile",
+            "memory_mib", "compute_pct", "gpus_per_host", "segments", "segment_hosts", "segment_tier",
+            "segment_tier_name", "request", "priority_class", "priority", "preemptible", "tier", "tier_name",
+            "tier_mode", "time_limit_s", "state", "reason", "pending_code", "submitted_at", "placed_at", "started_at",
+            "ended_at", "allocation", "placement", "decision", "decided_at", "reserved_start", "reserved_hosts",
+        ]  # fmt: skip
+
+    def get_request(self, job: Job) -> str:
+        return describe(job)
+
+    def get_tier_name(self, job: Job) -> str | None:
+        return TIER_NAMES[job.tier] if job.tier is not None else None
+
+    def get_segment_tier_name(self, job: Job) -> str | None:
+        return TIER_NAMES[job.segment_tier] if job.segment_tier is not None else None
+
+
+class SubmitJobSerializer(serializers.Serializer):
+    """``POST jobs/``: what the job asks for (``scheduler.services.queue.JobSpec``). ``tier`` and
+    ``segment_tier`` take a tier number (0-4) or name (host, leaf, block, spine_group, fabric); an
+    unknown one is refused (400 naming the field), never ignored."""
+
+    name = serializers.CharField(max_length=128)
+    pool = serializers.IntegerField(min_value=1, max_value=2**62, help_text="pool id")
+    tenant = serializers.IntegerField(
+        min_value=1, max_value=2**62, required=False, allow_null=True, default=None,
+        help_text="tenant the job is for (a shared pool; default: your one operator tenant)",
+    )  # fmt: skip
+    kind = serializers.ChoiceField(choices=JobKind.choices, default=JobKind.GPU)
+    count = serializers.IntegerField(min_value=1, max_value=4096, default=1, help_text="GPUs or MIG slices")
+    gpu_model = serializers.CharField(max_length=96, required=False, default="", allow_blank=True)
+    mig_profile = serializers.CharField(max_length=32, required=False, default="", allow_blank=True)
+    memory_mib = serializers.IntegerField(
+        min_value=1, max_value=2**31 - 1, required=False, allow_null=True, default=None
+    )
+    compute_pct = serializers.IntegerField(
+        min_value=1, max_value=100, required=False, allow_null=True, default=None
+    )
+    gpus_per_host = serializers.IntegerField(
+        min_value=1, max_value=64, required=False, allow_null=True, default=None
+    )
+    segments = serializers.IntegerField(
+        min_value=1, max_value=4096, required=False, allow_null=True, default=None
+    )
+    segment_hosts = serializers.IntegerField(
+        min_value=1, max_value=4096, required=False, allow_null=True, default=None
+    )
+    segment_tier = serializers.CharField(
+        max_length=16, required=False, allow_null=True, allow_blank=True, default=None
+    )
+    priority_class = serializers.ChoiceField(choices=PriorityClass.choices, default=PriorityClass.NORMAL)
+    preemptible = serializers.BooleanField(default=False)
+    tier = serializers.CharField(
+        max_length=16, required=False, allow_null=True, allow_blank=True, default=None,
+        help_text="topology tier: 0-4 or host, leaf, block, spine_group, fabric",
+    )  # fmt: skip
+    tier_mode = serializers.ChoiceField(choices=TopologyMode.choices, default=TopologyMode.PREFERRED)
+    time_limit_s = serializers.IntegerField(min_value=1, max_value=MAX_TIME_LIMIT_S, required=False, allow_null=True, default=None)  # fmt: skip
+
+
+class CancelJobSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
+
+
+class FinishJobSerializer(serializers.Serializer):
+    ok = serializers.BooleanField(default=True, help_text="completed (true) or failed (false)")
+    reason = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
+
+
+class JobErrorSerializer(serializers.Serializer):
+    """A refused transition (409): ``code`` ``wrong_state`` and the job's ``state``."""
+
+    detail = serializers.CharField()
+    code = serializers.CharField()
+    state = serializers.CharField(required=False)
+    field = serializers.CharField(required=False)
+
+
+class JobDecisionSerializer(serializers.ModelSerializer):
+    """One decision about a job (``count`` times in a row, the last at ``last_at``)."""
+
+    url = IdentityUrlField(view_name="scheduler-api:jobdecision-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    job = BriefJobSerializer(read_only=True)
+    reasons = serializers.ListField(child=serializers.CharField(), read_only=True)
+    details = DecisionField(read_only=True)
+
+    class Meta:
+        model = JobDecision
+        fields = ["id", "url", "display", "job", "at", "last_at", "count", "code", "reasons", "details"]
+
+
+class BriefJobDecisionSerializer(serializers.ModelSerializer):
+    url = IdentityUrlField(view_name="scheduler-api:jobdecision-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+
+    class Meta:
+        model = JobDecision
+        fields = ["id", "url", "display", "code"]
+
+
+class QueueEntrySerializer(serializers.Serializer):
+    """A pending job in pass order: ``position`` (0 = considered first, across every tenant),
+    why it waits (``pending_code``, ``reasons``) and its reservation if it is the head."""
+
+    position = serializers.IntegerField()
+    job = BriefJobSerializer()
+    tenant = BriefTenantSerializer()
+    pool = BriefPoolSerializer()
+    request = serializers.CharField()
+    priority_class = serializers.CharField()
+    priority = serializers.IntegerField()
+    submitted_at = serializers.DateTimeField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+    pending_code = serializers.CharField(allow_blank=True)
+    reasons = serializers.ListField(child=serializers.CharField())
+    reserved_start = serializers.DateTimeField(allow_null=True)
+    reserved_hosts = serializers.ListField(child=serializers.CharField())

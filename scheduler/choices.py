@@ -1,0 +1,89 @@
+"""Enumerations of the job queue (``scheduler`` app).
+
+Job states follow the issue's state machine (issue 12, "Jobs")::
+
+    pending ──> placed ──> running ──> completed
+       │          │           ├──────> failed
+       │          ├───────────┼──────> preempted   (GPUs taken back for a higher priority)
+       └──────────┴───────────┴──────> cancelled
+
+``placed`` holds an allocation (the pools' allocation service bound its GPUs); ``running`` is
+what the job's prolog (or an Operator) reports; the last four are final and hold nothing.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class JobState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    PLACED = "placed", "Placed (GPUs bound)"
+    RUNNING = "running", "Running"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+    PREEMPTED = "preempted", "Preempted"
+
+
+#: states that hold an allocation
+HOLDING = (JobState.PLACED, JobState.RUNNING)
+#: states a job never leaves
+FINAL = (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED)
+
+#: allowed transitions (from → to); the services refuse any other
+TRANSITIONS: dict[str, tuple[str, ...]] = {
+    JobState.PENDING: (JobState.PLACED, JobState.CANCELLED),
+    JobState.PLACED: (JobState.RUNNING, JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED,
+                      JobState.PREEMPTED),
+    JobState.RUNNING: (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED),
+}  # fmt: skip
+
+
+class JobKind(models.TextChoices):
+    """What a job asks for: whole GPUs, MIG slices of one profile, or one shared-GPU fraction
+    (the pools' allocation kinds, ``pools.choices.AllocationKind``)."""
+
+    GPU = "gpu", "Whole GPUs"
+    MIG = "mig", "MIG slices"
+    FRACTION = "fraction", "Shared-GPU fraction"
+
+
+class PriorityClass(models.TextChoices):
+    """Priority classes, lowest first; :data:`PRIORITY` gives each its number (higher first in
+    the queue; only a higher number may preempt a lower one, as Kubernetes PriorityClasses)."""
+
+    BATCH = "batch", "Batch"
+    NORMAL = "normal", "Normal"
+    HIGH = "high", "High"
+    CRITICAL = "critical", "Critical"
+
+
+PRIORITY: dict[str, int] = {
+    PriorityClass.BATCH: 100,
+    PriorityClass.NORMAL: 500,
+    PriorityClass.HIGH: 800,
+    PriorityClass.CRITICAL: 1000,
+}
+
+
+class TopologyMode(models.TextChoices):
+    """How a job's topology tier counts: ``required`` (never placed across more than one domain of
+    that tier) or ``preferred`` (as compact as possible; the decision says whether the tier was met)."""
+
+    REQUIRED = "required", "Required"
+    PREFERRED = "preferred", "Preferred"
+
+
+class PendingCode(models.TextChoices):
+    """Why a job is still pending: the placement engine's codes (``scheduler.placement``) plus the
+    queue's own ``quota`` (the pool's quota would be passed: the engine is not asked) and
+    ``conflict`` (the GPUs chosen were taken by another writer between the plan and the binding;
+    the next pass tries again)."""
+
+    QUOTA = "quota", "Quota"
+    CAPACITY = "capacity", "Capacity"
+    CONSTRAINT = "constraint", "Constraint"
+    CONGESTION = "congestion", "Congestion"
+    FRAGMENTATION = "fragmentation", "Fragmentation"
+    CONFLICT = "conflict", "Conflict"

@@ -1,0 +1,32 @@
+"""Event types the scheduler app writes (registered in ``SchedulerConfig.ready()``; see
+``events.registry``).
+
+The job queue (``scheduler.services.queue``) writes one ``job.*`` event per state change of a
+job (object type ``job``, key the job id): submitted, placed (GPUs bound through the pools'
+allocation service), started, completed, failed (the job said so, or its time limit passed),
+cancelled, and preempted (a Warning: a job lost its GPUs to a higher-priority one, or its
+allocation was reclaimed or expired under it). A job that stays pending is not an event on every
+pass: its decision and reasons are on the job (``Job.decision``, ``JobDecision``).
+"""
+
+from events.choices import Category, Severity
+from events.registry import EventType
+
+S = Category.SCHEDULER
+IN, W = Severity.INFO, Severity.WARNING
+
+EVENT_TYPES = [
+    EventType("job.submitted", "Job submitted", S, IN,
+              description="A job was submitted to the queue (pending until a pass places it)."),
+    EventType("job.placed", "Job placed", S, IN,
+              description="A pass placed a job: its GPUs are bound through the pools' allocation service."),
+    EventType("job.started", "Job started", S, IN, description="A placed job reported it is running."),
+    EventType("job.completed", "Job completed", S, IN, description="A job ended successfully; its GPUs are free."),
+    EventType("job.failed", "Job failed", S, W,
+              description="A job ended with an error, or ran past its time limit; its GPUs are free."),
+    EventType("job.cancelled", "Job cancelled", S, IN,
+              description="A job was cancelled by its owner or an operator; its GPUs (if any) are free."),
+    EventType("job.preempted", "Job preempted", S, W,
+              description="A preemptible job lost its GPUs to a higher-priority job, or its allocation was "
+                          "reclaimed or expired under it."),
+]  # fmt: skip

@@ -1,0 +1,145 @@
+"""Jobs of the queue, their placement decisions, and tenants' fair-share weights (issue 12, "Jobs").
+
+A :class:`Job` asks a tenant's pool for whole GPUs (``count``, optionally ``gpus_per_host`` and
+gang segments), MIG slices of one profile, or one shared-GPU fraction, with a priority class, a
+topology tier (required or preferred) and a time limit. The queue (``scheduler.services.queue``,
+the one writer of jobs and decisions) places it through the placement engine
+(``scheduler.placement``) and binds its GPUs through the pools' allocation service: a placed or
+running job owns exactly one :class:`pools.models.Allocation` (``allocation``, also referenced
+by ``Allocation.job`` = ``"weft-job-<id>"``).
+
+Every decision about a job is kept: the last one on the job (``decision``, JSON as
+``scheduler.placement.Decision.as_dict`` plus the queue's own fields), and a short history in
+:class:`JobDecision` (a repeated identical pending decision only bumps the last row's ``count``
+and ``last_at``; at most ``WEFT_SCHEDULER_DECISION_HISTORY`` rows per job).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from pools.models import Allocation, Pool, Tenant
+
+from .choices import JobKind, JobState, PendingCode, PriorityClass, TopologyMode
+
+
+class Job(models.Model):
+    """One job in the queue (see the module docstring and ``scheduler.choices`` for the states).
+
+    Request: ``kind`` ``gpu`` (``count`` GPUs; with ``gpus_per_host`` whole hosts of that many
+    GPUs; with ``segments`` × ``segment_hosts`` hosts each inside one domain of
+    ``segment_tier``), ``mig`` (``count`` slices of ``mig_profile``) or ``fraction`` (one share:
+    ``memory_mib`` MiB and ``compute_pct`` % of one GPU). ``gpu_model``: the GPU product name must
+    contain it (case-insensitive), on top of the pool's own filter. ``tier`` (0 host … 4 fabric,
+    ``scheduler.locality.TIERS``) with ``tier_mode``. ``time_limit_s``: the job is ended
+    ``failed`` when it runs longer (and backfill counts on it); null: the site default
+    (``WEFT_SCHEDULER_DEFAULT_TIME_LIMIT_S``) for the queue's estimates, no enforcement.
+
+    State: ``state`` with ``reason`` (why pending, or how it ended), ``pending_code``
+    (``scheduler.choices.PendingCode``, empty unless pending after a pass), timestamps,
+    ``placement`` (host name → GPUs, slices or shares), ``reserved_start``/``reserved_hosts``
+    (the head job's reservation: backfill never delays it).
+    """
+
+    name = models.CharField(max_length=128)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="jobs")
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="jobs")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
+    )
+    kind = models.CharField(max_length=10, choices=JobKind.choices, default=JobKind.GPU)
+    count = models.PositiveIntegerField(help_text="GPUs or MIG slices (1 for a fraction)")
+    gpu_model = models.CharField(max_length=96, blank=True, help_text="GPU product name contains this")
+    mig_profile = models.CharField(max_length=32, blank=True)
+    memory_mib = models.PositiveIntegerField(null=True, blank=True, help_text="fraction: GPU memory, MiB")
+    compute_pct = models.PositiveSmallIntegerField(null=True, blank=True, help_text="fraction: SM share, %")
+    gpus_per_host = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="whole hosts of this many GPUs"
+    )
+    segments = models.PositiveSmallIntegerField(null=True, blank=True, help_text="gang segments")
+    segment_hosts = models.PositiveSmallIntegerField(null=True, blank=True, help_text="hosts per segment")
+    segment_tier = models.PositiveSmallIntegerField(null=True, blank=True, help_text="each segment inside one domain of this tier")  # fmt: skip
+    priority_class = models.CharField(
+        max_length=10, choices=PriorityClass.choices, default=PriorityClass.NORMAL
+    )
+    priority = models.IntegerField(help_text="the class's number (scheduler.choices.PRIORITY)")
+    preemptible = models.BooleanField(default=False)
+    tier = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="topology tier 0-4 (host … fabric)"
+    )
+    tier_mode = models.CharField(max_length=10, choices=TopologyMode.choices, default=TopologyMode.PREFERRED)
+    time_limit_s = models.PositiveIntegerField(null=True, blank=True)
+
+    state = models.CharField(max_length=10, choices=JobState.choices, default=JobState.PENDING)
+    reason = models.CharField(max_length=300, blank=True)
+    pending_code = models.CharField(max_length=16, choices=PendingCode.choices, blank=True)
+    submitted_at = models.DateTimeField(default=timezone.now)
+    placed_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    allocation = models.OneToOneField(
+        Allocation, null=True, blank=True, on_delete=models.SET_NULL, related_name="scheduler_job"
+    )
+    placement = models.JSONField(default=dict, blank=True, help_text="host name → GPUs (slices, shares)")
+    decision = models.JSONField(default=dict, blank=True, help_text="the last decision")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    reserved_start = models.DateTimeField(null=True, blank=True)
+    reserved_hosts = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["state", "-priority", "id"], name="job_state_priority"),
+            models.Index(fields=["tenant", "state"], name="job_tenant_state"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(count__gte=1), name="job_count_positive"),
+            models.CheckConstraint(condition=Q(tier__isnull=True) | Q(tier__lte=4), name="job_tier_0_4"),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} {self.name}"
+
+    @property
+    def reference(self) -> str:
+        """What the job's allocation carries in ``Allocation.job``."""
+        return f"weft-job-{self.pk}"
+
+
+class JobDecision(models.Model):
+    """One decision of the queue about a job: ``code`` (``placed``, a pending code, or the
+    queue's ``preempted``/``cancelled``…), the ``reasons`` people read, ``details`` (the engine's
+    decision dict: tier, units, lower bound, congested/avoided domains; victims; reservation).
+    ``count``/``last_at``: the same decision repeated by later passes."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="decisions")
+    at = models.DateTimeField(default=timezone.now)
+    last_at = models.DateTimeField(default=timezone.now)
+    count = models.PositiveIntegerField(default=1)
+    code = models.CharField(max_length=16)
+    reasons = models.JSONField(default=list, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["job", "-id"], name="jobdecision_job")]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} {self.code} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class TenantShare(models.Model):
+    """A tenant's fair-share weight (absent: 1). Within one priority, the queue serves tenants in
+    the order of their recent GPU usage divided by this weight (lowest first)."""
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="share")
+    weight = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(weight__gte=1), name="tenantshare_weight_positive")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant} weight {self.weight}"

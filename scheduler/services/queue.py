@@ -1,0 +1,796 @@
+"""The job queue: the one writer of :class:`~scheduler.models.Job` and
+:class:`~scheduler.models.JobDecision` (issue 12, "Jobs" and "Queue").
+
+Use cases, each one transaction that locks what it changes, writes its ``job.*`` event and its
+audit entry inside it, and sends ``scheduler.signals.job_changed`` on commit:
+
+* :func:`submit` — a new pending job (validated: an unknown tier is refused naming the field);
+* :func:`cancel`, :func:`start`, :func:`finish` — the state machine of ``scheduler.choices``
+  (a refused transition is :class:`JobConflict`); ending a job releases its allocation through
+  ``pools.services.allocation.release``;
+* :func:`allocation_lost` — the pools ended a job's allocation themselves (reclaimed for another
+  pool's guarantee, lease expired): the job is ``preempted`` with that reason;
+* :func:`run_pass` — one scheduling pass: load the queue and the free state
+  (``scheduler.services.state``), plan it (``scheduler.planner.plan_pass``: order with fair
+  share, quota, placement, preemption, reservation and backfill), then bind the plan job by job,
+  and record every pending job's decision.
+
+**One pass at a time**: ``weft.locks.single_instance("scheduler.pass")`` (a lease renewed while
+the pass runs; a dead worker frees it within ``WEFT_LOCK_TTL_S``). A pass asked for while one
+runs is not lost: it leaves a mark in the cache and the running pass goes round again.
+
+**Idempotent if a worker dies mid-pass**: a placement is one transaction — the job row (and its
+victims' rows) locked and checked still pending (still holding), the victims preempted and their
+allocations released, the job's GPUs allocated, the job placed, its decision, event and audit
+entry — so a pass that dies leaves each job either placed with its GPUs or pending without any,
+and the next pass simply plans again. Pending decisions are written at the end of the pass in
+one transaction (only those that changed; an unchanged one bumps its history row's count).
+
+Locks, in this order (the pools' own order continues it): job rows (pk order), then pool rows
+(pk order), then what ``pools.services.allocation`` locks (allocations, GPUs).
+
+Errors: :class:`InvalidJob` (400, ``field`` names the bad one), :class:`JobConflict` (409),
+``Job.DoesNotExist`` / ``Pool.DoesNotExist`` (404 to the API).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+from django.db.models import F, Max
+from django.utils import timezone
+
+from accounts import audit
+from events.services import EventSpec, record_events
+from fabric.models import Fabric
+from pools.models import Pool, Tenant
+from pools.services.allocation import (
+    MAX_COUNT,
+    AllocationError,
+    AllocationRequest,
+    NotHolding,
+    QuotaExceeded,
+    allocate,
+    release,
+)
+from weft.locks import single_instance
+
+from ..choices import (
+    HOLDING,
+    PRIORITY,
+    TRANSITIONS,
+    JobKind,
+    JobState,
+    PendingCode,
+    PriorityClass,
+    TopologyMode,
+)
+from ..locality import TIER_NAMES, UnknownTier, tier_number
+from ..models import Job, JobDecision
+from ..placement import Fraction, Request, RequestError, Segments
+from ..planner import Outcome, QueuedJob, fair_order, plan_pass
+from ..signals import job_changed
+from . import state
+
+log = logging.getLogger(__name__)
+
+#: the pass lock's key (``weft.locks``) and the cache key of "another pass was asked for"
+PASS_LOCK = "scheduler.pass"
+PASS_WANTED = "weft:scheduler:pass-wanted"
+#: a pass stops renewing its lock after this (seconds): a wedged pass cannot block forever
+PASS_LIMIT_S = 600
+#: passes run back to back at most, when more were asked for while one ran
+MAX_ROUNDS = 3
+#: the longest time limit a job may ask for (a year)
+MAX_TIME_LIMIT_S = 366 * 86400
+
+
+class JobError(Exception):
+    """Base of the queue's refusals: ``status`` (HTTP), ``code``, ``field``; :meth:`as_dict`."""
+
+    status = 409
+    code = "conflict"
+
+    def __init__(self, message: str, *, field: str | None = None, **details: Any):
+        super().__init__(message)
+        self.field = field
+        self.details = details
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {"detail": str(self), "code": self.code, **self.details}
+        if self.field:
+            out["field"] = self.field
+        return out
+
+
+class InvalidJob(JobError):
+    """A job that cannot be queued as written (400); ``field`` names the field."""
+
+    status = 400
+    code = "invalid"
+
+
+class JobConflict(JobError):
+    """A transition the state machine does not allow (cancel a completed job, start a pending
+    one); ``state`` is the job's state."""
+
+    code = "wrong_state"
+
+
+@dataclass
+class JobSpec:
+    """What a submit asks for (the fields of :class:`~scheduler.models.Job`; see there).
+
+    ``tier``/``segment_tier``: a tier number 0-4 or name (``leaf``, ``block``, ``spine_group``,
+    ``fabric``, ``host``); ``tenant_id``: on whose behalf (required for a shared pool).
+    """
+
+    name: str
+    pool_id: int
+    tenant_id: int | None = None
+    kind: str = JobKind.GPU
+    count: int = 1
+    gpu_model: str = ""
+    mig_profile: str = ""
+    memory_mib: int | None = None
+    compute_pct: int | None = None
+    gpus_per_host: int | None = None
+    segments: int | None = None
+    segment_hosts: int | None = None
+    segment_tier: int | str | None = None
+    priority_class: str = PriorityClass.NORMAL
+    preemptible: bool = False
+    tier: int | str | None = None
+    tier_mode: str = TopologyMode.PREFERRED
+    time_limit_s: int | None = None
+
+    def validate(self) -> tuple[int | None, int | None]:
+        """Check every field; returns ``(tier, segment_tier)`` as numbers. Raises
+        :class:`InvalidJob` naming the first bad field."""
+        if not isinstance(self.name, str) or not self.name.strip() or len(self.name) > 128:
+            raise InvalidJob("name must be 1-128 characters", field="name")
+        if self.kind not in JobKind.values:
+            raise InvalidJob(f"kind must be one of {', '.join(JobKind.values)}", field="kind")
+        if (
+            not isinstance(self.count, int)
+            or isinstance(self.count, bool)
+            or not 1 <= self.count <= MAX_COUNT
+        ):
+            raise InvalidJob(f"count must be 1..{MAX_COUNT}", field="count")
+        if self.priority_class not in PRIORITY:
+            raise InvalidJob(f"priority_class must be one of {', '.join(PRIORITY)}", field="priority_class")
+        if self.tier_mode not in TopologyMode.values:
+            raise InvalidJob("tier_mode must be required or preferred", field="tier_mode")
+        if self.time_limit_s is not None and not 1 <= self.time_limit_s <= MAX_TIME_LIMIT_S:
+            raise InvalidJob(f"time_limit_s must be 1..{MAX_TIME_LIMIT_S}", field="time_limit_s")
+        if len(self.gpu_model) > 96:
+            raise InvalidJob("gpu_model is at most 96 characters", field="gpu_model")
+        tier = seg_tier = None
+        if self.tier not in (None, ""):
+            try:
+                tier = tier_number(self.tier)
+            except UnknownTier as exc:
+                raise InvalidJob(str(exc), field="tier") from exc
+        elif self.tier_mode == TopologyMode.REQUIRED:
+            raise InvalidJob("a required topology constraint needs a tier", field="tier")
+        if self.kind == JobKind.MIG:
+            if not self.mig_profile or len(self.mig_profile) > 32:
+                raise InvalidJob("MIG jobs name a profile (e.g. 1g.10gb)", field="mig_profile")
+        elif self.mig_profile:
+            raise InvalidJob("mig_profile is for kind 'mig'", field="mig_profile")
+        if self.kind == JobKind.FRACTION:
+            if self.count != 1:
+                raise InvalidJob("a fraction is one share of one GPU: count must be 1", field="count")
+            if not self.memory_mib or self.memory_mib < 1:
+                raise InvalidJob("a fraction needs memory_mib ≥ 1", field="memory_mib")
+            if not self.compute_pct or not 1 <= self.compute_pct <= 100:
+                raise InvalidJob("a fraction needs compute_pct in 1..100", field="compute_pct")
+        elif self.memory_mib is not None or self.compute_pct is not None:
+            raise InvalidJob("memory_mib/compute_pct are for kind 'fraction'", field="memory_mib")
+        seg = (self.segments, self.segment_hosts, self.segment_tier)
+        if any(v not in (None, "") for v in seg):
+            if self.segments is None or self.segment_hosts is None or self.segment_tier in (None, ""):
+                raise InvalidJob("segments need segments, segment_hosts and segment_tier", field="segments")
+            try:
+                seg_tier = tier_number(self.segment_tier)
+            except UnknownTier as exc:
+                raise InvalidJob(str(exc), field="segment_tier") from exc
+        if self.kind != JobKind.GPU and (self.gpus_per_host is not None or self.segments is not None):
+            raise InvalidJob("gpus_per_host and segments are for whole-GPU jobs", field="gpus_per_host")
+        try:  # the engine's own consistency rules (counts, segments adding up)
+            Request(
+                count=self.count, gpus_per_host=self.gpus_per_host, mig_profile=self.mig_profile,
+                fraction=Fraction(self.memory_mib or 0, self.compute_pct or 0) if self.kind == JobKind.FRACTION else None,
+                segments=Segments(self.segments, self.segment_hosts, seg_tier) if seg_tier is not None else None,
+                tier=tier,
+            )  # fmt: skip
+        except RequestError as exc:
+            msg = str(exc)
+            fld = "segments" if "segment" in msg else "gpus_per_host" if "gpus_per_host" in msg else "count"
+            raise InvalidJob(msg, field=fld) from exc
+        return tier, seg_tier
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def _fabric_for(job: Job, placement: dict | None = None) -> Fabric | None:
+    if job.pool.fabric_id:
+        return Fabric(pk=job.pool.fabric_id)
+    hosts = list((placement or job.placement or {}).keys())
+    if hosts:
+        loc = state.current_locality()
+        site = loc.hosts.get(hosts[0])
+        if site is not None:
+            return Fabric(pk=site.fabric_id)
+    return None
+
+
+def _event(job: Job, code: str, message: str, now: datetime, details: dict | None = None) -> None:
+    record_events(
+        _fabric_for(job),
+        [EventSpec(
+            code=code, object_type="job", object_key=str(job.pk), object_repr=f"{job} ({job.tenant.name})",
+            message=message, details={"job": job.pk, "tenant": job.tenant_id, "pool": job.pool_id, **(details or {})},
+        )],
+        at=now,
+    )  # fmt: skip
+
+
+def _send(job: Job, previous: str, source: str) -> None:
+    payload = {"job_id": job.pk, "state": job.state, "previous": previous, "source": source}
+    transaction.on_commit(lambda: job_changed.send(sender=Job, **payload))
+
+
+def _record_decision(
+    job: Job, code: str, reasons: list[str], details: dict, now: datetime, *, trim: bool = True
+) -> None:
+    """A new history row for ``job`` (a state change: never a repeat of the last one), capped
+    per job now, or by the caller later (``trim=False``: a pass trims its placements at its end)."""
+    JobDecision.objects.create(job=job, at=now, last_at=now, code=code, reasons=reasons, details=details)
+    if trim:
+        _trim([job.pk])
+
+
+def _trim(job_ids) -> None:
+    cap = settings.WEFT_SCHEDULER_DECISION_HISTORY
+    doomed, seen, n = [], None, 0
+    for job_id, pk in (
+        JobDecision.objects.filter(job_id__in=list(job_ids))
+        .order_by("job_id", "-id")
+        .values_list("job_id", "id")
+    ):
+        n = n + 1 if job_id == seen else 1
+        seen = job_id
+        if n > cap:
+            doomed.append(pk)
+    if doomed:
+        JobDecision.objects.filter(pk__in=doomed).delete()
+
+
+def _lock_pools(pool_ids) -> None:
+    list(
+        Pool.objects.select_for_update().filter(pk__in=sorted(set(pool_ids))).order_by("pk").values_list("pk")
+    )
+
+
+def _check_transition(job: Job, to: str) -> None:
+    if to not in TRANSITIONS.get(job.state, ()):
+        raise JobConflict(f"job {job.pk} is {job.state}: it cannot become {to}", state=job.state)
+
+
+def _end(job: Job, to: str, reason: str, now: datetime, user, source: str) -> None:
+    """End a locked job: release its allocation (if it still holds one), final state, history,
+    event, audit, signal on commit. The caller holds the job row (and its pool row)."""
+    _check_transition(job, to)
+    previous = job.state
+    released = None
+    if job.allocation_id and previous in HOLDING:
+        try:
+            release(job.allocation_id, user=user, reason=f"{job.reference} {to}: {reason}"[:200], now=now)
+            released = job.allocation_id
+        except NotHolding:  # the pools ended it already (reclaimed, expired)
+            pass
+    job.state, job.ended_at, job.reason, job.pending_code = to, now, reason[:300], ""
+    job.reserved_start, job.reserved_hosts = None, []
+    job.save(
+        update_fields=["state", "ended_at", "reason", "pending_code", "reserved_start", "reserved_hosts"]
+    )
+    _record_decision(job, to, [reason], {"released_allocation": released}, now)
+    _event(job, f"job.{to}", f"{job}: {to} ({reason})", now, {"reason": reason, "allocation": released})
+    verb = {"cancelled": "cancel", "completed": "complete", "failed": "fail", "preempted": "preempt"}[to]
+    audit.record(
+        f"job.{verb}",
+        job,
+        {"state": [previous, to], "reason": reason, "released_allocation": released},
+        user=user,
+    )
+    _send(job, previous, source)
+
+
+# --- use cases -----------------------------------------------------------------------------------
+
+
+def submit(spec: JobSpec, *, user=None, now: datetime | None = None) -> Job:
+    """Queue a job (pending). Raises :class:`InvalidJob` (400, naming the field) and
+    ``Pool.DoesNotExist``. A pass follows on commit (``scheduler.signals``)."""
+    tier, seg_tier = spec.validate()
+    now = now or timezone.now()
+    with transaction.atomic():
+        pool = Pool.objects.select_related("tenant").get(pk=spec.pool_id)
+        if pool.tenant_id is not None:
+            if spec.tenant_id not in (None, pool.tenant_id):
+                raise InvalidJob(f"pool {pool.name} belongs to another tenant", field="tenant")
+            tenant_id = pool.tenant_id
+        elif spec.tenant_id is None:
+            raise InvalidJob(f"pool {pool.name} is shared: name the tenant the job is for", field="tenant")
+        elif not Tenant.objects.filter(pk=spec.tenant_id).exists():
+            raise InvalidJob(f"no tenant {spec.tenant_id}", field="tenant")
+        else:
+            tenant_id = spec.tenant_id
+        job = Job.objects.create(
+            name=spec.name.strip(), tenant_id=tenant_id, pool=pool, owner=user if getattr(user, "is_authenticated", False) else None,
+            kind=spec.kind, count=spec.count, gpu_model=spec.gpu_model, mig_profile=spec.mig_profile,
+            memory_mib=spec.memory_mib, compute_pct=spec.compute_pct, gpus_per_host=spec.gpus_per_host,
+            segments=spec.segments, segment_hosts=spec.segment_hosts, segment_tier=seg_tier,
+            priority_class=spec.priority_class, priority=PRIORITY[spec.priority_class], preemptible=spec.preemptible,
+            tier=tier, tier_mode=spec.tier_mode, time_limit_s=spec.time_limit_s, submitted_at=now,
+            reason="waiting for a scheduling pass",
+        )  # fmt: skip
+        _event(job, "job.submitted", f"{job}: submitted ({describe(job)})", now)
+        audit.record(
+            "job.submit", job,
+            {"pool": pool.name, "tenant": tenant_id, "request": describe(job), "priority_class": job.priority_class,
+             "preemptible": job.preemptible, "tier": job.tier, "tier_mode": job.tier_mode, "time_limit_s": job.time_limit_s},
+            user=user,
+        )  # fmt: skip
+        _send(job, "", "submit")
+    return job
+
+
+def describe(job: Job) -> str:
+    """The request in words: ``16 GPUs (2 hosts × 8), within one block (required)``."""
+    if job.kind == JobKind.MIG:
+        what = f"{job.count} MIG slice{'s' if job.count != 1 else ''} {job.mig_profile}"
+    elif job.kind == JobKind.FRACTION:
+        what = f"{job.memory_mib} MiB + {job.compute_pct} % of one GPU"
+    else:
+        what = f"{job.count} GPU{'s' if job.count != 1 else ''}"
+        if job.gpus_per_host:
+            what += f" ({job.count // job.gpus_per_host} hosts × {job.gpus_per_host})"
+        if job.segments:
+            what += f", {job.segments} segments of {job.segment_hosts} hosts each in one {TIER_NAMES[job.segment_tier]}"
+    if job.gpu_model:
+        what += f", model {job.gpu_model}"
+    if job.tier is not None:
+        what += f", within one {TIER_NAMES[job.tier]} ({job.tier_mode})"
+    return what
+
+
+def _locked(job_id: int) -> Job:
+    job = Job.objects.select_for_update(of=("self",)).select_related("pool", "tenant").get(pk=job_id)
+    _lock_pools([job.pool_id])
+    return job
+
+
+def cancel(job_id: int, *, user=None, reason: str = "", now: datetime | None = None) -> Job:
+    """Cancel a pending, placed or running job (its GPUs are released). Raises
+    :class:`JobConflict` for an ended job, ``Job.DoesNotExist``."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        job = _locked(job_id)
+        _end(job, JobState.CANCELLED, reason or "cancelled", now, user, "cancel")
+    return job
+
+
+def start(job_id: int, *, user=None, now: datetime | None = None) -> Job:
+    """A placed job is running (its prolog, or an Operator, says so). Raises :class:`JobConflict`."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        job = _locked(job_id)
+        _check_transition(job, JobState.RUNNING)
+        job.state, job.started_at, job.reason = JobState.RUNNING, now, ""
+        job.save(update_fields=["state", "started_at", "reason"])
+        _record_decision(job, JobState.RUNNING, ["started"], {}, now)
+        _event(job, "job.started", f"{job}: running on {len(job.placement)} hosts", now)
+        audit.record("job.start", job, {"state": [JobState.PLACED, JobState.RUNNING]}, user=user)
+        _send(job, JobState.PLACED, "start")
+    return job
+
+
+def finish(job_id: int, *, ok: bool = True, reason: str = "", user=None, now: datetime | None = None) -> Job:
+    """A placed or running job ended: ``completed`` (``ok``) or ``failed``; its GPUs are
+    released. Raises :class:`JobConflict`, ``Job.DoesNotExist``."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        job = _locked(job_id)
+        to = JobState.COMPLETED if ok else JobState.FAILED
+        _end(job, to, reason or ("completed" if ok else "failed"), now, user, "finish")
+    return job
+
+
+def allocation_lost(allocation_id: int, allocation_state: str, *, now: datetime | None = None) -> Job | None:
+    """The pools ended the allocation of a placed or running job themselves (``reclaimed`` for
+    another pool's guarantee, ``expired``, released through the pools API): the job is
+    ``preempted`` with that reason. No-op (None) when no holding job owns it."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        job = (
+            Job.objects.select_for_update(of=("self",))
+            .select_related("pool", "tenant")
+            .filter(allocation_id=allocation_id, state__in=HOLDING)
+            .first()
+        )
+        if job is None:
+            return None
+        _lock_pools([job.pool_id])
+        _end(
+            job,
+            JobState.PREEMPTED,
+            f"its allocation {allocation_id} was {allocation_state} by the pools",
+            now,
+            None,
+            "pools",
+        )
+    return job
+
+
+def expire_time_limits(now: datetime | None = None) -> int:
+    """End running jobs past their time limit as ``failed`` ("time limit"), each in its own
+    transaction. Returns how many."""
+    now = now or timezone.now()
+    n = 0
+    for pk, started, limit in Job.objects.filter(
+        state=JobState.RUNNING, time_limit_s__isnull=False
+    ).values_list("pk", "started_at", "time_limit_s"):
+        if started is None or started + timedelta(seconds=limit) > now:
+            continue
+        with transaction.atomic():
+            job = _locked(pk)
+            if job.state != JobState.RUNNING:
+                continue
+            _end(job, JobState.FAILED, f"time limit of {limit} s reached", now, None, "pass")
+            n += 1
+    return n
+
+
+# --- the pass ------------------------------------------------------------------------------------
+
+
+def queued_job(job: Job) -> QueuedJob:
+    """The planner's view of a pending job."""
+    return QueuedJob(
+        job_id=job.pk, tenant_id=job.tenant_id, pool_id=job.pool_id, priority=job.priority, kind=job.kind,
+        count=job.count, gpu_model=(job.gpu_model or "").lower(), mig_profile=job.mig_profile,
+        memory_mib=job.memory_mib, compute_pct=job.compute_pct, gpus_per_host=job.gpus_per_host,
+        segments=(job.segments, job.segment_hosts, job.segment_tier) if job.segments else None,
+        tier=job.tier, tier_required=job.tier_mode == TopologyMode.REQUIRED,
+        time_limit_s=float(job.time_limit_s or settings.WEFT_SCHEDULER_DEFAULT_TIME_LIMIT_S),
+        submitted=job.submitted_at.timestamp(),
+    )  # fmt: skip
+
+
+def queue_order(now: datetime | None = None) -> list[Job]:
+    """Pending jobs in the order the next pass considers them (``scheduler.planner.fair_order``)."""
+    now = now or timezone.now()
+    jobs = {
+        j.pk: j for j in Job.objects.filter(state=JobState.PENDING).select_related("pool", "tenant", "owner")
+    }
+    order = fair_order([queued_job(j) for j in jobs.values()], state.fair_shares(now))
+    return [jobs[q.job_id] for q in order]
+
+
+def request_pass() -> None:
+    """Ask for a pass while one may be running: the running pass goes round again."""
+    try:
+        cache.set(PASS_WANTED, 1, timeout=PASS_LIMIT_S)
+    except Exception as exc:  # the cache is down: the periodic pass catches up
+        log.warning("could not mark a pass as wanted: %s", exc)
+
+
+def _take_wanted() -> bool:
+    try:
+        return bool(cache.delete(PASS_WANTED))
+    except Exception:
+        return False
+
+
+def run_pass(*, now: datetime | None = None) -> dict[str, Any]:
+    """One scheduling pass (module docstring), unless one is running (then it asks that one to
+    go round again and returns ``{"skipped": …}``). Returns a summary: ``pending`` (jobs
+    considered), ``placed``, ``preempted``, ``backfilled``, pending counts per code,
+    ``expired`` (time limits), ``bind_failed``, ``engine_calls``, seconds spent loading the
+    state (``load_s``), planning (``plan_s``), binding (``bind_s``), writing the pending
+    decisions (``write_s``) and in all (``duration_s``), and ``rounds``."""
+    with single_instance(PASS_LOCK, PASS_LIMIT_S) as mine:
+        if not mine:
+            request_pass()
+            return {"skipped": "a scheduling pass is already running"}
+        summary: dict[str, Any] = {}
+        for rounds in range(1, MAX_ROUNDS + 1):
+            _take_wanted()
+            summary = _one_pass(now)
+            summary["rounds"] = rounds
+            if now is not None or not _take_wanted():
+                break
+        return summary
+
+
+def _one_pass(now: datetime | None) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    now = now or timezone.now()
+    expired = expire_time_limits(now)
+    pending = list(Job.objects.filter(state=JobState.PENDING).select_related("pool", "tenant").order_by("pk"))
+    if not pending:
+        Job.objects.filter(reserved_start__isnull=False).update(reserved_start=None, reserved_hosts=[])
+        return {
+            "pending": 0,
+            "placed": 0,
+            "expired": expired,
+            "duration_s": round(time.perf_counter() - t0, 4),
+        }
+    loc = state.current_locality()
+    inputs = dict(
+        pools=state.pool_infos({j.pool_id for j in pending}, {j.pool_id for j in pending if j.kind == JobKind.FRACTION}), held=state.held_jobs(loc), shares=state.fair_shares(now),
+        unusable=state.unusable_hosts(loc), congestion=state.congestion_marks(loc), now=now.timestamp(),
+    )  # fmt: skip
+    inv = state.load_inventory(loc, {j.kind for j in pending})
+    t1 = time.perf_counter()
+    plan = plan_pass(loc, inv, [queued_job(j) for j in pending], **inputs)
+    t2 = time.perf_counter()
+    jobs = {j.pk: j for j in pending}
+    pending_out: list[Outcome] = []
+    failed = 0
+    for out in plan.outcomes:
+        if not out.ok:
+            pending_out.append(out)
+            continue
+        refused = _bind(out, loc, now)
+        if refused is not None:
+            failed += 1
+            out.code, out.reasons = str(refused[0]), refused[1] + out.reasons
+            out.placed, out.victims, out.backfilled = {}, [], False
+            pending_out.append(out)
+    t3 = time.perf_counter()
+    _write_pending(pending_out, jobs, plan, now, placed=[o.job_id for o in plan.outcomes if o.ok])
+    t4 = time.perf_counter()
+    summary = {
+        "pending": len(pending),
+        "expired": expired,
+        "bind_failed": failed,
+        "placed": 0,
+        **plan.summary(),
+    }
+    summary["engine_calls"] = plan.engine_calls
+    summary |= {
+        "load_s": t1 - t0,
+        "plan_s": t2 - t1,
+        "bind_s": t3 - t2,
+        "write_s": t4 - t3,
+        "duration_s": t4 - t0,
+    }
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in summary.items()}
+
+
+def _decision_dict(out: Outcome) -> dict[str, Any]:
+    d = dict(out.decision or {})
+    d["code"], d["reasons"] = out.code, list(out.reasons)
+    if out.victims:
+        d["victims"] = list(out.victims)
+    if out.backfilled:
+        d["backfilled"] = True
+    if out.reservation is not None:
+        d["reservation"] = {
+            "start": datetime.fromtimestamp(out.reservation.start, tz=UTC).isoformat(),
+            "hosts": sorted(out.reservation.hosts),
+            "waits_for": list(out.reservation.waits_for),
+        }
+    return d
+
+
+def _bind(out: Outcome, loc, now: datetime) -> tuple[str, list[str]] | None:
+    """Place one planned job (module docstring: one transaction). None when placed, else the
+    pending code and reasons (nothing written then)."""
+    try:
+        with transaction.atomic():
+            ids = sorted({out.job_id, *out.victims})
+            rows = {
+                j.pk: j
+                for j in Job.objects.select_for_update(of=("self",)).select_related("pool", "tenant").filter(pk__in=ids).order_by("pk")
+            }  # fmt: skip
+            job = rows.get(out.job_id)
+            if job is None or job.state != JobState.PENDING:
+                return PendingCode.CONFLICT.value, ["the job changed since the pass planned it"]
+            victims = [rows.get(v) for v in out.victims]
+            if any(v is None or v.state not in HOLDING for v in victims):
+                return PendingCode.CONFLICT.value, [
+                    "a job chosen for preemption ended or changed since the pass planned it; the next pass tries again"
+                ]
+            if victims:  # several pools: locked in pk order here (one pool: the service locks it)
+                _lock_pools([job.pool_id, *(v.pool_id for v in victims)])
+            for v in victims:
+                _end(
+                    v,
+                    JobState.PREEMPTED,
+                    f"preempted by {job} ({job.priority_class} priority)",
+                    now,
+                    None,
+                    "pass",
+                )
+            req = AllocationRequest(
+                kind=job.kind, count=job.count, job=job.reference, tenant_id=job.tenant_id
+            )
+            if job.kind == JobKind.GPU:
+                req.gpu_ids = _pick_gpus(job, out.placed, loc)
+            elif job.kind == JobKind.MIG:
+                req.mig_profile = job.mig_profile
+            else:
+                req.gpu_ids, req.memory_mib, req.compute_pct = (
+                    list(out.gpu_ids),
+                    job.memory_mib,
+                    job.compute_pct,
+                )
+            alloc = allocate(job.pool_id, req, now=now)
+            placement = dict(out.placed)
+            reasons = list(out.reasons)
+            if job.kind == JobKind.MIG:  # the pools' service picks the slices by profile
+                placement = _placement_of(alloc, loc)
+                if placement != out.placed:
+                    reasons.append(
+                        "MIG slices were picked by the pools' allocation service by profile: "
+                        + ", ".join(f"{h}: {n}" for h, n in sorted(placement.items()))
+                    )
+            decision = _decision_dict(out) | {"reasons": reasons, "allocation": alloc.pk}
+            job.state, job.placed_at, job.allocation, job.placement = JobState.PLACED, now, alloc, placement
+            job.decision, job.decided_at, job.reason, job.pending_code = decision, now, "", ""
+            job.reserved_start, job.reserved_hosts = None, []
+            job.save(update_fields=["state", "placed_at", "allocation", "placement", "decision", "decided_at",
+                                    "reason", "pending_code", "reserved_start", "reserved_hosts"])  # fmt: skip
+            _record_decision(
+                job, "placed", reasons, {k: v for k, v in decision.items() if k != "reasons"}, now, trim=False
+            )
+            _event(
+                job, "job.placed",
+                f"{job}: placed on {len(placement)} host{'s' if len(placement) != 1 else ''} ({reasons[0]})",
+                now, {"allocation": alloc.pk, "hosts": sorted(placement), "victims": list(out.victims)},
+            )  # fmt: skip
+            audit.record(
+                "job.place", job,
+                {"state": [JobState.PENDING, JobState.PLACED], "allocation": alloc.pk, "placement": placement,
+                 "victims": list(out.victims), "backfilled": out.backfilled},
+            )  # fmt: skip
+            _send(job, JobState.PENDING, "pass")
+    except _Refused as exc:
+        return PendingCode.CONFLICT.value, [str(exc)]
+    except QuotaExceeded as exc:
+        return PendingCode.QUOTA.value, [str(exc)]
+    except (AllocationError, JobConflict) as exc:
+        return PendingCode.CONFLICT.value, [
+            f"the pools refused the binding ({exc}); the next pass tries again"
+        ]
+    return None
+
+
+class _Refused(Exception):
+    """A binding that cannot go on (rolls its transaction back); the message is the reason."""
+
+
+def _pick_gpus(job: Job, placed: dict[str, int], loc) -> list[int]:
+    """The free GPUs a placement gets: on each placed host, the lowest ids that match the pool's
+    and the job's model filters (read in the binding's transaction, after its victims ended).
+    Raises :class:`_Refused` when a host has fewer than planned (taken meanwhile)."""
+    sites = {loc.hosts[h].host_id: h for h in placed}
+    free = state.free_gpu_ids(sites, job.pool.gpu_model, job.gpu_model)
+    out = []
+    for host_id, name in sorted(sites.items(), key=lambda kv: kv[1]):
+        got = free.get(host_id, [])[: placed[name]]
+        if len(got) < placed[name]:
+            raise _Refused(
+                f"{name} has {len(got)} free GPUs, the plan counted {placed[name]} (taken meanwhile); "
+                "the next pass tries again"
+            )
+        out.extend(got)
+    return out
+
+
+def _placement_of(alloc, loc) -> dict[str, int]:
+    names = {s.host_id: n for n, s in loc.hosts.items()}
+    out: dict[str, int] = {}
+    for host_id, host_name in alloc.items.filter(active=True).values_list("gpu__host_id", "gpu__host__name"):
+        name = names.get(host_id, host_name)
+        out[name] = out.get(name, 0) + 1
+    return out
+
+
+def _write_pending(outs: list[Outcome], jobs: dict[int, Job], plan, now: datetime, placed=()) -> None:
+    """Record the pass's pending decisions in one transaction: changed ones on the job and as a
+    new history row, unchanged ones bump their history row; the head's reservation; and cap the
+    history of the jobs it placed."""
+    head = plan.reservation.job_id if plan.reservation is not None else None
+    with transaction.atomic():
+        changed, same = [], []
+        for out in outs:
+            job = jobs[out.job_id]
+            d = _decision_dict(out)
+            res = out.reservation
+            reserved = (datetime.fromtimestamp(res.start, tz=UTC), sorted(res.hosts)) if res else (None, [])
+            if (
+                job.pending_code == out.code
+                and (job.decision or {}).get("reasons") == d["reasons"]
+                and (job.reserved_start, job.reserved_hosts) == reserved
+            ):
+                same.append(job.pk)
+                continue
+            job.pending_code, job.reason, job.decision, job.decided_at = (
+                out.code,
+                d["reasons"][0][:300] if d["reasons"] else "",
+                d,
+                now,
+            )
+            job.reserved_start, job.reserved_hosts = reserved
+            changed.append(job)
+        still = set(
+            Job.objects.select_for_update(of=("self",))
+            .filter(pk__in=sorted([j.pk for j in changed] + same), state=JobState.PENDING)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )  # a job cancelled or placed meanwhile keeps what its writer wrote
+        changed = [j for j in changed if j.pk in still]
+        same = [pk for pk in same if pk in still]
+        Job.objects.bulk_update(
+            changed,
+            ["pending_code", "reason", "decision", "decided_at", "reserved_start", "reserved_hosts"],
+            batch_size=500,
+        )
+        JobDecision.objects.bulk_create(
+            [
+                JobDecision(job_id=j.pk, at=now, last_at=now, code=j.pending_code, reasons=j.decision["reasons"],
+                            details={k: v for k, v in j.decision.items() if k != "reasons"})
+                for j in changed
+            ],
+            batch_size=500,
+        )  # fmt: skip
+        if changed or placed:
+            _trim([j.pk for j in changed] + list(placed))
+        if same:
+            last = (
+                JobDecision.objects.filter(job_id__in=same)
+                .values("job_id")
+                .annotate(m=Max("id"))
+                .values_list("m", flat=True)
+            )
+            JobDecision.objects.filter(pk__in=list(last)).update(count=F("count") + 1, last_at=now)
+            Job.objects.filter(pk__in=same).update(decided_at=now)
+        stale = Job.objects.filter(reserved_start__isnull=False)
+        if head is not None:
+            stale = stale.exclude(pk=head)
+        stale.update(reserved_start=None, reserved_hosts=[])
+
+
+__all__ = [
+    "InvalidJob",
+    "JobConflict",
+    "JobError",
+    "JobSpec",
+    "allocation_lost",
+    "cancel",
+    "describe",
+    "expire_time_limits",
+    "finish",
+    "queue_order",
+    "request_pass",
+    "run_pass",
+    "start",
+    "submit",
+]

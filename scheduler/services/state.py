@@ -1,0 +1,375 @@
+"""What a scheduling pass reads from the other apps, as the planner's plain shapes
+(``scheduler.planner``). Reads only: every fact here has its own writer elsewhere.
+
+* the locality tree: ``scheduler.topology.build_locality`` (cached in this process while the
+  stored topology, roles and GPU inventory are unchanged: :func:`current_locality`);
+* free capacity (:func:`load_inventory`): what the pools' allocation service would hand out —
+  present, not unhealthy GPUs of hosts in the tree: whole GPUs ``free`` with MIG off, MIG slices
+  ``free`` (``MigSlice.objects.allocatable``), and GPUs open to a fraction (free or shared, with
+  the memory and compute their active fractions leave);
+* unusable hosts (:func:`unusable_hosts`): a host with an HCA the last discoveries could not
+  reach (``fabric.Node.unreachable_since``), an HCA link with an open ``link.down`` alarm (the
+  alarm engine's, as the map draws it), or an HCA gone from the fabric (open ``node.removed``:
+  a host's only cable to that HCA pulled) is not placed on until that is over;
+* congestion (:func:`congestion_marks`): open alarms of the counter rules
+  (``events.rules.counters``: ``port.congestion`` after its consecutive sweeps over the threshold,
+  error rates, link-downed bursts) on a port of a domain's uplinks mark that domain;
+* pools (:func:`pool_infos`, ``pools.services.allocation.pool_usage``), held jobs
+  (:func:`held_jobs`) and fair-share usage (:func:`fair_shares`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from datetime import datetime
+from types import SimpleNamespace
+
+from django.conf import settings
+from django.db.models import Count, Max, Q, Sum
+
+from events.models import Alarm
+from fabric.choices import NodeType
+from fabric.keys import split_port_key
+from fabric.models import Discovery, Fabric, Host, Link, Node
+from fabric.services.derive import host_for
+from pools.choices import AllocationKind, GpuState
+from pools.models import AllocationItem, Gpu, HostInventory, MigSlice, Pool
+from pools.services.allocation import gpu_capacity, pool_usage
+
+from ..choices import HOLDING
+from ..locality import Locality
+from ..models import Job, TenantShare
+from ..placement import Congestion, Mark
+from ..planner import HeldJob, Inventory, PoolInfo, gpu_equivalents
+from ..topology import build_locality
+
+#: alarm codes (events.rules.counters) that mark the domains whose uplinks carry the port
+CONGESTION_CODES = ("port.congestion", "port.symbol_errors", "port.rcv_errors", "port.link_downed")
+_NOT_MIG = ["disabled", "unsupported"]
+
+_cache_lock = threading.Lock()
+_cached: tuple[tuple, Locality] | None = None
+_uplink_index: dict[int, dict[int, list[str]]] = {}
+
+
+def topology_key() -> tuple:
+    """What the locality tree depends on, in a few small aggregate queries: fabrics and their
+    roles, the latest discovery (every topology change records one), switch roles, hosts, host
+    reports and GPUs. Equal keys: the tree built from them is the same."""
+    return (
+        tuple(Fabric.objects.order_by("pk").values_list("pk", "role")),
+        Discovery.objects.aggregate(m=Max("pk"))["m"],
+        tuple(Node.objects.exclude(role="compute").order_by("pk").values_list("pk", "role")),
+        tuple(Host.objects.aggregate(n=Count("pk"), m=Max("pk")).values()),
+        # GPUs appear, go missing or change rails only through a host's report (its time), or
+        # are created (the highest id)
+        tuple(HostInventory.objects.aggregate(n=Count("pk"), m=Max("reported_at")).values()),
+        Gpu.objects.aggregate(m=Max("pk"))["m"],
+    )
+
+
+def current_locality() -> Locality:
+    """The locality tree of every stored fabric, rebuilt only when :func:`topology_key` changed
+    (a Locality is immutable once built: the placement engine caches its index by identity)."""
+    global _cached
+    key = topology_key()
+    with _cache_lock:
+        if _cached is not None and _cached[0] == key:
+            return _cached[1]
+    loc = build_locality()
+    with _cache_lock:
+        _cached = (key, loc)
+    return loc
+
+
+def forget_locality() -> None:
+    """Drop the cached tree (a discovery committed: the next pass rebuilds it)."""
+    global _cached
+    with _cache_lock:
+        _cached = None
+
+
+def _host_names(loc: Locality) -> dict[int, str]:
+    return {s.host_id: name for name, s in loc.hosts.items()}
+
+
+def _fabric_ids(loc: Locality) -> list[int]:
+    return sorted({d.fabric_id for d in loc.fabrics()})
+
+
+def _eligible_gpus():
+    """GPUs the allocation service may hand out whole or share (``pools.services.allocation``:
+    present, not unhealthy, MIG off), any state. Not joined to hosts: callers keep the hosts of
+    the tree (a join on the host's fabric made PostgreSQL pick a nested loop over every GPU)."""
+    return Gpu.objects.present().exclude(health="unhealthy").filter(mig_mode_current__in=_NOT_MIG)
+
+
+def load_inventory(
+    loc: Locality, kinds: set[str] | frozenset[str] = frozenset({"gpu", "mig", "fraction"})
+) -> Inventory:
+    """Free whole GPUs (counted per host and model), MIG slices (per host, profile and model)
+    and, for ``fraction`` in ``kinds``, the room of every GPU open to a fraction, on the hosts of
+    ``loc`` (module docstring). Only the kinds asked for are read."""
+    names = _host_names(loc)
+    inv = Inventory()
+    lower: dict[str, str] = {}
+
+    def model_of(product: str | None) -> str:
+        m = lower.get(product or "")
+        if m is None:
+            m = lower[product or ""] = (product or "").lower()
+        return m
+
+    if "gpu" in kinds or "fraction" in kinds:
+        for host_id, product, n in (
+            _eligible_gpus()
+            .filter(state=GpuState.FREE)
+            .values("host_id", "product_name")
+            .annotate(n=Count("pk"))
+            .order_by()
+            .values_list("host_id", "product_name", "n")
+        ):
+            name = names.get(host_id)
+            if name is not None:
+                models = inv.gpus.setdefault(name, {})
+                models[model_of(product)] = models.get(model_of(product), 0) + n
+    if "fraction" in kinds:
+        rows = list(
+            _eligible_gpus()
+            .filter(state__in=[GpuState.FREE, GpuState.SHARED])
+            .order_by("pk")
+            .values_list("pk", "host_id", "product_name", "state", "memory_total_mib", "memory_reserved_mib")
+        )
+        used: dict[int, tuple[int, int]] = {}
+        for gpu_id, m, p in (
+            AllocationItem.objects.filter(
+                active=True, kind=AllocationKind.FRACTION, gpu__state=GpuState.SHARED
+            )
+            .values("gpu_id")
+            .annotate(m=Sum("memory_mib"), p=Sum("compute_pct"))
+            .values_list("gpu_id", "m", "p")
+        ):
+            used[gpu_id] = (m or 0, p or 0)
+        for pk, host_id, product, gstate, mem, reserved in rows:
+            name = names.get(host_id)
+            cap = gpu_capacity(SimpleNamespace(memory_total_mib=mem, memory_reserved_mib=reserved))
+            if name is None or cap is None:
+                continue
+            m, p = used.get(pk, (0, 0))
+            if cap - m > 0 and p < 100:
+                inv.shared.setdefault(name, []).append(
+                    [pk, model_of(product), cap - m, 100 - p, gstate == GpuState.FREE]
+                )
+    if "mig" in kinds:
+        for host_id, profile, product, n in (
+            MigSlice.objects.allocatable()
+            .values("gpu__host_id", "profile", "gpu__product_name")
+            .annotate(n=Count("pk"))
+            .order_by()
+            .values_list("gpu__host_id", "profile", "gpu__product_name", "n")
+        ):
+            name = names.get(host_id)
+            if name is not None:
+                slices = inv.mig.setdefault(name, {})
+                slices[(profile, model_of(product))] = slices.get((profile, model_of(product)), 0) + n
+    return inv
+
+
+def free_gpu_ids(host_ids, pool_model: str, job_model: str) -> dict[int, list[int]]:
+    """host id → ids of its free whole GPUs matching both model filters (ascending): what a
+    binding picks from, inside its transaction."""
+    qs = _eligible_gpus().filter(state=GpuState.FREE, host_id__in=list(host_ids))
+    for f in (pool_model, job_model):
+        if f:
+            qs = qs.filter(product_name__icontains=f)
+    out: dict[int, list[int]] = defaultdict(list)
+    for pk, host_id in qs.order_by("pk").values_list("pk", "host_id"):
+        out[host_id].append(pk)
+    return out
+
+
+def _link_key_guids(key: str) -> list[str]:
+    """The node GUIDs of a link key ``<guid>/<port>-<guid>/<port>`` (``fabric.keys``); [] when
+    the key is not one."""
+    a, sep, b = key.partition("-")
+    out = []
+    for part in (a, b) if sep else ():
+        try:
+            out.append(split_port_key(part)[0])
+        except ValueError:
+            return []
+    return out
+
+
+def unusable_hosts(loc: Locality) -> dict[str, str]:
+    """Host name → why it is not placed on now (module docstring)."""
+    names = _host_names(loc)
+    fabrics = _fabric_ids(loc)
+    out: dict[str, str] = {}
+    cas = Node.objects.filter(fabric_id__in=fabrics, host__isnull=False).exclude(node_type=NodeType.SWITCH)
+    for host_id, name, since in cas.filter(unreachable_since__isnull=False).values_list(
+        "host_id", "name", "unreachable_since"
+    ):
+        if host_id in names:
+            out.setdefault(names[host_id], f"HCA {name} unreachable since {since:%Y-%m-%d %H:%M:%S}")
+    # an HCA the discovery no longer sees (its only cable pulled) has no row: its node.removed
+    # alarm names it, and the host comes from that name (fabric.services.derive.host_for)
+    by_name = {(s.fabric_id, name) for name, s in loc.hosts.items()}
+    for fabric_id, text in (
+        Alarm.objects.open()
+        .filter(code="node.removed", fabric_id__in=fabrics)
+        .values_list("fabric_id", "object_repr")
+    ):
+        host = host_for(NodeType.CA, text, text)
+        if host and (fabric_id, host) in by_name:
+            out.setdefault(host, f"HCA {text} is no longer on the fabric")
+    alarms = list(
+        Alarm.objects.open()
+        .filter(code="link.down", fabric_id__in=fabrics)
+        .values_list("fabric_id", "object_key", "object_repr")
+    )
+    if alarms:
+        guids = {g for _, key, _ in alarms for g in _link_key_guids(key)}
+        host_of = {
+            (f, g): h
+            for f, g, h in cas.filter(node_guid__in=guids).values_list("fabric_id", "node_guid", "host_id")
+        }
+        for fabric_id, key, text in alarms:
+            for g in _link_key_guids(key):
+                host_id = host_of.get((fabric_id, g))
+                if host_id in names:
+                    out.setdefault(names[host_id], f"HCA link down: {text or key}")
+    return out
+
+
+def _uplinks(loc: Locality) -> dict[int, list[str]]:
+    """``fabric.Link`` id → keys of the domains whose uplinks it is (cached per tree)."""
+    idx = _uplink_index.get(id(loc))
+    if idx is None:
+        idx = defaultdict(list)
+        for key, dom in loc.domains.items():
+            for link_id in dom.uplinks:
+                idx[link_id].append(key)
+        if len(_uplink_index) > 4:
+            _uplink_index.clear()
+        _uplink_index[id(loc)] = idx
+    return idx
+
+
+def congestion_marks(loc: Locality) -> Congestion:
+    """Marks on the domains whose uplinks carry a port with an open congestion or error alarm
+    (module docstring). ``score``: the alarm's value over its threshold (1 when the alarm does not
+    say); the mark's reason is the alarm's message. Any mark counts (threshold 0): the alarm
+    engine's hysteresis already decided the port is over its policy's threshold."""
+    alarms = list(
+        Alarm.objects.open()
+        .filter(code__in=CONGESTION_CODES, port_id__isnull=False)
+        .values_list("code", "port_id", "message", "details")
+    )
+    if not alarms:
+        return Congestion({}, threshold=0.0)
+    ports = {a[1] for a in alarms}
+    links: dict[int, list[int]] = defaultdict(list)
+    for pk, a, b in Link.objects.filter(Q(port_a_id__in=ports) | Q(port_b_id__in=ports)).values_list(
+        "pk", "port_a_id", "port_b_id"
+    ):
+        links[a].append(pk)
+        links[b].append(pk)
+    index = _uplinks(loc)
+    marks: dict[str, Mark] = {}
+    for code, port_id, message, details in alarms:
+        value, threshold = (details or {}).get("value"), (details or {}).get("threshold")
+        try:
+            score = float(value) / float(threshold) if value is not None and threshold else 1.0
+        except (TypeError, ValueError):
+            score = 1.0
+        score = max(score, 1.0)
+        for link_id in links.get(port_id, ()):
+            for key in index.get(link_id, ()):
+                if key not in marks or marks[key].score < score:
+                    marks[key] = Mark(round(score, 3), message or code)
+    return Congestion(marks, threshold=0.0)
+
+
+def pool_infos(pool_ids, fractions_for=()) -> dict[int, PoolInfo]:
+    """The pools' filters, quotas and usage now (``pools.services.allocation.pool_usage``); for
+    the pools in ``fractions_for`` (a fraction job waits there) also the GPUs they hold fractions
+    on (a fraction on one of them does not count against the quota again)."""
+    out = {}
+    for pool in Pool.objects.filter(pk__in=set(pool_ids)):
+        usage = pool_usage(pool.pk)
+        frac = frozenset(
+            AllocationItem.objects.filter(
+                allocation__pool=pool, active=True, kind=AllocationKind.FRACTION
+            ).values_list("gpu_id", flat=True)
+            if pool.pk in fractions_for
+            else ()
+        )
+        out[pool.pk] = PoolInfo(
+            pool.pk, pool.name, (pool.gpu_model or "").lower(), pool.fabric_id, pool.quota_gpus,
+            pool.quota_slices, usage["gpus"], usage["slices"], frac,
+        )  # fmt: skip
+    return out
+
+
+def expected_end(placed_at: datetime | None, started_at: datetime | None, limit_s: float | None) -> float:
+    """When a held job is expected to end (epoch seconds): its start (else placement) plus its
+    time limit (else ``WEFT_SCHEDULER_DEFAULT_TIME_LIMIT_S``)."""
+    start = started_at or placed_at
+    return start.timestamp() + float(limit_s or settings.WEFT_SCHEDULER_DEFAULT_TIME_LIMIT_S)
+
+
+def held_jobs(loc: Locality) -> list[HeldJob]:
+    """Placed and running jobs with the whole GPUs they hold on hosts of ``loc`` (per host and
+    model)."""
+    names = _host_names(loc)
+    gpus: dict[int, list[tuple[str, str, int]]] = defaultdict(list)
+    for job_id, host_id, product, n in (
+        AllocationItem.objects.filter(
+            active=True, kind=AllocationKind.GPU, allocation__scheduler_job__state__in=HOLDING
+        )
+        .values("allocation__scheduler_job__id", "gpu__host_id", "gpu__product_name")
+        .annotate(n=Count("pk"))
+        .order_by()
+        .values_list("allocation__scheduler_job__id", "gpu__host_id", "gpu__product_name", "n")
+    ):
+        if host_id in names:
+            gpus[job_id].append((names[host_id], (product or "").lower(), n))
+    out = []
+    for pk, tenant, pool, prio, pre, placed_at, started_at, limit in Job.objects.filter(
+        state__in=HOLDING
+    ).values_list(
+        "pk", "tenant_id", "pool_id", "priority", "preemptible", "placed_at", "started_at", "time_limit_s"
+    ):
+        out.append(
+            HeldJob(
+                pk,
+                tenant,
+                pool,
+                prio,
+                pre,
+                expected_end(placed_at, started_at, limit),
+                tuple(sorted(gpus.get(pk, ()))),
+            )
+        )
+    return out
+
+
+def fair_shares(now: datetime) -> dict[int, tuple[float, float]]:
+    """Tenant id → ``(weight, GPU-equivalent seconds used in the last
+    WEFT_SCHEDULER_FAIRSHARE_WINDOW_S)``: each job's GPUs from placement to its end (or now)."""
+    start = now.timestamp() - settings.WEFT_SCHEDULER_FAIRSHARE_WINDOW_S
+    usage: dict[int, float] = defaultdict(float)
+    for tenant, kind, count, pct, placed_at, ended_at in (
+        Job.objects.filter(placed_at__isnull=False)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=datetime.fromtimestamp(start, tz=now.tzinfo)))
+        .values_list("tenant_id", "kind", "count", "compute_pct", "placed_at", "ended_at")
+    ):
+        t0 = max(placed_at.timestamp(), start)
+        t1 = min((ended_at or now).timestamp(), now.timestamp())
+        if t1 > t0:
+            usage[tenant] += gpu_equivalents(kind, count, pct) * (t1 - t0)
+    weights = dict(TenantShare.objects.values_list("tenant_id", "weight"))
+    tenants = set(usage) | set(weights)
+    return {t: (float(weights.get(t, 1)), usage.get(t, 0.0)) for t in tenants}

@@ -1,0 +1,23 @@
+"""Celery tasks of the scheduler app: thin wrappers around the queue service (STYLE.md)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.db import DatabaseError
+
+from .services.queue import PASS_LIMIT_S, run_pass
+
+
+@shared_task(
+    name="scheduler.tasks.run_pass_task",
+    soft_time_limit=PASS_LIMIT_S,
+    time_limit=PASS_LIMIT_S + 30,
+    autoretry_for=(DatabaseError,),
+    retry_backoff=2,
+    retry_kwargs={"max_retries": 2},
+)
+def run_pass_task() -> dict:
+    """One scheduling pass (``scheduler.services.queue.run_pass``): queued on submit, on release,
+    on topology and alarm changes (``scheduler.signals``), and by beat every
+    ``WEFT_SCHEDULER_PASS_INTERVAL_S``. Never two at once (lock ``scheduler.pass``)."""
+    return run_pass()

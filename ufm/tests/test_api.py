@@ -19,6 +19,7 @@ from fabric.choices import MemberReason
 from fabric.models import Fabric, Node, Partition, PartitionMember, Port
 from fabric.services.partitions import set_members
 from pools.models import Pool
+from pools.services.partitions import set_pool_pkey
 from ufm.auth import INTEGRATION_GROUP
 from ufm.models import UnhealthyPort
 
@@ -227,10 +228,7 @@ def test_pkey_lifecycle_and_pool_members(fat_tree, ufm):
             "partition.delete"} <= actions  # fmt: skip
 
 
-@pytest.mark.skipif(not hasattr(Pool, "partition"), reason="pools own PKeys from the pools PKey branch on")
 def test_a_pools_pkey_is_changed_through_the_pool_not_deleted_here(fat_tree, ufm):
-    from pools.services.partitions import set_pool_pkey
-
     pool = Pool.objects.create(name="vision", fabric=fat_tree)
     set_pool_pkey(pool, 0x21)
     c = ufm("admin")

@@ -100,8 +100,7 @@ def _apply_soon(fabric: Fabric) -> bool:
     """Have OpenSM apply the fabric's partitions after the caller's transaction commits
     (``fabric.services.partitions.queue_apply``: coalesced, verified). False when the fabric has
     no partitions file configured (the change then waits, ``pending``, for an Admin's apply)."""
-    queue_apply = getattr(partition_service, "queue_apply", None)
-    return bool(queue_apply and queue_apply(fabric.pk))
+    return partition_service.queue_apply(fabric.pk)
 
 
 def _owner(partition: Partition) -> str | None:

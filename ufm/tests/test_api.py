@@ -18,6 +18,8 @@ from events.services import EventSpec, record_events
 from fabric.choices import MemberReason
 from fabric.models import Fabric, Node, Partition, PartitionMember, Port
 from fabric.services.partitions import set_members
+from pools.models import Pool
+from pools.services.partitions import set_pool_pkey
 from ufm.auth import INTEGRATION_GROUP
 from ufm.models import UnhealthyPort
 
@@ -224,6 +226,17 @@ def test_pkey_lifecycle_and_pool_members(fat_tree, ufm):
     actions = set(AuditEntry.objects.filter(username="ada").values_list("action", flat=True))
     assert {"partition.create", "partition.add_members", "partition.update", "partition.remove_members",
             "partition.delete"} <= actions  # fmt: skip
+
+
+def test_a_pools_pkey_is_changed_through_the_pool_not_deleted_here(fat_tree, ufm):
+    pool = Pool.objects.create(name="vision", fabric=fat_tree)
+    set_pool_pkey(pool, 0x21)
+    c = ufm("admin")
+    guid = bare(ca_guids(fat_tree, "host006")[0])
+    assert post(c, PKEYS, {"pkey": "0x21", "guids": [guid]}).status_code == 200  # extra members are fine
+    refused = c.delete("/ufmRest/resources/pkeys/0x21")
+    assert refused.status_code == 409 and "belongs to pool vision" in refused.json()["error"]
+    assert Partition.objects.filter(pkey=0x21).exists()
 
 
 def test_pending_change_without_a_partitions_file_waits_for_an_admin(fat_tree, ufm):

@@ -21,7 +21,6 @@ from events.models import Alarm, Event
 from fabric.choices import NodeType
 from fabric.models import Fabric, Host, Link, Port
 from fabric.parsers.partitions import parse_smpquery_pkeys
-from fabric.services import partitions as partition_service
 from fabric.services.discovery import discover
 from fabric.services.requests import set_node_name_map
 from lab import netgen
@@ -32,10 +31,6 @@ from .conftest import basic
 
 pytestmark = [pytest.mark.lab, pytest.mark.django_db(transaction=True)]
 PKEY = 0x0B17
-needs_queue_apply = pytest.mark.skipif(
-    not hasattr(partition_service, "queue_apply"),
-    reason="applying after a change needs fabric.services.partitions.queue_apply (the pools PKey branch)",
-)
 
 
 @pytest.fixture
@@ -67,7 +62,6 @@ def membership(lab, guid: str) -> str | None:
     return parse_smpquery_pkeys(lab.run(["smpquery", "pkeys", "-G", guid]).stdout).membership(PKEY)
 
 
-@needs_queue_apply
 def test_posted_guids_reach_the_ports_and_removal_takes_them_away(lab_fabric):
     lab, fabric = lab_fabric
     hosts = sorted(Host.objects.filter(fabric=fabric).values_list("name", flat=True))
@@ -88,7 +82,6 @@ def test_posted_guids_reach_the_ports_and_removal_takes_them_away(lab_fabric):
     assert membership(lab, members[1]) == "full"
 
 
-@needs_queue_apply
 def test_slurm_hosts_by_name_through_the_node_name_map(lab_fabric):
     lab, fabric = lab_fabric
     # the site's names for two hosts' HCAs: "node01", "node02" (the Slurm node names)

@@ -185,10 +185,11 @@ class LocatedErrorSerializer(serializers.Serializer):
 
 class AgentRefusedSerializer(serializers.Serializer):
     """A 403 (``code`` ``host_not_bound``: the token may not report for this host, see
-    ``pools.services.agents``) or a 413 (``code`` ``too_large``: ``size`` above ``limit``, bytes)."""
+    ``pools.services.agents``; without ``code``: the role does not allow posting reports) or a 413
+    (``code`` ``too_large``: ``size`` above ``limit``, bytes)."""
 
     detail = serializers.CharField()
-    code = serializers.CharField()
+    code = serializers.CharField(required=False)
     size = serializers.IntegerField(required=False)
     limit = serializers.IntegerField(required=False)
 

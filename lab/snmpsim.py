@@ -34,6 +34,13 @@ from pathlib import Path
 UNPRIVILEGED = ("nobody", "nogroup")
 
 
+def _oid_key(line: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in line.split("|", 1)[0].split("."))
+    except ValueError:
+        return (1 << 62,)
+
+
 class SnmpSimError(RuntimeError):
     """snmpsim could not be started (its log's tail is in the message)."""
 
@@ -122,15 +129,27 @@ class SnmpSim:
         added in OID order. The agent answers the new values from its next request on."""
         lines = self.text(name).splitlines()
         index = {line.split("|", 1)[0]: i for i, line in enumerate(lines)}
+        added = False
         for oid, (tag, value) in values.items():
             line = f"{oid}|{tag}|{value}"
             if oid in index:
                 lines[index[oid]] = line
             else:
                 lines.append(line)
-        key = lambda ln: tuple(int(x) for x in ln.split("|", 1)[0].split("."))  # noqa: E731
-        lines.sort(key=key)
+                added = True
+        if added:  # snmpsim serves a file in OID order
+            lines = [ln for ln in lines if ln.strip()]
+            lines.sort(key=_oid_key)
         self._write(name, "\n".join(lines) + "\n")
+
+    def delete_values(self, name: str, prefixes: list[str]) -> None:
+        """Remove from recording ``name`` every OID equal to or under one of ``prefixes``."""
+        keep = [
+            ln
+            for ln in self.text(name).splitlines()
+            if not any(ln.split("|", 1)[0] == p or ln.startswith(p + ".") for p in prefixes)
+        ]
+        self._write(name, "\n".join(keep) + "\n")
 
     # -- process ---------------------------------------------------------------------------
     def start(self, timeout: float = 60.0) -> SnmpSim:

@@ -61,6 +61,8 @@ class Device(models.Model):
     model = models.CharField(max_length=128, blank=True, editable=False)
     serial = models.CharField(max_length=128, blank=True, editable=False)
     identified_at = models.DateTimeField(null=True, blank=True, editable=False)
+    #: snmpEngineID (hex) read at identification: an SNMPv3 trap's sender is known by it
+    engine_id = models.CharField(max_length=66, blank=True, editable=False)
     #: the IB switch this device is the management agent of (sysName = the node's name)
     node = models.ForeignKey(
         "fabric.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False

@@ -94,6 +94,7 @@ class Identity:
     model: str = ""
     serial: str = ""
     chassis_descr: str = ""
+    engine_id: str = ""
 
 
 def identity(system: dict[str, object], entity: dict[str, dict[str, object]] | None = None) -> Identity:
@@ -118,6 +119,9 @@ def identity(system: dict[str, object], entity: dict[str, dict[str, object]] | N
         uptime_ticks=system.get(mibs.SYS_UPTIME) if isinstance(system.get(mibs.SYS_UPTIME), int) else None,
         vendor=vendor,
     )
+    engine = system.get(mibs.SNMP_ENGINE_ID)
+    if isinstance(engine, bytes):
+        ident.engine_id = engine.hex()
     entity = entity or {}
     classes = entity.get(mibs.ENT_CLASS, {})
     chassis = sorted((int(i) for i, c in classes.items() if c == ENT_CHASSIS), key=int)
@@ -350,3 +354,55 @@ def neighbours(tables: dict[str, dict[str, object]], ifaces: list[InterfaceRecor
             )
         )
     return sorted(out, key=lambda n: (n.if_index or 0, n.local_port, n.chassis_id, n.port_id))
+
+
+@dataclass
+class TrapRecord:
+    """A received notification: ``trap_oid`` (snmpTrapOID.0), for linkDown/linkUp the interface
+    (``if_index`` from the ifIndex varbind) and its ``admin_status``/``oper_status`` names when
+    sent; ``varbinds`` ``[(oid, value as text)]`` for the event's details."""
+
+    trap_oid: str
+    if_index: int | None = None
+    admin_status: str = ""
+    oper_status: str = ""
+    varbinds: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def link(self) -> str:
+        """``"down"``/``"up"`` for linkDown/linkUp, else ""."""
+        return {mibs.TRAP_LINK_DOWN: "down", mibs.TRAP_LINK_UP: "up"}.get(self.trap_oid, "")
+
+
+def trap(varbinds: list[tuple[str, object]]) -> TrapRecord:
+    """:class:`TrapRecord` of an SNMPv2 notification's varbinds (RFC 3416 4.2.6: sysUpTime.0,
+    snmpTrapOID.0, then the objects; IF-MIB linkDown/linkUp carry ifIndex, ifAdminStatus,
+    ifOperStatus of the interface, the index as the OIDs' suffix).
+
+    Raises:
+        ParseError: no snmpTrapOID.0 varbind.
+    """
+    rec = None
+    shown = []
+    for oid, value in varbinds:
+        shown.append((oid, text(value) if isinstance(value, bytes) else str(value)))
+        if oid == mibs.SNMP_TRAP_OID:
+            rec = TrapRecord(trap_oid=str(value))
+    if rec is None:
+        raise ParseError("notification without snmpTrapOID.0")
+    rec.varbinds = shown
+    for oid, value in varbinds:
+        for prefix, attr in (
+            (mibs.IF_INDEX, "if_index"),
+            (mibs.IF_ADMIN, "admin_status"),
+            (mibs.IF_OPER, "oper_status"),
+        ):
+            if oid.startswith(prefix + "."):
+                suffix = oid[len(prefix) + 1 :]
+                if rec.if_index is None and suffix.isdigit():
+                    rec.if_index = int(suffix)
+                if attr == "if_index" and isinstance(value, int):
+                    rec.if_index = value
+                elif attr != "if_index" and isinstance(value, int):
+                    setattr(rec, attr, IF_STATUS.get(value, ""))
+    return rec

@@ -288,6 +288,7 @@ def _identify(dev: Device, ident: parsers.Identity, now) -> list[EventSpec]:
     dev.sys_descr, dev.sys_object_id, dev.sys_name = ident.sys_descr, ident.sys_object_id, ident.sys_name
     dev.vendor, dev.model, dev.serial = ident.vendor, ident.model, ident.serial
     dev.identified_at = now
+    dev.engine_id = ident.engine_id
     if ident.sys_name:
         dev.node = (
             Node.objects.filter(node_type=NodeType.SWITCH, name__iexact=ident.sys_name).order_by("pk").first()

@@ -13,3 +13,9 @@ class DevicesConfig(AppConfig):
         from .event_types import EVENT_TYPES
 
         registry.register(self.label, EVENT_TYPES)
+
+        from telemetry.metrics import register_collector
+
+        from .metrics import DeviceCollector
+
+        register_collector(DeviceCollector)

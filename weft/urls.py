@@ -43,8 +43,10 @@ urlpatterns = [
     path("api/fabric/", include("events.api.urls")),
     path("api/pools/", include("pools.api.urls")),
     path("api/scheduler/", include("scheduler.api.urls")),
+    path("api/devices/", include("devices.api.urls")),
     path("", include("telemetry.urls")),
     path("", include("events.urls")),
     path("", include("fabric.urls")),
     path("", include("pools.urls")),
+    path("", include("devices.urls")),
 ]

@@ -55,6 +55,8 @@ SENSOR_TYPE, SENSOR_SCALE, SENSOR_PRECISION, SENSOR_VALUE, SENSOR_STATUS = (
 )
 SENSOR_UNITS = f"{SENSOR_TABLE}.6"
 SENSORS = (SENSOR_TYPE, SENSOR_SCALE, SENSOR_PRECISION, SENSOR_VALUE, SENSOR_STATUS, SENSOR_UNITS)
+#: what a poll between inventories reads of the sensors (type, scale, precision are static)
+SENSOR_READINGS = (SENSOR_VALUE, SENSOR_STATUS)
 
 # LLDP-MIB (1.0.8802.1.1.2.1): local ports and the remote systems table
 LLDP_LOC_PORT = "1.0.8802.1.1.2.1.3.7.1"
@@ -63,9 +65,9 @@ LLDP_REM = "1.0.8802.1.1.2.1.4.1.1"
 LLDP_REM_CHASSIS_SUBTYPE, LLDP_REM_CHASSIS = f"{LLDP_REM}.4", f"{LLDP_REM}.5"
 LLDP_REM_PORT_SUBTYPE, LLDP_REM_PORT, LLDP_REM_PORT_DESC = f"{LLDP_REM}.6", f"{LLDP_REM}.7", f"{LLDP_REM}.8"
 LLDP_REM_SYS_NAME = f"{LLDP_REM}.9"
+#: LLDP columns of every poll (the local ports' descriptions only on inventory polls)
 LLDP = (
     LLDP_LOC_PORT_ID,
-    LLDP_LOC_PORT_DESC,
     LLDP_REM_CHASSIS_SUBTYPE,
     LLDP_REM_CHASSIS,
     LLDP_REM_PORT_SUBTYPE,

@@ -162,15 +162,26 @@ class InterfaceRecord:
 def needs_32bit(tables: dict[str, dict[str, object]]) -> bool:
     """Whether some interface of a walk lacks the 64-bit octet counters (then walk
     ``mibs.COUNTERS_32`` too)."""
-    indexes = set(tables.get(mibs.IF_NAME, {})) | set(tables.get(mibs.IF_DESCR, {}))
+    indexes = (
+        set(tables.get(mibs.IF_NAME, {}))
+        | set(tables.get(mibs.IF_DESCR, {}))
+        | set(tables.get(mibs.IF_OPER, {}))
+    )
     hc = tables.get(mibs.IF_HC_IN_OCTETS, {})
     return any(i not in hc for i in indexes)
 
 
-def interfaces(tables: dict[str, dict[str, object]]) -> list[InterfaceRecord]:
+def interfaces(
+    tables: dict[str, dict[str, object]], known: dict[int, dict] | None = None
+) -> list[InterfaceRecord]:
     """Interfaces (sorted by ifIndex) from walks of the ifTable/ifXTable columns of ``devices.mibs``
     (and of ``mibs.PFC`` when the agent has IEEE8021-PFC-MIB: its ports are taken as ifIndexes,
-    as on the Arista EOS recordings, where bridge port n is interface n)."""
+    as on the Arista EOS recordings, where bridge port n is interface n).
+
+    ``known`` ``{ifIndex: {"name", "descr", "alias", "if_type", "speed_mbps"}}`` fills in the
+    inventory columns a poll did not walk (``mibs.INTERFACE_INVENTORY`` is read on inventory
+    polls only: names and speeds change rarely)."""
+    known = known or {}
 
     def col(oid):
         return tables.get(oid, {})
@@ -203,13 +214,22 @@ def interfaces(tables: dict[str, dict[str, object]]) -> list[InterfaceRecord]:
             counters[name] = v if isinstance(v, int) else None
         disc = col(mibs.IF_DISCONTINUITY).get(idx)
         descr = text(col(mibs.IF_DESCR).get(idx))
+        prior = known.get(int(idx.split(".")[0]))
+        inventoried = mibs.IF_DESCR in tables or mibs.IF_NAME in tables
+        if not inventoried and prior is not None:
+            descr = prior["descr"]
+            name, alias, if_type, speed = prior["name"], prior["alias"], prior["if_type"], prior["speed_mbps"]
+        else:
+            name = text(col(mibs.IF_NAME).get(idx)) or descr or f"ifIndex {idx}"
+            alias = text(col(mibs.IF_ALIAS).get(idx))
+            if_type = col(mibs.IF_TYPE).get(idx) if isinstance(col(mibs.IF_TYPE).get(idx), int) else None
         out.append(
             InterfaceRecord(
                 if_index=int(idx.split(".")[0]),
-                name=text(col(mibs.IF_NAME).get(idx)) or descr or f"ifIndex {idx}",
+                name=name,
                 descr=descr,
-                alias=text(col(mibs.IF_ALIAS).get(idx)),
-                if_type=col(mibs.IF_TYPE).get(idx) if isinstance(col(mibs.IF_TYPE).get(idx), int) else None,
+                alias=alias,
+                if_type=if_type,
                 speed_mbps=speed,
                 admin_status=IF_STATUS.get(col(mibs.IF_ADMIN).get(idx), ""),
                 oper_status=IF_STATUS.get(col(mibs.IF_OPER).get(idx), ""),
@@ -253,10 +273,22 @@ def sensor_value(raw: int | None, scale: int, precision: int) -> float | None:
 
 
 def sensors(
-    tables: dict[str, dict[str, object]], entity: dict[str, dict[str, object]] | None = None
+    tables: dict[str, dict[str, object]],
+    entity: dict[str, dict[str, object]] | None = None,
+    known: dict[int, tuple[int, int, int]] | None = None,
 ) -> list[SensorRecord]:
-    """Sensors (sorted by index) from walks of ``mibs.SENSORS`` and ``mibs.ENTITY`` (+ contained-in)."""
+    """Sensors (sorted by index) from walks of ``mibs.SENSORS`` and ``mibs.ENTITY_TREE``.
+
+    A poll that walked only the readings (``mibs.SENSOR_READINGS``) passes ``known``
+    ``{index: (type, scale, precision)}`` from the stored sensors (static columns); names and
+    components then come from the stored rows (``devices.services.poll``)."""
     entity = entity or {}
+    if mibs.SENSOR_TYPE not in tables and known:
+        tables = dict(tables)
+        present = tables.get(mibs.SENSOR_VALUE, {})
+        tables[mibs.SENSOR_TYPE] = {str(i): k[0] for i, k in known.items() if str(i) in present}
+        tables[mibs.SENSOR_SCALE] = {str(i): k[1] for i, k in known.items()}
+        tables[mibs.SENSOR_PRECISION] = {str(i): k[2] for i, k in known.items()}
     names, descrs = entity.get(mibs.ENT_NAME, {}), entity.get(mibs.ENT_DESCR, {})
     classes, parents = entity.get(mibs.ENT_CLASS, {}), entity.get(mibs.ENT_CONTAINED_IN, {})
     types = tables.get(mibs.SENSOR_TYPE, {})

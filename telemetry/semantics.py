@@ -28,6 +28,9 @@ PortCounters (16.1.3.5, Table 247), PortCountersExtended (16.1.4.11); ``perfquer
   ``settings.WEFT_XMIT_WAIT_TICK_NS`` (default 1000 ns, i.e. one count per blocked microsecond —
   calibrate per device family) and always shows the raw ``xmit_wait_per_s`` (ticks/s) beside the
   index so nothing depends on the assumption silently.
+
+Ethernet (SNMP IF-MIB) counters, whose semantics differ (they *wrap*), are at the end of this
+module: :func:`derive_wrapping`, the one rate code of the devices app.
 """
 
 from __future__ import annotations

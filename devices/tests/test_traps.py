@@ -108,3 +108,53 @@ def test_unknown_community_and_unknown_source_are_dropped_and_counted(switch):
     assert receiver.drain() == []
     assert not Event.objects.filter(code__startswith="device.").exists()
     assert not Alarm.objects.exists()
+
+
+def _send_v3(port: int, engine_hex: str, user: str, auth_key: str, priv_key: str, if_index: int):
+    """A coroutine sending one SNMPv3 authPriv (SHA, AES-128) linkDown trap from an engine whose
+    snmpEngineID is ``engine_hex`` (the trap sender is the authoritative engine)."""
+    from pysnmp.hlapi.v3arch.asyncio import UsmUserData
+    from pysnmp.hlapi.v3arch.asyncio import auth as a
+    from pysnmp.proto.rfc1902 import OctetString
+
+    async def go():
+        eng = SnmpEngine(OctetString(hexValue=engine_hex))
+        note = NotificationType(ObjectIdentity(mibs.TRAP_LINK_DOWN)).add_varbinds(
+            (f"{mibs.IF_INDEX}.{if_index}", Integer(if_index)), (f"{mibs.IF_OPER}.{if_index}", Integer(2))
+        )
+        usm = UsmUserData(
+            user, auth_key, priv_key, authProtocol=a.USM_AUTH_HMAC96_SHA, privProtocol=a.USM_PRIV_CFB128_AES
+        )
+        ei, *_ = await send_notification(
+            eng, usm, await UdpTransportTarget.create(("127.0.0.1", port)), ContextData(), "trap", note
+        )
+        assert not ei, ei
+        eng.close_dispatcher()
+
+    return go()
+
+
+def test_snmpv3_trap_with_the_device_keys_raises_and_wrong_keys_are_dropped(eth_fabric_v3):
+    dev = eth_fabric_v3
+    port = free_udp_port()
+    receiver = TrapReceiver(("127.0.0.1", port))
+    _exchange(receiver, _send_v3(port, dev.engine_id, "ops", "wrong-auth-key", "priv-pass-1", 7), expect=1)
+    stats = receiver.stats()
+    assert stats["dropped_bad_v3"] >= 1 and stats["accepted"] == 0
+    _exchange(receiver, _send_v3(port, dev.engine_id, "ops", "auth-pass-1", "priv-pass-1", 7), expect=1)
+    assert receiver.stats()["accepted"] == 1
+    assert [r["events"] for r in receiver.drain()] == [["device.interface_down"]]
+    assert Alarm.objects.open().filter(code="device.interface_down", object_key="core1/Ethernet7").exists()
+
+
+@pytest.fixture
+def eth_fabric_v3(db):
+    from fabric.models import Fabric
+
+    dev = Device(fabric=Fabric.objects.create(name="roce3"), name="core1", address="127.0.0.1", version="3",
+                 user="ops", auth_protocol="sha", priv_protocol="aes128", engine_id="80001f8880aabbccdd0011")  # fmt: skip
+    dev.set_secret("auth_key", "auth-pass-1")
+    dev.set_secret("priv_key", "priv-pass-1")
+    dev.save()
+    Interface.objects.create(device=dev, if_index=7, name="Ethernet7", admin_status="up", oper_status="up")
+    return dev

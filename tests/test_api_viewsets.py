@@ -40,6 +40,7 @@ from accounts.models import ApiToken, AuditEntry
 from accounts.permissions import RolePermission
 from accounts.roles import set_role
 from accounts.tokens import check_key, create_token
+from devices.models import Device, Interface, Neighbour, Sensor
 from events.models import Alarm, Event, EventPolicy, HealthReport
 from fabric.choices import SMState
 from fabric.models import Fabric, Host, Node, Partition, PartitionMember, SubnetManager
@@ -84,7 +85,7 @@ LEAST_ROLE = {
 ANONYMOUS_DETAIL = "Authentication credentials were not provided."
 
 #: Apps whose rows a refused or failed write must leave as they were.
-STORED_APPS = {"fabric", "events", "telemetry", "accounts", "auth", "pools", "scheduler"}
+STORED_APPS = {"fabric", "events", "telemetry", "accounts", "auth", "pools", "scheduler", "devices"}
 
 
 def least_role(route: Route) -> str:
@@ -112,6 +113,7 @@ class World:
     allocation: Any = None  # an active MIG-slice allocation in ``pool``
     placed_job: Any = None  # a job the queue placed (a MIG slice in ``pool``)
     pending_job: Any = None  # a job the queue could not place (whole GPUs: the world's are MIG)
+    device: Any = None  # an SNMP device of ``fabric`` with an interface, a sensor, a neighbour
 
 
 @pytest.fixture
@@ -196,9 +198,23 @@ def world(users) -> World:
     placed_job.refresh_from_db()
     pending_job.refresh_from_db()
     assert (placed_job.state, pending_job.state) == ("placed", "pending")
+    devices = []
+    for f, n in ((fabric, 1), (other, 2)):  # SNMP devices, each with an interface, sensor, neighbour
+        d = Device(fabric=f, name=f"sw{n}", address=f"192.0.2.{n}", status="ok", sys_name=f"sw{n}")
+        d.set_secret("community", f"community-{n}")
+        d.save()
+        i = Interface.objects.create(
+            device=d, if_index=n, name=f"swp{n}", admin_status="up", oper_status="up"
+        )
+        Sensor.objects.create(device=d, index=n, name=f"temp{n}", kind="temperature", sensor_type=8, value=40.0 + n,
+                              status="ok")  # fmt: skip
+        Neighbour.objects.create(device=d, interface=i, local_port=f"swp{n}", chassis_id=f"00:00:00:00:00:0{n}",
+                                 port_id="swp9", sys_name="peer")  # fmt: skip
+        devices.append(d)
     return World(users=users, fabric=fabric, other=other, alarm=alarm, policy=policy, target=target,
                  partition=partition, tenant=tenant, other_tenant=other_tenant, pool=pool, shared_pool=shared,
-                 allocation=allocation, placed_job=placed_job, pending_job=pending_job)  # fmt: skip
+                 allocation=allocation, placed_job=placed_job, pending_job=pending_job,
+                 device=devices[0])  # fmt: skip
 
 
 @pytest.fixture
@@ -441,6 +457,46 @@ WRITES: dict[str, Write] = {
     "accounts-api:user-token POST": Write(
         200,
         check=lambda w, b: check_key(b["token"]).user_id is not None,
+    ),
+    "devices-api:device-list POST": Write(
+        201,
+        body=lambda w: {
+            "fabric": w.fabric.pk,
+            "name": "sw-new",
+            "address": "192.0.2.9",
+            "community": "c-new",
+        },
+        check=lambda w, b: Device.objects.get(pk=b["id"]).target().community == "c-new"
+        and b["community_set"] is True
+        and "community" not in b,
+    ),
+    "devices-api:device-detail PUT": Write(
+        200,
+        target=lambda w: w.device,
+        body=lambda w: {
+            "fabric": w.fabric.pk,
+            "name": "sw1b",
+            "address": "192.0.2.11",
+            "version": "3",
+            "user": "ops",
+            "auth_protocol": "sha",
+            "auth_key": "auth-pass-1",
+        },  # fmt: skip
+        check=lambda w, b: b["name"] == "sw1b"
+        and Device.objects.get(pk=w.device.pk).target().auth_key == "auth-pass-1"
+        and "auth-pass-1"
+        not in str(AuditEntry.objects.filter(action="device.update").values_list("changes")),
+    ),
+    "devices-api:device-detail PATCH": Write(
+        200,
+        target=lambda w: w.device,
+        body={"poll_interval_s": 30},
+        check=lambda w, b: b["poll_interval_s"] == Device.objects.get(pk=w.device.pk).poll_interval_s == 30,
+    ),
+    "devices-api:device-detail DELETE": Write(
+        204,
+        target=lambda w: w.device,
+        check=lambda w, b: b is None and not Interface.objects.filter(device_id=w.device.pk).exists(),
     ),
     "pools-api:tenant-list POST": Write(
         201,

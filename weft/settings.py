@@ -27,6 +27,7 @@ from telemetry.semantics import DEFAULT_TICK_NS, ERROR_COUNTERS
 from weft.env import (
     env_bool,
     env_choice,
+    env_fernet_keys,
     env_float,
     env_int,
     env_int_map,
@@ -82,6 +83,7 @@ INSTALLED_APPS = [
     "pools",
     "scheduler",
     "ufm",
+    "devices",
 ]
 
 MIDDLEWARE = [
@@ -481,6 +483,23 @@ WEFT_HISTORY_RAW_HOURS = env_float("WEFT_HISTORY_RAW_HOURS", 6.0, min_value=0)
 WEFT_HISTORY_MINUTE_HOURS = env_float("WEFT_HISTORY_MINUTE_HOURS", 168.0, min_value=0)
 WEFT_HISTORY_HOUR_HOURS = env_float("WEFT_HISTORY_HOUR_HOURS", 8760.0, min_value=0)
 WEFT_SWEEP_RETENTION_HOURS = env_float("WEFT_SWEEP_RETENTION_HOURS", 168.0, min_value=0)
+
+#: Ethernet devices over SNMP (devices app): how often beat looks for devices due a poll (each
+#: device has its own poll_interval_s), SNMP requests' concurrency (devices polled at once per
+#: task), device groups (one Celery task each, spread over workers like WEFT_POLL_GROUPS), the
+#: interface/entity inventory period, the trap listener's address, and the credentials key(s).
+WEFT_SNMP_TICK_S = env_float("WEFT_SNMP_TICK_S", 10.0, positive=True)
+WEFT_SNMP_CONCURRENCY = env_int("WEFT_SNMP_CONCURRENCY", 64, min_value=1)
+WEFT_SNMP_GROUPS = env_int("WEFT_SNMP_GROUPS", 1, min_value=1)
+WEFT_SNMP_INVENTORY_S = env_float("WEFT_SNMP_INVENTORY_S", 3600.0, positive=True)
+WEFT_SNMP_TRAP_LISTEN = env_str("WEFT_SNMP_TRAP_LISTEN", "0.0.0.0:162")
+#: Fernet keys that encrypt device credentials at rest (devices.crypto): the first encrypts, all
+#: decrypt (rotation); unset: one derived from SECRET_KEY.
+WEFT_CREDENTIALS_KEYS = env_fernet_keys("WEFT_CREDENTIALS_KEY")
+CELERY_BEAT_SCHEDULE["poll-devices"] = {
+    "task": "devices.tasks.poll_devices_task",
+    "schedule": timedelta(seconds=WEFT_SNMP_TICK_S),
+}
 
 if PRODUCTION:
     SESSION_COOKIE_SECURE = env_bool("WEFT_SECURE_COOKIES", True)

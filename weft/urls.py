@@ -50,8 +50,10 @@ urlpatterns = [
     path("ufmRestV3/", include((ufm_urls.patterns("token"), "ufm-v3"))),
     path("ufmRestV2/", include((ufm_urls.patterns("session"), "ufm-v2"))),
     path("dologin", dologin, name="ufm-dologin"),
+    path("api/devices/", include("devices.api.urls")),
     path("", include("telemetry.urls")),
     path("", include("events.urls")),
     path("", include("fabric.urls")),
     path("", include("pools.urls")),
+    path("", include("devices.urls")),
 ]

@@ -74,10 +74,13 @@ def pool_member_guids(pool: Pool, fabric_id: int) -> list[str]:
 
 def _write_members(pool: Pool, partition: Partition, user=None) -> MemberChange | None:
     """With ``partition`` locked by the caller: make its ``pool`` members the pool's hosts' CA
-    ports; None when they already are (no write, no audit entry)."""
+    ports; None when they already are (no write, no audit entry). A wanted GUID that another
+    reason holds (an ``extra`` row an Admin or the UFM API added) keeps that row
+    (``set_members``), so it is no ``pool`` row and is not looked for as one."""
     wanted = pool_member_guids(pool, partition.fabric_id)
-    have = sorted(partition.members.filter(reason=MemberReason.POOL).values_list("port_guid", flat=True))
-    if have == wanted:
+    rows = dict(partition.members.values_list("port_guid", "reason"))
+    have = sorted(g for g, reason in rows.items() if reason == MemberReason.POOL)
+    if have == [g for g in wanted if rows.get(g, MemberReason.POOL) == MemberReason.POOL]:
         return None
     return set_members(partition, wanted, reason=MemberReason.POOL, user=user)
 

@@ -10,7 +10,7 @@ from accounts.models import AuditEntry
 from fabric.choices import ApplyState, NodeType
 from fabric.models import Fabric, Partition, PartitionMember, Port
 from fabric.services.ingest import import_topology_text
-from fabric.services.partitions import apply_pending, conf_digest, is_current, set_members
+from fabric.services.partitions import add_members, apply_pending, conf_digest, is_current, set_members
 from fabric.signals import partitions_changed
 from lab import netgen
 from pools.lab import seed_lab_gpus
@@ -103,6 +103,24 @@ def test_a_host_already_an_extra_member_keeps_its_row(pod, django_capture_on_com
         allocate(pool.pk, AllocationRequest(count=8, gpu_ids=_gpus_of("host002")))
     rows = dict(PartitionMember.objects.filter(partition=part).values_list("port_guid", "reason"))
     assert rows == {login: "extra", _host_guids(fabric, "host002")[1]: "pool"}
+
+
+def test_a_sync_with_a_host_held_by_another_reason_writes_nothing(pod, django_capture_on_commit_callbacks):
+    # the UFM-compatible API claims a pool host's port (reason extra): later syncs find the pool's
+    # members as they should be and write nothing (no audit entry, no apply queued)
+    fabric, pool = pod
+    part = set_pool_pkey(pool, 0x0A03)
+    with django_capture_on_commit_callbacks(execute=True):
+        allocate(pool.pk, AllocationRequest(count=8, gpu_ids=_gpus_of("host002")))
+    claimed = _host_guids(fabric, "host002")[0]
+    add_members(part, [claimed], reason="extra")
+    entries = AuditEntry.objects.filter(action="partition.set_members").count()
+    assert sync_pool_members(pool.pk) is None
+    assert sync_pool_members(pool.pk) is None
+    assert AuditEntry.objects.filter(action="partition.set_members").count() == entries
+    assert _members(part, "pool") == _host_guids(fabric, "host002")[1:] and _members(part, "extra") == [
+        claimed
+    ]
 
 
 def test_pkey_set_changed_moved_and_taken_away(pod):

@@ -83,6 +83,9 @@ def on_allocation_changed(sender, allocation_id: int, state: str, **kwargs) -> N
 
 @receiver(inventory_committed, dispatch_uid="scheduler.inventory_committed")
 def on_inventory_committed(sender, **kwargs) -> None:
+    from .services.state import forget_locality
+
+    forget_locality()  # GPU counts and rails are part of the tree
     queue_pass()
 
 

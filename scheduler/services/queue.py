@@ -50,7 +50,7 @@ from django.utils import timezone
 from accounts import audit
 from events.services import EventSpec, record_events
 from fabric.models import Fabric
-from pools.models import Pool, Tenant
+from pools.models import AllocationItem, Pool, Tenant
 from pools.services.allocation import (
     MAX_COUNT,
     AllocationError,
@@ -221,19 +221,18 @@ class JobSpec:
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None
-
-
-def _fabric_for(job: Job, placement: dict | None = None) -> Fabric | None:
+def _fabric_for(job: Job) -> Fabric | None:
+    """The fabric a job's events belong to: its pool's, else that of the GPUs it was given."""
     if job.pool.fabric_id:
         return Fabric(pk=job.pool.fabric_id)
-    hosts = list((placement or job.placement or {}).keys())
-    if hosts:
-        loc = state.current_locality()
-        site = loc.hosts.get(hosts[0])
-        if site is not None:
-            return Fabric(pk=site.fabric_id)
+    if job.allocation_id:
+        fid = (
+            AllocationItem.objects.filter(allocation_id=job.allocation_id)
+            .values_list("gpu__host__fabric_id", flat=True)
+            .first()
+        )
+        if fid is not None:
+            return Fabric(pk=fid)
     return None
 
 
@@ -718,6 +717,9 @@ def _write_pending(outs: list[Outcome], jobs: dict[int, Job], plan, now: datetim
     new history row, unchanged ones bump their history row; the head's reservation; and cap the
     history of the jobs it placed."""
     head = plan.reservation.job_id if plan.reservation is not None else None
+    if not outs and not placed:
+        Job.objects.filter(reserved_start__isnull=False).update(reserved_start=None, reserved_hosts=[])
+        return
     with transaction.atomic():
         changed, same = [], []
         for out in outs:

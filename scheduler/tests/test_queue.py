@@ -429,3 +429,15 @@ def test_decision_history_is_capped_and_repeats_are_counted(cluster, settings):
         f"40 GPUs asked, {32 - k} free in the best eligible fabric" for k in (3, 6, 10)
     ]
     assert [r.count for r in rows] == [2, 2, 1]
+
+
+def test_the_pass_task_is_on_the_beat_schedule_and_runs_a_pass(cluster, settings):
+    from scheduler.tasks import run_pass_task
+
+    entry = settings.CELERY_BEAT_SCHEDULE["scheduler-pass"]
+    assert entry["task"] == run_pass_task.name == "scheduler.tasks.run_pass_task"
+    assert entry["schedule"].total_seconds() == settings.WEFT_SCHEDULER_PASS_INTERVAL_S
+    job = submit(spec(cluster, 8))
+    summary = run_pass_task()
+    job.refresh_from_db()
+    assert summary["placed"] == 1 and job.state == "placed"

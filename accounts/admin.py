@@ -8,12 +8,14 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.core.exceptions import PermissionDenied
 
+from weft.admin import ReadOnlyAdmin
+
 from .models import ApiToken, AuditEntry
 from .tokens import revoke_token
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ReadOnlyAdmin):
     """The audit log, view only: no add, change or delete, superusers included (the model and,
     on PostgreSQL, a trigger refuse them too)."""
 
@@ -21,15 +23,6 @@ class AuditEntryAdmin(admin.ModelAdmin):
     list_filter = ("action", "object_type")
     search_fields = ("username", "object_repr", "action")
     readonly_fields = [f.name for f in AuditEntry._meta.fields]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(ApiToken)

@@ -50,11 +50,12 @@ def lockout_message() -> str:
 def lockout_response(request: HttpRequest, original_response=None, credentials=None) -> HttpResponse:
     """The response to an attempt refused by the lock-out (``AXES_LOCKOUT_CALLABLE``).
 
-    HTTP 429 with ``Retry-After`` (seconds): ``{"detail": message}`` as JSON for the API
-    (``/api/...``), else the sign-in page with the message.
+    HTTP 429 with ``Retry-After`` (seconds): ``{"detail": message}`` as JSON for the APIs
+    (``/api/...``, the UFM-compatible ``/ufmRest...`` and its ``/dologin``), else the sign-in page
+    with the message.
     """
     message = lockout_message()
-    if request.path.startswith("/api/"):
+    if request.path.startswith(("/api/", "/ufmRest", "/dologin")):
         response: HttpResponse = JsonResponse({"detail": message}, status=429)
     else:
         context = {

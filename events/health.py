@@ -241,23 +241,27 @@ def error_findings(fabric, thresholds: dict[str, int] | None = None) -> list[Fin
 
 
 def reachability_findings(fabric) -> list[Finding]:
-    """Nodes missed by the latest live discovery, or with every counter-read port stale."""
+    """Nodes the fabric's discoveries could not reach, or with every counter-read port stale.
+
+    A node is unreached when a partial discovery kept it behind a failed MAD
+    (``Node.unreachable_since``, ``fabric.services.ingest.Reach``); a complete discovery removes
+    the nodes it missed and clears the mark of those it reached. (``last_seen`` is not the test:
+    an unchanged node's row is not rewritten by a rediscovery, by design of the digests.)
+    """
 
     findings = []
-    last = fabric.last_discovery
-    if last is not None and last.source == "live":
-        for node in Node.objects.filter(fabric=fabric, last_seen__lt=last.started):
-            findings.append(
-                Finding(
-                    "unreachable_node",
-                    "warning",
-                    "node",
-                    node.node_guid,
-                    str(node),
-                    f"{node} was not seen by the latest live discovery (last seen {node.last_seen:%Y-%m-%d %H:%M})",
-                    {"last_seen": node.last_seen.isoformat()},
-                )  # fmt: skip
-            )
+    for node in Node.objects.filter(fabric=fabric, unreachable_since__isnull=False):
+        findings.append(
+            Finding(
+                "unreachable_node",
+                "warning",
+                "node",
+                node.node_guid,
+                str(node),
+                f"{node} was not reached by the fabric's discoveries since {node.unreachable_since:%Y-%m-%d %H:%M}",
+                {"unreachable_since": node.unreachable_since.isoformat()},
+            )  # fmt: skip
+        )
     seen = {f.object_key for f in findings}
     per_node: dict[int, list] = defaultdict(list)
     for row in PortCounters.objects.filter(port__node__fabric=fabric).select_related("port__node"):

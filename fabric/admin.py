@@ -13,6 +13,7 @@ from django.contrib import admin
 from django.db import transaction
 
 from accounts import audit
+from weft.admin import ReadOnlyAdmin
 
 from .guid import normalize_guid
 from .models import Discovery, Fabric, Link, Node, Port
@@ -106,17 +107,8 @@ class FabricAdmin(admin.ModelAdmin):
                 self.delete_model(request, fabric)
 
 
-class TopologyAdmin(admin.ModelAdmin):
+class TopologyAdmin(ReadOnlyAdmin):
     """Read-only: topology rows are written by discovery and imports only."""
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(Node)

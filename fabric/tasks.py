@@ -109,3 +109,18 @@ def discovery_watchdog_task() -> dict:
         if orphans:
             log.warning("killed %d diags/poller process group(s) whose owner died: %s", len(orphans), orphans)
         return {"fabrics": [c.as_dict() for c in check_discovery()], "orphans_killed": len(orphans)}
+
+
+@shared_task(name="fabric.tasks.apply_partitions_task")
+def apply_partitions_task(fabric_id: int, force: bool = False, request: str = "") -> dict:
+    """Apply the partitions of one fabric after a change (``fabric.services.partitions.apply_pending``:
+    coalesced, one apply per fabric at a time). Queued by ``queue_apply``; ``request`` is a token
+    per queued call (unused here: it keeps the embedded worker from dropping the call as a
+    duplicate of a running one). Returns the service's summary or ``{"skipped": reason}``."""
+    from .models import Fabric
+    from .services.partitions import apply_pending
+
+    fabric = Fabric.objects.filter(pk=fabric_id).first()
+    if fabric is None:
+        return {"skipped": f"no fabric {fabric_id}"}
+    return apply_pending(fabric, force=force)

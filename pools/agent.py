@@ -13,8 +13,11 @@ Collects on a GPU host
   ``ports/N/{state,link_layer,rate,gids/0}``);
 
 and posts them to ``POST /api/pools/agent/`` with ``Authorization: Token <key>`` (a token of a
-user with the Operator role or in the "Host agent" group). Prints the server's JSON answer as its
-last line; exits 1 when the server refuses the report, 2 when nvidia-smi cannot be run.
+user with the Operator role or in the "Host agent" group; an agent token is bound to the host of
+its first report and refused, 403, for any other: one token per host, see
+``pools.services.agents``). Prints the server's JSON answer as its last line; exits 1 when the
+server refuses the report (403 another host's token, 413 a report above the server's
+``WEFT_AGENT_MAX_BODY_BYTES``, 400 output that does not parse), 2 when nvidia-smi cannot be run.
 
 Pure Python without Django, so it runs from a checkout on a host with only the venv.
 """

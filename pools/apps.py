@@ -12,3 +12,5 @@ class PoolsConfig(AppConfig):
         from .event_types import EVENT_TYPES
 
         registry.register(self.label, EVENT_TYPES)
+
+        from . import receivers  # noqa: F401  (connects the pools receivers)

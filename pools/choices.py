@@ -80,3 +80,10 @@ class AllocationState(models.TextChoices):
 
 #: states that hold GPUs
 HOLDING_STATES = (AllocationState.REQUESTED, AllocationState.ACTIVE)
+
+
+class BindingVia(models.TextChoices):
+    """How a host agent's token came to be bound to a host (``pools.services.agents``)."""
+
+    ADMIN = "admin", "Bound by an Admin"
+    FIRST_REPORT = "first_report", "Bound by its first report"

@@ -3,13 +3,15 @@
 Hosts and fabrics by id (several comma-separated or repeated), host by name; GPUs by UUID,
 product (substring), health, state, MIG mode, rail device and presence (``present=false`` lists
 the GPUs marked missing); tenants by name or member; pools by tenant, fabric, shared; allocations
-by pool, tenant, state, kind, job, owner, GPU and host.
+by pool, tenant, state, kind, job, owner, GPU and host; agent tokens by owner, name, prefix, bound
+host and whether bound at all.
 """
 
 from __future__ import annotations
 
 from django_filters import rest_framework as filters
 
+from accounts.models import ApiToken
 from fabric.filtersets import ModelIdsFilter
 from fabric.models import Fabric, Host
 
@@ -69,6 +71,9 @@ class PoolFilterSet(filters.FilterSet):
     fabric = ModelIdsFilter(queryset=Fabric.objects.all())
     shared = filters.BooleanFilter(field_name="tenant", lookup_expr="isnull", label="shared by every tenant")
     gpu_model = filters.CharFilter(lookup_expr="icontains", label="GPU model filter contains")
+    pkey = filters.NumberFilter(field_name="partition__pkey", label="PKey of the pool's partition (15 bits)")
+    has_pkey = filters.BooleanFilter(field_name="partition", lookup_expr="isnull", exclude=True,
+                                     label="owns a PKey")  # fmt: skip
 
     class Meta:
         model = Pool
@@ -96,3 +101,18 @@ class AllocationFilterSet(filters.FilterSet):
     class Meta:
         model = Allocation
         fields = ["id", "borrowed", "owner"]
+
+
+class AgentTokenFilterSet(filters.FilterSet):
+    host = ModelIdsFilter(
+        field_name="agent_bindings__host", queryset=Host.objects.all(), label="bound to host"
+    )
+    bound = filters.BooleanFilter(method="filter_bound", label="bound to a host at least")
+
+    class Meta:
+        model = ApiToken
+        fields = ["id", "user", "user__username", "name", "prefix"]
+
+    def filter_bound(self, queryset, name, value):
+        bound = queryset.filter(agent_bindings__isnull=False).values("pk")
+        return queryset.filter(pk__in=bound) if value else queryset.exclude(pk__in=bound)

@@ -5,7 +5,10 @@
   allocation service and pool pages (later parts of issue 11).
 * ``allocation_changed`` after an allocation is created or ends (``pools.services.allocation``);
   kwargs ``allocation_id``, ``pool_id``, ``state`` (the new state), ``gpu_ids`` (sorted GPU
-  pks). Listeners: partitions (PKey membership, another part of issue 11), pool pages.
+  pks). Listeners: ``pools.receivers`` (the pool's partition members), pool pages.
+
+Receivers are in ``pools.receivers``, not here: what they call imports the allocation service,
+which imports this module.
 """
 
 from __future__ import annotations

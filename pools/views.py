@@ -30,7 +30,7 @@ from fabric.views import RoleRequiredMixin
 from weft.params import int_param
 
 from . import access
-from .choices import HOLDING_STATES, AllocationKind
+from .choices import HOLDING_STATES, AllocationKind, GpuState, MigMode
 from .history import Span, usage_history
 from .models import Allocation, AllocationItem, Gpu, HostInventory, MigSlice, Pool
 from .services.allocation import eligible_gpus, pool_summary
@@ -142,13 +142,16 @@ def pool_history(pool: Pool, since, until) -> dict:
 
 
 class PoolListView(RoleRequiredMixin, ListView):
-    """Pools the user may see, with their quota, guarantee and a used/borrowed/free bar."""
+    """Pools the user may see, with their quota, guarantee, PKey (and whether OpenSM applied it)
+    and a used/borrowed/free bar."""
 
     template_name = "pools/pool_list.html"
     context_object_name = "pools"
 
     def get_queryset(self):
-        return access.scope_pools(Pool.objects.select_related("tenant", "fabric"), self.request.user)
+        return access.scope_pools(
+            Pool.objects.select_related("tenant", "fabric", "partition"), self.request.user
+        )
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
@@ -165,7 +168,9 @@ class PoolView(RoleRequiredMixin, DetailView):
     context_object_name = "pool"
 
     def get_queryset(self):
-        return access.scope_pools(Pool.objects.select_related("tenant", "fabric"), self.request.user)
+        return access.scope_pools(
+            Pool.objects.select_related("tenant", "fabric", "partition"), self.request.user
+        )
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
@@ -242,7 +247,12 @@ class HostListView(RoleRequiredMixin, ListView):
         present = Q(gpus__missing_since__isnull=True)
         qs = Host.objects.select_related("fabric").annotate(
             n_gpus=Count("gpus", filter=present, distinct=True),
-            n_free=Count("gpus", filter=present & Q(gpus__state="free"), distinct=True),
+            # a MIG-mode GPU is never free as a whole GPU (the allocator hands out its slices)
+            n_free=Count(
+                "gpus",
+                filter=present & Q(gpus__state="free") & ~Q(gpus__mig_mode_current=MigMode.ENABLED),
+                distinct=True,
+            ),
             n_cas=Count("nodes", filter=Q(nodes__node_type=NodeType.CA), distinct=True),
         )
         self.fabric = None
@@ -336,10 +346,19 @@ class HostView(RoleRequiredMixin, DetailView):
             elsewhere = len({i.gpu.host_id for i in alloc.items.all()} - {host.pk})
             rows.append({"a": alloc, "units": here[0]["units"] if here else [], "elsewhere": elsewhere})
             for item in alloc.items.all():
-                if item.active and item.gpu.host_id == host.pk:
+                if item.active and item.gpu.host_id == host.pk and alloc not in held_by.get(item.gpu_id, []):
                     held_by.setdefault(item.gpu_id, []).append(alloc)
         for gpu in gpus:
             gpu.held_by = held_by.get(gpu.pk, [])
+            gpu.mig_held, gpu.mig_total = 0, None
+            # a MIG-mode GPU is shown by its slices (its own state stays free: it is never handed
+            # out whole), e.g. "MIG: 3 of 7 slices allocated"
+            if gpu.mig_mode_current == MigMode.ENABLED:
+                slices = [x for x in gpu.mig_slices.all() if x.present]
+                gpu.mig_held = sum(1 for x in slices if x.state != GpuState.FREE)
+                gpu.mig_total = len(slices)
         ctx["allocations"] = rows
-        ctx["gpu_counts"] = Counter(g.state for g in gpus if g.present)
+        ctx["gpu_counts"] = Counter(
+            "mig" if g.mig_mode_current == MigMode.ENABLED else g.state for g in gpus if g.present
+        )
         return ctx

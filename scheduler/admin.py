@@ -9,6 +9,7 @@ from django.contrib import admin
 from django.db import transaction
 
 from accounts import audit
+from weft.admin import ReadOnlyAdmin
 
 from .models import Job, JobDecision, TenantShare
 
@@ -36,15 +37,8 @@ class TenantShareAdmin(admin.ModelAdmin):
                 self.delete_model(request, obj)
 
 
-class _ReadOnly(admin.ModelAdmin):
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
+class _ReadOnly(ReadOnlyAdmin):
+    """Jobs and decisions are written by the queue service only."""
 
 
 @admin.register(Job)

@@ -205,6 +205,19 @@ class WeftCollector:
         yield interval
 
 
+#: Collector factories of other apps (``factory(fabric_id) -> Collector``), registered from their
+#: ``AppConfig.ready()`` with :func:`register_collector` (the devices app's SNMP families): one
+#: ``/metrics`` for every source, without this app importing them.
+_EXTRA: list = []
+
+
+def register_collector(factory) -> None:
+    """Add ``factory(fabric_id)`` (a ``prometheus_client`` collector, ``fabric_id`` None for all
+    fabrics) to every ``/metrics`` answer. Registering the same factory again is a no-op."""
+    if factory not in _EXTRA:
+        _EXTRA.append(factory)
+
+
 def _client_allowed(request: HttpRequest) -> bool:
     header = request.META.get("HTTP_AUTHORIZATION", "")
     tokens = [t for t in settings.WEFT_METRICS_TOKENS if t]
@@ -252,5 +265,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
             return HttpResponse(f"no fabric {name!r}\n", status=404, content_type="text/plain")
     registry = CollectorRegistry(auto_describe=False)
     registry.register(WeftCollector(fabric_id))
+    for factory in _EXTRA:
+        registry.register(factory(fabric_id))
     encoder, content_type = choose_encoder(request.META.get("HTTP_ACCEPT", ""))
     return HttpResponse(encoder(registry), content_type=content_type)

@@ -28,6 +28,9 @@ PortCounters (16.1.3.5, Table 247), PortCountersExtended (16.1.4.11); ``perfquer
   ``settings.WEFT_XMIT_WAIT_TICK_NS`` (default 1000 ns, i.e. one count per blocked microsecond —
   calibrate per device family) and always shows the raw ``xmit_wait_per_s`` (ticks/s) beside the
   index so nothing depends on the assumption silently.
+
+Ethernet (SNMP IF-MIB) counters, whose semantics differ (they *wrap*), are at the end of this
+module: :func:`derive_wrapping`, the one rate code of the devices app.
 """
 
 from __future__ import annotations
@@ -124,6 +127,8 @@ class Derived:
     saturated: list[str] = field(default_factory=list)
     reset: bool = False
     reason: str = ""
+    #: wrapping counters (Ethernet, :func:`derive_wrapping`): the counters that wrapped this interval
+    wrapped: list[str] = field(default_factory=list)
 
 
 DERIVED_FIELDS: tuple[str, ...] = (
@@ -302,3 +307,125 @@ def derive_fast(
         max(0.0, min(1.0, max(x, r) / cap)) if cap else None,
         congestion_index(w, tick_ns),
     )
+
+
+# --- Ethernet (SNMP IF-MIB) counters: they wrap, they do not saturate --------------------------
+#
+# IF-MIB (RFC 2863) counters are SMIv2 Counter32/Counter64 (RFC 2578 7.1.6, 7.1.10): they count up
+# and wrap to 0 after 2**32-1 / 2**64-1, unlike IB PortCounters, which stop. So a value lower than
+# the previous one is a wrap (one wrap: pollers must read a 32-bit octet counter faster than it
+# wraps, 34 s at 1 Gb/s, 0.34 s at 100 Gb/s — why the 64-bit ifHC* columns exist) unless the agent
+# says its counters had a discontinuity (ifCounterDiscontinuityTime changed, or sysUpTime went
+# back: the agent restarted), which is a reset: no rate for the interval, never a negative one.
+# A 64-bit counter that went down was reset (2**64 octets at 800 Gb/s take 5.8 years). A wrap
+# whose delta would exceed what the interface can carry in the interval (1.5 x its speed) was a
+# reset as well (someone cleared the counters): no rate rather than an impossible one.
+#
+# Names map onto :class:`Derived`: ``xmit`` = out (ifHCOutOctets...), ``rcv`` = in; bytes are
+# octets (no 4-byte words here). ``xmit_wait_per_s`` stays None (Ethernet has no PortXmitWait).
+# The congestion signal, in [0, 1] like the IB index:
+#   * with PFC counters (IEEE 802.1Qbb, IEEE8021-PFC-MIB ``ieee8021PfcIndications``: pause frames
+#     the port received, i.e. the peer stopped our transmitter), the largest fraction of the
+#     interval those frames can have paused it: frames/s x 65535 quanta x 512 bit times / speed;
+#   * without, the share of egress packets the port discarded (tail drops under congestion):
+#     Δ ifOutDiscards / (Δ ifOutUcastPkts + Δ ifOutDiscards).
+
+ETHERNET_COUNTERS: tuple[str, ...] = (
+    "out_octets",
+    "in_octets",
+    "out_pkts",
+    "in_pkts",
+    "in_discards",
+    "in_errors",
+    "out_discards",
+    "out_errors",
+    "pfc_in",
+    "pfc_out",
+)
+"""Raw Ethernet counters, in order: the four rate counters (64-bit ifHC* where the agent has them,
+else the 32-bit ifTable ones) and the event counters (32-bit ifTable discards/errors, PFC frames)."""
+ETHERNET_EVENT_COUNTERS: tuple[str, ...] = ETHERNET_COUNTERS[4:]
+_HC_FIELDS = frozenset(ETHERNET_COUNTERS[:4])
+PFC_MAX_PAUSE_BITS = 65535 * 512
+"""Bit times one PFC frame can pause a priority for at most (IEEE 802.1Qbb: 65535 quanta of 512)."""
+_WRAP_SLACK = 1.5
+
+
+def wrap_width(name: str, hc: bool, *values: int | None) -> int:
+    """Bits of Ethernet counter ``name``: 64 for the rate counters read from ifHC* (``hc``), 32
+    for the ifTable ones; PFC counters (Counter32 on the devices recorded, Counter64 in the MIB)
+    64 once a value shows it."""
+    if name in _HC_FIELDS:
+        return 64 if hc else 32
+    if name.startswith("pfc_") and any(v is not None and v > 0xFFFFFFFF for v in values):
+        return 64
+    return 32
+
+
+def wrap_delta(a: int | None, b: int | None, bits: int) -> tuple[int | None, bool]:
+    """``(delta, wrapped)`` from ``a`` to ``b`` of a counter of ``bits`` bits: ``b - a``, or one wrap
+    (``b + 2**bits - a``) when ``b < a``; ``(None, False)`` when a value is missing."""
+    if a is None or b is None:
+        return None, False
+    if b >= a:
+        return b - a, False
+    return b + (1 << bits) - a, True
+
+
+def derive_wrapping(
+    prev: Sample | None, curr: Sample, speed_gbps: float | None, *, discontinuity: bool = False
+) -> Derived:
+    """Rates of one Ethernet interface over ``prev`` → ``curr`` (values keyed by
+    :data:`ETHERNET_COUNTERS`; ``extended`` = the rate counters are 64-bit ifHC* ones).
+
+    No rate (``reason`` set) for: no previous sample, no time elapsed, a 32/64-bit switch, or a
+    discontinuity (``discontinuity``: ifCounterDiscontinuityTime changed or the agent restarted;
+    a 64-bit counter that went down; a wrap giving more than 1.5 x the interface speed), which set
+    ``reset``. Otherwise per counter: a wrap is counted once (``wrapped`` names them), bytes/s and
+    packets/s, ``utilisation`` = max(in, out bytes/s) / speed (None when the speed is unknown),
+    ``error_deltas`` ``{counter: delta > 0}`` of :data:`ETHERNET_EVENT_COUNTERS`, ``congestion`` as
+    the module's Ethernet notes say (None when it cannot be computed). Source: RFC 2863, RFC 2578.
+    """
+    out = Derived()
+    if prev is None:
+        out.reason = "first sample"
+        return out
+    dt = curr.t - prev.t
+    if dt <= 0:
+        out.reason = "no time elapsed"
+        return out
+    if prev.extended != curr.extended:
+        out.reason = "counter width changed (32/64-bit)"
+        return out
+    if discontinuity:
+        out.reset, out.reason = True, "counter discontinuity (agent restart or counters cleared)"
+        return out
+    cap = link_bytes_per_s(speed_gbps)
+    deltas: dict[str, int | None] = {}
+    for name in ETHERNET_COUNTERS:
+        a, b = prev.values.get(name), curr.values.get(name)
+        bits = wrap_width(name, curr.extended, a, b)
+        delta, wrapped = wrap_delta(a, b, bits)
+        if wrapped and (bits == 64 or (cap and name.endswith("octets") and delta / dt > cap * _WRAP_SLACK)):
+            out.reset, out.reason = True, f"counters reset ({name} went down)"
+            return out
+        if wrapped:
+            out.wrapped.append(name)
+        deltas[name] = delta
+    if deltas["out_octets"] is not None:
+        out.xmit_bytes_per_s = deltas["out_octets"] / dt
+    if deltas["in_octets"] is not None:
+        out.rcv_bytes_per_s = deltas["in_octets"] / dt
+    if deltas["out_pkts"] is not None:
+        out.xmit_pkts_per_s = deltas["out_pkts"] / dt
+    if deltas["in_pkts"] is not None:
+        out.rcv_pkts_per_s = deltas["in_pkts"] / dt
+    if cap and out.xmit_bytes_per_s is not None and out.rcv_bytes_per_s is not None:
+        out.utilisation = max(0.0, min(1.0, max(out.xmit_bytes_per_s, out.rcv_bytes_per_s) / cap))
+    pause, drops, sent = deltas["pfc_in"], deltas["out_discards"], deltas["out_pkts"]
+    if pause is not None and speed_gbps:
+        out.congestion = max(0.0, min(1.0, pause / dt * PFC_MAX_PAUSE_BITS / (speed_gbps * 1e9)))
+    elif drops is not None and sent is not None:
+        out.congestion = drops / (sent + drops) if sent + drops else 0.0
+    out.error_deltas = {n: deltas[n] for n in ETHERNET_EVENT_COUNTERS if deltas[n]}
+    return out

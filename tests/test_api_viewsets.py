@@ -40,6 +40,7 @@ from accounts.models import ApiToken, AuditEntry
 from accounts.permissions import RolePermission
 from accounts.roles import set_role
 from accounts.tokens import check_key, create_token
+from devices.models import Device, Interface, Neighbour, Sensor
 from events.models import Alarm, Event, EventPolicy, HealthReport
 from fabric.choices import SMState
 from fabric.models import Fabric, Host, Node, Partition, PartitionMember, SubnetManager
@@ -73,6 +74,8 @@ LEAST_ROLE = {
     "accounts-api:auditentry-detail GET": "admin",
     "pools-api:allocation-allocate POST": "operator",
     "pools-api:allocation-release POST": "operator",
+    "pools-api:agenttoken-list GET": "admin",
+    "pools-api:agenttoken-detail GET": "admin",
     "scheduler-api:job-list POST": "operator",
     "scheduler-api:job-cancel POST": "operator",
     "scheduler-api:job-start POST": "operator",
@@ -82,7 +85,7 @@ LEAST_ROLE = {
 ANONYMOUS_DETAIL = "Authentication credentials were not provided."
 
 #: Apps whose rows a refused or failed write must leave as they were.
-STORED_APPS = {"fabric", "events", "telemetry", "accounts", "auth", "pools", "scheduler"}
+STORED_APPS = {"fabric", "events", "telemetry", "accounts", "auth", "pools", "scheduler", "devices"}
 
 
 def least_role(route: Route) -> str:
@@ -110,6 +113,7 @@ class World:
     allocation: Any = None  # an active MIG-slice allocation in ``pool``
     placed_job: Any = None  # a job the queue placed (a MIG slice in ``pool``)
     pending_job: Any = None  # a job the queue could not place (whole GPUs: the world's are MIG)
+    device: Any = None  # an SNMP device of ``fabric`` with an interface, a sensor, a neighbour
 
 
 @pytest.fixture
@@ -194,9 +198,23 @@ def world(users) -> World:
     placed_job.refresh_from_db()
     pending_job.refresh_from_db()
     assert (placed_job.state, pending_job.state) == ("placed", "pending")
+    devices = []
+    for f, n in ((fabric, 1), (other, 2)):  # SNMP devices, each with an interface, sensor, neighbour
+        d = Device(fabric=f, name=f"sw{n}", address=f"192.0.2.{n}", status="ok", sys_name=f"sw{n}")
+        d.set_secret("community", f"community-{n}")
+        d.save()
+        i = Interface.objects.create(
+            device=d, if_index=n, name=f"swp{n}", admin_status="up", oper_status="up"
+        )
+        Sensor.objects.create(device=d, index=n, name=f"temp{n}", kind="temperature", sensor_type=8, value=40.0 + n,
+                              status="ok")  # fmt: skip
+        Neighbour.objects.create(device=d, interface=i, local_port=f"swp{n}", chassis_id=f"00:00:00:00:00:0{n}",
+                                 port_id="swp9", sys_name="peer")  # fmt: skip
+        devices.append(d)
     return World(users=users, fabric=fabric, other=other, alarm=alarm, policy=policy, target=target,
                  partition=partition, tenant=tenant, other_tenant=other_tenant, pool=pool, shared_pool=shared,
-                 allocation=allocation, placed_job=placed_job, pending_job=pending_job)  # fmt: skip
+                 allocation=allocation, placed_job=placed_job, pending_job=pending_job,
+                 device=devices[0])  # fmt: skip
 
 
 @pytest.fixture
@@ -234,7 +252,8 @@ class Write:
     body: Callable[[World], Any] | dict | None = None
     target: Callable[[World], Any] | None = None
     prepare: Callable[[World], None] | None = None
-    audits: int = 1  # audit entries the write makes (a job's end also records the pools' release)
+    #: audit entries the write makes (another service's own audited write counts too)
+    audits: int = 1
 
     def payload(self, world: World) -> Any:
         return self.body(world) if callable(self.body) else self.body
@@ -439,6 +458,46 @@ WRITES: dict[str, Write] = {
         200,
         check=lambda w, b: check_key(b["token"]).user_id is not None,
     ),
+    "devices-api:device-list POST": Write(
+        201,
+        body=lambda w: {
+            "fabric": w.fabric.pk,
+            "name": "sw-new",
+            "address": "192.0.2.9",
+            "community": "c-new",
+        },
+        check=lambda w, b: Device.objects.get(pk=b["id"]).target().community == "c-new"
+        and b["community_set"] is True
+        and "community" not in b,
+    ),
+    "devices-api:device-detail PUT": Write(
+        200,
+        target=lambda w: w.device,
+        body=lambda w: {
+            "fabric": w.fabric.pk,
+            "name": "sw1b",
+            "address": "192.0.2.11",
+            "version": "3",
+            "user": "ops",
+            "auth_protocol": "sha",
+            "auth_key": "auth-pass-1",
+        },  # fmt: skip
+        check=lambda w, b: b["name"] == "sw1b"
+        and Device.objects.get(pk=w.device.pk).target().auth_key == "auth-pass-1"
+        and "auth-pass-1"
+        not in str(AuditEntry.objects.filter(action="device.update").values_list("changes")),
+    ),
+    "devices-api:device-detail PATCH": Write(
+        200,
+        target=lambda w: w.device,
+        body={"poll_interval_s": 30},
+        check=lambda w, b: b["poll_interval_s"] == Device.objects.get(pk=w.device.pk).poll_interval_s == 30,
+    ),
+    "devices-api:device-detail DELETE": Write(
+        204,
+        target=lambda w: w.device,
+        check=lambda w, b: b is None and not Interface.objects.filter(device_id=w.device.pk).exists(),
+    ),
     "pools-api:tenant-list POST": Write(
         201,
         body=lambda w: {"name": "t-new", "members": [{"user": w.users["viewer"].pk, "role": "viewer"}]},
@@ -468,9 +527,19 @@ WRITES: dict[str, Write] = {
     ),
     "pools-api:pool-list POST": Write(
         201,
-        body=lambda w: {"name": "p-new", "tenant": w.tenant.pk, "quota_gpus": 4, "guaranteed_gpus": 2},
+        body=lambda w: {
+            "name": "p-new",
+            "tenant": w.tenant.pk,
+            "quota_gpus": 4,
+            "guaranteed_gpus": 2,
+            "fabric": w.fabric.pk,
+            "pkey": "0x0300",
+        },
         check=lambda w, b: Pool.objects.get(pk=b["id"]).guaranteed_gpus == 2
-        and b["usage"] == {"gpus": 0, "slices": 0, "borrowed_gpus": 0, "borrowed_slices": 0, "free_gpus": 0},
+        and b["usage"] == {"gpus": 0, "slices": 0, "borrowed_gpus": 0, "borrowed_slices": 0, "free_gpus": 0}
+        and (b["pkey"], b["partition"]["pkey_hex"]) == (0x0300, "0x0300")
+        and Partition.objects.get(fabric=w.fabric, pkey=0x0300).pool.pk == b["id"],
+        audits=2,  # pool.create, and partition.create by the partitions service
     ),
     "pools-api:pool-detail PUT": Write(
         200,
@@ -509,6 +578,21 @@ WRITES: dict[str, Write] = {
         body={"reason": "done"},
         check=lambda w, b: b["state"] == Allocation.objects.get(pk=w.allocation.pk).state == "released"
         and not Allocation.objects.get(pk=w.allocation.pk).items.filter(active=True).exists(),
+    ),
+    # the viewer's script token, bound by an Admin to host001 of the world's fabric (one audit entry)
+    "pools-api:agenttoken-detail PUT": Write(
+        200,
+        target=lambda w: ApiToken.objects.filter(user=w.users["viewer"]).first(),
+        body=lambda w: {"hosts": [Host.objects.get(fabric=w.fabric, name="host001").pk]},
+        check=lambda w, b: b["hosts"] == [Host.objects.get(fabric=w.fabric, name="host001").pk]
+        and b["bindings"][0]["via"] == "admin"
+        and AuditEntry.objects.filter(action="agent.hosts").latest("pk").changes["bound"] == ["host001 (f)"],
+    ),
+    "pools-api:agenttoken-detail PATCH": Write(
+        200,
+        target=lambda w: ApiToken.objects.filter(user=w.users["operator"]).first(),
+        body=lambda w: {"hosts": list(Host.objects.filter(name="host001").values_list("pk", flat=True))},
+        check=lambda w, b: len(b["hosts"]) == 2 and {x["host"]["name"] for x in b["bindings"]} == {"host001"},
     ),
     "scheduler-api:job-list POST": Write(
         201,

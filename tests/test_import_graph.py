@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ["accounts", "events", "fabric", "telemetry", "lab", "weft", "pools", "scheduler"]
+APPS = ["accounts", "events", "fabric", "telemetry", "lab", "weft", "pools", "scheduler", "devices"]
 
 
 def _modules(app: str) -> dict[str, Path]:

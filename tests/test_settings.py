@@ -64,6 +64,8 @@ def test_defaults(load):
             "WEFT_MAIL_RATE_WINDOW_S",
             "WEFT_IMPORT_MAX_BYTES",
             "WEFT_API_MAX_LIMIT",
+            "WEFT_AGENT_MAX_BODY_BYTES",
+            "WEFT_AGENT_BIND_ON_FIRST_REPORT",
         )
     } == {
         "WEFT_EVENT_RETENTION_DAYS": 365.0,
@@ -88,6 +90,8 @@ def test_defaults(load):
         "WEFT_MAIL_RATE_WINDOW_S": 600.0,
         "WEFT_IMPORT_MAX_BYTES": 256 * 1024 * 1024,
         "WEFT_API_MAX_LIMIT": 10000,
+        "WEFT_AGENT_MAX_BODY_BYTES": 4 * 1024 * 1024,
+        "WEFT_AGENT_BIND_ON_FIRST_REPORT": True,
     }
 
 
@@ -143,6 +147,8 @@ def test_the_mad_timeout_has_one_default():
         ("WEFT_METRICS_ALLOW", "10.0.0.0/8", ["10.0.0.0/8"]),
         ("WEFT_IMPORT_MAX_BYTES", "1024", 1024),
         ("WEFT_API_MAX_LIMIT", "500", 500),
+        ("WEFT_AGENT_MAX_BODY_BYTES", "1048576", 1048576),
+        ("WEFT_AGENT_BIND_ON_FIRST_REPORT", "off", False),
         ("WEFT_BASE_URL", "https://weft.example.org", "https://weft.example.org"),
         ("WEFT_LOGIN_FAILURE_LIMIT", "10", 10),
         ("WEFT_LOGIN_COOLOFF_MIN", "2.5", 2.5),
@@ -195,6 +201,8 @@ def test_beat_periods_come_from_their_settings(load):
         ("WEFT_MAIL_STORM_THRESHOLD", "0", "must be at least 1"),
         ("WEFT_IMPORT_MAX_BYTES", "256M", "is not an integer"),
         ("WEFT_API_MAX_LIMIT", "0", "must be at least 1"),
+        ("WEFT_AGENT_MAX_BODY_BYTES", "4M", "is not an integer"),
+        ("WEFT_AGENT_MAX_BODY_BYTES", "100", "must be at least 1024"),
         ("WEFT_HSTS_SECONDS", "-5", "must be at least 0"),
         ("WEFT_LOGIN_FAILURE_LIMIT", "0", "must be at least 1"),
         ("WEFT_LOGIN_COOLOFF_MIN", "0", "must be greater than 0"),

@@ -194,3 +194,24 @@ def parse_email_url(url: str) -> EmailSettings:
         use_tls=use_tls,
         use_ssl=use_ssl,
     )
+
+
+def env_fernet_keys(name: str) -> list[str]:
+    """Return ``$name`` as a list of Fernet keys (comma-separated URL-safe base64 of 32 bytes).
+
+    Raises:
+        ImproperlyConfigured: an entry is not a Fernet key (the message says how to make one,
+            never the value).
+    """
+    from cryptography.fernet import Fernet
+
+    keys = env_list(name, [])
+    for i, key in enumerate(keys, 1):
+        try:
+            Fernet(key.encode())
+        except (ValueError, TypeError) as exc:
+            raise ImproperlyConfigured(
+                f"{name}: key {i} is not a Fernet key (URL-safe base64 of 32 bytes; make one with "
+                'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())")'
+            ) from exc
+    return keys

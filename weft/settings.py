@@ -27,6 +27,7 @@ from telemetry.semantics import DEFAULT_TICK_NS, ERROR_COUNTERS
 from weft.env import (
     env_bool,
     env_choice,
+    env_fernet_keys,
     env_float,
     env_int,
     env_int_map,
@@ -81,6 +82,8 @@ INSTALLED_APPS = [
     "events",
     "pools",
     "scheduler",
+    "ufm",
+    "devices",
 ]
 
 MIDDLEWARE = [
@@ -412,6 +415,12 @@ WEFT_METRICS_TOKENS = env_list("WEFT_METRICS_TOKENS", [])
 WEFT_METRICS_ALLOW = env_list("WEFT_METRICS_ALLOW", ["127.0.0.1", "::1"])
 #: Largest topology file (bytes, uncompressed) the import API and import_topology accept.
 WEFT_IMPORT_MAX_BYTES = env_int("WEFT_IMPORT_MAX_BYTES", 256 * 1024 * 1024, min_value=1)
+#: Largest host-agent report body (bytes) POST /api/pools/agent/ reads: a DGX's nvidia-smi -q -x
+#: is 100-300 KB, so the default leaves room; above it the answer is 413 (pools.api.views).
+WEFT_AGENT_MAX_BODY_BYTES = env_int("WEFT_AGENT_MAX_BODY_BYTES", 4 * 1024 * 1024, min_value=1024)
+#: A host agent's token with no host bound is bound to the host of its first report (off: refused
+#: until an Admin binds it). See pools.services.agents.
+WEFT_AGENT_BIND_ON_FIRST_REPORT = env_bool("WEFT_AGENT_BIND_ON_FIRST_REPORT", True)
 #: an import that would remove more than this share of the stored nodes or links needs ``replace``
 WEFT_IMPORT_MAX_REMOVE_SHARE = env_float("WEFT_IMPORT_MAX_REMOVE_SHARE", 0.10, min_value=0.0)
 #: Directories a fabric's node-name map path may lie in (a map path elsewhere is refused: the
@@ -430,6 +439,12 @@ WEFT_PARTITIONS_PATH = env_str("WEFT_PARTITIONS_PATH", "")
 WEFT_SM_PID_FILE = env_str("WEFT_SM_PID_FILE", "")
 WEFT_PARTITIONS_VERIFY_TIMEOUT_S = env_float("WEFT_PARTITIONS_VERIFY_TIMEOUT_S", 60.0, positive=True)
 WEFT_PARTITIONS_VERIFY_SAMPLE = env_int("WEFT_PARTITIONS_VERIFY_SAMPLE", 8, min_value=1)
+#: The fabric the UFM-compatible API (``/ufmRest/``...) serves, by name; empty: the only fabric
+#: there is (with several, the API answers 503 until this names one).
+WEFT_UFM_FABRIC = env_str("WEFT_UFM_FABRIC", "")
+#: OpenSM's options file, read for the keys ``GET /ufmRest/app/smconf`` shows an Admin (m_key,
+#: sm_key, sa_key, m_key_per_port); empty or unreadable: OpenSM's defaults.
+WEFT_OPENSM_CONF = env_str("WEFT_OPENSM_CONF", "")
 #: Parallel perfquery processes per sweep.
 WEFT_POLL_PARALLELISM = env_int("WEFT_POLL_PARALLELISM", 8, min_value=1)
 #: Counter sweeps (telemetry): collector ("mad" pipelined PerfMgt MADs, or "perfquery"), MADs in
@@ -468,6 +483,23 @@ WEFT_HISTORY_RAW_HOURS = env_float("WEFT_HISTORY_RAW_HOURS", 6.0, min_value=0)
 WEFT_HISTORY_MINUTE_HOURS = env_float("WEFT_HISTORY_MINUTE_HOURS", 168.0, min_value=0)
 WEFT_HISTORY_HOUR_HOURS = env_float("WEFT_HISTORY_HOUR_HOURS", 8760.0, min_value=0)
 WEFT_SWEEP_RETENTION_HOURS = env_float("WEFT_SWEEP_RETENTION_HOURS", 168.0, min_value=0)
+
+#: Ethernet devices over SNMP (devices app): how often beat looks for devices due a poll (each
+#: device has its own poll_interval_s), SNMP requests' concurrency (devices polled at once per
+#: task), device groups (one Celery task each, spread over workers like WEFT_POLL_GROUPS), the
+#: interface/entity inventory period, the trap listener's address, and the credentials key(s).
+WEFT_SNMP_TICK_S = env_float("WEFT_SNMP_TICK_S", 10.0, positive=True)
+WEFT_SNMP_CONCURRENCY = env_int("WEFT_SNMP_CONCURRENCY", 64, min_value=1)
+WEFT_SNMP_GROUPS = env_int("WEFT_SNMP_GROUPS", 1, min_value=1)
+WEFT_SNMP_INVENTORY_S = env_float("WEFT_SNMP_INVENTORY_S", 3600.0, positive=True)
+WEFT_SNMP_TRAP_LISTEN = env_str("WEFT_SNMP_TRAP_LISTEN", "0.0.0.0:162")
+#: Fernet keys that encrypt device credentials at rest (devices.crypto): the first encrypts, all
+#: decrypt (rotation); unset: one derived from SECRET_KEY.
+WEFT_CREDENTIALS_KEYS = env_fernet_keys("WEFT_CREDENTIALS_KEY")
+CELERY_BEAT_SCHEDULE["poll-devices"] = {
+    "task": "devices.tasks.poll_devices_task",
+    "schedule": timedelta(seconds=WEFT_SNMP_TICK_S),
+}
 
 if PRODUCTION:
     SESSION_COOKIE_SECURE = env_bool("WEFT_SECURE_COOKIES", True)

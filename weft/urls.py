@@ -9,6 +9,8 @@ from django.views.decorators.http import require_safe
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from telemetry.metrics import metrics_view
+from ufm import urls as ufm_urls
+from ufm.views import dologin
 from weft.content_security import third_party_ui
 
 urlpatterns = [
@@ -43,8 +45,15 @@ urlpatterns = [
     path("api/fabric/", include("events.api.urls")),
     path("api/pools/", include("pools.api.urls")),
     path("api/scheduler/", include("scheduler.api.urls")),
+    # the UFM-compatible API (ufm app): one set of handlers, the authentication of each prefix
+    path("ufmRest/", include((ufm_urls.patterns("basic"), "ufm"))),
+    path("ufmRestV3/", include((ufm_urls.patterns("token"), "ufm-v3"))),
+    path("ufmRestV2/", include((ufm_urls.patterns("session"), "ufm-v2"))),
+    path("dologin", dologin, name="ufm-dologin"),
+    path("api/devices/", include("devices.api.urls")),
     path("", include("telemetry.urls")),
     path("", include("events.urls")),
     path("", include("fabric.urls")),
     path("", include("pools.urls")),
+    path("", include("devices.urls")),
 ]

@@ -67,3 +67,25 @@ def test_report_on_clean_real_fabric(realdata):
     assert sm["severity"] == "critical" and "No master SM" in sm["message"]
     assert report.status == "critical" and report.trigger == "scheduled"
     assert report.findings[0] == sm  # worst first
+
+
+@pytest.mark.django_db
+def test_unchanged_live_rediscovery_leaves_no_node_unreachable():
+    from django.utils import timezone
+
+    from events.health import reachability_findings
+    from fabric.models import Fabric, Node
+    from fabric.parsers import parse_ibnetdiscover
+    from fabric.services.ingest import ingest_topology
+    from weft.testing.topologies import BASE
+
+    fabric = Fabric.objects.create(name="f")
+    ingest_topology(fabric, parse_ibnetdiscover(BASE, "t"), source="live")
+    again = ingest_topology(fabric, parse_ibnetdiscover(BASE, "t"), source="live")  # writes no node row
+    fabric.refresh_from_db()
+    assert again.rows_written == 0 and fabric.last_discovery_id == again.pk
+    assert reachability_findings(fabric) == []
+    node = Node.objects.filter(fabric=fabric).order_by("pk").first()
+    Node.objects.filter(pk=node.pk).update(unreachable_since=timezone.now())  # a partial run kept it
+    found = reachability_findings(fabric)
+    assert [(f.check, f.object_key) for f in found] == [("unreachable_node", node.node_guid)]

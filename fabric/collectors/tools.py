@@ -13,6 +13,8 @@ no Django import: the lab (``lab.core``) uses it before Django is configured.
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import os
 import re
 import shutil
@@ -121,6 +123,26 @@ def tool_workdir() -> str:
 #: Environment variable that tags every child Weft starts: ``<pid>:<start time>`` of the Weft
 #: process that owns it (:func:`reap_orphans` kills the children of owners that died).
 OWNER_VAR = "WEFT_TOOL_OWNER"
+#: Environment variable that tags every child with the Weft installation that started it (a digest
+#: of its data directory and database): :func:`reap_orphans` leaves other installations' children
+#: on a shared host (another deployment, another checkout's tests) to their own reapers.
+INSTALL_VAR = "WEFT_TOOL_INSTALL"
+
+
+@functools.cache
+def install_id() -> str:
+    """This installation's tag for :data:`INSTALL_VAR`: 12 hex digits of BLAKE2b over the checkout
+    and the environment that names its data (``WEFT_DATA_DIR``, ``WEFT_SQLITE_PATH``,
+    ``DATABASE_URL``), read from the environment as the settings read them (no Django here)."""
+    checkout = Path(__file__).resolve().parents[2]
+    key = repr(
+        (
+            str(checkout),
+            *(os.environ.get(v, "") for v in ("WEFT_DATA_DIR", "WEFT_SQLITE_PATH", "DATABASE_URL")),
+        )
+    )
+    return hashlib.blake2b(key.encode(), digest_size=6).hexdigest()
+
 
 _live: dict[int, subprocess.Popen] = {}
 _live_mutex = threading.Lock()
@@ -155,6 +177,7 @@ def spawn(
         raise ToolAborted(f"{argv[0]}: not started: {_abort_reason}")
     env = dict(os.environ if env is None else env)
     env[OWNER_VAR] = owner_tag()
+    env[INSTALL_VAR] = install_id()
     proc = subprocess.Popen(
         argv,
         stdin=stdin,
@@ -226,21 +249,26 @@ os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def _owner_of(pid: int) -> str | None:
+    """The :data:`OWNER_VAR` tag of process ``pid`` when one of this installation's
+    (:data:`INSTALL_VAR`) children, else None."""
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
         return None
-    prefix = OWNER_VAR.encode() + b"="
+    owner_prefix, install_prefix = OWNER_VAR.encode() + b"=", INSTALL_VAR.encode() + b"="
+    owner = install = None
     for item in environ.split(b"\0"):
-        if item.startswith(prefix):
-            return item[len(prefix) :].decode(errors="replace")
-    return None
+        if item.startswith(owner_prefix):
+            owner = item[len(owner_prefix) :].decode(errors="replace")
+        elif item.startswith(install_prefix):
+            install = item[len(install_prefix) :].decode(errors="replace")
+    return owner if owner and install == install_id() else None
 
 
 def reap_orphans() -> list[int]:
-    """Kill the process groups of Weft children whose owner died (a pool process killed at its hard
-    time limit or by the OOM killer cannot kill them itself). Linux ``/proc``; processes of other
-    users are skipped. Returns the process group ids killed (those :func:`spawn` made: the pids
+    """Kill the process groups of this installation's children whose owner died (a pool process
+    killed at its hard time limit or by the OOM killer cannot kill them itself). Linux ``/proc``;
+    processes of other users and of other Weft installations (:data:`INSTALL_VAR`) are skipped. Returns the process group ids killed (those :func:`spawn` made: the pids
     of the tools it started)."""
     killed: list[int] = []
     own = os.getpgrp()

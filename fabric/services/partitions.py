@@ -7,13 +7,21 @@
   are deleted too). One transaction, audited; a bad file changes nothing.
 * :func:`save_partition`, :func:`delete_partition`, :func:`set_members` (replace semantics,
   optionally only the members of one ``reason``: the pools app calls
-  ``set_members(partition, guids_of_its_hosts, reason="pool")`` and keeps the ``extra`` ones).
+  ``set_members(partition, guids_of_its_hosts, reason="pool")`` and keeps the ``extra`` ones),
+  :func:`add_members` and :func:`remove_members` (add or take away some members, the others
+  untouched: the UFM-compatible API, whose clients add and remove GUIDs one job at a time).
 * :func:`generate_conf`: the fabric's ``partitions.conf`` text (default partition kept, long
   member lists wrapped below OpenSM's 4,094-character line limit).
 * :func:`apply`: write that file atomically to the fabric's path, make OpenSM re-read it (SIGHUP
   to the pid in its pid file, or the fabric's reload command run with a timeout in its own
   process group), then verify with ``smpquery pkeys`` on a sample of members and non-members of
   each partition, within a bounded wait, and record applied/drift/failed with events.
+
+* :func:`queue_apply` / :func:`apply_pending` (task ``fabric.tasks.apply_partitions_task``):
+  apply on a worker after a change, coalesced: one apply per fabric at a time (lock
+  ``fabric.partitions_apply.<id>``), and the holder applies again until what it last wrote is
+  what is stored, so a burst of changes (200 allocations of a pool with a PKey) ends in a few
+  applies, none lost. The pools app queues one after each change of a pool's members.
 
 After commit ``fabric.signals.partitions_changed`` is sent (the events app applies the events).
 Semantics of the file: ``man opensm`` "PARTITION CONFIGURATION".
@@ -40,6 +48,7 @@ from django.utils import timezone
 
 from accounts import audit
 from events.services import EventSpec, record_events
+from weft.locks import single_instance
 
 from ..choices import ApplyState, MemberReason, Membership, NodeType, PartitionSource
 from ..collectors.pkeys import read_pkeys
@@ -60,6 +69,7 @@ from ..parsers.partitions import (
     parse_partitions,
 )
 from ..signals import partitions_changed
+from ..tasks import apply_partitions_task
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +235,27 @@ class MemberChange:
         return {k: len(v) for k, v in self.__dict__.items()}
 
 
+def _wanted_members(members: Iterable[tuple[str, str] | str | dict]) -> dict[str, str]:
+    """``{canonical GUID or keyword: membership}`` of the members :func:`set_members` takes (the
+    last one given wins for a GUID given twice).
+
+    Raises:
+        PartitionError: a member that is not a GUID or keyword, or a bad membership.
+    """
+    wanted: dict[str, str] = {}
+    for item in members:
+        if isinstance(item, str):
+            guid, membership = item, Membership.FULL
+        elif isinstance(item, dict):
+            guid = item.get("guid") or item.get("port_guid") or ""
+            membership = item.get("membership", Membership.FULL)
+        else:
+            guid, membership = item
+        g, m = _check_member(guid, membership)
+        wanted[g] = m
+    return wanted
+
+
 def set_members(
     partition: Partition,
     members: Iterable[tuple[str, str] | str | dict],
@@ -245,17 +276,7 @@ def set_members(
     Raises:
         PartitionError: a member that is not a GUID or keyword, or a bad membership.
     """
-    wanted: dict[str, str] = {}
-    for item in members:
-        if isinstance(item, str):
-            guid, membership = item, Membership.FULL
-        elif isinstance(item, dict):
-            guid = item.get("guid") or item.get("port_guid") or ""
-            membership = item.get("membership", Membership.FULL)
-        else:
-            guid, membership = item
-        g, m = _check_member(guid, membership)
-        wanted[g] = m
+    wanted = _wanted_members(members)
     if reason is not None and reason not in MemberReason.values:
         raise PartitionError(f"reason {reason!r} is not one of {MemberReason.values}")
     change = MemberChange()
@@ -305,6 +326,116 @@ def set_members(
         )  # fmt: skip
         _notify(locked.fabric, [])
     return change
+
+
+def add_members(
+    partition: Partition,
+    members: Iterable[tuple[str, str] | str | dict],
+    *,
+    reason: str = MemberReason.EXTRA,
+    user=None,
+) -> MemberChange:
+    """Add ``members`` to ``partition`` and leave its other members as they are, in one audited
+    transaction with the partition row locked; its applied state becomes pending when anything
+    changed.
+
+    ``members`` as for :func:`set_members`. A GUID that is already a member takes the membership
+    given and ``reason`` (an explicit add claims the row: a pool sync, which replaces only the
+    ``pool`` members, then no longer removes it when the pool lets the host go). Returns what
+    changed: ``added`` (new rows), ``changed`` (membership or reason changed), ``kept`` (already
+    a member as asked).
+
+    Raises:
+        PartitionError: a member that is not a GUID or keyword, a bad membership, or an unknown
+            ``reason``.
+    """
+    wanted = _wanted_members(members)
+    if reason not in MemberReason.values:
+        raise PartitionError(f"reason {reason!r} is not one of {MemberReason.values}")
+    change = MemberChange()
+    with transaction.atomic():
+        locked = Partition.objects.select_for_update().get(pk=partition.pk)
+        rows = {m.port_guid: m for m in locked.members.filter(port_guid__in=list(wanted))}
+        ports = _ports_by_guid(locked.fabric, [g for g in wanted if g not in rows])
+        new_rows, updated = [], []
+        for g, m in wanted.items():
+            row = rows.get(g)
+            if row is None:
+                new_rows.append(
+                    PartitionMember(partition=locked, port_guid=g, membership=m, reason=reason,
+                                    port_id=ports.get(g))
+                )  # fmt: skip
+                change.added.append(g)
+            elif (row.membership, row.reason) != (m, reason):
+                row.membership, row.reason = m, reason
+                updated.append(row)
+                change.changed.append(g)
+            else:
+                change.kept.append(g)
+        PartitionMember.objects.bulk_update(updated, ["membership", "reason"], batch_size=500)
+        PartitionMember.objects.bulk_create(new_rows, batch_size=500)
+        _finish_member_change(locked, partition, change, "partition.add_members", reason, user)
+    return change
+
+
+def remove_members(
+    partition: Partition,
+    guids: Iterable[str],
+    *,
+    reasons: Iterable[str] = (MemberReason.EXTRA, MemberReason.IMPORTED),
+    user=None,
+) -> MemberChange:
+    """Remove the members ``guids`` (port GUIDs or keywords) of ``partition`` that are there for
+    one of ``reasons``, in one audited transaction with the partition row locked; its applied
+    state becomes pending when one was removed.
+
+    The default leaves the ``pool`` members: the pools app computes those from the hosts a pool
+    holds and would put them back at its next sync (they are ``kept``). A GUID that is no member
+    is not an error (nothing to remove) and is in no list of the result.
+
+    Raises:
+        PartitionError: a GUID that is not a GUID or keyword, or an unknown reason.
+    """
+    wanted = _wanted_members(guids)
+    reasons = list(reasons)
+    bad = [r for r in reasons if r not in MemberReason.values]
+    if bad:
+        raise PartitionError(f"reason {bad[0]!r} is not one of {MemberReason.values}")
+    change = MemberChange()
+    with transaction.atomic():
+        locked = Partition.objects.select_for_update().get(pk=partition.pk)
+        gone = []
+        for row in locked.members.filter(port_guid__in=list(wanted)):
+            if row.reason in reasons:
+                gone.append(row.pk)
+                change.removed.append(row.port_guid)
+            else:
+                change.kept.append(row.port_guid)
+        for i in range(0, len(gone), 500):
+            PartitionMember.objects.filter(pk__in=gone[i : i + 500]).delete()
+        change.removed.sort()
+        change.kept.sort()
+        _finish_member_change(locked, partition, change, "partition.remove_members", ",".join(reasons), user)
+    return change
+
+
+def _finish_member_change(
+    locked: Partition, partition: Partition, change: MemberChange, action: str, reason: str, user
+) -> None:
+    """Inside the caller's transaction: mark ``locked`` pending when members changed (copied to the
+    caller's ``partition``), audit ``action`` and notify on commit."""
+    if change.added or change.removed or change.changed:
+        _mark_pending(locked)
+        locked.save(update_fields=["applied_state", "drift", "updated"])
+    partition.applied_state, partition.drift = locked.applied_state, locked.drift
+    audit.record(
+        action,
+        locked,
+        {"reason": reason, **change.as_dict(), "sample_added": change.added[:20],
+         "sample_removed": change.removed[:20]},
+        user=user,
+    )  # fmt: skip
+    _notify(locked.fabric, [])
 
 
 # -- import / export ------------------------------------------------------------------------------
@@ -710,6 +841,8 @@ def _record_failure(fabric: Fabric, parts: list[Partition], result: ApplyResult,
 
 
 def _record_outcome(fabric: Fabric, parts: list[Partition], result: ApplyResult, user) -> None:
+    """Store what the apply found. A partition changed while the apply ran (``updated`` moved on:
+    new members, flags) stays ``pending``: the file written was not its current state."""
     now = timezone.now()
     by_pkey: dict[str, list[dict]] = {}
     for d in result.drift:
@@ -718,7 +851,7 @@ def _record_outcome(fabric: Fabric, parts: list[Partition], result: ApplyResult,
     with transaction.atomic():
         for p in parts:
             mine = by_pkey.get(p.pkey_hex, [])
-            Partition.objects.filter(pk=p.pk).update(
+            Partition.objects.filter(pk=p.pk, updated=p.updated).update(
                 applied_state=ApplyState.DRIFT if mine else ApplyState.APPLIED,
                 applied_at=now,
                 applied_hash=result.sha256,
@@ -756,3 +889,105 @@ def _record_outcome(fabric: Fabric, parts: list[Partition], result: ApplyResult,
             user=user,
         )
         _notify(fabric, [s.code for s in specs], applied=True)
+
+
+# -- apply after a change, coalesced --------------------------------------------------------------
+
+#: applies one :func:`apply_pending` call makes at most (then it leaves the rest to the next change)
+MAX_APPLY_ROUNDS = 5
+
+
+def conf_digest(fabric: Fabric) -> str:
+    """SHA-256 (hex) of the ``partitions.conf`` the stored partitions of ``fabric`` make now: the
+    ``sha256`` :func:`apply` would write (and stores as ``applied_hash``)."""
+    return hashlib.sha256(generate_conf(fabric).encode()).hexdigest()
+
+
+def is_current(fabric: Fabric, digest: str | None = None) -> bool:
+    """True when the last apply wrote what is stored now and found it applied: every stored
+    partition of ``fabric`` is ``applied`` with ``applied_hash`` = :func:`conf_digest`, and the
+    partitions file (:func:`partitions_path`, when set) still holds that text. False with no
+    stored partition (nothing says what OpenSM runs), any pending, failed or drifting one, or a
+    file that is missing or was replaced (an OpenSM restarted with another file, a new lab)."""
+    digest = digest or conf_digest(fabric)
+    states = list(Partition.objects.filter(fabric=fabric).values_list("applied_state", "applied_hash"))
+    if not states or not all(s == ApplyState.APPLIED and h == digest for s, h in states):
+        return False
+    path = partitions_path(fabric)
+    if not path:
+        return True
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest() == digest
+    except OSError:
+        return False
+
+
+def auto_apply_enabled(fabric: Fabric) -> bool:
+    """Whether changes made for the pools app are applied without an Admin: the fabric has a
+    partitions file to write (:func:`partitions_path`). Without one they stay ``pending``."""
+    return bool(partitions_path(fabric))
+
+
+def queue_apply(fabric_id: int, *, force: bool = False) -> bool:
+    """Queue ``fabric.tasks.apply_partitions_task`` for ``fabric_id`` when the caller's
+    transaction commits (at once outside one), if :func:`auto_apply_enabled`. ``force``: apply
+    even when :func:`is_current` (OpenSM restarted with another file, as a lab does).
+    Returns whether it was queued. A broker that is down is logged, not raised: the partitions
+    stay ``pending`` and the next change or an Admin's apply catches up."""
+    fabric = Fabric.objects.filter(pk=fabric_id).first()
+    if fabric is None or not auto_apply_enabled(fabric):
+        return False
+    # a token per request: the embedded worker drops a call equal to one still running, and the
+    # running apply may have read the partitions before this change
+    token = os.urandom(6).hex()
+
+    def send() -> None:
+        try:
+            apply_partitions_task.delay(fabric_id, force=force, request=token)
+        except Exception:
+            log.exception("could not queue the partitions apply of fabric %s", fabric_id)
+
+    transaction.on_commit(send)
+    return True
+
+
+def _apply_limit_s() -> float:
+    return float(settings.WEFT_PARTITIONS_VERIFY_TIMEOUT_S) + 120.0
+
+
+def apply_pending(fabric: Fabric, *, force: bool = False, user=None) -> dict:
+    """Apply the partitions of ``fabric`` unless :func:`is_current` (``force``: apply anyway),
+    one apply per fabric at a time, until what was last written is what is stored.
+
+    Coalescing: the caller that takes the lock ``fabric.partitions_apply.<id>`` applies; callers
+    that find it taken return ``skipped`` at once. The holder compares what it wrote with
+    :func:`conf_digest` after each apply and, after releasing the lock, once more: a change that
+    committed before a skipped caller tried the lock committed before that check, so it is applied
+    by the holder (or by a caller that takes the lock after it). A failed or drifting apply is
+    not retried unless the stored partitions changed meanwhile; at most :data:`MAX_APPLY_ROUNDS`
+    applies per call.
+
+    Returns ``{"fabric", "applies", "skipped", "ok", "state", "seconds", "error"}`` (the last
+    apply's ``ok``/``state``/``error``; ``skipped`` "" when this call held the lock).
+    """
+    out = {"fabric": fabric.name, "applies": 0, "skipped": "", "ok": None, "state": "", "seconds": 0.0,
+           "error": ""}  # fmt: skip
+    written = None  # sha256 of the last file this call wrote
+    while out["applies"] < MAX_APPLY_ROUNDS:
+        with single_instance(f"fabric.partitions_apply.{fabric.pk}", _apply_limit_s()) as mine:
+            if not mine:
+                if not out["applies"]:
+                    out["skipped"] = "an apply of this fabric is running; it applies this change too"
+                return out
+            while out["applies"] < MAX_APPLY_ROUNDS:
+                digest = conf_digest(fabric)
+                if digest == written or (written is None and not force and is_current(fabric, digest)):
+                    break
+                result = apply(fabric, user=user)
+                written = result.sha256 or digest
+                out["applies"] += 1
+                out.update(ok=result.ok, state=result.state, error=result.error,
+                           seconds=round(out["seconds"] + result.seconds, 3))  # fmt: skip
+        if written is None or conf_digest(fabric) == written:
+            return out
+    return out

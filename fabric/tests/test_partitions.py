@@ -18,9 +18,11 @@ from fabric.services.partitions import (
     MERGE,
     REPLACE,
     PartitionError,
+    add_members,
     apply,
     generate_conf,
     import_partitions,
+    remove_members,
     save_partition,
     set_members,
 )
@@ -127,6 +129,50 @@ def test_set_members_replaces_per_reason_and_marks_pending(fabric):
         set_members(p, ["host1"], reason="pool")
     assert PartitionMember.objects.filter(partition=p).count() == 3  # nothing half-written
     assert AuditEntry.objects.filter(action="partition.set_members").count() == 3
+
+
+def test_add_and_remove_members_leave_the_others_and_claim_pool_rows(fabric):
+    p = save_partition(Partition(fabric=fabric, name="jobs", pkey=0x23))
+    set_members(p, ["0x1", "0x2"], reason="pool")
+    Partition.objects.filter(pk=p.pk).update(applied_state=ApplyState.APPLIED)
+    change = add_members(p, [("0x2", "full"), ("0x3", "limited")])
+    # 0x2 was the pool's: an explicit add claims it, so the pool's next sync keeps it
+    assert (change.added, change.changed, change.kept) == (
+        ["0x0000000000000003"], ["0x0000000000000002"], [],
+    )  # fmt: skip
+    p.refresh_from_db()
+    assert p.applied_state == ApplyState.PENDING
+    set_members(p, [], reason="pool")  # the pool lets its hosts go
+    rows = sorted(
+        PartitionMember.objects.filter(partition=p).values_list("port_guid", "membership", "reason")
+    )
+    assert rows == [("0x0000000000000002", "full", "extra"), ("0x0000000000000003", "limited", "extra")]
+
+    Partition.objects.filter(pk=p.pk).update(applied_state=ApplyState.APPLIED)
+    assert add_members(p, [("0x3", "limited")]).as_dict() == {
+        "added": 0,
+        "removed": 0,
+        "changed": 0,
+        "kept": 1,
+    }
+    p.refresh_from_db()
+    assert p.applied_state == ApplyState.APPLIED  # nothing changed: nothing to apply
+
+    set_members(p, ["0x9"], reason="pool")
+    change = remove_members(p, ["0x3", "0x9", "0x77"])
+    assert (change.removed, change.kept) == (["0x0000000000000003"], ["0x0000000000000009"])
+    assert sorted(PartitionMember.objects.filter(partition=p).values_list("port_guid", flat=True)) == [
+        "0x0000000000000002", "0x0000000000000009",
+    ]  # fmt: skip
+    with pytest.raises(PartitionError, match="not a GUID"):
+        remove_members(p, ["0x2", "nope"])
+    with pytest.raises(PartitionError, match="membership"):
+        add_members(p, [("0x5", "fullish")])
+    assert PartitionMember.objects.filter(partition=p).count() == 2  # refusals wrote nothing
+    actions = list(
+        AuditEntry.objects.filter(action__startswith="partition.").values_list("action", flat=True)
+    )
+    assert actions.count("partition.add_members") == 2 and actions.count("partition.remove_members") == 1
 
 
 def test_pkey_rules(fabric):

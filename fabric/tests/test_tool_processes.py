@@ -81,6 +81,26 @@ def test_children_of_a_dead_owner_are_reaped():
         mine.wait()
 
 
+def test_another_installations_orphans_are_left_to_it(tmp_path):
+    # the same dead-owner child, started by a Weft with another data directory (another
+    # deployment or checkout on this host): not this installation's to kill
+    env = {**os.environ, "WEFT_DATA_DIR": str(tmp_path / "elsewhere")}
+    out = subprocess.run(
+        [sys.executable, "-c", OWNER_DIES, str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env=env,
+    )
+    orphan = int(out.stdout.split()[0])
+    try:
+        assert alive(orphan)
+        assert orphan not in reap_orphans() and alive(orphan)
+    finally:
+        os.killpg(orphan, signal.SIGKILL)
+
+
 ABORT = textwrap.dedent(
     """
     import os, sys, threading, time

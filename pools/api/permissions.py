@@ -5,7 +5,8 @@ running a discovery needs: the **Operator** role. Host agents should not carry a
 a site gives them a service account in the **Host agent** group (``AGENT_GROUP``), which may post
 reports and read (every signed-in user is a Viewer) and nothing else:
 ``manage.py set_role agent-01 viewer --create`` then add it to the group (admin) and
-``manage.py create_token agent-01``.
+``manage.py create_token agent-01``. Which hosts a token may report for is decided after the
+host is known (``pools.services.agents``: an agent token binds to the host of its first report).
 """
 
 from __future__ import annotations

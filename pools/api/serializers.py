@@ -11,13 +11,25 @@ from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from fabric.api.serializers import BriefFabricSerializer, BriefHostSerializer, BriefNodeSerializer
-from fabric.models import Fabric
+from accounts.models import ApiToken
+from fabric.api.serializers import BriefFabricSerializer, BriefHostSerializer, BriefNodeSerializer, PKeyField
+from fabric.models import Fabric, Host, Partition
 from weft.fields import FiniteFloatField, IdentityUrlField
 
 from ..choices import AllocationKind
-from ..models import Allocation, AllocationItem, Gpu, HostInventory, MigSlice, Pool, Tenant, TenantMembership
+from ..models import (
+    AgentBinding,
+    Allocation,
+    AllocationItem,
+    Gpu,
+    HostInventory,
+    MigSlice,
+    Pool,
+    Tenant,
+    TenantMembership,
+)
 from ..services.allocation import pool_summary
+from ..services.partitions import PoolPKeyError, set_pool_pkey
 
 
 class BriefGpuSerializer(serializers.ModelSerializer):
@@ -171,6 +183,61 @@ class LocatedErrorSerializer(serializers.Serializer):
     element = serializers.CharField(required=False, help_text="XML path such as gpu[1]/fb_memory_usage/total")
 
 
+class AgentRefusedSerializer(serializers.Serializer):
+    """A 403 (``code`` ``host_not_bound``: the token may not report for this host, see
+    ``pools.services.agents``; without ``code``: the role does not allow posting reports) or a 413
+    (``code`` ``too_large``: ``size`` above ``limit``, bytes)."""
+
+    detail = serializers.CharField()
+    code = serializers.CharField(required=False)
+    size = serializers.IntegerField(required=False)
+    limit = serializers.IntegerField(required=False)
+
+
+class AgentBindingSerializer(serializers.ModelSerializer):
+    """A host the token may report for, and how it came to be bound (``admin``/``first_report``)."""
+
+    host = BriefHostSerializer(read_only=True)
+
+    class Meta:
+        model = AgentBinding
+        fields = ["host", "via", "created"]
+
+
+class AgentTokenSerializer(serializers.ModelSerializer):
+    """An API token as a host agent's credential: its owner, ``hosts`` (host ids) it may report
+    for and ``bindings`` (each host, how and when bound). Never the key."""
+
+    url = IdentityUrlField(view_name="pools-api:agenttoken-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    user = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    hosts = serializers.SerializerMethodField()
+    bindings = AgentBindingSerializer(source="agent_bindings", many=True, read_only=True)
+
+    class Meta:
+        model = ApiToken
+        fields = ["id", "url", "display", "user", "user_id", "name", "prefix", "created", "expires_at",
+                  "last_used_at", "hosts", "bindings"]  # fmt: skip
+        read_only_fields = fields
+
+    def get_hosts(self, token: ApiToken) -> list[int]:
+        return sorted(b.host_id for b in token.agent_bindings.all())
+
+
+class AgentTokenHostsSerializer(serializers.Serializer):
+    """``PUT``/``PATCH agent-tokens/{id}/``: the hosts (ids) the token may report for, replacing
+    the list; ``[]`` unbinds it."""
+
+    hosts = serializers.PrimaryKeyRelatedField(many=True, queryset=Host.objects.select_related("fabric"))
+
+    def validate_hosts(self, value):
+        if len(value) > 4096:
+            raise serializers.ValidationError("at most 4096 hosts")
+        if len({h.pk for h in value}) != len(value):
+            raise serializers.ValidationError("a host is listed twice")
+        return value
+
+
 # --- tenants, pools, allocations ----------------------------------------------------------------
 
 
@@ -251,8 +318,24 @@ class PoolUsageSerializer(serializers.Serializer):
     )
 
 
+class PoolPartitionSerializer(serializers.ModelSerializer):
+    """The pool's partition: its PKey and what the last apply to OpenSM found (``applied_state``
+    pending / applied / drift / failed, ``applied_at``, ``drift`` ports, ``apply_error``)."""
+
+    url = IdentityUrlField(view_name="fabric-api:partition-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+
+    class Meta:
+        model = Partition
+        fields = ["id", "url", "display", "name", "pkey", "pkey_hex", "applied_state", "applied_at", "drift",
+                  "apply_error"]  # fmt: skip
+
+
 class PoolSerializer(serializers.ModelSerializer):
-    """A pool: owner tenant (null: shared by every tenant), filters, quotas, and its usage now."""
+    """A pool: owner tenant (null: shared by every tenant), filters, quotas, its usage now, and
+    its IB partition. ``pkey`` (an integer or ``"0x0123"``, 0x0001-0x7ffe, unique on the pool's
+    fabric; null: none) gives the pool a partition whose members follow the hosts it holds GPUs
+    on; ``partition`` shows it and its applied state (read-only)."""
 
     url = IdentityUrlField(view_name="pools-api:pool-detail")
     display = serializers.CharField(source="__str__", read_only=True)
@@ -262,13 +345,19 @@ class PoolSerializer(serializers.ModelSerializer):
     fabric = serializers.PrimaryKeyRelatedField(
         queryset=Fabric.objects.all(), allow_null=True, required=False
     )
+    pkey = PKeyField(
+        required=False, allow_null=True,
+        help_text="the pool's PKey (0x0001-0x7ffe, unique per fabric; needs a fabric); null: none",
+    )  # fmt: skip
+    partition = PoolPartitionSerializer(read_only=True, allow_null=True)
     usage = serializers.SerializerMethodField()
 
     class Meta:
         model = Pool
         fields = [
             "id", "url", "display", "name", "description", "tenant", "fabric", "gpu_model", "quota_gpus",
-            "guaranteed_gpus", "quota_slices", "guaranteed_slices", "priority_weight", "usage", "created",
+            "guaranteed_gpus", "quota_slices", "guaranteed_slices", "priority_weight", "pkey", "partition",
+            "usage", "created",
         ]  # fmt: skip
         extra_kwargs = {"priority_weight": {"min_value": 1}}
 
@@ -290,7 +379,54 @@ class PoolSerializer(serializers.ModelSerializer):
                         ]
                     }
                 )
+        self._validate_pkey(attrs, value("fabric"), value("pkey"))
         return attrs
+
+    def _validate_pkey(self, attrs, fabric, pkey) -> None:
+        """A PKey needs a fabric and must be free on it (the service checks again under its lock)."""
+        if pkey is None:
+            return
+        field = "pkey" if "pkey" in attrs else "fabric"  # a pool with a PKey moving to another fabric
+        if fabric is None:
+            raise serializers.ValidationError(
+                {
+                    field: [
+                        "a pool needs a fabric to own a PKey (PKeys are per fabric): set fabric, or pkey null"
+                    ]
+                }
+            )
+        own = self.instance.partition_id if self.instance is not None else None
+        clash = Partition.objects.filter(fabric=fabric, pkey=pkey).exclude(pk=own).first()
+        if clash is not None:
+            raise serializers.ValidationError(
+                {
+                    field: [
+                        f"PKey 0x{pkey:04x} is already used on fabric {fabric.name} by partition {clash.name}"
+                    ]
+                }
+            )
+
+    def _set_pkey(self, pool: Pool, pkey: int | None) -> None:
+        try:
+            set_pool_pkey(pool, pkey)
+        except PoolPKeyError as exc:
+            raise serializers.ValidationError({exc.field: [str(exc)]}) from None
+
+    def create(self, validated_data):
+        pkey = validated_data.pop("pkey", None)
+        pool = super().create(validated_data)
+        if pkey is not None:
+            self._set_pkey(pool, pkey)
+        return pool
+
+    def update(self, instance, validated_data):
+        current = self.pkey_before = instance.pkey
+        target = validated_data.pop("pkey", current)
+        moved = "fabric" in validated_data and validated_data["fabric"] != instance.fabric
+        pool = super().update(instance, validated_data)
+        if target != current or (moved and target is not None):  # a moved pool takes its PKey along
+            self._set_pkey(pool, target)
+        return pool
 
 
 class AllocationItemSerializer(serializers.ModelSerializer):

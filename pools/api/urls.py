@@ -1,5 +1,5 @@
 """``/api/pools/``: gpus, mig-slices, hosts (GPU inventories), agent (host reports), tenants,
-pools, allocations (allocate/release)."""
+pools, allocations (allocate/release), agent-tokens (the hosts an agent token may report for)."""
 
 from django.urls import path
 from rest_framework.routers import DefaultRouter
@@ -14,4 +14,5 @@ router.register("hosts", views.HostInventoryViewSet)
 router.register("tenants", views.TenantViewSet)
 router.register("pools", views.PoolViewSet)
 router.register("allocations", views.AllocationViewSet)
+router.register("agent-tokens", views.AgentTokenViewSet, basename="agenttoken")
 urlpatterns = [path("agent/", views.AgentReportView.as_view(), name="agent"), *router.urls]

@@ -8,10 +8,12 @@ Inventory rows come only from reports (``pools.services.inventory``); the API do
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.db import transaction
 from django.db.models import Prefetch
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import status, viewsets
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, NotFound, PermissionDenied
 from rest_framework.response import Response
@@ -19,15 +21,25 @@ from rest_framework.views import APIView
 
 from accounts import audit
 from accounts.api.mixins import AuditedWritesMixin
+from accounts.models import ApiToken
 from accounts.roles import Role
 from fabric.api.views import BRIEF_PARAM, BriefModeMixin, ReadOnlyTopologyViewSet
 
 from .. import access, filtersets
 from ..choices import HOLDING_STATES, ReportSource
-from ..models import Allocation, Gpu, HostInventory, MigSlice, Pool, Tenant
+from ..models import AgentBinding, Allocation, Gpu, HostInventory, MigSlice, Pool, Tenant
 from ..parsers import GpuParseError, parse_gpu_report
-from ..services.allocation import AllocationError, AllocationRequest, InvalidRequest, allocate, release
+from ..services import agents
+from ..services.allocation import (
+    AllocationError,
+    AllocationRequest,
+    InvalidRequest,
+    allocate,
+    rebalance_borrowed,
+    release,
+)
 from ..services.inventory import HostNotFound, ingest_gpu_report, resolve_reporting_host
+from ..services.partitions import set_pool_pkey
 from . import serializers
 from .permissions import AgentReportPermission
 
@@ -72,7 +84,15 @@ class HostInventoryViewSet(ReadOnlyTopologyViewSet):
 
 
 class AgentReportView(APIView):
-    """A host agent's report (``python -m pools.agent``): stored as the host's GPU inventory."""
+    """A host agent's report (``python -m pools.agent``): stored as the host's GPU inventory.
+
+    In order: 401/403 (who may post, ``AgentReportPermission``); 413 for a body above
+    ``WEFT_AGENT_MAX_BODY_BYTES`` (by its Content-Length, before it is parsed); 400 for a body
+    that does not validate; 404 for a host Weft does not know; 403 when the token may not report
+    for that host (``pools.services.agents``); 400 located for nvidia-smi output that does not
+    parse; else the report is stored (and an agent token's first report binds it to the host, in
+    the same transaction).
+    """
 
     permission_classes = [AgentReportPermission]
     serializer_class = serializers.AgentReportSerializer
@@ -84,11 +104,21 @@ class AgentReportView(APIView):
             400: OpenApiResponse(
                 serializers.LocatedErrorSerializer, description="malformed report (located)"
             ),
+            403: OpenApiResponse(
+                serializers.AgentRefusedSerializer,
+                description="not allowed to post reports, or this token is bound to other hosts",
+            ),
             404: OpenApiResponse(description="no such host: discover the host's fabric first"),
+            413: OpenApiResponse(
+                serializers.AgentRefusedSerializer, description="body above WEFT_AGENT_MAX_BODY_BYTES"
+            ),
         },
         summary="Post a host report (Operator or the 'Host agent' group)",
     )
     def post(self, request):
+        too_large = _too_large(request, settings.WEFT_AGENT_MAX_BODY_BYTES)
+        if too_large is not None:
+            return too_large
         data = serializers.AgentReportSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
@@ -96,6 +126,11 @@ class AgentReportView(APIView):
             host = resolve_reporting_host(v["host"], v["fabric"], v["hcas"])
         except HostNotFound as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_404_NOT_FOUND)
+        token = request.auth if isinstance(request.auth, ApiToken) else None
+        try:
+            bind = agents.check_report(request.user, token, host)
+        except agents.AgentRefused as exc:
+            return _not_bound(exc)
         try:
             report = parse_gpu_report(
                 v["nvidia_smi_xml"], source="nvidia_smi_xml", topo=v["topo"] or None, mig=v["mig"] or None
@@ -107,8 +142,77 @@ class AgentReportView(APIView):
                 status=status.HTTP_400_BAD_REQUEST,
             )
         hcas = [dict(h, ports=[dict(p) for p in h["ports"]]) for h in v["hcas"]]
-        summary = ingest_gpu_report(host, report, source=ReportSource.AGENT, hcas=hcas, user=request.user)
+        try:
+            with transaction.atomic():
+                if bind:
+                    agents.bind_first_report(token, host, user=request.user)
+                summary = ingest_gpu_report(
+                    host, report, source=ReportSource.AGENT, hcas=hcas, user=request.user
+                )
+        except agents.AgentRefused as exc:
+            return _not_bound(exc)
         return Response(summary)
+
+
+def _too_large(request, limit: int) -> Response | None:
+    """A 413 answer when the request's Content-Length is above ``limit`` bytes (the body is not
+    read), else None. A missing or unreadable length is left to the parsers (an empty body)."""
+    try:
+        size = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return None
+    if size <= limit:
+        return None
+    return Response(
+        {"detail": f"the report is {size} bytes, above the limit of {limit} bytes (WEFT_AGENT_MAX_BODY_BYTES)",
+         "code": "too_large", "size": size, "limit": limit},
+        status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+    )  # fmt: skip
+
+
+def _not_bound(exc: agents.AgentRefused) -> Response:
+    return Response({"detail": str(exc), "code": "host_not_bound"}, status=status.HTTP_403_FORBIDDEN)
+
+
+@extend_schema_view(
+    update=extend_schema(
+        request=serializers.AgentTokenHostsSerializer,
+        responses={200: serializers.AgentTokenSerializer},
+        summary="Set the hosts a token may report for (Admin; [] unbinds)",
+    ),
+    partial_update=extend_schema(
+        request=serializers.AgentTokenHostsSerializer,
+        responses={200: serializers.AgentTokenSerializer},
+        summary="Set the hosts a token may report for (Admin; [] unbinds)",
+    ),
+)
+class AgentTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                        mixins.UpdateModelMixin, viewsets.GenericViewSet):  # fmt: skip
+    """API tokens as host-agent credentials (Admin): each with the hosts it may post reports for
+    (``pools.services.agents``). ``PUT``/``PATCH {"hosts": [host ids]}`` replaces them (``[]``
+    unbinds: an agent token then binds again on its next report, or is refused with
+    ``WEFT_AGENT_BIND_ON_FIRST_REPORT`` off); audited ``agent.hosts``. Tokens are issued and
+    revoked at ``/api/accounts/``."""
+
+    queryset = ApiToken.objects.select_related("user").prefetch_related(
+        Prefetch("agent_bindings", queryset=AgentBinding.objects.select_related("host__fabric"))
+    )
+    serializer_class = serializers.AgentTokenSerializer
+    filterset_class = filtersets.AgentTokenFilterSet
+    ordering_fields = ["id", "created", "last_used_at"]
+    lookup_value_regex = r"\d+"
+    read_role = Role.ADMIN
+    write_role = Role.ADMIN
+
+    def update(self, request, *args, **kwargs):
+        token = self.get_object()
+        body = serializers.AgentTokenHostsSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        if token.user.is_superuser and not request.user.is_superuser and token.user_id != request.user.pk:
+            raise PermissionDenied("Only a superuser changes the hosts of a superuser's token.")
+        agents.set_bindings(token, body.validated_data["hosts"], user=request.user)
+        return Response(serializers.AgentTokenSerializer(self.get_queryset().get(pk=token.pk),
+                                                        context=self.get_serializer_context()).data)  # fmt: skip
 
 
 def _refusal(exc: AllocationError) -> Response:
@@ -161,7 +265,10 @@ class TenantViewSet(AuditedWritesMixin, TenantScopedMixin, BriefModeMixin, views
 
     def perform_destroy(self, instance):
         _refuse_if_holding(Allocation.objects.filter(tenant=instance), f"tenant {instance}")
-        super().perform_destroy(instance)
+        with transaction.atomic():
+            for pool in instance.pools.exclude(partition=None):  # the PKeys go with its pools
+                set_pool_pkey(pool, None, user=self.request.user)
+            super().perform_destroy(instance)
 
 
 def _members(tenant: Tenant) -> list[dict]:
@@ -182,10 +289,11 @@ class Conflict(APIException):
 
 @_BRIEF
 class PoolViewSet(AuditedWritesMixin, TenantScopedMixin, BriefModeMixin, viewsets.ModelViewSet):
-    """GPU pools (a tenant's, or shared) with quotas and usage. Viewer reads the pools of their
-    tenants and the shared ones; Admin configures."""
+    """GPU pools (a tenant's, or shared) with quotas, usage and their PKey. Viewer reads the pools
+    of their tenants and the shared ones; Admin configures (a PKey too: ``pkey``, 400 on the
+    field when out of range, taken on the fabric, or the pool has no fabric)."""
 
-    queryset = Pool.objects.select_related("tenant", "fabric")
+    queryset = Pool.objects.select_related("tenant", "fabric", "partition")
     serializer_class = serializers.PoolSerializer
     brief_serializer_class = serializers.BriefPoolSerializer
     filterset_class = filtersets.PoolFilterSet
@@ -199,9 +307,27 @@ class PoolViewSet(AuditedWritesMixin, TenantScopedMixin, BriefModeMixin, viewset
         return {f: getattr(instance, f if f not in ("tenant", "fabric") else f + "_id")
                 for f in serializer.validated_data}  # fmt: skip
 
+    def audit_update_changes(self, serializer, before, after):
+        # the PKey before the change is the serializer's (``before``'s partition may be gone now)
+        changes = audit.model_changes(before, after, [f for f in serializer.validated_data if f != "pkey"])
+        if serializer.pkey_before != after.pkey:
+            changes["pkey"] = [serializer.pkey_before, after.pkey]
+        return changes
+
+    def perform_update(self, serializer):
+        """The update, audited, and when the guaranteed share changed the pool's borrowed flags
+        re-marked (``rebalance_borrowed``), in one transaction."""
+        with transaction.atomic():
+            super().perform_update(serializer)
+            if {"guaranteed_gpus", "guaranteed_slices"} & set(serializer.validated_data):
+                rebalance_borrowed(serializer.instance.pk, user=self.request.user)
+
     def perform_destroy(self, instance):
         _refuse_if_holding(instance.allocations.all(), f"pool {instance}")
-        super().perform_destroy(instance)
+        with transaction.atomic():
+            if instance.partition_id:  # its PKey goes with it (taken off the ports at the apply)
+                set_pool_pkey(instance, None, user=self.request.user)
+            super().perform_destroy(instance)
 
 
 @_BRIEF

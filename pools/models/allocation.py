@@ -8,8 +8,9 @@ borrowed) and a hard **quota** (guaranteed + borrowable). An :class:`Allocation`
 slices or one shared-GPU fraction through :class:`AllocationItem` rows; the one writer of
 allocations, items and ``Gpu.state``/``MigSlice.state`` is ``pools.services.allocation``.
 
-Isolation on the fabric (a PKey per pool, issue 11 "Partitions") is another app's model: the seam
-is the pool's ``fabric`` and, later, a nullable link to the partition; nothing here refers to it.
+Isolation on the fabric (a PKey per pool, issue 11 "Partitions") is the fabric app's model: a pool
+may own one :class:`fabric.models.Partition` (``Pool.partition``) on its fabric, whose ``pool``
+members ``pools.services.partitions`` keeps equal to the CA ports of the hosts the pool holds GPUs on.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from fabric.models import Fabric
+from fabric.models import Fabric, Partition
 
 from ..choices import AllocationKind, AllocationState, TenantRole
 from .inventory import Gpu, MigSlice
@@ -67,6 +68,11 @@ class Pool(models.Model):
     (``quota_slices``); null means no cap. ``guaranteed_*`` (≤ the quota) is the share the pool
     gets back by reclaiming GPUs other pools borrowed; what it holds above that is borrowed and
     may be reclaimed. ``priority_weight``: among borrowers, the lower weight is reclaimed first.
+
+    ``partition``: the pool's IB partition (PKey 0x0001-0x7ffe, unique per fabric: the
+    partition's own constraint) on ``fabric``; its ``pool`` members are the port GUIDs of the CA
+    ports of the hosts whose GPUs the pool holds, its other members (``extra``: storage, login
+    nodes) are configured on the partition. Written only by ``pools.services.partitions``.
     """
 
     name = models.CharField(max_length=64, unique=True)
@@ -89,6 +95,10 @@ class Pool(models.Model):
     priority_weight = models.PositiveSmallIntegerField(
         default=1, help_text="reclaim order among borrowers: lower weight loses borrowed GPUs first"
     )
+    partition = models.OneToOneField(
+        Partition, null=True, blank=True, on_delete=models.SET_NULL, related_name="pool", editable=False,
+        help_text="the pool's IB partition (PKey) on its fabric; empty: none",
+    )  # fmt: skip
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -111,6 +121,11 @@ class Pool(models.Model):
     @property
     def shared(self) -> bool:
         return self.tenant_id is None
+
+    @property
+    def pkey(self) -> int | None:
+        """The PKey of the pool's partition (15 bits), None without one."""
+        return self.partition.pkey if self.partition_id else None
 
 
 class Allocation(models.Model):

@@ -7,8 +7,13 @@ only on commit.
 
 Locks, always in this order (so two transactions never wait on each other in a cycle):
 
-1. the :class:`~pools.models.Pool` row (``select_for_update``): allocations of one pool queue here,
-   so its usage, counted under the lock, cannot be raced past its quota;
+1. :class:`~pools.models.Pool` rows (``select_for_update``), in pk order and in one statement:
+   the pool allocated in, or the pool of the allocation being ended; a request that reclaims also
+   locks the pools it reclaims from. Every writer of a pool's allocations holds its row, so the
+   pool's usage, counted under the lock, cannot be raced past its quota, and its borrowed flags
+   are re-marked by one transaction at a time. A request that finds it must reclaim from pools it
+   has not locked rolls back (releasing its locks) and starts again with them in the set
+   (:data:`_LOCK_ROUNDS`; the last round reclaims only from pools it holds);
 2. allocations being ended (release, expiry, reclaim), in pk order;
 3. GPUs (or MIG slices), in pk order. A request by count takes the first free ones with
    ``SKIP LOCKED`` (rows another transaction is handing out are skipped, not waited for); a
@@ -23,10 +28,25 @@ Quotas (:class:`~pools.models.Pool`): a pool's GPU usage is its active whole GPU
 distinct GPUs it holds fractions on; slice usage its active slices. A request that would pass
 ``quota_*`` is refused (:class:`QuotaExceeded`, HTTP 409) and changes nothing: a refusal is not
 an event (it would be written in a transaction that rolls back, or cost a second write on the hot
-path); the API's 409 body says which quota and by how much. GPUs or slices above the pool's
-``guaranteed_*`` are *borrowed*. When a request within the pool's guaranteed share finds too few
-free GPUs, it **reclaims** active borrowed allocations of other pools whose GPUs it may use
-(lowest ``priority_weight`` first, newest first), whole, as ``reclaimed``.
+path); the API's 409 body says which quota and by how much.
+
+Borrowed (``AllocationItem.borrowed``, ``Allocation.borrowed`` = any of its active items): what a
+pool holds above its ``guaranteed_*`` share, oldest first staying guaranteed. A pool's *units*
+are its whole GPUs and the distinct GPUs it holds fractions on (counted against
+``guaranteed_gpus``), and its MIG slices (against ``guaranteed_slices``), ordered by allocation
+(pk: creation order) then item; the first ``guaranteed_*`` units are guaranteed, the rest
+borrowed, and every fraction item of one GPU shares its unit's flag (the unit's place is that of
+its oldest fraction). An allocation marks its new items so (they come last); ending allocations
+(release, expiry, reclaim) and a change of the guarantee (:func:`rebalance_borrowed`) re-mark the
+pool's remaining items in the same transaction (:func:`_rebalance`), audited with the change.
+
+Reclaim: when a request by count within the pool's guaranteed share finds too few free GPUs,
+slices or no GPU with room for a fraction, it ends active borrowed allocations of other pools
+that hold what it may use, whole, as ``reclaimed`` (lowest ``priority_weight`` first, newest
+first): whole-GPU allocations for whole GPUs, MIG allocations of the profile for slices, and for
+a fraction the cheapest way to make room on one GPU (a borrowed whole-GPU allocation, or the
+borrowed fractions on a shared GPU). The guarantee is the pool's right whatever its weight: the
+weight orders the borrowers, it does not shield them. Requests for named GPUs do not reclaim.
 
 Errors: :class:`InvalidRequest` (400: bad input), :class:`NotEnoughFree` and
 :class:`QuotaExceeded` (409), :class:`NotHolding` (409: release of an ended allocation),
@@ -37,7 +57,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import transaction
 from django.db.models import Count, Q, Sum
@@ -170,19 +190,22 @@ def eligible_gpus(pool: Pool):
 
 def pool_usage(pool_id: int) -> dict[str, int]:
     """``{"gpus", "slices", "borrowed_gpus", "borrowed_slices"}`` the pool holds now: whole GPUs
-    plus distinct GPUs with fractions, MIG slices; the borrowed part of each."""
+    plus distinct GPUs with fractions, MIG slices; the borrowed part of each (the stored flags:
+    ``max(0, gpus - guaranteed_gpus)`` and the same for slices, see the module docstring)."""
     items = AllocationItem.objects.filter(allocation__pool_id=pool_id, active=True)
+    frac = Q(kind=AllocationKind.FRACTION)
     agg = items.aggregate(
         whole=Count("id", filter=Q(kind=AllocationKind.GPU)),
         slices=Count("id", filter=Q(kind=AllocationKind.MIG)),
-        frac_gpus=Count("gpu", filter=Q(kind=AllocationKind.FRACTION), distinct=True),
-        borrowed_gpus=Count("id", filter=Q(kind=AllocationKind.GPU, borrowed=True)),
+        frac_gpus=Count("gpu", filter=frac, distinct=True),
+        borrowed_whole=Count("id", filter=Q(kind=AllocationKind.GPU, borrowed=True)),
+        borrowed_frac_gpus=Count("gpu", filter=frac & Q(borrowed=True), distinct=True),
         borrowed_slices=Count("id", filter=Q(kind=AllocationKind.MIG, borrowed=True)),
     )
     return {
         "gpus": agg["whole"] + agg["frac_gpus"],
         "slices": agg["slices"],
-        "borrowed_gpus": agg["borrowed_gpus"],
+        "borrowed_gpus": agg["borrowed_whole"] + agg["borrowed_frac_gpus"],
         "borrowed_slices": agg["borrowed_slices"],
     }
 
@@ -200,12 +223,53 @@ def pool_summary(pool: Pool) -> dict[str, int]:
 
 # --- allocate ------------------------------------------------------------------------------------
 
+#: attempts at locking a request's pools: a request that must reclaim from pools it has not
+#: locked starts again with them; the last attempt reclaims only from the pools it holds
+_LOCK_ROUNDS = 3
+#: MIG modes of GPUs handed out whole or in fractions
+_NOT_MIG = ["disabled", "unsupported"]
+
+
+class _MorePools(Exception):
+    """Raised inside a request's transaction (which rolls back, releasing its locks) when it must
+    reclaim from pools whose rows it does not hold; :func:`allocate` starts again with them."""
+
+    def __init__(self, pool_ids: set[int]):
+        super().__init__(sorted(pool_ids))
+        self.pool_ids = pool_ids
+
+
+@dataclass
+class _Locked:
+    """The pool rows one attempt holds (pk → row) and whether it is the last attempt."""
+
+    pools: dict[int, Pool]
+    last_round: bool
+
+    def need(self, pool_ids: set[int]) -> None:
+        """Raise :class:`_MorePools` for the pools of ``pool_ids`` not held (not in the last
+        round: its candidates come from :meth:`restrict`, held pools only)."""
+        missing = set(pool_ids) - set(self.pools)
+        if missing and not self.last_round:
+            raise _MorePools(missing)
+
+    def restrict(self, qs, field: str = "pool"):
+        """``qs`` limited to rows of held pools in the last round, unchanged before."""
+        return qs.filter(**{f"{field}__in": list(self.pools)}) if self.last_round else qs
+
+
+def _lock_pools(pool_ids: set[int]) -> dict[int, Pool]:
+    """Lock these pool rows in pk order (one statement); returns the ones that exist, by pk."""
+    rows = Pool.objects.select_for_update().filter(pk__in=sorted(pool_ids)).order_by("pk")
+    return {p.pk: p for p in rows}
+
 
 def allocate(
     pool_id: int, request: AllocationRequest, *, user=None, now: datetime | None = None
 ) -> Allocation:
     """Allocate ``request`` in pool ``pool_id``; return the active :class:`Allocation` (items
-    created, GPUs/slices marked ``allocated``/``shared``).
+    created, GPUs/slices marked ``allocated``/``shared``), reclaiming borrowed allocations of
+    other pools when the request is within the pool's guaranteed share (module docstring).
 
     Raises:
         InvalidRequest: bad input (400). QuotaExceeded, NotEnoughFree: refused, nothing written
@@ -213,55 +277,65 @@ def allocate(
     """
     request.validate()
     now = now or timezone.now()
-    with transaction.atomic():
-        pool = Pool.objects.select_for_update().get(pk=pool_id)
-        tenant_id = _tenant_for(pool, request)
-        usage = pool_usage(pool.pk)
-        events: list[EventSpec] = []
-        if request.kind == AllocationKind.GPU:
-            picked, borrowed, reclaimed = _take_gpus(pool, request, usage, now, user)
-        elif request.kind == AllocationKind.MIG:
-            picked, borrowed, reclaimed = _take_slices(pool, request, usage)
-        else:
-            picked, borrowed, reclaimed = _take_fraction(pool, request, usage)
-        alloc = Allocation.objects.create(
-            pool=pool, tenant_id=tenant_id, kind=request.kind, owner=user if _is_user(user) else None,
-            job=request.job, state=AllocationState.ACTIVE, count=request.count, mig_profile=request.mig_profile,
-            memory_mib=request.memory_mib, compute_pct=request.compute_pct, borrowed=any(borrowed),
-            started_at=now, lease_expires_at=now + timedelta(seconds=request.lease_s) if request.lease_s else None,
-        )  # fmt: skip
-        items = []
-        for row, is_borrowed in zip(picked, borrowed, strict=True):
-            gpu = row.gpu if isinstance(row, MigSlice) else row
-            items.append(AllocationItem(
-                allocation=alloc, kind=request.kind, gpu=gpu, mig_slice=row if isinstance(row, MigSlice) else None,
-                memory_mib=request.memory_mib, compute_pct=request.compute_pct, borrowed=is_borrowed,
-            ))  # fmt: skip
-        AllocationItem.objects.bulk_create(items)
-        if request.kind == AllocationKind.GPU:
-            Gpu.objects.filter(pk__in=[g.pk for g in picked]).update(state=GpuState.ALLOCATED)
-        elif request.kind == AllocationKind.MIG:
-            MigSlice.objects.filter(pk__in=[s.pk for s in picked]).update(state=GpuState.ALLOCATED)
-        else:
-            Gpu.objects.filter(pk__in=[g.pk for g in picked]).update(state=GpuState.SHARED)
-        gpu_ids = sorted({i.gpu_id for i in items})
-        fabric_id = _fabric_of(pool, picked)
-        events.append(EventSpec(
-            code="allocation.created", object_type="pool", object_key=f"{pool.name}/{alloc.pk}",
-            object_repr=str(alloc), message=f"{pool.name}: allocation {alloc.pk} of {_what(alloc)}"
-            f"{' (borrowed)' if alloc.borrowed else ''}",
-            details={"allocation": alloc.pk, "tenant": tenant_id, "kind": alloc.kind, "count": alloc.count,
-                     "gpus": gpu_ids, "borrowed": alloc.borrowed, "reclaimed": [a.pk for a in reclaimed]},
+    also: set[int] = set()
+    for attempt in range(_LOCK_ROUNDS):
+        try:
+            with transaction.atomic():
+                locked = _Locked(_lock_pools({pool_id} | also), last_round=attempt == _LOCK_ROUNDS - 1)
+                if pool_id not in locked.pools:
+                    raise Pool.DoesNotExist(f"no pool {pool_id}")
+                return _allocate(locked.pools[pool_id], request, locked, user, now)
+        except _MorePools as more:
+            also |= more.pool_ids
+    raise AssertionError("the last lock round never asks for more pools")  # pragma: no cover
+
+
+def _allocate(pool: Pool, request: AllocationRequest, locked: _Locked, user, now: datetime) -> Allocation:
+    tenant_id = _tenant_for(pool, request)
+    usage = pool_usage(pool.pk)
+    if request.kind == AllocationKind.GPU:
+        picked, borrowed, reclaimed = _take_gpus(pool, request, usage, locked, now, user)
+    elif request.kind == AllocationKind.MIG:
+        picked, borrowed, reclaimed = _take_slices(pool, request, usage, locked, now, user)
+    else:
+        picked, borrowed, reclaimed = _take_fraction(pool, request, usage, locked, now, user)
+    alloc = Allocation.objects.create(
+        pool=pool, tenant_id=tenant_id, kind=request.kind, owner=user if _is_user(user) else None,
+        job=request.job, state=AllocationState.ACTIVE, count=request.count, mig_profile=request.mig_profile,
+        memory_mib=request.memory_mib, compute_pct=request.compute_pct, borrowed=any(borrowed),
+        started_at=now, lease_expires_at=now + timedelta(seconds=request.lease_s) if request.lease_s else None,
+    )  # fmt: skip
+    items = []
+    for row, is_borrowed in zip(picked, borrowed, strict=True):
+        gpu = row.gpu if isinstance(row, MigSlice) else row
+        items.append(AllocationItem(
+            allocation=alloc, kind=request.kind, gpu=gpu, mig_slice=row if isinstance(row, MigSlice) else None,
+            memory_mib=request.memory_mib, compute_pct=request.compute_pct, borrowed=is_borrowed,
         ))  # fmt: skip
-        record_events(Fabric(pk=fabric_id) if fabric_id else None, events, at=now)
-        audit.record(
-            "allocation.create", alloc,
-            {"pool": pool.name, "kind": alloc.kind, "count": alloc.count, "gpus": gpu_ids, "job": alloc.job,
-             "borrowed": alloc.borrowed, "lease_expires_at": _iso(alloc.lease_expires_at),
-             "reclaimed": [a.pk for a in reclaimed]},
-            user=user,
-        )  # fmt: skip
-        _on_commit(alloc, gpu_ids, fabric_id)
+    AllocationItem.objects.bulk_create(items)
+    if request.kind == AllocationKind.GPU:
+        Gpu.objects.filter(pk__in=[g.pk for g in picked]).update(state=GpuState.ALLOCATED)
+    elif request.kind == AllocationKind.MIG:
+        MigSlice.objects.filter(pk__in=[s.pk for s in picked]).update(state=GpuState.ALLOCATED)
+    else:
+        Gpu.objects.filter(pk__in=[g.pk for g in picked]).update(state=GpuState.SHARED)
+    gpu_ids = sorted({i.gpu_id for i in items})
+    fabric_id = _fabric_of(pool, picked)
+    record_events(Fabric(pk=fabric_id) if fabric_id else None, [EventSpec(
+        code="allocation.created", object_type="pool", object_key=f"{pool.name}/{alloc.pk}",
+        object_repr=str(alloc), message=f"{pool.name}: allocation {alloc.pk} of {_what(alloc)}"
+        f"{' (borrowed)' if alloc.borrowed else ''}",
+        details={"allocation": alloc.pk, "tenant": tenant_id, "kind": alloc.kind, "count": alloc.count,
+                 "gpus": gpu_ids, "borrowed": alloc.borrowed, "reclaimed": [a.pk for a in reclaimed]},
+    )], at=now)  # fmt: skip
+    audit.record(
+        "allocation.create", alloc,
+        {"pool": pool.name, "kind": alloc.kind, "count": alloc.count, "gpus": gpu_ids, "job": alloc.job,
+         "borrowed": alloc.borrowed, "lease_expires_at": _iso(alloc.lease_expires_at),
+         "reclaimed": [a.pk for a in reclaimed]},
+        user=user,
+    )  # fmt: skip
+    _on_commit(alloc, gpu_ids, fabric_id)
     return alloc
 
 
@@ -291,14 +365,16 @@ def _check_quota(pool: Pool, unit: str, used: int, more: int) -> None:
 
 
 def _borrowed_flags(guaranteed: int, used: int, n: int) -> list[bool]:
-    within = max(0, guaranteed - used)
-    return [i >= within for i in range(n)]
+    """Flags of ``n`` new units after the ``used`` a pool holds: the unit at place ``p``
+    (0-based, oldest first) is borrowed when ``p >= guaranteed`` (the rule :func:`_rebalance`
+    applies to a whole pool)."""
+    return [used + i >= guaranteed for i in range(n)]
 
 
-def _take_gpus(pool: Pool, request: AllocationRequest, usage: dict, now, user):
+def _take_gpus(pool: Pool, request: AllocationRequest, usage: dict, locked: _Locked, now, user):
     n = request.count
     _check_quota(pool, "gpus", usage["gpus"], n)
-    free = eligible_gpus(pool).filter(state=GpuState.FREE, mig_mode_current__in=["disabled", "unsupported"])
+    free = eligible_gpus(pool).filter(state=GpuState.FREE, mig_mode_current__in=_NOT_MIG)
     reclaimed: list[Allocation] = []
     if request.gpu_ids:
         rows = list(Gpu.objects.select_for_update().filter(pk__in=request.gpu_ids).order_by("pk"))
@@ -312,7 +388,10 @@ def _take_gpus(pool: Pool, request: AllocationRequest, usage: dict, now, user):
     else:
         rows = list(free.select_for_update(skip_locked=True, of=("self",)).order_by("pk")[:n])
         if len(rows) < n and usage["gpus"] + n <= pool.guaranteed_gpus:
-            reclaimed = _reclaim(pool, n - len(rows), now, user)
+            usable = eligible_gpus(pool).filter(mig_mode_current__in=_NOT_MIG)
+            reclaimed = _reclaim_units(
+                pool, AllocationKind.GPU, Q(items__gpu__in=usable), n - len(rows), locked, now, user
+            )
             if reclaimed:
                 rows = list(free.select_for_update(skip_locked=True, of=("self",)).order_by("pk")[:n])
         if len(rows) < n:
@@ -322,19 +401,30 @@ def _take_gpus(pool: Pool, request: AllocationRequest, usage: dict, now, user):
     return rows, _borrowed_flags(pool.guaranteed_gpus, usage["gpus"], n), reclaimed
 
 
-def _take_slices(pool: Pool, request: AllocationRequest, usage: dict):
+def _take_slices(pool: Pool, request: AllocationRequest, usage: dict, locked: _Locked, now, user):
     n = request.count
     _check_quota(pool, "slices", usage["slices"], n)
-    qs = MigSlice.objects.allocatable().filter(gpu__in=eligible_gpus(pool))
+    usable = MigSlice.objects.present().exclude(gpu__health="unhealthy").filter(gpu__in=eligible_gpus(pool))
     if request.mig_profile:
-        qs = qs.filter(profile=request.mig_profile)
-    rows = list(qs.select_related("gpu").select_for_update(skip_locked=True, of=("self",)).order_by("pk")[:n])
+        usable = usable.filter(profile=request.mig_profile)
+
+    def free_rows() -> list[MigSlice]:
+        qs = usable.filter(state=GpuState.FREE).select_related("gpu")
+        return list(qs.select_for_update(skip_locked=True, of=("self",)).order_by("pk")[:n])
+
+    rows, reclaimed = free_rows(), []
+    if len(rows) < n and usage["slices"] + n <= pool.guaranteed_slices:
+        reclaimed = _reclaim_units(
+            pool, AllocationKind.MIG, Q(items__mig_slice__in=usable), n - len(rows), locked, now, user
+        )
+        if reclaimed:
+            rows = free_rows()
     if len(rows) < n:
         raise NotEnoughFree(
             f"pool {pool.name}: {n} MIG slices{' ' + request.mig_profile if request.mig_profile else ''} asked, "
             f"{len(rows)} free", requested=n, available=len(rows),
         )  # fmt: skip
-    return rows, _borrowed_flags(pool.guaranteed_slices, usage["slices"], n), []
+    return rows, _borrowed_flags(pool.guaranteed_slices, usage["slices"], n), reclaimed
 
 
 def gpu_capacity(gpu: Gpu) -> int | None:
@@ -353,12 +443,16 @@ def _fraction_use(gpu_ids: list[int]) -> dict[int, tuple[int, int]]:
     return {r["gpu_id"]: (r["mem"] or 0, r["pct"] or 0) for r in rows}
 
 
-def _take_fraction(pool: Pool, request: AllocationRequest, usage: dict):
-    """One GPU that fits the fraction: an already shared GPU first (packing), then a free one."""
+def _fits(cap: int | None, used: tuple[int, int], mem: int, pct: int) -> bool:
+    return cap is not None and used[0] + mem <= cap and used[1] + pct <= 100
+
+
+def _take_fraction(pool: Pool, request: AllocationRequest, usage: dict, locked: _Locked, now, user):
+    """One GPU that fits the fraction: an already shared GPU first (packing), then a free one;
+    else, within the pool's guarantee, one made room on by reclaiming (:func:`_fraction_plan`)."""
     mem, pct = request.memory_mib, request.compute_pct
     base = eligible_gpus(pool).filter(
-        state__in=[GpuState.FREE, GpuState.SHARED], mig_mode_current__in=["disabled", "unsupported"],
-        memory_total_mib__gte=mem,
+        state__in=[GpuState.FREE, GpuState.SHARED], mig_mode_current__in=_NOT_MIG, memory_total_mib__gte=mem,
     )  # fmt: skip
     if request.gpu_ids:
         rounds = [list(Gpu.objects.select_for_update().filter(pk__in=request.gpu_ids))]
@@ -368,11 +462,21 @@ def _take_fraction(pool: Pool, request: AllocationRequest, usage: dict):
         rounds[0] = [g for g in rounds[0] if g.pk in ok]
     else:
         rounds = None
-    held = set(
+    # the pool's fraction GPUs and their unit's flag (every fraction of one GPU shares it)
+    held = dict(
         AllocationItem.objects.filter(
             allocation__pool=pool, active=True, kind=AllocationKind.FRACTION
-        ).values_list("gpu_id", flat=True)
+        ).values_list("gpu_id", "borrowed")
     )
+
+    def take(gpu: Gpu):
+        more = 0 if gpu.pk in held else 1
+        _check_quota(pool, "gpus", usage["gpus"], more)
+        borrowed = (
+            held[gpu.pk] if gpu.pk in held else _borrowed_flags(pool.guaranteed_gpus, usage["gpus"], 1)[0]
+        )
+        return [gpu], [borrowed]
+
     for state in [GpuState.SHARED, GpuState.FREE] if rounds is None else [None]:
         candidates = (
             rounds[0] if rounds is not None
@@ -381,44 +485,131 @@ def _take_fraction(pool: Pool, request: AllocationRequest, usage: dict):
         )  # fmt: skip
         use = _fraction_use([g.pk for g in candidates])
         for gpu in candidates:
-            used_mem, used_pct = use.get(gpu.pk, (0, 0))
-            cap = gpu_capacity(gpu)
-            if cap is None or used_mem + mem > cap or used_pct + pct > 100:
-                continue
-            more = 0 if gpu.pk in held else 1
-            _check_quota(pool, "gpus", usage["gpus"], more)
-            borrowed = more == 1 and usage["gpus"] + 1 > pool.guaranteed_gpus
-            return [gpu], [borrowed], []
+            if _fits(gpu_capacity(gpu), use.get(gpu.pk, (0, 0)), mem, pct):
+                return (*take(gpu), [])
+    if rounds is None and usage["gpus"] + 1 <= pool.guaranteed_gpus:
+        plan = _fraction_plan(pool, mem, pct, locked)
+        if plan is not None:
+            target, victims, pools = plan
+            locked.need(pools)
+            reclaimed = _end_reclaimed(pool, victims, now, user)
+            gpu = base.filter(pk=target).select_for_update(of=("self",)).first()
+            if gpu is not None and _fits(
+                gpu_capacity(gpu), _fraction_use([gpu.pk]).get(gpu.pk, (0, 0)), mem, pct
+            ):
+                return (*take(gpu), reclaimed)
     raise NotEnoughFree(
         f"pool {pool.name}: no GPU has {mem} MiB and {pct} % compute free", memory_mib=mem, compute_pct=pct
     )
 
 
-def _reclaim(pool: Pool, shortfall: int, now, user) -> list[Allocation]:
-    """End borrowed whole-GPU allocations of other pools whose GPUs ``pool`` may use, lowest
-    priority weight then newest first, until ``shortfall`` GPUs are freed (or none is left)."""
-    usable = eligible_gpus(pool).filter(mig_mode_current__in=["disabled", "unsupported"])
-    candidates = list(
-        Allocation.objects.filter(
-            state=AllocationState.ACTIVE, kind=AllocationKind.GPU, borrowed=True,
-            items__active=True, items__gpu__in=usable,
-        ).exclude(pool=pool).annotate(n=Count("items")).order_by("pool__priority_weight", "-id")
-        .values_list("pk", "n")
+# --- reclaim -------------------------------------------------------------------------------------
+
+
+def _reclaim_units(
+    pool: Pool, kind: str, usable: Q, shortfall: int, locked: _Locked, now, user
+) -> list[Allocation]:
+    """End borrowed ``kind`` allocations of other pools holding what ``pool`` may use
+    (``usable``: a condition on their items), lowest priority weight then newest first, until
+    they free ``shortfall`` GPUs or slices; nothing when all of them would not free enough."""
+    qs = Allocation.objects.filter(state=AllocationState.ACTIVE, kind=kind, borrowed=True).exclude(pool=pool)
+    candidates = (
+        locked.restrict(qs).filter(Q(items__active=True) & usable).annotate(n=Count("items"))
+        .order_by("pool__priority_weight", "-id").values_list("pk", "pool_id", "n")
     )  # fmt: skip
-    chosen, freed = [], 0
-    for pk, n in candidates:
+    chosen, pools, freed = [], set(), 0
+    for pk, pool_id, n in candidates:
         if freed >= shortfall:
             break
         chosen.append(pk)
+        pools.add(pool_id)
         freed += n
-    if not chosen:
+    if freed < shortfall:
+        return []
+    locked.need(pools)
+    return _end_reclaimed(pool, chosen, now, user)
+
+
+class _Share(NamedTuple):
+    """A fraction on a shared GPU, as :func:`_fraction_plan` weighs it."""
+
+    gpu_id: int
+    total_mib: int
+    reserved_mib: int | None
+    allocation_id: int
+    pool_id: int
+    borrowed: bool
+    weight: int
+    memory_mib: int
+    compute_pct: int
+
+
+def _fraction_plan(pool: Pool, mem: int, pct: int, locked: _Locked) -> tuple[int, list[int], set[int]] | None:
+    """How to make room for a fraction (``mem`` MiB, ``pct`` %) on one GPU ``pool`` may use, by
+    reclaiming: ``(gpu pk, allocation pks to reclaim, their pools)``, or None. The ways: a
+    borrowed whole-GPU allocation of another pool holding a GPU big enough (ending it frees the
+    GPU), or on a shared GPU the borrowed fractions of other pools, lowest weight then newest
+    first, until the fraction fits. The cheapest way wins: the lowest highest weight among those
+    reclaimed, then the fewest, then the newest. In the last lock round only allocations of held
+    pools are candidates (``locked``)."""
+    gpus = eligible_gpus(pool).filter(mig_mode_current__in=_NOT_MIG, memory_total_mib__gte=mem)
+    items = AllocationItem.objects.filter(active=True, allocation__state=AllocationState.ACTIVE, gpu__in=gpus)
+    plans: list[tuple[tuple, int, list[int], set[int]]] = []
+    whole = locked.restrict(
+        items.filter(kind=AllocationKind.GPU, allocation__borrowed=True).exclude(allocation__pool=pool),
+        "allocation__pool",
+    )
+    for alloc_id, pool_id, weight, gpu_id, total, reserved in whole.values_list(
+        "allocation_id", "allocation__pool_id", "allocation__pool__priority_weight", "gpu_id",
+        "gpu__memory_total_mib", "gpu__memory_reserved_mib",
+    ):  # fmt: skip
+        if _fits(total - (reserved or 0), (0, 0), mem, pct):
+            plans.append(((weight, 1, -alloc_id), gpu_id, [alloc_id], {pool_id}))
+    by_gpu: dict[int, list[_Share]] = {}
+    fractions = items.filter(kind=AllocationKind.FRACTION, gpu__state=GpuState.SHARED)
+    for row in fractions.values_list(
+        "gpu_id", "gpu__memory_total_mib", "gpu__memory_reserved_mib", "allocation_id", "allocation__pool_id",
+        "allocation__borrowed", "allocation__pool__priority_weight", "memory_mib", "compute_pct",
+    ):  # fmt: skip
+        share = _Share(*row)
+        by_gpu.setdefault(share.gpu_id, []).append(share)
+    may = set(locked.pools) if locked.last_round else None
+    for gpu_id, shares in by_gpu.items():
+        cap = shares[0].total_mib - (shares[0].reserved_mib or 0)
+        mem_used = sum(s.memory_mib or 0 for s in shares)
+        pct_used = sum(s.compute_pct or 0 for s in shares)
+        others = sorted(
+            (s for s in shares if s.borrowed and s.pool_id != pool.pk and (may is None or s.pool_id in may)),
+            key=lambda s: (s.weight, -s.allocation_id),
+        )
+        victims: list[_Share] = []
+        while others and not _fits(cap, (mem_used, pct_used), mem, pct):
+            victim = others.pop(0)
+            victims.append(victim)
+            mem_used -= victim.memory_mib or 0
+            pct_used -= victim.compute_pct or 0
+        if victims and _fits(cap, (mem_used, pct_used), mem, pct):
+            key = (max(s.weight for s in victims), len(victims), -max(s.allocation_id for s in victims))
+            plans.append((key, gpu_id, [s.allocation_id for s in victims], {s.pool_id for s in victims}))
+    if not plans:
+        return None
+    _, gpu_id, victims, pools = min(plans, key=lambda p: p[0])
+    return gpu_id, victims, pools
+
+
+def _end_reclaimed(pool: Pool, allocation_ids: list[int], now, user) -> list[Allocation]:
+    """Lock these allocations (pk order), then all their GPUs (pk order, one statement), and end
+    the ones still active as reclaimed for ``pool``; their pools' rows are held by the caller."""
+    if not allocation_ids:
         return []
     allocs = list(
         Allocation.objects.select_for_update(of=("self",))
         .select_related("pool")
-        .filter(pk__in=chosen, state=AllocationState.ACTIVE)
+        .filter(pk__in=allocation_ids, state=AllocationState.ACTIVE)
         .order_by("pk")
     )
+    gpu_ids = AllocationItem.objects.filter(allocation__in=allocs, active=True).values("gpu_id")
+    list(Gpu.objects.select_for_update().filter(pk__in=gpu_ids).order_by("pk").only("pk"))
     for alloc in allocs:
         _end(
             alloc,
@@ -430,20 +621,107 @@ def _reclaim(pool: Pool, shortfall: int, now, user) -> list[Allocation]:
     return allocs
 
 
+# --- borrowed flags ------------------------------------------------------------------------------
+
+
+def _rebalance(pool: Pool) -> dict[int, bool]:
+    """Re-mark the active items and allocations of ``pool`` (its row locked by the caller)
+    borrowed or guaranteed by the rule of the module docstring (first ``guaranteed_*`` units,
+    oldest first, guaranteed); writes only the rows whose flag changes. Returns ``{allocation
+    pk: borrowed}`` of the allocations whose flag changed."""
+    rows = (
+        AllocationItem.objects.filter(allocation__pool=pool, active=True)
+        .order_by("allocation_id", "pk")
+        .values_list("pk", "allocation_id", "kind", "gpu_id", "borrowed", "allocation__borrowed")
+    )
+    gpu_units = slice_units = 0
+    frac_unit: dict[int, bool] = {}
+    flip: dict[bool, list[int]] = {True: [], False: []}
+    alloc_now: dict[int, bool] = {}
+    alloc_was: dict[int, bool] = {}
+    for pk, alloc_id, kind, gpu_id, was, alloc_flag in rows:
+        if kind == AllocationKind.MIG:
+            borrowed = slice_units >= pool.guaranteed_slices
+            slice_units += 1
+        elif kind == AllocationKind.FRACTION:
+            if gpu_id not in frac_unit:
+                frac_unit[gpu_id] = gpu_units >= pool.guaranteed_gpus
+                gpu_units += 1
+            borrowed = frac_unit[gpu_id]
+        else:
+            borrowed = gpu_units >= pool.guaranteed_gpus
+            gpu_units += 1
+        if borrowed != was:
+            flip[borrowed].append(pk)
+        alloc_now[alloc_id] = alloc_now.get(alloc_id, False) or borrowed
+        alloc_was[alloc_id] = alloc_flag
+    for flag, pks in flip.items():
+        if pks:
+            AllocationItem.objects.filter(pk__in=pks).update(borrowed=flag)
+    changed = {a: b for a, b in alloc_now.items() if b != alloc_was[a]}
+    for flag in (True, False):
+        pks = [a for a, b in changed.items() if b == flag]
+        if pks:
+            Allocation.objects.filter(pk__in=pks).update(borrowed=flag)
+    return changed
+
+
+def _remarked(changed: dict[int, bool]) -> dict[str, Any]:
+    """The audit details of re-marked allocations (empty when none changed)."""
+    if not changed:
+        return {}
+    return {"remarked": {"borrowed": sorted(a for a, b in changed.items() if b),
+                         "guaranteed": sorted(a for a, b in changed.items() if not b)}}  # fmt: skip
+
+
+def rebalance_borrowed(pool_id: int, *, user=None) -> dict[int, bool]:
+    """Re-mark pool ``pool_id``'s active items and allocations borrowed or guaranteed (after its
+    ``guaranteed_*`` changed, or to repair flags): one transaction holding the pool's row,
+    audited as ``pool.borrowed`` when an allocation's flag changed. Returns ``{allocation pk:
+    borrowed}`` of those.
+
+    Raises:
+        Pool.DoesNotExist: no such pool.
+    """
+    with transaction.atomic():
+        pool = _lock_pools({pool_id}).get(pool_id)
+        if pool is None:
+            raise Pool.DoesNotExist(f"no pool {pool_id}")
+        changed = _rebalance(pool)
+        if changed:
+            audit.record("pool.borrowed", pool, _remarked(changed), user=user)
+    return changed
+
+
 # --- release, expiry -----------------------------------------------------------------------------
 
 
+def _lock_for_end(allocation_id: int, **match) -> Allocation | None:
+    """Lock allocation ``allocation_id``'s pool row, then the allocation (the module's lock
+    order; an allocation never changes pool); None when it does not exist or no longer
+    matches ``match`` (field lookups) once locked."""
+    if Pool.objects.select_for_update(of=("self",)).filter(allocations__pk=allocation_id).first() is None:
+        return None
+    return (
+        Allocation.objects.select_for_update(of=("self",))
+        .select_related("pool")
+        .filter(pk=allocation_id, **match)
+        .first()
+    )
+
+
 def release(allocation_id: int, *, user=None, reason: str = "", now: datetime | None = None) -> Allocation:
-    """End an allocation as ``released`` and free its GPUs/slices/fraction.
+    """End an allocation as ``released``, free its GPUs/slices/fraction and re-mark its pool's
+    borrowed items.
 
     Raises:
         NotHolding: it has already ended (409). Allocation.DoesNotExist: no such allocation.
     """
     now = now or timezone.now()
     with transaction.atomic():
-        alloc = (
-            Allocation.objects.select_for_update(of=("self",)).select_related("pool").get(pk=allocation_id)
-        )
+        alloc = _lock_for_end(allocation_id)
+        if alloc is None:
+            raise Allocation.DoesNotExist(f"no allocation {allocation_id}")
         if alloc.state not in HOLDING_STATES:
             raise NotHolding(f"allocation {alloc.pk} is {alloc.state}", state=alloc.state)
         _end(alloc, AllocationState.RELEASED, now, user, reason=reason or "released")
@@ -452,8 +730,8 @@ def release(allocation_id: int, *, user=None, reason: str = "", now: datetime | 
 
 def expire_leases(now: datetime | None = None, limit: int = 1000) -> dict[str, int]:
     """End active allocations whose lease ran out as ``expired``, each in its own transaction
-    (a row another transaction holds is skipped and expires on the next run). Returns
-    ``{"expired": n}``."""
+    (pool row, then the allocation, re-checked once locked: one released meanwhile is skipped).
+    Returns ``{"expired": n}``."""
     now = now or timezone.now()
     due = list(
         Allocation.objects.filter(state=AllocationState.ACTIVE, lease_expires_at__lte=now)
@@ -463,12 +741,7 @@ def expire_leases(now: datetime | None = None, limit: int = 1000) -> dict[str, i
     expired = 0
     for pk in due:
         with transaction.atomic():
-            alloc = (
-                Allocation.objects.select_for_update(skip_locked=True, of=("self",))
-                .select_related("pool")
-                .filter(pk=pk, state=AllocationState.ACTIVE, lease_expires_at__lte=now)
-                .first()
-            )
+            alloc = _lock_for_end(pk, state=AllocationState.ACTIVE, lease_expires_at__lte=now)
             if alloc is None:
                 continue
             _end(
@@ -490,7 +763,8 @@ _END_EVENT = {
 
 
 def _end(alloc: Allocation, state: str, now, user, *, reason: str) -> None:
-    """Free a locked, holding allocation's items (GPUs in pk order) and record the end."""
+    """Free a locked, holding allocation's items (GPUs in pk order), re-mark its pool's borrowed
+    items (the caller holds the pool's row) and record the end."""
     items = list(alloc.items.filter(active=True).order_by("gpu_id", "pk"))
     gpu_ids = sorted({i.gpu_id for i in items})
     gpus = list(
@@ -510,14 +784,18 @@ def _end(alloc: Allocation, state: str, now, user, *, reason: str) -> None:
     before = alloc.state
     alloc.state, alloc.ended_at, alloc.end_reason = state, now, reason[:200]
     alloc.save(update_fields=["state", "ended_at", "end_reason"])
+    # ending only borrowed units moves no unit across the guarantee (those after them were borrowed
+    # and stay at or past it): the pool's flags change only when a guaranteed unit is freed
+    remarked = _rebalance(alloc.pool) if not all(i.borrowed for i in items) else {}
     fabric_id = alloc.pool.fabric_id or (gpus[0].host.fabric_id if gpus else None)
     record_events(Fabric(pk=fabric_id) if fabric_id else None, [EventSpec(
         code=_END_EVENT[state], object_type="pool", object_key=f"{alloc.pool.name}/{alloc.pk}", object_repr=str(alloc),
         message=f"{alloc.pool.name}: allocation {alloc.pk} {state} ({reason})",
         details={"allocation": alloc.pk, "gpus": gpu_ids, "reason": reason},
     )], at=now)  # fmt: skip
-    audit.record(f"allocation.{state}",
-                 alloc, {"state": [before, state], "gpus": gpu_ids, "reason": reason}, user=user)  # fmt: skip
+    audit.record(f"allocation.{state}", alloc,
+                 {"state": [before, state], "gpus": gpu_ids, "reason": reason, **_remarked(remarked)},
+                 user=user)  # fmt: skip
     _on_commit(alloc, gpu_ids, fabric_id)
 
 

@@ -182,3 +182,44 @@ def test_every_real_report_end_to_end_through_a_live_server(weft_server, realdat
         cwd=BASE_DIR, env=weft_server.env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 1 and json.loads(proc.stdout.strip().splitlines()[-1])["status"] == 401
+
+
+@pytest.mark.slow
+def test_agent_token_binding_and_size_limit_through_a_live_server(weft_server_factory, realdata, tmp_path):
+    """The real agent against ``manage.py serve`` (daphne): an agent-group token binds to the host
+    of its first report and is refused (403) for another; a report above
+    ``WEFT_AGENT_MAX_BODY_BYTES`` is a 413 the agent prints; the server logs no traceback."""
+    server = weft_server_factory(WEFT_AGENT_MAX_BODY_BYTES="40000")
+    netfile = tmp_path / "hosts.net"
+    from weft.testing.topologies import BASE
+
+    netfile.write_text(BASE)
+    server.manage("import_topology", str(netfile), "--fabric", "e2e")
+    server.manage("set_role", "agent-01", "viewer", "--create")
+    server.manage("shell", "-c", "from django.contrib.auth.models import Group, User; "
+                  "User.objects.get(username='agent-01').groups.add(Group.objects.get_or_create(name='Host agent')[0])")  # fmt: skip
+    token = server.manage("create_token", "agent-01").stdout.split()[2]
+    sysfs = _sysfs(tmp_path / "sys")
+    folder = realdata / "nvidia-smi"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is absent")
+    small, big = folder / "netdata_tesla-p100-pcie.xml", folder / "pai_azure_tesla-k80x4_out_of_order.xml"
+
+    def run(host: str, xml: Path) -> tuple[int, dict]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pools.agent", "--server", server.url, "--token", token, "--host", host,
+             "--xml", str(xml), "--sysfs", str(sysfs)],
+            cwd=BASE_DIR, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        return proc.returncode, json.loads(proc.stdout.strip().splitlines()[-1])
+
+    code, body = run("host001", small)
+    assert (code, body["status"], body["host"]) == (0, 200, "host001")
+    code, body = run("host002", small)
+    assert (code, body["status"], body["code"]) == (1, 403, "host_not_bound")
+    assert "bound to host001 (e2e)" in body["detail"]
+    code, body = run("host001", big)
+    assert (code, body["status"], body["code"], body["limit"]) == (1, 413, "too_large", 40000)
+    assert body["size"] > 40000
+    log = server.log_path.read_text()  # the whole log
+    assert "Traceback" not in log and "Request Entity Too Large: /api/pools/agent/" in log

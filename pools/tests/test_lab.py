@@ -56,3 +56,53 @@ def test_seed_discovered_lab_pod(lab_factory, db):
     s = seed_lab_gpus(fabric)
     assert (s["hosts"], s["gpus"]) == (2, 16)
     _check_rails(fabric, 8)
+
+
+def test_seed_demo_pools_tenants_pkeys_allocations_idempotent(db, django_capture_on_commit_callbacks):
+    from fabric.models import PartitionMember
+    from pools.lab import seed_demo_pools
+    from pools.models import Allocation, Pool, Tenant
+
+    fabric = import_topology_text("demo", netgen.fat_tree_2level(2, 1, 4), filename="d.net").fabric
+    seed_lab_gpus(fabric, mig_every=4)
+    with django_capture_on_commit_callbacks(execute=True):
+        out = seed_demo_pools(fabric)
+    assert out == {"tenants": 2, "pools": 3, "pkeys": {"research-h100": "0x0a01", "inference-h100": "0x0a02"},
+                   "allocations": 6, "gpus": 31, "skipped": []}  # fmt: skip
+    assert sorted(Tenant.objects.values_list("name", flat=True)) == ["inference", "research"]
+    research, inference = Pool.objects.get(name="research-h100"), Pool.objects.get(name="inference-h100")
+    assert (research.tenant.name, research.fabric, research.pkey) == ("research", fabric, 0x0A01)
+    assert Pool.objects.get(name="burst").partition is None
+
+    def hosts(pool):
+        return sorted(
+            PartitionMember.objects.filter(partition=pool.partition, reason="pool").values_list(
+                "port__node__host__name", flat=True
+            )
+        )
+
+    # whole hosts 1-3 and the MIG GPU of host 0 (research); host 5, a fraction on host 6 and a
+    # MIG slice of host 0 (inference): host 0 is in both partitions through its MIG GPU
+    assert hosts(research) == ["host001", "host002", "host003", "host004"]
+    assert hosts(inference) == ["host001", "host006", "host007"]
+    kinds = sorted(Allocation.objects.values_list("pool__name", "kind", "count"))
+    assert kinds == [("inference-h100", "fraction", 1), ("inference-h100", "gpu", 8), ("inference-h100", "mig", 1),
+                     ("research-h100", "gpu", 4), ("research-h100", "gpu", 16), ("research-h100", "mig", 2)]  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        assert seed_demo_pools(fabric) == out
+    assert Allocation.objects.count() == 6
+
+
+def test_seed_demo_pools_on_a_small_fabric_skips_what_does_not_fit(db):
+    from pools.lab import seed_demo_pools
+
+    fabric = import_topology_text("small", netgen.fat_tree_2level(2, 1, 2), filename="s.net").fabric
+    seed_lab_gpus(fabric)  # 4 hosts, no MIG
+    out = seed_demo_pools(fabric)
+    assert (out["pools"], out["allocations"], out["pkeys"]["research-h100"]) == (3, 2, "0x0a01")
+    assert [s.split(":")[0] for s in out["skipped"]] == [
+        "notebook-ana",
+        "serve-chat",
+        "serve-embed",
+        "batch-rerank",
+    ]

@@ -184,6 +184,11 @@ def test_host_page_gpus_slices_hcas_and_rails(lab, client_for):
     assert ">host001 mlx5_1</a>" in gpus[1]
     assert 'data-state="allocated"' in gpu0 and f"p-mine</a> #{lab['train'].pk}" in gpu0
     assert "Enabled" in gpus[7] and "Disabled" in gpus[6]
+    # the MIG-mode GPU is shown by its slices, held by the slice's allocation, and not free
+    assert "MIG: 1 of 4 slices allocated" in gpus[7] and f"p-mine</a> #{lab['mig'].pk}" in gpus[7]
+    assert resp.context["gpu_counts"] == {"allocated": 3, "free": 4, "mig": 1}
+    listed = _page(client_for("viewer"), "/pools/hosts/?q=host001")[1]
+    assert 'data-host="host001" data-gpus="8" data-free="4"' in listed
     slices = _rows(html, "mig-table")
     assert [re.search(r'data-profile="([^"]*)"', r).group(1) for r in slices] == [
         "3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]  # fmt: skip
@@ -226,8 +231,8 @@ def test_host_list_find_and_links_from_fabric_pages(lab, client_for):
     viewer, fabric, host = client_for("viewer"), lab["fabric"], lab["host001"]
     html = _page(viewer, f"/pools/hosts/?fabric={fabric.pk}&gpus=1")[1]
     rows = {m[0]: m[1:] for m in re.findall(r'data-host="([^"]+)" data-gpus="(\d+)" data-free="(\d+)"', html)}
-    # host001: 8 GPUs, 3 held by train-a (its MIG GPU stays free: slices are held, not the GPU)
-    assert rows == {"host001": ("8", "5"), "host002": ("8", "4")}
+    # host001: 8 GPUs, 3 held by train-a, GPU 7 in MIG mode (its slices are allocated, never it)
+    assert rows == {"host001": ("8", "4"), "host002": ("8", "4")}
     assert "NVIDIA H100 80GB HBM3" in html
     assert _page(viewer, "/pools/hosts/?q=002")[1].count("data-host=") == 1
     resp = viewer.get(f"/pools/hosts/find/?fabric={fabric.pk}&name=host001")

@@ -620,8 +620,20 @@
       x0 = Math.min(x0, d.x); x1 = Math.max(x1, d.x); y0 = Math.min(y0, d.y); y1 = Math.max(y1, d.y);
     }
     if (x0 > x1) return;
-    const ratio = Math.min(1, Math.max(0.05, 1.3 * Math.max(x1 - x0, y1 - y0)));
-    renderer.getCamera().setState({ x: (x0 + x1) / 2, y: (y0 + y1) / 2, ratio });
+    const camera = renderer.getCamera();
+    const { width, height } = renderer.getDimensions();
+    const pad = 24; // px kept free around the framed nodes (their labels)
+    const inside = () => [[x0, y0], [x1, y1]].every(([x, y]) => {
+      const p = renderer.framedGraphToViewport({ x, y });
+      return p.x >= pad && p.x <= width - pad && p.y >= pad && p.y <= height - pad;
+    });
+    // the tightest view that still shows every one of them in this container, whatever its shape
+    let ratio = Math.min(1, Math.max(0.05, 1.3 * Math.max(x1 - x0, y1 - y0)));
+    camera.setState({ x: (x0 + x1) / 2, y: (y0 + y1) / 2, ratio });
+    for (let i = 0; i < 12 && ratio < 1 && !inside(); i++) {
+      ratio = Math.min(1, ratio * 1.25);
+      camera.setState({ x: (x0 + x1) / 2, y: (y0 + y1) / 2, ratio });
+    }
   }
 
   fetch(container.dataset.mapUrl, { headers: { Accept: "application/json" }, credentials: "same-origin" })

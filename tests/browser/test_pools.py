@@ -81,6 +81,12 @@ def test_pool_page_marks_its_hosts_on_the_map_and_draws_its_history(weft_server,
         assert drawn["color"] == HIGHLIGHT and not drawn["hidden"], drawn
     for guid in others:
         assert page.evaluate("g => window.weftMap.drawn(g)", guid)["color"] == DIM
+    # the camera frames them: every marked host is inside the embedded map's box
+    box = page.locator("#map").bounding_box()
+    for guid in mine:
+        at = page.evaluate("g => window.weftMap.viewportPosition(g)", guid)
+        assert box["x"] <= at["x"] <= box["x"] + box["width"], (guid, at, box)
+        assert box["y"] <= at["y"] <= box["y"] + box["height"], (guid, at, box)
     # the leaves their HCAs are cabled to (the rails) keep their colour; the spine is dimmed
     switches = api(server, tok, "GET", "/api/fabric/nodes/?fabric_name=rails&type=switch&limit=100")[
         "results"

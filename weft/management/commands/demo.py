@@ -98,11 +98,14 @@ class Command(BaseCommand):
             )
             threads = self._background(lab, fabric, opts)
             schedule = dict(settings.CELERY_BEAT_SCHEDULE)
+            # one interval everywhere: the beat, the heatmap's staleness and the sweep watchdog read it
+            settings.WEFT_POLL_INTERVAL_S = float(opts["poll_interval"])
             poll = dict(schedule["poll-all-fabrics"], schedule=timedelta(seconds=opts["poll_interval"]))
             schedule["poll-all-fabrics"] = poll
             from weft import inprocess
 
             inprocess.start(beat=True, schedule=schedule)
+            self._pools(fabric)  # after the worker starts: the PKeys are applied in the background
             from fabric.services import notices
 
             notices.start()  # link and port state within seconds (SM notices), in either deployment
@@ -115,13 +118,19 @@ class Command(BaseCommand):
             from weft.management.commands.serve import serve
 
             serve(opts["host"], opts["port"], worker=False, notices=False)
+        except KeyboardInterrupt:  # Ctrl-C before the server took over: stop as it would
+            self.stdout.write("\nCtrl-C: stopping the demo...")
         finally:
             for thread in threads:
                 thread.stop()
+            from fabric.collectors.tools import abort_all
             from fabric.services import notices
             from weft import inprocess
 
             notices.stop()
+            # the demo is ending: kill the tools its in-process tasks run before the lab goes (a
+            # sweep, discovery or partitions apply would otherwise hold the exit until its timeout)
+            abort_all("the demo is stopping")
             inprocess.stop(wait=False)
             lab.stop()
             shutil.rmtree(workdir, ignore_errors=True)
@@ -146,8 +155,30 @@ class Command(BaseCommand):
         fabric.tool_env = dict(lab.tool_env)
         fabric.discovery_enabled = True
         fabric.polling_enabled = True
+        # the lab's OpenSM reads this partitions file (-P) and SIGHUP makes it re-read it: pool
+        # PKeys are applied as allocations change
+        fabric.partitions_path = str(lab.partitions_path)
+        fabric.sm_pid_file = str(lab.sm_pid_file)
+        fabric.sm_reload_command = []
         fabric.save()
         return fabric
+
+    def _pools(self, fabric) -> None:
+        """Two tenants with a pool each (a PKey each, a few allocations) and a shared pool
+        (``pools.lab.seed_demo_pools``); the lab's OpenSM is new, so its partitions are applied
+        once more unless the seed's own apply already wrote them (``queue_apply``: not when current)."""
+        from fabric.services.partitions import queue_apply
+        from pools.lab import seed_demo_pools
+
+        out = seed_demo_pools(fabric)
+        queue_apply(fabric.pk)
+        pkeys = ", ".join(f"{pool} PKey {pkey}" for pool, pkey in out["pkeys"].items())
+        self.stdout.write(
+            f"Seeded {out['tenants']} tenants, {out['pools']} pools ({pkeys}), {out['allocations']} allocations "
+            f"holding {out['gpus']} GPUs; the lab's OpenSM applies the PKeys now (/pools/, /fabric/partitions/)"
+        )
+        for line in out["skipped"]:
+            self.stdout.write(f"  not allocated: {line}")
 
     def _background(self, lab, fabric, opts) -> list:
         threads = []

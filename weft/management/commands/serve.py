@@ -65,4 +65,10 @@ def serve(
     finally:
         if listening:
             notice_listeners.stop()
+        if worker and settings.EMBEDDED:
+            # the process is ending: kill the tools its in-process tasks run (a sweep or discovery
+            # would otherwise hold the interpreter's exit until its tool timed out)
+            from fabric.collectors.tools import abort_all
+
+            abort_all("Weft is stopping")
         inprocess.stop(wait=False)

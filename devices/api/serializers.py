@@ -1,0 +1,155 @@
+"""Serializers of the devices API. Credentials are write-only: ``community``, ``auth_key`` and
+``priv_key`` are accepted on create/update (stored encrypted, ``Device.set_secret``) and never
+returned; the response says only whether each is set (``*_set``)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from fabric.api.serializers import BriefFabricSerializer, BriefNodeSerializer
+from fabric.models import Fabric
+from weft.fields import IdentityUrlField
+
+from ..choices import AuthProtocol, PrivProtocol, SnmpVersion
+from ..models import SECRET_FIELDS, Device, Interface, Neighbour, Sensor
+
+
+class BriefDeviceSerializer(serializers.ModelSerializer):
+    url = IdentityUrlField(view_name="devices-api:device-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+
+    class Meta:
+        model = Device
+        fields = ["id", "url", "display", "name", "address", "status"]
+
+
+class DeviceSerializer(serializers.ModelSerializer):
+    """A device: where, how (secrets write-only), identification and poll state (read-only)."""
+
+    url = IdentityUrlField(view_name="devices-api:device-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    fabric = serializers.PrimaryKeyRelatedField(queryset=Fabric.objects.all())
+    fabric_brief = BriefFabricSerializer(source="fabric", read_only=True)
+    node = BriefNodeSerializer(read_only=True, allow_null=True)
+    community = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=255,
+                                      style={"input_type": "password"}, trim_whitespace=False)  # fmt: skip
+    auth_key = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=255,
+                                     style={"input_type": "password"}, trim_whitespace=False)  # fmt: skip
+    priv_key = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=255,
+                                     style={"input_type": "password"}, trim_whitespace=False)  # fmt: skip
+    community_set = serializers.SerializerMethodField()
+    auth_key_set = serializers.SerializerMethodField()
+    priv_key_set = serializers.SerializerMethodField()
+    interfaces = serializers.IntegerField(source="interfaces.count", read_only=True)
+
+    class Meta:
+        model = Device
+        fields = [
+            "id", "url", "display", "fabric", "fabric_brief", "name", "address", "port", "version",
+            "community", "community_set", "user", "auth_protocol", "auth_key", "auth_key_set",
+            "priv_protocol", "priv_key", "priv_key_set", "context", "timeout_s", "retries",
+            "poll_interval_s", "enabled", "sys_descr", "sys_object_id", "sys_name", "vendor", "model",
+            "serial", "engine_id", "identified_at", "node", "status", "last_poll_at", "last_ok_at",
+            "last_poll_s", "last_error", "unreachable_since", "requests", "interfaces", "created",
+        ]  # fmt: skip
+        read_only_fields = ["created"]
+
+    def get_community_set(self, obj) -> bool:
+        return obj.has_secret("community")
+
+    def get_auth_key_set(self, obj) -> bool:
+        return obj.has_secret("auth_key")
+
+    def get_priv_key_set(self, obj) -> bool:
+        return obj.has_secret("priv_key")
+
+    def validate(self, attrs):
+        inst = self.instance
+        version = attrs.get("version", inst.version if inst else SnmpVersion.V2C)
+        auth = attrs.get("auth_protocol", inst.auth_protocol if inst else AuthProtocol.NONE)
+        priv = attrs.get("priv_protocol", inst.priv_protocol if inst else PrivProtocol.NONE)
+
+        def has(name):
+            return bool(attrs[name]) if name in attrs else bool(inst and inst.has_secret(name))
+
+        errors = {}
+        if version == SnmpVersion.V2C and not has("community"):
+            errors["community"] = "an SNMPv2c device needs a community"
+        if version == SnmpVersion.V3:
+            if not attrs.get("user", inst.user if inst else ""):
+                errors["user"] = "an SNMPv3 device needs a user"
+            if (
+                auth != AuthProtocol.NONE
+                and len(attrs.get("auth_key", "") or "") < 8
+                and not ("auth_key" not in attrs and has("auth_key"))
+            ):
+                errors["auth_key"] = "at least 8 characters (RFC 3414 pass phrase) with an auth protocol"
+            if priv != PrivProtocol.NONE:
+                if auth == AuthProtocol.NONE:
+                    errors["priv_protocol"] = "privacy needs an authentication protocol (USM authPriv)"
+                if len(attrs.get("priv_key", "") or "") < 8 and not (
+                    "priv_key" not in attrs and has("priv_key")
+                ):
+                    errors["priv_key"] = "at least 8 characters with a privacy protocol"
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
+    def _secrets(self, validated) -> dict[str, str]:
+        return {k: validated.pop(k) for k in SECRET_FIELDS if k in validated}
+
+    def create(self, validated_data):
+        secrets = self._secrets(validated_data)
+        device = Device(**validated_data)
+        for k, v in secrets.items():
+            device.set_secret(k, v)
+        device.save()
+        return device
+
+    def update(self, instance, validated_data):
+        secrets = self._secrets(validated_data)
+        for k, v in validated_data.items():
+            setattr(instance, k, v)
+        for k, v in secrets.items():
+            instance.set_secret(k, v)
+        instance.save()
+        return instance
+
+
+class InterfaceSerializer(serializers.ModelSerializer):
+    """An interface with its latest counters and rates (bytes/s, packets/s, 0..1)."""
+
+    device = BriefDeviceSerializer(read_only=True)
+    display = serializers.CharField(source="__str__", read_only=True)
+
+    class Meta:
+        model = Interface
+        fields = [
+            "id", "display", "device", "if_index", "name", "descr", "alias", "if_type", "speed_mbps",
+            "admin_status", "oper_status", "last_change", "hc", "counters", "sampled_at", "interval_s",
+            "in_bytes_per_s", "out_bytes_per_s", "in_pkts_per_s", "out_pkts_per_s", "utilisation",
+            "congestion", "error_deltas", "wrapped", "reset", "rate_reason", "present",
+        ]  # fmt: skip
+
+
+class SensorSerializer(serializers.ModelSerializer):
+    device = BriefDeviceSerializer(read_only=True)
+    display = serializers.CharField(source="__str__", read_only=True)
+
+    class Meta:
+        model = Sensor
+        fields = ["id", "display", "device", "index", "name", "kind", "unit", "value", "raw", "sensor_type",
+                  "scale", "precision", "status", "component", "updated"]  # fmt: skip
+
+
+class NeighbourSerializer(serializers.ModelSerializer):
+    device = BriefDeviceSerializer(read_only=True)
+    remote = BriefDeviceSerializer(read_only=True, allow_null=True)
+    display = serializers.CharField(source="__str__", read_only=True)
+    interface = serializers.CharField(source="interface.name", read_only=True, allow_null=True, default=None)
+    remote_interface = serializers.CharField(source="remote_interface.name", read_only=True, default=None)
+
+    class Meta:
+        model = Neighbour
+        fields = ["id", "display", "device", "interface", "local_port", "sys_name", "chassis_id", "port_id",
+                  "port_descr", "remote", "remote_interface", "first_seen", "last_seen"]  # fmt: skip

@@ -1,0 +1,40 @@
+"""The beat task polls the devices that are due, each group on its own."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from devices.models import Device
+from devices.services.schedule import due_devices
+from devices.tasks import poll_devices_task
+
+pytestmark = [pytest.mark.snmpsim, pytest.mark.django_db]
+
+
+def test_due_devices_by_interval_group_and_enabled(eth_fabric):
+    now = timezone.now()
+    rows = [
+        Device.objects.create(fabric=eth_fabric, name=f"d{i}", address="127.0.0.1", poll_interval_s=60,
+                              enabled=i != 3, last_poll_at=None if i == 0 else now - timedelta(seconds=s))
+        for i, s in enumerate((0, 30, 58, 120, 600))
+    ]  # fmt: skip
+    # d0 never polled, d1 30 s ago (not due), d2 58 s ago (due within half a 10 s tick), d3 disabled
+    assert [d.name for d in due_devices(now=now)] == ["d0", "d2", "d4"]
+    assert [d.name for d in due_devices(rows[0].pk % 2, 2, now=now)] == [
+        d.name for d in (rows[0], rows[2], rows[4]) if d.pk % 2 == rows[0].pk % 2
+    ]
+
+
+def test_beat_task_polls_due_devices_once(make_device, settings):
+    settings.WEFT_SNMP_GROUPS = 1
+    make_device("nxos")
+    make_device("nohc")
+    out = poll_devices_task()
+    assert sorted((r["device"], r["status"], r["interfaces"]) for r in out["polled"]) == [
+        ("nohc", "ok", 69),
+        ("nxos", "ok", 59),
+    ]
+    assert poll_devices_task() == {"group": 0, "polled": []}  # polled a moment ago: not due

@@ -1,0 +1,46 @@
+"""Receivers of the pools app (imported in ``PoolsConfig.ready()``).
+
+They live apart from ``pools.signals`` (which only declares the app's signals) because the
+services they call import the allocation service, which sends those signals.
+
+* ``pools.signals.allocation_changed`` → :func:`pools.services.partitions.sync_pool_members`: the
+  pool's partition members follow the hosts it holds GPUs on (an apply is queued when they
+  changed).
+* ``fabric.signals.discovery_committed`` → :func:`pools.services.partitions.sync_fabric_pools`:
+  a host's CA ports may have changed.
+
+Both run on commit of the sender's transaction, in their own transaction, and never raise: the
+allocation or discovery is already stored; a failure is logged and the next change or
+discovery catches up.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.dispatch import receiver
+
+from fabric.signals import discovery_committed
+
+from .services.partitions import sync_fabric_pools, sync_pool_members
+from .signals import allocation_changed
+
+log = logging.getLogger(__name__)
+
+
+@receiver(allocation_changed, dispatch_uid="pools.sync_pool_partition")
+def sync_partition_after_allocation(sender, pool_id: int, **kwargs) -> None:
+    """Recompute the ``pool`` members of the pool's partition (when it has one)."""
+    try:
+        sync_pool_members(pool_id)
+    except Exception:
+        log.exception("could not update the partition members of pool %s", pool_id)
+
+
+@receiver(discovery_committed, dispatch_uid="pools.sync_partitions_after_discovery")
+def sync_partitions_after_discovery(sender, fabric_id: int, **kwargs) -> None:
+    """Recompute the members of every pool partition on the fabric."""
+    try:
+        sync_fabric_pools(fabric_id)
+    except Exception:
+        log.exception("could not update the pool partitions of fabric %s", fabric_id)

@@ -1,0 +1,219 @@
+"""Host agents and the hosts they may report for (``pools.services.agents``), the agent-token API
+(``/api/pools/agent-tokens/``), and the report size limit (413) and malformed reports (400
+located), none of which leaves a traceback in the log."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from rest_framework.test import APIClient
+
+from accounts.models import AuditEntry
+from accounts.roles import set_role
+from accounts.tokens import create_token
+from fabric.models import Host
+from pools.api.permissions import AGENT_GROUP
+from pools.models import AgentBinding, Gpu, HostInventory
+from pools.services import agents
+
+from .test_api import XML, _body
+
+
+@pytest.fixture
+def agent(base_fabric, users):
+    """An agent service account (a Viewer in the Host agent group) and a client with its token."""
+    user = get_user_model().objects.create_user("agent-01")
+    set_role(user, "viewer")
+    user.groups.add(Group.objects.get_or_create(name=AGENT_GROUP)[0])
+    issued = create_token(user, "agent-01", actor=user)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {issued.key}")
+    client.token = issued.token
+    return client
+
+
+def _host(name: str) -> Host:
+    return Host.objects.get(fabric__name="base", name=name)
+
+
+def _tracebacks(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]
+
+
+def test_agent_token_binds_on_first_report_then_reports_for_that_host_only(agent, caplog):
+    r = agent.post("/api/pools/agent/", _body(), format="json")
+    assert r.status_code == 200 and r.json()["host"] == "host001"
+    binding = AgentBinding.objects.get()
+    assert (binding.token_id, binding.host, binding.via) == (agent.token.pk, _host("host001"), "first_report")
+    entry = AuditEntry.objects.get(action="agent.bind")
+    assert entry.username == "agent-01" and entry.changes["hosts"] == ["host001 (base)"]
+    assert entry.changes["via"] == "first_report"
+    # another host: refused, nothing of it stored
+    with caplog.at_level(logging.INFO):
+        r = agent.post("/api/pools/agent/", _body(host="host002", topo=""), format="json")
+    assert r.status_code == 403 and r.json()["code"] == "host_not_bound"
+    assert "bound to host001 (base): it may not report for host002 (base)" in r.json()["detail"]
+    assert not HostInventory.objects.filter(host__name="host002").exists()
+    assert AgentBinding.objects.count() == 1 and not _tracebacks(caplog)
+    # its own host again: accepted, no second binding
+    assert agent.post("/api/pools/agent/", _body(), format="json").status_code == 200
+    assert AgentBinding.objects.count() == 1 and AuditEntry.objects.filter(action="agent.bind").count() == 1
+
+
+def test_refused_report_binds_nothing(agent):
+    r = agent.post("/api/pools/agent/", _body(nvidia_smi_xml="<nvidia_smi_log><gpu>"), format="json")
+    assert r.status_code == 400 and r.json()["field"] == "nvidia_smi_xml"
+    assert not AgentBinding.objects.exists()  # a bad first report does not bind the token
+    assert agent.post("/api/pools/agent/", _body(host="host002", topo=""), format="json").status_code == 200
+    assert AgentBinding.objects.get().host == _host("host002")
+
+
+def test_unbound_agent_token_is_refused_when_binding_on_first_report_is_off(agent, settings, admin):
+    settings.WEFT_AGENT_BIND_ON_FIRST_REPORT = False
+    r = agent.post("/api/pools/agent/", _body(), format="json")
+    assert r.status_code == 403 and "bound to no host: an Admin binds it first" in r.json()["detail"]
+    assert not AgentBinding.objects.exists() and not Gpu.objects.exists()
+    r = admin.patch(
+        f"/api/pools/agent-tokens/{agent.token.pk}/", {"hosts": [_host("host001").pk]}, format="json"
+    )
+    assert r.status_code == 200 and r.json()["bindings"][0]["via"] == "admin"
+    assert agent.post("/api/pools/agent/", _body(), format="json").status_code == 200
+
+
+def test_admin_binds_and_unbinds_through_the_api(agent, admin, client_for, users):
+    url = f"/api/pools/agent-tokens/{agent.token.pk}/"
+    listed = admin.get("/api/pools/agent-tokens/", {"user__username": "agent-01"}).json()["results"]
+    assert [(t["id"], t["hosts"], t["bindings"]) for t in listed] == [(agent.token.pk, [], [])]
+    h1, h2 = _host("host001"), _host("host002")
+    r = admin.patch(url, {"hosts": [h2.pk]}, format="json")
+    assert r.status_code == 200 and r.json()["hosts"] == [h2.pk]
+    assert r.json()["bindings"][0]["host"]["name"] == "host002"
+    entry = AuditEntry.objects.get(action="agent.hosts")
+    assert (entry.username, entry.object_id) == ("ada", str(agent.token.pk))
+    assert entry.changes | {"token": 0} == {
+        "token": 0, "prefix": agent.token.prefix, "owner": "agent-01", "hosts": [[], ["host002 (base)"]],
+        "bound": ["host002 (base)"], "unbound": [],
+    }  # fmt: skip
+    assert agent.post("/api/pools/agent/", _body(), format="json").status_code == 403  # host001: not its host
+    assert [t["id"] for t in admin.get("/api/pools/agent-tokens/", {"host": h2.pk}).json()["results"]] == [
+        agent.token.pk
+    ]
+    assert agent.token.pk not in {
+        t["id"] for t in admin.get("/api/pools/agent-tokens/", {"bound": "false"}).json()["results"]
+    }
+    # unbinding: the agent token binds again on its next report
+    r = admin.put(url, {"hosts": []}, format="json")
+    assert r.status_code == 200 and r.json()["hosts"] == []
+    assert AuditEntry.objects.filter(action="agent.hosts").latest("pk").changes["unbound"] == [
+        "host002 (base)"
+    ]
+    assert agent.post("/api/pools/agent/", _body(), format="json").status_code == 200
+    assert AgentBinding.objects.get().host == h1
+    # an unchanged list writes no audit entry; bad input is a 400 naming the field
+    admin.put(url, {"hosts": [h1.pk]}, format="json")
+    assert AuditEntry.objects.filter(action="agent.hosts").count() == 2
+    r = admin.patch(url, {"hosts": [h1.pk, h1.pk]}, format="json")
+    assert r.status_code == 400 and "twice" in r.json()["hosts"][0]
+    r = admin.patch(url, {"hosts": [999999]}, format="json")
+    assert r.status_code == 400 and "hosts" in r.json()
+    # Operators neither list nor bind; an Admin who is not a superuser leaves a superuser's token alone
+    assert client_for("operator").patch(url, {"hosts": []}, format="json").status_code == 403
+    assert client_for("operator").get("/api/pools/agent-tokens/").status_code == 403
+    root = get_user_model().objects.create_superuser("root", "root@example.org", "pw-root")
+    token = create_token(root, "root's", actor=root).token
+    r = admin.patch(f"/api/pools/agent-tokens/{token.pk}/", {"hosts": [h1.pk]}, format="json")
+    assert r.status_code == 403 and not AgentBinding.objects.filter(token=token).exists()
+
+
+def test_operator_token_is_free_until_an_admin_binds_it(base_fabric, users, admin, client_for):
+    key = create_token(users["operator"], "script", actor=users["operator"])
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key.key}")
+    for host in ("host001", "host002", "host001"):
+        assert client.post("/api/pools/agent/", _body(host=host, topo=""), format="json").status_code == 200
+    assert not AgentBinding.objects.exists()
+    admin.patch(f"/api/pools/agent-tokens/{key.token.pk}/", {"hosts": [_host("host001").pk]}, format="json")
+    r = client.post("/api/pools/agent/", _body(host="host002", topo=""), format="json")
+    assert r.status_code == 403 and r.json()["code"] == "host_not_bound"
+    # a signed-in Operator (a session, no token) posts for any host
+    assert (
+        client_for("operator")
+        .post("/api/pools/agent/", _body(host="host002", topo=""), format="json")
+        .status_code
+        == 200
+    )
+
+
+def test_agent_signed_in_without_a_token_is_refused(agent):
+    client = APIClient()
+    client.force_login(get_user_model().objects.get(username="agent-01"))
+    r = client.post("/api/pools/agent/", _body(), format="json")
+    assert r.status_code == 403 and "reports with an API token" in r.json()["detail"]
+    assert not Gpu.objects.exists()
+
+
+def test_first_report_loses_a_race_to_another_host(agent):
+    """Two first reports of one token: the one that binds second (after the first committed) is
+    refused inside its transaction, and stores nothing."""
+    token = agent.token
+    assert agents.check_report(token.user, token, _host("host001")) is True  # the check, before the race
+    agents.bind_first_report(token, _host("host002"))  # the other report wins
+    with pytest.raises(agents.AgentRefused, match="just bound to host002"):
+        agents.bind_first_report(token, _host("host001"))
+    assert list(AgentBinding.objects.values_list("host__name", flat=True)) == ["host002"]
+
+
+# --- size limit and malformed reports ------------------------------------------------------------
+
+
+def test_a_report_above_the_limit_is_413_without_reading_it(agent, settings, caplog):
+    settings.WEFT_AGENT_MAX_BODY_BYTES = 4096
+    big = json.dumps(_body(nvidia_smi_xml=XML + "<!--" + "x" * 5000 + "-->")).encode()
+    size = len(big)
+    with caplog.at_level(logging.INFO):
+        r = agent.post("/api/pools/agent/", big, content_type="application/json")
+    assert r.status_code == 413
+    assert r.json() == {
+        "detail": f"the report is {size} bytes, above the limit of 4096 bytes (WEFT_AGENT_MAX_BODY_BYTES)",
+        "code": "too_large", "size": size, "limit": 4096,
+    }  # fmt: skip
+    assert not Gpu.objects.exists() and not AgentBinding.objects.exists()
+    assert not _tracebacks(caplog)
+    assert [r.levelname for r in caplog.records if r.name == "django.request"] == ["WARNING"]
+    # anonymous: 401 first, whatever the size
+    assert APIClient().post("/api/pools/agent/", big, content_type="application/json").status_code == 401
+    assert agent.post("/api/pools/agent/", _body(), format="json").status_code == 200  # under it
+
+
+def test_the_default_limit_leaves_room_for_real_reports(realdata, settings):
+    """Every real report, as the agent posts it (JSON), is far below the default limit."""
+    folder = realdata / "nvidia-smi"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is absent")
+    sizes = {p.name: len(json.dumps(_body(nvidia_smi_xml=p.read_text())).encode()) for p in folder.iterdir()}
+    assert settings.WEFT_AGENT_MAX_BODY_BYTES == 4 * 1024 * 1024
+    assert max(sizes.values()) * 10 < settings.WEFT_AGENT_MAX_BODY_BYTES, sizes
+
+
+@pytest.mark.parametrize(
+    "xml, where",
+    [
+        (XML[: XML.index("<fb_memory_usage>")], ("nvidia_smi_xml", 5, "")),  # cut short
+        ('<?xml version="1.0"?>\n<!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]>\n<nvidia_smi_log>&e;'
+         "</nvidia_smi_log>", ("nvidia_smi_xml", 2, "")),  # an external entity: refused, never fetched
+        ("<?xml version='1.0'?>\n<report/>", ("nvidia_smi_xml", 1, "report")),
+        (XML.replace("<total>81559 MiB</total>", "<total>lots</total>", 1),
+         ("nvidia_smi_xml", 0, "gpu[0]/fb_memory_usage/total")),
+    ],
+)  # fmt: skip
+def test_malformed_xml_is_a_located_400_and_no_traceback(agent, caplog, xml, where):
+    with caplog.at_level(logging.INFO):
+        r = agent.post("/api/pools/agent/", _body(nvidia_smi_xml=xml), format="json")
+    assert r.status_code == 400, r.content
+    assert (r.json()["field"], r.json()["line"], r.json()["element"]) == where
+    assert not Gpu.objects.exists() and not AgentBinding.objects.exists()
+    assert not _tracebacks(caplog)

@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections import defaultdict
 from datetime import datetime
 from types import SimpleNamespace
@@ -50,9 +49,7 @@ CONGESTION_CODES = ("port.congestion", "port.symbol_errors", "port.rcv_errors", 
 _NOT_MIG = ["disabled", "unsupported"]
 
 _cache_lock = threading.Lock()
-_cached: tuple[tuple, Locality, float] | None = None
-#: seconds a checked topology key is trusted before it is read again
-KEY_TTL_S = 2.0
+_cached: tuple[tuple, Locality] | None = None
 _uplink_index: dict[int, dict[int, list[str]]] = {}
 
 
@@ -62,7 +59,7 @@ def topology_key() -> tuple:
     reports and GPUs. Equal keys: the tree built from them is the same."""
     return (
         tuple(Fabric.objects.order_by("pk").values_list("pk", "role")),
-        Discovery.objects.aggregate(m=Max("pk"))["m"],
+        tuple(Discovery.objects.aggregate(m=Max("pk"), t=Max("started")).values()),
         tuple(Node.objects.exclude(role="compute").order_by("pk").values_list("pk", "role")),
         tuple(Host.objects.aggregate(n=Count("pk"), m=Max("pk")).values()),
         # GPUs appear, go missing or change rails only through a host's report (its time), or
@@ -75,22 +72,16 @@ def topology_key() -> tuple:
 def current_locality() -> Locality:
     """The locality tree of every stored fabric, rebuilt only when :func:`topology_key` changed
     (a Locality is immutable once built: the placement engine caches its index by identity).
-    The key is read again at most every :data:`KEY_TTL_S` seconds: passes back to back (a burst
-    of submits) reuse it; this process's discoveries and reports drop the tree at once
-    (:func:`forget_locality`, from ``scheduler.signals``), another process's within that time."""
+    The key is read on every call (a few aggregate queries): a tree kept for a while would
+    outlive a fabric deleted, or a test database rolled back, in between."""
     global _cached
-    now = time.monotonic()
-    with _cache_lock:
-        if _cached is not None and now - _cached[2] < KEY_TTL_S:
-            return _cached[1]
     key = topology_key()
     with _cache_lock:
         if _cached is not None and _cached[0] == key:
-            _cached = (key, _cached[1], now)
             return _cached[1]
     loc = build_locality()
     with _cache_lock:
-        _cached = (key, loc, now)
+        _cached = (key, loc)
     return loc
 
 

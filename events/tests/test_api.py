@@ -152,4 +152,6 @@ def test_ordering_by_severity_is_by_rank_not_alphabetical(topo, users, client_fo
     assert sev("ordering=severity") == ["info", "warning", "minor", "critical"]
     # alphabetical would give critical, info, minor, warning: the rank is what sorts
     assert sev("ordering=severity,at") == ["info", "warning", "minor", "critical"]
-    assert c.get("/api/fabric/events/?ordering=nonsense").status_code == 200  # unknown fields ignored, as DRF does
+    assert (
+        c.get("/api/fabric/events/?ordering=nonsense").status_code == 200
+    )  # unknown fields ignored, as DRF does

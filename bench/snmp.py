@@ -20,7 +20,8 @@ which goes first:
 The last line of stdout is a JSON object: ``devices``, ``interfaces`` (read per poll),
 ``sweep_s`` (median poll, store included), ``collect_s`` (median concurrent reads),
 ``baseline_s`` (median one-at-a-time reads), ``speedup`` (baseline / collect), ``requests``
-(SNMP requests per poll), ``*_range`` [min, max], ``rounds``, ``load`` (``uptime`` before and
+(SNMP requests per poll), ``client_cpu_s`` / ``agents_cpu_s`` (CPU seconds the poller and the
+snmpsim agents spent during the concurrent reads: where the time goes), ``*_range`` [min, max], ``rounds``, ``load`` (``uptime`` before and
 after) and ``notes``. Not a test: nothing is asserted beyond every device answering.
 
     python bench/snmp.py [--devices 100] [--rounds 3] [--agents 2] [--concurrency 16] [--json]
@@ -67,6 +68,19 @@ def uptime() -> str:
         return subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
+
+
+def cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds of processes ``pids`` and their children so far (``/proc``)."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+    return total
 
 
 def trimmed(path: Path) -> str:
@@ -142,6 +156,8 @@ def main() -> int:
             return 1
         interfaces = sum(r["interfaces"] for r in warm)
         polls, collects, bases, requests = [], [], [], []
+        client_cpu, agent_cpu = [], []
+        agent_pids = [a.proc.pid for a in agents]
         for rnd in range(args.rounds):
             order = ("poll", "baseline") if rnd % 2 == 0 else ("baseline", "poll")
             for what in order:
@@ -152,9 +168,11 @@ def main() -> int:
                     polls.append(time.monotonic() - t)
                     requests.append(sum(r["requests"] for r in out))
                     # the read phase alone, on its own, for the ratio against the baseline
-                    t = time.monotonic()
+                    t, c0, a0 = time.monotonic(), time.process_time(), cpu_s(agent_pids)
                     got = collect(devices, inventory=False, concurrency=args.concurrency)
                     collects.append(time.monotonic() - t)
+                    client_cpu.append(time.process_time() - c0)
+                    agent_cpu.append(cpu_s(agent_pids) - a0)
                     assert all(r.kind == "ok" for r in got.values()), "a device failed"
                 else:
                     t = time.monotonic()
@@ -184,6 +202,8 @@ def main() -> int:
         "baseline_s_range": rng(bases),
         "speedup": round(base_s / collect_s, 2) if collect_s else None,
         "requests": int(statistics.median(requests)),
+        "client_cpu_s": round(statistics.median(client_cpu), 3),
+        "agents_cpu_s": round(statistics.median(agent_cpu), 3),
         "agents": args.agents,
         "concurrency": args.concurrency,
         "rounds": args.rounds,

@@ -44,11 +44,13 @@ def _fabrics():
 
 #: the pools app's card of pool usage (tenant-scoped), included when that app ships it
 POOLS_TEMPLATE = "pools/_dashboard_pools.html"
+#: the devices app's health tiles (Ethernet devices answering, fans, PSUs, temperatures)
+DEVICES_TEMPLATE = "devices/_dashboard_health.html"
 
 
 class DashboardView(RoleMixin, TemplateView):
     """Home: fabric summary, open alarms by severity, top congested and erroring ports (live),
-    and the pools' usage (``POOLS_TEMPLATE``)."""
+    the pools' usage (``POOLS_TEMPLATE``) and the Ethernet devices' health (``DEVICES_TEMPLATE``)."""
 
     template_name = "events/dashboard.html"
 
@@ -60,6 +62,7 @@ class DashboardView(RoleMixin, TemplateView):
         ctx["severities"] = [(s.value, s.label) for s in reversed(Severity)]
         ctx["recent_alarms"] = Alarm.objects.open().select_related("fabric")[:10]
         ctx["pools_template"] = optional_template(POOLS_TEMPLATE)
+        ctx["devices_template"] = optional_template(DEVICES_TEMPLATE)
         return ctx
 
 

@@ -226,6 +226,12 @@ def poll_devices(
             stored = store(d, reading)
         except Device.DoesNotExist:  # deleted while it was read
             continue
+        except Exception as exc:  # one device's bad data must not lose the others' polls
+            log.exception("storing the SNMP poll of %s failed (rolled back)", d.name)
+            out.append({"device": d.name, "status": "failed", "interfaces": 0, "sensors": 0, "neighbours": 0,
+                        "requests": reading.requests, "duration_s": round(reading.duration_s, 4),
+                        "error": f"store failed: {type(exc).__name__}"})  # fmt: skip
+            continue
         fabrics.setdefault(d.fabric_id, []).append(d.pk)
         out.append(stored)
     for fabric_id, ids in fabrics.items():
@@ -479,7 +485,6 @@ def _store_neighbours(
     specs: list[EventSpec] = []
     rows = {(n.local_port, n.chassis_id, n.port_id): n for n in Neighbour.objects.filter(device=dev)}
     ifaces = {i.if_index: i for i in Interface.objects.filter(device=dev)}
-    names = {r.sys_name.lower() for r in records if r.sys_name}
     remotes = {
         d.sys_name.lower(): d
         for d in Device.objects.filter(sys_name__in=[r.sys_name for r in records if r.sys_name])
@@ -489,10 +494,11 @@ def _store_neighbours(
         for i in Interface.objects.filter(device__in=remotes.values()):
             remote_ifaces.setdefault((i.device_id, i.name), i)
             remote_ifaces.setdefault((i.device_id, i.descr), i)
-    del names
     seen = set()
     for rec in records:
         key = (rec.local_port[:128], rec.chassis_id[:128], rec.port_id[:128])
+        if key in seen:  # the same neighbour listed twice (two remIndex rows): one link
+            continue
         seen.add(key)
         remote = remotes.get(rec.sys_name.lower()) if rec.sys_name else None
         r_iface = None

@@ -211,7 +211,10 @@ class TrapReceiver:
                 item = self.queue.get_nowait()
             except queue.Empty:
                 return out
-            out.append(record_trap(item))
+            try:
+                out.append(record_trap(item))
+            except Exception:  # a database error: this notification is lost, the receiver goes on
+                log.exception("recording a trap from device %s failed", item.device_id)
 
 
 def record_trap(item: Accepted) -> dict:

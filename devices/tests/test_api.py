@@ -108,3 +108,14 @@ def test_metrics_carry_devices_interfaces_and_sensors(client, polled):
         'weft_sensor_value{device="leaf1",fabric="roce",kind="temperature",sensor="PSU1Temp1",unit="°C"} 39.0'
         in text
     )
+
+
+def test_dashboard_health_tiles(viewer, polled):
+    Sensor.objects.create(device=polled, index=7, name="Fan1", kind="fan", unit="RPM", sensor_type=10, value=0,
+                          status="nonoperational", component="fan")  # fmt: skip
+    Sensor.objects.create(device=polled, index=8, name="ASIC", kind="temperature", unit="°C", sensor_type=8,
+                          value=85.5, status="ok")  # fmt: skip
+    text = viewer.get("/").content.decode()
+    assert 'data-tile="devices">1 / 1<' in text
+    assert 'data-tile="fans">1 of 1<' in text
+    assert 'data-tile="temps">1 of 2 (85.5 °C)<' in text

@@ -428,10 +428,12 @@ def test_listen_notices_command_listens_to_every_live_fabric(lab_factory, settin
     (row,) = summary["listeners"]
     assert (row["fabric"], row["state"]) == ("lab", "subscribed")
     # which of the two parallel cables carries the SM's route to the listener is OpenSM's choice:
-    # a notice found the pulled one, or (its Reports lost with it) the check after the SM's sweep
+    # a notice found the pulled one, or (its Reports lost with it) the check after the SM's sweep;
+    # in the second case a Report may still arrive later, once the SM has rerouted (it finds the
+    # link already down and writes nothing): whoever wrote the one link.down shows its source
     message = Event.objects.get(fabric=fabric, code="link.down").message
-    if row["notices"]:
-        assert "SM notice: trap 128" in message and row["refreshes"] >= 1
+    if "SM notice: trap 128" in message:
+        assert row["notices"] >= 1 and row["refreshes"] >= 1
     else:
         assert "port-state check after the SM" in message and row["fallback_reads"] >= 1
 

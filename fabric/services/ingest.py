@@ -241,6 +241,17 @@ def source_digest(text: str, fabric: Fabric | None = None) -> str:
     return h.hexdigest()
 
 
+def _became_latest(fabric: Fabric, discovery: Discovery) -> None:
+    """Make ``discovery`` the fabric's ``last_discovery`` and send ``discovery_committed`` on
+    commit (inside the writer's transaction; every Discovery the topology writers record)."""
+    Fabric.objects.filter(pk=fabric.pk).update(last_discovery=discovery)
+    transaction.on_commit(
+        functools.partial(
+            discovery_committed.send, sender=Discovery, fabric_id=fabric.pk, discovery_id=discovery.pk
+        )
+    )
+
+
 def ingest_unchanged(
     fabric: Fabric,
     digest: str,
@@ -305,12 +316,7 @@ def ingest_unchanged(
             digest=latest.digest,
             source_digest=digest,
         )
-        Fabric.objects.filter(pk=locked.pk).update(last_discovery=discovery)
-        transaction.on_commit(
-            functools.partial(
-                discovery_committed.send, sender=Discovery, fabric_id=locked.pk, discovery_id=discovery.pk
-            )
-        )
+        _became_latest(locked, discovery)
     return discovery
 
 
@@ -439,12 +445,7 @@ def ingest_topology(
             digest=plan.digest,
             source_digest="" if partial else source_digest,
         )
-        Fabric.objects.filter(pk=locked.pk).update(last_discovery=discovery)
-        transaction.on_commit(
-            functools.partial(
-                discovery_committed.send, sender=Discovery, fabric_id=locked.pk, discovery_id=discovery.pk
-            )
-        )
+        _became_latest(locked, discovery)
     return discovery
 
 
@@ -1335,13 +1336,8 @@ def apply_port_states(
             changed=len(changed),
             rows_written=len(changed) + len(gone_links) + len(ch.events),
         )
-        Fabric.objects.filter(pk=locked.pk).update(last_discovery=discovery)
+        _became_latest(locked, discovery)
         out.discovery = discovery
-        transaction.on_commit(
-            functools.partial(
-                discovery_committed.send, sender=Discovery, fabric_id=locked.pk, discovery_id=discovery.pk
-            )
-        )
     return out
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+
 from django.contrib.auth import authenticate, get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotAuthenticated
+from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated, ParseError
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
@@ -39,6 +42,32 @@ def _guarded(actor, target, fields=(), *, delete: bool = False) -> None:
             {"fields": sorted(fields), "delete": delete, "reason": str(exc)},
         )
         raise
+
+
+#: The challenge of ``POST /api/accounts/users/token/`` when it answers 401: Basic (a user name and
+#: password, what a script sends to get a token) or a token already issued (RFC 9110 §11.6.1).
+TOKEN_CHALLENGE = 'Basic realm="api", Token realm="api"'
+
+
+def basic_credentials(request) -> tuple[str, str] | None:
+    """The user name and password of an ``Authorization: Basic`` header (RFC 7617, UTF-8), or
+    None when the request has no Basic header.
+
+    Raises:
+        ParseError: a Basic header that is not base64 of ``user:password`` (400).
+    """
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise ParseError("Authorization: Basic needs base64 of user:password (UTF-8).") from None
+    username, sep, password = decoded.partition(":")
+    if not sep or not username or "\x00" in decoded:
+        raise ParseError("Authorization: Basic needs base64 of user:password (UTF-8).")
+    return username, password
 
 
 class UserViewSet(viewsets.ModelViewSet):
@@ -99,10 +128,12 @@ class UserViewSet(viewsets.ModelViewSet):
         request=TokenRequestSerializer,
         responses={
             200: TokenResponseSerializer,
-            400: OpenApiResponse(
-                description="Bad parameters, or a user name and password that do not sign in."
+            400: OpenApiResponse(description="Bad parameters (a field, or a malformed Basic header)."),
+            401: OpenApiResponse(
+                description="No credentials (nor a signed-in session or token), or a user name and "
+                'password that do not sign in; ``WWW-Authenticate: Basic realm="api", Token '
+                'realm="api"``.'
             ),
-            401: OpenApiResponse(description="Neither credentials nor a signed-in session or token."),
             429: OpenApiResponse(description="Sign-in locked after repeated failures (``Retry-After``)."),
         },
     )
@@ -110,13 +141,26 @@ class UserViewSet(viewsets.ModelViewSet):
     def token(self, request):
         """Issue a new API token for ``Authorization: Token <key>``.
 
-        With ``{"username", "password"}`` in the body the token is for that user (a sign-in:
+        With ``{"username", "password"}`` in the JSON or form body, or ``Authorization: Basic``
+        (``curl -u user:password``), the token is for that user (a sign-in:
         throttled and audited like the sign-in page, see ``accounts.login_throttle``); without,
         for the signed-in caller (session or token). ``name`` labels the token. The key is in the
         answer only: the server keeps its hash. Each call issues another token (list and revoke
         them at ``/api/accounts/tokens/``); it expires after ``WEFT_TOKEN_TTL_DAYS`` when set.
         """
-        params = TokenRequestSerializer(data=request.data)
+        body = request.data
+        basic = basic_credentials(request)
+        if basic is not None:
+            if "username" in body or "password" in body:
+                raise serializers.ValidationError(
+                    {"detail": "Give the user name and password once: in the body or as Basic."}
+                )
+            body = {
+                "username": basic[0],
+                "password": basic[1],
+                **({"name": body["name"]} if "name" in body else {}),
+            }
+        params = TokenRequestSerializer(data=body)
         params.is_valid(raise_exception=True)
         data = params.validated_data
         if "username" in data:
@@ -125,14 +169,13 @@ class UserViewSet(viewsets.ModelViewSet):
             if getattr(django_request, "axes_locked_out", False):
                 return lockout_response(django_request)
             if user is None:
-                raise serializers.ValidationError(
-                    {"detail": "Unable to sign in with the provided credentials."}
-                )
+                raise AuthenticationFailed("Unable to sign in with the provided credentials.")
             via = "api credentials"
-        elif request.user and request.user.is_authenticated:
-            user, via = request.user, "api"
         else:
-            raise NotAuthenticated()
+            user = request.user if request.user and request.user.is_authenticated else None
+            if user is None:
+                raise NotAuthenticated()
+            via = "api"
         issued = create_token(user, data.get("name", ""), reason=via, actor=user)
         token = issued.token
         return Response(
@@ -145,6 +188,11 @@ class UserViewSet(viewsets.ModelViewSet):
                 "expires_at": token.expires_at,
             }
         )
+
+    def get_authenticate_header(self, request):
+        if getattr(self, "action", None) == "token":
+            return TOKEN_CHALLENGE
+        return super().get_authenticate_header(request)
 
 
 class ApiTokenViewSet(

@@ -60,7 +60,6 @@ class DashboardView(RoleMixin, TemplateView):
         ctx["fabric_id"] = int_param(fabric_id)
         ctx["summary"] = dashboard.summary(ctx["fabric_id"])
         ctx["severities"] = [(s.value, s.label) for s in reversed(Severity)]
-        ctx["recent_alarms"] = Alarm.objects.open().select_related("fabric")[:10]
         ctx["pools_template"] = optional_template(POOLS_TEMPLATE)
         ctx["devices_template"] = optional_template(DEVICES_TEMPLATE)
         return ctx
@@ -83,7 +82,7 @@ class AlarmListView(RoleMixin, ListView):
     paginate_by = 200
 
     def get_queryset(self):
-        qs = Alarm.objects.select_related("fabric", "acknowledged_by")
+        qs = Alarm.objects.select_related("fabric", "acknowledged_by", "cleared_by")
         params = self.request.GET.copy()
         if "state" not in params and "open" not in params:
             params["open"] = "true"

@@ -149,3 +149,59 @@ def test_open_alarms_are_listed_most_severe_first_history_by_time(alarm, users, 
     html = client_for(users["viewer"]).get("/alarms/?state=cleared").content.decode()
     rows = [html.index(f'data-alarm="{a.pk}"') for a in Alarm.objects.order_by("-last_seen")]
     assert rows == sorted(rows), "history is by time"
+
+
+def _link_up(topo):
+    """The system clears the link-down alarm of ``alarm``: a ``link.up`` on the same link."""
+    from events.engine import process_pending_events
+    from events.services import EventSpec, record_events
+
+    record_events(
+        topo.fabric,
+        [
+            EventSpec(
+                code="link.up",
+                message="spine01 [1] <-> leaf01 [1] came up",
+                category="topology",
+                object_type="link",
+                object_key=topo.link_key(("spine01", 1), ("leaf01", 1)),
+                object_repr="spine01 [1] <-> leaf01 [1]",
+            )
+        ],
+    )
+    process_pending_events(topo.fabric.pk)
+
+
+def test_dashboard_latest_alarms_follow_raise_and_clear(alarm, users, topo, client_for):
+    c = client_for(users["viewer"])
+    html = c.get("/").content.decode()
+    assert f'<tr data-alarm="{alarm.pk}">' in html and "Link down" in html
+    recent = c.get("/dashboard/summary.json").json()["recent_alarms"]
+    assert [(a["id"], a["state"], a["state_text"]) for a in recent] == [(alarm.pk, "active", "Active")]
+    _link_up(topo)
+    assert c.get("/dashboard/summary.json").json()["recent_alarms"] == []
+    html = c.get("/").content.decode()
+    assert f'data-alarm="{alarm.pk}"' not in html and "No open alarms." in html
+
+
+def test_system_clear_after_acknowledge_is_not_cleared_by_the_user(alarm, users, topo, client_for):
+    from events.models import Alarm
+    from events.services import acknowledge
+
+    acknowledge(alarm.pk, users["operator"])
+    assert Alarm.objects.get(pk=alarm.pk).state_text == "Acknowledged by olga"
+    _link_up(topo)
+    cleared = Alarm.objects.get(pk=alarm.pk)
+    assert cleared.state == "cleared" and cleared.cleared_by is None
+    assert cleared.state_text == "Cleared (acknowledged by olga)"
+    html = client_for(users["viewer"]).get(f"/alarms/{alarm.pk}/").content.decode()
+    assert "Cleared (acknowledged by olga)" in html and "Cleared by olga" not in html
+    assert "(by the system)" in html
+    listing = client_for(users["viewer"]).get("/alarms/?state=cleared").content.decode()
+    assert "Cleared (acknowledged by olga)" in listing
+
+
+def test_user_clear_names_the_user(alarm, users):
+    from events.services import clear_alarm
+
+    assert clear_alarm(alarm.pk, users["operator"], "cable reseated").state_text == "Cleared by olga"

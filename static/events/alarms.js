@@ -21,7 +21,7 @@
     link.href = a.url; link.textContent = a.name; name.appendChild(link); tr.appendChild(name);
     tr.appendChild(cell(a.object));
     tr.appendChild(cell(a.fabric_name));
-    tr.appendChild(cell(stateLabels[a.state] + (a.acknowledged_by ? " by " + a.acknowledged_by : ""), "state"));
+    tr.appendChild(cell(a.state_text || stateLabels[a.state], "state"));
     tr.appendChild(cell(fmt(a.first_seen)));
     tr.appendChild(cell(fmt(a.last_seen), "last-seen"));
     tr.appendChild(cell(String(a.count), "count"));
@@ -50,7 +50,7 @@
     if (action === "cleared" && old && old.dataset.state !== "cleared") bump(alarm.severity, -1);
     const wanted = showingOpen ? alarm.state !== "cleared" : alarm.state === "cleared";
     if (!wanted) {
-      if (old) { old.className = "state-cleared flash"; old.dataset.state = "cleared"; old.querySelector(".state").textContent = "Cleared";
+      if (old) { old.className = "state-cleared flash"; old.dataset.state = "cleared"; old.querySelector(".state").textContent = alarm.state_text || "Cleared";
         const b = old.querySelector("button.ack"); if (b) b.remove(); setTimeout(() => old.remove(), 4000); }
       return;
     }

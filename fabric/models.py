@@ -362,6 +362,37 @@ class Discovery(models.Model):
     def __str__(self) -> str:
         return f"{self.fabric} {self.source} {self.started:%Y-%m-%d %H:%M:%S} {self.status}"
 
+    def _nodes_links(self, section: str) -> tuple[int, int]:
+        """(nodes, links) behind ``added``/``removed`` (which count both together). The diff's
+        lists are cut at ``DIFF_LIST_LIMIT``: a first discovery takes its numbers from ``counts``,
+        a cut list of another gives its nodes and the rest of the total as links."""
+        total = getattr(self, section)
+        diff = self.diff or {}
+        if section == "added" and diff.get("initial"):
+            c = self.counts or {}
+            nodes = int(c.get("switches", 0)) + int(c.get("cas", 0)) + int(c.get("routers", 0))
+            return nodes, max(total - nodes, 0)
+        nodes = min(len((diff.get(section) or {}).get("nodes", [])), total)
+        return nodes, total - nodes
+
+    @property
+    def added_text(self) -> str:
+        """``added`` split as the page shows it: ``"42 nodes, 624 links"``."""
+        nodes, links = self._nodes_links("added")
+        return f"{nodes} node{'s' * (nodes != 1)}, {links} link{'s' * (links != 1)}"
+
+    @property
+    def removed_text(self) -> str:
+        """``removed`` split: ``"1 node, 2 links"``."""
+        nodes, links = self._nodes_links("removed")
+        return f"{nodes} node{'s' * (nodes != 1)}, {links} link{'s' * (links != 1)}"
+
+    @property
+    def first_label(self) -> str:
+        """The badge of a fabric's first discovery: "first discovery" when live (it read "first
+        import"), "first import" from a file or an upload."""
+        return "first discovery" if self.source in ("live", "notice") else "first import"
+
 
 class Partition(models.Model):
     """An IB partition (PKey) of a fabric, as OpenSM's ``partitions.conf`` defines it.

@@ -12,6 +12,7 @@ urlpatterns = [
     path("fabric/<pk:pk>/", views.FabricView.as_view(), name="fabric"),
     path("fabric/<pk:pk>/discover/", views.FabricDiscoverView.as_view(), name="fabric_discover"),
     path("fabric/<pk:pk>/names/", views.FabricNamesView.as_view(), name="fabric_names"),
+    path("fabric/<pk:pk>/subnet-managers/", views.SubnetManagersView.as_view(), name="subnet_managers"),
     path("fabric/map/", views.MapView.as_view(), name="map"),
     path("fabric/nodes/<pk:pk>/", views.NodeView.as_view(), name="node"),
     path("fabric/ports/<pk:pk>/", views.PortView.as_view(), name="port"),

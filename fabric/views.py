@@ -91,11 +91,57 @@ class FabricView(RoleRequiredMixin, DetailView):
         )
         ctx["host_count"] = fabric.hosts.count()
         ctx["live"] = fabric.has_live_access
+        if not ctx["live"]:
+            ctx["last_import"] = fabric.discoveries.filter(source__in=("file", "upload")).first()
         try:
             ctx["name_map_entries"] = len(fabric_names(fabric))
         except (MapUnreadable, NodeNameMapError) as exc:
             ctx["name_map_entries"] = 0
             ctx["name_map_error"] = str(exc).splitlines()[0]
+        return ctx
+
+
+#: Event codes of the SM history (``fabric.event_types``; written by ``fabric.services.sm``).
+SM_HISTORY_CODES = (
+    "sm.master_changed",
+    "sm.master_lost",
+    "sm.master_found",
+    "sm.unreachable",
+    "sm.reachable",
+)
+
+
+class SubnetManagersView(RoleRequiredMixin, DetailView):
+    """The subnet managers of one fabric: master and standbys as the last SMInfo poll stored them
+    (``fabric.SubnetManager``: GUID, LID, priority, state, ActCount) and the failover history,
+    the ``sm.*`` events ``fabric.services.sm.observe_sms`` recorded (newest first, ``SM_HISTORY``)."""
+
+    template_name = "fabric/subnet_managers.html"
+    context_object_name = "fabric"
+    queryset = Fabric.objects.all()
+    SM_HISTORY = 200
+
+    def get_context_data(self, **kwargs):
+        from events.models import Event
+
+        ctx = super().get_context_data(**kwargs)
+        fabric = self.object
+        sms = list(fabric.subnet_managers.all())
+        guids = [sm.guid for sm in sms]  # SMInfo's GUID is the SM's port GUID
+        names = {
+            p.port_guid: p.node
+            for p in Port.objects.filter(node__fabric=fabric, port_guid__in=guids).select_related("node")
+        }
+        for node in Node.objects.filter(fabric=fabric, node_guid__in=guids):
+            names.setdefault(node.node_guid, node)
+        for sm in sms:
+            sm.node = names.get(sm.guid)
+            sm.is_current_master = sm.guid == fabric.master_sm_guid
+        ctx["subnet_managers"] = sms
+        ctx["history"] = Event.objects.filter(fabric=fabric, code__in=SM_HISTORY_CODES).order_by(
+            "-at", "-id"
+        )[: self.SM_HISTORY]
+        ctx["live"] = fabric.has_live_access
         return ctx
 
 

@@ -517,9 +517,15 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"permission_denied": {"()": "weft.logging_filters.PermissionDeniedIsNotAnError"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("WEFT_LOG_LEVEL", "INFO")},
-    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+    "loggers": {
+        "daphne": {"level": "WARNING"},
+        "django.channels.server": {"level": "WARNING"},
+        # a refused page is one INFO line, not a WARNING with a traceback (weft.logging_filters)
+        "django.request": {"filters": ["permission_denied"]},
+    },
 }
 if EMBEDDED:
     # The in-process worker (serve, demo, one-shot commands) would log every task's success at INFO

@@ -6,8 +6,6 @@ import base64
 import binascii
 
 from django.contrib.auth import authenticate, get_user_model
-from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
@@ -15,12 +13,11 @@ from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated, Pa
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
-from .. import audit
-from ..guards import check_token_revocation, check_user_change
+from .. import services
 from ..login_throttle import lockout_response
 from ..models import ApiToken, AuditEntry
 from ..roles import Role, has_role, role_of
-from ..tokens import create_token, revoke_token
+from ..tokens import create_token
 from .serializers import (
     ApiTokenSerializer,
     AuditEntrySerializer,
@@ -28,21 +25,6 @@ from .serializers import (
     TokenResponseSerializer,
     UserSerializer,
 )
-
-
-def _guarded(actor, target, fields=(), *, delete: bool = False) -> None:
-    """``accounts.guards.check_user_change``, auditing a refusal (``user.change_refused``) before
-    raising it: the attempt stays in the log even though nothing changed."""
-    try:
-        check_user_change(actor, target, fields, delete=delete)
-    except PermissionDenied as exc:
-        audit.record(
-            "user.change_refused",
-            target,
-            {"fields": sorted(fields), "delete": delete, "reason": str(exc)},
-        )
-        raise
-
 
 #: The challenge of ``POST /api/accounts/users/token/`` when it answers 401: Basic (a user name and
 #: password, what a script sends to get a token) or a token already issued (RFC 9110 §11.6.1).
@@ -86,39 +68,13 @@ class UserViewSet(viewsets.ModelViewSet):
     filterset_fields = ["username", "is_active"]
 
     def perform_create(self, serializer):
-        with transaction.atomic():
-            user = serializer.save()
-            audit.record("user.create", user, {"role": serializer.validated_data.get("role", "viewer")})
-
-    @staticmethod
-    def _changed_fields(serializer) -> set[str]:
-        """Names of the fields whose value the request changes (a password always does)."""
-        user = serializer.instance
-        changed = set()
-        for name, value in serializer.validated_data.items():
-            if name == "password":
-                changed.add(name)
-            elif name == "role":
-                if Role.parse(value) != role_of(user):
-                    changed.add(name)
-            elif getattr(user, name) != value:
-                changed.add(name)
-        return changed
+        services.create_user(serializer)
 
     def perform_update(self, serializer):
-        _guarded(self.request.user, serializer.instance, self._changed_fields(serializer))
-        with transaction.atomic():
-            user = serializer.save()
-            changes = {k: v for k, v in serializer.validated_data.items() if k != "password"}
-            if "password" in serializer.validated_data:
-                changes["password"] = "changed"
-            audit.record("user.update", user, changes)
+        services.update_user(self.request.user, serializer)
 
     def perform_destroy(self, instance):
-        _guarded(self.request.user, instance, delete=True)
-        with transaction.atomic():
-            audit.record("user.delete", instance)
-            instance.delete()
+        services.delete_user(self.request.user, instance)
 
     @action(detail=False, methods=["get"])
     def me(self, request):
@@ -216,15 +172,7 @@ class ApiTokenViewSet(
         return queryset
 
     def perform_destroy(self, instance):
-        try:
-            check_token_revocation(self.request.user, instance.user)
-        except PermissionDenied as exc:
-            audit.record(
-                "user.token.revoke_refused", instance.user, {"token": instance.pk, "reason": str(exc)}
-            )
-            raise
-        own = instance.user_id == self.request.user.pk
-        revoke_token(instance, reason="revoked by its owner" if own else "revoked by an admin")
+        services.revoke_token_by(self.request.user, instance)
 
 
 class AuditEntryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

@@ -26,7 +26,7 @@ class AdminRequiredMixin(LoginRequiredMixin):
 
     def dispatch(self, request, *args, **kwargs):
         if request.user.is_authenticated and not has_role(request.user, Role.ADMIN):
-            raise PermissionDenied("Users, roles and the audit log need the admin role.")
+            raise PermissionDenied("This page needs the admin role.")
         return super().dispatch(request, *args, **kwargs)
 
 

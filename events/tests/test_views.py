@@ -205,3 +205,39 @@ def test_user_clear_names_the_user(alarm, users):
     from events.services import clear_alarm
 
     assert clear_alarm(alarm.pk, users["operator"], "cable reseated").state_text == "Cleared by olga"
+
+
+def test_bulk_acknowledge_is_for_operators_and_audited(alarm, users, client_for):
+    from accounts.models import AuditEntry
+    from events.models import Alarm
+
+    viewer_html = client_for("viewer").get("/alarms/").content.decode()
+    assert 'id="bulk-ack"' not in viewer_html and 'name="alarm"' not in viewer_html
+    assert client_for("viewer").post("/alarms/acknowledge/", {"alarm": [alarm.pk]}).status_code == 403
+    op = client_for("operator")
+    html = op.get("/alarms/").content.decode()
+    assert f'<input type="checkbox" name="alarm" value="{alarm.pk}" form="bulk-ack" class="pick">' in html
+    resp = op.post("/alarms/acknowledge/", {"alarm": [alarm.pk, 999999], "next": "/alarms/?severity=critical"})
+    assert resp.status_code == 302 and resp["Location"] == "/alarms/?severity=critical"
+    assert Alarm.objects.get(pk=alarm.pk).state_text == "Acknowledged by olga"
+    assert AuditEntry.objects.filter(action="alarm.acknowledge", object_id=str(alarm.pk)).count() == 1
+    follow = op.get("/alarms/").content.decode()
+    assert "1 alarm acknowledged; 1 skipped" in follow
+    assert op.post("/alarms/acknowledge/", {"alarm": ["x"]}).status_code == 400
+
+
+def test_alarm_csv_export_follows_the_filters(alarm, users, client_for):
+    import csv
+    import io
+
+    c = client_for("viewer")
+    assert 'href="/alarms/export.csv?' in c.get("/alarms/").content.decode()
+    resp = c.get("/alarms/export.csv")
+    assert resp.status_code == 200 and resp["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(resp.content.decode())))
+    assert [(r["id"], r["severity"], r["type"], r["object"], r["state"]) for r in rows] == [
+        (str(alarm.pk), "critical", "link.down", "spine01 [1] <-> leaf01 [1]", "active")
+    ]
+    assert list(csv.reader(io.StringIO(c.get("/alarms/export.csv?severity=info").content.decode()))) == [
+        list(csv.reader(io.StringIO(resp.content.decode())))[0]
+    ]

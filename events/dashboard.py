@@ -24,6 +24,7 @@ def _port_row(row) -> dict[str, Any]:
         "node_id": port.node_id,
         "port": str(port),
         "fabric": port.node.fabric_id,
+        "fabric_name": port.node.fabric.name,
         "url": port.get_absolute_url(),
         "congestion": row.congestion,
         "utilisation": row.utilisation,
@@ -92,7 +93,7 @@ def summary(fabric_id: int | None = None, top: int = 10) -> dict[str, Any]:
             "url": f.get_absolute_url(),
         })  # fmt: skip
     alarms = Alarm.objects.open()
-    counters = PortCounters.objects.select_related("port__node").filter(stale=False)
+    counters = PortCounters.objects.select_related("port__node__fabric").filter(stale=False)
     if fabric_id:
         alarms = alarms.filter(fabric_id=fabric_id)
         counters = counters.filter(port__node__fabric_id=fabric_id)

@@ -217,7 +217,9 @@ def test_bulk_acknowledge_is_for_operators_and_audited(alarm, users, client_for)
     op = client_for("operator")
     html = op.get("/alarms/").content.decode()
     assert f'<input type="checkbox" name="alarm" value="{alarm.pk}" form="bulk-ack" class="pick">' in html
-    resp = op.post("/alarms/acknowledge/", {"alarm": [alarm.pk, 999999], "next": "/alarms/?severity=critical"})
+    resp = op.post(
+        "/alarms/acknowledge/", {"alarm": [alarm.pk, 999999], "next": "/alarms/?severity=critical"}
+    )
     assert resp.status_code == 302 and resp["Location"] == "/alarms/?severity=critical"
     assert Alarm.objects.get(pk=alarm.pk).state_text == "Acknowledged by olga"
     assert AuditEntry.objects.filter(action="alarm.acknowledge", object_id=str(alarm.pk)).count() == 1
@@ -241,3 +243,42 @@ def test_alarm_csv_export_follows_the_filters(alarm, users, client_for):
     assert list(csv.reader(io.StringIO(c.get("/alarms/export.csv?severity=info").content.decode()))) == [
         list(csv.reader(io.StringIO(resp.content.decode())))[0]
     ]
+
+
+def test_policy_form_labels_in_the_fields_terms_with_units(db, users, client_for):
+    from events.models import EventPolicy
+    from events.policies import ensure_policies
+
+    ensure_policies()
+    congestion = EventPolicy.objects.get(code="port.congestion")
+    html = client_for("admin").get(f"/event-policies/{congestion.pk}/").content.decode()
+    assert "Threshold (congestion index (0..1))" in html
+    assert "Alarm lifetime after its last raise (seconds; 0 = until cleared)" in html
+    assert "Ttl s" not in html and "Clear factor:" not in html
+    up = EventPolicy.objects.get(code="link.up")
+    assert "not used: this event type has no condition rule" in (
+        client_for("admin").get(f"/event-policies/{up.pk}/").content.decode()
+    )
+
+
+def test_health_report_names_checks_for_people(topo, users, client_for):
+    from events.reports import run_health_report
+
+    report = run_health_report(topo.fabric, users["operator"])
+    html = client_for("viewer").get(f"/health/{report.pk}/").content.decode()
+    assert "Duplicate LIDs" in html and "Links below capability (width/speed)" in html
+    assert '<div class="muted" title="duplicate_lid">' in html
+    assert client_for("viewer").get(f"/health/{report.pk}.json").json()["summary"].keys() >= {"duplicate_lid"}
+
+
+def test_dashboard_top_tables_name_the_fabric(alarm, users, topo, client_for):
+    from django.utils import timezone
+
+    from telemetry.models import PortCounters, Sweep
+
+    s = Sweep.objects.create(fabric=topo.fabric, started=timezone.now(), interval_s=10)
+    PortCounters.objects.create(port=topo.ports[("leaf01", 2)], sweep=s, congestion=0.7)
+    c = client_for("viewer")
+    row = c.get("/dashboard/summary.json").json()["top_congested"][0]
+    assert row["fabric_name"] == topo.fabric.name
+    assert f"<tr><td>{topo.fabric.name}</td><td><a" in c.get("/").content.decode()

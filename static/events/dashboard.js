@@ -26,11 +26,11 @@
       `<td>${f.master_sm_guid ? `${esc(f.master_sm || "")} <span class="mono muted">${esc(f.master_sm_guid)}</span> lid ${f.master_sm_lid}` : f.live ? '<span class="sev-critical">none known</span>' : '<span class="muted" title="imported from a file: no live data">imported snapshot</span>'}</td>` +
       `<td>${esc(f.last_discovery_display || "never")}</td></tr>`, "No fabric yet.", 6);
     rows(document.querySelector("#top-congested tbody"), s.top_congested, (p) =>
-      `<tr><td><a href="${esc(p.url)}">${esc(p.port)}</a></td><td>${num(p.congestion, 2)}</td><td>${num(p.utilisation, 2)}</td><td>${num(p.xmit_wait_per_s, 0)}</td></tr>`,
-      "no congestion measured", 4);
+      `<tr><td>${esc(p.fabric_name)}</td><td><a href="${esc(p.url)}">${esc(p.port)}</a></td><td>${num(p.congestion, 2)}</td><td>${num(p.utilisation, 2)}</td><td>${num(p.xmit_wait_per_s, 0)}</td></tr>`,
+      "no congestion measured", 5);
     rows(document.querySelector("#top-errors tbody"), s.top_errors, (p) =>
-      `<tr><td><a href="${esc(p.url)}">${esc(p.port)}</a></td><td>${p.errors_last_sweep}</td><td>${p.errors_total}</td></tr>`,
-      "no port errors", 3);
+      `<tr><td>${esc(p.fabric_name)}</td><td><a href="${esc(p.url)}">${esc(p.port)}</a></td><td>${p.errors_last_sweep}</td><td>${p.errors_total}</td></tr>`,
+      "no port errors", 4);
     const fmt = (iso) => (iso ? iso.replace("T", " ").slice(0, 19) : "");
     const cap = (s) => s.charAt(0).toUpperCase() + s.slice(1);
     rows(document.querySelector("#recent-alarms tbody"), s.recent_alarms || [], (a) =>

@@ -372,9 +372,9 @@
       stale = true;
       text = cfg.liveAccess
         ? "No counter sweep yet for this fabric: is polling enabled and the worker running?"
-        : "This fabric was imported from a file and has no live access from this host (no local HCA, CA " +
-          "name or lab environment is set), so its counters are never polled: there is nothing to show. " +
-          "Give it live access (local_hca or ca_name) to poll it.";
+        : "Imported snapshot: this fabric was read from a file and is not reachable from this host (no " +
+          "local HCA, CA name or lab environment is set), so it has no counters to show. Give it live " +
+          "access (local_hca or ca_name) to poll it.";
     } else {
       const age = (now - state.lastAtMs) / 1000;
       if (age > limit) {
@@ -386,11 +386,15 @@
       stale = true;
       text = (text ? text + " " : "") + state.staleReason;
     }
+    // an imported snapshot is not a fault: a neutral note, not the red stale banner
+    const snapshot = !cfg.liveAccess && state.lastAtMs === null;
+    banner.classList.toggle("hm-banner-neutral", snapshot);
     banner.hidden = !stale;
     banner.textContent = text;
     const live = state.ws && state.ws.readyState === WebSocket.OPEN;
     const sweepText = state.sweep ? `sweep ${state.sweep.id}, ${ago(Math.max(0, (now - state.lastAtMs) / 1000))}` : "no sweep yet";
     if (!live && root.dataset.state === "offline") return;
+    if (snapshot) { setStatus("imported snapshot · no live data", "snapshot"); return; }
     setStatus(`${live ? "live" : "connecting"} · ${sweepText}`, stale ? "stale" : live ? "live" : "loading");
   }
 
@@ -420,10 +424,14 @@
       const a = document.createElement("a");
       a.href = cfg.portUrl.replace("{id}", cell.port);
       a.textContent = `${state.rows[cell.row].name || state.rows[cell.row].guid} [${cell.num}]`;
-      li.append(a, ` ${pct(metric(cell))}`);
+      const value = document.createElement("span");
+      value.className = "hm-hot-value";
+      value.textContent = pct(metric(cell));
+      li.append(a, value);
       return li;
     }));
-    if (!hot.length) list.innerHTML = "<li class='muted'>none above 0 %</li>";
+    list.hidden = !hot.length;  // an empty ordered list would read "1. none"
+    el("hm-hot-empty").hidden = hot.length > 0;
     el("hm-summary").textContent =
       `${state.rows.length} switches, ${state.cells.size} ports; ${down} down, ${stale} stale, ${errors} with rising errors, ${nodata} without a rate.`;
   }

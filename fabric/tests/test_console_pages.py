@@ -93,6 +93,7 @@ def test_subnet_manager_page_lists_master_standby_and_failover_history(imported,
     client = client_for("viewer")
     fabric_html = client.get(f"/fabric/{imported.pk}/").content.decode()
     assert f'href="/fabric/{imported.pk}/subnet-managers/"' in fabric_html
+    assert f'href="/fabric/{imported.pk}/subnet-managers/"' in client.get("/fabric/").content.decode()
     html = client.get(f"/fabric/{imported.pk}/subnet-managers/").content.decode()
     rows = re.findall(r'<tr data-guid="([^"]+)"><td>(.*?)</td>', html)
     assert rows == [(ports[0].port_guid, "<strong>master</strong>"), (ports[1].port_guid, "standby")]

@@ -239,6 +239,13 @@ class DryRunView(RoleRequiredMixin, TemplateView):
         form = _form_context(user, None, initial=DEMO_DRY_RUN)
         if "pool" not in params and form.fields["pool"].choices:
             params["pool"] = str(self._default_pool(form))
+        for key, value in (
+            ("name", DEMO_DRY_RUN["name"]),
+            ("priority_class", "normal"),
+            ("tier_mode", "preferred"),
+        ):
+            if not params.get(key):
+                params[key] = value
         if params.get("count"):
             form = _form_context(user, params)
             if form.is_valid():

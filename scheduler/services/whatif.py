@@ -9,7 +9,8 @@ Nothing is bound, written or signalled.
 
 When the pool's quota is what keeps the job pending, the engine never looked at the fabric; the
 answer then also carries the placement the pass would choose with that pool's quota lifted
-(``without_quota``), so people see where the job would go on the fabric.
+(``without_quota``: the asked job alone in a copy of its pool without quota; the pool's other
+pending jobs still wait for the quota), so people see where the job would go on the fabric.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from .queue import InvalidJob, JobSpec, describe, queued_job
 
 #: the id the asked job has in the plan (real jobs have positive ids)
 DRY_RUN_ID = 0
+#: the pool id of the asked job's pool copy without quota (real pools have positive ids)
+LIFTED_POOL_ID = -1
 
 
 def _outcome_dict(out) -> dict[str, Any]:
@@ -106,12 +109,12 @@ def dry_run(spec: JobSpec, *, now: datetime | None = None) -> dict[str, Any]:
     kinds = {j.kind for j in pending} | {spec.kind}
     pools = state.pool_infos(pool_ids, frac)
 
-    def plan(pool_infos):
+    def plan(jobs, pool_infos):
         inv = state.load_inventory(loc, kinds)
-        result = plan_pass(loc, inv, queued, pools=pool_infos, **common)
+        result = plan_pass(loc, inv, jobs, pools=pool_infos, **common)
         return next(o for o in result.outcomes if o.job_id == DRY_RUN_ID)
 
-    out = plan(pools)
+    out = plan(queued, pools)
     answer: dict[str, Any] = {
         "request": describe(probe),
         "pool": pool.name,
@@ -120,7 +123,11 @@ def dry_run(spec: JobSpec, *, now: datetime | None = None) -> dict[str, Any]:
         "without_quota": None,
     }
     if out.code == PENDING_QUOTA:
-        lifted = dict(pools)
-        lifted[pool.pk] = dataclasses.replace(pools[pool.pk], quota_gpus=None, quota_slices=None)
-        answer["without_quota"] = _outcome_dict(plan(lifted))
+        # the asked job alone in a copy of its pool without quota: the pool's other pending
+        # jobs keep waiting for its quota as they would
+        alone = dataclasses.replace(
+            pools[pool.pk], pool_id=LIFTED_POOL_ID, quota_gpus=None, quota_slices=None
+        )
+        jobs = queued[:-1] + [dataclasses.replace(asked, pool_id=LIFTED_POOL_ID)]
+        answer["without_quota"] = _outcome_dict(plan(jobs, {**pools, LIFTED_POOL_ID: alone}))
     return answer

@@ -201,9 +201,10 @@ class JobView(RoleRequiredMixin, TemplateView):
             raise Http404("no such job")
         view = job_fabric_view(job)
         timeline = [("submitted", job.submitted_at, "")]
-        for code, at in (("placed", job.placed_at), ("running", job.started_at)):
-            if at:
-                timeline.append((code, at, ""))
+        if job.placed_at:  # the job's decision stays the placement's once it holds GPUs
+            timeline.append(("placed", job.placed_at, ((job.decision or {}).get("reasons") or [""])[0]))
+        if job.started_at:
+            timeline.append(("running", job.started_at, ""))
         if job.ended_at:
             timeline.append((job.state, job.ended_at, job.reason))
         decisions = list(job.decisions.order_by("-id"))

@@ -2,8 +2,9 @@
 
 A job's *links* are
 
-* its hosts' **HCA links**: every cabled port of a CA node of a host the job was placed on
-  (``Job.placement``), near end the HCA port, far end the leaf port it is cabled to;
+* its hosts' **HCA links**: every cabled port of a CA node of a host the job was given (the host
+  rows of its allocation's GPUs; ``Job.placement``'s names when it has none), near end the HCA
+  port, far end the leaf port it is cabled to;
 * its units' **uplinks**: the ``fabric.Link`` rows from the job's units' leaf (or rail-leaf)
   switches to the next tier (``scheduler.locality.Domain.uplinks``, the links the queue's
   congestion check reads), near end the leaf port, far end the spine port.
@@ -240,8 +241,11 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
     loc = state.current_locality()
     names = [h["name"] for h in hosts]
     host_ids = [h["host_id"] for h in hosts if h["host_id"]]
+    # the HCAs of the host rows the job's GPUs are on (a server also on a storage fabric has a
+    # host row there too: not the job's); by name only for a placement without GPU rows
+    which = Q(host_id__in=host_ids) if host_ids else Q(host__name__in=names)
     cas = list(
-        Node.objects.filter(Q(host_id__in=host_ids) | Q(host__name__in=names), node_type=NodeType.CA)
+        Node.objects.filter(which, node_type=NodeType.CA)
         .select_related("host", "fabric")
         .order_by("node_guid")
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.utils.html import escape
 
 from pools.models import Pool, Tenant, TenantMembership
 from scheduler.models import Job
@@ -100,6 +101,8 @@ def test_job_page_and_fabric_api_are_tenant_scoped(setup, client_for):
         assert f'data-host="{host}"' in html
     assert 'data-highlight="' in html and 'id="chart-hca"' in html and "job-fabric-data" in html
     assert 'data-code="placed"' in html  # the placement decision with its explanation
+    step = re.search(r'<li data-step="placed">(.*?)</li>', html, re.S)
+    assert step and escape(mine.decision["reasons"][0]) in step.group(1)
     assert "Cancel the job" not in html
     # the pending job's page says why it waits
     assert "quota" in viewer.get(f"/scheduler/jobs/{big.pk}/").content.decode()

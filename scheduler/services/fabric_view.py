@@ -204,8 +204,8 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
                      "last_seen", "cleared_at", "url"}],   # newest first, at most MAX_ALARMS
          "notes": [str]}
 
-    A port is ``{"id", "name", "node_guid", "port_num"}``. Raises nothing for a job without
-    hosts (pending, cancelled before placement): the lists are empty and ``notes`` says why.
+    A port is ``{"id", "name", "node_guid", "port_num"}``. Raises nothing for a job that is not
+    placed (pending, cancelled before placement): the lists are empty and ``notes`` says why.
     """
     now = now or timezone.now()
     start = job.started_at or job.placed_at
@@ -223,10 +223,11 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
         "alarms": [],
         "notes": [],
     }
-    hosts = job_hosts(job)
+    # a pending job holds nothing (a requeued one keeps its ended allocation: not its hosts now)
+    hosts = job_hosts(job) if start is not None else []
     out["hosts"] = hosts
-    if start is None or not hosts:
-        out["notes"].append("the job was never placed: it has no hosts and no fabric window")
+    if start is None or not hosts:  # pending (never placed, or requeued after a preemption)
+        out["notes"].append("the job is not placed: no hosts and no fabric window")
         return out
     if end < start:  # clock skew between writers: an empty window, not an error
         end = start

@@ -152,4 +152,4 @@ def test_a_job_never_placed_has_an_empty_view(db):
     job = submit(JobSpec(name="big", pool_id=c.pool.pk, count=64))
     view = job_fabric_view(job)
     assert view["hosts"] == [] and view["links"] == [] and view["fabric"] is None
-    assert view["window"]["start"] is None and "never placed" in view["notes"][0]
+    assert view["window"]["start"] is None and "not placed" in view["notes"][0]

@@ -490,6 +490,22 @@ def queue_order(now: datetime | None = None) -> list[Job]:
     return [jobs[q.job_id] for q in order]
 
 
+def pass_inputs(
+    loc, pending: list[Job], now: datetime, *, more_pools=(), more_fraction_pools=()
+) -> dict[str, Any]:
+    """What ``plan_pass`` reads besides the queue and the inventory, for the ``pending`` jobs (and
+    the pools ``more_pools``; ``more_fraction_pools``: where a fraction is asked too):
+    ``{"pools": {id: PoolInfo}, "held", "shares", "unusable", "congestion", "now": epoch s}``
+    (``scheduler.services.state``). A pass and the dry run (``scheduler.services.whatif``) read
+    the same."""
+    fractions = {j.pool_id for j in pending if j.kind == JobKind.FRACTION} | set(more_fraction_pools)
+    return dict(
+        pools=state.pool_infos({j.pool_id for j in pending} | set(more_pools), fractions),
+        held=state.held_jobs(loc), shares=state.fair_shares(now), unusable=state.unusable_hosts(loc),
+        congestion=state.congestion_marks(loc), now=now.timestamp(),
+    )  # fmt: skip
+
+
 def request_pass() -> None:
     """Ask for a pass while one may be running: the running pass goes round again."""
     try:
@@ -540,10 +556,7 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
             "duration_s": round(time.perf_counter() - t0, 4),
         }
     loc = state.current_locality()
-    inputs = dict(
-        pools=state.pool_infos({j.pool_id for j in pending}, {j.pool_id for j in pending if j.kind == JobKind.FRACTION}), held=state.held_jobs(loc), shares=state.fair_shares(now),
-        unusable=state.unusable_hosts(loc), congestion=state.congestion_marks(loc), now=now.timestamp(),
-    )  # fmt: skip
+    inputs = pass_inputs(loc, pending, now)
     inv = state.load_inventory(loc, {j.kind for j in pending})
     t1 = time.perf_counter()
     plan = plan_pass(loc, inv, [queued_job(j) for j in pending], **inputs)
@@ -790,6 +803,7 @@ __all__ = [
     "describe",
     "expire_time_limits",
     "finish",
+    "pass_inputs",
     "queue_order",
     "request_pass",
     "run_pass",

@@ -1,7 +1,7 @@
 """Dry-run placement: where would a job go if it were submitted now? (issue 12, Demo: "place a
 64-GPU job shows the explanation").
 
-:func:`dry_run` loads the same state a pass loads (``scheduler.services.state``), adds the asked
+:func:`dry_run` loads the same state a pass loads (``scheduler.services.queue.pass_inputs``), adds the asked
 job to the pending queue (submitted now, id 0) and plans the pass with
 ``scheduler.planner.plan_pass`` — the queue's own planner, so the answer (order, quota, placement,
 preemption victims, reservation) is what the next pass would decide if nothing changed meanwhile.
@@ -19,16 +19,15 @@ import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 
 from pools.models import Pool
 
-from ..choices import PRIORITY, JobKind, JobState, TopologyMode
+from ..choices import PRIORITY, JobKind, JobState
 from ..models import Job
-from ..planner import PENDING_QUOTA, QueuedJob, plan_pass
+from ..planner import PENDING_QUOTA, plan_pass
 from . import state
-from .queue import InvalidJob, JobSpec, describe, queued_job
+from .queue import InvalidJob, JobSpec, describe, pass_inputs, queued_job
 
 #: the id the asked job has in the plan (real jobs have positive ids)
 DRY_RUN_ID = 0
@@ -85,33 +84,22 @@ def dry_run(spec: JobSpec, *, now: datetime | None = None) -> dict[str, Any]:
         segment_hosts=spec.segment_hosts, segment_tier=seg_tier, priority_class=spec.priority_class,
         priority=PRIORITY[spec.priority_class], preemptible=spec.preemptible, tier=tier,
         tier_mode=spec.tier_mode, time_limit_s=spec.time_limit_s, submitted_at=now, state=JobState.PENDING,
+        pk=DRY_RUN_ID,
     )  # fmt: skip
-    asked = QueuedJob(
-        job_id=DRY_RUN_ID, tenant_id=tenant_id, pool_id=pool.pk, priority=probe.priority, kind=spec.kind,
-        count=spec.count, gpu_model=(spec.gpu_model or "").lower(), mig_profile=spec.mig_profile,
-        memory_mib=spec.memory_mib, compute_pct=spec.compute_pct, gpus_per_host=spec.gpus_per_host,
-        segments=(spec.segments, spec.segment_hosts, seg_tier) if spec.segments else None,
-        tier=tier, tier_required=spec.tier_mode == TopologyMode.REQUIRED,
-        time_limit_s=float(spec.time_limit_s or settings.WEFT_SCHEDULER_DEFAULT_TIME_LIMIT_S),
-        submitted=now.timestamp(),
-    )  # fmt: skip
+    asked = queued_job(probe)  # the queue's own view of a job, as for the pending ones
     pending = list(Job.objects.filter(state=JobState.PENDING).select_related("pool", "tenant").order_by("pk"))
     queued = [queued_job(j) for j in pending] + [asked]
     loc = state.current_locality()
-    pool_ids = {j.pool_id for j in pending} | {pool.pk}
-    frac = {j.pool_id for j in pending if j.kind == JobKind.FRACTION} | (
-        {pool.pk} if spec.kind == JobKind.FRACTION else set()
-    )
-    common = dict(
-        held=state.held_jobs(loc), shares=state.fair_shares(now), unusable=state.unusable_hosts(loc),
-        congestion=state.congestion_marks(loc), now=now.timestamp(),
+    inputs = pass_inputs(
+        loc, pending, now, more_pools={pool.pk},
+        more_fraction_pools={pool.pk} if spec.kind == JobKind.FRACTION else (),
     )  # fmt: skip
+    pools = inputs.pop("pools")
     kinds = {j.kind for j in pending} | {spec.kind}
-    pools = state.pool_infos(pool_ids, frac)
 
     def plan(jobs, pool_infos):
         inv = state.load_inventory(loc, kinds)
-        result = plan_pass(loc, inv, jobs, pools=pool_infos, **common)
+        result = plan_pass(loc, inv, jobs, pools=pool_infos, **inputs)
         return next(o for o in result.outcomes if o.job_id == DRY_RUN_ID)
 
     out = plan(queued, pools)

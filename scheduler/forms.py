@@ -10,7 +10,7 @@ from .choices import PriorityClass, TopologyMode
 from .locality import TIER_NAMES
 from .services.queue import MAX_TIME_LIMIT_S, JobSpec
 
-_TIERS = [("", "any")] + [(name, name.replace("_", " ")) for name in TIER_NAMES[1:]]
+_TIERS = [("", "any")] + [(name, name.replace("_", " ")) for name in TIER_NAMES]
 
 
 class JobForm(forms.Form):

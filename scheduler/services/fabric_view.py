@@ -184,7 +184,7 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
                     "ongoing": bool},            # None/None: never placed (nothing to show)
          "fabric": {"id", "name"} | None,        # the fabric of the job's hosts (the map's)
          "hosts": [{"name", "host_id", "gpus": [index], "units": [str], "unit": key | None,
-                    "cas": [CA node GUID]}],
+                    "unit_name": str | None, "cas": [CA node GUID]}],
          "highlight": [CA node GUID],            # what the map marks
          "units": [{"key", "name", "switches": [GUID], "hosts": [name of the job's hosts]}],
          "links": [{"kind": "hca" | "uplink", "host": name | None, "unit": key | None,
@@ -271,6 +271,7 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
     for h in hosts:
         site = loc.hosts.get(h["name"])
         h["unit"] = site.unit if site else None
+        h["unit_name"] = loc.domains[site.unit].name if site else None
         h["cas"] = [ca.node_guid for ca in ca_by_host.get(h["name"], [])]
         if fabric is not None:
             out["highlight"] += [

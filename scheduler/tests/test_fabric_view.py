@@ -107,6 +107,7 @@ def test_fabric_view_reads_the_stored_history_of_the_jobs_links(placed):
     assert view["highlight"] == cas
     assert view["fabric"] == {"id": c.fabric.pk, "name": c.fabric.name}
     assert [u["key"] for u in view["units"]] == [dom.key]
+    assert {(h["unit"], h["unit_name"]) for h in view["hosts"]} == {(dom.key, dom.name)}
     kinds = [e["kind"] for e in view["links"]]
     assert kinds == ["hca", "hca", "uplink", "uplink"]
 

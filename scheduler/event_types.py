@@ -29,4 +29,7 @@ EVENT_TYPES = [
     EventType("job.preempted", "Job preempted", S, W,
               description="A preemptible job lost its GPUs to a higher-priority job, or its allocation was "
                           "reclaimed or expired under it."),
+    EventType("job.requeued", "Job requeued", S, IN,
+              description="A preempted job that asked to be requeued (by default a preemptible one) is pending "
+                          "again, with its submit time and priority kept."),
 ]  # fmt: skip

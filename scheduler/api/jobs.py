@@ -106,7 +106,7 @@ class JobViewSet(BriefModeMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
             gpu_model=v["gpu_model"], mig_profile=v["mig_profile"], memory_mib=v["memory_mib"],
             compute_pct=v["compute_pct"], gpus_per_host=v["gpus_per_host"], segments=v["segments"],
             segment_hosts=v["segment_hosts"], segment_tier=v["segment_tier"], priority_class=v["priority_class"],
-            preemptible=v["preemptible"], tier=v["tier"], tier_mode=v["tier_mode"], time_limit_s=v["time_limit_s"],
+            preemptible=v["preemptible"], requeue=v["requeue"], tier=v["tier"], tier_mode=v["tier_mode"], time_limit_s=v["time_limit_s"],
         )  # fmt: skip
         try:
             job = queue.submit(spec, user=request.user)

@@ -56,7 +56,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "url", "display", "name", "tenant", "pool", "owner", "kind", "count", "gpu_model", "mig_profile",
             "memory_mib", "compute_pct", "gpus_per_host", "segments", "segment_hosts", "segment_tier",
-            "segment_tier_name", "request", "priority_class", "priority", "preemptible", "tier", "tier_name",
+            "segment_tier_name", "request", "priority_class", "priority", "preemptible", "requeue", "preemptions", "tier", "tier_name",
             "tier_mode", "time_limit_s", "state", "reason", "pending_code", "submitted_at", "placed_at", "started_at",
             "ended_at", "allocation", "placement", "decision", "decided_at", "reserved_start", "reserved_hosts",
         ]  # fmt: skip
@@ -106,6 +106,10 @@ class SubmitJobSerializer(serializers.Serializer):
     )
     priority_class = serializers.ChoiceField(choices=PriorityClass.choices, default=PriorityClass.NORMAL)
     preemptible = serializers.BooleanField(default=False)
+    requeue = serializers.BooleanField(
+        required=False, allow_null=True, default=None,
+        help_text="back to pending (submit time and priority kept) when preempted; default: as preemptible",
+    )  # fmt: skip
     tier = serializers.CharField(
         max_length=16, required=False, allow_null=True, allow_blank=True, default=None,
         help_text="topology tier: 0-4 or host, leaf, block, spine_group, fabric",

@@ -10,6 +10,9 @@ audit entry inside it, and sends ``scheduler.signals.job_changed`` on commit:
   ``pools.services.allocation.release``;
 * :func:`allocation_lost` — the pools ended a job's allocation themselves (reclaimed for another
   pool's guarantee, lease expired): the job is ``preempted`` with that reason;
+* requeue: a preempted job with ``Job.requeue`` (by default the preemptible ones) goes back to
+  pending with its submit time and priority instead (``_requeue``: events ``job.preempted`` and
+  ``job.requeued``, audit ``job.requeue``);
 * :func:`run_pass` — one scheduling pass: load the queue and the free state
   (``scheduler.services.state``), plan it (``scheduler.planner.plan_pass``: order with fair
   share, quota, placement, preemption, reservation and backfill), then bind the plan job by job,
@@ -129,7 +132,8 @@ class JobSpec:
     """What a submit asks for (the fields of :class:`~scheduler.models.Job`; see there).
 
     ``tier``/``segment_tier``: a tier number 0-4 or name (``leaf``, ``block``, ``spine_group``,
-    ``fabric``, ``host``); ``tenant_id``: on whose behalf (required for a shared pool).
+    ``fabric``, ``host``); ``tenant_id``: on whose behalf (required for a shared pool);
+    ``requeue``: back to pending when preempted (None: as ``preemptible``, see ``Job``).
     """
 
     name: str
@@ -147,6 +151,7 @@ class JobSpec:
     segment_tier: int | str | None = None
     priority_class: str = PriorityClass.NORMAL
     preemptible: bool = False
+    requeue: bool | None = None
     tier: int | str | None = None
     tier_mode: str = TopologyMode.PREFERRED
     time_limit_s: int | None = None
@@ -166,6 +171,8 @@ class JobSpec:
             raise InvalidJob(f"count must be 1..{MAX_COUNT}", field="count")
         if self.priority_class not in PRIORITY:
             raise InvalidJob(f"priority_class must be one of {', '.join(PRIORITY)}", field="priority_class")
+        if self.requeue is not None and not isinstance(self.requeue, bool):
+            raise InvalidJob("requeue is true or false", field="requeue")
         if self.tier_mode not in TopologyMode.values:
             raise InvalidJob("tier_mode must be required or preferred", field="tier_mode")
         if self.time_limit_s is not None and not 1 <= self.time_limit_s <= MAX_TIME_LIMIT_S:
@@ -289,18 +296,28 @@ def _check_transition(job: Job, to: str) -> None:
         raise JobConflict(f"job {job.pk} is {job.state}: it cannot become {to}", state=job.state)
 
 
-def _end(job: Job, to: str, reason: str, now: datetime, user, source: str) -> None:
-    """End a locked job: release its allocation (if it still holds one), final state, history,
-    event, audit, signal on commit. The caller holds the job row (and its pool row)."""
-    _check_transition(job, to)
-    previous = job.state
-    released = None
-    if job.allocation_id and previous in HOLDING:
+def _release_held(job: Job, to: str, reason: str, now: datetime, user) -> int | None:
+    """Release the allocation of a locked placed/running job (None when the pools ended it
+    already: reclaimed, expired); returns its id when this released it."""
+    if job.allocation_id and job.state in HOLDING:
         try:
             release(job.allocation_id, user=user, reason=f"{job.reference} {to}: {reason}"[:200], now=now)
-            released = job.allocation_id
+            return job.allocation_id
         except NotHolding:  # the pools ended it already (reclaimed, expired)
             pass
+    return None
+
+
+def _end(job: Job, to: str, reason: str, now: datetime, user, source: str) -> None:
+    """End a locked job: release its allocation (if it still holds one), final state, history,
+    event, audit, signal on commit. The caller holds the job row (and its pool row). A job with
+    ``requeue`` that is preempted goes back to pending instead (:func:`_requeue`)."""
+    _check_transition(job, to)
+    if to == JobState.PREEMPTED and job.requeue:
+        _requeue(job, reason, now, user, source)
+        return
+    previous = job.state
+    released = _release_held(job, to, reason, now, user)
     job.state, job.ended_at, job.reason, job.pending_code = to, now, reason[:300], ""
     job.reserved_start, job.reserved_hosts = None, []
     job.save(
@@ -315,6 +332,43 @@ def _end(job: Job, to: str, reason: str, now: datetime, user, source: str) -> No
         {"state": [previous, to], "reason": reason, "released_allocation": released},
         user=user,
     )
+    _send(job, previous, source)
+
+
+def _requeue(job: Job, reason: str, now: datetime, user, source: str) -> None:
+    """A locked placed/running job with ``requeue`` lost its GPUs (``reason``: to whom): release
+    its allocation, back to pending with its submit time and priority (its place in the queue),
+    ``preemptions`` + 1; history, a ``job.preempted`` and a ``job.requeued`` event, audit
+    (``job.requeue``), signal on commit (the pass that follows places it again)."""
+    previous = job.state
+    released = _release_held(job, JobState.PREEMPTED, reason, now, user)
+    why = f"requeued: {reason}"[:300]
+    job.state, job.reason, job.pending_code, job.preemptions = JobState.PENDING, why, "", job.preemptions + 1
+    job.placed_at = job.started_at = None
+    job.placement, job.reserved_start, job.reserved_hosts = {}, None, []  # ``allocation``: the ended one
+    job.decision, job.decided_at = (
+        {"code": "requeued", "reasons": [why], "released_allocation": released},
+        now,
+    )
+    job.save(update_fields=["state", "reason", "pending_code", "preemptions", "placed_at", "started_at",
+                            "placement", "reserved_start", "reserved_hosts", "decision",
+                            "decided_at"])  # fmt: skip
+    _record_decision(job, "requeued", [why], {"released_allocation": released, "from": previous}, now)
+    details = {"reason": reason, "allocation": released, "requeued": True, "preemptions": job.preemptions}
+    _event(job, "job.preempted", f"{job}: preempted ({reason})", now, details)
+    _event(
+        job, "job.requeued",
+        f"{job}: back to pending, submitted {job.submitted_at:%Y-%m-%d %H:%M:%S} and {job.priority_class} "
+        f"priority kept (preempted {job.preemptions} time{'s' if job.preemptions != 1 else ''})",
+        now, details,
+    )  # fmt: skip
+    audit.record(
+        "job.requeue",
+        job,
+        {"state": [previous, JobState.PENDING], "reason": reason, "released_allocation": released,
+         "preemptions": job.preemptions},
+        user=user,
+    )  # fmt: skip
     _send(job, previous, source)
 
 
@@ -344,6 +398,7 @@ def submit(spec: JobSpec, *, user=None, now: datetime | None = None) -> Job:
             memory_mib=spec.memory_mib, compute_pct=spec.compute_pct, gpus_per_host=spec.gpus_per_host,
             segments=spec.segments, segment_hosts=spec.segment_hosts, segment_tier=seg_tier,
             priority_class=spec.priority_class, priority=PRIORITY[spec.priority_class], preemptible=spec.preemptible,
+            requeue=spec.preemptible if spec.requeue is None else spec.requeue,
             tier=tier, tier_mode=spec.tier_mode, time_limit_s=spec.time_limit_s, submitted_at=now,
             reason="waiting for a scheduling pass",
         )  # fmt: skip
@@ -351,7 +406,7 @@ def submit(spec: JobSpec, *, user=None, now: datetime | None = None) -> Job:
         audit.record(
             "job.submit", job,
             {"pool": pool.name, "tenant": tenant_id, "request": describe(job), "priority_class": job.priority_class,
-             "preemptible": job.preemptible, "tier": job.tier, "tier_mode": job.tier_mode, "time_limit_s": job.time_limit_s},
+             "preemptible": job.preemptible, "requeue": job.requeue, "tier": job.tier, "tier_mode": job.tier_mode, "time_limit_s": job.time_limit_s},
             user=user,
         )  # fmt: skip
         _send(job, "", "submit")

@@ -176,3 +176,30 @@ class QueueEntrySerializer(serializers.Serializer):
     reasons = serializers.ListField(child=serializers.CharField())
     reserved_start = serializers.DateTimeField(allow_null=True)
     reserved_hosts = serializers.ListField(child=serializers.CharField())
+
+
+class RebalanceRequestSerializer(serializers.Serializer):
+    """``POST rebalance/``: a dry run (the default) lists the actions; ``false`` takes them."""
+
+    dry_run = serializers.BooleanField(default=True)
+
+
+class RebalanceActionSerializer(serializers.Serializer):
+    """One action of the rebalancer (``scheduler.services.rebalance.Action.as_dict``)."""
+
+    kind = serializers.CharField(help_text="reclaim, move or congested")
+    job = serializers.IntegerField()
+    execute = serializers.BooleanField(help_text="a real run carries it out (false: proposal or report)")
+    reason = serializers.CharField()
+    placed = serializers.DictField(child=serializers.IntegerField(), help_text="host → GPUs: where it goes")
+    before = serializers.DictField(child=serializers.IntegerField(), help_text="host → GPUs: where it is")
+    victims = serializers.ListField(child=serializers.IntegerField())
+    frees = serializers.ListField(child=serializers.CharField(), help_text="units freed whole")
+    details = serializers.JSONField()
+    outcome = serializers.CharField(help_text="would execute / proposed / reported / done / refused: …")
+
+
+class RebalanceResultSerializer(serializers.Serializer):
+    dry_run = serializers.BooleanField()
+    actions = RebalanceActionSerializer(many=True)
+    counts = serializers.DictField(child=serializers.IntegerField())

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -653,9 +654,24 @@ def _decision_dict(out: Outcome) -> dict[str, Any]:
     return d
 
 
-def _bind(out: Outcome, loc, now: datetime) -> tuple[str, list[str]] | None:
+def _bind(
+    out: Outcome,
+    loc,
+    now: datetime,
+    *,
+    victim_reason: Callable[[Job], str] | None = None,
+    source: str = "pass",
+    user=None,
+    also: Callable[[Job], None] | None = None,
+) -> tuple[str, list[str]] | None:
     """Place one planned job (module docstring: one transaction). None when placed, else the
-    pending code and reasons (nothing written then)."""
+    pending code and reasons (nothing written then).
+
+    The rebalancer (``scheduler.services.rebalance``) binds its reclaims here too: its
+    ``victim_reason(job)`` says why the victims lose their GPUs (default: preempted for the
+    job's priority), ``source`` goes with the signals, ``user`` into the audit entries, and
+    ``also(job)`` writes its own event and audit entry in the same transaction once the job is
+    placed."""
     try:
         with transaction.atomic():
             ids = sorted({out.job_id, *out.victims})
@@ -674,14 +690,12 @@ def _bind(out: Outcome, loc, now: datetime) -> tuple[str, list[str]] | None:
             if victims:  # several pools: locked in pk order here (one pool: the service locks it)
                 _lock_pools([job.pool_id, *(v.pool_id for v in victims)])
             for v in victims:
-                _end(
-                    v,
-                    JobState.PREEMPTED,
-                    f"preempted by {job} ({job.priority_class} priority)",
-                    now,
-                    None,
-                    "pass",
+                why = (
+                    victim_reason(job)
+                    if victim_reason
+                    else f"preempted by {job} ({job.priority_class} priority)"
                 )
+                _end(v, JobState.PREEMPTED, why, now, user, source)
             req = AllocationRequest(
                 kind=job.kind, count=job.count, job=job.reference, tenant_id=job.tenant_id
             )
@@ -723,8 +737,11 @@ def _bind(out: Outcome, loc, now: datetime) -> tuple[str, list[str]] | None:
                 "job.place", job,
                 {"state": [JobState.PENDING, JobState.PLACED], "allocation": alloc.pk, "placement": placement,
                  "victims": list(out.victims), "backfilled": out.backfilled},
+                user=user,
             )  # fmt: skip
-            _send(job, JobState.PENDING, "pass")
+            if also is not None:
+                also(job)
+            _send(job, JobState.PENDING, source)
     except _Refused as exc:
         return PendingCode.CONFLICT.value, [str(exc)]
     except QuotaExceeded as exc:

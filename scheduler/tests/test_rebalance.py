@@ -1,0 +1,277 @@
+"""The rebalancing worker (``scheduler.services.rebalance``) on a stored fabric with GPUs and
+pools: reclaim of borrowed GPUs for a pool below its guarantee, a defragmenting move that frees a
+whole leaf, the dry run listing the real run's actions, the pass lock, congestion reports from
+stored counter sweeps, and the API's roles."""
+
+from __future__ import annotations
+
+import pytest
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+from accounts.models import AuditEntry
+from events.models import Alarm, Event
+from events.rules.counters import evaluate_sweep
+from fabric.models import Link, Node
+from pools.models import Allocation, Pool, Tenant
+from scheduler.models import Job
+from scheduler.services.queue import PASS_LOCK, JobSpec, finish, run_pass, submit
+from scheduler.services.rebalance import plan_rebalance, run_rebalance
+from telemetry.models import PortCounters, Sweep
+from weft.locks import single_instance
+from weft.testing.jobs import gpu_cluster
+
+
+@pytest.fixture
+def cluster(db):
+    return gpu_cluster(2, 2, 8)  # host001-002 on leaf-01, host003-004 on leaf-02: 32 H100s
+
+
+def _plain(result: dict) -> list[dict]:
+    """The actions without their outcome (what a dry run and a real run must share)."""
+    return [{k: v for k, v in a.items() if k != "outcome"} for a in result["actions"]]
+
+
+def _fresh(*jobs: Job) -> None:
+    for j in jobs:
+        j.refresh_from_db()
+
+
+def _codes(job: Job) -> list[str]:
+    return list(
+        Event.objects.filter(object_type="job", object_key=str(job.pk))
+        .order_by("id")
+        .values_list("code", flat=True)
+    )
+
+
+# --- reclaim --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def borrowed(cluster):
+    """The owner pool (``cluster.pool``) is guaranteed 16 GPUs; a second tenant's pool with no
+    guarantee borrowed all 32 with four preemptible 8-GPU jobs of the same priority."""
+    Pool.objects.filter(pk=cluster.pool.pk).update(guaranteed_gpus=16, quota_gpus=16)
+    other = Pool.objects.create(
+        name="p-borrow", tenant=Tenant.objects.create(name="t-borrow"), fabric=cluster.fabric
+    )
+    borrowers = [
+        submit(JobSpec(name=f"b{i}", pool_id=other.pk, count=8, gpus_per_host=8, preemptible=True))
+        for i in range(4)
+    ]
+    run_pass()
+    _fresh(*borrowers)
+    assert {b.state for b in borrowers} == {"placed"}
+    assert all(b.allocation.borrowed for b in borrowers)
+    owner = submit(JobSpec(name="owner", pool_id=cluster.pool.pk, count=16, gpus_per_host=8))
+    summary = run_pass()  # same priority: the pass preempts nobody, and never reclaimed
+    owner.refresh_from_db()
+    assert summary["preempted"] == 0 and owner.state == "pending" and owner.pending_code == "capacity"
+    return owner, borrowers, other
+
+
+def test_reclaim_preempts_the_fewest_borrowers_and_places_the_owner(borrowed, users):
+    owner, borrowers, other = borrowed
+    dry = run_rebalance(dry_run=True)
+    (action,) = dry["actions"]
+    assert action["kind"] == "reclaim" and action["job"] == owner.pk and action["outcome"] == "would execute"
+    assert len(action["victims"]) == 2  # 16 GPUs: two 8-GPU borrowers, the fewest
+    assert sorted(action["placed"].values()) == [8, 8]
+    assert "holds 0 of the 16 GPUs guaranteed" in action["reason"] and "the fewest" in action["reason"]
+    assert Job.objects.get(pk=owner.pk).state == "pending"  # a dry run changes nothing
+    assert not Event.objects.filter(code="job.reclaimed").exists()
+
+    real = run_rebalance(dry_run=False, user=users["operator"])
+    assert _plain(real) == _plain(dry)  # the dry run listed exactly what the real run did
+    assert [a["outcome"] for a in real["actions"]] == ["done"]
+    _fresh(owner, *borrowers)
+    victims = [b for b in borrowers if b.pk in action["victims"]]
+    assert owner.state == "placed" and owner.placement == action["placed"]
+    assert owner.allocation.borrowed is False  # within its guarantee
+    for v in victims:
+        assert v.state == "pending" and v.preemptions == 1  # requeued (preemptible: the default)
+        assert (
+            v.reason == f"requeued: reclaimed for {owner}: pool {cluster_pool_name(owner)}'s guaranteed GPUs"
+        )
+        assert Allocation.objects.filter(job=v.reference, state="released").count() == 1
+        assert _codes(v)[-2:] == ["job.preempted", "job.requeued"]
+    assert {b.state for b in borrowers if b not in victims} == {"placed"}
+    ev = Event.objects.get(code="job.reclaimed", object_key=str(owner.pk))
+    assert sorted(ev.details["victims"]) == sorted(action["victims"])
+    entry = AuditEntry.objects.get(action="job.reclaim", object_id=str(owner.pk))
+    assert entry.user == users["operator"]
+
+    # idempotent: the owner holds its guarantee, the requeued borrowers have nothing to reclaim
+    again = run_rebalance(dry_run=False)
+    assert again["actions"] == [] and Event.objects.filter(code="job.reclaimed").count() == 1
+    # the next pass leaves the requeued borrowers pending (no GPUs free), not on the owner's GPUs
+    run_pass()
+    owner.refresh_from_db()
+    assert owner.state == "placed"
+
+
+def cluster_pool_name(job: Job) -> str:
+    return job.pool.name
+
+
+def test_a_real_run_waits_for_the_pass_lock(borrowed):
+    owner, _, _ = borrowed
+    with single_instance(PASS_LOCK) as mine:
+        assert mine
+        result = run_rebalance(dry_run=False)
+        assert result["skipped"] and result["actions"] == []
+        # a pass asked for meanwhile is skipped too: one holder at a time
+        assert "skipped" in run_pass()
+    owner.refresh_from_db()
+    assert owner.state == "pending" and not Event.objects.filter(code="job.reclaimed").exists()
+    assert run_rebalance(dry_run=False)["actions"][0]["outcome"] == "done"
+
+
+# --- a move that frees a leaf ---------------------------------------------------------------------
+
+
+def _on(jobs: list[Job], host: str) -> Job:
+    (job,) = [j for j in jobs if host in j.placement]
+    return job
+
+
+def test_a_preemptible_job_is_moved_so_that_a_whole_leaf_comes_free(cluster, users):
+    s = lambda n, **kw: JobSpec(name=kw.pop("name"), pool_id=cluster.pool.pk, count=n, **kw)  # noqa: E731
+    fill = [submit(s(8, name=f"fill{i}", gpus_per_host=8)) for i in range(4)]
+    run_pass()
+    _fresh(*fill)
+    finish(_on(fill, "host002").pk)
+    small = submit(s(4, name="small", preemptible=True, time_limit_s=3600))
+    run_pass()
+    small.refresh_from_db()
+    assert small.placement == {"host002": 4}
+    finish(_on(fill, "host001").pk)
+    finish(_on(fill, "host003").pk)
+    # leaf-01: host001 free, host002 half used; leaf-02: host003 free, host004 full. 20 GPUs free,
+    # but no leaf has two free hosts: a job that needs them waits for fragmentation
+    big = submit(s(16, name="big", gpus_per_host=8, tier="leaf", tier_mode="required"))
+    run_pass()
+    big.refresh_from_db()
+    assert big.state == "pending" and big.pending_code == "fragmentation"
+
+    dry = run_rebalance(dry_run=True)
+    moves = [a for a in dry["actions"] if a["kind"] == "move"]
+    (move,) = moves
+    assert move["job"] == small.pk and move["execute"] and move["before"] == {"host002": 4}
+    assert move["placed"] == {"host003": 4} and move["frees"] == [leaf_name(cluster, "host001")]
+    assert "whole free units 0 → 1" in move["reason"]
+
+    real = run_rebalance(dry_run=False, user=users["admin"])
+    assert _plain(real) == _plain(dry)
+    assert [a["outcome"] for a in real["actions"]] == ["done"]
+    small.refresh_from_db()
+    assert small.state == "placed" and small.placement == {"host003": 4}
+    assert small.allocation.state == "active" and small.allocation.items.filter(active=True).count() == 4
+    assert set(small.allocation.items.values_list("gpu__host__name", flat=True)) == {"host003"}
+    assert _codes(small)[-1] == "job.moved"
+    assert AuditEntry.objects.filter(action="job.move", object_id=str(small.pk)).count() == 1
+    assert run_rebalance(dry_run=True)["actions"] == []  # idempotent: nothing more to free
+
+    run_pass()  # the freed leaf takes the job that waited for it
+    big.refresh_from_db()
+    assert big.state == "placed" and set(big.placement) == {"host001", "host002"}
+
+
+def leaf_name(cluster, host: str) -> str:
+    from scheduler.services.state import current_locality
+
+    loc = current_locality()
+    return loc.domains[loc.hosts[host].unit].name
+
+
+def test_a_move_of_a_job_that_is_not_preemptible_is_only_proposed(cluster):
+    s = lambda n, **kw: JobSpec(name=kw.pop("name"), pool_id=cluster.pool.pk, count=n, **kw)  # noqa: E731
+    fill = [submit(s(8, name=f"fill{i}", gpus_per_host=8)) for i in range(4)]
+    run_pass()
+    _fresh(*fill)
+    finish(_on(fill, "host002").pk)
+    pinned = submit(s(4, name="pinned"))  # not preemptible
+    run_pass()
+    finish(_on(fill, "host001").pk)
+    finish(_on(fill, "host003").pk)
+    result = run_rebalance(dry_run=False)
+    # either leaf can be freed (pinned to host003, or host004's 8-GPU job to host001): both are
+    # proposed, neither is made (proposals change nothing, so each is planned on today's state)
+    by_job = {a["job"]: a for a in result["actions"]}
+    assert {a["kind"] for a in result["actions"]} == {"move"} and len(by_job) == 2
+    assert {a["outcome"] for a in result["actions"]} == {"proposed"}
+    move = by_job[pinned.pk]
+    assert move["placed"] == {"host003": 4} and not move["execute"]
+    assert "not preemptible" in move["reason"]
+    pinned.refresh_from_db()
+    assert pinned.placement == {"host002": 4}
+    run_rebalance(dry_run=False)
+    assert Event.objects.filter(code="job.move_proposed", object_key=str(pinned.pk)).count() == 1  # once
+
+
+# --- congestion reports ---------------------------------------------------------------------------
+
+
+def _uplink_port(cluster, leaf_key_host: str):
+    from scheduler.services.state import current_locality
+
+    loc = current_locality()
+    guid = loc.domains[loc.hosts[leaf_key_host].unit].switches[0]
+    leaf = Node.objects.get(fabric=cluster.fabric, node_guid=guid)
+    link = Link.objects.filter(
+        Q(port_a__node=leaf, port_b__node__tier__gt=leaf.tier)
+        | Q(port_b__node=leaf, port_a__node__tier__gt=leaf.tier)
+    ).first()
+    return link.port_a if link.port_a.node_id == leaf.pk else link.port_b
+
+
+def test_a_job_on_persistently_congested_uplinks_is_reported_with_a_better_placement(cluster):
+    job = submit(JobSpec(name="train", pool_id=cluster.pool.pk, count=8, gpus_per_host=8))
+    run_pass()
+    job.refresh_from_db()
+    (host,) = job.placement
+    port = _uplink_port(cluster, host)
+    # three counter sweeps with the congestion index over the policy's 0.5: the rule raises
+    states = []
+    for value in (0.9, 0.85, 0.95):
+        sweep = Sweep.objects.create(fabric=cluster.fabric, started=timezone.now(), interval_s=10.0, ports=1)
+        PortCounters.objects.update_or_create(
+            port=port,
+            defaults={"sweep": sweep, "sampled_at": sweep.started, "congestion": value, "error_deltas": {}},
+        )
+        evaluate_sweep(cluster.fabric.pk, sweep.pk)
+        states.append(list(Alarm.objects.filter(code="port.congestion").values_list("state", flat=True)))
+        if value == 0.9:  # one sweep is not persistent: nothing to report yet
+            assert plan_rebalance() == []
+    assert states[-1] == ["active"]
+
+    result = run_rebalance(dry_run=False)
+    (report,) = result["actions"]
+    assert report["kind"] == "congested" and report["job"] == job.pk and report["outcome"] == "reported"
+    assert report["before"] == job.placement and not report["execute"]
+    other_leaf = {"host001", "host002"} if host in ("host003", "host004") else {"host003", "host004"}
+    assert set(report["placed"]) <= other_leaf and sum(report["placed"].values()) == 8
+    assert "crosses congested uplinks" in report["reason"] and "index 0.95" in report["reason"]
+    job.refresh_from_db()
+    assert job.placement == report["before"]  # reported, not moved
+    run_rebalance(dry_run=False)
+    assert Event.objects.filter(code="job.congested", object_key=str(job.pk)).count() == 1
+
+
+# --- the API --------------------------------------------------------------------------------------
+
+
+def test_rebalance_api_roles_and_lock(borrowed, client_for):
+    url = reverse("scheduler-api:rebalance")
+    assert client_for("viewer").post(url, {"dry_run": True}, format="json").status_code == 403
+    r = client_for("operator").post(url, {"dry_run": True}, format="json")
+    assert r.status_code == 200 and r.json()["dry_run"] is True
+    assert [a["kind"] for a in r.json()["actions"]] == ["reclaim"]
+    assert client_for("operator").post(url, {"dry_run": "maybe"}, format="json").status_code == 400
+    with single_instance(PASS_LOCK):
+        r = client_for("admin").post(url, {"dry_run": False}, format="json")
+        assert r.status_code == 409 and "skipped" in r.json()
+    r = client_for("admin").post(url, {"dry_run": False}, format="json")
+    assert r.status_code == 200 and [a["outcome"] for a in r.json()["actions"]] == ["done"]

@@ -16,7 +16,9 @@ ones before it took or freed, as a pass does):
   does not place on the free GPUs, while other pools' *borrowed* allocations
   (``Allocation.borrowed``) of preemptible jobs hold GPUs it may use. Victims: the fewest such
   jobs whose GPUs let it place (``select_victims``; the guarantee is the pool's right whatever
-  the priorities, as in ``pools.services.allocation``'s own reclaim). Executed as a pass binds a
+  the priorities, as in ``pools.services.allocation``'s own reclaim; except that a preemptible
+  job does not reclaim from a higher-priority one, which a pass would then preempt it for: the
+  two would take the GPUs from each other on every run). Executed as a pass binds a
   preemption: one transaction preempts the victims (requeued when they asked:
   ``Job.requeue``) and places the job (``queue._bind``), with a ``job.reclaimed`` event and a
   ``job.reclaim`` audit entry. The gap this fills: a pass places on named GPUs, and the pools'
@@ -278,6 +280,8 @@ def _plan_reclaims(st: _State) -> list[Action]:
                 or h.job_id in st.touched
             ):
                 continue
+            if job.preemptible and h.priority > job.priority:
+                continue  # the next pass would preempt the job for it again: no ping-pong
             placed: dict[str, int] = defaultdict(int)
             for host, model, k in h.gpus:
                 if Inventory.matches(key, model) and host in st.loc.hosts and host not in blocked:

@@ -5,7 +5,10 @@ stored counter sweeps, and the API's roles."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
+from django.db import connection, connections
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
@@ -15,7 +18,9 @@ from events.models import Alarm, Event
 from events.rules.counters import evaluate_sweep
 from fabric.models import Link, Node
 from pools.models import Allocation, Pool, Tenant
+from scheduler import signals
 from scheduler.models import Job
+from scheduler.services import queue
 from scheduler.services.queue import PASS_LOCK, JobSpec, finish, run_pass, submit
 from scheduler.services.rebalance import plan_rebalance, run_rebalance
 from telemetry.models import PortCounters, Sweep
@@ -51,8 +56,13 @@ def _codes(job: Job) -> list[str]:
 
 @pytest.fixture
 def borrowed(cluster):
+    return _borrow(cluster)
+
+
+def _borrow(cluster):
     """The owner pool (``cluster.pool``) is guaranteed 16 GPUs; a second tenant's pool with no
-    guarantee borrowed all 32 with four preemptible 8-GPU jobs of the same priority."""
+    guarantee borrowed all 32 with four preemptible 8-GPU jobs of the same priority. Returns
+    ``(owner job, borrower jobs, borrower pool)``."""
     Pool.objects.filter(pk=cluster.pool.pk).update(guaranteed_gpus=16, quota_gpus=16)
     other = Pool.objects.create(
         name="p-borrow", tenant=Tenant.objects.create(name="t-borrow"), fabric=cluster.fabric
@@ -127,6 +137,50 @@ def test_a_real_run_waits_for_the_pass_lock(borrowed):
     owner.refresh_from_db()
     assert owner.state == "pending" and not Event.objects.filter(code="job.reclaimed").exists()
     assert run_rebalance(dry_run=False)["actions"][0]["outcome"] == "done"
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_a_real_run_while_a_pass_runs_in_another_worker_does_nothing(monkeypatch):
+    """PostgreSQL + Redis (bin/test's second phase): a pass holds the lock in another thread
+    (another connection) while a real run is asked for: the run is skipped and changes nothing;
+    once the pass is over, the run reclaims."""
+    assert connection.vendor == "postgresql"
+    monkeypatch.setattr(signals, "queue_pass", lambda: None)  # only the passes this test runs
+    owner, _, _ = _borrow(gpu_cluster(2, 2, 8, name="lockrace"))
+    inside, go, errors = threading.Event(), threading.Event(), []
+    one_pass = queue._one_pass
+
+    def held_open(now):
+        inside.set()
+        if not go.wait(timeout=30):
+            raise TimeoutError("the test never let the pass go on")
+        return one_pass(now)
+
+    monkeypatch.setattr(queue, "_one_pass", held_open)
+
+    def worker() -> None:
+        try:
+            queue.run_pass()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    try:
+        assert inside.wait(timeout=30)
+        result = run_rebalance(dry_run=False)
+        assert result["skipped"] and result["actions"] == []
+        assert Job.objects.get(pk=owner.pk).state == "pending"
+    finally:
+        go.set()
+        t.join(timeout=60)
+    assert not errors, errors
+    monkeypatch.setattr(queue, "_one_pass", one_pass)
+    assert [a["outcome"] for a in run_rebalance(dry_run=False)["actions"]] == ["done"]
+    assert Job.objects.get(pk=owner.pk).state == "placed"
 
 
 # --- a move that frees a leaf ---------------------------------------------------------------------
@@ -275,3 +329,18 @@ def test_rebalance_api_roles_and_lock(borrowed, client_for):
         assert r.status_code == 409 and "skipped" in r.json()
     r = client_for("admin").post(url, {"dry_run": False}, format="json")
     assert r.status_code == 200 and [a["outcome"] for a in r.json()["actions"]] == ["done"]
+
+
+def test_the_beat_task_runs_a_real_rebalance(borrowed, settings):
+    from scheduler.tasks import rebalance_task
+    from weft.celery import app
+
+    entry = settings.CELERY_BEAT_SCHEDULE["scheduler-rebalance"]
+    assert entry["task"] == "scheduler.tasks.rebalance_task" and entry["task"] in app.tasks
+    assert entry["schedule"].total_seconds() == settings.WEFT_SCHEDULER_REBALANCE_INTERVAL_S
+
+    owner, _, _ = borrowed
+    assert rebalance_task() == {"skipped": None, "counts": {"reclaim": 1}}
+    owner.refresh_from_db()
+    assert owner.state == "placed"
+    assert rebalance_task() == {"skipped": None, "counts": {}}

@@ -344,3 +344,17 @@ def test_the_beat_task_runs_a_real_rebalance(borrowed, settings):
     owner.refresh_from_db()
     assert owner.state == "placed"
     assert rebalance_task() == {"skipped": None, "counts": {}}
+
+
+def test_the_operator_include_renders_only_for_operators(rf, users):
+    from django.contrib.staticfiles import finders
+    from django.template.loader import render_to_string
+
+    request = rf.get("/")
+    request.user = users["operator"]
+    html = render_to_string("scheduler/_rebalance.html", {"is_operator": True}, request=request)
+    assert reverse("scheduler-api:rebalance") in html and "Dry run" in html and "csrfmiddlewaretoken" in html
+    assert "scheduler/rebalance.js" in html and finders.find("scheduler/rebalance.js")
+    assert (
+        render_to_string("scheduler/_rebalance.html", {"is_operator": False}, request=request).strip() == ""
+    )

@@ -16,7 +16,10 @@ audit entry inside it, and sends ``scheduler.signals.job_changed`` on commit:
 * :func:`run_pass` — one scheduling pass: load the queue and the free state
   (``scheduler.services.state``), plan it (``scheduler.planner.plan_pass``: order with fair
   share, quota, placement, preemption, reservation and backfill), then bind the plan job by job,
-  and record every pending job's decision.
+  and record every pending job's decision. When a job left pending fits in its pool's guaranteed
+  share (``Pool.guaranteed_gpus``) while other pools' preemptible jobs hold borrowed GPUs, the
+  pass ends with the rebalancer's reclaim (``rebalance.reclaim_for_guarantees``, under the same
+  lock): the pools' own reclaim never runs for the queue's requests by named GPUs.
 
 **One pass at a time**: ``weft.locks.single_instance("scheduler.pass")`` (a lease renewed while
 the pass runs; a dead worker frees it within ``WEFT_LOCK_TTL_S``). A pass asked for while one
@@ -567,7 +570,8 @@ def run_pass(*, now: datetime | None = None) -> dict[str, Any]:
     considered), ``placed``, ``preempted``, ``backfilled``, pending counts per code,
     ``expired`` (time limits), ``bind_failed``, ``engine_calls``, seconds spent loading the
     state (``load_s``), planning (``plan_s``), binding (``bind_s``), writing the pending
-    decisions (``write_s``) and in all (``duration_s``), and ``rounds``."""
+    decisions (``write_s``) and in all (``duration_s``), ``reclaimed`` (jobs placed on GPUs reclaimed
+    for their pool's guarantee), and ``rounds``."""
     with single_instance(PASS_LOCK, PASS_LIMIT_S) as mine:
         if not mine:
             request_pass()
@@ -619,6 +623,11 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
             pending_out.append(out)
     t3 = time.perf_counter()
     _write_pending(pending_out, jobs, plan, now, placed=[o.job_id for o in plan.outcomes if o.ok])
+    reclaimed = 0
+    if any(_may_reclaim(jobs[o.job_id]) for o in pending_out if o.code in _RECLAIMABLE):
+        from .rebalance import reclaim_for_guarantees  # the rebalancer imports this module
+
+        reclaimed = sum(a["outcome"] == "done" for a in reclaim_for_guarantees(now))
     t4 = time.perf_counter()
     summary = {
         "pending": len(pending),
@@ -626,6 +635,7 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
         "bind_failed": failed,
         "placed": 0,
         **plan.summary(),
+        "reclaimed": reclaimed,
     }
     summary["engine_calls"] = plan.engine_calls
     summary |= {
@@ -636,6 +646,16 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
         "duration_s": t4 - t0,
     }
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in summary.items()}
+
+
+#: pending codes for which a job within its pool's guarantee may reclaim borrowed GPUs
+_RECLAIMABLE = (PendingCode.CAPACITY, PendingCode.FRAGMENTATION, PendingCode.CONGESTION)
+
+
+def _may_reclaim(job: Job) -> bool:
+    """Cheap first check (the rebalancer checks exactly): a whole-GPU job whose pool has a
+    guaranteed share at least its size."""
+    return job.kind == JobKind.GPU and job.pool.guaranteed_gpus >= job.count
 
 
 def _decision_dict(out: Outcome) -> dict[str, Any]:

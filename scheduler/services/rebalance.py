@@ -23,7 +23,8 @@ ones before it took or freed, as a pass does):
   ``Job.requeue``) and places the job (``queue._bind``), with a ``job.reclaimed`` event and a
   ``job.reclaim`` audit entry. The gap this fills: a pass places on named GPUs, and the pools'
   allocation service reclaims only for requests by count, so no pass ever reclaimed; and a
-  pass preempts only for a higher priority.
+  pass preempts only for a higher priority. A pass that leaves such a job pending ends with
+  these reclaims itself (:func:`reclaim_for_guarantees`); the periodic run catches the rest.
 * ``move`` — a unit that is partly used, only by placed/running whole-GPU jobs, whose jobs all
   place elsewhere (not on a whole free unit, not on hosts reserved for the queue's head, not on
   unusable hosts; never spanning a higher tier than now): moving them frees the unit whole.
@@ -503,6 +504,15 @@ def run_rebalance(dry_run: bool = True, user=None, *, now: datetime | None = Non
     return _result(False, actions, outcomes)
 
 
+def reclaim_for_guarantees(now: datetime, user=None) -> list[dict[str, Any]]:
+    """Plan and take only the ``reclaim`` actions (module docstring), for a caller that holds the
+    pass lock: a scheduling pass, after binding its own plan, so that a pool's guarantee is
+    served at once rather than at the next rebalancing run. Returns the actions' dicts with
+    their ``outcome``."""
+    st = _load(now)
+    return [a.as_dict() | {"outcome": _execute(a, st.loc, now, user)} for a in _plan_reclaims(st)]
+
+
 def _passive(a: Action) -> str:
     return "reported" if a.kind == CONGESTED else "proposed"
 
@@ -632,4 +642,12 @@ def _note(a: Action, now: datetime) -> None:
         _event(job, code, f"{job}: {a.reason}", now, {"from": a.before, "to": a.placed, "reason": a.reason})
 
 
-__all__ = ["CONGESTED", "MOVE", "RECLAIM", "Action", "plan_rebalance", "run_rebalance"]
+__all__ = [
+    "CONGESTED",
+    "MOVE",
+    "RECLAIM",
+    "Action",
+    "plan_rebalance",
+    "reclaim_for_guarantees",
+    "run_rebalance",
+]

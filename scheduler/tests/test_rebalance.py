@@ -61,8 +61,9 @@ def borrowed(cluster):
 
 def _borrow(cluster):
     """The owner pool (``cluster.pool``) is guaranteed 16 GPUs; a second tenant's pool with no
-    guarantee borrowed all 32 with four preemptible 8-GPU jobs of the same priority. Returns
-    ``(owner job, borrower jobs, borrower pool)``."""
+    guarantee borrowed all 32 with four preemptible 8-GPU jobs of the same priority; the owner
+    then submits a 16-GPU job (no pass since). Returns ``(owner job, borrower jobs, borrower
+    pool)``."""
     Pool.objects.filter(pk=cluster.pool.pk).update(guaranteed_gpus=16, quota_gpus=16)
     other = Pool.objects.create(
         name="p-borrow", tenant=Tenant.objects.create(name="t-borrow"), fabric=cluster.fabric
@@ -75,10 +76,8 @@ def _borrow(cluster):
     _fresh(*borrowers)
     assert {b.state for b in borrowers} == {"placed"}
     assert all(b.allocation.borrowed for b in borrowers)
+    # submitted, no pass yet: what the periodic run finds when a pass has not reclaimed
     owner = submit(JobSpec(name="owner", pool_id=cluster.pool.pk, count=16, gpus_per_host=8))
-    summary = run_pass()  # same priority: the pass preempts nobody, and never reclaimed
-    owner.refresh_from_db()
-    assert summary["preempted"] == 0 and owner.state == "pending" and owner.pending_code == "capacity"
     return owner, borrowers, other
 
 
@@ -122,6 +121,21 @@ def test_reclaim_preempts_the_fewest_borrowers_and_places_the_owner(borrowed, us
     assert owner.state == "placed"
 
 
+def test_a_pass_reclaims_for_a_pool_below_its_guarantee_at_once(borrowed):
+    owner, borrowers, _ = borrowed
+    summary = run_pass()
+    _fresh(owner, *borrowers)
+    # same priority: the pass's own preemption takes nothing; the guarantee does
+    assert summary["preempted"] == 0 and summary["reclaimed"] == 1
+    assert owner.state == "placed" and owner.allocation.borrowed is False
+    victims = [b for b in borrowers if b.state == "pending"]
+    assert len(victims) == 2 and all(v.reason.startswith(f"requeued: reclaimed for {owner}") for v in victims)
+    assert Event.objects.filter(code="job.reclaimed", object_key=str(owner.pk)).count() == 1
+    assert run_rebalance(dry_run=True)["actions"] == []  # nothing left for the periodic run
+    assert run_pass()["reclaimed"] == 0  # the requeued borrowers wait (no guarantee of theirs)
+    assert {b.state for b in borrowers if b not in victims} == {"placed"}
+
+
 def cluster_pool_name(job: Job) -> str:
     return job.pool.name
 
@@ -144,7 +158,7 @@ def test_a_real_run_waits_for_the_pass_lock(borrowed):
 def test_a_real_run_while_a_pass_runs_in_another_worker_does_nothing(monkeypatch):
     """PostgreSQL + Redis (bin/test's second phase): a pass holds the lock in another thread
     (another connection) while a real run is asked for: the run is skipped and changes nothing;
-    once the pass is over, the run reclaims."""
+    the pass, let go, reclaims for the owner itself."""
     assert connection.vendor == "postgresql"
     monkeypatch.setattr(signals, "queue_pass", lambda: None)  # only the passes this test runs
     owner, _, _ = _borrow(gpu_cluster(2, 2, 8, name="lockrace"))
@@ -178,9 +192,10 @@ def test_a_real_run_while_a_pass_runs_in_another_worker_does_nothing(monkeypatch
         go.set()
         t.join(timeout=60)
     assert not errors, errors
-    monkeypatch.setattr(queue, "_one_pass", one_pass)
-    assert [a["outcome"] for a in run_rebalance(dry_run=False)["actions"]] == ["done"]
+    # the pass, once let go, reclaimed itself (under its lock): nothing left for the run
     assert Job.objects.get(pk=owner.pk).state == "placed"
+    assert Event.objects.filter(code="job.reclaimed").count() == 1
+    assert run_rebalance(dry_run=False)["actions"] == []
 
 
 # --- a move that frees a leaf ---------------------------------------------------------------------

@@ -8,6 +8,8 @@ audit entry inside it, and sends ``scheduler.signals.job_changed`` on commit:
 * :func:`cancel`, :func:`start`, :func:`finish` — the state machine of ``scheduler.choices``
   (a refused transition is :class:`JobConflict`); ending a job releases its allocation through
   ``pools.services.allocation.release``;
+* :func:`move` — a placed or running job moved to other hosts (the rebalancer's defragmenting
+  moves): allocation released and a new one bound in one transaction;
 * :func:`allocation_lost` — the pools ended a job's allocation themselves (reclaimed for another
   pool's guarantee, lease expired): the job is ``preempted`` with that reason;
 * requeue: a preempted job with ``Job.requeue`` (by default the preemptible ones) goes back to
@@ -504,6 +506,81 @@ def allocation_lost(allocation_id: int, allocation_state: str, *, now: datetime 
     return job
 
 
+def move(
+    job_id: int,
+    placed: dict[str, int],
+    loc,
+    *,
+    expected_allocation: int | None,
+    expected_placement: dict[str, int],
+    reason: str,
+    details: dict | None = None,
+    user=None,
+    now: datetime | None = None,
+) -> Job:
+    """Move a placed or running whole-GPU job to ``placed`` (host → GPUs, on hosts of ``loc``), in
+    one transaction: its allocation released, the free GPUs of those hosts allocated (the lowest
+    ids matching the pool's and the job's models), the job ``placed`` there (a running job
+    starts again on its new hosts: its prolog reports it running), history, a ``job.moved``
+    event and a ``job.move`` audit entry, signal on commit. The rebalancer's defragmenting moves
+    (``scheduler.services.rebalance``); ``reason`` says why, ``details`` go into the decision.
+
+    Raises :class:`JobConflict` when the job is no longer holding ``expected_allocation`` on
+    ``expected_placement`` (changed since it was planned) or a host has fewer free GPUs than
+    planned; ``pools.services.allocation.AllocationError`` when the pools refuse;
+    ``Job.DoesNotExist``."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        job = _locked(job_id)
+        if (
+            job.state not in HOLDING
+            or job.kind != JobKind.GPU
+            or job.allocation_id != expected_allocation
+            or job.placement != expected_placement
+        ):
+            raise JobConflict(f"{job} changed since the move was planned", state=job.state)
+        previous, old = job.state, job.allocation_id
+        release(old, user=user, reason=f"{job.reference} moved: {reason}"[:200], now=now)
+        try:
+            gpu_ids = _pick_gpus(job, placed, loc)
+        except _Refused as exc:
+            raise JobConflict(str(exc), state=job.state) from None
+        alloc = allocate(
+            job.pool_id,
+            AllocationRequest(kind=job.kind, count=job.count, job=job.reference, tenant_id=job.tenant_id, gpu_ids=gpu_ids),
+            user=user, now=now,
+        )  # fmt: skip
+        job.state, job.started_at, job.allocation, job.placement = JobState.PLACED, None, alloc, dict(placed)
+        job.decision = (details or {}) | {"code": "moved", "reasons": [reason], "allocation": alloc.pk}
+        job.decided_at, job.reason = now, f"moved: {reason}"[:300]
+        job.save(
+            update_fields=[
+                "state",
+                "started_at",
+                "allocation",
+                "placement",
+                "decision",
+                "decided_at",
+                "reason",
+            ]
+        )
+        _record_decision(
+            job, "moved", [reason], {"from": expected_placement, "to": placed, "allocation": alloc.pk}, now
+        )
+        _event(
+            job, "job.moved", f"{job}: moved ({reason})", now,
+            {"from": expected_placement, "to": placed, "allocation": alloc.pk, "released_allocation": old, "reason": reason},
+        )  # fmt: skip
+        audit.record(
+            "job.move", job,
+            {"state": [previous, JobState.PLACED], "from": expected_placement, "to": placed, "allocation": alloc.pk,
+             "released_allocation": old, "reason": reason},
+            user=user,
+        )  # fmt: skip
+        _send(job, previous, "rebalance")
+    return job
+
+
 def expire_time_limits(now: datetime | None = None) -> int:
     """End running jobs past their time limit as ``failed`` ("time limit"), each in its own
     transaction. Returns how many."""
@@ -882,6 +959,7 @@ __all__ = [
     "describe",
     "expire_time_limits",
     "finish",
+    "move",
     "queue_order",
     "request_pass",
     "run_pass",

@@ -62,7 +62,7 @@ from django.utils import timezone
 from accounts import audit
 from events.models import Event
 from pools.models import Pool
-from pools.services.allocation import AllocationError, AllocationRequest, allocate, release
+from pools.services.allocation import AllocationError
 from weft.locks import single_instance
 
 from ..choices import HOLDING, JobKind, JobState, PendingCode
@@ -80,16 +80,13 @@ from ..placement import (
 )
 from ..planner import HeldJob, Inventory, Outcome, fair_order
 from . import state
-from .queue import (
+from .queue import (  # the queue stays the one writer of jobs: the rebalancer binds through it
     PASS_LIMIT_S,
     PASS_LOCK,
+    JobError,
     _bind,
     _event,
-    _locked,
-    _pick_gpus,
-    _record_decision,
-    _Refused,
-    _send,
+    move,
     queued_job,
 )
 
@@ -563,62 +560,11 @@ def _reclaim(a: Action, loc, now: datetime, user) -> str:
 
 def _move(a: Action, loc, now: datetime, user) -> str:
     try:
-        with transaction.atomic():
-            job = _locked(a.job_id)
-            if (
-                job.state not in HOLDING
-                or job.allocation_id != a.details.get("allocation")
-                or job.placement != a.before
-            ):
-                return "refused: the job changed since the run planned it"
-            previous = job.state
-            release(
-                job.allocation_id, user=user, reason=f"{job.reference} moved by the rebalancer"[:200], now=now
-            )
-            gpu_ids = _pick_gpus(job, a.placed, loc)
-            alloc = allocate(
-                job.pool_id,
-                AllocationRequest(kind=job.kind, count=job.count, job=job.reference, tenant_id=job.tenant_id,
-                                  gpu_ids=gpu_ids),
-                user=user, now=now,
-            )  # fmt: skip
-            decision = dict(a.details["decision"]) | {
-                "code": "moved",
-                "reasons": [a.reason],
-                "allocation": alloc.pk,
-            }
-            job.state, job.started_at, job.allocation, job.placement = (
-                JobState.PLACED,
-                None,
-                alloc,
-                dict(a.placed),
-            )
-            job.decision, job.decided_at, job.reason = decision, now, f"moved: {a.reason}"[:300]
-            job.save(
-                update_fields=[
-                    "state",
-                    "started_at",
-                    "allocation",
-                    "placement",
-                    "decision",
-                    "decided_at",
-                    "reason",
-                ]
-            )
-            _record_decision(
-                job, "moved", [a.reason], {"from": a.before, "to": a.placed, "allocation": alloc.pk}, now
-            )
-            _event(job, "job.moved", f"{job}: moved ({a.reason})", now,
-                   {"from": a.before, "to": a.placed, "allocation": alloc.pk, "released_allocation": a.details.get("allocation"),
-                    "frees": a.frees, "reason": a.reason})  # fmt: skip
-            audit.record(
-                "job.move", job,
-                {"state": [previous, JobState.PLACED], "from": a.before, "to": a.placed, "allocation": alloc.pk,
-                 "reason": a.reason},
-                user=user,
-            )  # fmt: skip
-            _send(job, previous, _SOURCE)
-    except _Refused as exc:
+        move(
+            a.job_id, a.placed, loc, expected_allocation=a.details.get("allocation"), expected_placement=a.before,
+            reason=a.reason, details={**a.details["decision"], "frees": a.frees}, user=user, now=now,
+        )  # fmt: skip
+    except JobError as exc:
         return f"refused: {exc}"
     except AllocationError as exc:
         return f"refused: the pools refused the move ({exc})"

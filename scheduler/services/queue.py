@@ -59,7 +59,8 @@ from django.utils import timezone
 from accounts import audit
 from events.services import EventSpec, record_events
 from fabric.models import Fabric
-from pools.models import AllocationItem, Pool, Tenant
+from pools.choices import AllocationState
+from pools.models import Allocation, AllocationItem, Pool, Tenant
 from pools.services.allocation import (
     MAX_COUNT,
     AllocationError,
@@ -701,7 +702,11 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
     t3 = time.perf_counter()
     _write_pending(pending_out, jobs, plan, now, placed=[o.job_id for o in plan.outcomes if o.ok])
     reclaimed = 0
-    if any(_may_reclaim(jobs[o.job_id]) for o in pending_out if o.code in _RECLAIMABLE):
+    infos = inputs["pools"]
+    if (
+        any(_may_reclaim(jobs[o.job_id], infos) for o in pending_out if o.code in _RECLAIMABLE)
+        and Allocation.objects.filter(state=AllocationState.ACTIVE, borrowed=True).exists()
+    ):
         from .rebalance import reclaim_for_guarantees  # the rebalancer imports this module
 
         reclaimed = sum(a["outcome"] == "done" for a in reclaim_for_guarantees(now))
@@ -729,10 +734,12 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
 _RECLAIMABLE = (PendingCode.CAPACITY, PendingCode.FRAGMENTATION, PendingCode.CONGESTION)
 
 
-def _may_reclaim(job: Job) -> bool:
-    """Cheap first check (the rebalancer checks exactly): a whole-GPU job whose pool has a
-    guaranteed share at least its size."""
-    return job.kind == JobKind.GPU and job.pool.guaranteed_gpus >= job.count
+def _may_reclaim(job: Job, infos) -> bool:
+    """Cheap first check (the rebalancer checks exactly): a whole-GPU job that fits in its pool's
+    guaranteed share on top of what the pool held before the pass."""
+    info = infos.get(job.pool_id)
+    used = info.used_gpus if info is not None else 0
+    return job.kind == JobKind.GPU and used + job.count <= job.pool.guaranteed_gpus
 
 
 def _decision_dict(out: Outcome) -> dict[str, Any]:

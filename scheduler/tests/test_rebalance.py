@@ -136,6 +136,24 @@ def test_a_pass_reclaims_for_a_pool_below_its_guarantee_at_once(borrowed):
     assert {b.state for b in borrowers if b not in victims} == {"placed"}
 
 
+def test_a_preemptible_job_does_not_reclaim_from_a_higher_priority_one(db):
+    c = gpu_cluster(1, 1, 8, name="pingpong")
+    Pool.objects.filter(pk=c.pool.pk).update(guaranteed_gpus=8, quota_gpus=8)
+    other = Pool.objects.create(name="p-hi", tenant=Tenant.objects.create(name="t-hi"), fabric=c.fabric)
+    hi = submit(JobSpec(name="hi", pool_id=other.pk, count=8, preemptible=True, priority_class="high"))
+    run_pass()
+    low = submit(JobSpec(name="low", pool_id=c.pool.pk, count=8, preemptible=True, priority_class="batch"))
+    # reclaimed, the batch job would be preempted again by the next pass for the high one
+    assert run_pass()["reclaimed"] == 0 and plan_rebalance() == []
+    _fresh(hi, low)
+    assert (hi.state, low.state) == ("placed", "pending")
+    # a job that cannot be preempted back takes its guarantee whatever the priorities
+    Job.objects.filter(pk=low.pk).update(preemptible=False)
+    assert run_pass()["reclaimed"] == 1
+    _fresh(hi, low)
+    assert (hi.state, low.state) == ("pending", "placed") and hi.preemptions == 1
+
+
 def cluster_pool_name(job: Job) -> str:
     return job.pool.name
 

@@ -32,7 +32,8 @@ ones before it took or freed, as a pass does):
   its prolog starts it again) when every job of the set is preemptible and some whole-GPU job is
   pending for ``fragmentation`` (moving running work helps only a job that waits for a shape);
   otherwise proposed (listed, a ``job.move_proposed`` event once per target). At most
-  :data:`MAX_MOVES` jobs moved per run.
+  :data:`MAX_MOVES` jobs moved, and as many in proposals, per run; the proposals of one run can
+  all be made together (``_plan_moves``).
 * ``congested`` (reported) — a placed/running job whose units' uplinks (or, when it spans
   above them, its blocks' or spine groups' uplinks) carry a port with an open congestion or error
   alarm (``state.congestion_marks``; the counter rules raise ``port.congestion`` only after
@@ -93,7 +94,7 @@ from .queue import (  # the queue stays the one writer of jobs: the rebalancer b
 log = logging.getLogger(__name__)
 
 RECLAIM, MOVE, CONGESTED = "reclaim", "move", "congested"
-#: jobs moved per run at most (each move restarts a job)
+#: jobs moved per run at most (each move restarts a job), and jobs in proposed moves at most
 MAX_MOVES = 8
 _SOURCE = "rebalance"
 
@@ -336,12 +337,19 @@ def _whole_free(st: _State, key: str) -> bool:
 
 
 def _plan_moves(st: _State) -> list[Action]:
+    """Move sets, least used units first (the cheapest to empty), each planned on the GPUs free
+    after the sets before it (never on the set's own GPUs: a job spanning two units does not
+    consolidate into the other one): an executed set's jobs are on their new hosts and their old
+    GPUs free; a proposed set keeps its old GPUs *and* holds its targets (nothing later is
+    planned on either, so the listed proposals can all be made together), and its unit is not a
+    target of later sets."""
     out: list[Action] = []
-    moved = 0
+    moved = proposed = 0
+    kept: set[str] = set()  # units that proposals would free
     units = st.loc.units()
     start_used = {u.key: st.loc.capacity(u.key) - _unit_free(st, u.key) for u in units}
     for unit in sorted(units, key=lambda u: (start_used[u.key], u.key)):
-        if moved >= MAX_MOVES:
+        if moved >= MAX_MOVES and proposed >= MAX_MOVES:
             break
         cap = st.loc.capacity(unit.key)
         used = cap - _unit_free(st, unit.key)
@@ -360,15 +368,16 @@ def _plan_moves(st: _State) -> list[Action]:
             continue
         if any(not all(host in st.loc.hosts for host, _, _ in st.held[j.pk].gpus) for j in jobs):
             continue
+        execute = st.fragmented and all(j.preemptible for j in jobs)
+        if (moved if execute else proposed) + len(jobs) > MAX_MOVES:
+            continue
         jobs.sort(key=lambda j: (-sum(k for _, _, k in st.held[j.pk].gpus), j.pk))
         whole_before = [u.key for u in units if _whole_free(st, u.key)]
         blocked = dict(st.blocked())
-        for key in [unit.key, *whole_before]:
+        for key in [unit.key, *whole_before, *kept]:
             for h in st.loc.domains[key].hosts:
                 blocked.setdefault(h, "rebalance: kept whole")
-        olds = [st.held[j.pk] for j in jobs]
-        for h in olds:
-            _give(st.inv, h)
+        olds = [st.held[j.pk] for j in jobs]  # planned on GPUs free now: their own stay theirs until moved
         plans: list[tuple[Job, Any, tuple]] = []
         ok = True
         for j in jobs:
@@ -384,17 +393,15 @@ def _plan_moves(st: _State) -> list[Action]:
                 ok = False
                 break
             plans.append((j, d, _take(st.inv, d.placed, key)))
-        execute = ok and st.fragmented and all(j.preemptible for j in jobs)
-        if not execute:  # undo: a proposal (or a failure) changes nothing for the actions after it
+        if not ok:
             for _, _, gpus in plans:
                 _give(st.inv, HeldJob(0, 0, 0, 0, False, 0.0, gpus))
-            for h in olds:
-                _take_back(st.inv, h)
-        if not ok:
             continue
-        whole_after = len(whole_before) + 1
+        if execute:  # moved: their old GPUs are free (a proposal keeps them, and holds its targets)
+            for h in olds:
+                _give(st.inv, h)
         why = (
-            f"frees {unit.name} whole ({cap} GPUs): whole free units {len(whole_before)} → {whole_after}"
+            f"frees {unit.name} whole ({cap} GPUs): whole free units {len(whole_before)} → {len(whole_before) + 1}"
             + ("" if execute else " (proposed: " + (
                 "a job of the set is not preemptible" if not all(j.preemptible for j in jobs)
                 else "no job is pending for fragmentation") + ")")
@@ -408,14 +415,17 @@ def _plan_moves(st: _State) -> list[Action]:
                     details={"decision": d.as_dict(), "allocation": j.allocation_id, "unit": unit.key},
                 )
             )  # fmt: skip
+            st.touched.add(j.pk)
             if execute:
                 old = st.held[j.pk]
                 st.held[j.pk] = HeldJob(
                     j.pk, old.tenant_id, old.pool_id, old.priority, old.preemptible, old.ends_at, gpus
                 )
-                st.touched.add(j.pk)
         if execute:
             moved += len(plans)
+        else:
+            proposed += len(plans)
+            kept.add(unit.key)
     return out
 
 

@@ -224,25 +224,30 @@ def _on(jobs: list[Job], host: str) -> Job:
     return job
 
 
-def test_a_preemptible_job_is_moved_so_that_a_whole_leaf_comes_free(cluster, users):
+def _fragmented(cluster, preemptible: bool = True) -> tuple[Job, Job]:
+    """leaf-01: host001 free, host002 half used by ``small`` (4 GPUs); leaf-02: host003 free,
+    host004 full. 20 GPUs free, but no leaf has two free hosts: ``big`` (two whole hosts in one
+    leaf, required) waits for fragmentation. Returns ``(small, big)``."""
     s = lambda n, **kw: JobSpec(name=kw.pop("name"), pool_id=cluster.pool.pk, count=n, **kw)  # noqa: E731
     fill = [submit(s(8, name=f"fill{i}", gpus_per_host=8)) for i in range(4)]
     run_pass()
     _fresh(*fill)
     finish(_on(fill, "host002").pk)
-    small = submit(s(4, name="small", preemptible=True, time_limit_s=3600))
+    small = submit(s(4, name="small", preemptible=preemptible, time_limit_s=3600))
     run_pass()
     small.refresh_from_db()
     assert small.placement == {"host002": 4}
     finish(_on(fill, "host001").pk)
     finish(_on(fill, "host003").pk)
-    # leaf-01: host001 free, host002 half used; leaf-02: host003 free, host004 full. 20 GPUs free,
-    # but no leaf has two free hosts: a job that needs them waits for fragmentation
     big = submit(s(16, name="big", gpus_per_host=8, tier="leaf", tier_mode="required"))
     run_pass()
     big.refresh_from_db()
     assert big.state == "pending" and big.pending_code == "fragmentation"
+    return small, big
 
+
+def test_a_preemptible_job_is_moved_so_that_a_whole_leaf_comes_free(cluster, users):
+    small, big = _fragmented(cluster)
     dry = run_rebalance(dry_run=True)
     moves = [a for a in dry["actions"] if a["kind"] == "move"]
     (move,) = moves
@@ -264,6 +269,27 @@ def test_a_preemptible_job_is_moved_so_that_a_whole_leaf_comes_free(cluster, use
     run_pass()  # the freed leaf takes the job that waited for it
     big.refresh_from_db()
     assert big.state == "placed" and set(big.placement) == {"host001", "host002"}
+
+
+def test_a_move_whose_job_changed_after_the_plan_is_refused_and_changes_nothing(cluster, monkeypatch):
+    from scheduler.services import rebalance
+
+    small, big = _fragmented(cluster)
+    planned = rebalance.plan_rebalance
+
+    def plan_then_cancel(now=None):
+        actions = planned(now)
+        queue.cancel(small.pk, reason="the user was quicker")  # between the plan and its execution
+        return actions
+
+    monkeypatch.setattr(rebalance, "plan_rebalance", plan_then_cancel)
+    (move,) = run_rebalance(dry_run=False)["actions"]
+    assert move["job"] == small.pk and move["outcome"].startswith("refused: ")
+    assert "changed since the move was planned" in move["outcome"]
+    small.refresh_from_db()
+    assert small.state == "cancelled" and small.placement == {"host002": 4}
+    assert not Event.objects.filter(code="job.moved").exists()
+    assert not Allocation.objects.filter(job=small.reference, state="active").exists()
 
 
 def leaf_name(cluster, host: str) -> str:

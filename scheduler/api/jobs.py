@@ -2,7 +2,7 @@
 ``scheduler.services.queue``, tenant-scoped as the pools API (``pools.access``): everyone sees the
 jobs of the tenants they belong to (Admins: all), another tenant's job is a 404; submitting,
 cancelling, starting and finishing need the site Operator role and an operator membership of
-the job's tenant."""
+the job's tenant. ``rebalance/`` runs the rebalancer (site Operator: it acts across tenants)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pools.models import Pool
 from .. import filtersets
 from ..access import scope_jobs, submit_tenant
 from ..models import Job, JobDecision
-from ..services import queue
+from ..services import queue, rebalance
 from ..services.fabric_view import job_fabric_view
 from . import serializers
 
@@ -98,7 +98,7 @@ class JobViewSet(BriefModeMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
             gpu_model=v["gpu_model"], mig_profile=v["mig_profile"], memory_mib=v["memory_mib"],
             compute_pct=v["compute_pct"], gpus_per_host=v["gpus_per_host"], segments=v["segments"],
             segment_hosts=v["segment_hosts"], segment_tier=v["segment_tier"], priority_class=v["priority_class"],
-            preemptible=v["preemptible"], tier=v["tier"], tier_mode=v["tier_mode"], time_limit_s=v["time_limit_s"],
+            preemptible=v["preemptible"], requeue=v["requeue"], tier=v["tier"], tier_mode=v["tier_mode"], time_limit_s=v["time_limit_s"],
         )  # fmt: skip
         try:
             job = queue.submit(spec, user=request.user)
@@ -237,3 +237,35 @@ class QueueView(generics.GenericAPIView):
         page = self.paginate_queryset(rows)
         data = self.get_serializer(page, many=True, context={"request": request}).data
         return self.get_paginated_response(data)
+
+
+@extend_schema(
+    request=serializers.RebalanceRequestSerializer,
+    responses={
+        200: serializers.RebalanceResultSerializer,
+        403: OpenApiResponse(description="Viewers may not run the rebalancer"),
+        409: OpenApiResponse(
+            OpenApiTypes.OBJECT, description="a scheduling pass holds the lock: nothing done"
+        ),
+    },
+    summary="Run the rebalancer (Operator): reclaim borrowed GPUs, defragmenting moves, congestion reports",
+)
+class RebalanceView(generics.GenericAPIView):
+    """``POST {"dry_run": true|false}`` (Operator and Admin; default a dry run): the rebalancer's
+    actions (``scheduler.services.rebalance``), each with its reason and, for a real run, its
+    outcome. A dry run lists the same actions a real run on the same state takes. A real run
+    while a pass holds the lock is a 409 and does nothing. It acts across tenants: the site
+    Operator role is what it needs, as draining a fabric."""
+
+    read_role = Role.OPERATOR
+    write_role = Role.OPERATOR
+    serializer_class = serializers.RebalanceRequestSerializer
+    filter_backends: list = []
+
+    def post(self, request):
+        body = serializers.RebalanceRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        result = rebalance.run_rebalance(dry_run=body.validated_data["dry_run"], user=request.user)
+        if result.get("skipped"):
+            return Response(result, status=status.HTTP_409_CONFLICT)
+        return Response(result)

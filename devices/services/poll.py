@@ -13,7 +13,11 @@ of each fabric touched (alarms at once, not on the minute flush).
 
 The first successful poll of a device sets its baseline: no link or interface events for what
 it found (as the first discovery of an IB fabric writes one ``fabric.discovered``, not an event
-per node), only ``device.identified``.
+per node), only ``device.identified``; its counters are the first sample (no rates, no deltas:
+``telemetry.semantics.derive_wrapping`` with no previous sample), so no discard/error/congestion
+rule measures it. One exception: an interface administratively up and operationally down
+(``FIRST_POLL_DOWN``) raises ``device.interface_down`` at once, and only once (the next polls
+see no change).
 """
 
 from __future__ import annotations
@@ -39,6 +43,11 @@ from ..collectors.snmp import Session, SnmpError, Target, close_engine, with_dea
 from ..models import Device, Interface, Neighbour, Sensor
 
 log = logging.getLogger(__name__)
+
+#: oper states that raise ``device.interface_down`` at a device's first poll for an admin-up
+#: interface; ``notPresent`` (no transceiver in an admin-up cage, the default on many switches)
+#: and ``dormant``/``testing``/``unknown`` do not: they are the device's baseline, not a fault
+FIRST_POLL_DOWN = frozenset({"down", "lowerLayerDown"})
 
 #: every poll: states and counters; inventory polls add ``mibs.INTERFACE_INVENTORY``
 INTERFACE_COLUMNS = (*mibs.INTERFACE_STATE, *mibs.HC_COUNTERS, mibs.IF_DISCONTINUITY, *mibs.PFC)
@@ -387,6 +396,12 @@ def _store_interfaces(dev: Device, reading: Reading, *, restarted: bool, first: 
         if row is None:
             row = Interface(device=dev, if_index=rec.if_index)
             new.append(row)
+            if first and rec.admin_status == "up" and rec.oper_status in FIRST_POLL_DOWN:
+                # the baseline's one exception: a port meant to be up that is down is an alarm
+                # now, once (later polls see down → down, no change, no second event)
+                specs.append(
+                    interface_spec(dev, rec.name, False, f"oper status {rec.oper_status} at first poll")
+                )
         else:
             changed.append(row)
             if (

@@ -500,6 +500,10 @@ WEFT_SNMP_CONCURRENCY = env_int("WEFT_SNMP_CONCURRENCY", 64, min_value=1)
 WEFT_SNMP_GROUPS = env_int("WEFT_SNMP_GROUPS", 1, min_value=1)
 WEFT_SNMP_INVENTORY_S = env_float("WEFT_SNMP_INVENTORY_S", 3600.0, positive=True)
 WEFT_SNMP_TRAP_LISTEN = env_str("WEFT_SNMP_TRAP_LISTEN", "0.0.0.0:162")
+#: the port ``manage.py serve`` (embedded deployment, the demo) receives SNMP traps on, on the host
+#: of WEFT_SNMP_TRAP_LISTEN; 0 (the default): no trap receiver in serve (production runs
+#: ``manage.py snmp_traps``). A port below 1024 needs root or CAP_NET_BIND_SERVICE.
+WEFT_SNMP_TRAP_PORT = env_int("WEFT_SNMP_TRAP_PORT", 0, min_value=0)
 #: Fernet keys that encrypt device credentials at rest (devices.crypto): the first encrypts, all
 #: decrypt (rotation); unset: one derived from SECRET_KEY.
 WEFT_CREDENTIALS_KEYS = env_fernet_keys("WEFT_CREDENTIALS_KEY")

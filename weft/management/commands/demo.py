@@ -26,6 +26,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from lab.faults import FaultInjector
 from lab.traffic import TrafficPlayer
+from weft.management.commands.serve import TrapStartError, add_trap_argument
 
 
 def brief_console_mail() -> None:
@@ -56,6 +57,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-jobs", action="store_true", help="do not submit the stream of demo jobs (scheduler.demo)"
         )
+        add_trap_argument(parser)
 
     def handle(self, **opts):
         from lab import Lab, LabError, netgen
@@ -122,9 +124,13 @@ class Command(BaseCommand):
             self.stdout.flush()
             from weft.management.commands.serve import serve
 
-            serve(opts["host"], opts["port"], worker=False, notices=False)
+            serve(
+                opts["host"], opts["port"], worker=False, notices=False, snmp_trap_port=opts["snmp_trap_port"]
+            )
         except KeyboardInterrupt:  # Ctrl-C before the server took over: stop as it would
             self.stdout.write("\nCtrl-C: stopping the demo...")
+        except TrapStartError as exc:  # the lab and the worker are stopped below
+            raise CommandError(str(exc)) from None
         finally:
             for thread in threads:
                 thread.stop()

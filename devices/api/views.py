@@ -13,18 +13,8 @@ from fabric.api.views import BRIEF_PARAM, BriefModeMixin, ReadOnlyTopologyViewSe
 
 from .. import filtersets
 from ..models import SECRET_FIELDS, Device, Interface, Neighbour, Sensor
+from ..services import config
 from . import serializers
-
-
-def _redact(changes: dict) -> dict:
-    """Audit ``changes`` with the credentials replaced by whether they were set or changed."""
-    out = {}
-    for k, v in changes.items():
-        if k in SECRET_FIELDS:
-            out[k] = "(set)" if v else "(cleared)"
-        else:
-            out[k] = v.pk if hasattr(v, "pk") else v
-    return out
 
 
 @extend_schema_view(
@@ -44,17 +34,12 @@ class DeviceViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
     audit_prefix = "device"
 
     def audit_create_changes(self, serializer, instance):
-        return _redact(dict(serializer.validated_data))
+        return config.create_changes(dict(serializer.validated_data))
 
     def audit_update_changes(self, serializer, before, after):
-        from accounts import audit
-
-        plain = [f for f in serializer.validated_data if f not in SECRET_FIELDS]
-        changes = audit.model_changes(before, after, plain)
-        for k in SECRET_FIELDS:
-            if k in serializer.validated_data:
-                changes[k] = "(changed)" if serializer.validated_data[k] else "(cleared)"
-        return changes
+        data = serializer.validated_data
+        secrets = {k: data[k] for k in SECRET_FIELDS if k in data}
+        return config.update_changes(before, after, list(data), secrets)
 
 
 class InterfaceViewSet(ReadOnlyTopologyViewSet):

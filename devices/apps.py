@@ -19,3 +19,9 @@ class DevicesConfig(AppConfig):
         from .metrics import DeviceCollector
 
         register_collector(DeviceCollector)
+
+        from fabric.api.maplayout import register_layer
+
+        from . import maplayer
+
+        register_layer("ethernet", maplayer.build, maplayer.cache_part)

@@ -546,4 +546,6 @@ def _link_spec(dev: Device, local: str, remote: str, remote_port: str, *, up: bo
     code = "device.link_up" if up else "device.link_down"
     verb = "now sees" if up else "no longer sees"
     return EventSpec(code, f"{dev.name} {local} {verb} {remote} {remote_port} (LLDP)", object_type="link",
-                     object_key=key, object_repr=f"{dev.name} {local} ↔ {remote} {remote_port}")  # fmt: skip
+                     object_key=key, object_repr=f"{dev.name} {local} ↔ {remote} {remote_port}",
+                     details={"device": dev.name, "local_port": local, "remote": remote,
+                              "remote_port": remote_port})  # fmt: skip

@@ -25,3 +25,9 @@ class DevicesConfig(AppConfig):
         from . import maplayer
 
         register_layer("ethernet", maplayer.build, maplayer.cache_part)
+
+        from telemetry.api.heatmap import register_rows
+
+        from .heatmap import heatmap_rows
+
+        register_rows("ethernet", heatmap_rows)

@@ -243,8 +243,11 @@ def poll_devices(
             continue
         fabrics.setdefault(d.fabric_id, []).append(d.pk)
         out.append(stored)
+    from ..heatmap import publish
+
     for fabric_id, ids in fabrics.items():
         evaluate(fabric_id, ids)
+        transaction.on_commit(lambda f=fabric_id: publish(f))  # the heatmap's Ethernet rows, live
     return out
 
 

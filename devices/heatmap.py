@@ -42,7 +42,7 @@ def _cells_and_rows(fabric_id: int) -> tuple[list[dict], list[list]]:
     ifaces = (
         Interface.objects.filter(device__in=devices, present=True, if_type__in=ETHERNET_IF_TYPES)
         .order_by("device_id", "if_index")
-        .values_list("id", "device_id", "name", "utilisation", "congestion", "error_deltas", "rate_reason",
+        .values_list("id", "device_id", "name", "utilisation", "congestion", "error_deltas",
                      "in_bytes_per_s", "admin_status", "oper_status")
     )  # fmt: skip
     by_device: dict[int, list] = {}
@@ -55,7 +55,7 @@ def _cells_and_rows(fabric_id: int) -> tuple[list[dict], list[list]]:
             continue
         polled_ok = d.status == PollStatus.OK
         ports = {}
-        for col, (iid, _dev, name, util, cong, errs, reason, rate, admin, oper) in enumerate(mine, start=1):
+        for col, (iid, _dev, name, util, cong, errs, rate, admin, oper) in enumerate(mine, start=1):
             ports[col] = name
             stale = int(not polled_ok or rate is None)
             down = int(admin == "up" and oper != "up")

@@ -511,6 +511,10 @@ CELERY_BEAT_SCHEDULE["poll-devices"] = {
     "task": "devices.tasks.poll_devices_task",
     "schedule": timedelta(seconds=WEFT_SNMP_TICK_S),
 }
+CELERY_BEAT_SCHEDULE["rollup-devices"] = {
+    "task": "devices.tasks.rollup_history_task",
+    "schedule": timedelta(seconds=WEFT_ROLLUP_INTERVAL_S),
+}
 
 if PRODUCTION:
     SESSION_COOKIE_SECURE = env_bool("WEFT_SECURE_COOKIES", True)

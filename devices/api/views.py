@@ -4,8 +4,14 @@ neighbours (read-only: they come from polls)."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, extend_schema_view
+import time
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
 
 from accounts.api.mixins import AuditedWritesMixin
 from accounts.roles import Role
@@ -32,6 +38,51 @@ class DeviceViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
     read_role = Role.VIEWER
     write_role = Role.ADMIN
     audit_prefix = "device"
+
+    @extend_schema(
+        responses=OpenApiTypes.OBJECT,
+        parameters=[
+            OpenApiParameter(
+                "start", str, description="epoch seconds, ISO 8601, 'now' or relative ('-6h'); default end-1h"
+            ),
+            OpenApiParameter("end", str, description="as start; default now"),
+            OpenApiParameter("resolution", str, description="auto (default), raw, minute or hour"),
+            OpenApiParameter("interface", int, description="ifIndex of the interface whose rates to include"),
+        ],
+        description='{"t": [epoch s], "resolution", "interface": {"if_index", "name", "in_bytes_per_s", '
+        '"out_bytes_per_s", "utilisation", "congestion", "errors"} | null, "sensors": [{"index", "name", '
+        '"kind", "unit", "values"}]} (devices.services.history.device_history)',
+    )
+    @action(detail=True, methods=["get"], url_path="history")
+    def history(self, request, pk=None):
+        """Rate history of one interface (``?interface=<ifIndex>``) and every sensor's readings
+        between ``start`` and ``end`` (the charts of the device page). Bad parameters: 400 naming them."""
+        from datetime import UTC, datetime
+
+        from telemetry.api.series import DEFAULT_SPAN_S, MAX_SPAN_S, RESOLUTIONS, parse_time
+
+        from ..services.history import device_history
+
+        device = self.get_object()
+        q = request.query_params
+        now = time.time()
+        end = parse_time("end", q.get("end"), now, now)
+        start = parse_time("start", q.get("start"), now, end - DEFAULT_SPAN_S)
+        if start >= end:
+            raise ValidationError({"start": "start must be before end"})
+        if end - start > MAX_SPAN_S:
+            raise ValidationError({"start": f"the range may span at most {MAX_SPAN_S / 86400:.0f} days"})
+        resolution = q.get("resolution", "auto") or "auto"
+        if resolution not in RESOLUTIONS:
+            raise ValidationError({"resolution": f"use one of {', '.join(RESOLUTIONS)}"})
+        if_index = q.get("interface") or None
+        if if_index is not None and not (if_index.isdigit() and int(if_index) < 2**31):
+            raise ValidationError({"interface": f"{if_index[:20]!r} is not an ifIndex"})
+        doc = device_history(
+            device, datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC),
+            resolution=resolution, if_index=int(if_index) if if_index is not None else None,
+        )  # fmt: skip
+        return Response({"device": device.pk, "start": start, "end": end, **doc})
 
     def audit_create_changes(self, serializer, instance):
         return config.create_changes(dict(serializer.validated_data))

@@ -41,6 +41,7 @@ from .. import crypto, mibs, parsers
 from ..choices import PollStatus
 from ..collectors.snmp import Session, SnmpError, Target, close_engine, with_deadline
 from ..models import Device, Interface, Neighbour, Sensor
+from . import history
 
 log = logging.getLogger(__name__)
 
@@ -296,6 +297,7 @@ def store(device: Device, reading: Reading) -> dict:
                 dev.identified_at = None  # a new interface: read names and speeds at the next poll
             specs += _store_interfaces(dev, reading, restarted=restarted, first=first)
             _store_sensors(dev, reading.sensors, now)
+            history.record(dev, reading.t)  # the rates and readings just stored, as one sample
             if reading.neighbours is not None:
                 specs += _store_neighbours(dev, reading.neighbours, now, first=first)
             counts = {

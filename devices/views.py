@@ -53,6 +53,12 @@ class DeviceView(RoleRequiredMixin, DetailView):
         ctx = super().get_context_data(**kwargs)
         d = self.object
         ctx["interfaces"] = list(d.interfaces.filter(present=True).order_by("if_index"))
+        # the history chart starts on the busiest interface (else the first one that is up)
+        busy = [i for i in ctx["interfaces"] if i.utilisation is not None]
+        up = [i for i in ctx["interfaces"] if i.oper_status == "up"]
+        ctx["chart_interface"] = (
+            max(busy, key=lambda i: i.utilisation) if busy else (up or ctx["interfaces"] or [None])[0]
+        )
         ctx["sensors"] = list(d.sensors.order_by("kind", "index"))
         ctx["neighbours"] = list(d.neighbours.select_related("interface", "remote").order_by("local_port"))
         ctx["alarms"] = list(

@@ -63,3 +63,12 @@ def test_ethernet_links_beside_ib_links(weft_server, browser_page, realdata):
     assert page.text_content("#panel-title") == "sonic"
     assert page.locator("#panel-eth-links li").count() == len(systems)
     assert page.get_attribute("#panel-title a", "href") == f"/devices/{device['id']}/"
+
+    # the device page draws its history: the interface rates and one chart per sensor kind
+    sensors = api_get(page, server, f"/api/devices/sensors/?device={device['id']}&limit=500")["results"]
+    page.goto(f"{server.url}/devices/{device['id']}/")
+    page.wait_for_selector("#device-charts[data-state=ok], #device-charts[data-state=error]")
+    charts = page.eval_on_selector("#device-charts", "el => ({...el.dataset})")
+    assert charts["state"] == "ok" and int(charts["points"]) >= 1
+    assert int(charts["sensorCharts"]) == len({s["kind"] for s in sensors}) > 0
+    assert page.locator("#device-charts .uplot").count() == 2 + len({s["kind"] for s in sensors})

@@ -1,7 +1,8 @@
 """Browser test of the map's Ethernet layer: an Admin adds an SNMP device with the device form
 (the real page), the device is polled from a real agent (snmpsim serving the SONiC recording's
 LLDP table), and the IB fabric's map draws its Ethernet links beside the IB cables, with their
-legend entry and a panel for the device. Expected counts come from the REST API."""
+legend entry and a panel for the device; the device page charts its history; the heatmap has
+the switch's row and applies the poller's live deltas. Expected values come from the REST API."""
 
 from __future__ import annotations
 
@@ -72,3 +73,18 @@ def test_ethernet_links_beside_ib_links(weft_server, browser_page, realdata):
     assert charts["state"] == "ok" and int(charts["points"]) >= 1
     assert int(charts["sensorCharts"]) == len({s["kind"] for s in sensors}) > 0
     assert page.locator("#device-charts .uplot").count() == 2 + len({s["kind"] for s in sensors})
+
+    # the heatmap has the switch's row; a live delta from the devices poller recolours its cell
+    snap = api_get(page, server, f"/api/fabric/heatmap/{fabric['id']}/")
+    [row] = [r for r in snap["rows"] if r.get("kind") == "ethernet"]
+    cell = next(c for c in snap["cells"] if c[1] == row["node"])
+    page.goto(f"{server.url}/heatmap/{fabric['id']}/")
+    page.wait_for_function("() => window.weftHeatmap && window.weftHeatmap.findPort('sonic', 1) !== null")
+    assert page.evaluate("() => window.weftHeatmap.findPort('sonic', 1)") == cell[0]
+    got = page.evaluate("p => window.weftHeatmap.cellState(p)", cell[0])
+    assert (got["utilisation"], got["congestion"], got["down"]) == (cell[3], cell[4], cell[7])
+    delta = {"type": "heatmap.delta", "payload": {"fabric": fabric["id"], "sweep": 0, "at": snap["now"],
+             "interval_s": 0, "status": "ok", "source": "devices", "cells": [[*cell[:3], 0.75, 0.25, 0, 0, 0]]}}  # fmt: skip
+    page.evaluate("m => window.weftHeatmap.applyMessage(m)", delta)
+    got = page.evaluate("p => window.weftHeatmap.cellState(p)", cell[0])
+    assert (got["utilisation"], got["congestion"], got["stale"]) == (0.75, 0.25, 0)

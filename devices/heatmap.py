@@ -12,25 +12,36 @@ the device's present Ethernet interfaces (ifType ethernetCsmacd and its older si
 when the interface has no rate this interval (first sample, reset, device unreachable) and down
 when it is administratively up and operationally not.
 
-After a poll, :func:`publish` sends the fabric's Ethernet cells as a ``heatmap.delta`` with
-``"source": "devices"`` (the page applies it whatever the IB sweep id).
+After a poll, :func:`publish` sends the fabric's Ethernet cells that changed as a
+``heatmap.delta`` with ``"source": "devices"`` (the page applies it whatever the IB sweep id).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
+from django.core.cache import cache
 from django.urls import reverse
 from django.utils import timezone
 
-from telemetry.producer import DELTA_TYPE, _error_flag, _round, heatmap_group, relay_payload
+from telemetry.producer import (
+    DELTA_TYPE,
+    STATE_TTL_S,
+    _error_flag,
+    _round,
+    diff_cells,
+    heatmap_group,
+    relay_payload,
+)
 from weft import realtime
 
 from .choices import PollStatus
 from .models import Device, Interface
 
 log = logging.getLogger(__name__)
+_lock = threading.Lock()  # one publication at a time per process: the cached state stays in order
 
 #: IANAifType values drawn: ethernetCsmacd(6), fastEther(62), fastEtherFX(69), gigabitEthernet(117)
 ETHERNET_IF_TYPES = (6, 62, 69, 117)
@@ -80,17 +91,29 @@ def heatmap_rows(fabric) -> dict | None:
     }
 
 
+def state_key(fabric_id: int) -> str:
+    """Cache key of the Ethernet cells last published for ``fabric_id`` (as the IB producer's)."""
+    return f"weft:heatmap:ethernet-state:{fabric_id}"
+
+
 def publish(fabric_id: int) -> dict | None:
-    """Send the fabric's Ethernet cells to its heatmap subscribers (all of them: a poll of 100
-    devices is a few thousand small cells). Returns the payload, None when the fabric has no
+    """Send the fabric's Ethernet cells that changed since the last publication (all of them,
+    ``"full": True``, when there is none: ``telemetry.producer.diff_cells`` over the cache, as the
+    IB producer) to its heatmap subscribers. Returns the payload, None when the fabric has no
     Ethernet row. Never raises (live updates are best effort; the snapshot is the truth)."""
     try:
         _rows, cells = _cells_and_rows(fabric_id)
         if not cells:
             return None
+        with _lock:
+            previous = cache.get(state_key(fabric_id))
+            changed, state = diff_cells(previous, cells)
+            cache.set(state_key(fabric_id), state, timeout=STATE_TTL_S)
         now = timezone.now().isoformat().replace("+00:00", "Z")
         payload = {"fabric": fabric_id, "sweep": 0, "at": now, "interval_s": 0.0, "status": "ok",
-                   "cells": cells, "source": "devices", "published": time.time()}  # fmt: skip
+                   "cells": changed, "source": "devices", "published": time.time()}  # fmt: skip
+        if previous is None:
+            payload["full"] = True
         realtime.publish(heatmap_group(fabric_id), DELTA_TYPE, relay_payload(DELTA_TYPE, payload))
         return payload
     except Exception:

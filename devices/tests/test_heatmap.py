@@ -5,9 +5,10 @@ interface carrying the poller's own utilisation (not recomputed), the down port 
 from __future__ import annotations
 
 import pytest
+from django.core.cache import cache
 
 from devices import mibs
-from devices.heatmap import ETHERNET_IF_TYPES, publish
+from devices.heatmap import ETHERNET_IF_TYPES, publish, state_key
 from devices.models import Interface
 from devices.services.poll import poll_devices
 from telemetry.producer import PRECISION
@@ -46,8 +47,15 @@ def test_ethernet_rows_carry_the_pollers_rates(agent, make_device, viewer, eth_f
     down = [i for i in ifaces if i.admin_status == "up" and i.oper_status != "up"]
     assert len(down) == 1 and cells[-down[0].pk][7] == 1
     # the live delta sent after a poll: the same cells, marked as the devices' own
+    cache.delete(state_key(eth_fabric.pk))
     payload = publish(eth_fabric.pk)
-    assert payload["source"] == "devices" and sorted(payload["cells"]) == sorted(snap["cells"])
+    assert payload["source"] == "devices" and payload["full"] is True
+    assert sorted(payload["cells"]) == sorted(snap["cells"])
+    # nothing moved since: the next delta carries no cell; one interface going down, only its own
+    assert publish(eth_fabric.pk)["cells"] == []
+    Interface.objects.filter(pk=swp2.pk).update(oper_status="down")
+    again = publish(eth_fabric.pk)
+    assert "full" not in again and again["cells"] == [[*cell[:7], 1]]
 
 
 def test_ib_fabric_heatmap_has_no_ethernet_rows(viewer, db):

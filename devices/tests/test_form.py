@@ -132,3 +132,13 @@ def test_bad_port_is_a_located_error_nothing_stored(admin, fabric):
     assert (
         not Device.objects.exists() and not AuditEntry.objects.filter(action__startswith="device.").exists()
     )
+
+
+def test_device_page_edit_link_and_history_card_by_role(admin, operator, fabric):
+    admin.post(ADD, _body(fabric, community=SECRETS[0]))
+    dev = Device.objects.get(name="leaf1")
+    page = operator.get(f"/devices/{dev.pk}/").content.decode()
+    assert 'id="device-edit"' not in page and 'id="device-charts"' in page
+    assert f'data-history-url="/api/devices/devices/{dev.pk}/history/"' in page
+    _no_secret_in(page)
+    assert 'id="device-edit"' in admin.get(f"/devices/{dev.pk}/").content.decode()

@@ -367,7 +367,11 @@ class BackgroundReceiver:
             )
         if self._error is not None:
             self._thread.join(5.0)
-            raise TrapListenError(f"cannot listen for SNMP traps on {host}:{port}: {self._error}")
+            if isinstance(self._error, OSError):
+                raise TrapListenError(f"cannot listen for SNMP traps on {host}:{port}: {self._error}")
+            raise TrapListenError(
+                f"the SNMP trap receiver on {host}:{port} did not start: {type(self._error).__name__}: {self._error}"
+            )
         return self
 
     def _run(self) -> None:

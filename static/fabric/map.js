@@ -497,6 +497,13 @@
       else if (nd.host[i] >= 0 && data.hosts[nd.host[i]].toLowerCase().includes(ql)) push(i, "host");
       else if (ql.length >= 4 && nd.guid[i].includes(ql.replace(/^0x/, ""))) push(i, "GUID");
     }
+    const L = eth();  // Ethernet devices and LLDP systems by name (keys "e<k>"; one on an IB switch is that switch)
+    if (L) for (let k = 0; k < L.nodes.name.length && out.length < 50; k++) {
+      if (L.nodes.name[k].toLowerCase().includes(ql)) {
+        const key = ethKey(k);
+        push(isEthKey(key) ? key : Number(key), "Ethernet " + L.nodes.kind[k]);
+      }
+    }
     return out;
   }
 
@@ -505,6 +512,14 @@
     matches = new Set(list.map(([i]) => String(i)));
     for (const [i, why] of list) {
       const li = el("li");
+      if (isEthKey(i)) {
+        const name = eth().nodes.name[Number(i.slice(1))];
+        li.dataset.ethNode = name;
+        li.append(name + " ", el("span", why, "muted"));
+        li.addEventListener("mousedown", (ev) => { ev.preventDefault(); pick(i); });
+        results.append(li);
+        continue;
+      }
       li.dataset.guid = data.nodes.guid[i];
       li.append(label(i) + " ", el("span", TYPE_NAMES[data.nodes.type[i]] + " · " + data.nodes.guid[i] + " · " + why, "muted"));
       li.addEventListener("mousedown", (ev) => { ev.preventDefault(); pick(i); });
@@ -759,7 +774,9 @@
     get graph() { return graph; },
     get data() { return data; },
     select(guid) { const i = guidIndex.get(normalizeGuid(guid) || guid); if (i !== undefined) select(String(i)); return i !== undefined; },
-    search: (q) => search(q).map(([i, why]) => ({ guid: data.nodes.guid[i], name: label(i), why })),
+    search: (q) => search(q).map(([i, why]) => (isEthKey(i)
+      ? { guid: null, name: eth().nodes.name[Number(i.slice(1))], why }
+      : { guid: data.nodes.guid[i], name: label(i), why })),
     viewportPosition,
     edgeState,
     /** The Ethernet edges drawn: [{a, b, n, down, colour}] by node name. */

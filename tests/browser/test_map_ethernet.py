@@ -56,6 +56,17 @@ def test_ethernet_links_beside_ib_links(weft_server, browser_page, realdata):
     assert legend.inner_text() == "Ethernet (LLDP) (23)"
     assert "Ethernet: 23 links" in page.inner_text("#map-status")
 
+    # an LLDP neighbour found by name with the map's search; Enter selects it
+    host = sorted(systems)[0]
+    page.fill("#map-search", host)
+    page.wait_for_selector(f"#map-results li[data-eth-node='{host}']")
+    page.press("#map-search", "Enter")
+    page.wait_for_selector(f"#map[data-selected='{host}']")
+    assert page.text_content("#panel-title") == host
+    assert page.locator("#panel-eth-links li").count() == 1  # its link to the switch
+    page.keyboard.press("Escape")
+    page.wait_for_selector("#map:not([data-selected])")
+
     # the device on the map: click it where sigma draws it, its panel lists its Ethernet links
     page.wait_for_timeout(300)  # let the first frames settle before reading positions
     pos = page.evaluate("n => window.weftMap.ethPosition(n)", "sonic")

@@ -311,6 +311,9 @@ WEFT_SCHEDULER_PASS_INTERVAL_S = env_float("WEFT_SCHEDULER_PASS_INTERVAL_S", 30.
 WEFT_SCHEDULER_DEFAULT_TIME_LIMIT_S = env_float("WEFT_SCHEDULER_DEFAULT_TIME_LIMIT_S", 86400.0, positive=True)
 WEFT_SCHEDULER_FAIRSHARE_WINDOW_S = env_float("WEFT_SCHEDULER_FAIRSHARE_WINDOW_S", 7 * 86400.0, positive=True)
 WEFT_SCHEDULER_DECISION_HISTORY = env_int("WEFT_SCHEDULER_DECISION_HISTORY", 20, min_value=1)
+#: the rebalancing worker (scheduler.services.rebalance: reclaim, defragmenting moves, congestion
+#: reports), seconds between runs by beat
+WEFT_SCHEDULER_REBALANCE_INTERVAL_S = env_float("WEFT_SCHEDULER_REBALANCE_INTERVAL_S", 300.0, positive=True)
 CELERY_BEAT_SCHEDULE = {
     "discover-all-fabrics": {
         "task": "fabric.tasks.discover_all_task",
@@ -342,6 +345,10 @@ CELERY_BEAT_SCHEDULE = {
     "scheduler-pass": {
         "task": "scheduler.tasks.run_pass_task",
         "schedule": timedelta(seconds=WEFT_SCHEDULER_PASS_INTERVAL_S),
+    },
+    "scheduler-rebalance": {
+        "task": "scheduler.tasks.rebalance_task",
+        "schedule": timedelta(seconds=WEFT_SCHEDULER_REBALANCE_INTERVAL_S),
     },
 }
 
@@ -493,12 +500,20 @@ WEFT_SNMP_CONCURRENCY = env_int("WEFT_SNMP_CONCURRENCY", 64, min_value=1)
 WEFT_SNMP_GROUPS = env_int("WEFT_SNMP_GROUPS", 1, min_value=1)
 WEFT_SNMP_INVENTORY_S = env_float("WEFT_SNMP_INVENTORY_S", 3600.0, positive=True)
 WEFT_SNMP_TRAP_LISTEN = env_str("WEFT_SNMP_TRAP_LISTEN", "0.0.0.0:162")
+#: the port ``manage.py serve`` (embedded deployment, the demo) receives SNMP traps on, on the host
+#: of WEFT_SNMP_TRAP_LISTEN; 0 (the default): no trap receiver in serve (production runs
+#: ``manage.py snmp_traps``). A port below 1024 needs root or CAP_NET_BIND_SERVICE.
+WEFT_SNMP_TRAP_PORT = env_int("WEFT_SNMP_TRAP_PORT", 0, min_value=0)
 #: Fernet keys that encrypt device credentials at rest (devices.crypto): the first encrypts, all
 #: decrypt (rotation); unset: one derived from SECRET_KEY.
 WEFT_CREDENTIALS_KEYS = env_fernet_keys("WEFT_CREDENTIALS_KEY")
 CELERY_BEAT_SCHEDULE["poll-devices"] = {
     "task": "devices.tasks.poll_devices_task",
     "schedule": timedelta(seconds=WEFT_SNMP_TICK_S),
+}
+CELERY_BEAT_SCHEDULE["rollup-devices"] = {
+    "task": "devices.tasks.rollup_history_task",
+    "schedule": timedelta(seconds=WEFT_ROLLUP_INTERVAL_S),
 }
 
 if PRODUCTION:

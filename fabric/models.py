@@ -37,6 +37,7 @@ from .querysets import (
     PortQuerySet,
 )
 from .services.derive import display_name
+from .vendors import device_name, vendor_name
 
 #: Why a fabric without live access is not discovered or polled from this host (``.format(name=...)``);
 #: the API answers it with a 409, the pages and commands show it.
@@ -211,6 +212,16 @@ class Node(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("fabric:node", args=[self.pk])
+
+    @property
+    def vendor_name(self) -> str:
+        """The IEEE OUI organisation of ``vendor_id``, else its hex (``fabric.vendors``)."""
+        return vendor_name(self.vendor_id)
+
+    @property
+    def device_name(self) -> str:
+        """The ``pci.ids`` name of ``device_id`` under the vendor, else its hex (``fabric.vendors``)."""
+        return device_name(self.vendor_id, self.device_id)
 
     @property
     def reachable(self) -> bool:

@@ -11,6 +11,7 @@ urlpatterns = [
     path("fabric/", views.FabricListView.as_view(), name="fabric_list"),
     path("fabric/<pk:pk>/", views.FabricView.as_view(), name="fabric"),
     path("fabric/<pk:pk>/discover/", views.FabricDiscoverView.as_view(), name="fabric_discover"),
+    path("fabric/<pk:pk>/compare/", views.CompareView.as_view(), name="compare"),
     path("fabric/<pk:pk>/names/", views.FabricNamesView.as_view(), name="fabric_names"),
     path("fabric/map/", views.MapView.as_view(), name="map"),
     path("fabric/nodes/<pk:pk>/", views.NodeView.as_view(), name="node"),

@@ -35,6 +35,7 @@ from ..services import partitions as partition_service
 from ..services.ingest import ImportWouldRemove
 from ..services.ingest import summary as ingest_summary
 from ..services.names import MapUnreadable, fabric_names
+from ..services.reference import compare_fabric
 from ..services.requests import (
     NoLiveAccess,
     discover_new_fabric,
@@ -275,6 +276,23 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
             409: OpenApiResponse(description="the fabric has no live access (imported from a file)"),
         },
     )
+    @extend_schema(
+        responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description="the compare report"), 404: None},
+        description="The fabric against its reference topology (``fabric.compare.compare``): missing, extra "
+        "and miswired links, missing and extra nodes, links below the reference's width/speed; 404 "
+        "when no reference is set (an Admin sets it on the fabric's compare page).",
+    )
+    @action(detail=True, methods=["get"])
+    def compare(self, request, pk=None):
+        """The compare report of this fabric against its reference topology (Viewer)."""
+        fabric = self.get_object()
+        report = compare_fabric(fabric)
+        if report is None:
+            return Response(
+                {"detail": f"{fabric.name} has no reference topology"}, status=status.HTTP_404_NOT_FOUND
+            )
+        return Response(report)
+
     @action(detail=True, methods=["post"])
     def discover(self, request, pk=None):
         """Queue a live discovery (ibnetdiscover) of this fabric now (Operator)."""

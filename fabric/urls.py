@@ -16,6 +16,7 @@ urlpatterns = [
     path("fabric/map/", views.MapView.as_view(), name="map"),
     path("fabric/nodes/<pk:pk>/", views.NodeView.as_view(), name="node"),
     path("fabric/ports/<pk:pk>/", views.PortView.as_view(), name="port"),
+    path("fabric/ports/<pk:pk>/action/", views.PortActionView.as_view(), name="port_action"),
     path("fabric/changes/", views.ChangesView.as_view(), name="changes"),
     path("fabric/import/", views.ImportView.as_view(), name="import"),
     path("fabric/partitions/", views.PartitionListView.as_view(), name="partition_list"),

@@ -33,6 +33,8 @@ from .models import Discovery, Fabric, Node, Partition, Port
 from .parsers.node_name_map import NodeNameMapError
 from .parsers.records import TopologyParseError
 from .services.names import MapUnreadable, fabric_names
+from .services.portactions import ACTIONS as PORT_ACTIONS
+from .services.portactions import PortActionFailed, PortActionRefused, run_port_action
 from .services.reference import (
     ReferenceRefused,
     compare_fabric,
@@ -45,6 +47,7 @@ from .upload import UploadError, read_limited, topology_text
 
 PORT_CHARTS_TEMPLATE = "telemetry/_port_charts.html"
 OBJECT_ALARMS_TEMPLATE = "events/_object_alarms.html"
+PORT_COUNTERS_TEMPLATE = "telemetry/_port_counters.html"
 
 
 def optional_template(name: str) -> str | None:
@@ -323,8 +326,45 @@ class PortView(RoleRequiredMixin, DetailView):
         ctx["link"] = port.link
         ctx["remote"] = port.remote
         ctx["charts_template"] = optional_template(PORT_CHARTS_TEMPLATE)
+        ctx["counters_template"] = optional_template(PORT_COUNTERS_TEMPLATE)
         ctx["alarms_template"] = optional_template(OBJECT_ALARMS_TEMPLATE)
+        ctx["port_actions"] = PORT_ACTIONS if port.node.node_type == NodeType.SWITCH and port.port_num else {}
+        ctx["may_act"] = has_role(self.request.user, Role.OPERATOR)
         return ctx
+
+
+class PortActionView(PortView):
+    """POST (Operator): ``action`` = disable / enable / reset / clear_counters on a switch port,
+    with ``confirm=1`` (``fabric.services.portactions``: refused for CA ports and the SM's own
+    path). Back to the port page with the outcome; a refusal re-renders it with the reason: 400
+    (no confirmation, unknown action), 409 (refused), 502 (the tool failed)."""
+
+    required_role = Role.OPERATOR
+    http_method_names = ["post"]
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        self.object = port = get_object_or_404(self.get_queryset(), pk=pk)
+        action = request.POST.get("action", "")
+        error, status = "", 400
+        if action not in PORT_ACTIONS:
+            error = f"Unknown action {action[:40]!r}."
+        elif request.POST.get("confirm") != "1":
+            error = "Confirm the action (tick the box)."
+        else:
+            try:
+                result = run_port_action(port, action, user=request.user)
+            except PortActionRefused as exc:
+                error, status = f"Refused: {exc}.", 409
+            except PortActionFailed as exc:
+                error, status = f"Failed: {exc}", 502
+        if error:
+            ctx = self.get_context_data(object=port)
+            ctx["action_error"] = error
+            return self.render_to_response(ctx, status=status)
+        done = result.as_dict()
+        state = f": now {done['state']} / {done['phys_state']}" if done["state"] else "."
+        messages.success(request, f"{PORT_ACTIONS[action].split(' (')[0]} {result.port} done{state}")
+        return redirect(port.get_absolute_url())
 
 
 class ChangesView(RoleRequiredMixin, ListView):

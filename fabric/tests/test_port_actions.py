@@ -101,6 +101,18 @@ def test_disable_enable_clear_and_refusals(lab_fabric, client_for):
         assert response.status_code == status and reason in html, (port, re.findall(r"Refused[^<]*", html))
     assert _phys(lab, sm_side.node.lid, sm_side.port_num) == "LinkUp"
     assert _phys(lab, leaf2.lid, uplink.port_num) == "LinkUp"
+    api = operator.post(
+        f"/api/fabric/ports/{ca.pk}/actions/", {"action": "disable", "confirm": True}, format="json"
+    )
+    assert api.status_code == 409 and "is a port of a CA" in api.json()["detail"]
+    api = operator.post(f"/api/fabric/ports/{target.pk}/actions/", {"action": "disable"}, format="json")
+    assert api.status_code == 400 and "confirm" in api.json()
+    assert (
+        viewer.post(
+            f"/api/fabric/ports/{target.pk}/actions/", {"action": "disable", "confirm": True}
+        ).status_code
+        == 403
+    )
     assert _post(viewer, target, "disable").status_code == 403
     assert _post(operator, target, "disable", confirm=False).status_code == 400
     assert _post(operator, target, "explode").status_code == 400

@@ -139,3 +139,15 @@ def test_page_cost_does_not_grow_with_rows(
     with CaptureQueriesContext(connection) as large:
         viewer.get(f"/ports/?fabric={fabric.pk}&per_page=10")
     assert len(small) == len(large)
+
+
+def test_api_same_filters_paginated(fabric, viewer, anonymous):
+    data = viewer.get(f"/api/fabric/port-table/?fabric={fabric.pk}&below=1&sort=-errors&limit=1").json()
+    assert data["count"] == 2 and data["norm"] == {"width": "4x", "speed": "HDR", "rate_gbps": 200.0}
+    (row,) = data["results"]
+    assert (row["node"], row["port"], row["error_total"], row["below"]) == ("leaf-2", 1, 4, True)
+    assert data["next"] and "offset=1" in data["next"]
+    bad = viewer.get(f"/api/fabric/port-table/?fabric={fabric.pk}&sort=colour")
+    assert bad.status_code == 400 and "sort" in bad.json()
+    assert viewer.get("/api/fabric/port-table/").status_code == 400
+    assert anonymous.get(f"/api/fabric/port-table/?fabric={fabric.pk}").status_code in (401, 403)

@@ -43,6 +43,9 @@ def test_ports_view_filters_sorts_pages_and_exports_csv(weft_server, browser_pag
     rows = page.locator("#ports-table tbody tr")
     assert rows.count() == 4 and page.inner_text("#ports-count").startswith("4 ports")
     assert all("SDR" in t for t in page.locator("#ports-table td[data-col=rate]").all_inner_texts())
+    # vendor/device names from Debian's ieee-data and pci.ids (bin/setup installs them), not hex
+    devices = page.locator("#ports-table td[data-col=device]").all_inner_texts()
+    assert any("Quantum" in d for d in devices), devices
 
     # sorted by node name descending on the server (the list is by node already: the header
     # link turns it round) and the filter kept

@@ -310,10 +310,10 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
         },
     )
     @extend_schema(
-        responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description="the compare report"), 404: None},
+        responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description="the compare report")},
         description="The fabric against its reference topology (``fabric.compare.compare``): missing, extra "
-        "and miswired links, missing and extra nodes, links below the reference's width/speed; 404 "
-        "when no reference is set (an Admin sets it on the fabric's compare page).",
+        'and miswired links, missing and extra nodes, links below the reference\'s width/speed; ``{"reference": '
+        'null, "detail": …}`` when no reference is set (an Admin sets it on the fabric\'s compare page).',
     )
     @action(detail=True, methods=["get"])
     def compare(self, request, pk=None):
@@ -321,9 +321,7 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
         fabric = self.get_object()
         report = compare_fabric(fabric)
         if report is None:
-            return Response(
-                {"detail": f"{fabric.name} has no reference topology"}, status=status.HTTP_404_NOT_FOUND
-            )
+            return Response({"reference": None, "detail": f"{fabric.name} has no reference topology"})
         return Response(report)
 
     @action(detail=True, methods=["post"])

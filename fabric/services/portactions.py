@@ -153,7 +153,8 @@ def check_port_action(port: Port, action: str) -> None:
 
 
 def run_port_action(port: Port, action: str, *, user=None) -> PortActionResult:
-    """Check (:func:`check_port_action`), run the tool, store what the port answered, audit.
+    """Check (:func:`check_port_action`), run the tool, store what the port answered, audit
+    (``port.<action>``; refused and failed attempts too, with ``done: false`` and why).
 
     Raises:
         PortActionRefused: refused (nothing sent).
@@ -161,9 +162,16 @@ def run_port_action(port: Port, action: str, *, user=None) -> PortActionResult:
         ValueError: an unknown action.
     """
     port = Port.objects.select_related("node__fabric").get(pk=port.pk)
-    check_port_action(port, action)
     node, fabric = port.node, port.node.fabric
     key, shown = port_key(node.node_guid, port.port_num), port_name(str(node), port.port_num)
+    try:
+        check_port_action(port, action)
+    except PortActionRefused as exc:  # a refused attempt is audited too (who tried what, and why not)
+        with transaction.atomic():
+            audit.record(
+                f"port.{action}", port, {"port": key, "done": False, "refused": str(exc)[:300]}, user=user
+            )
+        raise
     try:
         if action == "clear_counters":
             reset_port_counters(fabric, node.lid, port.port_num, timeout=TOOL_TIMEOUT_S)

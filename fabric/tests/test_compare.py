@@ -210,3 +210,28 @@ def _upload(tmp_path: Path, name: str, text: str):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     return SimpleUploadedFile(name, text.encode(), content_type="text/plain")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_committed_discovery_queues_the_compare_when_events_are_on(original, monkeypatch):
+    """``fabric.signals.compare_with_reference``: after a discovery commits, the compare task runs
+    (eagerly here) and raises ``topology.mismatch``; with events off nothing is compared."""
+    from events.models import Event
+    from fabric.models import Fabric
+    from fabric.services.ingest import import_topology_text
+    from fabric.services.reference import set_raise_events, set_reference_from_text
+    from weft.celery import app
+
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
+    fabric = Fabric.objects.get(pk=import_topology_text("f", original, filename="f.txt").fabric_id)
+    set_reference_from_text(fabric, original, "plan.txt")
+    pulled = edit(original, lambda n, p, r, rp: "drop" if (n, p) == (A, 24) or (r, rp) == (A, 24) else None)
+    import_topology_text("f", pulled, filename="now.txt")
+    assert not Event.objects.filter(code__startswith="topology.m").exists()  # events off
+    set_raise_events(fabric, True)
+    import_topology_text("f", original, filename="back.txt")  # matches: nothing to say yet
+    import_topology_text("f", pulled, filename="again.txt")
+    (event,) = Event.objects.filter(code="topology.mismatch")
+    assert event.details["missing_links"] == 1 and "plan.txt" in event.message
+    import_topology_text("f", original, filename="fixed.txt")
+    assert Event.objects.filter(code="topology.matches").count() == 1

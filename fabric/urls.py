@@ -13,6 +13,7 @@ urlpatterns = [
     path("fabric/<pk:pk>/discover/", views.FabricDiscoverView.as_view(), name="fabric_discover"),
     path("fabric/<pk:pk>/compare/", views.CompareView.as_view(), name="compare"),
     path("fabric/<pk:pk>/names/", views.FabricNamesView.as_view(), name="fabric_names"),
+    path("fabric/compare/", views.CompareIndexView.as_view(), name="compare_index"),
     path("fabric/map/", views.MapView.as_view(), name="map"),
     path("fabric/nodes/<pk:pk>/", views.NodeView.as_view(), name="node"),
     path("fabric/ports/<pk:pk>/", views.PortView.as_view(), name="port"),

@@ -180,6 +180,19 @@ COMPARE_SECTIONS = (
 )
 
 
+class CompareIndexView(RoleRequiredMixin, TemplateView):
+    """``/fabric/compare/``: the compare page of the only fabric, or a choice of fabrics (the menu's
+    entry), each with whether it has a reference."""
+
+    template_name = "fabric/compare_index.html"
+
+    def get(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        fabrics = list(Fabric.objects.order_by("name").select_related("reference"))
+        if len(fabrics) == 1:
+            return redirect(reverse("fabric:compare", args=[fabrics[0].pk]))
+        return self.render_to_response(self.get_context_data(fabrics=fabrics))
+
+
 class CompareView(RoleRequiredMixin, DetailView):
     """``/fabric/<id>/compare/``: the fabric against its reference topology (Viewer), and (Admin,
     POST with ``confirm``) ``op=discovery`` the latest discovery as the reference, ``op=file`` an

@@ -235,3 +235,17 @@ def test_a_committed_discovery_queues_the_compare_when_events_are_on(original, m
     assert event.details["missing_links"] == 1 and "plan.txt" in event.message
     import_topology_text("f", original, filename="fixed.txt")
     assert Event.objects.filter(code="topology.matches").count() == 1
+
+
+@pytest.mark.django_db
+def test_compare_index_lists_fabrics_or_goes_to_the_only_one(original, viewer):
+    from fabric.services.ingest import import_topology_text
+    from fabric.services.reference import set_reference_from_text
+
+    one = import_topology_text("one", original, filename="one.txt").fabric
+    response = viewer.get("/fabric/compare/")
+    assert response.status_code == 302 and response["Location"] == f"/fabric/{one.pk}/compare/"
+    import_topology_text("two", original, filename="two.txt")
+    set_reference_from_text(one, original, "plan.txt")
+    html = viewer.get("/fabric/compare/").content.decode()
+    assert "reference: file plan.txt" in html and "no reference yet" in html

@@ -151,3 +151,13 @@ def test_api_same_filters_paginated(fabric, viewer, anonymous):
     assert bad.status_code == 400 and "sort" in bad.json()
     assert viewer.get("/api/fabric/port-table/").status_code == 400
     assert anonymous.get(f"/api/fabric/port-table/?fabric={fabric.pk}").status_code in (401, 403)
+
+
+def test_port_page_shows_the_raw_counters_beside_the_charts(fabric, viewer):
+    port = Port.objects.get(node__fabric=fabric, node__name="leaf-2", port_num=1)
+    html = viewer.get(f"/fabric/ports/{port.pk}/").content.decode()
+    table = html[html.index('id="port-counters-table"') : html.index('id="port-charts"')]
+    assert '<tr data-counter="symbol_errors" class="error"><td>SymbolErrorCounter</td><td>3' in table
+    assert "+2" in table and "LinkDownedCounter" in table
+    never = Port.objects.get(node__fabric=fabric, node__name="spine-1", port_num=1)
+    assert "Not swept yet." in viewer.get(f"/fabric/ports/{never.pk}/").content.decode()

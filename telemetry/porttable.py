@@ -21,10 +21,9 @@ Parameters (GET, all optional; bad values raise :class:`BadParam`, a 400 naming 
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 
-from django.db.models import F, IntegerField, Q, QuerySet, Value
+from django.db.models import Count, F, IntegerField, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 
 from fabric.choices import FabricRole, NodeType, PortState, Tier
@@ -167,18 +166,19 @@ class Norm:
 
 
 def fabric_norm(fabric: Fabric) -> Norm:
-    """The most common (width, speed, rate) of the fabric's active linked ports (one grouped query)."""
+    """The most common (width, speed, rate) of the fabric's active linked ports (one grouped
+    query, counted in the database)."""
     linked = Q(link_as_a__isnull=False) | Q(link_as_b__isnull=False)
-    rows = (
+    groups = list(
         Port.objects.filter(linked, node__fabric=fabric, state=PortState.ACTIVE, rate_gbps__isnull=False)
         .order_by()
         .values_list("width", "speed", "rate_gbps")
+        .annotate(n=Count("id"))
     )
-    counts = Counter(rows)
-    if not counts:
+    if not groups:
         return Norm(None, "", "", 0, 0)
-    (width, speed, rate), n = counts.most_common(1)[0]
-    return Norm(rate, width, speed, n, sum(counts.values()))
+    width, speed, rate, n = max(groups, key=lambda g: (g[3], g[2]))
+    return Norm(rate, width, speed, n, sum(g[3] for g in groups))
 
 
 def error_total_expr():

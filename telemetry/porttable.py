@@ -29,6 +29,7 @@ from django.db.models.functions import Coalesce
 from fabric.choices import FabricRole, NodeType, PortState, Tier
 from fabric.models import Fabric, Port
 from fabric.querysets import PORT_LINK_RELATED
+from weft.csvcells import spreadsheet_safe
 
 from .models import ERROR_COUNTERS
 
@@ -314,10 +315,12 @@ CSV_COLUMNS = (
 
 
 def csv_cell(value) -> str:
+    """One cell of the ports CSV: "" for None, ``k=v`` pairs for a dict of error counters, floats
+    to 6 significant digits, text made spreadsheet-safe (``weft.csvcells``)."""
     if value is None:
         return ""
     if isinstance(value, dict):
-        return " ".join(f"{k}={v}" for k, v in sorted(value.items()))
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
+        return spreadsheet_safe(" ".join(f"{k}={v}" for k, v in sorted(value.items())))
+    if isinstance(value, bool | int | float):
+        return f"{value:.6g}" if isinstance(value, float) else str(value)
+    return spreadsheet_safe(str(value))

@@ -161,3 +161,14 @@ def test_port_page_shows_the_raw_counters_beside_the_charts(fabric, viewer):
     assert "+2" in table and "LinkDownedCounter" in table
     never = Port.objects.get(node__fabric=fabric, node__name="spine-1", port_num=1)
     assert "Not swept yet." in viewer.get(f"/fabric/ports/{never.pk}/").content.decode()
+
+
+def test_csv_cells_a_spreadsheet_would_run_are_quoted(fabric, viewer):
+    """A NodeDescription is set by the host: one that starts like a formula is exported as text."""
+    from fabric.models import Node
+
+    Node.objects.filter(fabric=fabric, name="leaf-2").update(name="=HYPERLINK(1)")
+    response = viewer.get(f"/ports/csv/?fabric={fabric.pk}&below=1")
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert {r["node"] for r in rows} == {"'=HYPERLINK(1)", "host002 mlx5_0"}
+    assert {r["error_total"] for r in rows} == {"4", "0"}

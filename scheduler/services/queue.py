@@ -23,7 +23,14 @@ runs is not lost: it leaves a mark in the cache and the running pass goes round 
 victims' rows) locked and checked still pending (still holding), the victims preempted and their
 allocations released, the job's GPUs allocated, the job placed, its decision, event and audit
 entry — so a pass that dies leaves each job either placed with its GPUs or pending without any,
-and the next pass simply plans again. Pending decisions are written at the end of the pass in
+and the next pass simply plans again.
+
+**Job PKeys**: in a pool with ``job_isolation`` the placement's transaction also creates the
+job's own partition of its hosts' CA ports (``pools.services.partitions.open_job_partition``;
+a job whose pool has no free job PKey stays pending, nothing bound), and every end of a job
+(complete, fail, cancel, preempt, the pools taking its allocation back) deletes it
+(``close_job_partition``) in the end's transaction; OpenSM applies each change on commit
+(``fabric.services.partitions.queue_apply``), as the UFM Slurm plugin's prolog/epilog do. Pending decisions are written at the end of the pass in
 one transaction (only those that changed; an unchanged one bumps its history row's count).
 
 Locks, in this order (the pools' own order continues it): job rows (pk order), then pool rows
@@ -60,6 +67,7 @@ from pools.services.allocation import (
     allocate,
     release,
 )
+from pools.services.partitions import NoJobPKey, close_job_partition, open_job_partition
 from weft.locks import single_instance
 
 from ..choices import (
@@ -301,18 +309,29 @@ def _end(job: Job, to: str, reason: str, now: datetime, user, source: str) -> No
             released = job.allocation_id
         except NotHolding:  # the pools ended it already (reclaimed, expired)
             pass
+    isolation = {}
+    if job.partition_id:  # its own partition goes with its GPUs (OpenSM applies on commit)
+        close_job_partition(job.partition_id, user=user)
+        isolation = {"removed_pkey": f"0x{job.pkey:04x}" if job.pkey is not None else None}
     job.state, job.ended_at, job.reason, job.pending_code = to, now, reason[:300], ""
-    job.reserved_start, job.reserved_hosts = None, []
+    job.reserved_start, job.reserved_hosts, job.partition = None, [], None
     job.save(
-        update_fields=["state", "ended_at", "reason", "pending_code", "reserved_start", "reserved_hosts"]
+        update_fields=["state", "ended_at", "reason", "pending_code", "reserved_start", "reserved_hosts",
+                       "partition"]
+    )  # fmt: skip
+    _record_decision(job, to, [reason], {"released_allocation": released, **isolation}, now)
+    _event(
+        job,
+        f"job.{to}",
+        f"{job}: {to} ({reason})",
+        now,
+        {"reason": reason, "allocation": released, **isolation},
     )
-    _record_decision(job, to, [reason], {"released_allocation": released}, now)
-    _event(job, f"job.{to}", f"{job}: {to} ({reason})", now, {"reason": reason, "allocation": released})
     verb = {"cancelled": "cancel", "completed": "complete", "failed": "fail", "preempted": "preempt"}[to]
     audit.record(
         f"job.{verb}",
         job,
-        {"state": [previous, to], "reason": reason, "released_allocation": released},
+        {"state": [previous, to], "reason": reason, "released_allocation": released, **isolation},
         user=user,
     )
     _send(job, previous, source)
@@ -651,23 +670,33 @@ def _bind(out: Outcome, loc, now: datetime) -> tuple[str, list[str]] | None:
                         + ", ".join(f"{h}: {n}" for h, n in sorted(placement.items()))
                     )
             decision = _decision_dict(out) | {"reasons": reasons, "allocation": alloc.pk}
+            if job.pool.job_isolation:  # the job's own partition of its hosts (applied on commit)
+                try:
+                    part = open_job_partition(job.pool, job.pk, alloc.pk)
+                except NoJobPKey as exc:
+                    raise _Refused(f"{exc}; the next pass tries again") from None
+                job.partition, job.pkey = part, part.pkey
+                decision["pkey"] = part.pkey_hex
+                reasons.append(f"isolated in its own partition {part.name} (PKey {part.pkey_hex})")
             job.state, job.placed_at, job.allocation, job.placement = JobState.PLACED, now, alloc, placement
             job.decision, job.decided_at, job.reason, job.pending_code = decision, now, "", ""
             job.reserved_start, job.reserved_hosts = None, []
             job.save(update_fields=["state", "placed_at", "allocation", "placement", "decision", "decided_at",
-                                    "reason", "pending_code", "reserved_start", "reserved_hosts"])  # fmt: skip
+                                    "reason", "pending_code", "reserved_start", "reserved_hosts", "partition",
+                                    "pkey"])  # fmt: skip
             _record_decision(
                 job, "placed", reasons, {k: v for k, v in decision.items() if k != "reasons"}, now, trim=False
             )
             _event(
                 job, "job.placed",
                 f"{job}: placed on {len(placement)} host{'s' if len(placement) != 1 else ''} ({reasons[0]})",
-                now, {"allocation": alloc.pk, "hosts": sorted(placement), "victims": list(out.victims)},
+                now, {"allocation": alloc.pk, "hosts": sorted(placement), "victims": list(out.victims),
+                      "pkey": decision.get("pkey")},
             )  # fmt: skip
             audit.record(
                 "job.place", job,
                 {"state": [JobState.PENDING, JobState.PLACED], "allocation": alloc.pk, "placement": placement,
-                 "victims": list(out.victims), "backfilled": out.backfilled},
+                 "victims": list(out.victims), "backfilled": out.backfilled, "pkey": decision.get("pkey")},
             )  # fmt: skip
             _send(job, JobState.PENDING, "pass")
     except _Refused as exc:

@@ -12,8 +12,10 @@ audit entry inside it, and sends ``scheduler.signals.job_changed`` on commit:
   pool's guarantee, lease expired): the job is ``preempted`` with that reason;
 * :func:`run_pass` — one scheduling pass: load the queue and the free state
   (``scheduler.services.state``), plan it (``scheduler.planner.plan_pass``: order with fair
-  share, quota, placement, preemption, reservation and backfill), then bind the plan job by job,
-  and record every pending job's decision.
+  share, quota, placement, preemption, reservation and backfill), then bind the plan in plan
+  order — runs of plain whole-GPU placements in bulk (up to :data:`BIND_BATCH` per transaction,
+  ``pools.services.allocation.allocate_many``), a placement with victims, MIG slices, a fraction
+  or a job partition in a transaction of its own — and record every pending job's decision.
 
 **One pass at a time**: ``weft.locks.single_instance("scheduler.pass")`` (a lease renewed while
 the pass runs; a dead worker frees it within ``WEFT_LOCK_TTL_S``). A pass asked for while one
@@ -22,8 +24,9 @@ runs is not lost: it leaves a mark in the cache and the running pass goes round 
 **Idempotent if a worker dies mid-pass**: a placement is one transaction — the job row (and its
 victims' rows) locked and checked still pending (still holding), the victims preempted and their
 allocations released, the job's GPUs allocated, the job placed, its decision, event and audit
-entry — so a pass that dies leaves each job either placed with its GPUs or pending without any,
-and the next pass simply plans again.
+entry — or part of one bulk transaction doing the same for a batch (a job of the batch that the
+pools refuse stays pending, the others are placed), so a pass that dies leaves each job either
+placed with its GPUs or pending without any, and the next pass simply plans again.
 
 **Job PKeys**: in a pool with ``job_isolation`` the placement's transaction also creates the
 job's own partition of its hosts' CA ports (``pools.services.partitions.open_job_partition``;
@@ -65,6 +68,7 @@ from pools.services.allocation import (
     NotHolding,
     QuotaExceeded,
     allocate,
+    allocate_many,
     release,
 )
 from pools.services.partitions import NoJobPKey, close_job_partition, open_job_partition
@@ -96,6 +100,9 @@ PASS_WANTED = "weft:scheduler:pass-wanted"
 PASS_LIMIT_S = 600
 #: passes run back to back at most, when more were asked for while one ran
 MAX_ROUNDS = 3
+#: placements bound per transaction in bulk (``_bind_many``): bounds how long a pass holds the
+#: pools' rows (other allocations wait for them)
+BIND_BATCH = 250
 #: the longest time limit a job may ask for (a year)
 MAX_TIME_LIMIT_S = 366 * 86400
 
@@ -570,16 +577,36 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
     jobs = {j.pk: j for j in pending}
     pending_out: list[Outcome] = []
     failed = 0
-    for out in plan.outcomes:
+    batch: list[Outcome] = []
+
+    def refuse(out: Outcome, refused: tuple[str, list[str]]) -> None:
+        nonlocal failed
+        failed += 1
+        out.code, out.reasons = str(refused[0]), refused[1] + out.reasons
+        out.placed, out.victims, out.backfilled = {}, [], False
+        pending_out.append(out)
+
+    def flush() -> None:
+        refused = _bind_many(batch, loc, now) if batch else {}
+        for out in batch:
+            if out.job_id in refused:
+                refuse(out, refused[out.job_id])
+        batch.clear()
+
+    for out in plan.outcomes:  # in plan order: a job may use GPUs an earlier preemption freed
         if not out.ok:
             pending_out.append(out)
             continue
+        if _batchable(out, jobs[out.job_id]):
+            batch.append(out)
+            if len(batch) >= BIND_BATCH:
+                flush()
+            continue
+        flush()
         refused = _bind(out, loc, now)
         if refused is not None:
-            failed += 1
-            out.code, out.reasons = str(refused[0]), refused[1] + out.reasons
-            out.placed, out.victims, out.backfilled = {}, [], False
-            pending_out.append(out)
+            refuse(out, refused)
+    flush()
     t3 = time.perf_counter()
     _write_pending(pending_out, jobs, plan, now, placed=[o.job_id for o in plan.outcomes if o.ok])
     t4 = time.perf_counter()
@@ -710,25 +737,132 @@ def _bind(out: Outcome, loc, now: datetime) -> tuple[str, list[str]] | None:
     return None
 
 
+def _batchable(out: Outcome, job: Job) -> bool:
+    """Whether a placement is bound in bulk (:func:`_bind_many`): whole GPUs, no victims to
+    preempt first, no job partition to open (those take :func:`_bind`, one transaction each)."""
+    return job.kind == JobKind.GPU and not out.victims and not job.pool.job_isolation
+
+
+def _bind_many(outs: list[Outcome], loc, now: datetime) -> dict[int, tuple[str, list[str]]]:
+    """Place a batch of planned whole-GPU jobs without victims in one transaction (module
+    docstring), with the GPUs allocated by ``pools.services.allocation.allocate_many``: the job
+    rows locked (pk order) and checked still pending, each placement's free GPUs picked (one
+    read per model filter; a GPU goes to one job of the batch), then the allocations, the jobs,
+    their history rows, events and audit entries written in bulk. A job the pools refuse (quota,
+    a GPU taken meanwhile) stays pending and the others are placed. Returns ``{job id: (pending
+    code, reasons)}`` of the jobs not placed (nothing written for them)."""
+    refused: dict[int, tuple[str, list[str]]] = {}
+    with transaction.atomic():
+        rows = {
+            j.pk: j
+            for j in Job.objects.select_for_update(of=("self",)).select_related("pool", "tenant")
+            .filter(pk__in=sorted(o.job_id for o in outs)).order_by("pk")
+        }  # fmt: skip
+        free: dict[tuple[str, str], dict[int, list[int]]] = {}
+        for out in outs:
+            job = rows.get(out.job_id)
+            if job is not None:
+                hosts = free.setdefault((job.pool.gpu_model, job.gpu_model), {})
+                hosts.update({loc.hosts[h].host_id: [] for h in out.placed})
+        for key, hosts in free.items():
+            free[key] = state.free_gpu_ids(hosts, *key)
+        todo, requests = [], []
+        for out in outs:
+            job = rows.get(out.job_id)
+            if job is None or job.state != JobState.PENDING:
+                refused[out.job_id] = (
+                    PendingCode.CONFLICT.value,
+                    ["the job changed since the pass planned it"],
+                )
+                continue
+            try:
+                gpu_ids = _pick_gpus(job, out.placed, loc, free[(job.pool.gpu_model, job.gpu_model)])
+            except _Refused as exc:
+                refused[out.job_id] = (PendingCode.CONFLICT.value, [str(exc)])
+                continue
+            todo.append((out, job))
+            requests.append((job.pool_id, AllocationRequest(
+                kind=job.kind, count=job.count, gpu_ids=gpu_ids, job=job.reference, tenant_id=job.tenant_id
+            )))  # fmt: skip
+        placed, history, audits, events = [], [], [], {}
+        for (out, job), alloc in zip(todo, allocate_many(requests, now=now), strict=True):
+            if isinstance(alloc, QuotaExceeded):
+                refused[job.pk] = (PendingCode.QUOTA.value, [str(alloc)])
+                continue
+            if isinstance(alloc, AllocationError):
+                refused[job.pk] = (
+                    PendingCode.CONFLICT.value,
+                    [f"the pools refused the binding ({alloc}); the next pass tries again"],
+                )
+                continue
+            placement, reasons = dict(out.placed), list(out.reasons)
+            decision = _decision_dict(out) | {"reasons": reasons, "allocation": alloc.pk}
+            job.state, job.placed_at, job.allocation, job.placement = JobState.PLACED, now, alloc, placement
+            job.decision, job.decided_at, job.reason, job.pending_code = decision, now, "", ""
+            job.reserved_start, job.reserved_hosts = None, []
+            placed.append(job)
+            history.append(JobDecision(job_id=job.pk, at=now, last_at=now, code="placed", reasons=reasons,
+                                       details={k: v for k, v in decision.items() if k != "reasons"}))  # fmt: skip
+            fabric_id = job.pool.fabric_id or _fabric_id_of(alloc)
+            events.setdefault(fabric_id, []).append(EventSpec(
+                code="job.placed", object_type="job", object_key=str(job.pk), object_repr=f"{job} ({job.tenant.name})",
+                message=f"{job}: placed on {len(placement)} host{'s' if len(placement) != 1 else ''} ({reasons[0]})",
+                details={"job": job.pk, "tenant": job.tenant_id, "pool": job.pool_id, "allocation": alloc.pk,
+                         "hosts": sorted(placement), "victims": [], "pkey": None},
+            ))  # fmt: skip
+            audits.append((
+                "job.place", job,
+                {"state": [JobState.PENDING, JobState.PLACED], "allocation": alloc.pk, "placement": placement,
+                 "victims": [], "backfilled": out.backfilled, "pkey": None},
+            ))  # fmt: skip
+            _send(job, JobState.PENDING, "pass")
+        Job.objects.bulk_update(
+            placed,
+            ["state", "placed_at", "allocation", "placement", "decision", "decided_at", "reason", "pending_code",
+             "reserved_start", "reserved_hosts"],
+            batch_size=500,
+        )  # fmt: skip
+        JobDecision.objects.bulk_create(history, batch_size=500)
+        for fabric_id, specs in events.items():
+            record_events(Fabric(pk=fabric_id) if fabric_id else None, specs, at=now)
+        audit.record_many(audits)
+    return refused
+
+
+def _fabric_id_of(alloc) -> int | None:
+    return (
+        AllocationItem.objects.filter(allocation_id=alloc.pk)
+        .values_list("gpu__host__fabric_id", flat=True)
+        .first()
+    )
+
+
 class _Refused(Exception):
     """A binding that cannot go on (rolls its transaction back); the message is the reason."""
 
 
-def _pick_gpus(job: Job, placed: dict[str, int], loc) -> list[int]:
+def _pick_gpus(job: Job, placed: dict[str, int], loc, free: dict[int, list[int]] | None = None) -> list[int]:
     """The free GPUs a placement gets: on each placed host, the lowest ids that match the pool's
-    and the job's model filters (read in the binding's transaction, after its victims ended).
-    Raises :class:`_Refused` when a host has fewer than planned (taken meanwhile)."""
+    and the job's model filters (read in the binding's transaction, after its victims ended;
+    ``free``: host id → those ids read already for a batch, from which the ones picked are
+    removed so the next job of the batch cannot get them). Raises :class:`_Refused` when a host
+    has fewer than planned (taken meanwhile); nothing is removed from ``free`` then."""
     sites = {loc.hosts[h].host_id: h for h in placed}
-    free = state.free_gpu_ids(sites, job.pool.gpu_model, job.gpu_model)
-    out = []
+    if free is None:
+        free = state.free_gpu_ids(sites, job.pool.gpu_model, job.gpu_model)
+    picks = []
     for host_id, name in sorted(sites.items(), key=lambda kv: kv[1]):
-        got = free.get(host_id, [])[: placed[name]]
-        if len(got) < placed[name]:
+        have = free.get(host_id, [])
+        if len(have) < placed[name]:
             raise _Refused(
-                f"{name} has {len(got)} free GPUs, the plan counted {placed[name]} (taken meanwhile); "
+                f"{name} has {len(have)} free GPUs, the plan counted {placed[name]} (taken meanwhile); "
                 "the next pass tries again"
             )
-        out.extend(got)
+        picks.append((host_id, placed[name]))
+    out = []
+    for host_id, n in picks:
+        out.extend(free[host_id][:n])
+        del free[host_id][:n]
     return out
 
 

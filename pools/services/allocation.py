@@ -967,10 +967,11 @@ def _iso(value) -> str | None:
 def _on_commit(alloc: Allocation, gpu_ids: list[int], fabric_id: int | None) -> None:
     payload = {"allocation": alloc.pk, "pool": alloc.pool_id, "tenant": alloc.tenant_id, "state": alloc.state,
                "gpus": gpu_ids}  # fmt: skip
+    partition_id = alloc.pool.partition_id  # read under the pool's row lock (every caller holds it)
 
     def send() -> None:
         allocation_changed.send(sender=Allocation, allocation_id=alloc.pk, pool_id=alloc.pool_id,
-                                state=payload["state"], gpu_ids=gpu_ids)  # fmt: skip
+                                state=payload["state"], gpu_ids=gpu_ids, pool_partition_id=partition_id)  # fmt: skip
         publish(group_name("pools", "all"), "allocation.changed", payload)
 
     transaction.on_commit(send)

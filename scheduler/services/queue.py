@@ -60,6 +60,7 @@ from django.utils import timezone
 from accounts import audit
 from events.services import EventSpec, record_events
 from fabric.models import Fabric
+from fabric.services.bulk import update_rows
 from pools.models import AllocationItem, Pool, Tenant
 from pools.services.allocation import (
     MAX_COUNT,
@@ -816,11 +817,14 @@ def _bind_many(outs: list[Outcome], loc, now: datetime) -> dict[int, tuple[str, 
                  "victims": [], "backfilled": out.backfilled, "pkey": None},
             ))  # fmt: skip
             _send(job, JobState.PENDING, "pass")
-        Job.objects.bulk_update(
-            placed,
-            ["state", "placed_at", "allocation", "placement", "decision", "decided_at", "reason", "pending_code",
-             "reserved_start", "reserved_hosts"],
-            batch_size=500,
+        # what every placed job gets alike in one UPDATE, its own allocation and decision in another
+        Job.objects.filter(pk__in=[j.pk for j in placed]).update(
+            state=JobState.PLACED, placed_at=now, decided_at=now, reason="", pending_code="",
+            reserved_start=None, reserved_hosts=[],
+        )  # fmt: skip
+        update_rows(
+            Job, ["allocation", "placement", "decision"],
+            [(j.pk, j.allocation_id, j.placement, j.decision) for j in placed],
         )  # fmt: skip
         JobDecision.objects.bulk_create(history, batch_size=500)
         for fabric_id, specs in events.items():

@@ -397,19 +397,28 @@ def _allocate_named(batch: list[tuple[int, int, AllocationRequest]], out: list, 
     """The bulk part of :func:`allocate_many` (its docstring), in the caller's transaction;
     writes each request's result into ``out`` at its index."""
     pools = _lock_pools({pool_id for _, pool_id, _ in batch})
-    usage = {pk: pool_usage(pk) for pk in pools}
+    # a pool without quota or guarantee needs no usage: nothing to check, all it holds is borrowed
+    usage = {
+        pk: pool_usage(pk) if p.quota_gpus is not None or p.guaranteed_gpus else {"gpus": 0}
+        for pk, p in pools.items()
+    }
     wanted = sorted({g for _, _, req in batch for g in req.gpu_ids})
     gpus = {
         g.pk: g
         for g in Gpu.objects.select_for_update().filter(pk__in=wanted).order_by("pk").only("pk", "host_id")
     }
-    free: dict[int, set[int]] = {}
+    # GPUs free and eligible, read once per distinct pool filter (model, fabric)
+    filters: dict[tuple[str, int | None], list[int]] = {}
     for pool_id, pool in pools.items():
-        mine = sorted({g for _, p, req in batch if p == pool_id for g in req.gpu_ids})
-        free[pool_id] = set(
-            eligible_gpus(pool).filter(pk__in=mine, state=GpuState.FREE, mig_mode_current__in=_NOT_MIG)
+        filters.setdefault((pool.gpu_model, pool.fabric_id), []).append(pool_id)
+    free: dict[int, set[int]] = {}
+    for pool_ids in filters.values():
+        mine = sorted({g for _, p, req in batch if p in pool_ids for g in req.gpu_ids})
+        ok = set(
+            eligible_gpus(pools[pool_ids[0]]).filter(pk__in=mine, state=GpuState.FREE, mig_mode_current__in=_NOT_MIG)
             .values_list("pk", flat=True)
         )  # fmt: skip
+        free.update(dict.fromkeys(pool_ids, ok))
     taken: set[int] = set()
     plans = []
     for i, pool_id, req in batch:

@@ -917,11 +917,12 @@ def _write_pending(outs: list[Outcome], jobs: dict[int, Job], plan, now: datetim
         )  # a job cancelled or placed meanwhile keeps what its writer wrote
         changed = [j for j in changed if j.pk in still]
         same = [pk for pk in same if pk in still]
-        Job.objects.bulk_update(
-            changed,
+        update_rows(
+            Job,
             ["pending_code", "reason", "decision", "decided_at", "reserved_start", "reserved_hosts"],
-            batch_size=500,
-        )
+            [(j.pk, j.pending_code, j.reason, j.decision, j.decided_at, j.reserved_start, j.reserved_hosts)
+             for j in changed],
+        )  # fmt: skip
         JobDecision.objects.bulk_create(
             [
                 JobDecision(job_id=j.pk, at=now, last_at=now, code=j.pending_code, reasons=j.decision["reasons"],

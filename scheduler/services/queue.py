@@ -770,7 +770,8 @@ def _bind_many(outs: list[Outcome], loc, now: datetime) -> dict[int, tuple[str, 
         todo, requests = [], []
         for out in outs:
             job = rows.get(out.job_id)
-            if job is None or job.state != JobState.PENDING:
+            # (a pool given job isolation since the pass loaded it: the next pass opens the partition)
+            if job is None or job.state != JobState.PENDING or not _batchable(out, job):
                 refused[out.job_id] = (
                     PendingCode.CONFLICT.value,
                     ["the job changed since the pass planned it"],

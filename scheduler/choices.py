@@ -6,9 +6,11 @@ Job states follow the issue's state machine (issue 12, "Jobs")::
        │          │           ├──────> failed
        │          ├───────────┼──────> preempted   (GPUs taken back for a higher priority)
        └──────────┴───────────┴──────> cancelled
+               placed/running ──> pending      (preempted, and the job asked to be requeued)
 
 ``placed`` holds an allocation (the pools' allocation service bound its GPUs); ``running`` is
-what the job's prolog (or an Operator) reports; the last four are final and hold nothing.
+what the job's prolog (or an Operator) reports; the last four are final and hold nothing. A job with ``requeue`` that is preempted goes back
+to ``pending`` (``scheduler.models.Job``) instead of ending ``preempted``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,10 @@ job (object type ``job``, key the job id): submitted, placed (GPUs bound through
 allocation service), started, completed, failed (the job said so, or its time limit passed),
 cancelled, and preempted (a Warning: a job lost its GPUs to a higher-priority one, or its
 allocation was reclaimed or expired under it). A job that stays pending is not an event on every
-pass: its decision and reasons are on the job (``Job.decision``, ``JobDecision``).
+pass: its decision and reasons are on the job (``Job.decision``, ``JobDecision``). A preempted job
+that asked to be requeued is ``job.requeued`` after its ``job.preempted``. The rebalancer
+(``scheduler.services.rebalance``) writes ``job.reclaimed``, ``job.moved``, and once per job
+and target ``job.move_proposed`` and ``job.congested``.
 """
 
 from events.choices import Category, Severity
@@ -29,4 +32,19 @@ EVENT_TYPES = [
     EventType("job.preempted", "Job preempted", S, W,
               description="A preemptible job lost its GPUs to a higher-priority job, or its allocation was "
                           "reclaimed or expired under it."),
+    EventType("job.requeued", "Job requeued", S, IN,
+              description="A preempted job that asked to be requeued (by default a preemptible one) is pending "
+                          "again, with its submit time and priority kept."),
+    EventType("job.reclaimed", "GPUs reclaimed for a job", S, IN,
+              description="The rebalancer preempted preemptible jobs of other pools holding borrowed GPUs and placed "
+                          "a pending job of a pool below its guaranteed share on them."),
+    EventType("job.moved", "Job moved", S, IN,
+              description="The rebalancer moved a preemptible job to other hosts so that a whole unit (leaf) came "
+                          "free; the job is placed on its new hosts and starts again there."),
+    EventType("job.move_proposed", "Job move proposed", S, IN,
+              description="The rebalancer found a move that would free a whole unit but does not make it (the job is "
+                          "not preemptible, or no job waits for that shape)."),
+    EventType("job.congested", "Job on congested links", S, W,
+              description="A placed or running job crosses uplinks with open congestion or error alarms, and a "
+                          "placement that avoids them is free now (reported, not moved)."),
 ]  # fmt: skip

@@ -44,6 +44,15 @@ class Job(models.Model):
     ``placement`` (host name → GPUs, slices or shares), ``reserved_start``/``reserved_hosts``
     (the head job's reservation: backfill never delays it).
 
+    Requeue: a job with ``requeue`` that loses its GPUs (preempted for a higher priority, reclaimed
+    for a pool's guarantee, or its allocation ended by the pools) goes back to ``pending`` instead
+    of ending ``preempted``: its ``submitted_at`` and priority are kept (it returns to its place
+    in the queue), ``preemptions`` counts the times, its ``reason`` says why, and a
+    ``job.preempted`` then a ``job.requeued`` event are written. Submit defaults ``requeue`` to
+    ``preemptible`` (Kueue requeues evicted workloads; Slurm's ``PreemptMode=REQUEUE``); a job
+    may ask for either. The time it held GPUs before is not counted in fair share (``placed_at``
+    is cleared).
+
     Isolation (a pool with ``job_isolation``): ``partition`` is the job's own IB partition while
     it holds GPUs (its hosts' CA ports, full membership; deleted when it ends, which sets it
     null), ``pkey`` the PKey it had (kept after the end, for the record).
@@ -72,6 +81,10 @@ class Job(models.Model):
     )
     priority = models.IntegerField(help_text="the class's number (scheduler.choices.PRIORITY)")
     preemptible = models.BooleanField(default=False)
+    requeue = models.BooleanField(
+        default=False, help_text="when preempted, go back to pending (submit time and priority kept)"
+    )
+    preemptions = models.PositiveIntegerField(default=0, help_text="times this job lost its GPUs")
     tier = models.PositiveSmallIntegerField(
         null=True, blank=True, help_text="topology tier 0-4 (host … fabric)"
     )

@@ -6,6 +6,7 @@ from celery import shared_task
 from django.db import DatabaseError
 
 from .services.queue import PASS_LIMIT_S, run_pass
+from .services.rebalance import run_rebalance
 
 
 @shared_task(
@@ -21,3 +22,18 @@ def run_pass_task() -> dict:
     on topology and alarm changes (``scheduler.signals``), and by beat every
     ``WEFT_SCHEDULER_PASS_INTERVAL_S``. Never two at once (lock ``scheduler.pass``)."""
     return run_pass()
+
+
+@shared_task(
+    name="scheduler.tasks.rebalance_task",
+    soft_time_limit=PASS_LIMIT_S,
+    time_limit=PASS_LIMIT_S + 30,
+    autoretry_for=(DatabaseError,),
+    retry_backoff=2,
+    retry_kwargs={"max_retries": 2},
+)
+def rebalance_task() -> dict:
+    """One rebalancing run (``scheduler.services.rebalance.run_rebalance``, not a dry run): by
+    beat every ``WEFT_SCHEDULER_REBALANCE_INTERVAL_S``; skipped while a pass holds the lock."""
+    result = run_rebalance(dry_run=False)
+    return {"skipped": result.get("skipped"), "counts": result.get("counts", {})}

@@ -63,3 +63,56 @@ def test_ctrl_c_during_start_up_stops_the_demo_and_its_lab(tmp_path):
     assert "Demo stopped; lab processes ended." in out, out[-2000:]
     assert took < 60
     assert "Traceback" not in out, out[-3000:]
+
+
+JOBS = """
+import json
+from scheduler.models import Job
+jobs = Job.objects.filter(name__startswith="demo-")
+print(json.dumps({"submitted": jobs.count(), "decided": jobs.exclude(state="pending").count(),
+                  "pools": sorted({j.pool.name for j in jobs})}))
+"""
+
+
+def test_the_demo_submits_jobs_and_no_jobs_leaves_them_out(tmp_path):
+    """The demo's job stream: its first jobs are submitted and placed by the in-process worker's
+    pass within seconds of the start; ``--no-jobs`` starts no stream."""
+    import json
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(WEFT_DATA_DIR=str(tmp_path / "data"), WEFT_PRODUCTION="0", PYTHONUNBUFFERED="1")
+
+    def jobs() -> dict:
+        out = subprocess.run(
+            [sys.executable, "manage.py", "shell", "-c", JOBS], cwd=ROOT, env=env,
+            capture_output=True, text=True, timeout=60,
+        ).stdout  # fmt: skip
+        return json.loads(out.strip().splitlines()[-1])
+
+    def run_demo(*extra: str, until=lambda s: True) -> tuple[str, dict]:
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", "demo", "--fat-tree", "2:leaves=2,spines=1,hosts=4", "--port", str(_free_port()),
+             "--poll-interval", "5", "--no-traffic", "--no-faults", *extra],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )  # fmt: skip
+        try:
+            seen = "".join(_wait_for_line(proc, "Weft demo: open", timeout=240))
+            state = jobs()
+            deadline = time.monotonic() + 60
+            while not until(state) and time.monotonic() < deadline:  # the stream's step, the worker's pass
+                state = jobs()
+            proc.send_signal(signal.SIGINT)
+            out, _ = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        assert "Traceback" not in out, out[-3000:]
+        return seen, state
+
+    seen, state = run_demo(until=lambda s: s["decided"] >= 1)
+    assert "Submitting demo jobs every 20 s" in seen, seen[-2000:]
+    assert state["submitted"] >= 1 and state["decided"] >= 1, state
+    assert set(state["pools"]) <= {"research-h100", "inference-h100", "burst"}, state
+    seen, _ = run_demo("--no-jobs")
+    assert "Submitting demo jobs" not in seen and "Weft demo: open" in seen

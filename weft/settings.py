@@ -311,6 +311,9 @@ WEFT_SCHEDULER_PASS_INTERVAL_S = env_float("WEFT_SCHEDULER_PASS_INTERVAL_S", 30.
 WEFT_SCHEDULER_DEFAULT_TIME_LIMIT_S = env_float("WEFT_SCHEDULER_DEFAULT_TIME_LIMIT_S", 86400.0, positive=True)
 WEFT_SCHEDULER_FAIRSHARE_WINDOW_S = env_float("WEFT_SCHEDULER_FAIRSHARE_WINDOW_S", 7 * 86400.0, positive=True)
 WEFT_SCHEDULER_DECISION_HISTORY = env_int("WEFT_SCHEDULER_DECISION_HISTORY", 20, min_value=1)
+#: the rebalancing worker (scheduler.services.rebalance: reclaim, defragmenting moves, congestion
+#: reports), seconds between runs by beat
+WEFT_SCHEDULER_REBALANCE_INTERVAL_S = env_float("WEFT_SCHEDULER_REBALANCE_INTERVAL_S", 300.0, positive=True)
 CELERY_BEAT_SCHEDULE = {
     "discover-all-fabrics": {
         "task": "fabric.tasks.discover_all_task",
@@ -342,6 +345,10 @@ CELERY_BEAT_SCHEDULE = {
     "scheduler-pass": {
         "task": "scheduler.tasks.run_pass_task",
         "schedule": timedelta(seconds=WEFT_SCHEDULER_PASS_INTERVAL_S),
+    },
+    "scheduler-rebalance": {
+        "task": "scheduler.tasks.rebalance_task",
+        "schedule": timedelta(seconds=WEFT_SCHEDULER_REBALANCE_INTERVAL_S),
     },
 }
 

@@ -55,5 +55,6 @@ urlpatterns = [
     path("", include("events.urls")),
     path("", include("fabric.urls")),
     path("", include("pools.urls")),
+    path("", include("scheduler.urls")),
     path("", include("devices.urls")),
 ]

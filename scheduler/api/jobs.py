@@ -2,10 +2,11 @@
 ``scheduler.services.queue``, tenant-scoped as the pools API (``pools.access``): everyone sees the
 jobs of the tenants they belong to (Admins: all), another tenant's job is a 404; submitting,
 cancelling, starting and finishing need the site Operator role and an operator membership of
-the job's tenant."""
+the job's tenant. ``rebalance/`` runs the rebalancer (site Operator: it acts across tenants)."""
 
 from __future__ import annotations
 
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import generics, mixins, status, viewsets
@@ -19,14 +20,11 @@ from pools import access
 from pools.models import Pool
 
 from .. import filtersets
+from ..access import scope_jobs, submit_tenant
 from ..models import Job, JobDecision
-from ..services import queue
+from ..services import queue, rebalance
+from ..services.fabric_view import job_fabric_view
 from . import serializers
-
-
-def scope_jobs(qs, user, field: str = "tenant"):
-    """Rows of the tenants ``user`` belongs to (an Admin: every row)."""
-    return qs if access.is_admin(user) else qs.filter(**{f"{field}__memberships__user": user})
 
 
 def _refusal(exc: queue.JobError) -> Response:
@@ -89,24 +87,18 @@ class JobViewSet(BriefModeMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
         pool = access.scope_pools(Pool.objects.all(), request.user).filter(pk=v["pool"]).first()
         if pool is None:
             raise ValidationError({"pool": [f"no pool {v['pool']}"]})
-        tenant_id = pool.tenant_id or v["tenant"]
-        if pool.tenant_id is not None and v["tenant"] not in (None, pool.tenant_id):
-            raise ValidationError({"tenant": [f"pool {pool.name} belongs to another tenant"]})
-        if tenant_id is None:
-            mine = access.operator_tenant_ids(request.user)
-            if len(mine) != 1:
-                raise ValidationError({"tenant": [f"pool {pool.name} is shared: name the tenant"]})
-            tenant_id = mine.pop()
-        if not access.can_operate(request.user, tenant_id):
-            if not access.visible_tenants(request.user).filter(pk=tenant_id).exists():
-                raise ValidationError({"tenant": [f"no tenant {tenant_id}"]})
-            raise PermissionDenied("submitting needs an operator membership of the tenant")
+        try:
+            tenant_id = submit_tenant(request.user, pool, v["tenant"])
+        except queue.InvalidJob as exc:
+            raise _invalid(exc) from None
+        except DjangoPermissionDenied as exc:
+            raise PermissionDenied(str(exc)) from None
         spec = queue.JobSpec(
             name=v["name"], pool_id=pool.pk, tenant_id=tenant_id, kind=v["kind"], count=v["count"],
             gpu_model=v["gpu_model"], mig_profile=v["mig_profile"], memory_mib=v["memory_mib"],
             compute_pct=v["compute_pct"], gpus_per_host=v["gpus_per_host"], segments=v["segments"],
             segment_hosts=v["segment_hosts"], segment_tier=v["segment_tier"], priority_class=v["priority_class"],
-            preemptible=v["preemptible"], tier=v["tier"], tier_mode=v["tier_mode"], time_limit_s=v["time_limit_s"],
+            preemptible=v["preemptible"], requeue=v["requeue"], tier=v["tier"], tier_mode=v["tier_mode"], time_limit_s=v["time_limit_s"],
         )  # fmt: skip
         try:
             job = queue.submit(spec, user=request.user)
@@ -165,6 +157,20 @@ class JobViewSet(BriefModeMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
         except queue.JobError as exc:
             return _refusal(exc)
         return self._answer(job)
+
+    @extend_schema(
+        responses={
+            200: OpenApiResponse(
+                OpenApiTypes.OBJECT, description="scheduler.services.fabric_view.job_fabric_view"
+            )
+        },
+        summary="The job's fabric view: its hosts, the traffic, utilisation, congestion and errors of its "
+        "HCA links and its units' uplinks over its lifetime, and the alarms that touched them",
+    )
+    @action(detail=True, methods=["get"])
+    def fabric(self, request, pk=None):
+        """``job_fabric_view`` of a job the caller may read (another tenant's job: 404)."""
+        return Response(job_fabric_view(self.get_object()))
 
 
 @extend_schema_view(
@@ -231,3 +237,35 @@ class QueueView(generics.GenericAPIView):
         page = self.paginate_queryset(rows)
         data = self.get_serializer(page, many=True, context={"request": request}).data
         return self.get_paginated_response(data)
+
+
+@extend_schema(
+    request=serializers.RebalanceRequestSerializer,
+    responses={
+        200: serializers.RebalanceResultSerializer,
+        403: OpenApiResponse(description="Viewers may not run the rebalancer"),
+        409: OpenApiResponse(
+            OpenApiTypes.OBJECT, description="a scheduling pass holds the lock: nothing done"
+        ),
+    },
+    summary="Run the rebalancer (Operator): reclaim borrowed GPUs, defragmenting moves, congestion reports",
+)
+class RebalanceView(generics.GenericAPIView):
+    """``POST {"dry_run": true|false}`` (Operator and Admin; default a dry run): the rebalancer's
+    actions (``scheduler.services.rebalance``), each with its reason and, for a real run, its
+    outcome. A dry run lists the same actions a real run on the same state takes. A real run
+    while a pass holds the lock is a 409 and does nothing. It acts across tenants: the site
+    Operator role is what it needs, as draining a fabric."""
+
+    read_role = Role.OPERATOR
+    write_role = Role.OPERATOR
+    serializer_class = serializers.RebalanceRequestSerializer
+    filter_backends: list = []
+
+    def post(self, request):
+        body = serializers.RebalanceRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        result = rebalance.run_rebalance(dry_run=body.validated_data["dry_run"], user=request.user)
+        if result.get("skipped"):
+            return Response(result, status=status.HTTP_409_CONFLICT)
+        return Response(result)

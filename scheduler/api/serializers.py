@@ -63,7 +63,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "url", "display", "name", "tenant", "pool", "owner", "kind", "count", "gpu_model", "mig_profile",
             "memory_mib", "compute_pct", "gpus_per_host", "segments", "segment_hosts", "segment_tier",
-            "segment_tier_name", "request", "priority_class", "priority", "preemptible", "tier", "tier_name",
+            "segment_tier_name", "request", "priority_class", "priority", "preemptible", "requeue", "preemptions", "tier", "tier_name",
             "tier_mode", "time_limit_s", "state", "reason", "pending_code", "submitted_at", "placed_at", "started_at",
             "ended_at", "allocation", "placement", "decision", "decided_at", "reserved_start", "reserved_hosts",
             "pkey", "pkey_hex", "partition",
@@ -117,6 +117,10 @@ class SubmitJobSerializer(serializers.Serializer):
     )
     priority_class = serializers.ChoiceField(choices=PriorityClass.choices, default=PriorityClass.NORMAL)
     preemptible = serializers.BooleanField(default=False)
+    requeue = serializers.BooleanField(
+        required=False, allow_null=True, default=None,
+        help_text="back to pending (submit time and priority kept) when preempted; default: as preemptible",
+    )  # fmt: skip
     tier = serializers.CharField(
         max_length=16, required=False, allow_null=True, allow_blank=True, default=None,
         help_text="topology tier: 0-4 or host, leaf, block, spine_group, fabric",
@@ -183,3 +187,30 @@ class QueueEntrySerializer(serializers.Serializer):
     reasons = serializers.ListField(child=serializers.CharField())
     reserved_start = serializers.DateTimeField(allow_null=True)
     reserved_hosts = serializers.ListField(child=serializers.CharField())
+
+
+class RebalanceRequestSerializer(serializers.Serializer):
+    """``POST rebalance/``: a dry run (the default) lists the actions; ``false`` takes them."""
+
+    dry_run = serializers.BooleanField(default=True)
+
+
+class RebalanceActionSerializer(serializers.Serializer):
+    """One action of the rebalancer (``scheduler.services.rebalance.Action.as_dict``)."""
+
+    kind = serializers.CharField(help_text="reclaim, move or congested")
+    job = serializers.IntegerField()
+    execute = serializers.BooleanField(help_text="a real run carries it out (false: proposal or report)")
+    reason = serializers.CharField()
+    placed = serializers.DictField(child=serializers.IntegerField(), help_text="host → GPUs: where it goes")
+    before = serializers.DictField(child=serializers.IntegerField(), help_text="host → GPUs: where it is")
+    victims = serializers.ListField(child=serializers.IntegerField())
+    frees = serializers.ListField(child=serializers.CharField(), help_text="units freed whole")
+    details = serializers.JSONField()
+    outcome = serializers.CharField(help_text="would execute / proposed / reported / done / refused: …")
+
+
+class RebalanceResultSerializer(serializers.Serializer):
+    dry_run = serializers.BooleanField()
+    actions = RebalanceActionSerializer(many=True)
+    counts = serializers.DictField(child=serializers.IntegerField())

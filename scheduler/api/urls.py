@@ -1,5 +1,5 @@
 """Scheduler API (``/api/scheduler/``, namespace ``scheduler-api``): topology exports
-(``topology/``), jobs, their decisions, and the queue."""
+(``topology/``), jobs, their decisions, the queue, and the rebalancer (``rebalance/``)."""
 
 from django.urls import path
 from rest_framework.routers import DefaultRouter
@@ -14,5 +14,6 @@ router.register("decisions", jobs.JobDecisionViewSet)
 urlpatterns = [
     path("topology/", TopologyExportView.as_view(), name="topology"),
     path("queue/", jobs.QueueView.as_view(), name="queue"),
+    path("rebalance/", jobs.RebalanceView.as_view(), name="rebalance"),
     *router.urls,
 ]

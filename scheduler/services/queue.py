@@ -8,14 +8,23 @@ audit entry inside it, and sends ``scheduler.signals.job_changed`` on commit:
 * :func:`cancel`, :func:`start`, :func:`finish` — the state machine of ``scheduler.choices``
   (a refused transition is :class:`JobConflict`); ending a job releases its allocation through
   ``pools.services.allocation.release``;
+* :func:`move` — a placed or running job moved to other hosts (the rebalancer's defragmenting
+  moves): allocation released and a new one bound in one transaction;
 * :func:`allocation_lost` — the pools ended a job's allocation themselves (reclaimed for another
   pool's guarantee, lease expired): the job is ``preempted`` with that reason;
+* requeue: a preempted job with ``Job.requeue`` (by default the preemptible ones) goes back to
+  pending with its submit time and priority instead (``_requeue``: events ``job.preempted`` and
+  ``job.requeued``, audit ``job.requeue``);
 * :func:`run_pass` — one scheduling pass: load the queue and the free state
   (``scheduler.services.state``), plan it (``scheduler.planner.plan_pass``: order with fair
   share, quota, placement, preemption, reservation and backfill), then bind the plan in plan
   order — runs of plain whole-GPU placements in bulk (up to :data:`BIND_BATCH` per transaction,
   ``pools.services.allocation.allocate_many``), a placement with victims, MIG slices, a fraction
-  or a job partition in a transaction of its own — and record every pending job's decision.
+  or a job partition in a transaction of its own — and record every pending job's decision. When
+  a job left pending fits in its pool's guaranteed share (``Pool.guaranteed_gpus``) while other
+  pools' preemptible jobs hold borrowed GPUs, the pass ends with the rebalancer's reclaim
+  (``rebalance.reclaim_for_guarantees``, under the same lock): the pools' own reclaim never runs
+  for the queue's requests by named GPUs.
 
 **One pass at a time**: ``weft.locks.single_instance("scheduler.pass")`` (a lease renewed while
 the pass runs; a dead worker frees it within ``WEFT_LOCK_TTL_S``). A pass asked for while one
@@ -47,6 +56,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -61,7 +71,8 @@ from accounts import audit
 from events.services import EventSpec, record_events
 from fabric.models import Fabric
 from fabric.services.bulk import update_rows
-from pools.models import AllocationItem, Pool, Tenant
+from pools.choices import AllocationState
+from pools.models import Allocation, AllocationItem, Pool, Tenant
 from pools.services.allocation import (
     MAX_COUNT,
     AllocationError,
@@ -145,7 +156,8 @@ class JobSpec:
     """What a submit asks for (the fields of :class:`~scheduler.models.Job`; see there).
 
     ``tier``/``segment_tier``: a tier number 0-4 or name (``leaf``, ``block``, ``spine_group``,
-    ``fabric``, ``host``); ``tenant_id``: on whose behalf (required for a shared pool).
+    ``fabric``, ``host``); ``tenant_id``: on whose behalf (required for a shared pool);
+    ``requeue``: back to pending when preempted (None: as ``preemptible``, see ``Job``).
     """
 
     name: str
@@ -163,6 +175,7 @@ class JobSpec:
     segment_tier: int | str | None = None
     priority_class: str = PriorityClass.NORMAL
     preemptible: bool = False
+    requeue: bool | None = None
     tier: int | str | None = None
     tier_mode: str = TopologyMode.PREFERRED
     time_limit_s: int | None = None
@@ -182,6 +195,8 @@ class JobSpec:
             raise InvalidJob(f"count must be 1..{MAX_COUNT}", field="count")
         if self.priority_class not in PRIORITY:
             raise InvalidJob(f"priority_class must be one of {', '.join(PRIORITY)}", field="priority_class")
+        if self.requeue is not None and not isinstance(self.requeue, bool):
+            raise InvalidJob("requeue is true or false", field="requeue")
         if self.tier_mode not in TopologyMode.values:
             raise InvalidJob("tier_mode must be required or preferred", field="tier_mode")
         if self.time_limit_s is not None and not 1 <= self.time_limit_s <= MAX_TIME_LIMIT_S:
@@ -305,22 +320,42 @@ def _check_transition(job: Job, to: str) -> None:
         raise JobConflict(f"job {job.pk} is {job.state}: it cannot become {to}", state=job.state)
 
 
-def _end(job: Job, to: str, reason: str, now: datetime, user, source: str) -> None:
-    """End a locked job: release its allocation (if it still holds one), final state, history,
-    event, audit, signal on commit. The caller holds the job row (and its pool row)."""
-    _check_transition(job, to)
-    previous = job.state
-    released = None
-    if job.allocation_id and previous in HOLDING:
+def _release_held(job: Job, to: str, reason: str, now: datetime, user) -> int | None:
+    """Release the allocation of a locked placed/running job (None when the pools ended it
+    already: reclaimed, expired); returns its id when this released it."""
+    if job.allocation_id and job.state in HOLDING:
         try:
             release(job.allocation_id, user=user, reason=f"{job.reference} {to}: {reason}"[:200], now=now)
-            released = job.allocation_id
+            return job.allocation_id
         except NotHolding:  # the pools ended it already (reclaimed, expired)
             pass
-    isolation = {}
-    if job.partition_id:  # its own partition goes with its GPUs (OpenSM applies on commit)
-        close_job_partition(job.partition_id, user=user)
-        isolation = {"removed_pkey": f"0x{job.pkey:04x}" if job.pkey is not None else None}
+    return None
+
+
+def _close_partition(job: Job, user) -> dict[str, Any]:
+    """Delete a locked job's own partition (per-job isolation) with its GPUs, in the caller's
+    transaction (OpenSM applies on commit); ``job.partition`` becomes None (the caller saves it,
+    ``pkey`` stays for the record). Returns the details for its history, event and audit entry
+    (``{"removed_pkey": "0x6001"}``; empty without a partition)."""
+    if not job.partition_id:
+        return {}
+    close_job_partition(job.partition_id, user=user)
+    job.partition = None
+    return {"removed_pkey": f"0x{job.pkey:04x}" if job.pkey is not None else None}
+
+
+def _end(job: Job, to: str, reason: str, now: datetime, user, source: str) -> None:
+    """End a locked job: release its allocation (if it still holds one) and delete its own
+    partition (if it has one), final state, history, event, audit, signal on commit. The caller
+    holds the job row (and its pool row). A job with ``requeue`` that is preempted goes back to
+    pending instead (:func:`_requeue`)."""
+    _check_transition(job, to)
+    if to == JobState.PREEMPTED and job.requeue:
+        _requeue(job, reason, now, user, source)
+        return
+    previous = job.state
+    released = _release_held(job, to, reason, now, user)
+    isolation = _close_partition(job, user)
     job.state, job.ended_at, job.reason, job.pending_code = to, now, reason[:300], ""
     job.reserved_start, job.reserved_hosts, job.partition = None, [], None
     job.save(
@@ -342,6 +377,47 @@ def _end(job: Job, to: str, reason: str, now: datetime, user, source: str) -> No
         {"state": [previous, to], "reason": reason, "released_allocation": released, **isolation},
         user=user,
     )
+    _send(job, previous, source)
+
+
+def _requeue(job: Job, reason: str, now: datetime, user, source: str) -> None:
+    """A locked placed/running job with ``requeue`` lost its GPUs (``reason``: to whom): release
+    its allocation, back to pending with its submit time and priority (its place in the queue),
+    ``preemptions`` + 1; history, a ``job.preempted`` and a ``job.requeued`` event, audit
+    (``job.requeue``), signal on commit (the pass that follows places it again)."""
+    previous = job.state
+    released = _release_held(job, JobState.PREEMPTED, reason, now, user)
+    isolation = _close_partition(job, user)  # placed again: a partition of its new hosts then
+    why = f"requeued: {reason}"[:300]
+    job.state, job.reason, job.pending_code, job.preemptions = JobState.PENDING, why, "", job.preemptions + 1
+    job.placed_at = job.started_at = None
+    job.placement, job.reserved_start, job.reserved_hosts = {}, None, []  # ``allocation``: the ended one
+    job.decision, job.decided_at = (
+        {"code": "requeued", "reasons": [why], "released_allocation": released},
+        now,
+    )
+    job.save(update_fields=["state", "reason", "pending_code", "preemptions", "placed_at", "started_at",
+                            "placement", "reserved_start", "reserved_hosts", "decision",
+                            "decided_at", "partition"])  # fmt: skip
+    _record_decision(
+        job, "requeued", [why], {"released_allocation": released, "from": previous, **isolation}, now
+    )
+    details = {"reason": reason, "allocation": released, "requeued": True, "preemptions": job.preemptions,
+               **isolation}  # fmt: skip
+    _event(job, "job.preempted", f"{job}: preempted ({reason})", now, details)
+    _event(
+        job, "job.requeued",
+        f"{job}: back to pending, submitted {job.submitted_at:%Y-%m-%d %H:%M:%S} and {job.priority_class} "
+        f"priority kept (preempted {job.preemptions} time{'s' if job.preemptions != 1 else ''})",
+        now, details,
+    )  # fmt: skip
+    audit.record(
+        "job.requeue",
+        job,
+        {"state": [previous, JobState.PENDING], "reason": reason, "released_allocation": released,
+         "preemptions": job.preemptions},
+        user=user,
+    )  # fmt: skip
     _send(job, previous, source)
 
 
@@ -371,6 +447,7 @@ def submit(spec: JobSpec, *, user=None, now: datetime | None = None) -> Job:
             memory_mib=spec.memory_mib, compute_pct=spec.compute_pct, gpus_per_host=spec.gpus_per_host,
             segments=spec.segments, segment_hosts=spec.segment_hosts, segment_tier=seg_tier,
             priority_class=spec.priority_class, priority=PRIORITY[spec.priority_class], preemptible=spec.preemptible,
+            requeue=spec.preemptible if spec.requeue is None else spec.requeue,
             tier=tier, tier_mode=spec.tier_mode, time_limit_s=spec.time_limit_s, submitted_at=now,
             reason="waiting for a scheduling pass",
         )  # fmt: skip
@@ -378,7 +455,7 @@ def submit(spec: JobSpec, *, user=None, now: datetime | None = None) -> Job:
         audit.record(
             "job.submit", job,
             {"pool": pool.name, "tenant": tenant_id, "request": describe(job), "priority_class": job.priority_class,
-             "preemptible": job.preemptible, "tier": job.tier, "tier_mode": job.tier_mode, "time_limit_s": job.time_limit_s},
+             "preemptible": job.preemptible, "requeue": job.requeue, "tier": job.tier, "tier_mode": job.tier_mode, "time_limit_s": job.time_limit_s},
             user=user,
         )  # fmt: skip
         _send(job, "", "submit")
@@ -472,6 +549,92 @@ def allocation_lost(allocation_id: int, allocation_state: str, *, now: datetime 
     return job
 
 
+def move(
+    job_id: int,
+    placed: dict[str, int],
+    loc,
+    *,
+    expected_allocation: int | None,
+    expected_placement: dict[str, int],
+    reason: str,
+    details: dict | None = None,
+    user=None,
+    now: datetime | None = None,
+) -> Job:
+    """Move a placed or running whole-GPU job to ``placed`` (host → GPUs, on hosts of ``loc``), in
+    one transaction: its allocation released, the free GPUs of those hosts allocated (the lowest
+    ids matching the pool's and the job's models), the job ``placed`` there (a running job
+    starts again on its new hosts: its prolog reports it running), history, a ``job.moved``
+    event and a ``job.move`` audit entry, signal on commit; a job with its own partition (job
+    isolation) gets one of its new hosts instead (the PKey freed first, so usually the same). The
+    rebalancer's defragmenting moves
+    (``scheduler.services.rebalance``); ``reason`` says why, ``details`` go into the decision.
+
+    Raises :class:`JobConflict` when the job is no longer holding ``expected_allocation`` on
+    ``expected_placement`` (changed since it was planned) or a host has fewer free GPUs than
+    planned; ``pools.services.allocation.AllocationError`` when the pools refuse;
+    ``Job.DoesNotExist``."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        job = _locked(job_id)
+        if (
+            job.state not in HOLDING
+            or job.kind != JobKind.GPU
+            or job.allocation_id != expected_allocation
+            or job.placement != expected_placement
+        ):
+            raise JobConflict(f"{job} changed since the move was planned", state=job.state)
+        previous, old = job.state, job.allocation_id
+        release(old, user=user, reason=f"{job.reference} moved: {reason}"[:200], now=now)
+        try:
+            gpu_ids = _pick_gpus(job, placed, loc)
+        except _Refused as exc:
+            raise JobConflict(str(exc), state=job.state) from None
+        alloc = allocate(
+            job.pool_id,
+            AllocationRequest(kind=job.kind, count=job.count, job=job.reference, tenant_id=job.tenant_id, gpu_ids=gpu_ids),
+            user=user, now=now,
+        )  # fmt: skip
+        if job.partition_id or job.pool.job_isolation:  # its own partition follows it to its new hosts
+            _close_partition(job, user)
+            try:
+                part = open_job_partition(job.pool, job.pk, alloc.pk, user=user)
+            except NoJobPKey as exc:
+                raise JobConflict(str(exc), state=job.state) from None
+            job.partition, job.pkey = part, part.pkey
+        job.state, job.started_at, job.allocation, job.placement = JobState.PLACED, None, alloc, dict(placed)
+        job.decision = (details or {}) | {"code": "moved", "reasons": [reason], "allocation": alloc.pk}
+        job.decided_at, job.reason = now, f"moved: {reason}"[:300]
+        job.save(
+            update_fields=[
+                "state",
+                "started_at",
+                "allocation",
+                "placement",
+                "decision",
+                "decided_at",
+                "reason",
+                "partition",
+                "pkey",
+            ]
+        )
+        _record_decision(
+            job, "moved", [reason], {"from": expected_placement, "to": placed, "allocation": alloc.pk}, now
+        )
+        _event(
+            job, "job.moved", f"{job}: moved ({reason})", now,
+            {"from": expected_placement, "to": placed, "allocation": alloc.pk, "released_allocation": old, "reason": reason},
+        )  # fmt: skip
+        audit.record(
+            "job.move", job,
+            {"state": [previous, JobState.PLACED], "from": expected_placement, "to": placed, "allocation": alloc.pk,
+             "released_allocation": old, "reason": reason},
+            user=user,
+        )  # fmt: skip
+        _send(job, previous, "rebalance")
+    return job
+
+
 def expire_time_limits(now: datetime | None = None) -> int:
     """End running jobs past their time limit as ``failed`` ("time limit"), each in its own
     transaction. Returns how many."""
@@ -517,6 +680,22 @@ def queue_order(now: datetime | None = None) -> list[Job]:
     return [jobs[q.job_id] for q in order]
 
 
+def pass_inputs(
+    loc, pending: list[Job], now: datetime, *, more_pools=(), more_fraction_pools=()
+) -> dict[str, Any]:
+    """What ``plan_pass`` reads besides the queue and the inventory, for the ``pending`` jobs (and
+    the pools ``more_pools``; ``more_fraction_pools``: where a fraction is asked too):
+    ``{"pools": {id: PoolInfo}, "held", "shares", "unusable", "congestion", "now": epoch s}``
+    (``scheduler.services.state``). A pass and the dry run (``scheduler.services.whatif``) read
+    the same."""
+    fractions = {j.pool_id for j in pending if j.kind == JobKind.FRACTION} | set(more_fraction_pools)
+    return dict(
+        pools=state.pool_infos({j.pool_id for j in pending} | set(more_pools), fractions),
+        held=state.held_jobs(loc), shares=state.fair_shares(now), unusable=state.unusable_hosts(loc),
+        congestion=state.congestion_marks(loc), now=now.timestamp(),
+    )  # fmt: skip
+
+
 def request_pass() -> None:
     """Ask for a pass while one may be running: the running pass goes round again."""
     try:
@@ -538,7 +717,8 @@ def run_pass(*, now: datetime | None = None) -> dict[str, Any]:
     considered), ``placed``, ``preempted``, ``backfilled``, pending counts per code,
     ``expired`` (time limits), ``bind_failed``, ``engine_calls``, seconds spent loading the
     state (``load_s``), planning (``plan_s``), binding (``bind_s``), writing the pending
-    decisions (``write_s``) and in all (``duration_s``), and ``rounds``."""
+    decisions (``write_s``) and in all (``duration_s``), ``reclaimed`` (jobs placed on GPUs reclaimed
+    for their pool's guarantee), and ``rounds``."""
     with single_instance(PASS_LOCK, PASS_LIMIT_S) as mine:
         if not mine:
             request_pass()
@@ -567,10 +747,7 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
             "duration_s": round(time.perf_counter() - t0, 4),
         }
     loc = state.current_locality()
-    inputs = dict(
-        pools=state.pool_infos({j.pool_id for j in pending}, {j.pool_id for j in pending if j.kind == JobKind.FRACTION}), held=state.held_jobs(loc), shares=state.fair_shares(now),
-        unusable=state.unusable_hosts(loc), congestion=state.congestion_marks(loc), now=now.timestamp(),
-    )  # fmt: skip
+    inputs = pass_inputs(loc, pending, now)
     inv = state.load_inventory(loc, {j.kind for j in pending})
     t1 = time.perf_counter()
     plan = plan_pass(loc, inv, [queued_job(j) for j in pending], **inputs)
@@ -610,6 +787,15 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
     flush()
     t3 = time.perf_counter()
     _write_pending(pending_out, jobs, plan, now, placed=[o.job_id for o in plan.outcomes if o.ok])
+    reclaimed = 0
+    infos = inputs["pools"]
+    if (
+        any(_may_reclaim(jobs[o.job_id], infos) for o in pending_out if o.code in _RECLAIMABLE)
+        and Allocation.objects.filter(state=AllocationState.ACTIVE, borrowed=True).exists()
+    ):
+        from .rebalance import reclaim_for_guarantees  # the rebalancer imports this module
+
+        reclaimed = sum(a["outcome"] == "done" for a in reclaim_for_guarantees(now))
     t4 = time.perf_counter()
     summary = {
         "pending": len(pending),
@@ -617,6 +803,7 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
         "bind_failed": failed,
         "placed": 0,
         **plan.summary(),
+        "reclaimed": reclaimed,
     }
     summary["engine_calls"] = plan.engine_calls
     summary |= {
@@ -627,6 +814,18 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
         "duration_s": t4 - t0,
     }
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in summary.items()}
+
+
+#: pending codes for which a job within its pool's guarantee may reclaim borrowed GPUs
+_RECLAIMABLE = (PendingCode.CAPACITY, PendingCode.FRAGMENTATION, PendingCode.CONGESTION)
+
+
+def _may_reclaim(job: Job, infos) -> bool:
+    """Cheap first check (the rebalancer checks exactly): a whole-GPU job that fits in its pool's
+    guaranteed share on top of what the pool held before the pass."""
+    info = infos.get(job.pool_id)
+    used = info.used_gpus if info is not None else 0
+    return job.kind == JobKind.GPU and used + job.count <= job.pool.guaranteed_gpus
 
 
 def _decision_dict(out: Outcome) -> dict[str, Any]:
@@ -645,9 +844,24 @@ def _decision_dict(out: Outcome) -> dict[str, Any]:
     return d
 
 
-def _bind(out: Outcome, loc, now: datetime) -> tuple[str, list[str]] | None:
+def _bind(
+    out: Outcome,
+    loc,
+    now: datetime,
+    *,
+    victim_reason: Callable[[Job], str] | None = None,
+    source: str = "pass",
+    user=None,
+    also: Callable[[Job], None] | None = None,
+) -> tuple[str, list[str]] | None:
     """Place one planned job (module docstring: one transaction). None when placed, else the
-    pending code and reasons (nothing written then)."""
+    pending code and reasons (nothing written then).
+
+    The rebalancer (``scheduler.services.rebalance``) binds its reclaims here too: its
+    ``victim_reason(job)`` says why the victims lose their GPUs (default: preempted for the
+    job's priority), ``source`` goes with the signals, ``user`` into the audit entries, and
+    ``also(job)`` writes its own event and audit entry in the same transaction once the job is
+    placed."""
     try:
         with transaction.atomic():
             ids = sorted({out.job_id, *out.victims})
@@ -666,14 +880,12 @@ def _bind(out: Outcome, loc, now: datetime) -> tuple[str, list[str]] | None:
             if victims:  # several pools: locked in pk order here (one pool: the service locks it)
                 _lock_pools([job.pool_id, *(v.pool_id for v in victims)])
             for v in victims:
-                _end(
-                    v,
-                    JobState.PREEMPTED,
-                    f"preempted by {job} ({job.priority_class} priority)",
-                    now,
-                    None,
-                    "pass",
+                why = (
+                    victim_reason(job)
+                    if victim_reason
+                    else f"preempted by {job} ({job.priority_class} priority)"
                 )
+                _end(v, JobState.PREEMPTED, why, now, user, source)
             req = AllocationRequest(
                 kind=job.kind, count=job.count, job=job.reference, tenant_id=job.tenant_id
             )
@@ -725,8 +937,11 @@ def _bind(out: Outcome, loc, now: datetime) -> tuple[str, list[str]] | None:
                 "job.place", job,
                 {"state": [JobState.PENDING, JobState.PLACED], "allocation": alloc.pk, "placement": placement,
                  "victims": list(out.victims), "backfilled": out.backfilled, "pkey": decision.get("pkey")},
+                user=user,
             )  # fmt: skip
-            _send(job, JobState.PENDING, "pass")
+            if also is not None:
+                also(job)
+            _send(job, JobState.PENDING, source)
     except _Refused as exc:
         return PendingCode.CONFLICT.value, [str(exc)]
     except QuotaExceeded as exc:
@@ -959,6 +1174,8 @@ __all__ = [
     "describe",
     "expire_time_limits",
     "finish",
+    "move",
+    "pass_inputs",
     "queue_order",
     "request_pass",
     "run_pass",

@@ -41,6 +41,13 @@ def test_submit_read_and_scoping(setup, client_for, users):
         "pending", 2, "block", "t-jobs", users["operator"].username,
     )  # fmt: skip
     assert job["request"] == "8 GPUs, within one block (required)"
+    assert (job["preemptible"], job["requeue"], job["preemptions"]) == (False, False, 0)
+    # requeue defaults to preemptible, and may be asked for either way
+    for extra, want in (({"preemptible": True}, True), ({"preemptible": True, "requeue": False}, False),
+                        ({"requeue": True}, True)):  # fmt: skip
+        resp = op.post("/api/scheduler/jobs/", body(c.pool, name="rq", **extra), format="json")
+        assert resp.status_code == 201 and resp.json()["requeue"] is want, (extra, resp.content)
+        Job.objects.filter(pk=resp.json()["id"]).delete()
     # another tenant's job does not exist for the operator (404), nor in their lists
     theirs = submit(JobSpec(name="secret", pool_id=other_pool.pk, count=1))
     assert op.get(f"/api/scheduler/jobs/{theirs.pk}/").status_code == 404

@@ -111,3 +111,34 @@ def test_pool_api_takes_the_isolation_option_and_refuses_an_empty_range(cluster,
         0x6200,
         0x62FF,
     )
+
+
+def test_a_requeued_job_loses_its_partition_and_a_moved_one_gets_one_of_its_new_hosts(cluster):
+    from pools.services.allocation import release
+    from scheduler.services import queue, state
+
+    job = placed(cluster, "mover")
+    (before,) = job.placement
+    after = next(h for h in cluster.hosts if h != before)
+    loc = state.current_locality()
+    moved = queue.move(
+        job.pk, {after: 8}, loc, expected_allocation=job.allocation_id, expected_placement=job.placement,
+        reason="defragment",
+    )  # fmt: skip
+    moved.refresh_from_db()
+    assert moved.placement == {after: 8} and moved.pkey == job.pkey  # the PKey freed first, taken again
+    members = list(moved.partition.members.values_list("port_guid", flat=True))
+    assert sorted(members) == ca_guids(cluster, [after]) and moved.partition_id != job.partition_id
+    assert Partition.objects.filter(name__startswith="job_").count() == 1
+
+    spot = placed(cluster, "spot")  # preemptible jobs are requeued when they lose their GPUs
+    Job.objects.filter(pk=spot.pk).update(requeue=True)
+    release(spot.allocation_id, reason="taken back by an Operator")  # the pools end it …
+    queue.allocation_lost(spot.allocation_id, "released")  # … (their signal's receiver): requeued
+    spot.refresh_from_db()
+    assert spot.state == JobState.PENDING and spot.partition_id is None and spot.pkey is not None
+    assert not Partition.objects.filter(name=f"job_{spot.pk}").exists()
+    assert spot.decisions.first().details["removed_pkey"] == f"0x{spot.pkey:04x}"
+    run_pass()
+    spot.refresh_from_db()
+    assert spot.state == JobState.PLACED and spot.partition.name == f"job_{spot.pk}"

@@ -243,7 +243,7 @@ def test_backfill_does_not_delay_the_head_jobs_reservation(cluster):
 def test_preemption_takes_the_fewest_victims_in_the_same_pass(db):
     small = gpu_cluster(1, 2, 8, name="pre")  # one leaf, two hosts: 16 GPUs
     s = lambda n, **kw: JobSpec(name=kw.pop("name"), pool_id=small.pool.pk, count=n, **kw)  # noqa: E731
-    whole = submit(s(8, name="whole", preemptible=True, priority_class="batch"))
+    whole = submit(s(8, name="whole", preemptible=True, requeue=False, priority_class="batch"))
     run_pass()
     a = submit(s(2, name="a", preemptible=True, priority_class="batch"))
     b = submit(s(6, name="b", preemptible=True, priority_class="batch"))
@@ -265,6 +265,42 @@ def test_preemption_takes_the_fewest_victims_in_the_same_pass(db):
         high.state == "placed" and held_gpus(high) == victim_gpus and high.decision["victims"] == [whole.pk]
     )
     assert Event.objects.filter(code="job.preempted", object_key=str(whole.pk)).exists()
+
+
+def test_a_preempted_preemptible_job_is_requeued_keeping_its_submit_time_and_priority(db):
+    small = gpu_cluster(1, 1, 8, name="rq")  # one host of 8 GPUs
+    s = lambda n, **kw: JobSpec(name=kw.pop("name"), pool_id=small.pool.pk, count=n, **kw)  # noqa: E731
+    low = submit(s(8, name="low", preemptible=True, priority_class="batch"))
+    assert low.requeue is True  # the default for a preemptible job
+    run_pass()
+    low.refresh_from_db()
+    submitted, first_alloc = low.submitted_at, low.allocation_id
+    assert low.state == "placed"
+    high = submit(s(8, name="high", priority_class="high"))
+    assert high.requeue is False
+    run_pass()
+    low.refresh_from_db()
+    high.refresh_from_db()
+    assert high.state == "placed" and high.decision["victims"] == [low.pk]
+    assert low.state == "pending" and low.preemptions == 1 and low.placement == {}
+    assert low.submitted_at == submitted and low.priority == 100 and low.placed_at is None
+    assert low.reason == f"requeued: preempted by {high} (high priority)"
+    assert Allocation.objects.get(pk=first_alloc).state == "released"
+    codes = list(
+        Event.objects.filter(object_type="job", object_key=str(low.pk))
+        .order_by("id")
+        .values_list("code", flat=True)
+    )
+    assert codes == ["job.submitted", "job.placed", "job.preempted", "job.requeued"]
+    assert AuditEntry.objects.filter(action="job.requeue", object_id=str(low.pk)).count() == 1
+    # it waits in the queue and is placed again once the GPUs are back
+    run_pass()
+    low.refresh_from_db()
+    assert low.state == "pending" and low.pending_code == "capacity"
+    finish(high.pk)
+    run_pass()
+    low.refresh_from_db()
+    assert low.state == "placed" and low.allocation_id != first_alloc and sum(low.placement.values()) == 8
 
 
 def test_allocation_reclaimed_by_the_pools_marks_the_job_preempted(

@@ -5,7 +5,8 @@ Migrates the embedded SQLite database, creates an ``admin`` user with a generate
 default), points a Weft fabric named ``lab`` at it, discovers it, then serves Weft on
 http://127.0.0.1:8000 with the in-process worker (discovery and counter polling on their beat
 schedule), a traffic pattern played through the lab console so the heatmap moves, and occasional
-injected faults (a link flap, an error burst) so alarms appear. Ctrl-C stops everything, the lab
+injected faults (a link flap, an error burst) so alarms appear, and a stream of jobs submitted to
+the scheduler (``scheduler.demo``; ``--no-jobs`` leaves it out). Ctrl-C stops everything, the lab
 processes included.
 """
 
@@ -52,6 +53,9 @@ class Command(BaseCommand):
         parser.add_argument("--poll-interval", type=float, default=5.0, help="seconds between counter sweeps")
         parser.add_argument("--no-traffic", action="store_true", help="do not play the traffic pattern")
         parser.add_argument("--no-faults", action="store_true", help="do not inject faults")
+        parser.add_argument(
+            "--no-jobs", action="store_true", help="do not submit the stream of demo jobs (scheduler.demo)"
+        )
 
     def handle(self, **opts):
         from lab import Lab, LabError, netgen
@@ -106,6 +110,7 @@ class Command(BaseCommand):
 
             inprocess.start(beat=True, schedule=schedule)
             self._pools(fabric)  # after the worker starts: the PKeys are applied in the background
+            threads += self._jobs(fabric, opts)
             from fabric.services import notices
 
             notices.start()  # link and port state within seconds (SM notices), in either deployment
@@ -179,6 +184,20 @@ class Command(BaseCommand):
         )
         for line in out["skipped"]:
             self.stdout.write(f"  not allocated: {line}")
+
+    def _jobs(self, fabric, opts) -> list:
+        """The job stream (``scheduler.demo.JobStream``) against the demo pools, unless --no-jobs."""
+        if opts["no_jobs"]:
+            return []
+        from scheduler.demo import JobStream
+
+        stream = JobStream(fabric)
+        stream.start()
+        self.stdout.write(
+            "Submitting demo jobs every 20 s (mixed sizes, priorities and tenants; preemptible fill jobs keep "
+            "the fabric nearly full so preemptions show): /scheduler/"
+        )
+        return [stream]
 
     def _background(self, lab, fabric, opts) -> list:
         threads = []

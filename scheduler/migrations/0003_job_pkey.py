@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('fabric', '0011_fabric_node_role'),
-        ('scheduler', '0001_jobs'),
+        ('scheduler', '0002_job_requeue'),
     ]
 
     operations = [

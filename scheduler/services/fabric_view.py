@@ -1,0 +1,366 @@
+"""The per-job fabric view (issue 12, "Per-job fabric view"): what the fabric did for one job.
+
+A job's *links* are
+
+* its hosts' **HCA links**: every cabled port of a CA node of a host the job was given (the host
+  rows of its allocation's GPUs; ``Job.placement``'s names when it has none), near end the HCA
+  port, far end the leaf port it is cabled to;
+* its units' **uplinks**: the ``fabric.Link`` rows from the job's units' leaf (or rail-leaf)
+  switches to the next tier (``scheduler.locality.Domain.uplinks``, the links the queue's
+  congestion check reads), near end the leaf port, far end the spine port.
+
+Over the job's lifetime (``started_at``, else ``placed_at``, until ``ended_at``, else now) every
+link's history is read from the stored telemetry with ``telemetry.services.history.port_series``
+(the one reader of ``CounterChunk``; rates are the sweep's, utilisation and congestion derived
+there from the link rate and the PortXmitWait tick): the near end's series gives the traffic
+(``xmit`` = out of the near end: host → leaf on an HCA link, leaf → spine on an uplink) and both
+ends' PortXmitWait the congestion (a port waits to *send*: the far end's index is the congestion
+towards the near end — an incast into a host shows on the leaf port). Nothing is recomputed: this
+module only aligns, sums and takes maxima of what the history returns.
+
+The alarms are those of the window (first seen before its end, not cleared before its start) on
+any of the job's CA nodes (by row or, once gone from the fabric, by GUID), the units' leaf
+switches, any port of its links (both ends), or one of its links (by link key).
+
+Pure reads; nothing is written.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q
+from django.utils import timezone
+
+from events.models import Alarm
+from fabric.choices import NodeType
+from fabric.keys import link_key, port_name
+from fabric.models import Fabric, Link, Node, Port
+from pools.models import AllocationItem
+from telemetry.services.history import port_series
+
+from ..models import Job
+from . import state
+
+#: alarms listed at most (newest first)
+MAX_ALARMS = 100
+#: kinds of link, in the order the view lists them
+KINDS = ("hca", "uplink")
+
+
+def _mean(values: list) -> float | None:
+    xs = [v for v in values if v is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def _max(values: list) -> float | None:
+    xs = [v for v in values if v is not None]
+    return max(xs) if xs else None
+
+
+def _link_series(near: Port, far: Port | None, start: datetime, end: datetime) -> dict[str, Any]:
+    """One link's series: the near end's traffic and utilisation, the congestion of both ends (the
+    worse one per time step) and the errors of both ends, on the near end's time steps."""
+    s = port_series(near.pk, start, end)
+    far_s = port_series(far.pk, start, end) if far is not None else None
+    far_cong: dict[int, float | None] = {}
+    far_err: dict[int, int] = {}
+    if far_s is not None:
+        far_cong = dict(zip(far_s["t"], far_s["congestion"], strict=True))
+        far_err = dict(zip(far_s["t"], far_s["errors"], strict=True))
+    congestion, errors = [], []
+    for t, c, e in zip(s["t"], s["congestion"], s["errors"], strict=True):
+        other = far_cong.get(t)
+        congestion.append(c if other is None else other if c is None else max(c, other))
+        errors.append((e or 0) + (far_err.get(t) or 0))
+    return {
+        "t": s["t"],
+        "xmit_bytes_per_s": s["xmit_bytes_per_s"],
+        "rcv_bytes_per_s": s["rcv_bytes_per_s"],
+        "utilisation": s["utilisation"],
+        "congestion": congestion,
+        "congestion_near": s["congestion"],
+        "congestion_far": [far_cong.get(t) for t in s["t"]] if far_s is not None else [None] * len(s["t"]),
+        "errors": errors,
+        "resolution": s["resolution"],
+    }
+
+
+def _summary(series: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "samples": len(series["t"]),
+        "xmit_bytes_per_s_mean": _mean(series["xmit_bytes_per_s"]),
+        "rcv_bytes_per_s_mean": _mean(series["rcv_bytes_per_s"]),
+        "xmit_bytes_per_s_max": _max(series["xmit_bytes_per_s"]),
+        "rcv_bytes_per_s_max": _max(series["rcv_bytes_per_s"]),
+        "utilisation_mean": _mean(series["utilisation"]),
+        "utilisation_max": _max(series["utilisation"]),
+        "congestion_mean": _mean(series["congestion"]),
+        "congestion_max": _max(series["congestion"]),
+        "errors": sum(series["errors"]),
+    }
+
+
+def _aggregate(links: list[dict[str, Any]]) -> dict[str, Any]:
+    """Links of one kind summed per time step: bytes/s summed, utilisation and congestion the
+    highest link's, errors summed; plus the same summary as one link's."""
+    acc: dict[int, dict[str, Any]] = defaultdict(lambda: {"x": None, "r": None, "u": None, "c": None, "e": 0})
+    for link in links:
+        s = link["series"]
+        for i, t in enumerate(s["t"]):
+            a = acc[t]
+            for key, name in (("x", "xmit_bytes_per_s"), ("r", "rcv_bytes_per_s")):
+                v = s[name][i]
+                if v is not None:
+                    a[key] = v if a[key] is None else a[key] + v
+            for key, name in (("u", "utilisation"), ("c", "congestion")):
+                v = s[name][i]
+                if v is not None:
+                    a[key] = v if a[key] is None else max(a[key], v)
+            a["e"] += s["errors"][i]
+    ts = sorted(acc)
+    out = {
+        "t": ts,
+        "xmit_bytes_per_s": [acc[t]["x"] for t in ts],
+        "rcv_bytes_per_s": [acc[t]["r"] for t in ts],
+        "utilisation": [acc[t]["u"] for t in ts],
+        "congestion": [acc[t]["c"] for t in ts],
+        "errors": [acc[t]["e"] for t in ts],
+    }
+    summary = _summary(out)
+    summary["links"] = len(links)
+    return {"series": out, "summary": summary}
+
+
+def _port_dict(port: Port | None) -> dict[str, Any] | None:
+    if port is None:
+        return None
+    return {
+        "id": port.pk,
+        "name": port_name(str(port.node), port.port_num),
+        "node_guid": port.node.node_guid,
+        "port_num": port.port_num,
+    }
+
+
+def job_hosts(job: Job) -> list[dict[str, Any]]:
+    """The hosts a job was given, by name: ``[{"name", "host_id", "gpus": [GPU indexes],
+    "units": ["GPU3", "GPU7 MIG 1g.10gb gi1", …]}]`` from its allocation's items (all of them: an
+    ended job shows what it held); a job without an allocation: ``Job.placement``'s hosts with
+    empty GPU lists."""
+    hosts: dict[str, dict[str, Any]] = {}
+    if job.allocation_id:
+        items = AllocationItem.objects.filter(allocation_id=job.allocation_id).select_related(
+            "gpu__host", "mig_slice"
+        )
+        for item in items.order_by("gpu__host__name", "gpu__index", "pk"):
+            gpu = item.gpu
+            h = hosts.setdefault(
+                gpu.host.name, {"name": gpu.host.name, "host_id": gpu.host_id, "gpus": [], "units": []}
+            )
+            if gpu.index not in h["gpus"]:
+                h["gpus"].append(gpu.index)
+            unit = f"GPU{gpu.index}"
+            if item.mig_slice_id:
+                unit += f" MIG {item.mig_slice.profile or '?'} gi{item.mig_slice.gpu_instance_id}"
+            elif item.memory_mib:
+                unit += f" ({item.memory_mib} MiB, {item.compute_pct} %)"
+            h["units"].append(unit)
+    for name in job.placement or {}:
+        hosts.setdefault(name, {"name": name, "host_id": None, "gpus": [], "units": []})
+    return [hosts[n] for n in sorted(hosts)]
+
+
+def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
+    """The fabric as one job saw it (module docstring). ``now`` ends the window of a job still
+    holding its GPUs (default: the current time).
+
+    Returns (JSON-ready; times ISO 8601 and epoch seconds, UTC)::
+
+        {"job": id, "state": str,
+         "window": {"start": iso | None, "end": iso | None, "start_epoch": s, "end_epoch": s,
+                    "ongoing": bool},            # None/None: never placed (nothing to show)
+         "fabric": {"id", "name"} | None,        # the fabric of the job's hosts (the map's)
+         "hosts": [{"name", "host_id", "gpus": [index], "units": [str], "unit": key | None,
+                    "unit_name": str | None, "cas": [CA node GUID]}],
+         "highlight": [CA node GUID],            # what the map marks
+         "units": [{"key", "name", "switches": [GUID], "hosts": [name of the job's hosts]}],
+         "links": [{"kind": "hca" | "uplink", "host": name | None, "unit": key | None,
+                    "link_id", "near": port, "far": port | None, "rate_gbps",
+                    "series": {"t": [epoch s], "xmit_bytes_per_s": [bytes/s], "rcv_bytes_per_s",
+                               "utilisation": [0..1], "congestion": [0..1] (worse end),
+                               "congestion_near", "congestion_far", "errors": [error-counter
+                               deltas, both ends], "resolution": "raw" | "minute" | "hour"},
+                    "summary": {"samples", "xmit_bytes_per_s_mean", "rcv_bytes_per_s_mean",
+                                "xmit_bytes_per_s_max", "rcv_bytes_per_s_max", "utilisation_mean",
+                                "utilisation_max", "congestion_mean", "congestion_max", "errors"}}],
+         "totals": {"hca": {"series": {t, xmit_bytes_per_s (sum), rcv_bytes_per_s (sum),
+                                       utilisation (max), congestion (max), errors (sum)},
+                            "summary": {... as a link's, "links": n}},
+                    "uplink": {...}},
+         "alarms": [{"id", "code", "severity", "state", "object", "message", "first_seen",
+                     "last_seen", "cleared_at", "url"}],   # newest first, at most MAX_ALARMS
+         "notes": [str]}
+
+    A port is ``{"id", "name", "node_guid", "port_num"}``. Raises nothing for a job that is not
+    placed (pending, cancelled before placement): the lists are empty and ``notes`` says why.
+    """
+    now = now or timezone.now()
+    start = job.started_at or job.placed_at
+    end = job.ended_at or now
+    out: dict[str, Any] = {
+        "job": job.pk,
+        "state": job.state,
+        "window": {"start": None, "end": None, "start_epoch": None, "end_epoch": None, "ongoing": False},
+        "fabric": None,
+        "hosts": [],
+        "highlight": [],
+        "units": [],
+        "links": [],
+        "totals": {k: _aggregate([]) for k in KINDS},
+        "alarms": [],
+        "notes": [],
+    }
+    # a pending job holds nothing (a requeued one keeps its ended allocation: not its hosts now)
+    hosts = job_hosts(job) if start is not None else []
+    out["hosts"] = hosts
+    if start is None or not hosts:  # pending (never placed, or requeued after a preemption)
+        out["notes"].append("the job is not placed: no hosts and no fabric window")
+        return out
+    if end < start:  # clock skew between writers: an empty window, not an error
+        end = start
+    out["window"] = {
+        "start": start.isoformat(),
+        "end": end.isoformat(),
+        "start_epoch": start.timestamp(),
+        "end_epoch": end.timestamp(),
+        "ongoing": job.ended_at is None,
+    }
+
+    loc = state.current_locality()
+    names = [h["name"] for h in hosts]
+    host_ids = [h["host_id"] for h in hosts if h["host_id"]]
+    # the HCAs of the host rows the job's GPUs are on (a server also on a storage fabric has a
+    # host row there too: not the job's); by name only for a placement without GPU rows
+    which = Q(host_id__in=host_ids) if host_ids else Q(host__name__in=names)
+    cas = list(
+        Node.objects.filter(which, node_type=NodeType.CA)
+        .select_related("host", "fabric")
+        .order_by("node_guid")
+    )
+    if not cas:
+        out["notes"].append("no HCA of the job's hosts is on a stored fabric")
+    fabric_counts: dict[int, int] = defaultdict(int)
+    for ca in cas:
+        fabric_counts[ca.fabric_id] += 1
+    fabric: Fabric | None = None
+    if fabric_counts:
+        site_fabrics = {loc.hosts[n].fabric_id for n in names if n in loc.hosts}
+        fid = (
+            next(iter(site_fabrics)) if len(site_fabrics) == 1 else max(fabric_counts, key=fabric_counts.get)
+        )
+        fabric = next((ca.fabric for ca in cas if ca.fabric_id == fid), None) or Fabric.objects.get(pk=fid)
+        out["fabric"] = {"id": fabric.pk, "name": fabric.name}
+        if len(fabric_counts) > 1:
+            out["notes"].append("the job's hosts have HCAs on several fabrics: the map shows " + fabric.name)
+    ca_by_host: dict[str, list[Node]] = defaultdict(list)
+    for ca in cas:
+        ca_by_host[ca.host.name].append(ca)
+    for h in hosts:
+        site = loc.hosts.get(h["name"])
+        h["unit"] = site.unit if site else None
+        h["unit_name"] = loc.domains[site.unit].name if site else None
+        h["cas"] = [ca.node_guid for ca in ca_by_host.get(h["name"], [])]
+        if fabric is not None:
+            out["highlight"] += [
+                ca.node_guid for ca in ca_by_host.get(h["name"], []) if ca.fabric_id == fabric.pk
+            ]
+    out["highlight"].sort()
+
+    # units of the job's hosts and their uplinks
+    unit_hosts: dict[str, list[str]] = defaultdict(list)
+    for h in hosts:
+        if h["unit"]:
+            unit_hosts[h["unit"]].append(h["name"])
+    uplink_unit: dict[int, str] = {}
+    switch_guids: set[str] = set()
+    for key in sorted(unit_hosts):
+        dom = loc.domains[key]
+        out["units"].append(
+            {"key": key, "name": dom.name, "switches": list(dom.switches), "hosts": unit_hosts[key]}
+        )
+        switch_guids.update(dom.switches)
+        for link_id in dom.uplinks:
+            uplink_unit.setdefault(link_id, key)
+
+    # HCA links: every cabled port of the job's CAs
+    ca_ids = [ca.pk for ca in cas]
+    host_of_ca = {ca.pk: ca.host.name for ca in cas}
+    hca_links = (
+        Link.objects.filter(Q(port_a__node_id__in=ca_ids) | Q(port_b__node_id__in=ca_ids))
+        .select_related("port_a__node", "port_b__node")
+        .order_by("pk")
+    )
+    uplinks = (
+        Link.objects.filter(pk__in=list(uplink_unit))
+        .select_related("port_a__node", "port_b__node")
+        .order_by("pk")
+    )
+    switch_ids = set(
+        Node.objects.filter(node_guid__in=switch_guids, fabric_id__in=list(fabric_counts) or [0]).values_list(
+            "pk", flat=True
+        )
+    )
+    entries: list[tuple[str, Link, Port, Port, str | None, str | None]] = []
+    for link in hca_links:
+        near, far = (
+            (link.port_a, link.port_b) if link.port_a.node_id in host_of_ca else (link.port_b, link.port_a)
+        )
+        entries.append(("hca", link, near, far, host_of_ca[near.node_id], None))
+    for link in uplinks:
+        near, far = (
+            (link.port_a, link.port_b) if link.port_a.node_id in switch_ids else (link.port_b, link.port_a)
+        )
+        entries.append(("uplink", link, near, far, None, uplink_unit[link.pk]))
+    port_ids: set[int] = set()
+    link_keys: list[str] = []
+    for kind, link, near, far, host, unit in entries:
+        link_keys.append(link_key((near.node.node_guid, near.port_num), (far.node.node_guid, far.port_num)))
+        series = _link_series(near, far, start, end)
+        port_ids.update((near.pk, far.pk))
+        out["links"].append({
+            "kind": kind, "host": host, "unit": unit, "link_id": link.pk,
+            "near": _port_dict(near), "far": _port_dict(far), "rate_gbps": near.rate_gbps or link.rate_gbps,
+            "series": series, "summary": _summary(series),
+        })  # fmt: skip
+    out["links"].sort(key=lambda e: (KINDS.index(e["kind"]), e["host"] or e["unit"] or "", e["near"]["name"]))
+    out["totals"] = {k: _aggregate([e for e in out["links"] if e["kind"] == k]) for k in KINDS}
+    if not any(e["summary"]["samples"] for e in out["links"]):
+        out["notes"].append(
+            "no counter history of these links in the window (no sweep stored, or rolled off)"
+        )
+
+    # alarms of the window on those nodes and ports
+    node_ids = set(ca_ids) | switch_ids
+    alarms = (
+        Alarm.objects.filter(
+            Q(node_id__in=node_ids)
+            | Q(port_id__in=port_ids)
+            | Q(object_type="link", object_key__in=link_keys)
+            | Q(object_type="node", object_key__in=[ca.node_guid for ca in cas])
+        )
+        .filter(first_seen__lte=end)
+        .filter(Q(cleared_at__isnull=True) | Q(cleared_at__gte=start))
+        .order_by("-first_seen", "-id")[:MAX_ALARMS]
+    )
+    out["alarms"] = [
+        {
+            "id": a.pk, "code": a.code, "severity": a.severity, "state": a.state, "object": a.object_repr,
+            "message": a.message, "first_seen": a.first_seen.isoformat(), "last_seen": a.last_seen.isoformat(),
+            "cleared_at": a.cleared_at.isoformat() if a.cleared_at else None, "url": a.get_absolute_url(),
+        }
+        for a in alarms
+    ]  # fmt: skip
+    return out

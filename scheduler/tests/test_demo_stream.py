@@ -1,0 +1,64 @@
+"""The demo's job stream (``scheduler.demo.JobStream``) against the demo pools on a small fabric:
+jobs of several kinds, tenants and priorities are submitted, placed by real passes, started,
+finished after their run; fill jobs keep the fabric full so a later job preempts one."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+from django.utils import timezone
+
+from pools.lab import seed_demo_pools
+from scheduler.demo import FILL_JOB, FILL_POOL, PREFIX, DemoJob, JobStream, kind_of
+from scheduler.models import Job, JobDecision
+from scheduler.services.queue import run_pass
+from weft.testing.jobs import gpu_cluster
+
+
+def test_the_stream_submits_mixed_jobs_that_are_placed_run_and_end(db):
+    c = gpu_cluster(4, 2, 8, name="demo")  # 8 hosts, 64 GPUs
+    seed_demo_pools(c.fabric)
+    small_fill = DemoJob(
+        "fill", FILL_POOL, 8, 8, "batch", preemptible=True, runtime_s=(600, 900), tenant="research"
+    )
+    stream = JobStream(c.fabric, seed=3, keep_free=0, fill_job=small_fill)
+    stream.setup()
+    t = timezone.now()
+    steps = []
+    for _ in range(14):
+        steps.append(stream.step(now=t))
+        run_pass(now=t)
+        t += timedelta(seconds=45)
+    jobs = list(Job.objects.filter(name__startswith=PREFIX).select_related("pool", "tenant"))
+    kinds = Counter(kind_of(j.name).name for j in jobs)
+    states = Counter(j.state for j in jobs)
+    # mixed sizes, priorities, pools and tenants, and fill jobs in the shared pool
+    assert len(kinds) >= 4 and kinds["fill"] >= 1, kinds
+    assert len({j.priority_class for j in jobs}) >= 3
+    assert {j.pool.name for j in jobs} >= {"research-h100", "inference-h100", FILL_POOL}
+    assert {j.tenant.name for j in jobs} == {"research", "inference"}
+    # placed jobs were started on the next step, and some ran their time and ended
+    assert any(s["started"] for s in steps) and any(s["finished"] for s in steps)
+    assert states["completed"] + states["failed"] >= 1, states
+    assert all(j.started_at is not None for j in jobs if j.state in ("completed", "failed"))
+    # the fabric was full of fill jobs: a later job preempted some (read from the decisions: a
+    # preempted job may also go back to pending)
+    preempted = list(
+        JobDecision.objects.filter(
+            job__name__startswith=PREFIX, code__in=["preempted", "requeued"]
+        ).select_related("job")
+    )
+    assert preempted and all(d.job.preemptible for d in preempted), states
+    assert "preempted by job" in preempted[0].reasons[0]
+    # the stream never submits more than max_pending of its own pending jobs at once (+ fills)
+    assert (
+        Job.objects.filter(name__startswith=PREFIX, state="pending").exclude(pool__name=FILL_POOL).count()
+        <= 6
+    )
+    assert FILL_JOB.count == 64  # the demo's own fill jobs are 8 whole hosts
+
+
+def test_kind_of_reads_the_stream_names_only():
+    assert kind_of("demo-train-3").name == "train" and kind_of("demo-fill-12").name == "fill"
+    assert kind_of("train-3") is None and kind_of("demo-nosuch-1") is None

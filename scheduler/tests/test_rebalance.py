@@ -1,0 +1,418 @@
+"""The rebalancing worker (``scheduler.services.rebalance``) on a stored fabric with GPUs and
+pools: reclaim of borrowed GPUs for a pool below its guarantee, a defragmenting move that frees a
+whole leaf, the dry run listing the real run's actions, the pass lock, congestion reports from
+stored counter sweeps, and the API's roles."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection, connections
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+from accounts.models import AuditEntry
+from events.models import Alarm, Event
+from events.rules.counters import evaluate_sweep
+from fabric.models import Link, Node
+from pools.models import Allocation, Pool, Tenant
+from scheduler import signals
+from scheduler.models import Job
+from scheduler.services import queue
+from scheduler.services.queue import PASS_LOCK, JobSpec, finish, run_pass, submit
+from scheduler.services.rebalance import plan_rebalance, run_rebalance
+from telemetry.models import PortCounters, Sweep
+from weft.locks import single_instance
+from weft.testing.jobs import gpu_cluster
+
+
+@pytest.fixture
+def cluster(db):
+    return gpu_cluster(2, 2, 8)  # host001-002 on leaf-01, host003-004 on leaf-02: 32 H100s
+
+
+def _plain(result: dict) -> list[dict]:
+    """The actions without their outcome (what a dry run and a real run must share)."""
+    return [{k: v for k, v in a.items() if k != "outcome"} for a in result["actions"]]
+
+
+def _fresh(*jobs: Job) -> None:
+    for j in jobs:
+        j.refresh_from_db()
+
+
+def _codes(job: Job) -> list[str]:
+    return list(
+        Event.objects.filter(object_type="job", object_key=str(job.pk))
+        .order_by("id")
+        .values_list("code", flat=True)
+    )
+
+
+# --- reclaim --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def borrowed(cluster):
+    return _borrow(cluster)
+
+
+def _borrow(cluster):
+    """The owner pool (``cluster.pool``) is guaranteed 16 GPUs; a second tenant's pool with no
+    guarantee borrowed all 32 with four preemptible 8-GPU jobs of the same priority; the owner
+    then submits a 16-GPU job (no pass since). Returns ``(owner job, borrower jobs, borrower
+    pool)``."""
+    Pool.objects.filter(pk=cluster.pool.pk).update(guaranteed_gpus=16, quota_gpus=16)
+    other = Pool.objects.create(
+        name="p-borrow", tenant=Tenant.objects.create(name="t-borrow"), fabric=cluster.fabric
+    )
+    borrowers = [
+        submit(JobSpec(name=f"b{i}", pool_id=other.pk, count=8, gpus_per_host=8, preemptible=True))
+        for i in range(4)
+    ]
+    run_pass()
+    _fresh(*borrowers)
+    assert {b.state for b in borrowers} == {"placed"}
+    assert all(b.allocation.borrowed for b in borrowers)
+    # submitted, no pass yet: what the periodic run finds when a pass has not reclaimed
+    owner = submit(JobSpec(name="owner", pool_id=cluster.pool.pk, count=16, gpus_per_host=8))
+    return owner, borrowers, other
+
+
+def test_reclaim_preempts_the_fewest_borrowers_and_places_the_owner(borrowed, users):
+    owner, borrowers, other = borrowed
+    dry = run_rebalance(dry_run=True)
+    (action,) = dry["actions"]
+    assert action["kind"] == "reclaim" and action["job"] == owner.pk and action["outcome"] == "would execute"
+    assert len(action["victims"]) == 2  # 16 GPUs: two 8-GPU borrowers, the fewest
+    assert sorted(action["placed"].values()) == [8, 8]
+    assert "holds 0 of the 16 GPUs guaranteed" in action["reason"] and "the fewest" in action["reason"]
+    assert Job.objects.get(pk=owner.pk).state == "pending"  # a dry run changes nothing
+    assert not Event.objects.filter(code="job.reclaimed").exists()
+
+    real = run_rebalance(dry_run=False, user=users["operator"])
+    assert _plain(real) == _plain(dry)  # the dry run listed exactly what the real run did
+    assert [a["outcome"] for a in real["actions"]] == ["done"]
+    _fresh(owner, *borrowers)
+    victims = [b for b in borrowers if b.pk in action["victims"]]
+    assert owner.state == "placed" and owner.placement == action["placed"]
+    assert owner.allocation.borrowed is False  # within its guarantee
+    for v in victims:
+        assert v.state == "pending" and v.preemptions == 1  # requeued (preemptible: the default)
+        assert (
+            v.reason == f"requeued: reclaimed for {owner}: pool {cluster_pool_name(owner)}'s guaranteed GPUs"
+        )
+        assert Allocation.objects.filter(job=v.reference, state="released").count() == 1
+        assert _codes(v)[-2:] == ["job.preempted", "job.requeued"]
+    assert {b.state for b in borrowers if b not in victims} == {"placed"}
+    ev = Event.objects.get(code="job.reclaimed", object_key=str(owner.pk))
+    assert sorted(ev.details["victims"]) == sorted(action["victims"])
+    entry = AuditEntry.objects.get(action="job.reclaim", object_id=str(owner.pk))
+    assert entry.user == users["operator"]
+
+    # idempotent: the owner holds its guarantee, the requeued borrowers have nothing to reclaim
+    again = run_rebalance(dry_run=False)
+    assert again["actions"] == [] and Event.objects.filter(code="job.reclaimed").count() == 1
+    # the next pass leaves the requeued borrowers pending (no GPUs free), not on the owner's GPUs
+    run_pass()
+    owner.refresh_from_db()
+    assert owner.state == "placed"
+
+
+def test_a_pass_reclaims_for_a_pool_below_its_guarantee_at_once(borrowed):
+    owner, borrowers, _ = borrowed
+    summary = run_pass()
+    _fresh(owner, *borrowers)
+    # same priority: the pass's own preemption takes nothing; the guarantee does
+    assert summary["preempted"] == 0 and summary["reclaimed"] == 1
+    assert owner.state == "placed" and owner.allocation.borrowed is False
+    victims = [b for b in borrowers if b.state == "pending"]
+    assert len(victims) == 2 and all(v.reason.startswith(f"requeued: reclaimed for {owner}") for v in victims)
+    assert Event.objects.filter(code="job.reclaimed", object_key=str(owner.pk)).count() == 1
+    assert run_rebalance(dry_run=True)["actions"] == []  # nothing left for the periodic run
+    assert run_pass()["reclaimed"] == 0  # the requeued borrowers wait (no guarantee of theirs)
+    assert {b.state for b in borrowers if b not in victims} == {"placed"}
+
+
+def test_a_preemptible_job_does_not_reclaim_from_a_higher_priority_one(db):
+    c = gpu_cluster(1, 1, 8, name="pingpong")
+    Pool.objects.filter(pk=c.pool.pk).update(guaranteed_gpus=8, quota_gpus=8)
+    other = Pool.objects.create(name="p-hi", tenant=Tenant.objects.create(name="t-hi"), fabric=c.fabric)
+    hi = submit(JobSpec(name="hi", pool_id=other.pk, count=8, preemptible=True, priority_class="high"))
+    run_pass()
+    low = submit(JobSpec(name="low", pool_id=c.pool.pk, count=8, preemptible=True, priority_class="batch"))
+    # reclaimed, the batch job would be preempted again by the next pass for the high one
+    assert run_pass()["reclaimed"] == 0 and plan_rebalance() == []
+    _fresh(hi, low)
+    assert (hi.state, low.state) == ("placed", "pending")
+    # a job that cannot be preempted back takes its guarantee whatever the priorities
+    Job.objects.filter(pk=low.pk).update(preemptible=False)
+    assert run_pass()["reclaimed"] == 1
+    _fresh(hi, low)
+    assert (hi.state, low.state) == ("pending", "placed") and hi.preemptions == 1
+
+
+def cluster_pool_name(job: Job) -> str:
+    return job.pool.name
+
+
+def test_a_real_run_waits_for_the_pass_lock(borrowed):
+    owner, _, _ = borrowed
+    with single_instance(PASS_LOCK) as mine:
+        assert mine
+        result = run_rebalance(dry_run=False)
+        assert result["skipped"] and result["actions"] == []
+        # a pass asked for meanwhile is skipped too: one holder at a time
+        assert "skipped" in run_pass()
+    owner.refresh_from_db()
+    assert owner.state == "pending" and not Event.objects.filter(code="job.reclaimed").exists()
+    assert run_rebalance(dry_run=False)["actions"][0]["outcome"] == "done"
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_a_real_run_while_a_pass_runs_in_another_worker_does_nothing(monkeypatch):
+    """PostgreSQL + Redis (bin/test's second phase): a pass holds the lock in another thread
+    (another connection) while a real run is asked for: the run is skipped and changes nothing;
+    the pass, let go, reclaims for the owner itself."""
+    assert connection.vendor == "postgresql"
+    monkeypatch.setattr(signals, "queue_pass", lambda: None)  # only the passes this test runs
+    owner, _, _ = _borrow(gpu_cluster(2, 2, 8, name="lockrace"))
+    inside, go, errors = threading.Event(), threading.Event(), []
+    one_pass = queue._one_pass
+
+    def held_open(now):
+        inside.set()
+        if not go.wait(timeout=30):
+            raise TimeoutError("the test never let the pass go on")
+        return one_pass(now)
+
+    monkeypatch.setattr(queue, "_one_pass", held_open)
+
+    def worker() -> None:
+        try:
+            queue.run_pass()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    try:
+        assert inside.wait(timeout=30)
+        result = run_rebalance(dry_run=False)
+        assert result["skipped"] and result["actions"] == []
+        assert Job.objects.get(pk=owner.pk).state == "pending"
+    finally:
+        go.set()
+        t.join(timeout=60)
+    assert not errors, errors
+    # the pass, once let go, reclaimed itself (under its lock): nothing left for the run
+    assert Job.objects.get(pk=owner.pk).state == "placed"
+    assert Event.objects.filter(code="job.reclaimed").count() == 1
+    assert run_rebalance(dry_run=False)["actions"] == []
+
+
+# --- a move that frees a leaf ---------------------------------------------------------------------
+
+
+def _on(jobs: list[Job], host: str) -> Job:
+    (job,) = [j for j in jobs if host in j.placement]
+    return job
+
+
+def _fragmented(cluster, preemptible: bool = True) -> tuple[Job, Job]:
+    """leaf-01: host001 free, host002 half used by ``small`` (4 GPUs); leaf-02: host003 free,
+    host004 full. 20 GPUs free, but no leaf has two free hosts: ``big`` (two whole hosts in one
+    leaf, required) waits for fragmentation. Returns ``(small, big)``."""
+    s = lambda n, **kw: JobSpec(name=kw.pop("name"), pool_id=cluster.pool.pk, count=n, **kw)  # noqa: E731
+    fill = [submit(s(8, name=f"fill{i}", gpus_per_host=8)) for i in range(4)]
+    run_pass()
+    _fresh(*fill)
+    finish(_on(fill, "host002").pk)
+    small = submit(s(4, name="small", preemptible=preemptible, time_limit_s=3600))
+    run_pass()
+    small.refresh_from_db()
+    assert small.placement == {"host002": 4}
+    finish(_on(fill, "host001").pk)
+    finish(_on(fill, "host003").pk)
+    big = submit(s(16, name="big", gpus_per_host=8, tier="leaf", tier_mode="required"))
+    run_pass()
+    big.refresh_from_db()
+    assert big.state == "pending" and big.pending_code == "fragmentation"
+    return small, big
+
+
+def test_a_preemptible_job_is_moved_so_that_a_whole_leaf_comes_free(cluster, users):
+    small, big = _fragmented(cluster)
+    dry = run_rebalance(dry_run=True)
+    moves = [a for a in dry["actions"] if a["kind"] == "move"]
+    (move,) = moves
+    assert move["job"] == small.pk and move["execute"] and move["before"] == {"host002": 4}
+    assert move["placed"] == {"host003": 4} and move["frees"] == [leaf_name(cluster, "host001")]
+    assert "whole free units 0 → 1" in move["reason"]
+
+    real = run_rebalance(dry_run=False, user=users["admin"])
+    assert _plain(real) == _plain(dry)
+    assert [a["outcome"] for a in real["actions"]] == ["done"]
+    small.refresh_from_db()
+    assert small.state == "placed" and small.placement == {"host003": 4}
+    assert small.allocation.state == "active" and small.allocation.items.filter(active=True).count() == 4
+    assert set(small.allocation.items.values_list("gpu__host__name", flat=True)) == {"host003"}
+    assert _codes(small)[-1] == "job.moved"
+    assert AuditEntry.objects.filter(action="job.move", object_id=str(small.pk)).count() == 1
+    assert run_rebalance(dry_run=True)["actions"] == []  # idempotent: nothing more to free
+
+    run_pass()  # the freed leaf takes the job that waited for it
+    big.refresh_from_db()
+    assert big.state == "placed" and set(big.placement) == {"host001", "host002"}
+
+
+def test_a_move_whose_job_changed_after_the_plan_is_refused_and_changes_nothing(cluster, monkeypatch):
+    from scheduler.services import rebalance
+
+    small, big = _fragmented(cluster)
+    planned = rebalance.plan_rebalance
+
+    def plan_then_cancel(now=None):
+        actions = planned(now)
+        queue.cancel(small.pk, reason="the user was quicker")  # between the plan and its execution
+        return actions
+
+    monkeypatch.setattr(rebalance, "plan_rebalance", plan_then_cancel)
+    (move,) = run_rebalance(dry_run=False)["actions"]
+    assert move["job"] == small.pk and move["outcome"].startswith("refused: ")
+    assert "changed since the move was planned" in move["outcome"]
+    small.refresh_from_db()
+    assert small.state == "cancelled" and small.placement == {"host002": 4}
+    assert not Event.objects.filter(code="job.moved").exists()
+    assert not Allocation.objects.filter(job=small.reference, state="active").exists()
+
+
+def leaf_name(cluster, host: str) -> str:
+    from scheduler.services.state import current_locality
+
+    loc = current_locality()
+    return loc.domains[loc.hosts[host].unit].name
+
+
+def test_a_move_of_a_job_that_is_not_preemptible_is_only_proposed(cluster):
+    s = lambda n, **kw: JobSpec(name=kw.pop("name"), pool_id=cluster.pool.pk, count=n, **kw)  # noqa: E731
+    fill = [submit(s(8, name=f"fill{i}", gpus_per_host=8)) for i in range(4)]
+    run_pass()
+    _fresh(*fill)
+    finish(_on(fill, "host002").pk)
+    pinned = submit(s(4, name="pinned"))  # not preemptible
+    run_pass()
+    finish(_on(fill, "host001").pk)
+    finish(_on(fill, "host003").pk)
+    result = run_rebalance(dry_run=False)
+    # leaf-01 (the less used) can be freed by moving pinned to host003; that proposal holds
+    # host003 in the plan, so host004's 8-GPU job is not also proposed onto host001 (the listed
+    # proposals can all be made together)
+    (move,) = result["actions"]
+    assert move["kind"] == "move" and move["job"] == pinned.pk and move["outcome"] == "proposed"
+    assert move["placed"] == {"host003": 4} and not move["execute"]
+    assert "not preemptible" in move["reason"]
+    pinned.refresh_from_db()
+    assert pinned.placement == {"host002": 4}
+    run_rebalance(dry_run=False)
+    assert Event.objects.filter(code="job.move_proposed", object_key=str(pinned.pk)).count() == 1  # once
+
+
+# --- congestion reports ---------------------------------------------------------------------------
+
+
+def _uplink_port(cluster, leaf_key_host: str):
+    from scheduler.services.state import current_locality
+
+    loc = current_locality()
+    guid = loc.domains[loc.hosts[leaf_key_host].unit].switches[0]
+    leaf = Node.objects.get(fabric=cluster.fabric, node_guid=guid)
+    link = Link.objects.filter(
+        Q(port_a__node=leaf, port_b__node__tier__gt=leaf.tier)
+        | Q(port_b__node=leaf, port_a__node__tier__gt=leaf.tier)
+    ).first()
+    return link.port_a if link.port_a.node_id == leaf.pk else link.port_b
+
+
+def test_a_job_on_persistently_congested_uplinks_is_reported_with_a_better_placement(cluster):
+    job = submit(JobSpec(name="train", pool_id=cluster.pool.pk, count=8, gpus_per_host=8))
+    run_pass()
+    job.refresh_from_db()
+    (host,) = job.placement
+    port = _uplink_port(cluster, host)
+    # three counter sweeps with the congestion index over the policy's 0.5: the rule raises
+    states = []
+    for value in (0.9, 0.85, 0.95):
+        sweep = Sweep.objects.create(fabric=cluster.fabric, started=timezone.now(), interval_s=10.0, ports=1)
+        PortCounters.objects.update_or_create(
+            port=port,
+            defaults={"sweep": sweep, "sampled_at": sweep.started, "congestion": value, "error_deltas": {}},
+        )
+        evaluate_sweep(cluster.fabric.pk, sweep.pk)
+        states.append(list(Alarm.objects.filter(code="port.congestion").values_list("state", flat=True)))
+        if value == 0.9:  # one sweep is not persistent: nothing to report yet
+            assert plan_rebalance() == []
+    assert states[-1] == ["active"]
+
+    result = run_rebalance(dry_run=False)
+    (report,) = result["actions"]
+    assert report["kind"] == "congested" and report["job"] == job.pk and report["outcome"] == "reported"
+    assert report["before"] == job.placement and not report["execute"]
+    other_leaf = {"host001", "host002"} if host in ("host003", "host004") else {"host003", "host004"}
+    assert set(report["placed"]) <= other_leaf and sum(report["placed"].values()) == 8
+    assert "crosses congested uplinks" in report["reason"] and "index 0.95" in report["reason"]
+    job.refresh_from_db()
+    assert job.placement == report["before"]  # reported, not moved
+    run_rebalance(dry_run=False)
+    assert Event.objects.filter(code="job.congested", object_key=str(job.pk)).count() == 1
+
+
+# --- the API --------------------------------------------------------------------------------------
+
+
+def test_rebalance_api_roles_and_lock(borrowed, client_for):
+    url = reverse("scheduler-api:rebalance")
+    assert client_for("viewer").post(url, {"dry_run": True}, format="json").status_code == 403
+    r = client_for("operator").post(url, {"dry_run": True}, format="json")
+    assert r.status_code == 200 and r.json()["dry_run"] is True
+    assert [a["kind"] for a in r.json()["actions"]] == ["reclaim"]
+    assert client_for("operator").post(url, {"dry_run": "maybe"}, format="json").status_code == 400
+    with single_instance(PASS_LOCK):
+        r = client_for("admin").post(url, {"dry_run": False}, format="json")
+        assert r.status_code == 409 and "skipped" in r.json()
+    r = client_for("admin").post(url, {"dry_run": False}, format="json")
+    assert r.status_code == 200 and [a["outcome"] for a in r.json()["actions"]] == ["done"]
+
+
+def test_the_beat_task_runs_a_real_rebalance(borrowed, settings):
+    from scheduler.tasks import rebalance_task
+    from weft.celery import app
+
+    entry = settings.CELERY_BEAT_SCHEDULE["scheduler-rebalance"]
+    assert entry["task"] == "scheduler.tasks.rebalance_task" and entry["task"] in app.tasks
+    assert entry["schedule"].total_seconds() == settings.WEFT_SCHEDULER_REBALANCE_INTERVAL_S
+
+    owner, _, _ = borrowed
+    assert rebalance_task() == {"skipped": None, "counts": {"reclaim": 1}}
+    owner.refresh_from_db()
+    assert owner.state == "placed"
+    assert rebalance_task() == {"skipped": None, "counts": {}}
+
+
+def test_the_operator_include_renders_only_for_operators(rf, users):
+    from django.contrib.staticfiles import finders
+    from django.template.loader import render_to_string
+
+    request = rf.get("/")
+    request.user = users["operator"]
+    html = render_to_string("scheduler/_rebalance.html", {"is_operator": True}, request=request)
+    assert reverse("scheduler-api:rebalance") in html and "Dry run" in html and "csrfmiddlewaretoken" in html
+    assert "scheduler/rebalance.js" in html and finders.find("scheduler/rebalance.js")
+    assert (
+        render_to_string("scheduler/_rebalance.html", {"is_operator": False}, request=request).strip() == ""
+    )

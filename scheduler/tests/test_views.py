@@ -1,0 +1,153 @@
+"""The queue and job pages, submit and cancel from the page, the dry run, and the fabric view's
+API: roles (Viewer reads, Operator of the tenant writes), tenant isolation (another tenant's job
+is not listed and its page, cancel and fabric view are 404s)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.utils.html import escape
+
+from pools.models import Pool, Tenant, TenantMembership
+from scheduler.models import Job
+from scheduler.services.queue import JobSpec, run_pass, submit
+from weft.testing.jobs import gpu_cluster
+
+
+@pytest.fixture
+def setup(db, users):
+    c = gpu_cluster(2, 2, 8, name="ui", quota=24)  # 32 GPUs, tenant t-ui with pool p-ui (quota 24)
+    other = Tenant.objects.create(name="t-other")
+    other_pool = Pool.objects.create(name="p-other", tenant=other, fabric=c.fabric)
+    TenantMembership.objects.create(tenant=c.tenant, user=users["operator"], role="operator")
+    TenantMembership.objects.create(tenant=c.tenant, user=users["viewer"], role="viewer")
+    mine = submit(JobSpec(name="mine-train", pool_id=c.pool.pk, count=16, gpus_per_host=8))
+    run_pass()
+    big = submit(JobSpec(name="mine-big", pool_id=c.pool.pk, count=16, gpus_per_host=8))
+    theirs = submit(JobSpec(name="their-secret", pool_id=other_pool.pk, count=8))
+    run_pass()
+    for j in (mine, big, theirs):
+        j.refresh_from_db()
+    assert (mine.state, big.state, big.pending_code) == ("placed", "pending", "quota")
+    return c, other_pool, mine, big, theirs
+
+
+def test_queue_page_lists_the_users_tenants_jobs_with_why_pending(setup, client_for):
+    c, other_pool, mine, big, theirs = setup
+    page = client_for("viewer").get("/scheduler/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "mine-train" in html and "mine-big" in html and "their-secret" not in html
+    # the pending job with its code and the quota explanation, the placed one with its hosts
+    row = re.search(rf'<tr data-job="{big.pk}" data-state="pending" data-code="quota">(.*?)</tr>', html, re.S)
+    assert row and "quota" in row.group(1) and "24" in row.group(1)
+    held = re.search(rf'<tr data-job="{mine.pk}" data-state="placed">(.*?)</tr>', html, re.S)
+    assert held and ", ".join(sorted(mine.placement)) in held.group(1)
+    # a Viewer gets no submit form and no cancel button
+    assert 'id="submit-form"' not in html and "Cancel</button>" not in html
+    assert 'href="/scheduler/"' in html  # the nav entry
+    # the admin sees every tenant's jobs and filters by tenant and state
+    admin = client_for("admin")
+    assert "their-secret" in admin.get("/scheduler/").content.decode()
+    only = admin.get("/scheduler/", {"tenant": other_pool.tenant_id}).content.decode()
+    assert "their-secret" in only and "mine-train" not in only
+    pending = admin.get("/scheduler/", {"state": "pending"}).content.decode()
+    assert "mine-big" in pending and f'data-job="{mine.pk}"' not in pending
+
+
+def test_operator_submits_and_cancels_from_the_page(setup, client_for):
+    c, other_pool, mine, big, theirs = setup
+    op = client_for("operator")
+    html = op.get("/scheduler/").content.decode()
+    assert 'id="submit-form"' in html and html.count("Cancel</button>") == 2  # mine and big, not theirs
+    resp = op.post(
+        "/scheduler/submit/",
+        {"name": "from-page", "pool": c.pool.pk, "count": 8, "priority_class": "high", "tier": "leaf",
+         "tier_mode": "required", "time_limit_s": 600},
+    )  # fmt: skip
+    job = Job.objects.get(name="from-page")
+    assert resp.status_code == 302 and resp["Location"] == f"/scheduler/jobs/{job.pk}/"
+    assert (job.tenant_id, job.count, job.priority_class, job.tier, job.tier_mode, job.state) == (
+        c.tenant.pk, 8, "high", 1, "required", "pending",
+    )  # fmt: skip
+    # another tenant's pool is refused, nothing is written
+    resp = op.post("/scheduler/submit/", {"name": "x", "pool": other_pool.pk, "count": 1,
+                                          "priority_class": "normal", "tier_mode": "preferred"})  # fmt: skip
+    assert resp.status_code == 302 and not Job.objects.filter(name="x").exists()
+    page = op.get("/scheduler/").content.decode()
+    assert "Not submitted: pool:" in page
+    # cancel: theirs is a 404, mine is cancelled and its GPUs released
+    assert op.post(f"/scheduler/jobs/{theirs.pk}/cancel/").status_code == 404
+    resp = op.post(f"/scheduler/jobs/{mine.pk}/cancel/", {"next": "/scheduler/"})
+    assert resp.status_code == 302 and resp["Location"] == "/scheduler/"
+    mine.refresh_from_db()
+    assert mine.state == "cancelled" and mine.allocation.state != "active"
+    # a Viewer may not post at all
+    viewer = client_for("viewer")
+    assert viewer.post(f"/scheduler/jobs/{big.pk}/cancel/").status_code == 403
+    assert viewer.post("/scheduler/submit/", {"name": "v", "pool": c.pool.pk, "count": 1}).status_code == 403
+    assert Job.objects.get(pk=big.pk).state == "pending"
+
+
+def test_job_page_and_fabric_api_are_tenant_scoped(setup, client_for):
+    c, other_pool, mine, big, theirs = setup
+    viewer = client_for("viewer")
+    page = viewer.get(f"/scheduler/jobs/{mine.pk}/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "16 GPUs (2 hosts × 8)" in html and 'data-step="placed"' in html
+    for host in mine.placement:
+        assert f'data-host="{host}"' in html
+    assert 'data-highlight="' in html and 'id="chart-hca"' in html and "job-fabric-data" in html
+    assert 'data-code="placed"' in html  # the placement decision with its explanation
+    step = re.search(r'<li data-step="placed">(.*?)</li>', html, re.S)
+    assert step and escape(mine.decision["reasons"][0]) in step.group(1)
+    assert "Cancel the job" not in html
+    # the pending job's page says why it waits
+    assert "quota" in viewer.get(f"/scheduler/jobs/{big.pk}/").content.decode()
+    # another tenant's job: 404 on the page and in the API, for viewer and operator alike
+    for who in ("viewer", "operator"):
+        client = client_for(who)
+        assert client.get(f"/scheduler/jobs/{theirs.pk}/").status_code == 404
+        assert client.get(f"/api/scheduler/jobs/{theirs.pk}/fabric/").status_code == 404
+    assert client_for("admin").get(f"/api/scheduler/jobs/{theirs.pk}/fabric/").status_code == 200
+    data = viewer.get(f"/api/scheduler/jobs/{mine.pk}/fabric/").json()
+    assert [h["name"] for h in data["hosts"]] == sorted(mine.placement)
+    assert {e["kind"] for e in data["links"]} == {"hca", "uplink"} and data["fabric"]["id"] == c.fabric.pk
+    assert (
+        client_for("operator").get(f"/scheduler/jobs/{mine.pk}/").content.decode().count("Cancel the job")
+        == 1
+    )
+    assert viewer.get("/scheduler/jobs/999999/").status_code == 404
+
+
+def test_dry_run_explains_where_a_job_would_go_and_writes_nothing(setup, client_for):
+    c, other_pool, mine, big, theirs = setup
+    before = (Job.objects.count(), list(Job.objects.values_list("pk", "state", "pending_code")))
+    viewer = client_for("viewer")
+    html = viewer.get("/scheduler/dry-run/", {"pool": c.pool.pk, "count": 16, "gpus_per_host": 8,
+                                              "priority_class": "normal", "tier_mode": "preferred"}).content.decode()  # fmt: skip
+    # 16 held of quota 24: quota; lifted, the fabric has one free host (theirs took another):
+    # capacity, with a reservation on the hosts of the job that ends first
+    m = re.search(r'id="dry-run-result" data-code="(\w+)"', html)
+    assert m and m.group(1) == "quota"
+    assert "16 GPUs held + 16 asked &gt; quota 24" in html
+    assert re.search(r'id="without-quota">.*?code-capacity', html, re.S)
+    assert "16 GPUs asked, 8 free" in html
+    assert f"on {', '.join(sorted(mine.placement))}</p>" in html
+    assert "1 pending job ahead" in html  # mine-big goes first
+    # 8 GPUs fit the quota: placed on the one free host, and said why
+    free = sorted(set(c.hosts) - set(mine.placement) - set(theirs.placement))
+    html = viewer.get("/scheduler/dry-run/", {"pool": c.pool.pk, "count": 8}).content.decode()
+    assert re.search(r'id="dry-run-result" data-code="placed" data-hosts="1"', html)
+    assert f"{free[0]} ×8" in html and 'id="without-quota"' not in html
+    # the queue's button leads there; another tenant's pool is not offered
+    assert "/scheduler/dry-run/?" in viewer.get("/scheduler/").content.decode()
+    resp = viewer.get("/scheduler/dry-run/", {"pool": other_pool.pk, "count": 8, "priority_class": "normal",
+                                              "tier_mode": "preferred"})  # fmt: skip
+    assert 'id="dry-run-result"' not in resp.content.decode() and "pool" in resp.content.decode()
+    # an unknown tier is refused naming the field
+    bad = viewer.get("/scheduler/dry-run/", {"pool": c.pool.pk, "count": 8, "tier": "rack"}).content.decode()
+    assert 'id="dry-run-result"' not in bad and "tier" in bad
+    assert (Job.objects.count(), list(Job.objects.values_list("pk", "state", "pending_code"))) == before

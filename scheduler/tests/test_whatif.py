@@ -1,0 +1,57 @@
+"""The dry run (``scheduler.services.whatif.dry_run``): the next pass planned with the asked job
+added — placement, preemption victims, quota — and nothing written."""
+
+from __future__ import annotations
+
+import pytest
+
+from pools.models import Allocation
+from scheduler.models import Job, JobDecision
+from scheduler.services.queue import InvalidJob, JobSpec, run_pass, submit
+from scheduler.services.whatif import dry_run
+from weft.testing.jobs import gpu_cluster
+
+
+def _state():
+    return (
+        list(Job.objects.order_by("pk").values_list("pk", "state", "placement")),
+        JobDecision.objects.count(),
+        list(Allocation.objects.order_by("pk").values_list("pk", "state")),
+    )
+
+
+def test_dry_run_names_the_victims_it_would_preempt_and_writes_nothing(db):
+    c = gpu_cluster(2, 2, 8, name="wi")  # 4 hosts, 32 GPUs
+    fills = [
+        submit(JobSpec(name=f"fill{i}", pool_id=c.pool.pk, count=8, gpus_per_host=8, priority_class="batch",
+                       preemptible=True))
+        for i in range(4)
+    ]  # fmt: skip
+    run_pass()
+    assert {j.state for j in Job.objects.filter(pk__in=[f.pk for f in fills])} == {"placed"}
+    before = _state()
+    out = dry_run(JobSpec(name="urgent", pool_id=c.pool.pk, count=16, gpus_per_host=8, priority_class="high",
+                          tier="leaf", tier_mode="required"))  # fmt: skip
+    o = out["outcome"]
+    assert (o["code"], o["hosts"], o["tier_name"], o["units"], o["lower_bound"]) == (
+        "placed",
+        2,
+        "leaf",
+        1,
+        1,
+    )
+    assert len(o["victims"]) == 2 and set(o["victims"]) <= {f.pk for f in fills}
+    victims_hosts = {h for j in Job.objects.filter(pk__in=o["victims"]) for h in j.placement}
+    assert set(o["placed"]) == victims_hosts and sum(o["placed"].values()) == 16
+    assert out["request"] == "16 GPUs (2 hosts × 8), within one leaf (required)"
+    assert out["pending_ahead"] == 0 and out["without_quota"] is None
+    assert _state() == before
+    # the same job at batch priority preempts nothing: capacity, with a reservation
+    o = dry_run(JobSpec(name="late", pool_id=c.pool.pk, count=16, gpus_per_host=8, priority_class="batch"))[
+        "outcome"
+    ]
+    assert o["code"] == "capacity" and o["victims"] == [] and o["reservation"]["hosts"]
+    with pytest.raises(InvalidJob) as exc:
+        dry_run(JobSpec(name="bad", pool_id=c.pool.pk, count=8, tier="rack"))
+    assert exc.value.field == "tier"
+    assert _state() == before

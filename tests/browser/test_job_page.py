@@ -1,0 +1,112 @@
+"""Browser test of the job page (real server, Debian Chromium): the job's hosts are marked on the
+embedded fabric map and the fabric view's charts are drawn from the stored counter history.
+
+Data goes through the real paths: ``import_topology`` (``weft.testing.topologies.RAILS``: host001
+and host002, each with mlx5_0 on rail0-leaf and mlx5_1 on rail1-leaf), ``seed_gpus``, a tenant and
+pool through the REST API, a job submitted through ``POST /api/scheduler/jobs/`` and placed by the
+server's own scheduling pass. Counter history of the job's HCA ports is stored as a sweep stores it
+(``telemetry.services.history.build_chunks``) inside the server's database (``manage.py shell``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+
+import pytest
+
+from tests.browser.test_pools import DIM, HIGHLIGHT, api, token
+from tests.browser_support import login
+from weft.testing.topologies import RAILS
+from weft.testing.waits import wait_for
+
+pytestmark = pytest.mark.browser
+
+#: what the shell writes: 3 sweeps of every CA port of the job's host, xmit 3 GB/s + k, rcv 1 GB/s
+HISTORY = """
+import json
+from fabric.models import Port
+from scheduler.models import Job
+from telemetry.models import CounterChunk
+from telemetry.services.history import build_chunks
+job = Job.objects.get(pk={job})
+ports = list(Port.objects.filter(node__host__name__in=list(job.placement), node__node_type="ca").order_by("pk"))
+t0 = int(job.placed_at.timestamp())
+rows = []
+for k in (1, 2, 3):
+    rows += build_chunks(ports[0].node.fabric_id, t0 + k, [(p.pk, (3.0e9 + k * 1e8, 1.0e9, 0.0, 0, 0)) for p in ports])
+CounterChunk.objects.bulk_create(rows)
+print(json.dumps({{"ports": len(ports), "t0": t0}}))
+"""
+
+
+def test_job_page_marks_its_hosts_and_draws_its_links(weft_server, browser_page, tmp_path):
+    server, page = weft_server, browser_page
+    topo = tmp_path / "rails.net"
+    topo.write_text(RAILS)
+    server.manage("import_topology", str(topo), "--fabric", "rails")
+    server.manage("seed_gpus", "--fabric", "rails", "--per-host", "8")
+    tok = token(server)
+    tenant = api(server, tok, "POST", "/api/pools/tenants/", {"name": "team-a"})
+    pool = api(server, tok, "POST", "/api/pools/pools/", {"name": "train", "tenant": tenant["id"]})
+    job = api(server, tok, "POST", "/api/scheduler/jobs/",
+              {"name": "llm", "pool": pool["id"], "count": 8, "gpus_per_host": 8})  # fmt: skip
+    placed = wait_for(
+        lambda: (j := api(server, tok, "GET", f"/api/scheduler/jobs/{job['id']}/"))["state"] == "placed"
+        and j,
+        60,
+        "the server's pass to place the job",
+    )
+    (host,) = placed["placement"]
+    # the history must lie inside the job's window (placement .. now): 3 s after the placement
+    placed_at = datetime.fromisoformat(placed["placed_at"].replace("Z", "+00:00")).timestamp()
+    wait_for(lambda: time.time() >= int(placed_at) + 4, 10, "4 s after the placement")
+    out = json.loads(
+        server.manage("shell", "-c", HISTORY.format(job=job["id"])).stdout.strip().splitlines()[-1]
+    )
+    assert out["ports"] == 2
+    cas = api(server, tok, "GET", "/api/fabric/nodes/?fabric_name=rails&type=ca&limit=100")["results"]
+    mine = sorted(n["node_guid"] for n in cas if n["name"].startswith(f"{host} "))
+    others = [n["node_guid"] for n in cas if not n["name"].startswith(f"{host} ")]
+    assert len(mine) == 2 and len(others) == 2
+
+    login(page, server, "admin")
+    page.goto(f"{server.url}/scheduler/jobs/{job['id']}/")
+    assert page.inner_text("#job-name") == "llm"
+    assert page.locator(f"#job-gpus tr[data-host='{host}']").count() == 1
+    page.wait_for_selector("#map[data-state=ready], #map[data-state=error]", timeout=60000)
+    assert page.get_attribute("#map", "data-state") == "ready", page.inner_text("#map")
+    assert page.get_attribute("#map", "data-highlighted") == "2"
+    assert sorted(page.evaluate("() => window.weftMap.highlighted()")) == mine
+    for guid in mine:
+        assert page.evaluate("g => window.weftMap.drawn(g)", guid)["color"] == HIGHLIGHT
+    for guid in others:
+        assert page.evaluate("g => window.weftMap.drawn(g)", guid)["color"] == DIM
+    assert page.inner_text("#map-legend li[data-legend=highlight]").strip() == "hosts of llm (2)"
+
+    # the HCA chart: the two ports' traffic summed per sweep, drawn; the uplink chart has no history
+    page.wait_for_selector("#chart-hca[data-state=ok]")
+    assert page.get_attribute("#chart-hca", "data-points") == "3"
+    data = page.evaluate("() => window.weftJobFabric.charts.hca.data")
+    assert data[0] == [out["t0"] + k for k in (1, 2, 3)]
+    assert data[1] == pytest.approx([2 * (3.0e9 + k * 1e8) for k in (1, 2, 3)], rel=1e-4)
+    assert data[2] == pytest.approx([2.0e9] * 3, rel=1e-4)
+    assert page.get_attribute("#chart-uplink", "data-state") == "empty"
+    assert "out of the hosts" in page.inner_text("#chart-hca .u-legend")
+    assert page.locator("#fv-links tr[data-kind=hca]").count() == 2
+    # the same numbers in the JSON endpoint
+    view = api(server, tok, "GET", f"/api/scheduler/jobs/{job['id']}/fabric/")
+    assert view["totals"]["hca"]["summary"]["samples"] == 3 and view["highlight"] == mine
+    assert page.csp_violations == []
+
+    # the queue lists it with its host; its dry-run button explains where 64 GPUs would go (the
+    # fabric has 16: capacity), and the job is still the only one
+    page.goto(f"{server.url}/scheduler/")
+    assert host in page.inner_text(f"#holding-jobs tr[data-job='{job['id']}']")
+    page.click("#dry-run-64")
+    page.wait_for_selector("#dry-run-result")
+    assert page.get_attribute("#dry-run-result", "data-code") == "capacity"
+    assert "64 GPUs asked, 8 free" in page.inner_text("#dry-run-result")
+    assert api(server, tok, "GET", "/api/scheduler/jobs/")["count"] == 1
+    assert page.csp_violations == []

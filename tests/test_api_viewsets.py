@@ -43,7 +43,7 @@ from accounts.tokens import check_key, create_token
 from devices.models import Device, Interface, Neighbour, Sensor
 from events.models import Alarm, Event, EventPolicy, HealthReport
 from fabric.choices import SMState
-from fabric.models import Fabric, Host, Node, Partition, PartitionMember, SubnetManager
+from fabric.models import Fabric, Host, Node, Partition, PartitionMember, Port, SubnetManager
 from fabric.services.ingest import import_topology_text
 from fabric.services.requests import set_node_name_map
 from pools.models import Allocation, Pool, Tenant, TenantMembership
@@ -62,6 +62,7 @@ RANK = {role: n for n, role in enumerate(ROLES)}
 #: Routes whose least role differs from the house default (reads Viewer, writes Admin).
 LEAST_ROLE = {
     "fabric-api:fabric-discover POST": "operator",
+    "fabric-api:port-port-action POST": "operator",
     "events-api:alarm-acknowledge POST": "operator",
     "events-api:alarm-clear POST": "operator",
     "events-api:healthreport-run POST": "operator",
@@ -289,6 +290,16 @@ WRITES: dict[str, Write] = {
         204,
         target=lambda w: w.fabric,
         check=lambda w, b: b is None and not Node.objects.filter(fabric_id=w.fabric.pk).exists(),
+    ),
+    # refused on a CA port (the rule of fabric.services.portactions; nothing sent, the attempt audited)
+    "fabric-api:port-port-action POST": Write(
+        409,
+        target=lambda w: Port.objects.filter(node__fabric=w.fabric, node__node_type="ca")
+        .order_by("pk")
+        .first(),
+        body={"action": "disable", "confirm": True},
+        check=lambda w, b: "is a port of a CA" in b["detail"]
+        and AuditEntry.objects.get(action="port.disable").changes["done"] is False,
     ),
     "fabric-api:fabric-discover POST": Write(
         202,
@@ -631,6 +642,8 @@ WRITES: dict[str, Write] = {
 
 #: Checks of GET actions other than list and retrieve: (world, body, role) -> True when right.
 READ_CHECKS: dict[str, Callable[[World, Any, str], bool]] = {
+    "fabric-api:fabric-compare GET": lambda w, b, role: b["reference"] is None
+    and "no reference" in b["detail"],
     "fabric-api:fabric-node-name-map GET": lambda w, b, role: (b["source"], b["entries"]) == ("none", 0),
     "fabric-api:fabric-map GET": lambda w, b, role: len(b["nodes"]["id"])
     == Node.objects.filter(fabric=w.fabric).count()

@@ -420,6 +420,10 @@ WEFT_HEALTH_ERROR_THRESHOLDS = env_int_map("WEFT_HEALTH_ERROR_THRESHOLDS", {}, k
 WEFT_METRICS_TOKENS = env_list("WEFT_METRICS_TOKENS", [])
 #: Client addresses allowed to read /metrics without a token.
 WEFT_METRICS_ALLOW = env_list("WEFT_METRICS_ALLOW", ["127.0.0.1", "::1"])
+#: The IEEE OUI list and the PCI ID list Weft names vendors and devices from (Debian's ``ieee-data``
+#: and ``pci.ids`` packages, installed by bin/setup); absent files mean hex IDs (``fabric.vendors``).
+WEFT_OUI_PATH = env_str("WEFT_OUI_PATH", "/usr/share/ieee-data/oui.txt")
+WEFT_PCI_IDS_PATH = env_str("WEFT_PCI_IDS_PATH", "/usr/share/misc/pci.ids")
 #: Largest topology file (bytes, uncompressed) the import API and import_topology accept.
 WEFT_IMPORT_MAX_BYTES = env_int("WEFT_IMPORT_MAX_BYTES", 256 * 1024 * 1024, min_value=1)
 #: Largest host-agent report body (bytes) POST /api/pools/agent/ reads: a DGX's nvidia-smi -q -x

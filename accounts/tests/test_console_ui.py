@@ -29,7 +29,7 @@ def nav(html: str) -> list[str]:
 
 
 ADMIN_ONLY = {"/event-policies/", "/fabric/import/", "/accounts/users/", "/accounts/audit/"}
-EVERYONE = {"/", "/fabric/", "/fabric/map/", "/heatmap/", "/alarms/", "/events/", "/fabric/changes/",
+EVERYONE = {"/", "/fabric/", "/fabric/map/", "/heatmap/", "/alarms/", "/events/", "/fabric/changes/", "/fabric/compare/",
             "/health/", "/api/docs/"}  # fmt: skip
 
 

@@ -653,6 +653,13 @@ READ_CHECKS: dict[str, Callable[[World, Any, str], bool]] = {
     and "\t0x0002c90300000010=full, 0x0002c90300000011=limited ;" in b["text"],
     "fabric-api:partition-members GET": lambda w, b, role: [(m["port_guid"], m["membership"]) for m in b]
     == [("0x0002c90300000010", "full"), ("0x0002c90300000011", "limited")],
+    # the MIG job the queue placed: its one host, marked on the map by its CA's GUID
+    "scheduler-api:job-fabric GET": lambda w, b, role: b["job"] == w.placed_job.pk
+    and [h["name"] for h in b["hosts"]]
+    == [Job.objects.get(pk=w.placed_job.pk).allocation.items.first().gpu.host.name]
+    and len(b["highlight"]) == len(b["hosts"][0]["cas"]) >= 1,
+    # the world's device was never polled: no samples in the default window
+    "devices-api:device-history GET": lambda w, b, role: b["device"] == w.device.pk and b["start"] < b["end"],
     "accounts-api:user-me GET": lambda w, b, role: b["username"] == w.users[role].username
     and b["role"] == role,
 }

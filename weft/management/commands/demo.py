@@ -2,14 +2,15 @@
 
 Migrates the embedded SQLite database, creates an ``admin`` user with a generated password
 (printed once), starts a lab fabric (ibsim + OpenSM; by default ``lab.netgen.DEMO_SPEC``, a
-non-blocking rail-optimised GPU pod in the DGX SuperPOD shape: 2 scalable units of 16 hosts with 8
-HCAs each, one per rail leaf, 8 spines; ``--fat-tree`` takes any other spec, e.g.
-``lab.netgen.FAT_TREE_SPEC`` for the earlier 4:1 fat tree of 288 single-HCA hosts), points a Weft fabric named ``lab`` at it, discovers it, then serves Weft on
-http://127.0.0.1:8000 with the in-process worker (discovery and counter polling on their beat
-schedule), a traffic pattern played through the lab console so the heatmap moves, and occasional
-injected faults (a link flap, an error burst) so alarms appear, and a stream of jobs submitted to
-the scheduler (``scheduler.demo``; ``--no-jobs`` leaves it out). Ctrl-C stops everything, the lab
-processes included.
+non-blocking rail-optimised GPU pod in the DGX SuperPOD shape: 2 scalable units of 16 hosts with
+8 HCAs each, one per rail leaf, 8 spines; ``--fat-tree`` takes any other spec, e.g.
+``lab.netgen.FAT_TREE_SPEC`` for the earlier 4:1 fat tree of 288 single-HCA hosts), points a
+Weft fabric named ``lab`` at it, discovers it, then serves Weft on http://127.0.0.1:8000 with the
+in-process worker (discovery and counter polling on their beat schedule), a traffic pattern
+played through the lab console so the heatmap moves, and occasional injected faults (a link
+flap, an error burst) so alarms appear, and a stream of jobs submitted to the scheduler
+(``scheduler.demo``; ``--no-jobs`` leaves it out). Ctrl-C stops everything, the lab processes
+included.
 """
 
 from __future__ import annotations

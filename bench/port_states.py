@@ -1,6 +1,7 @@
 """Link-state benchmark: SM-notice latency and the MAD cost of the port-state fallback, on a lab.
 
-For one topology (default: the demo's fat tree, 12 leaves, 6 spines, 288 hosts; ``--topology``
+For one topology (default: the demo's fabric, ``lab.netgen.DEMO_SPEC``: a rail-optimised pod of 2
+scalable units x 8 rail leaves x 16 hosts with 8 HCAs, 8 spines; ``--topology``
 for a netfile such as the Selene compute fabric) it:
 
 1. starts the lab (ibsim + OpenSM) and discovers it into Weft;
@@ -130,10 +131,14 @@ def bench(netfile, name: str, flaps: int, say, gap: float = 0.0) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from lab.netgen import DEMO_SPEC
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--topology", help="netfile (ibnetdiscover format, gzip ok)")
     ap.add_argument(
-        "--fat-tree", default="2:leaves=12,spines=6,hosts=24,speed=HDR", help="generated fat tree spec"
+        "--fat-tree",
+        default=DEMO_SPEC,
+        help=f"generated topology spec (default: the demo's, {DEMO_SPEC})",
     )
     ap.add_argument("--flaps", type=int, default=5)
     ap.add_argument("--gap", type=float, default=0.0, help="seconds between a link.up and the next flap")

@@ -317,22 +317,43 @@ def fat_tree_3level(
 
 
 def rail_pod(
-    hosts: int, rails: int = 8, spines: int | None = None, *, speed: str = "NDR", width: str = "4x"
+    hosts: int,
+    rails: int = 8,
+    spines: int | None = None,
+    *,
+    hosts_per_unit: int | None = None,
+    speed: str = "NDR",
+    width: str = "4x",
 ) -> str:
-    """A rail-optimised GPU pod: ``hosts`` GPU servers with ``rails`` HCAs each (``"host017 mlx5_3"``);
-    HCA i of every host is on a rail-i leaf, every leaf cabled to every spine.
+    """A rail-optimised GPU pod (the DGX SuperPOD compute fabric): ``hosts`` GPU servers with
+    ``rails`` HCAs each (``"host017 mlx5_3"``); HCA i of every host is on a rail-i leaf, every leaf
+    cabled to every spine.
 
-    Hosts are grouped in scalable units of ``radix // 2`` hosts (32 with 64-port NDR switches): each
-    unit has one leaf per rail (``MF0;rail3-leaf-01:MQM9700/U1``), with as many uplinks as hosts
-    (non-blocking). ``spines`` defaults to the fewest spines that give each leaf those uplinks.
-    Counts: ``rails * units`` leaves + ``spines`` spine switches, ``hosts * rails`` CAs.
-    Raises ``ValueError`` when the pod does not fit two switch levels.
+    Hosts are grouped in scalable units (SUs) of ``hosts_per_unit`` hosts (default ``radix // 2``:
+    20 with 40-port HDR switches, as a DGX A100 SU; 32 with 64-port NDR ones, as a DGX H100 SU),
+    the last unit taking what is left. Each unit has one leaf per rail
+    (``MF0;rail3-leaf-01:MQM9700/U1`` is rail 3 of SU 1): rail r of every host of SU u is on leaf
+    r of SU u. Leaves are non-blocking: each has ``ceil(hosts_per_unit / spines)`` links to every
+    spine, so at least as many uplinks as host ports (exactly as many when ``spines`` divides
+    ``hosts_per_unit``). ``spines`` defaults to the fewest spines that give each leaf those uplinks.
+
+    Counts: ``rails * units`` leaves + ``spines`` spine switches, ``hosts * rails`` CAs,
+    ``hosts * rails + rails * units * spines * links`` links (``units = ceil(hosts /
+    hosts_per_unit)``). Leaf ports: hosts of the unit on 1..hosts_per_unit, uplinks after them.
+    Raises ``ValueError`` when the pod does not fit two switch levels of the speed's switch model.
+    E.g. the demo's fabric (:data:`DEMO_SPEC`) is ``rail_pod(32, 8, 8, hosts_per_unit=16,
+    speed="HDR")``: 2 SUs x 8 rail leaves x 16 hosts, 8 spines, 2 links from every leaf to every
+    spine.
     """
     if hosts < 1 or not 1 <= rails <= 15:
         raise ValueError("hosts must be >= 1 and rails 1..15")
+    if spines is not None and spines < 1:
+        raise ValueError("spines must be >= 1")
+    if hosts_per_unit is not None and hosts_per_unit < 1:
+        raise ValueError("hosts_per_unit must be >= 1")
     b = _Builder(speed, width, f"rail-optimised pod, {hosts} hosts x {rails} rails")
     radix = b.model.ports
-    per_unit = min(hosts, radix // 2)
+    per_unit = min(hosts, hosts_per_unit or radix // 2)
     units = math.ceil(hosts / per_unit)
     n_leaves = units * rails
     if n_leaves > radix:
@@ -343,16 +364,15 @@ def rail_pod(
         links = max(1, radix // n_leaves)
         links = min(links, per_unit)
         spines = math.ceil(per_unit / links)
-    else:
-        if spines < 1:
-            raise ValueError("spines must be >= 1")
-        links = max(1, per_unit // spines)
+    links = math.ceil(per_unit / spines)  # non-blocking: uplinks >= host ports on every leaf
     if per_unit + spines * links > radix:
         raise ValueError(
-            f"a rail leaf needs {per_unit} host ports + {spines * links} uplinks, a {radix}-port switch"
+            f"a rail leaf needs {per_unit} host ports + {spines * links} uplinks, "
+            f"a {b.model.name} has {radix} ports"
         )
     if n_leaves * links > radix:
         raise ValueError(f"a spine needs {n_leaves * links} downlinks, a {b.model.name} has {radix} ports")
+    b.title = f"rail-optimised pod, {units} SUs x {rails} rail leaves, {hosts} hosts, {spines} spines"
     m = b.model.name
     spine_nodes = [b.switch(f"spine{s}", f"MF0;spine-{s + 1:02d}:{m}/U1") for s in range(spines)]
     leaves = [
@@ -402,8 +422,16 @@ def two_switch_four_ca() -> str:
 _SPEC_KEYS = {
     "2": {"leaves", "spines", "hosts", "speed", "width", "links"},
     "3": {"pods", "leaves", "spines", "cores", "hosts", "speed", "width"},
-    "rail": {"hosts", "rails", "spines", "speed", "width"},
+    "rail": {"hosts", "rails", "spines", "su", "speed", "width"},
 }
+
+#: The demo's fabric (``manage.py demo``): a non-blocking rail-optimised GPU pod in the DGX SuperPOD
+#: shape, 2 scalable units x 8 rail leaves x 16 hosts (8 HCAs each, one per rail), 8 spines, 4x HDR
+#: (QM8700, ConnectX-6): 24 switches, 256 CAs, 512 links. HDR because Debian's ibsim 0.10 runs NDR
+#: as HDR anyway. The 4:1 oversubscribed fat tree it replaced is ``FAT_TREE_SPEC``.
+DEMO_SPEC = "rail:hosts=32,su=16,rails=8,spines=8,speed=HDR"
+#: The earlier demo fabric: 12 leaves x 24 single-HCA hosts, 6 uplinks each (4:1), 6 spines.
+FAT_TREE_SPEC = "2:leaves=12,spines=6,hosts=24,speed=HDR"
 
 
 def parse_spec(spec: str) -> str:
@@ -411,7 +439,9 @@ def parse_spec(spec: str) -> str:
 
     ``"2:leaves=8,spines=4,hosts=16,speed=HDR[,width=4x,links=1]"`` (2-level fat tree, ``hosts`` per
     leaf), ``"3:pods=2,leaves=4,spines=4,cores=8,hosts=8,speed=HDR"`` (3-level), or
-    ``"rail:hosts=32,rails=8[,spines=4],speed=NDR"``. Raises ``ValueError`` naming the bad part.
+    ``"rail:hosts=32,rails=8[,su=16][,spines=4],speed=NDR"`` (rail-optimised pod, :func:`rail_pod`:
+    ``hosts`` in all, ``su`` hosts per scalable unit, default half the switch radix). Speed defaults
+    to HDR (NDR for ``rail:``), width to 4x. Raises ``ValueError`` naming the bad part.
     """
     kind, _, rest = spec.strip().partition(":")
     kind = kind.strip().lower()
@@ -444,4 +474,10 @@ def parse_spec(spec: str) -> str:
         )
     if kind == "3":
         return fat_tree_3level(num("pods"), num("leaves"), num("spines"), num("cores"), num("hosts"), **rate)
-    return rail_pod(num("hosts"), num("rails", 8), num("spines") if "spines" in args else None, **rate)
+    return rail_pod(
+        num("hosts"),
+        num("rails", 8),
+        num("spines") if "spines" in args else None,
+        hosts_per_unit=num("su") if "su" in args else None,
+        **rate,
+    )

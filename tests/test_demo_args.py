@@ -135,3 +135,18 @@ def test_in_process_beat_runs_entries_at_start_except_skip_first(monkeypatch):
         stop.set()
         thread.join(timeout=5)
     assert submitted == ["telemetry.tasks.poll_all_task"]
+
+
+def test_demo_default_fabric_is_the_rail_optimised_pod():
+    """The demo's default ``--fat-tree`` is ``lab.netgen.DEMO_SPEC`` (the README describes it);
+    the earlier fat tree stays one option away."""
+    from pathlib import Path
+
+    from lab import netgen
+    from weft.management.commands.demo import Command
+
+    parser = Command().create_parser("manage.py", "demo")
+    assert parser.parse_args([]).fat_tree == netgen.DEMO_SPEC
+    assert parser.parse_args(["--fat-tree", netgen.FAT_TREE_SPEC]).fat_tree == netgen.FAT_TREE_SPEC
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert netgen.DEMO_SPEC in readme and netgen.FAT_TREE_SPEC in readme

@@ -75,8 +75,9 @@ print(json.dumps({"submitted": jobs.count(), "decided": jobs.exclude(state="pend
 
 
 def test_the_demo_submits_jobs_and_no_jobs_leaves_them_out(tmp_path):
-    """The demo's job stream: its first jobs are submitted and placed by the in-process worker's
-    pass within seconds of the start; ``--no-jobs`` starts no stream."""
+    """The demo's job stream, on the demo's default fabric (a rail-optimised pod): its first jobs
+    are submitted and placed by the in-process worker's pass within seconds of the start;
+    ``--no-jobs`` starts no stream."""
     import json
 
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
@@ -91,7 +92,7 @@ def test_the_demo_submits_jobs_and_no_jobs_leaves_them_out(tmp_path):
 
     def run_demo(*extra: str, until=lambda s: True) -> tuple[str, dict]:
         proc = subprocess.Popen(
-            [sys.executable, "manage.py", "demo", "--fat-tree", "2:leaves=2,spines=1,hosts=4", "--port", str(_free_port()),
+            [sys.executable, "manage.py", "demo", "--port", str(_free_port()),
              "--poll-interval", "5", "--no-traffic", "--no-faults", *extra],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         )  # fmt: skip
@@ -110,9 +111,22 @@ def test_the_demo_submits_jobs_and_no_jobs_leaves_them_out(tmp_path):
         assert "Traceback" not in out, out[-3000:]
         return seen, state
 
+    # the demo's default fabric (lab.netgen.DEMO_SPEC), counts read from the generated netfile
+    from lab import netgen
+    from lab.netfile import parse_netfile
+    from scheduler.demo import FILL_POOL
+
+    net = parse_netfile(netgen.parse_spec(netgen.DEMO_SPEC))
+    hosts = len({ca.description.split()[0] for ca in net.cas})
     seen, state = run_demo(until=lambda s: s["decided"] >= 1)
+    assert (
+        f'"switches": {len(net.switches)}, "cas": {len(net.cas)}, "routers": 0, "links": {len(net.links)}'
+        in seen
+    )
+    assert f"Seeded GPUs: {8 * hosts} on {hosts} hosts, rail-aligned" in seen, seen[-2000:]
     assert "Submitting demo jobs every 20 s" in seen, seen[-2000:]
     assert state["submitted"] >= 1 and state["decided"] >= 1, state
-    assert set(state["pools"]) <= {"research-h100", "inference-h100", "burst"}, state
-    seen, _ = run_demo("--no-jobs")
+    # the demo pools, and on a fabric this size the fill jobs' shared pool too
+    assert set(state["pools"]) <= {"research-h100", "inference-h100", "burst", FILL_POOL}, state
+    seen, _ = run_demo("--no-jobs", "--fat-tree", "2:leaves=2,spines=1,hosts=4")
     assert "Submitting demo jobs" not in seen and "Weft demo: open" in seen

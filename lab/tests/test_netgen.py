@@ -77,6 +77,72 @@ def test_rail_pod_with_several_scalable_units():
     assert all(len(n.ports) == 64 for n in leaves + spines)
 
 
+def _rail_shape(net):
+    """Leaves (``;rail`` switches), spines, and per leaf: host ports and uplinks."""
+    by_id = {n.node_id: n for n in net.nodes}
+    leaves = [n for n in net.switches if ";rail" in n.description]
+    spines = [n for n in net.switches if ";spine-" in n.description]
+    down = {n.description: sum(by_id[p.remote_id].kind == "Ca" for p in n.ports.values()) for n in leaves}
+    up = {n.description: sum(by_id[p.remote_id].kind == "Switch" for p in n.ports.values()) for n in leaves}
+    return by_id, leaves, spines, down, up
+
+
+def test_demo_fabric_is_a_non_blocking_rail_optimised_superpod():
+    net = parse_netfile(netgen.parse_spec(netgen.DEMO_SPEC))
+    by_id, leaves, spines, down, up = _rail_shape(net)
+    # 2 SUs x 8 rail leaves x 16 hosts of 8 HCAs, 8 spines; every cable a 4xHDR QM8700 port
+    assert (len(leaves), len(spines), len(net.switches)) == (16, 8, 24)
+    assert len(net.cas) == 32 * 8 and len(net.links) == 32 * 8 + 16 * 16
+    assert all(n.nports == 40 for n in net.switches)
+    assert {(p.width, p.speed) for n in net.nodes for p in n.ports.values()} == {("4x", "HDR")}
+    # non-blocking: every leaf has as many uplinks as host ports (16), 2 to each of the 8 spines
+    assert set(down.values()) == {16} and up == down
+    for leaf in leaves:
+        per_spine = {}
+        for p in leaf.ports.values():
+            if by_id[p.remote_id].kind == "Switch":
+                per_spine[by_id[p.remote_id].description] = (
+                    per_spine.get(by_id[p.remote_id].description, 0) + 1
+                )
+        assert per_spine == {s.description: 2 for s in spines}
+    assert all(len(s.ports) == 16 * 2 for s in spines)
+    # each host: 8 HCAs on 8 distinct leaves, HCA r on rail r of the host's SU (hosts 1-16: SU 1)
+    host_leaves: dict[str, list[str]] = {}
+    for ca in net.cas:
+        host, hca = re.fullmatch(r"(host\d{3}) mlx5_(\d)", ca.description).groups()
+        host_leaves.setdefault(host, []).append((int(hca), by_id[ca.ports[1].remote_id].description))
+    assert len(host_leaves) == 32
+    for host, hcas in host_leaves.items():
+        su = 1 if int(host[4:]) <= 16 else 2
+        assert sorted(hcas) == [(r, f"MF0;rail{r}-leaf-{su:02d}:MQM8700/U1") for r in range(8)]
+
+
+def test_old_demo_fat_tree_spec_keeps_its_shape():
+    net = parse_netfile(netgen.parse_spec(netgen.FAT_TREE_SPEC))
+    by_id = {n.node_id: n for n in net.nodes}
+    leaves = [n for n in net.switches if ";leaf-" in n.description]
+    assert (len(leaves), len(net.switches), len(net.cas), len(net.links)) == (12, 18, 288, 360)
+    for leaf in leaves:  # 24 hosts, 6 uplinks: 4:1
+        kinds = [by_id[p.remote_id].kind for p in leaf.ports.values()]
+        assert (kinds.count("Ca"), kinds.count("Switch")) == (24, 6)
+
+
+@pytest.mark.parametrize(
+    ("spec", "leaves", "spines", "down", "up"),
+    [
+        ("rail:hosts=20,su=10,rails=4,spines=4,speed=HDR", 8, 4, 10, 12),  # 3 links per spine: >= 10
+        ("rail:hosts=24,su=10,rails=2,spines=5,speed=HDR", 6, 5, {10, 4}, 10),  # a partial last SU
+        ("rail:hosts=8,rails=8", 8, 1, 8, 8),  # one SU, default spines and speed (NDR)
+    ],
+)
+def test_rail_pod_scalable_units_are_never_oversubscribed(spec, leaves, spines, down, up):
+    net = parse_netfile(netgen.parse_spec(spec))
+    _, rail_leaves, spine_nodes, d, u = _rail_shape(net)
+    assert (len(rail_leaves), len(spine_nodes)) == (leaves, spines)
+    assert set(d.values()) == (down if isinstance(down, set) else {down}) and set(u.values()) == {up}
+    assert all(u[name] >= d[name] for name in d)
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
@@ -92,6 +158,15 @@ def test_rail_pod_with_several_scalable_units():
         (lambda: netgen.fat_tree_3level(41, 2, 2, 2, 2), "a core switch needs 41 ports"),
         (lambda: netgen.rail_pod(2000, rails=8), "do not fit"),
         (lambda: netgen.rail_pod(4, rails=16), "rails 1..15"),
+        (lambda: netgen.rail_pod(4, hosts_per_unit=0), "hosts_per_unit must be >= 1"),
+        (
+            lambda: netgen.rail_pod(40, 8, 8, hosts_per_unit=20, speed="HDR"),
+            r"a rail leaf needs 20 host ports \+ 24",
+        ),
+        (
+            lambda: netgen.rail_pod(96, 8, hosts_per_unit=16, speed="HDR"),
+            "48 rail leaves do not fit a 40-port spine",
+        ),
     ],
 )
 def test_topologies_that_do_not_fit_are_refused(call, message):
@@ -113,6 +188,8 @@ def test_parse_spec():
         ("2:leaves=8,spines=4,hosts=x", "hosts='x' is not a number"),
         ("2:leaves=8,spines=4,hosts=2,color=red", "bad part 'color=red'"),
         ("2:leaves=8,spines=4,hosts=2,speed=FAST", "speed 'FAST'"),
+        ("rail:hosts=8,su=four", "su='four' is not a number"),
+        ("2:leaves=8,spines=4,hosts=2,su=4", "bad part 'su=4'"),
     ]:
         with pytest.raises(ValueError, match=message):
             netgen.parse_spec(bad)

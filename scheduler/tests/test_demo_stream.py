@@ -62,3 +62,33 @@ def test_the_stream_submits_mixed_jobs_that_are_placed_run_and_end(db):
 def test_kind_of_reads_the_stream_names_only():
     assert kind_of("demo-train-3").name == "train" and kind_of("demo-fill-12").name == "fill"
     assert kind_of("train-3") is None and kind_of("demo-nosuch-1") is None
+
+
+def test_the_stream_with_its_defaults_on_the_demo_fabric(db):
+    """The demo's own shape: ``lab.netgen.DEMO_SPEC`` (2 SUs of 16 rail-aligned hosts) imported
+    through the real ingest, the demo's seeds, the stream with its default fill jobs: leaf-tier
+    jobs stay inside one SU (one unit of 8 rail leaves) and the fill jobs leave ``keep_free``."""
+    from fabric.services.ingest import import_topology_text
+    from lab import netgen
+    from pools.lab import seed_lab_gpus
+    from scheduler.services.state import current_locality
+
+    fabric = import_topology_text("lab", netgen.parse_spec(netgen.DEMO_SPEC), filename="demo.topo").fabric
+    assert seed_lab_gpus(fabric, 8, mig_every=4)["gpus"] == 256
+    assert seed_demo_pools(fabric)["skipped"] == []
+    loc = current_locality()
+    assert len(loc.units()) == 2 and {len(u.hosts) for u in loc.units()} == {16}
+    stream = JobStream(fabric, seed=5)
+    stream.setup()
+    t = timezone.now()
+    for _ in range(10):
+        stream.step(now=t)
+        run_pass(now=t)
+        t += timedelta(seconds=20)
+    jobs = list(Job.objects.filter(name__startswith=PREFIX).exclude(placement={}))
+    fills = [j for j in jobs if kind_of(j.name).name == "fill"]
+    assert fills and all(sum(j.placement.values()) == 64 for j in fills)
+    leaf_jobs = [j for j in jobs if j.tier == 1]
+    assert leaf_jobs, Counter(kind_of(j.name).name for j in jobs)
+    for job in leaf_jobs:
+        assert len({loc.hosts[h].unit for h in job.placement}) == 1, job.placement

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from lab.netgen import DEMO_SPEC
+
 
 class _Stop(Exception):
     pass
@@ -30,7 +32,9 @@ class Command(BaseCommand):
     help = (
         "Run a simulated InfiniBand fabric (ibsim + OpenSM) in the foreground and print how to point "
         "the diags and Weft at it. Fat-tree specs: '2:leaves=8,spines=4,hosts=16,speed=HDR[,links=1]', "
-        "'3:pods=2,leaves=4,spines=4,cores=8,hosts=8,speed=HDR', 'rail:hosts=32,rails=8,speed=NDR'. "
+        "'3:pods=2,leaves=4,spines=4,cores=8,hosts=8,speed=HDR', "
+        "'rail:hosts=32,rails=8[,su=16][,spines=8],speed=NDR' (rail-optimised pod: hosts in all, su hosts "
+        f"per scalable unit, each with one leaf per rail; the demo's is '{DEMO_SPEC}'). "
         "Ctrl-C or SIGTERM stops it."
     )
 

@@ -1,13 +1,16 @@
 """``manage.py demo``: the README's demo in one command.
 
 Migrates the embedded SQLite database, creates an ``admin`` user with a generated password
-(printed once), starts a lab fabric (ibsim + OpenSM, a 2-level fat tree of a few hundred hosts by
-default), points a Weft fabric named ``lab`` at it, discovers it, then serves Weft on
-http://127.0.0.1:8000 with the in-process worker (discovery and counter polling on their beat
-schedule), a traffic pattern played through the lab console so the heatmap moves, and occasional
-injected faults (a link flap, an error burst) so alarms appear, and a stream of jobs submitted to
-the scheduler (``scheduler.demo``; ``--no-jobs`` leaves it out). Ctrl-C stops everything, the lab
-processes included.
+(printed once), starts a lab fabric (ibsim + OpenSM; by default ``lab.netgen.DEMO_SPEC``, a
+non-blocking rail-optimised GPU pod in the DGX SuperPOD shape: 2 scalable units of 16 hosts with
+8 HCAs each, one per rail leaf, 8 spines; ``--fat-tree`` takes any other spec, e.g.
+``lab.netgen.FAT_TREE_SPEC`` for the earlier 4:1 fat tree of 288 single-HCA hosts), points a
+Weft fabric named ``lab`` at it, discovers it, then serves Weft on http://127.0.0.1:8000 with the
+in-process worker (discovery and counter polling on their beat schedule), a traffic pattern
+played through the lab console so the heatmap moves, and occasional injected faults (a link
+flap, an error burst) so alarms appear, and a stream of jobs submitted to the scheduler
+(``scheduler.demo``; ``--no-jobs`` leaves it out). Ctrl-C stops everything, the lab processes
+included.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from lab.faults import FaultInjector
+from lab.netgen import DEMO_SPEC, FAT_TREE_SPEC
 from lab.traffic import TrafficPlayer
 from weft.management.commands.serve import TrapStartError, add_trap_argument
 
@@ -67,13 +71,14 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
-        parser.add_argument(
-            "--topology", help="netfile (ibnetdiscover format) instead of a generated fat tree"
-        )
+        parser.add_argument("--topology", help="netfile (ibnetdiscover format) instead of a generated fabric")
         parser.add_argument(
             "--fat-tree",
-            default="2:leaves=12,spines=6,hosts=24,speed=HDR",
-            help="generated fat tree spec (see manage.py fabric_lab --help)",
+            metavar="SPEC",
+            default=DEMO_SPEC,
+            help=f"generated topology spec (see manage.py fabric_lab --help); default {DEMO_SPEC} "
+            f"(2 SUs x 8 rail leaves x 16 hosts with 8 HCAs, 8 spines, non-blocking); the earlier "
+            f"4:1 fat tree is {FAT_TREE_SPEC}",
         )
         parser.add_argument("--fabric", default="lab", help="name of the Weft fabric for the lab")
         parser.add_argument("--poll-interval", type=float, default=5.0, help="seconds between counter sweeps")

@@ -597,7 +597,16 @@ def test_map_edges_part_is_the_light_payload_of_an_open_map(small, client_for):
     viewer = client_for("viewer")
     full = viewer.get(f"/api/fabric/fabrics/{small.pk}/map/").json()
     part = viewer.get(f"/api/fabric/fabrics/{small.pk}/map/", {"part": "edges"}).json()
-    assert set(part) == {"fabric", "discovery", "counts", "nodes_version", "edges", "speeds", "widths"}
+    assert set(part) == {
+        "fabric",
+        "discovery",
+        "counts",
+        "nodes_version",
+        "edges",
+        "speeds",
+        "widths",
+        "live",
+    }
     assert part["nodes_version"] == full["nodes_version"] and len(part["nodes_version"]) == 16
     assert (part["edges"], part["counts"], part["speeds"]) == (full["edges"], full["counts"], full["speeds"])
     resp = viewer.get(f"/api/fabric/fabrics/{small.pk}/map/", {"part": "nodes"})

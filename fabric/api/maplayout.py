@@ -344,23 +344,34 @@ def _down_links(fabric, index: dict[str, int]) -> dict[tuple[int, int], int]:
 
 def map_cache_key(fabric) -> str:
     """A cache key that changes with every discovery, every node/link count change, every
-    change of the open ``link.down`` alarms (drawn as Down cables) and every node-name map change
-    (``Fabric.node_name_map_changed``: the names are drawn)."""
+    change of the open ``link.down`` alarms (drawn as Down cables), every node-name map change
+    (``Fabric.node_name_map_changed``: the names are drawn) and every switch role change (the
+    groups follow the scheduler's locality, which skips storage and management switches)."""
     from django.db.models import Count, Max
 
     from events.models import Alarm
 
+    from ..choices import FabricRole
     from ..models import Discovery, Link, Node
 
     last = Discovery.objects.filter(fabric=fabric).order_by("-id").values_list("id", flat=True).first()
     nodes = Node.objects.filter(fabric=fabric).count()
+    # switch roles decide the groups (a storage switch is in no locality unit)
+    roles = _digest(
+        list(
+            Node.objects.filter(fabric=fabric)
+            .exclude(role=FabricRole.COMPUTE)
+            .order_by("id")
+            .values_list("id", "role")
+        )
+    )
     links = Link.objects.filter(fabric=fabric).count()
     down = (
         Alarm.objects.open().filter(fabric=fabric, code="link.down").aggregate(n=Count("id"), last=Max("id"))
     )
     return (
         f"weft:fabric-map:v4:{fabric.pk}:{last}:{fabric.last_discovery_id}:{nodes}:{links}:"
-        f"{down['n']}:{down['last']}:{_stamp(fabric.node_name_map_changed)}"
+        f"{down['n']}:{down['last']}:{_stamp(fabric.node_name_map_changed)}:{roles}"
     )
 
 

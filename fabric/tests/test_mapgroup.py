@@ -119,3 +119,24 @@ def test_small_fabric_opens_expanded_and_live_part(realdata, db, client_for):
     assert [x["code"] for x in detail["alarms"]] == ["port.errors"]
     assert viewer.get(url, {"a": "x", "b": 1}).status_code == 400
     assert viewer.get(url, {"a": link.port_a.node_id, "b": 10**9}).status_code == 404
+
+
+def test_a_switch_role_change_regroups_the_cached_map(realdata, db, client_for):
+    fabric = import_topology_text("small", (realdata / SMALL).read_text(), filename=SMALL).fabric
+    url = f"/api/fabric/fabrics/{fabric.pk}/map/"
+    viewer = client_for("viewer")
+    before = viewer.get(url).json()
+    loc = build_locality([fabric])
+    unit = next(d for d in loc.units() if d.fabric_id == fabric.pk)
+    leaf = unit.switches[0]
+    i = before["nodes"]["guid"].index(leaf)
+    assert before["groups"]["kind"][before["groups"]["member"][i]] == "unit"
+    resp = client_for("admin").post(
+        f"/api/fabric/fabrics/{fabric.pk}/switch-roles/",
+        {"switches": [leaf], "role": "storage"},
+        format="json",
+    )
+    assert resp.status_code == 200, resp.content
+    after = viewer.get(url).json()
+    g = after["groups"]["member"][i]
+    assert (after["groups"]["kind"][g], after["groups"]["name"][g]) == ("tier", "other leaves")

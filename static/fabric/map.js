@@ -822,6 +822,8 @@
         if (code.startsWith("link.") || code.startsWith("port.")) scheduleRefresh();
       } else if (msg.type === "alarms.reload") scheduleRefresh();
       else if (msg.type === "summary.changed" && p.source === "discovery") scheduleRefresh();
+      // a counter sweep changed utilisation and congestion: recolour when a live overlay is shown
+      else if (msg.type === "summary.changed" && p.source === "sweep" && (colourMode === "util" || colourMode === "cong")) scheduleRefresh();
     };
     ws.onclose = (ev) => {
       container.dataset.live = "0";

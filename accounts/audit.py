@@ -57,7 +57,8 @@ def record(
         user: the acting user; defaults to the current request's user, else the system.
         username: the name recorded when there is no acting user (a failed sign-in's user name).
 
-    Entries are append-only (``accounts.models``): this is the one way to write one.
+    Entries are append-only (``accounts.models``): this and :func:`record_many` are the ways to
+    write them.
     """
     actor = current_actor.get()
     user = user if user is not None else actor.user
@@ -73,6 +74,32 @@ def record(
         changes=changes or {},
         remote_addr=remote_addr or actor.remote_addr,
     )
+
+
+def record_many(
+    entries: list[tuple[str, models.Model | None, dict[str, Any] | None]], *, user=None
+) -> list[AuditEntry]:
+    """:func:`record` for many entries of one actor in one bulk insert (a scheduling pass binding
+    hundreds of allocations): ``entries`` are ``(action, obj, changes)``; each becomes the entry
+    :func:`record` would write. Returns them (in order)."""
+    actor = current_actor.get()
+    user = user if user is not None else actor.user
+    if user is not None and not getattr(user, "is_authenticated", False):
+        user = None
+    rows = [
+        AuditEntry(
+            user=user,
+            username=getattr(user, "username", "") if user else "",
+            action=action,
+            object_type=obj._meta.label_lower if obj is not None else "",
+            object_id=str(obj.pk) if obj is not None and obj.pk is not None else "",
+            object_repr=(str(obj) if obj is not None else "")[:300],
+            changes=changes or {},
+            remote_addr=actor.remote_addr,
+        )
+        for action, obj, changes in entries
+    ]
+    return AuditEntry.objects.bulk_create(rows, batch_size=500)
 
 
 def model_changes(old: models.Model | None, new: models.Model, fields: list[str]) -> dict[str, list]:

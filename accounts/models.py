@@ -1,6 +1,6 @@
 """Audit log of who changed what, and the API tokens of users.
 
-The audit log is append-only for everyone: an entry is written once by ``accounts.audit.record``
+The audit log is append-only for everyone: an entry is written once by ``accounts.audit.record`` (or ``record_many``, in bulk)
 and never changed or deleted through the ORM (``save`` of an existing row, ``delete``, and the
 queryset's ``update``/``delete``/``bulk_update`` raise :class:`AuditLogIsAppendOnly`), the Django
 admin (view only) or the API (read-only). On PostgreSQL a trigger refuses the same at the

@@ -39,8 +39,9 @@ jobs, 8 tenants, time limits from 10 minutes to a day):
   bench data; half the GPUs held by background allocations through the pools' service, per leaf
   at ``--busy`` fragmentation), then
   - ``pass_1000_s``: ``scheduler.services.queue.run_pass`` over 1,000 submitted jobs — loading
-    the state, planning, binding each placement through ``pools.services.allocation.allocate``
-    in its own transaction, writing the pending decisions (``pass_1000_breakdown``: those four
+    the state, planning, binding the placements (runs of plain whole-GPU ones in bulk
+    transactions through ``pools.services.allocation.allocate_many``, the others one
+    transaction each through ``allocate``), writing the pending decisions (``pass_1000_breakdown``: those four
     in seconds, with placed/pending counts); median of ``--pg-pass-rounds``;
   - ``submit_to_placed_p50_ms``/``submit_to_placed_p99_ms``: ``--e2e-jobs`` submits of 1-16 GPUs
     one after the other, each timed from ``submit`` until its allocation is committed (the pass
@@ -474,7 +475,7 @@ def main() -> int:
         **queue_out,
         "notes": [
             "pass_1000_plan_s: the pass planned in memory; pass_1000_s: the whole pass on PostgreSQL "
-            "(state loaded, planned, each placement bound through pools.allocate in its own transaction, "
+            "(state loaded, planned, placements bound in bulk through pools.allocate_many, "
             "pending decisions written); submit_to_placed: the pass runs on the submit's commit in the "
             "same process (no broker hop)"
             + (

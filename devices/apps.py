@@ -19,3 +19,15 @@ class DevicesConfig(AppConfig):
         from .metrics import DeviceCollector
 
         register_collector(DeviceCollector)
+
+        from fabric.api.maplayout import register_layer
+
+        from . import maplayer
+
+        register_layer("ethernet", maplayer.build, maplayer.cache_part)
+
+        from telemetry.api.heatmap import register_rows
+
+        from .heatmap import heatmap_rows
+
+        register_rows("ethernet", heatmap_rows)

@@ -17,6 +17,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.urls import reverse
 
+from telemetry.models import Resolution
+
 from . import crypto
 from .choices import AuthProtocol, PollStatus, PrivProtocol, SnmpVersion
 from .collectors.snmp import Target
@@ -242,3 +244,25 @@ class Neighbour(models.Model):
 
     def __str__(self) -> str:
         return f"{self.device.name} {self.local_port} → {self.sys_name or self.chassis_id} {self.port_id}"
+
+
+class DeviceSample(models.Model):
+    """One time step of a device's history: its interfaces' rates and its sensors' readings, packed
+    by ``devices.services.history`` (``data``). Raw rows are written by each successful poll
+    (``t`` = the interfaces' sample time), per-minute and per-hour rollups (``t`` = the window's
+    start, values averaged, errors summed) by ``devices.tasks.rollup_history_task``, with the
+    retention of the IB counter history (``WEFT_HISTORY_RAW_HOURS``/``MINUTE``/``HOUR``)."""
+
+    device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="+")
+    resolution = models.PositiveIntegerField(choices=Resolution.choices, default=Resolution.RAW)
+    t = models.IntegerField(help_text="epoch seconds (UTC)")
+    data = models.BinaryField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["device", "resolution", "t"], name="devsample_dev_res_t"),
+            models.Index(fields=["resolution", "t"], name="devsample_res_t"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.device_id} @{self.t} res {self.resolution}"

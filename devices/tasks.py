@@ -7,6 +7,9 @@
   devices with ``id % n == i``, so several workers share many devices (as ``WEFT_POLL_GROUPS``
   spreads an IB fabric's switches).
 
+* ``rollup_history_task()`` (beat, every ``WEFT_ROLLUP_INTERVAL_S``): the devices' history
+  rollups and retention (``devices.services.history``).
+
 No group overlaps itself (``weft.locks.single_instance``, key ``devices.poll.<group>``); the time
 limits follow from the devices' budgets (:data:`SOFT_LIMIT_S`).
 """
@@ -49,3 +52,23 @@ def poll_devices_task(group: int | None = None, groups: int | None = None) -> di
             return {"group": group, "skipped": "this group's poll is still running"}
         devices = due_devices(group, groups)
         return {"group": group, "polled": poll_devices(devices) if devices else []}
+
+
+@shared_task(
+    name="devices.tasks.rollup_history_task",
+    soft_time_limit=SOFT_LIMIT_S,
+    time_limit=HARD_LIMIT_S,
+    autoretry_for=(DatabaseError,),
+    retry_backoff=2,
+    retry_kwargs={"max_retries": 2},
+)
+def rollup_history_task() -> dict:
+    """Beat task (every ``WEFT_ROLLUP_INTERVAL_S``, as the IB counter history's): the devices'
+    per-minute/per-hour rollups and retention (``devices.services.history.rollup``; lock
+    ``devices.rollup``)."""
+    from .services.history import rollup
+
+    with single_instance("devices.rollup", HARD_LIMIT_S) as mine:
+        if not mine:
+            return {"skipped": "a rollup is already running"}
+        return rollup()

@@ -1,16 +1,22 @@
-"""Device pages (read-only, Viewer): the device list and a device's page (identification, poll
-state, interfaces with rates, sensors, LLDP neighbours, open alarms). Credentials are configured
-through the API (Admin) and are never shown."""
+"""Device pages: the device list and a device's page (Viewer: identification, poll state,
+interfaces with rates, sensors, LLDP neighbours, open alarms), and the device form (Admin: add or
+edit a device and its credentials, which are write-only and never shown; audited without them)."""
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.db.models import Count, Q
-from django.views.generic import DetailView, ListView
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect
+from django.views.generic import DetailView, FormView, ListView
 
+from accounts.roles import Role
 from events.models import Alarm
 from fabric.views import RoleRequiredMixin
 
+from .forms import DeviceForm
 from .models import Device
+from .services.config import save_device
 
 
 class DeviceListView(RoleRequiredMixin, ListView):
@@ -47,6 +53,12 @@ class DeviceView(RoleRequiredMixin, DetailView):
         ctx = super().get_context_data(**kwargs)
         d = self.object
         ctx["interfaces"] = list(d.interfaces.filter(present=True).order_by("if_index"))
+        # the history chart starts on the busiest interface (else the first one that is up)
+        busy = [i for i in ctx["interfaces"] if i.utilisation is not None]
+        up = [i for i in ctx["interfaces"] if i.oper_status == "up"]
+        ctx["chart_interface"] = (
+            max(busy, key=lambda i: i.utilisation) if busy else (up or ctx["interfaces"] or [None])[0]
+        )
         ctx["sensors"] = list(d.sensors.order_by("kind", "index"))
         ctx["neighbours"] = list(d.neighbours.select_related("interface", "remote").order_by("local_port"))
         ctx["alarms"] = list(
@@ -56,3 +68,30 @@ class DeviceView(RoleRequiredMixin, DetailView):
             .by_severity()
         )
         return ctx
+
+
+class DeviceFormView(RoleRequiredMixin, FormView):
+    """Add (no ``pk``) or edit a device and its SNMP credentials (Admin); one transaction with its
+    audit entry (``devices.services.config.save_device``), credentials never rendered or audited."""
+
+    template_name = "devices/device_form.html"
+    form_class = DeviceForm
+    required_role = Role.ADMIN
+
+    def dispatch(self, request, *args, **kwargs):
+        self.device = get_object_or_404(Device, pk=kwargs["pk"]) if "pk" in kwargs else None
+        return super().dispatch(request, *args, **kwargs)
+
+    def get_form_kwargs(self):
+        return {**super().get_form_kwargs(), "instance": self.device or Device()}
+
+    def get_context_data(self, **kwargs):
+        return {**super().get_context_data(**kwargs), "device": self.device}
+
+    def form_valid(self, form):
+        try:
+            device = save_device(form.values(), form.secrets(), self.device)
+        except Device.DoesNotExist:
+            raise Http404("the device was deleted meanwhile") from None
+        messages.success(self.request, f"Device {device.name} saved.")
+        return redirect(device.get_absolute_url())

@@ -10,6 +10,7 @@ from fabric.models import Fabric, Link, Node
 from telemetry.models import PortCounters
 
 from .models import Alarm
+from .payloads import alarm_payload
 
 ERROR_COUNTERS = ("symbol_errors", "link_error_recovery", "link_downed", "rcv_errors", "rcv_remote_phys_errors",
                   "xmit_discards", "local_link_integrity_errors", "excessive_buffer_overrun_errors",
@@ -23,6 +24,7 @@ def _port_row(row) -> dict[str, Any]:
         "node_id": port.node_id,
         "port": str(port),
         "fabric": port.node.fabric_id,
+        "fabric_name": port.node.fabric.name,
         "url": port.get_absolute_url(),
         "congestion": row.congestion,
         "utilisation": row.utilisation,
@@ -34,12 +36,17 @@ def _port_row(row) -> dict[str, Any]:
     }
 
 
+#: Open alarms in the dashboard's "Latest open alarms" table (most recently seen first).
+RECENT_ALARMS = 10
+
+
 def summary(fabric_id: int | None = None, top: int = 10) -> dict[str, Any]:
     """Dashboard data for one fabric (or all).
 
     Returns ``{"fabrics": [{id, name, switches, cas, links, master_sm_guid, master_sm,
-    subnet_managers, last_discovery}], "alarms": {severity: open count}, "alarms_total",
-    "unacknowledged", "top_congested": [port rows], "top_errors": [port rows]}``; port rows carry
+    subnet_managers, live (has live access: False for an imported snapshot), last_discovery}], "alarms": {severity: open count}, "alarms_total",
+    "unacknowledged", "top_congested": [port rows], "top_errors": [port rows], "recent_alarms":
+    [events.payloads.alarm_payload, the ``RECENT_ALARMS`` latest open]}``; port rows carry
     the congestion index (0..1), utilisation (0..1), PortXmitWait ticks/s, the last sweep's error
     deltas and their sum, and the raw error counter total.
     """
@@ -77,7 +84,7 @@ def summary(fabric_id: int | None = None, top: int = 10) -> dict[str, Any]:
         rows.append({
             "id": f.pk, "name": f.name, "switches": f.switches, "cas": f.cas, "links": f.nlinks,
             "master_sm_guid": f.master_sm_guid or None, "master_sm_lid": f.master_sm_lid, "master_sm": master,
-            "subnet_managers": f.subnet_managers.count(),
+            "subnet_managers": f.subnet_managers.count(), "live": f.has_live_access,
             "last_discovery": f.last_discovery.started.isoformat() if f.last_discovery_id else None,
             "last_discovery_display": (
                 f"{f.last_discovery.started:%Y-%m-%d %H:%M:%S} ({f.last_discovery.get_status_display()})"
@@ -86,7 +93,7 @@ def summary(fabric_id: int | None = None, top: int = 10) -> dict[str, Any]:
             "url": f.get_absolute_url(),
         })  # fmt: skip
     alarms = Alarm.objects.open()
-    counters = PortCounters.objects.select_related("port__node").filter(stale=False)
+    counters = PortCounters.objects.select_related("port__node__fabric").filter(stale=False)
     if fabric_id:
         alarms = alarms.filter(fabric_id=fabric_id)
         counters = counters.filter(port__node__fabric_id=fabric_id)
@@ -105,4 +112,8 @@ def summary(fabric_id: int | None = None, top: int = 10) -> dict[str, Any]:
         "unacknowledged": alarms.filter(state="active").count(),
         "top_congested": congested,
         "top_errors": candidates[:top],
+        "recent_alarms": [
+            alarm_payload(a)
+            for a in alarms.select_related("fabric", "acknowledged_by", "cleared_by")[:RECENT_ALARMS]
+        ],
     }

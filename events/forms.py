@@ -5,7 +5,27 @@ from __future__ import annotations
 from django import forms
 from django.core.validators import validate_email
 
+from . import registry
 from .models import EventPolicy
+
+#: Labels of the policy form in the field's terms (Django's defaults read "Ttl s", "Clear factor").
+LABELS = {
+    "enabled": "Enabled",
+    "severity": "Severity",
+    "consecutive": "Evaluations over the threshold before the alarm opens",
+    "clear_consecutive": "Evaluations at or below the clear level before it clears",
+    "clear_factor": "Clear level (× threshold, 0–1)",
+    "ttl_s": "Alarm lifetime after its last raise (seconds; 0 = until cleared)",
+    "raise_alarm": "Raise an alarm",
+    "email": "Mail when the alarm opens (event-only types: per event)",
+    "notify_clear": "Mail when the alarm clears",
+    "digest": "List in the daily digest",
+    "recipient_emails": "Recipients: e-mail addresses (comma or line separated)",
+    "recipient_users": "Recipients: users",
+    "recipient_groups": "Recipients: groups (e.g. the Operator role)",
+}
+#: Fields a condition rule reads; other types ignore them.
+CONDITION_FIELDS = ("threshold", "consecutive", "clear_consecutive", "clear_factor")
 
 
 class EventPolicyForm(forms.ModelForm):
@@ -28,6 +48,13 @@ class EventPolicyForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        for name, label in LABELS.items():
+            self.fields[name].label = label
+        unit = registry.get(self.instance.code).threshold_unit if self.instance.code else ""
+        self.fields["threshold"].label = f"Threshold ({unit})" if unit else "Threshold"
+        if not unit:
+            for name in CONDITION_FIELDS:
+                self.fields[name].help_text = "not used: this event type has no condition rule"
         for name in ("clear_consecutive", "clear_factor"):  # left out: kept as they are
             self.fields[name].required = False
 

@@ -343,6 +343,16 @@ def check_fabric(fabric) -> list[Finding]:
 
 CHECKS = ["duplicate_guid", "duplicate_lid", "invalid_lid", "link_below_capability", "port_errors",
           "unreachable_node", "sm_state"]  # fmt: skip
+#: What the pages call each check (the codes stay in the JSON and the API).
+CHECK_LABELS = {
+    "duplicate_guid": "Duplicate GUIDs",
+    "duplicate_lid": "Duplicate LIDs",
+    "invalid_lid": "Invalid LIDs",
+    "link_below_capability": "Links below capability (width/speed)",
+    "port_errors": "Ports with errors",
+    "unreachable_node": "Unreachable nodes",
+    "sm_state": "Subnet manager state",
+}
 
 
 def build_report(fabric, user=None, trigger: str = "manual"):

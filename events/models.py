@@ -171,6 +171,21 @@ class Alarm(models.Model):
     def is_open(self) -> bool:
         return self.state != AlarmState.CLEARED
 
+    @property
+    def state_text(self) -> str:
+        """The state as the pages show it, with who did it: "Acknowledged by olga"; "Cleared by
+        olga" only when a user cleared it; cleared by an event, a rule or its TTL after an
+        acknowledgement: "Cleared (acknowledged by olga)" (it read "Cleared by olga")."""
+        label = self.get_state_display()
+        if self.state == AlarmState.ACKNOWLEDGED and self.acknowledged_by_id:
+            return f"{label} by {self.acknowledged_by.username}"
+        if self.state == AlarmState.CLEARED:
+            if self.cleared_by_id:
+                return f"{label} by {self.cleared_by.username}"
+            if self.acknowledged_by_id:
+                return f"{label} (acknowledged by {self.acknowledged_by.username})"
+        return label
+
 
 class EventPolicy(models.Model):
     """What Weft does with events of one type (one row per catalogue code, editable by Admins).

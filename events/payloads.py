@@ -18,6 +18,7 @@ def alarm_payload(alarm: Alarm) -> dict[str, Any]:
         "severity": alarm.severity,
         "category": alarm.category,
         "state": alarm.state,
+        "state_text": alarm.state_text,
         "object_type": alarm.object_type,
         "object_key": alarm.object_key,
         "object": alarm.object_repr,

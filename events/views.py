@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import csv
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.views import View
@@ -60,7 +62,6 @@ class DashboardView(RoleMixin, TemplateView):
         ctx["fabric_id"] = int_param(fabric_id)
         ctx["summary"] = dashboard.summary(ctx["fabric_id"])
         ctx["severities"] = [(s.value, s.label) for s in reversed(Severity)]
-        ctx["recent_alarms"] = Alarm.objects.open().select_related("fabric")[:10]
         ctx["pools_template"] = optional_template(POOLS_TEMPLATE)
         ctx["devices_template"] = optional_template(DEVICES_TEMPLATE)
         return ctx
@@ -83,7 +84,7 @@ class AlarmListView(RoleMixin, ListView):
     paginate_by = 200
 
     def get_queryset(self):
-        qs = Alarm.objects.select_related("fabric", "acknowledged_by")
+        qs = Alarm.objects.select_related("fabric", "acknowledged_by", "cleared_by")
         params = self.request.GET.copy()
         if "state" not in params and "open" not in params:
             params["open"] = "true"
@@ -100,6 +101,69 @@ class AlarmListView(RoleMixin, ListView):
         ctx["counts"] = Alarm.objects.open().counts_by_severity()
         ctx["showing_open"] = self.filterset.data.get("open") in ("true", "True", "1")
         return ctx
+
+
+class AlarmBulkAcknowledgeView(RoleMixin, View):
+    """POST ``alarm`` (ids, repeated) from the alarm list's check boxes: acknowledge them
+    (Operator, ``events.services.acknowledge_many``), then back to the list."""
+
+    required_role = Role.OPERATOR
+
+    def post(self, request):
+        try:
+            ids = [int(v) for v in request.POST.getlist("alarm")]
+        except ValueError:
+            return HttpResponseBadRequest("alarm: integer ids expected")
+        if not ids:
+            messages.error(request, "No alarm selected.")
+        else:
+            out = services.acknowledge_many(ids, request.user)
+            text = f"{out['acknowledged']} alarm{'s' * (out['acknowledged'] != 1)} acknowledged"
+            if out["skipped"]:
+                text += f"; {out['skipped']} skipped (already acknowledged or cleared)"
+            messages.success(request, text + ".")
+        back = request.POST.get("next", "")
+        return redirect(back if back.startswith("/alarms/") else "events:alarm_list")
+
+
+#: Columns of the alarm CSV export (header, value of an Alarm).
+ALARM_CSV_COLUMNS = [
+    ("id", lambda a: a.pk),
+    ("severity", lambda a: a.severity),
+    ("type", lambda a: a.code),
+    ("name", lambda a: a.name),
+    ("fabric", lambda a: a.fabric.name if a.fabric_id else ""),
+    ("object_type", lambda a: a.object_type),
+    ("object_key", lambda a: a.object_key),
+    ("object", lambda a: a.object_repr),
+    ("state", lambda a: a.state),
+    ("state_text", lambda a: a.state_text),
+    ("first_seen", lambda a: a.first_seen.isoformat()),
+    ("last_seen", lambda a: a.last_seen.isoformat()),
+    ("count", lambda a: a.count),
+    ("acknowledged_by", lambda a: a.acknowledged_by.username if a.acknowledged_by_id else ""),
+    ("acknowledged_at", lambda a: a.acknowledged_at.isoformat() if a.acknowledged_at else ""),
+    ("cleared_at", lambda a: a.cleared_at.isoformat() if a.cleared_at else ""),
+    ("clear_reason", lambda a: a.clear_reason),
+    ("message", lambda a: a.message),
+]
+
+
+class AlarmCSVView(AlarmListView):
+    """The alarm list's rows as CSV (same filters and order, every page, at most ``CSV_MAX``
+    rows); times ISO 8601 with offset."""
+
+    CSV_MAX = 100_000
+
+    def get(self, request, *args, **kwargs):
+        rows = self.get_queryset().select_related("cleared_by")[: self.CSV_MAX]
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="weft-alarms.csv"'
+        writer = csv.writer(response)
+        writer.writerow([name for name, _ in ALARM_CSV_COLUMNS])
+        for alarm in rows:
+            writer.writerow([value(alarm) for _, value in ALARM_CSV_COLUMNS])
+        return response
 
 
 class AlarmView(RoleMixin, DetailView):

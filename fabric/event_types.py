@@ -4,7 +4,8 @@
 Topology types come from the discovery ingest (``fabric.services.ingest``, also for the targeted
 port refreshes after SM notices), ``port.error_trap`` from the notice listener
 (``fabric.services.notices``), the ``sm.*`` types
-from the SM service (``fabric.services.sm``), the ``partition.*`` types from the partitions service
+from the SM service (``fabric.services.sm``), the ``topology.mismatch``/``matches`` types from the
+reference compare (``fabric.services.reference``), the ``partition.*`` types from the partitions service
 (``fabric.services.partitions``), the ``system.discovery_*`` types from the live
 discovery service (``fabric.services.discovery``) and its watchdog (``fabric.services.watchdog``). Defaults are what a fabric admin expects from
 a UFM-class tool: a link going down is Critical and mails on-call, a node appearing is only logged.
@@ -68,4 +69,10 @@ EVENT_TYPES = [
                           "configured (or non-members carry it): OpenSM does not run what Weft stores."),
     EventType("partition.apply_failed", "Partitions apply failed", S, MI, raise_alarm=True, email=True,
               description="Weft could not write the partitions file or make OpenSM re-read it."),
+    EventType("topology.mismatch", "Topology differs from reference", T, MI, raise_alarm=True, email=True,
+              description="After a discovery, the fabric differs from the reference topology an Admin set "
+                          "(missing, extra or miswired links, missing or extra nodes, links below the "
+                          "reference's width/speed); raised when the differences change."),
+    EventType("topology.matches", "Topology matches reference", T, IN, clears=("topology.mismatch",),
+              clear_scope=ClearScope.FABRIC, description="The fabric matches its reference topology again."),
 ]  # fmt: skip

@@ -37,6 +37,7 @@ from .querysets import (
     PortQuerySet,
 )
 from .services.derive import display_name
+from .vendors import device_name, vendor_name
 
 #: Why a fabric without live access is not discovered or polled from this host (``.format(name=...)``);
 #: the API answers it with a 409, the pages and commands show it.
@@ -213,6 +214,16 @@ class Node(models.Model):
         return reverse("fabric:node", args=[self.pk])
 
     @property
+    def vendor_name(self) -> str:
+        """The IEEE OUI organisation of ``vendor_id``, else its hex (``fabric.vendors``)."""
+        return vendor_name(self.vendor_id)
+
+    @property
+    def device_name(self) -> str:
+        """The ``pci.ids`` name of ``device_id`` under the vendor, else its hex (``fabric.vendors``)."""
+        return device_name(self.vendor_id, self.device_id)
+
+    @property
     def reachable(self) -> bool:
         """False while the last discoveries could not reach this node (``unreachable_since`` set)."""
         return self.unreachable_since is None
@@ -362,6 +373,37 @@ class Discovery(models.Model):
     def __str__(self) -> str:
         return f"{self.fabric} {self.source} {self.started:%Y-%m-%d %H:%M:%S} {self.status}"
 
+    def _nodes_links(self, section: str) -> tuple[int, int]:
+        """(nodes, links) behind ``added``/``removed`` (which count both together). The diff's
+        lists are cut at ``DIFF_LIST_LIMIT``: a first discovery takes its numbers from ``counts``,
+        a cut list of another gives its nodes and the rest of the total as links."""
+        total = getattr(self, section)
+        diff = self.diff or {}
+        if section == "added" and diff.get("initial"):
+            c = self.counts or {}
+            nodes = int(c.get("switches", 0)) + int(c.get("cas", 0)) + int(c.get("routers", 0))
+            return nodes, max(total - nodes, 0)
+        nodes = min(len((diff.get(section) or {}).get("nodes", [])), total)
+        return nodes, total - nodes
+
+    @property
+    def added_text(self) -> str:
+        """``added`` split as the page shows it: ``"42 nodes, 624 links"``."""
+        nodes, links = self._nodes_links("added")
+        return f"{nodes} node{'s' * (nodes != 1)}, {links} link{'s' * (links != 1)}"
+
+    @property
+    def removed_text(self) -> str:
+        """``removed`` split: ``"1 node, 2 links"``."""
+        nodes, links = self._nodes_links("removed")
+        return f"{nodes} node{'s' * (nodes != 1)}, {links} link{'s' * (links != 1)}"
+
+    @property
+    def first_label(self) -> str:
+        """The badge of a fabric's first discovery: "first discovery" when live (it read "first
+        import"), "first import" from a file or an upload."""
+        return "first discovery" if self.source in ("live", "notice") else "first import"
+
 
 class Partition(models.Model):
     """An IB partition (PKey) of a fabric, as OpenSM's ``partitions.conf`` defines it.
@@ -446,3 +488,39 @@ class PartitionMember(models.Model):
 
     def __str__(self) -> str:
         return f"{self.port_guid}={self.membership}"
+
+
+class TopologyReference(models.Model):
+    """The topology a fabric should have (UFM's "topology compare" reference): a snapshot
+    (``fabric.compare`` format: nodes by GUID, links by ``(guid, port)`` ends with width/speed)
+    taken from the fabric's latest discovery or from an imported file (e.g. the cabling plan as
+    ``ibnetdiscover`` output), set by an Admin (``fabric.services.reference``). ``raise_events``:
+    compare after every discovery and record ``topology.mismatch``/``topology.matches`` events."""
+
+    fabric = models.OneToOneField(Fabric, on_delete=models.CASCADE, related_name="reference")
+    snapshot = models.JSONField(default=dict)
+    discovery = models.ForeignKey(
+        Discovery, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    filename = models.CharField(max_length=255, blank=True)
+    raise_events = models.BooleanField(
+        default=False, help_text="compare after each discovery and raise events"
+    )
+    created = models.DateTimeField(auto_now=True)
+    created_by = models.CharField(max_length=150, blank=True)
+    #: ``counts`` of the last compare that raised events (``fabric.compare.compare``), so a
+    #: rediscovery that finds the same differences raises nothing new
+    last_counts = models.JSONField(default=dict, blank=True, editable=False)
+
+    def __str__(self) -> str:
+        return f"reference of {self.fabric}: {self.source_label}"
+
+    @property
+    def source_label(self) -> str:
+        if self.filename:
+            return f"file {self.filename}"
+        return f"discovery #{self.discovery_id}" if self.discovery_id else "a discovery (since deleted)"
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {"nodes": len(self.snapshot.get("nodes", {})), "links": len(self.snapshot.get("links", []))}

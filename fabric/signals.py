@@ -3,7 +3,8 @@
 Sent (always from ``transaction.on_commit``):
 
 * ``discovery_committed`` after a discovery/import commits; kwargs ``fabric_id``,
-  ``discovery_id``. Listeners: the events rules, the heatmap.
+  ``discovery_id``. Listeners: the events rules, the heatmap, and :func:`compare_with_reference`
+  here.
 * ``sm_state_changed`` after the SM service (``fabric.services.sm``) wrote ``sm.*`` events or saw
   the master move; kwargs ``fabric_id``, ``events`` (codes written), ``moved`` (bool), ``source``
   (``watch``/``discovery``/``sweep``). Listeners: the events app (applies the events) and
@@ -20,7 +21,8 @@ import logging
 
 from django.dispatch import Signal, receiver
 
-from .tasks import discover_fabric_task
+from .models import TopologyReference
+from .tasks import compare_reference_task, discover_fabric_task
 
 log = logging.getLogger(__name__)
 
@@ -43,3 +45,15 @@ def rediscover_after_sm_move(sender, fabric_id: int, moved: bool = False, source
         discover_fabric_task.delay(fabric_id)
     except Exception:
         log.exception("could not queue the rediscovery of fabric %s after an SM move", fabric_id)
+
+
+@receiver(discovery_committed, dispatch_uid="fabric.compare_with_reference")
+def compare_with_reference(sender, fabric_id: int, **kwargs) -> None:
+    """Queue the reference compare of a fabric whose Admin asked for its events (one query when
+    not). Never raises: a failed queueing only loses this compare's events."""
+    if not TopologyReference.objects.filter(fabric_id=fabric_id, raise_events=True).exists():
+        return
+    try:
+        compare_reference_task.delay(fabric_id)
+    except Exception:
+        log.exception("could not queue the reference compare of fabric %s", fabric_id)

@@ -124,3 +124,12 @@ def apply_partitions_task(fabric_id: int, force: bool = False, request: str = ""
     if fabric is None:
         return {"skipped": f"no fabric {fabric_id}"}
     return apply_pending(fabric, force=force)
+
+
+@shared_task(name="fabric.tasks.compare_reference_task")
+def compare_reference_task(fabric_id: int) -> dict | None:
+    """Compare a fabric with its reference after a discovery and raise the events
+    (``fabric.services.reference.compare_after_discovery``); the counts, or None when off."""
+    from .services.reference import compare_after_discovery
+
+    return compare_after_discovery(fabric_id)

@@ -31,12 +31,23 @@ from .choices import NodeType
 from .guid import is_guid, normalize_guid
 from .models import Discovery, Fabric, Node, Partition, Port
 from .parsers.node_name_map import NodeNameMapError
+from .parsers.records import TopologyParseError
 from .services.names import MapUnreadable, fabric_names
+from .services.portactions import ACTIONS as PORT_ACTIONS
+from .services.portactions import PortActionFailed, PortActionRefused, run_port_action
+from .services.reference import (
+    ReferenceRefused,
+    compare_fabric,
+    set_raise_events,
+    set_reference_from_discovery,
+    set_reference_from_text,
+)
 from .services.requests import NoLiveAccess, request_discovery, set_node_name_map
 from .upload import UploadError, read_limited, topology_text
 
 PORT_CHARTS_TEMPLATE = "telemetry/_port_charts.html"
 OBJECT_ALARMS_TEMPLATE = "events/_object_alarms.html"
+PORT_COUNTERS_TEMPLATE = "telemetry/_port_counters.html"
 
 
 def optional_template(name: str) -> str | None:
@@ -91,11 +102,57 @@ class FabricView(RoleRequiredMixin, DetailView):
         )
         ctx["host_count"] = fabric.hosts.count()
         ctx["live"] = fabric.has_live_access
+        if not ctx["live"]:
+            ctx["last_import"] = fabric.discoveries.filter(source__in=("file", "upload")).first()
         try:
             ctx["name_map_entries"] = len(fabric_names(fabric))
         except (MapUnreadable, NodeNameMapError) as exc:
             ctx["name_map_entries"] = 0
             ctx["name_map_error"] = str(exc).splitlines()[0]
+        return ctx
+
+
+#: Event codes of the SM history (``fabric.event_types``; written by ``fabric.services.sm``).
+SM_HISTORY_CODES = (
+    "sm.master_changed",
+    "sm.master_lost",
+    "sm.master_found",
+    "sm.unreachable",
+    "sm.reachable",
+)
+
+
+class SubnetManagersView(RoleRequiredMixin, DetailView):
+    """The subnet managers of one fabric: master and standbys as the last SMInfo poll stored them
+    (``fabric.SubnetManager``: GUID, LID, priority, state, ActCount) and the failover history,
+    the ``sm.*`` events ``fabric.services.sm.observe_sms`` recorded (newest first, ``SM_HISTORY``)."""
+
+    template_name = "fabric/subnet_managers.html"
+    context_object_name = "fabric"
+    queryset = Fabric.objects.all()
+    SM_HISTORY = 200
+
+    def get_context_data(self, **kwargs):
+        from events.models import Event
+
+        ctx = super().get_context_data(**kwargs)
+        fabric = self.object
+        sms = list(fabric.subnet_managers.all())
+        guids = [sm.guid for sm in sms]  # SMInfo's GUID is the SM's port GUID
+        names = {
+            p.port_guid: p.node
+            for p in Port.objects.filter(node__fabric=fabric, port_guid__in=guids).select_related("node")
+        }
+        for node in Node.objects.filter(fabric=fabric, node_guid__in=guids):
+            names.setdefault(node.node_guid, node)
+        for sm in sms:
+            sm.node = names.get(sm.guid)
+            sm.is_current_master = sm.guid == fabric.master_sm_guid
+        ctx["subnet_managers"] = sms
+        ctx["history"] = Event.objects.filter(fabric=fabric, code__in=SM_HISTORY_CODES).order_by(
+            "-at", "-id"
+        )[: self.SM_HISTORY]
+        ctx["live"] = fabric.has_live_access
         return ctx
 
 
@@ -156,6 +213,93 @@ class FabricDiscoverView(RoleRequiredMixin, View):
             return redirect(fabric.get_absolute_url())
         messages.success(request, f"Discovery of {fabric.name} queued; refresh in a few seconds.")
         return redirect(fabric.get_absolute_url())
+
+
+#: report sections of the compare page: (key, title)
+COMPARE_SECTIONS = (
+    ("miswired", "Miswired links"),
+    ("missing_links", "Missing links"),
+    ("extra_links", "Extra links"),
+    ("missing_nodes", "Missing nodes"),
+    ("extra_nodes", "Extra nodes"),
+    ("below_reference", "Links below the reference's width/speed"),
+)
+
+
+class CompareIndexView(RoleRequiredMixin, TemplateView):
+    """``/fabric/compare/``: the compare page of the only fabric, or a choice of fabrics (the menu's
+    entry), each with whether it has a reference."""
+
+    template_name = "fabric/compare_index.html"
+
+    def get(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        fabrics = list(Fabric.objects.order_by("name").select_related("reference"))
+        if len(fabrics) == 1:
+            return redirect(reverse("fabric:compare", args=[fabrics[0].pk]))
+        return self.render_to_response(self.get_context_data(fabrics=fabrics))
+
+
+class CompareView(RoleRequiredMixin, DetailView):
+    """``/fabric/<id>/compare/``: the fabric against its reference topology (Viewer), and (Admin,
+    POST with ``confirm``) ``op=discovery`` the latest discovery as the reference, ``op=file`` an
+    uploaded topology file, ``op=events`` (``raise_events``) the events after each discovery.
+    Refusals re-render the page with the reason (400/409), nothing changed."""
+
+    template_name = "fabric/compare.html"
+    context_object_name = "fabric"
+    queryset = Fabric.objects.select_related("last_discovery")
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        report = compare_fabric(self.object)
+        ctx["report"] = report
+        ctx["sections"] = [
+            {"key": key, "title": title, "items": report[key][:500], "total": len(report[key])}
+            for key, title in COMPARE_SECTIONS
+        ] if report else []  # fmt: skip
+        ctx["is_admin"] = has_role(self.request.user, Role.ADMIN)
+        return ctx
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        if not has_role(request.user, Role.ADMIN):
+            raise PermissionDenied("Setting the reference topology needs the admin role.")
+        self.object = fabric = self.get_object()
+        op = request.POST.get("op", "")
+        error, status = "", 400
+        if request.POST.get("confirm") != "1":
+            error = "Confirm the change (tick the box)."
+        elif op == "discovery":
+            try:
+                if fabric.last_discovery is None:
+                    raise ReferenceRefused(f"{fabric.name} has no discovery yet")
+                set_reference_from_discovery(fabric, fabric.last_discovery, request.user)
+                messages.success(request, f"The latest discovery of {fabric.name} is now its reference.")
+            except ReferenceRefused as exc:
+                error, status = str(exc), 409
+        elif op == "file":
+            upload_file = request.FILES.get("file")
+            try:
+                if upload_file is None:
+                    raise UploadError("choose a topology file")
+                text = topology_text(read_limited(upload_file, upload_file.name), upload_file.name)
+                set_reference_from_text(fabric, text, upload_file.name, request.user)
+                messages.success(request, f"{upload_file.name} is now the reference of {fabric.name}.")
+            except (UploadError, TopologyParseError) as exc:
+                error = str(exc)
+        elif op == "events":
+            on = request.POST.get("raise_events") == "1"
+            try:
+                set_raise_events(fabric, on, request.user)
+                messages.success(request, f"Compare events after each discovery: {'on' if on else 'off'}.")
+            except ReferenceRefused as exc:
+                error, status = str(exc), 409
+        else:
+            error = "Unknown operation."
+        if error:
+            ctx = self.get_context_data(object=fabric)
+            ctx["form_error"] = error
+            return self.render_to_response(ctx, status=status)
+        return redirect(reverse("fabric:compare", args=[fabric.pk]))
 
 
 #: the most GUIDs ``?highlight=`` marks on the map (a URL of about 80 kB)
@@ -241,8 +385,45 @@ class PortView(RoleRequiredMixin, DetailView):
         ctx["link"] = port.link
         ctx["remote"] = port.remote
         ctx["charts_template"] = optional_template(PORT_CHARTS_TEMPLATE)
+        ctx["counters_template"] = optional_template(PORT_COUNTERS_TEMPLATE)
         ctx["alarms_template"] = optional_template(OBJECT_ALARMS_TEMPLATE)
+        ctx["port_actions"] = PORT_ACTIONS if port.node.node_type == NodeType.SWITCH and port.port_num else {}
+        ctx["may_act"] = has_role(self.request.user, Role.OPERATOR)
         return ctx
+
+
+class PortActionView(PortView):
+    """POST (Operator): ``action`` = disable / enable / reset / clear_counters on a switch port,
+    with ``confirm=1`` (``fabric.services.portactions``: refused for CA ports and the SM's own
+    path). Back to the port page with the outcome; a refusal re-renders it with the reason: 400
+    (no confirmation, unknown action), 409 (refused), 502 (the tool failed)."""
+
+    required_role = Role.OPERATOR
+    http_method_names = ["post"]
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        self.object = port = get_object_or_404(self.get_queryset(), pk=pk)
+        action = request.POST.get("action", "")
+        error, status = "", 400
+        if action not in PORT_ACTIONS:
+            error = f"Unknown action {action[:40]!r}."
+        elif request.POST.get("confirm") != "1":
+            error = "Confirm the action (tick the box)."
+        else:
+            try:
+                result = run_port_action(port, action, user=request.user)
+            except PortActionRefused as exc:
+                error, status = f"Refused: {exc}.", 409
+            except PortActionFailed as exc:
+                error, status = f"Failed: {exc}", 502
+        if error:
+            ctx = self.get_context_data(object=port)
+            ctx["action_error"] = error
+            return self.render_to_response(ctx, status=status)
+        done = result.as_dict()
+        state = f": now {done['state']} / {done['phys_state']}" if done["state"] else "."
+        messages.success(request, f"{PORT_ACTIONS[action].split(' (')[0]} {result.port} done{state}")
+        return redirect(port.get_absolute_url())
 
 
 class ChangesView(RoleRequiredMixin, ListView):

@@ -30,7 +30,11 @@ log = logging.getLogger(__name__)
 
 @receiver(allocation_changed, dispatch_uid="pools.sync_pool_partition")
 def sync_partition_after_allocation(sender, pool_id: int, **kwargs) -> None:
-    """Recompute the ``pool`` members of the pool's partition (when it has one)."""
+    """Recompute the ``pool`` members of the pool's partition (when it has one: a sender that
+    says the pool had none, ``pool_partition_id`` None, is skipped without a query — a PKey given
+    to the pool later waited for the allocation's lock on the pool row and read its GPUs)."""
+    if "pool_partition_id" in kwargs and kwargs["pool_partition_id"] is None:
+        return
     try:
         sync_pool_members(pool_id)
     except Exception:

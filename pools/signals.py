@@ -5,7 +5,8 @@
   allocation service and pool pages (later parts of issue 11).
 * ``allocation_changed`` after an allocation is created or ends (``pools.services.allocation``);
   kwargs ``allocation_id``, ``pool_id``, ``state`` (the new state), ``gpu_ids`` (sorted GPU
-  pks). Listeners: ``pools.receivers`` (the pool's partition members), pool pages.
+  pks), ``pool_partition_id`` (the pool's partition when the change was made, its row locked:
+  None when it had none, so the partition receiver need not look). Listeners: ``pools.receivers`` (the pool's partition members), pool pages.
 
 Receivers are in ``pools.receivers``, not here: what they call imports the allocation service,
 which imports this module.
@@ -16,4 +17,4 @@ from __future__ import annotations
 from django.dispatch import Signal
 
 inventory_committed = Signal()  # kwargs: host_id: int, fabric_id: int, summary: dict
-allocation_changed = Signal()  # kwargs: allocation_id: int, pool_id: int, state: str, gpu_ids: list[int]
+allocation_changed = Signal()  # kwargs: allocation_id, pool_id, state, gpu_ids, pool_partition_id

@@ -21,6 +21,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from fabric.models import Partition
 from pools.models import Allocation, Pool, Tenant
 
 from .choices import JobKind, JobState, PendingCode, PriorityClass, TopologyMode
@@ -51,6 +52,10 @@ class Job(models.Model):
     ``preemptible`` (Kueue requeues evicted workloads; Slurm's ``PreemptMode=REQUEUE``); a job
     may ask for either. The time it held GPUs before is not counted in fair share (``placed_at``
     is cleared).
+
+    Isolation (a pool with ``job_isolation``): ``partition`` is the job's own IB partition while
+    it holds GPUs (its hosts' CA ports, full membership; deleted when it ends, which sets it
+    null), ``pkey`` the PKey it had (kept after the end, for the record).
     """
 
     name = models.CharField(max_length=128)
@@ -97,6 +102,11 @@ class Job(models.Model):
         Allocation, null=True, blank=True, on_delete=models.SET_NULL, related_name="scheduler_job"
     )
     placement = models.JSONField(default=dict, blank=True, help_text="host name → GPUs (slices, shares)")
+    partition = models.OneToOneField(
+        Partition, null=True, blank=True, on_delete=models.SET_NULL, related_name="job", editable=False,
+        help_text="the job's own partition while it holds GPUs (pools with job isolation)",
+    )  # fmt: skip
+    pkey = models.PositiveIntegerField(null=True, blank=True, help_text="the job PKey (15 bits) it was given")
     decision = models.JSONField(default=dict, blank=True, help_text="the last decision")
     decided_at = models.DateTimeField(null=True, blank=True)
     reserved_start = models.DateTimeField(null=True, blank=True)

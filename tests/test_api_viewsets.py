@@ -43,7 +43,7 @@ from accounts.tokens import check_key, create_token
 from devices.models import Device, Interface, Neighbour, Sensor
 from events.models import Alarm, Event, EventPolicy, HealthReport
 from fabric.choices import SMState
-from fabric.models import Fabric, Host, Node, Partition, PartitionMember, SubnetManager
+from fabric.models import Fabric, Host, Node, Partition, PartitionMember, Port, SubnetManager
 from fabric.services.ingest import import_topology_text
 from fabric.services.requests import set_node_name_map
 from pools.models import Allocation, Pool, Tenant, TenantMembership
@@ -62,6 +62,7 @@ RANK = {role: n for n, role in enumerate(ROLES)}
 #: Routes whose least role differs from the house default (reads Viewer, writes Admin).
 LEAST_ROLE = {
     "fabric-api:fabric-discover POST": "operator",
+    "fabric-api:port-port-action POST": "operator",
     "events-api:alarm-acknowledge POST": "operator",
     "events-api:alarm-clear POST": "operator",
     "events-api:healthreport-run POST": "operator",
@@ -289,6 +290,16 @@ WRITES: dict[str, Write] = {
         204,
         target=lambda w: w.fabric,
         check=lambda w, b: b is None and not Node.objects.filter(fabric_id=w.fabric.pk).exists(),
+    ),
+    # refused on a CA port (the rule of fabric.services.portactions; nothing sent, the attempt audited)
+    "fabric-api:port-port-action POST": Write(
+        409,
+        target=lambda w: Port.objects.filter(node__fabric=w.fabric, node__node_type="ca")
+        .order_by("pk")
+        .first(),
+        body={"action": "disable", "confirm": True},
+        check=lambda w, b: "is a port of a CA" in b["detail"]
+        and AuditEntry.objects.get(action="port.disable").changes["done"] is False,
     ),
     "fabric-api:fabric-discover POST": Write(
         202,
@@ -631,6 +642,8 @@ WRITES: dict[str, Write] = {
 
 #: Checks of GET actions other than list and retrieve: (world, body, role) -> True when right.
 READ_CHECKS: dict[str, Callable[[World, Any, str], bool]] = {
+    "fabric-api:fabric-compare GET": lambda w, b, role: b["reference"] is None
+    and "no reference" in b["detail"],
     "fabric-api:fabric-node-name-map GET": lambda w, b, role: (b["source"], b["entries"]) == ("none", 0),
     "fabric-api:fabric-map GET": lambda w, b, role: len(b["nodes"]["id"])
     == Node.objects.filter(fabric=w.fabric).count()
@@ -640,6 +653,13 @@ READ_CHECKS: dict[str, Callable[[World, Any, str], bool]] = {
     and "\t0x0002c90300000010=full, 0x0002c90300000011=limited ;" in b["text"],
     "fabric-api:partition-members GET": lambda w, b, role: [(m["port_guid"], m["membership"]) for m in b]
     == [("0x0002c90300000010", "full"), ("0x0002c90300000011", "limited")],
+    # the MIG job the queue placed: its one host, marked on the map by its CA's GUID
+    "scheduler-api:job-fabric GET": lambda w, b, role: b["job"] == w.placed_job.pk
+    and [h["name"] for h in b["hosts"]]
+    == [Job.objects.get(pk=w.placed_job.pk).allocation.items.first().gpu.host.name]
+    and len(b["highlight"]) == len(b["hosts"][0]["cas"]) >= 1,
+    # the world's device was never polled: no samples in the default window
+    "devices-api:device-history GET": lambda w, b, role: b["device"] == w.device.pk and b["start"] < b["end"],
     "accounts-api:user-me GET": lambda w, b, role: b["username"] == w.users[role].username
     and b["role"] == role,
 }
@@ -695,6 +715,11 @@ def test_every_route_has_a_case():
     assert set(LEAST_ROLE) <= {r.id for r in ROUTES}
 
 
+#: Routes whose 401 challenges more than a token: the token endpoint takes a user name and
+#: password (Basic) to issue one (``accounts.api.views.TOKEN_CHALLENGE``).
+CHALLENGES = {"accounts-api:user-token POST": 'Basic realm="api", Token realm="api"'}
+
+
 @pytest.mark.parametrize("route", ROUTES, ids=lambda r: r.id)
 def test_permission_matrix(route, world, clients, django_capture_on_commit_callbacks):
     if route.id in OWNER_SCOPED:
@@ -719,7 +744,7 @@ def test_permission_matrix(route, world, clients, django_capture_on_commit_callb
             resp = send(clients[role], route, url, world)
             if role == "anonymous":
                 assert (resp.status_code, resp.json()) == (401, {"detail": ANONYMOUS_DETAIL}), role
-                assert resp["WWW-Authenticate"] == 'Token realm="api"'
+                assert resp["WWW-Authenticate"] == CHALLENGES.get(route.id, 'Token realm="api"')
             else:
                 assert (resp.status_code, resp.json()) == (403, {"detail": RolePermission.message}), role
             assert stored() == before, f"{role} was refused but something was stored"

@@ -74,3 +74,64 @@ def test_import_topology_in_embedded_mode_prints_only_its_summary(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["fabric"] == "f" and len(proc.stdout.splitlines()) == 1
     assert "celery.app.trace" not in proc.stderr and "succeeded in" not in proc.stderr
+
+
+def test_demo_log_is_quiet_unless_verbose():
+    """Quiet by default: the libraries' INFO lines (Celery, axes) are dropped, Weft's own kept."""
+    import logging
+
+    from weft.management.commands.demo import quiet_logging
+
+    root = logging.getLogger()
+    saved = root.level, {name: logging.getLogger(name).level for name in ("fabric", "weft", "lab")}
+    try:
+        quiet_logging()
+        assert not logging.getLogger("celery.beat").isEnabledFor(logging.INFO)
+        assert not logging.getLogger("axes.handlers.database").isEnabledFor(logging.INFO)
+        assert logging.getLogger("celery.beat").isEnabledFor(logging.WARNING)
+        assert logging.getLogger("fabric.services.notices").isEnabledFor(logging.INFO)
+        assert logging.getLogger("weft.lab").isEnabledFor(logging.INFO)
+    finally:
+        root.setLevel(saved[0])
+        for name, level in saved[1].items():
+            logging.getLogger(name).setLevel(level)
+
+
+def test_in_process_beat_runs_entries_at_start_except_skip_first(monkeypatch):
+    """The demo discovers the lab itself and marks the beat's discovery ``skip_first``: one
+    discovery at start, not two; other entries still run at once."""
+    import threading
+    from datetime import timedelta
+
+    from weft import inprocess
+    from weft.testing.waits import wait_for
+
+    class CountingStop(threading.Event):
+        """The beat's stop flag, counting the beat's passes (one wait per pass)."""
+
+        passes = 0
+
+        def wait(self, timeout=None):
+            self.passes += 1
+            return super().wait(timeout)
+
+    stop = CountingStop()
+    monkeypatch.setattr(inprocess, "_stop", stop)
+    submitted: list[str] = []
+    monkeypatch.setattr(inprocess, "submit", lambda task, args, kwargs: submitted.append(task.name))
+    schedule = {
+        "discover-all-fabrics": {"task": "fabric.tasks.discover_all_task", "schedule": timedelta(hours=1),
+                                 "skip_first": True},
+        "poll-all-fabrics": {"task": "telemetry.tasks.poll_all_task", "schedule": timedelta(hours=1)},
+    }  # fmt: skip
+    from weft.celery import app
+
+    app.loader.import_default_modules()
+    thread = threading.Thread(target=inprocess._beat, args=(schedule,), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: stop.passes >= 3, 10, "three passes of the beat")
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+    assert submitted == ["telemetry.tasks.poll_all_task"]

@@ -72,15 +72,23 @@ def submit(task: Task, args: tuple, kwargs: dict) -> Future | Any:
 def _beat(schedule: dict[str, dict]) -> None:
     from weft.celery import app
 
-    next_due: dict[str, float] = {name: time.monotonic() for name in schedule}
+    def seconds(entry: dict) -> float:
+        interval = entry["schedule"]
+        return interval.total_seconds() if hasattr(interval, "total_seconds") else float(interval)
+
+    # every entry is due at once, as Celery's beat does on its first start, except those marked
+    # ``skip_first`` (the demo has just discovered the lab itself: a second discovery at once was
+    # the "startup discovery runs twice")
+    began = time.monotonic()
+    next_due: dict[str, float] = {
+        name: began + (seconds(entry) if entry.get("skip_first") else 0.0) for name, entry in schedule.items()
+    }
     while not _stop.is_set():
         now = time.monotonic()
         for name, entry in schedule.items():
             if now < next_due[name]:
                 continue
-            interval = entry["schedule"]
-            seconds = interval.total_seconds() if hasattr(interval, "total_seconds") else float(interval)
-            next_due[name] = now + seconds
+            next_due[name] = now + seconds(entry)
             task = app.tasks.get(entry["task"])
             if task is None:
                 log.warning("beat entry %s names unknown task %s", name, entry["task"])

@@ -420,6 +420,10 @@ WEFT_HEALTH_ERROR_THRESHOLDS = env_int_map("WEFT_HEALTH_ERROR_THRESHOLDS", {}, k
 WEFT_METRICS_TOKENS = env_list("WEFT_METRICS_TOKENS", [])
 #: Client addresses allowed to read /metrics without a token.
 WEFT_METRICS_ALLOW = env_list("WEFT_METRICS_ALLOW", ["127.0.0.1", "::1"])
+#: The IEEE OUI list and the PCI ID list Weft names vendors and devices from (Debian's ``ieee-data``
+#: and ``pci.ids`` packages, installed by bin/setup); absent files mean hex IDs (``fabric.vendors``).
+WEFT_OUI_PATH = env_str("WEFT_OUI_PATH", "/usr/share/ieee-data/oui.txt")
+WEFT_PCI_IDS_PATH = env_str("WEFT_PCI_IDS_PATH", "/usr/share/misc/pci.ids")
 #: Largest topology file (bytes, uncompressed) the import API and import_topology accept.
 WEFT_IMPORT_MAX_BYTES = env_int("WEFT_IMPORT_MAX_BYTES", 256 * 1024 * 1024, min_value=1)
 #: Largest host-agent report body (bytes) POST /api/pools/agent/ reads: a DGX's nvidia-smi -q -x
@@ -500,12 +504,20 @@ WEFT_SNMP_CONCURRENCY = env_int("WEFT_SNMP_CONCURRENCY", 64, min_value=1)
 WEFT_SNMP_GROUPS = env_int("WEFT_SNMP_GROUPS", 1, min_value=1)
 WEFT_SNMP_INVENTORY_S = env_float("WEFT_SNMP_INVENTORY_S", 3600.0, positive=True)
 WEFT_SNMP_TRAP_LISTEN = env_str("WEFT_SNMP_TRAP_LISTEN", "0.0.0.0:162")
+#: the port ``manage.py serve`` (embedded deployment, the demo) receives SNMP traps on, on the host
+#: of WEFT_SNMP_TRAP_LISTEN; 0 (the default): no trap receiver in serve (production runs
+#: ``manage.py snmp_traps``). A port below 1024 needs root or CAP_NET_BIND_SERVICE.
+WEFT_SNMP_TRAP_PORT = env_int("WEFT_SNMP_TRAP_PORT", 0, min_value=0)
 #: Fernet keys that encrypt device credentials at rest (devices.crypto): the first encrypts, all
 #: decrypt (rotation); unset: one derived from SECRET_KEY.
 WEFT_CREDENTIALS_KEYS = env_fernet_keys("WEFT_CREDENTIALS_KEY")
 CELERY_BEAT_SCHEDULE["poll-devices"] = {
     "task": "devices.tasks.poll_devices_task",
     "schedule": timedelta(seconds=WEFT_SNMP_TICK_S),
+}
+CELERY_BEAT_SCHEDULE["rollup-devices"] = {
+    "task": "devices.tasks.rollup_history_task",
+    "schedule": timedelta(seconds=WEFT_ROLLUP_INTERVAL_S),
 }
 
 if PRODUCTION:
@@ -524,9 +536,15 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"permission_denied": {"()": "weft.logging_filters.PermissionDeniedIsNotAnError"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("WEFT_LOG_LEVEL", "INFO")},
-    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+    "loggers": {
+        "daphne": {"level": "WARNING"},
+        "django.channels.server": {"level": "WARNING"},
+        # a refused page is one INFO line, not a WARNING with a traceback (weft.logging_filters)
+        "django.request": {"filters": ["permission_denied"]},
+    },
 }
 if EMBEDDED:
     # The in-process worker (serve, demo, one-shot commands) would log every task's success at INFO

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+
 from django.contrib.auth import authenticate, get_user_model
-from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotAuthenticated
+from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated, ParseError
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
-from .. import audit
-from ..guards import check_token_revocation, check_user_change
+from .. import services
 from ..login_throttle import lockout_response
 from ..models import ApiToken, AuditEntry
 from ..roles import Role, has_role, role_of
-from ..tokens import create_token, revoke_token
+from ..tokens import create_token
 from .serializers import (
     ApiTokenSerializer,
     AuditEntrySerializer,
@@ -26,19 +26,30 @@ from .serializers import (
     UserSerializer,
 )
 
+#: The challenge of ``POST /api/accounts/users/token/`` when it answers 401: Basic (a user name and
+#: password, what a script sends to get a token) or a token already issued (RFC 9110 §11.6.1).
+TOKEN_CHALLENGE = 'Basic realm="api", Token realm="api"'
 
-def _guarded(actor, target, fields=(), *, delete: bool = False) -> None:
-    """``accounts.guards.check_user_change``, auditing a refusal (``user.change_refused``) before
-    raising it: the attempt stays in the log even though nothing changed."""
+
+def basic_credentials(request) -> tuple[str, str] | None:
+    """The user name and password of an ``Authorization: Basic`` header (RFC 7617, UTF-8), or
+    None when the request has no Basic header.
+
+    Raises:
+        ParseError: a Basic header that is not base64 of ``user:password`` (400).
+    """
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "basic":
+        return None
     try:
-        check_user_change(actor, target, fields, delete=delete)
-    except PermissionDenied as exc:
-        audit.record(
-            "user.change_refused",
-            target,
-            {"fields": sorted(fields), "delete": delete, "reason": str(exc)},
-        )
-        raise
+        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise ParseError("Authorization: Basic needs base64 of user:password (UTF-8).") from None
+    username, sep, password = decoded.partition(":")
+    if not sep or not username or "\x00" in decoded:
+        raise ParseError("Authorization: Basic needs base64 of user:password (UTF-8).")
+    return username, password
 
 
 class UserViewSet(viewsets.ModelViewSet):
@@ -57,39 +68,13 @@ class UserViewSet(viewsets.ModelViewSet):
     filterset_fields = ["username", "is_active"]
 
     def perform_create(self, serializer):
-        with transaction.atomic():
-            user = serializer.save()
-            audit.record("user.create", user, {"role": serializer.validated_data.get("role", "viewer")})
-
-    @staticmethod
-    def _changed_fields(serializer) -> set[str]:
-        """Names of the fields whose value the request changes (a password always does)."""
-        user = serializer.instance
-        changed = set()
-        for name, value in serializer.validated_data.items():
-            if name == "password":
-                changed.add(name)
-            elif name == "role":
-                if Role.parse(value) != role_of(user):
-                    changed.add(name)
-            elif getattr(user, name) != value:
-                changed.add(name)
-        return changed
+        services.create_user(serializer)
 
     def perform_update(self, serializer):
-        _guarded(self.request.user, serializer.instance, self._changed_fields(serializer))
-        with transaction.atomic():
-            user = serializer.save()
-            changes = {k: v for k, v in serializer.validated_data.items() if k != "password"}
-            if "password" in serializer.validated_data:
-                changes["password"] = "changed"
-            audit.record("user.update", user, changes)
+        services.update_user(self.request.user, serializer)
 
     def perform_destroy(self, instance):
-        _guarded(self.request.user, instance, delete=True)
-        with transaction.atomic():
-            audit.record("user.delete", instance)
-            instance.delete()
+        services.delete_user(self.request.user, instance)
 
     @action(detail=False, methods=["get"])
     def me(self, request):
@@ -99,10 +84,12 @@ class UserViewSet(viewsets.ModelViewSet):
         request=TokenRequestSerializer,
         responses={
             200: TokenResponseSerializer,
-            400: OpenApiResponse(
-                description="Bad parameters, or a user name and password that do not sign in."
+            400: OpenApiResponse(description="Bad parameters (a field, or a malformed Basic header)."),
+            401: OpenApiResponse(
+                description="No credentials (nor a signed-in session or token), or a user name and "
+                'password that do not sign in; ``WWW-Authenticate: Basic realm="api", Token '
+                'realm="api"``.'
             ),
-            401: OpenApiResponse(description="Neither credentials nor a signed-in session or token."),
             429: OpenApiResponse(description="Sign-in locked after repeated failures (``Retry-After``)."),
         },
     )
@@ -110,13 +97,26 @@ class UserViewSet(viewsets.ModelViewSet):
     def token(self, request):
         """Issue a new API token for ``Authorization: Token <key>``.
 
-        With ``{"username", "password"}`` in the body the token is for that user (a sign-in:
+        With ``{"username", "password"}`` in the JSON or form body, or ``Authorization: Basic``
+        (``curl -u user:password``), the token is for that user (a sign-in:
         throttled and audited like the sign-in page, see ``accounts.login_throttle``); without,
         for the signed-in caller (session or token). ``name`` labels the token. The key is in the
         answer only: the server keeps its hash. Each call issues another token (list and revoke
         them at ``/api/accounts/tokens/``); it expires after ``WEFT_TOKEN_TTL_DAYS`` when set.
         """
-        params = TokenRequestSerializer(data=request.data)
+        body = request.data
+        basic = basic_credentials(request)
+        if basic is not None:
+            if "username" in body or "password" in body:
+                raise serializers.ValidationError(
+                    {"detail": "Give the user name and password once: in the body or as Basic."}
+                )
+            body = {
+                "username": basic[0],
+                "password": basic[1],
+                **({"name": body["name"]} if "name" in body else {}),
+            }
+        params = TokenRequestSerializer(data=body)
         params.is_valid(raise_exception=True)
         data = params.validated_data
         if "username" in data:
@@ -125,14 +125,13 @@ class UserViewSet(viewsets.ModelViewSet):
             if getattr(django_request, "axes_locked_out", False):
                 return lockout_response(django_request)
             if user is None:
-                raise serializers.ValidationError(
-                    {"detail": "Unable to sign in with the provided credentials."}
-                )
+                raise AuthenticationFailed("Unable to sign in with the provided credentials.")
             via = "api credentials"
-        elif request.user and request.user.is_authenticated:
-            user, via = request.user, "api"
         else:
-            raise NotAuthenticated()
+            user = request.user if request.user and request.user.is_authenticated else None
+            if user is None:
+                raise NotAuthenticated()
+            via = "api"
         issued = create_token(user, data.get("name", ""), reason=via, actor=user)
         token = issued.token
         return Response(
@@ -145,6 +144,11 @@ class UserViewSet(viewsets.ModelViewSet):
                 "expires_at": token.expires_at,
             }
         )
+
+    def get_authenticate_header(self, request):
+        if getattr(self, "action", None) == "token":
+            return TOKEN_CHALLENGE
+        return super().get_authenticate_header(request)
 
 
 class ApiTokenViewSet(
@@ -168,15 +172,7 @@ class ApiTokenViewSet(
         return queryset
 
     def perform_destroy(self, instance):
-        try:
-            check_token_revocation(self.request.user, instance.user)
-        except PermissionDenied as exc:
-            audit.record(
-                "user.token.revoke_refused", instance.user, {"token": instance.pk, "reason": str(exc)}
-            )
-            raise
-        own = instance.user_id == self.request.user.pk
-        revoke_token(instance, reason="revoked by its owner" if own else "revoked by an admin")
+        services.revoke_token_by(self.request.user, instance)
 
 
 class AuditEntryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

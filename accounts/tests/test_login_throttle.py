@@ -114,7 +114,7 @@ def test_token_endpoint_is_throttled_with_the_same_counters(people):
             content_type="application/json",
             REMOTE_ADDR=f"192.0.2.{i + 1}",
         )
-        assert resp.status_code == 400, resp.content
+        assert resp.status_code == 401, resp.content
     assert fail(1, username="vic") == [429]  # the last one on the page: the counters are shared
     resp = client.post(
         TOKEN,

@@ -4,6 +4,7 @@ password changes, optionally expiring; a bad, revoked or expired token is 401 wi
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib
 from datetime import timedelta
@@ -170,8 +171,8 @@ def test_sign_in_with_credentials_issues_a_token(people, api):
 @pytest.mark.parametrize(
     "body, status",
     [
-        ({"username": "olga", "password": "wrong"}, 400),
-        ({"username": "nobody", "password": "wrong"}, 400),
+        ({"username": "olga", "password": "wrong"}, 401),
+        ({"username": "nobody", "password": "wrong"}, 401),
         ({"username": "olga"}, 400),
         ({"username": ["olga"], "password": "x"}, 400),
         ({"username": "ol\x00ga", "password": "x"}, 400),
@@ -181,6 +182,58 @@ def test_sign_in_with_credentials_issues_a_token(people, api):
 def test_token_endpoint_refusals(people, api, body, status):
     resp = api().post(ISSUE, body, format="json")
     assert resp.status_code == status, resp.content
+    assert not ApiToken.objects.exists()
+
+
+def test_missing_or_wrong_credentials_are_401_with_basic_and_token_challenges(people, api):
+    for body in ({}, {"username": "olga", "password": "wrong"}):
+        resp = api().post(ISSUE, body, format="json")
+        assert resp.status_code == 401, resp.content
+        assert resp["WWW-Authenticate"] == 'Basic realm="api", Token realm="api"'
+    assert api().post(ISSUE, {}, format="json").json()["detail"] == (
+        "Authentication credentials were not provided."
+    )
+    assert not ApiToken.objects.exists()
+
+
+def basic(username: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+
+
+def test_basic_credentials_issue_a_token(people, api):
+    client = api()
+    resp = client.post(
+        ISSUE, {"name": "cron"}, format="json", HTTP_AUTHORIZATION=basic("olga", PASSWORDS["olga"])
+    )
+    assert resp.status_code == 200, resp.content
+    body = resp.json()
+    assert (body["role"], body["name"]) == ("operator", "cron")
+    assert with_token(body["token"]).get(ME).json()["username"] == "olga"
+    # no body at all, as `curl -u olga:... -X POST` sends
+    resp = client.post(ISSUE, HTTP_AUTHORIZATION=basic("olga", PASSWORDS["olga"]))
+    assert resp.status_code == 200, resp.content
+    wrong = client.post(ISSUE, HTTP_AUTHORIZATION=basic("olga", "wrong"))
+    assert wrong.status_code == 401
+    assert wrong["WWW-Authenticate"].startswith('Basic realm="api"')
+    assert ApiToken.objects.filter(user=people.olga).count() == 2
+
+
+@pytest.mark.parametrize("header", ["Basic !!notbase64", "Basic " + base64.b64encode(b"nocolon").decode()])
+def test_malformed_basic_header_is_400(people, api, header):
+    resp = api().post(ISSUE, HTTP_AUTHORIZATION=header)
+    assert resp.status_code == 400, resp.content
+    assert "Basic" in resp.json()["detail"]
+    assert not ApiToken.objects.exists()
+
+
+def test_credentials_twice_are_400(people, api):
+    resp = api().post(
+        ISSUE,
+        {"username": "olga", "password": PASSWORDS["olga"]},
+        format="json",
+        HTTP_AUTHORIZATION=basic("olga", PASSWORDS["olga"]),
+    )
+    assert resp.status_code == 400
     assert not ApiToken.objects.exists()
 
 

@@ -10,8 +10,8 @@ from fabric.api.serializers import BriefFabricSerializer, BriefNodeSerializer
 from fabric.models import Fabric
 from weft.fields import IdentityUrlField
 
-from ..choices import AuthProtocol, PrivProtocol, SnmpVersion
 from ..models import SECRET_FIELDS, Device, Interface, Neighbour, Sensor
+from ..services.config import settings_errors
 
 
 class BriefDeviceSerializer(serializers.ModelSerializer):
@@ -64,33 +64,7 @@ class DeviceSerializer(serializers.ModelSerializer):
         return obj.has_secret("priv_key")
 
     def validate(self, attrs):
-        inst = self.instance
-        version = attrs.get("version", inst.version if inst else SnmpVersion.V2C)
-        auth = attrs.get("auth_protocol", inst.auth_protocol if inst else AuthProtocol.NONE)
-        priv = attrs.get("priv_protocol", inst.priv_protocol if inst else PrivProtocol.NONE)
-
-        def has(name):
-            return bool(attrs[name]) if name in attrs else bool(inst and inst.has_secret(name))
-
-        errors = {}
-        if version == SnmpVersion.V2C and not has("community"):
-            errors["community"] = "an SNMPv2c device needs a community"
-        if version == SnmpVersion.V3:
-            if not attrs.get("user", inst.user if inst else ""):
-                errors["user"] = "an SNMPv3 device needs a user"
-            if (
-                auth != AuthProtocol.NONE
-                and len(attrs.get("auth_key", "") or "") < 8
-                and not ("auth_key" not in attrs and has("auth_key"))
-            ):
-                errors["auth_key"] = "at least 8 characters (RFC 3414 pass phrase) with an auth protocol"
-            if priv != PrivProtocol.NONE:
-                if auth == AuthProtocol.NONE:
-                    errors["priv_protocol"] = "privacy needs an authentication protocol (USM authPriv)"
-                if len(attrs.get("priv_key", "") or "") < 8 and not (
-                    "priv_key" not in attrs and has("priv_key")
-                ):
-                    errors["priv_key"] = "at least 8 characters with a privacy protocol"
+        errors = settings_errors(attrs, self.instance)
         if errors:
             raise serializers.ValidationError(errors)
         return attrs

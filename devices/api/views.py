@@ -4,8 +4,14 @@ neighbours (read-only: they come from polls)."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, extend_schema_view
+import time
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
 
 from accounts.api.mixins import AuditedWritesMixin
 from accounts.roles import Role
@@ -13,18 +19,8 @@ from fabric.api.views import BRIEF_PARAM, BriefModeMixin, ReadOnlyTopologyViewSe
 
 from .. import filtersets
 from ..models import SECRET_FIELDS, Device, Interface, Neighbour, Sensor
+from ..services import config
 from . import serializers
-
-
-def _redact(changes: dict) -> dict:
-    """Audit ``changes`` with the credentials replaced by whether they were set or changed."""
-    out = {}
-    for k, v in changes.items():
-        if k in SECRET_FIELDS:
-            out[k] = "(set)" if v else "(cleared)"
-        else:
-            out[k] = v.pk if hasattr(v, "pk") else v
-    return out
 
 
 @extend_schema_view(
@@ -43,18 +39,58 @@ class DeviceViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
     write_role = Role.ADMIN
     audit_prefix = "device"
 
+    @extend_schema(
+        responses=OpenApiTypes.OBJECT,
+        parameters=[
+            OpenApiParameter(
+                "start", str, description="epoch seconds, ISO 8601, 'now' or relative ('-6h'); default end-1h"
+            ),
+            OpenApiParameter("end", str, description="as start; default now"),
+            OpenApiParameter("resolution", str, description="auto (default), raw, minute or hour"),
+            OpenApiParameter("interface", int, description="ifIndex of the interface whose rates to include"),
+        ],
+        description='{"t": [epoch s], "resolution", "interface": {"if_index", "name", "in_bytes_per_s", '
+        '"out_bytes_per_s", "utilisation", "congestion", "errors"} | null, "sensors": [{"index", "name", '
+        '"kind", "unit", "values"}]} (devices.services.history.device_history)',
+    )
+    @action(detail=True, methods=["get"], url_path="history")
+    def history(self, request, pk=None):
+        """Rate history of one interface (``?interface=<ifIndex>``) and every sensor's readings
+        between ``start`` and ``end`` (the charts of the device page). Bad parameters: 400 naming them."""
+        from datetime import UTC, datetime
+
+        from telemetry.api.series import DEFAULT_SPAN_S, MAX_SPAN_S, RESOLUTIONS, parse_time
+
+        from ..services.history import device_history
+
+        device = self.get_object()
+        q = request.query_params
+        now = time.time()
+        end = parse_time("end", q.get("end"), now, now)
+        start = parse_time("start", q.get("start"), now, end - DEFAULT_SPAN_S)
+        if start >= end:
+            raise ValidationError({"start": "start must be before end"})
+        if end - start > MAX_SPAN_S:
+            raise ValidationError({"start": f"the range may span at most {MAX_SPAN_S / 86400:.0f} days"})
+        resolution = q.get("resolution", "auto") or "auto"
+        if resolution not in RESOLUTIONS:
+            raise ValidationError({"resolution": f"use one of {', '.join(RESOLUTIONS)}"})
+        if_index = q.get("interface") or None
+        if if_index is not None and not (if_index.isdigit() and int(if_index) < 2**31):
+            raise ValidationError({"interface": f"{if_index[:20]!r} is not an ifIndex"})
+        doc = device_history(
+            device, datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC),
+            resolution=resolution, if_index=int(if_index) if if_index is not None else None,
+        )  # fmt: skip
+        return Response({"device": device.pk, "start": start, "end": end, **doc})
+
     def audit_create_changes(self, serializer, instance):
-        return _redact(dict(serializer.validated_data))
+        return config.create_changes(dict(serializer.validated_data))
 
     def audit_update_changes(self, serializer, before, after):
-        from accounts import audit
-
-        plain = [f for f in serializer.validated_data if f not in SECRET_FIELDS]
-        changes = audit.model_changes(before, after, plain)
-        for k in SECRET_FIELDS:
-            if k in serializer.validated_data:
-                changes[k] = "(changed)" if serializer.validated_data[k] else "(cleared)"
-        return changes
+        data = serializer.validated_data
+        secrets = {k: data[k] for k in SECRET_FIELDS if k in data}
+        return config.update_changes(before, after, list(data), secrets)
 
 
 class InterfaceViewSet(ReadOnlyTopologyViewSet):

@@ -13,7 +13,11 @@ of each fabric touched (alarms at once, not on the minute flush).
 
 The first successful poll of a device sets its baseline: no link or interface events for what
 it found (as the first discovery of an IB fabric writes one ``fabric.discovered``, not an event
-per node), only ``device.identified``.
+per node), only ``device.identified``; its counters are the first sample (no rates, no deltas:
+``telemetry.semantics.derive_wrapping`` with no previous sample), so no discard/error/congestion
+rule measures it. One exception: an interface administratively up and operationally down
+(``FIRST_POLL_DOWN``) raises ``device.interface_down`` at once, and only once (the next polls
+see no change).
 """
 
 from __future__ import annotations
@@ -37,8 +41,14 @@ from .. import crypto, mibs, parsers
 from ..choices import PollStatus
 from ..collectors.snmp import Session, SnmpError, Target, close_engine, with_deadline
 from ..models import Device, Interface, Neighbour, Sensor
+from . import history
 
 log = logging.getLogger(__name__)
+
+#: oper states that raise ``device.interface_down`` at a device's first poll for an admin-up
+#: interface; ``notPresent`` (no transceiver in an admin-up cage, the default on many switches)
+#: and ``dormant``/``testing``/``unknown`` do not: they are the device's baseline, not a fault
+FIRST_POLL_DOWN = frozenset({"down", "lowerLayerDown"})
 
 #: every poll: states and counters; inventory polls add ``mibs.INTERFACE_INVENTORY``
 INTERFACE_COLUMNS = (*mibs.INTERFACE_STATE, *mibs.HC_COUNTERS, mibs.IF_DISCONTINUITY, *mibs.PFC)
@@ -234,8 +244,11 @@ def poll_devices(
             continue
         fabrics.setdefault(d.fabric_id, []).append(d.pk)
         out.append(stored)
+    from ..heatmap import publish
+
     for fabric_id, ids in fabrics.items():
         evaluate(fabric_id, ids)
+        transaction.on_commit(lambda f=fabric_id: publish(f))  # the heatmap's Ethernet rows, live
     return out
 
 
@@ -284,6 +297,7 @@ def store(device: Device, reading: Reading) -> dict:
                 dev.identified_at = None  # a new interface: read names and speeds at the next poll
             specs += _store_interfaces(dev, reading, restarted=restarted, first=first)
             _store_sensors(dev, reading.sensors, now)
+            history.record(dev, reading.t)  # the rates and readings just stored, as one sample
             if reading.neighbours is not None:
                 specs += _store_neighbours(dev, reading.neighbours, now, first=first)
             counts = {
@@ -387,6 +401,12 @@ def _store_interfaces(dev: Device, reading: Reading, *, restarted: bool, first: 
         if row is None:
             row = Interface(device=dev, if_index=rec.if_index)
             new.append(row)
+            if first and rec.admin_status == "up" and rec.oper_status in FIRST_POLL_DOWN:
+                # the baseline's one exception: a port meant to be up that is down is an alarm
+                # now, once (later polls see down → down, no change, no second event)
+                specs.append(
+                    interface_spec(dev, rec.name, False, f"oper status {rec.oper_status} at first poll")
+                )
         else:
             changed.append(row)
             if (
@@ -531,4 +551,6 @@ def _link_spec(dev: Device, local: str, remote: str, remote_port: str, *, up: bo
     code = "device.link_up" if up else "device.link_down"
     verb = "now sees" if up else "no longer sees"
     return EventSpec(code, f"{dev.name} {local} {verb} {remote} {remote_port} (LLDP)", object_type="link",
-                     object_key=key, object_repr=f"{dev.name} {local} ↔ {remote} {remote_port}")  # fmt: skip
+                     object_key=key, object_repr=f"{dev.name} {local} ↔ {remote} {remote_port}",
+                     details={"device": dev.name, "local_port": local, "remote": remote,
+                              "remote_port": remote_port})  # fmt: skip

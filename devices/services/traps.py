@@ -25,6 +25,8 @@ import asyncio
 import logging
 import queue
 import socket
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -72,6 +74,27 @@ def _addresses(host: str) -> set[str]:
         return {host}
 
 
+def bind_udp(listen: tuple[str, int]) -> socket.socket:
+    """A non-blocking UDP socket bound to ``listen`` (``(host, port)``), for pysnmp's transport.
+
+    Binding here rather than letting pysnmp's asyncio transport do it makes a busy or forbidden
+    address an ``OSError`` at once (pysnmp binds in a background task whose failure is only logged).
+
+    Raises:
+        OSError: the address is in use, not local, or needs privileges (port < 1024).
+    """
+    host, port = listen
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_DGRAM)
+    try:
+        sock.setblocking(False)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 class _Receiver(ntfrcv.NotificationReceiver):
     """pysnmp's receiver, keeping the security name (v2c: the community's entry; v3: the user)
     the notification being handed to the callback was accepted under (the callback runs inside
@@ -106,14 +129,19 @@ class TrapReceiver:
     def configure(self, devices: list[Device] | None = None) -> None:
         """(Re)build the engine from ``devices`` (default: every enabled device) and listen.
 
-        Call from the event loop's thread (pysnmp's asyncio transport binds the socket there).
+        Call from the event loop's thread (pysnmp's asyncio transport reads the socket there).
         A device whose stored credential cannot be decrypted is left out (its polls say why).
+
+        Raises:
+            OSError: the address cannot be bound (in use, not local, a privileged port); the
+                receiver is left as it was (a re-configure keeps listening on its old socket).
         """
         if devices is None:
             devices = list(Device.objects.filter(enabled=True))
+        sock = bind_udp(self.listen)  # here, not in pysnmp's background task: a busy port raises
         self.close()
         eng = engine.SnmpEngine()
-        config.add_transport(eng, udp.DOMAIN_NAME, udp.UdpAsyncioTransport().open_server_mode(self.listen))
+        config.add_transport(eng, udp.DOMAIN_NAME, udp.UdpAsyncioTransport().open_server_mode(sock=sock))
         communities: dict[str, str] = {}
         self._v2, self._v3 = {}, {}
         for d in devices:
@@ -259,10 +287,16 @@ async def serve(
     seconds: float | None = None,
     rescan_s: float = 30.0,
     stop: asyncio.Event | None = None,
+    listening: Callable[[], None] | None = None,
 ) -> None:
     """Run ``receiver`` on the current loop: apply notifications as they come (in a worker thread,
     in order), publish its stats to the cache (:data:`STATS_KEY`) and re-read the devices every
-    ``rescan_s``; stop after ``seconds`` (None: until ``stop`` is set)."""
+    ``rescan_s``; stop after ``seconds`` (None: until ``stop`` is set). ``listening`` is called
+    once the socket is bound.
+
+    Raises:
+        OSError: the listen address cannot be bound (at start; a failed re-scan keeps the socket).
+    """
     from asgiref.sync import sync_to_async
     from django.core.cache import cache
 
@@ -271,6 +305,8 @@ async def serve(
 
     loop = asyncio.get_running_loop()
     receiver.configure(await sync_to_async(enabled)())
+    if listening is not None:
+        listening()
     end = None if seconds is None else loop.time() + seconds
     next_scan = loop.time() + rescan_s
     drain = sync_to_async(receiver.drain, thread_sensitive=True)
@@ -282,9 +318,91 @@ async def serve(
                 await drain()
                 await publish()
             if loop.time() >= next_scan:
-                receiver.configure(await sync_to_async(enabled)())
+                try:
+                    receiver.configure(await sync_to_async(enabled)())
+                except OSError as exc:  # the old engine (and its socket) is kept
+                    log.error("trap receiver: re-binding %s:%s failed: %s", *receiver.listen, exc)
                 next_scan = loop.time() + rescan_s
                 await publish()
     finally:
         receiver.close()
         await publish()
+
+
+class TrapListenError(Exception):
+    """The background trap receiver could not start (the address is in use, or needs privileges)."""
+
+
+class BackgroundReceiver:
+    """:func:`serve` of a :class:`TrapReceiver` on its own thread and event loop, for processes
+    that do something else in the foreground (``manage.py serve``, the embedded deployment).
+
+    ``start()`` returns once the socket is bound, or raises :class:`TrapListenError` (nothing left
+    running); ``stop()`` ends the loop and joins the thread. ``receiver.stats()`` counts traffic.
+    """
+
+    def __init__(self, listen: tuple[str, int], *, rescan_s: float = 30.0) -> None:
+        self.receiver = TrapReceiver(listen)
+        self.rescan_s = rescan_s
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, timeout: float = 30.0) -> BackgroundReceiver:
+        """Start the thread and wait until it listens.
+
+        Raises:
+            TrapListenError: binding failed (the message names the address and the reason), or
+                the receiver did not start within ``timeout`` seconds.
+        """
+        host, port = self.receiver.listen
+        self._thread = threading.Thread(target=self._run, name="weft-snmp-traps", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            self.stop()
+            raise TrapListenError(
+                f"the SNMP trap receiver on {host}:{port} did not start within {timeout:g} s"
+            )
+        if self._error is not None:
+            self._thread.join(5.0)
+            if isinstance(self._error, OSError):
+                raise TrapListenError(f"cannot listen for SNMP traps on {host}:{port}: {self._error}")
+            raise TrapListenError(
+                f"the SNMP trap receiver on {host}:{port} did not start: {type(self._error).__name__}: {self._error}"
+            )
+        return self
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:  # reported by start(); a later failure is logged
+            if self._ready.is_set():
+                log.exception("the SNMP trap receiver stopped")
+            self._error = exc
+        finally:
+            self._ready.set()
+            from django.db import connections
+
+            connections.close_all()
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        await serve(self.receiver, rescan_s=self.rescan_s, stop=self._stop, listening=self._ready.set)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop listening and join the thread (at most ``timeout`` seconds)."""
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(stop.set)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()

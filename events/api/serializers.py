@@ -33,13 +33,14 @@ class AlarmSerializer(serializers.ModelSerializer):
     acknowledged_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     cleared_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     url = serializers.CharField(source="get_absolute_url", read_only=True)
+    state_text = serializers.CharField(read_only=True)
 
     class Meta:
         model = Alarm
         fields = ["id", "fabric", "fabric_name", "type", "code", "name", "severity", "category", "state",
                   "object_type", "object_key", "object_repr", "node", "port", "message", "details",
                   "first_seen", "last_seen", "count", "ttl_s", "raised_event", "acknowledged_by",
-                  "acknowledged_at", "cleared_at", "cleared_event", "cleared_by", "clear_reason", "url"]  # fmt: skip
+                  "acknowledged_at", "cleared_at", "cleared_event", "cleared_by", "clear_reason", "state_text", "url"]  # fmt: skip
         read_only_fields = fields
         brief_fields = ["id", "code", "severity", "state", "object_repr"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import template
 from django.db.models import Q
 
+from ..health import CHECK_LABELS
 from ..keys import port_key
 from ..models import Alarm
 
@@ -39,3 +40,9 @@ def object_alarms(context, node=None, port=None):
     open_alarms, cleared = alarms_for(node=node, port=port)
     return {"open_alarms": open_alarms, "cleared": cleared, "is_operator": context.get("is_operator"),
             "csrf_token": context.get("csrf_token")}  # fmt: skip
+
+
+@register.filter
+def check_label(code: str) -> str:
+    """A health check's name for people (``events.health.CHECK_LABELS``); unknown codes as-is."""
+    return CHECK_LABELS.get(code, code)

@@ -149,3 +149,136 @@ def test_open_alarms_are_listed_most_severe_first_history_by_time(alarm, users, 
     html = client_for(users["viewer"]).get("/alarms/?state=cleared").content.decode()
     rows = [html.index(f'data-alarm="{a.pk}"') for a in Alarm.objects.order_by("-last_seen")]
     assert rows == sorted(rows), "history is by time"
+
+
+def _link_up(topo):
+    """The system clears the link-down alarm of ``alarm``: a ``link.up`` on the same link."""
+    from events.engine import process_pending_events
+    from events.services import EventSpec, record_events
+
+    record_events(
+        topo.fabric,
+        [
+            EventSpec(
+                code="link.up",
+                message="spine01 [1] <-> leaf01 [1] came up",
+                category="topology",
+                object_type="link",
+                object_key=topo.link_key(("spine01", 1), ("leaf01", 1)),
+                object_repr="spine01 [1] <-> leaf01 [1]",
+            )
+        ],
+    )
+    process_pending_events(topo.fabric.pk)
+
+
+def test_dashboard_latest_alarms_follow_raise_and_clear(alarm, users, topo, client_for):
+    c = client_for(users["viewer"])
+    html = c.get("/").content.decode()
+    assert f'<tr data-alarm="{alarm.pk}">' in html and "Link down" in html
+    recent = c.get("/dashboard/summary.json").json()["recent_alarms"]
+    assert [(a["id"], a["state"], a["state_text"]) for a in recent] == [(alarm.pk, "active", "Active")]
+    _link_up(topo)
+    assert c.get("/dashboard/summary.json").json()["recent_alarms"] == []
+    html = c.get("/").content.decode()
+    assert f'data-alarm="{alarm.pk}"' not in html and "No open alarms." in html
+
+
+def test_system_clear_after_acknowledge_is_not_cleared_by_the_user(alarm, users, topo, client_for):
+    from events.models import Alarm
+    from events.services import acknowledge
+
+    acknowledge(alarm.pk, users["operator"])
+    assert Alarm.objects.get(pk=alarm.pk).state_text == "Acknowledged by olga"
+    _link_up(topo)
+    cleared = Alarm.objects.get(pk=alarm.pk)
+    assert cleared.state == "cleared" and cleared.cleared_by is None
+    assert cleared.state_text == "Cleared (acknowledged by olga)"
+    html = client_for(users["viewer"]).get(f"/alarms/{alarm.pk}/").content.decode()
+    assert "Cleared (acknowledged by olga)" in html and "Cleared by olga" not in html
+    assert "(by the system)" in html
+    listing = client_for(users["viewer"]).get("/alarms/?state=cleared").content.decode()
+    assert "Cleared (acknowledged by olga)" in listing
+
+
+def test_user_clear_names_the_user(alarm, users):
+    from events.services import clear_alarm
+
+    assert clear_alarm(alarm.pk, users["operator"], "cable reseated").state_text == "Cleared by olga"
+
+
+def test_bulk_acknowledge_is_for_operators_and_audited(alarm, users, client_for):
+    from accounts.models import AuditEntry
+    from events.models import Alarm
+
+    viewer_html = client_for("viewer").get("/alarms/").content.decode()
+    assert 'id="bulk-ack"' not in viewer_html and 'name="alarm"' not in viewer_html
+    assert client_for("viewer").post("/alarms/acknowledge/", {"alarm": [alarm.pk]}).status_code == 403
+    op = client_for("operator")
+    html = op.get("/alarms/").content.decode()
+    assert f'<input type="checkbox" name="alarm" value="{alarm.pk}" form="bulk-ack" class="pick">' in html
+    resp = op.post(
+        "/alarms/acknowledge/", {"alarm": [alarm.pk, 999999], "next": "/alarms/?severity=critical"}
+    )
+    assert resp.status_code == 302 and resp["Location"] == "/alarms/?severity=critical"
+    assert Alarm.objects.get(pk=alarm.pk).state_text == "Acknowledged by olga"
+    assert AuditEntry.objects.filter(action="alarm.acknowledge", object_id=str(alarm.pk)).count() == 1
+    follow = op.get("/alarms/").content.decode()
+    assert "1 alarm acknowledged; 1 skipped" in follow
+    assert op.post("/alarms/acknowledge/", {"alarm": ["x"]}).status_code == 400
+
+
+def test_alarm_csv_export_follows_the_filters(alarm, users, client_for):
+    import csv
+    import io
+
+    c = client_for("viewer")
+    assert 'href="/alarms/export.csv?' in c.get("/alarms/").content.decode()
+    resp = c.get("/alarms/export.csv")
+    assert resp.status_code == 200 and resp["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(resp.content.decode())))
+    assert [(r["id"], r["severity"], r["type"], r["object"], r["state"]) for r in rows] == [
+        (str(alarm.pk), "critical", "link.down", "spine01 [1] <-> leaf01 [1]", "active")
+    ]
+    assert list(csv.reader(io.StringIO(c.get("/alarms/export.csv?severity=info").content.decode()))) == [
+        list(csv.reader(io.StringIO(resp.content.decode())))[0]
+    ]
+
+
+def test_policy_form_labels_in_the_fields_terms_with_units(db, users, client_for):
+    from events.models import EventPolicy
+    from events.policies import ensure_policies
+
+    ensure_policies()
+    congestion = EventPolicy.objects.get(code="port.congestion")
+    html = client_for("admin").get(f"/event-policies/{congestion.pk}/").content.decode()
+    assert "Threshold (congestion index (0..1))" in html
+    assert "Alarm lifetime after its last raise (seconds; 0 = until cleared)" in html
+    assert "Ttl s" not in html and "Clear factor:" not in html
+    up = EventPolicy.objects.get(code="link.up")
+    assert "not used: this event type has no condition rule" in (
+        client_for("admin").get(f"/event-policies/{up.pk}/").content.decode()
+    )
+
+
+def test_health_report_names_checks_for_people(topo, users, client_for):
+    from events.reports import run_health_report
+
+    report = run_health_report(topo.fabric, users["operator"])
+    html = client_for("viewer").get(f"/health/{report.pk}/").content.decode()
+    assert "Duplicate LIDs" in html and "Links below capability (width/speed)" in html
+    assert '<div class="muted" title="duplicate_lid">' in html
+    assert client_for("viewer").get(f"/health/{report.pk}.json").json()["summary"].keys() >= {"duplicate_lid"}
+
+
+def test_dashboard_top_tables_name_the_fabric(alarm, users, topo, client_for):
+    from django.utils import timezone
+
+    from telemetry.models import PortCounters, Sweep
+
+    s = Sweep.objects.create(fabric=topo.fabric, started=timezone.now(), interval_s=10)
+    PortCounters.objects.create(port=topo.ports[("leaf01", 2)], sweep=s, congestion=0.7)
+    c = client_for("viewer")
+    row = c.get("/dashboard/summary.json").json()["top_congested"][0]
+    assert row["fabric_name"] == topo.fabric.name
+    assert f"<tr><td>{topo.fabric.name}</td><td><a" in c.get("/").content.decode()

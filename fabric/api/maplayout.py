@@ -162,6 +162,31 @@ def compute_layout(
     return x, y
 
 
+# --- layers other apps add ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MapLayer:
+    """A layer another app draws on a fabric's map (the devices app's Ethernet links):
+    ``build(fabric, payload) -> dict`` returns its part of the payload (``payload[name]``; it may
+    read the IB part, e.g. the nodes' positions), ``cache_part(fabric) -> str`` a string that
+    changes whenever its part would; the layer's ``nodes`` go into ``nodes_version`` and the whole
+    part into the light ``?part=edges`` payload."""
+
+    name: str
+    build: object
+    cache_part: object
+
+
+#: registered layers, in drawing order (``AppConfig.ready()`` calls :func:`register_layer`)
+LAYERS: dict[str, MapLayer] = {}
+
+
+def register_layer(name: str, build, cache_part) -> None:
+    """Add (or replace) the map layer ``name`` (see :class:`MapLayer`)."""
+    LAYERS[name] = MapLayer(name, build, cache_part)
+
+
 # --- database part ------------------------------------------------------------------------------
 
 
@@ -287,7 +312,7 @@ def build_map(fabric) -> dict:
     payload = {
         "fabric": {"id": fabric.pk, "name": fabric.name},
         "discovery": last,
-        "nodes_version": _digest([nodes, host_names, extra_lids]),
+        "nodes_version": "",
         "counts": {
             **type_counts,
             "links": n_links,
@@ -302,7 +327,12 @@ def build_map(fabric) -> dict:
         "speeds": speeds,
         "widths": widths,
     }
+    layer_nodes = []
+    for layer in LAYERS.values():
+        payload[layer.name] = layer.build(fabric, payload)
+        layer_nodes.append(payload[layer.name].get("nodes"))
     payload["groups"] = build_groups(fabric, payload)
+    payload["nodes_version"] = _digest([nodes, host_names, extra_lids, *layer_nodes])
     return payload
 
 
@@ -316,8 +346,8 @@ def edges_part(payload: dict) -> dict:
     ``discovery``, ``counts``, ``nodes_version`` (a digest of everything drawn of the nodes: ids,
     names, positions, LIDs, hosts; when it differs from the drawn one the map must be reloaded),
     ``edges``, ``speeds`` and ``widths``."""
-    keep = ("fabric", "discovery", "counts", "nodes_version", "edges", "speeds", "widths")
-    return {k: payload[k] for k in keep}
+    keep = ("fabric", "discovery", "counts", "nodes_version", "edges", "speeds", "widths", *LAYERS)
+    return {k: payload[k] for k in keep if k in payload}
 
 
 def _down_links(fabric, index: dict[str, int]) -> dict[tuple[int, int], int]:
@@ -345,8 +375,9 @@ def _down_links(fabric, index: dict[str, int]) -> dict[tuple[int, int], int]:
 def map_cache_key(fabric) -> str:
     """A cache key that changes with every discovery, every node/link count change, every
     change of the open ``link.down`` alarms (drawn as Down cables), every node-name map change
-    (``Fabric.node_name_map_changed``: the names are drawn) and every switch role change (the
-    groups follow the scheduler's locality, which skips storage and management switches)."""
+    (``Fabric.node_name_map_changed``: the names are drawn), every switch role change (the
+    groups follow the scheduler's locality, which skips storage and management switches) and
+    with every registered layer's ``cache_part``."""
     from django.db.models import Count, Max
 
     from events.models import Alarm
@@ -369,9 +400,10 @@ def map_cache_key(fabric) -> str:
     down = (
         Alarm.objects.open().filter(fabric=fabric, code="link.down").aggregate(n=Count("id"), last=Max("id"))
     )
+    layers = ":".join(f"{layer.name}={layer.cache_part(fabric)}" for layer in LAYERS.values())
     return (
         f"weft:fabric-map:v4:{fabric.pk}:{last}:{fabric.last_discovery_id}:{nodes}:{links}:"
-        f"{down['n']}:{down['last']}:{_stamp(fabric.node_name_map_changed)}:{roles}"
+        f"{down['n']}:{down['last']}:{_stamp(fabric.node_name_map_changed)}:{roles}:{layers}"
     )
 
 

@@ -35,6 +35,9 @@ from ..services import partitions as partition_service
 from ..services.ingest import ImportWouldRemove
 from ..services.ingest import summary as ingest_summary
 from ..services.names import MapUnreadable, fabric_names
+from ..services.portactions import ACTIONS as PORT_ACTIONS
+from ..services.portactions import PortActionFailed, PortActionRefused, run_port_action
+from ..services.reference import compare_fabric
 from ..services.requests import (
     NoLiveAccess,
     discover_new_fabric,
@@ -137,6 +140,37 @@ class PortViewSet(ReadOnlyTopologyViewSet):
     brief_serializer_class = serializers.BriefPortSerializer
     filterset_class = filtersets.PortFilterSet
     ordering_fields = ["id", "port_num", "lid", "state", "rate_gbps"]
+    action_roles = {"port_action": Role.OPERATOR}
+
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={
+            200: OpenApiResponse(OpenApiTypes.OBJECT, description="{action, port, state, phys_state}"),
+            400: OpenApiResponse(description="unknown action or no confirm"),
+            409: OpenApiResponse(description="refused: a CA port, the SM's own path (the reason in detail)"),
+            502: OpenApiResponse(description="the tool failed"),
+        },
+        description="Run ``action`` (disable, enable, reset, clear_counters) on this switch port: body "
+        '``{"action": "disable", "confirm": true}`` (Operator; audited; rules in '
+        "``fabric.services.portactions``).",
+    )
+    @action(detail=True, methods=["post"], url_path="actions")
+    def port_action(self, request, pk=None):
+        """Disable / enable / reset a switch port or clear its counters (Operator)."""
+        port = self.get_object()
+        data = request.data if isinstance(request.data, Mapping) else {}
+        name = str(data.get("action", ""))
+        if name not in PORT_ACTIONS:
+            raise ValidationError({"action": [f"one of {', '.join(PORT_ACTIONS)}"]})
+        if data.get("confirm") not in (True, "1", "true", 1):
+            raise ValidationError({"confirm": ["send confirm: true to run the action"]})
+        try:
+            result = run_port_action(port, name, user=request.user)
+        except PortActionRefused as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except PortActionFailed as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_502_BAD_GATEWAY)
+        return Response(result.as_dict())
 
 
 @extend_schema_view(
@@ -275,6 +309,21 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
             409: OpenApiResponse(description="the fabric has no live access (imported from a file)"),
         },
     )
+    @extend_schema(
+        responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description="the compare report")},
+        description="The fabric against its reference topology (``fabric.compare.compare``): missing, extra "
+        'and miswired links, missing and extra nodes, links below the reference\'s width/speed; ``{"reference": '
+        'null, "detail": …}`` when no reference is set (an Admin sets it on the fabric\'s compare page).',
+    )
+    @action(detail=True, methods=["get"])
+    def compare(self, request, pk=None):
+        """The compare report of this fabric against its reference topology (Viewer)."""
+        fabric = self.get_object()
+        report = compare_fabric(fabric)
+        if report is None:
+            return Response({"reference": None, "detail": f"{fabric.name} has no reference topology"})
+        return Response(report)
+
     @action(detail=True, methods=["post"])
     def discover(self, request, pk=None):
         """Queue a live discovery (ibnetdiscover) of this fabric now (Operator)."""

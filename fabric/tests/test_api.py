@@ -597,6 +597,9 @@ def test_map_edges_part_is_the_light_payload_of_an_open_map(small, client_for):
     viewer = client_for("viewer")
     full = viewer.get(f"/api/fabric/fabrics/{small.pk}/map/").json()
     part = viewer.get(f"/api/fabric/fabrics/{small.pk}/map/", {"part": "edges"}).json()
+    from fabric.api.maplayout import LAYERS
+
+    # the IB cables and the registered layers (the devices app's Ethernet links), not the nodes
     assert set(part) == {
         "fabric",
         "discovery",
@@ -606,6 +609,7 @@ def test_map_edges_part_is_the_light_payload_of_an_open_map(small, client_for):
         "speeds",
         "widths",
         "live",
+        *LAYERS,
     }
     assert part["nodes_version"] == full["nodes_version"] and len(part["nodes_version"]) == 16
     assert (part["edges"], part["counts"], part["speeds"]) == (full["edges"], full["counts"], full["speeds"])

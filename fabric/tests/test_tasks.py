@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import logging
 import re
 
 import pytest
@@ -98,7 +99,7 @@ def test_discover_fabric_task_does_not_overlap(committed_signals):
 
 @pytest.mark.lab
 @pytest.mark.django_db(transaction=True)
-def test_tasks_and_discover_command_against_the_lab(small_lab, committed_signals):
+def test_tasks_and_discover_command_against_the_lab(small_lab, committed_signals, caplog):
     live = Fabric.objects.create(name="lab", tool_env=dict(small_lab.tool_env))
     Fabric.objects.create(name="imported")
     results = discover_all_task()
@@ -106,7 +107,12 @@ def test_tasks_and_discover_command_against_the_lab(small_lab, committed_signals
     assert results[0]["status"] == "ok" and results[0]["switches"] == len(small_lab.net.switches)
     assert Node.objects.filter(fabric=live).count() == len(small_lab.net.nodes)
     out = io.StringIO()
+    caplog.clear()
+    caplog.set_level(logging.INFO)
     call_command("discover", "--fabric", "lab", stdout=out)
+    # the JSON summary alone: no log line before it (issue 14: scripts parse the output)
+    assert out.getvalue().count("\n") == 1
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO] == []
     s = _last_json(out.getvalue())
     assert (s["switches"], s["cas"], s["added"], s["removed"], s["changed"], s["rows_written"]) == (
         len(small_lab.net.switches),

@@ -182,13 +182,13 @@ def test_import_page_is_for_admins(db, client_for):
     assert resp.status_code == 200
     html = resp.content.decode()
     assert 'data-url="/api/fabric/fabrics/import/"' in html and 'type="file"' in html and "<progress" in html
-    assert "up to 256 MB" in html  # WEFT_IMPORT_MAX_BYTES's default, not a number of its own
+    assert "up to 256 MiB" in html  # WEFT_IMPORT_MAX_BYTES's default, not a number of its own
 
 
 def test_import_page_states_the_configured_limit(db, client_for, settings):
     settings.WEFT_IMPORT_MAX_BYTES = 1536 * 1024
     html = client_for("admin").get("/fabric/import/").content.decode()
-    assert "up to 1.5 MB" in html
+    assert "up to 1.5 MiB" in html
 
 
 @pytest.mark.parametrize("module", ["fabric.views", "events.views", "telemetry.views"])

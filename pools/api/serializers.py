@@ -335,7 +335,9 @@ class PoolSerializer(serializers.ModelSerializer):
     """A pool: owner tenant (null: shared by every tenant), filters, quotas, its usage now, and
     its IB partition. ``pkey`` (an integer or ``"0x0123"``, 0x0001-0x7ffe, unique on the pool's
     fabric; null: none) gives the pool a partition whose members follow the hosts it holds GPUs
-    on; ``partition`` shows it and its applied state (read-only)."""
+    on; ``partition`` shows it and its applied state (read-only). ``job_isolation``: each job the
+    queue places in the pool gets its own partition (a PKey from ``job_pkey_min``-``job_pkey_max``
+    that no partition of the fabric uses) of its hosts, removed when the job ends."""
 
     url = IdentityUrlField(view_name="pools-api:pool-detail")
     display = serializers.CharField(source="__str__", read_only=True)
@@ -350,6 +352,8 @@ class PoolSerializer(serializers.ModelSerializer):
         help_text="the pool's PKey (0x0001-0x7ffe, unique per fabric; needs a fabric); null: none",
     )  # fmt: skip
     partition = PoolPartitionSerializer(read_only=True, allow_null=True)
+    job_pkey_min = PKeyField(required=False, help_text="first PKey of the job PKey range (default 0x6000)")
+    job_pkey_max = PKeyField(required=False, help_text="last PKey of the job PKey range (default 0x6fff)")
     usage = serializers.SerializerMethodField()
 
     class Meta:
@@ -357,7 +361,7 @@ class PoolSerializer(serializers.ModelSerializer):
         fields = [
             "id", "url", "display", "name", "description", "tenant", "fabric", "gpu_model", "quota_gpus",
             "guaranteed_gpus", "quota_slices", "guaranteed_slices", "priority_weight", "pkey", "partition",
-            "usage", "created",
+            "job_isolation", "job_pkey_min", "job_pkey_max", "usage", "created",
         ]  # fmt: skip
         extra_kwargs = {"priority_weight": {"min_value": 1}}
 
@@ -380,6 +384,14 @@ class PoolSerializer(serializers.ModelSerializer):
                     }
                 )
         self._validate_pkey(attrs, value("fabric"), value("pkey"))
+        low, high = value("job_pkey_min"), value("job_pkey_max")
+        low = 0x6000 if low is None else low
+        high = 0x6FFF if high is None else high
+        if low > high:
+            field = "job_pkey_min" if "job_pkey_min" in attrs else "job_pkey_max"
+            raise serializers.ValidationError(
+                {field: [f"the job PKey range 0x{low:04x}-0x{high:04x} is empty"]}
+            )
         return attrs
 
     def _validate_pkey(self, attrs, fabric, pkey) -> None:

@@ -16,6 +16,7 @@ members ``pools.services.partitions`` keeps equal to the CA ports of the hosts t
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -73,6 +74,13 @@ class Pool(models.Model):
     partition's own constraint) on ``fabric``; its ``pool`` members are the port GUIDs of the CA
     ports of the hosts whose GPUs the pool holds, its other members (``extra``: storage, login
     nodes) are configured on the partition. Written only by ``pools.services.partitions``.
+
+    ``job_isolation``: every job the queue places in this pool gets a partition of its own whose
+    members are its hosts' CA ports (full membership), removed when the job ends, as the UFM
+    Slurm plugin's prolog/epilog do. Its PKey is the lowest one in ``job_pkey_min``-
+    ``job_pkey_max`` (inclusive, 0x0001-0x7ffe) that no partition of the fabric uses
+    (``pools.services.partitions.open_job_partition``): a configured range per pool, never a
+    PKey an imported, pool or other job partition holds.
     """
 
     name = models.CharField(max_length=64, unique=True)
@@ -99,11 +107,28 @@ class Pool(models.Model):
         Partition, null=True, blank=True, on_delete=models.SET_NULL, related_name="pool", editable=False,
         help_text="the pool's IB partition (PKey) on its fabric; empty: none",
     )  # fmt: skip
+    job_isolation = models.BooleanField(
+        default=False, help_text="each job placed in the pool gets its own partition (job PKey) of its hosts"
+    )
+    job_pkey_min = models.PositiveIntegerField(
+        default=0x6000, validators=[MinValueValidator(0x0001), MaxValueValidator(0x7FFE)],
+        help_text="first PKey of the range job partitions take theirs from",
+    )  # fmt: skip
+    job_pkey_max = models.PositiveIntegerField(
+        default=0x6FFF, validators=[MinValueValidator(0x0001), MaxValueValidator(0x7FFE)],
+        help_text="last PKey (inclusive) of that range",
+    )  # fmt: skip
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["name"]
         constraints = [
+            models.CheckConstraint(
+                condition=Q(
+                    job_pkey_min__gte=1, job_pkey_min__lte=models.F("job_pkey_max"), job_pkey_max__lte=0x7FFE
+                ),
+                name="pool_job_pkey_range",
+            ),
             models.CheckConstraint(
                 condition=Q(quota_gpus__isnull=True) | Q(guaranteed_gpus__lte=models.F("quota_gpus")),
                 name="pool_guaranteed_gpus_within_quota",

@@ -48,6 +48,11 @@ a fraction the cheapest way to make room on one GPU (a borrowed whole-GPU alloca
 borrowed fractions on a shared GPU). The guarantee is the pool's right whatever its weight: the
 weight orders the borrowers, it does not shield them. Requests for named GPUs do not reclaim.
 
+Bulk: :func:`allocate_many` allocates a batch (a scheduling pass's placements) in one
+transaction with the same guarantees, request by request in list order, each refusal its own
+(the others go on); named whole GPUs, the pass's requests, are locked, checked and written in
+bulk (one audit entry and one event per allocation, bulk-inserted).
+
 Errors: :class:`InvalidRequest` (400: bad input), :class:`NotEnoughFree` and
 :class:`QuotaExceeded` (409), :class:`NotHolding` (409: release of an ended allocation),
 ``Pool.DoesNotExist``/``Allocation.DoesNotExist`` (404 to the API).
@@ -65,7 +70,7 @@ from django.utils import timezone
 
 from accounts import audit
 from events.services import EventSpec, record_events
-from fabric.models import Fabric
+from fabric.models import Fabric, Host
 from weft.realtime import group_name, publish
 
 from ..choices import HOLDING_STATES, AllocationKind, AllocationState, GpuState
@@ -337,6 +342,152 @@ def _allocate(pool: Pool, request: AllocationRequest, locked: _Locked, user, now
     )  # fmt: skip
     _on_commit(alloc, gpu_ids, fabric_id)
     return alloc
+
+
+# --- allocate in bulk -----------------------------------------------------------------------------
+
+
+def allocate_many(
+    requests: list[tuple[int, AllocationRequest]], *, user=None, now: datetime | None = None
+) -> list[Allocation | AllocationError]:
+    """Allocate many ``(pool_id, request)`` at once in one transaction (a scheduling pass binding
+    its placements): returns, in order, each one's active :class:`Allocation` or the
+    :class:`AllocationError` that refused it. A refused request changes nothing and does not
+    stop the others; the same guarantees as :func:`allocate`, one by one in list order.
+
+    Requests for named whole GPUs (``kind`` gpu with ``gpu_ids``, what a pass asks for) are done
+    in bulk: the pools' rows locked once (pk order, the module's lock order), each pool's usage
+    read once and carried across the batch (quota and borrowed flags as if the requests came one
+    after the other), all the named GPUs locked in one statement (pk order) and checked free and
+    eligible for their pool, a GPU named by two requests given to the first only; then the
+    allocations, items, GPU states, events and audit entries (one per allocation) written with
+    bulk inserts, and ``allocation_changed`` sent per allocation on commit. Named GPUs never
+    reclaim (as in :func:`allocate`). Any other request goes through :func:`allocate` inside a
+    savepoint, after the bulk ones.
+
+    A missing pool is refused as :class:`InvalidRequest` (``field`` "pool"). Errors other than
+    :class:`AllocationError` (the database) roll the whole batch back and propagate.
+    """
+    now = now or timezone.now()
+    out: list[Allocation | AllocationError | None] = [None] * len(requests)
+    bulk, single = [], []
+    for i, (_pool_id, req) in enumerate(requests):
+        try:
+            req.validate()
+        except InvalidRequest as exc:
+            out[i] = exc
+            continue
+        (bulk if req.kind == AllocationKind.GPU and req.gpu_ids else single).append(i)
+    with transaction.atomic():
+        if bulk:
+            _allocate_named([(i, *requests[i]) for i in bulk], out, user, now)
+        for i in single:
+            pool_id, req = requests[i]
+            try:
+                with transaction.atomic():
+                    out[i] = allocate(pool_id, req, user=user, now=now)
+            except AllocationError as exc:
+                out[i] = exc
+            except Pool.DoesNotExist:
+                out[i] = InvalidRequest(f"no pool {pool_id}", field="pool")
+    return out  # type: ignore[return-value]
+
+
+def _allocate_named(batch: list[tuple[int, int, AllocationRequest]], out: list, user, now: datetime) -> None:
+    """The bulk part of :func:`allocate_many` (its docstring), in the caller's transaction;
+    writes each request's result into ``out`` at its index."""
+    pools = _lock_pools({pool_id for _, pool_id, _ in batch})
+    # a pool without quota or guarantee needs no usage: nothing to check, all it holds is borrowed
+    usage = {
+        pk: pool_usage(pk) if p.quota_gpus is not None or p.guaranteed_gpus else {"gpus": 0}
+        for pk, p in pools.items()
+    }
+    wanted = sorted({g for _, _, req in batch for g in req.gpu_ids})
+    gpus = {
+        g.pk: g
+        for g in Gpu.objects.select_for_update().filter(pk__in=wanted).order_by("pk").only("pk", "host_id")
+    }
+    # GPUs free and eligible, read once per distinct pool filter (model, fabric)
+    filters: dict[tuple[str, int | None], list[int]] = {}
+    for pool_id, pool in pools.items():
+        filters.setdefault((pool.gpu_model, pool.fabric_id), []).append(pool_id)
+    free: dict[int, set[int]] = {}
+    for pool_ids in filters.values():
+        mine = sorted({g for _, p, req in batch if p in pool_ids for g in req.gpu_ids})
+        ok = set(
+            eligible_gpus(pools[pool_ids[0]]).filter(pk__in=mine, state=GpuState.FREE, mig_mode_current__in=_NOT_MIG)
+            .values_list("pk", flat=True)
+        )  # fmt: skip
+        free.update(dict.fromkeys(pool_ids, ok))
+    taken: set[int] = set()
+    plans = []
+    for i, pool_id, req in batch:
+        pool = pools.get(pool_id)
+        try:
+            if pool is None:
+                raise InvalidRequest(f"no pool {pool_id}", field="pool")
+            tenant_id = _tenant_for(pool, req)
+            _check_quota(pool, "gpus", usage[pool_id]["gpus"], req.count)
+            unknown = sorted(g for g in req.gpu_ids if g not in gpus)
+            if unknown:
+                raise InvalidRequest(f"no GPU with id {unknown}", field="gpu_ids")
+            busy = sorted(g for g in req.gpu_ids if g not in free[pool_id] or g in taken)
+            if busy:
+                raise NotEnoughFree(f"GPUs {busy} are not free for pool {pool.name}", gpus=busy)
+        except AllocationError as exc:
+            out[i] = exc
+            continue
+        flags = _borrowed_flags(pool.guaranteed_gpus, usage[pool_id]["gpus"], req.count)
+        usage[pool_id]["gpus"] += req.count
+        taken.update(req.gpu_ids)
+        plans.append((i, pool, req, tenant_id, sorted(req.gpu_ids), flags))
+    if not plans:
+        return
+    owner = user if _is_user(user) else None
+    allocs = Allocation.objects.bulk_create(
+        [
+            Allocation(
+                pool=pool, tenant_id=tenant_id, kind=AllocationKind.GPU, owner=owner, job=req.job,
+                state=AllocationState.ACTIVE, count=req.count, borrowed=any(flags), started_at=now,
+                lease_expires_at=now + timedelta(seconds=req.lease_s) if req.lease_s else None,
+            )
+            for _, pool, req, tenant_id, _, flags in plans
+        ],
+        batch_size=500,
+    )  # fmt: skip
+    AllocationItem.objects.bulk_create(
+        [
+            AllocationItem(allocation=alloc, kind=AllocationKind.GPU, gpu_id=g, borrowed=b)
+            for alloc, (*_, ids, flags) in zip(allocs, plans, strict=True)
+            for g, b in zip(ids, flags, strict=True)
+        ],
+        batch_size=1000,
+    )
+    Gpu.objects.filter(pk__in=sorted(taken)).update(state=GpuState.ALLOCATED)
+    host_fabric = dict(
+        Host.objects.filter(pk__in={gpus[g].host_id for g in taken}).values_list("pk", "fabric_id")
+    )
+    by_fabric: dict[int | None, list[EventSpec]] = {}
+    audits = []
+    for alloc, (i, pool, _req, tenant_id, ids, _) in zip(allocs, plans, strict=True):
+        out[i] = alloc
+        fabric_id = pool.fabric_id or host_fabric.get(gpus[ids[0]].host_id)
+        by_fabric.setdefault(fabric_id, []).append(EventSpec(
+            code="allocation.created", object_type="pool", object_key=f"{pool.name}/{alloc.pk}",
+            object_repr=str(alloc), message=f"{pool.name}: allocation {alloc.pk} of {_what(alloc)}"
+            f"{' (borrowed)' if alloc.borrowed else ''}",
+            details={"allocation": alloc.pk, "tenant": tenant_id, "kind": alloc.kind, "count": alloc.count,
+                     "gpus": ids, "borrowed": alloc.borrowed, "reclaimed": []},
+        ))  # fmt: skip
+        audits.append((
+            "allocation.create", alloc,
+            {"pool": pool.name, "kind": alloc.kind, "count": alloc.count, "gpus": ids, "job": alloc.job,
+             "borrowed": alloc.borrowed, "lease_expires_at": _iso(alloc.lease_expires_at), "reclaimed": []},
+        ))  # fmt: skip
+        _on_commit(alloc, ids, fabric_id)
+    for fabric_id, specs in by_fabric.items():
+        record_events(Fabric(pk=fabric_id) if fabric_id else None, specs, at=now)
+    audit.record_many(audits, user=user)
 
 
 def _is_user(user) -> bool:
@@ -825,10 +976,11 @@ def _iso(value) -> str | None:
 def _on_commit(alloc: Allocation, gpu_ids: list[int], fabric_id: int | None) -> None:
     payload = {"allocation": alloc.pk, "pool": alloc.pool_id, "tenant": alloc.tenant_id, "state": alloc.state,
                "gpus": gpu_ids}  # fmt: skip
+    partition_id = alloc.pool.partition_id  # read under the pool's row lock (every caller holds it)
 
     def send() -> None:
         allocation_changed.send(sender=Allocation, allocation_id=alloc.pk, pool_id=alloc.pool_id,
-                                state=payload["state"], gpu_ids=gpu_ids)  # fmt: skip
+                                state=payload["state"], gpu_ids=gpu_ids, pool_partition_id=partition_id)  # fmt: skip
         publish(group_name("pools", "all"), "allocation.changed", payload)
 
     transaction.on_commit(send)

@@ -168,3 +168,108 @@ def set_pool_pkey(pool: Pool, pkey: int | None, *, user=None) -> Partition | Non
         for fabric_id in sorted(touched):
             queue_apply(fabric_id)
     return pool.partition
+
+
+# --- job partitions (per-job isolation) -----------------------------------------------------------
+
+
+class NoJobPKey(PoolPKeyError):
+    """Every PKey of the pool's job range is used on the fabric (or the job has no fabric to put a
+    partition on); nothing was written."""
+
+
+def job_partition_name(job_id: int) -> str:
+    """The partition name of job ``job_id``: ``job_<id>`` (fabric-level, like ``pool_<id>``)."""
+    return f"job_{job_id}"
+
+
+def allocation_member_guids(allocation_id: int, fabric_id: int) -> list[str]:
+    """Sorted port GUIDs of the CA ports on fabric ``fabric_id`` of the hosts allocation
+    ``allocation_id`` holds GPUs (whole, slices or a fraction) on (its active items)."""
+    hosts = AllocationItem.objects.filter(allocation_id=allocation_id, active=True).values("gpu__host_id")
+    return sorted(
+        set(
+            Port.objects.filter(
+                node__fabric_id=fabric_id, node__node_type=NodeType.CA, node__host_id__in=hosts
+            )
+            .exclude(port_guid="")
+            .values_list("port_guid", flat=True)
+        )
+    )
+
+
+def _free_pkeys(pool: Pool, fabric_id: int):
+    """PKeys of ``pool``'s job range not used by any partition of fabric ``fabric_id``, lowest first."""
+    used = set(
+        Partition.objects.filter(
+            fabric_id=fabric_id, pkey__gte=pool.job_pkey_min, pkey__lte=pool.job_pkey_max
+        ).values_list("pkey", flat=True)
+    )
+    return (k for k in range(pool.job_pkey_min, pool.job_pkey_max + 1) if k not in used)
+
+
+def open_job_partition(
+    pool: Pool, job_id: int, allocation_id: int, *, fabric_id: int | None = None, user=None
+) -> Partition:
+    """Create job ``job_id``'s own partition (per-job isolation, ``Pool.job_isolation``): name
+    ``job_<id>``, the lowest free PKey of the pool's job range (``Pool.job_pkey_min``-
+    ``job_pkey_max``; free = no partition of the fabric has it), members the CA ports of the
+    hosts allocation ``allocation_id`` holds, full membership (reason ``pool``: computed here),
+    IPoIB on. Through ``fabric.services.partitions`` (``save_partition``, ``set_members``: audited,
+    inside the caller's transaction), and an apply of the fabric queued on commit.
+
+    ``fabric_id``: the fabric of the job's hosts (default: the pool's, else that of the
+    allocation's first GPU: a placement never spans fabrics). Two openers racing for
+    one PKey: the database's unique (fabric, PKey) refuses the second insert, which takes the next
+    free PKey (a savepoint around each try).
+
+    Raises:
+        NoJobPKey: no fabric, or every PKey of the range is taken on the fabric.
+    """
+    fabric_id = (
+        fabric_id
+        or pool.fabric_id
+        or (
+            AllocationItem.objects.filter(allocation_id=allocation_id, active=True)
+            .values_list("gpu__host__fabric_id", flat=True)
+            .first()
+        )
+    )
+    if fabric_id is None:
+        raise NoJobPKey(f"pool {pool.name}: a job partition needs a fabric (PKeys are per fabric)")
+    with transaction.atomic():
+        for pkey in _free_pkeys(pool, fabric_id):
+            partition = Partition(
+                fabric_id=fabric_id, name=job_partition_name(job_id), pkey=pkey, ipoib=True,
+                description=f"job {job_id} of GPU pool {pool.pk} (Weft)", source=PartitionSource.WEFT,
+            )  # fmt: skip
+            try:
+                with transaction.atomic():
+                    save_partition(partition, user=user, action="partition.create")
+                break
+            except (PartitionError, IntegrityError):  # taken meanwhile: the next one
+                continue
+        else:
+            raise NoJobPKey(
+                f"pool {pool.name}: every job PKey of 0x{pool.job_pkey_min:04x}-0x{pool.job_pkey_max:04x} "
+                f"is used on fabric {fabric_id}"
+            )
+        set_members(
+            partition, allocation_member_guids(allocation_id, fabric_id), reason=MemberReason.POOL, user=user
+        )
+        queue_apply(fabric_id)
+    return partition
+
+
+def close_job_partition(partition_id: int, *, user=None) -> bool:
+    """Delete a job's partition (the job ended) through ``fabric.services.partitions`` (audited)
+    and queue an apply of its fabric on commit: OpenSM takes the PKey off the ports. Returns
+    False when it was already gone."""
+    with transaction.atomic():
+        partition = Partition.objects.select_for_update().filter(pk=partition_id).first()
+        if partition is None:
+            return False
+        fabric_id = partition.fabric_id
+        delete_partition(partition, user=user)
+        queue_apply(fabric_id)
+    return True

@@ -7,6 +7,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from fabric.api.serializers import BriefPartitionSerializer
 from pools.api.serializers import BriefAllocationSerializer, BriefPoolSerializer, BriefTenantSerializer
 from weft.fields import IdentityUrlField
 
@@ -36,7 +37,9 @@ class BriefJobSerializer(serializers.ModelSerializer):
 class JobSerializer(serializers.ModelSerializer):
     """A job: its request, priority, topology constraint, state with timestamps and reason, where
     it runs (``placement``: host → GPUs, slices or shares; its pools ``allocation``), the last
-    decision with its explanation, and the reservation when it is the queue's head."""
+    decision with its explanation, and the reservation when it is the queue's head. In a pool with
+    job isolation: ``pkey``/``pkey_hex`` (the job PKey it was given, kept after it ends) and
+    ``partition`` (its own partition and applied state while it holds GPUs; null after)."""
 
     url = IdentityUrlField(view_name="scheduler-api:job-detail")
     display = serializers.CharField(source="__str__", read_only=True)
@@ -50,6 +53,10 @@ class JobSerializer(serializers.ModelSerializer):
     placement = serializers.DictField(child=serializers.IntegerField(), read_only=True)
     reserved_hosts = serializers.ListField(child=serializers.CharField(), read_only=True)
     decision = DecisionField(read_only=True)
+    pkey_hex = serializers.SerializerMethodField(help_text="the job PKey as 0x hex (null: not isolated)")
+    partition = BriefPartitionSerializer(
+        read_only=True, allow_null=True, help_text="the job's own partition while it holds GPUs"
+    )
 
     class Meta:
         model = Job
@@ -59,7 +66,11 @@ class JobSerializer(serializers.ModelSerializer):
             "segment_tier_name", "request", "priority_class", "priority", "preemptible", "requeue", "preemptions", "tier", "tier_name",
             "tier_mode", "time_limit_s", "state", "reason", "pending_code", "submitted_at", "placed_at", "started_at",
             "ended_at", "allocation", "placement", "decision", "decided_at", "reserved_start", "reserved_hosts",
+            "pkey", "pkey_hex", "partition",
         ]  # fmt: skip
+
+    def get_pkey_hex(self, job: Job) -> str | None:
+        return f"0x{job.pkey:04x}" if job.pkey is not None else None
 
     def get_request(self, job: Job) -> str:
         return describe(job)

@@ -17,11 +17,14 @@ audit entry inside it, and sends ``scheduler.signals.job_changed`` on commit:
   ``job.requeued``, audit ``job.requeue``);
 * :func:`run_pass` — one scheduling pass: load the queue and the free state
   (``scheduler.services.state``), plan it (``scheduler.planner.plan_pass``: order with fair
-  share, quota, placement, preemption, reservation and backfill), then bind the plan job by job,
-  and record every pending job's decision. When a job left pending fits in its pool's guaranteed
-  share (``Pool.guaranteed_gpus``) while other pools' preemptible jobs hold borrowed GPUs, the
-  pass ends with the rebalancer's reclaim (``rebalance.reclaim_for_guarantees``, under the same
-  lock): the pools' own reclaim never runs for the queue's requests by named GPUs.
+  share, quota, placement, preemption, reservation and backfill), then bind the plan in plan
+  order — runs of plain whole-GPU placements in bulk (up to :data:`BIND_BATCH` per transaction,
+  ``pools.services.allocation.allocate_many``), a placement with victims, MIG slices, a fraction
+  or a job partition in a transaction of its own — and record every pending job's decision. When
+  a job left pending fits in its pool's guaranteed share (``Pool.guaranteed_gpus``) while other
+  pools' preemptible jobs hold borrowed GPUs, the pass ends with the rebalancer's reclaim
+  (``rebalance.reclaim_for_guarantees``, under the same lock): the pools' own reclaim never runs
+  for the queue's requests by named GPUs.
 
 **One pass at a time**: ``weft.locks.single_instance("scheduler.pass")`` (a lease renewed while
 the pass runs; a dead worker frees it within ``WEFT_LOCK_TTL_S``). A pass asked for while one
@@ -30,8 +33,16 @@ runs is not lost: it leaves a mark in the cache and the running pass goes round 
 **Idempotent if a worker dies mid-pass**: a placement is one transaction — the job row (and its
 victims' rows) locked and checked still pending (still holding), the victims preempted and their
 allocations released, the job's GPUs allocated, the job placed, its decision, event and audit
-entry — so a pass that dies leaves each job either placed with its GPUs or pending without any,
-and the next pass simply plans again. Pending decisions are written at the end of the pass in
+entry — or part of one bulk transaction doing the same for a batch (a job of the batch that the
+pools refuse stays pending, the others are placed), so a pass that dies leaves each job either
+placed with its GPUs or pending without any, and the next pass simply plans again.
+
+**Job PKeys**: in a pool with ``job_isolation`` the placement's transaction also creates the
+job's own partition of its hosts' CA ports (``pools.services.partitions.open_job_partition``;
+a job whose pool has no free job PKey stays pending, nothing bound), and every end of a job
+(complete, fail, cancel, preempt, the pools taking its allocation back) deletes it
+(``close_job_partition``) in the end's transaction; OpenSM applies each change on commit
+(``fabric.services.partitions.queue_apply``), as the UFM Slurm plugin's prolog/epilog do. Pending decisions are written at the end of the pass in
 one transaction (only those that changed; an unchanged one bumps its history row's count).
 
 Locks, in this order (the pools' own order continues it): job rows (pk order), then pool rows
@@ -59,6 +70,7 @@ from django.utils import timezone
 from accounts import audit
 from events.services import EventSpec, record_events
 from fabric.models import Fabric
+from fabric.services.bulk import update_rows
 from pools.choices import AllocationState
 from pools.models import Allocation, AllocationItem, Pool, Tenant
 from pools.services.allocation import (
@@ -68,8 +80,10 @@ from pools.services.allocation import (
     NotHolding,
     QuotaExceeded,
     allocate,
+    allocate_many,
     release,
 )
+from pools.services.partitions import NoJobPKey, close_job_partition, open_job_partition
 from weft.locks import single_instance
 
 from ..choices import (
@@ -98,6 +112,9 @@ PASS_WANTED = "weft:scheduler:pass-wanted"
 PASS_LIMIT_S = 600
 #: passes run back to back at most, when more were asked for while one ran
 MAX_ROUNDS = 3
+#: placements bound per transaction in bulk (``_bind_many``): bounds how long a pass holds the
+#: pools' rows (other allocations wait for them)
+BIND_BATCH = 250
 #: the longest time limit a job may ask for (a year)
 MAX_TIME_LIMIT_S = 366 * 86400
 
@@ -315,28 +332,49 @@ def _release_held(job: Job, to: str, reason: str, now: datetime, user) -> int | 
     return None
 
 
+def _close_partition(job: Job, user) -> dict[str, Any]:
+    """Delete a locked job's own partition (per-job isolation) with its GPUs, in the caller's
+    transaction (OpenSM applies on commit); ``job.partition`` becomes None (the caller saves it,
+    ``pkey`` stays for the record). Returns the details for its history, event and audit entry
+    (``{"removed_pkey": "0x6001"}``; empty without a partition)."""
+    if not job.partition_id:
+        return {}
+    close_job_partition(job.partition_id, user=user)
+    job.partition = None
+    return {"removed_pkey": f"0x{job.pkey:04x}" if job.pkey is not None else None}
+
+
 def _end(job: Job, to: str, reason: str, now: datetime, user, source: str) -> None:
-    """End a locked job: release its allocation (if it still holds one), final state, history,
-    event, audit, signal on commit. The caller holds the job row (and its pool row). A job with
-    ``requeue`` that is preempted goes back to pending instead (:func:`_requeue`)."""
+    """End a locked job: release its allocation (if it still holds one) and delete its own
+    partition (if it has one), final state, history, event, audit, signal on commit. The caller
+    holds the job row (and its pool row). A job with ``requeue`` that is preempted goes back to
+    pending instead (:func:`_requeue`)."""
     _check_transition(job, to)
     if to == JobState.PREEMPTED and job.requeue:
         _requeue(job, reason, now, user, source)
         return
     previous = job.state
     released = _release_held(job, to, reason, now, user)
+    isolation = _close_partition(job, user)
     job.state, job.ended_at, job.reason, job.pending_code = to, now, reason[:300], ""
-    job.reserved_start, job.reserved_hosts = None, []
+    job.reserved_start, job.reserved_hosts, job.partition = None, [], None
     job.save(
-        update_fields=["state", "ended_at", "reason", "pending_code", "reserved_start", "reserved_hosts"]
+        update_fields=["state", "ended_at", "reason", "pending_code", "reserved_start", "reserved_hosts",
+                       "partition"]
+    )  # fmt: skip
+    _record_decision(job, to, [reason], {"released_allocation": released, **isolation}, now)
+    _event(
+        job,
+        f"job.{to}",
+        f"{job}: {to} ({reason})",
+        now,
+        {"reason": reason, "allocation": released, **isolation},
     )
-    _record_decision(job, to, [reason], {"released_allocation": released}, now)
-    _event(job, f"job.{to}", f"{job}: {to} ({reason})", now, {"reason": reason, "allocation": released})
     verb = {"cancelled": "cancel", "completed": "complete", "failed": "fail", "preempted": "preempt"}[to]
     audit.record(
         f"job.{verb}",
         job,
-        {"state": [previous, to], "reason": reason, "released_allocation": released},
+        {"state": [previous, to], "reason": reason, "released_allocation": released, **isolation},
         user=user,
     )
     _send(job, previous, source)
@@ -349,6 +387,7 @@ def _requeue(job: Job, reason: str, now: datetime, user, source: str) -> None:
     (``job.requeue``), signal on commit (the pass that follows places it again)."""
     previous = job.state
     released = _release_held(job, JobState.PREEMPTED, reason, now, user)
+    isolation = _close_partition(job, user)  # placed again: a partition of its new hosts then
     why = f"requeued: {reason}"[:300]
     job.state, job.reason, job.pending_code, job.preemptions = JobState.PENDING, why, "", job.preemptions + 1
     job.placed_at = job.started_at = None
@@ -359,9 +398,12 @@ def _requeue(job: Job, reason: str, now: datetime, user, source: str) -> None:
     )
     job.save(update_fields=["state", "reason", "pending_code", "preemptions", "placed_at", "started_at",
                             "placement", "reserved_start", "reserved_hosts", "decision",
-                            "decided_at"])  # fmt: skip
-    _record_decision(job, "requeued", [why], {"released_allocation": released, "from": previous}, now)
-    details = {"reason": reason, "allocation": released, "requeued": True, "preemptions": job.preemptions}
+                            "decided_at", "partition"])  # fmt: skip
+    _record_decision(
+        job, "requeued", [why], {"released_allocation": released, "from": previous, **isolation}, now
+    )
+    details = {"reason": reason, "allocation": released, "requeued": True, "preemptions": job.preemptions,
+               **isolation}  # fmt: skip
     _event(job, "job.preempted", f"{job}: preempted ({reason})", now, details)
     _event(
         job, "job.requeued",
@@ -523,7 +565,9 @@ def move(
     one transaction: its allocation released, the free GPUs of those hosts allocated (the lowest
     ids matching the pool's and the job's models), the job ``placed`` there (a running job
     starts again on its new hosts: its prolog reports it running), history, a ``job.moved``
-    event and a ``job.move`` audit entry, signal on commit. The rebalancer's defragmenting moves
+    event and a ``job.move`` audit entry, signal on commit; a job with its own partition (job
+    isolation) gets one of its new hosts instead (the PKey freed first, so usually the same). The
+    rebalancer's defragmenting moves
     (``scheduler.services.rebalance``); ``reason`` says why, ``details`` go into the decision.
 
     Raises :class:`JobConflict` when the job is no longer holding ``expected_allocation`` on
@@ -551,6 +595,13 @@ def move(
             AllocationRequest(kind=job.kind, count=job.count, job=job.reference, tenant_id=job.tenant_id, gpu_ids=gpu_ids),
             user=user, now=now,
         )  # fmt: skip
+        if job.partition_id or job.pool.job_isolation:  # its own partition follows it to its new hosts
+            _close_partition(job, user)
+            try:
+                part = open_job_partition(job.pool, job.pk, alloc.pk, user=user)
+            except NoJobPKey as exc:
+                raise JobConflict(str(exc), state=job.state) from None
+            job.partition, job.pkey = part, part.pkey
         job.state, job.started_at, job.allocation, job.placement = JobState.PLACED, None, alloc, dict(placed)
         job.decision = (details or {}) | {"code": "moved", "reasons": [reason], "allocation": alloc.pk}
         job.decided_at, job.reason = now, f"moved: {reason}"[:300]
@@ -563,6 +614,8 @@ def move(
                 "decision",
                 "decided_at",
                 "reason",
+                "partition",
+                "pkey",
             ]
         )
         _record_decision(
@@ -702,16 +755,36 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
     jobs = {j.pk: j for j in pending}
     pending_out: list[Outcome] = []
     failed = 0
-    for out in plan.outcomes:
+    batch: list[Outcome] = []
+
+    def refuse(out: Outcome, refused: tuple[str, list[str]]) -> None:
+        nonlocal failed
+        failed += 1
+        out.code, out.reasons = str(refused[0]), refused[1] + out.reasons
+        out.placed, out.victims, out.backfilled = {}, [], False
+        pending_out.append(out)
+
+    def flush() -> None:
+        refused = _bind_many(batch, loc, now) if batch else {}
+        for out in batch:
+            if out.job_id in refused:
+                refuse(out, refused[out.job_id])
+        batch.clear()
+
+    for out in plan.outcomes:  # in plan order: a job may use GPUs an earlier preemption freed
         if not out.ok:
             pending_out.append(out)
             continue
+        if _batchable(out, jobs[out.job_id]):
+            batch.append(out)
+            if len(batch) >= BIND_BATCH:
+                flush()
+            continue
+        flush()
         refused = _bind(out, loc, now)
         if refused is not None:
-            failed += 1
-            out.code, out.reasons = str(refused[0]), refused[1] + out.reasons
-            out.placed, out.victims, out.backfilled = {}, [], False
-            pending_out.append(out)
+            refuse(out, refused)
+    flush()
     t3 = time.perf_counter()
     _write_pending(pending_out, jobs, plan, now, placed=[o.job_id for o in plan.outcomes if o.ok])
     reclaimed = 0
@@ -837,23 +910,33 @@ def _bind(
                         + ", ".join(f"{h}: {n}" for h, n in sorted(placement.items()))
                     )
             decision = _decision_dict(out) | {"reasons": reasons, "allocation": alloc.pk}
+            if job.pool.job_isolation:  # the job's own partition of its hosts (applied on commit)
+                try:
+                    part = open_job_partition(job.pool, job.pk, alloc.pk)
+                except NoJobPKey as exc:
+                    raise _Refused(f"{exc}; the next pass tries again") from None
+                job.partition, job.pkey = part, part.pkey
+                decision["pkey"] = part.pkey_hex
+                reasons.append(f"isolated in its own partition {part.name} (PKey {part.pkey_hex})")
             job.state, job.placed_at, job.allocation, job.placement = JobState.PLACED, now, alloc, placement
             job.decision, job.decided_at, job.reason, job.pending_code = decision, now, "", ""
             job.reserved_start, job.reserved_hosts = None, []
             job.save(update_fields=["state", "placed_at", "allocation", "placement", "decision", "decided_at",
-                                    "reason", "pending_code", "reserved_start", "reserved_hosts"])  # fmt: skip
+                                    "reason", "pending_code", "reserved_start", "reserved_hosts", "partition",
+                                    "pkey"])  # fmt: skip
             _record_decision(
                 job, "placed", reasons, {k: v for k, v in decision.items() if k != "reasons"}, now, trim=False
             )
             _event(
                 job, "job.placed",
                 f"{job}: placed on {len(placement)} host{'s' if len(placement) != 1 else ''} ({reasons[0]})",
-                now, {"allocation": alloc.pk, "hosts": sorted(placement), "victims": list(out.victims)},
+                now, {"allocation": alloc.pk, "hosts": sorted(placement), "victims": list(out.victims),
+                      "pkey": decision.get("pkey")},
             )  # fmt: skip
             audit.record(
                 "job.place", job,
                 {"state": [JobState.PENDING, JobState.PLACED], "allocation": alloc.pk, "placement": placement,
-                 "victims": list(out.victims), "backfilled": out.backfilled},
+                 "victims": list(out.victims), "backfilled": out.backfilled, "pkey": decision.get("pkey")},
                 user=user,
             )  # fmt: skip
             if also is not None:
@@ -870,25 +953,136 @@ def _bind(
     return None
 
 
+def _batchable(out: Outcome, job: Job) -> bool:
+    """Whether a placement is bound in bulk (:func:`_bind_many`): whole GPUs, no victims to
+    preempt first, no job partition to open (those take :func:`_bind`, one transaction each)."""
+    return job.kind == JobKind.GPU and not out.victims and not job.pool.job_isolation
+
+
+def _bind_many(outs: list[Outcome], loc, now: datetime) -> dict[int, tuple[str, list[str]]]:
+    """Place a batch of planned whole-GPU jobs without victims in one transaction (module
+    docstring), with the GPUs allocated by ``pools.services.allocation.allocate_many``: the job
+    rows locked (pk order) and checked still pending, each placement's free GPUs picked (one
+    read per model filter; a GPU goes to one job of the batch), then the allocations, the jobs,
+    their history rows, events and audit entries written in bulk. A job the pools refuse (quota,
+    a GPU taken meanwhile) stays pending and the others are placed. Returns ``{job id: (pending
+    code, reasons)}`` of the jobs not placed (nothing written for them)."""
+    refused: dict[int, tuple[str, list[str]]] = {}
+    with transaction.atomic():
+        rows = {
+            j.pk: j
+            for j in Job.objects.select_for_update(of=("self",)).select_related("pool", "tenant")
+            .filter(pk__in=sorted(o.job_id for o in outs)).order_by("pk")
+        }  # fmt: skip
+        free: dict[tuple[str, str], dict[int, list[int]]] = {}
+        for out in outs:
+            job = rows.get(out.job_id)
+            if job is not None:
+                hosts = free.setdefault((job.pool.gpu_model, job.gpu_model), {})
+                hosts.update({loc.hosts[h].host_id: [] for h in out.placed})
+        for key, hosts in free.items():
+            free[key] = state.free_gpu_ids(hosts, *key)
+        todo, requests = [], []
+        for out in outs:
+            job = rows.get(out.job_id)
+            # (a pool given job isolation since the pass loaded it: the next pass opens the partition)
+            if job is None or job.state != JobState.PENDING or not _batchable(out, job):
+                refused[out.job_id] = (
+                    PendingCode.CONFLICT.value,
+                    ["the job changed since the pass planned it"],
+                )
+                continue
+            try:
+                gpu_ids = _pick_gpus(job, out.placed, loc, free[(job.pool.gpu_model, job.gpu_model)])
+            except _Refused as exc:
+                refused[out.job_id] = (PendingCode.CONFLICT.value, [str(exc)])
+                continue
+            todo.append((out, job))
+            requests.append((job.pool_id, AllocationRequest(
+                kind=job.kind, count=job.count, gpu_ids=gpu_ids, job=job.reference, tenant_id=job.tenant_id
+            )))  # fmt: skip
+        placed, history, audits, events = [], [], [], {}
+        for (out, job), alloc in zip(todo, allocate_many(requests, now=now), strict=True):
+            if isinstance(alloc, QuotaExceeded):
+                refused[job.pk] = (PendingCode.QUOTA.value, [str(alloc)])
+                continue
+            if isinstance(alloc, AllocationError):
+                refused[job.pk] = (
+                    PendingCode.CONFLICT.value,
+                    [f"the pools refused the binding ({alloc}); the next pass tries again"],
+                )
+                continue
+            placement, reasons = dict(out.placed), list(out.reasons)
+            decision = _decision_dict(out) | {"reasons": reasons, "allocation": alloc.pk}
+            job.state, job.placed_at, job.allocation, job.placement = JobState.PLACED, now, alloc, placement
+            job.decision, job.decided_at, job.reason, job.pending_code = decision, now, "", ""
+            job.reserved_start, job.reserved_hosts = None, []
+            placed.append(job)
+            history.append(JobDecision(job_id=job.pk, at=now, last_at=now, code="placed", reasons=reasons,
+                                       details={k: v for k, v in decision.items() if k != "reasons"}))  # fmt: skip
+            fabric_id = job.pool.fabric_id or _fabric_id_of(alloc)
+            events.setdefault(fabric_id, []).append(EventSpec(
+                code="job.placed", object_type="job", object_key=str(job.pk), object_repr=f"{job} ({job.tenant.name})",
+                message=f"{job}: placed on {len(placement)} host{'s' if len(placement) != 1 else ''} ({reasons[0]})",
+                details={"job": job.pk, "tenant": job.tenant_id, "pool": job.pool_id, "allocation": alloc.pk,
+                         "hosts": sorted(placement), "victims": [], "pkey": None},
+            ))  # fmt: skip
+            audits.append((
+                "job.place", job,
+                {"state": [JobState.PENDING, JobState.PLACED], "allocation": alloc.pk, "placement": placement,
+                 "victims": [], "backfilled": out.backfilled, "pkey": None},
+            ))  # fmt: skip
+            _send(job, JobState.PENDING, "pass")
+        # what every placed job gets alike in one UPDATE, its own allocation and decision in another
+        Job.objects.filter(pk__in=[j.pk for j in placed]).update(
+            state=JobState.PLACED, placed_at=now, decided_at=now, reason="", pending_code="",
+            reserved_start=None, reserved_hosts=[],
+        )  # fmt: skip
+        update_rows(
+            Job, ["allocation", "placement", "decision"],
+            [(j.pk, j.allocation_id, j.placement, j.decision) for j in placed],
+        )  # fmt: skip
+        JobDecision.objects.bulk_create(history, batch_size=500)
+        for fabric_id, specs in events.items():
+            record_events(Fabric(pk=fabric_id) if fabric_id else None, specs, at=now)
+        audit.record_many(audits)
+    return refused
+
+
+def _fabric_id_of(alloc) -> int | None:
+    return (
+        AllocationItem.objects.filter(allocation_id=alloc.pk)
+        .values_list("gpu__host__fabric_id", flat=True)
+        .first()
+    )
+
+
 class _Refused(Exception):
     """A binding that cannot go on (rolls its transaction back); the message is the reason."""
 
 
-def _pick_gpus(job: Job, placed: dict[str, int], loc) -> list[int]:
+def _pick_gpus(job: Job, placed: dict[str, int], loc, free: dict[int, list[int]] | None = None) -> list[int]:
     """The free GPUs a placement gets: on each placed host, the lowest ids that match the pool's
-    and the job's model filters (read in the binding's transaction, after its victims ended).
-    Raises :class:`_Refused` when a host has fewer than planned (taken meanwhile)."""
+    and the job's model filters (read in the binding's transaction, after its victims ended;
+    ``free``: host id → those ids read already for a batch, from which the ones picked are
+    removed so the next job of the batch cannot get them). Raises :class:`_Refused` when a host
+    has fewer than planned (taken meanwhile); nothing is removed from ``free`` then."""
     sites = {loc.hosts[h].host_id: h for h in placed}
-    free = state.free_gpu_ids(sites, job.pool.gpu_model, job.gpu_model)
-    out = []
+    if free is None:
+        free = state.free_gpu_ids(sites, job.pool.gpu_model, job.gpu_model)
+    picks = []
     for host_id, name in sorted(sites.items(), key=lambda kv: kv[1]):
-        got = free.get(host_id, [])[: placed[name]]
-        if len(got) < placed[name]:
+        have = free.get(host_id, [])
+        if len(have) < placed[name]:
             raise _Refused(
-                f"{name} has {len(got)} free GPUs, the plan counted {placed[name]} (taken meanwhile); "
+                f"{name} has {len(have)} free GPUs, the plan counted {placed[name]} (taken meanwhile); "
                 "the next pass tries again"
             )
-        out.extend(got)
+        picks.append((host_id, placed[name]))
+    out = []
+    for host_id, n in picks:
+        out.extend(free[host_id][:n])
+        del free[host_id][:n]
     return out
 
 
@@ -939,11 +1133,12 @@ def _write_pending(outs: list[Outcome], jobs: dict[int, Job], plan, now: datetim
         )  # a job cancelled or placed meanwhile keeps what its writer wrote
         changed = [j for j in changed if j.pk in still]
         same = [pk for pk in same if pk in still]
-        Job.objects.bulk_update(
-            changed,
+        update_rows(
+            Job,
             ["pending_code", "reason", "decision", "decided_at", "reserved_start", "reserved_hosts"],
-            batch_size=500,
-        )
+            [(j.pk, j.pending_code, j.reason, j.decision, j.decided_at, j.reserved_start, j.reserved_hosts)
+             for j in changed],
+        )  # fmt: skip
         JobDecision.objects.bulk_create(
             [
                 JobDecision(job_id=j.pk, at=now, last_at=now, code=j.pending_code, reasons=j.decision["reasons"],

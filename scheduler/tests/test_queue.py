@@ -388,22 +388,31 @@ def test_a_second_pass_is_skipped_and_asked_to_run_again(cluster):
 
 def test_a_pass_that_dies_half_way_leaves_whole_placements_and_the_next_pass_finishes(cluster, monkeypatch):
     jobs = [submit(spec(cluster, 8, name=f"j{i}")) for i in range(3)]
-    real = pools_allocation.allocate
-    calls = []
+    monkeypatch.setattr(queue, "BIND_BATCH", 1)  # one bulk transaction per placement
+    real = pools_allocation.allocate_many
+    calls, die_at = [], [2]
 
-    def dying(pool_id, request, **kw):
-        calls.append(request.job)
-        if len(calls) == 2:
+    def dying(requests, **kw):
+        calls.append([r.job for _, r in requests])
+        if len(calls) == die_at[0]:
             raise SystemExit("worker killed")  # not an AllocationError: the pass itself dies
-        return real(pool_id, request, **kw)
+        return real(requests, **kw)
 
-    monkeypatch.setattr(queue, "allocate", dying)
+    monkeypatch.setattr(queue, "allocate_many", dying)
     with pytest.raises(SystemExit):
         run_pass()
     states = dict(Job.objects.values_list("pk", "state"))
     assert sorted(states.values()) == ["pending", "pending", "placed"]
     assert Allocation.objects.filter(state="active").count() == 1
-    monkeypatch.setattr(queue, "allocate", real)
+    monkeypatch.setattr(queue, "BIND_BATCH", 250)  # the two pending ones in one batch: it dies whole
+    calls.clear()
+    die_at[0] = 1
+    with pytest.raises(SystemExit):
+        run_pass()
+    assert len(calls[0]) == 2
+    assert sorted(Job.objects.values_list("state", flat=True)) == ["pending", "pending", "placed"]
+    assert Allocation.objects.filter(state="active").count() == 1
+    monkeypatch.setattr(queue, "allocate_many", real)
     run_pass()
     for j in jobs:
         j.refresh_from_db()

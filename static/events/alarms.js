@@ -6,6 +6,7 @@
   const body = table.querySelector("tbody");
   const operator = table.dataset.operator === "1";
   const showingOpen = table.dataset.open === "1";
+  const pick = table.dataset.pick === "1";  // bulk acknowledge: a check box per active alarm
   const labels = { critical: "Critical", minor: "Minor", warning: "Warning", info: "Info" };
   const RANK = { critical: 3, minor: 2, warning: 1, info: 0 };  // events.choices.SEVERITY_RANK
   const stateLabels = { active: "Active", acknowledged: "Acknowledged", cleared: "Cleared" };
@@ -16,12 +17,21 @@
   function render(a) {
     const tr = document.createElement("tr");
     tr.dataset.alarm = a.id; tr.dataset.state = a.state; tr.dataset.severity = a.severity; tr.className = "state-" + a.state + " flash";
+    if (pick) {
+      const td = document.createElement("td");
+      if (a.state === "active") {
+        const box = document.createElement("input");
+        box.type = "checkbox"; box.name = "alarm"; box.value = a.id; box.className = "pick"; box.setAttribute("form", "bulk-ack");
+        td.appendChild(box);
+      }
+      tr.appendChild(td);
+    }
     tr.appendChild(cell(labels[a.severity] || a.severity, "sev-" + a.severity));
     const name = document.createElement("td"); const link = document.createElement("a");
     link.href = a.url; link.textContent = a.name; name.appendChild(link); tr.appendChild(name);
     tr.appendChild(cell(a.object));
     tr.appendChild(cell(a.fabric_name));
-    tr.appendChild(cell(stateLabels[a.state] + (a.acknowledged_by ? " by " + a.acknowledged_by : ""), "state"));
+    tr.appendChild(cell(a.state_text || stateLabels[a.state], "state"));
     tr.appendChild(cell(fmt(a.first_seen)));
     tr.appendChild(cell(fmt(a.last_seen), "last-seen"));
     tr.appendChild(cell(String(a.count), "count"));
@@ -50,7 +60,7 @@
     if (action === "cleared" && old && old.dataset.state !== "cleared") bump(alarm.severity, -1);
     const wanted = showingOpen ? alarm.state !== "cleared" : alarm.state === "cleared";
     if (!wanted) {
-      if (old) { old.className = "state-cleared flash"; old.dataset.state = "cleared"; old.querySelector(".state").textContent = "Cleared";
+      if (old) { old.className = "state-cleared flash"; old.dataset.state = "cleared"; old.querySelector(".state").textContent = alarm.state_text || "Cleared";
         const b = old.querySelector("button.ack"); if (b) b.remove(); setTimeout(() => old.remove(), 4000); }
       return;
     }
@@ -77,6 +87,9 @@
       b.disabled = false; b.textContent = resp.status === 403 ? "Not allowed" : "Failed";
     }
   });
+
+  const all = document.getElementById("select-all");
+  if (all) all.addEventListener("change", () => body.querySelectorAll("input.pick").forEach((b) => { b.checked = all.checked; }));
 
   WeftLive.connect("/ws/alarms/", apply);
 })();

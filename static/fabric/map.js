@@ -16,6 +16,9 @@
 // "live", read at each request): utilisation, congestion, open alarms, each with its legend.
 // A click on a link opens its panel: both ends, per cable their ports and counters, the open alarms
 // (/api/fabric/fabrics/{id}/map-edge/?a=&b=); on a group edge, its cables by worst first.
+// Ethernet layer (payload part "ethernet", devices.maplayer): SNMP devices and the systems their
+// LLDP neighbours name, drawn as amber nodes (keys "e<k>"; a device managing an IB switch is drawn
+// on that switch) joined by amber Ethernet links (keys "x<e>", red while down), with a legend entry.
 // Test and bench hooks: #map[data-state|data-nodes|data-edges|data-links|data-down-links|
 // data-live|data-render-ms|data-selected|data-highlighted|data-highlight-missing|data-groups|
 // data-expanded|data-colour] and window.weftMap.
@@ -53,6 +56,7 @@
   const UTIL_BINS = [[0.3, "#2ea043", "< 30 %"], [0.7, "#d29922", "30–70 %"], [0.9, "#db6d28", "70–90 %"], [Infinity, "#f85149", "≥ 90 %"]];
   const CONG_BINS = [[0.01, "#2ea043", "< 1 %"], [0.1, "#d29922", "1–10 %"], [0.3, "#db6d28", "10–30 %"], [Infinity, "#f85149", "≥ 30 %"]];
   const ALARM_COLOURS = { none: "#2ea043", some: "#f85149" };
+  const ETH_COLOURS = { switch: "#e3b341", host: "#f2dfa7", link: "#e3b341" };
   const DIM_NODE = "#26303a";
   const DIM_EDGE = "#161d24";
 
@@ -159,6 +163,7 @@
   function rebuild() {
     graph.clear();
     addNodes();
+    addEthNodes();
     addEdges();
     markHighlighted();
     if (selected !== null && !graph.hasNode(selected)) { selected = null; neighbours = new Set(); }
@@ -171,6 +176,42 @@
     renderer.refresh();
     drawLegend();
     showCounts();
+  }
+
+  // --- Ethernet layer -------------------------------------------------------------------------
+  function eth() { return data.ethernet || null; }
+  function isEthKey(key) { return typeof key === "string" && key.charAt(0) === "e"; }
+  /** Graph key of Ethernet node k: the IB node it is drawn on, else its own. */
+  function ethKey(k) { const ib = eth().nodes.ib[k]; return ib >= 0 ? keyOf(ib) : "e" + k; } // its IB node, or that node's collapsed group
+  function ethEdgeColour(e) { return eth().edges.down[e] > 0 ? STATE_COLOURS[1] : ETH_COLOURS.link; }
+  function addEthNodes() {
+    const L = eth();
+    if (!L) return;
+    for (let k = 0; k < L.nodes.name.length; k++) {
+      if (L.nodes.ib[k] >= 0) continue;
+      const colour = ETH_COLOURS[L.nodes.kind[k]] || ETH_COLOURS.host;
+      graph.addNode("e" + k, {
+        x: L.nodes.x[k], y: L.nodes.y[k], size: L.nodes.kind[k] === "switch" ? 4 : 2, color: colour,
+        baseColor: colour, label: L.nodes.name[k],
+      });
+    }
+  }
+  function addEthEdges() {
+    const L = eth();
+    if (!L) return;
+    let drawn = 0;
+    for (let e = 0; e < L.edges.a.length; e++) {
+      const s = ethKey(L.edges.a[e]), t = ethKey(L.edges.b[e]);
+      if (s === t || graph.hasEdge(s, t)) continue; // beside an IB cable between the same nodes
+      graph.addEdgeWithKey("x" + e, s, t, {
+        size: Math.min(0.8 + Math.log2(Math.max(L.edges.n[e] + L.edges.down[e], 1)) * 0.6, 3), color: ethEdgeColour(e),
+      });
+      drawn++;
+    }
+    container.dataset.ethNodes = String(L.nodes.name.length);
+    container.dataset.ethEdges = String(drawn);
+    container.dataset.ethLinks = String(L.counts.links);
+    container.dataset.ethDownLinks = String(L.counts.down_links);
   }
 
   function buildGraph() {
@@ -195,6 +236,7 @@
       container.dataset.expanded = String(expanded.size);
     }
     addNodes();
+    addEthNodes();
     addEdges();
     markHighlighted();
   }
@@ -267,11 +309,12 @@
         color: edgeColour(worst(m.members)),
       });
     }
+    addEthEdges();
   }
 
   function recolourEdges() {
     container.dataset.colour = colourMode;
-    graph.forEachEdge((key, attrs) => { attrs.color = colourOfEdgeKey(key, attrs); });
+    graph.forEachEdge((key, attrs) => { attrs.color = key.charAt(0) === "x" ? ethEdgeColour(Number(key.slice(1))) : colourOfEdgeKey(key, attrs); });
     renderer.refresh();
     drawLegend();
   }
@@ -285,6 +328,7 @@
     data.counts = part.counts;
     data.discovery = part.discovery;
     if (part.live) data.live = part.live;
+    if (part.ethernet) data.ethernet = part.ethernet;
     graph.clearEdges();
     addEdges();
     if (selected !== null) neighbours = new Set(graph.neighbors(selected));
@@ -346,6 +390,22 @@
       li.dataset.legend = c.name;
       const sw = el("span", null, "sw"); sw.style.background = c.colour;
       li.append(sw, c.name + " (" + c.n + ")");
+      ul.append(li);
+    }
+    const L = eth();
+    if (L && L.nodes.name.length) {
+      for (const kind of ["switch", "host"]) {
+        const n = L.nodes.kind.filter((x) => x === kind).length;
+        if (!n) continue;
+        const li = el("li");
+        const dot = el("span", null, "dot"); dot.style.background = ETH_COLOURS[kind];
+        li.append(dot, "Ethernet " + kind + " (" + n + ")");
+        ul.append(li);
+      }
+      const li = el("li");
+      li.dataset.legend = "ethernet";
+      const sw = el("span", null, "sw"); sw.style.background = ETH_COLOURS.link;
+      li.append(sw, "Ethernet (LLDP) (" + L.counts.links + (L.counts.down_links ? ", " + L.counts.down_links + " down" : "") + ")");
       ul.append(li);
     }
     if (highlighted.size) {
@@ -466,6 +526,7 @@
     delete panel.dataset.nodeId;
     delete panel.dataset.guid;
     delete panel.dataset.edge;
+    delete panel.dataset.ethNode;
     panel.replaceChildren(el("p", "Click a node, or search for one, to see its ports and links. Esc clears the selection.", "muted"));
     renderer.refresh();
   }
@@ -481,6 +542,12 @@
     if (grouped() && !graph.hasNode(key)) expandGroups([data.groups.member[Number(key)]]);
     selected = key;
     neighbours = new Set(graph.neighbors(key));
+    if (isEthKey(key)) {
+      container.dataset.selected = eth().nodes.name[Number(key.slice(1))];
+      renderer.refresh();
+      showEthNode(Number(key.slice(1)));
+      return;
+    }
     const i = Number(key);
     delete panel.dataset.edge;
     container.dataset.selected = data.nodes.guid[i];
@@ -540,6 +607,11 @@
   function showEdge(key) {
     const attrs = graph.getEdgeAttributes(key);
     const [s, t] = graph.extremities(key);
+    if (key.charAt(0) === "x") { // an Ethernet link: the panel of its Ethernet end
+      const end = isEthKey(s) ? s : isEthKey(t) ? t : null;
+      if (end !== null) select(end);
+      return;
+    }
     selected = null; neighbours = new Set();
     delete container.dataset.selected;
     delete panel.dataset.nodeId;
@@ -620,6 +692,26 @@
     box.append(el("h4", d.alarms.length + " open alarm" + (d.alarms.length === 1 ? "" : "s")), al);
   }
 
+  /** The panel of an Ethernet node: kind, its device page, its Ethernet links. */
+  function showEthNode(k) {
+    const L = eth();
+    panel.replaceChildren();
+    panel.dataset.ethNode = L.nodes.name[k];
+    const h = el("h3"); h.id = "panel-title";
+    if (L.nodes.device[k] != null) h.append(link("/devices/" + L.nodes.device[k] + "/", L.nodes.name[k]));
+    else h.append(L.nodes.name[k]);
+    panel.append(h);
+    const ul = el("ul"); ul.id = "panel-eth-links";
+    for (let e = 0; e < L.edges.a.length; e++) {
+      const other = L.edges.a[e] === k ? L.edges.b[e] : L.edges.b[e] === k ? L.edges.a[e] : -1;
+      if (other < 0) continue;
+      const li = el("li", L.nodes.name[other] + " · " + L.edges.n[e] + " cable(s)" + (L.edges.down[e] ? ", " + L.edges.down[e] + " down" : "") +
+        (L.edges.speed_mbps[e] ? " · " + L.edges.speed_mbps[e] / 1000 + " Gb/s" : ""));
+      ul.append(li);
+    }
+    panel.append(el("p", "Ethernet " + L.nodes.kind[k] + (L.nodes.device[k] != null ? " (SNMP device)" : " (seen by LLDP)"), "muted"), ul);
+  }
+
   function renderPorts(node, box, detail) {
     box.replaceChildren();
     box.className = "";
@@ -696,6 +788,13 @@
       else if (nd.host[i] >= 0 && data.hosts[nd.host[i]].toLowerCase().includes(ql)) push(i, "host");
       else if (ql.length >= 4 && nd.guid[i].includes(ql.replace(/^0x/, ""))) push(i, "GUID");
     }
+    const L = eth();  // Ethernet devices and LLDP systems by name (keys "e<k>"; one on an IB switch is that switch)
+    if (L) for (let k = 0; k < L.nodes.name.length && out.length < 50; k++) {
+      if (L.nodes.name[k].toLowerCase().includes(ql)) {
+        const key = ethKey(k);
+        push(isEthKey(key) ? key : Number(key), "Ethernet " + L.nodes.kind[k]);
+      }
+    }
     return out;
   }
 
@@ -704,6 +803,14 @@
     matches = new Set(list.map(([i]) => String(i)));
     for (const [i, why] of list) {
       const li = el("li");
+      if (isEthKey(i)) {
+        const name = eth().nodes.name[Number(i.slice(1))];
+        li.dataset.ethNode = name;
+        li.append(name + " ", el("span", why, "muted"));
+        li.addEventListener("mousedown", (ev) => { ev.preventDefault(); pick(i); });
+        results.append(li);
+        continue;
+      }
       li.dataset.guid = data.nodes.guid[i];
       li.append(label(i) + " ", el("span", TYPE_NAMES[data.nodes.type[i]] + " · " + data.nodes.guid[i] + " · " + why, "muted"));
       li.addEventListener("mousedown", (ev) => { ev.preventDefault(); pick(i); });
@@ -819,7 +926,7 @@
         if (reconnected) scheduleRefresh(); // changes may have been missed while away
       } else if (msg.type === "alarm.changed") {
         const code = (p.alarm && p.alarm.code) || "";
-        if (code.startsWith("link.") || code.startsWith("port.")) scheduleRefresh();
+        if (code.startsWith("link.") || code.startsWith("port.") || code.startsWith("device.link")) scheduleRefresh();
       } else if (msg.type === "alarms.reload") scheduleRefresh();
       else if (msg.type === "summary.changed" && p.source === "discovery") scheduleRefresh();
       // a counter sweep changed utilisation and congestion: recolour when a live overlay is shown
@@ -883,8 +990,10 @@
     const down = c.down_links || 0;
     container.dataset.links = String(c.links);
     container.dataset.downLinks = String(down);
+    const L = eth();
+    const ethText = L && L.nodes.name.length ? " · Ethernet: " + L.counts.links + " links" + (L.counts.down_links ? ", " + L.counts.down_links + " down" : "") : "";
     setStatus((c.switches + c.cas + c.routers) + " nodes (" + c.switches + " switches, " + c.cas + " CAs" + (c.routers ? ", " + c.routers + " routers" : "") +
-      ") · " + c.links + " links up" + (down ? ", " + down + " down" : "") + " as " + graph.size + " edges" +
+      ") · " + c.links + " links up" + (down ? ", " + down + " down" : "") + " as " + graph.size + " edges" + ethText +
       (grouped() && expanded.size < data.groups.key.length ? " · " + (data.groups.key.length - expanded.size) + " of " + data.groups.key.length + " groups collapsed (click one to expand)" : ""));
   }
 
@@ -982,7 +1091,9 @@
     get graph() { return graph; },
     get data() { return data; },
     select(guid) { const i = guidIndex.get(normalizeGuid(guid) || guid); if (i !== undefined) select(String(i)); return i !== undefined; },
-    search: (q) => search(q).map(([i, why]) => ({ guid: data.nodes.guid[i], name: label(i), why })),
+    search: (q) => search(q).map(([i, why]) => (isEthKey(i)
+      ? { guid: null, name: eth().nodes.name[Number(i.slice(1))], why }
+      : { guid: data.nodes.guid[i], name: label(i), why })),
     viewportPosition,
     edgeState,
     /** Group hooks: keys drawn as collapsed groups, and the viewport point of a graph node key. */
@@ -991,6 +1102,28 @@
     keyPosition(key) {
       if (!graph.hasNode(key)) return null;
       const a = graph.getNodeAttributes(key);
+      const p = renderer.graphToViewport({ x: a.x, y: a.y });
+      const r = container.getBoundingClientRect();
+      return { x: r.left + p.x, y: r.top + p.y };
+    },
+    /** The Ethernet edges drawn: [{a, b, n, down, colour}] by node name. */
+    ethernetEdges() {
+      const L = eth();
+      const out = [];
+      if (!L) return out;
+      for (let e = 0; e < L.edges.a.length; e++) {
+        if (!graph.hasEdge("x" + e)) continue;
+        out.push({ a: L.nodes.name[L.edges.a[e]], b: L.nodes.name[L.edges.b[e]], n: L.edges.n[e], down: L.edges.down[e],
+          colour: graph.getEdgeAttribute("x" + e, "color") });
+      }
+      return out;
+    },
+    /** Viewport position of an Ethernet node by name (or null). */
+    ethPosition(name) {
+      const L = eth();
+      const k = L ? L.nodes.name.indexOf(name) : -1;
+      if (k < 0) return null;
+      const a = graph.getNodeAttributes(ethKey(k));
       const p = renderer.graphToViewport({ x: a.x, y: a.y });
       const r = container.getBoundingClientRect();
       return { x: r.left + p.x, y: r.top + p.y };

@@ -3,6 +3,8 @@
  * Data: the snapshot API (rows, columns, cells) on load, then `heatmap.delta` messages from the
  * websocket ws/heatmap/<fabric>/ (cells whose rounded values changed since the previous sweep).
  * A cell is [port_id, node_id, port_num, utilisation|null, congestion|null, error_flag, stale, down]
+ * Ethernet switches polled over SNMP (devices.heatmap) are rows of tier "ethernet" with negative
+ * node/port ids, an interface-name map (row.ports) and the device page as their link (row.url).
  * (down: a port that carried a link and is Down now; drawn dark with a cross, its last rates ignored).
  * Only changed cells are repainted, so a Selene-sized matrix (666 x 40-80) stays cheap.
  *
@@ -292,13 +294,15 @@
     // Deltas built before the snapshot are already in it. Later ones apply in arrival order: each
     // carries the database state when it was built, so sweeps of switch groups committed by
     // several workers may arrive with their ids out of order without losing anything.
-    if (payload.sweep <= state.snapshotSweep && !payload.full) return;
+    // the devices poller's Ethernet cells ("source": "devices") are not part of the IB sweeps
+    const ethernet = payload.source === "devices";
+    if (!ethernet && payload.sweep <= state.snapshotSweep && !payload.full) return;
     let unknown = false;
     for (const raw of payload.cells) {
       if (!putCell(raw, payload.sweep)) { unknown = true; continue; }
       redrawCell(state.cells.get(raw[0]));
     }
-    if (!state.sweep || payload.sweep >= state.sweep.id) {
+    if (!ethernet && (!state.sweep || payload.sweep >= state.sweep.id)) {
       state.sweep = Object.assign({}, state.sweep || {}, {
         id: payload.sweep, at: payload.at, interval_s: payload.interval_s, status: payload.status,
       });
@@ -372,9 +376,9 @@
       stale = true;
       text = cfg.liveAccess
         ? "No counter sweep yet for this fabric: is polling enabled and the worker running?"
-        : "This fabric was imported from a file and has no live access from this host (no local HCA, CA " +
-          "name or lab environment is set), so its counters are never polled: there is nothing to show. " +
-          "Give it live access (local_hca or ca_name) to poll it.";
+        : "Imported snapshot: this fabric was read from a file and is not reachable from this host (no " +
+          "local HCA, CA name or lab environment is set), so it has no counters to show. Give it live " +
+          "access (local_hca or ca_name) to poll it.";
     } else {
       const age = (now - state.lastAtMs) / 1000;
       if (age > limit) {
@@ -386,11 +390,15 @@
       stale = true;
       text = (text ? text + " " : "") + state.staleReason;
     }
+    // an imported snapshot is not a fault: a neutral note, not the red stale banner
+    const snapshot = !cfg.liveAccess && state.lastAtMs === null;
+    banner.classList.toggle("hm-banner-neutral", snapshot);
     banner.hidden = !stale;
     banner.textContent = text;
     const live = state.ws && state.ws.readyState === WebSocket.OPEN;
     const sweepText = state.sweep ? `sweep ${state.sweep.id}, ${ago(Math.max(0, (now - state.lastAtMs) / 1000))}` : "no sweep yet";
     if (!live && root.dataset.state === "offline") return;
+    if (snapshot) { setStatus("imported snapshot · no live data", "snapshot"); return; }
     setStatus(`${live ? "live" : "connecting"} · ${sweepText}`, stale ? "stale" : live ? "live" : "loading");
   }
 
@@ -418,12 +426,17 @@
     list.replaceChildren(...hot.slice(0, 12).map((cell) => {
       const li = document.createElement("li");
       const a = document.createElement("a");
-      a.href = cfg.portUrl.replace("{id}", cell.port);
-      a.textContent = `${state.rows[cell.row].name || state.rows[cell.row].guid} [${cell.num}]`;
-      li.append(a, ` ${pct(metric(cell))}`);
+      const row = state.rows[cell.row];
+      a.href = row.url || cfg.portUrl.replace("{id}", cell.port);
+      a.textContent = row.kind === "ethernet" ? `${row.name} ${(row.ports || {})[cell.num] || cell.num}` : `${row.name || row.guid} [${cell.num}]`;
+      const value = document.createElement("span");
+      value.className = "hm-hot-value";
+      value.textContent = pct(metric(cell));
+      li.append(a, value);
       return li;
     }));
-    if (!hot.length) list.innerHTML = "<li class='muted'>none above 0 %</li>";
+    list.hidden = !hot.length;  // an empty ordered list would read "1. none"
+    el("hm-hot-empty").hidden = hot.length > 0;
     el("hm-summary").textContent =
       `${state.rows.length} switches, ${state.cells.size} ports; ${down} down, ${stale} stale, ${errors} with rising errors, ${nodata} without a rate.`;
   }
@@ -461,8 +474,27 @@
     return String(text ?? "").replace(/[&<>"']/g, (ch) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[ch]);
   }
 
+  /** Tooltip of an Ethernet switch's cell (devices app row): the interface, its rates' shares. */
+  function ethernetTooltipHtml(hit) {
+    const row = state.rows[hit.r], cell = hit.cell;
+    let html = `<b>${esc(row.name)}</b> ${esc((row.ports || {})[hit.p] || "")}<br><span class="muted">Ethernet (SNMP) · ${esc(row.description || "")}</span>`;
+    if (!cell) return html + "<br>no such interface";
+    if (cell.d) html += `<br><b class="hm-down-label">interface Down</b> <span class="muted">(admin up)</span>`;
+    html += `<table><tr><th>congestion</th><td>${pct(cell.c)}</td></tr><tr><th>utilisation</th><td>${pct(cell.u)}</td></tr>`;
+    if (cell.s) html += `<tr><th>stale</th><td>no rate this poll</td></tr>`;
+    html += `<tr><th>errors</th><td>${cell.e ? "rising" : "none this interval"}</td></tr>`;
+    return html + "</table><span class='muted'>click for the device page</span>";
+  }
+  /** Where a click (or Enter) on a cell goes: an Ethernet row's device page, else the port page. */
+  function cellHref(hit) {
+    const row = state.rows[hit.r];
+    if (row && row.url) return row.url;
+    return hit.cell ? cfg.portUrl.replace("{id}", hit.cell.port) : null;
+  }
+
   function tooltipHtml(hit, detail) {
     const row = state.rows[hit.r], cell = hit.cell;
+    if (row.kind === "ethernet") return ethernetTooltipHtml(hit);
     let html = `<b>${esc(row.name || row.guid)}</b> port ${hit.p}<br><span class="muted">${esc(row.guid)} · LID ${esc(row.lid ?? "–")} · ${esc(row.tier_name)}</span>`;
     if (!cell) return html + "<br>no such port";
     if (cell.d) html += `<br><b class="hm-down-label">link Down</b> <span class="muted">(the last rates below are from before)</span>`;
@@ -503,7 +535,7 @@
     if (top + h > window.innerHeight) top = ev.clientY - h - pad;
     tooltip.style.left = left + "px";
     tooltip.style.top = top + "px";
-    if (hit.cell && !cached) {
+    if (hit.cell && !cached && hit.cell.port > 0) {
       clearTimeout(detailTimer);
       const port = hit.cell.port;
       detailTimer = setTimeout(async () => {
@@ -541,7 +573,7 @@
   });
   canvas.addEventListener("click", (ev) => {
     const hit = hitTest(ev);
-    if (hit && hit.cell) location.href = cfg.portUrl.replace("{id}", hit.cell.port);
+    if (hit && hit.cell) location.href = cellHref(hit);
   });
 
   // Keyboard: arrows move the highlighted cell, Enter opens its port page.
@@ -569,7 +601,7 @@
     else if (ev.key === "ArrowDown") r = Math.min(state.rows.length - 1, r + 1);
     else if (ev.key === "ArrowLeft") p = Math.max(1, p - 1);
     else if (ev.key === "ArrowRight") p = Math.min(state.columns, p + 1);
-    else if (ev.key === "Enter" && h.cell) { location.href = cfg.portUrl.replace("{id}", h.cell.port); return; }
+    else if (ev.key === "Enter" && h.cell) { location.href = cellHref(h); return; }
     else if (ev.key === "Escape") { tooltip.hidden = true; return; }
     else return;
     ev.preventDefault();

@@ -14,7 +14,8 @@
       "cells": [[port_id, node_id, port_num, utilisation, congestion, error_flag, stale, down], ...]
     }
 
-Rows are switches grouped core, spine, leaf, then switches of unknown tier, each group sorted by
+Rows are switches grouped core, spine, leaf, then switches of unknown tier, then the rows of other
+apps (``register_rows``: the devices app's Ethernet switches, ``devices.heatmap``), each group sorted by
 name (``Node.name``: the node-name map's, else the trimmed description; ``description`` is the raw
 NodeDescription); ``cells`` use the format of ``telemetry.producer`` (the same as the websocket
 deltas, so the page applies both the same way).
@@ -67,8 +68,21 @@ def sweep_summary(sweep: Sweep | None) -> dict | None:
     }
 
 
+#: other apps' rows (the devices app's Ethernet switches): ``build(fabric) -> {"tier": {"tier",
+#: "name", "rows"}, "rows": [...], "cells": [...]} | None``, appended after the IB tiers
+#: (``AppConfig.ready()`` calls :func:`register_rows`). Their rows' ``node`` and cells' port ids
+#: must not collide with IB ones (the devices app uses negative ids).
+ROW_SOURCES: dict[str, object] = {}
+
+
+def register_rows(name: str, build) -> None:
+    """Add (or replace) the heatmap row source ``name`` (see :data:`ROW_SOURCES`)."""
+    ROW_SOURCES[name] = build
+
+
 def heatmap_snapshot(fabric: Fabric) -> dict:
-    """Build the snapshot document described in the module docstring (three queries)."""
+    """Build the snapshot document described in the module docstring (three queries, plus those
+    of the registered row sources)."""
     switches = list(
         Node.objects.filter(fabric=fabric, node_type=NodeType.SWITCH).values(
             "id", "node_guid", "name", "description", "lid", "tier", "num_ports"
@@ -95,6 +109,12 @@ def heatmap_snapshot(fabric: Fabric) -> dict:
             }
         )
     cells = switch_port_cells(fabric.pk)
+    for build in ROW_SOURCES.values():
+        extra = build(fabric)
+        if extra and extra["rows"]:
+            tiers.append(extra["tier"])
+            rows.extend(extra["rows"])
+            cells.extend(extra["cells"])
     widest = max((r["num_ports"] for r in rows), default=0)
     highest_cell = max((c[2] for c in cells), default=0)
     sweep = Sweep.objects.filter(fabric=fabric).order_by("-started", "-id").first()

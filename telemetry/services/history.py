@@ -250,7 +250,10 @@ def rollup(now: float | None = None) -> dict[str, int]:
     return {**written, "deleted": deleted, "sweeps_deleted": swept}
 
 
-def _pick_resolution(start: float, end: float, now: float) -> int:
+def pick_resolution(start: float, end: float, now: float) -> int:
+    """The resolution ``auto`` reads for ``start``..``end`` (epoch s): raw when the range is within
+    raw retention and at most 6 h, per-minute up to 7 days within theirs, else per-hour (also
+    the devices app's history, ``devices.services.history``)."""
     keep = retention_s()
     span = end - start
     if start >= now - keep[Resolution.RAW] and span <= 6 * 3600:
@@ -277,7 +280,7 @@ def port_series(port_id: int, start: datetime, end: datetime, resolution: str = 
     t0, t1 = start.timestamp(), end.timestamp()
     names = {"raw": Resolution.RAW, "minute": Resolution.MINUTE, "hour": Resolution.HOUR}
     if resolution == "auto":
-        res = _pick_resolution(t0, t1, time.time())
+        res = pick_resolution(t0, t1, time.time())
     elif resolution in names:
         res = names[resolution]
     else:

@@ -50,7 +50,10 @@ def counters(node: str, port: int) -> PortCounters:
 def last_json(command: str, *args) -> dict:
     out = io.StringIO()
     call_command(command, *args, stdout=out)
-    return json.loads(out.getvalue().strip().splitlines()[-1])
+    lines = out.getvalue().strip().splitlines()
+    if command == "poll_counters":
+        assert len(lines) == 1, lines  # the JSON summary alone, no log line before it (issue 14)
+    return json.loads(lines[-1])
 
 
 def lid_of(node: str) -> int:

@@ -78,6 +78,8 @@ def test_heatmap_cell_changes_colour_when_xmit_wait_rises(lab_factory, weft_serv
     )
     before = page.evaluate("(id) => weftHeatmap.cellState(id)", port_id)
     assert before["mode"] == "congestion" and before["congestion"] == 0, before
+    # Nothing congested: a sentence, not an ordered list reading "1. none above 0 %".
+    assert page.is_visible("#hm-hot-empty") and page.is_hidden("#hm-hot")
 
     # Raise PortXmitWait steadily: 600,000 ticks/s = 60 % congestion at the default 1 µs tick.
     stop = threading.Event()
@@ -103,6 +105,12 @@ def test_heatmap_cell_changes_colour_when_xmit_wait_rises(lab_factory, weft_serv
         stop.set()
         riser.join(5)
     after = page.evaluate("(id) => weftHeatmap.cellState(id)", port_id)
+    # The hot spot's percentage stays on its name's line (it wrapped onto its own).
+    page.wait_for_selector("#hm-hot li")
+    name_box = page.locator("#hm-hot li a").first.bounding_box()
+    value_box = page.locator("#hm-hot li .hm-hot-value").first.bounding_box()
+    assert abs(name_box["y"] - value_box["y"]) < name_box["height"] / 2, (name_box, value_box)
+    assert page.is_hidden("#hm-hot-empty")
     assert after["congestion"] > 0.05 and after["sweep"] > before["sweep"], after
     assert elapsed <= POLL_S + 1.0, f"the cell changed colour {elapsed:.2f} s after the counter rose"
     # The other spine's port 1 saw nothing: its colour is unchanged.

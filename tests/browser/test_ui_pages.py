@@ -56,7 +56,10 @@ def test_first_walk_findings(weft_server, browser_page, tmp_path):
     page.goto(f"{server.url}/heatmap/{fabric['id']}/")
     page.wait_for_selector("#hm-banner:not([hidden])")
     banner = page.inner_text("#hm-banner")
-    assert "imported from a file" in banner and "no live access" in banner and "worker" not in banner
+    assert "Imported snapshot" in banner and "read from a file" in banner and "worker" not in banner
+    assert page.get_attribute("#heatmap", "data-state") == "snapshot" or "snapshot" in page.inner_text(
+        ".hm-status"
+    )
 
     # Map: the search placeholder fits its box (it was cut off).
     page.goto(f"{server.url}/fabric/map/?fabric={fabric['id']}")

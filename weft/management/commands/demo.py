@@ -13,6 +13,7 @@ processes included.
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import shutil
 import tempfile
@@ -26,6 +27,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from lab.faults import FaultInjector
 from lab.traffic import TrafficPlayer
+from weft.management.commands.serve import TrapStartError, add_trap_argument
 
 
 def brief_console_mail() -> None:
@@ -33,6 +35,30 @@ def brief_console_mail() -> None:
     console (``EMAIL_URL=console://``, the default): the demo's faults would print whole mails."""
     if settings.EMAIL_BACKEND == "django.core.mail.backends.console.EmailBackend":
         settings.EMAIL_BACKEND = "weft.mail.OneLineConsoleBackend"
+
+
+#: Loggers of Weft's own apps: their INFO lines (summaries, a lab's start) stay in the quiet demo log.
+WEFT_LOGGERS = (
+    "accounts",
+    "devices",
+    "events",
+    "fabric",
+    "lab",
+    "pools",
+    "scheduler",
+    "telemetry",
+    "ufm",
+    "weft",
+)
+
+
+def quiet_logging() -> None:
+    """The demo's default log: warnings from everything, and Weft's own INFO summaries; the
+    libraries' INFO lines (Celery's beat and worker, axes, Channels) only with ``--verbose``,
+    so that the admin's one-time password is not buried under them."""
+    logging.getLogger().setLevel(logging.WARNING)
+    for name in WEFT_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO)
 
 
 class Command(BaseCommand):
@@ -56,6 +82,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-jobs", action="store_true", help="do not submit the stream of demo jobs (scheduler.demo)"
         )
+        add_trap_argument(parser)
+        parser.add_argument(
+            "--verbose",
+            action="store_true",
+            help="log the libraries' INFO lines too (Celery beat and worker, sign-ins); default: "
+            "warnings and Weft's own summaries",
+        )
 
     def handle(self, **opts):
         from lab import Lab, LabError, netgen
@@ -72,9 +105,11 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from exc
         if not settings.EMBEDDED:
             self.stderr.write("demo: DATABASE_URL/REDIS_URL are set; the demo uses them as they are.")
+        if not opts["verbose"]:
+            quiet_logging()
         call_command("migrate", interactive=False, verbosity=0)
         brief_console_mail()
-        self._admin()
+        sign_in = self._admin()
 
         workdir = Path(tempfile.mkdtemp(prefix="weft-demo-lab-"))
         self.stdout.write("Starting the lab fabric (ibsim + OpenSM)...")
@@ -106,6 +141,8 @@ class Command(BaseCommand):
             settings.WEFT_POLL_INTERVAL_S = float(opts["poll_interval"])
             poll = dict(schedule["poll-all-fabrics"], schedule=timedelta(seconds=opts["poll_interval"]))
             schedule["poll-all-fabrics"] = poll
+            # the lab was discovered just above: the beat's first discovery waits one interval
+            schedule["discover-all-fabrics"] = dict(schedule["discover-all-fabrics"], skip_first=True)
             from weft import inprocess
 
             inprocess.start(beat=True, schedule=schedule)
@@ -117,14 +154,19 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"\nWeft demo: open http://{opts['host']}:{opts['port']}/ "
                 f"(map: /fabric/map/, heatmap: /heatmap/, alarms: /alarms/). Ctrl-C stops.\n"
-                f"Point the diags at the lab: {' '.join(f'{k}={v}' for k, v in lab.tool_env.items())} ibnetdiscover"
+                f"Point the diags at the lab: {' '.join(f'{k}={v}' for k, v in lab.tool_env.items())} ibnetdiscover\n"
+                f"{sign_in}\n"
             )
             self.stdout.flush()
             from weft.management.commands.serve import serve
 
-            serve(opts["host"], opts["port"], worker=False, notices=False)
+            serve(
+                opts["host"], opts["port"], worker=False, notices=False, snmp_trap_port=opts["snmp_trap_port"]
+            )
         except KeyboardInterrupt:  # Ctrl-C before the server took over: stop as it would
             self.stdout.write("\nCtrl-C: stopping the demo...")
+        except TrapStartError as exc:  # the lab and the worker are stopped below
+            raise CommandError(str(exc)) from None
         finally:
             for thread in threads:
                 thread.stop()
@@ -141,17 +183,21 @@ class Command(BaseCommand):
             shutil.rmtree(workdir, ignore_errors=True)
             self.stdout.write("Demo stopped; lab processes ended.")
 
-    def _admin(self) -> None:
+    def _admin(self) -> str:
+        """Create the ``admin`` superuser if missing; print and return the sign-in line (repeated
+        under the demo's address once everything is up, where it is easy to find)."""
         User = get_user_model()
         if User.objects.filter(username="admin").exists():
-            self.stdout.write(
+            line = (
                 "User 'admin' exists (its password was printed when it was created; "
                 "reset it with: python manage.py changepassword admin)."
             )
-            return
-        password = secrets.token_urlsafe(12)
-        User.objects.create_superuser("admin", "admin@localhost", password)
-        self.stdout.write(f"Created the Weft admin user. Sign in as admin / {password} (shown only once).")
+        else:
+            password = secrets.token_urlsafe(12)
+            User.objects.create_superuser("admin", "admin@localhost", password)
+            line = f"Created the Weft admin user. Sign in as admin / {password} (shown in this run only)."
+        self.stdout.write(line)
+        return line
 
     def _fabric(self, name: str, lab):
         from fabric.models import Fabric

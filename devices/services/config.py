@@ -1,0 +1,105 @@
+"""Device configuration shared by the API (``devices.api``) and the pages (``devices.forms``):
+the cross-field checks of SNMP settings and the audit record of a change, whose credentials are
+replaced by whether they were set (a secret is never in an audit entry).
+
+Credentials are write-only everywhere: a blank or absent ``community``/``auth_key``/``priv_key``
+keeps the stored one; a value replaces it (``Device.set_secret``, encrypted at rest).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models, transaction
+
+from accounts import audit
+
+from ..choices import AuthProtocol, PrivProtocol, SnmpVersion
+from ..models import SECRET_FIELDS, Device
+
+#: the fields of a device an Admin configures (besides the credentials)
+CONFIG_FIELDS = ["fabric", "name", "address", "port", "version", "user", "auth_protocol", "priv_protocol",
+                 "context", "timeout_s", "retries", "poll_interval_s", "enabled"]  # fmt: skip
+
+
+def settings_errors(attrs: dict[str, Any], instance: Device | None) -> dict[str, str]:
+    """``{field: message}`` of what is wrong with the SNMP settings ``attrs`` (the fields being set,
+    credentials included when given) over ``instance`` (None on create): v2c needs a community,
+    v3 a user; an auth protocol needs an auth key of at least 8 characters and a privacy protocol
+    a priv key of at least 8 and an auth protocol (USM authPriv; pass phrases per RFC 3414 §11.2).
+    A credential absent from ``attrs`` counts as set when ``instance`` has one."""
+    inst = instance
+    version = attrs.get("version", inst.version if inst else SnmpVersion.V2C)
+    auth = attrs.get("auth_protocol", inst.auth_protocol if inst else AuthProtocol.NONE)
+    priv = attrs.get("priv_protocol", inst.priv_protocol if inst else PrivProtocol.NONE)
+
+    def has(name):
+        return bool(attrs[name]) if name in attrs else bool(inst and inst.has_secret(name))
+
+    def kept(name):
+        return name not in attrs and has(name)
+
+    errors = {}
+    if version == SnmpVersion.V2C and not has("community"):
+        errors["community"] = "an SNMPv2c device needs a community"
+    if version == SnmpVersion.V3:
+        if not attrs.get("user", inst.user if inst else ""):
+            errors["user"] = "an SNMPv3 device needs a user"
+        if auth != AuthProtocol.NONE and len(attrs.get("auth_key", "") or "") < 8 and not kept("auth_key"):
+            errors["auth_key"] = "at least 8 characters (RFC 3414 pass phrase) with an auth protocol"
+        if priv != PrivProtocol.NONE:
+            if auth == AuthProtocol.NONE:
+                errors["priv_protocol"] = "privacy needs an authentication protocol (USM authPriv)"
+            if len(attrs.get("priv_key", "") or "") < 8 and not kept("priv_key"):
+                errors["priv_key"] = "at least 8 characters with a privacy protocol"
+    return errors
+
+
+def create_changes(values: dict[str, Any]) -> dict[str, Any]:
+    """Audit ``changes`` of a create: the values, related objects by pk, credentials as "(set)"
+    or "(cleared)"."""
+    out = {}
+    for k, v in values.items():
+        if k in SECRET_FIELDS:
+            out[k] = "(set)" if v else "(cleared)"
+        else:
+            out[k] = v.pk if isinstance(v, models.Model) else v
+    return out
+
+
+def update_changes(
+    before: Device, after: Device, fields: list[str], secrets: dict[str, str]
+) -> dict[str, Any]:
+    """Audit ``changes`` of an update: ``{field: [old, new]}`` of ``fields`` that changed, and
+    "(changed)"/"(cleared)" for each credential in ``secrets`` (the ones written)."""
+    changes = audit.model_changes(before, after, [f for f in fields if f not in SECRET_FIELDS])
+    for k, v in secrets.items():
+        changes[k] = "(changed)" if v else "(cleared)"
+    return changes
+
+
+def save_device(values: dict[str, Any], secrets: dict[str, str], instance: Device | None = None) -> Device:
+    """Create (``instance`` None) or update a device with ``values`` (plain fields) and ``secrets``
+    (credentials to write; absent ones are kept), and its audit entry, in one transaction.
+    ``values`` and ``secrets`` are validated already (:func:`settings_errors`, field checks).
+
+    Raises:
+        Device.DoesNotExist: ``instance`` was deleted meanwhile.
+    """
+    with transaction.atomic():
+        if instance is None:
+            device = Device(**values)
+            for k, v in secrets.items():
+                device.set_secret(k, v)
+            device.save()
+            audit.record("device.create", device, create_changes({**values, **secrets}))
+            return device
+        before = Device.objects.select_for_update().get(pk=instance.pk)
+        device = Device.objects.get(pk=instance.pk)
+        for k, v in values.items():
+            setattr(device, k, v)
+        for k, v in secrets.items():
+            device.set_secret(k, v)
+        device.save()
+        audit.record("device.update", device, update_changes(before, device, list(values), secrets))
+        return device

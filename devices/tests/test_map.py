@@ -1,0 +1,74 @@
+"""The Ethernet layer of the network map (``devices.maplayer``) from a real recording's LLDP
+table served by snmpsim: the device and every LLDP neighbour system on the fabric's map payload,
+one edge per neighbour pair with its cable count, a neighbour that disappears drawn as a down
+cable while its alarm is open; the IB part is untouched."""
+
+from __future__ import annotations
+
+import pytest
+
+from devices import mibs
+from devices.models import Neighbour
+from devices.services.poll import poll_devices
+from weft.testing import snmprec
+
+from .conftest import RECORDINGS
+
+pytestmark = [pytest.mark.snmpsim, pytest.mark.django_db(transaction=False)]
+
+
+def _map(client, fabric, part=""):
+    r = client.get(f"/api/fabric/fabrics/{fabric.pk}/map/" + (f"?part={part}" if part else ""))
+    assert r.status_code == 200, r.content
+    return r.json()
+
+
+def test_lldp_neighbours_are_ethernet_links_on_the_map(agent, snmp_dir, make_device, viewer, eth_fabric):
+    agent.set_values("sonic-edit", {})  # as recorded
+    dev = make_device("sonic-edit")
+    poll_devices([dev])
+    rows = list(Neighbour.objects.filter(device=dev))
+    assert len(rows) == 23
+    systems = {}
+    for n in rows:
+        name = n.sys_name or n.chassis_id
+        systems[name] = systems.get(name, 0) + 1
+    eth = _map(viewer, eth_fabric)["ethernet"]
+    nodes, edges = eth["nodes"], eth["edges"]
+    assert nodes["name"][0] == "sonic-edit" and nodes["kind"][0] == "switch" and nodes["device"][0] == dev.pk
+    assert sorted(nodes["name"][1:]) == sorted(systems) and set(nodes["kind"][1:]) == {"host"}
+    drawn = {
+        nodes["name"][b]: n for a, b, n in zip(edges["a"], edges["b"], edges["n"], strict=True) if a == 0
+    }
+    assert drawn == systems
+    assert sum(edges["down"]) == 0 and eth["counts"]["links"] == 23
+    assert len(set(zip(nodes["x"], nodes["y"], strict=True))) == len(nodes["name"])  # no two on one spot
+
+    # one neighbour gone: its cable is drawn down while the device.link_down alarm is open
+    rec = snmprec.read(snmp_dir / RECORDINGS["sonic"])
+    gone = Neighbour.objects.get(device=dev, local_port="Eth1/19")
+    oids = [o for o in rec if o.startswith(mibs.LLDP_REM + ".") and o.endswith(".134.19.18")]
+    agent.delete_values("sonic-edit", oids)
+    poll_devices([dev], inventory=False)
+    part = _map(viewer, eth_fabric, part="edges")  # the light refresh carries the layer
+    eth = part["ethernet"]
+    remote = eth["nodes"]["name"].index(gone.sys_name or gone.chassis_id)
+    k = next(
+        i for i, (a, b) in enumerate(zip(eth["edges"]["a"], eth["edges"]["b"], strict=True)) if b == remote
+    )
+    assert (
+        eth["edges"]["down"][k] == 1 and eth["edges"]["n"][k] == systems[gone.sys_name or gone.chassis_id] - 1
+    )
+    assert eth["counts"]["down_links"] == 1 and eth["counts"]["links"] == 22
+    raw = {ln.split("|", 1)[0]: ln for ln in (snmp_dir / RECORDINGS["sonic"]).read_text().splitlines()}
+    agent.set_values("sonic-edit", {oid: tuple(raw[oid].split("|", 2)[1:]) for oid in oids})
+    poll_devices([dev], inventory=False)
+    assert _map(viewer, eth_fabric)["ethernet"]["counts"] == {**eth["counts"], "links": 23, "down_links": 0}
+
+
+def test_ib_fabric_without_devices_has_an_empty_layer(viewer, db):
+    from fabric.models import Fabric
+
+    f = Fabric.objects.create(name="ib")
+    eth = _map(viewer, f)["ethernet"]
+    assert eth["nodes"]["name"] == [] and eth["edges"]["a"] == [] and eth["counts"]["links"] == 0

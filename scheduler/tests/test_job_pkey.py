@@ -1,0 +1,144 @@
+"""Per-job isolation (issue 12, "Placement … puts the job's hosts into a job PKey when the pool
+asks for per-job isolation"): a pass places a job of a pool with ``job_isolation`` in its own
+partition of its hosts' CA ports (full membership), with the lowest PKey of the pool's job range
+that no partition of the fabric uses; every end of the job deletes it. The OpenSM side is
+``test_job_pkey_lab.py``."""
+
+from __future__ import annotations
+
+import pytest
+
+from accounts.models import AuditEntry
+from fabric.choices import MemberReason, NodeType
+from fabric.models import Partition, Port
+from fabric.services.partitions import save_partition
+from pools.models import Allocation
+from scheduler.choices import JobState
+from scheduler.models import Job
+from scheduler.services.queue import JobSpec, cancel, finish, run_pass, submit
+from weft.testing.jobs import gpu_cluster
+
+
+@pytest.fixture
+def cluster(db):
+    c = gpu_cluster(2, 2, 8, name="iso")
+    c.pool.job_isolation, c.pool.job_pkey_min, c.pool.job_pkey_max = True, 0x6100, 0x6102
+    c.pool.save()
+    return c
+
+
+def ca_guids(cluster, hosts) -> list[str]:
+    return sorted(
+        Port.objects.filter(
+            node__fabric=cluster.fabric, node__node_type=NodeType.CA, node__host__name__in=hosts
+        )
+        .exclude(port_guid="")
+        .values_list("port_guid", flat=True)
+    )
+
+
+def placed(cluster, name: str, count: int = 8) -> Job:
+    job = submit(JobSpec(name=name, pool_id=cluster.pool.pk, count=count, gpus_per_host=8))
+    run_pass()
+    job.refresh_from_db()
+    assert job.state == JobState.PLACED, job.decision
+    return job
+
+
+def test_each_job_gets_its_own_pkey_of_its_hosts_and_loses_it_when_it_ends(cluster, client_for):
+    # a partition already on 0x6100 (another pool's, an imported one): never taken
+    save_partition(Partition(fabric=cluster.fabric, name="storage", pkey=0x6100))
+    a = placed(cluster, "a")
+    b = placed(cluster, "b", 16)
+    assert (a.pkey, b.pkey) == (0x6101, 0x6102)
+    for job in (a, b):
+        part = job.partition
+        assert part.name == f"job_{job.pk}" and part.pkey == job.pkey and part.fabric_id == cluster.fabric.pk
+        members = list(part.members.order_by("port_guid").values_list("port_guid", "membership", "reason"))
+        assert members == [(g, "full", MemberReason.POOL) for g in ca_guids(cluster, job.placement)]
+        assert len(members) == len(job.placement) and job.decision["pkey"] == part.pkey_hex
+        assert f"own partition job_{job.pk} (PKey {part.pkey_hex})" in job.decision["reasons"][-1]
+    assert set(a.placement).isdisjoint(b.placement)
+    body = client_for("admin").get(f"/api/scheduler/jobs/{a.pk}/").json()
+    assert (body["pkey"], body["pkey_hex"], body["partition"]["pkey_hex"]) == (0x6101, "0x6101", "0x6101")
+
+    # the range is used up: the next job stays pending, holding nothing
+    c = submit(JobSpec(name="c", pool_id=cluster.pool.pk, count=8, gpus_per_host=8))
+    run_pass()
+    c.refresh_from_db()
+    assert c.state == JobState.PENDING and c.allocation_id is None and c.partition_id is None
+    assert "every job PKey of 0x6100-0x6102 is used on fabric" in c.decision["reasons"][0]
+    assert not Allocation.objects.filter(job=c.reference, state="active").exists()
+
+    finish(a.pk, reason="exit 0")
+    a.refresh_from_db()
+    assert a.state == JobState.COMPLETED and a.partition_id is None and a.pkey == 0x6101
+    assert not Partition.objects.filter(name=f"job_{a.pk}").exists()
+    assert a.decisions.first().details["removed_pkey"] == "0x6101"
+    assert AuditEntry.objects.filter(action="partition.delete", object_repr=f"job_{a.pk} (0x6101)").exists()
+    body = client_for("admin").get(f"/api/scheduler/jobs/{a.pk}/").json()
+    assert (body["pkey_hex"], body["partition"]) == ("0x6101", None)
+
+    # its PKey is free again: the waiting job gets it at the next pass; a cancel removes it too
+    run_pass()
+    c.refresh_from_db()
+    assert c.state == JobState.PLACED and c.pkey == 0x6101
+    cancel(b.pk)
+    cancel(c.pk)
+    assert not Partition.objects.filter(name__startswith="job_").exists()
+    assert list(Partition.objects.values_list("name", flat=True)) == ["storage"]
+
+
+def test_a_pool_without_isolation_gives_no_partition(cluster):
+    cluster.pool.job_isolation = False
+    cluster.pool.save()
+    job = placed(cluster, "plain")
+    assert job.partition_id is None and job.pkey is None and "pkey" not in job.decision
+    assert not Partition.objects.exists()
+
+
+def test_pool_api_takes_the_isolation_option_and_refuses_an_empty_range(cluster, client_for):
+    api = client_for("admin")
+    url = f"/api/pools/pools/{cluster.pool.pk}/"
+    r = api.patch(url, {"job_pkey_min": "0x6200", "job_pkey_max": "0x61ff"}, format="json")
+    assert r.status_code == 400 and "0x6200-0x61ff is empty" in r.json()["job_pkey_min"][0]
+    r = api.patch(
+        url, {"job_isolation": True, "job_pkey_min": "0x6200", "job_pkey_max": "0x62ff"}, format="json"
+    )
+    assert r.status_code == 200, r.json()
+    assert (r.json()["job_isolation"], r.json()["job_pkey_min"], r.json()["job_pkey_max"]) == (
+        True,
+        0x6200,
+        0x62FF,
+    )
+
+
+def test_a_requeued_job_loses_its_partition_and_a_moved_one_gets_one_of_its_new_hosts(cluster):
+    from pools.services.allocation import release
+    from scheduler.services import queue, state
+
+    job = placed(cluster, "mover")
+    (before,) = job.placement
+    after = next(h for h in cluster.hosts if h != before)
+    loc = state.current_locality()
+    moved = queue.move(
+        job.pk, {after: 8}, loc, expected_allocation=job.allocation_id, expected_placement=job.placement,
+        reason="defragment",
+    )  # fmt: skip
+    moved.refresh_from_db()
+    assert moved.placement == {after: 8} and moved.pkey == job.pkey  # the PKey freed first, taken again
+    members = list(moved.partition.members.values_list("port_guid", flat=True))
+    assert sorted(members) == ca_guids(cluster, [after]) and moved.partition_id != job.partition_id
+    assert Partition.objects.filter(name__startswith="job_").count() == 1
+
+    spot = placed(cluster, "spot")  # preemptible jobs are requeued when they lose their GPUs
+    Job.objects.filter(pk=spot.pk).update(requeue=True)
+    release(spot.allocation_id, reason="taken back by an Operator")  # the pools end it …
+    queue.allocation_lost(spot.allocation_id, "released")  # … (their signal's receiver): requeued
+    spot.refresh_from_db()
+    assert spot.state == JobState.PENDING and spot.partition_id is None and spot.pkey is not None
+    assert not Partition.objects.filter(name=f"job_{spot.pk}").exists()
+    assert spot.decisions.first().details["removed_pkey"] == f"0x{spot.pkey:04x}"
+    run_pass()
+    spot.refresh_from_db()
+    assert spot.state == JobState.PLACED and spot.partition.name == f"job_{spot.pk}"

@@ -146,6 +146,11 @@
     const g = data.groups.member[i];
     return expanded.has(g) ? String(i) : "g" + g;
   }
+  /** Nodes of the map, collapsed or not: the IB nodes and the Ethernet ones drawn on their own. */
+  function totalNodes() {
+    const L = data.ethernet;
+    return data.nodes.id.length + (L ? L.nodes.ib.filter((ib) => ib < 0).length : 0);
+  }
   function isGroupKey(key) { return typeof key === "string" && key.charAt(0) === "g"; }
   /** Draw group g as its members (and redraw), keeping the selection and the camera. */
   function expandGroups(list) {
@@ -168,7 +173,7 @@
     markHighlighted();
     if (selected !== null && !graph.hasNode(selected)) { selected = null; neighbours = new Set(); }
     if (selected !== null) neighbours = new Set(graph.neighbors(selected));
-    container.dataset.nodes = String(data.nodes.id.length);
+    container.dataset.nodes = String(totalNodes());
     container.dataset.drawnNodes = String(graph.order);
     container.dataset.edges = String(graph.size);
     container.dataset.expanded = String(expanded.size);
@@ -1007,7 +1012,7 @@
   }
 
   function ready() {
-    container.dataset.nodes = String(data.nodes.id.length);
+    container.dataset.nodes = String(totalNodes());
     container.dataset.drawnNodes = String(graph.order);
     container.dataset.edges = String(graph.size);
     timings.total_ms = Math.round(performance.now() - t0);
@@ -1064,9 +1069,11 @@
         return;
       }
       startRenderer();
-      if (grouped()) {
-        // the frame of the whole fabric, so that expanding a group does not move the others
-        const xs = data.nodes.x, ys = data.nodes.y;
+      if (grouped() && data.groups.collapsed) {
+        // the frame of the whole fabric (and its Ethernet layer), so that expanding a group does
+        // not move the others
+        const L = data.ethernet;
+        const xs = data.nodes.x.concat(L ? L.nodes.x : []), ys = data.nodes.y.concat(L ? L.nodes.y : []);
         let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
         for (let i = 0; i < xs.length; i++) { x0 = Math.min(x0, xs[i]); x1 = Math.max(x1, xs[i]); y0 = Math.min(y0, ys[i]); y1 = Math.max(y1, ys[i]); }
         renderer.setCustomBBox({ x: [x0, x1], y: [y0, y1] });

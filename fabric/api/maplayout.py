@@ -331,6 +331,7 @@ def build_map(fabric) -> dict:
     for layer in LAYERS.values():
         payload[layer.name] = layer.build(fabric, payload)
         layer_nodes.append(payload[layer.name].get("nodes"))
+    payload["groups"] = build_groups(fabric, payload)
     payload["nodes_version"] = _digest([nodes, host_names, extra_lids, *layer_nodes])
     return payload
 
@@ -373,27 +374,284 @@ def _down_links(fabric, index: dict[str, int]) -> dict[tuple[int, int], int]:
 
 def map_cache_key(fabric) -> str:
     """A cache key that changes with every discovery, every node/link count change, every
-        change of the open ``link.down`` alarms (drawn as Down cables) and every node-name map change
-        (``Fabric.node_name_map_changed``: the names are drawn), and with every registered layer's
-    ``cache_part``."""
+    change of the open ``link.down`` alarms (drawn as Down cables), every node-name map change
+    (``Fabric.node_name_map_changed``: the names are drawn), every switch role change (the
+    groups follow the scheduler's locality, which skips storage and management switches) and
+    with every registered layer's ``cache_part``."""
     from django.db.models import Count, Max
 
     from events.models import Alarm
 
+    from ..choices import FabricRole
     from ..models import Discovery, Link, Node
 
     last = Discovery.objects.filter(fabric=fabric).order_by("-id").values_list("id", flat=True).first()
     nodes = Node.objects.filter(fabric=fabric).count()
+    # switch roles decide the groups (a storage switch is in no locality unit)
+    roles = _digest(
+        list(
+            Node.objects.filter(fabric=fabric)
+            .exclude(role=FabricRole.COMPUTE)
+            .order_by("id")
+            .values_list("id", "role")
+        )
+    )
     links = Link.objects.filter(fabric=fabric).count()
     down = (
         Alarm.objects.open().filter(fabric=fabric, code="link.down").aggregate(n=Count("id"), last=Max("id"))
     )
     layers = ":".join(f"{layer.name}={layer.cache_part(fabric)}" for layer in LAYERS.values())
     return (
-        f"weft:fabric-map:v3:{fabric.pk}:{last}:{fabric.last_discovery_id}:{nodes}:{links}:"
-        f"{down['n']}:{down['last']}:{_stamp(fabric.node_name_map_changed)}:{layers}"
+        f"weft:fabric-map:v4:{fabric.pk}:{last}:{fabric.last_discovery_id}:{nodes}:{links}:"
+        f"{down['n']}:{down['last']}:{_stamp(fabric.node_name_map_changed)}:{roles}:{layers}"
     )
 
 
 def _stamp(when) -> str:
     return f"{when.timestamp():.6f}" if when is not None else "-"
+
+
+# --- grouping at scale (issue 14, "The map at Selene scale") -------------------------------------
+
+#: Above this many nodes the map opens with its groups collapsed (a group drawn as one node).
+GROUP_ABOVE = 300
+#: Group kinds, from the scheduler's locality tiers (``scheduler.locality.Domain.tier``), plus
+#: ``tier``: the nodes no locality domain holds, grouped by their tier and type.
+UNIT, BLOCK, SPINE_GROUP, TIER_GROUP = "unit", "block", "spine_group", "tier"
+_DOMAIN_KIND = {1: UNIT, 2: BLOCK, 3: SPINE_GROUP}
+_TIER_LABEL = {
+    HOST: "hosts",
+    LEAF: "leaves",
+    SPINE: "spines",
+    CORE: "cores",
+    UNKNOWN: "switches of unknown tier",
+}
+
+
+def build_groups(fabric, payload: dict) -> dict:
+    """The groups of the map of ``fabric``: ``{"key", "name", "kind", "n", "x", "y"}`` parallel
+    lists plus ``member`` (one group index per node of ``payload["nodes"]``) and ``collapsed``
+    (True when the map has more than :data:`GROUP_ABOVE` nodes: opened collapsed).
+
+    Groups are the scheduler's locality domains (``scheduler.topology.build_locality``, the one
+    locality model): a unit (a leaf, or the rail leaves of a pod, with the CAs of its hosts), a
+    block (its spine switches), a spine group (its core switches). Every node no domain holds
+    (a storage fabric, a switch with another role, an unplaced host's CA) goes into a group of its
+    tier and type (``kind`` ``tier``), so every node has a group. ``x``/``y`` are the mean layout
+    position of the members (graph units, as the nodes'); ``n`` the member count.
+    """
+    from scheduler.topology import build_locality
+
+    nodes = payload["nodes"]
+    count = len(nodes["id"])
+    member = [-1] * count
+    keys: list[str] = []
+    names: list[str] = []
+    kinds: list[str] = []
+    if count == 0:
+        return {
+            "key": [],
+            "name": [],
+            "kind": [],
+            "n": [],
+            "x": [],
+            "y": [],
+            "member": [],
+            "collapsed": False,
+        }
+    by_guid = {g: i for i, g in enumerate(nodes["guid"])}
+    cas_of_host: dict[str, list[int]] = defaultdict(list)
+    for i, h in enumerate(nodes["host"]):
+        if h >= 0 and nodes["type"][i] != 1:
+            cas_of_host[payload["hosts"][h]].append(i)
+    locality = build_locality([fabric])
+    domains = sorted(
+        (d for d in locality.domains.values() if d.fabric_id == fabric.pk and d.tier in _DOMAIN_KIND),
+        key=lambda d: (-d.tier, natural_key(d.name), d.key),
+    )
+    for d in domains:
+        members = [by_guid[g] for g in d.switches if g in by_guid]
+        if d.tier == 1:
+            members += [i for h in d.hosts for i in cas_of_host.get(h, ())]
+        members = [i for i in members if member[i] < 0]
+        if not members:
+            continue
+        for i in members:
+            member[i] = len(keys)
+        keys.append(d.key)
+        names.append(d.name)
+        kinds.append(_DOMAIN_KIND[d.tier])
+    rest: dict[tuple[int, int], int] = {}
+    for i in range(count):
+        if member[i] >= 0:
+            continue
+        kind, tier = nodes["type"][i], nodes["tier"][i]
+        slot = (kind, tier if kind == 1 else HOST)
+        if slot not in rest:
+            rest[slot] = len(keys)
+            label = _TIER_LABEL.get(slot[1], "switches") if kind == 1 else ("routers" if kind == 2 else "CAs")
+            keys.append(f"f{fabric.pk}/tier/{kind}-{slot[1]}")
+            names.append(f"other {label}")
+            kinds.append(TIER_GROUP)
+        member[i] = rest[slot]
+    sums = [[0, 0.0, 0.0] for _ in keys]
+    for i, g in enumerate(member):
+        s = sums[g]
+        s[0] += 1
+        s[1] += nodes["x"][i]
+        s[2] += nodes["y"][i]
+    return {
+        "key": keys,
+        "name": names,
+        "kind": kinds,
+        "n": [s[0] for s in sums],
+        "x": [round(s[1] / s[0], 3) for s in sums],
+        "y": [round(s[2] / s[0], 3) for s in sums],
+        "member": member,
+        "collapsed": count > GROUP_ABOVE,
+    }
+
+
+def collapse(payload: dict) -> dict:
+    """The map as drawn with every group collapsed (pure): ``nodes`` the group count and
+    ``edges`` ``{(group, group): cables}`` between distinct groups (cables inside a group are not
+    drawn). What the browser draws first above :data:`GROUP_ABOVE` nodes (map.js does the same
+    aggregation, for any mix of collapsed and expanded groups)."""
+    member = payload["groups"]["member"]
+    E = payload["edges"]
+    out: dict[tuple[int, int], int] = defaultdict(int)
+    for a, b, n, down in zip(E["a"], E["b"], E["n"], E["down"], strict=True):
+        ga, gb = member[a], member[b]
+        if ga != gb:
+            out[(ga, gb) if ga < gb else (gb, ga)] += n + down
+    return {"nodes": len(payload["groups"]["key"]), "edges": dict(out)}
+
+
+def build_live(fabric, payload: dict) -> dict:
+    """Live state of the drawn edges, read at each request (not cached with the layout):
+    ``util`` and ``cong`` the highest utilisation and congestion (0..1, ``telemetry.PortCounters``
+    of the latest sweep; None when no port of the edge has a rate: a file import, a first sample)
+    over both ends of every cable of the edge; ``alarms`` the open alarms on those ports or named
+    by a ``link.*`` key between the edge's nodes. Lists parallel to ``payload["edges"]``."""
+    from django.db.models import Q
+
+    from events.models import Alarm
+    from telemetry.models import PortCounters
+
+    from ..keys import split_link_key
+    from ..models import Link
+
+    nodes = payload["nodes"]
+    index = {pk: k for k, pk in enumerate(nodes["id"])}
+    E = payload["edges"]
+    edge_of = {(a, b): e for e, (a, b) in enumerate(zip(E["a"], E["b"], strict=True))}
+    n_edges = len(E["a"])
+    util: list[float | None] = [None] * n_edges
+    cong: list[float | None] = [None] * n_edges
+    alarms = [0] * n_edges
+    port_edge: dict[int, int] = {}
+    for pa, pb, na, nb in (
+        Link.objects.filter(fabric=fabric)
+        .order_by()
+        .values_list("port_a_id", "port_b_id", "port_a__node_id", "port_b__node_id")
+    ):
+        a, b = index.get(na), index.get(nb)
+        if a is None or b is None or a == b:
+            continue
+        e = edge_of.get((a, b) if a < b else (b, a))
+        if e is not None:
+            port_edge[pa] = port_edge[pb] = e
+    if port_edge:
+        for port_id, u, c in (
+            PortCounters.objects.filter(port__node__fabric=fabric, stale=False)
+            .filter(Q(utilisation__isnull=False) | Q(congestion__isnull=False))
+            .values_list("port_id", "utilisation", "congestion")
+        ):
+            e = port_edge.get(port_id)
+            if e is None:
+                continue
+            if u is not None and (util[e] is None or u > util[e]):
+                util[e] = round(u, 4)
+            if c is not None and (cong[e] is None or c > cong[e]):
+                cong[e] = round(c, 4)
+    guid_index = {g: k for k, g in enumerate(nodes["guid"])}
+    for port_id, key in Alarm.objects.open().filter(fabric=fabric).values_list("port_id", "object_key"):
+        e = port_edge.get(port_id) if port_id is not None else None
+        if e is None and key.count("/") >= 2:
+            try:
+                (ga, _), (gb, _) = split_link_key(key)
+            except ValueError:
+                continue
+            a, b = guid_index.get(ga), guid_index.get(gb)
+            if a is not None and b is not None and a != b:
+                e = edge_of.get((a, b) if a < b else (b, a))
+        if e is not None:
+            alarms[e] += 1
+    return {"util": util, "cong": cong, "alarms": alarms}
+
+
+def map_edge_detail(fabric, params) -> dict:
+    """The cables between two nodes of ``fabric`` with both ends' counters and the open alarms on
+    them (see ``FabricViewSet.map_edge`` for the shape). ``params`` holds ``a`` and ``b``, node
+    ids. Raises ``ValidationError`` (400) for a missing or bad id, ``NotFound`` (404) when a
+    node is not on ``fabric``."""
+    from django.db.models import Q
+    from rest_framework.exceptions import NotFound, ValidationError
+
+    from events.models import Alarm
+
+    from ..keys import link_key
+    from ..models import Link, Node
+
+    ids = {}
+    for name in ("a", "b"):
+        raw = params.get(name, "")
+        if not str(raw).isdigit():
+            raise ValidationError({name: [f"a node id (integer) is required, got {raw!r}"]})
+        ids[name] = int(raw)
+    ends = {n.pk: n for n in Node.objects.filter(fabric=fabric, pk__in=ids.values())}
+    for pk in ids.values():
+        if pk not in ends:
+            raise NotFound(f"node {pk} is not on fabric {fabric.name}")
+    a, b = ends[ids["a"]], ends[ids["b"]]
+    links = (
+        Link.objects.filter(fabric=fabric)
+        .filter(Q(port_a__node=a, port_b__node=b) | Q(port_a__node=b, port_b__node=a))
+        .select_related("port_a__node", "port_b__node", "port_a__counters", "port_b__counters")
+        .order_by("id")
+    )
+
+    def end(port) -> dict:
+        c = getattr(port, "counters", None)
+        return {
+            "port_id": port.pk, "port_num": port.port_num, "node": port.node_id,
+            "state": port.get_state_display(), "width": port.width, "speed": port.speed,
+            "rate_gbps": port.rate_gbps,
+            "utilisation": c.utilisation if c else None, "congestion": c.congestion if c else None,
+            "xmit_wait_per_s": c.xmit_wait_per_s if c else None,
+            "xmit_bytes_per_s": c.xmit_bytes_per_s if c else None,
+            "rcv_bytes_per_s": c.rcv_bytes_per_s if c else None,
+            "error_deltas": (c.error_deltas or {}) if c else {}, "stale": bool(c and c.stale),
+        }  # fmt: skip
+
+    cables = []
+    ports: list[int] = []
+    keys: list[str] = []
+    for link in links:
+        pa, pb = (link.port_a, link.port_b) if link.port_a.node_id == a.pk else (link.port_b, link.port_a)
+        cables.append({"a": end(pa), "b": end(pb)})
+        ports += [pa.pk, pb.pk]
+        keys.append(link_key((pa.node.node_guid, pa.port_num), (pb.node.node_guid, pb.port_num)))
+    alarms = (
+        Alarm.objects.open()
+        .filter(fabric=fabric)
+        .filter(Q(port_id__in=ports) | Q(object_key__in=keys))
+        .order_by("-last_seen")
+        .values("id", "code", "severity", "message", "object_repr")[:50]
+    )
+    return {
+        "a": {"id": a.pk, "name": str(a), "guid": a.node_guid},
+        "b": {"id": b.pk, "name": str(b), "guid": b.node_guid},
+        "cables": cables,
+        "alarms": list(alarms),
+    }

@@ -49,7 +49,7 @@ from ..services.roles import RoleError, set_switch_roles
 from ..upload import GZIP_MAGIC, UploadError, read_limited, topology_text
 from ..upload import max_bytes as max_upload_bytes
 from . import serializers
-from .maplayout import build_map, edges_part, map_cache_key
+from .maplayout import build_live, build_map, edges_part, map_cache_key, map_edge_detail
 
 BRIEF_PARAM = OpenApiParameter(
     "brief", OpenApiTypes.BOOL, description="return the brief form (id, url, display, natural key)"
@@ -517,7 +517,28 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
             raise ValidationError({"part": f"unknown part {part!r}: use edges or leave it out"})
         fabric = self.get_object()
         payload = get_or_compute(map_cache_key(fabric), lambda: build_map(fabric), 300)
-        return Response(edges_part(payload) if part == "edges" else payload)
+        # live utilisation, congestion and alarms change every sweep: read at each request
+        live = build_live(fabric, payload)
+        return Response({**(edges_part(payload) if part == "edges" else payload), "live": live})
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("a", int, required=True, description="node id at one end"),
+            OpenApiParameter("b", int, required=True, description="node id at the other end"),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    @action(detail=True, methods=["get"], url_path="map-edge")
+    def map_edge(self, request, pk=None):
+        """One edge of the map (the cables between nodes ``a`` and ``b``), for the map's link panel:
+        ``{"a": {id, name, guid}, "b": {...}, "cables": [{"a": end, "b": end}], "alarms": [...]}``
+        where an end is ``{port_id, port_num, state, width, speed, rate_gbps, utilisation,
+        congestion, xmit_wait_per_s, error_deltas, stale}`` (utilisation and congestion 0..1,
+        ``telemetry.PortCounters``; None without a rate) and ``alarms`` the open alarms on those
+        ports or keyed by one of those cables (id, code, severity, message, object). 400 for a
+        missing or non-integer id; 404 when a node is not on this fabric."""
+        fabric = self.get_object()
+        return Response(map_edge_detail(fabric, request.query_params))
 
     @extend_schema(
         request=serializers.SwitchRolesSerializer, responses={200: serializers.SwitchRolesResultSerializer}

@@ -608,6 +608,7 @@ def test_map_edges_part_is_the_light_payload_of_an_open_map(small, client_for):
         "edges",
         "speeds",
         "widths",
+        "live",
         *LAYERS,
     }
     assert part["nodes_version"] == full["nodes_version"] and len(part["nodes_version"]) == 16

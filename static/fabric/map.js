@@ -8,11 +8,20 @@
 // Marks: #map[data-highlight] (GUIDs, space-separated: a pool's hosts) are drawn orange with their
 // neighbours (the leaves they are cabled to) in colour and the rest dimmed; #map[data-host-url]
 // makes the panel's host name a link (?fabric=<id>&name=<host>).
+// Groups (payload "groups": the scheduler's locality units, blocks, spine groups, the rest by tier):
+// above a few hundred nodes the map opens with every group collapsed into one node ("g<k>"); a click
+// on a group expands it, "Collapse all" folds them back. Cables between a collapsed group and
+// anything else are drawn as one edge ("m:<s>|<t>", its members the payload's edge indexes) coloured
+// by its worst member. Overlays ("Links by"): speed, state, width, and the live part (payload
+// "live", read at each request): utilisation, congestion, open alarms, each with its legend.
+// A click on a link opens its panel: both ends, per cable their ports and counters, the open alarms
+// (/api/fabric/fabrics/{id}/map-edge/?a=&b=); on a group edge, its cables by worst first.
 // Ethernet layer (payload part "ethernet", devices.maplayer): SNMP devices and the systems their
 // LLDP neighbours name, drawn as amber nodes (keys "e<k>"; a device managing an IB switch is drawn
 // on that switch) joined by amber Ethernet links (keys "x<e>", red while down), with a legend entry.
 // Test and bench hooks: #map[data-state|data-nodes|data-edges|data-links|data-down-links|
-// data-live|data-render-ms|data-selected|data-highlighted|data-highlight-missing] and window.weftMap.
+// data-live|data-render-ms|data-selected|data-highlighted|data-highlight-missing|data-groups|
+// data-expanded|data-colour] and window.weftMap.
 (function () {
   "use strict";
   const container = document.getElementById("map");
@@ -40,6 +49,13 @@
   const STATE_NAMES = { 4: "Active", 3: "Armed", 2: "Initialize", 1: "Down", 0: "not reported (file import)" };
   const WIDTH_COLOURS = { "1x": "#f85149", "2x": "#db6d28", "4x": "#3fb950", "8x": "#58a6ff", "12x": "#a371f7", "": "#484f58" };
   const HIGHLIGHT = "#ffa657";
+  const GROUP_COLOURS = { unit: "#3fc1c9", block: "#4aa3ff", spine_group: "#b084f5", tier: "#8b98a5" };
+  const GROUP_NAMES = { unit: "unit (leaf or rail pod, with its hosts)", block: "block (spines)", spine_group: "spine group (cores)", tier: "other nodes by tier" };
+  // live overlays: [upper bound (exclusive), colour, legend name]; None ("no data") grey
+  const NO_DATA = "#3a444f";
+  const UTIL_BINS = [[0.3, "#2ea043", "< 30 %"], [0.7, "#d29922", "30–70 %"], [0.9, "#db6d28", "70–90 %"], [Infinity, "#f85149", "≥ 90 %"]];
+  const CONG_BINS = [[0.01, "#2ea043", "< 1 %"], [0.1, "#d29922", "1–10 %"], [0.3, "#db6d28", "10–30 %"], [Infinity, "#f85149", "≥ 30 %"]];
+  const ALARM_COLOURS = { none: "#2ea043", some: "#f85149" };
   const ETH_COLOURS = { switch: "#e3b341", host: "#f2dfa7", link: "#e3b341" };
   const DIM_NODE = "#26303a";
   const DIM_EDGE = "#161d24";
@@ -58,6 +74,8 @@
   const lidIndex = new Map();
   const idIndex = new Map();
   const timings = {};
+  let expanded = new Set(); // group indexes drawn as their members
+  let edgeUrl = null;
 
   function setStatus(text) { if (statusEl) statusEl.textContent = text; }
   function el(tag, text, cls) {
@@ -84,6 +102,8 @@
   function edgeColour(e) {
     const E = data.edges;
     if (E.down && E.down[e] > 0) return STATE_COLOURS[1];  // a cable down (open link.down alarm): red in every mode
+    if (colourMode === "util" || colourMode === "cong") return binColour(liveValue(e));
+    if (colourMode === "alarms") return liveAlarms(e) > 0 ? ALARM_COLOURS.some : ALARM_COLOURS.none;
     if (colourMode === "state") return STATE_COLOURS[E.state[e]] || STATE_COLOURS[0];
     if (colourMode === "width") return WIDTH_COLOURS[data.widths[E.width[e]]] || WIDTH_COLOURS[""];
     return SPEED_COLOURS[data.speeds[E.speed[e]]] || "#8b98a5";
@@ -91,11 +111,83 @@
 
   function label(i) { return data.nodes.name[i] || data.nodes.guid[i]; }
 
+  // --- live overlays --------------------------------------------------------------------------
+  function liveValue(e) {
+    const L = data.live;
+    if (!L) return null;
+    const v = colourMode === "cong" ? L.cong[e] : L.util[e];
+    return v == null ? null : v;
+  }
+  function liveAlarms(e) { return data.live ? data.live.alarms[e] || 0 : 0; }
+  function bins() { return colourMode === "cong" ? CONG_BINS : UTIL_BINS; }
+  function binOf(v) { if (v == null) return null; for (const b of bins()) if (v < b[0]) return b; return bins()[bins().length - 1]; }
+  function binColour(v) { const b = binOf(v); return b ? b[1] : NO_DATA; }
+  /** How bad edge e is in the current mode (higher is worse): picks a group edge's colour. */
+  function badness(e) {
+    const E = data.edges;
+    if (E.down && E.down[e] > 0) return 1e9;
+    if (colourMode === "util" || colourMode === "cong") { const v = liveValue(e); return v == null ? -1 : v; }
+    if (colourMode === "alarms") return liveAlarms(e);
+    if (colourMode === "state") return E.state[e] ? 5 - E.state[e] : 0;
+    return -(E.rate[e] == null ? 1e6 : E.rate[e]);
+  }
+  function worst(members) {
+    let best = members[0], score = badness(best);
+    for (let k = 1; k < members.length; k++) { const b = badness(members[k]); if (b > score) { best = members[k]; score = b; } }
+    return best;
+  }
+  function colourOfEdgeKey(key, attrs) { return attrs.members ? edgeColour(worst(attrs.members)) : edgeColour(Number(key)); }
+
+  // --- groups ---------------------------------------------------------------------------------
+  function grouped() { return !!(data.groups && data.groups.member && data.groups.member.length === data.nodes.id.length); }
+  /** The graph key drawing node i: its own, or its collapsed group's. */
+  function keyOf(i) {
+    if (!grouped()) return String(i);
+    const g = data.groups.member[i];
+    return expanded.has(g) ? String(i) : "g" + g;
+  }
+  /** Nodes of the map, collapsed or not: the IB nodes and the Ethernet ones drawn on their own. */
+  function totalNodes() {
+    const L = data.ethernet;
+    return data.nodes.id.length + (L ? L.nodes.ib.filter((ib) => ib < 0).length : 0);
+  }
+  function isGroupKey(key) { return typeof key === "string" && key.charAt(0) === "g"; }
+  /** Draw group g as its members (and redraw), keeping the selection and the camera. */
+  function expandGroups(list) {
+    let changed = false;
+    for (const g of list) if (!expanded.has(g)) { expanded.add(g); changed = true; }
+    if (changed && renderer) rebuild();
+    return changed;
+  }
+  function collapseAll() {
+    if (!grouped()) return;
+    expanded = new Set();
+    if (selected !== null && !isGroupKey(selected)) clearSelection();
+    rebuild();
+  }
+  function rebuild() {
+    graph.clear();
+    addNodes();
+    addEthNodes();
+    addEdges();
+    markHighlighted();
+    if (selected !== null && !graph.hasNode(selected)) { selected = null; neighbours = new Set(); }
+    if (selected !== null) neighbours = new Set(graph.neighbors(selected));
+    container.dataset.nodes = String(totalNodes());
+    container.dataset.drawnNodes = String(graph.order);
+    container.dataset.edges = String(graph.size);
+    container.dataset.expanded = String(expanded.size);
+    renderer.setSetting("enableEdgeEvents", graph.size <= 6000);
+    renderer.refresh();
+    drawLegend();
+    showCounts();
+  }
+
   // --- Ethernet layer -------------------------------------------------------------------------
   function eth() { return data.ethernet || null; }
   function isEthKey(key) { return typeof key === "string" && key.charAt(0) === "e"; }
   /** Graph key of Ethernet node k: the IB node it is drawn on, else its own. */
-  function ethKey(k) { const ib = eth().nodes.ib[k]; return ib >= 0 ? String(ib) : "e" + k; }
+  function ethKey(k) { const ib = eth().nodes.ib[k]; return ib >= 0 ? keyOf(ib) : "e" + k; } // its IB node, or that node's collapsed group
   function ethEdgeColour(e) { return eth().edges.down[e] > 0 ? STATE_COLOURS[1] : ETH_COLOURS.link; }
   function addEthNodes() {
     const L = eth();
@@ -133,19 +225,48 @@
     graph = new Graph({ type: "undirected", multi: false, allowSelfLoops: false });
     const nd = data.nodes;
     for (let i = 0; i < N; i++) {
-      const isSwitch = nd.type[i] !== 0;
-      graph.addNode(String(i), {
-        x: nd.x[i], y: nd.y[i], size: isSwitch ? 4 : 2, color: nodeColour(i), label: label(i),
-        baseColor: nodeColour(i),
-      });
       guidIndex.set(nd.guid[i], i);
       idIndex.set(nd.id[i], i);
       if (nd.lid[i] != null) addLid(nd.lid[i], i);
     }
     for (const [lid, i] of data.extra_lids) addLid(lid, i);
+    if (grouped()) {
+      const G = data.groups;
+      expanded = new Set(G.collapsed ? [] : G.key.map((_, g) => g));
+      // what the page asks to show (a pool's hosts, a focused node) is drawn expanded
+      const wanted = (container.dataset.highlight || "").split(/[\s,]+/).filter(Boolean);
+      if (container.dataset.focus) wanted.push(container.dataset.focus);
+      for (const g of wanted) { const i = guidIndex.get(normalizeGuid(g) || g); if (i !== undefined) expanded.add(G.member[i]); }
+      container.dataset.groups = String(G.key.length);
+      container.dataset.expanded = String(expanded.size);
+    }
+    addNodes();
     addEthNodes();
     addEdges();
     markHighlighted();
+  }
+
+  function addNodes() {
+    const nd = data.nodes;
+    const G = data.groups;
+    for (let i = 0; i < nd.id.length; i++) {
+      const key = keyOf(i);
+      if (key.charAt(0) === "g") {
+        if (graph.hasNode(key)) continue;
+        const g = Number(key.slice(1));
+        const colour = GROUP_COLOURS[G.kind[g]] || GROUP_COLOURS.tier;
+        graph.addNode(key, {
+          x: G.x[g], y: G.y[g], size: Math.min(5 + Math.log2(G.n[g]) * 1.4, 16), color: colour, baseColor: colour,
+          label: G.name[g] + " (" + G.n[g] + ")", type: "circle",
+        });
+        continue;
+      }
+      const isSwitch = nd.type[i] !== 0;
+      graph.addNode(key, {
+        x: nd.x[i], y: nd.y[i], size: isSwitch ? 4 : 2, color: nodeColour(i), label: label(i),
+        baseColor: nodeColour(i),
+      });
+    }
   }
 
   /** The nodes named by #map[data-highlight] (GUIDs), and their neighbours. */
@@ -159,7 +280,7 @@
       else highlighted.add(String(i));
     }
     highlightNeighbours = new Set();
-    for (const key of highlighted) for (const n of graph.neighbors(key)) highlightNeighbours.add(n);
+    for (const key of highlighted) if (graph.hasNode(key)) for (const n of graph.neighbors(key)) highlightNeighbours.add(n);
     if (wanted.length) {
       container.dataset.highlighted = String(highlighted.size);
       container.dataset.highlightMissing = String(missing);
@@ -172,16 +293,33 @@
 
   function addEdges() {
     const E = data.edges;
+    const merged = new Map();
     for (let e = 0; e < E.a.length; e++) {
-      graph.addEdgeWithKey(String(e), String(E.a[e]), String(E.b[e]), {
-        size: Math.min(0.6 + Math.log2(Math.max(E.n[e] + (E.down ? E.down[e] : 0), 1)) * 0.6, 3), color: edgeColour(e),
+      const s = keyOf(E.a[e]), t = keyOf(E.b[e]);
+      const cables = E.n[e] + (E.down ? E.down[e] : 0);
+      if (s === t) continue; // inside a collapsed group
+      if (!isGroupKey(s) && !isGroupKey(t)) {
+        graph.addEdgeWithKey(String(e), s, t, { size: Math.min(0.6 + Math.log2(Math.max(cables, 1)) * 0.6, 3), color: edgeColour(e) });
+        continue;
+      }
+      const key = "m:" + (s < t ? s + "|" + t : t + "|" + s);
+      let m = merged.get(key);
+      if (!m) { m = { s, t, members: [], cables: 0 }; merged.set(key, m); }
+      m.members.push(e);
+      m.cables += cables;
+    }
+    for (const [key, m] of merged) {
+      graph.addEdgeWithKey(key, m.s, m.t, {
+        size: Math.min(1.5 + Math.log2(Math.max(m.cables, 1)) * 0.5, 6), members: m.members, cables: m.cables,
+        color: edgeColour(worst(m.members)),
       });
     }
     addEthEdges();
   }
 
   function recolourEdges() {
-    graph.forEachEdge((key, attrs) => { attrs.color = key.charAt(0) === "x" ? ethEdgeColour(Number(key.slice(1))) : edgeColour(Number(key)); });
+    container.dataset.colour = colourMode;
+    graph.forEachEdge((key, attrs) => { attrs.color = key.charAt(0) === "x" ? ethEdgeColour(Number(key.slice(1))) : colourOfEdgeKey(key, attrs); });
     renderer.refresh();
     drawLegend();
   }
@@ -194,6 +332,7 @@
     data.widths = part.widths;
     data.counts = part.counts;
     data.discovery = part.discovery;
+    if (part.live) data.live = part.live;
     if (part.ethernet) data.ethernet = part.ethernet;
     graph.clearEdges();
     addEdges();
@@ -235,7 +374,13 @@
       }
       if (!E.n[e]) continue;
       let key, colour, name;
-      if (colourMode === "state") {
+      if (colourMode === "util" || colourMode === "cong") {
+        const b = binOf(liveValue(e));
+        key = "l:" + (b ? b[2] : "none"); colour = b ? b[1] : NO_DATA; name = b ? b[2] : "no data";
+      } else if (colourMode === "alarms") {
+        const n = liveAlarms(e);
+        key = n ? "a:some" : "a:none"; colour = n ? ALARM_COLOURS.some : ALARM_COLOURS.none; name = n ? "open alarm" : "no alarm";
+      } else if (colourMode === "state") {
         key = E.state[e] === 1 ? DOWN_KEY : E.state[e];
         colour = STATE_COLOURS[E.state[e]]; name = STATE_NAMES[E.state[e]];
       }
@@ -275,7 +420,19 @@
       li.append(dot, (container.dataset.highlightLabel || "highlighted") + " (" + highlighted.size + ")");
       ul.prepend(li);
     }
-    legend.append(el("strong", "Links by " + colourMode), ul);
+    if (grouped() && expanded.size < data.groups.key.length) {
+      const seen = {};
+      graph.forEachNode((key) => { if (isGroupKey(key)) { const k = data.groups.kind[Number(key.slice(1))]; seen[k] = (seen[k] || 0) + 1; } });
+      for (const [k, n] of Object.entries(seen)) {
+        const li = el("li");
+        li.dataset.legend = "group-" + k;
+        const dot = el("span", null, "dot"); dot.style.background = GROUP_COLOURS[k]; dot.style.outline = "1px solid #e6edf3";
+        li.append(dot, GROUP_NAMES[k] + " (" + n + ")");
+        ul.prepend(li);
+      }
+    }
+    const MODE_NAMES = { util: "utilisation (highest end, last sweep)", cong: "congestion (PortXmitWait)", alarms: "open alarms" };
+    legend.append(el("strong", "Links by " + (MODE_NAMES[colourMode] || colourMode)), ul);
   }
 
   function nodeReducer(key, attrs) {
@@ -284,7 +441,8 @@
     if (selected === null && matches.size === 0 && highlighted.size === 0) return attrs;
     const res = { ...attrs };
     if (key === selected) {
-      res.color = "#ffffff"; res.size = attrs.size * 1.6; res.zIndex = 2; res.forceLabel = true;
+      // drawn as hovered: its label on an opaque box, above the edges and the other labels
+      res.color = "#ffffff"; res.size = attrs.size * 1.6; res.zIndex = 2; res.forceLabel = true; res.highlighted = true;
     } else if (matches.has(key)) {
       res.color = "#f2cc60"; res.size = attrs.size * 1.5; res.zIndex = 1; res.forceLabel = matches.size <= 20;
     } else if (marked) {
@@ -314,7 +472,7 @@
     const SigmaCls = (window.Sigma && (window.Sigma.Sigma || window.Sigma.default)) || window.Sigma;
     renderer = new SigmaCls(graph, container, {
       renderEdgeLabels: false,
-      enableEdgeEvents: false,
+      enableEdgeEvents: graph.size <= 6000,
       hideEdgesOnMove: graph.size > 5000,
       hideLabelsOnMove: graph.order > 2000,
       labelRenderedSizeThreshold: 7,
@@ -330,9 +488,40 @@
       stagePadding: 20,
     });
     renderer.on("clickNode", ({ node }) => select(node, { moveCamera: false }));
-    renderer.on("clickStage", () => clearSelection());
+    renderer.on("clickStage", ({ event }) => {
+      // thin lines are hard to hit exactly: a click within a few pixels of a link opens it
+      const near = edgeNear(event.x, event.y, 6);
+      if (near !== null) showEdge(near);
+      else clearSelection();
+    });
+    renderer.on("clickEdge", ({ edge }) => showEdge(edge));
+    renderer.on("enterEdge", () => { container.style.cursor = "pointer"; });
+    renderer.on("leaveEdge", () => { container.style.cursor = ""; });
     renderer.on("enterNode", () => { container.style.cursor = "pointer"; });
     renderer.on("leaveNode", () => { container.style.cursor = ""; });
+  }
+
+  /** The drawn edge nearest to viewport point (x, y) within tol pixels, or null. */
+  function edgeNear(x, y, tol) {
+    let best = null, bestD = tol * tol;
+    const pos = new Map();
+    const at = (key) => {
+      let p = pos.get(key);
+      if (!p) { const a = graph.getNodeAttributes(key); p = renderer.graphToViewport({ x: a.x, y: a.y }); pos.set(key, p); }
+      return p;
+    };
+    const shown = (n) => showCas || isGroupKey(n) || data.nodes.type[Number(n)] !== 0 || n === selected || highlighted.has(n);
+    graph.forEachEdge((key, attrs, s, t) => {
+      if (!shown(s) || !shown(t)) return;
+      const p = at(s), q = at(t);
+      const dx = q.x - p.x, dy = q.y - p.y;
+      const len = dx * dx + dy * dy;
+      const u = len ? Math.max(0, Math.min(1, ((x - p.x) * dx + (y - p.y) * dy) / len)) : 0;
+      const ex = p.x + u * dx - x, ey = p.y + u * dy - y;
+      const d = ex * ex + ey * ey;
+      if (d < bestD) { bestD = d; best = key; }
+    });
+    return best;
   }
 
   function clearSelection() {
@@ -341,12 +530,21 @@
     delete container.dataset.selected;
     delete panel.dataset.nodeId;
     delete panel.dataset.guid;
+    delete panel.dataset.edge;
     delete panel.dataset.ethNode;
     panel.replaceChildren(el("p", "Click a node, or search for one, to see its ports and links. Esc clears the selection.", "muted"));
     renderer.refresh();
   }
 
   function select(key, { moveCamera = true } = {}) {
+    if (isGroupKey(key)) {
+      // a click on a collapsed group expands it, its members drawn in place
+      const g = Number(key.slice(1));
+      if (selected === key) clearSelection();
+      expandGroups([g]);
+      return;
+    }
+    if (grouped() && !graph.hasNode(key)) expandGroups([data.groups.member[Number(key)]]);
     selected = key;
     neighbours = new Set(graph.neighbors(key));
     if (isEthKey(key)) {
@@ -356,6 +554,7 @@
       return;
     }
     const i = Number(key);
+    delete panel.dataset.edge;
     container.dataset.selected = data.nodes.guid[i];
     if (moveCamera) {
       const d = renderer.getNodeDisplayData(key);
@@ -399,6 +598,103 @@
       .then((r) => { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
       .then((node) => { if (panel.dataset.nodeId === String(nd.id[i])) renderPorts(node, portsBox, portDetail); })
       .catch((err) => { portsBox.textContent = "could not load ports: " + err.message; portsBox.className = "error"; });
+  }
+
+  // --- link panel -----------------------------------------------------------------------------
+  function nodeText(key) {
+    if (isGroupKey(key)) { const g = Number(key.slice(1)); return data.groups.name[g] + " (group of " + data.groups.n[g] + ")"; }
+    return label(Number(key));
+  }
+  function pct(v) { return v == null ? "—" : (Math.round(v * 1000) / 10) + " %"; }
+
+  /** The panel of a clicked link: a cable edge loads both ends' ports, counters and alarms; a
+   * group edge lists its node pairs, worst first in the current overlay, each opening its detail. */
+  function showEdge(key) {
+    const attrs = graph.getEdgeAttributes(key);
+    const [s, t] = graph.extremities(key);
+    if (key.charAt(0) === "x") { // an Ethernet link: the panel of its Ethernet end
+      const end = isEthKey(s) ? s : isEthKey(t) ? t : null;
+      if (end !== null) select(end);
+      return;
+    }
+    selected = null; neighbours = new Set();
+    delete container.dataset.selected;
+    delete panel.dataset.nodeId;
+    panel.replaceChildren();
+    panel.dataset.edge = key;
+    const h = el("h3"); h.id = "panel-title"; h.className = "panel-edge";
+    h.append(el("span", nodeText(s), "edge-end-a"), " ↔ ", el("span", nodeText(t), "edge-end-b"));
+    panel.append(h);
+    if (!attrs.members) {
+      const e = Number(key);
+      showEdgeDetail(data.nodes.id[data.edges.a[e]], data.nodes.id[data.edges.b[e]]);
+      renderer.refresh();
+      return;
+    }
+    const members = [...attrs.members].sort((x, y) => badness(y) - badness(x));
+    panel.append(el("p", attrs.cables + " cables between " + members.length + " node pairs; click one for both ends, counters and alarms. Click a group on the map to expand it.", "muted"));
+    const table = el("table"); table.id = "panel-edge-members";
+    const head = el("tr");
+    for (const c of ["end A", "end B", "cables", "util", "cong", "alarms"]) head.append(el("th", c));
+    table.append(head);
+    const E = data.edges, L = data.live || { util: [], cong: [], alarms: [] };
+    for (const e of members.slice(0, 100)) {
+      const tr = el("tr", null, "edge-row");
+      tr.dataset.edge = e;
+      tr.append(el("td", label(E.a[e])), el("td", label(E.b[e])), el("td", E.n[e] + (E.down && E.down[e] ? " (+" + E.down[e] + " down)" : "")),
+        el("td", pct(L.util[e])), el("td", pct(L.cong[e])), el("td", L.alarms[e] || 0));
+      tr.addEventListener("click", () => showEdgeDetail(data.nodes.id[E.a[e]], data.nodes.id[E.b[e]]));
+      table.append(tr);
+    }
+    panel.append(table);
+    if (members.length > 100) panel.append(el("p", (members.length - 100) + " more pairs: expand the groups to see them", "muted"));
+    const detail = el("div"); detail.id = "panel-edge-detail";
+    panel.append(detail);
+    renderer.refresh();
+  }
+
+  function showEdgeDetail(idA, idB) {
+    let box = document.getElementById("panel-edge-detail");
+    if (!box) { box = el("div"); box.id = "panel-edge-detail"; panel.append(box); }
+    box.replaceChildren(el("p", "loading the link…", "muted"));
+    const url = edgeUrl + "?a=" + idA + "&b=" + idB;
+    fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then((r) => { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
+      .then((d) => renderEdgeDetail(d, box))
+      .catch((err) => { box.textContent = "could not load the link: " + err.message; box.className = "error"; });
+  }
+
+  function renderEdgeDetail(d, box) {
+    box.replaceChildren();
+    box.className = "";
+    box.dataset.a = d.a.guid;
+    box.dataset.b = d.b.guid;
+    const h = el("h4");
+    h.append(link("/fabric/nodes/" + d.a.id + "/", d.a.name), " ↔ ", link("/fabric/nodes/" + d.b.id + "/", d.b.name));
+    box.append(h);
+    const table = el("table"); table.id = "panel-cables";
+    const head = el("tr");
+    for (const c of ["port A", "port B", "state", "link", "util A / B", "cong A / B", "errors"]) head.append(el("th", c));
+    table.append(head);
+    for (const c of d.cables) {
+      const tr = el("tr", null, "cable-row");
+      const errs = Object.entries(Object.assign({}, c.a.error_deltas, c.b.error_deltas)).map(([k, v]) => k + " +" + v).join(", ");
+      const portCell = (end) => { const td = el("td"); td.append(link("/fabric/ports/" + end.port_id + "/", String(end.port_num))); return td; };
+      tr.append(portCell(c.a), portCell(c.b), el("td", c.a.state + " / " + c.b.state),
+        el("td", (c.a.width || "") + " " + (c.a.speed || "") + (c.a.rate_gbps ? " · " + c.a.rate_gbps + " Gb/s" : "")),
+        el("td", pct(c.a.utilisation) + " / " + pct(c.b.utilisation)), el("td", pct(c.a.congestion) + " / " + pct(c.b.congestion)),
+        el("td", errs || (c.a.stale || c.b.stale ? "stale" : "—")));
+      table.append(tr);
+    }
+    if (!d.cables.length) box.append(el("p", "no cable up between these nodes (a cable down stays drawn while its alarm is open)", "muted"));
+    else box.append(table);
+    const al = el("ul"); al.id = "panel-edge-alarms";
+    for (const a of d.alarms) {
+      const li = el("li");
+      li.append(link("/events/alarms/" + a.id + "/", a.severity + " · " + a.code), " " + (a.object_repr || "") + " " + (a.message || ""));
+      al.append(li);
+    }
+    box.append(el("h4", d.alarms.length + " open alarm" + (d.alarms.length === 1 ? "" : "s")), al);
   }
 
   /** The panel of an Ethernet node: kind, its device page, its Ethernet links. */
@@ -577,6 +873,11 @@
       renderer.refresh();
     });
     colourSelect.addEventListener("change", () => { colourMode = colourSelect.value; recolourEdges(); });
+    const collapseBtn = document.getElementById("map-collapse");
+    if (collapseBtn) {
+      collapseBtn.hidden = !grouped();
+      collapseBtn.addEventListener("click", collapseAll);
+    }
     const cam = () => renderer.getCamera();
     document.getElementById("map-zoom-in").addEventListener("click", () => cam().animatedZoom({ duration: 200 }));
     document.getElementById("map-zoom-out").addEventListener("click", () => cam().animatedUnzoom({ duration: 200 }));
@@ -633,6 +934,8 @@
         if (code.startsWith("link.") || code.startsWith("port.") || code.startsWith("device.link")) scheduleRefresh();
       } else if (msg.type === "alarms.reload") scheduleRefresh();
       else if (msg.type === "summary.changed" && p.source === "discovery") scheduleRefresh();
+      // a counter sweep changed utilisation and congestion: recolour when a live overlay is shown
+      else if (msg.type === "summary.changed" && p.source === "sweep" && (colourMode === "util" || colourMode === "cong")) scheduleRefresh();
     };
     ws.onclose = (ev) => {
       container.dataset.live = "0";
@@ -673,10 +976,18 @@
     const E = data.edges;
     for (let e = 0; e < E.a.length; e++) {
       if ((E.a[e] === a && E.b[e] === b) || (E.a[e] === b && E.b[e] === a)) {
-        return { n: E.n[e], down: E.down ? E.down[e] : 0, state: E.state[e], colour: graph.getEdgeAttribute(String(e), "color") };
+        return { n: E.n[e], down: E.down ? E.down[e] : 0, state: E.state[e], colour: drawnEdgeColour(e) };
       }
     }
     return null;
+  }
+
+  /** The colour the cable edge e is drawn with: its own edge's, or the group edge holding it. */
+  function drawnEdgeColour(e) {
+    if (graph.hasEdge(String(e))) return graph.getEdgeAttribute(String(e), "color");
+    const s = keyOf(data.edges.a[e]), t = keyOf(data.edges.b[e]);
+    const key = "m:" + (s < t ? s + "|" + t : t + "|" + s);
+    return graph.hasEdge(key) ? graph.getEdgeAttribute(key, "color") : null;
   }
 
   function showCounts() {
@@ -686,13 +997,14 @@
     container.dataset.downLinks = String(down);
     const L = eth();
     const ethText = L && L.nodes.name.length ? " · Ethernet: " + L.counts.links + " links" + (L.counts.down_links ? ", " + L.counts.down_links + " down" : "") : "";
-    setStatus(graph.order + " nodes (" + c.switches + " switches, " + c.cas + " CAs" + (c.routers ? ", " + c.routers + " routers" : "") +
-      ") · " + c.links + " links up" + (down ? ", " + down + " down" : "") + " as " + graph.size + " edges" + ethText);
+    setStatus((c.switches + c.cas + c.routers) + " nodes (" + c.switches + " switches, " + c.cas + " CAs" + (c.routers ? ", " + c.routers + " routers" : "") +
+      ") · " + c.links + " links up" + (down ? ", " + down + " down" : "") + " as " + graph.size + " edges" + ethText +
+      (grouped() && expanded.size < data.groups.key.length ? " · " + (data.groups.key.length - expanded.size) + " of " + data.groups.key.length + " groups collapsed (click one to expand)" : ""));
   }
 
   function viewportPosition(guid) {
     const i = guidIndex.get(normalizeGuid(guid) || guid);
-    if (i === undefined) return null;
+    if (i === undefined || !graph.hasNode(String(i))) return null;
     const a = graph.getNodeAttributes(String(i));
     const p = renderer.graphToViewport({ x: a.x, y: a.y });
     const r = container.getBoundingClientRect();
@@ -700,7 +1012,8 @@
   }
 
   function ready() {
-    container.dataset.nodes = String(graph.order);
+    container.dataset.nodes = String(totalNodes());
+    container.dataset.drawnNodes = String(graph.order);
     container.dataset.edges = String(graph.size);
     timings.total_ms = Math.round(performance.now() - t0);
     container.dataset.renderMs = String(timings.total_ms);
@@ -743,6 +1056,7 @@
     .then((r) => { if (!r.ok) throw new Error("HTTP " + r.status + " loading the map"); return r.json(); })
     .then((payload) => {
       data = payload;
+      edgeUrl = container.dataset.mapUrl.split("?")[0].replace(/map\/$/, "map-edge/");
       timings.fetch_ms = Math.round(performance.now() - t0);
       buildGraph();
       timings.graph_ms = Math.round(performance.now() - t0);
@@ -755,11 +1069,21 @@
         return;
       }
       startRenderer();
+      if (grouped() && data.groups.collapsed) {
+        // the frame of the whole fabric (and its Ethernet layer), so that expanding a group does
+        // not move the others
+        const L = data.ethernet;
+        const xs = data.nodes.x.concat(L ? L.nodes.x : []), ys = data.nodes.y.concat(L ? L.nodes.y : []);
+        let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+        for (let i = 0; i < xs.length; i++) { x0 = Math.min(x0, xs[i]); x1 = Math.max(x1, xs[i]); y0 = Math.min(y0, ys[i]); y1 = Math.max(y1, ys[i]); }
+        renderer.setCustomBBox({ x: [x0, x1], y: [y0, y1] });
+        renderer.refresh();
+      }
       timings.renderer_ms = Math.round(performance.now() - t0);
       drawLegend();
       wireUi();
       // Two animation frames: the first WebGL frame has then been drawn and composited.
-      requestAnimationFrame(() => requestAnimationFrame(ready));
+      requestAnimationFrame(() => requestAnimationFrame(() => { performance.mark("weft-map-first-frame"); ready(); }));
     })
     .catch((err) => {
       container.dataset.state = "error";
@@ -779,6 +1103,16 @@
       : { guid: data.nodes.guid[i], name: label(i), why })),
     viewportPosition,
     edgeState,
+    /** Group hooks: keys drawn as collapsed groups, and the viewport point of a graph node key. */
+    groups: () => graph.filterNodes((key) => isGroupKey(key)),
+    expanded: () => [...expanded],
+    keyPosition(key) {
+      if (!graph.hasNode(key)) return null;
+      const a = graph.getNodeAttributes(key);
+      const p = renderer.graphToViewport({ x: a.x, y: a.y });
+      const r = container.getBoundingClientRect();
+      return { x: r.left + p.x, y: r.top + p.y };
+    },
     /** The Ethernet edges drawn: [{a, b, n, down, colour}] by node name. */
     ethernetEdges() {
       const L = eth();
@@ -801,13 +1135,15 @@
       const r = container.getBoundingClientRect();
       return { x: r.left + p.x, y: r.top + p.y };
     },
+    /** The drawn edges: [{key, source, target, colour, members}] (members: cable edge indexes). */
+    edges: () => graph.mapEdges((key, attrs, s, t) => ({ key, source: s, target: t, colour: attrs.color, members: attrs.members || [Number(key)] })),
     /** GUIDs of the nodes marked by data-highlight that the layout has. */
     highlighted: () => [...highlighted].map((key) => data.nodes.guid[Number(key)]),
     /** What sigma draws for a node (colour, size, hidden) after the reducers, or null. */
     drawn(guid) {
       const i = guidIndex.get(normalizeGuid(guid) || guid);
       if (i === undefined) return null;
-      const d = renderer.getNodeDisplayData(String(i));
+      const d = graph.hasNode(String(i)) ? renderer.getNodeDisplayData(String(i)) : null;
       return d ? { color: d.color, size: d.size, hidden: !!d.hidden, label: d.label } : null;
     },
   };

@@ -43,7 +43,7 @@ from accounts.tokens import check_key, create_token
 from devices.models import Device, Interface, Neighbour, Sensor
 from events.models import Alarm, Event, EventPolicy, HealthReport
 from fabric.choices import SMState
-from fabric.models import Fabric, Host, Node, Partition, PartitionMember, Port, SubnetManager
+from fabric.models import Fabric, Host, Link, Node, Partition, PartitionMember, Port, SubnetManager
 from fabric.services.ingest import import_topology_text
 from fabric.services.requests import set_node_name_map
 from pools.models import Allocation, Pool, Tenant, TenantMembership
@@ -653,6 +653,11 @@ READ_CHECKS: dict[str, Callable[[World, Any, str], bool]] = {
     and "\t0x0002c90300000010=full, 0x0002c90300000011=limited ;" in b["text"],
     "fabric-api:partition-members GET": lambda w, b, role: [(m["port_guid"], m["membership"]) for m in b]
     == [("0x0002c90300000010", "full"), ("0x0002c90300000011", "limited")],
+    # the world's first cable: its two ports, one cable between the pair
+    "fabric-api:fabric-map-edge GET": lambda w, b, role: f"?a={b['a']['id']}&b={b['b']['id']}"
+    == _first_cable(w)
+    and len(b["cables"]) >= 1
+    and b["alarms"] == [],
     # the MIG job the queue placed: its one host, marked on the map by its CA's GUID
     "scheduler-api:job-fabric GET": lambda w, b, role: b["job"] == w.placed_job.pk
     and [h["name"] for h in b["hosts"]]
@@ -665,13 +670,25 @@ READ_CHECKS: dict[str, Callable[[World, Any, str], bool]] = {
 }
 
 
+def _first_cable(world: World) -> str:
+    link = Link.objects.filter(fabric=world.fabric).select_related("port_a", "port_b").order_by("pk").first()
+    return f"?a={link.port_a.node_id}&b={link.port_b.node_id}"
+
+
+#: Query strings of GET actions that need one: (world) -> "?…".
+READ_QUERIES: dict[str, Callable[[World], str]] = {
+    "fabric-api:fabric-map-edge GET": _first_cable,
+}
+
+
 def url_of(route: Route, world: World, target=None) -> str:
+    query = READ_QUERIES[route.id](world) if route.id in READ_QUERIES else ""
     if not route.detail:
-        return reverse(route.name)
+        return reverse(route.name) + query
     if target is None:
         case = WRITES.get(route.id)
         target = case.target(world) if case and case.target else first_of(route)
-    return reverse(route.name, kwargs={route.lookup_kwarg: target.pk})
+    return reverse(route.name, kwargs={route.lookup_kwarg: target.pk}) + query
 
 
 def first_of(route: Route):

@@ -45,9 +45,11 @@ def test_demo_admin_line_has_single_spaces(db, capsys):
     from weft.management.commands.demo import Command
 
     cmd = Command()
-    cmd._admin()
+    again = cmd._admin()
     line = capsys.readouterr().out.strip()
     assert line.startswith("Created the Weft admin user. Sign in as admin / ") and "  " not in line
+    # the line repeated under the address: the same password, without "Created" a second time
+    assert again.startswith("Sign in as admin / ") and line.endswith(again)
 
 
 def test_import_topology_in_embedded_mode_prints_only_its_summary(tmp_path):

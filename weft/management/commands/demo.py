@@ -189,8 +189,9 @@ class Command(BaseCommand):
             self.stdout.write("Demo stopped; lab processes ended.")
 
     def _admin(self) -> str:
-        """Create the ``admin`` superuser if missing; print and return the sign-in line (repeated
-        under the demo's address once everything is up, where it is easy to find)."""
+        """Create the ``admin`` superuser if missing; print the line saying so and return the
+        sign-in line (repeated under the demo's address once everything is up, where it is easy to
+        find; it does not say "Created" again, as if a second admin had been made)."""
         User = get_user_model()
         if User.objects.filter(username="admin").exists():
             line = (
@@ -200,7 +201,9 @@ class Command(BaseCommand):
         else:
             password = secrets.token_urlsafe(12)
             User.objects.create_superuser("admin", "admin@localhost", password)
-            line = f"Created the Weft admin user. Sign in as admin / {password} (shown in this run only)."
+            sign_in = f"Sign in as admin / {password} (shown in this run only)."
+            self.stdout.write(f"Created the Weft admin user. {sign_in}")
+            return sign_in
         self.stdout.write(line)
         return line
 

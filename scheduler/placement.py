@@ -58,7 +58,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .locality import TIER_NAMES, TOP_TIER, UNIT_TIER, Locality, UnknownTier, tier_number
+from .locality import TIER_NAMES, TIERS, TOP_TIER, UNIT_TIER, Locality, UnknownTier, tier_number
 
 __all__ = [
     "PENDING_CAPACITY",
@@ -868,8 +868,10 @@ class _Engine:
                 f"{hosts_ok} hosts have ≥ {req.gpus_per_host} free GPUs ({need} needed in one domain)"
             )
         for t in range(tmax + 1):
-            if t in largest:
-                reasons.append(f"largest in one {TIER_NAMES[t]}: {largest[t]} {word} ({need} needed)")
+            if t not in largest or (req.gpus_per_host and t == TIERS["host"]):
+                continue  # one host holds at most one host with enough free GPUs: says nothing
+            count_word = word.replace("hosts with", "host with", 1) if largest[t] == 1 else word
+            reasons.append(f"largest in one {TIER_NAMES[t]}: {largest[t]} {count_word} ({need} needed)")
         if req.segments is not None:
             reasons.append(
                 f"segments: {req.segments.count} × {req.segments.hosts} hosts, each inside one "

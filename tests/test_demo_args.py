@@ -45,9 +45,11 @@ def test_demo_admin_line_has_single_spaces(db, capsys):
     from weft.management.commands.demo import Command
 
     cmd = Command()
-    cmd._admin()
+    again = cmd._admin()
     line = capsys.readouterr().out.strip()
     assert line.startswith("Created the Weft admin user. Sign in as admin / ") and "  " not in line
+    # the line repeated under the address: the same password, without "Created" a second time
+    assert again.startswith("Sign in as admin / ") and line.endswith(again)
 
 
 def test_import_topology_in_embedded_mode_prints_only_its_summary(tmp_path):
@@ -76,22 +78,33 @@ def test_import_topology_in_embedded_mode_prints_only_its_summary(tmp_path):
     assert "celery.app.trace" not in proc.stderr and "succeeded in" not in proc.stderr
 
 
-def test_demo_log_is_quiet_unless_verbose():
-    """Quiet by default: the libraries' INFO lines (Celery, axes) are dropped, Weft's own kept."""
+def test_demo_log_is_quiet_unless_verbose(settings):
+    """Quiet by default: the libraries' INFO lines (Celery, axes) are dropped, Weft's own kept,
+    also after Celery's Django fix-up has re-applied ``settings.LOGGING`` (it runs
+    ``django.setup()`` again when the in-process worker imports the task modules)."""
     import logging
+    import logging.config
+
+    from django.utils.log import configure_logging
 
     from weft.management.commands.demo import quiet_logging
 
+    original = settings.LOGGING
     root = logging.getLogger()
     saved = root.level, {name: logging.getLogger(name).level for name in ("fabric", "weft", "lab")}
     try:
         quiet_logging()
-        assert not logging.getLogger("celery.beat").isEnabledFor(logging.INFO)
-        assert not logging.getLogger("axes.handlers.database").isEnabledFor(logging.INFO)
-        assert logging.getLogger("celery.beat").isEnabledFor(logging.WARNING)
-        assert logging.getLogger("fabric.services.notices").isEnabledFor(logging.INFO)
-        assert logging.getLogger("weft.lab").isEnabledFor(logging.INFO)
+        for again in (False, True):
+            if again:  # what django.setup() does, as Celery's fix-up calls it
+                configure_logging(settings.LOGGING_CONFIG, settings.LOGGING)
+            assert not logging.getLogger("celery.beat").isEnabledFor(logging.INFO), again
+            assert not logging.getLogger("axes.handlers.database").isEnabledFor(logging.INFO), again
+            assert logging.getLogger("celery.beat").isEnabledFor(logging.WARNING)
+            assert logging.getLogger("fabric.services.notices").isEnabledFor(logging.INFO)
+            assert logging.getLogger("weft.lab").isEnabledFor(logging.INFO)
+            assert not logging.getLogger("fabric.services.notices").isEnabledFor(logging.DEBUG)
     finally:
+        logging.config.dictConfig(original)
         root.setLevel(saved[0])
         for name, level in saved[1].items():
             logging.getLogger(name).setLevel(level)

@@ -42,7 +42,8 @@ def publish(group: str, message_type: str, payload: dict[str, Any], timeout: flo
 
     ``message_type`` is the consumer handler name with dots (``heatmap.delta`` calls
     ``heatmap_delta``). Returns True when the message was handed to the layer, False when there
-    was nobody to send to (in-memory layer and no consumer ever connected). Never raises for a
+    was nobody to send to (in-memory layer and no consumer ever connected, or the server's loop no
+    longer running). Never raises for a
     full or absent layer: live updates are best effort, the database is the truth.
     """
     layer = get_channel_layer()
@@ -52,7 +53,10 @@ def publish(group: str, message_type: str, payload: dict[str, Any], timeout: flo
     try:
         if isinstance(layer, InMemoryChannelLayer):
             loop = _server_loop
-            if loop is None or loop.is_closed():
+            # a loop that is not running (the server stopped: Ctrl-C, while the in-process worker
+            # still finishes a task) would never run the send: no one to send to, not a 5 s wait
+            # and a traceback per message after "Demo stopped"
+            if loop is None or loop.is_closed() or not loop.is_running():
                 return False
             try:
                 running = asyncio.get_running_loop()

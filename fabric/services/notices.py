@@ -235,15 +235,16 @@ def record_error_trap(fabric: Fabric, notice: dict) -> None:
         )])  # fmt: skip
 
 
-#: umad2sim's (the lab simulator's) message when a client attaches: expected at every start, not a
-#: warning (``ibwarn: [pid] sim_connect: attached as client 1 at node "spine1"``).
+#: umad2sim's (the lab simulator's) message when a client attaches: expected at every start, neither a
+#: warning nor news worth a line in the demo's quiet log (``ibwarn: [pid] sim_connect: attached as client 1 at node "spine1"``).
 SIMULATOR_ATTACHED = re.compile(r"\bsim_connect: attached as client \d+")
 
 
 def stderr_level(line: str) -> int:
-    """The log level of one stderr line of the listener child: INFO for the simulator's attach
-    message, WARNING for anything else (libibumad warnings, a traceback)."""
-    return logging.INFO if SIMULATOR_ATTACHED.search(line) else logging.WARNING
+    """The log level of one stderr line of the listener child: DEBUG for the simulator's attach
+    message (printed at every listener start; at INFO it landed under the demo's sign-in line),
+    WARNING for anything else (libibumad warnings, a traceback)."""
+    return logging.DEBUG if SIMULATOR_ATTACHED.search(line) else logging.WARNING
 
 
 class ChildGone(RuntimeError):

@@ -500,7 +500,7 @@ def test_a_discovery_older_than_a_notice_does_not_bring_the_link_back(fabric, co
 
 
 def test_the_simulators_attach_message_is_not_a_warning(caplog):
-    """umad2sim prints ``sim_connect: attached as client N`` at every listener start: INFO; any other
+    """umad2sim prints ``sim_connect: attached as client N`` at every listener start: DEBUG; any other
     stderr line of the child stays a WARNING."""
     import io
     import logging
@@ -519,7 +519,7 @@ def test_the_simulators_attach_message_is_not_a_warning(caplog):
     with caplog.at_level(logging.DEBUG, logger="fabric.services.notices"):
         child._log_stderr()
     levels = [(r.levelname, "attached as client" in r.getMessage()) for r in caplog.records]
-    assert levels == [("INFO", True), ("WARNING", False)]
+    assert levels == [("DEBUG", True), ("WARNING", False)]
 
 
 def test_the_lab_listener_is_not_listed_as_a_subnet_manager(db, monkeypatch):

@@ -471,7 +471,8 @@ def describe(job: Job) -> str:
     else:
         what = f"{job.count} GPU{'s' if job.count != 1 else ''}"
         if job.gpus_per_host:
-            what += f" ({job.count // job.gpus_per_host} hosts × {job.gpus_per_host})"
+            hosts = job.count // job.gpus_per_host
+            what += f" ({hosts} host{'s' if hosts != 1 else ''} × {job.gpus_per_host})"
         if job.segments:
             what += f", {job.segments} segments of {job.segment_hosts} hosts each in one {TIER_NAMES[job.segment_tier]}"
     if job.gpu_model:

@@ -475,6 +475,19 @@ def test_rail_pods_are_one_unit():
     assert (d.tier, d.units) == (2, 2)
 
 
+def test_fragmentation_reasons_count_hosts_per_leaf_in_words():
+    """A whole-host request pending for fragmentation names the largest leaf in hosts, singular for
+    one ("1 host with", not "1 hosts with"), and has no "largest in one host" line: one host holds
+    at most one host, which said "1 hosts with ≥ 8 free GPUs (8 needed)" on the demo's queue page."""
+    loc = fat_tree(4, 4)  # 4 leaves × 4 hosts × 8 GPUs
+    first_of_leaf = {h for i, h in enumerate(sorted(loc.hosts)) if i % 4 == 0}
+    free = FreeState(gpus={h: 8 if h in first_of_leaf else 4 for h in loc.hosts})  # 1 host per leaf with 8
+    d = place(loc, free, Request(16, gpus_per_host=8, tier="leaf"))
+    assert d.code == "fragmentation" and not d.placed
+    assert "largest in one leaf: 1 host with ≥ 8 free GPUs (2 needed)" in d.reasons, d.reasons
+    assert not [r for r in d.reasons if r.startswith("largest in one host")], d.reasons
+
+
 def test_pending_codes_capacity_constraint_fragmentation():
     loc = fat_tree(4, 4)  # 4 leaves × 4 hosts × 8 GPUs
     half = FreeState(gpus={h: 4 for h in loc.hosts})  # 64 free, 16 per leaf, no host with 8

@@ -486,3 +486,14 @@ def test_the_pass_task_is_on_the_beat_schedule_and_runs_a_pass(cluster, settings
     summary = run_pass_task()
     job.refresh_from_db()
     assert summary["placed"] == 1 and job.state == "placed"
+
+
+def test_describe_says_host_for_one_host_and_hosts_for_more():
+    """The request in words, as the queue page and ``GET /api/scheduler/queue/`` show it: a
+    one-host job is ``(1 host × 8)``, not ``(1 hosts × 8)``."""
+    from scheduler.choices import JobKind
+
+    one = Job(kind=JobKind.GPU, count=8, gpus_per_host=8, tier=None)
+    two = Job(kind=JobKind.GPU, count=16, gpus_per_host=8, tier=1, tier_mode="preferred")
+    assert queue.describe(one) == "8 GPUs (1 host × 8)"
+    assert queue.describe(two) == "16 GPUs (2 hosts × 8), within one leaf (preferred)"

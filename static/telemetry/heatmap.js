@@ -428,7 +428,13 @@
       const a = document.createElement("a");
       const row = state.rows[cell.row];
       a.href = row.url || cfg.portUrl.replace("{id}", cell.port);
-      a.textContent = row.kind === "ethernet" ? `${row.name} ${(row.ports || {})[cell.num] || cell.num}` : `${row.name || row.guid} [${cell.num}]`;
+      // the switch name may be cut (ellipsis), never the port: it is what the list is for
+      const name = document.createElement("span");
+      name.className = "hm-hot-name";
+      name.textContent = row.kind === "ethernet" ? row.name : (row.name || row.guid);
+      const port = row.kind === "ethernet" ? ` ${(row.ports || {})[cell.num] || cell.num}` : ` [${cell.num}]`;
+      a.append(name, port);
+      a.title = name.textContent + port;
       const value = document.createElement("span");
       value.className = "hm-hot-value";
       value.textContent = pct(metric(cell));

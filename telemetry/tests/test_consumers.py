@@ -175,6 +175,29 @@ def test_in_memory_layer_publish_from_worker_thread_reaches_consumer():
         asyncio.run(run())
 
 
+def test_in_memory_publish_after_the_server_loop_stopped_returns_at_once(caplog, monkeypatch):
+    """After Ctrl-C the server's loop stops while the in-process worker may still finish a task:
+    its publishes find nobody to send to (False) and log nothing; before, each waited for the
+    timeout and logged a TimeoutError traceback after "Demo stopped"."""
+    import logging
+
+    from weft import realtime
+
+    loop = asyncio.new_event_loop()  # remembered by a consumer once, not running any more
+    monkeypatch.setattr(realtime, "_server_loop", loop)
+    try:
+        with override_settings(
+            CHANNEL_LAYERS={"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+        ):
+            assert isinstance(get_channel_layer(), InMemoryChannelLayer)
+            with caplog.at_level(logging.WARNING, logger="weft.realtime"):
+                sent = realtime.publish("weft.heatmap.1", "heatmap.delta", {"fabric": 1}, timeout=0.2)
+    finally:
+        loop.close()
+    assert sent is False
+    assert [r.getMessage() for r in caplog.records if r.name == "weft.realtime"] == []
+
+
 @pytest.mark.integration
 @pytest.mark.lab
 @pytest.mark.django_db(transaction=True)

@@ -15,8 +15,10 @@ included.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
+import logging.config
 import secrets
 import shutil
 import tempfile
@@ -59,10 +61,19 @@ WEFT_LOGGERS = (
 def quiet_logging() -> None:
     """The demo's default log: warnings from everything, and Weft's own INFO summaries; the
     libraries' INFO lines (Celery's beat and worker, axes, Channels) only with ``--verbose``,
-    so that the admin's one-time password is not buried under them."""
-    logging.getLogger().setLevel(logging.WARNING)
+    so that the admin's one-time password is not buried under them.
+
+    Written into ``settings.LOGGING`` and applied from there: Celery's Django fix-up runs
+    ``django.setup()`` again when the in-process worker imports the task modules, which re-applies
+    ``settings.LOGGING`` (a root logger set to WARNING only here went back to INFO, and every
+    sign-in printed two axes lines)."""
+    config = copy.deepcopy(settings.LOGGING)
+    config["root"] = dict(config.get("root", {}), level="WARNING")
+    loggers = config.setdefault("loggers", {})
     for name in WEFT_LOGGERS:
-        logging.getLogger(name).setLevel(logging.INFO)
+        loggers[name] = dict(loggers.get(name, {}), level="INFO")
+    settings.LOGGING = config
+    logging.config.dictConfig(config)
 
 
 class Command(BaseCommand):
@@ -189,8 +200,9 @@ class Command(BaseCommand):
             self.stdout.write("Demo stopped; lab processes ended.")
 
     def _admin(self) -> str:
-        """Create the ``admin`` superuser if missing; print and return the sign-in line (repeated
-        under the demo's address once everything is up, where it is easy to find)."""
+        """Create the ``admin`` superuser if missing; print the line saying so and return the
+        sign-in line (repeated under the demo's address once everything is up, where it is easy to
+        find; it does not say "Created" again, as if a second admin had been made)."""
         User = get_user_model()
         if User.objects.filter(username="admin").exists():
             line = (
@@ -200,7 +212,9 @@ class Command(BaseCommand):
         else:
             password = secrets.token_urlsafe(12)
             User.objects.create_superuser("admin", "admin@localhost", password)
-            line = f"Created the Weft admin user. Sign in as admin / {password} (shown in this run only)."
+            sign_in = f"Sign in as admin / {password} (shown in this run only)."
+            self.stdout.write(f"Created the Weft admin user. {sign_in}")
+            return sign_in
         self.stdout.write(line)
         return line
 

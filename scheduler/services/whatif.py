@@ -35,8 +35,12 @@ DRY_RUN_ID = 0
 LIFTED_POOL_ID = -1
 
 
-def _outcome_dict(out) -> dict[str, Any]:
+def _outcome_dict(out, loc) -> dict[str, Any]:
     d = out.decision or {}
+
+    def named(keys) -> list[str]:  # unit keys as the admin knows them (leaf or rail pod names)
+        return [loc.domains[k].name if k in loc.domains else k for k in keys or ()]
+
     return {
         "code": out.code,
         "position": out.position,
@@ -48,8 +52,8 @@ def _outcome_dict(out) -> dict[str, Any]:
         "tier_name": d.get("tier_name"),
         "units": d.get("units"),
         "lower_bound": d.get("lower_bound"),
-        "congested": list(d.get("congested") or []),
-        "avoided": list(d.get("avoided") or []),
+        "congested": named(d.get("congested")),
+        "avoided": named(d.get("avoided")),
         "reservation": None
         if out.reservation is None
         else {
@@ -65,7 +69,7 @@ def dry_run(spec: JobSpec, *, now: datetime | None = None) -> dict[str, Any]:
     Returns ``{"request": str (``queue.describe``), "pool": name, "pending_ahead": int (pending
     jobs the pass considers first), "outcome": {"code": "placed" | pending code, "position",
     "reasons": [str], "placed": {host: GPUs}, "hosts", "victims": [job id], "backfilled",
-    "tier_name", "units", "lower_bound", "congested", "avoided", "reservation": {"start",
+    "tier_name", "units", "lower_bound", "congested", "avoided" (unit names), "reservation": {"start",
     "hosts"} | None}, "without_quota": the same outcome with the pool's quota lifted | None}``.
 
     Raises :class:`~scheduler.services.queue.InvalidJob` (naming the field) and
@@ -107,7 +111,7 @@ def dry_run(spec: JobSpec, *, now: datetime | None = None) -> dict[str, Any]:
         "request": describe(probe),
         "pool": pool.name,
         "pending_ahead": out.position,
-        "outcome": _outcome_dict(out),
+        "outcome": _outcome_dict(out, loc),
         "without_quota": None,
     }
     if out.code == PENDING_QUOTA:
@@ -117,5 +121,5 @@ def dry_run(spec: JobSpec, *, now: datetime | None = None) -> dict[str, Any]:
             pools[pool.pk], pool_id=LIFTED_POOL_ID, quota_gpus=None, quota_slices=None
         )
         jobs = queued[:-1] + [dataclasses.replace(asked, pool_id=LIFTED_POOL_ID)]
-        answer["without_quota"] = _outcome_dict(plan(jobs, {**pools, LIFTED_POOL_ID: alone}))
+        answer["without_quota"] = _outcome_dict(plan(jobs, {**pools, LIFTED_POOL_ID: alone}), loc)
     return answer

@@ -55,3 +55,23 @@ def test_dry_run_names_the_victims_it_would_preempt_and_writes_nothing(db):
         dry_run(JobSpec(name="bad", pool_id=c.pool.pk, count=8, tier="rack"))
     assert exc.value.field == "tier"
     assert _state() == before
+
+
+def test_the_outcome_names_congested_and_avoided_units_as_admins_know_them():
+    """The plan keeps unit keys (``f1/leaf/0x…``); the dry run's page and JSON show their names."""
+    from types import SimpleNamespace
+
+    from scheduler.locality import Domain, Locality
+    from scheduler.services.whatif import _outcome_dict
+
+    loc = Locality(
+        domains={
+            "f1/leaf/0x0c42": Domain(key="f1/leaf/0x0c42", tier=1, name="leaf-07", fabric_id=1, parent=None)
+        }
+    )
+    out = SimpleNamespace(
+        code="placed", position=1, reasons=[], placed={"h1": 8}, victims=[], backfilled=False,
+        reservation=None, decision={"congested": ["f1/leaf/0x0c42"], "avoided": ["f1/leaf/0xgone"]},
+    )  # fmt: skip
+    d = _outcome_dict(out, loc)
+    assert (d["congested"], d["avoided"], d["hosts"]) == (["leaf-07"], ["f1/leaf/0xgone"], 1)

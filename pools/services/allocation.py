@@ -71,6 +71,7 @@ from django.utils import timezone
 from accounts import audit
 from events.services import EventSpec, record_events
 from fabric.models import Fabric, Host
+from fabric.services.bulk import create_objects
 from weft.realtime import group_name, publish
 
 from ..choices import HOLDING_STATES, AllocationKind, AllocationState, GpuState
@@ -444,7 +445,7 @@ def _allocate_named(batch: list[tuple[int, int, AllocationRequest]], out: list, 
     if not plans:
         return
     owner = user if _is_user(user) else None
-    allocs = Allocation.objects.bulk_create(
+    allocs = create_objects(
         [
             Allocation(
                 pool=pool, tenant_id=tenant_id, kind=AllocationKind.GPU, owner=owner, job=req.job,
@@ -453,15 +454,13 @@ def _allocate_named(batch: list[tuple[int, int, AllocationRequest]], out: list, 
             )
             for _, pool, req, tenant_id, _, flags in plans
         ],
-        batch_size=500,
     )  # fmt: skip
-    AllocationItem.objects.bulk_create(
+    create_objects(
         [
             AllocationItem(allocation=alloc, kind=AllocationKind.GPU, gpu_id=g, borrowed=b)
             for alloc, (*_, ids, flags) in zip(allocs, plans, strict=True)
             for g, b in zip(ids, flags, strict=True)
         ],
-        batch_size=1000,
     )
     Gpu.objects.filter(pk__in=sorted(taken)).update(state=GpuState.ALLOCATED)
     host_fabric = dict(

@@ -99,7 +99,9 @@ def record_many(
         )
         for action, obj, changes in entries
     ]
-    return AuditEntry.objects.bulk_create(rows, batch_size=500)
+    from fabric.services.bulk import create_objects  # (accounts is imported before fabric)
+
+    return create_objects(rows)  # COPY on PostgreSQL
 
 
 def model_changes(old: models.Model | None, new: models.Model, fields: list[str]) -> dict[str, list]:

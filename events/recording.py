@@ -14,6 +14,8 @@ from typing import Any
 
 from django.utils import timezone
 
+from fabric.services.bulk import create_objects
+
 from . import registry
 from .models import Event
 
@@ -56,4 +58,4 @@ def record_events(fabric, specs: list[EventSpec], at: datetime | None = None) ->
         )
         for s in specs
     ]
-    return Event.objects.bulk_create(rows, batch_size=1000)
+    return create_objects(rows)  # COPY on PostgreSQL (a pass writes hundreds)

@@ -133,6 +133,8 @@ class DemoPool:
     priority_weight: int = 1
     description: str = ""
     allocations: tuple[DemoAllocation, ...] = field(default_factory=tuple)
+    #: each job the queue places gets its own partition (``Pool.job_isolation``, default PKey range)
+    job_isolation: bool = False
 
 
 #: tenants of the demo (name, description)
@@ -146,6 +148,9 @@ DEMO_POOLS = [
                           DemoAllocation("notebook-ana", mig_profile="1g.10gb", count=2))),
     DemoPool("inference-h100", "inference", 0x0A02, 32, 16, quota_slices=8, guaranteed_slices=2,
              priority_weight=3, description="H100 serving pool of the inference tenant",
+             # a job PKey per job: the demo stream places about one job a minute here, so the
+             # lab's OpenSM re-reads its partitions file (SIGHUP) about twice a minute
+             job_isolation=True,
              allocations=(DemoAllocation("serve-chat", hosts=(5,)),
                           DemoAllocation("serve-embed", mig_profile="3g.40gb", count=1),
                           DemoAllocation("batch-rerank", hosts=(6,), memory_mib=20000, compute_pct=25))),
@@ -161,7 +166,11 @@ def seed_demo_pools(fabric: Fabric) -> dict:
     follow from their allocations; an apply of the fabric's partitions is queued on commit when
     the fabric has a partitions file (``fabric.services.partitions.queue_apply``).
 
-    Returns ``{"tenants", "pools", "pkeys": {pool: "0x…"}, "allocations", "gpus", "skipped"}``
+    A pool with ``job_isolation`` in its spec gets it (also an existing one): each job the queue
+    places there has its own job PKey, so the demo's job pages show one.
+
+    Returns ``{"tenants", "pools", "pkeys": {pool: "0x…"}, "job_pkeys": {pool: "0x…-0x…"},
+    "allocations", "gpus", "skipped"}``
     (what the demo pools hold after the call; ``skipped``: allocations the fabric could not give,
     e.g. fewer than 7 CA hosts or no MIG GPU, with the reason).
     """
@@ -169,7 +178,8 @@ def seed_demo_pools(fabric: Fabric) -> dict:
     with transaction.atomic():
         tenants = {name: Tenant.objects.get_or_create(name=name, defaults={"description": d})[0]
                    for name, d in DEMO_TENANTS}  # fmt: skip
-        out = {"tenants": len(tenants), "pools": 0, "pkeys": {}, "allocations": 0, "gpus": 0, "skipped": []}
+        out = {"tenants": len(tenants), "pools": 0, "pkeys": {}, "job_pkeys": {}, "allocations": 0, "gpus": 0,
+               "skipped": []}  # fmt: skip
         for spec in DEMO_POOLS:
             pool, _ = Pool.objects.get_or_create(
                 name=spec.name,
@@ -177,9 +187,12 @@ def seed_demo_pools(fabric: Fabric) -> dict:
                     tenant=tenants.get(spec.tenant), fabric=fabric, description=spec.description,
                     gpu_model="H100", quota_gpus=spec.quota_gpus, guaranteed_gpus=spec.guaranteed_gpus,
                     quota_slices=spec.quota_slices, guaranteed_slices=spec.guaranteed_slices,
-                    priority_weight=spec.priority_weight,
+                    priority_weight=spec.priority_weight, job_isolation=spec.job_isolation,
                 ),
             )  # fmt: skip
+            if spec.job_isolation and not pool.job_isolation:  # a pool of an earlier demo
+                Pool.objects.filter(pk=pool.pk).update(job_isolation=True)
+                pool.job_isolation = True
             if pool.fabric_id != fabric.pk:  # a pool of an earlier demo's fabric
                 Pool.objects.filter(pk=pool.pk).update(fabric=fabric)
                 pool.fabric = fabric
@@ -196,6 +209,8 @@ def seed_demo_pools(fabric: Fabric) -> dict:
                 set_pool_pkey(pool, spec.pkey)
             if pool.partition_id:
                 out["pkeys"][pool.name] = f"0x{pool.pkey:04x}"
+            if pool.job_isolation:
+                out["job_pkeys"][pool.name] = f"0x{pool.job_pkey_min:04x}-0x{pool.job_pkey_max:04x}"
             out["pools"] += 1
             held = pool.allocations.filter(state__in=HOLDING_STATES)
             out["allocations"] += held.count()

@@ -13,6 +13,11 @@ demo fabric's capacity; so the stream also keeps the fabric nearly full with pre
 serving job that then finds too few free GPUs preempts the fewest fill jobs (the job page and the
 queue say which). ``fill=False`` leaves that out.
 
+The inference pool isolates each job (``Pool.job_isolation``, ``pools.lab.DEMO_POOLS``): its
+serve, embed and hotfix jobs — about one a minute — get a job PKey of their own while they hold
+GPUs, which the lab's OpenSM applies (one SIGHUP per placement and per end); the job page shows
+the PKey and whether it is applied.
+
 Light on purpose (a 2-core demo machine): one step every ``interval`` seconds (default 20 s:
 three submits a minute at most), at most ``max_pending`` of the stream's jobs pending.
 """

@@ -131,6 +131,12 @@ class Job(models.Model):
         """What the job's allocation carries in ``Allocation.job``."""
         return f"weft-job-{self.pk}"
 
+    @property
+    def pkey_hex(self) -> str | None:
+        """The job PKey as ``0x`` and four hex digits (``Partition.pkey_hex``'s form); None when
+        the job was never isolated."""
+        return f"0x{self.pkey:04x}" if self.pkey is not None else None
+
 
 class JobDecision(models.Model):
     """One decision of the queue about a job: ``code`` (``placed``, a pending code, or the

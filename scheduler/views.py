@@ -193,7 +193,7 @@ class JobView(RoleRequiredMixin, TemplateView):
         ctx = super().get_context_data(**kwargs)
         user = self.request.user
         job = (
-            scope_jobs(Job.objects.select_related("tenant", "pool", "owner", "allocation"), user)
+            scope_jobs(Job.objects.select_related("tenant", "pool", "owner", "allocation", "partition"), user)
             .filter(pk=kwargs["pk"])
             .first()
         )

@@ -71,6 +71,7 @@ from django.utils import timezone
 from accounts import audit
 from events.services import EventSpec, record_events
 from fabric.models import Fabric, Host
+from fabric.services.bulk import create_objects, insert_rows
 from weft.realtime import group_name, publish
 
 from ..choices import HOLDING_STATES, AllocationKind, AllocationState, GpuState
@@ -403,10 +404,9 @@ def _allocate_named(batch: list[tuple[int, int, AllocationRequest]], out: list, 
         for pk, p in pools.items()
     }
     wanted = sorted({g for _, _, req in batch for g in req.gpu_ids})
-    gpus = {
-        g.pk: g
-        for g in Gpu.objects.select_for_update().filter(pk__in=wanted).order_by("pk").only("pk", "host_id")
-    }
+    gpus = dict(  # GPU id → its host id (locked: pk order)
+        Gpu.objects.select_for_update().filter(pk__in=wanted).order_by("pk").values_list("pk", "host_id")
+    )
     # GPUs free and eligible, read once per distinct pool filter (model, fabric)
     filters: dict[tuple[str, int | None], list[int]] = {}
     for pool_id, pool in pools.items():
@@ -444,7 +444,7 @@ def _allocate_named(batch: list[tuple[int, int, AllocationRequest]], out: list, 
     if not plans:
         return
     owner = user if _is_user(user) else None
-    allocs = Allocation.objects.bulk_create(
+    allocs = create_objects(
         [
             Allocation(
                 pool=pool, tenant_id=tenant_id, kind=AllocationKind.GPU, owner=owner, job=req.job,
@@ -453,25 +453,32 @@ def _allocate_named(batch: list[tuple[int, int, AllocationRequest]], out: list, 
             )
             for _, pool, req, tenant_id, _, flags in plans
         ],
-        batch_size=500,
     )  # fmt: skip
-    AllocationItem.objects.bulk_create(
+    insert_rows(  # plain tuples (thousands of items in a pass: no model instance each)
+        AllocationItem,
         [
-            AllocationItem(allocation=alloc, kind=AllocationKind.GPU, gpu_id=g, borrowed=b)
+            "allocation_id",
+            "kind",
+            "gpu_id",
+            "mig_slice_id",
+            "memory_mib",
+            "compute_pct",
+            "borrowed",
+            "active",
+        ],
+        [
+            (alloc.pk, AllocationKind.GPU.value, g, None, None, None, b, True)
             for alloc, (*_, ids, flags) in zip(allocs, plans, strict=True)
             for g, b in zip(ids, flags, strict=True)
         ],
-        batch_size=1000,
     )
     Gpu.objects.filter(pk__in=sorted(taken)).update(state=GpuState.ALLOCATED)
-    host_fabric = dict(
-        Host.objects.filter(pk__in={gpus[g].host_id for g in taken}).values_list("pk", "fabric_id")
-    )
+    host_fabric = dict(Host.objects.filter(pk__in={gpus[g] for g in taken}).values_list("pk", "fabric_id"))
     by_fabric: dict[int | None, list[EventSpec]] = {}
     audits = []
     for alloc, (i, pool, _req, tenant_id, ids, _) in zip(allocs, plans, strict=True):
         out[i] = alloc
-        fabric_id = pool.fabric_id or host_fabric.get(gpus[ids[0]].host_id)
+        fabric_id = pool.fabric_id or host_fabric.get(gpus[ids[0]])
         by_fabric.setdefault(fabric_id, []).append(EventSpec(
             code="allocation.created", object_type="pool", object_key=f"{pool.name}/{alloc.pk}",
             object_repr=str(alloc), message=f"{pool.name}: allocation {alloc.pk} of {_what(alloc)}"

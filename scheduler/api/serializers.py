@@ -70,7 +70,7 @@ class JobSerializer(serializers.ModelSerializer):
         ]  # fmt: skip
 
     def get_pkey_hex(self, job: Job) -> str | None:
-        return f"0x{job.pkey:04x}" if job.pkey is not None else None
+        return job.pkey_hex
 
     def get_request(self, job: Job) -> str:
         return describe(job)

@@ -70,7 +70,7 @@ from django.utils import timezone
 from accounts import audit
 from events.services import EventSpec, record_events
 from fabric.models import Fabric
-from fabric.services.bulk import update_rows
+from fabric.services.bulk import create_objects, update_rows
 from pools.choices import AllocationState
 from pools.models import Allocation, AllocationItem, Pool, Tenant
 from pools.services.allocation import (
@@ -1043,7 +1043,7 @@ def _bind_many(outs: list[Outcome], loc, now: datetime) -> dict[int, tuple[str, 
             Job, ["allocation", "placement", "decision"],
             [(j.pk, j.allocation_id, j.placement, j.decision) for j in placed],
         )  # fmt: skip
-        JobDecision.objects.bulk_create(history, batch_size=500)
+        create_objects(history)
         for fabric_id, specs in events.items():
             record_events(Fabric(pk=fabric_id) if fabric_id else None, specs, at=now)
         audit.record_many(audits)
@@ -1140,13 +1140,12 @@ def _write_pending(outs: list[Outcome], jobs: dict[int, Job], plan, now: datetim
             [(j.pk, j.pending_code, j.reason, j.decision, j.decided_at, j.reserved_start, j.reserved_hosts)
              for j in changed],
         )  # fmt: skip
-        JobDecision.objects.bulk_create(
+        create_objects(
             [
                 JobDecision(job_id=j.pk, at=now, last_at=now, code=j.pending_code, reasons=j.decision["reasons"],
                             details={k: v for k, v in j.decision.items() if k != "reasons"})
                 for j in changed
             ],
-            batch_size=500,
         )  # fmt: skip
         if changed or placed:
             _trim([j.pk for j in changed] + list(placed))

@@ -142,3 +142,44 @@ def test_a_requeued_job_loses_its_partition_and_a_moved_one_gets_one_of_its_new_
     run_pass()
     spot.refresh_from_db()
     assert spot.state == JobState.PLACED and spot.partition.name == f"job_{spot.pk}"
+
+
+def test_job_page_shows_the_job_pkey_and_its_partitions_applied_state(cluster, client_for, users):
+    from fabric.choices import ApplyState
+    from pools.models import TenantMembership
+
+    job = placed(cluster, "paged")
+    part = job.partition
+    TenantMembership.objects.create(tenant=cluster.tenant, user=users["viewer"], role="viewer")
+    client = client_for("viewer")  # a viewer of the job's tenant
+    html = client.get(f"/scheduler/jobs/{job.pk}/").content.decode()
+    pkey = html.split('id="job-pkey">', 1)[1].split("</dd>", 1)[0]
+    assert (
+        '<span class="mono">0x6100</span>' in pkey
+        and f'partition <a href="/fabric/partitions/{part.pk}/">job_{job.pk}</a>' in pkey
+    )
+    assert 'data-applied="pending">Not applied yet<' in pkey
+    assert f'href="/fabric/partitions/?fabric={cluster.fabric.pk}">partitions</a>' in pkey
+
+    Partition.objects.filter(pk=part.pk).update(
+        applied_state=ApplyState.FAILED, apply_error="opensm: no SIGHUP"
+    )
+    pkey = client.get(f"/scheduler/jobs/{job.pk}/").content.decode().split('id="job-pkey">', 1)[1]
+    assert 'data-applied="failed">Apply failed<' in pkey and "opensm: no SIGHUP" in pkey.split("</dd>")[0]
+
+    # ended: the PKey stays on record, the partition is gone
+    finish(job.pk)
+    pkey = (
+        client.get(f"/scheduler/jobs/{job.pk}/")
+        .content.decode()
+        .split('id="job-pkey">', 1)[1]
+        .split("</dd>")[0]
+    )
+    assert '<span class="mono">0x6100</span>' in pkey and "its partition was removed" in pkey
+    assert "/fabric/partitions/" + str(part.pk) not in pkey
+
+    # a job of a pool without isolation: no PKey line
+    cluster.pool.job_isolation = False
+    cluster.pool.save()
+    other = placed(cluster, "plain")
+    assert 'id="job-pkey"' not in client.get(f"/scheduler/jobs/{other.pk}/").content.decode()

@@ -247,6 +247,8 @@ class Command(BaseCommand):
             f"Seeded {out['tenants']} tenants, {out['pools']} pools ({pkeys}), {out['allocations']} allocations "
             f"holding {out['gpus']} GPUs; the lab's OpenSM applies the PKeys now (/pools/, /fabric/partitions/)"
         )
+        for pool, pkeys in out["job_pkeys"].items():
+            self.stdout.write(f"  each job placed in {pool} gets its own PKey ({pkeys}): see its job page")
         for line in out["skipped"]:
             self.stdout.write(f"  not allocated: {line}")
 

@@ -26,10 +26,8 @@ import zlib
 from collections import defaultdict
 from datetime import datetime
 
-from django.db import transaction
-
 from telemetry.models import Resolution
-from telemetry.services.history import pick_resolution, retention_s
+from telemetry.services.history import pick_resolution, rollup_windows
 
 from ..models import Device, DeviceSample, Interface, Sensor
 
@@ -117,36 +115,9 @@ def _rollup_window(source: int, target: int, start: int, end: int) -> int:
 
 def rollup(now: float | None = None) -> dict[str, int]:
     """Build the missing per-minute and per-hour rollups of complete windows, then apply retention
-    (as ``telemetry.services.history.rollup``; idempotent). Returns ``{"minute", "hour",
-    "deleted"}`` rows."""
-    now = time.time() if now is None else now
-    written = {"minute": 0, "hour": 0}
-    for source, target, name in (
-        (Resolution.RAW, Resolution.MINUTE, "minute"),
-        (Resolution.MINUTE, Resolution.HOUR, "hour"),
-    ):
-        step = int(target)
-        complete_until = int(now // step) * step
-        last = (
-            DeviceSample.objects.filter(resolution=target).order_by("-t").values_list("t", flat=True).first()
-        )
-        first_src = (
-            DeviceSample.objects.filter(resolution=source, t__lt=complete_until)
-            .order_by("t")
-            .values_list("t", flat=True)
-            .first()
-        )
-        if first_src is None:
-            continue
-        start = max((last + step) if last is not None else 0, (first_src // step) * step)
-        while start < complete_until:
-            with transaction.atomic():
-                written[name] += _rollup_window(source, target, start, start + step)
-            start += step
-    deleted = 0
-    for res, keep in retention_s().items():
-        deleted += DeviceSample.objects.filter(resolution=res, t__lt=int(now) - keep).delete()[0]
-    return {**written, "deleted": deleted}
+    (the loop of ``telemetry.services.history.rollup_windows``; idempotent). Returns ``{"minute",
+    "hour", "deleted"}`` rows."""
+    return rollup_windows(DeviceSample, _rollup_window, time.time() if now is None else now)
 
 
 def device_history(

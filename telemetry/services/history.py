@@ -197,6 +197,40 @@ def retention_s() -> dict[int, int]:
     }
 
 
+def rollup_windows(model, rollup_window, now: float) -> dict[str, int]:
+    """The rollup loop shared by every history store (this one, ``CounterChunk``, and the devices
+    app's ``DeviceSample``): for raw → minute and minute → hour, call ``rollup_window(source,
+    target, start, end)`` (epoch s; returns rows written) in its own transaction for each complete
+    window after the latest existing rollup of ``model``, then delete rows of ``model`` older than
+    their resolution's retention (:func:`retention_s`). ``model`` has ``resolution`` and ``t``
+    (epoch s) fields. Idempotent. Returns ``{"minute", "hour", "deleted"}`` row counts."""
+    written = {"minute": 0, "hour": 0}
+    for source, target, name in (
+        (Resolution.RAW, Resolution.MINUTE, "minute"),
+        (Resolution.MINUTE, Resolution.HOUR, "hour"),
+    ):
+        step = int(target)
+        complete_until = int(now // step) * step
+        last = model.objects.filter(resolution=target).order_by("-t").values_list("t", flat=True).first()
+        first_src = (
+            model.objects.filter(resolution=source, t__lt=complete_until)
+            .order_by("t")
+            .values_list("t", flat=True)
+            .first()
+        )
+        if first_src is None:
+            continue
+        start = max((last + step) if last is not None else 0, (first_src // step) * step)
+        while start < complete_until:
+            with transaction.atomic():
+                written[name] += rollup_window(source, target, start, start + step)
+            start += step
+    deleted = 0
+    for res, keep in retention_s().items():
+        deleted += model.objects.filter(resolution=res, t__lt=int(now) - keep).delete()[0]
+    return {**written, "deleted": deleted}
+
+
 def rollup(now: float | None = None) -> dict[str, int]:
     """Build the missing per-minute and per-hour rollups of complete windows, then apply retention.
 
@@ -205,33 +239,7 @@ def rollup(now: float | None = None) -> dict[str, int]:
     "sweeps_deleted": Sweep rows deleted}``.
     """
     now = time.time() if now is None else now
-    written = {"minute": 0, "hour": 0}
-    for source, target, name in (
-        (Resolution.RAW, Resolution.MINUTE, "minute"),
-        (Resolution.MINUTE, Resolution.HOUR, "hour"),
-    ):
-        step = int(target)
-        complete_until = int(now // step) * step
-        last = (
-            CounterChunk.objects.filter(resolution=target).order_by("-t").values_list("t", flat=True).first()
-        )
-        first_src = (
-            CounterChunk.objects.filter(resolution=source, t__lt=complete_until)
-            .order_by("t")
-            .values_list("t", flat=True)
-            .first()
-        )
-        if first_src is None:
-            continue
-        start = (last + step) if last is not None else (first_src // step) * step
-        start = max(start, (first_src // step) * step)
-        while start < complete_until:
-            with transaction.atomic():
-                written[name] += _rollup_window(source, target, start, start + step)
-            start += step
-    deleted = 0
-    for res, keep in retention_s().items():
-        deleted += CounterChunk.objects.filter(resolution=res, t__lt=int(now) - keep).delete()[0]
+    done = rollup_windows(CounterChunk, _rollup_window, now)
     # Sweep rows (one per fabric every few seconds) are kept WEFT_SWEEP_RETENTION_HOURS (168);
     # the latest sweep of each fabric always stays (PortCounters rows point at it).
     from ..models import Sweep
@@ -247,7 +255,7 @@ def rollup(now: float | None = None) -> dict[str, int]:
         if s is not None
     ]
     swept = Sweep.objects.filter(started__lt=cutoff).exclude(pk__in=latest).delete()[0]
-    return {**written, "deleted": deleted, "sweeps_deleted": swept}
+    return {**done, "sweeps_deleted": swept}
 
 
 def pick_resolution(start: float, end: float, now: float) -> int:

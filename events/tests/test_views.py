@@ -282,3 +282,16 @@ def test_dashboard_top_tables_name_the_fabric(alarm, users, topo, client_for):
     row = c.get("/dashboard/summary.json").json()["top_congested"][0]
     assert row["fabric_name"] == topo.fabric.name
     assert f"<tr><td>{topo.fabric.name}</td><td><a" in c.get("/").content.decode()
+
+
+def test_bulk_acknowledge_refuses_ids_beyond_a_row_id_and_writes_nothing(alarm, users, client_for, caplog):
+    """A 20-digit or negative id is a 400 naming the field (it overflowed the database's 64-bit
+    integer: a 500 with a traceback); no alarm in the post is acknowledged."""
+    from events.models import Alarm
+
+    op = client_for("operator", raise_request_exception=False)
+    for bad in ("99999999999999999999999", "-1", "+3", " 3"):
+        resp = op.post("/alarms/acknowledge/", {"alarm": [alarm.pk, bad]})
+        assert resp.status_code == 400 and b"alarm" in resp.content, bad
+    assert Alarm.objects.get(pk=alarm.pk).acknowledged_by_id is None
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]

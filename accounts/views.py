@@ -4,6 +4,8 @@ audit entries as the API's)."""
 
 from __future__ import annotations
 
+import re
+
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.mixins import LoginRequiredMixin
@@ -12,6 +14,8 @@ from django.core.paginator import Paginator
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views import View
+
+from weft.converters import RowIdConverter
 
 from . import services
 from .api.serializers import UserSerializer
@@ -108,10 +112,17 @@ class UserView(AdminRequiredMixin, View):
                 request, f"{user.username}: {'password changed' if op == 'password' else op + 'd'}."
             )
         elif op == "issue_token":
-            issued = services.issue_token_for(request.user, user, request.POST.get("name", "").strip())
+            name = request.POST.get("name", "").strip()
+            limit = ApiToken._meta.get_field("name").max_length
+            if len(name) > limit:
+                return self._render(request, user, 400, [f"name: at most {limit} characters"])
+            issued = services.issue_token_for(request.user, user, name)
             return self._render(request, user, key=issued.key)
         elif op == "revoke_token":
-            token = get_object_or_404(ApiToken, pk=request.POST.get("token") or 0, user=user)
+            token_id = request.POST.get("token", "")
+            if not re.fullmatch(RowIdConverter.regex, token_id):
+                return self._render(request, user, 400, [f"token: a token id expected, not {token_id!r}"])
+            token = get_object_or_404(ApiToken, pk=int(token_id), user=user)
             services.revoke_token_by(request.user, token)
             messages.success(request, f"Token {token.prefix}… of {user.username} revoked.")
         else:

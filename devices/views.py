@@ -88,6 +88,10 @@ class DeviceFormView(RoleRequiredMixin, FormView):
     def get_context_data(self, **kwargs):
         return {**super().get_context_data(**kwargs), "device": self.device}
 
+    def form_invalid(self, form):
+        """The form again with its errors located, as a 400 (a user's mistake is a 4xx)."""
+        return self.render_to_response(self.get_context_data(form=form), status=400)
+
     def form_valid(self, form):
         try:
             device = save_device(form.values(), form.secrets(), self.device)

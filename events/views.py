@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 
 from django.conf import settings
 from django.contrib import messages
@@ -20,6 +21,8 @@ from accounts.audit import model_changes
 from accounts.roles import Role, has_role
 from fabric.models import Fabric
 from fabric.views import optional_template
+from weft.converters import RowIdConverter
+from weft.csvcells import spreadsheet_safe
 from weft.params import int_param
 
 from . import dashboard, health, registry, services
@@ -110,10 +113,11 @@ class AlarmBulkAcknowledgeView(RoleMixin, View):
     required_role = Role.OPERATOR
 
     def post(self, request):
-        try:
-            ids = [int(v) for v in request.POST.getlist("alarm")]
-        except ValueError:
-            return HttpResponseBadRequest("alarm: integer ids expected")
+        values = request.POST.getlist("alarm")
+        # row ids as in URLs (weft.converters): a longer number overflowed the 64-bit id column
+        if not all(re.fullmatch(RowIdConverter.regex, v) for v in values):
+            return HttpResponseBadRequest("alarm: row ids expected (1 to 18 digits)")
+        ids = [int(v) for v in values]
         if not ids:
             messages.error(request, "No alarm selected.")
         else:
@@ -151,7 +155,7 @@ ALARM_CSV_COLUMNS = [
 
 class AlarmCSVView(AlarmListView):
     """The alarm list's rows as CSV (same filters and order, every page, at most ``CSV_MAX``
-    rows); times ISO 8601 with offset."""
+    rows); times ISO 8601 with offset; text cells spreadsheet-safe (``weft.csvcells``)."""
 
     CSV_MAX = 100_000
 
@@ -162,7 +166,8 @@ class AlarmCSVView(AlarmListView):
         writer = csv.writer(response)
         writer.writerow([name for name, _ in ALARM_CSV_COLUMNS])
         for alarm in rows:
-            writer.writerow([value(alarm) for _, value in ALARM_CSV_COLUMNS])
+            cells = (value(alarm) for _, value in ALARM_CSV_COLUMNS)
+            writer.writerow([spreadsheet_safe(c) if isinstance(c, str) else c for c in cells])
         return response
 
 

@@ -122,6 +122,8 @@ class PortTableQuery:
             if not 0 <= q.congestion_min <= 1:
                 raise BadParam("congestion_min", "a congestion index is between 0 and 1")
         q.node = get("node")[:128]
+        if "\x00" in q.node:  # PostgreSQL refuses it in a text parameter (DataError)
+            raise BadParam("node", "a node name has no NUL character")
         sort = get("sort") or "node"
         if sort.lstrip("-") not in SORTS:
             raise BadParam("sort", f"{sort!r} is not one of {', '.join(SORTS)}")

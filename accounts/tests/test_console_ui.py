@@ -167,3 +167,35 @@ def test_audit_log_page_filters(people):
     assert "user.token.create" in html and "user.create" not in html.replace("user.create</", "")
     assert signed_in(people.olga).get("/accounts/audit/").status_code == 403
     assert Client().get("/accounts/audit/").status_code == 302  # anonymous: to the sign-in page
+
+
+def test_token_forms_refuse_a_bad_token_id_or_a_too_long_name_naming_the_field(people, caplog):
+    """The users page's token operations check their fields as the API does: a revoke with a
+    token id that is not a row id is a 400 naming ``token`` (it was a 500: ValueError in the
+    lookup), and a name over 100 characters is a 400 naming ``name`` with no token written (the
+    API refuses it; on PostgreSQL the column overflowed: a 500)."""
+    client = Client(raise_request_exception=False)
+    client.force_login(people.ada)
+    token = create_token(people.olga, "keep").token
+    for bad in ("abc", "1.5", "-1", "99999999999999999999999"):
+        resp = client.post(f"/accounts/users/{people.olga.pk}/", {"op": "revoke_token", "token": bad})
+        assert resp.status_code == 400 and "token" in resp.content.decode(), bad
+    assert ApiToken.objects.filter(pk=token.pk).exists()
+    resp = client.post(f"/accounts/users/{people.olga.pk}/", {"op": "issue_token", "name": "n" * 101})
+    assert resp.status_code == 400 and "name" in resp.content.decode()
+    assert list(ApiToken.objects.filter(user=people.olga).values_list("name", flat=True)) == ["keep"]
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+def test_nul_in_a_token_name_or_an_audit_filter_is_a_400_naming_the_field(people, caplog):
+    """PostgreSQL refuses a NUL in a text parameter: the token name was a DataError (500) on the
+    users page, and so was an audit-log filter."""
+    client = Client(raise_request_exception=False)
+    client.force_login(people.ada)
+    resp = client.post(f"/accounts/users/{people.olga.pk}/", {"op": "issue_token", "name": "ci\x00"})
+    assert resp.status_code == 400 and "name" in resp.content.decode()
+    assert not ApiToken.objects.filter(user=people.olga).exists()
+    for field in ("action", "username", "object_type"):
+        resp = client.get("/accounts/audit/", {field: "user\x00"})
+        assert resp.status_code == 400 and field in resp.content.decode(), field
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]

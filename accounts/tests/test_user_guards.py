@@ -182,3 +182,31 @@ def test_django_admin_pages_follow_the_same_rules(people, staff_admin):
     # another user stays editable
     vic_page = staff_admin.get(f"/admin/auth/user/{people.vic.pk}/change/")
     assert b'name="groups"' in vic_page.content
+
+
+def test_two_admins_demoting_each_other_cannot_leave_none(people):
+    """Ada and Bea, both Admins, each demote the other at once: each request passed the page's
+    role check while both were Admins, and both changes were saved (no Admin left). The service
+    re-reads the actor's role under a lock of the Admins' rows, so the one that runs second —
+    here Bea's, whose role Ada withdrew after Bea's check — is refused and changes nothing."""
+    from django.core.exceptions import PermissionDenied
+
+    from accounts import services
+    from accounts.api.serializers import UserSerializer
+    from accounts.roles import set_role
+
+    bea = get_user_model().objects.create_user("bea", password=PASSWORDS["ada"])
+    set_role(bea, "admin")
+    bea_as_checked = get_user_model().objects.get(pk=bea.pk)
+    assert role_of(bea_as_checked) == Role.ADMIN  # the view's check, cached on the request's user
+    ada_change = UserSerializer(bea, data={"role": "viewer"}, partial=True)
+    assert ada_change.is_valid()
+    services.update_user(people.ada, ada_change)
+    bea_change = UserSerializer(people.ada, data={"role": "viewer"}, partial=True)
+    assert bea_change.is_valid()
+    with pytest.raises(PermissionDenied):
+        services.update_user(bea_as_checked, bea_change)
+    with pytest.raises(PermissionDenied):
+        services.delete_user(bea_as_checked, people.vic)
+    assert role_of(get_user_model().objects.get(pk=people.ada.pk)) == Role.ADMIN
+    assert get_user_model().objects.filter(pk=people.vic.pk).exists()

@@ -8,6 +8,8 @@ keeps the stored one; a value replaces it (``Device.set_secret``, encrypted at r
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from typing import Any
 
 from django.db import models, transaction
@@ -22,10 +24,36 @@ CONFIG_FIELDS = ["fabric", "name", "address", "port", "version", "user", "auth_p
                  "context", "timeout_s", "retries", "poll_interval_s", "enabled"]  # fmt: skip
 
 
+#: the longest poll interval an Admin may set, in seconds (a day); a larger one overflowed the
+#: due-time arithmetic of ``devices.services.schedule`` (datetime + timedelta past year 9999)
+MAX_POLL_INTERVAL_S = 86400.0
+
+#: one DNS label (RFC 1123 §2.1: letters, digits, hyphens; not at either end; 1-63 characters)
+_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def address_error(address: str) -> str | None:
+    """Why ``address`` is neither an IPv4/IPv6 address nor a DNS host name (RFC 1123: labels of
+    letters, digits and inner hyphens, at most 63 characters each and 253 in all, the last one not
+    all digits), or None when it is one. Checked before the trap receiver resolves it: a label over
+    63 characters or a non-ASCII name raised ``UnicodeError`` from the IDNA codec there."""
+    try:
+        ipaddress.ip_address(address)
+        return None
+    except ValueError:
+        pass
+    name = address[:-1] if address.endswith(".") else address
+    labels = name.split(".")
+    if not name or len(name) > 253 or not all(_LABEL.fullmatch(x) for x in labels) or labels[-1].isdigit():
+        return "an IPv4 or IPv6 address or a DNS host name (letters, digits, hyphens; labels up to 63)"
+    return None
+
+
 def settings_errors(attrs: dict[str, Any], instance: Device | None) -> dict[str, str]:
     """``{field: message}`` of what is wrong with the SNMP settings ``attrs`` (the fields being set,
     credentials included when given) over ``instance`` (None on create): v2c needs a community,
-    v3 a user; an auth protocol needs an auth key of at least 8 characters and a privacy protocol
+    v3 a user; the address is an IP address or host name (:func:`address_error`), the poll
+    interval at most :data:`MAX_POLL_INTERVAL_S`; an auth protocol needs an auth key of at least 8 characters and a privacy protocol
     a priv key of at least 8 and an auth protocol (USM authPriv; pass phrases per RFC 3414 §11.2).
     A credential absent from ``attrs`` counts as set when ``instance`` has one."""
     inst = instance
@@ -40,6 +68,11 @@ def settings_errors(attrs: dict[str, Any], instance: Device | None) -> dict[str,
         return name not in attrs and has(name)
 
     errors = {}
+    if "address" in attrs and (why := address_error(attrs["address"])):
+        errors["address"] = why
+    interval = attrs.get("poll_interval_s")
+    if interval is not None and interval > MAX_POLL_INTERVAL_S:
+        errors["poll_interval_s"] = f"at most {MAX_POLL_INTERVAL_S:.0f} s (a day)"
     if version == SnmpVersion.V2C and not has("community"):
         errors["community"] = "an SNMPv2c device needs a community"
     if version == SnmpVersion.V3:

@@ -21,6 +21,13 @@ def due_devices(group: int = 0, groups: int = 1, now=None) -> list[Device]:
     for d in Device.objects.filter(enabled=True).select_related("fabric").order_by("pk"):
         if d.pk % groups != group:
             continue
-        if d.last_poll_at is None or d.last_poll_at + timedelta(seconds=d.poll_interval_s) - slack <= now:
+        if d.last_poll_at is None:
+            out.append(d)
+            continue
+        try:
+            next_at = d.last_poll_at + timedelta(seconds=d.poll_interval_s) - slack
+        except OverflowError:  # an interval stored before the form capped it: never due again
+            continue
+        if next_at <= now:
             out.append(d)
     return out

@@ -70,7 +70,7 @@ def _addresses(host: str) -> set[str]:
     """The IP addresses of a device's ``address`` (itself when it is one; DNS otherwise)."""
     try:
         return {ai[4][0] for ai in socket.getaddrinfo(host, None, proto=socket.IPPROTO_UDP)}
-    except OSError:
+    except (OSError, UnicodeError):  # UnicodeError: not IDNA-encodable (a label over 63, say)
         return {host}
 
 

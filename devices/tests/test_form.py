@@ -92,7 +92,7 @@ def test_admin_switches_to_v3_and_errors_never_echo_secrets(admin, fabric):
     r = admin.post(edit, _body(fabric, version="3", auth_protocol="sha", auth_key=SECRETS[1],
                                priv_protocol="aes128", priv_key="short"))  # fmt: skip
     text = r.content.decode()
-    assert r.status_code == 200
+    assert r.status_code == 400
     assert "an SNMPv3 device needs a user" in text and "at least 8 characters with a privacy protocol" in text
     _no_secret_in(text)
     assert 'value="short"' not in text
@@ -127,7 +127,7 @@ def test_admin_switches_to_v3_and_errors_never_echo_secrets(admin, fabric):
 
 def test_bad_port_is_a_located_error_nothing_stored(admin, fabric):
     r = admin.post(ADD, _body(fabric, community=SECRETS[0], port=70000))
-    assert r.status_code == 200 and "Ensure this value is less than or equal to 65535" in r.content.decode()
+    assert r.status_code == 400 and "Ensure this value is less than or equal to 65535" in r.content.decode()
     _no_secret_in(r.content.decode())
     assert (
         not Device.objects.exists() and not AuditEntry.objects.filter(action__startswith="device.").exists()
@@ -142,3 +142,50 @@ def test_device_page_edit_link_and_history_card_by_role(admin, operator, fabric)
     assert f'data-history-url="/api/devices/devices/{dev.pk}/history/"' in page
     _no_secret_in(page)
     assert 'id="device-edit"' in admin.get(f"/devices/{dev.pk}/").content.decode()
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("address", "a" * 70 + ".example.org"),  # a DNS label over 63: idna UnicodeError in the trap receiver
+        ("address", "☃.example"),  # not IDNA-encodable
+        ("address", "10.0.0.1 evil"),
+        ("address", "10.0.0.999"),
+        ("address", "-leaf1"),
+        ("poll_interval_s", 1e12),  # last poll + 31,700 years: OverflowError in every due_devices call
+    ],
+)
+def test_bad_address_or_interval_is_a_located_error_and_nothing_stored(admin, fabric, field, value):
+    r = admin.post(ADD, _body(fabric, community=SECRETS[0], **{field: value}))
+    assert r.status_code == 400
+    assert field in r.context["form"].errors, r.context["form"].errors
+    assert not Device.objects.exists()
+    r = admin.post(
+        "/api/devices/devices/", _body(fabric, community=SECRETS[0], **{field: value}), format="json"
+    )
+    assert r.status_code == 400 and field in r.json()
+    assert not Device.objects.exists()
+
+
+def test_good_addresses_are_taken(admin, fabric):
+    for i, address in enumerate(["10.0.0.1", "fe80::1", "leaf-01.pod2.example.org", "leaf01"]):
+        r = admin.post(ADD, _body(fabric, name=f"d{i}", community=SECRETS[0], address=address))
+        assert r.status_code == 302, (address, r.content.decode()[:500])
+    assert Device.objects.count() == 4
+
+
+def test_due_devices_survives_a_stored_huge_interval(fabric):
+    """A device stored before the form checked the interval must not stop the others' polls."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from devices.services.schedule import due_devices
+
+    now = timezone.now()
+    Device.objects.create(fabric=fabric, name="far", address="10.0.0.2", poll_interval_s=1e300,
+                          last_poll_at=now - timedelta(hours=1))  # fmt: skip
+    ok = Device.objects.create(
+        fabric=fabric, name="ok", address="10.0.0.3", last_poll_at=now - timedelta(hours=1)
+    )
+    assert [d.name for d in due_devices(now=now)] == [ok.name]

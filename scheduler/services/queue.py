@@ -267,15 +267,16 @@ def _fabric_for(job: Job) -> Fabric | None:
     return None
 
 
-def _event(job: Job, code: str, message: str, now: datetime, details: dict | None = None) -> None:
-    record_events(
-        _fabric_for(job),
-        [EventSpec(
-            code=code, object_type="job", object_key=str(job.pk), object_repr=f"{job} ({job.tenant.name})",
-            message=message, details={"job": job.pk, "tenant": job.tenant_id, "pool": job.pool_id, **(details or {})},
-        )],
-        at=now,
+def _event_spec(job: Job, code: str, message: str, details: dict | None = None) -> EventSpec:
+    """A job event: keyed by the job, its tenant and pool in the details beside ``details``."""
+    return EventSpec(
+        code=code, object_type="job", object_key=str(job.pk), object_repr=f"{job} ({job.tenant.name})",
+        message=message, details={"job": job.pk, "tenant": job.tenant_id, "pool": job.pool_id, **(details or {})},
     )  # fmt: skip
+
+
+def _event(job: Job, code: str, message: str, now: datetime, details: dict | None = None) -> None:
+    record_events(_fabric_for(job), [_event_spec(job, code, message, details)], at=now)
 
 
 def _send(job: Job, previous: str, source: str) -> None:
@@ -919,39 +920,60 @@ def _bind(
                 job.partition, job.pkey = part, part.pkey
                 decision["pkey"] = part.pkey_hex
                 reasons.append(f"isolated in its own partition {part.name} (PKey {part.pkey_hex})")
-            job.state, job.placed_at, job.allocation, job.placement = JobState.PLACED, now, alloc, placement
-            job.decision, job.decided_at, job.reason, job.pending_code = decision, now, "", ""
-            job.reserved_start, job.reserved_hosts = None, []
+            _mark_placed(job, alloc, placement, decision, now)
             job.save(update_fields=["state", "placed_at", "allocation", "placement", "decision", "decided_at",
                                     "reason", "pending_code", "reserved_start", "reserved_hosts", "partition",
                                     "pkey"])  # fmt: skip
             _record_decision(
                 job, "placed", reasons, {k: v for k, v in decision.items() if k != "reasons"}, now, trim=False
             )
-            _event(
-                job, "job.placed",
-                f"{job}: placed on {len(placement)} host{'s' if len(placement) != 1 else ''} ({reasons[0]})",
-                now, {"allocation": alloc.pk, "hosts": sorted(placement), "victims": list(out.victims),
-                      "pkey": decision.get("pkey")},
-            )  # fmt: skip
-            audit.record(
-                "job.place", job,
-                {"state": [JobState.PENDING, JobState.PLACED], "allocation": alloc.pk, "placement": placement,
-                 "victims": list(out.victims), "backfilled": out.backfilled, "pkey": decision.get("pkey")},
-                user=user,
-            )  # fmt: skip
+            record_events(
+                _fabric_for(job), [_placed_event(job, out, alloc, placement, reasons, decision)], at=now
+            )
+            audit.record("job.place", job, _place_changes(out, alloc, placement, decision), user=user)
             if also is not None:
                 also(job)
             _send(job, JobState.PENDING, source)
     except _Refused as exc:
         return PendingCode.CONFLICT.value, [str(exc)]
-    except QuotaExceeded as exc:
-        return PendingCode.QUOTA.value, [str(exc)]
     except (AllocationError, JobConflict) as exc:
-        return PendingCode.CONFLICT.value, [
-            f"the pools refused the binding ({exc}); the next pass tries again"
-        ]
+        return _refused_by_pools(exc)
     return None
+
+
+def _refused_by_pools(exc: Exception) -> tuple[str, list[str]]:
+    """The pending code and reason of a placement the pools refused: ``quota`` for
+    ``QuotaExceeded``, else ``conflict`` (a GPU taken meanwhile; the next pass tries again)."""
+    if isinstance(exc, QuotaExceeded):
+        return PendingCode.QUOTA.value, [str(exc)]
+    return PendingCode.CONFLICT.value, [f"the pools refused the binding ({exc}); the next pass tries again"]
+
+
+def _mark_placed(job: Job, alloc, placement: dict[str, int], decision: dict, now: datetime) -> None:
+    """Set ``job``'s placed state in memory (the caller saves it, alone or in bulk)."""
+    job.state, job.placed_at, job.allocation, job.placement = JobState.PLACED, now, alloc, placement
+    job.decision, job.decided_at, job.reason, job.pending_code = decision, now, "", ""
+    job.reserved_start, job.reserved_hosts = None, []
+
+
+def _placed_event(
+    job: Job, out: Outcome, alloc, placement: dict[str, int], reasons: list[str], decision: dict
+) -> EventSpec:
+    """The ``job.placed`` event of a bound placement (both bind paths)."""
+    return _event_spec(
+        job, "job.placed",
+        f"{job}: placed on {len(placement)} host{'s' if len(placement) != 1 else ''} ({reasons[0]})",
+        {"allocation": alloc.pk, "hosts": sorted(placement), "victims": list(out.victims),
+         "pkey": decision.get("pkey")},
+    )  # fmt: skip
+
+
+def _place_changes(out: Outcome, alloc, placement: dict[str, int], decision: dict) -> dict:
+    """The ``job.place`` audit entry's changes (both bind paths)."""
+    return {
+        "state": [JobState.PENDING, JobState.PLACED], "allocation": alloc.pk, "placement": placement,
+        "victims": list(out.victims), "backfilled": out.backfilled, "pkey": decision.get("pkey"),
+    }  # fmt: skip
 
 
 def _batchable(out: Outcome, job: Job) -> bool:
@@ -1004,35 +1026,20 @@ def _bind_many(outs: list[Outcome], loc, now: datetime) -> dict[int, tuple[str, 
             )))  # fmt: skip
         placed, history, audits, events = [], [], [], {}
         for (out, job), alloc in zip(todo, allocate_many(requests, now=now), strict=True):
-            if isinstance(alloc, QuotaExceeded):
-                refused[job.pk] = (PendingCode.QUOTA.value, [str(alloc)])
-                continue
             if isinstance(alloc, AllocationError):
-                refused[job.pk] = (
-                    PendingCode.CONFLICT.value,
-                    [f"the pools refused the binding ({alloc}); the next pass tries again"],
-                )
+                refused[job.pk] = _refused_by_pools(alloc)
                 continue
             placement, reasons = dict(out.placed), list(out.reasons)
             decision = _decision_dict(out) | {"reasons": reasons, "allocation": alloc.pk}
-            job.state, job.placed_at, job.allocation, job.placement = JobState.PLACED, now, alloc, placement
-            job.decision, job.decided_at, job.reason, job.pending_code = decision, now, "", ""
-            job.reserved_start, job.reserved_hosts = None, []
+            _mark_placed(job, alloc, placement, decision, now)
             placed.append(job)
             history.append(JobDecision(job_id=job.pk, at=now, last_at=now, code="placed", reasons=reasons,
                                        details={k: v for k, v in decision.items() if k != "reasons"}))  # fmt: skip
             fabric_id = job.pool.fabric_id or _fabric_id_of(alloc)
-            events.setdefault(fabric_id, []).append(EventSpec(
-                code="job.placed", object_type="job", object_key=str(job.pk), object_repr=f"{job} ({job.tenant.name})",
-                message=f"{job}: placed on {len(placement)} host{'s' if len(placement) != 1 else ''} ({reasons[0]})",
-                details={"job": job.pk, "tenant": job.tenant_id, "pool": job.pool_id, "allocation": alloc.pk,
-                         "hosts": sorted(placement), "victims": [], "pkey": None},
-            ))  # fmt: skip
-            audits.append((
-                "job.place", job,
-                {"state": [JobState.PENDING, JobState.PLACED], "allocation": alloc.pk, "placement": placement,
-                 "victims": [], "backfilled": out.backfilled, "pkey": None},
-            ))  # fmt: skip
+            events.setdefault(fabric_id, []).append(
+                _placed_event(job, out, alloc, placement, reasons, decision)
+            )
+            audits.append(("job.place", job, _place_changes(out, alloc, placement, decision)))
             _send(job, JobState.PENDING, "pass")
         # what every placed job gets alike in one UPDATE, its own allocation and decision in another
         Job.objects.filter(pk__in=[j.pk for j in placed]).update(

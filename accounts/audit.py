@@ -38,6 +38,25 @@ class Actor:
 current_actor: contextvars.ContextVar[Actor] = contextvars.ContextVar("weft_actor", default=Actor())  # noqa: B039 - Actor is frozen
 
 
+def _entry(action, obj, changes, user, remote_addr, object_repr, username) -> AuditEntry:
+    """The unsaved entry :func:`record` and :func:`record_many` write (their arguments): the
+    acting user defaults to the current request's (anonymous: none, the system)."""
+    actor = current_actor.get()
+    user = user if user is not None else actor.user
+    if user is not None and not getattr(user, "is_authenticated", False):
+        user = None
+    return AuditEntry(
+        user=user,
+        username=getattr(user, "username", "") if user else (username or "")[:150],
+        action=action,
+        object_type=obj._meta.label_lower if obj is not None else "",
+        object_id=str(obj.pk) if obj is not None and obj.pk is not None else "",
+        object_repr=(object_repr if object_repr is not None else str(obj) if obj is not None else "")[:300],
+        changes=changes or {},
+        remote_addr=remote_addr or actor.remote_addr,
+    )
+
+
 def record(
     action: str,
     obj: models.Model | None = None,
@@ -60,20 +79,9 @@ def record(
     Entries are append-only (``accounts.models``): this and :func:`record_many` are the ways to
     write them.
     """
-    actor = current_actor.get()
-    user = user if user is not None else actor.user
-    if user is not None and not getattr(user, "is_authenticated", False):
-        user = None
-    return AuditEntry.objects.create(
-        user=user,
-        username=getattr(user, "username", "") if user else (username or "")[:150],
-        action=action,
-        object_type=obj._meta.label_lower if obj is not None else "",
-        object_id=str(obj.pk) if obj is not None and obj.pk is not None else "",
-        object_repr=(object_repr if object_repr is not None else str(obj) if obj is not None else "")[:300],
-        changes=changes or {},
-        remote_addr=remote_addr or actor.remote_addr,
-    )
+    entry = _entry(action, obj, changes, user, remote_addr, object_repr, username)
+    entry.save(force_insert=True)
+    return entry
 
 
 def record_many(
@@ -82,23 +90,7 @@ def record_many(
     """:func:`record` for many entries of one actor in one bulk insert (a scheduling pass binding
     hundreds of allocations): ``entries`` are ``(action, obj, changes)``; each becomes the entry
     :func:`record` would write. Returns them (in order)."""
-    actor = current_actor.get()
-    user = user if user is not None else actor.user
-    if user is not None and not getattr(user, "is_authenticated", False):
-        user = None
-    rows = [
-        AuditEntry(
-            user=user,
-            username=getattr(user, "username", "") if user else "",
-            action=action,
-            object_type=obj._meta.label_lower if obj is not None else "",
-            object_id=str(obj.pk) if obj is not None and obj.pk is not None else "",
-            object_repr=(str(obj) if obj is not None else "")[:300],
-            changes=changes or {},
-            remote_addr=actor.remote_addr,
-        )
-        for action, obj, changes in entries
-    ]
+    rows = [_entry(action, obj, changes, user, None, None, None) for action, obj, changes in entries]
     from fabric.services.bulk import create_objects  # (accounts is imported before fabric)
 
     return create_objects(rows)  # COPY on PostgreSQL

@@ -52,7 +52,7 @@ from weft.locks import single_instance
 
 from ..choices import ApplyState, MemberReason, Membership, NodeType, PartitionSource
 from ..collectors.pkeys import read_pkeys
-from ..collectors.tools import ToolError, fabric_env, run_process
+from ..collectors.tools import ToolAborted, ToolError, fabric_env, run_process
 from ..guid import normalize_guid
 from ..models import Fabric, Partition, PartitionMember, Port
 from ..parsers.partitions import (
@@ -732,7 +732,9 @@ def apply(
     ``partition.applied`` (clears drift/failure alarms) or one ``partition.drift`` per drifting
     partition; an audit entry. A failure before verification (nothing to write to, OpenSM not
     signalled) records ``failed`` and ``partition.apply_failed`` and returns ``ok`` False with
-    ``error``; it never raises for those.
+    ``error``; it never raises for those. A worker shutdown in the middle (the tools refused by
+    ``abort_all``) records nothing and returns state ``pending`` (:func:`_interrupted`) at once,
+    instead of waiting out the verification ``timeout`` and reporting every port as drift.
     """
     t0 = time.monotonic()
     timeout = settings.WEFT_PARTITIONS_VERIFY_TIMEOUT_S if timeout is None else timeout
@@ -771,14 +773,30 @@ def apply(
         result.seconds = round(time.monotonic() - t0, 3)
         _record_failure(fabric, parts, result, user)
         return result
+    except ToolAborted as exc:  # the reload command was refused: the worker is stopping
+        return _interrupted(fabric, result, exc, t0)
     checks = _plan_checks(fabric, parts, sample)
     result.checked_ports = len({c.guid for c in checks})
-    drift = _verify(fabric, parts, checks, timeout)
+    try:
+        drift = _verify(fabric, parts, checks, timeout)
+    except ToolAborted as exc:
+        return _interrupted(fabric, result, exc, t0)
     result.drift = drift
     result.ok = not drift
     result.state = ApplyState.APPLIED if not drift else ApplyState.DRIFT
     result.seconds = round(time.monotonic() - t0, 3)
     _record_outcome(fabric, parts, result, user)
+    return result
+
+
+def _interrupted(fabric: Fabric, result: ApplyResult, exc: ToolAborted, t0: float) -> ApplyResult:
+    """The worker is stopping (:func:`fabric.collectors.tools.abort_all`) in the middle of an apply:
+    nothing is recorded (no drift, no alarm, no mail; the partitions keep their stored state, so the
+    next start applies and verifies again) and the result says ``pending`` with the reason."""
+    result.error = f"interrupted: {exc}"
+    result.state = ApplyState.PENDING
+    result.seconds = round(time.monotonic() - t0, 3)
+    log.info("applying the partitions of %s: %s", fabric.name, result.error)
     return result
 
 
@@ -798,6 +816,8 @@ def _verify(fabric: Fabric, parts: list[Partition], checks: list[_Check], timeou
             if c.guid not in tables:
                 try:
                     tables[c.guid] = read_pkeys(fabric, c.guid, env=env, timeout=min(15.0, max(1.0, timeout)))
+                except ToolAborted:
+                    raise  # the process is stopping: not a disagreement, and no point waiting out the timeout
                 except (ToolError, PartitionsParseError) as exc:
                     tables[c.guid] = f"error: {str(exc)[:200]}"
             table = tables[c.guid]
@@ -988,6 +1008,8 @@ def apply_pending(fabric: Fabric, *, force: bool = False, user=None) -> dict:
                 out["applies"] += 1
                 out.update(ok=result.ok, state=result.state, error=result.error,
                            seconds=round(out["seconds"] + result.seconds, 3))  # fmt: skip
+                if result.state == ApplyState.PENDING:  # interrupted by a shutdown: stop here
+                    return out
         if written is None or conf_digest(fabric) == written:
             return out
     return out

@@ -155,3 +155,34 @@ def test_opensm_not_rereading_is_drift(lab_fabric):
     fabric.save()
     assert apply(fabric, timeout=30).ok
     assert [_table(lab, g).membership(0x0789) for g in members] == ["full", "full"]
+
+
+def test_a_shutdown_during_verification_records_nothing_and_returns_at_once(lab_fabric, monkeypatch):
+    """The worker stops (``abort_all``) while the apply waits for OpenSM: the apply returns within
+    seconds, not after its verification timeout, and reports no drift (no event, no alarm, no
+    mail); the partition stays ``pending`` so the next start applies it."""
+    import threading
+    import time
+
+    from fabric.collectors import tools
+
+    lab, fabric = lab_fabric
+    monkeypatch.setattr(tools, "_abort_reason", "")  # restored after the test: this process goes on
+    part = save_partition(Partition(fabric=fabric, name="p", pkey=0x0799))
+    set_members(part, _ca_guids(fabric)[:2])
+    fabric.sm_reload_command = ["true"]  # OpenSM never re-reads: verification would wait 60 s
+    fabric.save()
+    timer = threading.Timer(1.0, tools.abort_all, args=("the demo is stopping",))
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        result = apply(fabric, timeout=60, sample=4)
+    finally:
+        timer.cancel()
+    took = time.monotonic() - t0
+    assert took < 15, took
+    assert not result.ok and result.state == ApplyState.PENDING and not result.drift
+    assert "interrupted" in result.error and "the demo is stopping" in result.error
+    part.refresh_from_db()
+    assert part.applied_state == ApplyState.PENDING and part.drift == []
+    assert not Event.objects.filter(fabric=fabric, code__startswith="partition.").exists()

@@ -6,6 +6,9 @@ the switch's row and applies the poller's live deltas. Expected values come from
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
 import pytest
 
 from tests.browser.test_map import api_get, import_file, login, open_map
@@ -84,6 +87,20 @@ def test_ethernet_links_beside_ib_links(weft_server, browser_page, realdata):
     assert charts["state"] == "ok" and int(charts["points"]) >= 1
     assert int(charts["sensorCharts"]) == len({s["kind"] for s in sensors}) > 0
     assert page.locator("#device-charts .uplot").count() == 2 + len({s["kind"] for s in sensors})
+    # its times as the port page's (weft/timecharts.js): ISO dates, 24-hour clock, server time zone,
+    # the date above the first tick and where the day changes
+    zone = ZoneInfo(page.get_attribute("#device-charts", "data-tz"))
+    start = datetime(2026, 12, 1, 22, 15, tzinfo=zone)
+    splits = [int((start + timedelta(minutes=m)).timestamp()) for m in (0, 10, 120)]
+    ticks = page.evaluate(
+        "s => { const u = weftDeviceCharts.charts.rates; return u.axes[0].values(u, s, 0, 110, 600); }",
+        splits,
+    )
+    assert ticks == ["2026-12-01\n22:15", "22:25", "2026-12-02\n00:15"]
+    legend = page.evaluate(
+        "t => { const u = weftDeviceCharts.charts.load; return u.series[0].value(u, t); }", splits[0] + 7
+    )
+    assert legend == "2026-12-01 22:15:07"
 
     # the heatmap has the switch's row; a live delta from the devices poller recolours its cell
     snap = api_get(page, server, f"/api/fabric/heatmap/{fabric['id']}/")

@@ -1,10 +1,12 @@
 /* Weft's time-series charts (uPlot, vendored), shared by the device history
- * (devices/device_charts.js) and the port counters (telemetry/port_charts.js): times in the
- * server's TIME_ZONE (the chart root's data-tz) as ISO dates and a 24-hour clock, the byte-rate,
- * percent and count formatters, the axis style, the range buttons (button[data-range] inside the
- * root), the fetch-and-refresh loop and draw-or-update of each chart.
+ * (devices/device_charts.js), the port counters (telemetry/port_charts.js), the pool's history
+ * (pools/pool.js) and the job's fabric view (scheduler/job.js): times in the server's TIME_ZONE
+ * (the chart root's data-tz) as ISO dates and a 24-hour clock, the byte-rate, percent and count
+ * formatters, the axis style, a chart of data the page embeds (plot), and for fetched series
+ * (mount) the range buttons (button[data-range] inside the root), the fetch-and-refresh loop and
+ * draw-or-update of each chart.
  * Load after vendor/uplot/uPlot.iife.min.js and before the page's script; exposes window.weftCharts.
- * Hooks it keeps on the root: data-state (loading|ok|error), data-points (time points shown). */
+ * Hooks mount keeps on the root: data-state (loading|ok|error), data-points (time points shown). */
 (function () {
   "use strict";
   const DASH = "–";
@@ -57,10 +59,12 @@
   const AXIS = { stroke: "#8b98a5", grid: { stroke: "#2d3843", width: 1 }, ticks: { stroke: "#2d3843" } };
   /** A y axis in Weft's colours; extra (uPlot axis options: size px, values, scale, side...) over it. */
   const yAxis = (extra) => Object.assign({}, AXIS, extra);
-  /** The y axis of byte rates: labels as fmtBytes ("1.2 MB/s"), 90 px wide. */
-  const bytesAxis = () => yAxis({ size: 90, values: (u, vals) => vals.map(fmtBytes) });
-  /** The y axis of fractions 0..1: labels as whole percentages ("40 %"), 55 px wide. */
-  const pctAxis = () => yAxis({ size: 55, values: (u, vals) => vals.map((v) => `${Math.round(v * 100)} %`) });
+  /** The y axis of byte rates: labels as fmtBytes ("1.2 MB/s"), 90 px wide; extra (uPlot axis
+   *  options: scale, side...) over it. */
+  const bytesAxis = (extra) => yAxis(Object.assign({ size: 90, values: (u, vals) => vals.map(fmtBytes) }, extra));
+  /** The y axis of fractions 0..1: labels as whole percentages ("40 %"), 55 px wide; extra (uPlot
+   *  axis options: scale, side...) over it. */
+  const pctAxis = (extra) => yAxis(Object.assign({ size: 55, values: (u, vals) => vals.map((v) => `${Math.round(v * 100)} %`) }, extra));
   /** A line series (uPlot series options): label, stroke colour, 1.5 px wide, the legend's value as
    *  fmt(value) (fmt: number|null -> text); extra (uPlot series options) over it. */
   const line = (label, stroke, fmt, extra) => Object.assign({ label, stroke, width: 1.5, value: (u, v) => fmt(v) }, extra);
@@ -71,6 +75,42 @@
     series: [line("utilisation", "#21918c", pct), line("congestion", "#f85149", pct)],
     axes: [pctAxis()],
   });
+
+  /** The time axis and series of charts in tz (IANA zone): {fmtTime, fmtTicks} of clock(tz),
+   *  xaxis (uPlot axis options: labels fmtTicks, 110 px apart at least, 55 px tall) and xseries
+   *  (uPlot series options: the legend's time as fmtTime). */
+  function timeX(tz) {
+    const { fmtTime, fmtTicks } = clock(tz);
+    return {
+      fmtTime, fmtTicks,
+      xaxis: Object.assign({}, AXIS, { space: 110, size: 55, values: fmtTicks }),
+      xseries: { value: (u, v) => fmtTime(v) },
+    };
+  }
+  /** A new uPlot in target showing data (uPlot columns [t epoch s, ...y]): x from timeX, size
+   *  {width, height} px, sync a cursor sync key (none when absent), spec {series, axes, scales...}
+   *  (uPlot options without the time series and axis; they are put first); live legend. */
+  function chart(x, target, size, sync, spec, data) {
+    const base = { width: size.width, height: size.height, legend: { live: true } };
+    if (sync) base.cursor = { sync: { key: sync } };
+    return new uPlot(Object.assign(base, spec, { series: [x.xseries, ...spec.series], axes: [x.xaxis, ...spec.axes] }), data, target);
+  }
+  /** Width in px of a chart in el: el's width less margin px, at least 320. */
+  const widthIn = (el, margin) => Math.max(320, el.clientWidth - margin);
+
+  /** Draws once, into el, a time chart of data the page already holds (uPlot columns
+   *  [t epoch s, ...y]; no fetch, no refresh): spec as for view.draw ({series, axes, scales}
+   *  without the time series and axis), times in el's data-tz (the server's TIME_ZONE; "UTC" when
+   *  absent). opts: {height: px, margin: px of el's width left free (20 when absent), sync: uPlot
+   *  cursor sync key (optional)}. The chart follows the window's width. Returns the uPlot; throws
+   *  what uPlot throws (the page sets its own error state). Needs uPlot loaded. */
+  function plot(el, spec, data, opts) {
+    const margin = opts.margin === undefined ? 20 : opts.margin;
+    const size = () => ({ width: widthIn(el, margin), height: opts.height });
+    const u = chart(timeX(el.dataset.tz || "UTC"), el, size(), opts.sync, spec, data);
+    window.addEventListener("resize", () => u.setSize(size()));
+    return u;
+  }
 
   /** Runs the charts of one root element (the section holding .pc-status, button[data-range] and
    *  the charts' targets). opts: {url: the data's URL (relative to the page), height: px per chart,
@@ -85,10 +125,8 @@
   function mount(root, opts) {
     if (!root || typeof uPlot === "undefined") return null;
     const status = root.querySelector(".pc-status");
-    const { fmtTime, fmtTicks } = clock(root.dataset.tz || "UTC");
-    const xaxis = Object.assign({}, AXIS, { space: 110, size: 55, values: fmtTicks });
-    const xseries = { value: (u, v) => fmtTime(v) };
-    const width = () => Math.max(320, root.clientWidth - 40);
+    const x = timeX(root.dataset.tz || "UTC");
+    const size = () => ({ width: widthIn(root, 40), height: opts.height });
     const charts = {};
     let range = "-1h";
 
@@ -96,17 +134,13 @@
      *  without the time series and axis (they are put first). Updates the chart in place when it
      *  has as many series, else (re)creates it in target, emptied. */
     function draw(name, target, spec, data) {
-      const series = [xseries, ...spec.series];
-      if (charts[name] && charts[name].series.length === series.length) {
+      if (charts[name] && charts[name].series.length === spec.series.length + 1) {
         charts[name].setData(data);
         return;
       }
       if (charts[name]) charts[name].destroy();
       target.replaceChildren();
-      charts[name] = new uPlot(Object.assign(
-        { width: width(), height: opts.height, cursor: { sync: { key: opts.sync } }, legend: { live: true } },
-        spec, { series, axes: [xaxis, ...spec.axes] },
-      ), data, target);
+      charts[name] = chart(x, target, size(), opts.sync, spec, data);
     }
 
     async function load() {
@@ -128,7 +162,7 @@
       }
     }
 
-    const view = { reload: load, get charts() { return charts; }, draw, fmtTime, fmtTicks };
+    const view = { reload: load, get charts() { return charts; }, draw, fmtTime: x.fmtTime, fmtTicks: x.fmtTicks };
     const buttons = root.querySelectorAll("button[data-range]");
     for (const b of buttons) {
       b.addEventListener("click", () => {
@@ -138,12 +172,12 @@
       });
     }
     window.addEventListener("resize", () => {
-      for (const c of Object.values(charts)) c.setSize({ width: width(), height: opts.height });
+      for (const c of Object.values(charts)) c.setSize(size());
     });
     load();
     setInterval(load, opts.refreshMs);
     return view;
   }
 
-  window.weftCharts = { fmtBytes, pct, num, clock, yAxis, bytesAxis, pctAxis, line, loadSpec, mount };
+  window.weftCharts = { fmtBytes, pct, num, clock, yAxis, bytesAxis, pctAxis, line, loadSpec, plot, mount };
 })();

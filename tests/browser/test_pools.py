@@ -12,6 +12,8 @@ import json
 import re
 import urllib.error
 import urllib.request
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -117,6 +119,20 @@ def test_pool_page_marks_its_hosts_on_the_map_and_draws_its_history(weft_server,
     )
     assert held_pixels > 20, held_pixels
     assert "GPUs held" in page.inner_text("#pool-history .u-legend")
+    # its times as the port and device pages' (weft/timecharts.js): ISO dates, 24-hour clock, the
+    # server's time zone, the date above the first tick and where the day changes
+    zone = ZoneInfo(page.get_attribute("#pool-history", "data-tz"))
+    start = datetime(2026, 12, 1, 22, 15, tzinfo=zone)
+    splits = [int((start + timedelta(minutes=m)).timestamp()) for m in (0, 10, 120)]
+    ticks = page.evaluate(
+        "s => { const u = weftPoolHistory.chart; return u.axes[0].values(u, s, 0, 110, 600); }", splits
+    )
+    assert ticks == ["2026-12-01\n22:15", "22:25", "2026-12-02\n00:15"]
+    legend = page.evaluate(
+        "t => { const u = weftPoolHistory.chart; return [u.series[0].value(u, t), u.series[1].value(u, 3)]; }",
+        splits[0] + 7,
+    )
+    assert legend == ["2026-12-01 22:15:07", "3"]
 
     # the map's panel links a marked host to its page
     assert page.evaluate("g => window.weftMap.select(g)", mine[0])

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -94,6 +95,25 @@ def test_job_page_marks_its_hosts_and_draws_its_links(weft_server, browser_page,
     assert data[2] == pytest.approx([2.0e9] * 3, rel=1e-4)
     assert page.get_attribute("#chart-uplink", "data-state") == "empty"
     assert "out of the hosts" in page.inner_text("#chart-hca .u-legend")
+    # its times and values as the port page's (weft/timecharts.js): ISO dates, 24-hour clock, the
+    # server's time zone, seconds on ticks under a minute apart, the date above the first tick and
+    # where the day changes; byte rates in decimal units, fractions as percentages
+    zone = ZoneInfo(page.get_attribute("#chart-hca", "data-tz"))
+    start = datetime(2026, 12, 1, 23, 59, 58, tzinfo=zone)
+    splits = [int((start + timedelta(seconds=s)).timestamp()) for s in (0, 1, 2)]
+    shown = page.evaluate(
+        """([s, t]) => { const u = weftJobFabric.charts.hca; return {
+          ticks: u.axes[0].values(u, s, 0, 110, 1), time: u.series[0].value(u, t),
+          rates: [u.series[1].value(u, 6.2e9), u.series[2].value(u, 999), u.axes[1].values(u, [0, 2.5e9])],
+          load: [u.series[3].value(u, 0.25), u.series[4].value(u, null), u.axes[2].values(u, [0, 0.5, 1])] }; }""",
+        [splits, splits[0] + 7],
+    )
+    assert shown == {
+        "ticks": ["2026-12-01\n23:59:58", "23:59:59", "2026-12-02\n00:00:00"],
+        "time": "2026-12-02 00:00:05",
+        "rates": ["6.2 GB/s", "999 B/s", ["0 B/s", "2.5 GB/s"]],
+        "load": ["25.0 %", "–", ["0 %", "50 %", "100 %"]],
+    }
     assert page.locator("#fv-links tr[data-kind=hca]").count() == 2
     # the same numbers in the JSON endpoint
     view = api(server, tok, "GET", f"/api/scheduler/jobs/{job['id']}/fabric/")

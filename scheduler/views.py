@@ -11,7 +11,7 @@ go through ``scheduler.services.queue`` (``submit``, ``cancel``).
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -208,6 +208,10 @@ class JobView(RoleRequiredMixin, TemplateView):
         if job.ended_at:
             timeline.append((job.state, job.ended_at, job.reason))
         decisions = list(job.decisions.order_by("-id"))
+        window = view["window"]
+        if window["start_epoch"] is not None:  # shown in the server's time zone, as the charts are
+            ctx["window_start"] = datetime.fromtimestamp(window["start_epoch"], tz=UTC)
+            ctx["window_end"] = datetime.fromtimestamp(window["end_epoch"], tz=UTC)
         ctx.update(
             job=job, request_text=queue.describe(job), timeline=timeline, decisions=decisions,
             view=view, can_cancel=job.state not in FINAL and access.can_operate(user, job.tenant_id),

@@ -151,3 +151,16 @@ def test_dry_run_explains_where_a_job_would_go_and_writes_nothing(setup, client_
     bad = viewer.get("/scheduler/dry-run/", {"pool": c.pool.pk, "count": 8, "tier": "rack"}).content.decode()
     assert 'id="dry-run-result"' not in bad and "tier" in bad
     assert (Job.objects.count(), list(Job.objects.values_list("pk", "state", "pending_code"))) == before
+
+
+def test_job_page_window_is_in_the_servers_time_zone(setup, client_for, settings):
+    """The fabric view's window heading reads in the server's time zone, as its charts do."""
+    from zoneinfo import ZoneInfo
+
+    settings.TIME_ZONE = "Asia/Tokyo"
+    c, other_pool, mine, big, theirs = setup
+    html = client_for("viewer").get(f"/scheduler/jobs/{mine.pk}/").content.decode()
+    shown = re.search(r"<span class=\"muted\" data-window>(.*?)</span>", html, re.S).group(1)
+    start = mine.placed_at.astimezone(ZoneInfo("Asia/Tokyo"))
+    assert shown.startswith(start.strftime("%Y-%m-%d %H:%M")) and shown.endswith("JST"), shown
+    assert "now" in shown  # the job still runs

@@ -1,6 +1,7 @@
 """Device pages: the device list and a device's page (Viewer: identification, poll state,
 interfaces with rates, sensors, LLDP neighbours, open alarms), and the device form (Admin: add or
-edit a device and its credentials, which are write-only and never shown; audited without them)."""
+edit a device and its credentials, which are write-only and never shown; audited without them;
+delete a device after a confirmation)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from fabric.views import RoleRequiredMixin
 
 from .forms import DeviceForm
 from .models import Device
-from .services.config import save_device
+from .services.config import delete_device, save_device
 
 
 class DeviceListView(RoleRequiredMixin, ListView):
@@ -99,3 +100,40 @@ class DeviceFormView(RoleRequiredMixin, FormView):
             raise Http404("the device was deleted meanwhile") from None
         messages.success(self.request, f"Device {device.name} saved.")
         return redirect(device.get_absolute_url())
+
+
+class DeviceDeleteView(RoleRequiredMixin, DetailView):
+    """Delete a device (the role of the device form, Admin): GET asks for the confirmation, POST
+    with ``confirm=1`` deletes it with its audit entry (``devices.services.config.delete_device``:
+    its interfaces, sensors and LLDP rows go, its history stays until retention drops it) and goes
+    back to the device list. Without the confirmation: the page again with the reason, 400."""
+
+    template_name = "devices/device_delete.html"
+    context_object_name = "device"
+    required_role = DeviceFormView.required_role
+    queryset = Device.objects.select_related("fabric")
+
+    def get_context_data(self, **kwargs):
+        from .models import DeviceSample
+
+        ctx = super().get_context_data(**kwargs)
+        d = self.object
+        ctx["counts"] = {
+            "interfaces": d.interfaces.count(),
+            "sensors": d.sensors.count(),
+            "neighbours": d.neighbours.count(),
+            "samples": DeviceSample.objects.filter(device_id=d.pk).count(),
+        }
+        return ctx
+
+    def post(self, request, *args, **kwargs):
+        self.object = device = self.get_object()
+        if request.POST.get("confirm") != "1":
+            ctx = self.get_context_data(object=device, error="Confirm the deletion (tick the box).")
+            return self.render_to_response(ctx, status=400)
+        try:
+            delete_device(device)
+        except Device.DoesNotExist:
+            raise Http404("the device was deleted meanwhile") from None
+        messages.success(request, f"Device {device.name} deleted.")
+        return redirect("devices:device_list")

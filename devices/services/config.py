@@ -3,7 +3,11 @@ the cross-field checks of SNMP settings and the audit record of a change, whose 
 replaced by whether they were set (a secret is never in an audit entry).
 
 Credentials are write-only everywhere: a blank or absent ``community``/``auth_key``/``priv_key``
-keeps the stored one; a value replaces it (``Device.set_secret``, encrypted at rest).
+keeps the stored one; a value replaces it (``Device.set_secret``, encrypted at rest). A device
+keeps only the credentials of its SNMP version (:data:`VERSION_SECRETS`): a credential of the other
+version sent with a change is refused (:func:`settings_errors`), and one still stored is cleared
+by the save (:func:`save_device`; switching v2c → v3 clears the community, v3 → v2c the USM keys),
+audited as "(cleared)".
 """
 
 from __future__ import annotations
@@ -22,6 +26,17 @@ from ..models import SECRET_FIELDS, Device
 #: the fields of a device an Admin configures (besides the credentials)
 CONFIG_FIELDS = ["fabric", "name", "address", "port", "version", "user", "auth_protocol", "priv_protocol",
                  "context", "timeout_s", "retries", "poll_interval_s", "enabled"]  # fmt: skip
+
+
+#: the credentials each SNMP version uses; a device stores only those of its version
+VERSION_SECRETS = {SnmpVersion.V2C: ("community",), SnmpVersion.V3: ("auth_key", "priv_key")}
+
+
+def other_version_secrets(version: str) -> tuple[str, ...]:
+    """The credentials (names of :data:`SECRET_FIELDS`) a device of SNMP ``version`` ("2c" or
+    "3", ``SnmpVersion``) does not use: refused when given, cleared when stored."""
+    own = VERSION_SECRETS.get(version, ())
+    return tuple(name for name in SECRET_FIELDS if name not in own)
 
 
 #: the longest poll interval an Admin may set, in seconds (a day); a larger one overflowed the
@@ -55,7 +70,8 @@ def settings_errors(attrs: dict[str, Any], instance: Device | None) -> dict[str,
     v3 a user; the address is an IP address or host name (:func:`address_error`), the poll
     interval at most :data:`MAX_POLL_INTERVAL_S`; an auth protocol needs an auth key of at least 8 characters and a privacy protocol
     a priv key of at least 8 and an auth protocol (USM authPriv; pass phrases per RFC 3414 §11.2).
-    A credential absent from ``attrs`` counts as set when ``instance`` has one."""
+    A credential absent from ``attrs`` counts as set when ``instance`` has one; a non-blank one of
+    the other SNMP version is refused (:func:`other_version_secrets`)."""
     inst = instance
     version = attrs.get("version", inst.version if inst else SnmpVersion.V2C)
     auth = attrs.get("auth_protocol", inst.auth_protocol if inst else AuthProtocol.NONE)
@@ -73,6 +89,10 @@ def settings_errors(attrs: dict[str, Any], instance: Device | None) -> dict[str,
     interval = attrs.get("poll_interval_s")
     if interval is not None and interval > MAX_POLL_INTERVAL_S:
         errors["poll_interval_s"] = f"at most {MAX_POLL_INTERVAL_S:.0f} s (a day)"
+    for name in other_version_secrets(version):
+        if attrs.get(name):
+            label = SnmpVersion(version).label if version in SnmpVersion.values else version
+            errors[name] = f"not used by {label}: a device keeps only the credentials of its version"
     if version == SnmpVersion.V2C and not has("community"):
         errors["community"] = "an SNMPv2c device needs a community"
     if version == SnmpVersion.V3:
@@ -115,6 +135,8 @@ def save_device(values: dict[str, Any], secrets: dict[str, str], instance: Devic
     """Create (``instance`` None) or update a device with ``values`` (plain fields) and ``secrets``
     (credentials to write; absent ones are kept), and its audit entry, in one transaction.
     ``values`` and ``secrets`` are validated already (:func:`settings_errors`, field checks).
+    Credentials of the other SNMP version still stored (the version changed) are cleared and
+    audited as "(cleared)" (:func:`clear_other_version`).
 
     Raises:
         Device.DoesNotExist: ``instance`` was deleted meanwhile.
@@ -133,6 +155,45 @@ def save_device(values: dict[str, Any], secrets: dict[str, str], instance: Devic
             setattr(device, k, v)
         for k, v in secrets.items():
             device.set_secret(k, v)
+        written = {**secrets, **clear_other_version(device)}
         device.save()
-        audit.record("device.update", device, update_changes(before, device, list(values), secrets))
+        audit.record("device.update", device, update_changes(before, device, list(values), written))
         return device
+
+
+def clear_other_version(device: Device) -> dict[str, str]:
+    """Clear (unsaved) the credentials of ``device`` its SNMP version does not use; returns them
+    as ``{name: ""}`` (what :func:`update_changes` audits as "(cleared)")."""
+    cleared = {}
+    for name in other_version_secrets(device.version):
+        if device.has_secret(name):
+            device.set_secret(name, "")
+            cleared[name] = ""
+    return cleared
+
+
+def delete_device(device: Device) -> dict[str, Any]:
+    """Delete ``device`` (its interfaces, sensors and LLDP rows go with it) and write its audit
+    entry ``device.delete`` in one transaction; the entry's ``changes`` are the device's settings
+    as :func:`create_changes` writes them (credentials only as "(set)"/"(cleared)") plus
+    ``history_samples``, the number of its history rows kept. Its history
+    (``devices.models.DeviceSample``) is not deleted: it stays, under the device's id, until the
+    retention of ``devices.services.history.rollup`` drops it, like an IB port's counter history
+    outlives the port. Returns the audit ``changes``.
+
+    Raises:
+        Device.DoesNotExist: ``device`` was deleted meanwhile.
+    """
+    from ..models import DeviceSample
+
+    with transaction.atomic():
+        locked = Device.objects.select_for_update().get(pk=device.pk)
+        values = {k: getattr(locked, k) for k in CONFIG_FIELDS}
+        secrets = {k: "x" if locked.has_secret(k) else "" for k in SECRET_FIELDS}
+        changes = {
+            **create_changes({**values, **secrets}),
+            "history_samples": DeviceSample.objects.filter(device_id=locked.pk).count(),
+        }
+        audit.record("device.delete", locked, changes)
+        locked.delete()
+    return changes

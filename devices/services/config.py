@@ -20,6 +20,7 @@ from django.db import models, transaction
 
 from accounts import audit
 
+from .. import maplayer
 from ..choices import AuthProtocol, PrivProtocol, SnmpVersion
 from ..models import SECRET_FIELDS, Device
 
@@ -148,6 +149,7 @@ def save_device(values: dict[str, Any], secrets: dict[str, str], instance: Devic
                 device.set_secret(k, v)
             device.save()
             audit.record("device.create", device, create_changes({**values, **secrets}))
+            maplayer.announce(maplayer.fabric_ids([device]))
             return device
         before = Device.objects.select_for_update().get(pk=instance.pk)
         device = Device.objects.get(pk=instance.pk)
@@ -158,6 +160,8 @@ def save_device(values: dict[str, Any], secrets: dict[str, str], instance: Devic
         written = {**secrets, **clear_other_version(device)}
         device.save()
         audit.record("device.update", device, update_changes(before, device, list(values), written))
+        if before.fabric_id != device.fabric_id or before.name != device.name:
+            maplayer.announce(maplayer.fabric_ids([before, device]))
         return device
 
 
@@ -195,5 +199,7 @@ def delete_device(device: Device) -> dict[str, Any]:
             "history_samples": DeviceSample.objects.filter(device_id=locked.pk).count(),
         }
         audit.record("device.delete", locked, changes)
+        drawn_on = maplayer.fabric_ids([locked])
         locked.delete()
+        maplayer.announce(drawn_on)
     return changes

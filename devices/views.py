@@ -12,12 +12,11 @@ from django.shortcuts import get_object_or_404, redirect
 from django.views.generic import DetailView, FormView, ListView
 
 from accounts.roles import Role
-from events.models import Alarm
 from fabric.views import RoleRequiredMixin
 
 from .forms import DeviceForm
 from .models import Device
-from .services.config import delete_device, save_device
+from .services.config import delete_device, open_alarms, save_device
 
 
 class DeviceListView(RoleRequiredMixin, ListView):
@@ -62,12 +61,7 @@ class DeviceView(RoleRequiredMixin, DetailView):
         )
         ctx["sensors"] = list(d.sensors.order_by("kind", "index"))
         ctx["neighbours"] = list(d.neighbours.select_related("interface", "remote").order_by("local_port"))
-        ctx["alarms"] = list(
-            Alarm.objects.open()
-            .filter(fabric_id=d.fabric_id)
-            .filter(Q(object_key=d.name) | Q(object_key__startswith=d.name + "/"))
-            .by_severity()
-        )
+        ctx["alarms"] = list(open_alarms(d).by_severity())
         return ctx
 
 

@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from django.db import models, transaction
+from django.db.models import Q
 
 from accounts import audit
 
@@ -176,11 +177,27 @@ def clear_other_version(device: Device) -> dict[str, str]:
     return cleared
 
 
+def open_alarms(device: Device):
+    """The open alarms of ``device`` (an ``events.models.Alarm`` queryset): under its fabric, keyed
+    by its name or under it (``<name>/<ifName>``, ``<name>/sensor/…``, LLDP links; see
+    ``devices.event_types``)."""
+    from events.models import Alarm
+
+    return (
+        Alarm.objects.open()
+        .filter(fabric_id=device.fabric_id)
+        .filter(Q(object_key=device.name) | Q(object_key__startswith=device.name + "/"))
+    )
+
+
 def delete_device(device: Device) -> dict[str, Any]:
     """Delete ``device`` (its interfaces, sensors and LLDP rows go with it) and write its audit
     entry ``device.delete`` in one transaction; the entry's ``changes`` are the device's settings
     as :func:`create_changes` writes them (credentials only as "(set)"/"(cleared)") plus
-    ``history_samples``, the number of its history rows kept. Its history
+    ``history_samples``, the number of its history rows kept, and ``alarms_cleared``: its open
+    alarms (key ``<name>`` or ``<name>/…``, ``devices.event_types``) are cleared by the acting
+    user with the reason "device deleted" (``events.services.clear_alarm``: audited, the clear
+    notice per policy), as nothing would clear them any more. Its history
     (``devices.models.DeviceSample``) is not deleted: it stays, under the device's id, until the
     retention of ``devices.services.history.rollup`` drops it, like an IB port's counter history
     outlives the port. Returns the audit ``changes``.
@@ -188,17 +205,28 @@ def delete_device(device: Device) -> dict[str, Any]:
     Raises:
         Device.DoesNotExist: ``device`` was deleted meanwhile.
     """
+    from events.services import clear_alarm
+
     from ..models import DeviceSample
 
     with transaction.atomic():
         locked = Device.objects.select_for_update().get(pk=device.pk)
         values = {k: getattr(locked, k) for k in CONFIG_FIELDS}
         secrets = {k: "x" if locked.has_secret(k) else "" for k in SECRET_FIELDS}
+        alarms = list(open_alarms(locked).values_list("pk", flat=True))
         changes = {
             **create_changes({**values, **secrets}),
             "history_samples": DeviceSample.objects.filter(device_id=locked.pk).count(),
+            "alarms_cleared": len(alarms),
         }
         audit.record("device.delete", locked, changes)
+        user = audit.current_actor.get().user
+        for pk in alarms:
+            clear_alarm(
+                pk,
+                user if getattr(user, "is_authenticated", False) else None,
+                f"device {locked.name} deleted",
+            )
         drawn_on = maplayer.fabric_ids([locked])
         locked.delete()
         maplayer.announce(drawn_on)

@@ -105,3 +105,22 @@ def test_a_deleted_devices_history_follows_retention(polled, admin):
     minute = DeviceSample.objects.get(device_id=dev.pk, resolution=Resolution.MINUTE)
     assert minute.t == sample.t // 60 * 60
     assert history.decode(minute.data) == history.decode(sample.data)
+
+
+def test_deleting_clears_the_devices_open_alarms(agent, make_device, users, admin):
+    """A device the agent does not answer (unknown community) is unreachable: its alarm is open;
+    deleting the device clears it, by the Admin, with the reason (nothing else would)."""
+    from events.models import Alarm, AlarmState
+
+    dead = make_device("dead-sw", community="no-such-community", timeout_s=0.3, retries=0)
+    [summary] = poll_devices([dead])
+    assert summary["status"] == "unreachable", summary
+    alarm = Alarm.objects.get(code="device.unreachable", object_key="dead-sw")
+    assert alarm.state == AlarmState.ACTIVE
+    assert admin.post(f"/devices/{dead.pk}/delete/", {"confirm": "1"}).status_code == 302
+    alarm.refresh_from_db()
+    assert alarm.state == AlarmState.CLEARED and alarm.cleared_by == users["admin"]
+    assert alarm.clear_reason == "device dead-sw deleted"
+    entry = AuditEntry.objects.get(action="device.delete")
+    assert entry.changes["alarms_cleared"] == 1
+    assert AuditEntry.objects.filter(action="alarm.clear", object_id=str(alarm.pk)).count() == 1

@@ -99,7 +99,8 @@ class DeviceFormView(RoleRequiredMixin, FormView):
 class DeviceDeleteView(RoleRequiredMixin, DetailView):
     """Delete a device (the role of the device form, Admin): GET asks for the confirmation, POST
     with ``confirm=1`` deletes it with its audit entry (``devices.services.config.delete_device``:
-    its interfaces, sensors and LLDP rows go, its history stays until retention drops it) and goes
+    its interfaces, sensors and LLDP rows go, its open alarms are cleared, its history stays until
+    retention drops it) and goes
     back to the device list. Without the confirmation: the page again with the reason, 400."""
 
     template_name = "devices/device_delete.html"
@@ -117,6 +118,7 @@ class DeviceDeleteView(RoleRequiredMixin, DetailView):
             "sensors": d.sensors.count(),
             "neighbours": d.neighbours.count(),
             "samples": DeviceSample.objects.filter(device_id=d.pk).count(),
+            "alarms": open_alarms(d).count(),
         }
         return ctx
 

@@ -16,10 +16,19 @@ switches) are laid out by ``fabric.api.maplayout.compute_layout`` in a band belo
 A cable seen from both ends counts once (per pair, the larger of the two sides' counts); a
 cable whose ``device.link_down`` alarm is open is counted under ``down`` (its Neighbour row is
 gone, as an IB link's is).
+
+Live: an open map applies this part in place from the light payload (``?part=edges``), new and
+gone nodes included. It refreshes on ``summary.changed`` with source ``devices``, which
+:func:`announce` sends when a poll changed the layer (:func:`layer_states` before and after, as
+``cache_part`` sees it) and when a device is added, changed or deleted
+(``devices.services.config``); a cable going down comes with its ``device.link_down`` alarm.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from django.db import transaction
 from django.db.models import Count, Max, Q
 
 from events.models import Alarm
@@ -160,3 +169,35 @@ def cache_part(fabric) -> str:
     nb = Neighbour.objects.filter(device__in=devices).aggregate(n=Count("id"), last=Max("id"))
     down = Alarm.objects.open().filter(code="device.link_down").aggregate(n=Count("id"), last=Max("id"))
     return f"{d['n']}.{d['last']}.{nb['n']}.{nb['last']}.{down['n']}.{down['last']}"
+
+
+def fabric_ids(devices: Iterable[Device]) -> set[int]:
+    """Ids of the fabrics whose map draws ``devices``: each one's own fabric and the IB fabric of
+    the switch it manages (``Device.node``), as :func:`_devices` selects them."""
+    from fabric.models import Node
+
+    out = {d.fabric_id for d in devices if d.fabric_id is not None}
+    nodes = {d.node_id for d in devices if d.node_id is not None}
+    if nodes:
+        out |= set(Node.objects.filter(pk__in=nodes).values_list("fabric_id", flat=True))
+    return out
+
+
+def layer_states(ids: Iterable[int]) -> dict[int, str]:
+    """``{fabric id: cache_part}`` now, to compare after a change (:func:`changed_since`)."""
+    return {f: cache_part(f) for f in ids}
+
+
+def changed_since(before: dict[int, str]) -> list[int]:
+    """The fabrics of ``before`` (:func:`layer_states`) whose layer is no longer what it was."""
+    return [f for f, state in before.items() if cache_part(f) != state]
+
+
+def announce(ids: Iterable[int]) -> None:
+    """After the current transaction commits, tell the open maps (and dashboards) of fabrics
+    ``ids`` that the Ethernet layer changed: ``summary.changed`` with source ``devices`` on the
+    fabric's alarm group (``events.realtime.publish_summary_changed``); best effort, never raises."""
+    from events.realtime import publish_summary_changed
+
+    for f in sorted(set(ids)):
+        transaction.on_commit(lambda f=f: publish_summary_changed(f, "devices"))

@@ -253,7 +253,9 @@ class DeviceSample(models.Model):
     start, values averaged, errors summed) by ``devices.tasks.rollup_history_task``, with the
     retention of the IB counter history (``WEFT_HISTORY_RAW_HOURS``/``MINUTE``/``HOUR``)."""
 
-    device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="+")
+    #: no database constraint and nothing done on delete: a deleted device's history stays until
+    #: retention drops it (``devices.services.config.delete_device``)
+    device = models.ForeignKey(Device, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
     resolution = models.PositiveIntegerField(choices=Resolution.choices, default=Resolution.RAW)
     t = models.IntegerField(help_text="epoch seconds (UTC)")
     data = models.BinaryField()

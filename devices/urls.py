@@ -12,4 +12,5 @@ urlpatterns = [
     path("devices/new/", views.DeviceFormView.as_view(), name="device_add"),
     path("devices/<pk:pk>/", views.DeviceView.as_view(), name="device"),
     path("devices/<pk:pk>/edit/", views.DeviceFormView.as_view(), name="device_edit"),
+    path("devices/<pk:pk>/delete/", views.DeviceDeleteView.as_view(), name="device_delete"),
 ]

@@ -1,6 +1,7 @@
 """Device pages: the device list and a device's page (Viewer: identification, poll state,
 interfaces with rates, sensors, LLDP neighbours, open alarms), and the device form (Admin: add or
-edit a device and its credentials, which are write-only and never shown; audited without them)."""
+edit a device and its credentials, which are write-only and never shown; audited without them;
+delete a device after a confirmation)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,11 @@ from django.shortcuts import get_object_or_404, redirect
 from django.views.generic import DetailView, FormView, ListView
 
 from accounts.roles import Role
-from events.models import Alarm
 from fabric.views import RoleRequiredMixin
 
 from .forms import DeviceForm
 from .models import Device
-from .services.config import save_device
+from .services.config import delete_device, open_alarms, save_device
 
 
 class DeviceListView(RoleRequiredMixin, ListView):
@@ -61,12 +61,7 @@ class DeviceView(RoleRequiredMixin, DetailView):
         )
         ctx["sensors"] = list(d.sensors.order_by("kind", "index"))
         ctx["neighbours"] = list(d.neighbours.select_related("interface", "remote").order_by("local_port"))
-        ctx["alarms"] = list(
-            Alarm.objects.open()
-            .filter(fabric_id=d.fabric_id)
-            .filter(Q(object_key=d.name) | Q(object_key__startswith=d.name + "/"))
-            .by_severity()
-        )
+        ctx["alarms"] = list(open_alarms(d).by_severity())
         return ctx
 
 
@@ -99,3 +94,42 @@ class DeviceFormView(RoleRequiredMixin, FormView):
             raise Http404("the device was deleted meanwhile") from None
         messages.success(self.request, f"Device {device.name} saved.")
         return redirect(device.get_absolute_url())
+
+
+class DeviceDeleteView(RoleRequiredMixin, DetailView):
+    """Delete a device (the role of the device form, Admin): GET asks for the confirmation, POST
+    with ``confirm=1`` deletes it with its audit entry (``devices.services.config.delete_device``:
+    its interfaces, sensors and LLDP rows go, its open alarms are cleared, its history stays until
+    retention drops it) and goes
+    back to the device list. Without the confirmation: the page again with the reason, 400."""
+
+    template_name = "devices/device_delete.html"
+    context_object_name = "device"
+    required_role = DeviceFormView.required_role
+    queryset = Device.objects.select_related("fabric")
+
+    def get_context_data(self, **kwargs):
+        from .models import DeviceSample
+
+        ctx = super().get_context_data(**kwargs)
+        d = self.object
+        ctx["counts"] = {
+            "interfaces": d.interfaces.count(),
+            "sensors": d.sensors.count(),
+            "neighbours": d.neighbours.count(),
+            "samples": DeviceSample.objects.filter(device_id=d.pk).count(),
+            "alarms": open_alarms(d).count(),
+        }
+        return ctx
+
+    def post(self, request, *args, **kwargs):
+        self.object = device = self.get_object()
+        if request.POST.get("confirm") != "1":
+            ctx = self.get_context_data(object=device, error="Confirm the deletion (tick the box).")
+            return self.render_to_response(ctx, status=400)
+        try:
+            delete_device(device)
+        except Device.DoesNotExist:
+            raise Http404("the device was deleted meanwhile") from None
+        messages.success(request, f"Device {device.name} deleted.")
+        return redirect("devices:device_list")

@@ -48,8 +48,9 @@ def publish_alarm_changes(outcome) -> None:
 def publish_summary_changed(fabric_id, source: str = "") -> None:
     """Tell dashboards of ``fabric_id`` to refresh (after a sweep or discovery).
 
-    Payload ``{"fabric": id, "source": "sweep" | "discovery" | ""}``: the open map refreshes its
-    cables after a discovery's rules ran (its port states and ``link.*`` alarms are then stored),
-    not after every sweep."""
+    Payload ``{"fabric": id, "source": "sweep" | "discovery" | "devices" | ""}``: the open map
+    refreshes its cables after a discovery's rules ran (its port states and ``link.*`` alarms are
+    then stored), and its Ethernet layer after ``devices`` (``devices.maplayer.announce``: an SNMP
+    poll or a device change altered it), not after every sweep."""
     for group in _groups(fabric_id):
         publish(group, "summary.changed", {"fabric": fabric_id, "source": source})

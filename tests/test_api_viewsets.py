@@ -495,6 +495,8 @@ WRITES: dict[str, Write] = {
         },  # fmt: skip
         check=lambda w, b: b["name"] == "sw1b"
         and Device.objects.get(pk=w.device.pk).target().auth_key == "auth-pass-1"
+        and not Device.objects.get(pk=w.device.pk).has_secret("community")  # v2c → v3 clears it
+        and b["community_set"] is False
         and "auth-pass-1"
         not in str(AuditEntry.objects.filter(action="device.update").values_list("changes")),
     ),
@@ -507,7 +509,9 @@ WRITES: dict[str, Write] = {
     "devices-api:device-detail DELETE": Write(
         204,
         target=lambda w: w.device,
-        check=lambda w, b: b is None and not Interface.objects.filter(device_id=w.device.pk).exists(),
+        check=lambda w, b: b is None
+        and not Interface.objects.filter(device_id=w.device.pk).exists()
+        and AuditEntry.objects.filter(action="device.delete", object_id=str(w.device.pk)).count() == 1,
     ),
     "pools-api:tenant-list POST": Write(
         201,

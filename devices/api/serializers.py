@@ -1,6 +1,7 @@
 """Serializers of the devices API. Credentials are write-only: ``community``, ``auth_key`` and
 ``priv_key`` are accepted on create/update (stored encrypted, ``Device.set_secret``) and never
-returned; the response says only whether each is set (``*_set``)."""
+returned; the response says only whether each is set (``*_set``). Writes go through
+``devices.services.config.save_device`` (``DeviceViewSet``), not through ``save()`` hooks here."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from fabric.api.serializers import BriefFabricSerializer, BriefNodeSerializer
 from fabric.models import Fabric
 from weft.fields import IdentityUrlField
 
-from ..models import SECRET_FIELDS, Device, Interface, Neighbour, Sensor
+from ..models import Device, Interface, Neighbour, Sensor
 from ..services.config import settings_errors
 
 
@@ -68,26 +69,6 @@ class DeviceSerializer(serializers.ModelSerializer):
         if errors:
             raise serializers.ValidationError(errors)
         return attrs
-
-    def _secrets(self, validated) -> dict[str, str]:
-        return {k: validated.pop(k) for k in SECRET_FIELDS if k in validated}
-
-    def create(self, validated_data):
-        secrets = self._secrets(validated_data)
-        device = Device(**validated_data)
-        for k, v in secrets.items():
-            device.set_secret(k, v)
-        device.save()
-        return device
-
-    def update(self, instance, validated_data):
-        secrets = self._secrets(validated_data)
-        for k, v in validated_data.items():
-            setattr(instance, k, v)
-        for k, v in secrets.items():
-            instance.set_secret(k, v)
-        instance.save()
-        return instance
 
 
 class InterfaceSerializer(serializers.ModelSerializer):

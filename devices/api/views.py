@@ -1,5 +1,6 @@
-"""Thin views of the devices API (``/api/devices/``): devices (Viewer reads, Admin configures;
-credentials write-only and never in the audit log), and their interfaces, sensors and LLDP
+"""Thin views of the devices API (``/api/devices/``): devices (Viewer reads, Admin configures
+and deletes through ``devices.services.config``, as the pages do; credentials write-only and never
+in the audit log), and their interfaces, sensors and LLDP
 neighbours (read-only: they come from polls)."""
 
 from __future__ import annotations
@@ -10,10 +11,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
-from accounts.api.mixins import AuditedWritesMixin
 from accounts.roles import Role
 from fabric.api.views import BRIEF_PARAM, BriefModeMixin, ReadOnlyTopologyViewSet
 
@@ -26,7 +26,7 @@ from . import serializers
 @extend_schema_view(
     list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
 )
-class DeviceViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
+class DeviceViewSet(BriefModeMixin, viewsets.ModelViewSet):
     """SNMP devices: address, version and credentials (write-only), identification, poll state."""
 
     queryset = Device.objects.select_related("fabric", "node")
@@ -37,7 +37,6 @@ class DeviceViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
     lookup_value_regex = r"\d+"
     read_role = Role.VIEWER
     write_role = Role.ADMIN
-    audit_prefix = "device"
 
     @extend_schema(
         responses=OpenApiTypes.OBJECT,
@@ -84,13 +83,27 @@ class DeviceViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
         )  # fmt: skip
         return Response({"device": device.pk, "start": start, "end": end, **doc})
 
-    def audit_create_changes(self, serializer, instance):
-        return config.create_changes(dict(serializer.validated_data))
+    def _save(self, serializer, instance: Device | None) -> None:
+        """Create or update through ``devices.services.config.save_device`` (the pages' writer: one
+        transaction with its audit entry, credentials of the other SNMP version cleared)."""
+        values = dict(serializer.validated_data)
+        secrets = {k: values.pop(k) for k in SECRET_FIELDS if k in values}
+        try:
+            serializer.instance = config.save_device(values, secrets, instance)
+        except Device.DoesNotExist:  # deleted since the request read it (a PATCH racing a DELETE)
+            raise NotFound(f"device {instance.pk} no longer exists") from None
 
-    def audit_update_changes(self, serializer, before, after):
-        data = serializer.validated_data
-        secrets = {k: data[k] for k in SECRET_FIELDS if k in data}
-        return config.update_changes(before, after, list(data), secrets)
+    def perform_create(self, serializer) -> None:
+        self._save(serializer, None)
+
+    def perform_update(self, serializer) -> None:
+        self._save(serializer, serializer.instance)
+
+    def perform_destroy(self, instance: Device) -> None:
+        try:
+            config.delete_device(instance)
+        except Device.DoesNotExist:
+            raise NotFound(f"device {instance.pk} no longer exists") from None
 
 
 class InterfaceViewSet(ReadOnlyTopologyViewSet):

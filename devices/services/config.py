@@ -3,7 +3,11 @@ the cross-field checks of SNMP settings and the audit record of a change, whose 
 replaced by whether they were set (a secret is never in an audit entry).
 
 Credentials are write-only everywhere: a blank or absent ``community``/``auth_key``/``priv_key``
-keeps the stored one; a value replaces it (``Device.set_secret``, encrypted at rest).
+keeps the stored one; a value replaces it (``Device.set_secret``, encrypted at rest). A device
+keeps only the credentials of its SNMP version (:data:`VERSION_SECRETS`): a credential of the other
+version sent with a change is refused (:func:`settings_errors`), and one still stored is cleared
+by the save (:func:`save_device`; switching v2c → v3 clears the community, v3 → v2c the USM keys),
+audited as "(cleared)".
 """
 
 from __future__ import annotations
@@ -13,15 +17,28 @@ import re
 from typing import Any
 
 from django.db import models, transaction
+from django.db.models import Q
 
 from accounts import audit
 
+from .. import maplayer
 from ..choices import AuthProtocol, PrivProtocol, SnmpVersion
 from ..models import SECRET_FIELDS, Device
 
 #: the fields of a device an Admin configures (besides the credentials)
 CONFIG_FIELDS = ["fabric", "name", "address", "port", "version", "user", "auth_protocol", "priv_protocol",
                  "context", "timeout_s", "retries", "poll_interval_s", "enabled"]  # fmt: skip
+
+
+#: the credentials each SNMP version uses; a device stores only those of its version
+VERSION_SECRETS = {SnmpVersion.V2C: ("community",), SnmpVersion.V3: ("auth_key", "priv_key")}
+
+
+def other_version_secrets(version: str) -> tuple[str, ...]:
+    """The credentials (names of :data:`SECRET_FIELDS`) a device of SNMP ``version`` ("2c" or
+    "3", ``SnmpVersion``) does not use: refused when given, cleared when stored."""
+    own = VERSION_SECRETS.get(version, ())
+    return tuple(name for name in SECRET_FIELDS if name not in own)
 
 
 #: the longest poll interval an Admin may set, in seconds (a day); a larger one overflowed the
@@ -55,7 +72,8 @@ def settings_errors(attrs: dict[str, Any], instance: Device | None) -> dict[str,
     v3 a user; the address is an IP address or host name (:func:`address_error`), the poll
     interval at most :data:`MAX_POLL_INTERVAL_S`; an auth protocol needs an auth key of at least 8 characters and a privacy protocol
     a priv key of at least 8 and an auth protocol (USM authPriv; pass phrases per RFC 3414 §11.2).
-    A credential absent from ``attrs`` counts as set when ``instance`` has one."""
+    A credential absent from ``attrs`` counts as set when ``instance`` has one; a non-blank one of
+    the other SNMP version is refused (:func:`other_version_secrets`)."""
     inst = instance
     version = attrs.get("version", inst.version if inst else SnmpVersion.V2C)
     auth = attrs.get("auth_protocol", inst.auth_protocol if inst else AuthProtocol.NONE)
@@ -73,6 +91,10 @@ def settings_errors(attrs: dict[str, Any], instance: Device | None) -> dict[str,
     interval = attrs.get("poll_interval_s")
     if interval is not None and interval > MAX_POLL_INTERVAL_S:
         errors["poll_interval_s"] = f"at most {MAX_POLL_INTERVAL_S:.0f} s (a day)"
+    for name in other_version_secrets(version):
+        if attrs.get(name):
+            label = SnmpVersion(version).label if version in SnmpVersion.values else version
+            errors[name] = f"not used by {label}: a device keeps only the credentials of its version"
     if version == SnmpVersion.V2C and not has("community"):
         errors["community"] = "an SNMPv2c device needs a community"
     if version == SnmpVersion.V3:
@@ -115,6 +137,8 @@ def save_device(values: dict[str, Any], secrets: dict[str, str], instance: Devic
     """Create (``instance`` None) or update a device with ``values`` (plain fields) and ``secrets``
     (credentials to write; absent ones are kept), and its audit entry, in one transaction.
     ``values`` and ``secrets`` are validated already (:func:`settings_errors`, field checks).
+    Credentials of the other SNMP version still stored (the version changed) are cleared and
+    audited as "(cleared)" (:func:`clear_other_version`).
 
     Raises:
         Device.DoesNotExist: ``instance`` was deleted meanwhile.
@@ -126,6 +150,7 @@ def save_device(values: dict[str, Any], secrets: dict[str, str], instance: Devic
                 device.set_secret(k, v)
             device.save()
             audit.record("device.create", device, create_changes({**values, **secrets}))
+            maplayer.announce(maplayer.fabric_ids([device]))
             return device
         before = Device.objects.select_for_update().get(pk=instance.pk)
         device = Device.objects.get(pk=instance.pk)
@@ -133,6 +158,76 @@ def save_device(values: dict[str, Any], secrets: dict[str, str], instance: Devic
             setattr(device, k, v)
         for k, v in secrets.items():
             device.set_secret(k, v)
+        written = {**secrets, **clear_other_version(device)}
         device.save()
-        audit.record("device.update", device, update_changes(before, device, list(values), secrets))
+        audit.record("device.update", device, update_changes(before, device, list(values), written))
+        if before.fabric_id != device.fabric_id or before.name != device.name:
+            maplayer.announce(maplayer.fabric_ids([before, device]))
         return device
+
+
+def clear_other_version(device: Device) -> dict[str, str]:
+    """Clear (unsaved) the credentials of ``device`` its SNMP version does not use; returns them
+    as ``{name: ""}`` (what :func:`update_changes` audits as "(cleared)")."""
+    cleared = {}
+    for name in other_version_secrets(device.version):
+        if device.has_secret(name):
+            device.set_secret(name, "")
+            cleared[name] = ""
+    return cleared
+
+
+def open_alarms(device: Device):
+    """The open alarms of ``device`` (an ``events.models.Alarm`` queryset): under its fabric, keyed
+    by its name or under it (``<name>/<ifName>``, ``<name>/sensor/…``, LLDP links; see
+    ``devices.event_types``)."""
+    from events.models import Alarm
+
+    return (
+        Alarm.objects.open()
+        .filter(fabric_id=device.fabric_id)
+        .filter(Q(object_key=device.name) | Q(object_key__startswith=device.name + "/"))
+    )
+
+
+def delete_device(device: Device) -> dict[str, Any]:
+    """Delete ``device`` (its interfaces, sensors and LLDP rows go with it) and write its audit
+    entry ``device.delete`` in one transaction; the entry's ``changes`` are the device's settings
+    as :func:`create_changes` writes them (credentials only as "(set)"/"(cleared)") plus
+    ``history_samples``, the number of its history rows kept, and ``alarms_cleared``: its open
+    alarms (key ``<name>`` or ``<name>/…``, ``devices.event_types``) are cleared by the acting
+    user with the reason "device deleted" (``events.services.clear_alarm``: audited, the clear
+    notice per policy), as nothing would clear them any more. Its history
+    (``devices.models.DeviceSample``) is not deleted: it stays, under the device's id, until the
+    retention of ``devices.services.history.rollup`` drops it, like an IB port's counter history
+    outlives the port. Returns the audit ``changes``.
+
+    Raises:
+        Device.DoesNotExist: ``device`` was deleted meanwhile.
+    """
+    from events.services import clear_alarm
+
+    from ..models import DeviceSample
+
+    with transaction.atomic():
+        locked = Device.objects.select_for_update().get(pk=device.pk)
+        values = {k: getattr(locked, k) for k in CONFIG_FIELDS}
+        secrets = {k: "x" if locked.has_secret(k) else "" for k in SECRET_FIELDS}
+        alarms = list(open_alarms(locked).values_list("pk", flat=True))
+        changes = {
+            **create_changes({**values, **secrets}),
+            "history_samples": DeviceSample.objects.filter(device_id=locked.pk).count(),
+            "alarms_cleared": len(alarms),
+        }
+        audit.record("device.delete", locked, changes)
+        user = audit.current_actor.get().user
+        for pk in alarms:
+            clear_alarm(
+                pk,
+                user if getattr(user, "is_authenticated", False) else None,
+                f"device {locked.name} deleted",
+            )
+        drawn_on = maplayer.fabric_ids([locked])
+        locked.delete()
+        maplayer.announce(drawn_on)
+    return changes

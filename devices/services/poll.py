@@ -225,9 +225,11 @@ def poll_devices(
     apply the events and condition rules of their fabrics. Returns one summary per device:
     ``{"device", "status", "interfaces", "sensors", "neighbours", "requests", "duration_s",
     "error"}``. Never raises for a device's trouble (it is stored on the device)."""
+    from .. import maplayer
     from .rules import evaluate
 
     readings = collect(devices, concurrency=concurrency, inventory=inventory)
+    drawn = maplayer.layer_states(maplayer.fabric_ids(devices))  # the maps' Ethernet layers before
     out = []
     fabrics: dict[int, list[int]] = {}
     for d in devices:
@@ -249,6 +251,7 @@ def poll_devices(
     for fabric_id, ids in fabrics.items():
         evaluate(fabric_id, ids)
         transaction.on_commit(lambda f=fabric_id: publish(f))  # the heatmap's Ethernet rows, live
+    maplayer.announce(maplayer.changed_since(drawn))  # new or gone LLDP systems and links, live
     return out
 
 

@@ -125,6 +125,74 @@ def test_admin_switches_to_v3_and_errors_never_echo_secrets(admin, fabric):
     assert admin.get("/devices/999999/edit/").status_code == 404
 
 
+def _stored(dev) -> dict:
+    """The device's stored row: which encrypted credential columns hold something."""
+    row = (
+        Device.objects.filter(pk=dev.pk)
+        .values("version", "community_enc", "auth_key_enc", "priv_key_enc")
+        .get()
+    )
+    return {k: (bool(v) if k.endswith("_enc") else v) for k, v in row.items()}
+
+
+def test_switching_version_clears_the_other_versions_credentials(admin, fabric):
+    admin.post(ADD, _body(fabric, community=SECRETS[0]))
+    dev = Device.objects.get(name="leaf1")
+    edit = f"/devices/{dev.pk}/edit/"
+    assert _stored(dev) == {
+        "version": "2c",
+        "community_enc": True,
+        "auth_key_enc": False,
+        "priv_key_enc": False,
+    }
+    # the page: v2c → v3 clears the stored community in the same save, audited as cleared
+    v3 = _body(fabric, version="3", user="weft-v3", auth_protocol="sha", auth_key=SECRETS[1],
+               priv_protocol="aes128", priv_key=SECRETS[2])  # fmt: skip
+    assert admin.post(edit, v3).status_code == 302
+    assert _stored(dev) == {
+        "version": "3",
+        "community_enc": False,
+        "auth_key_enc": True,
+        "priv_key_enc": True,
+    }
+    dev.refresh_from_db()
+    assert dev.target().community == "" and dev.target().auth_key == SECRETS[1]
+    entry = AuditEntry.objects.filter(action="device.update").order_by("-id").first()
+    assert entry.changes["community"] == "(cleared)" and entry.changes["version"] == ["2c", "3"]
+    assert entry.changes["auth_key"] == entry.changes["priv_key"] == "(changed)"
+    _no_secret_in(json.dumps(entry.changes))
+    assert (
+        'data-secret-set="0"' in admin.get(edit).content.decode().split('name="community"')[1].split(">")[0]
+    )
+    # a community typed for a v3 device is refused where it was typed, nothing stored
+    r = admin.post(edit, {**v3, "auth_key": "", "priv_key": "", "community": SECRETS[3]})
+    assert r.status_code == 400 and "community" in r.context["form"].errors
+    _no_secret_in(r.content.decode())
+    assert _stored(dev)["community_enc"] is False
+
+    # the API: v3 → v2c clears both USM keys
+    r = admin.patch(
+        f"/api/devices/devices/{dev.pk}/", {"version": "2c", "community": SECRETS[3]}, format="json"
+    )
+    assert r.status_code == 200, r.content
+    body = r.json()
+    assert (body["community_set"], body["auth_key_set"], body["priv_key_set"]) == (True, False, False)
+    assert _stored(dev) == {
+        "version": "2c",
+        "community_enc": True,
+        "auth_key_enc": False,
+        "priv_key_enc": False,
+    }
+    entry = AuditEntry.objects.filter(action="device.update").order_by("-id").first()
+    assert entry.changes == {"version": ["3", "2c"], "community": "(changed)", "auth_key": "(cleared)",
+                             "priv_key": "(cleared)"}  # fmt: skip
+    r = admin.patch(f"/api/devices/devices/{dev.pk}/", {"auth_key": SECRETS[1]}, format="json")
+    assert r.status_code == 400 and "auth_key" in r.json()
+    assert _stored(dev)["auth_key_enc"] is False
+    for e in AuditEntry.objects.all():
+        _no_secret_in(json.dumps(e.changes))
+
+
 def test_bad_port_is_a_located_error_nothing_stored(admin, fabric):
     r = admin.post(ADD, _body(fabric, community=SECRETS[0], port=70000))
     assert r.status_code == 400 and "Ensure this value is less than or equal to 65535" in r.content.decode()

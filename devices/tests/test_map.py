@@ -72,3 +72,45 @@ def test_ib_fabric_without_devices_has_an_empty_layer(viewer, db):
     f = Fabric.objects.create(name="ib")
     eth = _map(viewer, f)["ethernet"]
     assert eth["nodes"]["name"] == [] and eth["edges"]["a"] == [] and eth["counts"]["links"] == 0
+
+
+def test_a_new_lldp_system_changes_the_layer_not_the_ib_nodes(
+    agent, snmp_dir, make_device, viewer, eth_fabric
+):
+    """A system LLDP starts to see comes in the light payload's layer (the open map adds it in
+    place); the IB nodes' digest, which asks an open map to reload, stays; the poll that saw it
+    is the one :func:`devices.maplayer.changed_since` names."""
+    from devices import maplayer
+
+    rec = snmprec.read(snmp_dir / RECORDINGS["sonic"])
+    names = snmprec.column(rec, mibs.LLDP_REM_SYS_NAME)
+    counts: dict[str, int] = {}
+    for name in names.values():
+        counts[name] = counts.get(name, 0) + 1
+    index, system = next((i, n) for i, n in sorted(names.items()) if n and counts[n] == 1)
+    oids = [o for o in rec if o.startswith(mibs.LLDP_REM + ".") and o.endswith("." + index)]
+    raw = {ln.split("|", 1)[0]: ln for ln in (snmp_dir / RECORDINGS["sonic"]).read_text().splitlines()}
+    agent.set_values("sonic-edit", {oid: tuple(raw[oid].split("|", 2)[1:]) for oid in oids})
+    agent.delete_values("sonic-edit", oids)
+    dev = make_device("sonic-edit")
+    poll_devices([dev])
+    before = _map(viewer, eth_fabric)
+    assert system not in before["ethernet"]["nodes"]["name"] and before["ethernet"]["counts"]["links"] == 22
+    states = maplayer.layer_states(maplayer.fabric_ids([dev]))
+    poll_devices([dev], inventory=False)  # nothing new: the layer is as it was
+    assert maplayer.changed_since(states) == []
+
+    agent.set_values("sonic-edit", {oid: tuple(raw[oid].split("|", 2)[1:]) for oid in oids})
+    poll_devices([dev], inventory=False)
+    assert maplayer.changed_since(states) == [eth_fabric.pk]
+    part = _map(viewer, eth_fabric, part="edges")
+    assert part["nodes_version"] == before["nodes_version"]
+    eth = part["ethernet"]
+    assert system in eth["nodes"]["name"] and eth["counts"]["links"] == 23
+    k = eth["nodes"]["name"].index(system)
+    assert eth["nodes"]["kind"][k] == "host"
+    assert [
+        n
+        for a, b, n in zip(eth["edges"]["a"], eth["edges"]["b"], eth["edges"]["n"], strict=True)
+        if k in (a, b)
+    ] == [1]

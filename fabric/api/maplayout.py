@@ -170,8 +170,9 @@ class MapLayer:
     """A layer another app draws on a fabric's map (the devices app's Ethernet links):
     ``build(fabric, payload) -> dict`` returns its part of the payload (``payload[name]``; it may
     read the IB part, e.g. the nodes' positions), ``cache_part(fabric) -> str`` a string that
-    changes whenever its part would; the layer's ``nodes`` go into ``nodes_version`` and the whole
-    part into the light ``?part=edges`` payload."""
+    changes whenever its part would; the whole part goes into the light ``?part=edges`` payload,
+    which an open map applies in place, the layer's nodes included (they are drawn apart from the
+    IB layout or on its nodes, so the IB drawing does not move: they are not in ``nodes_version``)."""
 
     name: str
     build: object
@@ -327,12 +328,11 @@ def build_map(fabric) -> dict:
         "speeds": speeds,
         "widths": widths,
     }
-    layer_nodes = []
     for layer in LAYERS.values():
         payload[layer.name] = layer.build(fabric, payload)
-        layer_nodes.append(payload[layer.name].get("nodes"))
     payload["groups"] = build_groups(fabric, payload)
-    payload["nodes_version"] = _digest([nodes, host_names, extra_lids, *layer_nodes])
+    # the IB nodes only: a layer's nodes come and go in place with its part (MapLayer)
+    payload["nodes_version"] = _digest([nodes, host_names, extra_lids])
     return payload
 
 
@@ -343,9 +343,10 @@ def _digest(value) -> str:
 
 def edges_part(payload: dict) -> dict:
     """The light part of a :func:`build_map` payload an open map refreshes in place: ``fabric``,
-    ``discovery``, ``counts``, ``nodes_version`` (a digest of everything drawn of the nodes: ids,
-    names, positions, LIDs, hosts; when it differs from the drawn one the map must be reloaded),
-    ``edges``, ``speeds`` and ``widths``."""
+    ``discovery``, ``counts``, ``nodes_version`` (a digest of everything drawn of the IB nodes:
+    ids, names, positions, LIDs, hosts; when it differs from the drawn one the map must be
+    reloaded), ``edges``, ``speeds``, ``widths`` and each layer's part (nodes and edges, applied in
+    place)."""
     keep = ("fabric", "discovery", "counts", "nodes_version", "edges", "speeds", "widths", *LAYERS)
     return {k: payload[k] for k in keep if k in payload}
 

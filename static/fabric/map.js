@@ -3,8 +3,11 @@
 // from parallel arrays, colours nodes by tier and links by speed/state/width, and offers search
 // (GUID as a 64-bit number, LID, name) and a details panel fed by /api/fabric/nodes/{id}/.
 // Live: it listens to the fabric's alarm group (ws/alarms/<fabric>/, events.consumers) and, after a
-// link.*/port.* alarm change or a discovery, fetches the light payload (map/?part=edges) and
-// recolours its cables in place; only a change of the nodes (added/removed) asks for a reload.
+// link.*/port.* alarm change, a discovery or an Ethernet layer change (summary.changed, source
+// "devices": an SNMP poll saw LLDP systems or links come or go), fetches the light payload
+// (map/?part=edges) and recolours its cables in place; the Ethernet layer's nodes and links are
+// swapped in place too (they are drawn apart from the IB layout); only a change of the IB nodes
+// (added/removed/renamed) asks for a reload.
 // Marks: #map[data-highlight] (GUIDs, space-separated: a pool's hosts) are drawn orange with their
 // neighbours (the leaves they are cabled to) in colour and the rest dimmed; #map[data-host-url]
 // makes the panel's host name a link (?fabric=<id>&name=<host>).
@@ -19,6 +22,7 @@
 // Ethernet layer (payload part "ethernet", devices.maplayer): SNMP devices and the systems their
 // LLDP neighbours name, drawn as amber nodes (keys "e<k>"; a device managing an IB switch is drawn
 // on that switch) joined by amber Ethernet links (keys "x<e>", red while down), with a legend entry.
+// The "CAs" box hides the Ethernet hosts (LLDP systems that are not switches) with the IB CAs.
 // Test and bench hooks: #map[data-state|data-nodes|data-edges|data-links|data-down-links|
 // data-live|data-render-ms|data-selected|data-highlighted|data-highlight-missing|data-groups|
 // data-expanded|data-colour] and window.weftMap.
@@ -324,8 +328,10 @@
     drawLegend();
   }
 
-  /** Swap in the edges of a light payload (map/?part=edges) whose nodes are those drawn: the
-   * layout stays, cables are re-added with their new state, down count, speed and width. */
+  /** Swap in the edges of a light payload (map/?part=edges) whose IB nodes are those drawn: the
+   * layout stays, cables are re-added with their new state, down count, speed and width. The
+   * Ethernet layer comes whole: its nodes are replaced in place (a new LLDP system appears, a
+   * gone one goes; the selection follows an Ethernet node by name), then its links. */
   function applyEdges(part) {
     data.edges = part.edges;
     data.speeds = part.speeds;
@@ -333,15 +339,41 @@
     data.counts = part.counts;
     data.discovery = part.discovery;
     if (part.live) data.live = part.live;
-    if (part.ethernet) data.ethernet = part.ethernet;
     graph.clearEdges();
+    if (part.ethernet) replaceEthNodes(part.ethernet);
     addEdges();
     if (selected !== null) neighbours = new Set(graph.neighbors(selected));
     markHighlighted();
+    container.dataset.nodes = String(totalNodes());
+    container.dataset.drawnNodes = String(graph.order);
     container.dataset.edges = String(graph.size);
+    if (part.ethernet) fixFrame();
     renderer.refresh();
     drawLegend();
     showCounts();
+    if (selected !== null && isEthKey(selected)) showEthNode(Number(selected.slice(1)));
+  }
+
+  /** Replace the Ethernet nodes drawn on their own ("e<k>") by those of layer L (its indexes may
+   * differ: a selected or matched Ethernet node is found again by name, else let go). */
+  function replaceEthNodes(L) {
+    const old = eth();
+    const nameOf = (key) => (old && isEthKey(key) ? old.nodes.name[Number(key.slice(1))] : null);
+    const selName = nameOf(selected);
+    const matchNames = [...matches].map(nameOf).filter((n) => n !== null);
+    graph.forEachNode((key) => { if (isEthKey(key)) graph.dropNode(key); });
+    data.ethernet = L;
+    addEthNodes();
+    const keyOfName = (name) => { const k = L.nodes.name.indexOf(name); return k < 0 ? null : ethKey(k); };
+    if (selName !== null) {
+      const key = keyOfName(selName);
+      if (key !== null && isEthKey(key)) { selected = key; container.dataset.selected = selName; }
+      else clearSelection();
+    }
+    if (matchNames.length) {
+      matches = new Set([...matches].filter((key) => !isEthKey(key)));
+      for (const name of matchNames) { const key = keyOfName(name); if (key !== null) matches.add(key); }
+    }
   }
 
   function drawLegend() {
@@ -435,9 +467,15 @@
     legend.append(el("strong", "Links by " + (MODE_NAMES[colourMode] || colourMode)), ul);
   }
 
+  /** Whether node key is a host the "CAs" box hides: an IB CA, or an Ethernet host (an LLDP system
+   * that is not a switch; keys "e<k>"). */
+  function isHostKey(key) {
+    if (isEthKey(key)) return eth().nodes.kind[Number(key.slice(1))] !== "switch";
+    return !isGroupKey(key) && data.nodes.type[Number(key)] === 0;
+  }
   function nodeReducer(key, attrs) {
     const marked = highlighted.has(key);
-    if (!showCas && data.nodes.type[Number(key)] === 0 && key !== selected && !marked) return { ...attrs, hidden: true };
+    if (!showCas && isHostKey(key) && key !== selected && !marked) return { ...attrs, hidden: true };
     if (selected === null && matches.size === 0 && highlighted.size === 0) return attrs;
     const res = { ...attrs };
     if (key === selected) {
@@ -457,7 +495,7 @@
   function edgeReducer(key, attrs) {
     if (selected === null && showCas && highlighted.size === 0) return attrs;
     const [s, t] = graph.extremities(key);
-    const shown = (n) => data.nodes.type[Number(n)] !== 0 || n === selected || highlighted.has(n);
+    const shown = (n) => !isHostKey(n) || n === selected || highlighted.has(n);
     if (!showCas && (!shown(s) || !shown(t))) return { ...attrs, hidden: true };
     if (selected === null) {
       if (highlighted.size === 0) return attrs;
@@ -466,6 +504,19 @@
     }
     if (s === selected || t === selected) return { ...attrs, size: attrs.size * 2, zIndex: 1 };
     return { ...attrs, color: DIM_EDGE };
+  }
+
+  /** When the map opened with its groups collapsed: the frame of the whole fabric and its Ethernet
+   * layer, so that expanding a group does not move the others (again after the layer changed).
+   * Returns whether it set one. */
+  function fixFrame() {
+    if (!(grouped() && data.groups.collapsed)) return false;
+    const L = data.ethernet;
+    const xs = data.nodes.x.concat(L ? L.nodes.x : []), ys = data.nodes.y.concat(L ? L.nodes.y : []);
+    let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+    for (let i = 0; i < xs.length; i++) { x0 = Math.min(x0, xs[i]); x1 = Math.max(x1, xs[i]); y0 = Math.min(y0, ys[i]); y1 = Math.max(y1, ys[i]); }
+    renderer.setCustomBBox({ x: [x0, x1], y: [y0, y1] });
+    return true;
   }
 
   function startRenderer() {
@@ -510,7 +561,7 @@
       if (!p) { const a = graph.getNodeAttributes(key); p = renderer.graphToViewport({ x: a.x, y: a.y }); pos.set(key, p); }
       return p;
     };
-    const shown = (n) => showCas || isGroupKey(n) || data.nodes.type[Number(n)] !== 0 || n === selected || highlighted.has(n);
+    const shown = (n) => showCas || !isHostKey(n) || n === selected || highlighted.has(n);
     graph.forEachEdge((key, attrs, s, t) => {
       if (!shown(s) || !shown(t)) return;
       const p = at(s), q = at(t);
@@ -916,7 +967,8 @@
   }
 
   /** Live updates: the fabric's alarm group (events.consumers.AlarmConsumer). A link or port
-   * alarm change, a burst reload or a discovery's rules having run trigger a refresh. */
+   * alarm change, a burst reload, a discovery's rules having run or an Ethernet layer change
+   * (devices.maplayer.announce) trigger a refresh. */
   function connectLive() {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
     const ws = new WebSocket(proto + "//" + location.host + "/ws/alarms/" + data.fabric.id + "/");
@@ -933,7 +985,7 @@
         const code = (p.alarm && p.alarm.code) || "";
         if (code.startsWith("link.") || code.startsWith("port.") || code.startsWith("device.link")) scheduleRefresh();
       } else if (msg.type === "alarms.reload") scheduleRefresh();
-      else if (msg.type === "summary.changed" && p.source === "discovery") scheduleRefresh();
+      else if (msg.type === "summary.changed" && (p.source === "discovery" || p.source === "devices")) scheduleRefresh();
       // a counter sweep changed utilisation and congestion: recolour when a live overlay is shown
       else if (msg.type === "summary.changed" && p.source === "sweep" && (colourMode === "util" || colourMode === "cong")) scheduleRefresh();
     };
@@ -1069,16 +1121,7 @@
         return;
       }
       startRenderer();
-      if (grouped() && data.groups.collapsed) {
-        // the frame of the whole fabric (and its Ethernet layer), so that expanding a group does
-        // not move the others
-        const L = data.ethernet;
-        const xs = data.nodes.x.concat(L ? L.nodes.x : []), ys = data.nodes.y.concat(L ? L.nodes.y : []);
-        let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
-        for (let i = 0; i < xs.length; i++) { x0 = Math.min(x0, xs[i]); x1 = Math.max(x1, xs[i]); y0 = Math.min(y0, ys[i]); y1 = Math.max(y1, ys[i]); }
-        renderer.setCustomBBox({ x: [x0, x1], y: [y0, y1] });
-        renderer.refresh();
-      }
+      if (fixFrame()) renderer.refresh();
       timings.renderer_ms = Math.round(performance.now() - t0);
       drawLegend();
       wireUi();
@@ -1124,6 +1167,15 @@
           colour: graph.getEdgeAttribute("x" + e, "color") });
       }
       return out;
+    },
+    /** What sigma draws for an Ethernet node by name ({key, kind, hidden, color}), or null when
+     * the layer has no such node or it is drawn on its IB switch. */
+    ethDrawn(name) {
+      const L = eth();
+      const k = L ? L.nodes.name.indexOf(name) : -1;
+      if (k < 0 || !graph.hasNode("e" + k)) return null;
+      const d = renderer.getNodeDisplayData("e" + k);
+      return d ? { key: "e" + k, kind: L.nodes.kind[k], hidden: !!d.hidden, color: d.color } : null;
     },
     /** Viewport position of an Ethernet node by name (or null). */
     ethPosition(name) {

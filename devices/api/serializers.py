@@ -11,7 +11,7 @@ from fabric.api.serializers import BriefFabricSerializer, BriefNodeSerializer
 from fabric.models import Fabric
 from weft.fields import IdentityUrlField
 
-from ..models import Device, Interface, Neighbour, Sensor
+from ..models import SECRET_FIELDS, Device, Interface, Neighbour, Sensor
 from ..services.config import settings_errors
 
 
@@ -65,6 +65,10 @@ class DeviceSerializer(serializers.ModelSerializer):
         return obj.has_secret("priv_key")
 
     def validate(self, attrs):
+        # a blank credential keeps the stored one, as on the form (devices.services.config)
+        for name in SECRET_FIELDS:
+            if name in attrs and not attrs[name]:
+                del attrs[name]
         errors = settings_errors(attrs, self.instance)
         if errors:
             raise serializers.ValidationError(errors)

@@ -42,6 +42,11 @@ def test_admin_creates_device_secrets_write_only_and_not_audited(admin, fabric):
     assert dev.target().community == "another-secret"
     got = admin.get(f"{URL}{dev.pk}/").json()
     assert "community" not in got and got["community_set"] is True
+    # a blank credential keeps the stored one (write-only: a client echoing the form's empty field)
+    r = admin.patch(f"{URL}{dev.pk}/", {"community": "", "timeout_s": 2.5}, format="json")
+    assert r.status_code == 200 and r.json()["community_set"] is True, r.content
+    dev.refresh_from_db()
+    assert dev.target().community == "another-secret" and dev.timeout_s == 2.5
 
 
 @pytest.mark.parametrize(

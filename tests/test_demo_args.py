@@ -131,7 +131,7 @@ def test_in_process_beat_runs_entries_at_start_except_skip_first(monkeypatch):
     stop = CountingStop()
     monkeypatch.setattr(inprocess, "_stop", stop)
     submitted: list[str] = []
-    monkeypatch.setattr(inprocess, "submit", lambda task, args, kwargs: submitted.append(task.name))
+    monkeypatch.setattr(inprocess, "submit", lambda task, args, kwargs, **kw: submitted.append(task.name))
     schedule = {
         "discover-all-fabrics": {"task": "fabric.tasks.discover_all_task", "schedule": timedelta(hours=1),
                                  "skip_first": True},

@@ -3,7 +3,9 @@
 One process (the web server started by ``manage.py demo`` or ``runserver``) runs the beat
 schedule from ``settings.CELERY_BEAT_SCHEDULE`` in a daemon thread and executes task calls in a
 small thread pool. A task never overlaps itself here: a call that arrives while the same task
-(same name and arguments) is still running is dropped, as a beat tick would be skipped.
+(same name and arguments) is still running is coalesced into one more run after it ends (as the
+call would wait in a real worker's queue: a submit's "run a pass" during a running pass must not
+wait for the next beat tick); a beat tick that finds its task still running is skipped.
 
 Production runs real ``celery worker`` and ``celery beat`` processes instead; nothing here is
 used there.
@@ -24,6 +26,7 @@ log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _executor: ThreadPoolExecutor | None = None
 _running: set[tuple] = set()
+_again: set[tuple] = set()  # running calls asked for once more meanwhile
 _beat_thread: threading.Thread | None = None
 _stop = threading.Event()
 
@@ -44,22 +47,35 @@ def _run(task: Task, args: tuple, kwargs: dict, key: tuple) -> Any:
     finally:
         close_old_connections()
         with _lock:
-            _running.discard(key)
+            rerun = key in _again and _executor is not None
+            _again.discard(key)
+            if rerun:
+                try:
+                    _executor.submit(_run, task, args, kwargs, key)  # the key stays running
+                except RuntimeError:  # the pool is shutting down
+                    rerun = False
+            if not rerun:
+                _running.discard(key)
 
 
-def submit(task: Task, args: tuple, kwargs: dict) -> Future | Any:
+def submit(task: Task, args: tuple, kwargs: dict, *, coalesce: bool = True) -> Future | Any:
     """Queue ``task(*args, **kwargs)`` on the in-process pool.
 
     Returns a ``concurrent.futures.Future`` when the worker runs, ``None`` when the same call
-    is already running (dropped), or the task's result when no worker was started (one-shot
-    commands run the task at once).
+    is already running (with ``coalesce``, it then runs once more when that run ends, however
+    many calls arrived meanwhile; without, as for beat ticks, the call is dropped), or the
+    task's result when no worker was started (one-shot commands run the task at once).
     """
     key = _key(task, tuple(args), dict(kwargs))
     with _lock:
         if _executor is None:
             executor = None
         elif key in _running:
-            log.debug("in-process: %s already running, call dropped", task.name)
+            if coalesce:
+                _again.add(key)
+            log.debug(
+                "in-process: %s already running, call %s", task.name, "queued once" if coalesce else "dropped"
+            )
             return None
         else:
             _running.add(key)
@@ -93,7 +109,7 @@ def _beat(schedule: dict[str, dict]) -> None:
             if task is None:
                 log.warning("beat entry %s names unknown task %s", name, entry["task"])
                 continue
-            submit(task, tuple(entry.get("args", ())), dict(entry.get("kwargs", {})))
+            submit(task, tuple(entry.get("args", ())), dict(entry.get("kwargs", {})), coalesce=False)
         _stop.wait(0.2)
 
 
@@ -127,5 +143,6 @@ def stop(wait: bool = True) -> None:
         _beat_thread = None
     with _lock:
         executor, _executor = _executor, None
+        _again.clear()
     if executor is not None:
         executor.shutdown(wait=wait, cancel_futures=True)

@@ -74,3 +74,25 @@ def test_float_fields_refuse_nan_and_infinity(admin, value):
     assert [p["threshold"] for p in policies.json()["results"]] == [policy.threshold]  # unchanged
     ok = admin.patch(f"/api/fabric/fabrics/{fabric.pk}/", {"discovery_timeout_s": 42.5}, format="json")
     assert ok.status_code == 200 and ok.json()["discovery_timeout_s"] == 42.5
+
+
+def test_a_uniqueness_race_is_409_not_a_500(admin, monkeypatch, caplog):
+    """Two identical creates at once both pass the serializer's unique check; the second insert
+    fails in the database. Forced here by switching the check off: the answer is a 409 naming no
+    SQL, nothing of the second request is written (no tenant, no audit entry), no traceback."""
+    from rest_framework.validators import UniqueValidator
+
+    from accounts.models import AuditEntry
+    from pools.models import Tenant
+    from weft.api_errors import CONFLICT_DETAIL
+
+    first = admin.post("/api/pools/tenants/", {"name": "race"}, format="json")
+    assert first.status_code == 201, first.content
+    monkeypatch.setattr(UniqueValidator, "__call__", lambda self, value, field: None)  # the race's window
+    audits = AuditEntry.objects.count()
+    with caplog.at_level("INFO"):
+        second = admin.post("/api/pools/tenants/", {"name": "race"}, format="json")
+    assert second.status_code == 409 and second.json() == {"detail": CONFLICT_DETAIL}
+    assert "UNIQUE" not in second.content.decode().upper()
+    assert Tenant.objects.filter(name="race").count() == 1 and AuditEntry.objects.count() == audits
+    assert not [r for r in caplog.records if r.exc_info]

@@ -199,6 +199,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "weft.pagination.WeftLimitOffsetPagination",
     "PAGE_SIZE": 100,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "weft.api_errors.exception_handler",  # + 409 for a uniqueness race
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Weft API",

@@ -180,6 +180,8 @@ def _load(now: datetime) -> _State:
         p.pk: p
         for p in Pool.objects.select_related("tenant").filter(pk__in={j.pool_id for j in jobs.values()})
     }
+    # a pool deleted between the two reads (its jobs go with it): leave its jobs out of this pass
+    jobs = {pk: j for pk, j in jobs.items() if j.pool_id in pools}
     used = {pk: info.used_gpus for pk, info in state.pool_infos(pools).items()}
     borrowed = set(
         Job.objects.filter(

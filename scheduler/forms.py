@@ -8,7 +8,7 @@ from django import forms
 
 from .choices import PriorityClass, TopologyMode
 from .locality import TIER_NAMES
-from .services.queue import MAX_TIME_LIMIT_S, JobSpec
+from .services.queue import MAX_COUNT, MAX_TIME_LIMIT_S, JobSpec
 
 _TIERS = [("", "any")] + [(name, name.replace("_", " ")) for name in TIER_NAMES]
 
@@ -20,7 +20,7 @@ class JobForm(forms.Form):
     name = forms.CharField(max_length=128, initial="job")
     pool = forms.TypedChoiceField(coerce=int)
     tenant = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
-    count = forms.IntegerField(min_value=1, max_value=100000, initial=8, label="GPUs")
+    count = forms.IntegerField(min_value=1, max_value=MAX_COUNT, initial=8, label="GPUs")
     gpus_per_host = forms.IntegerField(min_value=1, max_value=64, required=False, label="GPUs per host")
     priority_class = forms.ChoiceField(choices=PriorityClass.choices, initial=PriorityClass.NORMAL)
     preemptible = forms.BooleanField(required=False)

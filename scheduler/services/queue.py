@@ -55,6 +55,7 @@ Errors: :class:`InvalidJob` (400, ``field`` names the bad one), :class:`JobConfl
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -117,6 +118,9 @@ MAX_ROUNDS = 3
 BIND_BATCH = 250
 #: the longest time limit a job may ask for (a year)
 MAX_TIME_LIMIT_S = 366 * 86400
+#: a MIG GPU instance profile name as ``nvidia-smi mig -lgip`` prints it: compute slices "g", memory
+#: "gb", an optional media-extension suffix ("1g.10gb", "7g.80gb", "1g.12gb+me")
+MIG_PROFILE_RE = re.compile(r"[1-8]g\.[1-9][0-9]{0,3}gb(\+me|\+gfx|-me)?")
 
 
 class JobError(Exception):
@@ -214,6 +218,12 @@ class JobSpec:
         if self.kind == JobKind.MIG:
             if not self.mig_profile or len(self.mig_profile) > 32:
                 raise InvalidJob("MIG jobs name a profile (e.g. 1g.10gb)", field="mig_profile")
+            if not MIG_PROFILE_RE.fullmatch(self.mig_profile):
+                raise InvalidJob(
+                    f"{self.mig_profile!r} is not a MIG GPU instance profile: <slices>g.<memory>gb, "
+                    "optionally +me (as nvidia-smi mig -lgip names them, e.g. 1g.10gb, 3g.40gb, 1g.12gb+me)",
+                    field="mig_profile",
+                )
         elif self.mig_profile:
             raise InvalidJob("mig_profile is for kind 'mig'", field="mig_profile")
         if self.kind == JobKind.FRACTION:

@@ -59,6 +59,8 @@ def test_unknown_tier_and_bad_requests_are_refused_naming_the_field(cluster):
         ),
         (dict(gpus_per_host=5), "gpus_per_host", "not a multiple"),
         (dict(kind="mig"), "mig_profile", "name a profile"),
+        (dict(kind="mig", mig_profile="bogus"), "mig_profile", "'bogus' is not a MIG GPU instance profile"),
+        (dict(kind="mig", mig_profile="1g.10GB "), "mig_profile", "is not a MIG GPU instance profile"),
         (dict(priority_class="urgent"), "priority_class", "one of batch"),
     ]
     for kw, fld, text in cases:

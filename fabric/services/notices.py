@@ -355,6 +355,9 @@ class NoticeListener(threading.Thread):
         self._discover_at = 0.0
         self._discover_why = ""
         self._recheck: dict[int, int] = {}  # switch LID -> rechecks left
+        # ports a recheck already asked a discovery for, as linked without a stored link: a port
+        # that stays so (Init, its peer never comes up) asks once, not on every recheck
+        self._asked_up: set[tuple[str, int]] = set()
         self._recheck_at = 0.0
         self._fallback_at = 0.0
         self._verify_at = 0.0
@@ -554,9 +557,14 @@ class NoticeListener(threading.Thread):
         states: dict[tuple[int, int], tuple[int, int]],
         note: str,
         nodes: dict[int, str | None] | None = None,
+        *,
+        recheck: bool = False,
     ) -> PortRefresh:
         """Hand the states read to the ingest; a LID answered by another node than the stored
-        switch (the SM moved LIDs) is not applied but asks for a discovery."""
+        switch (the SM moved LIDs) is not applied but asks for a discovery. A ``recheck`` (a port
+        coming up, read again every :data:`RECHECK_S`) asks a discovery for a port linked without
+        a stored link only the first time it is seen so (a port stuck in Init, its peer down,
+        asked one on every recheck: a discovery storm)."""
         guid_of = dict(
             Node.objects.filter(
                 fabric=fabric, node_type=NodeType.SWITCH, lid__in={lid for lid, _ in states}
@@ -573,11 +581,17 @@ class NoticeListener(threading.Thread):
             if lid in guid_of and lid not in moved
         }
         result = apply_port_states(fabric, observed, note=note)
-        if result.needs_discovery:
+        came_up = result.came_up
+        if recheck:
+            came_up = [k for k in came_up if k not in self._asked_up]
+        # a port read as anything else (down again, or its link stored) asks again next time
+        now_up = set(result.came_up)
+        self._asked_up = {k for k in self._asked_up if k not in observed or k in now_up} | now_up
+        if came_up or result.isolated or result.unknown:
             reasons = [
                 text
                 for text, hit in (
-                    ("a port came up", result.came_up),
+                    ("a port came up", came_up),
                     (f"{', '.join(result.isolated)} lost its last link", result.isolated),
                     ("a port not stored answered", result.unknown),
                 )
@@ -632,7 +646,7 @@ class NoticeListener(threading.Thread):
                 s in (PortState.INIT, PortState.ARMED) for (sl, _), (s, _) in states.items() if sl == lid
             ):
                 self._recheck.pop(lid, None)
-        self._apply(fabric, states, "port states read again (a port was coming up)", nodes)
+        self._apply(fabric, states, "port states read again (a port was coming up)", nodes, recheck=True)
 
     def _do_discover(self) -> None:
         """Start the discovery asked for, in its own thread: a large fabric's ``ibnetdiscover``

@@ -552,3 +552,25 @@ def test_the_lab_listener_is_not_listed_as_a_subnet_manager(db, monkeypatch):
         master.guid,
         standby.guid,
     ]
+
+
+def test_a_port_stuck_coming_up_asks_one_discovery_not_one_per_recheck(fabric, committed_signals):
+    """A switch port read as Init without a stored link (its peer never comes up: an ``Enable``
+    the lab's peer does not follow) asks a discovery the first time a recheck sees it, not on each
+    of the up to RECHECKS reads a second apart; seen Down in between, it asks again. A notice's
+    own refresh always asks."""
+    ingest_topology(fabric, parse_ibnetdiscover(BASE, "t"), source="file")
+    apply_port_states(fabric, {(G("leaf2"), 1): PortObservation(PortState.DOWN, 3)})  # the link goes
+    lid = Node.objects.get(fabric=fabric, node_guid=G("leaf2")).lid
+    listener = NoticeListener(fabric.pk)
+    asked: list[str] = []
+    listener._want_discovery = asked.append
+    init = {(lid, 1): (PortState.INIT, 5)}
+    for _ in range(5):
+        listener._apply(fabric, init, "port states read again", recheck=True)
+    assert len(asked) == 1 and "a port came up" in asked[0]
+    listener._apply(fabric, {(lid, 1): (PortState.DOWN, 2)}, "port states read again", recheck=True)
+    listener._apply(fabric, init, "port states read again", recheck=True)
+    assert len(asked) == 2
+    listener._apply(fabric, init, "SM notice (trap 128)")
+    assert len(asked) == 3

@@ -80,6 +80,10 @@
   const timings = {};
   let expanded = new Set(); // group indexes drawn as their members
   let edgeUrl = null;
+  // whether the frame on screen is of the camera's current state: sigma maps graph to viewport
+  // points (graphToViewport) with the matrix of its last render, and a click is resolved in the
+  // picking buffers of that render; a camera move or a resize draws on the next animation frame
+  let frameDrawn = true;
 
   function setStatus(text) { if (statusEl) statusEl.textContent = text; }
   function el(tag, text, cls) {
@@ -538,6 +542,10 @@
       maxCameraRatio: 4,
       stagePadding: 20,
     });
+    frameDrawn = true; // the constructor drew the graph
+    renderer.getCamera().on("updated", () => { frameDrawn = false; });
+    window.addEventListener("resize", () => { frameDrawn = false; });
+    renderer.on("afterRender", () => { frameDrawn = true; });
     renderer.on("clickNode", ({ node }) => select(node, { moveCamera: false }));
     renderer.on("clickStage", ({ event }) => {
       // thin lines are hard to hit exactly: a click within a few pixels of a link opens it
@@ -1146,6 +1154,12 @@
       : { guid: data.nodes.guid[i], name: label(i), why })),
     viewportPosition,
     edgeState,
+    /** Whether the map has settled (boolean): no camera animation runs and the frame of the
+     * camera's state has been drawn. The positions below (keyPosition, viewportPosition,
+     * ethPosition: CSS pixels in the page) are those of the last drawn frame, which is where a
+     * click lands; after a camera move they are the old view's until the next frame (sigma 3's
+     * graphToViewport uses its last render's matrix), so read them once this is true. */
+    settled: () => !!renderer && !renderer.getCamera().isAnimated() && frameDrawn,
     /** Group hooks: keys drawn as collapsed groups, and the viewport point of a graph node key. */
     groups: () => graph.filterNodes((key) => isGroupKey(key)),
     expanded: () => [...expanded],

@@ -74,10 +74,12 @@ def test_map_draws_fabric_search_and_click(weft_server, browser_page, realdata):
     assert page.locator("#panel-port-table tr.port-row").count() == len(detail["ports"])
 
     # clear, then click the node where sigma draws it
-    page.wait_for_timeout(500)  # camera animation (300 ms)
     page.keyboard.press("Escape")
     page.wait_for_selector("#map:not([data-selected])")
-    pos = page.evaluate("g => window.weftMap.viewportPosition(g)", ca["node_guid"])
+    # once the camera has flown to it (300 ms) and that frame is drawn: where a click lands
+    pos = page.wait_for_function(
+        "g => window.weftMap.settled() && window.weftMap.viewportPosition(g)", arg=ca["node_guid"]
+    ).json_value()
     page.mouse.click(pos["x"], pos["y"])
     page.wait_for_selector(f"#map[data-selected='{ca['node_guid']}']")
     page.wait_for_selector("#panel-port-table tr.port-row")

@@ -71,8 +71,10 @@ def test_ethernet_links_beside_ib_links(weft_server, browser_page, realdata):
     page.wait_for_selector("#map:not([data-selected])")
 
     # the device on the map: click it where sigma draws it, its panel lists its Ethernet links
-    page.wait_for_timeout(300)  # let the first frames settle before reading positions
-    pos = page.evaluate("n => window.weftMap.ethPosition(n)", "sonic")
+    # once the camera is still and its frame drawn (weftMap.settled): where a click lands
+    pos = page.wait_for_function(
+        "n => window.weftMap.settled() && window.weftMap.ethPosition(n)", arg="sonic"
+    ).json_value()
     page.mouse.click(pos["x"], pos["y"])
     page.wait_for_selector("#map[data-selected='sonic']")
     assert page.text_content("#panel-title") == "sonic"

@@ -50,6 +50,14 @@ FPS = """() => new Promise((done) => {
 })"""
 
 
+def settled_position(page, key: str) -> dict:
+    """The viewport point (CSS pixels) of graph node ``key`` once the map has settled: the camera
+    no longer moves and its frame is drawn (``weftMap.settled``). Read before that, sigma gives the
+    point in the last frame drawn, which the camera has left (after the zoom and pan below, a point
+    off the page), and the click lands on nothing."""
+    return page.wait_for_function("k => weftMap.settled() && weftMap.keyPosition(k)", arg=key).json_value()
+
+
 def first_frame_ms(page) -> float:
     return page.evaluate("() => performance.getEntriesByName('weft-map-first-frame')[0].startTime")
 
@@ -87,7 +95,7 @@ def test_selene_map_grouped_expand_overlay_and_link_panel(weft_server, browser_p
 
     # expand a rail pod by clicking it: its leaves and hosts' CAs are drawn, the rest stays folded
     g = next(k for k, kind in enumerate(groups["kind"]) if kind == "unit" and groups["n"][k] > 100)
-    pos = page.evaluate("k => weftMap.keyPosition(k)", f"g{g}")
+    pos = settled_position(page, f"g{g}")
     page.mouse.click(pos["x"], pos["y"])
     page.wait_for_selector("#map[data-expanded='1']")
     drawn = int(page.get_attribute("#map", "data-drawn-nodes"))
@@ -115,8 +123,8 @@ def test_selene_map_grouped_expand_overlay_and_link_panel(weft_server, browser_p
 
     # a click on the hot group edge: both ends (groups), its cables worst first, then one cable's ends
     hot_edge = next(e for e in edges if e["colour"] == HOT)
-    a = page.evaluate("k => weftMap.keyPosition(k)", hot_edge["source"])
-    b = page.evaluate("k => weftMap.keyPosition(k)", hot_edge["target"])
+    a = settled_position(page, hot_edge["source"])
+    b = settled_position(page, hot_edge["target"])
     mx, my = round((a["x"] + b["x"]) / 2), round((a["y"] + b["y"]) / 2)
     page.mouse.click(mx, my)
     page.wait_for_selector("#map-panel[data-edge]")

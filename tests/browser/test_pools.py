@@ -83,7 +83,9 @@ def test_pool_page_marks_its_hosts_on_the_map_and_draws_its_history(weft_server,
         assert drawn["color"] == HIGHLIGHT and not drawn["hidden"], drawn
     for guid in others:
         assert page.evaluate("g => window.weftMap.drawn(g)", guid)["color"] == DIM
-    # the camera frames them: every marked host is inside the embedded map's box
+    # the camera frames them: every marked host is inside the embedded map's box (read once the
+    # framed view is drawn; before, positions are those of the whole fabric's view)
+    page.wait_for_function("() => window.weftMap.settled()")
     box = page.locator("#map").bounding_box()
     for guid in mine:
         at = page.evaluate("g => window.weftMap.viewportPosition(g)", guid)

@@ -10,7 +10,7 @@ Rows: ``{"node": -device id, "guid": "", "name", "description": sysDescr's first
 error_flag, stale, down]`` where the column is the interface's position (1..N, by ifIndex) among
 the device's present Ethernet interfaces (ifType ethernetCsmacd and its older siblings), stale
 when the interface has no rate this interval (first sample, reset, device unreachable) and down
-when it is administratively up and operationally not.
+when it is administratively up and operationally down (``devices.models.is_down``: not notPresent).
 
 After a poll, :func:`publish` sends the fabric's Ethernet cells that changed as a
 ``heatmap.delta`` with ``"source": "devices"`` (the page applies it whatever the IB sweep id).
@@ -38,7 +38,7 @@ from telemetry.producer import (
 from weft import realtime
 
 from .choices import PollStatus
-from .models import Device, Interface
+from .models import Device, Interface, is_down
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()  # one publication at a time per process: the cached state stays in order
@@ -69,7 +69,7 @@ def _cells_and_rows(fabric_id: int) -> tuple[list[dict], list[list]]:
         for col, (iid, _dev, name, util, cong, errs, rate, admin, oper) in enumerate(mine, start=1):
             ports[col] = name
             stale = int(not polled_ok or rate is None)
-            down = int(admin == "up" and oper != "up")
+            down = int(is_down(admin, oper))
             cells.append([-iid, -d.pk, col, _round(util), _round(cong), _error_flag(errs), stale, down])
         rows.append({
             "node": -d.pk, "guid": "", "name": d.name, "description": (d.sys_descr or "").splitlines()[0][:200]

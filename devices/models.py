@@ -130,6 +130,19 @@ class Device(models.Model):
         )
 
 
+#: IF-MIB oper states that are a fault on an admin-up interface (a link down). ``notPresent`` (no
+#: transceiver in the cage, the default of unused ports on many switches), ``dormant``,
+#: ``testing`` and ``unknown`` are not: one rule for the alarms at first poll, the devices list's
+#: "Down" count and the heatmap's down mark (RFC 2863 ifOperStatus)
+DOWN_OPER_STATES = frozenset({"down", "lowerLayerDown"})
+
+
+def is_down(admin_status: str, oper_status: str) -> bool:
+    """Whether an interface with these IF-MIB status names is down as a fault (admin up, oper
+    in :data:`DOWN_OPER_STATES`)."""
+    return admin_status == "up" and oper_status in DOWN_OPER_STATES
+
+
 class Interface(models.Model):
     """An IF-MIB interface of a device and its rates over the last poll interval.
 

@@ -15,7 +15,7 @@ from accounts.roles import Role
 from fabric.views import RoleRequiredMixin
 
 from .forms import DeviceForm
-from .models import Device
+from .models import DOWN_OPER_STATES, Device
 from .services.config import delete_device, open_alarms, save_device
 
 
@@ -33,8 +33,11 @@ class DeviceListView(RoleRequiredMixin, ListView):
                 n_ifaces=Count("interfaces", filter=Q(interfaces__present=True), distinct=True),
                 n_down=Count(
                     "interfaces",
-                    filter=Q(interfaces__present=True, interfaces__admin_status="up")
-                    & ~Q(interfaces__oper_status="up"),
+                    filter=Q(
+                        interfaces__present=True,
+                        interfaces__admin_status="up",
+                        interfaces__oper_status__in=DOWN_OPER_STATES,
+                    ),
                     distinct=True,
                 ),
             )

@@ -40,15 +40,15 @@ from telemetry import semantics
 from .. import crypto, mibs, parsers
 from ..choices import PollStatus
 from ..collectors.snmp import Session, SnmpError, Target, close_engine, with_deadline
-from ..models import Device, Interface, Neighbour, Sensor
+from ..models import DOWN_OPER_STATES, Device, Interface, Neighbour, Sensor
 from . import history
 
 log = logging.getLogger(__name__)
 
 #: oper states that raise ``device.interface_down`` at a device's first poll for an admin-up
-#: interface; ``notPresent`` (no transceiver in an admin-up cage, the default on many switches)
-#: and ``dormant``/``testing``/``unknown`` do not: they are the device's baseline, not a fault
-FIRST_POLL_DOWN = frozenset({"down", "lowerLayerDown"})
+#: interface (``devices.models.DOWN_OPER_STATES``: not ``notPresent`` and the like, the device's
+#: baseline, not a fault)
+FIRST_POLL_DOWN = DOWN_OPER_STATES
 
 #: every poll: states and counters; inventory polls add ``mibs.INTERFACE_INVENTORY``
 INTERFACE_COLUMNS = (*mibs.INTERFACE_STATE, *mibs.HC_COUNTERS, mibs.IF_DISCONTINUITY, *mibs.PFC)

@@ -5,6 +5,8 @@ raises its interface-down alarm once."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from devices import mibs
@@ -72,9 +74,10 @@ def test_first_poll_is_a_baseline_with_high_counters(agent, snmp_dir, make_devic
     assert Alarm.objects.open().filter(code="device.interface_down").count() == 1
 
 
-def test_first_poll_alarms_down_ports_but_not_empty_cages(make_device, snmp_dir):
+def test_first_poll_alarms_down_ports_but_not_empty_cages(make_device, snmp_dir, viewer):
     """The Arista 7150 recording: its admin-up ports that are down raise alarms at the first poll;
-    the admin-up ports without a transceiver (notPresent) are its baseline, not faults."""
+    the admin-up ports without a transceiver (notPresent) are its baseline, not faults, and the
+    devices list's "Down" count and the heatmap's down marks say the same."""
     rec = snmprec.read(snmp_dir / RECORDINGS["arista7150"])
     oper = snmprec.column(rec, mibs.IF_OPER)
     admin = snmprec.column(rec, mibs.IF_ADMIN)
@@ -85,3 +88,14 @@ def test_first_poll_alarms_down_ports_but_not_empty_cages(make_device, snmp_dir)
     keys = set(Alarm.objects.open().filter(code="device.interface_down").values_list("object_key", flat=True))
     assert keys == {f"arista7150/{n}" for n in _admin_up_oper_down(rec)}
     assert len(keys) == 4
+    html = viewer.get("/devices/").content.decode()
+    row = re.search(r'<tr data-device="arista7150".*?</tr>', html, re.S).group(0)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    assert cells[7].strip() == "4", cells  # Down (admin up): not the empty cages
+    snap = viewer.get(f"/api/fabric/heatmap/{dev.fabric_id}/").json()
+    mine = [c for c in snap["cells"] if c[1] == -dev.pk]
+    status = {i.pk: i.oper_status for i in Interface.objects.filter(device=dev)}
+    marked = {-c[0] for c in mine if c[7] == 1}
+    assert marked and {status[pk] for pk in marked} == {"down"}  # no notPresent cage marked
+    assert marked == {-c[0] for c in mine if status[-c[0]] == "down"}
+    assert any(status[-c[0]] == "notPresent" for c in mine)  # the empty cages are in the heatmap

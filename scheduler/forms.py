@@ -32,8 +32,11 @@ class JobForm(forms.Form):
 
     def __init__(self, *args, pools=(), tenants=(), **kwargs):
         super().__init__(*args, **kwargs)
+        # the tenants' own pools first: the form's default then submits as it stands (a shared
+        # pool needs a tenant named when the user operates several)
+        ordered = sorted(pools, key=lambda p: (p.tenant_id is None, p.name))
         self.fields["pool"].choices = [
-            (p.pk, f"{p.name} ({p.tenant.name if p.tenant_id else 'shared'})") for p in pools
+            (p.pk, f"{p.name} ({p.tenant.name if p.tenant_id else 'shared'})") for p in ordered
         ]
         self.fields["tenant"].choices = [("", "the pool's")] + [(t.pk, t.name) for t in tenants]
 

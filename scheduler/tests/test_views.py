@@ -164,3 +164,13 @@ def test_job_page_window_is_in_the_servers_time_zone(setup, client_for, settings
     start = mine.placed_at.astimezone(ZoneInfo("Asia/Tokyo"))
     assert shown.startswith(start.strftime("%Y-%m-%d %H:%M")) and shown.endswith("JST"), shown
     assert "now" in shown  # the job still runs
+
+
+def test_submit_form_offers_a_tenant_pool_first(setup, client_for):
+    """The submit form's default pool submits as it stands: a tenant's pool, not a shared one
+    (which needs a tenant named when the user operates several)."""
+    Pool.objects.create(name="aaa-shared")  # first by name, shared
+    html = client_for("admin").get("/scheduler/").content.decode()
+    select = re.search(r'<select name="pool"[^>]*>(.*?)</select>', html, re.S).group(1)
+    options = re.findall(r"<option value=\"\d+\"[^>]*>(.*?)</option>", select)
+    assert "aaa-shared (shared)" in options and "(shared)" not in options[0], options

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from lab.console_server import ConsoleServer, example
 from lab.netgen import DEMO_SPEC
 
 
@@ -95,7 +96,7 @@ class Command(BaseCommand):
             raise CommandError(f"--partitions {opts['partitions']}: no such file")
 
         previous = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-        lab = None
+        lab = console = None
         reason = "stopped"
         status = 0
         try:
@@ -117,6 +118,7 @@ class Command(BaseCommand):
             except LabError as exc:
                 raise CommandError(f"the lab did not start: {exc}") from exc
             sm = lab.sm_info()
+            console = ConsoleServer(lab, lab.workdir / "console.sock").start()
             if opts["register"]:
                 self._register(opts["register"], lab)
             self._instructions(lab, sm, opts["register"])
@@ -133,6 +135,8 @@ class Command(BaseCommand):
         finally:
             for sig in previous:  # a second Ctrl-C must not interrupt the orderly stop
                 signal.signal(sig, signal.SIG_IGN)
+            if console is not None:
+                console.stop()
             uptime = time.time() - lab.started_at if lab is not None and lab.started_at else 0.0
             summary = {
                 "status": "failed" if status else "stopped",
@@ -196,6 +200,9 @@ class Command(BaseCommand):
         lines += [
             f"  python manage.py discover --fabric {name}",
             f"  python manage.py import_topology {lab.workdir / 'fabric.net'} --fabric {name}-netfile",
+            "",
+            "Pull a cable from any shell (relink puts it back; raw runs any ibsim console command):",
+            f"  {example(lab, lab.workdir / 'console.sock')}",
             "",
             "Ctrl-C (or SIGTERM) stops OpenSM and ibsim.",
         ]

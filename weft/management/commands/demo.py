@@ -136,6 +136,9 @@ class Command(BaseCommand):
         except LabError as exc:
             raise CommandError(f"the lab fabric did not start: {exc}") from exc
         threads = []
+        from lab.console_server import ConsoleServer, example
+
+        console = ConsoleServer(lab, workdir / "console.sock").start()
         try:
             fabric = self._fabric(opts["fabric"], lab)
             from fabric.services.discovery import discover
@@ -171,6 +174,7 @@ class Command(BaseCommand):
                 f"\nWeft demo: open http://{opts['host']}:{opts['port']}/ "
                 f"(map: /fabric/map/, heatmap: /heatmap/, alarms: /alarms/). Ctrl-C stops.\n"
                 f"Point the diags at the lab: {' '.join(f'{k}={v}' for k, v in lab.tool_env.items())} ibnetdiscover\n"
+                f"Pull a cable (another shell; relink puts it back): {example(lab, console.path)}\n"
                 f"{sign_in}\n"
             )
             self.stdout.flush()
@@ -195,6 +199,7 @@ class Command(BaseCommand):
             # sweep, discovery or partitions apply would otherwise hold the exit until its timeout)
             abort_all("the demo is stopping")
             inprocess.stop(wait=False)
+            console.stop()
             lab.stop()
             shutil.rmtree(workdir, ignore_errors=True)
             self.stdout.write("Demo stopped; lab processes ended.")

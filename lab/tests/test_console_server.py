@@ -1,0 +1,72 @@
+"""A running lab's cables pulled from another process: ``manage.py lab_console`` through the lab's
+console socket (``lab.console_server``), as an admin in a second shell does with the demo's lab."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab import netgen
+from lab.console_server import ConsoleServer, example
+from lab.tests.ibtext import ports_summary
+
+pytestmark = [pytest.mark.lab]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _lab_console(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", "lab_console", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_lab_console_pulls_and_puts_back_a_cable_from_another_process(lab_factory, tmp_path):
+    lab = lab_factory(netgen.two_switch_four_ca())
+    sock = tmp_path / "console.sock"
+    server = ConsoleServer(lab, sock).start()
+    try:
+        assert stat.S_IMODE(sock.stat().st_mode) == 0o600  # the lab's owner only
+        guid = f"0x{lab.node('Hca4').port_guid(1):016x}"
+        before = ports_summary(lab.run(["ibnetdiscover", "-p"]).stdout)
+        assert guid in before["cas"]
+
+        out = _lab_console(str(sock), "unlink", "Hca4", "1")
+        assert out.returncode == 0 and out.stdout.strip() == "ok", out
+        after = ports_summary(lab.run(["ibnetdiscover", "-p"]).stdout)
+        assert guid not in after["cas"] and len(after["links"]) == len(before["links"]) - 1
+
+        out = _lab_console(str(sock), "relink", "Hca4", "1")
+        assert out.returncode == 0, out
+        assert ports_summary(lab.run(["ibnetdiscover", "-p"]).stdout)["links"] == before["links"]
+
+        # a raw ibsim command answers with ibsim's text
+        out = _lab_console(str(sock), "raw", "Attached")
+        assert out.returncode == 0 and out.stdout.startswith("ok:") and "Client" in out.stdout, out
+
+        # mistakes: exit 1 with the reason, no traceback; the lab is untouched
+        for args, said in [
+            (("unlink", "NoSuchNode", "1"), "no node 'NoSuchNode'"),
+            (("unlink", "Hca4", "x"), "port 'x' is not a number"),
+            (("unlink", "Hca4", "9"), "has ports 1..2, not 9"),
+        ]:
+            out = _lab_console(str(sock), *args)
+            assert out.returncode == 1 and said in out.stderr and "Traceback" not in out.stderr, (args, out)
+        assert ports_summary(lab.run(["ibnetdiscover", "-p"]).stdout)["links"] == before["links"]
+
+        # the line the demo prints names a real switch-to-CA cable
+        line = example(lab, sock)
+        assert line.startswith(f"python manage.py lab_console {sock} unlink ") and line.split()[-1].isdigit()
+    finally:
+        server.stop()
+    assert not sock.exists()
+    out = _lab_console(str(sock), "unlink", "Hca4", "1")
+    assert out.returncode == 1 and "no lab answers on" in out.stderr and "Traceback" not in out.stderr

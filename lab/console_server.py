@@ -30,7 +30,7 @@ import threading
 from pathlib import Path
 
 from .core import LabError
-from .netfile import CA, SWITCH
+from .netfile import SWITCH
 
 log = logging.getLogger(__name__)
 
@@ -145,12 +145,24 @@ def request(path: str | Path, line: str, timeout: float = 30.0) -> str:
 
 
 def example(lab, path: str | Path) -> str:
-    """The command line that pulls one switch-to-CA cable of ``lab`` through the socket ``path``
+    """The command line that pulls one leaf-to-host cable of ``lab`` through the socket ``path``
     (what the demo and ``fabric_lab`` print), e.g. ``python manage.py lab_console
-    /tmp/…/console.sock unlink rail0-leaf-01 5``."""
-    for a, b in lab.net.links:
-        for (node_id, port), (other_id, _) in ((a, b), (b, a)):
-            node, other = lab.net.find(node_id), lab.net.find(other_id)
-            if node is not None and other is not None and node.kind == SWITCH and other.kind == CA:
-                return f"python manage.py lab_console {path} unlink {shlex.quote(node.description)} {port}"
+    /tmp/…/console.sock unlink rail0-leaf-01 5``. The cable is not one of the hosts the lab's
+    tools (``SIM_HOST``) or OpenSM run on (pulling those cuts the management host off the fabric:
+    every link would look down) nor the last host by name (where Weft's notice listener attaches,
+    ``fabric.services.notices.lab_listener_hosts``)."""
+    special = {str(lab.tool_env.get("SIM_HOST", ""))} | {sm.node.node_id for sm in lab._sms}
+    cas = sorted(
+        (n for n in lab.net.cas if n.node_id not in special and n.description not in special),
+        key=lambda n: n.description,
+    )[:-1]
+    if cas:
+        host = cas[len(cas) // 2]
+        for a, b in lab.net.links:
+            for (node_id, port), (other_id, _) in ((a, b), (b, a)):
+                node = lab.net.find(node_id)
+                if other_id == host.node_id and node is not None and node.kind == SWITCH:
+                    return (
+                        f"python manage.py lab_console {path} unlink {shlex.quote(node.description)} {port}"
+                    )
     return f"python manage.py lab_console {path} unlink NODE PORT"

@@ -3,6 +3,7 @@ console socket (``lab.console_server``), as an admin in a second shell does with
 
 from __future__ import annotations
 
+import shlex
 import stat
 import subprocess
 import sys
@@ -62,9 +63,14 @@ def test_lab_console_pulls_and_puts_back_a_cable_from_another_process(lab_factor
             assert out.returncode == 1 and said in out.stderr and "Traceback" not in out.stderr, (args, out)
         assert ports_summary(lab.run(["ibnetdiscover", "-p"]).stdout)["links"] == before["links"]
 
-        # the line the demo prints names a real switch-to-CA cable
+        # the line the demo prints pulls a real leaf-to-host cable, not the tools' or the SM's host
+        # (that would cut the management host off: every link would look down)
         line = example(lab, sock)
         assert line.startswith(f"python manage.py lab_console {sock} unlink ") and line.split()[-1].isdigit()
+        out = _lab_console(*shlex.split(line)[3:])
+        assert out.returncode == 0, out
+        cut = ports_summary(lab.run(["ibnetdiscover", "-p"]).stdout)
+        assert len(cut["switches"]) == len(before["switches"]) and len(cut["cas"]) == len(before["cas"]) - 1
     finally:
         server.stop()
     assert not sock.exists()

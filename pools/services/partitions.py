@@ -19,6 +19,9 @@ this module only decides what a pool's partition should hold:
 * :func:`sync_pool_members`: recompute one pool's members (after an allocation changed, after a
   discovery changed the hosts' ports), in one transaction with the partition row locked first,
   so two syncs racing never leave the older computation in place.
+* job partitions (per-job isolation): :func:`open_job_partition`, :func:`close_job_partition`,
+  and :func:`sync_allocation_partition` after a discovery (the same member rule and write as a
+  pool's, ``_write_wanted``).
 
 Each change queues an apply of the fabric's partitions on commit
 (``fabric.services.partitions.queue_apply``: a worker writes ``partitions.conf``, makes OpenSM
@@ -65,11 +68,18 @@ def partition_name(pool: Pool) -> str:
 def pool_member_guids(pool: Pool, fabric_id: int) -> list[str]:
     """Sorted port GUIDs of the CA ports on fabric ``fabric_id`` of the hosts whose GPUs ``pool``
     holds now (active allocation items of any kind)."""
-    hosts = AllocationItem.objects.filter(allocation__pool_id=pool.pk, active=True).values("gpu__host_id")
+    return _ca_port_guids(AllocationItem.objects.filter(allocation__pool_id=pool.pk, active=True), fabric_id)
+
+
+def _ca_port_guids(items, fabric_id: int) -> list[str]:
+    """Sorted port GUIDs of the CA ports on fabric ``fabric_id`` of the hosts of ``items``
+    (a QuerySet of allocation items): the members of a pool's or a job's partition."""
     return sorted(
         set(
             Port.objects.filter(
-                node__fabric_id=fabric_id, node__node_type=NodeType.CA, node__host_id__in=hosts
+                node__fabric_id=fabric_id,
+                node__node_type=NodeType.CA,
+                node__host_id__in=items.values("gpu__host_id"),
             )
             .exclude(port_guid="")
             .values_list("port_guid", flat=True)
@@ -79,10 +89,16 @@ def pool_member_guids(pool: Pool, fabric_id: int) -> list[str]:
 
 def _write_members(pool: Pool, partition: Partition, user=None) -> MemberChange | None:
     """With ``partition`` locked by the caller: make its ``pool`` members the pool's hosts' CA
-    ports; None when they already are (no write, no audit entry). A wanted GUID that another
+    ports (:func:`_write_wanted`)."""
+    return _write_wanted(partition, pool_member_guids(pool, partition.fabric_id), user)
+
+
+def _write_wanted(partition: Partition, wanted: list[str], user=None) -> MemberChange | None:
+    """With ``partition`` locked by the caller: make its ``pool`` members ``wanted`` (sorted port
+    GUIDs); None when they already are (no write, no audit entry). A wanted GUID that another
     reason holds (an ``extra`` row an Admin or the UFM API added) keeps that row
-    (``set_members``), so it is no ``pool`` row and is not looked for as one."""
-    wanted = pool_member_guids(pool, partition.fabric_id)
+    (``set_members``), so it is no ``pool`` row and is not looked for as one. Pool and job
+    partitions both go through here."""
     rows = dict(partition.members.values_list("port_guid", "reason"))
     have = sorted(g for g, reason in rows.items() if reason == MemberReason.POOL)
     if have == [g for g in wanted if rows.get(g, MemberReason.POOL) == MemberReason.POOL]:
@@ -299,16 +315,7 @@ def job_partition_name(job_id: int) -> str:
 def allocation_member_guids(allocation_id: int, fabric_id: int) -> list[str]:
     """Sorted port GUIDs of the CA ports on fabric ``fabric_id`` of the hosts allocation
     ``allocation_id`` holds GPUs (whole, slices or a fraction) on (its active items)."""
-    hosts = AllocationItem.objects.filter(allocation_id=allocation_id, active=True).values("gpu__host_id")
-    return sorted(
-        set(
-            Port.objects.filter(
-                node__fabric_id=fabric_id, node__node_type=NodeType.CA, node__host_id__in=hosts
-            )
-            .exclude(port_guid="")
-            .values_list("port_guid", flat=True)
-        )
-    )
+    return _ca_port_guids(AllocationItem.objects.filter(allocation_id=allocation_id, active=True), fabric_id)
 
 
 def _free_pkeys(pool: Pool, fabric_id: int):
@@ -372,6 +379,25 @@ def open_job_partition(
         )
         queue_apply(fabric_id)
     return partition
+
+
+def sync_allocation_partition(partition_id: int, allocation_id: int, *, user=None) -> MemberChange | None:
+    """Recompute the members of a job's partition ``partition_id`` (:func:`open_job_partition`
+    made it) from the hosts allocation ``allocation_id`` holds now: the CA ports a discovery
+    found for them on the partition's fabric (:func:`allocation_member_guids`; a replaced HCA
+    has a new port GUID). The job partitions' twin of :func:`sync_pool_members`, after the same
+    signal (``fabric.signals.discovery_committed``; the scheduler's receiver names the jobs),
+    with the same rules: one transaction, the partition row locked before the allocation is
+    read, an apply of its fabric queued on commit when the members changed. Returns what
+    changed, or None (partition gone, nothing changed)."""
+    with transaction.atomic():
+        partition = Partition.objects.select_for_update().filter(pk=partition_id).first()
+        if partition is None:  # the job ended meanwhile
+            return None
+        change = _write_wanted(partition, allocation_member_guids(allocation_id, partition.fabric_id), user)
+        if change is not None:
+            queue_apply(partition.fabric_id)
+    return change
 
 
 def close_job_partition(partition_id: int, *, user=None) -> bool:

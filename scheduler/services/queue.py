@@ -42,7 +42,9 @@ job's own partition of its hosts' CA ports (``pools.services.partitions.open_job
 a job whose pool has no free job PKey stays pending, nothing bound), and every end of a job
 (complete, fail, cancel, preempt, the pools taking its allocation back) deletes it
 (``close_job_partition``) in the end's transaction; OpenSM applies each change on commit
-(``fabric.services.partitions.queue_apply``), as the UFM Slurm plugin's prolog/epilog do. Pending decisions are written at the end of the pass in
+(``fabric.services.partitions.queue_apply``), as the UFM Slurm plugin's prolog/epilog do. After
+a discovery the members of holding jobs' partitions are recomputed (:func:`sync_job_partitions`,
+the pools' ``sync_allocation_partition``), as pools' partitions are. Pending decisions are written at the end of the pass in
 one transaction (only those that changed; an unchanged one bumps its history row's count).
 
 Locks, in this order (the pools' own order continues it): job rows (pk order), then pool rows
@@ -83,7 +85,12 @@ from pools.services.allocation import (
     allocate_many,
     release,
 )
-from pools.services.partitions import NoJobPKey, close_job_partition, open_job_partition
+from pools.services.partitions import (
+    NoJobPKey,
+    close_job_partition,
+    open_job_partition,
+    sync_allocation_partition,
+)
 from weft.locks import single_instance
 
 from ..choices import (
@@ -635,6 +642,33 @@ def move(
         )  # fmt: skip
         _send(job, previous, "rebalance")
     return job
+
+
+def sync_job_partitions(fabric_id: int) -> int:
+    """After a discovery of fabric ``fabric_id`` (a host's HCA replaced: new port GUIDs; a port
+    gone or back): recompute the members of the partition of every job holding GPUs with its own
+    partition on that fabric, through the pools' partitions service
+    (``pools.services.partitions.sync_allocation_partition``, the writer of job partition
+    members, as ``sync_fabric_pools`` is for pools' after the same discovery). Each job in its
+    own transaction, its row locked first (the queue's lock order: job, then partition) and
+    checked still holding that partition, so a job that ended or moved meanwhile is left alone.
+    Returns how many jobs' members changed."""
+    jobs = list(
+        Job.objects.filter(state__in=HOLDING, partition__fabric_id=fabric_id, allocation__isnull=False)
+        .order_by("pk")
+        .values_list("pk", "partition_id", "allocation_id")
+    )
+    changed = 0
+    for job_id, partition_id, allocation_id in jobs:
+        with transaction.atomic():
+            still = (
+                Job.objects.select_for_update()
+                .filter(pk=job_id, state__in=HOLDING, partition_id=partition_id, allocation_id=allocation_id)
+                .exists()
+            )
+            if still and sync_allocation_partition(partition_id, allocation_id) is not None:
+                changed += 1
+    return changed
 
 
 def expire_time_limits(now: datetime | None = None) -> int:

@@ -337,7 +337,8 @@ class PoolSerializer(serializers.ModelSerializer):
     fabric; null: none) gives the pool a partition whose members follow the hosts it holds GPUs
     on; ``partition`` shows it and its applied state (read-only). ``job_isolation``: each job the
     queue places in the pool gets its own partition (a PKey from ``job_pkey_min``-``job_pkey_max``
-    that no partition of the fabric uses) of its hosts, removed when the job ends."""
+    that no partition of the fabric uses) of its hosts, removed when the job ends. A pool PKey
+    never lies inside a job PKey range in force on its fabric (``_validate_job_range``)."""
 
     url = IdentityUrlField(view_name="pools-api:pool-detail")
     display = serializers.CharField(source="__str__", read_only=True)

@@ -4,7 +4,9 @@
 Each function takes a validated :class:`accounts.api.serializers.UserSerializer` (or a token) and
 the acting user, checks ``accounts.guards`` (a refusal is audited as ``user.change_refused`` /
 ``user.token.revoke_refused`` and raised as ``PermissionDenied``), then writes in one
-transaction with its audit entry.
+transaction with its audit entry. The re-check under the Admins' lock (an actor whose Admin role
+another Admin withdrew meanwhile: the guard that keeps the site from losing its last Admin) is
+audited the same way, after its transaction rolled back, so the entry stays.
 """
 
 from __future__ import annotations
@@ -21,6 +23,17 @@ from .roles import Role, role_of
 from .tokens import IssuedToken, create_token, revoke_token
 
 
+def _record_refusal(actor, target, fields, delete: bool, exc: PermissionDenied) -> None:
+    """The ``user.change_refused`` entry of a refused change of ``target`` by ``actor``
+    (``{"fields": [...], "delete": bool, "reason": str}``), written in its own transaction."""
+    audit.record(
+        "user.change_refused",
+        target,
+        {"fields": sorted(fields), "delete": delete, "reason": str(exc)},
+        user=actor,
+    )
+
+
 def guard_user_change(actor, target, fields=(), *, delete: bool = False) -> None:
     """``accounts.guards.check_user_change``, auditing a refusal (``user.change_refused``) before
     raising it: the attempt stays in the log even though nothing changed.
@@ -31,11 +44,7 @@ def guard_user_change(actor, target, fields=(), *, delete: bool = False) -> None
     try:
         check_user_change(actor, target, fields, delete=delete)
     except PermissionDenied as exc:
-        audit.record(
-            "user.change_refused",
-            target,
-            {"fields": sorted(fields), "delete": delete, "reason": str(exc)},
-        )
+        _record_refusal(actor, target, fields, delete, exc)
         raise
 
 
@@ -89,16 +98,22 @@ def update_user(actor, serializer):
     Raises:
         PermissionDenied: ``accounts.guards`` refuses (a superuser by a non-superuser; one's own
             role or active flag), or ``actor`` lost the Admin role meanwhile (re-read under a
-            lock of the Admins' rows: two Admins demoting each other cannot leave none).
+            lock of the Admins' rows: two Admins demoting each other cannot leave none). Every
+            refusal is audited as ``user.change_refused`` (fields, reason, the actor).
     """
-    guard_user_change(actor, serializer.instance, changed_fields(serializer))
-    with transaction.atomic():
-        _lock_admins_and_recheck(actor)
-        user = serializer.save()
-        changes = {k: v for k, v in serializer.validated_data.items() if k != "password"}
-        if "password" in serializer.validated_data:
-            changes["password"] = "changed"
-        audit.record("user.update", user, changes)
+    fields = changed_fields(serializer)
+    guard_user_change(actor, serializer.instance, fields)
+    try:
+        with transaction.atomic():
+            _lock_admins_and_recheck(actor)
+            user = serializer.save()
+            changes = {k: v for k, v in serializer.validated_data.items() if k != "password"}
+            if "password" in serializer.validated_data:
+                changes["password"] = "changed"
+            audit.record("user.update", user, changes)
+    except PermissionDenied as exc:  # rolled back: the refusal is written after, so it stays
+        _record_refusal(actor, serializer.instance, fields, False, exc)
+        raise
     return user
 
 
@@ -106,13 +121,18 @@ def delete_user(actor, user) -> None:
     """Delete ``user``, guarded; audited ``user.delete``.
 
     Raises:
-        PermissionDenied: as :func:`guard_user_change` with ``delete``.
+        PermissionDenied: as :func:`guard_user_change` with ``delete``, or ``actor`` lost the
+            Admin role meanwhile (audited ``user.change_refused`` too).
     """
     guard_user_change(actor, user, delete=True)
-    with transaction.atomic():
-        _lock_admins_and_recheck(actor)
-        audit.record("user.delete", user)
-        user.delete()
+    try:
+        with transaction.atomic():
+            _lock_admins_and_recheck(actor)
+            audit.record("user.delete", user)
+            user.delete()
+    except PermissionDenied as exc:  # rolled back: the refusal is written after, so it stays
+        _record_refusal(actor, user, (), True, exc)
+        raise
 
 
 def revoke_token_by(actor, token: ApiToken) -> None:

@@ -13,4 +13,4 @@ class PoolsConfig(AppConfig):
 
         registry.register(self.label, EVENT_TYPES)
 
-        from . import receivers  # noqa: F401  (connects the pools receivers)
+        from . import checks, receivers  # noqa: F401  (registers the checks, connects the receivers)

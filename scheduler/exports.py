@@ -6,7 +6,9 @@ Formats (:data:`FORMATS`):
   Nodes=…`` for each unit (tier 1), ``SwitchName=… Switches=…`` above. Slurm's rules
   (``topology.conf(5)``; ``src/plugins/topology/tree/switch_record.c``): a name on every line,
   unique, at most 64 characters; no line with both ``Nodes=`` and ``Switches=``; every child
-  switch defined; nodes in Slurm's host-list syntax (``scheduler.hostlist``). A domain with one
+  switch defined; nodes in Slurm's host-list syntax (``scheduler.hostlist``). Switch and block
+  names are the domains' names made safe (:func:`slurm_names`: ``[A-Za-z0-9._-]`` only, a short
+  GUID tag when the description had to change or is shared, stable across exports). A domain with one
   child adds nothing and is left out (its child goes up a level). Each fabric is its own tree with
   no common root: Slurm then never places a job across two fabrics, which cannot talk to each
   other (it logs "no switch can reach all nodes", as its docs say it should for such clusters).
@@ -48,6 +50,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -83,7 +86,8 @@ KAI_API = "kai.scheduler/v1alpha1"
 VOLCANO_API = "topology.volcano.sh/v1alpha1"
 #: Slurm's limit on a switch name (``HOST_NAME_MAX``)
 SLURM_NAME_MAX = 64
-_SLURM_BAD = re.compile(r"[\s\[\],=#]+")
+#: what a Slurm switch or block name may not hold (:func:`slurm_safe`)
+_SLURM_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 #: Kubernetes object names (DNS-1123 subdomain) and label values
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -226,18 +230,56 @@ def plain_name(name: str) -> str:
     return re.sub(r"\{([^{}]*)\}", lambda m: m.group(1).replace(",", "-"), name)
 
 
-def slurm_name(name: str, used: set[str]) -> str:
-    """``name`` as a Slurm switch or block name: whitespace and ``[ ] , = #`` replaced by ``_``, at
-    most 64 characters, distinct from every name in ``used`` (``~2``, ``~3``… appended); added to
-    ``used``."""
-    base = _SLURM_BAD.sub("_", plain_name(name)).strip("_") or "switch"
-    base = base[:SLURM_NAME_MAX]
-    out, n = base, 1
-    while out in used:
-        n += 1
-        tag = f"~{n}"
-        out = base[: SLURM_NAME_MAX - len(tag)] + tag
-    used.add(out)
+def slurm_safe(name: str) -> str:
+    """``name`` in the characters real ``topology.conf`` switch names use (``[A-Za-z0-9._-]``, as in
+    ``$WEFT_REALDATA/slurm_topology``: ``S-0008f1050020369c``, ``switch.2.1``, ``abacusc-0``):
+    brace groups as :func:`plain_name`, every run of other characters (whitespace, Slurm's
+    ``[ ] , = #``, a node description's ``;`` ``:`` ``/``) one ``_``, no ``_`` at either end;
+    may be empty."""
+    return _SLURM_UNSAFE.sub("_", plain_name(name)).strip("_")
+
+
+def slurm_suffix(d: Domain) -> str:
+    """The stable tag of domain ``d`` in a Slurm name: the last 6 hex digits of its lowest switch
+    GUID (``0x0002c90200402ab8`` → ``402ab8``; the GUID its key is made of), or for a domain
+    without switches (a fabric, a block without spines) 8 hex digits of the SHA-256 of its key."""
+    if d.switches:
+        return min(d.switches).lower().removeprefix("0x")[-6:]
+    return _short_hash(d.key)
+
+
+def slurm_names(domains: Iterable[Domain]) -> dict[str, str]:
+    """Domain key → its Slurm switch or block name, unique among ``domains`` (every domain an
+    export may write) and the same in every export of the same topology (it depends only on the
+    domains, never on the order they are written in).
+
+    The mapping: :func:`slurm_safe` of the domain's name (empty: its tier name), as it is when
+    that is the name itself (brace groups aside: ``leaf-{01..02}`` is ``leaf-01-02``), at most 64 characters and no other domain's; otherwise
+    ``<safe name>-<slurm_suffix>`` (the safe name cut so the whole is ≤ 64), so a description
+    Slurm could not hold (``MF0;leaf-1:MQM8700/U1`` → ``MF0_leaf-1_MQM8700_U1-402ab8``) or one
+    shared by several switches (default node descriptions) still tells the switch by its GUID. A
+    name still taken after that (a raw name that happens to equal another's tagged one) gets the
+    16 hex digits of its key's SHA-256 instead."""
+    domains = sorted(domains, key=lambda d: (d.tier, d.key))
+    safe = {d.key: slurm_safe(d.name) or d.tier_name for d in domains}
+    shared = Counter((d.tier, safe[d.key]) for d in domains)
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for d in domains:  # tier by tier, lowest first: a name a lower tier holds is taken
+        base = safe[d.key]
+        name = base
+        if (
+            base != plain_name(d.name)
+            or len(base) > SLURM_NAME_MAX
+            or shared[(d.tier, base)] > 1
+            or base in taken
+        ):
+            for tag in (slurm_suffix(d), hashlib.sha256(d.key.encode()).hexdigest()[:16]):
+                name = f"{base[: SLURM_NAME_MAX - len(tag) - 1]}-{tag}"
+                if name not in taken:
+                    break
+        out[d.key] = name
+        taken.add(name)
     return out
 
 
@@ -251,27 +293,32 @@ class _Switch:
 
 def _slurm_switches(view: _View) -> list[list[_Switch]]:
     """Per fabric, the switches of the tree form, units first, single-child domains left out."""
-    used: set[str] = set()
+    names = _slurm_names(view)
     per_fabric = []
     for f in view.fabrics:
         switches: list[_Switch] = []
-        _emit(view, f, used, switches)
+        _emit(view, f, names, switches)
         switches.sort(key=lambda s: s.domain.tier)  # leaves first, as Slurm's examples
         per_fabric.append(switches)
     return per_fabric
 
 
-def _emit(view: _View, d: Domain, used: set[str], switches: list[_Switch]) -> list[str]:
+def _slurm_names(view: _View) -> dict[str, str]:
+    """:func:`slurm_names` of every domain the view keeps (tree and block forms share them)."""
+    return slurm_names(view.locality.domains[key] for key in view.hosts)
+
+
+def _emit(view: _View, d: Domain, names: dict[str, str], switches: list[_Switch]) -> list[str]:
     """Append ``d``'s switch (and its children's) to ``switches``; the names at its top."""
     if d.tier == UNIT_TIER:
-        s = _Switch(slurm_name(d.name, used), d, nodes=view.hosts[d.key])
+        s = _Switch(names[d.key], d, nodes=view.hosts[d.key])
         switches.append(s)
         return [s.name]
     children = sorted(_children(view, d), key=lambda c: _natural(c.name))
-    tops = [t for c in children for t in _emit(view, c, used, switches)]
+    tops = [t for c in children for t in _emit(view, c, names, switches)]
     if len(tops) == 1:
         return tops
-    s = _Switch(slurm_name(d.name, used), d, children=tops)
+    s = _Switch(names[d.key], d, children=tops)
     switches.append(s)
     return [s.name]
 
@@ -339,13 +386,13 @@ def block_sizes(view: _View, units: Sequence[Domain]) -> list[int]:
 
 def slurm_block(view: _View) -> str:
     units = _units_in_order(view)
-    used: set[str] = set()
+    names = _slurm_names(view)
     lines = _header(view, "Slurm topology.conf (topology/block)")
     lines.append(
         "# blocks: one per unit (leaf switch or rail-optimised pod), in fabric/spine group/block order"
     )
     for u in units:
-        lines.append(f"BlockName={slurm_name(u.name, used)} Nodes={fold(view.hosts[u.key])}")
+        lines.append(f"BlockName={names[u.key]} Nodes={fold(view.hosts[u.key])}")
     lines.append(f"BlockSizes={','.join(str(s) for s in block_sizes(view, units))}")
     return "\n".join(lines) + "\n"
 
@@ -361,8 +408,8 @@ def slurm_yaml(view: _View, name: str = "weft") -> str:
                 entry["children"] = fold(s.children or [])
             tree.append(entry)
     units = _units_in_order(view)
-    used: set[str] = set()
-    blocks = [{"block": slurm_name(u.name, used), "nodes": fold(view.hosts[u.key])} for u in units]
+    names = _slurm_names(view)
+    blocks = [{"block": names[u.key], "nodes": fold(view.hosts[u.key])} for u in units]
     doc = [
         {"topology": f"{name}-tree", "cluster_default": True, "tree": {"switches": tree}},
         {"topology": f"{name}-block", "cluster_default": False,

@@ -53,6 +53,11 @@ class Job(models.Model):
     may ask for either. The time it held GPUs before is not counted in fair share (``placed_at``
     is cleared).
 
+    Idempotency: ``idempotency_key`` is the key the owner sent with the submit (empty: none;
+    unique per owner), so a retried submit returns this job instead of queueing a second one
+    (``scheduler.services.queue.submit_with_key``). The request fields are never changed after
+    submit, so the retry is compared with them.
+
     Isolation (a pool with ``job_isolation``): ``partition`` is the job's own IB partition while
     it holds GPUs (its hosts' CA ports, full membership; deleted when it ends, which sets it
     null), ``pkey`` the PKey it had (kept after the end, for the record).
@@ -107,6 +112,10 @@ class Job(models.Model):
         help_text="the job's own partition while it holds GPUs (pools with job isolation)",
     )  # fmt: skip
     pkey = models.PositiveIntegerField(null=True, blank=True, help_text="the job PKey (15 bits) it was given")
+    idempotency_key = models.CharField(
+        max_length=255, blank=True, default="", editable=False,
+        help_text="the submitter's Idempotency-Key (unique per owner): a retried submit gets this job",
+    )  # fmt: skip
     decision = models.JSONField(default=dict, blank=True, help_text="the last decision")
     decided_at = models.DateTimeField(null=True, blank=True)
     reserved_start = models.DateTimeField(null=True, blank=True)
@@ -121,6 +130,11 @@ class Job(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(count__gte=1), name="job_count_positive"),
             models.CheckConstraint(condition=Q(tier__isnull=True) | Q(tier__lte=4), name="job_tier_0_4"),
+            models.UniqueConstraint(
+                fields=["owner", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
+                name="job_owner_idempotency_key",
+            ),  # fmt: skip
         ]
 
     def __str__(self) -> str:

@@ -14,7 +14,9 @@ Received here — each queues a scheduling pass (``scheduler.tasks.run_pass_task
   whose own signal queues the pass;
 * ``pools.signals.inventory_committed`` (GPUs appeared, became healthy or unhealthy);
 * ``fabric.signals.discovery_committed`` (topology changed: the cached locality tree is dropped;
-  a host whose links went down is no longer placed on);
+  a host whose links went down is no longer placed on); before the pass, the partitions of jobs
+  holding GPUs on that fabric get their hosts' current CA ports (``queue.sync_job_partitions``,
+  as ``pools.receivers`` does for pools' partitions; a failure is logged, never raised);
 * ``events.signals.alarms_changed`` when an alarm that makes hosts unusable or domains congested
   opened or cleared (``link.down``, the counter rules' congestion and error alarms).
 """
@@ -91,9 +93,14 @@ def on_inventory_committed(sender, **kwargs) -> None:
 
 @receiver(discovery_committed, dispatch_uid="scheduler.discovery_committed")
 def on_discovery_committed(sender, fabric_id: int, **kwargs) -> None:
+    from .services.queue import sync_job_partitions
     from .services.state import forget_locality
 
     forget_locality()
+    try:  # job partitions follow their hosts' ports, as the pools' receiver does for pools'
+        sync_job_partitions(fabric_id)
+    except Exception:  # the discovery is stored; the next one catches up
+        log.exception("could not update the job partitions of fabric %s", fabric_id)
     queue_pass()
 
 

@@ -210,3 +210,44 @@ def test_two_admins_demoting_each_other_cannot_leave_none(people):
         services.delete_user(bea_as_checked, people.vic)
     assert role_of(get_user_model().objects.get(pk=people.ada.pk)) == Role.ADMIN
     assert get_user_model().objects.filter(pk=people.vic.pk).exists()
+
+
+def test_refused_demotion_of_the_last_admin_is_audited(people):
+    """The lock re-check that keeps the site from losing its last Admin refuses Bea (whose role
+    Ada withdrew after Bea's page checked it) demoting Ada and deleting Vic; each refusal leaves a
+    ``user.change_refused`` entry naming Bea, the fields and the reason, as the guards' refusals
+    do, although the refused transaction itself rolled back."""
+    from django.core.exceptions import PermissionDenied
+
+    from accounts import services
+    from accounts.api.serializers import UserSerializer
+    from accounts.roles import set_role
+
+    bea = get_user_model().objects.create_user("bea", password=PASSWORDS["ada"])
+    set_role(bea, "admin")
+    bea_as_checked = get_user_model().objects.get(pk=bea.pk)
+    demote_bea = UserSerializer(bea, data={"role": "viewer"}, partial=True)
+    assert demote_bea.is_valid()
+    services.update_user(people.ada, demote_bea)
+    before = AuditEntry.objects.filter(action="user.change_refused").count()
+
+    demote_ada = UserSerializer(people.ada, data={"role": "viewer"}, partial=True)
+    assert demote_ada.is_valid()
+    with pytest.raises(PermissionDenied):
+        services.update_user(bea_as_checked, demote_ada)
+    with pytest.raises(PermissionDenied):
+        services.delete_user(bea_as_checked, people.vic)
+
+    entries = list(AuditEntry.objects.filter(action="user.change_refused").order_by("id"))[before:]
+    assert [(e.object_id, e.user_id, e.username) for e in entries] == [
+        (str(people.ada.pk), bea.pk, "bea"),
+        (str(people.vic.pk), bea.pk, "bea"),
+    ]
+    assert entries[0].changes == {
+        "fields": ["role"],
+        "delete": False,
+        "reason": "Your admin role was withdrawn meanwhile: nothing changed.",
+    }
+    assert entries[1].changes["delete"] is True and entries[1].changes["fields"] == []
+    assert role_of(get_user_model().objects.get(pk=people.ada.pk)) == Role.ADMIN
+    assert not AuditEntry.objects.filter(action="user.update", object_id=str(people.ada.pk)).exists()

@@ -29,7 +29,7 @@ from ..models import (
     TenantMembership,
 )
 from ..services.allocation import pool_summary
-from ..services.partitions import PoolPKeyError, set_pool_pkey
+from ..services.partitions import PoolPKeyError, check_job_range, check_pool_pkey, set_pool_pkey
 
 
 class BriefGpuSerializer(serializers.ModelSerializer):
@@ -337,7 +337,8 @@ class PoolSerializer(serializers.ModelSerializer):
     fabric; null: none) gives the pool a partition whose members follow the hosts it holds GPUs
     on; ``partition`` shows it and its applied state (read-only). ``job_isolation``: each job the
     queue places in the pool gets its own partition (a PKey from ``job_pkey_min``-``job_pkey_max``
-    that no partition of the fabric uses) of its hosts, removed when the job ends."""
+    that no partition of the fabric uses) of its hosts, removed when the job ends. A pool PKey
+    never lies inside a job PKey range in force on its fabric (``_validate_job_range``)."""
 
     url = IdentityUrlField(view_name="pools-api:pool-detail")
     display = serializers.CharField(source="__str__", read_only=True)
@@ -392,7 +393,35 @@ class PoolSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError(
                 {field: [f"the job PKey range 0x{low:04x}-0x{high:04x} is empty"]}
             )
+        self._validate_job_range(attrs, value, low, high)
         return attrs
+
+    def _validate_job_range(self, attrs, value, low: int, high: int) -> None:
+        """A pool PKey never lies in a job PKey range in force on its fabric, whichever side
+        changes (``check_pool_pkey``, ``check_job_range``; the service checks again): 400 on
+        the field that changed, naming the range. A pool's unrelated edit is not refused for an
+        overlap stored before (``manage.py check --database default`` reports those)."""
+        fabric, pkey = value("fabric"), value("pkey")
+        current = self.instance.pkey if self.instance is not None else None
+        moved = "fabric" in attrs and self.instance is not None and attrs["fabric"] != self.instance.fabric
+        pkey_changed = ("pkey" in attrs and attrs["pkey"] != current) or moved
+        range_field = next(
+            (f for f in ("job_pkey_min", "job_pkey_max", "job_isolation", "fabric") if f in attrs), None
+        )
+        candidate = Pool(
+            pk=self.instance.pk if self.instance is not None else None,
+            name=value("name") or "", fabric_id=fabric.pk if fabric is not None else None,
+            job_isolation=bool(value("job_isolation")), job_pkey_min=low, job_pkey_max=high,
+        )  # fmt: skip
+        try:
+            if pkey is not None and fabric is not None and pkey_changed:
+                field = "pkey" if "pkey" in attrs else "fabric"
+                check_pool_pkey(pkey, fabric.pk, pool=candidate)
+            if range_field:
+                field = range_field  # the pool's own stored PKey counts unless it changes too
+                check_job_range(candidate, field=range_field, include_own=not pkey_changed)
+        except PoolPKeyError as exc:
+            raise serializers.ValidationError({field: [str(exc)]}) from None
 
     def _validate_pkey(self, attrs, fabric, pkey) -> None:
         """A PKey needs a fabric and must be free on it (the service checks again under its lock)."""

@@ -291,7 +291,9 @@ class Conflict(APIException):
 class PoolViewSet(AuditedWritesMixin, TenantScopedMixin, BriefModeMixin, viewsets.ModelViewSet):
     """GPU pools (a tenant's, or shared) with quotas, usage and their PKey. Viewer reads the pools
     of their tenants and the shared ones; Admin configures (a PKey too: ``pkey``, 400 on the
-    field when out of range, taken on the fabric, or the pool has no fabric)."""
+    field when out of range, taken on the fabric, inside a job PKey range in force on the fabric,
+    or the pool has no fabric; a job range, ``job_isolation`` or ``fabric`` change that would take
+    in a pool PKey is a 400 on that field)."""
 
     queryset = Pool.objects.select_related("tenant", "fabric", "partition")
     serializer_class = serializers.PoolSerializer

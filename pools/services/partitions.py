@@ -12,9 +12,16 @@ this module only decides what a pool's partition should hold:
 
 * :func:`set_pool_pkey`: give a pool a PKey, change it, move it with the pool to another fabric,
   or take it away (the partition is deleted); the pool's members are written at once.
+* :func:`check_pool_pkey` / :func:`check_job_range`: a pool PKey never lies inside a job PKey
+  range in force on its fabric (the pool's own when it isolates jobs, other isolating pools' of
+  that fabric or of none), checked from both sides; :func:`job_range_overlaps` lists stored
+  overlaps (``manage.py check --database default``, ``pools.W001``).
 * :func:`sync_pool_members`: recompute one pool's members (after an allocation changed, after a
   discovery changed the hosts' ports), in one transaction with the partition row locked first,
   so two syncs racing never leave the older computation in place.
+* job partitions (per-job isolation): :func:`open_job_partition`, :func:`close_job_partition`,
+  and :func:`sync_allocation_partition` after a discovery (the same member rule and write as a
+  pool's, ``_write_wanted``).
 
 Each change queues an apply of the fabric's partitions on commit
 (``fabric.services.partitions.queue_apply``: a worker writes ``partitions.conf``, makes OpenSM
@@ -26,6 +33,7 @@ time), when the fabric has a partitions file configured; otherwise the partition
 from __future__ import annotations
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from fabric.choices import MemberReason, NodeType, PartitionSource
 from fabric.models import Partition, Port
@@ -60,11 +68,18 @@ def partition_name(pool: Pool) -> str:
 def pool_member_guids(pool: Pool, fabric_id: int) -> list[str]:
     """Sorted port GUIDs of the CA ports on fabric ``fabric_id`` of the hosts whose GPUs ``pool``
     holds now (active allocation items of any kind)."""
-    hosts = AllocationItem.objects.filter(allocation__pool_id=pool.pk, active=True).values("gpu__host_id")
+    return _ca_port_guids(AllocationItem.objects.filter(allocation__pool_id=pool.pk, active=True), fabric_id)
+
+
+def _ca_port_guids(items, fabric_id: int) -> list[str]:
+    """Sorted port GUIDs of the CA ports on fabric ``fabric_id`` of the hosts of ``items``
+    (a QuerySet of allocation items): the members of a pool's or a job's partition."""
     return sorted(
         set(
             Port.objects.filter(
-                node__fabric_id=fabric_id, node__node_type=NodeType.CA, node__host_id__in=hosts
+                node__fabric_id=fabric_id,
+                node__node_type=NodeType.CA,
+                node__host_id__in=items.values("gpu__host_id"),
             )
             .exclude(port_guid="")
             .values_list("port_guid", flat=True)
@@ -74,10 +89,16 @@ def pool_member_guids(pool: Pool, fabric_id: int) -> list[str]:
 
 def _write_members(pool: Pool, partition: Partition, user=None) -> MemberChange | None:
     """With ``partition`` locked by the caller: make its ``pool`` members the pool's hosts' CA
-    ports; None when they already are (no write, no audit entry). A wanted GUID that another
+    ports (:func:`_write_wanted`)."""
+    return _write_wanted(partition, pool_member_guids(pool, partition.fabric_id), user)
+
+
+def _write_wanted(partition: Partition, wanted: list[str], user=None) -> MemberChange | None:
+    """With ``partition`` locked by the caller: make its ``pool`` members ``wanted`` (sorted port
+    GUIDs); None when they already are (no write, no audit entry). A wanted GUID that another
     reason holds (an ``extra`` row an Admin or the UFM API added) keeps that row
-    (``set_members``), so it is no ``pool`` row and is not looked for as one."""
-    wanted = pool_member_guids(pool, partition.fabric_id)
+    (``set_members``), so it is no ``pool`` row and is not looked for as one. Pool and job
+    partitions both go through here."""
     rows = dict(partition.members.values_list("port_guid", "reason"))
     have = sorted(g for g, reason in rows.items() if reason == MemberReason.POOL)
     if have == [g for g in wanted if rows.get(g, MemberReason.POOL) == MemberReason.POOL]:
@@ -113,6 +134,111 @@ def sync_fabric_pools(fabric_id: int) -> int:
     return sum(1 for pk in list(pools) if sync_pool_members(pk) is not None)
 
 
+# --- pool PKeys and job PKey ranges kept apart ---------------------------------------------------
+
+
+def _range(low: int, high: int) -> str:
+    return f"0x{low:04x}-0x{high:04x}"
+
+
+def job_ranges_on(fabric_id: int):
+    """Pools whose job PKey range is in force on fabric ``fabric_id``: those with
+    ``job_isolation`` whose fabric is that one or none (a pool without a fabric places jobs, and
+    opens their partitions, on any fabric). A QuerySet in pk order."""
+    return (
+        Pool.objects.filter(job_isolation=True)
+        .filter(Q(fabric_id=fabric_id) | Q(fabric_id__isnull=True))
+        .order_by("pk")
+    )
+
+
+def check_pool_pkey(pkey: int, fabric_id: int, *, pool: Pool | None = None) -> None:
+    """Refuse a pool PKey that lies inside a job PKey range in force on its fabric: ``pool``'s own
+    range when it isolates jobs (its unsaved values count: ``job_isolation``, ``job_pkey_min``/
+    ``max``), and every other isolating pool's (:func:`job_ranges_on`). Job partitions take the
+    lowest free PKey of their range, so a pool PKey inside one would be refused or accepted
+    depending on which jobs happen to run, and shrinks the range jobs have.
+
+    Raises:
+        PoolPKeyError: ``field`` "pkey"; the message names the range and the pool it is of.
+    """
+    if pool is not None and pool.job_isolation and pool.job_pkey_min <= pkey <= pool.job_pkey_max:
+        raise PoolPKeyError(
+            f"PKey 0x{pkey:04x} lies in this pool's own job PKey range "
+            f"{_range(pool.job_pkey_min, pool.job_pkey_max)} (job_pkey_min-job_pkey_max), which its "
+            "jobs' partitions take their PKeys from: choose a PKey outside it"
+        )
+    others = job_ranges_on(fabric_id).filter(job_pkey_min__lte=pkey, job_pkey_max__gte=pkey)
+    if pool is not None and pool.pk is not None:
+        others = others.exclude(pk=pool.pk)
+    clash = others.first()
+    if clash is not None:
+        raise PoolPKeyError(
+            f"PKey 0x{pkey:04x} lies in the job PKey range {_range(clash.job_pkey_min, clash.job_pkey_max)} "
+            f"of pool {clash.name} (id {clash.pk}, job isolation"
+            f"{' on any fabric' if clash.fabric_id is None else ''}), which job partitions take their "
+            "PKeys from: choose a PKey outside it"
+        )
+
+
+def pool_pkeys_in_range(low: int, high: int, fabric_id: int | None, *, exclude_pool_id: int | None = None):
+    """Pools whose PKey (their partition's) lies in ``low``-``high`` on fabric ``fabric_id``
+    (None: on any fabric), other than ``exclude_pool_id``; a QuerySet with the partition, in PKey
+    order."""
+    qs = Pool.objects.select_related("partition", "partition__fabric").filter(
+        partition__pkey__gte=low, partition__pkey__lte=high
+    )
+    if fabric_id is not None:
+        qs = qs.filter(partition__fabric_id=fabric_id)
+    if exclude_pool_id is not None:
+        qs = qs.exclude(pk=exclude_pool_id)
+    return qs.order_by("partition__pkey", "pk")
+
+
+def check_job_range(pool: Pool, field: str = "job_pkey_min", *, include_own: bool = True) -> None:
+    """Refuse a job PKey range (``pool``'s unsaved ``job_isolation``, ``job_pkey_min``/``max``
+    and ``fabric``) that holds a pool PKey on a fabric it applies to (the pool's, or any when it
+    has none): another pool's, and with ``include_own`` the pool's own stored one (leave it out
+    when the same change gives the pool a new PKey: :func:`check_pool_pkey` judges that). A pool
+    that does not isolate jobs has no range in force. ``field`` names the request field that
+    made the change.
+
+    Raises:
+        PoolPKeyError: ``field``; the message names the range, the pool PKeys in it and their pools.
+    """
+    if not pool.job_isolation:
+        return
+    exclude = None if include_own else pool.pk
+    inside = list(
+        pool_pkeys_in_range(pool.job_pkey_min, pool.job_pkey_max, pool.fabric_id, exclude_pool_id=exclude)[:4]
+    )
+    if inside:
+        held = ", ".join(
+            f"0x{p.partition.pkey:04x} (pool {p.name}, fabric {p.partition.fabric.name})" for p in inside[:3]
+        )
+        raise PoolPKeyError(
+            f"the job PKey range {_range(pool.job_pkey_min, pool.job_pkey_max)} holds pool PKeys: "
+            f"{held}{' and more' if len(inside) > 3 else ''}; job partitions must not share pool PKeys: "
+            "choose a range outside them",
+            field=field,
+        )
+
+
+def job_range_overlaps() -> list[str]:
+    """Every pool PKey stored inside a job PKey range in force on its fabric (data from before
+    these were refused, or written past the API): one sentence per pair, for ``manage.py check
+    --database default`` (``pools.W001``)."""
+    out = []
+    for iso in Pool.objects.filter(job_isolation=True).order_by("pk"):
+        for p in pool_pkeys_in_range(iso.job_pkey_min, iso.job_pkey_max, iso.fabric_id):
+            whose = "its own PKey" if p.pk == iso.pk else f"the PKey of pool {p.name} (id {p.pk})"
+            out.append(
+                f"pool {iso.name} (id {iso.pk}): its job PKey range {_range(iso.job_pkey_min, iso.job_pkey_max)} "
+                f"holds {whose}, 0x{p.partition.pkey:04x} on fabric {p.partition.fabric.name}"
+            )
+    return out
+
+
 def set_pool_pkey(pool: Pool, pkey: int | None, *, user=None) -> Partition | None:
     """Make ``pkey`` the PKey of ``pool`` (a saved pool; its ``fabric`` is the one the partition
     goes on), in one audited transaction, and queue an apply of each fabric touched.
@@ -127,7 +253,8 @@ def set_pool_pkey(pool: Pool, pkey: int | None, *, user=None) -> Partition | Non
 
     Raises:
         PoolPKeyError: the pool has no fabric (``field`` "pkey"), or the PKey is outside
-            0x0001-0x7ffe or already used on the fabric by another partition.
+            0x0001-0x7ffe, already used on the fabric by another partition, or inside a job
+            PKey range in force on the fabric (:func:`check_pool_pkey`).
     """
     with transaction.atomic():
         current = (
@@ -145,6 +272,8 @@ def set_pool_pkey(pool: Pool, pkey: int | None, *, user=None) -> Partition | Non
         else:
             if pool.fabric_id is None:
                 raise PoolPKeyError("a pool needs a fabric to own a PKey (PKeys are per fabric)")
+            if current is None or current.pkey != pkey:  # a PKey kept as it was is not re-judged
+                check_pool_pkey(pkey, pool.fabric_id, pool=pool)
             partition = current or Partition(
                 fabric_id=pool.fabric_id, name=partition_name(pool), ipoib=True,
                 description=f"GPU pool {pool.pk} (Weft)", source=PartitionSource.WEFT,
@@ -186,16 +315,7 @@ def job_partition_name(job_id: int) -> str:
 def allocation_member_guids(allocation_id: int, fabric_id: int) -> list[str]:
     """Sorted port GUIDs of the CA ports on fabric ``fabric_id`` of the hosts allocation
     ``allocation_id`` holds GPUs (whole, slices or a fraction) on (its active items)."""
-    hosts = AllocationItem.objects.filter(allocation_id=allocation_id, active=True).values("gpu__host_id")
-    return sorted(
-        set(
-            Port.objects.filter(
-                node__fabric_id=fabric_id, node__node_type=NodeType.CA, node__host_id__in=hosts
-            )
-            .exclude(port_guid="")
-            .values_list("port_guid", flat=True)
-        )
-    )
+    return _ca_port_guids(AllocationItem.objects.filter(allocation_id=allocation_id, active=True), fabric_id)
 
 
 def _free_pkeys(pool: Pool, fabric_id: int):
@@ -259,6 +379,25 @@ def open_job_partition(
         )
         queue_apply(fabric_id)
     return partition
+
+
+def sync_allocation_partition(partition_id: int, allocation_id: int, *, user=None) -> MemberChange | None:
+    """Recompute the members of a job's partition ``partition_id`` (:func:`open_job_partition`
+    made it) from the hosts allocation ``allocation_id`` holds now: the CA ports a discovery
+    found for them on the partition's fabric (:func:`allocation_member_guids`; a replaced HCA
+    has a new port GUID). The job partitions' twin of :func:`sync_pool_members`, after the same
+    signal (``fabric.signals.discovery_committed``; the scheduler's receiver names the jobs),
+    with the same rules: one transaction, the partition row locked before the allocation is
+    read, an apply of its fabric queued on commit when the members changed. Returns what
+    changed, or None (partition gone, nothing changed)."""
+    with transaction.atomic():
+        partition = Partition.objects.select_for_update().filter(pk=partition_id).first()
+        if partition is None:  # the job ended meanwhile
+            return None
+        change = _write_wanted(partition, allocation_member_guids(allocation_id, partition.fabric_id), user)
+        if change is not None:
+            queue_apply(partition.fabric_id)
+    return change
 
 
 def close_job_partition(partition_id: int, *, user=None) -> bool:

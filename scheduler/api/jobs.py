@@ -71,12 +71,29 @@ class JobViewSet(BriefModeMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
 
     @extend_schema(
         request=serializers.SubmitJobSerializer,
+        parameters=[
+            OpenApiParameter(
+                queue.IDEMPOTENCY_FIELD,
+                str,
+                OpenApiParameter.HEADER,
+                required=False,
+                description="a key of the client's (1-255 visible ASCII characters, a UUID say), unique per "
+                "user: a submit retried with the same key and the same request answers 200 with the job the "
+                "first one queued (header Idempotent-Replayed: true) instead of queueing another; the same "
+                "key with another request is a 409",
+            )
+        ],  # fmt: skip
         responses={
             201: serializers.JobSerializer,
+            200: OpenApiResponse(serializers.JobSerializer, description="a retry: the job the key queued"),
             400: OpenApiResponse(
                 OpenApiTypes.OBJECT, description="{field: [message]}: the field that is wrong"
             ),
             403: OpenApiResponse(description="not an operator of the tenant"),
+            409: OpenApiResponse(
+                serializers.JobErrorSerializer,
+                description="code idempotency_key_reused: the key was used for another request (job: its id)",
+            ),
         },
         summary="Submit a job (Operator of the tenant): pending until a scheduling pass places it",
     )
@@ -100,12 +117,23 @@ class JobViewSet(BriefModeMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
             segment_hosts=v["segment_hosts"], segment_tier=v["segment_tier"], priority_class=v["priority_class"],
             preemptible=v["preemptible"], requeue=v["requeue"], tier=v["tier"], tier_mode=v["tier_mode"], time_limit_s=v["time_limit_s"],
         )  # fmt: skip
+        key = request.headers.get(queue.IDEMPOTENCY_FIELD)
+        created = True
         try:
-            job = queue.submit(spec, user=request.user)
+            if key is None:
+                job = queue.submit(spec, user=request.user)
+            else:
+                job, created = queue.submit_with_key(spec, key, user=request.user)
         except queue.InvalidJob as exc:
             raise _invalid(exc) from None
+        except queue.IdempotencyConflict as exc:
+            return _refusal(exc)
         except Pool.DoesNotExist:  # deleted since the lookup above
             raise ValidationError({"pool": [f"no pool {v['pool']}"]}) from None
+        if not created:
+            answer = self._answer(job, status.HTTP_200_OK)
+            answer["Idempotent-Replayed"] = "true"
+            return answer
         return self._answer(job, status.HTTP_201_CREATED)
 
     @extend_schema(

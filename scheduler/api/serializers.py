@@ -39,7 +39,8 @@ class JobSerializer(serializers.ModelSerializer):
     it runs (``placement``: host → GPUs, slices or shares; its pools ``allocation``), the last
     decision with its explanation, and the reservation when it is the queue's head. In a pool with
     job isolation: ``pkey``/``pkey_hex`` (the job PKey it was given, kept after it ends) and
-    ``partition`` (its own partition and applied state while it holds GPUs; null after)."""
+    ``partition`` (its own partition and applied state while it holds GPUs; null after).
+    ``idempotency_key``: the ``Idempotency-Key`` its owner submitted it with (empty: none)."""
 
     url = IdentityUrlField(view_name="scheduler-api:job-detail")
     display = serializers.CharField(source="__str__", read_only=True)
@@ -66,7 +67,7 @@ class JobSerializer(serializers.ModelSerializer):
             "segment_tier_name", "request", "priority_class", "priority", "preemptible", "requeue", "preemptions", "tier", "tier_name",
             "tier_mode", "time_limit_s", "state", "reason", "pending_code", "submitted_at", "placed_at", "started_at",
             "ended_at", "allocation", "placement", "decision", "decided_at", "reserved_start", "reserved_hosts",
-            "pkey", "pkey_hex", "partition",
+            "pkey", "pkey_hex", "partition", "idempotency_key",
         ]  # fmt: skip
 
     def get_pkey_hex(self, job: Job) -> str | None:
@@ -141,12 +142,16 @@ class FinishJobSerializer(serializers.Serializer):
 
 
 class JobErrorSerializer(serializers.Serializer):
-    """A refused transition (409): ``code`` ``wrong_state`` and the job's ``state``."""
+    """A refusal (409): ``code`` ``wrong_state`` and the job's ``state``, or ``code``
+    ``idempotency_key_reused`` with ``field`` ``Idempotency-Key``, the ``job`` the key queued and
+    the request fields that ``differs`` from it."""
 
     detail = serializers.CharField()
     code = serializers.CharField()
     state = serializers.CharField(required=False)
     field = serializers.CharField(required=False)
+    job = serializers.IntegerField(required=False)
+    differs = serializers.ListField(child=serializers.CharField(), required=False)
 
 
 class JobDecisionSerializer(serializers.ModelSerializer):

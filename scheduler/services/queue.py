@@ -5,6 +5,9 @@ Use cases, each one transaction that locks what it changes, writes its ``job.*``
 audit entry inside it, and sends ``scheduler.signals.job_changed`` on commit:
 
 * :func:`submit` — a new pending job (validated: an unknown tier is refused naming the field);
+  :func:`submit_with_key` the same with the client's idempotency key: a retry of the same request
+  by the same user gets the job the first one queued, a different request with that key
+  :class:`IdempotencyConflict`;
 * :func:`cancel`, :func:`start`, :func:`finish` — the state machine of ``scheduler.choices``
   (a refused transition is :class:`JobConflict`); ending a job releases its allocation through
   ``pools.services.allocation.release``;
@@ -42,13 +45,16 @@ job's own partition of its hosts' CA ports (``pools.services.partitions.open_job
 a job whose pool has no free job PKey stays pending, nothing bound), and every end of a job
 (complete, fail, cancel, preempt, the pools taking its allocation back) deletes it
 (``close_job_partition``) in the end's transaction; OpenSM applies each change on commit
-(``fabric.services.partitions.queue_apply``), as the UFM Slurm plugin's prolog/epilog do. Pending decisions are written at the end of the pass in
+(``fabric.services.partitions.queue_apply``), as the UFM Slurm plugin's prolog/epilog do. After
+a discovery the members of holding jobs' partitions are recomputed (:func:`sync_job_partitions`,
+the pools' ``sync_allocation_partition``), as pools' partitions are. Pending decisions are written at the end of the pass in
 one transaction (only those that changed; an unchanged one bumps its history row's count).
 
 Locks, in this order (the pools' own order continues it): job rows (pk order), then pool rows
 (pk order), then what ``pools.services.allocation`` locks (allocations, GPUs).
 
-Errors: :class:`InvalidJob` (400, ``field`` names the bad one), :class:`JobConflict` (409),
+Errors: :class:`InvalidJob` (400, ``field`` names the bad one), :class:`JobConflict` and
+:class:`IdempotencyConflict` (409),
 ``Job.DoesNotExist`` / ``Pool.DoesNotExist`` (404 to the API).
 """
 
@@ -64,7 +70,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
@@ -84,7 +90,12 @@ from pools.services.allocation import (
     allocate_many,
     release,
 )
-from pools.services.partitions import NoJobPKey, close_job_partition, open_job_partition
+from pools.services.partitions import (
+    NoJobPKey,
+    close_job_partition,
+    open_job_partition,
+    sync_allocation_partition,
+)
 from weft.locks import single_instance
 
 from ..choices import (
@@ -438,8 +449,79 @@ def _requeue(job: Job, reason: str, now: datetime, user, source: str) -> None:
 def submit(spec: JobSpec, *, user=None, now: datetime | None = None) -> Job:
     """Queue a job (pending). Raises :class:`InvalidJob` (400, naming the field) and
     ``Pool.DoesNotExist``. A pass follows on commit (``scheduler.signals``)."""
+    return _submit(spec, user, now, "")[0]
+
+
+def submit_with_key(spec: JobSpec, key: str, *, user, now: datetime | None = None) -> tuple[Job, bool]:
+    """:func:`submit` made safe to retry (a client that timed out and sends the same request
+    again): ``key`` is the client's idempotency key (the ``Idempotency-Key`` header,
+    draft-ietf-httpapi-idempotency-key-header; Stripe's semantics), unique per user
+    (``Job.idempotency_key``). Returns ``(job, created)``: a new job, or — the key already used
+    by ``user`` for the same request (every request field equal after validation: names of
+    tiers and their numbers, a tenant left implicit and the pool's, are the same) — the job
+    that first request queued, whatever its state now, and nothing is written.
+
+    Raises:
+        InvalidJob: as :func:`submit`; a key that is not 1-255 visible ASCII characters, or no
+            signed-in user (``field`` ``Idempotency-Key``).
+        IdempotencyConflict: ``user`` used ``key`` for a different request (409; ``job`` the
+            first one's id, ``differs`` the fields that differ). Nothing is written.
+    """
+    if not getattr(user, "is_authenticated", False):
+        raise InvalidJob(
+            "an idempotency key needs a signed-in user (keys are per user)", field=IDEMPOTENCY_FIELD
+        )
+    return _submit(spec, user, now, check_idempotency_key(key))
+
+
+#: how the API names the idempotency key (the request header) in 400 and 409 answers
+IDEMPOTENCY_FIELD = "Idempotency-Key"
+IDEMPOTENCY_KEY_MAX = 255
+#: the request fields of a job: two submits with one key must agree on every one
+REQUEST_FIELDS = (
+    "name", "tenant_id", "pool_id", "kind", "count", "gpu_model", "mig_profile", "memory_mib", "compute_pct",
+    "gpus_per_host", "segments", "segment_hosts", "segment_tier", "priority_class", "preemptible", "requeue",
+    "tier", "tier_mode", "time_limit_s",
+)  # fmt: skip
+
+
+class IdempotencyConflict(JobError):
+    """The idempotency key was used by the same user for a different request (409)."""
+
+    code = "idempotency_key_reused"
+
+
+def check_idempotency_key(key: str) -> str:
+    """``key`` as stored: surrounding whitespace and one pair of double quotes (the header's
+    structured-field string form, ``"8e03978e-…"``) removed; 1-255 visible ASCII characters.
+    Raises :class:`InvalidJob` (``field`` ``Idempotency-Key``) otherwise."""
+    key = (key or "").strip()
+    if len(key) >= 2 and key[0] == key[-1] == '"':
+        key = key[1:-1]
+    if not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX or not all("\x21" <= c <= "\x7e" for c in key):
+        raise InvalidJob(
+            f"an idempotency key is 1-{IDEMPOTENCY_KEY_MAX} visible ASCII characters (a UUID, say)",
+            field=IDEMPOTENCY_FIELD,
+        )
+    return key
+
+
+def _replay(existing: Job, fields: dict[str, Any], key: str) -> tuple[Job, bool]:
+    differs = [f for f in REQUEST_FIELDS if getattr(existing, f) != fields[f]]
+    if differs:
+        raise IdempotencyConflict(
+            f"idempotency key {key!r} was used for job {existing.pk} with another request "
+            f"(differs in {', '.join(differs)}): use a new key for a new job",
+            field=IDEMPOTENCY_FIELD, job=existing.pk, differs=differs,
+        )  # fmt: skip
+    return existing, False
+
+
+def _submit(spec: JobSpec, user, now: datetime | None, key: str) -> tuple[Job, bool]:
+    """:func:`submit` and :func:`submit_with_key` (``key`` empty: none): ``(job, created)``."""
     tier, seg_tier = spec.validate()
     now = now or timezone.now()
+    owner = user if getattr(user, "is_authenticated", False) else None
     with transaction.atomic():
         pool = Pool.objects.select_related("tenant").get(pk=spec.pool_id)
         if pool.tenant_id is not None:
@@ -452,25 +534,40 @@ def submit(spec: JobSpec, *, user=None, now: datetime | None = None) -> Job:
             raise InvalidJob(f"no tenant {spec.tenant_id}", field="tenant")
         else:
             tenant_id = spec.tenant_id
-        job = Job.objects.create(
-            name=spec.name.strip(), tenant_id=tenant_id, pool=pool, owner=user if getattr(user, "is_authenticated", False) else None,
+        fields = dict(
+            name=spec.name.strip(), tenant_id=tenant_id, pool_id=pool.pk,
             kind=spec.kind, count=spec.count, gpu_model=spec.gpu_model, mig_profile=spec.mig_profile,
             memory_mib=spec.memory_mib, compute_pct=spec.compute_pct, gpus_per_host=spec.gpus_per_host,
             segments=spec.segments, segment_hosts=spec.segment_hosts, segment_tier=seg_tier,
-            priority_class=spec.priority_class, priority=PRIORITY[spec.priority_class], preemptible=spec.preemptible,
+            priority_class=spec.priority_class, preemptible=spec.preemptible,
             requeue=spec.preemptible if spec.requeue is None else spec.requeue,
-            tier=tier, tier_mode=spec.tier_mode, time_limit_s=spec.time_limit_s, submitted_at=now,
-            reason="waiting for a scheduling pass",
+            tier=tier, tier_mode=spec.tier_mode, time_limit_s=spec.time_limit_s,
         )  # fmt: skip
+        if key:
+            existing = Job.objects.filter(owner=owner, idempotency_key=key).first()
+            if existing is not None:
+                return _replay(existing, fields, key)
+        try:
+            with transaction.atomic():  # a retry racing the first request: the unique key decides
+                job = Job.objects.create(
+                    **fields, owner=owner, idempotency_key=key, priority=PRIORITY[spec.priority_class],
+                    submitted_at=now, reason="waiting for a scheduling pass",
+                )  # fmt: skip
+        except IntegrityError:
+            existing = Job.objects.filter(owner=owner, idempotency_key=key).first() if key else None
+            if existing is None:
+                raise
+            return _replay(existing, fields, key)
         _event(job, "job.submitted", f"{job}: submitted ({describe(job)})", now)
         audit.record(
             "job.submit", job,
             {"pool": pool.name, "tenant": tenant_id, "request": describe(job), "priority_class": job.priority_class,
-             "preemptible": job.preemptible, "requeue": job.requeue, "tier": job.tier, "tier_mode": job.tier_mode, "time_limit_s": job.time_limit_s},
+             "preemptible": job.preemptible, "requeue": job.requeue, "tier": job.tier, "tier_mode": job.tier_mode,
+             "time_limit_s": job.time_limit_s, **({"idempotency_key": key} if key else {})},
             user=user,
         )  # fmt: skip
         _send(job, "", "submit")
-    return job
+    return job, True
 
 
 def describe(job: Job) -> str:
@@ -645,6 +742,33 @@ def move(
         )  # fmt: skip
         _send(job, previous, "rebalance")
     return job
+
+
+def sync_job_partitions(fabric_id: int) -> int:
+    """After a discovery of fabric ``fabric_id`` (a host's HCA replaced: new port GUIDs; a port
+    gone or back): recompute the members of the partition of every job holding GPUs with its own
+    partition on that fabric, through the pools' partitions service
+    (``pools.services.partitions.sync_allocation_partition``, the writer of job partition
+    members, as ``sync_fabric_pools`` is for pools' after the same discovery). Each job in its
+    own transaction, its row locked first (the queue's lock order: job, then partition) and
+    checked still holding that partition, so a job that ended or moved meanwhile is left alone.
+    Returns how many jobs' members changed."""
+    jobs = list(
+        Job.objects.filter(state__in=HOLDING, partition__fabric_id=fabric_id, allocation__isnull=False)
+        .order_by("pk")
+        .values_list("pk", "partition_id", "allocation_id")
+    )
+    changed = 0
+    for job_id, partition_id, allocation_id in jobs:
+        with transaction.atomic():
+            still = (
+                Job.objects.select_for_update()
+                .filter(pk=job_id, state__in=HOLDING, partition_id=partition_id, allocation_id=allocation_id)
+                .exists()
+            )
+            if still and sync_allocation_partition(partition_id, allocation_id) is not None:
+                changed += 1
+    return changed
 
 
 def expire_time_limits(now: datetime | None = None) -> int:

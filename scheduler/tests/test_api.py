@@ -177,7 +177,9 @@ def test_openapi_schema_of_scheduler_endpoints_has_no_warnings(db, capsys):
         assert p in schema["paths"], p
     submit_body = schema["components"]["schemas"]["SubmitJob"]["properties"]
     assert {"tier", "tier_mode", "segments", "priority_class", "time_limit_s"} <= set(submit_body)
-    assert set(schema["paths"]["/api/scheduler/jobs/"]["post"]["responses"]) == {"201", "400", "403"}
+    submit_op = schema["paths"]["/api/scheduler/jobs/"]["post"]
+    assert set(submit_op["responses"]) == {"200", "201", "400", "403", "409"}
+    assert [(p["name"], p["in"]) for p in submit_op["parameters"]] == [("Idempotency-Key", "header")]
 
 
 def test_fair_share_weight_in_the_admin_is_audited_and_jobs_are_read_only(setup, django_user_model):

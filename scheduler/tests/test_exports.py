@@ -3,6 +3,8 @@ Kubernetes documents have the CRDs' field names and valid names; real topology.c
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
@@ -11,7 +13,8 @@ from scheduler.exports import (
     export,
     parse_topology_conf,
     read_node_list,
-    slurm_name,
+    slurm_names,
+    slurm_suffix,
 )
 from scheduler.hostlist import expand
 from scheduler.topology import build_from_rows
@@ -58,18 +61,82 @@ def test_two_fabrics_are_two_trees_without_a_common_root():
     assert export(loc, "slurm-tree", fabric_ids=[2]).text.count("SwitchName=") == 3
 
 
-def test_switch_names_are_sanitised_unique_and_at_most_64():
-    used: set[str] = set()
-    assert slurm_name("a b[1],c=d#e", used) == "a_b_1_c_d_e"
-    long = "x" * 80
-    first, second = slurm_name(long, used), slurm_name(long, used)
-    assert len(first) == 64 and len(second) == 64 and first != second and second.endswith("~2")
+#: the characters of every SwitchName/BlockName in $WEFT_REALDATA/slurm_topology (checked below)
+REAL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+def _nasty_fabric() -> Builder:
+    """Leaves named by raw node descriptions Slurm cannot hold (``;`` ``:`` ``/``, spaces,
+    ``[ ] , = #``), two sharing one description, one too long, one clean."""
     b = Builder()
-    for i in range(2):
-        leaf = b.switch("leaf with spaces", 1)
-        b.host(f"h{i}", [leaf])
-    lines = parse_topology_conf(export(build_from_rows([b.rows]), "slurm-tree").text)
-    assert sorted(c.name for c in lines if c.nodes) == ["leaf_with_spaces", "leaf_with_spaces~2"]
+    names = ["MF0;leaf-01:MQM8700/U1", "MF0;leaf-02:MQM8700/U1", "Mellanox Technologies Aggregation Switch",
+             "Mellanox Technologies Aggregation Switch", "x" * 80, "a b[1],c=d#e", "clean-leaf.3"]  # fmt: skip
+    spine = b.switch("spine/1 (core)", 2)
+    for i, name in enumerate(names):
+        leaf = b.switch(name, 1)
+        b.cable(leaf, spine)
+        b.host(f"h{i:02d}", [leaf])
+    return b
+
+
+def test_switch_names_are_safe_unique_at_most_64_and_tagged_by_guid():
+    loc = build_from_rows([_nasty_fabric().rows])
+    units = {d.name: d for d in loc.units()}
+    names = slurm_names(loc.domains.values())
+    assert all(REAL_NAME.match(n) for n in names.values()), names
+    assert len(set(names.values())) == len(names)
+    by = {d.name: names[d.key] for d in units.values()}
+    guid = {d.name: slurm_suffix(d) for d in units.values()}
+    assert by["MF0;leaf-01:MQM8700/U1"] == f"MF0_leaf-01_MQM8700_U1-{guid['MF0;leaf-01:MQM8700/U1']}"
+    assert by["a b[1],c=d#e"] == f"a_b_1_c_d_e-{guid['a b[1],c=d#e']}"
+    assert by["clean-leaf.3"] == "clean-leaf.3"  # a name Slurm holds is kept as it is
+    assert len(by["x" * 80]) == 64 and by["x" * 80].endswith("-" + guid["x" * 80])
+    # the suffix is the switch GUID's tail: 0x…010003 → 010003
+    leaf = units["MF0;leaf-01:MQM8700/U1"]
+    assert guid["MF0;leaf-01:MQM8700/U1"] == leaf.switches[0][-6:]
+    shared = [names[d.key] for d in loc.units() if d.name == "Mellanox Technologies Aggregation Switch"]
+    assert len(shared) == 2 and shared[0] != shared[1]
+    assert {n.rsplit("-", 1)[0] for n in shared} == {"Mellanox_Technologies_Aggregation_Switch"}
+
+
+def test_switch_names_are_stable_across_exports():
+    """The same topology gives the same names whatever else is exported with it: a node list
+    that drops hosts (and so domains) leaves the other domains' names as they were, and the
+    order domains come in does not matter."""
+    loc = build_from_rows([_nasty_fabric().rows])
+    full = slurm_names(loc.domains.values())
+    assert slurm_names(reversed(list(loc.domains.values()))) == full
+    out = export(loc, "slurm-tree", nodes={"h00", "h02", "h03", "h06"})
+    kept = {c.name for c in parse_topology_conf(out.text) if c.nodes}
+    wanted = {full[d.key] for d in loc.units() if set(d.hosts) & {"h00", "h02", "h03", "h06"}}
+    assert kept == wanted
+    assert parse_topology_conf(export(loc, "slurm-tree").text) == parse_topology_conf(
+        export(loc, "slurm-tree").text
+    )
+
+
+def test_exports_of_raw_descriptions_read_back_as_slurm_reads_them():
+    """Tree, block and YAML forms of leaves named by raw descriptions: every name is in the
+    real files' form, parse_topology_conf (Slurm's rules) accepts the file, hosts round-trip."""
+    loc = build_from_rows([_nasty_fabric().rows])
+    for fmt in ("slurm-tree", "slurm-block"):
+        text = export(loc, fmt).text
+        lines = parse_topology_conf(text)
+        assert _hosts_of_conf(lines) == set(loc.hosts), fmt
+        for c in lines:
+            if c.kind in ("switch", "block"):
+                assert REAL_NAME.match(c.name), (fmt, c.name)
+            for child in c.switches or []:
+                assert REAL_NAME.match(child), (fmt, child)
+        for line in text.splitlines():
+            if not line.startswith("#"):
+                assert ";" not in line and ":" not in line and "/" not in line, line
+    doc = yaml.safe_load(export(loc, "slurm-yaml").text)
+    tree_names = [s["switch"] for s in doc[0]["tree"]["switches"]]
+    block_names = [b["block"] for b in doc[1]["block"]["blocks"]]
+    assert all(REAL_NAME.match(n) for n in tree_names + block_names)
+    tree_conf = {c.name for c in parse_topology_conf(export(loc, "slurm-tree").text)}
+    assert set(tree_names) == tree_conf
 
 
 def test_node_list_filters_and_reports_both_ways():
@@ -229,6 +296,8 @@ def test_real_topology_conf_files(realdata):
     counts = {}
     for path in files:
         lines = parse_topology_conf(path.read_text(), path.name)
+        # the form of every real switch/block name is the one Weft writes (REAL_NAME)
+        assert all(REAL_NAME.match(c.name) for c in lines if c.kind in ("switch", "block")), path.name
         hosts = _hosts_of_conf(lines)
         counts[path.name] = len(hosts)
         # fold each Nodes= set and expand it back: the same set

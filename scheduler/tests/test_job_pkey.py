@@ -197,3 +197,44 @@ def test_job_page_shows_the_job_pkey_and_its_partitions_applied_state(cluster, c
     cluster.pool.save()
     other = placed(cluster, "plain")
     assert 'id="job-pkey"' not in client.get(f"/scheduler/jobs/{other.pk}/").content.decode()
+
+
+def test_a_rediscovery_that_changes_port_guids_resyncs_job_partitions(
+    cluster, django_capture_on_commit_callbacks
+):
+    """A host's HCA is replaced (new node and port GUID) and the fabric is discovered again: the
+    job's partition gets the new port GUID and drops the old one, through the same signal and
+    member writer as the pools' partitions (``discovery_committed``; ``_write_wanted``), while a
+    job on the untouched hosts is not written to."""
+    from fabric.services.ingest import import_topology_text
+    from lab import netgen
+    from scheduler.services.queue import sync_job_partitions
+
+    a = placed(cluster, "a")
+    b = placed(cluster, "b")
+    (host,) = a.placement
+    old = ca_guids(cluster, [host])
+    assert len(old) == 1 and sorted(a.partition.members.values_list("port_guid", flat=True)) == old
+    b_members = sorted(b.partition.members.values_list("port_guid", flat=True))
+    assert sync_job_partitions(cluster.fabric.pk) == 0  # already current: nothing written
+
+    # the same fabric with a new HCA in that host: node GUID …x0 → …xe, port GUID …x1 → …xf
+    text = netgen.fat_tree_2level(2, 2, 2)
+    node, port = old[0][2:-1] + "0", old[0][2:]
+    assert f"({port})" in text and f'"H-{node}"' in text
+    new_node, new_port = node[:-1] + "e", port[:-1] + "f"
+    text = text.replace(node, new_node).replace(port, new_port)
+    before = AuditEntry.objects.filter(action__startswith="partition.").count()
+    with django_capture_on_commit_callbacks(execute=True):
+        import_topology_text("iso", text, filename="iso.topo", replace=True)
+    new = ca_guids(cluster, [host])
+    assert new == [f"0x{new_port}"] and new != old
+    a.refresh_from_db()
+    assert a.state in (JobState.PLACED, JobState.RUNNING) and a.partition_id is not None
+    members = list(a.partition.members.values_list("port_guid", "membership", "reason"))
+    assert members == [(f"0x{new_port}", "full", MemberReason.POOL)]
+    assert sorted(b.partition.members.values_list("port_guid", flat=True)) == b_members
+    # one member change audited (job a's partition), none for b's
+    changes = AuditEntry.objects.filter(action__startswith="partition.").order_by("id")[before:]
+    assert [e.object_id for e in changes] == [str(a.partition_id)]
+    assert sync_job_partitions(cluster.fabric.pk) == 0

@@ -39,7 +39,7 @@ from events.engine import process_pending_events
 from events.services import EventSpec, record_events
 
 from .. import crypto, parsers
-from ..collectors.snmp import AUTH_PROTOCOLS, PRIV_PROTOCOLS, plain
+from ..collectors.snmp import AUTH_PROTOCOLS, PRIV_PROTOCOLS, guard, plain
 from ..models import Device, Interface
 from .poll import interface_spec
 
@@ -143,7 +143,7 @@ class TrapReceiver:
         """
         if devices is None:
             devices = list(Device.objects.filter(enabled=True))
-        eng = engine.SnmpEngine()
+        eng = guard(engine.SnmpEngine())  # garbage datagrams: counted as malformed, no traceback
         v2, v3 = self._tables(eng, devices)  # before touching the running engine: a failure keeps it
         old = self.engine
         if old is None:
@@ -238,8 +238,13 @@ class TrapReceiver:
             "dropped_unknown_community": self._drops(_V2_DROPS, "__SNMPv2-MIB"),
             "dropped_bad_v3": self._drops(_V3_DROPS, "__SNMP-USER-BASED-SM-MIB"),
             "dropped_unknown_source": self.unknown_source,
-            "dropped_malformed": self.bad,
+            "dropped_malformed": self.bad + self._garbage(),
         }
+
+    def _garbage(self) -> int:
+        """Datagrams no engine so far could decode (``collectors.snmp.GuardedDispatcher``)."""
+        running = self.engine.transport_dispatcher if self.engine is not None else None
+        return self._closed.get("garbage", 0) + sum(getattr(running, "malformed", {}).values())
 
     def close(self) -> None:
         """Stop listening (the drop counts so far are kept)."""
@@ -247,6 +252,7 @@ class TrapReceiver:
             self._closed = {
                 "__SNMPv2-MIB": self._drops(_V2_DROPS, "__SNMPv2-MIB"),
                 "__SNMP-USER-BASED-SM-MIB": self._drops(_V3_DROPS, "__SNMP-USER-BASED-SM-MIB"),
+                "garbage": self._garbage(),
             }
             try:
                 self.engine.close_dispatcher()

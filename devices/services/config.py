@@ -171,7 +171,7 @@ def save_device(values: dict[str, Any], secrets: dict[str, str], instance: Devic
             clear_open_alarms(open_alarms(before), f"device {before.name} moved to another fabric")
         elif before.name != device.name:
             rekey_alarms(before, device.name)
-        if before.fabric_id != device.fabric_id or before.name != device.name:
+        if (before.fabric_id, before.name, before.enabled) != (device.fabric_id, device.name, device.enabled):
             maplayer.announce(maplayer.fabric_ids([before, device]))
         return device
 

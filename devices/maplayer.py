@@ -5,10 +5,17 @@ drawn beside the IB links.
 Payload part ``ethernet`` of ``/api/fabric/fabrics/{id}/map/`` (parallel arrays, like the IB part)::
 
     {"nodes": {"name": [...], "kind": ["switch" | "host"], "device": [device id | null],
-               "ib": [index of the IB node it is the management agent of, or -1], "x": [...], "y": [...]},
+               "ib": [index of the IB node it is the management agent of, or -1], "x": [...], "y": [...],
+               "disabled": [device whose polling is disabled], "stale": [disabled, or an LLDP system
+               only such devices report]},
      "edges": {"a": [eth node index], "b": [...], "n": [cables], "down": [cables down],
-               "speed_mbps": [slowest ifHighSpeed of the cables, or null]},
-     "counts": {"switches", "hosts", "links", "down_links"}}
+               "speed_mbps": [slowest ifHighSpeed of the cables, or null],
+               "stale": [seen only by devices whose polling is disabled: last-known, not live]},
+     "counts": {"switches", "hosts", "links" (live cables), "down_links", "stale_links", "disabled"}}
+
+A device whose polling is disabled stays on the map (it is still managed; the devices list shows
+it as "Polling disabled"), greyed, with its last-known links greyed (``stale``) and not counted
+as live links: nothing refreshes them, and its alarms were cleared when it was disabled.
 
 Which devices: those of the fabric, and those managing an IB switch of it (``Device.node``),
 drawn at that switch's place; the other devices and the LLDP-only systems (hosts, unmanaged
@@ -41,7 +48,7 @@ def _devices(fabric) -> list[Device]:
     return list(
         Device.objects.filter(Q(fabric=fabric) | Q(node__fabric=fabric))
         .order_by("name")
-        .only("id", "name", "sys_name", "node_id", "fabric_id")
+        .only("id", "name", "sys_name", "node_id", "fabric_id", "enabled")
     )
 
 
@@ -53,6 +60,7 @@ def build(fabric, payload: dict) -> dict:
     names: list[str] = []
     kinds: list[str] = []
     dev_ids: list[int | None] = []
+    disabled: list[bool] = []
     ib: list[int] = []
     by_name: dict[str, int] = {}
 
@@ -61,6 +69,7 @@ def build(fabric, payload: dict) -> dict:
         names.append(name)
         kinds.append(kind)
         dev_ids.append(device.pk if device else None)
+        disabled.append(device is not None and not device.enabled)
         ib.append(ib_index.get(device.node_id, -1) if device is not None and device.node_id else -1)
         return len(names) - 1
 
@@ -115,21 +124,40 @@ def build(fabric, payload: dict) -> dict:
             j = local_index[k]
             xs[k] = round(x0 + (fx[j] - (min(fx) if fx else 0.0)) * scale, 3)
             ys[k] = round(top + fy[j], 3)
-    edges = {"a": [], "b": [], "n": [], "down": [], "speed_mbps": []}
+    edges = {"a": [], "b": [], "n": [], "down": [], "speed_mbps": [], "stale": []}
+    live = [False] * len(names)  # a node with a link some polled device still reports
     for (a, b), entry in pairs.items():
         edges["a"].append(a)
         edges["b"].append(b)
         edges["n"].append(max(entry["sides"].values(), default=0))
         edges["down"].append(down.get((a, b), 0))
         edges["speed_mbps"].append(entry["speed"])
+        # seen only by devices whose polling is disabled: their last-known LLDP rows
+        stale = bool(entry["sides"]) and all(disabled[k] for k in entry["sides"]) and not down.get((a, b))
+        edges["stale"].append(stale)
+        if not stale:
+            live[a] = live[b] = True
+    node_stale = [disabled[k] or (dev_ids[k] is None and not live[k]) for k in range(len(names))]
+    cables = [(n, st) for n, st in zip(edges["n"], edges["stale"], strict=True)]
     return {
-        "nodes": {"name": names, "kind": kinds, "device": dev_ids, "ib": ib, "x": xs, "y": ys},
+        "nodes": {
+            "name": names,
+            "kind": kinds,
+            "device": dev_ids,
+            "ib": ib,
+            "x": xs,
+            "y": ys,
+            "disabled": disabled,
+            "stale": node_stale,
+        },  # fmt: skip
         "edges": edges,
         "counts": {
             "switches": kinds.count("switch"),
             "hosts": kinds.count("host"),
-            "links": sum(edges["n"]),
+            "links": sum(n for n, st in cables if not st),
             "down_links": sum(edges["down"]),
+            "stale_links": sum(n for n, st in cables if st),
+            "disabled": sum(disabled),
         },
     }
 
@@ -165,10 +193,10 @@ def _down(devices: list[Device], by_name: dict[str, int], add) -> dict[tuple[int
 def cache_part(fabric) -> str:
     """Changes with the fabric's devices, their LLDP rows and the open Ethernet link-down alarms."""
     devices = Device.objects.filter(Q(fabric=fabric) | Q(node__fabric=fabric))
-    d = devices.aggregate(n=Count("id"), last=Max("id"))
+    d = devices.aggregate(n=Count("id"), last=Max("id"), on=Count("id", filter=Q(enabled=True)))
     nb = Neighbour.objects.filter(device__in=devices).aggregate(n=Count("id"), last=Max("id"))
     down = Alarm.objects.open().filter(code="device.link_down").aggregate(n=Count("id"), last=Max("id"))
-    return f"{d['n']}.{d['last']}.{nb['n']}.{nb['last']}.{down['n']}.{down['last']}"
+    return f"{d['n']}.{d['last']}.{d['on']}.{nb['n']}.{nb['last']}.{down['n']}.{down['last']}"
 
 
 def fabric_ids(devices: Iterable[Device]) -> set[int]:

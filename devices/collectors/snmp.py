@@ -15,8 +15,10 @@ authentication failure, error status); a column the agent does not have is simpl
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 
+from pysnmp.carrier.asyncio.dispatch import AsyncioDispatcher
 from pysnmp.entity.rfc3413 import cmdgen
 from pysnmp.hlapi.v3arch.asyncio import (
     CommunityData,
@@ -28,6 +30,9 @@ from pysnmp.hlapi.v3arch.asyncio import (
 from pysnmp.hlapi.v3arch.asyncio import auth as _auth
 from pysnmp.hlapi.v3arch.asyncio.lcd import CommandGeneratorLcdConfigurator
 from pysnmp.proto import rfc1902, rfc1905
+from pysnmp.proto.api import verdec
+
+log = logging.getLogger(__name__)
 
 _LCD = CommandGeneratorLcdConfigurator()
 _GET = cmdgen.GetCommandGenerator()
@@ -108,13 +113,47 @@ def plain(value):
         return str(value)
 
 
+class GuardedDispatcher(AsyncioDispatcher):
+    """pysnmp's asyncio dispatcher, but a datagram pysnmp cannot decode (garbage: pyasn1 raises
+    ``TypeError``/``ValueError`` from inside the message dispatcher, which asyncio would log as an
+    "Exception in callback" traceback; or whose header is not BER, which pysnmp drops silently)
+    is dropped and counted in ``malformed``
+    (``{(ip, port): datagrams}``, the sender's address) instead; logged at DEBUG only."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.malformed: dict[tuple[str, int], int] = {}
+
+    def _callback_function(self, transport, transportAddress, incomingMessage):
+        try:
+            verdec.decode_message_version(incomingMessage)  # the header only: cheap
+            return super()._callback_function(transport, transportAddress, incomingMessage)
+        except Exception as exc:  # undecodable: whatever pyasn1 raised on it
+            key = (str(transportAddress[0]), int(transportAddress[1]))
+            self.malformed[key] = self.malformed.get(key, 0) + 1
+            log.debug("dropped a malformed SNMP message from %s:%s (%s: %s)", *key, type(exc).__name__, exc)
+
+
+def guard(engine: SnmpEngine) -> SnmpEngine:
+    """Give ``engine`` a :class:`GuardedDispatcher` (before its first transport; an engine that has
+    a dispatcher already keeps it). Returns ``engine``."""
+    if engine.transport_dispatcher is None:
+        engine.register_transport_dispatcher(GuardedDispatcher())
+    return engine
+
+
+def malformed_from(engine: SnmpEngine, address: tuple[str, int]) -> int:
+    """How many undecodable datagrams ``engine`` got from ``address`` (``(ip, port)``) so far."""
+    return getattr(engine.transport_dispatcher, "malformed", {}).get((str(address[0]), int(address[1])), 0)
+
+
 class Session:
     """Reads of one :class:`Target` through an ``SnmpEngine`` (shared by the SNMPv2c targets of a
     poll; an SNMPv3 target gets its own, so one device's USM keys never meet another's)."""
 
     def __init__(self, target: Target, engine: SnmpEngine | None = None) -> None:
         self.target = target
-        self.engine = engine or SnmpEngine()
+        self.engine = guard(engine or SnmpEngine())
         if target.version == "3":
             self.auth = UsmUserData(
                 target.user,
@@ -159,7 +198,15 @@ class Session:
             _BULK.send_varbinds(
                 self.engine, addr_name, ctx.contextEngineId, ctx.contextName, 0, reps, vbs, done
             )
+        garbage = malformed_from(self.engine, transport.transport_address)
         ei, es, ix, out = await future
+        if ei and malformed_from(self.engine, transport.transport_address) > garbage:
+            host, port = transport.transport_address[:2]
+            raise SnmpError(
+                "error",
+                f"malformed answer from {host}:{port}: not an SNMP message it could decode "
+                f"({'GET' if reps is None else 'GETBULK'}; is this the device's SNMP port?)",
+            )
         self._check(ei, es, ix, "GET" if reps is None else "GETBULK")
         return list(out)
 

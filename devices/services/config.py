@@ -138,7 +138,11 @@ def save_device(values: dict[str, Any], secrets: dict[str, str], instance: Devic
     (credentials to write; absent ones are kept), and its audit entry, in one transaction.
     ``values`` and ``secrets`` are validated already (:func:`settings_errors`, field checks).
     Credentials of the other SNMP version still stored (the version changed) are cleared and
-    audited as "(cleared)" (:func:`clear_other_version`).
+    audited as "(cleared)" (:func:`clear_other_version`). Alarms are keyed by the device's name
+    (``devices.event_types``, as the fabric app keys by fabric name): a rename moves the device's
+    open alarms to the new name (:func:`rekey_alarms`); disabling it or moving it to another
+    fabric clears them (:func:`clear_open_alarms`, reason "polling disabled" or "device <name>
+    moved to another fabric"), as nothing would clear them any more.
 
     Raises:
         Device.DoesNotExist: ``instance`` was deleted meanwhile.
@@ -161,7 +165,13 @@ def save_device(values: dict[str, Any], secrets: dict[str, str], instance: Devic
         written = {**secrets, **clear_other_version(device)}
         device.save()
         audit.record("device.update", device, update_changes(before, device, list(values), written))
-        if before.fabric_id != device.fabric_id or before.name != device.name:
+        if before.enabled and not device.enabled:
+            clear_open_alarms(open_alarms(before), "polling disabled")
+        elif before.fabric_id != device.fabric_id:
+            clear_open_alarms(open_alarms(before), f"device {before.name} moved to another fabric")
+        elif before.name != device.name:
+            rekey_alarms(before, device.name)
+        if (before.fabric_id, before.name, before.enabled) != (device.fabric_id, device.name, device.enabled):
             maplayer.announce(maplayer.fabric_ids([before, device]))
         return device
 
@@ -190,14 +200,86 @@ def open_alarms(device: Device):
     )
 
 
+def rekey_alarms(before: Device, new_name: str) -> int:
+    """Move the open alarms of ``before`` (:func:`open_alarms`, keys ``<old>`` and ``<old>/…``) and
+    its threshold states (``events.models.ConditionState``) to ``new_name``: key, the name in
+    ``object_repr`` and the link alarms' ``details["device"]``, so that the next poll's events
+    (keyed by the new name) raise and clear them. An alarm whose new key is taken by an open one,
+    or would not fit the key column, is cleared instead (reason "device <old> renamed to <new>").
+    Call inside the rename's transaction. Returns how many alarms moved."""
+    from events.models import Alarm, ConditionState
+
+    old = before.name
+
+    def renamed(key: str) -> str:
+        return new_name + key[len(old) :]
+
+    limit = Alarm._meta.get_field("object_key").max_length
+    moved, stale = [], []
+    for alarm in open_alarms(before).select_for_update():
+        key = renamed(alarm.object_key)
+        taken = (
+            Alarm.objects.open().filter(fabric_id=alarm.fabric_id, code=alarm.code, object_key=key).exists()
+        )
+        if taken or len(key) > limit:
+            stale.append(alarm.pk)
+            continue
+        alarm.object_key = key
+        if alarm.object_repr == old or alarm.object_repr.startswith(old + " "):
+            alarm.object_repr = renamed(alarm.object_repr)
+        if isinstance(alarm.details, dict) and alarm.details.get("device") == old:
+            alarm.details = {**alarm.details, "device": new_name}
+        moved.append(alarm)
+    Alarm.objects.bulk_update(moved, ["object_key", "object_repr", "details"])
+    clear_open_alarms(Alarm.objects.filter(pk__in=stale), f"device {old} renamed to {new_name}")
+    states = ConditionState.objects.filter(fabric_id=before.fabric_id).filter(
+        Q(object_key=old) | Q(object_key__startswith=old + "/")
+    )
+    for st in states:
+        key = renamed(st.object_key)
+        ConditionState.objects.filter(fabric_id=st.fabric_id, code=st.code, object_key=key).delete()
+        if len(key) <= limit:
+            ConditionState.objects.filter(pk=st.pk).update(object_key=key)
+        else:
+            st.delete()
+    return len(moved)
+
+
+def neighbour_alarms(device: Device):
+    """The open ``device.link_down`` alarms of the other devices of ``device``'s fabric whose LLDP
+    neighbour (``details["remote"]``, the remote's sysName; ``services.poll._link_spec``) is
+    ``device`` (its name or its sysName, case-insensitive)."""
+    from events.models import Alarm
+
+    names = {n.lower() for n in (device.name, device.sys_name) if n}
+    qs = Alarm.objects.open().filter(fabric_id=device.fabric_id, code="device.link_down")
+    return qs.filter(pk__in=[pk for pk, d in qs.values_list("pk", "details")
+                             if str((d or {}).get("remote", "")).lower() in names
+                             and (d or {}).get("device") != device.name])  # fmt: skip
+
+
+def clear_open_alarms(alarms, reason: str) -> int:
+    """Clear ``alarms`` (an open ``Alarm`` queryset) by the acting user (``accounts.audit``;
+    "system" without one) with ``reason`` (``events.services.clear_alarm``: audited, the clear
+    notice per policy). Call inside the caller's transaction. Returns how many were cleared."""
+    from events.services import clear_alarm
+
+    pks = list(alarms.values_list("pk", flat=True))
+    user = audit.current_actor.get().user
+    for pk in pks:
+        clear_alarm(pk, user if getattr(user, "is_authenticated", False) else None, reason)
+    return len(pks)
+
+
 def delete_device(device: Device) -> dict[str, Any]:
     """Delete ``device`` (its interfaces, sensors and LLDP rows go with it) and write its audit
     entry ``device.delete`` in one transaction; the entry's ``changes`` are the device's settings
     as :func:`create_changes` writes them (credentials only as "(set)"/"(cleared)") plus
     ``history_samples``, the number of its history rows kept, and ``alarms_cleared``: its open
     alarms (key ``<name>`` or ``<name>/…``, ``devices.event_types``) are cleared by the acting
-    user with the reason "device deleted" (``events.services.clear_alarm``: audited, the clear
-    notice per policy), as nothing would clear them any more. Its history
+    user with the reason "device <name> deleted" (:func:`clear_open_alarms`), as nothing would
+    clear them any more, and so are the other devices' link-down alarms towards it
+    (:func:`neighbour_alarms`; "neighbour <name> deleted"). Its history
     (``devices.models.DeviceSample``) is not deleted: it stays, under the device's id, until the
     retention of ``devices.services.history.rollup`` drops it, like an IB port's counter history
     outlives the port. Returns the audit ``changes``.
@@ -205,8 +287,6 @@ def delete_device(device: Device) -> dict[str, Any]:
     Raises:
         Device.DoesNotExist: ``device`` was deleted meanwhile.
     """
-    from events.services import clear_alarm
-
     from ..models import DeviceSample
 
     with transaction.atomic():
@@ -220,13 +300,9 @@ def delete_device(device: Device) -> dict[str, Any]:
             "alarms_cleared": len(alarms),
         }
         audit.record("device.delete", locked, changes)
-        user = audit.current_actor.get().user
-        for pk in alarms:
-            clear_alarm(
-                pk,
-                user if getattr(user, "is_authenticated", False) else None,
-                f"device {locked.name} deleted",
-            )
+        clear_open_alarms(open_alarms(locked).filter(pk__in=alarms), f"device {locked.name} deleted")
+        # a link-down on another device towards this one: nothing would clear it any more
+        clear_open_alarms(neighbour_alarms(locked), f"neighbour {locked.name} deleted")
         drawn_on = maplayer.fabric_ids([locked])
         locked.delete()
         maplayer.announce(drawn_on)

@@ -39,7 +39,7 @@ from events.engine import process_pending_events
 from events.services import EventSpec, record_events
 
 from .. import crypto, parsers
-from ..collectors.snmp import AUTH_PROTOCOLS, PRIV_PROTOCOLS, plain
+from ..collectors.snmp import AUTH_PROTOCOLS, PRIV_PROTOCOLS, guard, plain
 from ..models import Device, Interface
 from .poll import interface_spec
 
@@ -125,25 +125,49 @@ class TrapReceiver:
         self.bad = 0
         self._receiver: _Receiver | None = None
         self._closed: dict[str, int] = {}  # drop counts of the engines closed so far
+        self.configured = 0  # how many times :meth:`configure` succeeded (start + re-scans)
 
     def configure(self, devices: list[Device] | None = None) -> None:
         """(Re)build the engine from ``devices`` (default: every enabled device) and listen.
+
+        The first call binds ``listen``; a later one builds a new engine (communities, SNMPv3 users)
+        and moves the running transport, with its socket, onto it: the address is never re-bound,
+        so no notification arriving meanwhile is lost and the drop counts go on.
 
         Call from the event loop's thread (pysnmp's asyncio transport reads the socket there).
         A device whose stored credential cannot be decrypted is left out (its polls say why).
 
         Raises:
-            OSError: the address cannot be bound (in use, not local, a privileged port); the
-                receiver is left as it was (a re-configure keeps listening on its old socket).
+            OSError: (first call only) the address cannot be bound (in use, not local, a
+                privileged port); nothing is left listening.
         """
         if devices is None:
             devices = list(Device.objects.filter(enabled=True))
-        sock = bind_udp(self.listen)  # here, not in pysnmp's background task: a busy port raises
-        self.close()
-        eng = engine.SnmpEngine()
-        config.add_transport(eng, udp.DOMAIN_NAME, udp.UdpAsyncioTransport().open_server_mode(sock=sock))
+        eng = guard(engine.SnmpEngine())  # garbage datagrams: counted as malformed, no traceback
+        v2, v3 = self._tables(eng, devices)  # before touching the running engine: a failure keeps it
+        old = self.engine
+        if old is None:
+            sock = bind_udp(self.listen)  # here, not in pysnmp's background task: a busy port raises
+            transport = udp.UdpAsyncioTransport().open_server_mode(sock=sock)
+        else:
+            transport = old.transport_dispatcher.get_transport(udp.DOMAIN_NAME)
+            old.transport_dispatcher.unregister_transport(udp.DOMAIN_NAME)  # detached, still open
+            self.close()  # the old engine, now without a transport; its drop counts are kept
+        config.add_transport(eng, udp.DOMAIN_NAME, transport)
+        self._v2, self._v3 = v2, v3
+        self._receiver = _Receiver(eng, self._received)
+        self.engine = eng
+        self.configured += 1
+
+    @staticmethod
+    def _tables(
+        eng: engine.SnmpEngine, devices: list[Device]
+    ) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+        """Add the devices' communities and SNMPv3 users to ``eng``; return the v2c table
+        (security name → {source address: device id}) and the v3 one (engine id hex → device id)."""
         communities: dict[str, str] = {}
-        self._v2, self._v3 = {}, {}
+        v2: dict[str, dict[str, int]] = {}
+        v3: dict[str, int] = {}
         for d in devices:
             try:
                 if d.version == "3":
@@ -158,7 +182,7 @@ class TrapReceiver:
                         crypto.decrypt(d.priv_key_enc) or None,
                         securityEngineId=rfc1902.OctetString(hexValue=d.engine_id),
                     )
-                    self._v3[d.engine_id] = d.pk
+                    v3[d.engine_id] = d.pk
                 else:
                     community = crypto.decrypt(d.community_enc)
                     if not community:
@@ -168,11 +192,10 @@ class TrapReceiver:
                         name = communities[community] = f"c{len(communities) + 1}"
                         config.add_v1_system(eng, name, community)
                     for addr in _addresses(d.address):
-                        self._v2.setdefault(name, {})[addr] = d.pk
+                        v2.setdefault(name, {})[addr] = d.pk
             except crypto.CredentialError:
                 log.warning("trap receiver: the credentials of device %s cannot be decrypted", d.name)
-        self._receiver = _Receiver(eng, self._received)
-        self.engine = eng
+        return v2, v3
 
     def _received(self, eng, state_reference, context_engine_id, context_name, varbinds, cb_ctx) -> None:
         _domain, address = eng.message_dispatcher.get_transport_info(state_reference)
@@ -215,8 +238,13 @@ class TrapReceiver:
             "dropped_unknown_community": self._drops(_V2_DROPS, "__SNMPv2-MIB"),
             "dropped_bad_v3": self._drops(_V3_DROPS, "__SNMP-USER-BASED-SM-MIB"),
             "dropped_unknown_source": self.unknown_source,
-            "dropped_malformed": self.bad,
+            "dropped_malformed": self.bad + self._garbage(),
         }
+
+    def _garbage(self) -> int:
+        """Datagrams no engine so far could decode (``collectors.snmp.GuardedDispatcher``)."""
+        running = self.engine.transport_dispatcher if self.engine is not None else None
+        return self._closed.get("garbage", 0) + sum(getattr(running, "malformed", {}).values())
 
     def close(self) -> None:
         """Stop listening (the drop counts so far are kept)."""
@@ -224,6 +252,7 @@ class TrapReceiver:
             self._closed = {
                 "__SNMPv2-MIB": self._drops(_V2_DROPS, "__SNMPv2-MIB"),
                 "__SNMP-USER-BASED-SM-MIB": self._drops(_V3_DROPS, "__SNMP-USER-BASED-SM-MIB"),
+                "garbage": self._garbage(),
             }
             try:
                 self.engine.close_dispatcher()
@@ -295,7 +324,7 @@ async def serve(
     once the socket is bound.
 
     Raises:
-        OSError: the listen address cannot be bound (at start; a failed re-scan keeps the socket).
+        OSError: the listen address cannot be bound (at start; a re-scan keeps the socket).
     """
     from asgiref.sync import sync_to_async
     from django.core.cache import cache
@@ -318,10 +347,10 @@ async def serve(
                 await drain()
                 await publish()
             if loop.time() >= next_scan:
-                try:
+                try:  # the same socket, a new engine: devices added or edited since are known now
                     receiver.configure(await sync_to_async(enabled)())
-                except OSError as exc:  # the old engine (and its socket) is kept
-                    log.error("trap receiver: re-binding %s:%s failed: %s", *receiver.listen, exc)
+                except Exception:  # the database is away, say: the running engine is kept
+                    log.exception("trap receiver on %s:%s: re-reading the devices failed", *receiver.listen)
                 next_scan = loop.time() + rescan_s
                 await publish()
     finally:

@@ -114,3 +114,33 @@ def test_a_new_lldp_system_changes_the_layer_not_the_ib_nodes(
         for a, b, n in zip(eth["edges"]["a"], eth["edges"]["b"], eth["edges"]["n"], strict=True)
         if k in (a, b)
     ] == [1]
+
+
+def test_a_disabled_device_stays_drawn_greyed_with_its_last_known_links(
+    agent, make_device, viewer, admin, eth_fabric
+):
+    """Disabling a device's polling keeps it on the map (still managed; the list says "Polling
+    disabled"), its node and its 23 LLDP links marked stale (greyed), counted apart from the live
+    links; the cached layer changes with it, and enabling again makes them live."""
+    agent.set_values("sonic-edit", {})  # as recorded
+    dev = make_device("sonic-edit")
+    poll_devices([dev])
+    before = _map(viewer, eth_fabric)["ethernet"]  # cached now
+    assert before["counts"]["links"] == 23 and before["counts"]["stale_links"] == 0
+    assert not any(before["edges"]["stale"]) and not any(before["nodes"]["stale"])
+    r = admin.patch(f"/api/devices/devices/{dev.pk}/", {"enabled": False}, content_type="application/json")
+    assert r.status_code == 200, r.content
+    for part in ("", "edges"):
+        eth = _map(viewer, eth_fabric, part)["ethernet"]
+        nodes, edges = eth["nodes"], eth["edges"]
+        assert nodes["name"] == before["nodes"]["name"]  # nothing hidden
+        assert nodes["disabled"] == [True] + [False] * (len(nodes["name"]) - 1)
+        assert all(nodes["stale"]) and all(edges["stale"]) and len(edges["a"]) == len(before["edges"]["a"])
+        assert eth["counts"]["links"] == 0 and eth["counts"]["stale_links"] == 23
+        assert eth["counts"]["disabled"] == 1
+    row = admin.get("/devices/").content.decode()
+    assert 'data-device="sonic-edit"' in row and 'data-enabled="0"' in row and "Polling disabled" in row
+    r = admin.patch(f"/api/devices/devices/{dev.pk}/", {"enabled": True}, content_type="application/json")
+    assert r.status_code == 200
+    again = _map(viewer, eth_fabric)["ethernet"]
+    assert again["counts"] == before["counts"] and not any(again["edges"]["stale"])

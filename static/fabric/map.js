@@ -60,7 +60,7 @@
   const UTIL_BINS = [[0.3, "#2ea043", "< 30 %"], [0.7, "#d29922", "30–70 %"], [0.9, "#db6d28", "70–90 %"], [Infinity, "#f85149", "≥ 90 %"]];
   const CONG_BINS = [[0.01, "#2ea043", "< 1 %"], [0.1, "#d29922", "1–10 %"], [0.3, "#db6d28", "10–30 %"], [Infinity, "#f85149", "≥ 30 %"]];
   const ALARM_COLOURS = { none: "#2ea043", some: "#f85149" };
-  const ETH_COLOURS = { switch: "#e3b341", host: "#f2dfa7", link: "#e3b341" };
+  const ETH_COLOURS = { switch: "#e3b341", host: "#f2dfa7", link: "#e3b341", stale: "#6e7681" };
   const DIM_NODE = "#26303a";
   const DIM_EDGE = "#161d24";
 
@@ -196,13 +196,17 @@
   function isEthKey(key) { return typeof key === "string" && key.charAt(0) === "e"; }
   /** Graph key of Ethernet node k: the IB node it is drawn on, else its own. */
   function ethKey(k) { const ib = eth().nodes.ib[k]; return ib >= 0 ? keyOf(ib) : "e" + k; } // its IB node, or that node's collapsed group
-  function ethEdgeColour(e) { return eth().edges.down[e] > 0 ? STATE_COLOURS[1] : ETH_COLOURS.link; }
+  function ethEdgeColour(e) {
+    const L = eth();
+    if (L.edges.down[e] > 0) return STATE_COLOURS[1];
+    return L.edges.stale && L.edges.stale[e] ? ETH_COLOURS.stale : ETH_COLOURS.link; // last-known: polling disabled
+  }
   function addEthNodes() {
     const L = eth();
     if (!L) return;
     for (let k = 0; k < L.nodes.name.length; k++) {
       if (L.nodes.ib[k] >= 0) continue;
-      const colour = ETH_COLOURS[L.nodes.kind[k]] || ETH_COLOURS.host;
+      const colour = L.nodes.stale && L.nodes.stale[k] ? ETH_COLOURS.stale : ETH_COLOURS[L.nodes.kind[k]] || ETH_COLOURS.host;
       graph.addNode("e" + k, {
         x: L.nodes.x[k], y: L.nodes.y[k], size: L.nodes.kind[k] === "switch" ? 4 : 2, color: colour,
         baseColor: colour, label: L.nodes.name[k],
@@ -225,6 +229,7 @@
     container.dataset.ethEdges = String(drawn);
     container.dataset.ethLinks = String(L.counts.links);
     container.dataset.ethDownLinks = String(L.counts.down_links);
+    container.dataset.ethStaleLinks = String(L.counts.stale_links || 0);
   }
 
   function buildGraph() {
@@ -448,6 +453,13 @@
       const sw = el("span", null, "sw"); sw.style.background = ETH_COLOURS.link;
       li.append(sw, "Ethernet (LLDP) (" + L.counts.links + (L.counts.down_links ? ", " + L.counts.down_links + " down" : "") + ")");
       ul.append(li);
+      if (L.counts.disabled || L.counts.stale_links) {
+        const st = el("li");
+        st.dataset.legend = "ethernet-stale";
+        const ssw = el("span", null, "sw"); ssw.style.background = ETH_COLOURS.stale;
+        st.append(ssw, "Polling disabled (" + (L.counts.disabled || 0) + " devices, " + (L.counts.stale_links || 0) + " last-known links)");
+        ul.append(st);
+      }
     }
     if (highlighted.size) {
       const li = el("li");
@@ -770,10 +782,12 @@
       const other = L.edges.a[e] === k ? L.edges.b[e] : L.edges.b[e] === k ? L.edges.a[e] : -1;
       if (other < 0) continue;
       const li = el("li", L.nodes.name[other] + " · " + L.edges.n[e] + " cable(s)" + (L.edges.down[e] ? ", " + L.edges.down[e] + " down" : "") +
+        (L.edges.stale && L.edges.stale[e] ? ", last known (polling disabled)" : "") +
         (L.edges.speed_mbps[e] ? " · " + L.edges.speed_mbps[e] / 1000 + " Gb/s" : ""));
       ul.append(li);
     }
-    panel.append(el("p", "Ethernet " + L.nodes.kind[k] + (L.nodes.device[k] != null ? " (SNMP device)" : " (seen by LLDP)"), "muted"), ul);
+    const how = L.nodes.device[k] != null ? (L.nodes.disabled && L.nodes.disabled[k] ? " (SNMP device, polling disabled: last-known links)" : " (SNMP device)") : " (seen by LLDP)";
+    panel.append(el("p", "Ethernet " + L.nodes.kind[k] + how, "muted"), ul);
   }
 
   function renderPorts(node, box, detail) {
@@ -1178,7 +1192,7 @@
       for (let e = 0; e < L.edges.a.length; e++) {
         if (!graph.hasEdge("x" + e)) continue;
         out.push({ a: L.nodes.name[L.edges.a[e]], b: L.nodes.name[L.edges.b[e]], n: L.edges.n[e], down: L.edges.down[e],
-          colour: graph.getEdgeAttribute("x" + e, "color") });
+          stale: !!(L.edges.stale && L.edges.stale[e]), colour: graph.getEdgeAttribute("x" + e, "color") });
       }
       return out;
     },

@@ -118,3 +118,21 @@ def test_ethernet_links_beside_ib_links(weft_server, browser_page, realdata):
     page.evaluate("m => window.weftHeatmap.applyMessage(m)", delta)
     got = page.evaluate("p => window.weftHeatmap.cellState(p)", cell[0])
     assert (got["utilisation"], got["congestion"], got["stale"]) == (0.75, 0.25, 0)
+
+    # polling disabled with the device form: still drawn, greyed with its last-known links, and
+    # the devices list says so
+    page.goto(f"{server.url}/devices/{device['id']}/edit/")
+    page.uncheck("#id_enabled")
+    page.click("#device-form button")
+    page.wait_for_selector("#device-info")
+    assert api_get(page, server, f"/api/devices/devices/{device['id']}/")["enabled"] is False
+    data = open_map(page, server, "ib")
+    assert int(data["ethLinks"]) == 0 and int(data["ethStaleLinks"]) == 23
+    assert int(data["ethNodes"]) == 1 + len(systems)
+    edges = page.evaluate("() => window.weftMap.ethernetEdges()")
+    assert {e["colour"] for e in edges} == {"#6e7681"} and all(e["stale"] for e in edges)
+    assert sum(e["n"] for e in edges) == 23
+    stale = page.locator("#map-legend li[data-legend=ethernet-stale]")
+    assert stale.inner_text() == "Polling disabled (1 devices, 23 last-known links)"
+    page.goto(f"{server.url}/devices/")
+    assert "Polling disabled" in page.inner_text("#device-table tr[data-device=sonic]")

@@ -223,10 +223,13 @@ def run(
     recv = umad.recv
     mono = time.monotonic
 
+    pack_tid, unpack_tid, unpack_status = _TID.pack_into, _TID.unpack_from, _MAD_STATUS.unpack_from
+    recv_ms = int(timeout_s * 1000)
+
     def _send(seq: int) -> None:
         _, lid, attr, port, method = mads[seq]
-        mad = templates[(attr, method)]
-        struct.pack_into(">Q", mad, 8, tid_base + seq + 1)
+        mad = templates[attr, method]
+        pack_tid(mad, 8, tid_base + seq + 1)
         mad[DATA_OFFSET + 1] = port
         send(lid, mad)
 
@@ -238,13 +241,13 @@ def run(
                 pending[nxt] = (deadline, 0)
                 nxt += 1
                 sent += 1
-        got = recv(int(timeout_s * 1000))
+        got = recv(recv_ms)
         if got is not None:
             ustatus, mad = got
-            seq = (struct.unpack_from(">Q", mad, 8)[0] & 0xFFFFFFFF) - tid_base - 1
+            seq = (unpack_tid(mad, 8)[0] & 0xFFFFFFFF) - tid_base - 1
             if pending.pop(seq, None) is not None:
                 answered += 1
-                mstatus = struct.unpack_from(">H", mad, 4)[0]
+                mstatus = unpack_status(mad, 4)[0]
                 if ustatus:
                     answers[seq] = (STATUS_TIMEOUT, None)
                     mad_timeouts += 1
@@ -290,6 +293,10 @@ def run(
         "timeouts": ports_timed_out,
         "mad_timeouts": mad_timeouts,
     }
+
+
+_TID = struct.Struct(">Q")  # TransactionID, MAD bytes 8..15
+_MAD_STATUS = struct.Struct(">H")  # Status, MAD bytes 4..5
 
 
 #: ``[requests, plan(requests)]`` of the last :func:`run` (a serving poller's ``AGAIN`` runs the same

@@ -541,8 +541,9 @@ class _Writer:
                 # the previous ~0.6 s may be lost (never half of one); no WAL flush wait per sweep.
                 cur.execute("SET LOCAL synchronous_commit TO OFF")
                 # Check the foreign keys (Django declares them DEFERRABLE INITIALLY DEFERRED) per
-                # statement: each chunk's rows point at this sweep, checked while MADs are in
-                # flight, instead of 25,000 queued checks at COMMIT after the last answer.
+                # statement: the port of each newly inserted row (a port's first sweep), checked
+                # while MADs are in flight instead of queued to COMMIT after the last answer.
+                # (``sweep_id`` has no database constraint: see ``PortCounters.sweep``.)
                 cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
         # A discovery that committed since the targets were read may have removed ports: writing
         # their rows failed the whole sweep (foreign key). Under the fabric row lock that ingest

@@ -23,6 +23,7 @@ PERF_CLASS = 0x04
 # ib_user_mad_hdr offsets (kernel ABI): id, status, timeout_ms, retries, length are host-order u32;
 # qpn, qkey network-order u32 at 20/24, lid network-order u16 at 28.
 _HDR_STATUS, _HDR_QPN, _HDR_LID = 4, 20, 28
+_STATUS = struct.Struct("=I")
 
 
 class Umad:
@@ -72,6 +73,9 @@ class Umad:
         struct.pack_into(">II", self.sbuf, 20, 1, QKEY)
         self.rbuf = ctypes.create_string_buffer(self.hdr + MAD_SIZE)
         self.rlen = ctypes.c_int(MAD_SIZE)
+        # the arguments of every umad_recv, converted once (the counter poller calls it per MAD)
+        self._rbuf_addr = ctypes.c_void_p(ctypes.addressof(self.rbuf))
+        self._rlen_ref = ctypes.byref(self.rlen)
 
     def register(self, mgmt_class: int, class_version: int, methods: tuple[int, ...] = ()) -> int:
         """Register an agent for ``mgmt_class``/``class_version`` and return its id.
@@ -125,11 +129,10 @@ class Umad:
     def recv(self, timeout_ms: int) -> tuple[int, bytes] | None:
         """Return ``(umad status, 256-byte MAD)``, or None after ``timeout_ms`` without one."""
         self.rlen.value = MAD_SIZE
-        rc = self.lib.umad_recv(self.fd, self.rbuf, ctypes.byref(self.rlen), timeout_ms)
-        if rc < 0:
+        rbuf = self.rbuf
+        if self.lib.umad_recv(self.fd, self._rbuf_addr, self._rlen_ref, timeout_ms) < 0:
             return None
-        raw = self.rbuf.raw
-        return struct.unpack_from("=I", raw, 4)[0], raw[self.hdr : self.hdr + MAD_SIZE]
+        return _STATUS.unpack_from(rbuf, _HDR_STATUS)[0], rbuf[self.hdr : self.hdr + MAD_SIZE]
 
     def recv_from(self, timeout_ms: int) -> tuple[int, int, int, int, bytes] | None:
         """Like :meth:`recv` with the sender: ``(agent id, umad status, source LID, source QPN,

@@ -63,15 +63,67 @@ def test_a_fabric_without_discovery_is_planned_again_every_sweep(monkeypatch):
     assert seen == [[5], [6]]
 
 
-def test_copy_lines_of_the_fast_path_equal_those_of_derived():
-    """A fast-path row (``semantics.derive_fast``'s tuple) is the COPY line of the same Derived."""
+def test_binary_copy_of_the_fast_path_equals_that_of_derived():
+    """A fast-path row (``semantics.derive_fast``'s tuple, one ``struct`` pack) is the binary COPY
+    row of the same Derived (encoded field by field), and that row decodes to the values."""
+    import struct
+
     at = datetime(2026, 1, 1, tzinfo=UTC)
     raw = tuple(range(16))
     for fast in ((1.5, 2.0, 3.0, 4.0, 5.0, None, 0.25), (0.1, 1e-07, 0.0, 3.0, 2.5, 0.000125, 1.0)):
         d = semantics.Derived(*fast, error_deltas={}, saturated=[], reset=False)
-        a = sweep_mod._copy_lines(7, [(1, raw, True, at, fast, [], False, False, "")])
-        b = sweep_mod._copy_lines(7, [(1, raw, True, at, d, [], False, False, "")])
-        assert a == b and a.count("\t") == len(sweep_mod._COLUMNS) - 1
+        a = sweep_mod._copy_binary(7, [(1, raw, True, at, fast, [], False, False, "")])
+        b = sweep_mod._copy_binary(7, [(1, raw, True, at, d, [], False, False, "")])
+        assert a == b
+        assert a.startswith(b"PGCOPY\n\xff\r\n\x00") and a.endswith(b"\xff\xff")
+        (by,) = _decode_copy(a)
+        assert struct.unpack(">q", by["port_id"])[0] == 1 and struct.unpack(">q", by["sweep_id"])[0] == 7
+        # 2026-01-01 is 9,497 days after PostgreSQL's epoch 2000-01-01
+        assert struct.unpack(">q", by["sampled_at"])[0] == 9497 * 86400 * 10**6
+        assert [struct.unpack(">q", by[c])[0] for c in semantics.ALL_COUNTERS] == list(raw)
+        derived = [None if by[c] is None else struct.unpack(">d", by[c])[0] for c in semantics.DERIVED_FIELDS]
+        assert derived == list(fast)
+        assert (by["extended"], by["error_deltas"], by["saturated"]) == (b"\x01", b"\x01{}", b"\x01[]")
+        assert (by["reset"], by["stale"], by["stale_reason"]) == (b"\x00", b"\x00", b"")
+
+
+def test_binary_copy_of_a_stale_row_and_of_one_with_deltas():
+    """The general rows: NULL derived values and counters of a never-read port, JSON deltas."""
+    d = semantics.Derived(1.0, 2.0, None, None, None, None, None, error_deltas={"symbol_errors": 2})
+    d.saturated = ["xmit_pkts"]
+    rows = [
+        (1, (None,) * 16, False, None, None, [], False, True, "LID 4 port 1: timeout"),
+        (2, tuple(range(16)), False, datetime(2026, 1, 1, tzinfo=UTC), d, d.saturated, False, False, ""),
+    ]
+    stale, moved = _decode_copy(sweep_mod._copy_binary(7, rows))
+    assert [stale[c] for c in (*semantics.ALL_COUNTERS, "sampled_at", *semantics.DERIVED_FIELDS)] == [
+        None
+    ] * 24
+    assert (stale["error_deltas"], stale["saturated"], stale["stale"]) == (None, b"\x01[]", b"\x01")
+    assert stale["stale_reason"] == b"LID 4 port 1: timeout"
+    assert moved["error_deltas"] == b'\x01{"symbol_errors": 2}' and moved["saturated"] == b'\x01["xmit_pkts"]'
+    assert [moved[c] is None for c in semantics.DERIVED_FIELDS] == [False, False] + [True] * 5
+
+
+def _decode_copy(data: bytes) -> list[dict]:
+    """The rows of binary COPY data as ``{column: field bytes or None}``."""
+    import struct
+
+    assert data.startswith(b"PGCOPY\n\xff\r\n\x00" + bytes(8)) and data.endswith(b"\xff\xff")
+    rows, pos, end = [], 19, len(data) - 2
+    while pos < end:
+        (count,) = struct.unpack_from(">h", data, pos)
+        assert count == len(sweep_mod._COLUMNS)
+        pos += 2
+        fields = []
+        for _ in range(count):
+            (size,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            fields.append(None if size < 0 else data[pos : pos + size])
+            pos += max(size, 0)
+        rows.append(dict(zip(sweep_mod._COLUMNS, fields, strict=True)))
+    assert pos == end
+    return rows
 
 
 @pytest.mark.django_db

@@ -358,7 +358,12 @@ def resolve_lost_rails(fabric_id: int) -> dict[str, Any]:
         return out
     now = timezone.now()
     with transaction.atomic():
-        gpus = list(lost.select_for_update().filter(pk__in=ids).select_related("host__fabric").order_by("pk"))
+        gpus = list(
+            lost.select_for_update(of=("self",))
+            .filter(pk__in=ids)
+            .select_related("host__fabric")
+            .order_by("pk")
+        )
         by_host: dict[int, list[Gpu]] = {}
         for gpu in gpus:
             by_host.setdefault(gpu.host_id, []).append(gpu)

@@ -3,7 +3,8 @@
 The inventory ingest (``pools.services.inventory``) writes ``gpu.*`` events keyed by the GPU UUID:
 a GPU a host no longer reports is an alarm until it is back (``gpu.appeared`` clears it); a GPU
 whose health goes unhealthy (NVML recovery action, uncorrectable ECC, remapping failure) is an
-alarm until a report shows it healthy again (``gpu.healthy``).
+alarm until a report shows it healthy again (``gpu.healthy``). ``gpu.rail_resolved``: a rediscovery
+brought back the CA a GPU's rail names (``pools.services.inventory.resolve_lost_rails``).
 
 The allocation service (``pools.services.allocation``) writes ``allocation.*`` events (object
 type ``pool``, key ``<pool>/<allocation id>``): created, released, expired (lease), reclaimed
@@ -34,6 +35,9 @@ EVENT_TYPES = [
     EventType("gpu.reading_impossible", "Impossible GPU reading", P, W,
               description="A report gave memory used or free above the total (a wrapped unsigned value, "
                           "e.g. from inside a shared-GPU container); the reading was not stored."),
+    EventType("gpu.rail_resolved", "GPU rail resolved again", P, IN,
+              description="The HCA a GPU's rail names (rail_device) is on the fabric again after its CA "
+                          "node was gone (a cable pulled or flapping): the GPU's rail is set again."),
     EventType("allocation.created", "GPUs allocated", P, IN,
               description="An allocation of whole GPUs, MIG slices or a shared-GPU fraction was made in a pool."),
     EventType("allocation.released", "GPUs released", P, IN,

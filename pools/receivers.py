@@ -6,8 +6,11 @@ services they call import the allocation service, which sends those signals.
 * ``pools.signals.allocation_changed`` → :func:`pools.services.partitions.sync_pool_members`: the
   pool's partition members follow the hosts it holds GPUs on (an apply is queued when they
   changed).
-* ``fabric.signals.discovery_committed`` → :func:`pools.services.partitions.sync_fabric_pools`:
-  a host's CA ports may have changed.
+* ``fabric.signals.discovery_committed`` → the pools' aftermath of a discovery, in one
+  transaction: :func:`pools.services.inventory.resolve_lost_rails` (a CA that came back gives
+  the GPUs whose rail was lost with it their rail again) and
+  :func:`pools.services.partitions.sync_fabric_pools` (a host's CA ports may have changed).
+  Each part runs in a savepoint, so a failure of one is logged and rolled back alone.
 
 Both run on commit of the sender's transaction, in their own transaction, and never raise: the
 allocation or discovery is already stored; a failure is logged and the next change or
@@ -18,10 +21,12 @@ from __future__ import annotations
 
 import logging
 
+from django.db import transaction
 from django.dispatch import receiver
 
 from fabric.signals import discovery_committed
 
+from .services.inventory import resolve_lost_rails
 from .services.partitions import sync_fabric_pools, sync_pool_members
 from .signals import allocation_changed
 
@@ -41,10 +46,18 @@ def sync_partition_after_allocation(sender, pool_id: int, **kwargs) -> None:
         log.exception("could not update the partition members of pool %s", pool_id)
 
 
-@receiver(discovery_committed, dispatch_uid="pools.sync_partitions_after_discovery")
-def sync_partitions_after_discovery(sender, fabric_id: int, **kwargs) -> None:
-    """Recompute the members of every pool partition on the fabric."""
+@receiver(discovery_committed, dispatch_uid="pools.after_discovery")
+def after_discovery(sender, fabric_id: int, **kwargs) -> None:
+    """Resolve the GPU rails the topology lost and got back, and recompute the members of every
+    pool partition on the fabric (module docstring), in one transaction."""
     try:
-        sync_fabric_pools(fabric_id)
+        with transaction.atomic():
+            for step, what in ((resolve_lost_rails, "resolve the lost GPU rails"),
+                               (sync_fabric_pools, "update the pool partitions")):  # fmt: skip
+                try:
+                    with transaction.atomic():
+                        step(fabric_id)
+                except Exception:
+                    log.exception("could not %s of fabric %s", what, fabric_id)
     except Exception:
-        log.exception("could not update the pool partitions of fabric %s", fabric_id)
+        log.exception("could not commit the pools' aftermath of a discovery of fabric %s", fabric_id)

@@ -1,7 +1,9 @@
 """Signals of the pools app (sent from ``transaction.on_commit``).
 
 * ``inventory_committed`` after a host's GPU report is stored (``pools.services.inventory``);
-  kwargs ``host_id``, ``fabric_id``, ``summary`` (the ingest summary dict). Listeners: the
+  kwargs ``host_id``, ``fabric_id``, ``summary`` (the ingest summary dict; after
+  ``resolve_lost_rails`` gave GPUs their rail again: ``{"host", "fabric", "rails_resolved":
+  [GPU index]}``). Listeners: the
   allocation service and pool pages (later parts of issue 11).
 * ``allocation_changed`` after an allocation is created or ends (``pools.services.allocation``);
   kwargs ``allocation_id``, ``pool_id``, ``state`` (the new state), ``gpu_ids`` (sorted GPU

@@ -20,6 +20,13 @@ Rules (issue 11, "Inventory"):
   ``"<host> <device>"`` (``fabric.services.derive.host_from_description``).
 * ``pools.signals.inventory_committed`` is sent on commit, and ``inventory.changed`` is published
   to ``weft.realtime.group_name("gpus", fabric_id)``.
+
+Rails lost to the topology (:func:`resolve_lost_rails`): a CA node that loses its last link (a
+cable pulled or flapping) is deleted by the discovery ingest and ``Gpu.rail_node`` goes NULL with
+it (``on_delete=SET_NULL``) while ``rail_device`` stays. When a later discovery brings the CA back
+(a new node row, same GUID and NodeDescription), the pools' reaction to ``discovery_committed``
+(``pools.receivers``) resolves those GPUs' ``rail_device`` again, by the same rule as a report
+(the host's last agent HCA list, else the NodeDescription), without waiting for the next report.
 """
 
 from __future__ import annotations
@@ -129,7 +136,7 @@ def ingest_gpu_report(
         host = Host.objects.select_for_update().select_related("fabric").get(pk=host.pk)
         previous = HostInventory.objects.filter(host=host).first()
         first_report = previous is None
-        rails = _rail_nodes(host, report, hcas)
+        rails = _rail_nodes(host, {g.rail_device for g in report.gpus if g.rail_device}, hcas)
         uuids = [g.uuid for g in report.gpus]
         stored = {g.uuid: g for g in Gpu.objects.select_for_update().filter(host=host).order_by("pk")}
         moved = {
@@ -306,9 +313,8 @@ def _sync_slices(
                                  f"missing {changes['missing'] or '-'}", changes))  # fmt: skip
 
 
-def _rail_nodes(host: Host, report: GpuReport, hcas: list[dict[str, Any]] | None) -> dict[str, int]:
-    """RDMA device name → CA node id on this host (see the module docstring)."""
-    devices = {g.rail_device for g in report.gpus if g.rail_device}
+def _rail_nodes(host: Host, devices: set[str], hcas: list[dict[str, Any]] | None) -> dict[str, int]:
+    """RDMA device name (of ``devices``) → CA node id on this host (see the module docstring)."""
     if not devices:
         return {}
     out: dict[str, int] = {}
@@ -327,6 +333,66 @@ def _rail_nodes(host: Host, report: GpuReport, hcas: list[dict[str, Any]] | None
         words = desc.split()
         if len(words) == 2 and words[1] in devices and words[1] not in out:
             out[words[1]] = node_id
+    return out
+
+
+def resolve_lost_rails(fabric_id: int) -> dict[str, Any]:
+    """Set ``rail_node`` again on the GPUs of fabric ``fabric_id`` that lost it (NULL) but keep a
+    ``rail_device``, when their host has a CA node of that device again (module docstring: the
+    stored agent HCA list's node GUID, else the NodeDescription ``"<host> <device>"``).
+
+    In one transaction (the caller's when it has one): the GPU rows are locked in pk order (the
+    allocation service's order) and re-read, so a report racing this keeps its own rail; per
+    host an audit entry ``gpu.rail_resolved`` (``{"gpus": [index], "devices": [name]}``) and per
+    GPU an Info event ``gpu.rail_resolved``; on commit ``inventory_committed`` (``summary`` =
+    ``{"host", "fabric", "rails_resolved": [index]}``) and ``inventory.changed``, as after a report
+    (the scheduler's locality tree holds rails).
+
+    Returns ``{"gpus": n resolved, "hosts": n, "unresolved": n still without a CA}``. A GPU whose
+    CA is still gone writes nothing (a rediscovery with nothing to resolve costs one query).
+    """
+    out = {"gpus": 0, "hosts": 0, "unresolved": 0}
+    lost = Gpu.objects.filter(host__fabric_id=fabric_id, rail_node__isnull=True).exclude(rail_device="")
+    ids = list(lost.values_list("pk", flat=True))
+    if not ids:
+        return out
+    now = timezone.now()
+    with transaction.atomic():
+        gpus = list(
+            lost.select_for_update(of=("self",))
+            .filter(pk__in=ids)
+            .select_related("host__fabric")
+            .order_by("pk")
+        )
+        by_host: dict[int, list[Gpu]] = {}
+        for gpu in gpus:
+            by_host.setdefault(gpu.host_id, []).append(gpu)
+        hcas = dict(HostInventory.objects.filter(host_id__in=list(by_host)).values_list("host_id", "hcas"))
+        events: list[EventSpec] = []
+        fabric = None
+        for host_id, host_gpus in by_host.items():
+            host = host_gpus[0].host
+            fabric = host.fabric
+            rails = _rail_nodes(host, {g.rail_device for g in host_gpus}, hcas.get(host_id) or None)
+            resolved = [g for g in host_gpus if g.rail_device in rails]
+            out["unresolved"] += len(host_gpus) - len(resolved)
+            if not resolved:
+                continue
+            for g in resolved:
+                g.rail_node_id = rails[g.rail_device]
+                events.append(_gpu_event("gpu.rail_resolved", g, host,
+                                         f"{host.name} GPU{g.index}: rail {g.rail_device} is on the fabric again",
+                                         {"rail_device": g.rail_device, "node_id": g.rail_node_id}))  # fmt: skip
+            Gpu.objects.bulk_update(resolved, ["rail_node"])
+            indexes = sorted(g.index for g in resolved)
+            audit.record("gpu.rail_resolved", host,
+                         {"gpus": indexes, "devices": sorted({g.rail_device for g in resolved})})  # fmt: skip
+            summary = {"host": host.name, "fabric": fabric.name, "rails_resolved": indexes}
+            transaction.on_commit(lambda h=host_id, s=summary: _after_commit(h, fabric_id, s))
+            out["gpus"] += len(resolved)
+            out["hosts"] += 1
+        if events:
+            record_events(fabric, events, at=now)
     return out
 
 

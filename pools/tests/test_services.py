@@ -166,3 +166,50 @@ def test_find_host(base_fabric):
     assert find_host("host002").name == "host002"
     with pytest.raises(HostNotFound, match="no host 'nope'"):
         find_host("nope")
+
+
+def test_a_rail_lost_with_its_ca_is_resolved_again_when_a_discovery_brings_the_ca_back(
+    base_fabric, django_capture_on_commit_callbacks
+):
+    """host001 mlx5_1's CA leaves the fabric (its node row is deleted: GPU1's rail goes NULL, its
+    rail_device stays); the import that brings it back gives GPU1 the new CA row as its rail
+    (pools.receivers.after_discovery → resolve_lost_rails), audited, one event, one signal."""
+    from fabric.services.ingest import import_topology_text
+    from weft.testing.topologies import BASE
+
+    host = Host.objects.get(fabric=base_fabric, name="host001")
+    ingest_gpu_report(host, _report(2), source="import")
+    without = "\n".join(
+        line for line in BASE.splitlines() if '"h2"' not in line and "host001 mlx5_1" not in line
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        import_topology_text("base", without, filename="base-without.net", replace=True)
+    g0, g1 = Gpu.objects.filter(host=host).order_by("index")
+    assert not Node.objects.filter(description="host001 mlx5_1").exists()
+    assert (g1.rail_node_id, g1.rail_device) == (None, "mlx5_1")
+    assert g0.rail_node == Node.objects.get(description="host001 mlx5_0")
+    assert not AuditEntry.objects.filter(action="gpu.rail_resolved").exists()
+
+    sent = []
+
+    def receiver(sender, **kw):
+        sent.append(kw)
+
+    inventory_committed.connect(receiver)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            import_topology_text("base", BASE, filename="base.net")
+    finally:
+        inventory_committed.disconnect(receiver)
+    back = Node.objects.get(description="host001 mlx5_1")
+    g1.refresh_from_db()
+    assert g1.rail_node_id == back.pk
+    (entry,) = AuditEntry.objects.filter(action="gpu.rail_resolved")
+    assert (entry.object_repr, entry.changes) == ("host001", {"gpus": [1], "devices": ["mlx5_1"]})
+    (ev,) = Event.objects.filter(code="gpu.rail_resolved")
+    assert (ev.object_key, ev.severity, ev.details["rail_device"]) == ("GPU-00000001", "info", "mlx5_1")
+    assert [(kw["host_id"], kw["summary"]["rails_resolved"]) for kw in sent] == [(host.pk, [1])]
+    # nothing left to resolve: a rediscovery writes nothing more
+    with django_capture_on_commit_callbacks(execute=True):
+        import_topology_text("base", BASE.replace("spine-1", "spine-1 "), filename="base2.net")
+    assert AuditEntry.objects.filter(action="gpu.rail_resolved").count() == 1

@@ -12,11 +12,33 @@ A job's *links* are
 Over the job's lifetime (``started_at``, else ``placed_at``, until ``ended_at``, else now) every
 link's history is read from the stored telemetry with ``telemetry.services.history.port_series``
 (the one reader of ``CounterChunk``; rates are the sweep's, utilisation and congestion derived
-there from the link rate and the PortXmitWait tick): the near end's series gives the traffic
-(``xmit`` = out of the near end: host → leaf on an HCA link, leaf → spine on an uplink) and both
-ends' PortXmitWait the congestion (a port waits to *send*: the far end's index is the congestion
-towards the near end — an incast into a host shows on the leaf port). Nothing is recomputed: this
-module only aligns, sums and takes maxima of what the history returns.
+there from the link rate and the PortXmitWait tick). Directions are always the near end's:
+``xmit`` = out of the near end (host → leaf on an HCA link, leaf → spine on an uplink), ``rcv`` =
+into it.
+
+Which end's counters give a link's traffic (``traffic_end``):
+
+* an **HCA link** reads the switch end of the cable, the leaf port facing the HCA, with the
+  directions swapped (HCA xmit = leaf port rcv, HCA rcv = leaf port xmit), and the leaf port's
+  utilisation. The sweep (``telemetry.services.sweep``) reads CA ports too, but what their
+  counters hold depends on the host (a host that resets or virtualises its HCA counters, an HCA
+  that does not count PortXmitData) while the switch port is the fabric's own; the lab's
+  traffic player (``lab.traffic``) and a PerfMgr configured for switch ports only write or read
+  the switch ports, so there the HCA end is flat (zero rates) while the cable carries GB/s.
+  When the leaf port has no rate in the window (never swept, no link row to it), the HCA end's
+  own series is read instead.
+* an **uplink** reads its near (leaf) end, both ends being switch ports; the spine end, swapped
+  likewise, when the leaf end has no rate in the window.
+
+"Has a rate" = at least one non-None ``xmit_bytes_per_s`` in the window (a stale or never-read
+port has none). The series' time steps are the read end's.
+
+Congestion is per direction, from PortXmitWait (a port waits to *send*): ``congestion_near`` is the
+near end's (HCA → leaf on an HCA link, leaf → spine on an uplink), ``congestion_far`` the far
+end's, i.e. the congestion *towards* the near end (the leaf port's PortXmitWait toward the HCA is
+the HCA-bound congestion: an incast into a host shows there), ``congestion`` the worse of the two
+per time step; both ends are read whichever end gives the traffic. Nothing is recomputed: this
+module only aligns, swaps, sums and takes maxima of what the history returns.
 
 The alarms are those of the window (first seen before its end, not cleared before its start) on
 any of the job's CA nodes (by row or, once gone from the fabric, by GUID), the units' leaf
@@ -60,32 +82,58 @@ def _max(values: list) -> float | None:
     return max(xs) if xs else None
 
 
-def _link_series(near: Port, far: Port | None, start: datetime, end: datetime) -> dict[str, Any]:
-    """One link's series: the near end's traffic and utilisation, the congestion of both ends (the
-    worse one per time step) and the errors of both ends, on the near end's time steps."""
-    s = port_series(near.pk, start, end)
+def _has_rates(series: dict[str, Any] | None) -> bool:
+    return series is not None and any(v is not None for v in series["xmit_bytes_per_s"])
+
+
+def _link_series(
+    near: Port, far: Port | None, start: datetime, end: datetime, *, traffic_from_far: bool
+) -> tuple[dict[str, Any], str]:
+    """One link's series in the near end's directions (module docstring) and the end its traffic
+    was read from (``"near"`` | ``"far"``): ``traffic_from_far`` prefers the far end (an HCA link:
+    its leaf port), falling back to the other end when the preferred one has no rate in the
+    window. Congestion of both ends (the worse one per time step) and the errors of both ends are
+    taken on the read end's time steps."""
+    near_s = port_series(near.pk, start, end)
     far_s = port_series(far.pk, start, end) if far is not None else None
-    far_cong: dict[int, float | None] = {}
-    far_err: dict[int, int] = {}
-    if far_s is not None:
-        far_cong = dict(zip(far_s["t"], far_s["congestion"], strict=True))
-        far_err = dict(zip(far_s["t"], far_s["errors"], strict=True))
-    congestion, errors = [], []
-    for t, c, e in zip(s["t"], s["congestion"], s["errors"], strict=True):
-        other = far_cong.get(t)
-        congestion.append(c if other is None else other if c is None else max(c, other))
-        errors.append((e or 0) + (far_err.get(t) or 0))
-    return {
-        "t": s["t"],
-        "xmit_bytes_per_s": s["xmit_bytes_per_s"],
-        "rcv_bytes_per_s": s["rcv_bytes_per_s"],
-        "utilisation": s["utilisation"],
+    # the preferred end when it has a rate, else the other one when it has; with no rate at either
+    # end, the preferred end's time steps when it has any (stale samples), else the near end's
+    if _has_rates(far_s) != _has_rates(near_s):
+        use_far = _has_rates(far_s)
+    else:
+        use_far = traffic_from_far and far_s is not None and bool(far_s["t"] or not near_s["t"])
+    base = far_s if use_far else near_s
+    ts = base["t"]
+
+    def at(series: dict[str, Any] | None, name: str) -> list:
+        if series is None:
+            return [None] * len(ts)
+        if series is base:
+            return list(series[name])
+        by_t = dict(zip(series["t"], series[name], strict=True))
+        return [by_t.get(t) for t in ts]
+
+    cong_near, cong_far = at(near_s, "congestion"), at(far_s, "congestion")
+    congestion = [
+        c if other is None else other if c is None else max(c, other)
+        for c, other in zip(cong_near, cong_far, strict=True)
+    ]
+    errors = [(a or 0) + (b or 0) for a, b in zip(at(near_s, "errors"), at(far_s, "errors"), strict=True)]
+    xmit, rcv = (
+        ("rcv_bytes_per_s", "xmit_bytes_per_s") if use_far else ("xmit_bytes_per_s", "rcv_bytes_per_s")
+    )
+    series = {
+        "t": ts,
+        "xmit_bytes_per_s": list(base[xmit]),
+        "rcv_bytes_per_s": list(base[rcv]),
+        "utilisation": list(base["utilisation"]),
         "congestion": congestion,
-        "congestion_near": s["congestion"],
-        "congestion_far": [far_cong.get(t) for t in s["t"]] if far_s is not None else [None] * len(s["t"]),
+        "congestion_near": cong_near,
+        "congestion_far": cong_far,
         "errors": errors,
-        "resolution": s["resolution"],
+        "resolution": base["resolution"],
     }
+    return series, "far" if use_far else "near"
 
 
 def _summary(series: dict[str, Any]) -> dict[str, Any]:
@@ -189,10 +237,14 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
          "units": [{"key", "name", "switches": [GUID], "hosts": [name of the job's hosts]}],
          "links": [{"kind": "hca" | "uplink", "host": name | None, "unit": key | None,
                     "link_id", "near": port, "far": port | None, "rate_gbps",
-                    "series": {"t": [epoch s], "xmit_bytes_per_s": [bytes/s], "rcv_bytes_per_s",
-                               "utilisation": [0..1], "congestion": [0..1] (worse end),
-                               "congestion_near", "congestion_far", "errors": [error-counter
-                               deltas, both ends], "resolution": "raw" | "minute" | "hour"},
+                    "traffic_end": "near" | "far",   # whose counters gave the traffic
+                    "series": {"t": [epoch s], "xmit_bytes_per_s": [bytes/s out of the near end],
+                               "rcv_bytes_per_s": [bytes/s into it], "utilisation": [0..1] (of
+                               the traffic end), "congestion": [0..1] (worse end),
+                               "congestion_near": [0..1] (near end's PortXmitWait),
+                               "congestion_far": [0..1] (towards the near end), "errors":
+                               [error-counter deltas, both ends], "resolution": "raw" | "minute"
+                               | "hour"},
                     "summary": {"samples", "xmit_bytes_per_s_mean", "rcv_bytes_per_s_mean",
                                 "xmit_bytes_per_s_max", "rcv_bytes_per_s_max", "utilisation_mean",
                                 "utilisation_max", "congestion_mean", "congestion_max", "errors"}}],
@@ -328,12 +380,12 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
     link_keys: list[str] = []
     for kind, link, near, far, host, unit in entries:
         link_keys.append(link_key((near.node.node_guid, near.port_num), (far.node.node_guid, far.port_num)))
-        series = _link_series(near, far, start, end)
+        series, traffic_end = _link_series(near, far, start, end, traffic_from_far=kind == "hca")
         port_ids.update((near.pk, far.pk))
         out["links"].append({
             "kind": kind, "host": host, "unit": unit, "link_id": link.pk,
             "near": _port_dict(near), "far": _port_dict(far), "rate_gbps": near.rate_gbps or link.rate_gbps,
-            "series": series, "summary": _summary(series),
+            "traffic_end": traffic_end, "series": series, "summary": _summary(series),
         })  # fmt: skip
     out["links"].sort(key=lambda e: (KINDS.index(e["kind"]), e["host"] or e["unit"] or "", e["near"]["name"]))
     out["totals"] = {k: _aggregate([e for e in out["links"] if e["kind"] == k]) for k in KINDS}

@@ -67,9 +67,11 @@ def test_fabric_view_reads_the_stored_history_of_the_jobs_links(placed):
     for i, t in enumerate((begin - 30, begin + 10, begin + 20, begin + 30)):
         entries = []
         for near, far in hca:
-            # host → leaf 2 GB/s + i, leaf → host 1 GB/s; the leaf port waits (incast into the host)
-            entries.append((near.pk, (2.0e9 + i * 1e8, 1.0e9, 0.0, 0, 0)))
-            entries.append((far.pk, (1.0e9, 2.0e9, 2.0e5 * i, 1 if i == 3 else 0, 0)))
+            # the HCA end is flat (as in the lab, whose traffic player writes switch ports only);
+            # the leaf port facing it receives host → leaf 2 GB/s + i and sends leaf → host 1 GB/s,
+            # and waits (an incast into the host)
+            entries.append((near.pk, (0.0, 0.0, 0.0, 0, 0)))
+            entries.append((far.pk, (1.0e9, 2.0e9 + i * 1e8, 2.0e5 * i, 1 if i == 3 else 0, 0)))
         for near, far in up:
             entries.append((near.pk, (5.0e9, 4.0e9, 1.0e5, 0, 0)))
             entries.append((far.pk, (4.0e9, 5.0e9, 0.0, 2, 0)))
@@ -114,15 +116,18 @@ def test_fabric_view_reads_the_stored_history_of_the_jobs_links(placed):
     e = next(x for x in view["links"] if x["near"]["id"] == hca[0][0].pk)
     s = e["series"]
     assert s["t"] == [begin + 10, begin + 20, begin + 30] and s["resolution"] == "raw"
+    # the traffic is the leaf port's, in the HCA's directions: out of the host = the leaf's rcv
+    assert e["traffic_end"] == "far" and e["far"]["id"] == hca[0][1].pk
     assert s["xmit_bytes_per_s"] == pytest.approx([2.1e9, 2.2e9, 2.3e9], rel=1e-4)
     assert s["rcv_bytes_per_s"] == pytest.approx([1.0e9] * 3, rel=1e-4)
-    cap = link_bytes_per_s(hca[0][0].rate_gbps)
+    cap = link_bytes_per_s(hca[0][1].rate_gbps)
     assert cap and s["utilisation"] == pytest.approx([x / cap for x in (2.1e9, 2.2e9, 2.3e9)], rel=1e-4)
     tick = settings.WEFT_XMIT_WAIT_TICK_NS
     # the HCA port never waited: the link's congestion is the leaf port's (towards the host)
     assert s["congestion_near"] == [0.0, 0.0, 0.0]
     want = [congestion_index(2.0e5 * i, tick) for i in (1, 2, 3)]
     assert want[-1] > 0 and s["congestion"] == pytest.approx(want, rel=1e-4)
+    assert s["congestion_far"] == pytest.approx(want, rel=1e-4)
     assert s["errors"] == [0, 0, 1]
     assert e["summary"]["congestion_max"] == pytest.approx(want[-1], rel=1e-4)
     assert e["summary"]["errors"] == 1 and e["summary"]["samples"] == 3
@@ -131,6 +136,7 @@ def test_fabric_view_reads_the_stored_history_of_the_jobs_links(placed):
     assert hca_total["summary"]["links"] == 2
     assert hca_total["series"]["xmit_bytes_per_s"] == pytest.approx([4.2e9, 4.4e9, 4.6e9], rel=1e-4)
     assert hca_total["series"]["errors"] == [0, 0, 2]
+    assert {x["traffic_end"] for x in view["links"] if x["kind"] == "uplink"} == {"near"}
     up_total = view["totals"]["uplink"]
     assert up_total["series"]["rcv_bytes_per_s"] == pytest.approx([8.0e9] * 3, rel=1e-4)
     assert up_total["series"]["congestion"] == pytest.approx([congestion_index(1.0e5, tick)] * 3, rel=1e-4)
@@ -154,3 +160,39 @@ def test_a_job_never_placed_has_an_empty_view(db):
     view = job_fabric_view(job)
     assert view["hosts"] == [] and view["links"] == [] and view["fabric"] is None
     assert view["window"]["start"] is None and "not placed" in view["notes"][0]
+
+
+def test_a_link_whose_preferred_end_has_no_rate_is_read_from_the_other_end(placed):
+    """An HCA link whose leaf port has no history in the window (not swept) is read from the HCA
+    end as it is; an uplink whose leaf end has none from the spine end, directions swapped (up to
+    the spine = the spine port's rcv). Congestion still comes from both ends."""
+    c, job, t0 = placed
+    hca, up, dom = _links(c, job)
+    begin = int(job.started_at.timestamp())
+    rows = []
+    for i, t in enumerate((begin + 10, begin + 20)):
+        entries = []
+        for near, _far in hca:
+            entries.append((near.pk, (3.0e9 + i * 1e8, 5.0e8, 1.0e5, 0, 0)))  # HCA end only
+        for _near, far in up:
+            entries.append((far.pk, (4.0e9, 6.0e9 + i * 1e8, 3.0e5, 0, 0)))  # spine end only
+        rows += build_chunks(c.fabric.pk, t, sorted(entries))
+    CounterChunk.objects.bulk_create(rows)
+
+    view = job_fabric_view(job, now=job.started_at + timedelta(seconds=40))
+    tick = settings.WEFT_XMIT_WAIT_TICK_NS
+    hca_links = [x for x in view["links"] if x["kind"] == "hca"]
+    assert [x["traffic_end"] for x in hca_links] == ["near", "near"]
+    s = hca_links[0]["series"]
+    assert s["xmit_bytes_per_s"] == pytest.approx([3.0e9, 3.1e9], rel=1e-4)
+    assert s["rcv_bytes_per_s"] == pytest.approx([5.0e8] * 2, rel=1e-4)
+    assert s["congestion_far"] == [None, None]
+    assert s["congestion"] == pytest.approx([congestion_index(1.0e5, tick)] * 2, rel=1e-4)
+    uplinks = [x for x in view["links"] if x["kind"] == "uplink"]
+    assert [x["traffic_end"] for x in uplinks] == ["far", "far"]
+    u = uplinks[0]["series"]
+    assert u["xmit_bytes_per_s"] == pytest.approx([6.0e9, 6.1e9], rel=1e-4)  # leaf → spine
+    assert u["rcv_bytes_per_s"] == pytest.approx([4.0e9] * 2, rel=1e-4)
+    assert u["congestion_near"] == [None, None]
+    assert u["congestion"] == pytest.approx([congestion_index(3.0e5, tick)] * 2, rel=1e-4)
+    assert view["totals"]["uplink"]["series"]["xmit_bytes_per_s"] == pytest.approx([12.0e9, 12.2e9], rel=1e-4)

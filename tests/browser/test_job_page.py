@@ -24,21 +24,29 @@ from weft.testing.waits import wait_for
 
 pytestmark = pytest.mark.browser
 
-#: what the shell writes: 3 sweeps of every CA port of the job's host, xmit 3 GB/s + k, rcv 1 GB/s
+#: what the shell writes: 3 sweeps of every CA port of the job's host and of the leaf port each is
+#: cabled to; the CA ports flat (as in the lab, whose traffic player writes switch ports only), the
+#: leaf ports receiving 3 GB/s + k from the host and sending it 1 GB/s (the view reads the leaf end)
 HISTORY = """
 import json
-from fabric.models import Port
+from django.db.models import Q
+from fabric.models import Link, Port
 from scheduler.models import Job
 from telemetry.models import CounterChunk
 from telemetry.services.history import build_chunks
 job = Job.objects.get(pk={job})
 ports = list(Port.objects.filter(node__host__name__in=list(job.placement), node__node_type="ca").order_by("pk"))
+leaves = []
+for p in ports:
+    link = Link.objects.get(Q(port_a=p) | Q(port_b=p))
+    leaves.append(link.port_b if link.port_a_id == p.pk else link.port_a)
 t0 = int(job.placed_at.timestamp())
 rows = []
 for k in (1, 2, 3):
-    rows += build_chunks(ports[0].node.fabric_id, t0 + k, [(p.pk, (3.0e9 + k * 1e8, 1.0e9, 0.0, 0, 0)) for p in ports])
+    entries = [(p.pk, (0.0, 0.0, 0.0, 0, 0)) for p in ports] + [(q.pk, (1.0e9, 3.0e9 + k * 1e8, 0.0, 0, 0)) for q in leaves]
+    rows += build_chunks(ports[0].node.fabric_id, t0 + k, sorted(entries))
 CounterChunk.objects.bulk_create(rows)
-print(json.dumps({{"ports": len(ports), "t0": t0}}))
+print(json.dumps({{"ports": len(ports), "leaves": len({{q.node_id for q in leaves}}), "t0": t0}}))
 """
 
 
@@ -66,7 +74,7 @@ def test_job_page_marks_its_hosts_and_draws_its_links(weft_server, browser_page,
     out = json.loads(
         server.manage("shell", "-c", HISTORY.format(job=job["id"])).stdout.strip().splitlines()[-1]
     )
-    assert out["ports"] == 2
+    assert out["ports"] == 2 and out["leaves"] == 2  # mlx5_0 on rail0-leaf, mlx5_1 on rail1-leaf
     cas = api(server, tok, "GET", "/api/fabric/nodes/?fabric_name=rails&type=ca&limit=100")["results"]
     mine = sorted(n["node_guid"] for n in cas if n["name"].startswith(f"{host} "))
     others = [n["node_guid"] for n in cas if not n["name"].startswith(f"{host} ")]
@@ -86,7 +94,8 @@ def test_job_page_marks_its_hosts_and_draws_its_links(weft_server, browser_page,
         assert page.evaluate("g => window.weftMap.drawn(g)", guid)["color"] == DIM
     assert page.inner_text("#map-legend li[data-legend=highlight]").strip() == "hosts of llm (2)"
 
-    # the HCA chart: the two ports' traffic summed per sweep, drawn; the uplink chart has no history
+    # the HCA chart: the two links' traffic, read at their leaf ends in the hosts' directions,
+    # summed per sweep, drawn; the uplink chart has no history
     page.wait_for_selector("#chart-hca[data-state=ok]")
     assert page.get_attribute("#chart-hca", "data-points") == "3"
     data = page.evaluate("() => window.weftJobFabric.charts.hca.data")

@@ -54,16 +54,17 @@ def insert_rows(model, columns: Sequence[str], rows: Sequence[tuple], *, with_id
     return len(rows)
 
 
-def update_rows(model, fields: Sequence[str], rows: Sequence[tuple], *, chunk: int = 1000) -> int:
+def update_rows(model, fields: Sequence[str], rows: Sequence[tuple], *, chunk: int = 5000) -> int:
     """Set ``fields`` (model field names) of many rows of ``model``, each row its own values, in
     the current transaction: ``rows`` are ``(pk, value, …)`` tuples with Python values as the
     model holds them (dicts for a ``JSONField``, model pks for a foreign key's ``*_id``).
 
     Django's ``bulk_update`` builds a ``CASE WHEN`` expression per field and row (seconds for a
-    few hundred rows of ten fields); here PostgreSQL gets one ``UPDATE … FROM (VALUES …)`` per
-    ``chunk`` rows (values cast to each column's type), other databases one ``executemany``.
-    Values are prepared by each field (``get_db_prep_value``); no ``auto_now`` is applied.
-    Returns the number of rows given.
+    few hundred rows of ten fields); here PostgreSQL gets one ``UPDATE … FROM unnest(…)`` per
+    ``chunk`` rows with one array parameter per column (cast to the column's type): the statement
+    text does not grow with the rows, so psycopg does not parse and fill thousands of placeholders.
+    Other databases get one ``executemany``. Values are prepared by each field
+    (``get_db_prep_value``); no ``auto_now`` is applied. Returns the number of rows given.
     """
     if not rows:
         return 0
@@ -80,18 +81,15 @@ def update_rows(model, fields: Sequence[str], rows: Sequence[tuple], *, chunk: i
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             names = [ops.quote_name(f.column) for f in [pk, *concrete]]
-            sets = ", ".join(
-                f"{n} = v.{n}::{f.db_type(connection)}" for n, f in zip(names[1:], concrete, strict=True)
+            sets = ", ".join(f"{n} = v.{n}" for n in names[1:])
+            arrays = ", ".join(f"%s::{f.db_type(connection)}[]" for f in [pk, *concrete])
+            sql = (
+                f"UPDATE {table} AS t SET {sets} FROM unnest({arrays}) AS v({', '.join(names)}) "
+                f"WHERE t.{names[0]} = v.{names[0]}"
             )
-            one = "(" + ", ".join(["%s"] * len(names)) + ")"
             for i in range(0, len(rows), chunk):
-                part = rows[i : i + chunk]
-                params = [v for row in part for v in prep(row)]
-                cursor.execute(
-                    f"UPDATE {table} AS t SET {sets} FROM (VALUES {', '.join([one] * len(part))}) "
-                    f"AS v({', '.join(names)}) WHERE t.{names[0]} = v.{names[0]}::{pk.db_type(connection)}",
-                    params,
-                )
+                columns = zip(*map(prep, rows[i : i + chunk]), strict=True)
+                cursor.execute(sql, [list(c) for c in columns])
         else:
             sets = ", ".join(f"{ops.quote_name(f.column)} = %s" for f in concrete)
             cursor.executemany(

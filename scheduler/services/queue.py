@@ -298,7 +298,7 @@ def _trim(job_ids) -> None:
     cap = settings.WEFT_SCHEDULER_DECISION_HISTORY
     doomed, seen, n = [], None, 0
     for job_id, pk in (
-        JobDecision.objects.filter(job_id__in=list(job_ids))
+        JobDecision.objects.filter(job_id__any=list(job_ids))
         .order_by("job_id", "-id")
         .values_list("job_id", "id")
     ):
@@ -307,7 +307,7 @@ def _trim(job_ids) -> None:
         if n > cap:
             doomed.append(pk)
     if doomed:
-        JobDecision.objects.filter(pk__in=doomed).delete()
+        JobDecision.objects.filter(pk__any=doomed).delete()
 
 
 def _lock_pools(pool_ids) -> None:
@@ -995,7 +995,7 @@ def _bind_many(outs: list[Outcome], loc, now: datetime) -> dict[int, tuple[str, 
         rows = {
             j.pk: j
             for j in Job.objects.select_for_update(of=("self",)).select_related("pool", "tenant")
-            .filter(pk__in=sorted(o.job_id for o in outs)).order_by("pk")
+            .filter(pk__any=sorted(o.job_id for o in outs)).order_by("pk")
         }  # fmt: skip
         free: dict[tuple[str, str], dict[int, list[int]]] = {}
         for out in outs:
@@ -1042,7 +1042,7 @@ def _bind_many(outs: list[Outcome], loc, now: datetime) -> dict[int, tuple[str, 
             audits.append(("job.place", job, _place_changes(out, alloc, placement, decision)))
             _send(job, JobState.PENDING, "pass")
         # what every placed job gets alike in one UPDATE, its own allocation and decision in another
-        Job.objects.filter(pk__in=[j.pk for j in placed]).update(
+        Job.objects.filter(pk__any=[j.pk for j in placed]).update(
             state=JobState.PLACED, placed_at=now, decided_at=now, reason="", pending_code="",
             reserved_start=None, reserved_hosts=[],
         )  # fmt: skip
@@ -1135,7 +1135,7 @@ def _write_pending(outs: list[Outcome], jobs: dict[int, Job], plan, now: datetim
             changed.append(job)
         still = set(
             Job.objects.select_for_update(of=("self",))
-            .filter(pk__in=sorted([j.pk for j in changed] + same), state=JobState.PENDING)
+            .filter(pk__any=sorted([j.pk for j in changed] + same), state=JobState.PENDING)
             .order_by("pk")
             .values_list("pk", flat=True)
         )  # a job cancelled or placed meanwhile keeps what its writer wrote
@@ -1158,13 +1158,13 @@ def _write_pending(outs: list[Outcome], jobs: dict[int, Job], plan, now: datetim
             _trim([j.pk for j in changed] + list(placed))
         if same:
             last = (
-                JobDecision.objects.filter(job_id__in=same)
+                JobDecision.objects.filter(job_id__any=same)
                 .values("job_id")
                 .annotate(m=Max("id"))
                 .values_list("m", flat=True)
             )
-            JobDecision.objects.filter(pk__in=list(last)).update(count=F("count") + 1, last_at=now)
-            Job.objects.filter(pk__in=same).update(decided_at=now)
+            JobDecision.objects.filter(pk__any=list(last)).update(count=F("count") + 1, last_at=now)
+            Job.objects.filter(pk__any=same).update(decided_at=now)
         stale = Job.objects.filter(reserved_start__isnull=False)
         if head is not None:
             stale = stale.exclude(pk=head)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from operator import attrgetter
 
-from django.db import connection
+from django.db import connection, connections
 from django.db.models import Field, JSONField
 
 
@@ -73,9 +74,11 @@ def update_rows(model, fields: Sequence[str], rows: Sequence[tuple], *, chunk: i
     pk = model._meta.pk
     table = ops.quote_name(model._meta.db_table)
 
+    conn = connections[connection.alias]  # the real one: the proxy is a lookup per value
+
     def prep(row: tuple) -> list:
-        return [pk.get_db_prep_value(row[0], connection)] + [
-            f.get_db_prep_value(v, connection) for f, v in zip(concrete, row[1:], strict=True)
+        return [pk.get_db_prep_value(row[0], conn)] + [
+            f.get_db_prep_value(v, conn) for f, v in zip(concrete, row[1:], strict=True)
         ]
 
     with connection.cursor() as cursor:
@@ -120,19 +123,28 @@ def create_objects(objs: Sequence) -> list:
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     # a plain int/str/bool/None is sent as it is (what get_db_prep_save returns for it on these
     # fields: the hot path, thousands of rows); JSON, datetimes and anything else are prepared
-    # by their field, and a field with its own pre_save (auto_now_add) gets it called
-    own_pre = {f.attname for f in fields if type(f).pre_save is not Field.pre_save}
-    json = {f.attname for f in fields if isinstance(f, JSONField)}
-    prep = {f.attname: f.get_db_prep_save for f in fields}
+    # by their field, and a field with its own pre_save (auto_now_add) gets it called. Columns
+    # are read with one attrgetter, and prepared with the real connection (not the proxy's
+    # lookup per value).
+    conn = connections[connection.alias]
+    get = attrgetter(*[f.attname for f in fields])
+    pre = [(i, f.pre_save) for i, f in enumerate(fields) if type(f).pre_save is not Field.pre_save]
+    prep = [f.get_db_prep_save for f in fields]
+    json = [isinstance(f, JSONField) for f in fields]
     plain = (int, str, bool, type(None))
+    width = range(len(fields))
 
-    def value(obj, f):
-        v = f.pre_save(obj, True) if f.attname in own_pre else getattr(obj, f.attname)
-        if type(v) in plain and f.attname not in json:
-            return v
-        return prep[f.attname](v, connection)
+    def row(obj) -> tuple:
+        values = list(get(obj)) if len(fields) > 1 else [get(obj)]
+        for i, pre_save in pre:
+            values[i] = pre_save(obj, True)
+        for i in width:
+            v = values[i]
+            if json[i] or type(v) not in plain:
+                values[i] = prep[i](v, conn)
+        return tuple(values)
 
-    rows = [tuple(value(o, f) for f in fields) for o in objs]
+    rows = [row(o) for o in objs]
     ids = insert_rows(model, [f.column for f in fields], rows, with_ids=True)
     for obj, pk in zip(objs, ids, strict=True):
         obj.pk = pk

@@ -949,6 +949,11 @@ def _refused_by_pools(exc: Exception) -> tuple[str, list[str]]:
     return PendingCode.CONFLICT.value, [f"the pools refused the binding ({exc}); the next pass tries again"]
 
 
+#: the fields :func:`_mark_placed` sets (``allocation`` as its id)
+_PLACED_FIELDS = ("state", "placed_at", "allocation_id", "placement", "decision", "decided_at", "reason",
+                  "pending_code", "reserved_start", "reserved_hosts")  # fmt: skip
+
+
 def _mark_placed(job: Job, alloc, placement: dict[str, int], decision: dict, now: datetime) -> None:
     """Set ``job``'s placed state in memory (the caller saves it, alone or in bulk)."""
     job.state, job.placed_at, job.allocation, job.placement = JobState.PLACED, now, alloc, placement
@@ -1041,15 +1046,9 @@ def _bind_many(outs: list[Outcome], loc, now: datetime) -> dict[int, tuple[str, 
             )
             audits.append(("job.place", job, _place_changes(out, alloc, placement, decision)))
             _send(job, JobState.PENDING, "pass")
-        # what every placed job gets alike in one UPDATE, its own allocation and decision in another
-        Job.objects.filter(pk__any=[j.pk for j in placed]).update(
-            state=JobState.PLACED, placed_at=now, decided_at=now, reason="", pending_code="",
-            reserved_start=None, reserved_hosts=[],
-        )  # fmt: skip
-        update_rows(
-            Job, ["allocation", "placement", "decision"],
-            [(j.pk, j.allocation_id, j.placement, j.decision) for j in placed],
-        )  # fmt: skip
+        # one UPDATE: each row written once (the placed state set by _mark_placed, its own
+        # allocation and decision)
+        update_rows(Job, _PLACED_FIELDS, [(j.pk, *(getattr(j, f) for f in _PLACED_FIELDS)) for j in placed])
         create_objects(history)
         for fabric_id, specs in events.items():
             record_events(Fabric(pk=fabric_id) if fabric_id else None, specs, at=now)

@@ -299,7 +299,7 @@ class _Index:
 
     __slots__ = (
         "locality", "unit_hosts", "unit_path", "unit_fabric", "tier_units", "host_order",
-        "names", "total_gpus",
+        "names", "total_gpus", "host_fabric", "totals",
     )  # fmt: skip
 
     def __init__(self, locality: Locality) -> None:
@@ -321,6 +321,10 @@ class _Index:
         self.host_order = tuple(sorted(locality.hosts))
         self.names = {k: d.name for k, d in locality.domains.items()}
         self.total_gpus = {h: s.gpus for h, s in locality.hosts.items()}
+        #: host → fabric id of the hosts in units (what per-fabric counts count)
+        self.host_fabric = {h: self.unit_fabric[u] for u, hs in self.unit_hosts.items() for h in hs}
+        #: (gpus_per_host, fabric id) → slot capacity per unit with every host free (:meth:`_Engine._total_capacity`)
+        self.totals: dict[tuple[int | None, int | None], dict[str, int]] = {}
 
     def name(self, key: str) -> str:
         return self.names.get(key) or key
@@ -436,25 +440,35 @@ class _Engine:
         self.max_host = 0
         unusable = free.unusable
         fid = request.fabric_id
-        # the hot loop of a decision (every host once): whole GPUs are read straight from the map
-        plain = request.kind == "gpu" and request.gpus_per_host is None
-        cap_of = free.gpus.get if plain else _slot_capacity(request, free)
+        # the hot loop of a decision (every host once, hundreds of decisions a pass): whole GPUs
+        # are read straight from the map, a whole host is one slot when it has p free
+        gpu = request.kind == "gpu"
+        p = request.gpus_per_host
+        g = free.gpus.get
+        cap_of = None if gpu else _slot_capacity(request, free)
         max_host = 0
         for u, hosts in idx.unit_hosts.items():
             if fid is not None and idx.unit_fabric[u] != fid:
                 continue
-            lst = [(c, h) for h in hosts if (c := (cap_of(h, 0) if plain else cap_of(h))) > 0]
+            if not gpu:
+                lst = [(c, h) for h in hosts if (c := cap_of(h)) > 0]
+            elif p is None:
+                lst = [(c, h) for h in hosts if (c := g(h, 0)) > 0]
+            else:
+                lst = [(1, h) for h in hosts if g(h, 0) >= p]
             if unusable and lst:
                 bad = [ch for ch in lst if ch[1] in unusable]
                 if bad:
                     self.skipped.extend(h for _, h in bad)
                     lst = [ch for ch in lst if ch[1] not in unusable]
             if lst:
-                top = max(lst)[0]
+                if p is not None and gpu:
+                    top, self.ucap[u] = 1, len(lst)
+                else:
+                    top, self.ucap[u] = max(lst)[0], sum([c for c, _ in lst])
                 if top > max_host:
                     max_host = top
                 self.hcap[u] = lst
-                self.ucap[u] = sum(c for c, _ in lst)
         self.max_host = max_host
         # congestion: the lowest spanned tier at which a unit counts as congested (0: always)
         self.flag_from: dict[str, int] = {}
@@ -886,13 +900,16 @@ class _Engine:
         if self.req.kind != "gpu":
             return None
         p = self.req.gpus_per_host
-        gpus = self.idx.total_gpus
         fid = self.req.fabric_id
-        out: dict[str, int] = {}
-        for u, hosts in self.idx.unit_hosts.items():
-            if fid is not None and self.idx.unit_fabric[u] != fid:
-                continue
-            out[u] = sum((1 if gpus[h] >= p else 0) if p else gpus[h] for h in hosts)
+        out = self.idx.totals.get((p, fid))  # a property of the locality: computed once
+        if out is None:
+            gpus = self.idx.total_gpus
+            out = {}
+            for u, hosts in self.idx.unit_hosts.items():
+                if fid is not None and self.idx.unit_fabric[u] != fid:
+                    continue
+                out[u] = sum((1 if gpus[h] >= p else 0) if p else gpus[h] for h in hosts)
+            self.idx.totals[(p, fid)] = out
         return out
 
     def _domain_max(self, per_unit: dict[str, int], tier: int) -> int:
@@ -912,10 +929,20 @@ class _Engine:
         """Free GPUs (slices, shares) per eligible fabric on usable hosts, whatever the shape."""
         out: dict[int, int] = {}
         req = self.req
-        g = self.free.gpus.get
-        count = (lambda h: g(h, 0)) if req.kind == "gpu" else _slot_capacity(req, self.free)
         fid = req.fabric_id
         unusable = self.free.unusable
+        if req.kind == "gpu":  # only hosts with free GPUs count: read them from the map
+            host_fabric = self.idx.host_fabric
+            for u in self.idx.unit_hosts:  # every eligible fabric has its entry, as below
+                f = self.idx.unit_fabric[u]
+                if fid is None or f == fid:
+                    out.setdefault(f, 0)
+            for h, n in self.free.gpus.items():
+                f = host_fabric.get(h)
+                if f is not None and (fid is None or f == fid) and h not in unusable:
+                    out[f] += n
+            return out
+        count = _slot_capacity(req, self.free)
         for u, hosts in self.idx.unit_hosts.items():
             f = self.idx.unit_fabric[u]
             if fid is not None and f != fid:

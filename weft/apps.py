@@ -8,6 +8,7 @@ class WeftConfig(AppConfig):
     verbose_name = "Weft"
 
     def ready(self):
-        from .fields import install
+        from . import fields, lookups
 
-        install()  # model float fields refuse NaN/infinity in every REST API
+        fields.install()  # model float fields refuse NaN/infinity in every REST API
+        lookups.install()  # ``field__any=[…]``: one array parameter on PostgreSQL

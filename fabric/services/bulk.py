@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from operator import attrgetter
 
-from django.db import connection
+from django.db import connection, connections
 from django.db.models import Field, JSONField
 
 
@@ -54,16 +55,17 @@ def insert_rows(model, columns: Sequence[str], rows: Sequence[tuple], *, with_id
     return len(rows)
 
 
-def update_rows(model, fields: Sequence[str], rows: Sequence[tuple], *, chunk: int = 1000) -> int:
+def update_rows(model, fields: Sequence[str], rows: Sequence[tuple], *, chunk: int = 5000) -> int:
     """Set ``fields`` (model field names) of many rows of ``model``, each row its own values, in
     the current transaction: ``rows`` are ``(pk, value, …)`` tuples with Python values as the
     model holds them (dicts for a ``JSONField``, model pks for a foreign key's ``*_id``).
 
     Django's ``bulk_update`` builds a ``CASE WHEN`` expression per field and row (seconds for a
-    few hundred rows of ten fields); here PostgreSQL gets one ``UPDATE … FROM (VALUES …)`` per
-    ``chunk`` rows (values cast to each column's type), other databases one ``executemany``.
-    Values are prepared by each field (``get_db_prep_value``); no ``auto_now`` is applied.
-    Returns the number of rows given.
+    few hundred rows of ten fields); here PostgreSQL gets one ``UPDATE … FROM unnest(…)`` per
+    ``chunk`` rows with one array parameter per column (cast to the column's type): the statement
+    text does not grow with the rows, so psycopg does not parse and fill thousands of placeholders.
+    Other databases get one ``executemany``. Values are prepared by each field
+    (``get_db_prep_value``); no ``auto_now`` is applied. Returns the number of rows given.
     """
     if not rows:
         return 0
@@ -72,26 +74,25 @@ def update_rows(model, fields: Sequence[str], rows: Sequence[tuple], *, chunk: i
     pk = model._meta.pk
     table = ops.quote_name(model._meta.db_table)
 
+    conn = connections[connection.alias]  # the real one: the proxy is a lookup per value
+
     def prep(row: tuple) -> list:
-        return [pk.get_db_prep_value(row[0], connection)] + [
-            f.get_db_prep_value(v, connection) for f, v in zip(concrete, row[1:], strict=True)
+        return [pk.get_db_prep_value(row[0], conn)] + [
+            f.get_db_prep_value(v, conn) for f, v in zip(concrete, row[1:], strict=True)
         ]
 
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             names = [ops.quote_name(f.column) for f in [pk, *concrete]]
-            sets = ", ".join(
-                f"{n} = v.{n}::{f.db_type(connection)}" for n, f in zip(names[1:], concrete, strict=True)
+            sets = ", ".join(f"{n} = v.{n}" for n in names[1:])
+            arrays = ", ".join(f"%s::{f.db_type(connection)}[]" for f in [pk, *concrete])
+            sql = (
+                f"UPDATE {table} AS t SET {sets} FROM unnest({arrays}) AS v({', '.join(names)}) "
+                f"WHERE t.{names[0]} = v.{names[0]}"
             )
-            one = "(" + ", ".join(["%s"] * len(names)) + ")"
             for i in range(0, len(rows), chunk):
-                part = rows[i : i + chunk]
-                params = [v for row in part for v in prep(row)]
-                cursor.execute(
-                    f"UPDATE {table} AS t SET {sets} FROM (VALUES {', '.join([one] * len(part))}) "
-                    f"AS v({', '.join(names)}) WHERE t.{names[0]} = v.{names[0]}::{pk.db_type(connection)}",
-                    params,
-                )
+                columns = zip(*map(prep, rows[i : i + chunk]), strict=True)
+                cursor.execute(sql, [list(c) for c in columns])
         else:
             sets = ", ".join(f"{ops.quote_name(f.column)} = %s" for f in concrete)
             cursor.executemany(
@@ -122,19 +123,28 @@ def create_objects(objs: Sequence) -> list:
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     # a plain int/str/bool/None is sent as it is (what get_db_prep_save returns for it on these
     # fields: the hot path, thousands of rows); JSON, datetimes and anything else are prepared
-    # by their field, and a field with its own pre_save (auto_now_add) gets it called
-    own_pre = {f.attname for f in fields if type(f).pre_save is not Field.pre_save}
-    json = {f.attname for f in fields if isinstance(f, JSONField)}
-    prep = {f.attname: f.get_db_prep_save for f in fields}
+    # by their field, and a field with its own pre_save (auto_now_add) gets it called. Columns
+    # are read with one attrgetter, and prepared with the real connection (not the proxy's
+    # lookup per value).
+    conn = connections[connection.alias]
+    get = attrgetter(*[f.attname for f in fields])
+    pre = [(i, f.pre_save) for i, f in enumerate(fields) if type(f).pre_save is not Field.pre_save]
+    prep = [f.get_db_prep_save for f in fields]
+    json = [isinstance(f, JSONField) for f in fields]
     plain = (int, str, bool, type(None))
+    width = range(len(fields))
 
-    def value(obj, f):
-        v = f.pre_save(obj, True) if f.attname in own_pre else getattr(obj, f.attname)
-        if type(v) in plain and f.attname not in json:
-            return v
-        return prep[f.attname](v, connection)
+    def row(obj) -> tuple:
+        values = list(get(obj)) if len(fields) > 1 else [get(obj)]
+        for i, pre_save in pre:
+            values[i] = pre_save(obj, True)
+        for i in width:
+            v = values[i]
+            if json[i] or type(v) not in plain:
+                values[i] = prep[i](v, conn)
+        return tuple(values)
 
-    rows = [tuple(value(o, f) for f in fields) for o in objs]
+    rows = [row(o) for o in objs]
     ids = insert_rows(model, [f.column for f in fields], rows, with_ids=True)
     for obj, pk in zip(objs, ids, strict=True):
         obj.pk = pk

@@ -419,8 +419,8 @@ def _allocate_named(batch: list[tuple[int, int, AllocationRequest]], out: list, 
         for pk, p in pools.items()
     }
     wanted = sorted({g for _, _, req in batch for g in req.gpu_ids})
-    gpus = dict(  # GPU id → its host id (locked: pk order)
-        Gpu.objects.select_for_update().filter(pk__in=wanted).order_by("pk").values_list("pk", "host_id")
+    gpus = dict(  # GPU id → its host id (locked: pk order; ``__any``: one array parameter)
+        Gpu.objects.select_for_update().filter(pk__any=wanted).order_by("pk").values_list("pk", "host_id")
     )
     # GPUs free and eligible, read once per distinct pool filter (model, fabric)
     filters: dict[tuple[str, int | None], list[int]] = {}
@@ -430,7 +430,7 @@ def _allocate_named(batch: list[tuple[int, int, AllocationRequest]], out: list, 
     for pool_ids in filters.values():
         mine = sorted({g for _, p, req in batch if p in pool_ids for g in req.gpu_ids})
         ok = set(
-            eligible_gpus(pools[pool_ids[0]]).filter(pk__in=mine, state=GpuState.FREE, mig_mode_current__in=_NOT_MIG)
+            eligible_gpus(pools[pool_ids[0]]).filter(pk__any=mine, state=GpuState.FREE, mig_mode_current__in=_NOT_MIG)
             .values_list("pk", flat=True)
         )  # fmt: skip
         free.update(dict.fromkeys(pool_ids, ok))
@@ -487,8 +487,10 @@ def _allocate_named(batch: list[tuple[int, int, AllocationRequest]], out: list, 
             for g, b in zip(ids, flags, strict=True)
         ],
     )
-    Gpu.objects.filter(pk__in=sorted(taken)).update(state=GpuState.ALLOCATED)
-    host_fabric = dict(Host.objects.filter(pk__in={gpus[g] for g in taken}).values_list("pk", "fabric_id"))
+    Gpu.objects.filter(pk__any=sorted(taken)).update(state=GpuState.ALLOCATED)
+    host_fabric = dict(
+        Host.objects.filter(pk__any=sorted({gpus[g] for g in taken})).values_list("pk", "fabric_id")
+    )
     by_fabric: dict[int | None, list[EventSpec]] = {}
     audits = []
     for alloc, (i, pool, _req, tenant_id, ids, _) in zip(allocs, plans, strict=True):

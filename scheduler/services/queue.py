@@ -319,7 +319,7 @@ def _trim(job_ids) -> None:
     cap = settings.WEFT_SCHEDULER_DECISION_HISTORY
     doomed, seen, n = [], None, 0
     for job_id, pk in (
-        JobDecision.objects.filter(job_id__in=list(job_ids))
+        JobDecision.objects.filter(job_id__any=list(job_ids))
         .order_by("job_id", "-id")
         .values_list("job_id", "id")
     ):
@@ -328,7 +328,7 @@ def _trim(job_ids) -> None:
         if n > cap:
             doomed.append(pk)
     if doomed:
-        JobDecision.objects.filter(pk__in=doomed).delete()
+        JobDecision.objects.filter(pk__any=doomed).delete()
 
 
 def _lock_pools(pool_ids) -> None:
@@ -1083,6 +1083,11 @@ def _refused_by_pools(exc: Exception) -> tuple[str, list[str]]:
     return PendingCode.CONFLICT.value, [f"the pools refused the binding ({exc}); the next pass tries again"]
 
 
+#: the fields :func:`_mark_placed` sets (``allocation`` as its id)
+_PLACED_FIELDS = ("state", "placed_at", "allocation_id", "placement", "decision", "decided_at", "reason",
+                  "pending_code", "reserved_start", "reserved_hosts")  # fmt: skip
+
+
 def _mark_placed(job: Job, alloc, placement: dict[str, int], decision: dict, now: datetime) -> None:
     """Set ``job``'s placed state in memory (the caller saves it, alone or in bulk)."""
     job.state, job.placed_at, job.allocation, job.placement = JobState.PLACED, now, alloc, placement
@@ -1129,7 +1134,7 @@ def _bind_many(outs: list[Outcome], loc, now: datetime) -> dict[int, tuple[str, 
         rows = {
             j.pk: j
             for j in Job.objects.select_for_update(of=("self",)).select_related("pool", "tenant")
-            .filter(pk__in=sorted(o.job_id for o in outs)).order_by("pk")
+            .filter(pk__any=sorted(o.job_id for o in outs)).order_by("pk")
         }  # fmt: skip
         free: dict[tuple[str, str], dict[int, list[int]]] = {}
         for out in outs:
@@ -1175,15 +1180,9 @@ def _bind_many(outs: list[Outcome], loc, now: datetime) -> dict[int, tuple[str, 
             )
             audits.append(("job.place", job, _place_changes(out, alloc, placement, decision)))
             _send(job, JobState.PENDING, "pass")
-        # what every placed job gets alike in one UPDATE, its own allocation and decision in another
-        Job.objects.filter(pk__in=[j.pk for j in placed]).update(
-            state=JobState.PLACED, placed_at=now, decided_at=now, reason="", pending_code="",
-            reserved_start=None, reserved_hosts=[],
-        )  # fmt: skip
-        update_rows(
-            Job, ["allocation", "placement", "decision"],
-            [(j.pk, j.allocation_id, j.placement, j.decision) for j in placed],
-        )  # fmt: skip
+        # one UPDATE: each row written once (the placed state set by _mark_placed, its own
+        # allocation and decision)
+        update_rows(Job, _PLACED_FIELDS, [(j.pk, *(getattr(j, f) for f in _PLACED_FIELDS)) for j in placed])
         create_objects(history)
         for fabric_id, specs in events.items():
             record_events(Fabric(pk=fabric_id) if fabric_id else None, specs, at=now)
@@ -1269,7 +1268,7 @@ def _write_pending(outs: list[Outcome], jobs: dict[int, Job], plan, now: datetim
             changed.append(job)
         still = set(
             Job.objects.select_for_update(of=("self",))
-            .filter(pk__in=sorted([j.pk for j in changed] + same), state=JobState.PENDING)
+            .filter(pk__any=sorted([j.pk for j in changed] + same), state=JobState.PENDING)
             .order_by("pk")
             .values_list("pk", flat=True)
         )  # a job cancelled or placed meanwhile keeps what its writer wrote
@@ -1292,13 +1291,13 @@ def _write_pending(outs: list[Outcome], jobs: dict[int, Job], plan, now: datetim
             _trim([j.pk for j in changed] + list(placed))
         if same:
             last = (
-                JobDecision.objects.filter(job_id__in=same)
+                JobDecision.objects.filter(job_id__any=same)
                 .values("job_id")
                 .annotate(m=Max("id"))
                 .values_list("m", flat=True)
             )
-            JobDecision.objects.filter(pk__in=list(last)).update(count=F("count") + 1, last_at=now)
-            Job.objects.filter(pk__in=same).update(decided_at=now)
+            JobDecision.objects.filter(pk__any=list(last)).update(count=F("count") + 1, last_at=now)
+            Job.objects.filter(pk__any=same).update(decided_at=now)
         stale = Job.objects.filter(reserved_start__isnull=False)
         if head is not None:
             stale = stale.exclude(pk=head)

@@ -181,7 +181,7 @@ def load_inventory(
 def free_gpu_ids(host_ids, pool_model: str, job_model: str) -> dict[int, list[int]]:
     """host id → ids of its free whole GPUs matching both model filters (ascending): what a
     binding picks from, inside its transaction."""
-    qs = _eligible_gpus().filter(state=GpuState.FREE, host_id__in=list(host_ids))
+    qs = _eligible_gpus().filter(state=GpuState.FREE, host_id__any=list(host_ids))
     for f in (pool_model, job_model):
         if f:
             qs = qs.filter(product_name__icontains=f)

@@ -11,7 +11,7 @@ from events.services import EventSpec, record_events
 
 from ..choices import DiscoverySource, DiscoveryStatus
 from ..collectors.ibnetdiscover import DiscoveryError, collect_topology, resolve_failed_ports
-from ..models import Discovery, Fabric
+from ..models import Discovery, Fabric, Link
 from ..parsers import parse_ibnetdiscover
 from ..parsers.records import TopologyParseError
 from .ingest import ingest_topology, ingest_unchanged, source_digest
@@ -25,7 +25,8 @@ def discover(fabric: Fabric, *, timeout: float | None = None) -> Discovery:
     A run with MAD timeouts on stderr (exit 0) is ingested as *partial* (status ``partial``): what
     lies behind the failed MADs is kept (nodes marked unreachable), what answered is applied
     (``fabric.services.ingest.Reach``). When the run fails (tool missing, timeout, non-zero exit, unparsable output,
-    Ethernet-only host) the stored topology is untouched: a ``failed`` Discovery and a
+    Ethernet-only host, or no link at all seen while the fabric has stored links: the tools' own
+    HCA port is down) the stored topology is untouched: a ``failed`` Discovery and a
     ``system.discovery_failing`` event are recorded, then the error is raised. After a failure, the
     next successful discovery writes ``system.discovery_recovered``.
 
@@ -59,6 +60,19 @@ def discover(fabric: Fabric, *, timeout: float | None = None) -> Discovery:
         err = DiscoveryError(reason)
         err.discovery = _record_failure(fabric, reason, started)  # type: ignore[attr-defined]
         raise err from exc
+    if not topology.links and Link.objects.filter(fabric=fabric).exists():
+        # ibnetdiscover from a host whose own HCA port is down (its cable pulled, the port
+        # disabled) sees that HCA alone and exits 0: not an empty fabric, a blind host. Ingesting
+        # it would remove every switch and host (node.removed, link.down for every cable).
+        nodes = ", ".join(n.description or guid for guid, n in list(topology.nodes.items())[:2])
+        reason = (
+            f"ibnetdiscover saw no link at all ({len(topology.nodes)} node(s): {nodes}): the port of "
+            "the HCA the tools use is down or unplugged, so nothing beyond this host can be seen; "
+            "the stored fabric is kept"
+        )
+        err = DiscoveryError(reason)
+        err.discovery = _record_failure(fabric, reason, started)  # type: ignore[attr-defined]
+        raise err
     unknown_ports: set[tuple[str, int]] | None = set()
     if collected.partial:
         topology.partial = True

@@ -348,3 +348,32 @@ def test_failed_discovery_leaves_the_fabric_untouched(tree_lab, committed_signal
         list(Event.objects.filter(fabric=fabric).values_list("code", "message")),
     )
     assert Event.objects.filter(fabric=fabric, code="system.discovery_recovered").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_discovery_from_a_host_whose_own_cable_is_pulled_removes_nothing(lab_factory):
+    """The cable of the HCA the tools use (``SIM_HOST``) pulled: ``ibnetdiscover`` sees that HCA
+    alone and exits 0. That is a blind host, not an empty fabric: the discovery fails with the
+    reason, every stored node and link stays, no ``node.removed``; the cable back, it works again."""
+    from events.models import Event
+    from lab import netgen
+
+    lab = lab_factory(netgen.fat_tree_2level(2, 1, 4))
+    fabric = Fabric.objects.create(name="blind", tool_env=dict(lab.tool_env))
+    discover(fabric)
+    nodes, links = Node.objects.filter(fabric=fabric).count(), Link.objects.filter(fabric=fabric).count()
+    assert nodes == 11 and links == 10
+    tools_host = lab.tool_env["SIM_HOST"]
+    lab.unlink(tools_host, 1)
+    try:
+        with pytest.raises(DiscoveryError, match="saw no link at all") as exc:
+            discover(fabric)
+        assert "the stored fabric is kept" in exc.value.reason
+        assert Node.objects.filter(fabric=fabric).count() == nodes
+        assert Link.objects.filter(fabric=fabric).count() == links
+        assert not Event.objects.filter(fabric=fabric, code="node.removed").exists()
+        assert Event.objects.filter(fabric=fabric, code="system.discovery_failing").count() == 1
+    finally:
+        lab.relink(tools_host, 1)
+    assert discover(fabric).status == DiscoveryStatus.OK
+    assert Link.objects.filter(fabric=fabric).count() == links

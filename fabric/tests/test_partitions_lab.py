@@ -186,3 +186,28 @@ def test_a_shutdown_during_verification_records_nothing_and_returns_at_once(lab_
     part.refresh_from_db()
     assert part.applied_state == ApplyState.PENDING and part.drift == []
     assert not Event.objects.filter(fabric=fabric, code__startswith="partition.").exists()
+
+
+def test_an_empty_partition_next_to_a_populated_one_keeps_its_pkey_on_the_ports(lab_fabric):
+    """A partition without members (a pool given a PKey before it holds GPUs) is written as one
+    line OpenSM accepts: the file is not dropped, the populated partition's PKey stays."""
+    lab, fabric = lab_fabric
+    members = _ca_guids(fabric)[:2]
+    pool = save_partition(Partition(fabric=fabric, name="pool_1", pkey=0x0A04, ipoib=True))
+    set_members(pool, members, reason="pool")
+    save_partition(Partition(fabric=fabric, name="emptyp", pkey=0x0A05, ipoib=True))
+    offset = lab.sm_log_size()
+    result = apply(fabric, timeout=30)
+    assert result.ok, result.as_dict()
+    assert "emptyp=0x0a05, ipoib : ;" in lab.partitions_path.read_text().splitlines()
+    assert lab.partition_errors(offset) == []
+    for guid in _ca_guids(fabric):
+        table = _table(lab, guid)
+        assert table.membership(0x0A04) == ("full" if guid in members else None), guid
+        assert table.membership(0x0A05) is None, guid
+    # the populated partition is emptied too: both empty, the file still applies
+    set_members(pool, [], reason="pool")
+    offset = lab.sm_log_size()
+    assert apply(fabric, timeout=30).ok
+    assert lab.partition_errors(offset) == []
+    assert [_table(lab, g).membership(0x0A04) for g in members] == [None, None]

@@ -81,6 +81,48 @@ class PartitionError(ValueError):
     file without a PKey for a partition); nothing was written."""
 
 
+class PartitionOwned(PartitionError):
+    """A change of a partition another part of Weft owns (a pool's PKey, a job's isolation
+    partition: a one-to-one relation to ``Partition`` declared by that app) asked by someone else
+    than the owner: its PKey, name or fabric, its owner-computed (``pool``) members, or deleting it.
+    The API answers 409. ``owner`` names the holder (``"pool vision"``, ``"job 5 train"``);
+    nothing was written."""
+
+    def __init__(self, partition: Partition, owner: str, kind: str, what: str):
+        self.owner, self.kind = owner, kind
+        super().__init__(
+            f"partition {partition.name} (0x{partition.pkey:04x}) belongs to {owner}: {what} "
+            f"only through the {kind} (the partition follows its {kind})"
+        )
+
+
+def partition_owner(partition: Partition) -> tuple[str, str] | None:
+    """``(owner, kind)`` of what else holds ``partition`` through a one-to-one relation another
+    app declares (``pools.Pool.partition`` → ``("pool vision", "pool")``, ``scheduler.Job.partition``
+    → ``("job 5 train", "job")``), or None. Read from ``Partition``'s related objects, so this app
+    names none of those apps."""
+    if partition.pk is None:
+        return None
+    for rel in partition._meta.related_objects:
+        if not rel.one_to_one:
+            continue
+        holder = rel.related_model._default_manager.filter(**{rel.field.name: partition.pk}).first()
+        if holder is not None:
+            kind = str(rel.related_model._meta.verbose_name)
+            text = str(holder)
+            return (text if text.startswith(f"{kind} ") else f"{kind} {text}"), kind
+    return None
+
+
+def _refuse_if_owned(partition: Partition, what: str, as_owner: bool) -> None:
+    """Raise :class:`PartitionOwned` when ``partition`` has an owner and the caller is not it."""
+    if as_owner:
+        return
+    owned = partition_owner(partition)
+    if owned is not None:
+        raise PartitionOwned(partition, owned[0], owned[1], what)
+
+
 class ApplyError(RuntimeError):
     """The partitions could not be applied (no path or signal configured, the file could not be
     written, OpenSM could not be signalled); recorded as ``partition.apply_failed``."""
@@ -166,11 +208,16 @@ def _mark_pending(partition: Partition) -> None:
 # -- use cases: partitions and members ------------------------------------------------------------
 
 
-def save_partition(partition: Partition, *, user=None, action: str = "") -> Partition:
+def save_partition(partition: Partition, *, user=None, action: str = "", as_owner: bool = False) -> Partition:
     """Create or update ``partition`` (a validated, unsaved or changed instance) in one audited
     transaction; its applied state becomes pending (the file must be applied again).
 
+    ``as_owner``: the caller is the app owning the partition (:func:`partition_owner`; the pools
+    app for pool and job partitions). Others may change an owned partition's flags and
+    description, not its PKey, name or fabric.
+
     Raises:
+        PartitionOwned: an owned partition's PKey, name or fabric changed by someone else.
         PartitionError: PKey outside 0x0001-0x7ffe (0x7fff only for the default partition) or
             already used by another partition of the fabric.
     """
@@ -189,6 +236,12 @@ def save_partition(partition: Partition, *, user=None, action: str = "") -> Part
             raise PartitionError(f"PKey 0x{partition.pkey:04x} is already used on fabric {partition.fabric}")
         created = partition.pk is None
         old = None if created else Partition.objects.select_for_update().get(pk=partition.pk)
+        if old is not None and (old.pkey, old.name, old.fabric_id) != (
+            partition.pkey,
+            partition.name,
+            partition.fabric_id,
+        ):
+            _refuse_if_owned(old, "its PKey and name change", as_owner)
         _mark_pending(partition)
         partition.save()
         fields = ["name", "pkey", "description", "ipoib", "mtu", "rate", "sl", "scope"]
@@ -204,12 +257,18 @@ def save_partition(partition: Partition, *, user=None, action: str = "") -> Part
     return partition
 
 
-def delete_partition(partition: Partition, *, user=None) -> None:
-    """Delete ``partition`` and its members (audited). The default partition cannot be deleted
-    (OpenSM always has one): ``PartitionError``. Apply to take it off the ports."""
+def delete_partition(partition: Partition, *, user=None, as_owner: bool = False) -> None:
+    """Delete ``partition`` and its members (audited). Apply to take it off the ports.
+
+    Raises:
+        PartitionError: the default partition (OpenSM always has one).
+        PartitionOwned: a partition another app owns (:func:`partition_owner`) and the caller,
+            not ``as_owner``, is not that app (a pool's PKey is taken away through the pool).
+    """
     if partition.is_default:
         raise PartitionError("the default partition (0x7fff) cannot be deleted")
     with transaction.atomic():
+        _refuse_if_owned(partition, "it is taken away", as_owner)
         audit.record(
             "partition.delete",
             partition,
@@ -262,6 +321,7 @@ def set_members(
     *,
     reason: str | None = None,
     user=None,
+    as_owner: bool = False,
 ) -> MemberChange:
     """Make ``members`` the member set of ``partition`` (replace semantics), in one audited
     transaction with the partition row locked; its applied state becomes pending.
@@ -271,9 +331,12 @@ def set_members(
     ``reason`` (``extra``, ``pool``, ``imported``): replace only the members of that reason and
     record the new ones with it; members of other reasons stay (a GUID they hold is ``kept``).
     None replaces the whole set (new rows get ``extra``). Each member gets its fabric ``Port``
-    when the topology knows the GUID.
+    when the topology knows the GUID. On a partition another app owns (:func:`partition_owner`)
+    only that app (``as_owner``) replaces the ``pool`` members or the whole set; others may
+    replace the ``extra`` and ``imported`` ones.
 
     Raises:
+        PartitionOwned: the ``pool`` members or the whole set of an owned partition, not as owner.
         PartitionError: a member that is not a GUID or keyword, or a bad membership.
     """
     wanted = _wanted_members(members)
@@ -282,6 +345,8 @@ def set_members(
     change = MemberChange()
     with transaction.atomic():
         locked = Partition.objects.select_for_update().get(pk=partition.pk)
+        if reason in (None, MemberReason.POOL):
+            _refuse_if_owned(locked, f"its {'pool ' if reason else ''}members change", as_owner)
         rows = {m.port_guid: m for m in locked.members.all()}
         mine = {g: m for g, m in rows.items() if reason is None or m.reason == reason}
         others = {g: m for g, m in rows.items() if g not in mine}
@@ -346,6 +411,7 @@ def add_members(
     a member as asked).
 
     Raises:
+        PartitionOwned: ``reason`` ``pool`` on a partition another app owns.
         PartitionError: a member that is not a GUID or keyword, a bad membership, or an unknown
             ``reason``.
     """
@@ -355,6 +421,8 @@ def add_members(
     change = MemberChange()
     with transaction.atomic():
         locked = Partition.objects.select_for_update().get(pk=partition.pk)
+        if reason == MemberReason.POOL:
+            _refuse_if_owned(locked, "its pool members change", False)
         rows = {m.port_guid: m for m in locked.members.filter(port_guid__in=list(wanted))}
         ports = _ports_by_guid(locked.fabric, [g for g in wanted if g not in rows])
         new_rows, updated = [], []
@@ -394,6 +462,7 @@ def remove_members(
     is not an error (nothing to remove) and is in no list of the result.
 
     Raises:
+        PartitionOwned: ``reasons`` has ``pool`` on a partition another app owns.
         PartitionError: a GUID that is not a GUID or keyword, or an unknown reason.
     """
     wanted = _wanted_members(guids)
@@ -404,6 +473,8 @@ def remove_members(
     change = MemberChange()
     with transaction.atomic():
         locked = Partition.objects.select_for_update().get(pk=partition.pk)
+        if MemberReason.POOL in reasons:
+            _refuse_if_owned(locked, "its pool members change", False)
         gone = []
         for row in locked.members.filter(port_guid__in=list(wanted)):
             if row.reason in reasons:

@@ -611,7 +611,7 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
         except partition_service.PartitionOwned as exc:
             raise _Conflict(str(exc)) from exc
         except partition_service.PartitionError as exc:
-            raise ValidationError({"pkey": [str(exc)]}) from exc
+            raise ValidationError({exc.field: [str(exc)]}) from exc
         serializer.instance = instance
 
     def perform_create(self, serializer) -> None:

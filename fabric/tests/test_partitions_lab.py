@@ -149,7 +149,7 @@ def test_opensm_not_rereading_is_drift(lab_fabric):
     part.refresh_from_db()
     assert part.applied_state == ApplyState.DRIFT and len(part.drift) == 2
     drift = Event.objects.get(fabric=fabric, code="partition.drift")
-    assert drift.object_key == "pk:0x0789"
+    assert drift.object_key == "pk:0x0789:p"
     # SIGHUP after all: applied, and the applied event follows (it clears the drift alarm)
     fabric.sm_reload_command = []
     fabric.save()
@@ -193,7 +193,7 @@ def test_an_empty_partition_next_to_a_populated_one_keeps_its_pkey_on_the_ports(
     line OpenSM accepts: the file is not dropped, the populated partition's PKey stays."""
     lab, fabric = lab_fabric
     members = _ca_guids(fabric)[:2]
-    pool = save_partition(Partition(fabric=fabric, name="pool_1", pkey=0x0A04, ipoib=True))
+    pool = save_partition(Partition(fabric=fabric, name="pool_x", pkey=0x0A04, ipoib=True))
     set_members(pool, members, reason="pool")
     save_partition(Partition(fabric=fabric, name="emptyp", pkey=0x0A05, ipoib=True))
     offset = lab.sm_log_size()
@@ -211,3 +211,34 @@ def test_an_empty_partition_next_to_a_populated_one_keeps_its_pkey_on_the_ports(
     assert apply(fabric, timeout=30).ok
     assert lab.partition_errors(offset) == []
     assert [_table(lab, g).membership(0x0A04) for g in members] == [None, None]
+
+
+def test_a_hung_smpquery_is_bounded_by_the_verify_timeout_and_is_no_drift(lab_fabric, settings):
+    """The fabric hangs (ibsim frozen) after OpenSM was told to re-read: every ``smpquery pkeys``
+    hangs. Verification gives up at WEFT_PARTITIONS_VERIFY_TIMEOUT_S in all (not that per port:
+    6 ports took 6 x the timeout) and records a failed verification (``partition.apply_failed``
+    naming the unread ports), not drift "expected full, seen None"."""
+    import time
+
+    lab, fabric = lab_fabric
+    settings.WEFT_PARTITIONS_VERIFY_TIMEOUT_S = 5
+    members = _ca_guids(fabric)[:2]
+    part = save_partition(Partition(fabric=fabric, name="p", pkey=0x0791))
+    set_members(part, members)
+    lab.hang()
+    t0 = time.monotonic()
+    result = apply(fabric, sample=4)
+    took = time.monotonic() - t0
+    print(f"hung fabric: apply gave up after {took:.2f} s, {result.checked_ports} ports planned")
+    assert result.checked_ports == 6  # 2 members + 4 non-members: 6 reads of 5 s before the fix
+    assert took < 5 + 4, took  # the timeout, plus the kill of the hung tool and the bookkeeping
+    assert not result.ok and result.state == ApplyState.FAILED and result.drift == []
+    assert 1 <= len(result.unverified) <= 6 and {u["guid"] for u in result.unverified} <= set(
+        _ca_guids(fabric)
+    )
+    assert "not verified" in result.error and "could not be read within 5 s" in result.error
+    part.refresh_from_db()
+    assert part.applied_state == ApplyState.FAILED and "not verified" in part.apply_error and part.drift == []
+    assert not Event.objects.filter(fabric=fabric, code="partition.drift").exists()
+    failed = Event.objects.get(fabric=fabric, code="partition.apply_failed")
+    assert failed.details["unverified"][0]["error"] == "smpquery did not finish within 5 s (killed)"

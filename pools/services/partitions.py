@@ -368,7 +368,7 @@ def open_job_partition(
             )  # fmt: skip
             try:
                 with transaction.atomic():
-                    save_partition(partition, user=user, action="partition.create")
+                    save_partition(partition, user=user, action="partition.create", as_owner=True)
                 break
             except (PartitionError, IntegrityError):  # taken meanwhile: the next one
                 continue

@@ -68,7 +68,8 @@ EVENT_TYPES = [
               description="After an apply, sampled ports of a partition do not carry its PKey as "
                           "configured (or non-members carry it): OpenSM does not run what Weft stores."),
     EventType("partition.apply_failed", "Partitions apply failed", S, MI, raise_alarm=True, email=True,
-              description="Weft could not write the partitions file or make OpenSM re-read it."),
+              description="Weft could not write the partitions file or make OpenSM re-read it, or "
+                          "could not read the sampled ports to verify it (smpquery failing or hung)."),
     EventType("topology.mismatch", "Topology differs from reference", T, MI, raise_alarm=True, email=True,
               description="After a discovery, the fabric differs from the reference topology an Admin set "
                           "(missing, extra or miswired links, missing or extra nodes, links below the "

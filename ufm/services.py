@@ -103,24 +103,6 @@ def _apply_soon(fabric: Fabric) -> bool:
     return partition_service.queue_apply(fabric.pk)
 
 
-def _owner(partition: Partition) -> str | None:
-    """What else holds ``partition`` (a pool: ``Pool.partition``), named, or None. Read from the
-    relations other apps declare to Partition, so this app names none of them."""
-    for rel in partition._meta.related_objects:
-        if rel.related_model is partition._meta.get_field("members").related_model:
-            continue
-        accessor = rel.get_accessor_name()
-        if rel.one_to_one:
-            holder = getattr(partition, accessor, None) if hasattr(partition, accessor) else None
-            if holder is not None:
-                return f"{rel.related_model._meta.verbose_name} {holder}"
-        else:
-            holder = getattr(partition, accessor).first()
-            if holder is not None:
-                return f"{rel.related_model._meta.verbose_name} {holder}"
-    return None
-
-
 def _create(fabric: Fabric, pkey: int, *, name: str | None, index0: bool | None, ip_over_ib: bool | None,
             qos=None, user=None) -> Partition:  # fmt: skip
     """A new partition ``pkey`` (UFM's defaults: IPoIB on, index0 off, named ``api_pkey_0x<pkey>``)
@@ -264,12 +246,9 @@ def delete_pkey(fabric: Fabric, pkey: int, *, user=None) -> dict:
         part = _partition_for_update(fabric, pkey)
         if part is None:
             raise UfmNotFound(f"pkey {pkey_text(pkey)} does not exist")
-        owner = _owner(part)
-        if owner:
-            raise UfmRefused(f"pkey {pkey_text(pkey)} belongs to {owner}: change it there")
         try:
             partition_service.delete_partition(part, user=user)
-        except PartitionError as exc:
+        except PartitionError as exc:  # the default partition, or one a pool or job owns
             raise UfmRefused(str(exc)) from None
         applying = _apply_soon(fabric)
     return {"pkey": pkey_text(pkey), "deleted": True, "applying": applying}

@@ -19,7 +19,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import parsers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
 
 from accounts.api.mixins import AuditedWritesMixin
@@ -66,6 +66,13 @@ IMPORT_REQUEST = {
 REPLACE_PARAM = OpenApiParameter(
     "replace", OpenApiTypes.BOOL, description="for raw bodies: the file is the whole fabric (see 409)"
 )
+
+
+class _Conflict(APIException):
+    """409 with the service's reason in ``detail`` (a partition another app owns)."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
 
 
 class PlainTextParser(parsers.BaseParser):
@@ -601,8 +608,10 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
             setattr(instance, k, v)
         try:
             partition_service.save_partition(instance, user=self.request.user, action=action)
+        except partition_service.PartitionOwned as exc:
+            raise _Conflict(str(exc)) from exc
         except partition_service.PartitionError as exc:
-            raise ValidationError({"pkey": [str(exc)]}) from exc
+            raise ValidationError({exc.field: [str(exc)]}) from exc
         serializer.instance = instance
 
     def perform_create(self, serializer) -> None:
@@ -614,6 +623,8 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
     def perform_destroy(self, instance) -> None:
         try:
             partition_service.delete_partition(instance, user=self.request.user)
+        except partition_service.PartitionOwned as exc:
+            raise _Conflict(str(exc)) from exc
         except partition_service.PartitionError as exc:
             raise ValidationError({"detail": str(exc)}) from exc
 
@@ -648,6 +659,8 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
                 reason=body.validated_data.get("reason"),
                 user=request.user,
             )
+        except partition_service.PartitionOwned as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         except partition_service.PartitionError as exc:
             raise ValidationError({"members": [str(exc)]}) from exc
         return Response(change.as_dict())

@@ -388,6 +388,16 @@ class _Parser:
             line = raw.split("#", 1)[0]
             while line.strip():
                 body, semi, line = line.partition(";")
+                if semi and not body.strip(" \t"):
+                    # osm_prtn_config_parse_file skips blanks then hands parse_part_conf the empty
+                    # text before this ';', which steps over its terminating NUL and reads past the
+                    # line: "no partition definition found", and the whole file is dropped
+                    raise self.error(
+                        lineno,
+                        "';' with nothing before it on its line (or after the previous ';'): OpenSM "
+                        "misreads it and would reject the file; end the definition on its last member "
+                        "or header line",
+                    )
                 if current is None:
                     head, colon, rest = body.partition(":")
                     if not colon:
@@ -423,7 +433,9 @@ def parse_partitions(text: str, source: str = "<text>") -> PartitionsConf:
 
     Raises:
         PartitionsParseError: what makes OpenSM drop the file (a header without ``:``, a bad PKey,
-            a bad PortGUID, an empty flag, a line over :data:`MAX_LINE` characters, no partition),
+            a bad PortGUID, an empty flag, a line over :data:`MAX_LINE` characters, a ``;`` that
+            is the first non-blank character of its line or follows another ``;`` with only blanks
+            between, no partition),
             located ``source:line``.
     """
     return _Parser(source).parse(text)
@@ -475,7 +487,9 @@ def generate(
 
     One definition per partition: the header on its own line ending in ``:``, then ``mgid=`` lines
     (one group each), then members (``<guid>=<membership>``) wrapped onto continuation lines of at
-    most ``width`` characters (capped at :data:`MAX_LINE`), the last ending in ``;``. The default
+    most ``width`` characters (capped at :data:`MAX_LINE`), the last ending in ``;``. A partition
+    without members is one line, ``<header> : ;`` (a ``;`` alone on a line makes OpenSM reject
+    the file); with mgid lines only, the last mgid line ends in ``;``. The default
     partition comes first (:func:`default_partition` when ``ensure_default`` and none is given).
     ``comment`` lines are written first as ``#`` comments. Every line is at most :data:`MAX_LINE`
     characters, so OpenSM never drops the file for length.
@@ -503,6 +517,11 @@ def generate(
     recs.sort(key=lambda r: (r.pkey != DEFAULT_PKEY,))  # stable: default first, others as given
     out: list[str] = [f"# {line}".rstrip() for line in comment.splitlines()]
     for rec in recs:
+        if not rec.members and not rec.mcast_groups:
+            # one line: OpenSM misreads a ';' that opens a line (see _Parser.parse) and drops the file
+            out.append(_header(rec) + " : ;")
+            out.append("")
+            continue
         out.append(_header(rec) + " :")
         for group in rec.mcast_groups:
             line = f"\tmgid={group.mgid}" + (f",{group.flags}" if group.flags else "")
@@ -515,6 +534,11 @@ def generate(
                 raise ValueError(f"member {m.guid}: membership {m.membership!r} is not one of {MEMBERSHIPS}")
             guid = m.guid if m.guid in KEYWORDS else normalize_guid(m.guid)
             items.append(f"{guid}={m.membership}")
+        if not items:
+            # mgid lines only: close on the last of them, never with a ';' opening a line
+            out[-1] += " ;"
+            out.append("")
+            continue
         line = "\t"
         for i, item in enumerate(items):
             piece = item + ("," if i < len(items) - 1 else "")
@@ -522,7 +546,7 @@ def generate(
                 out.append(line.rstrip())
                 line = "\t"
             line += (" " if line.strip() else "") + piece
-        out.append((line.rstrip() + " ;").replace("\t ;", "\t;"))
+        out.append(line.rstrip() + " ;")
         out.append("")
     text = "\n".join(out).rstrip("\n") + "\n"
     assert max(map(len, text.splitlines()), default=0) <= MAX_LINE

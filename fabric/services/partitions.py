@@ -33,6 +33,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -77,8 +78,61 @@ MERGE, REPLACE = "merge", "replace"
 
 
 class PartitionError(ValueError):
-    """A change the service refuses (a PKey out of range or taken, a bad member GUID, a partitions
-    file without a PKey for a partition); nothing was written."""
+    """A change the service refuses (a PKey out of range or taken, a name taken, a bad member GUID,
+    a partitions file without a PKey for a partition); nothing was written. ``field``: the
+    partition field at fault (``pkey``, ``name``), for a 400 naming it."""
+
+    def __init__(self, message: str, field: str = "pkey"):
+        super().__init__(message)
+        self.field = field
+
+
+#: names the pools app gives the partitions it owns (``pool_<id>``, ``job_<id>``): only it uses them
+OWNER_NAME_RE = re.compile(r"^(pool|job)_[0-9]+$")
+
+
+class PartitionOwned(PartitionError):
+    """A change of a partition another part of Weft owns (a pool's PKey, a job's isolation
+    partition: a one-to-one relation to ``Partition`` declared by that app) asked by someone else
+    than the owner: its PKey, name or fabric, its owner-computed (``pool``) members, or deleting it.
+    The API answers 409. ``owner`` names the holder (``"pool vision"``, ``"job 5 train"``);
+    nothing was written."""
+
+    def __init__(self, partition: Partition, owner: str, kind: str, what: str):
+        self.owner, self.kind = owner, kind
+        ValueError.__init__(
+            self,
+            f"partition {partition.name} (0x{partition.pkey:04x}) belongs to {owner}: {what} "
+            f"only through the {kind} (the partition follows its {kind})",
+        )
+        self.field = "detail"
+
+
+def partition_owner(partition: Partition) -> tuple[str, str] | None:
+    """``(owner, kind)`` of what else holds ``partition`` through a one-to-one relation another
+    app declares (``pools.Pool.partition`` → ``("pool vision", "pool")``, ``scheduler.Job.partition``
+    → ``("job 5 train", "job")``), or None. Read from ``Partition``'s related objects, so this app
+    names none of those apps."""
+    if partition.pk is None:
+        return None
+    for rel in partition._meta.related_objects:
+        if not rel.one_to_one:
+            continue
+        holder = rel.related_model._default_manager.filter(**{rel.field.name: partition.pk}).first()
+        if holder is not None:
+            kind = str(rel.related_model._meta.verbose_name)
+            text = str(holder)
+            return (text if text.startswith(f"{kind} ") else f"{kind} {text}"), kind
+    return None
+
+
+def _refuse_if_owned(partition: Partition, what: str, as_owner: bool) -> None:
+    """Raise :class:`PartitionOwned` when ``partition`` has an owner and the caller is not it."""
+    if as_owner:
+        return
+    owned = partition_owner(partition)
+    if owned is not None:
+        raise PartitionOwned(partition, owned[0], owned[1], what)
 
 
 class ApplyError(RuntimeError):
@@ -166,13 +220,43 @@ def _mark_pending(partition: Partition) -> None:
 # -- use cases: partitions and members ------------------------------------------------------------
 
 
-def save_partition(partition: Partition, *, user=None, action: str = "") -> Partition:
+def _check_name(partition: Partition, as_owner: bool) -> None:
+    """Refuse a name another partition of the fabric has, or an owner's name given by another.
+
+    Raises:
+        PartitionError: (``field`` "name").
+    """
+    if not as_owner and OWNER_NAME_RE.match(partition.name or ""):
+        raise PartitionError(
+            f"name {partition.name!r}: pool_<n> and job_<n> are the names of the partitions Weft makes "
+            "for pools and jobs; choose another",
+            field="name",
+        )
+    same = Partition.objects.filter(fabric=partition.fabric_id, name=partition.name)
+    if partition.pk:
+        same = same.exclude(pk=partition.pk)
+    other = same.first()
+    if other is not None:
+        raise PartitionError(
+            f"name {partition.name!r} is already used on fabric {partition.fabric} by PKey {other.pkey_hex}",
+            field="name",
+        )
+
+
+def save_partition(partition: Partition, *, user=None, action: str = "", as_owner: bool = False) -> Partition:
     """Create or update ``partition`` (a validated, unsaved or changed instance) in one audited
     transaction; its applied state becomes pending (the file must be applied again).
 
+    ``as_owner``: the caller is the app owning the partition (:func:`partition_owner`; the pools
+    app for pool and job partitions). Others may change an owned partition's flags and
+    description, not its PKey, name or fabric.
+
     Raises:
+        PartitionOwned: an owned partition's PKey, name or fabric changed by someone else.
         PartitionError: PKey outside 0x0001-0x7ffe (0x7fff only for the default partition) or
-            already used by another partition of the fabric.
+            already used by another partition of the fabric (``field`` "pkey"); the name already
+            used by another partition of the fabric, or a ``pool_<n>``/``job_<n>`` name
+            (:data:`OWNER_NAME_RE`) given by someone else than the owner (``field`` "name").
     """
     if not MIN_PKEY <= partition.pkey <= DEFAULT_PKEY or (
         partition.pkey == DEFAULT_PKEY and not partition.is_default
@@ -189,6 +273,14 @@ def save_partition(partition: Partition, *, user=None, action: str = "") -> Part
             raise PartitionError(f"PKey 0x{partition.pkey:04x} is already used on fabric {partition.fabric}")
         created = partition.pk is None
         old = None if created else Partition.objects.select_for_update().get(pk=partition.pk)
+        if created or old.name != partition.name:
+            _check_name(partition, as_owner)
+        if old is not None and (old.pkey, old.name, old.fabric_id) != (
+            partition.pkey,
+            partition.name,
+            partition.fabric_id,
+        ):
+            _refuse_if_owned(old, "its PKey and name change", as_owner)
         _mark_pending(partition)
         partition.save()
         fields = ["name", "pkey", "description", "ipoib", "mtu", "rate", "sl", "scope"]
@@ -204,12 +296,18 @@ def save_partition(partition: Partition, *, user=None, action: str = "") -> Part
     return partition
 
 
-def delete_partition(partition: Partition, *, user=None) -> None:
-    """Delete ``partition`` and its members (audited). The default partition cannot be deleted
-    (OpenSM always has one): ``PartitionError``. Apply to take it off the ports."""
+def delete_partition(partition: Partition, *, user=None, as_owner: bool = False) -> None:
+    """Delete ``partition`` and its members (audited). Apply to take it off the ports.
+
+    Raises:
+        PartitionError: the default partition (OpenSM always has one).
+        PartitionOwned: a partition another app owns (:func:`partition_owner`) and the caller,
+            not ``as_owner``, is not that app (a pool's PKey is taken away through the pool).
+    """
     if partition.is_default:
         raise PartitionError("the default partition (0x7fff) cannot be deleted")
     with transaction.atomic():
+        _refuse_if_owned(partition, "it is taken away", as_owner)
         audit.record(
             "partition.delete",
             partition,
@@ -262,6 +360,7 @@ def set_members(
     *,
     reason: str | None = None,
     user=None,
+    as_owner: bool = False,
 ) -> MemberChange:
     """Make ``members`` the member set of ``partition`` (replace semantics), in one audited
     transaction with the partition row locked; its applied state becomes pending.
@@ -271,9 +370,12 @@ def set_members(
     ``reason`` (``extra``, ``pool``, ``imported``): replace only the members of that reason and
     record the new ones with it; members of other reasons stay (a GUID they hold is ``kept``).
     None replaces the whole set (new rows get ``extra``). Each member gets its fabric ``Port``
-    when the topology knows the GUID.
+    when the topology knows the GUID. On a partition another app owns (:func:`partition_owner`)
+    only that app (``as_owner``) replaces the ``pool`` members or the whole set; others may
+    replace the ``extra`` and ``imported`` ones.
 
     Raises:
+        PartitionOwned: the ``pool`` members or the whole set of an owned partition, not as owner.
         PartitionError: a member that is not a GUID or keyword, or a bad membership.
     """
     wanted = _wanted_members(members)
@@ -282,6 +384,8 @@ def set_members(
     change = MemberChange()
     with transaction.atomic():
         locked = Partition.objects.select_for_update().get(pk=partition.pk)
+        if reason in (None, MemberReason.POOL):
+            _refuse_if_owned(locked, f"its {'pool ' if reason else ''}members change", as_owner)
         rows = {m.port_guid: m for m in locked.members.all()}
         mine = {g: m for g, m in rows.items() if reason is None or m.reason == reason}
         others = {g: m for g, m in rows.items() if g not in mine}
@@ -346,6 +450,7 @@ def add_members(
     a member as asked).
 
     Raises:
+        PartitionOwned: ``reason`` ``pool`` on a partition another app owns.
         PartitionError: a member that is not a GUID or keyword, a bad membership, or an unknown
             ``reason``.
     """
@@ -355,6 +460,8 @@ def add_members(
     change = MemberChange()
     with transaction.atomic():
         locked = Partition.objects.select_for_update().get(pk=partition.pk)
+        if reason == MemberReason.POOL:
+            _refuse_if_owned(locked, "its pool members change", False)
         rows = {m.port_guid: m for m in locked.members.filter(port_guid__in=list(wanted))}
         ports = _ports_by_guid(locked.fabric, [g for g in wanted if g not in rows])
         new_rows, updated = [], []
@@ -394,6 +501,7 @@ def remove_members(
     is not an error (nothing to remove) and is in no list of the result.
 
     Raises:
+        PartitionOwned: ``reasons`` has ``pool`` on a partition another app owns.
         PartitionError: a GUID that is not a GUID or keyword, or an unknown reason.
     """
     wanted = _wanted_members(guids)
@@ -404,6 +512,8 @@ def remove_members(
     change = MemberChange()
     with transaction.atomic():
         locked = Partition.objects.select_for_update().get(pk=partition.pk)
+        if MemberReason.POOL in reasons:
+            _refuse_if_owned(locked, "its pool members change", False)
         gone = []
         for row in locked.members.filter(port_guid__in=list(wanted)):
             if row.reason in reasons:
@@ -459,6 +569,33 @@ class ImportSummary:
         return dict(self.__dict__)
 
 
+def _check_import_names(conf: PartitionsConf, stored: dict[int, Partition], mode: str, source: str) -> None:
+    """Partition names are unique per fabric: refuse a file giving one name to two PKeys, or (merge)
+    the name of a stored partition of another PKey that stays.
+
+    Raises:
+        PartitionsParseError: located at the later definition.
+    """
+    in_file = {rec.pkey for rec in conf.partitions}
+    names: dict[str, PartitionRecord] = {}
+    if mode == MERGE:
+        names = {
+            p.name: PartitionRecord(p.name, p.pkey) for k, p in stored.items() if k not in in_file and p.name
+        }
+    for rec in conf.partitions:
+        if not rec.name:
+            continue
+        first = names.setdefault(rec.name, rec)
+        if first is not rec:
+            where = f"line {first.line}" if first.line else "a stored partition that stays"
+            raise PartitionsParseError(
+                f"partition name {rec.name!r} is already PKey 0x{first.pkey:04x}'s ({where}): names are "
+                "unique per fabric",
+                source,
+                rec.line,
+            )
+
+
 def import_partitions(
     fabric: Fabric, text: str, *, source: str = "<text>", mode: str = MERGE, user=None
 ) -> ImportSummary:
@@ -489,6 +626,7 @@ def import_partitions(
                             warnings=[w.as_dict() for w in conf.warnings])  # fmt: skip
     with transaction.atomic():
         stored = {p.pkey: p for p in Partition.objects.select_for_update().filter(fabric=fabric)}
+        _check_import_names(conf, stored, mode, source)
         ports = _ports_by_guid(fabric, (m.guid for rec in conf.partitions for m in rec.members))
         in_file = set()
         for rec in conf.partitions:
@@ -705,6 +843,8 @@ class ApplyResult:
     members: int = 0
     checked_ports: int = 0
     drift: list[dict] = field(default_factory=list)
+    #: port checks that could not be read (``_verify``): with no drift, the apply is ``failed``
+    unverified: list[dict] = field(default_factory=list)
     error: str = ""
     seconds: float = 0.0
 
@@ -732,7 +872,9 @@ def apply(
     ``partition.applied`` (clears drift/failure alarms) or one ``partition.drift`` per drifting
     partition; an audit entry. A failure before verification (nothing to write to, OpenSM not
     signalled) records ``failed`` and ``partition.apply_failed`` and returns ``ok`` False with
-    ``error``; it never raises for those. A worker shutdown in the middle (the tools refused by
+    ``error``; it never raises for those. Verification that could not read the sampled ports
+    (``smpquery`` failing or hung: ``unverified``, no port disagreeing) records ``failed`` and
+    ``partition.apply_failed`` too, with the ports in the event, not drift. A worker shutdown in the middle (the tools refused by
     ``abort_all``) records nothing and returns state ``pending`` (:func:`_interrupted`) at once,
     instead of waiting out the verification ``timeout`` and reporting every port as drift.
     """
@@ -778,13 +920,24 @@ def apply(
     checks = _plan_checks(fabric, parts, sample)
     result.checked_ports = len({c.guid for c in checks})
     try:
-        drift = _verify(fabric, parts, checks, timeout)
+        drift, unverified = _verify(fabric, parts, checks, timeout)
     except ToolAborted as exc:
         return _interrupted(fabric, result, exc, t0)
-    result.drift = drift
+    result.drift, result.unverified = drift, unverified
+    result.seconds = round(time.monotonic() - t0, 3)
+    if unverified and not drift:
+        # the ports could not be read (smpquery failing, hung): nothing says OpenSM disagrees, and
+        # nothing says it applied the file: a failure of the apply's verification, not drift
+        first = unverified[0]
+        result.error = (
+            f"written to {result.path} and OpenSM signalled ({result.signalled}), but not verified: "
+            f"{len(unverified)} of {result.checked_ports} sampled port check(s) could not be read "
+            f"within {timeout:g} s (e.g. {first['guid']}: {first['error']})"
+        )
+        _record_failure(fabric, parts, result, user)
+        return result
     result.ok = not drift
     result.state = ApplyState.APPLIED if not drift else ApplyState.DRIFT
-    result.seconds = round(time.monotonic() - t0, 3)
     _record_outcome(fabric, parts, result, user)
     return result
 
@@ -800,42 +953,70 @@ def _interrupted(fabric: Fabric, result: ApplyResult, exc: ToolAborted, t0: floa
     return result
 
 
-def _verify(fabric: Fabric, parts: list[Partition], checks: list[_Check], timeout: float) -> list[dict]:
-    """Read the P_Key tables of the checked ports until all agree or ``timeout`` passes; return the
-    disagreements ``[{"partition", "pkey", "guid", "expected", "seen"}]`` (``seen`` "error: ..."
-    when the port could not be read)."""
+#: a read is not started with less than this many seconds left before the verification deadline
+MIN_READ_S = 0.5
+
+
+def _verify(
+    fabric: Fabric, parts: list[Partition], checks: list[_Check], timeout: float
+) -> tuple[list[dict], list[dict]]:
+    """Read the P_Key tables of the checked ports again until all agree or ``timeout`` seconds
+    pass; return ``(drift, unverified)``.
+
+    ``drift``: ports whose last read table disagrees (``[{"partition", "pkey", "guid",
+    "expected", "seen"}]``, ``seen`` the membership read or None). ``unverified``: ports never
+    read successfully before the deadline (``[{"partition", "pkey", "guid", "expected",
+    "error"}]``: the tool failed or timed out, or no time was left to read them). Each
+    ``smpquery`` run is bounded by the time left until the deadline (at most 15 s), and no read
+    starts with less than :data:`MIN_READ_S` left, so a hung tool costs at most ``timeout``
+    (plus a process kill), not ``timeout`` per port.
+
+    Raises:
+        ToolAborted: the worker is stopping (:func:`fabric.collectors.tools.abort_all`).
+    """
     by_id = {p.pk: p for p in parts}
-    pending = list(checks)
     env = fabric_env(fabric)
     deadline = time.monotonic() + timeout
     interval = 0.2
+    # guid -> the last table read or "error: ..." (what is known of each port so far)
+    last: dict[str, object] = {}
+    pending = list(checks)
     while True:
         tables: dict[str, object] = {}
-        failed: list[tuple[_Check, str]] = []
         for c in pending:
-            if c.guid not in tables:
-                try:
-                    tables[c.guid] = read_pkeys(fabric, c.guid, env=env, timeout=min(15.0, max(1.0, timeout)))
-                except ToolAborted:
-                    raise  # the process is stopping: not a disagreement, and no point waiting out the timeout
-                except (ToolError, PartitionsParseError) as exc:
-                    tables[c.guid] = f"error: {str(exc)[:200]}"
-            table = tables[c.guid]
-            seen = table if isinstance(table, str) else table.membership(by_id[c.partition_id].pkey)
-            if isinstance(table, str) or not _matches(c.expected, seen):
-                failed.append((c, seen))
-        if not failed or time.monotonic() >= deadline:
-            return [
-                {
-                    "partition": by_id[c.partition_id].name,
-                    "pkey": by_id[c.partition_id].pkey_hex,
-                    "guid": c.guid,
-                    "expected": c.expected,
-                    "seen": seen,
-                }  # fmt: skip
-                for c, seen in failed
-            ]
-        pending = [c for c, _ in failed]
+            if c.guid in tables:
+                continue
+            left = deadline - time.monotonic()
+            if left < MIN_READ_S:
+                break  # out of time: the ports not read this round keep what was read before
+            try:
+                tables[c.guid] = read_pkeys(fabric, c.guid, env=env, timeout=min(15.0, left))
+            except ToolAborted:
+                raise  # the process is stopping: not a disagreement, and no point waiting out the timeout
+            except (ToolError, PartitionsParseError) as exc:
+                tables[c.guid] = f"error: {str(exc)[:200]}"
+        for guid, table in tables.items():
+            if not (isinstance(table, str) and guid in last and not isinstance(last[guid], str)):
+                last[guid] = table  # a failed re-read keeps the table read before
+        drift, unverified, failed = [], [], []
+        for c in pending:
+            part = by_id[c.partition_id]
+            row = {"partition": part.name, "pkey": part.pkey_hex, "guid": c.guid, "expected": c.expected}
+            table = last.get(c.guid)
+            if table is None or isinstance(table, str):
+                error = (
+                    table.removeprefix("error: ") if table else "not read before the verification deadline"
+                )
+                unverified.append(row | {"error": error})
+                failed.append(c)
+                continue
+            seen = table.membership(part.pkey)
+            if not _matches(c.expected, seen):
+                drift.append(row | {"seen": seen})
+                failed.append(c)
+        if not failed or deadline - time.monotonic() < MIN_READ_S:
+            return drift, unverified
+        pending = failed
         time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
         interval = min(interval * 2, 2.0)
 
@@ -848,12 +1029,15 @@ def _fabric_event(fabric: Fabric, code: str, message: str, details: dict) -> Eve
 def _record_failure(fabric: Fabric, parts: list[Partition], result: ApplyResult, user) -> None:
     log.warning("applying the partitions of %s failed: %s", fabric.name, result.error)
     with transaction.atomic():
+        written = {}
+        if result.signalled:  # written and signalled, not verified: the file is the one applied
+            written = {"applied_hash": result.sha256, "applied_at": timezone.now(), "drift": []}
         Partition.objects.filter(pk__in=[p.pk for p in parts]).update(
-            applied_state=ApplyState.FAILED, apply_error=result.error[:2000]
+            applied_state=ApplyState.FAILED, apply_error=result.error[:2000], **written
         )
         spec = _fabric_event(
             fabric, "partition.apply_failed", f"partitions of {fabric.name} not applied: {result.error}",
-            {"path": result.path, "error": result.error},
+            {"path": result.path, "error": result.error, "unverified": result.unverified[:20]},
         )  # fmt: skip
         record_events(fabric, [spec])
         audit.record("partition.apply", fabric, {"ok": False, "error": result.error[:500]}, user=user)
@@ -886,7 +1070,9 @@ def _record_outcome(fabric: Fabric, parts: list[Partition], result: ApplyResult,
                         f"after apply (e.g. {mine[0]['guid']}: expected {mine[0]['expected']}, "
                         f"seen {mine[0]['seen']})",
                         object_type="partition",
-                        object_key=f"{fabric.name}:{p.pkey_hex}",
+                        # the partition, not only its PKey: a PKey freed by job 25 and given to
+                        # job 26 is another partition with its own alarm (and clear mail)
+                        object_key=f"{fabric.name}:{p.pkey_hex}:{p.name}"[:120],
                         object_repr=str(p),
                         details={"drift": mine[:20]},
                     )

@@ -336,3 +336,69 @@ def test_partitions_command_configures_the_fabric(fabric, capsys):
     fabric.refresh_from_db()
     assert (fabric.partitions_path, fabric.sm_pid_file) == ("/etc/opensm/partitions.conf", "/run/opensm.pid")
     assert AuditEntry.objects.filter(action="fabric.partitions_config").count() == 1
+
+
+def test_names_are_unique_per_fabric_and_owner_names_are_reserved(fabric, client_for):
+    admin = client_for("admin")
+    first = admin.post("/api/fabric/partitions/", {"fabric": fabric.pk, "name": "storage", "pkey": "0x30"},
+                       format="json")  # fmt: skip
+    assert first.status_code == 201, first.content
+    for body, message in [
+        ({"name": "storage", "pkey": "0x31"}, "name 'storage' is already used on fabric site by PKey 0x0030"),
+        ({"name": "pool_1", "pkey": "0x32"}, "pool_<n> and job_<n> are the names"),
+        ({"name": "job_26", "pkey": "0x33"}, "pool_<n> and job_<n> are the names"),
+    ]:
+        r = admin.post("/api/fabric/partitions/", {"fabric": fabric.pk} | body, format="json")
+        assert r.status_code == 400 and message in r.json()["name"][0], r.content
+    second = save_partition(Partition(fabric=fabric, name="scratch", pkey=0x34))
+    r = admin.patch(f"/api/fabric/partitions/{second.pk}/", {"name": "storage"}, format="json")
+    assert r.status_code == 400 and "already used" in r.json()["name"][0]
+    assert sorted(Partition.objects.filter(fabric=fabric).values_list("name", flat=True)) == [
+        "scratch",
+        "storage",
+    ]
+    # another fabric may use the name; renaming to itself is no clash
+    save_partition(Partition(fabric=Fabric.objects.create(name="b"), name="storage", pkey=0x35))
+    r = admin.patch(f"/api/fabric/partitions/{second.pk}/", {"name": "scratch", "sl": 1}, format="json")
+    assert r.status_code == 200, r.content
+    # an import that would give a stored name to another PKey: located, nothing written
+    with pytest.raises(PartitionsParseError) as err:
+        import_partitions(fabric, "Default=0x7fff : ALL=full ;\n\nstorage=0x40 : ALL ;\n", source="p.conf")
+    assert err.value.line == 3 and "name 'storage' is already PKey 0x0030's" in err.value.message
+    with pytest.raises(PartitionsParseError) as err:
+        import_partitions(fabric, "a=0x41 : ALL ;\na=0x42 : ALL ;\n", source="p.conf", mode=REPLACE)
+    assert err.value.line == 2 and "(line 1)" in err.value.message
+    assert not Partition.objects.filter(fabric=fabric, pkey__in=[0x40, 0x41, 0x42]).exists()
+
+
+def test_drift_alarms_are_per_partition_not_per_pkey(fabric, django_capture_on_commit_callbacks):
+    """A PKey freed by one partition and reused by the next (job 25's, then job 26's): each drift
+    is its own alarm named after its partition, and the applied event clears both by name."""
+    from events.models import Alarm
+    from fabric.services.partitions import ApplyResult, _record_outcome
+
+    def drift(part):
+        d = {"partition": part.name, "pkey": part.pkey_hex, "guid": "0x0000000000000010", "expected": "full",
+             "seen": None}  # fmt: skip
+        result = ApplyResult(
+            fabric=fabric.name, ok=False, state=ApplyState.DRIFT, sha256="ab" * 32, drift=[d]
+        )
+        with django_capture_on_commit_callbacks(execute=True):
+            _record_outcome(fabric, [part], result, None)
+
+    first = save_partition(Partition(fabric=fabric, name="train25", pkey=0x6000))
+    drift(first)
+    first.delete()
+    second = save_partition(Partition(fabric=fabric, name="train26", pkey=0x6000))
+    drift(second)
+    alarms = Alarm.objects.filter(fabric=fabric, code="partition.drift").order_by("pk")
+    assert [(a.object_key, a.object_repr, a.state) for a in alarms] == [
+        ("site:0x6000:train25", "train25 (0x6000)", "active"),
+        ("site:0x6000:train26", "train26 (0x6000)", "active"),
+    ]
+    ok = ApplyResult(fabric=fabric.name, ok=True, state=ApplyState.APPLIED, sha256="cd" * 32)
+    with django_capture_on_commit_callbacks(execute=True):
+        _record_outcome(fabric, [second], ok, None)
+    assert sorted(Alarm.objects.filter(fabric=fabric, code="partition.drift").values_list("state", flat=True)) == [
+        "cleared", "cleared"
+    ]  # fmt: skip

@@ -149,7 +149,7 @@ def test_opensm_not_rereading_is_drift(lab_fabric):
     part.refresh_from_db()
     assert part.applied_state == ApplyState.DRIFT and len(part.drift) == 2
     drift = Event.objects.get(fabric=fabric, code="partition.drift")
-    assert drift.object_key == "pk:0x0789"
+    assert drift.object_key == "pk:0x0789:p"
     # SIGHUP after all: applied, and the applied event follows (it clears the drift alarm)
     fabric.sm_reload_command = []
     fabric.save()
@@ -186,3 +186,59 @@ def test_a_shutdown_during_verification_records_nothing_and_returns_at_once(lab_
     part.refresh_from_db()
     assert part.applied_state == ApplyState.PENDING and part.drift == []
     assert not Event.objects.filter(fabric=fabric, code__startswith="partition.").exists()
+
+
+def test_an_empty_partition_next_to_a_populated_one_keeps_its_pkey_on_the_ports(lab_fabric):
+    """A partition without members (a pool given a PKey before it holds GPUs) is written as one
+    line OpenSM accepts: the file is not dropped, the populated partition's PKey stays."""
+    lab, fabric = lab_fabric
+    members = _ca_guids(fabric)[:2]
+    pool = save_partition(Partition(fabric=fabric, name="pool_x", pkey=0x0A04, ipoib=True))
+    set_members(pool, members, reason="pool")
+    save_partition(Partition(fabric=fabric, name="emptyp", pkey=0x0A05, ipoib=True))
+    offset = lab.sm_log_size()
+    result = apply(fabric, timeout=30)
+    assert result.ok, result.as_dict()
+    assert "emptyp=0x0a05, ipoib : ;" in lab.partitions_path.read_text().splitlines()
+    assert lab.partition_errors(offset) == []
+    for guid in _ca_guids(fabric):
+        table = _table(lab, guid)
+        assert table.membership(0x0A04) == ("full" if guid in members else None), guid
+        assert table.membership(0x0A05) is None, guid
+    # the populated partition is emptied too: both empty, the file still applies
+    set_members(pool, [], reason="pool")
+    offset = lab.sm_log_size()
+    assert apply(fabric, timeout=30).ok
+    assert lab.partition_errors(offset) == []
+    assert [_table(lab, g).membership(0x0A04) for g in members] == [None, None]
+
+
+def test_a_hung_smpquery_is_bounded_by_the_verify_timeout_and_is_no_drift(lab_fabric, settings):
+    """The fabric hangs (ibsim frozen) after OpenSM was told to re-read: every ``smpquery pkeys``
+    hangs. Verification gives up at WEFT_PARTITIONS_VERIFY_TIMEOUT_S in all (not that per port:
+    6 ports took 6 x the timeout) and records a failed verification (``partition.apply_failed``
+    naming the unread ports), not drift "expected full, seen None"."""
+    import time
+
+    lab, fabric = lab_fabric
+    settings.WEFT_PARTITIONS_VERIFY_TIMEOUT_S = 5
+    members = _ca_guids(fabric)[:2]
+    part = save_partition(Partition(fabric=fabric, name="p", pkey=0x0791))
+    set_members(part, members)
+    lab.hang()
+    t0 = time.monotonic()
+    result = apply(fabric, sample=4)
+    took = time.monotonic() - t0
+    print(f"hung fabric: apply gave up after {took:.2f} s, {result.checked_ports} ports planned")
+    assert result.checked_ports == 6  # 2 members + 4 non-members: 6 reads of 5 s before the fix
+    assert took < 5 + 4, took  # the timeout, plus the kill of the hung tool and the bookkeeping
+    assert not result.ok and result.state == ApplyState.FAILED and result.drift == []
+    assert 1 <= len(result.unverified) <= 6 and {u["guid"] for u in result.unverified} <= set(
+        _ca_guids(fabric)
+    )
+    assert "not verified" in result.error and "could not be read within 5 s" in result.error
+    part.refresh_from_db()
+    assert part.applied_state == ApplyState.FAILED and "not verified" in part.apply_error and part.drift == []
+    assert not Event.objects.filter(fabric=fabric, code="partition.drift").exists()
+    failed = Event.objects.get(fabric=fabric, code="partition.apply_failed")
+    assert failed.details["unverified"][0]["error"] == "smpquery did not finish within 5 s (killed)"

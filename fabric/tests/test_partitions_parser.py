@@ -9,6 +9,7 @@ import pytest
 
 from fabric.parsers.partitions import (
     MAX_LINE,
+    McastGroupRecord,
     MemberRecord,
     PartitionRecord,
     PartitionsParseError,
@@ -148,6 +149,9 @@ def test_strtoul_bases_like_c():
         ("P=0x10000 : ALL ;\n", 1, "PKey 0x10000 is wider than 16 bits"),
         ("# only a comment\n\n", 0, "no partition definition"),
         ("Default=0x7fff : ALL=full ;\r\nP=0x10 : ALL ;\r\n", 1, "carriage return (CRLF line end)"),
+        ("Default=0x7fff : ALL=full ;\nemptyp=0x0a05, ipoib :\n ;\n", 3, "';' with nothing before it"),
+        ("P=0x10 : ALL ;;\n", 1, "';' with nothing before it"),
+        ("P=0x10 :\n\tmgid=ff12:401b::1\n\t;\n", 3, "';' with nothing before it"),
         ("P=0x10 : " + ", ".join(f"0x{i:016x}=full" for i in range(1, 200)) + " ;\n", 1, "line of 4"),
     ],
 )
@@ -226,3 +230,19 @@ def test_smpquery_pkeys_table():
     assert [t.membership(p) for p in (0x7FFF, 0x10, 0x123, 0x124)] == ["full", "both", "full", None]
     with pytest.raises(PartitionsParseError, match="not a P_Key table row"):
         parse_smpquery_pkeys("ibwarn: [123] mad_rpc: _do_madrpc failed; dport (Lid 4)\n")
+
+
+def test_generator_writes_an_empty_partition_on_one_line_opensm_accepts():
+    pop = PartitionRecord("pool_1", 0x0A04, members=[MemberRecord("0x1", "full")])
+    empty = PartitionRecord("emptyp", 0x0A05, ipoib=True)
+    groups = PartitionRecord("g", 0x0A06, mcast_groups=[McastGroupRecord("ff12:401b::1", "sl=1")])
+    text = generate([empty, pop, groups])
+    lines = text.splitlines()
+    assert "emptyp=0x0a05, ipoib : ;" in lines
+    assert "\tmgid=ff12:401b::1,sl=1 ;" in lines
+    # no ';' opens a line (what OpenSM misreads), and the file reads back the same
+    assert not [line for line in lines if line.strip().startswith(";")]
+    conf = parse_partitions(text).by_pkey()
+    assert (conf[0x0A05].name, conf[0x0A05].members, conf[0x0A05].ipoib) == ("emptyp", [], True)
+    assert [m.guid for m in conf[0x0A04].members] == ["0x0000000000000001"]
+    assert [(g.mgid, g.flags) for g in conf[0x0A06].mcast_groups] == [("ff12:401b::1", "sl=1")]

@@ -103,7 +103,7 @@ def _write_wanted(partition: Partition, wanted: list[str], user=None) -> MemberC
     have = sorted(g for g, reason in rows.items() if reason == MemberReason.POOL)
     if have == [g for g in wanted if rows.get(g, MemberReason.POOL) == MemberReason.POOL]:
         return None
-    return set_members(partition, wanted, reason=MemberReason.POOL, user=user)
+    return set_members(partition, wanted, reason=MemberReason.POOL, user=user, as_owner=True)
 
 
 def sync_pool_members(pool_id: int, *, user=None) -> MemberChange | None:
@@ -265,7 +265,7 @@ def set_pool_pkey(pool: Pool, pkey: int | None, *, user=None) -> Partition | Non
         touched: set[int] = set()
         if current is not None and (pkey is None or current.fabric_id != pool.fabric_id):
             touched.add(current.fabric_id)
-            delete_partition(current, user=user)  # the pool's link is set to NULL with it
+            delete_partition(current, user=user, as_owner=True)  # the pool's link is set to NULL with it
             current = None
         if pkey is None:
             pool.partition = None
@@ -282,7 +282,10 @@ def set_pool_pkey(pool: Pool, pkey: int | None, *, user=None) -> Partition | Non
                 partition.pkey = pkey
                 try:
                     save_partition(
-                        partition, user=user, action="partition.create" if partition.pk is None else ""
+                        partition,
+                        user=user,
+                        action="partition.create" if partition.pk is None else "",
+                        as_owner=True,
                     )
                 except PartitionError as exc:
                     raise PoolPKeyError(str(exc)) from None
@@ -365,7 +368,7 @@ def open_job_partition(
             )  # fmt: skip
             try:
                 with transaction.atomic():
-                    save_partition(partition, user=user, action="partition.create")
+                    save_partition(partition, user=user, action="partition.create", as_owner=True)
                 break
             except (PartitionError, IntegrityError):  # taken meanwhile: the next one
                 continue
@@ -375,7 +378,11 @@ def open_job_partition(
                 f"is used on fabric {fabric_id}"
             )
         set_members(
-            partition, allocation_member_guids(allocation_id, fabric_id), reason=MemberReason.POOL, user=user
+            partition,
+            allocation_member_guids(allocation_id, fabric_id),
+            reason=MemberReason.POOL,
+            user=user,
+            as_owner=True,
         )
         queue_apply(fabric_id)
     return partition
@@ -409,6 +416,6 @@ def close_job_partition(partition_id: int, *, user=None) -> bool:
         if partition is None:
             return False
         fabric_id = partition.fabric_id
-        delete_partition(partition, user=user)
+        delete_partition(partition, user=user, as_owner=True)
         queue_apply(fabric_id)
     return True

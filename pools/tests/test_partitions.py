@@ -157,7 +157,7 @@ def test_sync_after_a_discovery_restores_the_members(pod, django_capture_on_comm
     with django_capture_on_commit_callbacks(execute=True):
         allocate(pool.pk, AllocationRequest(count=1, gpu_ids=_gpus_of("host003")[:1]))
     assert sync_fabric_pools(fabric.pk) == 0  # already current
-    set_members(part, [], reason="pool")  # as if the hosts' ports had changed
+    set_members(part, [], reason="pool", as_owner=True)  # as if the hosts' ports had changed
     assert sync_fabric_pools(fabric.pk) == 1
     assert _members(part, "pool") == _host_guids(fabric, "host003")
     assert sync_pool_members(Pool.objects.create(name="no-pkey").pk) is None
@@ -352,3 +352,32 @@ def test_api_deleting_a_tenant_deletes_its_pools_partitions(pod, admin):
     part = set_pool_pkey(pool, 0x0A60)
     assert admin.delete(f"/api/pools/tenants/{pool.tenant_id}/").status_code == 204
     assert not Pool.objects.filter(pk=pool.pk).exists() and not Partition.objects.filter(pk=part.pk).exists()
+
+
+def test_api_a_pool_partition_is_changed_only_through_its_pool(pod, admin):
+    """PKey, name, pool members and deletion of a pool's partition: 409 naming the pool, nothing
+    changed (pool.pkey stays); the extra members and flags stay editable there."""
+    fabric, pool = pod
+    part = set_pool_pkey(pool, 0x0A40)
+    url = f"/api/fabric/partitions/{part.pk}/"
+    for method, path, body in [
+        ("patch", url, {"pkey": "0x0a41"}),
+        ("put", url + "members/", {"members": []}),
+        ("put", url + "members/", {"members": [{"guid": STORAGE}], "reason": "pool"}),
+        ("delete", url, None),
+    ]:
+        r = getattr(admin, method)(path, body, format="json")
+        assert r.status_code == 409, (method, path, r.content)
+        assert (
+            f"belongs to pool {pool.name}" in r.json()["detail"] and "through the pool" in r.json()["detail"]
+        )
+    pool.refresh_from_db()
+    assert (pool.pkey, pool.partition_id) == (0x0A40, part.pk)
+    assert not AuditEntry.objects.filter(action__in=["partition.delete", "partition.update"]).exists()
+    r = admin.put(url + "members/", {"members": [{"guid": STORAGE, "membership": "limited"}], "reason": "extra"},
+                  format="json")  # fmt: skip
+    assert r.status_code == 200 and r.json()["added"] == 1, r.content
+    assert admin.patch(url, {"description": "tenant t"}, format="json").status_code == 200
+    # through the pool it goes
+    assert admin.patch(f"/api/pools/pools/{pool.pk}/", {"pkey": None}, format="json").status_code == 200
+    assert not Partition.objects.filter(pk=part.pk).exists()

@@ -238,3 +238,35 @@ def test_a_rediscovery_that_changes_port_guids_resyncs_job_partitions(
     changes = AuditEntry.objects.filter(action__startswith="partition.").order_by("id")[before:]
     assert [e.object_id for e in changes] == [str(a.partition_id)]
     assert sync_job_partitions(cluster.fabric.pk) == 0
+
+
+def test_a_job_partition_is_changed_only_through_its_job(cluster, client_for):
+    """The partitions API (and every other caller of the partitions service) refuses with 409 to
+    change a running job's PKey, name or members, or to delete its partition: the job would
+    still claim the old PKey, lose its isolation, or stay placed without a partition."""
+    job = placed(cluster, "iso")
+    part = job.partition
+    members = sorted(part.members.values_list("port_guid", flat=True))
+    admin = client_for("admin")
+    url = f"/api/fabric/partitions/{part.pk}/"
+    for method, path, body in [
+        ("patch", url, {"pkey": "0x6102"}),
+        ("patch", url, {"name": "mine"}),
+        ("put", url + "members/", {"members": []}),
+        ("put", url + "members/", {"members": [], "reason": "pool"}),
+        ("delete", url, None),
+    ]:
+        r = getattr(admin, method)(path, body, format="json")
+        assert r.status_code == 409, (method, path, r.content)
+        assert (
+            f"belongs to job {job.pk} iso" in r.json()["detail"] and "through the job" in r.json()["detail"]
+        )
+    part.refresh_from_db()
+    job.refresh_from_db()
+    assert (part.pkey, part.name, job.partition_id, job.pkey) == (0x6100, f"job_{job.pk}", part.pk, part.pkey)
+    assert sorted(part.members.values_list("port_guid", flat=True)) == members
+    # flags are the partition's own; the job's end still takes it away
+    r = admin.patch(url, {"mtu": 4}, format="json")
+    assert r.status_code == 200, r.content
+    cancel(job.pk)
+    assert not Partition.objects.filter(pk=part.pk).exists()

@@ -11,6 +11,7 @@ go through ``scheduler.services.queue`` (``submit``, ``cancel``).
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
@@ -124,6 +125,7 @@ class QueueView(RoleRequiredMixin, TemplateView):
             state_choices=["active", "pending", "placed", "running", "ended", *[s.value for s in FINAL]],
             can_submit=bool(operate), form=_form_context(user) if operate else None,
             dry_run_url=f"{reverse('scheduler:dry_run')}?{urlencode(DEMO_DRY_RUN)}",
+            submit_token=uuid.uuid4().hex,  # one per page shown: the submit's idempotency key
         )  # fmt: skip
         return ctx
 
@@ -145,7 +147,21 @@ class SubmitView(RoleRequiredMixin, View):
             if pool is None:
                 raise queue.InvalidJob(f"no pool {spec.pool_id}", field="pool")
             spec.tenant_id = submit_tenant(request.user, pool, spec.tenant_id)
-            job = queue.submit(spec, user=request.user)
+            # the page's one-time token is the idempotency key: the form sent twice (a double
+            # click, a reload re-posting it) queues one job
+            token = request.POST.get("submit_token", "")
+            if token:
+                job, created = queue.submit_with_key(spec, f"page-{token}", user=request.user)
+                if not created:
+                    messages.info(request, f"{job} was already submitted from this form; not queued again.")
+                    return redirect("scheduler:job", pk=job.pk)
+            else:
+                job = queue.submit(spec, user=request.user)
+        except queue.IdempotencyConflict:
+            messages.error(
+                request, "Not submitted: this form was already used for another job; reload the page."
+            )
+            return redirect("scheduler:queue")
         except queue.InvalidJob as exc:
             messages.error(request, f"Not submitted: {exc.field or 'job'}: {exc}")
             return redirect("scheduler:queue")

@@ -174,3 +174,22 @@ def test_submit_form_offers_a_tenant_pool_first(setup, client_for):
     select = re.search(r'<select name="pool"[^>]*>(.*?)</select>', html, re.S).group(1)
     options = re.findall(r"<option value=\"\d+\"[^>]*>(.*?)</option>", select)
     assert "aaa-shared (shared)" in options and "(shared)" not in options[0], options
+
+
+def test_the_submit_form_sent_twice_queues_one_job(setup, client_for):
+    """The page's one-time token is the submit's idempotency key: a double click (the same form
+    posted twice) queues one job and leads to it; the token reused for another job is refused."""
+    c, other_pool, mine, big, theirs = setup
+    op = client_for("operator")
+    html = op.get("/scheduler/").content.decode()
+    token = re.search(r'name="submit_token" value="([0-9a-f]{32})"', html).group(1)
+    assert token not in op.get("/scheduler/").content.decode()  # a new one per page shown
+    form = {"name": "twice", "pool": c.pool.pk, "count": 8, "priority_class": "normal",
+            "tier_mode": "preferred", "submit_token": token}  # fmt: skip
+    first, second = op.post("/scheduler/submit/", form), op.post("/scheduler/submit/", form)
+    job = Job.objects.get(name="twice")
+    assert first["Location"] == second["Location"] == f"/scheduler/jobs/{job.pk}/"
+    assert "already submitted from this form" in op.get(second["Location"]).content.decode()
+    resp = op.post("/scheduler/submit/", {**form, "count": 16})
+    assert resp["Location"] == "/scheduler/" and Job.objects.filter(name="twice").count() == 1
+    assert "this form was already used for another job" in op.get("/scheduler/").content.decode()

@@ -264,7 +264,7 @@ class TenantViewSet(AuditedWritesMixin, TenantScopedMixin, BriefModeMixin, views
         return changes
 
     def perform_destroy(self, instance):
-        _refuse_if_holding(Allocation.objects.filter(tenant=instance), f"tenant {instance}")
+        _refuse_if_holding(Allocation.objects.filter(tenant=instance), f"tenant {instance}", instance)
         with transaction.atomic():
             for pool in instance.pools.exclude(partition=None):  # the PKeys go with its pools
                 set_pool_pkey(pool, None, user=self.request.user)
@@ -275,10 +275,18 @@ def _members(tenant: Tenant) -> list[dict]:
     return [{"user": m.user_id, "role": m.role} for m in tenant.memberships.order_by("user_id")]
 
 
-def _refuse_if_holding(qs, what: str) -> None:
+def _refuse_if_holding(qs, what: str, owner=None) -> None:
+    """409 when ``qs`` (allocations) holds GPUs, or ``owner`` (a pool or tenant) has jobs the
+    scheduler's queue still waits to place (``owner.jobs``: deleting it would drop them without a
+    trace; ended jobs go with it, as its allocation history does)."""
     n = qs.filter(state__in=HOLDING_STATES).count()
     if n:
         raise Conflict(f"{what} has {n} active allocations: release them first")
+    jobs = getattr(owner, "jobs", None)  # the scheduler's reverse relation (scheduler.Job)
+    if jobs is not None:
+        waiting = jobs.filter(state="pending").count()
+        if waiting:
+            raise Conflict(f"{what} has {waiting} queued job(s) waiting to be placed: cancel them first")
 
 
 class Conflict(APIException):
@@ -325,7 +333,7 @@ class PoolViewSet(AuditedWritesMixin, TenantScopedMixin, BriefModeMixin, viewset
                 rebalance_borrowed(serializer.instance.pk, user=self.request.user)
 
     def perform_destroy(self, instance):
-        _refuse_if_holding(instance.allocations.all(), f"pool {instance}")
+        _refuse_if_holding(instance.allocations.all(), f"pool {instance}", instance)
         with transaction.atomic():
             if instance.partition_id:  # its PKey goes with it (taken off the ports at the apply)
                 set_pool_pkey(instance, None, user=self.request.user)

@@ -193,3 +193,23 @@ def test_the_submit_form_sent_twice_queues_one_job(setup, client_for):
     resp = op.post("/scheduler/submit/", {**form, "count": 16})
     assert resp["Location"] == "/scheduler/" and Job.objects.filter(name="twice").count() == 1
     assert "this form was already used for another job" in op.get("/scheduler/").content.decode()
+
+
+def test_a_pool_or_tenant_with_queued_jobs_is_not_deleted(setup, client_for):
+    """Deleting a pool (or its tenant) whose jobs still wait in the queue is a 409 naming them;
+    nothing goes (the jobs vanished without a trace before)."""
+    from scheduler.services.queue import JobSpec, cancel, submit
+
+    c = setup[0]
+    q = Pool.objects.create(name="q", tenant=c.tenant, fabric=c.pool.fabric, quota_gpus=0)
+    job = submit(JobSpec(name="waits", pool_id=q.pk, tenant_id=c.tenant.pk, count=8))
+    assert Job.objects.get(pk=job.pk).state == "pending"  # quota 0: it waits
+    admin = client_for("admin")
+    for url in (f"/api/pools/pools/{q.pk}/", f"/api/pools/tenants/{c.tenant.pk}/"):
+        resp = admin.delete(url)
+        assert resp.status_code == 409, (url, resp.content)
+    resp = admin.delete(f"/api/pools/pools/{q.pk}/")
+    assert "1 queued job(s) waiting to be placed: cancel them first" in resp.json()["detail"]
+    assert Pool.objects.filter(pk=q.pk).exists() and Job.objects.filter(pk=job.pk).exists()
+    cancel(job.pk)
+    assert admin.delete(f"/api/pools/pools/{q.pk}/").status_code == 204

@@ -197,6 +197,10 @@ class Request:
     def unit_word(self) -> str:
         return {"gpu": "GPUs", "mig": f"{self.mig_profile} slices", "fraction": "GPU shares"}[self.kind]
 
+    def count_words(self, n: int) -> str:
+        """``n`` units in words, singular for one: "1 GPU", "16 GPUs", "1 3g.40gb slice"."""
+        return f"{n} {self.unit_word[:-1] if n == 1 else self.unit_word}"
+
 
 @dataclass(slots=True)
 class FreeState:
@@ -739,7 +743,7 @@ class _Engine:
         w = self.weight
         placed = {h: n * w for h, n in sorted(placed_slots.items())}
         units = sorted(set(got["units"]))
-        what = f"{req.count} {req.unit_word}"
+        what = req.count_words(req.count)
         where = f"host {got['domain']}" if tier == 0 else f"{TIER_NAMES[tier]} {idx.name(got['domain'])}"
         if tier == 0:
             reasons.append(f"placed {what} on {where} (tier 0)")
@@ -829,7 +833,7 @@ class _Engine:
         need, tmax = self.need, self.tmax
         word = self._slot_word()
         cap_word = f"hosts with ≥ {req.gpus_per_host} GPUs" if req.gpus_per_host else req.unit_word
-        what = f"{req.count} {req.unit_word}"
+        what = req.count_words(req.count)
         reasons: list[str] = []
         # 1. never fits: bigger than any fabric (capacity) or than every domain of the tier (constraint)
         total = self._total_capacity()

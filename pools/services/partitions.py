@@ -36,7 +36,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from fabric.choices import MemberReason, NodeType, PartitionSource
-from fabric.models import Partition, Port
+from fabric.models import Fabric, Partition, Port
 from fabric.services.partitions import (
     MemberChange,
     PartitionError,
@@ -375,7 +375,7 @@ def open_job_partition(
         else:
             raise NoJobPKey(
                 f"pool {pool.name}: every job PKey of 0x{pool.job_pkey_min:04x}-0x{pool.job_pkey_max:04x} "
-                f"is used on fabric {fabric_id}"
+                f"is used on fabric {Fabric.objects.filter(pk=fabric_id).values_list('name', flat=True).first()}"
             )
         set_members(
             partition,

@@ -67,7 +67,9 @@ def test_each_job_gets_its_own_pkey_of_its_hosts_and_loses_it_when_it_ends(clust
     run_pass()
     c.refresh_from_db()
     assert c.state == JobState.PENDING and c.allocation_id is None and c.partition_id is None
-    assert "every job PKey of 0x6100-0x6102 is used on fabric" in c.decision["reasons"][0]
+    assert (
+        f"every job PKey of 0x6100-0x6102 is used on fabric {cluster.fabric.name}" in c.decision["reasons"][0]
+    )
     assert not Allocation.objects.filter(job=c.reference, state="active").exists()
 
     finish(a.pk, reason="exit 0")

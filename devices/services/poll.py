@@ -290,6 +290,7 @@ def poll_devices(
     readings = collect(devices, concurrency=concurrency, inventory=inventory)
     out = []
     fabrics: dict[int, list[int]] = {}
+    sensors_read: dict[int, list[int]] = {}
     for d in devices:
         reading = readings[d.pk]
         try:
@@ -303,11 +304,13 @@ def poll_devices(
                         "error": f"store failed: {type(exc).__name__}"})  # fmt: skip
             continue
         fabrics.setdefault(d.fabric_id, []).append(d.pk)
+        if reading.sensors_read:
+            sensors_read.setdefault(d.fabric_id, []).append(d.pk)
         out.append(stored)
     from ..heatmap import publish
 
     for fabric_id, ids in fabrics.items():
-        evaluate(fabric_id, ids)
+        evaluate(fabric_id, ids, sensors_read.get(fabric_id, []))
         transaction.on_commit(lambda f=fabric_id: publish(f))  # the heatmap's Ethernet rows, live
     return out
 

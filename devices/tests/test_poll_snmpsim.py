@@ -274,3 +274,25 @@ def test_lldp_remote_table_walked_only_when_its_change_time_moves(agent, make_de
     )
     dev.refresh_from_db()
     assert dev.lldp_changed_ticks == 1477429999
+
+
+def test_a_sensor_reading_is_one_evaluation_however_many_polls_keep_it(agent, make_device, settings):
+    """Temperature alarm after 2 readings over the threshold: the polls between two sensor reads
+    (``WEFT_SNMP_SENSORS_S``) do not count the stored reading again."""
+    from events.models import EventPolicy
+
+    EventPolicy.objects.filter(code="device.temperature_high").update(consecutive=2)
+    settings.WEFT_SNMP_SENSORS_S = 300.0
+    agent.set_values("msn-hot", {f"{mibs.SENSOR_VALUE}.100000001": ("2", "910")})
+    dev = make_device("msn-hot")
+    poll_devices([dev])  # reading 1: 91.0 °C
+    assert Sensor.objects.get(device=dev, index=100000001).value == 91.0
+    for _ in range(2):
+        [s] = poll_devices([dev], inventory=False)
+        assert s["status"] == "ok" and s["sensors"] == 0  # not due: not read
+    assert _open_alarm("device.temperature_high", "msn-hot/sensor/100000001") is None
+    settings.WEFT_SNMP_SENSORS_S = 0.0
+    [s] = poll_devices([dev], inventory=False)  # reading 2
+    assert s["sensors"] > 0
+    hot = _open_alarm("device.temperature_high", "msn-hot/sensor/100000001")
+    assert hot is not None and hot.details["value"] == 91.0

@@ -22,7 +22,11 @@ The last line of stdout is a JSON object: ``devices``, ``interfaces`` (read per 
 ``baseline_s`` (median one-at-a-time reads), ``speedup`` (baseline / collect), ``requests``
 (SNMP requests per poll), ``client_cpu_s`` / ``agents_cpu_s`` (CPU seconds the poller and the
 snmpsim agents spent during the concurrent reads: where the time goes), ``*_range`` [min, max], ``rounds``, ``load`` (``uptime`` before and
-after) and ``notes``. Not a test: nothing is asserted beyond every device answering.
+after), ``sensors_every_s`` (``WEFT_SNMP_SENSORS_S``: the timed polls come right after the
+warm-up, so they read the sensors only when it is 0) and ``notes``. Not a test: nothing is
+asserted beyond every device answering. Every timed poll reads every interface's states and
+counters; the LLDP remote table only where lldpStatsRemTablesLastChangeTime moved (it does not
+in a recording).
 
     python bench/snmp.py [--devices 100] [--rounds 3] [--agents 2] [--concurrency 16] [--json]
 """
@@ -57,6 +61,7 @@ KEEP = (
     "1.3.6.1.2.1.47.1.1.1.1.12.",
     "1.3.6.1.2.1.47.1.1.1.1.13.",
     "1.3.6.1.2.1.99.1.1.1.",
+    "1.0.8802.1.1.2.1.2.1.0|",
     "1.0.8802.1.1.2.1.3.7.1.",
     "1.0.8802.1.1.2.1.4.1.1.",
     "1.3.6.1.6.3.10.2.1.1.",
@@ -118,6 +123,7 @@ def main() -> int:
     import django
 
     django.setup()
+    from django.conf import settings
     from django.core.management import call_command
 
     from devices.models import Device
@@ -207,6 +213,7 @@ def main() -> int:
         "agents": args.agents,
         "concurrency": args.concurrency,
         "rounds": args.rounds,
+        "sensors_every_s": settings.WEFT_SNMP_SENSORS_S,
         "recording": args.recording,
         "load": {"before": load_before, "after": uptime()},
         "notes": "snmpsim (pure Python, single-threaded per agent) shares the 2 cores with the poller: "

@@ -65,7 +65,12 @@ LLDP_REM = "1.0.8802.1.1.2.1.4.1.1"
 LLDP_REM_CHASSIS_SUBTYPE, LLDP_REM_CHASSIS = f"{LLDP_REM}.4", f"{LLDP_REM}.5"
 LLDP_REM_PORT_SUBTYPE, LLDP_REM_PORT, LLDP_REM_PORT_DESC = f"{LLDP_REM}.6", f"{LLDP_REM}.7", f"{LLDP_REM}.8"
 LLDP_REM_SYS_NAME = f"{LLDP_REM}.9"
-#: LLDP columns of every poll (the local ports' descriptions only on inventory polls)
+#: lldpStatsRemTablesLastChangeTime.0: sysUpTime when a row of the remote tables was last created,
+#: changed or deleted (LLDP-MIB); a poll walks the remote table only when it moved
+LLDP_REM_CHANGED = "1.0.8802.1.1.2.1.2.1.0"
+#: the scalars of a poll between inventories (one GET): uptime (restarts) and the LLDP change time
+POLL_SCALARS = (SYS_UPTIME, LLDP_REM_CHANGED)
+#: LLDP columns of a poll that walks them (the local ports' descriptions only on inventory polls)
 LLDP = (
     LLDP_LOC_PORT_ID,
     LLDP_REM_CHASSIS_SUBTYPE,

@@ -79,6 +79,11 @@ class Device(models.Model):
     last_error = models.TextField(blank=True, editable=False)
     unreachable_since = models.DateTimeField(null=True, blank=True, editable=False)
     uptime_ticks = models.BigIntegerField(null=True, blank=True, editable=False)
+    #: when the sensors were last read (every ``WEFT_SNMP_SENSORS_S``, not every poll)
+    sensors_read_at = models.DateTimeField(null=True, blank=True, editable=False)
+    #: lldpStatsRemTablesLastChangeTime at the last walk of the LLDP remote table (None: never
+    #: walked, or the agent lacks it): the next poll walks the table only when it moved
+    lldp_changed_ticks = models.BigIntegerField(null=True, blank=True, editable=False)
     requests = models.PositiveIntegerField(
         default=0, editable=False, help_text="SNMP requests of the last poll"
     )

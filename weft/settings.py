@@ -504,6 +504,10 @@ WEFT_SNMP_TICK_S = env_float("WEFT_SNMP_TICK_S", 10.0, positive=True)
 WEFT_SNMP_CONCURRENCY = env_int("WEFT_SNMP_CONCURRENCY", 64, min_value=1)
 WEFT_SNMP_GROUPS = env_int("WEFT_SNMP_GROUPS", 1, min_value=1)
 WEFT_SNMP_INVENTORY_S = env_float("WEFT_SNMP_INVENTORY_S", 3600.0, positive=True)
+#: how often a device's ENTITY-SENSOR-MIB readings are read (0: every poll); the counters and
+#: states are read every poll. Sensors are a fifth of a poll's varbinds and move slowly (LibreNMS
+#: reads them every 300 s cycle)
+WEFT_SNMP_SENSORS_S = env_float("WEFT_SNMP_SENSORS_S", 300.0, min_value=0.0)
 WEFT_SNMP_TRAP_LISTEN = env_str("WEFT_SNMP_TRAP_LISTEN", "0.0.0.0:162")
 #: the port ``manage.py serve`` (embedded deployment, the demo) receives SNMP traps on, on the host
 #: of WEFT_SNMP_TRAP_LISTEN; 0 (the default): no trap receiver in serve (production runs

@@ -94,6 +94,8 @@ class Target:
 
 
 _END = (rfc1905.EndOfMibView, rfc1905.NoSuchObject, rfc1905.NoSuchInstance)
+#: the value of every requested varbind (one object: pyasn1 values are immutable)
+_NULL = rfc1902.Null("")
 
 
 def plain(value):
@@ -166,6 +168,7 @@ class Session:
             self.auth = CommunityData(target.community, mpModel=1)
         self.context = ContextData(contextName=target.context or "")
         self._transport = None
+        self._addr_name = None
         self.requests = 0
 
     async def _transport_target(self):
@@ -176,20 +179,26 @@ class Session:
             )
         return self._transport
 
-    async def _send(self, reps: int | None, oids: list[str]) -> list:
+    async def _send(self, reps: int | None, oids: list) -> list:
         """One GET (``reps`` None) or GETBULK (non-repeaters 0, ``reps`` repetitions) of ``oids``
-        through pysnmp's command generators, without the high-level API's MIB resolution of every
-        request and response (numeric OIDs only: most of a poll's CPU otherwise). Returns the
-        response's ``[(ObjectName, value)]``."""
-        transport = await self._transport_target()
-        addr_name, _params = _LCD.configure(self.engine, self.auth, transport, self.context.contextName)
+        (dotted strings, or the ``ObjectName`` of a response, reused as is) through pysnmp's
+        command generators, without the high-level API's MIB resolution of every request and
+        response (numeric OIDs only: most of a poll's CPU otherwise). The target's address entry
+        is configured in the engine once per session, not per request. Returns the response's
+        ``[(ObjectName, value)]``."""
+        if self._addr_name is None:
+            transport = await self._transport_target()
+            self._addr_name, _params = _LCD.configure(
+                self.engine, self.auth, transport, self.context.contextName
+            )
+        addr_name = self._addr_name
         future = asyncio.get_running_loop().create_future()
 
         def done(engine, handle, ei, es, ix, vbs, ctx):
             if not future.done():
                 future.set_result((ei, es, ix, vbs))
 
-        vbs = [(rfc1902.ObjectName(o), rfc1902.Null("")) for o in oids]
+        vbs = [(o if isinstance(o, rfc1902.ObjectName) else rfc1902.ObjectName(o), _NULL) for o in oids]
         self.requests += 1
         ctx = self.context
         if reps is None:
@@ -266,8 +275,8 @@ class Session:
                 if isinstance(value, rfc1905.EndOfMibView) or oid[: len(prefix)] != prefix:
                     done.add(col)
                     continue
-                out[col][".".join(str(x) for x in oid[len(prefix) :])] = plain(value)
-                cursor[col] = str(name)
+                out[col][".".join(map(str, oid[len(prefix) :]))] = plain(value)
+                cursor[col] = name  # the next request starts here: no re-parse of the dotted text
             for col in active:
                 if col in done or len(flat) < n:
                     cursor.pop(col, None)

@@ -14,7 +14,8 @@ the admin's policies, as the IB counter rules):
 
 Interfaces without a rate this interval (first sample, reset) and unavailable sensors keep
 their streaks. Only the devices of ``device_ids`` are measured (another group's poll measures
-its own).
+its own), and their sensors only where ``sensor_ids`` says the poll read them (every
+``WEFT_SNMP_SENSORS_S``): a reading is one evaluation, however many polls it stays stored.
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ def sensor_key(dev_name: str, index: int) -> str:
     return f"{dev_name}/sensor/{index}"
 
 
-def evaluate(fabric_id: int, device_ids: list[int]) -> Outcome:
+def evaluate(fabric_id: int, device_ids: list[int], sensor_ids: list[int] | None = None) -> Outcome:
     """Apply the fabric's pending events, then the condition rules of ``device_ids`` (see the
-    module docstring), in one transaction. Returns the engine's outcome.
+    module docstring; sensors of ``sensor_ids``, default all of ``device_ids``), in one
+    transaction. Returns the engine's outcome.
 
     Raises:
         fabric.models.Fabric.DoesNotExist: unknown ``fabric_id``.
@@ -56,7 +58,11 @@ def evaluate(fabric_id: int, device_ids: list[int]) -> Outcome:
         ifaces = list(
             Interface.objects.filter(device_id__in=device_ids, present=True).select_related("device")
         )
-        sensors = list(Sensor.objects.filter(device_id__in=device_ids).select_related("device"))
+        sensors = list(
+            Sensor.objects.filter(
+                device_id__in=device_ids if sensor_ids is None else sensor_ids
+            ).select_related("device")
+        )
         specs: list[EventSpec] = []
         reprs: dict[str, str] = {}
 

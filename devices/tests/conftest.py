@@ -16,7 +16,8 @@ RECORDINGS = {
     "nxos": "librenms_nxos-10.5_n9k-c93180yc-fx3.snmprec",
 }
 #: copies the tests edit (counters moving, links going away); the others stay as recorded
-EDITED = {"msn-moving": "msn4600", "nohc-moving": "nohc", "sonic-edit": "sonic", "msn-base": "msn4600"}
+EDITED = {"msn-moving": "msn4600", "nohc-moving": "nohc", "sonic-edit": "sonic", "msn-base": "msn4600",
+          "arista-lldp": "arista7150", "msn-hot": "msn4600"}  # fmt: skip
 V3 = {
     "user": "weft-v3",
     "auth_key": "auth-secret-1",

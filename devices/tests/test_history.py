@@ -17,7 +17,8 @@ from .test_poll_snmpsim import _set_counters
 pytestmark = [pytest.mark.snmpsim, pytest.mark.django_db(transaction=False)]
 
 
-def test_polls_write_history_the_api_returns(agent, make_device, viewer):
+def test_polls_write_history_the_api_returns(agent, make_device, viewer, settings):
+    settings.WEFT_SNMP_SENSORS_S = 0.0  # sensors read at every poll, as the counters
     _set_counters(agent, "msn-moving", 5, True, in_octets=10**12, out_octets=10**9, in_pkts=1, out_pkts=1,
                   in_discards=10, out_errors=1)  # fmt: skip
     agent.set_values("msn-moving", {f"{mibs.SENSOR_VALUE}.100000001": ("2", "390")})

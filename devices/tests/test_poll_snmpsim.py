@@ -208,9 +208,10 @@ def test_lldp_link_down_and_up_raise_and_clear_an_alarm(agent, snmp_dir, make_de
     assert _open_alarm("device.link_down", key) is None
 
 
-def test_interface_down_and_hot_sensor_raise_and_clear_alarms(agent, make_device):
-    """swp2 operationally down while admin up: a Critical interface-down alarm; up again clears
-    it. PSU1Temp1 at 91.0 °C: temperature alarm; back at 39.0 °C clears it."""
+def test_interface_down_and_hot_sensor_raise_and_clear_alarms(agent, make_device, settings):
+    """swp2 operationally down while admin up: a Critical interface-down alarm at the next poll;
+    up again clears it. PSU1Temp1 at 91.0 °C: temperature alarm once the sensors are due
+    (``WEFT_SNMP_SENSORS_S``; states and counters are read every poll); back at 39.0 °C clears it."""
     agent.set_values(
         "msn-moving", {f"{mibs.IF_OPER}.5": ("2", "1"), f"{mibs.SENSOR_VALUE}.100000001": ("2", "390")}
     )
@@ -219,9 +220,15 @@ def test_interface_down_and_hot_sensor_raise_and_clear_alarms(agent, make_device
     agent.set_values(
         "msn-moving", {f"{mibs.IF_OPER}.5": ("2", "2"), f"{mibs.SENSOR_VALUE}.100000001": ("2", "910")}
     )
+    settings.WEFT_SNMP_SENSORS_S = 300.0
     poll_devices([dev], inventory=False)
     down = _open_alarm("device.interface_down", "msn-moving/swp2")
     assert down is not None and down.severity == "critical"
+    # the sensors were read 1 poll ago, not due: the stored reading is the old one, no alarm yet
+    assert Sensor.objects.get(device=dev, index=100000001).value == 39.0
+    assert _open_alarm("device.temperature_high", "msn-moving/sensor/100000001") is None
+    settings.WEFT_SNMP_SENSORS_S = 0.0  # every poll
+    poll_devices([dev], inventory=False)
     hot = _open_alarm("device.temperature_high", "msn-moving/sensor/100000001")
     assert hot is not None and hot.details["value"] == 91.0
     agent.set_values(
@@ -231,3 +238,61 @@ def test_interface_down_and_hot_sensor_raise_and_clear_alarms(agent, make_device
     assert _open_alarm("device.interface_down", "msn-moving/swp2") is None
     assert _open_alarm("device.temperature_high", "msn-moving/sensor/100000001") is None
     assert Device.objects.get(pk=dev.pk).status == "ok"
+
+
+def test_lldp_remote_table_walked_only_when_its_change_time_moves(agent, make_device, settings):
+    """The Arista EOS 4.20 agent has lldpStatsRemTablesLastChangeTime: a poll between inventories
+    whose change time did not move reads no LLDP (fewer requests, the same 2 neighbours even though
+    a row is gone from the agent); once the change time moves, the row's absence is a link-down."""
+    settings.WEFT_SNMP_SENSORS_S = 3600.0
+    agent.set_values("arista-lldp", {mibs.LLDP_REM_CHANGED: ("67", "1477423753")})  # as recorded
+    dev = make_device("arista-lldp")
+    [first] = poll_devices([dev])
+    assert first["status"] == "ok" and first["neighbours"] == 2
+    [again] = poll_devices([dev], inventory=False)
+    dev.refresh_from_db()
+    assert dev.lldp_changed_ticks == 1477423753
+    # one GET of the scalars and the interface columns' walk, nothing else
+    assert again["requests"] < first["requests"] and again["neighbours"] == 0
+    # the neighbour on Ethernet24 (timeMark 0, local port 48, remIndex 2) leaves the agent's table
+    gone = [
+        ln.split("|", 1)[0]
+        for ln in agent.text("arista-lldp").splitlines()
+        if ln.startswith(mibs.LLDP_REM + ".") and ln.split("|", 1)[0].endswith(".0.48.2")
+    ]
+    assert len(gone) == 9
+    agent.delete_values("arista-lldp", gone)
+    poll_devices([dev], inventory=False)
+    assert Neighbour.objects.filter(device=dev).count() == 2  # the change time did not move
+    agent.set_values("arista-lldp", {mibs.LLDP_REM_CHANGED: ("67", "1477429999")})
+    [moved] = poll_devices([dev], inventory=False)
+    assert moved["neighbours"] == 1 and moved["requests"] > again["requests"]
+    assert Neighbour.objects.filter(device=dev).count() == 1
+    assert (
+        Alarm.objects.open().filter(code="device.link_down", object_key__startswith="arista-lldp/").count()
+        == 1
+    )
+    dev.refresh_from_db()
+    assert dev.lldp_changed_ticks == 1477429999
+
+
+def test_a_sensor_reading_is_one_evaluation_however_many_polls_keep_it(agent, make_device, settings):
+    """Temperature alarm after 2 readings over the threshold: the polls between two sensor reads
+    (``WEFT_SNMP_SENSORS_S``) do not count the stored reading again."""
+    from events.models import EventPolicy
+
+    EventPolicy.objects.filter(code="device.temperature_high").update(consecutive=2)
+    settings.WEFT_SNMP_SENSORS_S = 300.0
+    agent.set_values("msn-hot", {f"{mibs.SENSOR_VALUE}.100000001": ("2", "910")})
+    dev = make_device("msn-hot")
+    poll_devices([dev])  # reading 1: 91.0 °C
+    assert Sensor.objects.get(device=dev, index=100000001).value == 91.0
+    for _ in range(2):
+        [s] = poll_devices([dev], inventory=False)
+        assert s["status"] == "ok" and s["sensors"] == 0  # not due: not read
+    assert _open_alarm("device.temperature_high", "msn-hot/sensor/100000001") is None
+    settings.WEFT_SNMP_SENSORS_S = 0.0
+    [s] = poll_devices([dev], inventory=False)  # reading 2
+    assert s["sensors"] > 0
+    hot = _open_alarm("device.temperature_high", "msn-hot/sensor/100000001")
+    assert hot is not None and hot.details["value"] == 91.0

@@ -191,7 +191,7 @@ class Session:
             self._addr_name, _params = _LCD.configure(
                 self.engine, self.auth, transport, self.context.contextName
             )
-        addr_name = self._addr_name
+        addr_name, transport = self._addr_name, self._transport
         future = asyncio.get_running_loop().create_future()
 
         def done(engine, handle, ei, es, ix, vbs, ctx):

@@ -284,7 +284,6 @@ def derive_fast_many(items: list[tuple], t: float, tick_ns: float = DEFAULT_TICK
     """
     out: list[tuple | None] = []
     append = out.append
-    tick_s = tick_ns  # congestion_index's expression: ticks/s * tick_ns * 1e-9, in that order
     for prev, prev_ext, prev_t, curr, ext, cap in items:
         if prev is None or prev_t is None or prev_ext != ext or t <= prev_t:
             append(None)
@@ -312,7 +311,7 @@ def derive_fast_many(items: list[tuple], t: float, tick_ns: float = DEFAULT_TICK
         x = (xd1 - xd0) * 4.0 / dt
         r = (rd1 - rd0) * 4.0 / dt
         w = (xw1 - xw0) / dt
-        c = w * tick_s * 1e-9
+        c = w * tick_ns * 1e-9  # congestion_index, inlined (same expression, same order)
         append(
             (
                 x,

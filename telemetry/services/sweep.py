@@ -585,45 +585,21 @@ class _Writer:
         t_sample = sampled_at.timestamp()  # microsecond precision, as stored
         if self.stream_db and not self.opened:
             self._open()
-        by_addr, done, gone, live = self.by_addr, self.new_state, self.gone, self.live
-        prev_state = self.prev_state
+        by_addr, done, gone = self.by_addr, self.new_state, self.gone
         # the common interval of every port of the chunk at once (semantics.derive_fast_many);
         # the rest (no previous sample, errors moved, saturation, reset...) port by port
         todo: list[tuple] = []
         items: list[tuple] = []
+        take = self._take
         for lid, port, ext, raw, err in reads:
             t = by_addr.get((lid, port))
-            if t is None:
-                continue
-            pid = t.port_id
-            if pid in done or pid in gone:
+            if t is None or t.port_id in done or t.port_id in gone:
                 continue
             if err:
                 self._stale(t, f"LID {t.lid} port {t.port_num}: {err}")
-                continue
-            self.n_read += 1
-            if live is not None and pid not in live:
-                gone.add(pid)  # removed by a discovery since the targets were read: no row
-                continue
-            prev = prev_state.get(pid)
-            if prev is None or prev[2] is None or prev[0][0] is None:
-                self._derive(t, raw, ext, sampled_at, t_sample, None)
-                continue
-            done[pid] = (raw, ext, t_sample, False)  # its state either way (and a repeat is skipped)
-            todo.append((t, raw, ext, prev))
-            items.append((prev[0], prev[1], prev[2], raw, ext, t.cap))
-        if todo:
-            rows, entry = self.rows, self._entry
-            for (t, raw, ext, prev), fast in zip(
-                todo, semantics.derive_fast_many(items, t_sample, self.tick_ns), strict=True
-            ):
-                if fast is None:
-                    self._derive(t, raw, ext, sampled_at, t_sample, prev)
-                    continue
-                self.n_fast += 1
-                pid = t.port_id
-                rows.append((pid, raw, ext, sampled_at, fast, _NONE, False, False, ""))
-                entry(pid, (fast[0], fast[1], fast[4], 0, 0))
+            else:
+                take(t, raw, ext, sampled_at, t_sample, todo, items)
+        self._derive_batch(todo, items, sampled_at, t_sample)
         t1 = time.monotonic()
         self.t_compute += t1 - t0
         self.chunks += 1
@@ -631,17 +607,41 @@ class _Writer:
             self._flush()
             self.t_store += time.monotonic() - t1
 
-    def _read(self, t: Target, raw: tuple, ext: bool, sampled_at: datetime, t_sample: float) -> None:
-        """One port read (counted), stored by the general rules unless a discovery removed it."""
+    def _take(
+        self, t: Target, raw: tuple, ext: bool, sampled_at: datetime, t_sample: float, todo: list, items: list
+    ) -> None:
+        """One port read (counted): skipped when a discovery removed the port; by the general rules
+        at once when it has no usable previous sample; else queued in ``todo``/``items`` for
+        :meth:`_derive_batch` (its new state recorded now, so a repeat of the port is skipped)."""
         self.n_read += 1
         pid = t.port_id
         if self.live is not None and pid not in self.live:
             self.gone.add(pid)  # removed by a discovery since the targets were read: no row
             return
         prev = self.prev_state.get(pid)
-        if prev is not None and (prev[2] is None or prev[0][0] is None):
-            prev = None
-        self._derive(t, raw, ext, sampled_at, t_sample, prev)
+        if prev is None or prev[2] is None or prev[0][0] is None:
+            self._derive(t, raw, ext, sampled_at, t_sample, None)
+            return
+        self.new_state[pid] = (raw, ext, t_sample, False)
+        todo.append((t, raw, ext, prev))
+        items.append((prev[0], prev[1], prev[2], raw, ext, t.cap))
+
+    def _derive_batch(self, todo: list, items: list, sampled_at: datetime, t_sample: float) -> None:
+        """The rows and history entries of the ports :meth:`_take` queued: the common interval of
+        all of them at once (``semantics.derive_fast_many``), the others by the general rules."""
+        if not todo:
+            return
+        rows, entry = self.rows, self._entry
+        for (t, raw, ext, prev), fast in zip(
+            todo, semantics.derive_fast_many(items, t_sample, self.tick_ns), strict=True
+        ):
+            if fast is None:
+                self._derive(t, raw, ext, sampled_at, t_sample, prev)
+                continue
+            self.n_fast += 1
+            pid = t.port_id
+            rows.append((pid, raw, ext, sampled_at, fast, _NONE, False, False, ""))
+            entry(pid, (fast[0], fast[1], fast[4], 0, 0))
 
     def _derive(
         self, t: Target, raw: tuple, ext: bool, sampled_at: datetime, t_sample: float, prev: tuple | None
@@ -718,6 +718,8 @@ class _Writer:
             t_sample = sampled_at.timestamp()
         reads = collected.reads if collected is not None else {}
         done, gone = self.new_state, self.gone
+        todo: list[tuple] = []
+        items: list[tuple] = []
         for t in self.targets:
             if t.port_id in done or t.port_id in gone:
                 continue
@@ -733,7 +735,9 @@ class _Writer:
             elif read.error:
                 self._stale(t, f"LID {t.lid} port {t.port_num}: {read.error}")
             else:
-                self._read(t, read.raw, read.extended, sampled_at, t_sample)
+                self._take(t, read.raw, read.extended, sampled_at, t_sample, todo, items)
+        if todo:  # reads of a sweep that was not streamed (sampled_at set above)
+            self._derive_batch(todo, items, sampled_at, t_sample)
         t1 = time.monotonic()
         self.t_compute += t1 - t0
         sweep = self.sweep

@@ -18,8 +18,8 @@ it found (as the first discovery of an IB fabric writes one ``fabric.discovered`
 per node), only ``device.identified``; its counters are the first sample (no rates, no deltas:
 ``telemetry.semantics.derive_wrapping`` with no previous sample), so no discard/error/congestion
 rule measures it. One exception: an interface administratively up and operationally down
-(``FIRST_POLL_DOWN``) raises ``device.interface_down`` at once, and only once (the next polls
-see no change).
+(``devices.models.is_down``: not ``notPresent`` and the like, the device's baseline) raises
+``device.interface_down`` at once, and only once (the next polls see no change).
 """
 
 from __future__ import annotations
@@ -42,15 +42,10 @@ from telemetry import semantics
 from .. import crypto, mibs, parsers
 from ..choices import PollStatus
 from ..collectors.snmp import Session, SnmpError, close_engine, with_deadline
-from ..models import DOWN_OPER_STATES, Device, Interface, Neighbour, Sensor
+from ..models import Device, Interface, Neighbour, Sensor, is_down
 from . import history
 
 log = logging.getLogger(__name__)
-
-#: oper states that raise ``device.interface_down`` at a device's first poll for an admin-up
-#: interface (``devices.models.DOWN_OPER_STATES``: not ``notPresent`` and the like, the device's
-#: baseline, not a fault)
-FIRST_POLL_DOWN = DOWN_OPER_STATES
 
 #: every poll: states and counters; inventory polls add ``mibs.INTERFACE_INVENTORY``
 INTERFACE_COLUMNS = (*mibs.INTERFACE_STATE, *mibs.HC_COUNTERS, mibs.IF_DISCONTINUITY, *mibs.PFC)
@@ -473,7 +468,7 @@ def _store_interfaces(dev: Device, reading: Reading, *, restarted: bool, first: 
         if row is None:
             row = Interface(device=dev, if_index=rec.if_index)
             new.append(row)
-            if first and rec.admin_status == "up" and rec.oper_status in FIRST_POLL_DOWN:
+            if first and is_down(rec.admin_status, rec.oper_status):
                 # the baseline's one exception: a port meant to be up that is down is an alarm
                 # now, once (later polls see down → down, no change, no second event)
                 specs.append(

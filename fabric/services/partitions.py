@@ -874,9 +874,10 @@ def apply(
     signalled) records ``failed`` and ``partition.apply_failed`` and returns ``ok`` False with
     ``error``; it never raises for those. Verification that could not read the sampled ports
     (``smpquery`` failing or hung: ``unverified``, no port disagreeing) records ``failed`` and
-    ``partition.apply_failed`` too, with the ports in the event, not drift. A worker shutdown in the middle (the tools refused by
-    ``abort_all``) records nothing and returns state ``pending`` (:func:`_interrupted`) at once,
-    instead of waiting out the verification ``timeout`` and reporting every port as drift.
+    ``partition.apply_failed`` too, with the ports in the event, not drift. A worker shutdown in
+    the middle (the tools refused by ``abort_all``) records nothing and returns state
+    ``pending`` (:func:`_interrupted`) at once, instead of waiting out the verification
+    ``timeout`` and reporting every port as drift.
     """
     t0 = time.monotonic()
     timeout = settings.WEFT_PARTITIONS_VERIFY_TIMEOUT_S if timeout is None else timeout

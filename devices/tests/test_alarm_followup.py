@@ -86,12 +86,11 @@ def test_deleting_a_device_clears_the_link_down_alarms_towards_it(agent, snmp_di
     n = Neighbour.objects.get(device=dev, sys_name="xxxxx-xxx-xxx-sw-acc02")  # row 2145.48.28
     rows = [oid for oid in rec if oid.startswith(mibs.LLDP_REM + ".") and oid.endswith(".2145.48.28")]
     assert rows
-    raw = {ln.split("|", 1)[0]: ln for ln in (snmp_dir / RECORDINGS["sonic"]).read_text().splitlines()}
     agent.delete_values("sonic-edit", rows)
     try:
         poll_devices([dev], inventory=False)
     finally:
-        agent.set_values("sonic-edit", {oid: tuple(raw[oid].split("|", 2)[1:]) for oid in rows})
+        agent.set_values("sonic-edit", snmprec.recorded(snmp_dir / RECORDINGS["sonic"], rows))
     key = f"sonic-edit/{n.local_port}-{n.sys_name}/{n.port_id}"
     alarm = Alarm.objects.open().get(code="device.link_down", object_key=key)
     other = Alarm.objects.open().exclude(pk=alarm.pk).count()

@@ -60,8 +60,7 @@ def test_lldp_neighbours_are_ethernet_links_on_the_map(agent, snmp_dir, make_dev
         eth["edges"]["down"][k] == 1 and eth["edges"]["n"][k] == systems[gone.sys_name or gone.chassis_id] - 1
     )
     assert eth["counts"]["down_links"] == 1 and eth["counts"]["links"] == 22
-    raw = {ln.split("|", 1)[0]: ln for ln in (snmp_dir / RECORDINGS["sonic"]).read_text().splitlines()}
-    agent.set_values("sonic-edit", {oid: tuple(raw[oid].split("|", 2)[1:]) for oid in oids})
+    agent.set_values("sonic-edit", snmprec.recorded(snmp_dir / RECORDINGS["sonic"], oids))
     poll_devices([dev], inventory=False)
     assert _map(viewer, eth_fabric)["ethernet"]["counts"] == {**eth["counts"], "links": 23, "down_links": 0}
 
@@ -82,15 +81,9 @@ def test_a_new_lldp_system_changes_the_layer_not_the_ib_nodes(
     is the one :func:`devices.maplayer.changed_since` names."""
     from devices import maplayer
 
-    rec = snmprec.read(snmp_dir / RECORDINGS["sonic"])
-    names = snmprec.column(rec, mibs.LLDP_REM_SYS_NAME)
-    counts: dict[str, int] = {}
-    for name in names.values():
-        counts[name] = counts.get(name, 0) + 1
-    index, system = next((i, n) for i, n in sorted(names.items()) if n and counts[n] == 1)
-    oids = [o for o in rec if o.startswith(mibs.LLDP_REM + ".") and o.endswith("." + index)]
-    raw = {ln.split("|", 1)[0]: ln for ln in (snmp_dir / RECORDINGS["sonic"]).read_text().splitlines()}
-    agent.set_values("sonic-edit", {oid: tuple(raw[oid].split("|", 2)[1:]) for oid in oids})
+    path = snmp_dir / RECORDINGS["sonic"]
+    system, oids = snmprec.lone_row(snmprec.read(path), mibs.LLDP_REM_SYS_NAME, mibs.LLDP_REM)
+    agent.set_values("sonic-edit", snmprec.recorded(path, oids))
     agent.delete_values("sonic-edit", oids)
     dev = make_device("sonic-edit")
     poll_devices([dev])
@@ -100,7 +93,7 @@ def test_a_new_lldp_system_changes_the_layer_not_the_ib_nodes(
     poll_devices([dev], inventory=False)  # nothing new: the layer is as it was
     assert maplayer.changed_since(states) == []
 
-    agent.set_values("sonic-edit", {oid: tuple(raw[oid].split("|", 2)[1:]) for oid in oids})
+    agent.set_values("sonic-edit", snmprec.recorded(path, oids))
     poll_devices([dev], inventory=False)
     assert maplayer.changed_since(states) == [eth_fabric.pk]
     part = _map(viewer, eth_fabric, part="edges")

@@ -200,8 +200,7 @@ def test_lldp_link_down_and_up_raise_and_clear_an_alarm(agent, snmp_dir, make_de
     key = f"sonic-edit/Eth1/19-{n.sys_name or n.chassis_id}/{n.port_id}"
     assert _open_alarm("device.link_down", key) is not None
     text = agent.text("sonic-edit")
-    raw = {ln.split("|", 1)[0]: ln for ln in (snmp_dir / RECORDINGS["sonic"]).read_text().splitlines()}
-    agent.set_values("sonic-edit", {oid: tuple(raw[oid].split("|", 2)[1:]) for oid in rows})
+    agent.set_values("sonic-edit", snmprec.recorded(snmp_dir / RECORDINGS["sonic"], rows))
     assert agent.text("sonic-edit") != text
     poll_devices([dev], inventory=False)
     assert Neighbour.objects.filter(device=dev).count() == 23

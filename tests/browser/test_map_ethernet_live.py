@@ -44,14 +44,7 @@ def test_new_lldp_system_drawn_live_and_cas_box_hides_ethernet_hosts(
         pytest.skip("snmpsim is not installed")
     if not (realdata / SONIC).is_file():
         pytest.skip(f"{realdata / SONIC} is absent")
-    rec = snmprec.read(realdata / SONIC)
-    names = snmprec.column(rec, mibs.LLDP_REM_SYS_NAME)
-    per_system: dict[str, int] = {}
-    for name in names.values():
-        per_system[name] = per_system.get(name, 0) + 1
-    index, system = next((i, n) for i, n in sorted(names.items()) if n and per_system[n] == 1)
-    oids = [o for o in rec if o.startswith(mibs.LLDP_REM + ".") and o.endswith("." + index)]
-    raw = {ln.split("|", 1)[0]: ln for ln in (realdata / SONIC).read_text().splitlines()}
+    system, oids = snmprec.lone_row(snmprec.read(realdata / SONIC), mibs.LLDP_REM_SYS_NAME, mibs.LLDP_REM)
 
     server = weft_server_factory(WEFT_SNMP_TICK_S="1", WEFT_DISCOVERY_INTERVAL_S="3600")
     summary = import_file(server, realdata / SMALL, "ib")
@@ -94,7 +87,7 @@ def test_new_lldp_system_drawn_live_and_cas_box_hides_ethernet_hosts(
         # the system comes back on the agent: the server's next poll sees it, the open map adds it
         page.evaluate("() => { window.__notReloaded = 1; }")
         started = time.monotonic()
-        agent.set_values("sonic", {oid: tuple(raw[oid].split("|", 2)[1:]) for oid in oids})
+        agent.set_values("sonic", snmprec.recorded(realdata / SONIC, oids))
         page.wait_for_function("n => window.weftMap.ethDrawn(n) !== null", arg=system, timeout=30000)
         elapsed = time.monotonic() - started
         page.wait_for_function(

@@ -55,6 +55,7 @@ _V3_DROPS = (
     "usmStatsNotInTimeWindows",
     "usmStatsUnsupportedSecLevels",
 )
+_COUNTER_MODULES = ("__SNMPv2-MIB", "__SNMP-USER-BASED-SM-MIB")
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,10 @@ class TrapReceiver:
         if devices is None:
             devices = list(Device.objects.filter(enabled=True))
         eng = guard(engine.SnmpEngine())  # garbage datagrams: counted as malformed, no traceback
+        # the drop counters' modules, loaded here on the loop's thread: pysnmp's MIB builder is not
+        # thread-safe, and stats() (called from other threads) loading one while a notification
+        # being processed loads it too made that notification fail ("MIB file not found")
+        eng.get_mib_builder().load_modules(*_COUNTER_MODULES)
         v2, v3 = self._tables(eng, devices)  # before touching the running engine: a failure keeps it
         old = self.engine
         if old is None:
@@ -320,8 +325,8 @@ async def serve(
 ) -> None:
     """Run ``receiver`` on the current loop: apply notifications as they come (in a worker thread,
     in order), publish its stats to the cache (:data:`STATS_KEY`) and re-read the devices every
-    ``rescan_s``; stop after ``seconds`` (None: until ``stop`` is set). ``listening`` is called
-    once the socket is bound.
+    ``rescan_s``; stop after ``seconds`` (None: until ``stop`` is set), applying what was accepted
+    by then. ``listening`` is called once the socket is bound.
 
     Raises:
         OSError: the listen address cannot be bound (at start; a re-scan keeps the socket).
@@ -355,6 +360,8 @@ async def serve(
                 await publish()
     finally:
         receiver.close()
+        if not receiver.queue.empty():  # accepted before the stop: applied, not lost
+            await drain()
         await publish()
 
 

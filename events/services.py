@@ -5,10 +5,12 @@ alarm (audited in the same transaction), old rows are pruned. ``EventSpec``/``re
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from accounts import audit
@@ -17,7 +19,23 @@ from .engine import AlarmEngine, Outcome, send_alarms_changed
 from .models import Alarm, AlarmState, Event, HealthReport, Notification
 from .recording import EventSpec, record_events
 
-__all__ = ["EventSpec", "acknowledge", "acknowledge_many", "clear_alarm", "prune", "record_events"]
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "EventSpec",
+    "acknowledge",
+    "acknowledge_many",
+    "clear_alarm",
+    "prune",
+    "prune_due",
+    "record_events",
+]
+
+#: sent by :func:`prune` after its own deletions (kwargs ``now``: the prune's time), so that other
+#: apps clear what they keep only for a while through their own writers (the scheduler: expired
+#: idempotency keys). A receiver returns ``{name: rows cleared}``; :func:`prune` adds those to its
+#: result. A receiver that raises is logged and does not stop the others.
+prune_due = Signal()
 
 
 def acknowledge(alarm_id: int, user) -> Alarm:
@@ -95,8 +113,10 @@ def prune(now: datetime | None = None) -> dict[str, int]:
     (``WEFT_EVENT_RETENTION_DAYS``, default 365), cleared alarms (``WEFT_ALARM_RETENTION_DAYS``,
     default 365), mail outbox rows no longer pending (``WEFT_NOTIFICATION_RETENTION_DAYS``,
     default 30) and health reports (``WEFT_HEALTH_RETENTION_DAYS``, default 90). Open alarms and
-    pending mail are never deleted. Returns ``{"events": n, "alarms": n, "notifications": n,
-    "health_reports": n}``.
+    pending mail are never deleted. Then :data:`prune_due` lets other apps clear theirs (the
+    scheduler's expired idempotency keys, ``WEFT_IDEMPOTENCY_TTL_S``). Returns ``{"events": n,
+    "alarms": n, "notifications": n, "health_reports": n}`` plus the receivers' counts
+    (``"idempotency_keys": n``).
     """
 
     now = now or timezone.now()
@@ -126,4 +146,9 @@ def prune(now: datetime | None = None) -> dict[str, int]:
         .delete()[1]
         .get("events.HealthReport", 0)
     )
+    for receiver, result in prune_due.send_robust(sender=prune, now=now):
+        if isinstance(result, Exception):
+            log.error("prune receiver %r failed: %s", receiver, result, exc_info=result)
+        elif isinstance(result, dict):
+            out.update(result)
     return out

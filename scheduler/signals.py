@@ -19,6 +19,9 @@ Received here — each queues a scheduling pass (``scheduler.tasks.run_pass_task
   as ``pools.receivers`` does for pools' partitions; a failure is logged, never raised);
 * ``events.signals.alarms_changed`` when an alarm that makes hosts unusable or domains congested
   opened or cleared (``link.down``, the counter rules' congestion and error alarms).
+
+Also received (no pass): ``events.services.prune_due`` (the daily prune) clears idempotency keys
+past ``WEFT_IDEMPOTENCY_TTL_S`` (``queue.expire_idempotency_keys``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from django.db import transaction
 from django.dispatch import Signal, receiver
 
 from events.engine import alarms_changed
+from events.services import prune_due
 from fabric.signals import discovery_committed
 from pools.signals import allocation_changed, inventory_committed
 
@@ -109,3 +113,12 @@ def on_alarms_changed(sender, outcome, **kwargs) -> None:
     changed = [*outcome.raised, *outcome.cleared]
     if any(a.code in PLACEMENT_ALARMS for a in changed):
         queue_pass()
+
+
+@receiver(prune_due, dispatch_uid="scheduler.prune_due")
+def on_prune_due(sender, now, **kwargs) -> dict[str, int]:
+    """The daily prune: clear idempotency keys past ``WEFT_IDEMPOTENCY_TTL_S``
+    (``scheduler.services.queue.expire_idempotency_keys``); returns ``{"idempotency_keys": n}``."""
+    from .services.queue import expire_idempotency_keys
+
+    return {"idempotency_keys": expire_idempotency_keys(now)}

@@ -312,6 +312,10 @@ WEFT_SCHEDULER_PASS_INTERVAL_S = env_float("WEFT_SCHEDULER_PASS_INTERVAL_S", 30.
 WEFT_SCHEDULER_DEFAULT_TIME_LIMIT_S = env_float("WEFT_SCHEDULER_DEFAULT_TIME_LIMIT_S", 86400.0, positive=True)
 WEFT_SCHEDULER_FAIRSHARE_WINDOW_S = env_float("WEFT_SCHEDULER_FAIRSHARE_WINDOW_S", 7 * 86400.0, positive=True)
 WEFT_SCHEDULER_DECISION_HISTORY = env_int("WEFT_SCHEDULER_DECISION_HISTORY", 20, min_value=1)
+#: how long a job's idempotency key (the ``Idempotency-Key`` of a submit, the submit page's
+#: one-time token) is kept, seconds from the job's submit: a replay within it gets the first job;
+#: after it the key is free again (``events.tasks.prune_task`` clears the stored keys).
+WEFT_IDEMPOTENCY_TTL_S = env_float("WEFT_IDEMPOTENCY_TTL_S", 86400.0, positive=True)
 #: the rebalancing worker (scheduler.services.rebalance: reclaim, defragmenting moves, congestion
 #: reports), seconds between runs by beat
 WEFT_SCHEDULER_REBALANCE_INTERVAL_S = env_float("WEFT_SCHEDULER_REBALANCE_INTERVAL_S", 300.0, positive=True)

@@ -459,7 +459,10 @@ def submit_with_key(spec: JobSpec, key: str, *, user, now: datetime | None = Non
     (``Job.idempotency_key``). Returns ``(job, created)``: a new job, or — the key already used
     by ``user`` for the same request (every request field equal after validation: names of
     tiers and their numbers, a tenant left implicit and the pool's, are the same) — the job
-    that first request queued, whatever its state now, and nothing is written.
+    that first request queued, whatever its state now, and nothing is written. A key is kept
+    ``WEFT_IDEMPOTENCY_TTL_S`` seconds from that job's submit (:func:`key_expired`): a key
+    older than that is taken from the old job and queues a new one, as once the daily prune
+    cleared it (:func:`expire_idempotency_keys`).
 
     Raises:
         InvalidJob: as :func:`submit`; a key that is not 1-255 visible ASCII characters, or no
@@ -506,6 +509,24 @@ def check_idempotency_key(key: str) -> str:
     return key
 
 
+def key_expired(job: Job, now: datetime) -> bool:
+    """Whether ``job``'s idempotency key is past its time to live: ``WEFT_IDEMPOTENCY_TTL_S``
+    seconds (default 86400) from ``job.submitted_at`` have passed at ``now`` (that moment
+    included)."""
+    return job.submitted_at <= now - timedelta(seconds=settings.WEFT_IDEMPOTENCY_TTL_S)
+
+
+def expire_idempotency_keys(now: datetime | None = None) -> int:
+    """Clear the idempotency keys of jobs submitted ``WEFT_IDEMPOTENCY_TTL_S`` seconds or more
+    before ``now`` (:func:`key_expired`), so that their owners can use those keys again; the
+    jobs themselves stay. One UPDATE; the submit's audit entry keeps the key it was sent with.
+    Run by the daily prune (``events.services.prune`` → ``events.services.prune_due``). Returns
+    how many keys were cleared."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.WEFT_IDEMPOTENCY_TTL_S)
+    return Job.objects.filter(submitted_at__lte=cutoff).exclude(idempotency_key="").update(idempotency_key="")
+
+
 def _replay(existing: Job, fields: dict[str, Any], key: str) -> tuple[Job, bool]:
     differs = [f for f in REQUEST_FIELDS if getattr(existing, f) != fields[f]]
     if differs:
@@ -546,7 +567,10 @@ def _submit(spec: JobSpec, user, now: datetime | None, key: str) -> tuple[Job, b
         if key:
             existing = Job.objects.filter(owner=owner, idempotency_key=key).first()
             if existing is not None:
-                return _replay(existing, fields, key)
+                if not key_expired(existing, now):
+                    return _replay(existing, fields, key)
+                # kept past its TTL and not pruned yet: the key is free again (as after the prune)
+                Job.objects.filter(pk=existing.pk, idempotency_key=key).update(idempotency_key="")
         try:
             with transaction.atomic():  # a retry racing the first request: the unique key decides
                 job = Job.objects.create(
@@ -1312,7 +1336,9 @@ __all__ = [
     "allocation_lost",
     "cancel",
     "describe",
+    "expire_idempotency_keys",
     "expire_time_limits",
+    "key_expired",
     "finish",
     "move",
     "pass_inputs",

@@ -161,3 +161,66 @@ def test_racing_retries_on_postgresql_queue_one_job(monkeypatch, django_user_mod
     job = Job.objects.get(owner=user)
     assert sorted((j.pk, created) for j, created in results) == [(job.pk, False)] * 3 + [(job.pk, True)]
     assert AuditEntry.objects.filter(action="job.submit", object_id=str(job.pk)).count() == 1
+
+
+# --- the key's time to live (WEFT_IDEMPOTENCY_TTL_S) ----------------------------------------------
+
+
+def _submitted_ago(job_id: int, seconds: float) -> None:
+    """Set the job's submit time ``seconds`` back from now (no sleeping)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    Job.objects.filter(pk=job_id).update(submitted_at=timezone.now() - timedelta(seconds=seconds))
+
+
+def test_a_key_is_kept_for_its_ttl_then_the_prune_task_frees_it(setup, client_for, settings):
+    from events.tasks import prune_task
+
+    c = setup
+    settings.WEFT_IDEMPOTENCY_TTL_S = 3600
+    op = client_for("operator")
+    body = {"name": "train", "pool": c.pool.pk, "count": 8}
+    first = op.post(URL, body, format="json", HTTP_IDEMPOTENCY_KEY=KEY).json()["id"]
+    # within the TTL (submitted 3590 s ago of 3600): the prune keeps the key, a retry replays
+    _submitted_ago(first, 3590)
+    assert prune_task()["idempotency_keys"] == 0
+    assert Job.objects.get(pk=first).idempotency_key == KEY
+    again = op.post(URL, body, format="json", HTTP_IDEMPOTENCY_KEY=KEY)
+    assert (again.status_code, again.json()["id"], again["Idempotent-Replayed"]) == (200, first, "true")
+    before = _counts()
+    # past the TTL (3610 s ago): the daily prune clears that key (the job stays, keyless) …
+    _submitted_ago(first, 3610)
+    assert prune_task()["idempotency_keys"] == 1
+    old = Job.objects.get(pk=first)
+    assert old.idempotency_key == "" and old.name == "train"
+    assert prune_task()["idempotency_keys"] == 0  # nothing left to clear
+    # … and the same key queues a new job (201), which now holds the key
+    new = op.post(URL, body, format="json", HTTP_IDEMPOTENCY_KEY=KEY)
+    assert new.status_code == 201 and new.json()["id"] != first and "Idempotent-Replayed" not in new
+    assert new.json()["idempotency_key"] == KEY
+    assert _counts() == (before[0] + 1, before[1] + 1, before[2] + 1)
+    assert list(Job.objects.filter(idempotency_key=KEY).values_list("pk", flat=True)) == [new.json()["id"]]
+    # and a retry of that one replays it, not the old job
+    assert op.post(URL, body, format="json", HTTP_IDEMPOTENCY_KEY=KEY).json()["id"] == new.json()["id"]
+
+
+def test_an_expired_key_not_yet_pruned_is_free_too(setup, users, settings):
+    """Between the TTL's end and the next daily prune the key is already free: a submit with it
+    takes it from the old job (a different request is then no conflict), one second before the
+    end it still replays or conflicts."""
+    c = setup
+    settings.WEFT_IDEMPOTENCY_TTL_S = 600
+    op = users["operator"]
+    old, created = submit_with_key(JobSpec(name="a", pool_id=c.pool.pk, count=8), "k-ttl", user=op)
+    assert created
+    _submitted_ago(old.pk, 599)
+    with pytest.raises(IdempotencyConflict):
+        submit_with_key(JobSpec(name="b", pool_id=c.pool.pk, count=4), "k-ttl", user=op)
+    assert submit_with_key(JobSpec(name="a", pool_id=c.pool.pk, count=8), "k-ttl", user=op) == (old, False)
+    _submitted_ago(old.pk, 601)
+    new, created = submit_with_key(JobSpec(name="b", pool_id=c.pool.pk, count=4), "k-ttl", user=op)
+    assert created and new.pk != old.pk and (new.name, new.count, new.idempotency_key) == ("b", 4, "k-ttl")
+    old.refresh_from_db()
+    assert old.idempotency_key == "" and old.count == 8

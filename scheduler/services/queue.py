@@ -981,11 +981,16 @@ _RECLAIMABLE = (PendingCode.CAPACITY, PendingCode.FRAGMENTATION, PendingCode.CON
 
 
 def _may_reclaim(job: Job, infos) -> bool:
-    """Cheap first check (the rebalancer checks exactly): a whole-GPU job that fits in its pool's
-    guaranteed share on top of what the pool held before the pass."""
+    """Cheap first check (the rebalancer checks exactly): a job that fits in its pool's
+    guaranteed share on top of what the pool held before the pass — whole GPUs and a fraction
+    (one GPU more) against ``guaranteed_gpus``, MIG slices against ``guaranteed_slices``."""
     info = infos.get(job.pool_id)
+    if job.kind == JobKind.MIG:
+        used = info.used_slices if info is not None else 0
+        return bool(job.pool.guaranteed_slices) and used + job.count <= job.pool.guaranteed_slices
     used = info.used_gpus if info is not None else 0
-    return job.kind == JobKind.GPU and used + job.count <= job.pool.guaranteed_gpus
+    more = job.count if job.kind == JobKind.GPU else 1
+    return bool(job.pool.guaranteed_gpus) and used + more <= job.pool.guaranteed_gpus
 
 
 def _decision_dict(out: Outcome) -> dict[str, Any]:

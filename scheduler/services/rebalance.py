@@ -1,5 +1,5 @@
-"""The rebalancing worker (issue 12, "Rebalancing worker"): reclaim borrowed GPUs for owners with
-pending work, move preemptible jobs so that whole units (leaves, rail pods) come free, and report
+"""The rebalancing worker (issue 12, "Rebalancing worker"): reclaim borrowed GPUs, MIG slices and
+shared-GPU fractions for owners with pending work, move preemptible jobs so that whole units (leaves, rail pods) come free, and report
 jobs that run across persistently congested links when a better placement exists.
 
 :func:`plan_rebalance` builds the list of :class:`Action` from the stored state, with the same
@@ -11,20 +11,28 @@ on the same state (both call :func:`plan_rebalance`; the plan is deterministic).
 Actions, planned in this order on one in-memory copy of the free GPUs (each sees the GPUs the
 ones before it took or freed, as a pass does):
 
-* ``reclaim`` (executed) — the pools' guarantee (``Pool.guaranteed_gpus``, issue 11): a pending
-  whole-GPU job whose pool holds fewer GPUs than its guarantee (its own count included) and that
-  does not place on the free GPUs, while other pools' *borrowed* allocations
-  (``Allocation.borrowed``) of preemptible jobs hold GPUs it may use. Victims: the fewest such
-  jobs whose GPUs let it place (``select_victims``; the guarantee is the pool's right whatever
-  the priorities, as in ``pools.services.allocation``'s own reclaim; except that a preemptible
-  job does not reclaim from a higher-priority one, which a pass would then preempt it for: the
-  two would take the GPUs from each other on every run). Executed as a pass binds a
-  preemption: one transaction preempts the victims (requeued when they asked:
-  ``Job.requeue``) and places the job (``queue._bind``), with a ``job.reclaimed`` event and a
-  ``job.reclaim`` audit entry. The gap this fills: a pass places on named GPUs, and the pools'
-  allocation service reclaims only for requests by count, so no pass ever reclaimed; and a
-  pass preempts only for a higher priority. A pass that leaves such a job pending ends with
-  these reclaims itself (:func:`reclaim_for_guarantees`); the periodic run catches the rest.
+* ``reclaim`` (executed) — the pools' guarantee (issue 11): a pending job that fits in its
+  pool's guaranteed share on top of what the pool holds (the pools' own counting: whole GPUs
+  and a fraction — one GPU more — against ``Pool.guaranteed_gpus``, MIG slices against
+  ``guaranteed_slices``) and that does not place on what is free, while other pools'
+  *borrowed* allocations (``Allocation.borrowed``) of preemptible jobs hold capacity of the
+  same kind it may use (its model filters, usable hosts): whole GPUs for a whole-GPU job,
+  slices of its profile for a MIG job, shares of one GPU for a fraction. Victims: the fewest
+  such jobs whose release lets it place (whole GPUs: ``select_victims``; slices and shares:
+  :func:`_fewest`, the same order — fewest victims, then the lowest highest priority, the most
+  compact tier, the fewest units released; a fraction's victims are on one GPU, the one it is
+  placed on). The guarantee is the pool's right whatever the priorities, as in
+  ``pools.services.allocation``'s own reclaim; except that a preemptible job does not reclaim
+  from a higher-priority one, which a pass would then preempt it for: the two would take the
+  capacity from each other on every run. Executed as a pass binds a preemption: one
+  transaction preempts the victims (requeued when they asked: ``Job.requeue``) and places the
+  job (``queue._bind``), with a ``job.reclaimed`` event carrying the reason and a
+  ``job.reclaim`` audit entry (each victim its ``job.preempted`` event saying for whom). The gap
+  this fills: a pass places on named GPUs (a fraction on a named GPU) and plans MIG jobs only
+  on free slices, and the pools' allocation service reclaims only for requests by count, so no
+  pass ever reclaimed; and a pass preempts only for a higher priority. A pass that leaves such
+  a job pending ends with these reclaims itself (:func:`reclaim_for_guarantees`); the periodic
+  run catches the rest.
 * ``move`` — a unit that is partly used, only by placed/running whole-GPU jobs, whose jobs all
   place elsewhere (not on a whole free unit, not on hosts reserved for the queue's head, not on
   unusable hosts; never spanning a higher tier than now): moving them frees the unit whole.
@@ -55,6 +63,7 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import combinations
 from typing import Any
 
 from django.db import transaction
@@ -79,7 +88,7 @@ from ..placement import (
     place,
     select_victims,
 )
-from ..planner import HeldJob, Inventory, Outcome, fair_order
+from ..planner import PREEMPT_CANDIDATES, HeldJob, Inventory, Outcome, fair_order
 from . import state
 from .queue import (  # the queue stays the one writer of jobs: the rebalancer binds through it
     PASS_LIMIT_S,
@@ -106,10 +115,13 @@ class Action:
     ``kind``: ``reclaim`` / ``move`` / ``congested``; ``job_id`` the job it is about (reclaim:
     the pending job placed; move: the job moved; congested: the job reported); ``execute``:
     whether a real run carries it out (reports and proposals: False); ``reason``: what a person
-    reads; ``placed``: host → GPUs where the job goes (or could go); ``before``: host → GPUs it
-    holds now (``{}`` for a pending job); ``victims``: jobs preempted (reclaim); ``frees``:
-    units a move set frees whole (names); ``details``: the engine's decision dict, the
-    allocation the job holds when planned (``allocation``), the pools involved.
+    reads; ``placed``: host → GPUs (MIG slices; 1 for a fraction) where the job goes (or could
+    go); ``before``: host → GPUs it holds now (``{}`` for a pending job); ``victims``: jobs
+    preempted (reclaim); ``frees``: units a move set frees whole (names); ``details``: the
+    engine's decision dict, the allocation the job holds when planned (``allocation``), the
+    pools involved; a reclaim's ``kind`` (gpu/mig/fraction), ``unit`` (``GPUs``/``MIG
+    slices``), ``held``/``guaranteed`` (the pool's, in that unit), ``gpu`` (a fraction's GPU
+    id); a congestion report's ``congested`` domain keys and ``hca_links``.
     """
 
     kind: str
@@ -151,11 +163,19 @@ class _State:
     held: dict[int, HeldJob]
     jobs: dict[int, Job]
     pools: dict[int, Pool]
-    used: dict[int, int]  # pool → GPUs held (pools' count)
-    borrowed: set[int]  # jobs whose allocation holds borrowed GPUs
+    used: dict[int, int]  # pool → GPUs held (pools' count: whole + distinct GPUs with fractions)
+    borrowed: set[int]  # jobs whose allocation holds borrowed GPUs, slices or a borrowed share
     fragmented: bool  # some whole-GPU job is pending for fragmentation
     now: datetime
     touched: set[int] = field(default_factory=set)
+    used_slices: dict[int, int] = field(default_factory=dict)  # pool → MIG slices held
+    # job → its MIG slices ((host, profile, model, n), ...) / fractions ((host, GPU, model, MiB, %), ...):
+    # loaded only when a MIG / fraction job is pending
+    slices: dict[int, tuple] = field(default_factory=dict)
+    shares: dict[int, tuple] = field(default_factory=dict)
+    rooms: dict[int, list] = field(default_factory=dict)  # GPU → its ``inv.shared`` entry (the same list)
+    gpu_host: dict[int, str] = field(default_factory=dict)  # GPU of ``rooms`` → host name
+    share_gpus: dict[int, dict[int, int]] = field(default_factory=dict)  # pool → GPU → its fractions there
 
     def key(self, job: Job) -> tuple[str, str]:
         return ((self.pools[job.pool_id].gpu_model or "").lower(), (job.gpu_model or "").lower())
@@ -169,20 +189,22 @@ class _State:
 
 def _load(now: datetime) -> _State:
     loc = state.current_locality()
-    inv = state.load_inventory(loc, {"gpu"})
-    inv.reset_views({h: s.fabric_id for h, s in loc.hosts.items()})
-    held = {h.job_id: h for h in state.held_jobs(loc)}
     jobs = {
         j.pk: j
         for j in Job.objects.filter(state__in=[*HOLDING, JobState.PENDING]).select_related("pool", "tenant")
     }
+    waiting = {j.kind for j in jobs.values() if j.state == JobState.PENDING} & {JobKind.MIG, JobKind.FRACTION}
+    inv = state.load_inventory(loc, {"gpu", *waiting})
+    inv.reset_views({h: s.fabric_id for h, s in loc.hosts.items()})
+    held = {h.job_id: h for h in state.held_jobs(loc)}
     pools = {
         p.pk: p
         for p in Pool.objects.select_related("tenant").filter(pk__in={j.pool_id for j in jobs.values()})
     }
     # a pool deleted between the two reads (its jobs go with it): leave its jobs out of this pass
     jobs = {pk: j for pk, j in jobs.items() if j.pool_id in pools}
-    used = {pk: info.used_gpus for pk, info in state.pool_infos(pools).items()}
+    infos = state.pool_infos(pools)
+    used = {pk: info.used_gpus for pk, info in infos.items()}
     borrowed = set(
         Job.objects.filter(
             state__in=HOLDING, allocation__borrowed=True, allocation__state="active"
@@ -200,10 +222,34 @@ def _load(now: datetime) -> _State:
         j.state == JobState.PENDING and j.kind == JobKind.GPU and j.pending_code == PendingCode.FRAGMENTATION
         for j in jobs.values()
     )
-    return _State(
+    st = _State(
         loc, inv, state.unusable_hosts(loc), reserved, head, state.congestion_marks(loc), held, jobs, pools,
-        used, borrowed, fragmented, now,
+        used, borrowed, fragmented, now, used_slices={pk: info.used_slices for pk, info in infos.items()},
     )  # fmt: skip
+    if JobKind.MIG in waiting:
+        st.slices = state.held_slices(loc)
+    if JobKind.FRACTION in waiting:
+        _load_shares(st)
+    return st
+
+
+def _load_shares(st: _State) -> None:
+    """The held fractions and the room of every GPU open to a fraction, full shared GPUs
+    included (added to ``inv.shared``: a reclaim may free room there)."""
+    st.shares = state.held_fractions(st.loc)
+    for host, entries in st.inv.shared.items():
+        for g in entries:
+            st.rooms[g[0]], st.gpu_host[g[0]] = g, host
+    where = {gpu: host for items in st.shares.values() for host, gpu, *_ in items}
+    for gpu, entry in sorted(state.shared_room(st.loc, set(where) - set(st.rooms)).items()):
+        st.inv.shared.setdefault(where[gpu], []).append(entry)
+        st.rooms[gpu], st.gpu_host[gpu] = entry, where[gpu]
+    for job_id, items in st.shares.items():
+        job = st.jobs.get(job_id)
+        if job is not None:
+            for _, gpu, *_ in items:
+                per = st.share_gpus.setdefault(job.pool_id, {})
+                per[gpu] = per.get(gpu, 0) + 1
 
 
 def _label(job: Job) -> str:
@@ -252,80 +298,323 @@ def plan_rebalance(now: datetime | None = None) -> list[Action]:
     return [*_plan_reclaims(st), *_plan_moves(st), *_plan_congested(st)]
 
 
+#: at most this many victims per reclaim, and engine checks per MIG / fraction victim search
+#: (whole GPUs: ``select_victims``' own budget); candidates searched: the
+#: ``planner.PREEMPT_CANDIDATES`` lowest-priority ones holding the most
+MAX_VICTIMS = 8
+VICTIM_CHECKS = 2000
+
+
+@dataclass(frozen=True)
+class _Cand:
+    """A borrower's job a reclaim may preempt: ``units`` (GPUs, slices of the profile asked
+    for, or 1 share) it holds that the pending job may use, ``placed`` host → those units;
+    ``gpu``/``memory_mib``/``compute_pct``: its fraction (shares only)."""
+
+    job_id: int
+    priority: int
+    placed: dict[str, int]
+    gpu: int | None = None
+    memory_mib: int = 0
+    compute_pct: int = 0
+
+    @property
+    def units(self) -> int:
+        return sum(self.placed.values())
+
+
+def _guarantee(st: _State, job: Job, pool: Pool) -> tuple[int, int, str] | None:
+    """``(held, guaranteed, unit word)`` when ``job`` fits in its pool's guaranteed share on top
+    of what the pool holds (the pools' own rule, ``pools.services.allocation``: whole GPUs and
+    fractions count against ``guaranteed_gpus`` — a fraction as one more GPU —, MIG slices
+    against ``guaranteed_slices``); None otherwise."""
+    if job.kind == JobKind.MIG:
+        held, guaranteed, more, unit = (
+            st.used_slices.get(pool.pk, 0),
+            pool.guaranteed_slices,
+            job.count,
+            "MIG slices",
+        )
+    else:
+        held, guaranteed, unit = st.used.get(pool.pk, 0), pool.guaranteed_gpus, "GPUs"
+        more = job.count if job.kind == JobKind.GPU else 1
+    if not guaranteed or held + more > guaranteed:
+        return None
+    return held, guaranteed, unit
+
+
+def _may_take(st: _State, job: Job, pool: Pool, h: HeldJob) -> bool:
+    """A held job a reclaim for ``job`` may preempt: preemptible, of another pool, holding
+    borrowed capacity, not touched by this run, and not of a higher priority than a preemptible
+    ``job`` (the next pass would preempt ``job`` for it again: no ping-pong)."""
+    return (
+        h.preemptible
+        and h.pool_id != pool.pk
+        and h.job_id in st.borrowed
+        and h.job_id not in st.touched
+        and not (job.preemptible and h.priority > job.priority)
+    )
+
+
 def _plan_reclaims(st: _State) -> list[Action]:
+    """The ``reclaim`` actions (module docstring), pending jobs in the pass's order; each one
+    planned on the state the ones before it left."""
     out: list[Action] = []
-    pending = [j for j in st.jobs.values() if j.state == JobState.PENDING and j.kind == JobKind.GPU]
+    pending = [j for j in st.jobs.values() if j.state == JobState.PENDING]
     if not pending or not st.borrowed:
         return out
     for q in fair_order([queued_job(j) for j in pending], state.fair_shares(st.now)):
         job = st.jobs[q.job_id]
         pool = st.pools[job.pool_id]
-        used = st.used.get(pool.pk, 0)
-        if not pool.guaranteed_gpus or used + job.count > pool.guaranteed_gpus:
+        share = _guarantee(st, job, pool)
+        if share is None:
             continue
         try:
             req = q.request(pool.fabric_id)
         except (RequestError, UnknownTier):
             continue
-        key = st.key(job)
-        blocked = st.blocked(head_ok=job.pk)
-        free = FreeState(gpus=st.inv.gpu_view(key), unusable=blocked)
-        if place(st.loc, free, req, st.cong).ok:
-            continue  # the next pass places it without taking anything back
-        cands = []
-        for h in st.held.values():
-            if (
-                not h.preemptible
-                or h.pool_id == pool.pk
-                or h.job_id not in st.borrowed
-                or h.job_id in st.touched
-            ):
-                continue
-            if job.preemptible and h.priority > job.priority:
-                continue  # the next pass would preempt the job for it again: no ping-pong
-            placed: dict[str, int] = defaultdict(int)
-            for host, model, k in h.gpus:
-                if Inventory.matches(key, model) and host in st.loc.hosts and host not in blocked:
-                    placed[host] += k
-            if placed:
-                cands.append(RunningJob(h.job_id, h.priority, dict(placed), True))
-        if not cands:
-            continue
-        cands.sort(key=lambda r: r.job_id)
-        pre = select_victims(
-            st.loc, free, req, cands, priority=max(c.priority for c in cands) + 1, congestion=st.cong
-        )
-        if pre is None or not pre.decision.ok or not pre.victims:
-            continue
-        victims = sorted(pre.victims)
-        taken = 0
-        names = []
-        for v in victims:
-            h = st.held.pop(v)
-            _give(st.inv, h)
-            n = sum(k for _, _, k in h.gpus)
-            st.used[h.pool_id] = st.used.get(h.pool_id, 0) - n
-            taken += n
-            vj = st.jobs[v]
-            names.append(f"{_label(vj)} in pool {vj.pool.name}")
-        d = pre.decision
-        gpus = _take(st.inv, d.placed, key)
-        st.used[pool.pk] = used + job.count
-        st.held[job.pk] = HeldJob(job.pk, job.tenant_id, pool.pk, job.priority, job.preemptible, 0.0, gpus)
-        st.touched.update([job.pk, *victims])
-        reason = (
-            f"pool {pool.name} holds {used} of the {pool.guaranteed_gpus} GPUs guaranteed to it and {_label(job)} "
-            f"waits for {job.count}: reclaim {taken} borrowed GPU{'s' if taken != 1 else ''} from "
-            f"{len(victims)} preemptible job{'s' if len(victims) != 1 else ''} (the fewest): {'; '.join(names)}"
-        )
-        out.append(
-            Action(
-                RECLAIM, job.pk, reason, True, placed=dict(d.placed), victims=victims,
-                details={"decision": d.as_dict(), "pool": pool.pk, "guaranteed_gpus": pool.guaranteed_gpus,
-                         "held_gpus": used, "victim_pools": sorted({st.jobs[v].pool_id for v in victims})},
-            )
-        )  # fmt: skip
+        plan = {JobKind.GPU: _reclaim_gpus, JobKind.MIG: _reclaim_slices}.get(job.kind, _reclaim_share)
+        action = plan(st, job, pool, req, share)
+        if action is not None:
+            out.append(action)
     return out
+
+
+def _reclaim_reason(
+    job: Job, pool: Pool, share: tuple[int, int, str], wants: str, taken: str, victims, st
+) -> str:
+    held, guaranteed, unit = share
+    names = "; ".join(f"{_label(st.jobs[v])} in pool {st.jobs[v].pool.name}" for v in victims)
+    return (
+        f"pool {pool.name} holds {held} of the {guaranteed} {unit} guaranteed to it and {_label(job)} "
+        f"waits for {wants}: reclaim {taken} from {len(victims)} preemptible job{'s' if len(victims) != 1 else ''} "
+        f"(the fewest): {names}"
+    )
+
+
+def _reclaim_action(job, pool, share, reason, d, victims, st, **details) -> Action:
+    held, guaranteed, unit = share
+    return Action(
+        RECLAIM, job.pk, reason, True, placed=dict(d.placed), victims=list(victims),
+        details={"decision": d.as_dict(), "pool": pool.pk, "kind": job.kind, "unit": unit,
+                 "guaranteed": guaranteed, "held": held,
+                 "victim_pools": sorted({st.jobs[v].pool_id for v in victims}), **details},
+    )  # fmt: skip
+
+
+def _reclaim_gpus(st: _State, job: Job, pool: Pool, req, share) -> Action | None:
+    """Whole GPUs: victims by ``select_victims`` (the fewest borrowers' jobs whose GPUs let the
+    job place), as a pass preempts."""
+    used = share[0]
+    key = st.key(job)
+    blocked = st.blocked(head_ok=job.pk)
+    free = FreeState(gpus=st.inv.gpu_view(key), unusable=blocked)
+    if place(st.loc, free, req, st.cong).ok:
+        return None  # the next pass places it without taking anything back
+    cands = []
+    for h in st.held.values():
+        if not _may_take(st, job, pool, h):
+            continue
+        placed: dict[str, int] = defaultdict(int)
+        for host, model, k in h.gpus:
+            if Inventory.matches(key, model) and host in st.loc.hosts and host not in blocked:
+                placed[host] += k
+        if placed:
+            cands.append(RunningJob(h.job_id, h.priority, dict(placed), True))
+    if not cands:
+        return None
+    cands.sort(key=lambda r: r.job_id)
+    pre = select_victims(
+        st.loc, free, req, cands, priority=max(c.priority for c in cands) + 1, congestion=st.cong
+    )
+    if pre is None or not pre.decision.ok or not pre.victims:
+        return None
+    victims = sorted(pre.victims)
+    taken = 0
+    for v in victims:
+        h = st.held.pop(v)
+        _give(st.inv, h)
+        n = sum(k for _, _, k in h.gpus)
+        st.used[h.pool_id] = st.used.get(h.pool_id, 0) - n
+        taken += n
+    d = pre.decision
+    gpus = _take(st.inv, d.placed, key)
+    st.used[pool.pk] = used + job.count
+    st.held[job.pk] = HeldJob(job.pk, job.tenant_id, pool.pk, job.priority, job.preemptible, 0.0, gpus)
+    st.touched.update([job.pk, *victims])
+    reason = _reclaim_reason(
+        job, pool, share, str(job.count), f"{taken} borrowed GPU{'s' if taken != 1 else ''}", victims, st
+    )
+    return _reclaim_action(
+        job, pool, share, reason, d, victims, st, guaranteed_gpus=pool.guaranteed_gpus, held_gpus=used
+    )
+
+
+def _fewest(st: _State, req, cands: list[_Cand], free_after, enough) -> tuple[list[int], Any] | None:
+    """The fewest of ``cands`` whose release lets ``req`` place (``free_after(combo)``: the free
+    state once they released; ``enough(combo)``: a cheap necessary condition), the rule
+    ``select_victims`` applies to whole GPUs: the fewest victims, then the lowest highest
+    priority, the most compact tier, the fewest units released, the lowest job ids. Exhaustive
+    over the :data:`~scheduler.planner.PREEMPT_CANDIDATES` lowest-priority candidates holding
+    the most, up to :data:`MAX_VICTIMS` victims and :data:`VICTIM_CHECKS` engine calls.
+    Returns ``(victim ids sorted, decision)`` or None."""
+    cands = sorted(cands, key=lambda c: (c.priority, -c.units, c.job_id))[:PREEMPT_CANDIDATES]
+    checks = 0
+    for k in range(1, min(MAX_VICTIMS, len(cands)) + 1):
+        best = None
+        for combo in combinations(cands, k):
+            if not enough(combo):
+                continue
+            if checks >= VICTIM_CHECKS:
+                break
+            checks += 1
+            d = place(st.loc, free_after(combo), req, st.cong)
+            if d.ok:
+                ids = sorted(c.job_id for c in combo)
+                rank = (max(c.priority for c in combo), d.tier, sum(c.units for c in combo), ids)
+                if best is None or rank < best[0]:
+                    best = (rank, ids, d)
+        if best is not None:
+            return best[1], best[2]
+        if checks >= VICTIM_CHECKS:
+            return None
+    return None
+
+
+def _reclaim_slices(st: _State, job: Job, pool: Pool, req, share) -> Action | None:
+    """MIG slices of the job's profile: the fewest borrowers' MIG jobs holding slices of that
+    profile (on GPUs the pool's and the job's model filters match, on usable hosts) whose
+    release lets the job place (:func:`_fewest`)."""
+    key, prof = st.key(job), job.mig_profile
+    blocked = st.blocked(head_ok=job.pk)
+    base = st.inv.mig_view(key)
+    if place(st.loc, FreeState(mig=base, unusable=blocked), req, st.cong).ok:
+        return None
+    cands = []
+    for h in st.held.values():
+        if not _may_take(st, job, pool, h):
+            continue
+        placed: dict[str, int] = defaultdict(int)
+        for host, p, model, n in st.slices.get(h.job_id, ()):
+            if p == prof and Inventory.matches(key, model) and host in st.loc.hosts and host not in blocked:
+                placed[host] += n
+        if placed:
+            cands.append(_Cand(h.job_id, h.priority, dict(placed)))
+    if not cands:
+        return None
+    have = sum(v.get(prof, 0) for h, v in base.items() if h in st.loc.hosts and h not in blocked)
+
+    def free_after(combo) -> FreeState:
+        mig = {h: dict(v) for h, v in base.items()}
+        for c in combo:
+            for host, n in c.placed.items():
+                mig.setdefault(host, {})[prof] = mig.get(host, {}).get(prof, 0) + n
+        return FreeState(mig=mig, unusable=blocked)
+
+    found = _fewest(st, req, cands, free_after, lambda combo: have + sum(c.units for c in combo) >= job.count)
+    if found is None:
+        return None
+    victims, d = found
+    taken = 0
+    for v in victims:
+        h = st.held.pop(v)
+        for host, p, model, n in st.slices.pop(v, ()):  # all its slices come free
+            slices = st.inv.mig.setdefault(host, {})
+            slices[(p, model)] = slices.get((p, model), 0) + n
+            st.used_slices[h.pool_id] = st.used_slices.get(h.pool_id, 0) - n
+            taken += n if p == prof else 0
+    for host, n in sorted(d.placed.items()):
+        st.inv.take_slices(host, n, prof, key)
+    st.used_slices[pool.pk] = share[0] + job.count
+    st.held[job.pk] = HeldJob(job.pk, job.tenant_id, pool.pk, job.priority, job.preemptible, 0.0, ())
+    st.touched.update([job.pk, *victims])
+    reason = _reclaim_reason(
+        job, pool, share, f"{job.count} × {prof}", f"{taken} borrowed {prof} slice{'s' if taken != 1 else ''}",
+        victims, st,
+    )  # fmt: skip
+    return _reclaim_action(job, pool, share, reason, d, victims, st, mig_profile=prof)
+
+
+def _reclaim_share(st: _State, job: Job, pool: Pool, req, share) -> Action | None:
+    """A shared-GPU fraction: the fewest borrowers' fraction jobs on one GPU (the pool's and the
+    job's model filters, a usable host) whose shares, ended, leave room for the job's memory
+    and compute there (:func:`_fewest`). The job is placed on that GPU."""
+    key = st.key(job)
+    mem, pct = job.memory_mib or 0, job.compute_pct or 0
+    blocked = st.blocked(head_ok=job.pk)
+    base = st.inv.shared_view(key)
+    if place(st.loc, FreeState(shared=base, unusable=blocked), req, st.cong).ok:
+        return None
+    cands = []
+    for h in st.held.values():
+        if not _may_take(st, job, pool, h):
+            continue
+        for host, gpu, model, m, p in st.shares.get(h.job_id, ()):
+            if (
+                gpu in st.rooms
+                and Inventory.matches(key, model)
+                and host in st.loc.hosts
+                and host not in blocked
+            ):
+                cands.append(_Cand(h.job_id, h.priority, {host: 1}, gpu, m, p))
+    if not cands:
+        return None
+
+    def enough(combo) -> bool:
+        room = st.rooms[combo[0].gpu]
+        return (
+            len({c.gpu for c in combo}) == 1
+            and room[2] + sum(c.memory_mib for c in combo) >= mem
+            and room[3] + sum(c.compute_pct for c in combo) >= pct
+        )
+
+    def free_after(combo) -> FreeState:
+        gpu = combo[0].gpu
+        shared = {}
+        for host, entries in st.inv.shared.items():
+            rooms = []
+            for g in entries:
+                if Inventory.matches(key, g[1]):
+                    more = [c for c in combo if g[0] == gpu]
+                    rooms.append(
+                        (g[2] + sum(c.memory_mib for c in more), g[3] + sum(c.compute_pct for c in more))
+                    )
+            if rooms:
+                shared[host] = rooms
+        return FreeState(shared=shared, unusable=blocked)
+
+    found = _fewest(st, req, cands, free_after, enough)
+    if found is None:
+        return None
+    victims, d = found
+    gpu = next(c.gpu for c in cands if c.job_id == victims[0])
+    if set(d.placed) != {st.gpu_host[gpu]}:  # only that GPU has room once they end (none had before)
+        return None
+    room = st.rooms[gpu]
+    for v in victims:
+        h = st.held.pop(v)
+        for _, g, _, m, p in st.shares.pop(v, ()):
+            st.rooms[g][2] += m
+            st.rooms[g][3] += p
+            per = st.share_gpus.get(h.pool_id, {})
+            per[g] = per.get(g, 1) - 1
+            if not per[g]:
+                del per[g]
+                st.used[h.pool_id] = st.used.get(h.pool_id, 0) - 1
+    room[2] -= mem
+    room[3] -= pct
+    per = st.share_gpus.setdefault(pool.pk, {})
+    if gpu not in per:
+        st.used[pool.pk] = st.used.get(pool.pk, 0) + 1
+    per[gpu] = per.get(gpu, 0) + 1
+    st.held[job.pk] = HeldJob(job.pk, job.tenant_id, pool.pk, job.priority, job.preemptible, 0.0, ())
+    st.touched.update([job.pk, *victims])
+    n = len(victims)
+    reason = _reclaim_reason(
+        job, pool, share, f"{mem} MiB + {pct} % of one GPU",
+        f"{n} borrowed share{'s' if n != 1 else ''} of GPU {gpu} on {st.gpu_host[gpu]}", victims, st,
+    )  # fmt: skip
+    return _reclaim_action(job, pool, share, reason, d, victims, st, gpu=gpu)
 
 
 def _unit_free(st: _State, key: str) -> int:
@@ -554,17 +843,20 @@ def _reclaim(a: Action, loc, now: datetime, user) -> str:
     decision = dict(a.details["decision"])
     out = Outcome(a.job_id, 0, PLACED, [a.reason, *decision.get("reasons", [])], decision)
     out.placed, out.victims = dict(a.placed), list(a.victims)
+    if a.details.get("gpu") is not None:  # a fraction: on the GPU its victims made room on
+        out.gpu_ids = [a.details["gpu"]]
+    unit = a.details.get("unit", "GPUs")
 
     def recorded(job: Job) -> None:
-        _event(job, "job.reclaimed", f"{job}: placed on reclaimed GPUs ({a.reason})", now,
-               {"victims": a.victims, "hosts": sorted(a.placed), "reason": a.reason})  # fmt: skip
+        _event(job, "job.reclaimed", f"{job}: placed on reclaimed {unit} ({a.reason})", now,
+               {"victims": a.victims, "hosts": sorted(a.placed), "kind": job.kind, "reason": a.reason})  # fmt: skip
         audit.record(
             "job.reclaim", job, {"victims": a.victims, "placement": a.placed, "reason": a.reason}, user=user
         )
 
     refused = _bind(
         out, loc, now,
-        victim_reason=lambda job: f"reclaimed for {job}: pool {job.pool.name}'s guaranteed GPUs",
+        victim_reason=lambda job: f"reclaimed for {job}: pool {job.pool.name}'s guaranteed {unit}",
         source=_SOURCE, user=user, also=recorded,
     )  # fmt: skip
     return "done" if refused is None else f"refused: {' '.join(refused[1])}"

@@ -143,16 +143,7 @@ def load_inventory(
             .order_by("pk")
             .values_list("pk", "host_id", "product_name", "state", "memory_total_mib", "memory_reserved_mib")
         )
-        used: dict[int, tuple[int, int]] = {}
-        for gpu_id, m, p in (
-            AllocationItem.objects.filter(
-                active=True, kind=AllocationKind.FRACTION, gpu__state=GpuState.SHARED
-            )
-            .values("gpu_id")
-            .annotate(m=Sum("memory_mib"), p=Sum("compute_pct"))
-            .values_list("gpu_id", "m", "p")
-        ):
-            used[gpu_id] = (m or 0, p or 0)
+        used: dict[int, tuple[int, int]] = dict(_fraction_use())
         for pk, host_id, product, gstate, mem, reserved in rows:
             name = names.get(host_id)
             cap = gpu_capacity(SimpleNamespace(memory_total_mib=mem, memory_reserved_mib=reserved))
@@ -356,6 +347,84 @@ def held_jobs(loc: Locality) -> list[HeldJob]:
             )
         )
     return out
+
+
+def held_slices(loc: Locality) -> dict[int, tuple[tuple[str, str, str, int], ...]]:
+    """Placed and running jobs' MIG slices on hosts of ``loc``: job id → ``((host, profile,
+    model lower, slices), ...)`` sorted (the active ``mig`` items of their allocations)."""
+    names = _host_names(loc)
+    out: dict[int, list[tuple[str, str, str, int]]] = defaultdict(list)
+    for job_id, host_id, profile, product, n in (
+        AllocationItem.objects.filter(
+            active=True, kind=AllocationKind.MIG, allocation__scheduler_job__state__in=HOLDING
+        )
+        .values("allocation__scheduler_job__id", "gpu__host_id", "mig_slice__profile", "gpu__product_name")
+        .annotate(n=Count("pk"))
+        .order_by()
+        .values_list(
+            "allocation__scheduler_job__id", "gpu__host_id", "mig_slice__profile", "gpu__product_name", "n"
+        )
+    ):
+        if host_id in names:
+            out[job_id].append((names[host_id], profile or "", (product or "").lower(), n))
+    return {k: tuple(sorted(v)) for k, v in out.items()}
+
+
+def held_fractions(loc: Locality) -> dict[int, tuple[tuple[str, int, str, int, int], ...]]:
+    """Placed and running jobs' shared-GPU fractions on hosts of ``loc``: job id → ``((host, GPU
+    id, model lower, memory MiB, compute %), ...)`` (the active ``fraction`` items)."""
+    names = _host_names(loc)
+    out: dict[int, list[tuple[str, int, str, int, int]]] = defaultdict(list)
+    for job_id, gpu_id, host_id, product, mem, pct in (
+        AllocationItem.objects.filter(
+            active=True, kind=AllocationKind.FRACTION, allocation__scheduler_job__state__in=HOLDING
+        )
+        .order_by("gpu_id", "pk")
+        .values_list(
+            "allocation__scheduler_job__id", "gpu_id", "gpu__host_id", "gpu__product_name", "memory_mib",
+            "compute_pct",
+        )
+    ):  # fmt: skip
+        if host_id in names:
+            out[job_id].append((names[host_id], gpu_id, (product or "").lower(), mem or 0, pct or 0))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def shared_room(loc: Locality, gpu_ids) -> dict[int, list]:
+    """The room the active fractions leave on the GPUs ``gpu_ids`` (any state, full ones
+    included; eligible GPUs of hosts of ``loc`` with a known memory size): GPU id → ``[GPU id,
+    model lower, memory MiB free, compute % free, free whole]``, the shape of
+    ``Inventory.shared``'s entries. :func:`load_inventory` lists only GPUs with room left; a
+    reclaim needs the full ones too (what ending a fraction there frees)."""
+    names = _host_names(loc)
+    rows = list(
+        _eligible_gpus()
+        .filter(pk__in=list(gpu_ids))
+        .values_list("pk", "host_id", "product_name", "state", "memory_total_mib", "memory_reserved_mib")
+    )
+    used = dict(_fraction_use([r[0] for r in rows]))
+    out = {}
+    for pk, host_id, product, gstate, mem, reserved in rows:
+        cap = gpu_capacity(SimpleNamespace(memory_total_mib=mem, memory_reserved_mib=reserved))
+        if names.get(host_id) is None or cap is None:
+            continue
+        m, p = used.get(pk, (0, 0))
+        out[pk] = [pk, (product or "").lower(), cap - m, 100 - p, gstate == GpuState.FREE]
+    return out
+
+
+def _fraction_use(gpu_ids=None):
+    """``(GPU id, (memory MiB, compute %))`` the active fractions use on shared GPUs (all, or
+    those of ``gpu_ids``)."""
+    qs = AllocationItem.objects.filter(active=True, kind=AllocationKind.FRACTION, gpu__state=GpuState.SHARED)
+    if gpu_ids is not None:
+        qs = qs.filter(gpu_id__in=list(gpu_ids))
+    for gpu_id, m, p in (
+        qs.values("gpu_id")
+        .annotate(m=Sum("memory_mib"), p=Sum("compute_pct"))
+        .values_list("gpu_id", "m", "p")
+    ):
+        yield gpu_id, (m or 0, p or 0)
 
 
 def fair_shares(now: datetime) -> dict[int, tuple[float, float]]:

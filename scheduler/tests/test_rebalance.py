@@ -154,6 +154,147 @@ def test_a_preemptible_job_does_not_reclaim_from_a_higher_priority_one(db):
     assert (hi.state, low.state) == ("pending", "placed") and hi.preemptions == 1
 
 
+# --- reclaim of MIG slices and shared fractions -----------------------------------------------------
+
+
+def _mig_borrowed():
+    """Four hosts, each with one MIG GPU holding two 1g.10gb slices (8 in all). The owner pool
+    (``p-mig``) is guaranteed 2 slices; a second tenant's pool, guaranteed 2 of a quota of 8,
+    holds all 8 with four preemptible 2-slice jobs: the first within its guarantee, the other
+    three borrowed. The owner then submits a 2 × 1g.10gb job (no pass since). Returns ``(owner
+    job, borrower jobs)``."""
+    c = gpu_cluster(2, 2, 8, name="mig", mig_every=1)
+    Pool.objects.filter(pk=c.pool.pk).update(guaranteed_slices=2, quota_slices=2)
+    other = Pool.objects.create(
+        name="p-mig-borrow", tenant=Tenant.objects.create(name="t-mig-borrow"), fabric=c.fabric,
+        guaranteed_slices=2, quota_slices=8,
+    )  # fmt: skip
+    borrowers = [
+        submit(
+            JobSpec(
+                name=f"m{i}", pool_id=other.pk, kind="mig", count=2, mig_profile="1g.10gb", preemptible=True
+            )
+        )
+        for i in range(4)
+    ]
+    run_pass()
+    _fresh(*borrowers)
+    assert {b.state for b in borrowers} == {"placed"}
+    assert [b.allocation.borrowed for b in borrowers] == [False, True, True, True]
+    assert all(len(b.placement) == 1 and sum(b.placement.values()) == 2 for b in borrowers)
+    owner = submit(JobSpec(name="owner", pool_id=c.pool.pk, kind="mig", count=2, mig_profile="1g.10gb"))
+    return owner, borrowers
+
+
+def test_reclaim_of_borrowed_mig_slices_preempts_one_borrower_and_places_the_owner(db, users):
+    owner, borrowers = _mig_borrowed()
+    first_borrowed = borrowers[1]  # the lowest id among the borrowed (borrowers[0] is guaranteed)
+    dry = run_rebalance(dry_run=True)
+    (action,) = dry["actions"]
+    assert (action["kind"], action["job"], action["outcome"]) == ("reclaim", owner.pk, "would execute")
+    assert action["victims"] == [first_borrowed.pk]  # one 2-slice job: the fewest
+    assert action["placed"] == first_borrowed.placement
+    assert action["details"]["kind"] == "mig" and action["details"]["unit"] == "MIG slices"
+    assert (action["details"]["held"], action["details"]["guaranteed"]) == (0, 2)
+    assert "holds 0 of the 2 MIG slices guaranteed" in action["reason"]
+    assert (
+        "waits for 2 × 1g.10gb: reclaim 2 borrowed 1g.10gb slices from 1 preemptible job" in action["reason"]
+    )
+    assert f"{first_borrowed} (t-mig-borrow) in pool p-mig-borrow" in action["reason"]
+    assert (
+        Job.objects.get(pk=owner.pk).state == "pending"
+        and not Event.objects.filter(code="job.reclaimed").exists()
+    )
+
+    real = run_rebalance(dry_run=False, user=users["operator"])
+    assert _plain(real) == _plain(dry)  # the dry run listed exactly what the real run did
+    assert [a["outcome"] for a in real["actions"]] == ["done"]
+    _fresh(owner, *borrowers)
+    assert owner.state == "placed" and owner.placement == action["placed"]
+    assert owner.allocation.kind == "mig" and owner.allocation.borrowed is False
+    assert owner.allocation.items.filter(active=True, mig_slice__profile="1g.10gb").count() == 2
+    victim = first_borrowed
+    assert victim.state == "pending" and victim.preemptions == 1
+    assert victim.reason == f"requeued: reclaimed for {owner}: pool p-mig's guaranteed MIG slices"
+    assert Allocation.objects.filter(job=victim.reference, state="released").count() == 1
+    assert _codes(victim)[-2:] == ["job.preempted", "job.requeued"]
+    assert [b.state for b in borrowers if b != victim] == ["placed"] * 3
+    ev = Event.objects.get(code="job.reclaimed", object_key=str(owner.pk))
+    assert ev.details["victims"] == [victim.pk] and ev.details["reason"] == action["reason"]
+    assert ev.details["kind"] == "mig" and "reclaimed MIG slices" in ev.message
+    assert AuditEntry.objects.get(action="job.reclaim", object_id=str(owner.pk)).user == users["operator"]
+    # idempotent: the owner holds its guarantee; the requeued borrower's pool is over its own
+    assert run_rebalance(dry_run=False)["actions"] == []
+    run_pass()
+    owner.refresh_from_db()
+    victim.refresh_from_db()
+    assert owner.state == "placed" and victim.state == "pending"
+
+
+def test_a_pass_reclaims_borrowed_mig_slices_at_once(db):
+    owner, borrowers = _mig_borrowed()
+    assert run_pass()["reclaimed"] == 1
+    _fresh(owner, *borrowers)
+    assert owner.state == "placed" and [b.state for b in borrowers] == [
+        "placed",
+        "pending",
+        "placed",
+        "placed",
+    ]
+    assert plan_rebalance() == []
+
+
+def test_no_reclaim_of_mig_slices_beyond_the_guarantee(db):
+    owner, borrowers = _mig_borrowed()
+    Job.objects.filter(pk=owner.pk).update(count=4)  # 0 + 4 > the 2 guaranteed
+    Pool.objects.filter(pk=owner.pool_id).update(quota_slices=4)
+    assert plan_rebalance() == [] and run_pass()["reclaimed"] == 0
+    owner.refresh_from_db()
+    assert owner.state == "pending"
+
+
+def test_reclaim_of_borrowed_fractions_ends_the_fewest_on_one_gpu(db, users):
+    """One host with two H100s (81080 MiB to share each). A pool without guarantee holds
+    fractions: GPU 1 has m0 (60000 MiB, 60 %) and m2 (20000 MiB, 30 %), GPU 2 has m1 (60000 MiB,
+    60 %). The owner pool, guaranteed 1 GPU, asks for 70000 MiB and 50 %: on GPU 1 that takes
+    ending m0 and m2, on GPU 2 ending m1 alone — the fewest."""
+    c = gpu_cluster(1, 1, 2, name="frac")
+    Pool.objects.filter(pk=c.pool.pk).update(guaranteed_gpus=1, quota_gpus=1)
+    other = Pool.objects.create(
+        name="p-frac-borrow", tenant=Tenant.objects.create(name="t-frac-borrow"), fabric=c.fabric
+    )
+    spec = lambda n, mem, pct: JobSpec(  # noqa: E731
+        name=n, pool_id=other.pk, kind="fraction", memory_mib=mem, compute_pct=pct, preemptible=True
+    )
+    m0, m1, m2 = [submit(spec("m0", 60000, 60)), submit(spec("m1", 60000, 60)), submit(spec("m2", 20000, 30))]
+    run_pass()
+    _fresh(m0, m1, m2)
+    gpu = {j.name: j.allocation.items.get().gpu_id for j in (m0, m1, m2)}
+    assert gpu["m0"] == gpu["m2"] != gpu["m1"] and all(j.allocation.borrowed for j in (m0, m1, m2))
+    owner = submit(
+        JobSpec(name="owner", pool_id=c.pool.pk, kind="fraction", memory_mib=70000, compute_pct=50)
+    )
+
+    dry = run_rebalance(dry_run=True)
+    (action,) = dry["actions"]
+    assert (action["job"], action["victims"], action["placed"]) == (owner.pk, [m1.pk], {"host001": 1})
+    assert action["details"]["gpu"] == gpu["m1"] and action["details"]["unit"] == "GPUs"
+    assert "holds 0 of the 1 GPUs guaranteed" in action["reason"]
+    assert (
+        f"waits for 70000 MiB + 50 % of one GPU: reclaim 1 borrowed share of GPU {gpu['m1']} on host001"
+        in action["reason"]
+    )
+    real = run_rebalance(dry_run=False)
+    assert _plain(real) == _plain(dry) and [a["outcome"] for a in real["actions"]] == ["done"]
+    _fresh(owner, m0, m1, m2)
+    assert owner.state == "placed" and owner.allocation.items.get(active=True).gpu_id == gpu["m1"]
+    assert owner.allocation.borrowed is False
+    assert (m0.state, m1.state, m2.state) == ("placed", "pending", "placed")
+    assert m1.reason == f"requeued: reclaimed for {owner}: pool p-frac's guaranteed GPUs"
+    assert Event.objects.get(code="job.reclaimed", object_key=str(owner.pk)).details["victims"] == [m1.pk]
+    assert run_rebalance(dry_run=False)["actions"] == []
+
+
 def cluster_pool_name(job: Job) -> str:
     return job.pool.name
 

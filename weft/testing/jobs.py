@@ -22,14 +22,22 @@ class Cluster:
 
 
 def gpu_cluster(
-    leaves: int = 2, hosts_per_leaf: int = 2, gpus: int = 8, *, name: str = "jobs", quota: int | None = None
+    leaves: int = 2,
+    hosts_per_leaf: int = 2,
+    gpus: int = 8,
+    *,
+    name: str = "jobs",
+    quota: int | None = None,
+    mig_every: int = 0,
 ) -> Cluster:
     """``leaves`` × ``hosts_per_leaf`` hosts of ``gpus`` H100s, tenant ``t-<name>`` with pool
-    ``p-<name>`` (quota ``quota`` GPUs, none by default) on that fabric."""
+    ``p-<name>`` (quota ``quota`` GPUs, none by default) on that fabric. ``mig_every=k``: the last
+    GPU of every k-th host in MIG mode (``pools.lab``: a 3g.40gb, a 2g.20gb and two 1g.10gb
+    slices)."""
     fabric = import_topology_text(
         name, netgen.fat_tree_2level(leaves, 2, hosts_per_leaf), filename=f"{name}.topo"
     ).fabric
-    seed_lab_gpus(fabric, gpus)
+    seed_lab_gpus(fabric, gpus, mig_every=mig_every)
     tenant = Tenant.objects.create(name=f"t-{name}")
     pool = Pool.objects.create(name=f"p-{name}", tenant=tenant, fabric=fabric, quota_gpus=quota)
     hosts = [f"host{i:03d}" for i in range(1, leaves * hosts_per_leaf + 1)]

@@ -45,9 +45,12 @@ ones before it took or freed, as a pass does):
 * ``congested`` (reported) — a placed/running job whose units' uplinks (or, when it spans
   above them, its blocks' or spine groups' uplinks) carry a port with an open congestion or error
   alarm (``state.congestion_marks``; the counter rules raise ``port.congestion`` only after
-  ``consecutive`` sweeps over the threshold: persistent, not one bad sample) and for which the
-  engine finds a placement, on the free GPUs plus its own, that uses no marked domain and spans no
-  higher tier. A ``job.congested`` event once per job and target.
+  ``consecutive`` sweeps over the threshold: persistent, not one bad sample), or one of whose
+  hosts' own HCA links (HCA port ↔ leaf port) carries such an alarm (``state.hca_link_marks``:
+  the report names the link by both ends, the alarm's figure and the ports' latest congestion
+  index from telemetry), and for which the engine finds a placement, on the free GPUs plus its
+  own, that uses no marked domain and no host with a congested HCA link and spans no higher
+  tier. A ``job.congested`` event once per job and target.
 
 Every action carries its ``reason``. The real run holds the pass lock (``queue.PASS_LOCK``): never
 at the same time as a pass; a repeated run finds nothing more to do once its actions are done
@@ -176,6 +179,7 @@ class _State:
     rooms: dict[int, list] = field(default_factory=dict)  # GPU → its ``inv.shared`` entry (the same list)
     gpu_host: dict[int, str] = field(default_factory=dict)  # GPU of ``rooms`` → host name
     share_gpus: dict[int, dict[int, int]] = field(default_factory=dict)  # pool → GPU → its fractions there
+    hca: dict[str, list[state.HcaMark]] = field(default_factory=dict)  # host → its congested HCA links
 
     def key(self, job: Job) -> tuple[str, str]:
         return ((self.pools[job.pool_id].gpu_model or "").lower(), (job.gpu_model or "").lower())
@@ -226,6 +230,7 @@ def _load(now: datetime) -> _State:
         loc, inv, state.unusable_hosts(loc), reserved, head, state.congestion_marks(loc), held, jobs, pools,
         used, borrowed, fragmented, now, used_slices={pk: info.used_slices for pk, info in infos.items()},
     )  # fmt: skip
+    st.hca = state.hca_link_marks(loc)
     if JobKind.MIG in waiting:
         st.slices = state.held_slices(loc)
     if JobKind.FRACTION in waiting:
@@ -733,9 +738,16 @@ def _crossed(loc: Locality, hosts: list[str], tier: int) -> list[str]:
 
 
 def _plan_congested(st: _State) -> list[Action]:
+    """The ``congested`` reports (module docstring): a held whole-GPU job crossing marked
+    uplinks or running over one of its hosts' congested HCA links, with a placement (on the
+    free GPUs plus its own) that uses neither a marked domain nor a host with a congested HCA
+    link and spans no higher tier."""
     out: list[Action] = []
-    if not st.cong.marks:
+    if not st.cong.marks and not st.hca:
         return out
+    blocked = dict(st.blocked())
+    for host, links in st.hca.items():
+        blocked.setdefault(host, f"HCA link congested: {links[0].name}")
     for pk in sorted(st.held):
         job = st.jobs.get(pk)
         if job is None or job.kind != JobKind.GPU or pk in st.touched:
@@ -747,7 +759,8 @@ def _plan_congested(st: _State) -> list[Action]:
         tier = st.loc.span(before)[0]
         hot = [(k, st.cong.hot(k)) for k in _crossed(st.loc, list(before), tier)]
         hot = [(k, m) for k, m in hot if m is not None]
-        if not hot:
+        links = [(host, m) for host in sorted(before) for m in st.hca.get(host, ())]
+        if not hot and not links:
             continue
         try:
             req = queued_job(job).request(st.pools[job.pool_id].fabric_id)
@@ -756,20 +769,37 @@ def _plan_congested(st: _State) -> list[Action]:
         key = st.key(job)
         _give(st.inv, h)
         try:
-            d = place(st.loc, FreeState(gpus=st.inv.gpu_view(key), unusable=st.blocked()), req, st.cong)
+            d = place(st.loc, FreeState(gpus=st.inv.gpu_view(key), unusable=blocked), req, st.cong)
         finally:
             _take_back(st.inv, h)
         if not d.ok or d.congested or d.tier is None or d.tier > tier or set(d.placed) == set(before):
             continue
-        marks = "; ".join(f"{st.loc.domains[k].name}: {m.reason} (score {m.score:g})" for k, m in hot)
+        why = []
+        if hot:
+            marks = "; ".join(f"{st.loc.domains[k].name}: {m.reason} (score {m.score:g})" for k, m in hot)
+            why.append(f"crosses congested uplinks ({marks})")
+        if links:
+            why.append(f"runs over congested HCA links ({'; '.join(m.text() for _, m in links)})")
         reason = (
-            f"{_label(job)} on {_hosts_text(before)} crosses congested uplinks ({marks}); a placement on "
+            f"{_label(job)} on {_hosts_text(before)} {' and '.join(why)}; a placement on "
             f"{_hosts_text(d.placed)} within one {TIER_NAMES[d.tier]} avoids them (reported, not moved)"
         )
+        hca = [
+            {
+                "host": host,
+                "link": m.link,
+                "name": m.name,
+                "score": m.score,
+                "index": m.index,
+                "reason": m.reason,
+            }
+            for host, m in links
+        ]
         out.append(
             Action(
                 CONGESTED, pk, reason, False, placed=dict(d.placed), before=before,
-                details={"decision": d.as_dict(), "congested": [k for k, _ in hot], "allocation": job.allocation_id},
+                details={"decision": d.as_dict(), "congested": [k for k, _ in hot], "hca_links": hca,
+                         "allocation": job.allocation_id},
             )
         )  # fmt: skip
     return out

@@ -13,7 +13,9 @@
   a host's only cable to that HCA pulled) is not placed on until that is over;
 * congestion (:func:`congestion_marks`): open alarms of the counter rules
   (``events.rules.counters``: ``port.congestion`` after its consecutive sweeps over the threshold,
-  error rates, link-downed bursts) on a port of a domain's uplinks mark that domain;
+  error rates, link-downed bursts) on a port of a domain's uplinks mark that domain; the same
+  alarms on either end of a host's HCA link (HCA port ↔ leaf port) mark that link
+  (:func:`hca_link_marks`, with the ports' latest congestion index from telemetry);
 * pools (:func:`pool_infos`, ``pools.services.allocation.pool_usage``), held jobs
   (:func:`held_jobs`) and fair-share usage (:func:`fair_shares`).
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime
 from types import SimpleNamespace
 
@@ -30,7 +33,7 @@ from django.db.models import Count, Max, Q, Sum
 
 from events.models import Alarm
 from fabric.choices import NodeType
-from fabric.keys import split_port_key
+from fabric.keys import link_name, split_port_key
 from fabric.models import Discovery, Fabric, Host, Link, Node
 from fabric.services.derive import host_for
 from pools.choices import AllocationKind, GpuState
@@ -250,18 +253,18 @@ def _uplinks(loc: Locality) -> dict[int, list[str]]:
     return idx
 
 
-def congestion_marks(loc: Locality) -> Congestion:
-    """Marks on the domains whose uplinks carry a port with an open congestion or error alarm
-    (module docstring). ``score``: the alarm's value over its threshold (1 when the alarm does not
-    say); the mark's reason is the alarm's message. Any mark counts (threshold 0): the alarm
-    engine's hysteresis already decided the port is over its policy's threshold."""
+def _alarmed_links() -> dict[int, tuple[float, str]]:
+    """``fabric.Link`` id → ``(score, reason)`` of the worst open congestion or error alarm
+    (:data:`CONGESTION_CODES`) on one of its ports: ``score`` the alarm's value over its
+    threshold (at least 1; 1 when the alarm does not say), ``reason`` its message. Empty when
+    no such alarm is open."""
     alarms = list(
         Alarm.objects.open()
         .filter(code__in=CONGESTION_CODES, port_id__isnull=False)
         .values_list("code", "port_id", "message", "details")
     )
     if not alarms:
-        return Congestion({}, threshold=0.0)
+        return {}
     ports = {a[1] for a in alarms}
     links: dict[int, list[int]] = defaultdict(list)
     for pk, a, b in Link.objects.filter(Q(port_a_id__in=ports) | Q(port_b_id__in=ports)).values_list(
@@ -269,20 +272,90 @@ def congestion_marks(loc: Locality) -> Congestion:
     ):
         links[a].append(pk)
         links[b].append(pk)
-    index = _uplinks(loc)
-    marks: dict[str, Mark] = {}
+    out: dict[int, tuple[float, str]] = {}
     for code, port_id, message, details in alarms:
         value, threshold = (details or {}).get("value"), (details or {}).get("threshold")
         try:
             score = float(value) / float(threshold) if value is not None and threshold else 1.0
         except (TypeError, ValueError):
             score = 1.0
-        score = max(score, 1.0)
+        score = round(max(score, 1.0), 3)
         for link_id in links.get(port_id, ()):
-            for key in index.get(link_id, ()):
-                if key not in marks or marks[key].score < score:
-                    marks[key] = Mark(round(score, 3), message or code)
+            if link_id not in out or out[link_id][0] < score:
+                out[link_id] = (score, message or code)
+    return out
+
+
+def congestion_marks(loc: Locality) -> Congestion:
+    """Marks on the domains whose uplinks carry a port with an open congestion or error alarm
+    (module docstring). ``score``: the alarm's value over its threshold (1 when the alarm does not
+    say); the mark's reason is the alarm's message. Any mark counts (threshold 0): the alarm
+    engine's hysteresis already decided the port is over its policy's threshold."""
+    hot = _alarmed_links()
+    if not hot:
+        return Congestion({}, threshold=0.0)
+    index = _uplinks(loc)
+    marks: dict[str, Mark] = {}
+    for link_id, (score, reason) in hot.items():
+        for key in index.get(link_id, ()):
+            if key not in marks or marks[key].score < score:
+                marks[key] = Mark(score, reason)
     return Congestion(marks, threshold=0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class HcaMark:
+    """A host's HCA link (the cable between one of its HCAs' ports and a leaf switch's port)
+    with an open congestion or error alarm on either end (:data:`CONGESTION_CODES`: persistent,
+    the counter rules raise ``port.congestion`` only after ``consecutive`` sweeps).
+
+    ``link``: ``fabric.Link`` id; ``name``: both ends, the HCA's first (``"host001 HCA-1 [1] <->
+    leaf-01 [3]"``, ``fabric.keys.link_name``); ``score``: the alarm's value over its threshold
+    (≥ 1); ``reason``: the alarm's message; ``index``: the latest congestion index (0..1) of
+    the link's two ports from telemetry (``telemetry.PortCounters.congestion``, the higher of
+    the two; None when neither has one)."""
+
+    link: int
+    name: str
+    score: float
+    reason: str
+    index: float | None = None
+
+    def text(self) -> str:
+        """``<name>: <reason> (score 1.9; congestion index now 0.95)``."""
+        now = f"; congestion index now {self.index:.2f}" if self.index is not None else ""
+        return f"{self.name}: {self.reason} (score {self.score:g}{now})"
+
+
+def hca_link_marks(loc: Locality) -> dict[str, list[HcaMark]]:
+    """Host name (hosts of ``loc``) → its HCA links with an open congestion or error alarm
+    (:class:`HcaMark`, by link name). The uplinks' alarms mark domains
+    (:func:`congestion_marks`); these are the links a host's own traffic crosses first."""
+    hot = _alarmed_links()
+    if not hot:
+        return {}
+    names = _host_names(loc)
+    out: dict[str, list[HcaMark]] = defaultdict(list)
+    rows = Link.objects.filter(pk__in=list(hot)).select_related("port_a__node", "port_b__node", "port_a__counters",
+                                                               "port_b__counters")  # fmt: skip
+    for link in rows:
+        ends = [link.port_a, link.port_b]
+        cas = [p for p in ends if p.node.node_type != NodeType.SWITCH and p.node.host_id in names]
+        switches = [p for p in ends if p.node.node_type == NodeType.SWITCH]
+        if len(cas) != 1 or len(switches) != 1:
+            continue  # not a host↔switch cable
+        ca, sw = cas[0], switches[0]
+        index = [
+            c.congestion
+            for p in ends
+            if (c := getattr(p, "counters", None)) is not None and c.congestion is not None and not c.stale
+        ]
+        score, reason = hot[link.pk]
+        name = link_name((str(ca.node), ca.port_num), (str(sw.node), sw.port_num))
+        out[names[ca.node.host_id]].append(
+            HcaMark(link.pk, name, score, reason, max(index) if index else None)
+        )
+    return {h: sorted(v, key=lambda m: m.name) for h, v in out.items()}
 
 
 def pool_infos(pool_ids, fractions_for=()) -> dict[int, PoolInfo]:

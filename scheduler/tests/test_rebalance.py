@@ -513,6 +513,70 @@ def test_a_job_on_persistently_congested_uplinks_is_reported_with_a_better_place
     assert Event.objects.filter(code="job.congested", object_key=str(job.pk)).count() == 1
 
 
+def _hca_link(cluster, host: str) -> Link:
+    """The cable between ``host``'s HCA and its leaf switch."""
+    (link,) = Link.objects.filter(
+        Q(port_a__node__host__name=host, port_b__node__node_type="switch")
+        | Q(port_b__node__host__name=host, port_a__node__node_type="switch"),
+        fabric=cluster.fabric,
+    ).select_related("port_a__node", "port_b__node")
+    return link
+
+
+def test_a_job_on_a_persistently_congested_hca_link_is_reported_naming_the_link(cluster):
+    job = submit(JobSpec(name="train", pool_id=cluster.pool.pk, count=8, gpus_per_host=8))
+    run_pass()
+    job.refresh_from_db()
+    (host,) = job.placement
+    link = _hca_link(cluster, host)
+    ca, leaf = (
+        (link.port_a, link.port_b) if link.port_a.node.node_type != "switch" else (link.port_b, link.port_a)
+    )
+    # three counter sweeps with the leaf port towards the host's HCA over the policy's 0.5: only
+    # that HCA link is congested (no uplink has counters)
+    for value in (0.9, 0.85, 0.95):
+        sweep = Sweep.objects.create(fabric=cluster.fabric, started=timezone.now(), interval_s=10.0, ports=1)
+        PortCounters.objects.update_or_create(
+            port=leaf,
+            defaults={"sweep": sweep, "sampled_at": sweep.started, "congestion": value, "error_deltas": {}},
+        )
+        evaluate_sweep(cluster.fabric.pk, sweep.pk)
+        if value == 0.9:  # one sweep is not persistent: nothing to report yet
+            assert plan_rebalance() == []
+    assert list(Alarm.objects.filter(code="port.congestion").values_list("port_id", "state")) == [
+        (leaf.pk, "active")
+    ]
+    from scheduler.services.state import congestion_marks, current_locality
+
+    assert congestion_marks(current_locality()).marks == {}  # no domain's uplinks are marked
+
+    dry = run_rebalance(dry_run=True)
+    result = run_rebalance(dry_run=False)
+    assert _plain(result) == _plain(dry)
+    (report,) = result["actions"]
+    assert (report["kind"], report["job"], report["outcome"]) == ("congested", job.pk, "reported")
+    assert (
+        report["before"] == {host: 8} and host not in report["placed"] and sum(report["placed"].values()) == 8
+    )
+    name = f"{ca.node.name} [{ca.port_num}] <-> {leaf.node.name} [{leaf.port_num}]"  # both ends
+    assert report["details"]["congested"] == []
+    (hca,) = report["details"]["hca_links"]
+    assert (hca["host"], hca["link"], hca["name"], hca["index"]) == (host, link.pk, name, 0.95)
+    assert hca["score"] == round(0.95 / 0.5, 3)
+    assert "crosses congested uplinks" not in report["reason"]
+    assert (
+        f"runs over congested HCA links ({name}: Congestion on {leaf}: index 0.95 above 0.5"
+        in report["reason"]
+    )
+    assert "(score 1.9; congestion index now 0.95)" in report["reason"]
+    job.refresh_from_db()
+    assert job.placement == {host: 8}  # reported, not moved
+    ev = Event.objects.get(code="job.congested", object_key=str(job.pk))
+    assert ev.details["reason"] == report["reason"]
+    run_rebalance(dry_run=False)
+    assert Event.objects.filter(code="job.congested", object_key=str(job.pk)).count() == 1
+
+
 # --- the API --------------------------------------------------------------------------------------
 
 

@@ -56,7 +56,9 @@ class Job(models.Model):
     Idempotency: ``idempotency_key`` is the key the owner sent with the submit (empty: none;
     unique per owner), so a retried submit returns this job instead of queueing a second one
     (``scheduler.services.queue.submit_with_key``). The request fields are never changed after
-    submit, so the retry is compared with them.
+    submit, so the retry is compared with them. A key is kept ``WEFT_IDEMPOTENCY_TTL_S`` seconds
+    from ``submitted_at``; then it is cleared (the daily prune,
+    ``queue.expire_idempotency_keys``) and may queue a new job.
 
     Isolation (a pool with ``job_isolation``): ``partition`` is the job's own IB partition while
     it holds GPUs (its hosts' CA ports, full membership; deleted when it ends, which sets it

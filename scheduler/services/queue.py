@@ -24,8 +24,9 @@ audit entry inside it, and sends ``scheduler.signals.job_changed`` on commit:
   order — runs of plain whole-GPU placements in bulk (up to :data:`BIND_BATCH` per transaction,
   ``pools.services.allocation.allocate_many``), a placement with victims, MIG slices, a fraction
   or a job partition in a transaction of its own — and record every pending job's decision. When
-  a job left pending fits in its pool's guaranteed share (``Pool.guaranteed_gpus``) while other
-  pools' preemptible jobs hold borrowed GPUs, the pass ends with the rebalancer's reclaim
+  a job left pending fits in its pool's guaranteed share (``Pool.guaranteed_gpus``, or
+  ``guaranteed_slices`` for MIG) while other pools' preemptible jobs hold borrowed GPUs, slices
+  or shares, the pass ends with the rebalancer's reclaim
   (``rebalance.reclaim_for_guarantees``, under the same lock): the pools' own reclaim never runs
   for the queue's requests by named GPUs.
 

@@ -1,6 +1,7 @@
 """The rebalancing worker (issue 12, "Rebalancing worker"): reclaim borrowed GPUs, MIG slices and
-shared-GPU fractions for owners with pending work, move preemptible jobs so that whole units (leaves, rail pods) come free, and report
-jobs that run across persistently congested links when a better placement exists.
+shared-GPU fractions for owners with pending work, move preemptible jobs so that whole units
+(leaves, rail pods) come free, and report jobs that run across persistently congested links
+(uplinks, or their hosts' own HCA links) when a better placement exists.
 
 :func:`plan_rebalance` builds the list of :class:`Action` from the stored state, with the same
 readers as a scheduling pass (``scheduler.services.state``) and the placement engine
@@ -388,16 +389,20 @@ def _plan_reclaims(st: _State) -> list[Action]:
 def _reclaim_reason(
     job: Job, pool: Pool, share: tuple[int, int, str], wants: str, taken: str, victims, st
 ) -> str:
+    """A reclaim's reason: the pool's guarantee and holding (``share``: held, guaranteed, unit),
+    what ``job`` waits for (``wants``), what is taken back (``taken``) and from which jobs."""
     held, guaranteed, unit = share
     names = "; ".join(f"{_label(st.jobs[v])} in pool {st.jobs[v].pool.name}" for v in victims)
+    jobs = f"{len(victims)} preemptible job{'s' if len(victims) != 1 else ''}"
     return (
         f"pool {pool.name} holds {held} of the {guaranteed} {unit} guaranteed to it and {_label(job)} "
-        f"waits for {wants}: reclaim {taken} from {len(victims)} preemptible job{'s' if len(victims) != 1 else ''} "
-        f"(the fewest): {names}"
+        f"waits for {wants}: reclaim {taken} from {jobs} (the fewest): {names}"
     )
 
 
 def _reclaim_action(job, pool, share, reason, d, victims, st, **details) -> Action:
+    """The ``reclaim`` :class:`Action` placing ``job`` as decision ``d`` after ``victims``
+    (job ids) end; ``details`` added to its details (module docstring of :class:`Action`)."""
     held, guaranteed, unit = share
     return Action(
         RECLAIM, job.pk, reason, True, placed=dict(d.placed), victims=list(victims),
@@ -879,7 +884,8 @@ def _reclaim(a: Action, loc, now: datetime, user) -> str:
 
     def recorded(job: Job) -> None:
         _event(job, "job.reclaimed", f"{job}: placed on reclaimed {unit} ({a.reason})", now,
-               {"victims": a.victims, "hosts": sorted(a.placed), "kind": job.kind, "reason": a.reason})  # fmt: skip
+               {"victims": a.victims, "hosts": sorted(a.placed), "kind": job.kind,
+                "reason": a.reason})  # fmt: skip
         audit.record(
             "job.reclaim", job, {"victims": a.victims, "placement": a.placed, "reason": a.reason}, user=user
         )

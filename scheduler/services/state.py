@@ -336,8 +336,9 @@ def hca_link_marks(loc: Locality) -> dict[str, list[HcaMark]]:
         return {}
     names = _host_names(loc)
     out: dict[str, list[HcaMark]] = defaultdict(list)
-    rows = Link.objects.filter(pk__in=list(hot)).select_related("port_a__node", "port_b__node", "port_a__counters",
-                                                               "port_b__counters")  # fmt: skip
+    rows = Link.objects.filter(pk__in=list(hot)).select_related(
+        "port_a__node", "port_b__node", "port_a__counters", "port_b__counters"
+    )
     for link in rows:
         ends = [link.port_a, link.port_b]
         cas = [p for p in ends if p.node.node_type != NodeType.SWITCH and p.node.host_id in names]

@@ -17,7 +17,9 @@
   alarms on either end of a host's HCA link (HCA port ↔ leaf port) mark that link
   (:func:`hca_link_marks`, with the ports' latest congestion index from telemetry);
 * pools (:func:`pool_infos`, ``pools.services.allocation.pool_usage``), held jobs
-  (:func:`held_jobs`) and fair-share usage (:func:`fair_shares`).
+  (:func:`held_jobs`; their MIG slices :func:`held_slices` and fractions :func:`held_fractions`,
+  with the room left on shared GPUs :func:`shared_room`, for the rebalancer's reclaim) and
+  fair-share usage (:func:`fair_shares`).
 """
 
 from __future__ import annotations

@@ -697,8 +697,10 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
     @action(detail=False, methods=["post"], url_path="import")
     def import_file(self, request):
         """Import a ``partitions.conf`` (``text``) into ``fabric`` (Admin): ``merge`` (default) creates
-        or replaces the file's partitions by PKey, ``replace`` also deletes the others. A file OpenSM
-        would reject is a 400 with its line; nothing is written."""
+        or replaces the file's partitions by PKey, ``replace`` also deletes the others. Pools' and
+        jobs' partitions are never changed or deleted (in the answer's ``kept``); a file that would
+        change one (naming its owner), or that OpenSM would reject, is a 400 with its line; nothing
+        is written."""
         body = serializers.PartitionImportSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         v = body.validated_data

@@ -453,6 +453,9 @@ class Partition(models.Model):
         ordering = ["fabric", "pkey"]
         constraints = [
             models.UniqueConstraint(fields=["fabric", "pkey"], name="partition_pkey_unique_per_fabric"),
+            # a name is required (no blank), so every row is under it; duplicates stored before were
+            # renamed by migration 0013 (``<name>-0x<pkey>``)
+            models.UniqueConstraint(fields=["fabric", "name"], name="partition_name_unique_per_fabric"),
             models.CheckConstraint(
                 condition=models.Q(pkey__gte=1, pkey__lte=0x7FFF), name="partition_pkey_range"
             ),

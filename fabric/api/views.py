@@ -692,6 +692,7 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
         responses={
             201: OpenApiTypes.OBJECT,
             400: OpenApiResponse(serializers.ImportErrorSerializer, description="located parse error"),
+            409: OpenApiResponse(OpenApiTypes.OBJECT, description="another change meanwhile; retry"),
         },
     )
     @action(detail=False, methods=["post"], url_path="import")
@@ -713,4 +714,6 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
                 {"error": str(exc), "source": exc.source, "line": exc.line},
                 status=status.HTTP_400_BAD_REQUEST,
             )
+        except partition_service.PartitionError as exc:  # a concurrent change: retry
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(summary.as_dict(), status=status.HTTP_201_CREATED)

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts import audit
@@ -270,7 +270,9 @@ def save_partition(partition: Partition, *, user=None, action: str = "", as_owne
         PartitionError: PKey outside 0x0001-0x7ffe (0x7fff only for the default partition) or
             already used by another partition of the fabric (``field`` "pkey"); the name already
             used by another partition of the fabric, or a ``pool_<n>``/``job_<n>`` name
-            (:data:`OWNER_NAME_RE`) given by someone else than the owner (``field`` "name").
+            (:data:`OWNER_NAME_RE`) given by someone else than the owner (``field`` "name"); also
+            when another transaction stored that PKey or name meanwhile (the database's unique
+            constraints refused the write, in a savepoint: the caller's transaction stays usable).
     """
     if not MIN_PKEY <= partition.pkey <= DEFAULT_PKEY or (
         partition.pkey == DEFAULT_PKEY and not partition.is_default
@@ -279,35 +281,68 @@ def save_partition(partition: Partition, *, user=None, action: str = "", as_owne
             f"PKey 0x{partition.pkey:04x} is outside 0x{MIN_PKEY:04x}-0x{MAX_PKEY:04x} "
             "(0x7fff is the default partition's)"
         )
-    with transaction.atomic():
-        clash = Partition.objects.select_for_update().filter(fabric=partition.fabric_id, pkey=partition.pkey)
-        if partition.pk:
-            clash = clash.exclude(pk=partition.pk)
-        if clash.exists():
-            raise PartitionError(f"PKey 0x{partition.pkey:04x} is already used on fabric {partition.fabric}")
-        created = partition.pk is None
-        old = None if created else Partition.objects.select_for_update().get(pk=partition.pk)
-        if created or old.name != partition.name:
-            _check_name(partition, as_owner)
-        if old is not None and (old.pkey, old.name, old.fabric_id) != (
-            partition.pkey,
-            partition.name,
-            partition.fabric_id,
-        ):
-            _refuse_if_owned(old, "its PKey and name change", as_owner)
-        _mark_pending(partition)
-        partition.save()
-        fields = ["name", "pkey", "description", "ipoib", "mtu", "rate", "sl", "scope"]
-        changes = (
-            {f: getattr(partition, f) for f in fields}
-            if created
-            else audit.model_changes(old, partition, fields)
-        )
-        audit.record(
-            action or ("partition.create" if created else "partition.update"), partition, changes, user=user
-        )
-        _notify(partition.fabric, [])
+    try:
+        with transaction.atomic():
+            clash = Partition.objects.select_for_update().filter(
+                fabric=partition.fabric_id, pkey=partition.pkey
+            )
+            if partition.pk:
+                clash = clash.exclude(pk=partition.pk)
+            if clash.exists():
+                raise PartitionError(
+                    f"PKey 0x{partition.pkey:04x} is already used on fabric {partition.fabric}"
+                )
+            created = partition.pk is None
+            old = None if created else Partition.objects.select_for_update().get(pk=partition.pk)
+            if created or old.name != partition.name:
+                _check_name(partition, as_owner)
+            if old is not None and (old.pkey, old.name, old.fabric_id) != (
+                partition.pkey,
+                partition.name,
+                partition.fabric_id,
+            ):
+                _refuse_if_owned(old, "its PKey and name change", as_owner)
+            _mark_pending(partition)
+            partition.save()
+            fields = ["name", "pkey", "description", "ipoib", "mtu", "rate", "sl", "scope"]
+            changes = (
+                {f: getattr(partition, f) for f in fields}
+                if created
+                else audit.model_changes(old, partition, fields)
+            )
+            audit.record(
+                action or ("partition.create" if created else "partition.update"),
+                partition,
+                changes,
+                user=user,
+            )
+            _notify(partition.fabric, [])
+    except IntegrityError as exc:
+        # another transaction stored the PKey or the name between the checks above and this write
+        # (the database's unique (fabric, pkey) and (fabric, name) refused it): the checks' answer
+        taken = _taken_meanwhile(partition)
+        if taken is None:
+            raise
+        raise taken from exc
     return partition
+
+
+def _taken_meanwhile(partition: Partition) -> PartitionError | None:
+    """The :class:`PartitionError` :func:`save_partition`'s checks give when another partition of
+    the fabric has ``partition``'s name (``field`` "name") or PKey (``field`` "pkey"); None when
+    none has either (read after the failed write: what the other transaction committed)."""
+    others = Partition.objects.filter(fabric=partition.fabric_id)
+    if partition.pk:
+        others = others.exclude(pk=partition.pk)
+    holder = others.filter(name=partition.name).first()
+    if holder is not None:
+        return PartitionError(
+            f"name {partition.name!r} is already used on fabric {partition.fabric} by PKey {holder.pkey_hex}",
+            field="name",
+        )
+    if others.filter(pkey=partition.pkey).exists():
+        return PartitionError(f"PKey 0x{partition.pkey:04x} is already used on fabric {partition.fabric}")
+    return None
 
 
 def delete_partition(partition: Partition, *, user=None, as_owner: bool = False) -> None:
@@ -687,7 +722,9 @@ def import_partitions(
             or a job's partition (naming the owner: change it through the pool), or an entry
             named ``pool_<n>``/``job_<n>`` (:data:`OWNER_NAME_RE`) that is not that partition
             given back as stored.
-        PartitionError: ``mode`` is not merge or replace.
+        PartitionError: ``mode`` is not merge or replace; another transaction stored one of the
+            file's PKeys or names while it was imported (the database refused the write; the API
+            answers 409).
     """
     if mode not in (MERGE, REPLACE):
         raise PartitionError(f"mode {mode!r} is not merge or replace")
@@ -701,87 +738,96 @@ def import_partitions(
             )
     summary = ImportSummary(fabric=fabric.name, source=source, mode=mode,
                             warnings=[w.as_dict() for w in conf.warnings])  # fmt: skip
-    with transaction.atomic():
-        stored = {p.pkey: p for p in Partition.objects.select_for_update().filter(fabric=fabric)}
-        owners = partition_owners(p.pk for p in stored.values())
-        untouched = _refuse_owned_entries(conf, stored, owners, source)
-        in_file = {rec.pkey for rec in conf.partitions}
-        gone = [
-            row
-            for pkey, row in stored.items()
-            if mode == REPLACE and pkey not in in_file and not row.is_default and row.pk not in owners
-        ]
-        gone_ids = {row.pk for row in gone}
-        staying = [row for pkey, row in stored.items() if pkey not in in_file and row.pk not in gone_ids]
-        _check_import_names(conf, staying, source)
-        summary.kept = sorted(
-            row.pkey_hex
-            for pkey, row in stored.items()
-            if row.pk in owners and (pkey in untouched or pkey not in in_file)
-        )
-        # before any write: the rows deleted first and the renamed ones under a name no stored
-        # partition can have (names start with a letter or "_"), so that no intermediate state
-        # breaks the unique (fabric, name) constraint (a file swapping two names, or taking the
-        # name of a partition it deletes)
-        for row in gone:
-            summary.deleted.append(row.pkey_hex)
-            row.delete()
-        renamed = [
-            stored[rec.pkey].pk
-            for rec in conf.partitions
-            if rec.pkey in stored
-            and rec.pkey not in untouched
-            and stored[rec.pkey].name != _fields_of(rec)["name"]
-        ]
-        for pk in renamed:
-            Partition.objects.filter(pk=pk).update(name=f"~import-{pk}")
-        ports = _ports_by_guid(fabric, (m.guid for rec in conf.partitions for m in rec.members))
-        for rec in conf.partitions:
-            if rec.pkey in untouched:
-                continue
-            values = _fields_of(rec)
-            row = stored.get(rec.pkey)
-            if row is None:
-                row = Partition(fabric=fabric, pkey=rec.pkey, source=PartitionSource.IMPORTED, **values)
-                summary.created.append(f"0x{rec.pkey:04x}")
-            else:
-                for k, v in values.items():
-                    setattr(row, k, v)
-                row.source = PartitionSource.IMPORTED
-                row.members.all().delete()
-                summary.updated.append(f"0x{rec.pkey:04x}")
-            _mark_pending(row)
-            try:
-                row.full_clean(exclude=["fabric"], validate_unique=False, validate_constraints=False)
-            except ValidationError as exc:
-                what = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
-                raise PartitionsParseError(
-                    f"partition {rec.name!r} cannot be stored: {what}", source, rec.line
-                ) from None
-            row.save()
-            PartitionMember.objects.bulk_create(
-                [
-                    PartitionMember(
-                        partition=row,
-                        port_guid=m.guid,
-                        membership=m.membership,
-                        reason=MemberReason.IMPORTED,
-                        port_id=ports.get(m.guid),
-                    )  # fmt: skip
-                    for m in rec.members
-                ],
-                batch_size=500,
+    try:
+        with transaction.atomic():
+            stored = {p.pkey: p for p in Partition.objects.select_for_update().filter(fabric=fabric)}
+            owners = partition_owners(p.pk for p in stored.values())
+            untouched = _refuse_owned_entries(conf, stored, owners, source)
+            in_file = {rec.pkey for rec in conf.partitions}
+            gone = [
+                row
+                for pkey, row in stored.items()
+                if mode == REPLACE and pkey not in in_file and not row.is_default and row.pk not in owners
+            ]
+            gone_ids = {row.pk for row in gone}
+            staying = [row for pkey, row in stored.items() if pkey not in in_file and row.pk not in gone_ids]
+            _check_import_names(conf, staying, source)
+            summary.kept = sorted(
+                row.pkey_hex
+                for pkey, row in stored.items()
+                if row.pk in owners and (pkey in untouched or pkey not in in_file)
             )
-            summary.members += len(rec.members)
-        summary.partitions = len(conf.partitions)
-        audit.record(
-            "partition.import",
-            fabric,
-            {k: v for k, v in summary.as_dict().items() if k != "warnings"}
-            | {"warnings": len(conf.warnings)},
-            user=user,
-        )
-        _notify(fabric, [])
+            # before any write: the rows deleted first and the renamed ones under a name no stored
+            # partition can have (names start with a letter or "_"), so that no intermediate state
+            # breaks the unique (fabric, name) constraint (a file swapping two names, or taking the
+            # name of a partition it deletes)
+            for row in gone:
+                summary.deleted.append(row.pkey_hex)
+                row.delete()
+            renamed = [
+                stored[rec.pkey].pk
+                for rec in conf.partitions
+                if rec.pkey in stored
+                and rec.pkey not in untouched
+                and stored[rec.pkey].name != _fields_of(rec)["name"]
+            ]
+            for pk in renamed:
+                Partition.objects.filter(pk=pk).update(name=f"~import-{pk}")
+            ports = _ports_by_guid(fabric, (m.guid for rec in conf.partitions for m in rec.members))
+            for rec in conf.partitions:
+                if rec.pkey in untouched:
+                    continue
+                values = _fields_of(rec)
+                row = stored.get(rec.pkey)
+                if row is None:
+                    row = Partition(fabric=fabric, pkey=rec.pkey, source=PartitionSource.IMPORTED, **values)
+                    summary.created.append(f"0x{rec.pkey:04x}")
+                else:
+                    for k, v in values.items():
+                        setattr(row, k, v)
+                    row.source = PartitionSource.IMPORTED
+                    row.members.all().delete()
+                    summary.updated.append(f"0x{rec.pkey:04x}")
+                _mark_pending(row)
+                try:
+                    row.full_clean(exclude=["fabric"], validate_unique=False, validate_constraints=False)
+                except ValidationError as exc:
+                    what = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+                    raise PartitionsParseError(
+                        f"partition {rec.name!r} cannot be stored: {what}", source, rec.line
+                    ) from None
+                row.save()
+                PartitionMember.objects.bulk_create(
+                    [
+                        PartitionMember(
+                            partition=row,
+                            port_guid=m.guid,
+                            membership=m.membership,
+                            reason=MemberReason.IMPORTED,
+                            port_id=ports.get(m.guid),
+                        )  # fmt: skip
+                        for m in rec.members
+                    ],
+                    batch_size=500,
+                )
+                summary.members += len(rec.members)
+            summary.partitions = len(conf.partitions)
+            audit.record(
+                "partition.import",
+                fabric,
+                {k: v for k, v in summary.as_dict().items() if k != "warnings"}
+                | {"warnings": len(conf.warnings)},
+                user=user,
+            )
+            _notify(fabric, [])
+    except IntegrityError as exc:
+        # another change stored a partition with a PKey or a name of the file after the rows were
+        # locked (a create is not blocked by those locks): nothing of the import was written
+        raise PartitionError(
+            f"the partitions of fabric {fabric.name} changed while the file was imported (another change "
+            "stored one of its PKeys or names); nothing was imported: retry",
+            field="detail",
+        ) from exc
     return summary
 
 

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from fabric.models import Fabric
 from fabric.parsers.partitions import PartitionsParseError
-from fabric.services.partitions import MERGE, REPLACE, import_partitions
+from fabric.services.partitions import MERGE, REPLACE, PartitionError, import_partitions
 from fabric.upload import UploadError, read_limited
 
 
@@ -48,7 +48,7 @@ class Command(BaseCommand):
             summary = import_partitions(
                 fabric, text, source=str(path), mode=REPLACE if opts["replace"] else MERGE
             )
-        except PartitionsParseError as exc:
+        except (PartitionsParseError, PartitionError) as exc:
             raise CommandError(str(exc)) from exc
         for w in summary.warnings[:20]:
             self.stderr.write(f"{path}:{w['line']}: warning: {w['message']}")

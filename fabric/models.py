@@ -409,7 +409,8 @@ class Partition(models.Model):
     """An IB partition (PKey) of a fabric, as OpenSM's ``partitions.conf`` defines it.
 
     ``pkey`` is the 15-bit PKey (0x0001-0x7ffe for Weft's own; 0x7fff is the default partition,
-    ``is_default``); membership (the PKey's high bit) is per member. ``mtu``/``rate``/``sl``/
+    ``is_default``); ``pkey`` and ``name`` are each unique per fabric (database constraints);
+    membership (the PKey's high bit) is per member. ``mtu``/``rate``/``sl``/
     ``scope`` are IBTA codes as OpenSM's partition flags take them (``mtu=4`` = 2048 bytes,
     ``rate=7`` = 40 Gb/s; ``scope`` a list of MGID scope nibbles), None/empty = OpenSM's default;
     ``q_key``/``tclass``/``flow_label``/``indx0``/``mcast_groups`` (``[{"mgid", "flags"}]``) keep
@@ -453,6 +454,9 @@ class Partition(models.Model):
         ordering = ["fabric", "pkey"]
         constraints = [
             models.UniqueConstraint(fields=["fabric", "pkey"], name="partition_pkey_unique_per_fabric"),
+            # a name is required (no blank), so every row is under it; duplicates stored before were
+            # renamed by migration 0013 (``<name>-0x<pkey>``)
+            models.UniqueConstraint(fields=["fabric", "name"], name="partition_name_unique_per_fabric"),
             models.CheckConstraint(
                 condition=models.Q(pkey__gte=1, pkey__lte=0x7FFF), name="partition_pkey_range"
             ),

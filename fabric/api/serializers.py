@@ -604,6 +604,11 @@ class PartitionSerializer(serializers.ModelSerializer):
             "created", "updated",
         ]  # fmt: skip
 
+    def get_unique_together_validators(self):
+        # the (fabric, name) constraint is judged by the service (``_check_name``: 400 on ``name``
+        # naming the PKey that has it, and the owner-reserved names), not DRF's generic message
+        return [v for v in super().get_unique_together_validators() if set(v.fields) != {"fabric", "name"}]
+
     def validate_mtu(self, value):
         from ..parsers.partitions import MTU_CODES
 

@@ -692,13 +692,16 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
         responses={
             201: OpenApiTypes.OBJECT,
             400: OpenApiResponse(serializers.ImportErrorSerializer, description="located parse error"),
+            409: OpenApiResponse(OpenApiTypes.OBJECT, description="another change meanwhile; retry"),
         },
     )
     @action(detail=False, methods=["post"], url_path="import")
     def import_file(self, request):
         """Import a ``partitions.conf`` (``text``) into ``fabric`` (Admin): ``merge`` (default) creates
-        or replaces the file's partitions by PKey, ``replace`` also deletes the others. A file OpenSM
-        would reject is a 400 with its line; nothing is written."""
+        or replaces the file's partitions by PKey, ``replace`` also deletes the others. Pools' and
+        jobs' partitions are never changed or deleted (in the answer's ``kept``); a file that would
+        change one (naming its owner), or that OpenSM would reject, is a 400 with its line; nothing
+        is written."""
         body = serializers.PartitionImportSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         v = body.validated_data
@@ -711,4 +714,6 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
                 {"error": str(exc), "source": exc.source, "line": exc.line},
                 status=status.HTTP_400_BAD_REQUEST,
             )
+        except partition_service.PartitionError as exc:  # a concurrent change: retry
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(summary.as_dict(), status=status.HTTP_201_CREATED)

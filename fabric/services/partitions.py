@@ -4,7 +4,8 @@
 * :func:`import_partitions`: a ``partitions.conf`` (``fabric.parsers.partitions``) into the
   fabric's partitions, ``merge`` (default: the file's partitions are created or replaced whole,
   matched by PKey; partitions not in the file stay) or ``replace`` (partitions not in the file
-  are deleted too). One transaction, audited; a bad file changes nothing.
+  are deleted too). A pool's or a job's partition is never changed or deleted by an import.
+  One transaction, audited; a bad or refused file changes nothing.
 * :func:`save_partition`, :func:`delete_partition`, :func:`set_members` (replace semantics,
   optionally only the members of one ``reason``: the pools app calls
   ``set_members(partition, guids_of_its_hosts, reason="pool")`` and keeps the ``extra`` ones),
@@ -44,7 +45,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts import audit
@@ -115,15 +116,28 @@ def partition_owner(partition: Partition) -> tuple[str, str] | None:
     names none of those apps."""
     if partition.pk is None:
         return None
-    for rel in partition._meta.related_objects:
+    return partition_owners([partition.pk]).get(partition.pk)
+
+
+def partition_owners(partition_ids: Iterable[int]) -> dict[int, tuple[str, str]]:
+    """:func:`partition_owner` of many partitions at once: ``{partition id: (owner, kind)}`` for
+    those that have an owner (one query per owning relation and 500 ids, not per partition)."""
+    ids = sorted(set(partition_ids))
+    out: dict[int, tuple[str, str]] = {}
+    for rel in Partition._meta.related_objects:
         if not rel.one_to_one:
             continue
-        holder = rel.related_model._default_manager.filter(**{rel.field.name: partition.pk}).first()
-        if holder is not None:
-            kind = str(rel.related_model._meta.verbose_name)
-            text = str(holder)
-            return (text if text.startswith(f"{kind} ") else f"{kind} {text}"), kind
-    return None
+        kind = str(rel.related_model._meta.verbose_name)
+        name = rel.field.name
+        for i in range(0, len(ids), 500):
+            holders = rel.related_model._default_manager.filter(**{f"{name}__in": ids[i : i + 500]})
+            for holder in holders.order_by("pk"):
+                text = str(holder)
+                out.setdefault(
+                    getattr(holder, rel.field.attname),
+                    ((text if text.startswith(f"{kind} ") else f"{kind} {text}"), kind),
+                )
+    return out
 
 
 def _refuse_if_owned(partition: Partition, what: str, as_owner: bool) -> None:
@@ -256,7 +270,9 @@ def save_partition(partition: Partition, *, user=None, action: str = "", as_owne
         PartitionError: PKey outside 0x0001-0x7ffe (0x7fff only for the default partition) or
             already used by another partition of the fabric (``field`` "pkey"); the name already
             used by another partition of the fabric, or a ``pool_<n>``/``job_<n>`` name
-            (:data:`OWNER_NAME_RE`) given by someone else than the owner (``field`` "name").
+            (:data:`OWNER_NAME_RE`) given by someone else than the owner (``field`` "name"); also
+            when another transaction stored that PKey or name meanwhile (the database's unique
+            constraints refused the write, in a savepoint: the caller's transaction stays usable).
     """
     if not MIN_PKEY <= partition.pkey <= DEFAULT_PKEY or (
         partition.pkey == DEFAULT_PKEY and not partition.is_default
@@ -265,35 +281,68 @@ def save_partition(partition: Partition, *, user=None, action: str = "", as_owne
             f"PKey 0x{partition.pkey:04x} is outside 0x{MIN_PKEY:04x}-0x{MAX_PKEY:04x} "
             "(0x7fff is the default partition's)"
         )
-    with transaction.atomic():
-        clash = Partition.objects.select_for_update().filter(fabric=partition.fabric_id, pkey=partition.pkey)
-        if partition.pk:
-            clash = clash.exclude(pk=partition.pk)
-        if clash.exists():
-            raise PartitionError(f"PKey 0x{partition.pkey:04x} is already used on fabric {partition.fabric}")
-        created = partition.pk is None
-        old = None if created else Partition.objects.select_for_update().get(pk=partition.pk)
-        if created or old.name != partition.name:
-            _check_name(partition, as_owner)
-        if old is not None and (old.pkey, old.name, old.fabric_id) != (
-            partition.pkey,
-            partition.name,
-            partition.fabric_id,
-        ):
-            _refuse_if_owned(old, "its PKey and name change", as_owner)
-        _mark_pending(partition)
-        partition.save()
-        fields = ["name", "pkey", "description", "ipoib", "mtu", "rate", "sl", "scope"]
-        changes = (
-            {f: getattr(partition, f) for f in fields}
-            if created
-            else audit.model_changes(old, partition, fields)
-        )
-        audit.record(
-            action or ("partition.create" if created else "partition.update"), partition, changes, user=user
-        )
-        _notify(partition.fabric, [])
+    try:
+        with transaction.atomic():
+            clash = Partition.objects.select_for_update().filter(
+                fabric=partition.fabric_id, pkey=partition.pkey
+            )
+            if partition.pk:
+                clash = clash.exclude(pk=partition.pk)
+            if clash.exists():
+                raise PartitionError(
+                    f"PKey 0x{partition.pkey:04x} is already used on fabric {partition.fabric}"
+                )
+            created = partition.pk is None
+            old = None if created else Partition.objects.select_for_update().get(pk=partition.pk)
+            if created or old.name != partition.name:
+                _check_name(partition, as_owner)
+            if old is not None and (old.pkey, old.name, old.fabric_id) != (
+                partition.pkey,
+                partition.name,
+                partition.fabric_id,
+            ):
+                _refuse_if_owned(old, "its PKey and name change", as_owner)
+            _mark_pending(partition)
+            partition.save()
+            fields = ["name", "pkey", "description", "ipoib", "mtu", "rate", "sl", "scope"]
+            changes = (
+                {f: getattr(partition, f) for f in fields}
+                if created
+                else audit.model_changes(old, partition, fields)
+            )
+            audit.record(
+                action or ("partition.create" if created else "partition.update"),
+                partition,
+                changes,
+                user=user,
+            )
+            _notify(partition.fabric, [])
+    except IntegrityError as exc:
+        # another transaction stored the PKey or the name between the checks above and this write
+        # (the database's unique (fabric, pkey) and (fabric, name) refused it): the checks' answer
+        taken = _taken_meanwhile(partition)
+        if taken is None:
+            raise
+        raise taken from exc
     return partition
+
+
+def _taken_meanwhile(partition: Partition) -> PartitionError | None:
+    """The :class:`PartitionError` :func:`save_partition`'s checks give when another partition of
+    the fabric has ``partition``'s name (``field`` "name") or PKey (``field`` "pkey"); None when
+    none has either (read after the failed write: what the other transaction committed)."""
+    others = Partition.objects.filter(fabric=partition.fabric_id)
+    if partition.pk:
+        others = others.exclude(pk=partition.pk)
+    holder = others.filter(name=partition.name).first()
+    if holder is not None:
+        return PartitionError(
+            f"name {partition.name!r} is already used on fabric {partition.fabric} by PKey {holder.pkey_hex}",
+            field="name",
+        )
+    if others.filter(pkey=partition.pkey).exists():
+        return PartitionError(f"PKey 0x{partition.pkey:04x} is already used on fabric {partition.fabric}")
+    return None
 
 
 def delete_partition(partition: Partition, *, user=None, as_owner: bool = False) -> None:
@@ -553,7 +602,11 @@ def _finish_member_change(
 
 @dataclass
 class ImportSummary:
-    """What :func:`import_partitions` did (the ``import_partitions`` command's JSON line)."""
+    """What :func:`import_partitions` did (the ``import_partitions`` command's JSON line, the API's
+    answer): PKeys (``"0x0a01"``) ``created``, ``updated`` (replaced whole), ``deleted``
+    (``replace``), and ``kept``: partitions a pool or a job owns (:func:`partition_owner`) that
+    the import left as they are (absent from the file in ``replace`` mode, or given by the file
+    exactly as stored). ``partitions``: definitions in the file; ``members``: member rows written."""
 
     fabric: str
     source: str
@@ -563,25 +616,23 @@ class ImportSummary:
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
     warnings: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
 
 
-def _check_import_names(conf: PartitionsConf, stored: dict[int, Partition], mode: str, source: str) -> None:
-    """Partition names are unique per fabric: refuse a file giving one name to two PKeys, or (merge)
-    the name of a stored partition of another PKey that stays.
+def _check_import_names(conf: PartitionsConf, staying: Iterable[Partition], source: str) -> None:
+    """Partition names are unique per fabric: refuse a file giving one name to two PKeys, or the
+    name of a stored partition of another PKey that stays (``staying``: not in the file, and not
+    deleted by the import: every other one in ``merge`` mode, the default and owned ones in
+    ``replace`` mode).
 
     Raises:
         PartitionsParseError: located at the later definition.
     """
-    in_file = {rec.pkey for rec in conf.partitions}
-    names: dict[str, PartitionRecord] = {}
-    if mode == MERGE:
-        names = {
-            p.name: PartitionRecord(p.name, p.pkey) for k, p in stored.items() if k not in in_file and p.name
-        }
+    names: dict[str, PartitionRecord] = {p.name: PartitionRecord(p.name, p.pkey) for p in staying if p.name}
     for rec in conf.partitions:
         if not rec.name:
             continue
@@ -596,6 +647,59 @@ def _check_import_names(conf: PartitionsConf, stored: dict[int, Partition], mode
             )
 
 
+def _as_written(partition: Partition) -> dict:
+    """What OpenSM reads of ``partition`` as :func:`generate_conf` writes it (its record through
+    the generator and back through the parser): :meth:`PartitionRecord.semantics`, compared with
+    a file's entry to tell an owned partition given back unchanged."""
+    text = generate([to_record(partition)], ensure_default=False)
+    return parse_partitions(text, source="<stored>").partitions[0].semantics()
+
+
+def _refuse_owned_entries(
+    conf: PartitionsConf,
+    stored: dict[int, Partition],
+    owners: dict[int, tuple[str, str]],
+    source: str,
+) -> set[int]:
+    """The PKeys of the file's entries for owned partitions that equal what is stored (left
+    untouched); any other entry with an owned partition's PKey, or with an owner-reserved name
+    (:data:`OWNER_NAME_RE`), is refused.
+
+    Raises:
+        PartitionsParseError: located at the entry, naming the owner when there is one.
+    """
+    by_name = {p.name: p for p in stored.values()}
+    same: set[int] = set()
+    for rec in conf.partitions:
+        row = stored.get(rec.pkey)
+        owned = owners.get(row.pk) if row is not None else None
+        if owned is not None:
+            if rec.semantics() == _as_written(row):
+                same.add(rec.pkey)
+                continue
+            raise PartitionsParseError(
+                f"PKey 0x{rec.pkey:04x} belongs to {owned[0]}: change it through the {owned[1]} "
+                f"(an import may give it back only as stored: {row.name}, its flags and members)",
+                source,
+                rec.line,
+            )
+        if rec.name and OWNER_NAME_RE.match(rec.name):
+            holder = by_name.get(rec.name)
+            owned = owners.get(holder.pk) if holder is not None else None
+            if owned is not None:
+                message = (
+                    f"partition name {rec.name!r} belongs to {owned[0]} (PKey {holder.pkey_hex}): "
+                    f"change it through the {owned[1]}"
+                )
+            else:
+                message = (
+                    f"partition name {rec.name!r}: pool_<n> and job_<n> are the names of the partitions "
+                    "Weft makes for pools and jobs; choose another"
+                )
+            raise PartitionsParseError(message, source, rec.line)
+    return same
+
+
 def import_partitions(
     fabric: Fabric, text: str, *, source: str = "<text>", mode: str = MERGE, user=None
 ) -> ImportSummary:
@@ -605,12 +709,22 @@ def import_partitions(
     the stored partition with that PKey whole (flags and members; ``source`` becomes
     ``imported``, members get reason ``imported``) or is created. ``mode="merge"`` keeps stored
     partitions the file does not name; ``mode="replace"`` deletes them (the default partition
-    is never deleted). Nothing is written when the file is bad.
+    is never deleted). A partition a pool or a job owns (:func:`partition_owner`) is never
+    changed or deleted by an import: absent from the file it stays (``replace`` too), and the
+    file may name it only exactly as stored (name, flags, members and their membership, as
+    :func:`generate_conf` writes it: an exported file imports back), which leaves it untouched;
+    both are in the summary's ``kept``. Nothing is written when the file is bad or refused.
 
     Raises:
-        PartitionsParseError: the file is one OpenSM would reject (``source:line: message``), or a
-            partition has no PKey (Weft needs explicit PKeys; OpenSM would make one up).
-        PartitionError: ``mode`` is not merge or replace.
+        PartitionsParseError: the file is one OpenSM would reject (``source:line: message``), a
+            partition has no PKey (Weft needs explicit PKeys; OpenSM would make one up), a name
+            given to two PKeys or taken by a partition that stays, an entry that changes a pool's
+            or a job's partition (naming the owner: change it through the pool), or an entry
+            named ``pool_<n>``/``job_<n>`` (:data:`OWNER_NAME_RE`) that is not that partition
+            given back as stored.
+        PartitionError: ``mode`` is not merge or replace; another transaction stored one of the
+            file's PKeys or names while it was imported (the database refused the write; the API
+            answers 409).
     """
     if mode not in (MERGE, REPLACE):
         raise PartitionError(f"mode {mode!r} is not merge or replace")
@@ -624,61 +738,96 @@ def import_partitions(
             )
     summary = ImportSummary(fabric=fabric.name, source=source, mode=mode,
                             warnings=[w.as_dict() for w in conf.warnings])  # fmt: skip
-    with transaction.atomic():
-        stored = {p.pkey: p for p in Partition.objects.select_for_update().filter(fabric=fabric)}
-        _check_import_names(conf, stored, mode, source)
-        ports = _ports_by_guid(fabric, (m.guid for rec in conf.partitions for m in rec.members))
-        in_file = set()
-        for rec in conf.partitions:
-            in_file.add(rec.pkey)
-            values = _fields_of(rec)
-            row = stored.get(rec.pkey)
-            if row is None:
-                row = Partition(fabric=fabric, pkey=rec.pkey, source=PartitionSource.IMPORTED, **values)
-                summary.created.append(f"0x{rec.pkey:04x}")
-            else:
-                for k, v in values.items():
-                    setattr(row, k, v)
-                row.source = PartitionSource.IMPORTED
-                row.members.all().delete()
-                summary.updated.append(f"0x{rec.pkey:04x}")
-            _mark_pending(row)
-            try:
-                row.full_clean(exclude=["fabric"], validate_unique=False, validate_constraints=False)
-            except ValidationError as exc:
-                what = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
-                raise PartitionsParseError(
-                    f"partition {rec.name!r} cannot be stored: {what}", source, rec.line
-                ) from None
-            row.save()
-            PartitionMember.objects.bulk_create(
-                [
-                    PartitionMember(
-                        partition=row,
-                        port_guid=m.guid,
-                        membership=m.membership,
-                        reason=MemberReason.IMPORTED,
-                        port_id=ports.get(m.guid),
-                    )  # fmt: skip
-                    for m in rec.members
-                ],
-                batch_size=500,
+    try:
+        with transaction.atomic():
+            stored = {p.pkey: p for p in Partition.objects.select_for_update().filter(fabric=fabric)}
+            owners = partition_owners(p.pk for p in stored.values())
+            untouched = _refuse_owned_entries(conf, stored, owners, source)
+            in_file = {rec.pkey for rec in conf.partitions}
+            gone = [
+                row
+                for pkey, row in stored.items()
+                if mode == REPLACE and pkey not in in_file and not row.is_default and row.pk not in owners
+            ]
+            gone_ids = {row.pk for row in gone}
+            staying = [row for pkey, row in stored.items() if pkey not in in_file and row.pk not in gone_ids]
+            _check_import_names(conf, staying, source)
+            summary.kept = sorted(
+                row.pkey_hex
+                for pkey, row in stored.items()
+                if row.pk in owners and (pkey in untouched or pkey not in in_file)
             )
-            summary.members += len(rec.members)
-        summary.partitions = len(conf.partitions)
-        if mode == REPLACE:
-            for pkey, row in stored.items():
-                if pkey not in in_file and not row.is_default:
-                    summary.deleted.append(row.pkey_hex)
-                    row.delete()
-        audit.record(
-            "partition.import",
-            fabric,
-            {k: v for k, v in summary.as_dict().items() if k != "warnings"}
-            | {"warnings": len(conf.warnings)},
-            user=user,
-        )
-        _notify(fabric, [])
+            # before any write: the rows deleted first and the renamed ones under a name no stored
+            # partition can have (names start with a letter or "_"), so that no intermediate state
+            # breaks the unique (fabric, name) constraint (a file swapping two names, or taking the
+            # name of a partition it deletes)
+            for row in gone:
+                summary.deleted.append(row.pkey_hex)
+                row.delete()
+            renamed = [
+                stored[rec.pkey].pk
+                for rec in conf.partitions
+                if rec.pkey in stored
+                and rec.pkey not in untouched
+                and stored[rec.pkey].name != _fields_of(rec)["name"]
+            ]
+            for pk in renamed:
+                Partition.objects.filter(pk=pk).update(name=f"~import-{pk}")
+            ports = _ports_by_guid(fabric, (m.guid for rec in conf.partitions for m in rec.members))
+            for rec in conf.partitions:
+                if rec.pkey in untouched:
+                    continue
+                values = _fields_of(rec)
+                row = stored.get(rec.pkey)
+                if row is None:
+                    row = Partition(fabric=fabric, pkey=rec.pkey, source=PartitionSource.IMPORTED, **values)
+                    summary.created.append(f"0x{rec.pkey:04x}")
+                else:
+                    for k, v in values.items():
+                        setattr(row, k, v)
+                    row.source = PartitionSource.IMPORTED
+                    row.members.all().delete()
+                    summary.updated.append(f"0x{rec.pkey:04x}")
+                _mark_pending(row)
+                try:
+                    row.full_clean(exclude=["fabric"], validate_unique=False, validate_constraints=False)
+                except ValidationError as exc:
+                    what = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+                    raise PartitionsParseError(
+                        f"partition {rec.name!r} cannot be stored: {what}", source, rec.line
+                    ) from None
+                row.save()
+                PartitionMember.objects.bulk_create(
+                    [
+                        PartitionMember(
+                            partition=row,
+                            port_guid=m.guid,
+                            membership=m.membership,
+                            reason=MemberReason.IMPORTED,
+                            port_id=ports.get(m.guid),
+                        )  # fmt: skip
+                        for m in rec.members
+                    ],
+                    batch_size=500,
+                )
+                summary.members += len(rec.members)
+            summary.partitions = len(conf.partitions)
+            audit.record(
+                "partition.import",
+                fabric,
+                {k: v for k, v in summary.as_dict().items() if k != "warnings"}
+                | {"warnings": len(conf.warnings)},
+                user=user,
+            )
+            _notify(fabric, [])
+    except IntegrityError as exc:
+        # another change stored a partition with a PKey or a name of the file after the rows were
+        # locked (a create is not blocked by those locks): nothing of the import was written
+        raise PartitionError(
+            f"the partitions of fabric {fabric.name} changed while the file was imported (another change "
+            "stored one of its PKeys or names); nothing was imported: retry",
+            field="detail",
+        ) from exc
     return summary
 
 

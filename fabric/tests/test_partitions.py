@@ -402,3 +402,69 @@ def test_drift_alarms_are_per_partition_not_per_pkey(fabric, django_capture_on_c
     assert sorted(Alarm.objects.filter(fabric=fabric, code="partition.drift").values_list("state", flat=True)) == [
         "cleared", "cleared"
     ]  # fmt: skip
+
+
+# --- names unique in the database ---------------------------------------------------------------
+
+
+def test_the_database_refuses_a_second_name_and_a_race_is_the_checks_400(fabric, client_for, monkeypatch):
+    """(fabric, name) is unique in the database: a write that passed the Python check because
+    another committed meanwhile (simulated: the check skipped) is the check's own 400 on
+    ``name``, in a savepoint (the caller's transaction goes on), not an IntegrityError."""
+    from django.db import IntegrityError, transaction
+
+    from fabric.services import partitions as service
+
+    save_partition(Partition(fabric=fabric, name="storage", pkey=0x30))
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Partition.objects.create(fabric=fabric, name="storage", pkey=0x31)
+    Partition.objects.create(fabric=Fabric.objects.create(name="b"), name="storage", pkey=0x31)  # per fabric
+    monkeypatch.setattr(service, "_check_name", lambda partition, as_owner: None)
+    with transaction.atomic():
+        with pytest.raises(PartitionError) as err:
+            save_partition(Partition(fabric=fabric, name="storage", pkey=0x32))
+        assert (err.value.field, str(err.value)) == (
+            "name",
+            "name 'storage' is already used on fabric site by PKey 0x0030",
+        )
+        scratch = save_partition(Partition(fabric=fabric, name="scratch", pkey=0x33))  # still usable
+    assert sorted(Partition.objects.filter(fabric=fabric).values_list("name", "pkey")) == [
+        ("scratch", 0x33),
+        ("storage", 0x30),
+    ]
+    admin = client_for("admin")
+    r = admin.patch(f"/api/fabric/partitions/{scratch.pk}/", {"name": "storage"}, format="json")
+    assert r.status_code == 400 and r.json() == {
+        "name": ["name 'storage' is already used on fabric site by PKey 0x0030"]
+    }, r.content
+    r = admin.post("/api/fabric/partitions/", {"fabric": fabric.pk, "name": "storage", "pkey": "0x34"},
+                   format="json")  # fmt: skip
+    assert r.status_code == 400 and "already used on fabric site by PKey 0x0030" in r.json()["name"][0]
+    assert not AuditEntry.objects.filter(action="partition.update").exists()
+    assert Partition.objects.get(pk=scratch.pk).name == "scratch"
+
+
+def test_an_import_may_swap_names_and_take_the_name_of_what_it_deletes(fabric):
+    """The rows an import renames pass through a placeholder name and the ones it deletes go
+    first, so the unique (fabric, name) never sees an intermediate clash; a name held by a
+    partition that stays (the default in replace mode) is a located error."""
+    import_partitions(fabric, "Default=0x7fff : ALL=full ;\na=0x10 : ALL=full ;\nb=0x11 : ;\nc=0x12 : ;\n")
+    ids = dict(Partition.objects.filter(fabric=fabric).values_list("pkey", "pk"))
+    summary = import_partitions(fabric, "b=0x10 : ALL=full ;\na=0x11 : ;\n", source="swap.conf")
+    assert sorted(summary.updated) == ["0x0010", "0x0011"]
+    summary = import_partitions(fabric, "Default=0x7fff : ALL=full ;\nc=0x13 : ;\nb=0x10 : ;\n", mode=REPLACE)
+    assert (summary.created, summary.deleted) == (["0x0013"], ["0x0011", "0x0012"])
+    assert sorted(Partition.objects.filter(fabric=fabric).values_list("pkey", "name", "pk")) == [
+        (0x10, "b", ids[0x10]),
+        (0x13, "c", Partition.objects.get(fabric=fabric, pkey=0x13).pk),
+        (0x7FFF, "Default", ids[0x7FFF]),
+    ]
+    before = _state(fabric)
+    with pytest.raises(PartitionsParseError) as err:
+        import_partitions(fabric, "b=0x10 : ;\n\nDefault=0x20 : ALL=full ;\n", source="d.conf", mode=REPLACE)
+    assert (err.value.line, err.value.message) == (
+        3,
+        "partition name 'Default' is already PKey 0x7fff's (a stored partition that stays): names are "
+        "unique per fabric",
+    )
+    assert _state(fabric) == before

@@ -29,7 +29,7 @@ from ..models import (
     TenantMembership,
 )
 from ..services.allocation import pool_summary
-from ..services.partitions import PoolPKeyError, check_job_range, check_pool_pkey, set_pool_pkey
+from ..services.partitions import KEEP, PoolPKeyError, check_job_range, check_pool_pkey, save_pool
 
 
 class BriefGpuSerializer(serializers.ModelSerializer):
@@ -398,9 +398,10 @@ class PoolSerializer(serializers.ModelSerializer):
 
     def _validate_job_range(self, attrs, value, low: int, high: int) -> None:
         """A pool PKey never lies in a job PKey range in force on its fabric, whichever side
-        changes (``check_pool_pkey``, ``check_job_range``; the service checks again): 400 on
-        the field that changed, naming the range. A pool's unrelated edit is not refused for an
-        overlap stored before (``manage.py check --database default`` reports those)."""
+        changes (``check_pool_pkey``, ``check_job_range``; ``save_pool`` checks again under the
+        fabric row locks, which a racing request waits for): 400 on the field that changed,
+        naming the range. A pool's unrelated edit is not refused for an overlap stored before
+        (``manage.py check --database default`` reports those)."""
         fabric, pkey = value("fabric"), value("pkey")
         current = self.instance.pkey if self.instance is not None else None
         moved = "fabric" in attrs and self.instance is not None and attrs["fabric"] != self.instance.fabric
@@ -447,27 +448,24 @@ class PoolSerializer(serializers.ModelSerializer):
                 }
             )
 
-    def _set_pkey(self, pool: Pool, pkey: int | None) -> None:
+    def _save(self, pool: Pool, values: dict, pkey) -> Pool:
+        """Through ``save_pool``: the PKey and job range checks again, under the fabric row locks
+        (two racing requests are judged one after the other); a refusal is a 400 on its field."""
         try:
-            set_pool_pkey(pool, pkey)
+            return save_pool(pool, values, pkey=pkey)
         except PoolPKeyError as exc:
             raise serializers.ValidationError({exc.field: [str(exc)]}) from None
 
     def create(self, validated_data):
         pkey = validated_data.pop("pkey", None)
-        pool = super().create(validated_data)
-        if pkey is not None:
-            self._set_pkey(pool, pkey)
-        return pool
+        return self._save(Pool(), validated_data, KEEP if pkey is None else pkey)
 
     def update(self, instance, validated_data):
-        current = self.pkey_before = instance.pkey
-        target = validated_data.pop("pkey", current)
-        moved = "fabric" in validated_data and validated_data["fabric"] != instance.fabric
-        pool = super().update(instance, validated_data)
-        if target != current or (moved and target is not None):  # a moved pool takes its PKey along
-            self._set_pkey(pool, target)
-        return pool
+        # the PKey before the change, as stored (the view locked the pool row): for the audit entry
+        self.pkey_before = (
+            Pool.objects.filter(pk=instance.pk).values_list("partition__pkey", flat=True).first()
+        )
+        return self._save(instance, validated_data, validated_data.pop("pkey", KEEP))
 
 
 class AllocationItemSerializer(serializers.ModelSerializer):

@@ -10,8 +10,11 @@ with ``reason="pool"`` replaces only the pool's; a GUID another reason holds kee
 The fabric partitions service stays the one writer of partitions, members and ``applied_*``;
 this module only decides what a pool's partition should hold:
 
-* :func:`set_pool_pkey`: give a pool a PKey, change it, move it with the pool to another fabric,
-  or take it away (the partition is deleted); the pool's members are written at once.
+* :func:`save_pool` (the pools API's create and update) and :func:`set_pool_pkey`: give a pool a
+  PKey, change it, move it with the pool to another fabric, or take it away (the partition is
+  deleted); the pool's members are written at once. Both lock the fabric rows concerned first
+  (:func:`lock_pkey_scope`), so racing changes of pool PKeys and job ranges are judged one
+  after the other.
 * :func:`check_pool_pkey` / :func:`check_job_range`: a pool PKey never lies inside a job PKey
   range in force on its fabric (the pool's own when it isolates jobs, other isolating pools' of
   that fabric or of none), checked from both sides; :func:`job_range_overlaps` lists stored
@@ -239,6 +242,85 @@ def job_range_overlaps() -> list[str]:
     return out
 
 
+def lock_pkey_scope(*fabric_ids: int | None, every: bool = False) -> list[int]:
+    """Lock (``select_for_update``, in id order, inside the caller's transaction) the ``Fabric``
+    rows a change of a pool PKey or of a job PKey range is judged on: ``fabric_ids`` (None
+    skipped), or with ``every`` all of them (a pool without a fabric that isolates jobs: its range
+    is in force on every fabric). Two such changes touching one fabric then run one after the
+    other, and the second's checks (:func:`check_pool_pkey`, :func:`check_job_range`) read what
+    the first committed (PostgreSQL; SQLite has one writer at a time anyway). Locks are taken in
+    id order everywhere, so two callers never wait for each other in a cycle. Returns the ids."""
+    qs = Fabric.objects.select_for_update().order_by("pk")
+    if not every:
+        ids = sorted({f for f in fabric_ids if f is not None})
+        if not ids:
+            return []
+        qs = qs.filter(pk__in=ids)
+    return list(qs.values_list("pk", flat=True))
+
+
+#: :func:`save_pool`'s ``pkey`` when the change leaves the pool's PKey as it is
+KEEP = object()
+
+#: the pool fields whose change can bring a job PKey range over pool PKeys (in the order a 400
+#: names them)
+RANGE_FIELDS = ("job_pkey_min", "job_pkey_max", "job_isolation", "fabric")
+
+
+def save_pool(pool: Pool, values: dict, *, pkey=KEEP, user=None) -> Pool:
+    """Create ``pool`` (unsaved) or change it with ``values`` (model fields: ``fabric``,
+    ``job_isolation``, ``job_pkey_min``...) and, unless ``pkey`` is :data:`KEEP`, give it ``pkey``
+    (None takes it away; :func:`set_pool_pkey`), in one transaction. The pools API's create and
+    update.
+
+    Pool PKeys and job PKey ranges are judged here again against what is committed, with the
+    fabric rows they concern locked first (:func:`lock_pkey_scope`: the pool's fabric before and
+    after, every fabric for an isolating pool without one): a pool PKey set on a fabric and a job
+    range taking it in, racing, would each pass a check made before the other's write; locked,
+    the second waits and is refused. The pool row is locked too, and the pool's partition is the
+    one stored (not the caller's copy). Only the fields in ``values`` are written on an update.
+    A changed PKey (or a pool with one moving to another fabric) is judged by
+    :func:`check_pool_pkey`; a change of a field of :data:`RANGE_FIELDS` by
+    :func:`check_job_range` (the pool's own stored PKey counts unless it changes too); an
+    unrelated edit is not refused for an overlap stored before (``pools.W001`` reports those).
+
+    Raises:
+        PoolPKeyError: ``field`` "pkey" (or "fabric" for a pool moving with its PKey), or the range
+            field changed; nothing was written.
+    """
+    with transaction.atomic():
+        before = Pool.objects.select_for_update().filter(pk=pool.pk).first() if pool.pk else None
+        for name, value in values.items():
+            setattr(pool, name, value)
+        if before is not None:
+            pool.partition = before.partition  # written only by set_pool_pkey: the stored one counts
+        current = before.pkey if before is not None else None
+        moved = before is not None and before.fabric_id != pool.fabric_id
+        target = current if pkey is KEEP else pkey
+        pkey_changed = target != current or (moved and target is not None)
+        lock_pkey_scope(
+            before.fabric_id if before is not None else None,
+            pool.fabric_id,
+            every=pool.job_isolation and pool.fabric_id is None,
+        )
+        range_field = next((f for f in RANGE_FIELDS if f in values), None)
+        try:
+            if target is not None and pool.fabric_id is not None and pkey_changed:
+                check_pool_pkey(target, pool.fabric_id, pool=pool)
+        except PoolPKeyError as exc:
+            exc.field = "pkey" if pkey is not KEEP else "fabric"
+            raise
+        if range_field:
+            check_job_range(pool, field=range_field, include_own=not pkey_changed)
+        if before is None:
+            pool.save()
+        elif values:
+            pool.save(update_fields=list(values))
+        if pkey_changed:
+            set_pool_pkey(pool, target, user=user)
+    return pool
+
+
 def set_pool_pkey(pool: Pool, pkey: int | None, *, user=None) -> Partition | None:
     """Make ``pkey`` the PKey of ``pool`` (a saved pool; its ``fabric`` is the one the partition
     goes on), in one audited transaction, and queue an apply of each fabric touched.
@@ -249,7 +331,9 @@ def set_pool_pkey(pool: Pool, pkey: int | None, *, user=None) -> Partition | Non
     * A pool with one: the PKey is changed in place (extra members and flags kept); a pool that
       moved to another fabric gets a new partition there (the old one is deleted).
 
-    Returns the pool's partition (None when taken away); ``pool.partition`` is set.
+    Returns the pool's partition (None when taken away); ``pool.partition`` is set. The fabric
+    rows are locked first (:func:`lock_pkey_scope`), so the PKey is judged against what is
+    committed.
 
     Raises:
         PoolPKeyError: the pool has no fabric (``field`` "pkey"), or the PKey is outside
@@ -257,6 +341,11 @@ def set_pool_pkey(pool: Pool, pkey: int | None, *, user=None) -> Partition | Non
             PKey range in force on the fabric (:func:`check_pool_pkey`).
     """
     with transaction.atomic():
+        # the fabrics judged on (the pool's, the one its partition leaves): see lock_pkey_scope
+        lock_pkey_scope(
+            pool.fabric_id,
+            Partition.objects.filter(pk=pool.partition_id).values_list("fabric_id", flat=True).first(),
+        )
         current = (
             Partition.objects.select_for_update().filter(pk=pool.partition_id).first()
             if pool.partition_id

@@ -16,7 +16,7 @@ from fabric.models import Partition
 from fabric.services.ingest import import_topology_text
 from lab import netgen
 from pools.models import Pool, Tenant
-from pools.services.partitions import PoolPKeyError, job_range_overlaps, set_pool_pkey
+from pools.services.partitions import KEEP, PoolPKeyError, job_range_overlaps, save_pool, set_pool_pkey
 
 
 @pytest.fixture
@@ -113,6 +113,36 @@ def test_service_refuses_too(fab):
     Pool.objects.filter(pk=iso.pk).update(job_pkey_max=0x61FF)
     plain.refresh_from_db()
     assert set_pool_pkey(plain, 0x6100).pkey == 0x6100
+
+
+def test_save_pool_judges_again_and_writes_only_the_fields_given(fab):
+    """``save_pool`` (the API's create and update) checks again itself, whatever was validated
+    before, and an update writes the fields given onto what is stored: a copy read before the
+    pool got its PKey neither drops the partition nor puts old values back."""
+    pod, other, iso, plain = fab
+    stale = Pool.objects.get(pk=plain.pk)
+    set_pool_pkey(plain, 0x0A01)
+    Pool.objects.filter(pk=plain.pk).update(description="set meanwhile")
+    with pytest.raises(PoolPKeyError) as err:
+        save_pool(Pool.objects.get(pk=iso.pk), {"job_pkey_min": 0x0A00})
+    assert err.value.field == "job_pkey_min" and "0x0a01 (pool plain, fabric pod)" in str(err.value)
+    assert Pool.objects.get(pk=iso.pk).job_pkey_min == 0x6000
+    Pool.objects.create(
+        name="iso2", fabric=other, job_isolation=True, job_pkey_min=0x0A00, job_pkey_max=0x0AFF
+    )
+    with pytest.raises(PoolPKeyError) as err:  # moving with its PKey into a range in force there
+        save_pool(Pool.objects.get(pk=plain.pk), {"fabric": other}, pkey=KEEP)
+    assert (
+        err.value.field == "fabric"
+        and "PKey 0x0a01 lies in the job PKey range 0x0a00-0x0aff of pool iso2" in str(err.value)
+    )
+    save_pool(stale, {"priority_weight": 3})
+    stored = Pool.objects.get(pk=plain.pk)
+    assert (stored.fabric_id, stored.pkey, stored.description, stored.priority_weight) == (
+        pod.pk, 0x0A01, "set meanwhile", 3
+    )  # fmt: skip
+    created = save_pool(Pool(), {"name": "new", "fabric": pod, "job_isolation": True}, pkey=0x0B01)
+    assert (created.pkey, created.job_pkey_min, created.job_pkey_max) == (0x0B01, 0x6000, 0x6FFF)
 
 
 def test_check_reports_stored_overlaps(fab):

@@ -962,7 +962,8 @@
   let refreshAgain = false;
   let refreshTimer = null;
   /** Fetch the light payload and recolour the cables in place; when the nodes changed (added,
-   * removed, renamed: the layout moves) show the reload banner instead. Coalesces bursts. */
+   * removed, renamed: the layout moves) fetch the whole map and redraw it (reloadNodes), saying
+   * so in the banner. Coalesces bursts. */
   function scheduleRefresh() {
     if (refreshTimer !== null) return;
     refreshTimer = setTimeout(() => { refreshTimer = null; refreshEdges(); }, 100);
@@ -976,15 +977,50 @@
       .then((part) => {
         // the nodes as drawn (ids, names, positions…): only the cables changed
         if (part.nodes_version === data.nodes_version) applyEdges(part);
-        else {
-          document.getElementById("map-changed").hidden = false;
-          container.dataset.stale = String(part.discovery);
-        }
+        else return reloadNodes();
       })
       .catch((err) => console.warn("map refresh failed", err))
       .finally(() => {
         refreshing = false;
         if (refreshAgain) { refreshAgain = false; scheduleRefresh(); }
+      });
+  }
+
+  /** The nodes changed (a host's only cable pulled removes it; put back, it returns as a new
+   * node): fetch the whole map and redraw it in place, keeping the camera, the groups drawn
+   * expanded (by group key) and the selection (by GUID) where they still exist. Edge updates
+   * address nodes by index, so they go on against the new node list. */
+  function reloadNodes() {
+    return fetch(container.dataset.mapUrl, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then((r) => { if (!r.ok) throw new Error("HTTP " + r.status + " reloading the map"); return r.json(); })
+      .then((payload) => {
+        const selGuid = selected !== null && !isGroupKey(selected) && !isEthKey(selected) ? data.nodes.guid[Number(selected)] : null;
+        const openGroups = grouped() ? [...expanded].map((g) => data.groups.key[g]) : [];
+        data = payload;
+        guidIndex.clear(); idIndex.clear(); lidIndex.clear();
+        const nd = data.nodes;
+        for (let i = 0; i < nd.id.length; i++) {
+          guidIndex.set(nd.guid[i], i);
+          idIndex.set(nd.id[i], i);
+          if (nd.lid[i] != null) addLid(nd.lid[i], i);
+        }
+        for (const [lid, i] of data.extra_lids) addLid(lid, i);
+        if (grouped()) {
+          const G = data.groups;
+          expanded = new Set(G.collapsed ? [] : G.key.map((_, g) => g));
+          for (const key of openGroups) { const g = G.key.indexOf(key); if (g >= 0) expanded.add(g); }
+          container.dataset.groups = String(G.key.length);
+        } else expanded = new Set();
+        matches = new Set();
+        const sel = selGuid !== null ? guidIndex.get(selGuid) : undefined;
+        selected = sel !== undefined ? String(sel) : null;
+        rebuild();
+        if (selGuid !== null && sel === undefined) clearSelection();
+        container.dataset.reloads = String(Number(container.dataset.reloads || 0) + 1);
+        const banner = document.getElementById("map-changed");
+        banner.hidden = false;
+        clearTimeout(reloadNodes.timer);
+        reloadNodes.timer = setTimeout(() => { banner.hidden = true; }, 15000);
       });
   }
 
@@ -1038,7 +1074,7 @@
           }
         })
         .catch(() => {})
-        .finally(() => { if (container.dataset.stale === undefined) setTimeout(check, every); });
+        .finally(() => setTimeout(check, every));
     };
     setTimeout(check, every);
   }

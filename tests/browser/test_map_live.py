@@ -21,6 +21,19 @@ pytestmark = [pytest.mark.browser, pytest.mark.lab, pytest.mark.slow]
 RED = "#f85149"  # map.js STATE_COLOURS[1]
 
 
+def _wait_subscribed(server, fabric_id: int, timeout: float = 60.0) -> None:
+    """Wait until the server's SM-notice listener of the fabric is subscribed (its supervisor
+    picks a new fabric up at its next rescan, WEFT_NOTICE_RESCAN_S)."""
+    token = admin_token(server)
+    deadline = time.monotonic() + timeout
+    while True:
+        notices = api(server, token, "GET", f"/api/fabric/fabrics/{fabric_id}/")["notices"] or {}
+        if notices.get("state") == "subscribed":
+            return
+        assert time.monotonic() < deadline, f"the notice listener is not subscribed: {notices}"
+        time.sleep(0.2)
+
+
 def test_open_map_shows_a_pulled_cable_down_and_back(lab_factory, weft_server_factory, browser_page):
     lab = lab_factory(netgen.fat_tree_2level(2, 2, 2))
     server = weft_server_factory(WEFT_POLL_INTERVAL_S="60", WEFT_DISCOVERY_INTERVAL_S="3600")
@@ -28,6 +41,7 @@ def test_open_map_shows_a_pulled_cable_down_and_back(lab_factory, weft_server_fa
         server, admin_token(server), "POST", "/api/fabric/fabrics/", {"name": "lab", "tool_env": lab.tool_env}
     )
     server.manage("discover", "--fabric", "lab")
+    _wait_subscribed(server, fabric["id"])
     leaf, spine = (
         lab.guid_of("S-0c42a10300a00200"),
         lab.guid_of("S-0c42a10300a00000"),
@@ -78,3 +92,56 @@ def test_open_map_shows_a_pulled_cable_down_and_back(lab_factory, weft_server_fa
     assert page.locator("#map-legend li[data-legend='Down']").count() == 0
     assert page.is_hidden("#map-changed")
     print(f"map: edge Down {elapsed:.2f} s after the unlink")
+
+
+def test_open_map_redraws_when_a_hosts_only_cable_is_pulled_and_back(
+    lab_factory, weft_server_factory, browser_page
+):
+    """A host's only cable pulled: the host leaves the topology (its node set changes), so the map
+    redraws itself from the whole payload, and keeps following the flap: after the cable is back
+    the host's link is drawn up again and nothing is counted Down (the map used to stop applying
+    updates once the node set changed, showing the link red until a reload)."""
+    lab = lab_factory(netgen.fat_tree_2level(2, 2, 2))
+    server = weft_server_factory(WEFT_POLL_INTERVAL_S="5", WEFT_DISCOVERY_INTERVAL_S="3600")
+    fabric = api(
+        server, admin_token(server), "POST", "/api/fabric/fabrics/", {"name": "lab", "tool_env": lab.tool_env}
+    )
+    server.manage("discover", "--fabric", "lab")
+    _wait_subscribed(server, fabric["id"])
+    # leaf-02 [1] - host003 (the lab's SM runs on host001, the server's notice listener on host004:
+    # their cables stay)
+    leaf_name, leaf_port = "S-0c42a10300a00300", 1
+    leaf, host = lab.guid_of(leaf_name), lab.guid_of("H-1c34da0300400210")
+
+    page = browser_page
+    login(page, server, "viewer")
+    page.goto(f"{server.url}/fabric/map/?fabric={fabric['id']}")
+    page.wait_for_function(
+        "() => { const m = document.getElementById('map'); return m.dataset.state === 'ready' && m.dataset.live === '1'; }",
+        timeout=30000,
+    )
+    assert page.evaluate("([a, b]) => weftMap.edgeState(a, b)", [leaf, host])["down"] == 0
+
+    lab.unlink(leaf_name, leaf_port)
+    # Down at once (the SM's notice), then gone: the discovery that finds the host unreachable
+    # removes it, and the open map redraws itself without it
+    page.wait_for_function(
+        "([a, b]) => { const s = weftMap.edgeState(a, b); return !s || s.down === 1; }",
+        arg=[leaf, host],
+        timeout=20000,
+    )
+    page.wait_for_function(
+        "(h) => document.getElementById('map').dataset.reloads === '1' && !weftMap.data.nodes.guid.includes(h)",
+        arg=host,
+        timeout=30000,
+    )
+    assert page.is_visible("#map-changed")
+    lab.relink(leaf_name, leaf_port)
+    page.wait_for_function(
+        "([a, b]) => { const s = weftMap.edgeState(a, b); return s && s.down === 0 && s.n === 1; }",
+        arg=[leaf, host],
+        timeout=30000,
+    )
+    page.wait_for_function("() => document.getElementById('map').dataset.downLinks === '0'", timeout=20000)
+    assert int(page.get_attribute("#map", "data-reloads")) >= 2  # the host back is a node change too
+    assert page.evaluate("([a, b]) => weftMap.edgeState(a, b)", [leaf, host])["colour"] != RED

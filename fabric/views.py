@@ -159,10 +159,16 @@ class SubnetManagersView(RoleRequiredMixin, DetailView):
 class FabricNamesView(FabricView):
     """POST (Admin): set the fabric's node-name map from an uploaded file, pasted text or a server
     path (``op=clear`` removes it), through the audited service; a refused map re-renders the
-    fabric page with every bad line located (status 400, nothing changed)."""
+    fabric page with every bad line located (status 400, nothing changed). GET (a reload, a typed
+    or bookmarked address): to the fabric page's form, as the app's other form URLs show their
+    page, rather than a bare 405."""
 
     required_role = Role.ADMIN
-    http_method_names = ["post"]
+
+    def get(self, request: HttpRequest, pk: int) -> HttpResponse:
+        fabric = get_object_or_404(self.get_queryset(), pk=pk)
+        messages.info(request, "The node-name map is set with the form under the fabric's details.")
+        return redirect(fabric.get_absolute_url() + "#name-map-form")
 
     def post(self, request: HttpRequest, pk: int) -> HttpResponse:
         self.object = fabric = get_object_or_404(self.get_queryset(), pk=pk)

@@ -472,7 +472,10 @@ def _plan_congested(st: _State) -> list[Action]:
             _take_back(st.inv, h)
         if not d.ok or d.congested or d.tier is None or d.tier > tier or set(d.placed) == set(before):
             continue
-        marks = "; ".join(f"{st.loc.domains[k].name}: {m.reason} (score {m.score:g})" for k, m in hot)
+        # a mark's score is the alarm's value over its threshold (state.congestion_marks): a ratio
+        marks = "; ".join(
+            f"{st.loc.domains[k].name}: {m.reason} ({m.score:g}× the alarm's threshold)" for k, m in hot
+        )
         reason = (
             f"{_label(job)} on {_hosts_text(before)} crosses congested uplinks ({marks}); a placement on "
             f"{_hosts_text(d.placed)} within one {TIER_NAMES[d.tier]} avoids them (reported, not moved)"

@@ -366,6 +366,8 @@ def test_a_job_on_persistently_congested_uplinks_is_reported_with_a_better_place
     other_leaf = {"host001", "host002"} if host in ("host003", "host004") else {"host003", "host004"}
     assert set(report["placed"]) <= other_leaf and sum(report["placed"].values()) == 8
     assert "crosses congested uplinks" in report["reason"] and "index 0.95" in report["reason"]
+    # the mark's score (0.95 over the policy's 0.5) says what it is and its unit, not a bare "score 1.9"
+    assert "(1.9× the alarm's threshold)" in report["reason"] and "score" not in report["reason"]
     job.refresh_from_db()
     assert job.placement == report["before"]  # reported, not moved
     run_rebalance(dry_run=False)

@@ -206,9 +206,15 @@ class FabricNamesView(FabricView):
 
 
 class FabricDiscoverView(RoleRequiredMixin, View):
-    """POST: queue a live discovery of the fabric (Operator), then back to the fabric page."""
+    """POST: queue a live discovery of the fabric (Operator), then back to the fabric page. GET:
+    to the fabric page's button with a message (as ``FabricNamesView``), nothing queued."""
 
     required_role = Role.OPERATOR
+
+    def get(self, request: HttpRequest, pk: int) -> HttpResponse:
+        fabric = get_object_or_404(Fabric, pk=pk)
+        messages.info(request, "A discovery is started with the “Discover now” button of the fabric page.")
+        return redirect(fabric.get_absolute_url() + "#discover-form")
 
     def post(self, request: HttpRequest, pk: int) -> HttpResponse:
         fabric = get_object_or_404(Fabric, pk=pk)
@@ -402,10 +408,15 @@ class PortActionView(PortView):
     """POST (Operator): ``action`` = disable / enable / reset / clear_counters on a switch port,
     with ``confirm=1`` (``fabric.services.portactions``: refused for CA ports and the SM's own
     path). Back to the port page with the outcome; a refusal re-renders it with the reason: 400
-    (no confirmation, unknown action), 409 (refused), 502 (the tool failed)."""
+    (no confirmation, unknown action), 409 (refused), 502 (the tool failed). GET: to the port
+    page's form with a message (as ``FabricNamesView``), nothing done."""
 
     required_role = Role.OPERATOR
-    http_method_names = ["post"]
+
+    def get(self, request: HttpRequest, pk: int) -> HttpResponse:
+        port = get_object_or_404(self.get_queryset(), pk=pk)
+        messages.info(request, "Port actions are taken with the form of the port page.")
+        return redirect(port.get_absolute_url() + "#port-actions")
 
     def post(self, request: HttpRequest, pk: int) -> HttpResponse:
         self.object = port = get_object_or_404(self.get_queryset(), pk=pk)

@@ -564,11 +564,11 @@
   // sigma draws a label right of its node whatever lies there: near the canvas's right edge (a
   // collapsed group's long name) it was cut off, and close labels were drawn over each other.
   // Sigma still picks a frame's labels (its grid, and the forced ones) and hands each to
-  // queueLabel; once the frame is drawn placeLabels draws them, the forced ones (selection, search
-  // matches, marked hosts) and the groups first, each on the first free spot inside the canvas:
-  // right of its node, left of it, then for those a row above or below (up to LABEL_ROWS, joined
-  // to the node by a thin line); a label with no free spot is left out (hovering or selecting its
-  // node shows it). Hook: weftMap.labelBoxes().
+  // queueLabel; once the frame is drawn placeLabels draws them, the forced ones (search matches,
+  // marked hosts; a selected node's is drawHover's) and the groups first, each on the first free
+  // spot inside the canvas: right of its node, left of it, then for those a row above or below (up
+  // to LABEL_ROWS, joined to the node by a thin line); a label with no free spot is left out
+  // (hovering or selecting its node shows it). Hook: weftMap.labelBoxes().
   const LABEL_ROWS = 3;
   const LABEL_MARGIN = 2; // px kept free at the canvas's edges and between two labels
   function labelFont(settings) { return settings.labelWeight + " " + settings.labelSize + "px " + settings.labelFont; }

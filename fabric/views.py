@@ -159,10 +159,16 @@ class SubnetManagersView(RoleRequiredMixin, DetailView):
 class FabricNamesView(FabricView):
     """POST (Admin): set the fabric's node-name map from an uploaded file, pasted text or a server
     path (``op=clear`` removes it), through the audited service; a refused map re-renders the
-    fabric page with every bad line located (status 400, nothing changed)."""
+    fabric page with every bad line located (status 400, nothing changed). GET (a reload, a typed
+    or bookmarked address): to the fabric page's form, as the app's other form URLs show their
+    page, rather than a bare 405."""
 
     required_role = Role.ADMIN
-    http_method_names = ["post"]
+
+    def get(self, request: HttpRequest, pk: int) -> HttpResponse:
+        fabric = get_object_or_404(self.get_queryset(), pk=pk)
+        messages.info(request, "The node-name map is set with the form under the fabric's details.")
+        return redirect(fabric.get_absolute_url() + "#name-map-form")
 
     def post(self, request: HttpRequest, pk: int) -> HttpResponse:
         self.object = fabric = get_object_or_404(self.get_queryset(), pk=pk)
@@ -200,9 +206,15 @@ class FabricNamesView(FabricView):
 
 
 class FabricDiscoverView(RoleRequiredMixin, View):
-    """POST: queue a live discovery of the fabric (Operator), then back to the fabric page."""
+    """POST: queue a live discovery of the fabric (Operator), then back to the fabric page. GET:
+    to the fabric page's button with a message (as ``FabricNamesView``), nothing queued."""
 
     required_role = Role.OPERATOR
+
+    def get(self, request: HttpRequest, pk: int) -> HttpResponse:
+        fabric = get_object_or_404(Fabric, pk=pk)
+        messages.info(request, "A discovery is started with the “Discover now” button of the fabric page.")
+        return redirect(fabric.get_absolute_url() + "#discover-form")
 
     def post(self, request: HttpRequest, pk: int) -> HttpResponse:
         fabric = get_object_or_404(Fabric, pk=pk)
@@ -396,10 +408,15 @@ class PortActionView(PortView):
     """POST (Operator): ``action`` = disable / enable / reset / clear_counters on a switch port,
     with ``confirm=1`` (``fabric.services.portactions``: refused for CA ports and the SM's own
     path). Back to the port page with the outcome; a refusal re-renders it with the reason: 400
-    (no confirmation, unknown action), 409 (refused), 502 (the tool failed)."""
+    (no confirmation, unknown action), 409 (refused), 502 (the tool failed). GET: to the port
+    page's form with a message (as ``FabricNamesView``), nothing done."""
 
     required_role = Role.OPERATOR
-    http_method_names = ["post"]
+
+    def get(self, request: HttpRequest, pk: int) -> HttpResponse:
+        port = get_object_or_404(self.get_queryset(), pk=pk)
+        messages.info(request, "Port actions are taken with the form of the port page.")
+        return redirect(port.get_absolute_url() + "#port-actions")
 
     def post(self, request: HttpRequest, pk: int) -> HttpResponse:
         self.object = port = get_object_or_404(self.get_queryset(), pk=pk)

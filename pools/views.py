@@ -16,7 +16,7 @@ from collections import Counter
 from datetime import timedelta
 from urllib.parse import urlencode
 
-from django.db.models import Count, Prefetch, Q
+from django.db.models import Count, Min, Prefetch, Q
 from django.http import Http404
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -37,14 +37,26 @@ from .services.allocation import eligible_gpus, pool_summary
 
 #: width of a bar, SVG user units (the page scales it)
 BAR_WIDTH = 300
-#: history ranges the pool page offers (``?range=``) and the default one
+#: history ranges the pool page offers (``?range=``; without one, :func:`fitting_range`)
 HISTORY_RANGES = {
     "1h": timedelta(hours=1),
     "1d": timedelta(days=1),
     "7d": timedelta(days=7),
     "30d": timedelta(days=30),
 }
-HISTORY_DEFAULT = "7d"
+
+
+def fitting_range(age: timedelta) -> str:
+    """The history range a pool page opens on: the shortest of :data:`HISTORY_RANGES` that
+    covers ``age`` (how far back the pool's history goes: its creation or its first allocation's
+    start, whichever is earlier), the longest when none does. A pool made minutes ago opens on
+    ``1h``, not on a week of nothing."""
+    for name, span in sorted(HISTORY_RANGES.items(), key=lambda item: item[1]):
+        if age <= span:
+            return name
+    return max(HISTORY_RANGES, key=HISTORY_RANGES.__getitem__)
+
+
 #: allocations listed on a pool page: the newest active ones, then the latest ended ones
 ACTIVE_SHOWN, ENDED_SHOWN = 200, 20
 
@@ -162,7 +174,8 @@ class PoolListView(RoleRequiredMixin, ListView):
 
 class PoolView(RoleRequiredMixin, DetailView):
     """One pool: configuration, GPU and MIG-slice bars, its allocations (the user's tenants'),
-    its hosts on the fabric map, and what it held over time (``?range=1h|1d|7d|30d``)."""
+    its hosts on the fabric map, and what it held over time (``?range=1h|1d|7d|30d``; by default
+    the shortest range covering the pool's history, :func:`fitting_range`)."""
 
     template_name = "pools/pool.html"
     context_object_name = "pool"
@@ -228,8 +241,14 @@ class PoolView(RoleRequiredMixin, DetailView):
 
     def _history(self, pool: Pool) -> dict:
         wanted = self.request.GET.get("range", "")
-        name = wanted if wanted in HISTORY_RANGES else HISTORY_DEFAULT
         until = timezone.now()
+        if wanted in HISTORY_RANGES:
+            name = wanted
+        else:
+            first = Allocation.objects.filter(pool=pool, started_at__isnull=False).aggregate(
+                t=Min("started_at")
+            )["t"]
+            name = fitting_range(until - min(t for t in (pool.created, first) if t is not None))
         series = pool_history(pool, until - HISTORY_RANGES[name], until)
         series |= {"quota": pool.quota_gpus, "guaranteed": pool.guaranteed_gpus, "range": name}
         return {"history": series, "history_range": name, "history_ranges": list(HISTORY_RANGES)}

@@ -325,6 +325,30 @@ def test_page_form_upload_and_node_page(client_for, realdata):
 
 
 @pytest.mark.django_db
+def test_a_get_of_the_form_url_goes_to_the_form_not_a_bare_405(client_for):
+    """A reload or a typed address of the POST-only ``names/`` lands on the fabric page's form with
+    a message (the page the form lives on), not Django's empty 405; nothing changes."""
+    from weft.testing.topologies import RAILS
+
+    fabric = import_topology_text("rails", RAILS, filename="rails.net").fabric
+    admin = client_for("admin")
+    r = admin.get(f"/fabric/{fabric.pk}/names/")
+    assert r.status_code == 302 and r["Location"] == f"/fabric/{fabric.pk}/#name-map-form"
+    page = admin.get(r["Location"])
+    body = page.content.decode()
+    assert page.status_code == 200 and 'id="name-map-form"' in body
+    assert (
+        '<li class="info">The node-name map is set with the form under the fabric&#x27;s details.</li>'
+        in body
+    )
+    fabric.refresh_from_db()
+    assert fabric.node_name_map == "" and fabric.node_name_map_path == ""
+    # its role and its fabric are checked as for the POST: 403 and 404 pages, not a redirect
+    assert client_for("viewer").get(f"/fabric/{fabric.pk}/names/").status_code == 403
+    assert admin.get(f"/fabric/{fabric.pk + 1}/names/").status_code == 404
+
+
+@pytest.mark.django_db
 def test_map_path_is_read_at_each_import_and_a_broken_one_keeps_names(tmp_path, settings, realdata):
     settings.WEFT_NODE_NAME_MAP_DIRS = [str(tmp_path)]
     path = tmp_path / "ib-node-name-map"

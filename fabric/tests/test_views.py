@@ -86,6 +86,25 @@ def test_fabric_page_discover_button_by_role(
     assert AuditEntry.objects.filter(action="fabric.discover", username="olga").count() == 1
 
 
+def test_a_get_of_a_post_only_form_url_goes_to_its_form(small, client_for):
+    """``discover/`` and a port's ``action/`` (POST-only, as the node-name map's ``names/``) answer
+    a GET (a reload, a typed address) with the page their form is on and a message, not Django's
+    empty 405; nothing is queued or done, and the roles still apply."""
+    operator = client_for("operator")
+    discoveries, audits = Discovery.objects.count(), AuditEntry.objects.count()
+    r = operator.get(f"/fabric/{small.pk}/discover/", follow=True)
+    assert r.redirect_chain == [(f"/fabric/{small.pk}/#discover-form", 302)]
+    assert "A discovery is started with the “Discover now” button of the fabric page." in r.content.decode()
+    port = Port.objects.filter(node__fabric=small, node__node_type=NodeType.SWITCH, port_num__gt=0).first()
+    r = operator.get(f"/fabric/ports/{port.pk}/action/", follow=True)
+    assert r.redirect_chain == [(f"/fabric/ports/{port.pk}/#port-actions", 302)]
+    body = r.content.decode()
+    assert "Port actions are taken with the form of the port page." in body and 'id="port-actions"' in body
+    assert (Discovery.objects.count(), AuditEntry.objects.count()) == (discoveries, audits)
+    assert client_for("viewer").get(f"/fabric/{small.pk}/discover/").status_code == 403
+    assert client_for("viewer").get(f"/fabric/ports/{port.pk}/action/").status_code == 403
+
+
 def test_map_page_points_at_the_layout_api(small, client_for):
     html = client_for("viewer").get("/fabric/map/").content.decode()
     assert f'data-map-url="/api/fabric/fabrics/{small.pk}/map/"' in html

@@ -21,7 +21,7 @@ from fabric.services.ingest import import_topology_text
 from pools.lab import seed_lab_gpus
 from pools.models import Gpu, Pool, Tenant, TenantMembership
 from pools.services.allocation import AllocationRequest, allocate, pool_usage, release
-from pools.views import bar, bar_segments
+from pools.views import bar, bar_segments, fitting_range
 from weft.testing.gpus import make_gpu_fabric
 from weft.testing.topologies import RAILS
 
@@ -136,7 +136,7 @@ def test_pool_page_bars_allocations_hosts_and_map(lab, client_for):
 
 
 def test_pool_page_history_from_allocation_rows(lab, client_for):
-    resp, html = _page(client_for("viewer"), f"/pools/{lab['p_mine'].pk}/")
+    resp, html = _page(client_for("viewer"), f"/pools/{lab['p_mine'].pk}/?range=7d")
     h, now = resp.context["history"], lab["now"]
     at = [(now - timedelta(hours=n)).timestamp() for n in (5, 4, 3, 2)]
     assert h["t"][1:5] == at
@@ -150,6 +150,38 @@ def test_pool_page_history_from_allocation_rows(lab, client_for):
     day = _page(client_for("viewer"), f"/pools/{lab['p_mine'].pk}/?range=1d")[0].context["history"]
     assert day["range"] == "1d" and day["gpus"] == [0, 1, 0, 3, 3, 3]
     assert day["t"][-1] - day["t"][0] == pytest.approx(86400)
+    # without a range the page opens on the shortest one covering the pool's history: its first
+    # allocation started 5 h ago (the pool itself was made now), so a day, with the choices kept
+    resp, html = _page(client_for("viewer"), f"/pools/{lab['p_mine'].pk}/")
+    assert resp.context["history_range"] == "1d" and resp.context["history"]["gpus"] == [0, 1, 0, 3, 3, 3]
+    assert re.findall(r'<a class="range( active)?" href="\?range=(\w+)">', html) == [
+        ("", "1h"), (" active", "1d"), ("", "7d"), ("", "30d")]  # fmt: skip
+
+
+def test_fitting_range_is_the_shortest_covering_the_history():
+    assert fitting_range(timedelta(minutes=3)) == "1h"
+    assert fitting_range(timedelta(hours=1)) == "1h"
+    assert fitting_range(timedelta(hours=1, seconds=1)) == "1d"
+    assert fitting_range(timedelta(days=3)) == "7d"
+    assert fitting_range(timedelta(days=400)) == "30d"  # older than every range: the longest
+
+
+def test_a_fresh_pool_opens_its_history_on_the_shortest_range(lab, client_for):
+    """A pool made minutes ago with an allocation of a minute ago opens on 1h (not 7d of nothing);
+    its range links still switch to the others."""
+    mine = Tenant.objects.get(name="mine")
+    fresh = Pool.objects.create(name="fresh", tenant=mine)
+    Pool.objects.filter(pk=fresh.pk).update(created=timezone.now() - timedelta(minutes=4))
+    free = Gpu.objects.filter(host__name="host001", index__in=(4, 5)).values_list("pk", flat=True)
+    allocate(fresh.pk, AllocationRequest(count=2, gpu_ids=list(free), job="new"),
+             now=timezone.now() - timedelta(minutes=1))  # fmt: skip
+    resp, html = _page(client_for("viewer"), f"/pools/{fresh.pk}/")
+    h = resp.context["history"]
+    assert (h["range"], resp.context["history_range"]) == ("1h", "1h")
+    assert h["t"][-1] - h["t"][0] == pytest.approx(3600) and h["gpus"] == [0, 2, 2]
+    assert '<a class="range active" href="?range=1h">1h</a>' in html
+    week = _page(client_for("viewer"), f"/pools/{fresh.pk}/?range=7d")[0].context["history"]
+    assert week["range"] == "7d" and week["t"][-1] - week["t"][0] == pytest.approx(7 * 86400)
 
 
 def test_shared_pool_page_shows_only_my_tenants_allocations(lab, client_for):

@@ -781,7 +781,10 @@ def _plan_congested(st: _State) -> list[Action]:
             continue
         why = []
         if hot:
-            marks = "; ".join(f"{st.loc.domains[k].name}: {m.reason} (score {m.score:g})" for k, m in hot)
+            # a mark's score is the alarm's value over its threshold (state.congestion_marks): a ratio
+            marks = "; ".join(
+                f"{st.loc.domains[k].name}: {m.reason} ({m.score:g}× the alarm's threshold)" for k, m in hot
+            )
             why.append(f"crosses congested uplinks ({marks})")
         if links:
             why.append(f"runs over congested HCA links ({'; '.join(m.text() for _, m in links)})")

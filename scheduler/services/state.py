@@ -324,9 +324,9 @@ class HcaMark:
     index: float | None = None
 
     def text(self) -> str:
-        """``<name>: <reason> (score 1.9; congestion index now 0.95)``."""
+        """``<name>: <reason> (1.9× the alarm's threshold; congestion index now 0.95)``."""
         now = f"; congestion index now {self.index:.2f}" if self.index is not None else ""
-        return f"{self.name}: {self.reason} (score {self.score:g}{now})"
+        return f"{self.name}: {self.reason} ({self.score:g}× the alarm's threshold{now})"
 
 
 def hca_link_marks(loc: Locality) -> dict[str, list[HcaMark]]:

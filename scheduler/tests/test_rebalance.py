@@ -507,6 +507,8 @@ def test_a_job_on_persistently_congested_uplinks_is_reported_with_a_better_place
     other_leaf = {"host001", "host002"} if host in ("host003", "host004") else {"host003", "host004"}
     assert set(report["placed"]) <= other_leaf and sum(report["placed"].values()) == 8
     assert "crosses congested uplinks" in report["reason"] and "index 0.95" in report["reason"]
+    # the mark's score (0.95 over the policy's 0.5) says what it is and its unit, not a bare "score 1.9"
+    assert "(1.9× the alarm's threshold)" in report["reason"] and "score" not in report["reason"]
     job.refresh_from_db()
     assert job.placement == report["before"]  # reported, not moved
     run_rebalance(dry_run=False)
@@ -568,7 +570,7 @@ def test_a_job_on_a_persistently_congested_hca_link_is_reported_naming_the_link(
         f"runs over congested HCA links ({name}: Congestion on {leaf}: index 0.95 above 0.5"
         in report["reason"]
     )
-    assert "(score 1.9; congestion index now 0.95)" in report["reason"]
+    assert "(1.9× the alarm's threshold; congestion index now 0.95)" in report["reason"]
     job.refresh_from_db()
     assert job.placement == {host: 8}  # reported, not moved
     ev = Event.objects.get(code="job.congested", object_key=str(job.pk))

@@ -26,6 +26,8 @@
 // Test and bench hooks: #map[data-state|data-nodes|data-edges|data-links|data-down-links|
 // data-live|data-render-ms|data-selected|data-highlighted|data-highlight-missing|data-groups|
 // data-expanded|data-colour] and window.weftMap.
+// Labels: placed inside the canvas without overlapping each other (placeLabels); a marked host's
+// CAs carry one label, the host's.
 (function () {
   "use strict";
   const container = document.getElementById("map");
@@ -84,6 +86,9 @@
   // points (graphToViewport) with the matrix of its last render, and a click is resolved in the
   // picking buffers of that render; a camera move or a resize draws on the next animation frame
   let frameDrawn = true;
+  let labelQueue = []; // labels sigma picked for the frame being drawn (queueLabel)
+  let labelBoxes = []; // labels placeLabels drew last: {key, label, x, y, size, left, top, right, bottom} (canvas px)
+  let hostLabels = new Map(); // node key → its host's label: one marked CA per host (markHighlighted)
 
   function setStatus(text) { if (statusEl) statusEl.textContent = text; }
   function el(tag, text, cls) {
@@ -294,6 +299,21 @@
     }
     highlightNeighbours = new Set();
     for (const key of highlighted) if (graph.hasNode(key)) for (const n of graph.neighbors(key)) highlightNeighbours.add(n);
+    // one label per marked host, on its first CA ("host001 (8 HCAs)"): a host's HCAs are drawn a
+    // few pixels apart, and their names, one each, were drawn over each other; each CA's own
+    // name shows when it is hovered or selected
+    hostLabels = new Map();
+    const perHost = new Map();
+    for (const key of highlighted) {
+      const h = data.nodes.host[Number(key)];
+      if (h == null || h < 0 || data.nodes.type[Number(key)] !== 0) { hostLabels.set(key, null); continue; }
+      if (!perHost.has(h)) perHost.set(h, []);
+      perHost.get(h).push(key);
+    }
+    for (const [h, keys] of perHost) {
+      keys.sort((a, b) => label(Number(a)).localeCompare(label(Number(b)), undefined, { numeric: true }));
+      hostLabels.set(keys[0], data.hosts[h] + (keys.length > 1 ? " (" + keys.length + " HCAs)" : ""));
+    }
     if (wanted.length) {
       container.dataset.highlighted = String(highlighted.size);
       container.dataset.highlightMissing = String(missing);
@@ -500,7 +520,12 @@
     } else if (matches.has(key)) {
       res.color = "#f2cc60"; res.size = attrs.size * 1.5; res.zIndex = 1; res.forceLabel = matches.size <= 20;
     } else if (marked) {
-      res.color = HIGHLIGHT; res.size = attrs.size * 2; res.zIndex = 1; res.forceLabel = highlighted.size <= 24;
+      res.color = HIGHLIGHT; res.size = attrs.size * 2; res.zIndex = 1;
+      if (hostLabels.has(key)) {
+        const text = hostLabels.get(key); // null: not a host's CA, its own name
+        if (text) res.label = text;
+        res.forceLabel = hostLabels.size <= 24;
+      } else res.label = "";
     } else if (neighbours.has(key) || (selected === null && matches.size === 0 && highlightNeighbours.has(key))) {
       res.zIndex = 1;
     } else {
@@ -535,6 +560,99 @@
     return true;
   }
 
+  // --- labels ---------------------------------------------------------------------------------
+  // sigma draws a label right of its node whatever lies there: near the canvas's right edge (a
+  // collapsed group's long name) it was cut off, and close labels were drawn over each other.
+  // Sigma still picks a frame's labels (its grid, and the forced ones) and hands each to
+  // queueLabel; once the frame is drawn placeLabels draws them, the forced ones (search matches,
+  // marked hosts; a selected node's is drawHover's) and the groups first, each on the first free
+  // spot inside the canvas: right of its node, left of it, then for those a row above or below (up
+  // to LABEL_ROWS, joined to the node by a thin line); a label with no free spot is left out
+  // (hovering or selecting its node shows it). Hook: weftMap.labelBoxes().
+  const LABEL_ROWS = 3;
+  const LABEL_MARGIN = 2; // px kept free at the canvas's edges and between two labels
+  function labelFont(settings) { return settings.labelWeight + " " + settings.labelSize + "px " + settings.labelFont; }
+  function queueLabel(ctx, d) { if (d.label && !d.highlighted) labelQueue.push({ ...d }); } // highlighted: drawHover writes it
+  /** The spot of a label of text metrics m for node d ({x, y, size}, canvas px): the first of
+   * right of it, left of it, pushed inside the canvas, on its own row then (rows > 0) on rows
+   * above and below, that lies inside the canvas and that free(box) accepts; or null.
+   * Returns {tx, ty} (where fillText writes, ty the baseline) and the text's box {left, top,
+   * right, bottom}. */
+  function labelSpot(d, m, rows, free, size) {
+    const { width: W, height: H } = renderer.getDimensions();
+    const w = m.width, asc = m.actualBoundingBoxAscent, desc = m.actualBoundingBoxDescent;
+    const step = Math.ceil(asc + desc) + 2 * LABEL_MARGIN;
+    const right = d.x + d.size + 3, left = d.x - d.size - 3 - w;
+    const xs = [right, left, Math.min(Math.max(right, LABEL_MARGIN), W - LABEL_MARGIN - w)];
+    for (let r = 0; r <= 2 * rows; r++) {
+      const ty = d.y + size / 3 + (r === 0 ? 0 : (r % 2 ? -1 : 1) * Math.ceil(r / 2) * step); // rows 0, -1, +1, -2...
+      for (const tx of xs) {
+        const box = { tx, ty, left: tx, top: ty - asc, right: tx + w, bottom: ty + desc };
+        if (box.left < LABEL_MARGIN || box.right > W - LABEL_MARGIN || box.top < LABEL_MARGIN || box.bottom > H - LABEL_MARGIN) continue;
+        if (free(box)) return box;
+      }
+    }
+    return null;
+  }
+  /** A thin line from node d to its label's box b, when the label left the node's row. */
+  function leaderLine(ctx, d, b) {
+    const px = Math.min(Math.max(d.x, b.left), b.right), py = Math.min(Math.max(d.y, b.top), b.bottom);
+    const dx = px - d.x, dy = py - d.y, len = Math.hypot(dx, dy);
+    if (len <= d.size + 2) return;
+    ctx.save();
+    ctx.globalAlpha = 0.5;
+    ctx.beginPath();
+    ctx.moveTo(d.x + (dx / len) * (d.size + 1), d.y + (dy / len) * (d.size + 1));
+    ctx.lineTo(px, py);
+    ctx.stroke();
+    ctx.restore();
+  }
+  function placeLabels() {
+    const queue = labelQueue;
+    labelQueue = [];
+    const boxes = [];
+    labelBoxes = boxes;
+    if (!queue.length) return;
+    const settings = renderer.getSettings();
+    const ctx = renderer.getCanvases().labels.getContext("2d");
+    const rank = (d) => (d.forceLabel ? 2 : isGroupKey(d.key) ? 1 : 0);
+    queue.sort((a, b) => rank(b) - rank(a)); // stable: sigma's order within a rank
+    const free = (b) => boxes.every((o) => b.right + LABEL_MARGIN <= o.left || o.right + LABEL_MARGIN <= b.left ||
+      b.bottom + LABEL_MARGIN <= o.top || o.bottom + LABEL_MARGIN <= b.top);
+    ctx.font = labelFont(settings);
+    ctx.fillStyle = ctx.strokeStyle = settings.labelColor.color;
+    ctx.lineWidth = 1;
+    for (const d of queue) {
+      const spot = labelSpot(d, ctx.measureText(d.label), rank(d) ? LABEL_ROWS : 0, free, settings.labelSize);
+      if (!spot) continue;
+      boxes.push({ key: d.key, label: d.label, x: d.x, y: d.y, size: d.size, left: spot.left, top: spot.top, right: spot.right, bottom: spot.bottom });
+      if (Math.abs(spot.ty - (d.y + settings.labelSize / 3)) > 0.5) leaderLine(ctx, d, spot);
+      ctx.fillText(d.label, spot.tx, spot.ty);
+    }
+  }
+  /** A hovered or selected node (sigma's hover layer): a white disc under it and its own name
+   * (a marked host's CA: the CA's, not the host's label) on a white box, placed as the labels
+   * are (inside the canvas); dark text (sigma's default wrote the near-white label colour). */
+  function drawHover(ctx, d, settings) {
+    const name = (graph.hasNode(d.key) && graph.getNodeAttribute(d.key, "label")) || d.label;
+    ctx.save();
+    ctx.font = labelFont(settings);
+    ctx.fillStyle = "#ffffff";
+    ctx.shadowBlur = 8;
+    ctx.shadowColor = "#000000";
+    ctx.beginPath();
+    ctx.arc(d.x, d.y, d.size + 2, 0, Math.PI * 2);
+    ctx.fill();
+    const spot = name ? labelSpot({ ...d, size: d.size + 2 }, ctx.measureText(name), LABEL_ROWS, () => true, settings.labelSize) : null;
+    if (spot) {
+      ctx.fillRect(spot.left - 2, spot.top - 2, spot.right - spot.left + 4, spot.bottom - spot.top + 4);
+      ctx.shadowBlur = 0;
+      ctx.fillStyle = "#0d1117";
+      ctx.fillText(name, spot.tx, spot.ty);
+    }
+    ctx.restore();
+  }
+
   function startRenderer() {
     const SigmaCls = (window.Sigma && (window.Sigma.Sigma || window.Sigma.default)) || window.Sigma;
     renderer = new SigmaCls(graph, container, {
@@ -546,6 +664,8 @@
       labelColor: { color: "#e6edf3" },
       labelFont: "system-ui, sans-serif",
       labelSize: 11,
+      defaultDrawNodeLabel: queueLabel,
+      defaultDrawNodeHover: drawHover,
       defaultEdgeType: "line",
       zIndex: true,
       nodeReducer,
@@ -555,9 +675,11 @@
       stagePadding: 20,
     });
     frameDrawn = true; // the constructor drew the graph
+    placeLabels(); // and queued its labels before the listeners below were there
     renderer.getCamera().on("updated", () => { frameDrawn = false; });
     window.addEventListener("resize", () => { frameDrawn = false; });
-    renderer.on("afterRender", () => { frameDrawn = true; });
+    renderer.on("beforeRender", () => { labelQueue = []; });
+    renderer.on("afterRender", () => { placeLabels(); frameDrawn = true; });
     renderer.on("clickNode", ({ node }) => select(node, { moveCamera: false }));
     renderer.on("clickStage", ({ event }) => {
       // thin lines are hard to hit exactly: a click within a few pixels of a link opens it
@@ -1210,6 +1332,13 @@
      * click lands; after a camera move they are the old view's until the next frame (sigma 3's
      * graphToViewport uses its last render's matrix), so read them once this is true. */
     settled: () => !!renderer && !renderer.getCamera().isAnimated() && frameDrawn,
+    /** The labels of the last frame drawn: {width, height} of the canvas and boxes [{key, label,
+     * x, y, size (the node's point and radius), left, top, right, bottom (its text)}], CSS pixels
+     * from the canvas's top left corner. */
+    labelBoxes() {
+      const { width, height } = renderer.getDimensions();
+      return { width, height, boxes: labelBoxes.map((b) => ({ ...b })) };
+    },
     /** Group hooks: keys drawn as collapsed groups, and the viewport point of a graph node key. */
     groups: () => graph.filterNodes((key) => isGroupKey(key)),
     expanded: () => [...expanded],

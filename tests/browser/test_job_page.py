@@ -17,6 +17,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from lab import netgen
+from tests.browser.test_map import overlapping
 from tests.browser.test_pools import DIM, HIGHLIGHT, api, token
 from tests.browser_support import login
 from weft.testing.topologies import RAILS
@@ -139,3 +141,59 @@ def test_job_page_marks_its_hosts_and_draws_its_links(weft_server, browser_page,
     assert "64 GPUs asked, 8 free" in page.inner_text("#dry-run-result")
     assert api(server, tok, "GET", "/api/scheduler/jobs/")["count"] == 1
     assert page.csp_violations == []
+
+
+def test_job_map_labels_its_hosts_once_each_without_overlap(weft_server, browser_page):
+    """A job on 4 hosts of the demo fabric (``lab.netgen.DEMO_SPEC``: 8 HCAs a host, one per rail,
+    a host's HCAs a few pixels apart): their 32 names were drawn over each other. The map labels
+    each host once on its first HCA ("host001 (8 HCAs)"), inside the canvas, and no two labels
+    drawn overlap; an HCA's own name shows when it is selected."""
+    server, page = weft_server, browser_page
+    topo = server.data_dir / "demo.net"
+    topo.write_text(netgen.parse_spec(netgen.DEMO_SPEC))
+    server.manage("import_topology", str(topo), "--fabric", "lab")
+    server.manage("seed_gpus", "--fabric", "lab", "--per-host", "8")
+    tok = token(server)
+    tenant = api(server, tok, "POST", "/api/pools/tenants/", {"name": "team-a"})
+    pool = api(server, tok, "POST", "/api/pools/pools/", {"name": "train", "tenant": tenant["id"]})
+    job = api(server, tok, "POST", "/api/scheduler/jobs/",
+              {"name": "llm", "pool": pool["id"], "count": 32, "gpus_per_host": 8})  # fmt: skip
+    placed = wait_for(
+        lambda: (j := api(server, tok, "GET", f"/api/scheduler/jobs/{job['id']}/"))["state"] == "placed"
+        and j,
+        60,
+        "the server's pass to place the job",
+    )
+    hosts = sorted(placed["placement"])
+    assert len(hosts) == 4
+
+    login(page, server, "admin")
+    page.goto(f"{server.url}/scheduler/jobs/{job['id']}/")
+    page.wait_for_selector("#map[data-state=ready], #map[data-state=error]", timeout=60000)
+    assert page.get_attribute("#map", "data-highlighted") == "32"
+    page.wait_for_function("() => weftMap.settled()")
+    drawn = page.evaluate("() => weftMap.labelBoxes()")
+    boxes = drawn["boxes"]
+    mine = [b for b in boxes if b["label"].endswith(" (8 HCAs)")]
+    assert sorted(b["label"] for b in mine) == [f"{h} (8 HCAs)" for h in hosts], boxes
+    assert not any(" mlx5_" in b["label"] for b in boxes)  # no HCA's own name besides
+    # the hosts' HCAs are closer together than a label is wide: drawn right of each, they collided
+    xs = sorted(b["x"] for b in mine)
+    assert xs[-1] - xs[0] < min(b["right"] - b["left"] for b in mine), (xs, mine)
+    assert overlapping(boxes) == []
+    for b in boxes:
+        assert (
+            0 <= b["left"] < b["right"] <= drawn["width"] and 0 <= b["top"] < b["bottom"] <= drawn["height"]
+        ), b
+
+    # selected, an HCA shows its own name (the hover box), the host's label stays on the first one
+    cas = api(server, tok, "GET", "/api/fabric/nodes/?fabric_name=lab&type=ca&limit=300")["results"]
+    ca = next(n for n in cas if n["name"] == f"{hosts[0]} mlx5_3")
+    assert page.evaluate("g => window.weftMap.select(g)", ca["node_guid"])
+    page.wait_for_selector(f"#map[data-selected='{ca['node_guid']}']")
+    assert page.evaluate("g => window.weftMap.drawn(g)", ca["node_guid"])["label"] == f"{hosts[0]} mlx5_3"
+    first = next(n for n in cas if n["name"] == f"{hosts[0]} mlx5_0")
+    assert (
+        page.evaluate("g => window.weftMap.drawn(g)", first["node_guid"])["label"] == f"{hosts[0]} (8 HCAs)"
+    )
+    assert page.inner_text("#panel-title") == f"{hosts[0]} mlx5_3"

@@ -162,6 +162,51 @@ def test_admin_imports_a_second_fabric_from_the_ui(weft_server, browser_page, re
     assert api_get(page, server, "/api/fabric/fabrics/?name=broken")["count"] == 0
 
 
+def overlapping(boxes: list[dict]) -> list[tuple[str, str]]:
+    """Pairs of label boxes (``weftMap.labelBoxes()``) whose text boxes intersect."""
+    return [
+        (a["label"], b["label"])
+        for i, a in enumerate(boxes)
+        for b in boxes[i + 1 :]
+        if a["left"] < b["right"]
+        and b["left"] < a["right"]
+        and a["top"] < b["bottom"]
+        and b["top"] < a["bottom"]
+    ]
+
+
+def test_collapsed_group_labels_stay_inside_the_canvas(weft_server, browser_page, realdata):
+    """The DGX NDR fabric (622 nodes) opens with its groups collapsed; their long names (a unit's
+    leaves, ``MF0;B09-P1-IBLEAF-{01..04}-07:MQM9701/U1 (68)``) near the canvas's right edge were
+    cut off, and neighbours' were drawn over each other. Once the map has settled, every label
+    drawn lies inside the canvas and no two overlap, among them one that sigma's own spot (right
+    of its node) would have run past the edge."""
+    server, page = weft_server, browser_page
+    import_file(server, realdata / NDR, "dgx")
+    login(page, server, "viewer")
+    data = open_map(page, server, "dgx")
+    assert data["expanded"] == "0" and int(data["drawnNodes"]) == int(data["groups"]) > 5
+    page.wait_for_function("() => weftMap.settled()")
+    drawn = page.evaluate("() => weftMap.labelBoxes()")
+    groups = set(page.evaluate("() => weftMap.groups()"))
+    boxes = [b for b in drawn["boxes"] if b["key"] in groups]
+    names = page.evaluate("ks => ks.map((k) => weftMap.graph.getNodeAttribute(k, 'label'))", sorted(groups))
+    assert len(boxes) == len(drawn["boxes"]) >= len(groups) - 3, (drawn, names)
+    assert all(b["label"] in names for b in boxes)
+    width, height = drawn["width"], drawn["height"]
+    canvas = page.locator("#map canvas.sigma-labels").bounding_box()
+    assert (round(canvas["width"]), round(canvas["height"])) == (round(width), round(height))
+    for b in boxes:
+        assert 0 <= b["left"] < b["right"] <= width and 0 <= b["top"] < b["bottom"] <= height, (
+            b,
+            width,
+            height,
+        )
+    assert overlapping(boxes) == []
+    # the edge case was there: a group whose label, right of its node, would end past the edge
+    assert any(b["x"] + b["size"] + 3 + (b["right"] - b["left"]) > width for b in boxes), (boxes, width)
+
+
 def test_viewer_cannot_open_import(weft_server, browser_page):
     login(browser_page, weft_server, "viewer")
     resp = browser_page.goto(weft_server.url + "/fabric/import/")

@@ -213,3 +213,25 @@ def test_a_pool_or_tenant_with_queued_jobs_is_not_deleted(setup, client_for):
     assert Pool.objects.filter(pk=q.pk).exists() and Job.objects.filter(pk=job.pk).exists()
     cancel(job.pk)
     assert admin.delete(f"/api/pools/pools/{q.pk}/").status_code == 204
+
+
+def test_placed_job_page_says_who_starts_and_finishes_it(setup, client_for):
+    """Weft does not run jobs: the page of a placed job names the API calls that move it on, and
+    the calls it names do (a running job's page names finish only; an ended one's nothing)."""
+    c, other_pool, mine, big, theirs = setup
+    viewer, operator = client_for("viewer"), client_for("operator")
+    start, finish = f"/api/scheduler/jobs/{mine.pk}/start/", f"/api/scheduler/jobs/{mine.pk}/finish/"
+
+    def hint() -> str:
+        m = re.search(r'<p class="muted" id="job-lifecycle">(.*?)</p>', viewer.get(f"/scheduler/jobs/{mine.pk}/").content.decode(), re.S)  # fmt: skip
+        return m.group(1) if m else ""
+
+    text = hint()
+    assert f"<code>POST {start}</code> when the job starts" in text and f"<code>POST {finish}</code>" in text
+    assert "workload manager" in text
+    assert 'id="job-lifecycle"' not in viewer.get(f"/scheduler/jobs/{big.pk}/").content.decode()  # pending
+    assert operator.post(start).json()["state"] == "running"
+    text = hint()
+    assert start not in text and f"<code>POST {finish}</code>" in text
+    assert operator.post(finish, {"ok": True}, format="json").json()["state"] == "completed"
+    assert hint() == ""

@@ -10,6 +10,8 @@ server-rendered HTML. Templates of other apps are included only when they exist
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
@@ -37,6 +39,7 @@ from .services.portactions import ACTIONS as PORT_ACTIONS
 from .services.portactions import PortActionFailed, PortActionRefused, run_port_action
 from .services.reference import (
     ReferenceRefused,
+    ReplaceNotConfirmed,
     compare_fabric,
     set_raise_events,
     set_reference_from_discovery,
@@ -253,9 +256,10 @@ class CompareIndexView(RoleRequiredMixin, TemplateView):
 
 class CompareView(RoleRequiredMixin, DetailView):
     """``/fabric/<id>/compare/``: the fabric against its reference topology (Viewer), and (Admin,
-    POST with ``confirm``) ``op=discovery`` the latest discovery as the reference, ``op=file`` an
-    uploaded topology file, ``op=events`` (``raise_events``) the events after each discovery.
-    Refusals re-render the page with the reason (400/409), nothing changed."""
+    POST) ``op=discovery`` the latest discovery as the reference, ``op=file`` an uploaded topology
+    file (both with ``confirm`` only when they replace a reference), ``op=events``
+    (``raise_events``, with ``confirm``) the events after each discovery. Refusals re-render the
+    page with the reason (400/409), nothing changed."""
 
     template_name = "fabric/compare.html"
     context_object_name = "fabric"
@@ -265,6 +269,8 @@ class CompareView(RoleRequiredMixin, DetailView):
         ctx = super().get_context_data(**kwargs)
         report = compare_fabric(self.object)
         ctx["report"] = report
+        if report:  # an aware datetime, shown like the other pages' times (date filter, TIME_ZONE)
+            ctx["reference_set"] = datetime.fromisoformat(report["reference"]["set"])
         ctx["sections"] = [
             {"key": key, "title": title, "items": report[key][:500], "total": len(report[key])}
             for key, title in COMPARE_SECTIONS
@@ -277,15 +283,18 @@ class CompareView(RoleRequiredMixin, DetailView):
             raise PermissionDenied("Setting the reference topology needs the admin role.")
         self.object = fabric = self.get_object()
         op = request.POST.get("op", "")
+        # replacing a reference needs the box ticked; the first one does not (nothing to replace):
+        # the service checks under the reference's row lock
+        confirmed = request.POST.get("confirm") == "1"
         error, status = "", 400
-        if request.POST.get("confirm") != "1":
-            error = "Confirm the change (tick the box)."
-        elif op == "discovery":
+        if op == "discovery":
             try:
                 if fabric.last_discovery is None:
                     raise ReferenceRefused(f"{fabric.name} has no discovery yet")
-                set_reference_from_discovery(fabric, fabric.last_discovery, request.user)
+                set_reference_from_discovery(fabric, fabric.last_discovery, request.user, replace=confirmed)
                 messages.success(request, f"The latest discovery of {fabric.name} is now its reference.")
+            except ReplaceNotConfirmed:
+                error = "Confirm replacing the reference (tick the box)."
             except ReferenceRefused as exc:
                 error, status = str(exc), 409
         elif op == "file":
@@ -294,10 +303,14 @@ class CompareView(RoleRequiredMixin, DetailView):
                 if upload_file is None:
                     raise UploadError("choose a topology file")
                 text = topology_text(read_limited(upload_file, upload_file.name), upload_file.name)
-                set_reference_from_text(fabric, text, upload_file.name, request.user)
+                set_reference_from_text(fabric, text, upload_file.name, request.user, replace=confirmed)
                 messages.success(request, f"{upload_file.name} is now the reference of {fabric.name}.")
+            except ReplaceNotConfirmed:
+                error = "Confirm replacing the reference (tick the box)."
             except (UploadError, TopologyParseError) as exc:
                 error = str(exc)
+        elif not confirmed:
+            error = "Confirm the change (tick the box)."
         elif op == "events":
             on = request.POST.get("raise_events") == "1"
             try:

@@ -229,8 +229,12 @@ class PoolView(RoleRequiredMixin, DetailView):
         cas = Node.objects.filter(
             host__in=[h for h in hosts if h.fabric_id == fabric.pk], node_type=NodeType.CA
         )
-        guids = list(cas.order_by("node_guid").values_list("node_guid", flat=True))
+        rows = list(cas.order_by("node_guid").values_list("node_guid", "host_id"))
+        guids = [guid for guid, _ in rows]
         out["highlight"] = " ".join(guids)
+        # the map counts the marked HCAs after the label: the label counts their hosts
+        n_hosts = len({host_id for _, host_id in rows})
+        out["highlight_label"] = f"HCAs of {pool.name} on {n_hosts} host{'' if n_hosts == 1 else 's'}"
         if guids:
             query = urlencode({"fabric": fabric.pk, "highlight": ",".join(guids)})
             out["map_page_url"] = f"{reverse('fabric:map')}?{query}"

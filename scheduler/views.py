@@ -40,6 +40,50 @@ from .services.whatif import dry_run
 
 #: ended jobs listed on the queue page
 ENDED_SHOWN = 25
+#: uplinks listed on a job page (the worst of its leaves'); the chart and the JSON have them all
+MAX_UPLINK_ROWS = 12
+#: leaves linked to the ports view under the table (the first by name)
+MAX_LEAF_LINKS = 8
+
+
+def _worst_first(entry: dict) -> tuple:
+    """Sort key of a fabric-view link, worst first: congestion max, utilisation max, errors."""
+    s = entry["summary"]
+    return (
+        -(s["congestion_max"] if s["congestion_max"] is not None else -1),
+        -(s["utilisation_max"] if s["utilisation_max"] is not None else -1),
+        -s["errors"],
+        entry["near"]["name"],
+    )
+
+
+def fabric_view_table(view: dict, limit: int = MAX_UPLINK_ROWS) -> dict:
+    """The job page's link table from ``job_fabric_view``: every HCA link of the job, then the
+    uplinks of the leaves its HCAs are cabled to (``job_leaf``), worst first, at most ``limit``
+    (a rail group's unit has a hundred uplinks or more). Returns ``{"rows": [link entry],
+    "uplinks_shown": n listed, "uplinks_more": n of its leaves' uplinks not listed, "uplinks_other": n of the units' uplinks
+    on leaves the job does not use, "leaves": [{"name", "node_guid", "ports_url"}]`` (the ports
+    view of each leaf, most congested port first; at most ``MAX_LEAF_LINKS``), ``"leaves_more": n}``."""
+    hca = [e for e in view["links"] if e["kind"] == "hca"]
+    mine = sorted((e for e in view["links"] if e["kind"] == "uplink" and e["job_leaf"]), key=_worst_first)
+    other = sum(1 for e in view["links"] if e["kind"] == "uplink" and not e["job_leaf"])
+    fabric_id = (view["fabric"] or {}).get("id")
+    leaves = [
+        dict(leaf, ports_url=reverse("telemetry:port_list") + "?"
+             + urlencode({"fabric": fabric_id, "node": leaf["node_guid"], "sort": "-congestion"}))
+        for leaf in view["leaves"][:MAX_LEAF_LINKS]
+    ] if fabric_id else []  # fmt: skip
+    return {"rows": hca + mine[:limit], "uplinks_shown": len(mine[:limit]),
+            "uplinks_more": max(0, len(mine) - limit), "uplinks_other": other, "leaves": leaves,
+            "leaves_more": len(view["leaves"]) - len(leaves) if leaves else 0}  # fmt: skip
+
+
+def highlight_label(name: str, hosts: int) -> str:
+    """The map legend's label of a job's or pool's marked nodes: the map counts the marked HCAs
+    after it (``HCAs of llm on 1 host (8)``), so the label says how many hosts they are on."""
+    return f"HCAs of {name} on {hosts} host{'' if hosts == 1 else 's'}"
+
+
 #: the dry run the queue page's button asks for (issue 12, Demo: "place a 64-GPU job")
 DEMO_DRY_RUN = {"name": "what-if-64", "count": 64, "gpus_per_host": 8, "priority_class": "normal"}
 
@@ -230,7 +274,7 @@ class JobView(RoleRequiredMixin, TemplateView):
             ctx["window_end"] = datetime.fromtimestamp(window["end_epoch"], tz=UTC)
         ctx.update(
             job=job, request_text=queue.describe(job), timeline=timeline, decisions=decisions,
-            view=view, can_cancel=job.state not in FINAL and access.can_operate(user, job.tenant_id),
+            view=view, table=fabric_view_table(view), can_cancel=job.state not in FINAL and access.can_operate(user, job.tenant_id),
             page_data={k: v for k, v in view.items() if k != "links"}
             | {"links": [{k: v for k, v in e.items() if k != "series"} for e in view["links"]]},
             fabric_api=reverse("scheduler-api:job-fabric", args=[job.pk]),
@@ -240,6 +284,10 @@ class JobView(RoleRequiredMixin, TemplateView):
             ctx["map_fabric"] = {"pk": fid, "name": view["fabric"]["name"]}
             ctx["map_url"] = reverse("fabric-api:fabric-map", args=[fid])
             ctx["highlight"] = " ".join(view["highlight"])
+            marked = set(view["highlight"])
+            ctx["highlight_label"] = highlight_label(
+                job.name, sum(1 for h in view["hosts"] if marked.intersection(h.get("cas", [])))
+            )
             if view["highlight"]:
                 query = urlencode({"fabric": fid, "highlight": ",".join(view["highlight"])})
                 ctx["map_page_url"] = f"{reverse('fabric:map')}?{query}"

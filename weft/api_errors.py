@@ -1,13 +1,18 @@
 """The API's exception handler (``REST_FRAMEWORK["EXCEPTION_HANDLER"]``): DRF's own, plus a 409
 for a database uniqueness or integrity conflict that the serializers' checks could not see
 (two identical creates at once: both pass validation, the second insert fails). The request's
-transaction is rolled back as for any error; the answer names no SQL."""
+transaction is rolled back as for any error; the answer names no SQL.
+
+Also the project's ``handler400/403/404/500`` (``weft.urls``): JSON ``{"detail": …}`` for paths
+under ``/api/`` (an unknown endpoint is a JSON 404, not the HTML page), the styled pages elsewhere."""
 
 from __future__ import annotations
 
 import logging
 
 from django.db import IntegrityError
+from django.http import JsonResponse
+from django.views import defaults
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -32,3 +37,44 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         log.info("409 for %s: %s", type(view).__name__ if view else "?", str(exc).splitlines()[0][:200])
         return Response({"detail": CONFLICT_DETAIL}, status=status.HTTP_409_CONFLICT)
     return drf_exception_handler(exc, context)
+
+
+#: the paths whose error answers are JSON (API clients), not the styled pages of ``templates/``
+API_PREFIX = "/api/"
+
+
+def _is_api(request) -> bool:
+    return request.path.startswith(API_PREFIX)
+
+
+def page_not_found(request, exception=None):
+    """``handler404``: ``{"detail": "Not found."}`` (404, as DRF answers a missing object) for a
+    path under :data:`API_PREFIX` (no such endpoint, or a non-DRF view raising ``Http404``),
+    Django's page (``templates/404.html``) elsewhere."""
+    if _is_api(request):
+        return JsonResponse({"detail": "Not found."}, status=404)
+    return defaults.page_not_found(request, exception)
+
+
+def permission_denied(request, exception=None):
+    """``handler403``: ``{"detail": "You do not have permission to perform this action."}`` (403,
+    DRF's wording) under :data:`API_PREFIX`, ``templates/403.html`` elsewhere."""
+    if _is_api(request):
+        return JsonResponse({"detail": "You do not have permission to perform this action."}, status=403)
+    return defaults.permission_denied(request, exception)
+
+
+def bad_request(request, exception=None):
+    """``handler400`` (a ``SuspiciousOperation``, e.g. a bad Host header or too many fields):
+    ``{"detail": "Bad request."}`` (400) under :data:`API_PREFIX`, Django's page elsewhere."""
+    if _is_api(request):
+        return JsonResponse({"detail": "Bad request."}, status=400)
+    return defaults.bad_request(request, exception)
+
+
+def server_error(request):
+    """``handler500``: ``{"detail": "Server error."}`` (500; the traceback is logged, never sent)
+    under :data:`API_PREFIX`, ``templates/500.html`` elsewhere."""
+    if _is_api(request):
+        return JsonResponse({"detail": "Server error."}, status=500)
+    return defaults.server_error(request)

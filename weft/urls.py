@@ -58,3 +58,9 @@ urlpatterns = [
     path("", include("scheduler.urls")),
     path("", include("devices.urls")),
 ]
+
+# errors under /api/ answer JSON ({"detail": …}), elsewhere the pages of templates/ (weft.api_errors)
+handler400 = "weft.api_errors.bad_request"
+handler403 = "weft.api_errors.permission_denied"
+handler404 = "weft.api_errors.page_not_found"
+handler500 = "weft.api_errors.server_error"

@@ -8,6 +8,8 @@ stays small (NetBox ``brief_fields``). GUIDs are the canonical ``0x`` + 16 hex d
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -170,12 +172,12 @@ class FabricSerializer(serializers.ModelSerializer):
             "type": "object",
             "nullable": True,
             "description": "the SM-notice listener of this fabric (fabric.services.notices), null when "
-            "none runs: state starting|subscribed|unsubscribed|down, times in epoch seconds",
+            "none runs: state starting|subscribed|unsubscribed|down, times ISO 8601 (as the API's others)",
             "properties": {
                 "state": {"type": "string"},
                 "sm_lid": {"type": "integer", "nullable": True},
-                "subscribed_at": {"type": "number", "nullable": True},
-                "last_notice_at": {"type": "number", "nullable": True},
+                "subscribed_at": {"type": "string", "format": "date-time", "nullable": True},
+                "last_notice_at": {"type": "string", "format": "date-time", "nullable": True},
                 "notices": {"type": "integer"},
                 "refreshes": {"type": "integer"},
                 "discoveries": {"type": "integer"},
@@ -191,7 +193,14 @@ class FabricSerializer(serializers.ModelSerializer):
             return None
         keys = ("state", "sm_lid", "subscribed_at", "last_notice_at", "notices", "refreshes", "discoveries",
                 "fallback_reads", "fallback_mads", "error")  # fmt: skip
-        return {k: status.get(k) for k in keys}
+        out = {k: status.get(k) for k in keys}
+        # the listener keeps epoch seconds (its cache entry); the API's times are ISO 8601, as
+        # DRF's DateTimeField writes them (the current time zone, "Z" for UTC)
+        as_iso = serializers.DateTimeField().to_representation
+        for k in ("subscribed_at", "last_notice_at"):
+            if isinstance(out[k], int | float):
+                out[k] = as_iso(datetime.fromtimestamp(out[k], tz=UTC))
+        return out
 
     @extend_schema_field(
         {

@@ -30,6 +30,11 @@ class ReferenceRefused(ValueError):
     """The reference cannot be set this way (the message says why; a 409/400 for the user)."""
 
 
+class ReplaceNotConfirmed(ReferenceRefused):
+    """The fabric has a reference already and the caller did not confirm replacing it (a 400:
+    the page's "replace the reference" box). Setting the first reference needs no confirmation."""
+
+
 def fabric_snapshot(fabric: Fabric) -> dict[str, Any]:
     """The fabric's topology as stored now, as a ``fabric.compare`` snapshot (two queries)."""
     nodes = {
@@ -47,10 +52,14 @@ def fabric_snapshot(fabric: Fabric) -> dict[str, Any]:
 
 
 def _save(
-    fabric: Fabric, snapshot: dict, *, discovery=None, filename: str = "", user=None
+    fabric: Fabric, snapshot: dict, *, discovery=None, filename: str = "", user=None, replace: bool = True
 ) -> TopologyReference:
     with transaction.atomic():
-        ref, _ = TopologyReference.objects.select_for_update().get_or_create(fabric=fabric)
+        ref, created = TopologyReference.objects.select_for_update().get_or_create(fabric=fabric)
+        if not created and not replace:  # checked under the row lock: two first setters, one wins
+            raise ReplaceNotConfirmed(
+                f"{fabric.name} has a reference already ({ref.source_label}): confirm replacing it"
+            )
         ref.snapshot, ref.discovery, ref.filename = snapshot, discovery, filename
         ref.created_by = getattr(user, "username", "") or ""
         ref.last_counts = {}
@@ -64,11 +73,15 @@ def _save(
     return ref
 
 
-def set_reference_from_discovery(fabric: Fabric, discovery: Discovery, user=None) -> TopologyReference:
-    """Make the fabric's latest discovery (the topology stored now) its reference.
+def set_reference_from_discovery(
+    fabric: Fabric, discovery: Discovery, user=None, *, replace: bool = True
+) -> TopologyReference:
+    """Make the fabric's latest discovery (the topology stored now) its reference; with
+    ``replace=False`` only when the fabric has none yet.
 
     Raises:
         ReferenceRefused: ``discovery`` is not the fabric's latest complete one.
+        ReplaceNotConfirmed: ``replace=False`` and the fabric has a reference (nothing written).
     """
     if discovery.fabric_id != fabric.pk or fabric.last_discovery_id != discovery.pk:
         raise ReferenceRefused(
@@ -77,20 +90,24 @@ def set_reference_from_discovery(fabric: Fabric, discovery: Discovery, user=None
         )
     if discovery.status not in {"ok", "partial"}:
         raise ReferenceRefused(f"discovery #{discovery.pk} did not complete ({discovery.status})")
-    return _save(fabric, fabric_snapshot(fabric), discovery=discovery, user=user)
+    return _save(fabric, fabric_snapshot(fabric), discovery=discovery, user=user, replace=replace)
 
 
-def set_reference_from_text(fabric: Fabric, text: str, filename: str, user=None) -> TopologyReference:
-    """Make the topology in ``text`` (a file named ``filename``) the fabric's reference.
+def set_reference_from_text(
+    fabric: Fabric, text: str, filename: str, user=None, *, replace: bool = True
+) -> TopologyReference:
+    """Make the topology in ``text`` (a file named ``filename``) the fabric's reference; with
+    ``replace=False`` only when the fabric has none yet.
 
     Raises:
         TopologyParseError: not a topology, or cut short (located: file, line); nothing is written.
+        ReplaceNotConfirmed: ``replace=False`` and the fabric has a reference (nothing written).
     """
     topo = detect_and_parse(text, filename or "<upload>")
     if topo.truncated:
         line, reason = topo.truncated
         raise TopologyParseError(f"{reason}: the file looks cut short", source=filename, line=line)
-    return _save(fabric, snapshot_from_topology(topo), filename=filename, user=user)
+    return _save(fabric, snapshot_from_topology(topo), filename=filename, user=user, replace=replace)
 
 
 def set_raise_events(fabric: Fabric, on: bool, user=None) -> TopologyReference:

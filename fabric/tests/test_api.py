@@ -684,3 +684,33 @@ def test_subnet_managers_filters(small, client_for):
     body = client.get("/api/fabric/subnet-managers/", {"state": "master"}).json()
     assert [(r["guid"], r["state"]["label"]) for r in body["results"]] == [(master.guid, "Master")]
     assert client.get("/api/fabric/subnet-managers/", {"fabric": small.pk}).json()["count"] == 2
+
+
+def test_notice_listener_times_are_iso_8601(small, client_for):
+    """The listener caches epoch seconds (``ListenerStatus``); the fabric's ``notices`` gives its
+    times in ISO 8601 as the API's other times, and the schema says so."""
+    from datetime import UTC, datetime
+
+    from django.core.cache import cache
+
+    from fabric.services.notices import ListenerStatus, status_key
+
+    client = client_for("viewer")
+    assert client.get(f"/api/fabric/fabrics/{small.pk}/").json()["notices"] is None  # no listener
+    subscribed = datetime(2026, 12, 2, 13, 6, 58, 250000, tzinfo=UTC)
+    status = ListenerStatus("small", state="subscribed", sm_lid=1, subscribed_at=subscribed.timestamp())
+    cache.set(status_key(small.pk), status.as_dict(), 60)
+    try:
+        notices = client.get(f"/api/fabric/fabrics/{small.pk}/").json()["notices"]
+    finally:
+        cache.delete(status_key(small.pk))
+    assert notices["subscribed_at"] == "2026-12-02T13:06:58.250000Z"
+    assert datetime.fromisoformat(notices["subscribed_at"]) == subscribed
+    assert notices["last_notice_at"] is None and notices["state"] == "subscribed"
+    # the same format as a stored time of the same object (a discovery's, DRF's DateTimeField)
+    started = client.get(f"/api/fabric/discoveries/?fabric={small.pk}").json()["results"][0]["started"]
+    assert started.endswith("Z") and "T" in started
+    schema = client_for("admin").get("/api/schema/", {"format": "json"}).json()
+    props = schema["components"]["schemas"]["Fabric"]["properties"]["notices"]["properties"]
+    assert props["subscribed_at"] == {"type": "string", "format": "date-time", "nullable": True}
+    assert props["last_notice_at"]["format"] == "date-time"

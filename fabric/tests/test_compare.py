@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -170,13 +171,36 @@ def test_reference_page_json_and_events(original, tmp_path, client_for):
     fabric = Fabric.objects.get(pk=discovery.fabric_id)
     url = f"/fabric/{fabric.pk}/compare/"
     assert "No reference" in viewer.get(url).content.decode()
-    # a Viewer cannot set it; an Admin sets the latest discovery, confirmed
+    # nothing to replace yet: the Admin's forms have no "replace the reference" box
+    assert "replace the reference" not in admin.get(url).content.decode()
+    # a Viewer cannot set it; an Admin sets the latest discovery, the first one needing no confirm
     assert viewer.post(url, {"op": "discovery", "confirm": "1"}).status_code == 403
-    assert admin.post(url, {"op": "discovery"}).status_code == 400  # no confirm
-    assert admin.post(url, {"op": "discovery", "confirm": "1"}).status_code == 302
+    assert admin.post(url, {"op": "discovery"}).status_code == 302
     assert AuditEntry.objects.filter(action="topology.reference_set").count() == 1
+    # replacing it does: the page now has the box, and without it nothing changes (400, the reason)
+    assert admin.get(url).content.decode().count("replace the reference") == 2
+    refused = admin.post(url, {"op": "discovery"})
+    assert refused.status_code == 400
+    assert "Confirm replacing the reference (tick the box)." in refused.content.decode()
+    refused = admin.post(url, {"op": "file", "file": _upload(tmp_path, "plan2.txt", original)})
+    assert refused.status_code == 400 and "Confirm replacing" in refused.content.decode()
+    assert AuditEntry.objects.filter(action="topology.reference_set").count() == 1
+    assert "plan2.txt" not in viewer.get(url).content.decode()
+    assert admin.post(url, {"op": "discovery", "confirm": "1"}).status_code == 302
+    assert AuditEntry.objects.filter(action="topology.reference_set").count() == 2
+    # turning the events on or off still needs the box (a change to a reference in force)
+    assert admin.post(url, {"op": "events", "raise_events": "1"}).status_code == 400
     data = viewer.get(f"/api/fabric/fabrics/{fabric.pk}/compare/").json()
     assert data["matches"] and data["reference"]["links"] > 700
+    # the time it was set as the other pages show times: "Y-m-d H:i:s" and the zone (TIME_ZONE UTC)
+    from django.utils import timezone
+
+    set_at = timezone.localtime(datetime.fromisoformat(data["reference"]["set"]))
+    page = viewer.get(url).content.decode()
+    assert (
+        f'set <time datetime="{set_at.isoformat()}" id="compare-set-at">{set_at:%Y-%m-%d %H:%M:%S} UTC</time>'
+        in page
+    )
 
     # the fabric is rediscovered with a cable pulled: the page, the JSON and (events on) an event
     edited = edit(original, lambda n, p, r, rp: "drop" if (n, p) == (A, 24) or (r, rp) == (A, 24) else None)

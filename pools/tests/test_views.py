@@ -130,7 +130,7 @@ def test_pool_page_bars_allocations_hosts_and_map(lab, client_for):
     assert len(cas) == 2
     assert f'data-highlight="{" ".join(cas)}"' in html
     assert f'data-map-url="/api/fabric/fabrics/{lab["fabric"].pk}/map/"' in html
-    assert 'data-highlight-label="hosts of p-mine"' in html
+    assert 'data-highlight-label="HCAs of p-mine on 1 host"' in html
     link = unescape(re.search(r'id="pool-map-link" href="([^"]+)"', html).group(1))
     assert link == f"/fabric/map/?fabric={lab['fabric'].pk}&highlight={'%2C'.join(cas)}"
 

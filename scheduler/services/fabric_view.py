@@ -7,7 +7,9 @@ A job's *links* are
   port, far end the leaf port it is cabled to;
 * its units' **uplinks**: the ``fabric.Link`` rows from the job's units' leaf (or rail-leaf)
   switches to the next tier (``scheduler.locality.Domain.uplinks``, the links the queue's
-  congestion check reads), near end the leaf port, far end the spine port.
+  congestion check reads), near end the leaf port, far end the spine port; ``job_leaf`` marks
+  those of the leaves the job's own HCAs are cabled to (a rail group's unit spans leaves a small
+  job does not use).
 
 Over the job's lifetime (``started_at``, else ``placed_at``, until ``ended_at``, else now) every
 link's history is read from the stored telemetry with ``telemetry.services.history.port_series``
@@ -235,9 +237,11 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
                     "unit_name": str | None, "cas": [CA node GUID]}],
          "highlight": [CA node GUID],            # what the map marks
          "units": [{"key", "name", "switches": [GUID], "hosts": [name of the job's hosts]}],
+         "leaves": [{"id", "node_guid", "name"}],   # the switches the job's HCAs are cabled to
          "links": [{"kind": "hca" | "uplink", "host": name | None, "unit": key | None,
                     "link_id", "near": port, "far": port | None, "rate_gbps",
                     "traffic_end": "near" | "far",   # whose counters gave the traffic
+                    "job_leaf": bool,    # an uplink of a leaf one of the job's HCAs is cabled to
                     "series": {"t": [epoch s], "xmit_bytes_per_s": [bytes/s out of the near end],
                                "rcv_bytes_per_s": [bytes/s into it], "utilisation": [0..1] (of
                                the traffic end), "congestion": [0..1] (worse end),
@@ -270,6 +274,7 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
         "hosts": [],
         "highlight": [],
         "units": [],
+        "leaves": [],
         "links": [],
         "totals": {k: _aggregate([]) for k in KINDS},
         "alarms": [],
@@ -366,11 +371,16 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
         )
     )
     entries: list[tuple[str, Link, Port, Port, str | None, str | None]] = []
+    job_leaf_ids: set[int] = set()  # the switches the job's HCAs are cabled to
     for link in hca_links:
         near, far = (
             (link.port_a, link.port_b) if link.port_a.node_id in host_of_ca else (link.port_b, link.port_a)
         )
         entries.append(("hca", link, near, far, host_of_ca[near.node_id], None))
+        if far.node_id not in job_leaf_ids:
+            job_leaf_ids.add(far.node_id)
+            out["leaves"].append({"id": far.node_id, "node_guid": far.node.node_guid, "name": str(far.node)})
+    out["leaves"].sort(key=lambda n: (n["name"], n["node_guid"]))
     for link in uplinks:
         near, far = (
             (link.port_a, link.port_b) if link.port_a.node_id in switch_ids else (link.port_b, link.port_a)
@@ -386,6 +396,7 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
             "kind": kind, "host": host, "unit": unit, "link_id": link.pk,
             "near": _port_dict(near), "far": _port_dict(far), "rate_gbps": near.rate_gbps or link.rate_gbps,
             "traffic_end": traffic_end, "series": series, "summary": _summary(series),
+            "job_leaf": kind == "uplink" and near.node_id in job_leaf_ids,
         })  # fmt: skip
     out["links"].sort(key=lambda e: (KINDS.index(e["kind"]), e["host"] or e["unit"] or "", e["near"]["name"]))
     out["totals"] = {k: _aggregate([e for e in out["links"] if e["kind"] == k]) for k in KINDS}

@@ -5,6 +5,7 @@ is not listed and its page, cancel and fabric view are 404s)."""
 from __future__ import annotations
 
 import re
+from html import unescape
 
 import pytest
 from django.utils.html import escape
@@ -213,3 +214,82 @@ def test_a_pool_or_tenant_with_queued_jobs_is_not_deleted(setup, client_for):
     assert Pool.objects.filter(pk=q.pk).exists() and Job.objects.filter(pk=job.pk).exists()
     cancel(job.pk)
     assert admin.delete(f"/api/pools/pools/{q.pk}/").status_code == 204
+
+
+def test_placed_job_page_says_who_starts_and_finishes_it(setup, client_for):
+    """Weft does not run jobs: the page of a placed job names the API calls that move it on, and
+    the calls it names do (a running job's page names finish only; an ended one's nothing)."""
+    c, other_pool, mine, big, theirs = setup
+    viewer, operator = client_for("viewer"), client_for("operator")
+    start, finish = f"/api/scheduler/jobs/{mine.pk}/start/", f"/api/scheduler/jobs/{mine.pk}/finish/"
+
+    def hint() -> str:
+        m = re.search(r'<p class="muted" id="job-lifecycle">(.*?)</p>', viewer.get(f"/scheduler/jobs/{mine.pk}/").content.decode(), re.S)  # fmt: skip
+        return m.group(1) if m else ""
+
+    text = hint()
+    assert f"<code>POST {start}</code> when the job starts" in text and f"<code>POST {finish}</code>" in text
+    assert "workload manager" in text
+    assert 'id="job-lifecycle"' not in viewer.get(f"/scheduler/jobs/{big.pk}/").content.decode()  # pending
+    assert operator.post(start).json()["state"] == "running"
+    text = hint()
+    assert start not in text and f"<code>POST {finish}</code>" in text
+    assert operator.post(finish, {"ok": True}, format="json").json()["state"] == "completed"
+    assert hint() == ""
+
+
+def test_job_page_lists_its_links_and_a_bounded_worst_first_uplink_list(db, users, client_for):
+    """A 1-host job on a rail pod: its unit (the rail group) has 16 uplinks over its 4 rail leaves.
+    The page lists the host's 4 HCA links and the 12 most congested uplinks of the leaves its HCAs
+    are on, worst first, then "4 more" with each leaf's ports view; the JSON keeps them all. The
+    map's legend counts hosts (the map counts the HCAs after the label)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from fabric.services.ingest import import_topology_text
+    from lab import netgen
+    from pools.lab import seed_lab_gpus
+    from telemetry.models import CounterChunk
+    from telemetry.services.history import build_chunks
+
+    fabric = import_topology_text(
+        "rp", netgen.rail_pod(4, 4, 4, hosts_per_unit=4, speed="HDR"), filename="rp.topo"
+    ).fabric
+    seed_lab_gpus(fabric, 8)
+    tenant = Tenant.objects.create(name="t-rp")
+    pool = Pool.objects.create(name="p-rp", tenant=tenant, fabric=fabric)
+    TenantMembership.objects.create(tenant=tenant, user=users["viewer"], role="viewer")
+    t0 = timezone.now().replace(microsecond=0) - timedelta(minutes=10)
+    job = submit(JobSpec(name="llm", pool_id=pool.pk, count=8, gpus_per_host=8), now=t0)
+    run_pass(now=t0)
+    job.refresh_from_db()
+    assert job.state == "placed" and len(job.placement) == 1
+    viewer = client_for("viewer")
+    data = viewer.get(f"/api/scheduler/jobs/{job.pk}/fabric/").json()
+    hca = [e for e in data["links"] if e["kind"] == "hca"]
+    up = [e for e in data["links"] if e["kind"] == "uplink"]
+    assert len(hca) == 4 and len(up) == 16 and all(e["job_leaf"] for e in up)
+    assert len(data["leaves"]) == 4
+    # history inside the window: uplink k's leaf end waits k × 1000 ticks/s (its congestion rank)
+    begin = int(job.placed_at.timestamp())
+    ranked = sorted(up, key=lambda e: e["near"]["id"])
+    entries = [(e["near"]["id"], (1.0e9, 1.0e9, 1000.0 * (k + 1), 0, 0)) for k, e in enumerate(ranked)]
+    CounterChunk.objects.bulk_create(
+        [row for t in (begin + 10, begin + 20) for row in build_chunks(fabric.pk, t, sorted(entries))]
+    )
+    html = viewer.get(f"/scheduler/jobs/{job.pk}/").content.decode()
+    table = re.search(r'<table id="fv-links">(.*?)</table>', html, re.S).group(1)
+    rows = re.findall(r'<tr data-kind="(\w+)" data-port="(\d+)">', table)
+    assert [k for k, _ in rows] == ["hca"] * 4 + ["uplink"] * 12
+    worst = [str(e["near"]["id"]) for e in reversed(ranked)][:12]
+    assert [p for k, p in rows if k == "uplink"] == worst
+    more = re.search(r'<p class="muted" id="fv-uplinks-more">(.*?)</p>', html, re.S).group(1)
+    assert 'data-more="4">4 more</span>' in more and "12 worst" in more
+    leaf_links = re.findall(r'<a href="([^"]+)" data-leaf="([^"]+)">', more)
+    assert sorted(g for _, g in leaf_links) == sorted(n["node_guid"] for n in data["leaves"])
+    ports = viewer.get(unescape(leaf_links[0][0]))
+    assert ports.status_code == 200 and len(ports.context["rows"]) == 8  # 4 HCA ports + 4 uplinks
+    # the legend: 4 HCAs marked (the map counts them), on 1 host
+    assert 'data-highlight-label="HCAs of llm on 1 host"' in html
+    assert len(data["highlight"]) == 4

@@ -94,7 +94,7 @@ def test_job_page_marks_its_hosts_and_draws_its_links(weft_server, browser_page,
         assert page.evaluate("g => window.weftMap.drawn(g)", guid)["color"] == HIGHLIGHT
     for guid in others:
         assert page.evaluate("g => window.weftMap.drawn(g)", guid)["color"] == DIM
-    assert page.inner_text("#map-legend li[data-legend=highlight]").strip() == "hosts of llm (2)"
+    assert page.inner_text("#map-legend li[data-legend=highlight]").strip() == "HCAs of llm on 1 host (2)"
 
     # the HCA chart: the two links' traffic, read at their leaf ends in the hosts' directions,
     # summed per sweep, drawn; the uplink chart has no history

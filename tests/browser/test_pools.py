@@ -98,7 +98,7 @@ def test_pool_page_marks_its_hosts_on_the_map_and_draws_its_history(weft_server,
     for sw in switches:
         colour = page.evaluate("g => window.weftMap.drawn(g)", sw["node_guid"])["color"]
         assert (colour == DIM) == (sw["name"] == "spine-1"), (sw["name"], colour)
-    assert page.inner_text("#map-legend li[data-legend=highlight]").strip() == "hosts of train (2)"
+    assert page.inner_text("#map-legend li[data-legend=highlight]").strip() == "HCAs of train on 1 host (2)"
 
     # the history chart: steps of 1, 0, then 3 GPUs held, drawn on its canvas
     page.wait_for_selector("#pool-history[data-state=ok]")

@@ -29,6 +29,8 @@ import socket
 import threading
 from pathlib import Path
 
+from weft.hints import manage_py
+
 from .core import LabError
 from .netfile import SWITCH
 
@@ -146,7 +148,7 @@ def request(path: str | Path, line: str, timeout: float = 30.0) -> str:
 
 def example(lab, path: str | Path) -> str:
     """The command line that pulls one leaf-to-host cable of ``lab`` through the socket ``path``
-    (what the demo and ``fabric_lab`` print), e.g. ``python manage.py lab_console
+    (what the demo and ``fabric_lab`` print), e.g. ``.venv/bin/python manage.py lab_console
     /tmp/…/console.sock unlink rail0-leaf-01 5``. The cable is not one of the hosts the lab's
     tools (``SIM_HOST``) or OpenSM run on (pulling those cuts the management host off the fabric:
     every link would look down) nor the last host by name (where Weft's notice listener attaches,
@@ -162,7 +164,5 @@ def example(lab, path: str | Path) -> str:
             for (node_id, port), (other_id, _) in ((a, b), (b, a)):
                 node = lab.net.find(node_id)
                 if other_id == host.node_id and node is not None and node.kind == SWITCH:
-                    return (
-                        f"python manage.py lab_console {path} unlink {shlex.quote(node.description)} {port}"
-                    )
-    return f"python manage.py lab_console {path} unlink NODE PORT"
+                    return f"{manage_py()} lab_console {path} unlink {shlex.quote(node.description)} {port}"
+    return f"{manage_py()} lab_console {path} unlink NODE PORT"

@@ -63,3 +63,32 @@ def test_foreign_origin_or_none_is_refused(path):
 
     with override_settings(CHANNEL_LAYERS=MEMORY):
         asyncio.run(run())
+
+
+def test_a_push_to_a_client_gone_meanwhile_is_dropped_quietly(caplog):
+    """A tab closed while a group message was on its way: daphne's protocol raises autobahn's
+    ``Disconnected`` from ``send``; the consumer drops that push (no ERROR, no traceback, the
+    consumer does not die with it), while any other failure of ``send`` still raises."""
+    from autobahn.exception import Disconnected
+
+    from weft.realtime import ListenOnlyJsonConsumer
+
+    consumer = ListenOnlyJsonConsumer()
+    consumer.channel_name = "specific.test!gone"
+    sent = []
+
+    async def gone(message):
+        sent.append(message)
+        raise Disconnected("Attempt to send on a closed protocol")
+
+    async def broken(message):
+        raise ValueError("not a closed protocol")
+
+    consumer.base_send = consumer.guarded(gone)
+    with caplog.at_level("DEBUG", logger="weft.realtime"):
+        asyncio.run(consumer.send_json({"type": "summary.changed"}))
+    assert [m["type"] for m in sent] == ["websocket.send"]
+    assert [r.levelname for r in caplog.records if r.name == "weft.realtime"] == ["DEBUG"]
+    consumer.base_send = consumer.guarded(broken)
+    with pytest.raises(ValueError, match="not a closed protocol"):
+        asyncio.run(consumer.send_json({"type": "summary.changed"}))

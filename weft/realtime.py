@@ -78,7 +78,28 @@ def publish(group: str, message_type: str, payload: dict[str, Any], timeout: flo
 class ListenOnlyJsonConsumer(AsyncJsonWebsocketConsumer):
     """Base of Weft's push consumers: clients only listen, so binary frames and text that is not
     JSON are ignored (the base class raised, dropping the connection with a server traceback);
-    JSON goes to ``receive_json``."""
+    JSON goes to ``receive_json``. A push to a client that has just gone (a tab closed while a
+    group message was on its way) is dropped: daphne raises autobahn's ``Disconnected``, which
+    used to end the consumer with an ERROR and a 50-line traceback in the log."""
+
+    async def __call__(self, scope, receive, send):
+        """The ASGI entry point, with ``send`` guarded (:meth:`guarded`)."""
+        return await super().__call__(scope, receive, self.guarded(send))
+
+    def guarded(self, send):
+        """``send`` (the server's ASGI send callable), except that a client gone meanwhile
+        (autobahn's ``Disconnected``, raised by daphne's protocol) drops the message with a DEBUG
+        line instead of raising; any other error still raises."""
+
+        async def guarded_send(message):
+            try:
+                await send(message)
+            except Exception as exc:
+                if type(exc).__name__ != "Disconnected":  # autobahn.exception.Disconnected
+                    raise
+                log.debug("push to %s dropped: the client has gone", getattr(self, "channel_name", "?"))
+
+        return guarded_send
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
         """Clients only listen: binary frames and text that is not JSON are ignored (the base class

@@ -545,7 +545,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "filters": {"permission_denied": {"()": "weft.logging_filters.PermissionDeniedIsNotAnError"}},
+    "filters": {
+        "permission_denied": {"()": "weft.logging_filters.PermissionDeniedIsNotAnError"},
+        "one_line_warning": {"()": "weft.logging_filters.OneLineWarning"},
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("WEFT_LOG_LEVEL", "INFO")},
     "loggers": {
@@ -553,6 +556,8 @@ LOGGING = {
         "django.channels.server": {"level": "WARNING"},
         # a refused page is one INFO line, not a WARNING with a traceback (weft.logging_filters)
         "django.request": {"filters": ["permission_denied"]},
+        # a Host not in ALLOWED_HOSTS: one WARNING line, not an ERROR with a traceback per request
+        "django.security.DisallowedHost": {"filters": ["one_line_warning"]},
     },
 }
 if EMBEDDED:

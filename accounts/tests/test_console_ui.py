@@ -199,3 +199,16 @@ def test_nul_in_a_token_name_or_an_audit_filter_is_a_400_naming_the_field(people
         resp = client.get("/accounts/audit/", {field: "user\x00"})
         assert resp.status_code == 400 and field in resp.content.decode(), field
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+def test_a_host_not_allowed_is_one_warning_line_not_a_traceback(client, caplog, settings):
+    """A health check by IP or a scanner: 400, and one WARNING line naming the Host (a wrong
+    ALLOWED_HOSTS shows there) instead of an ERROR with a traceback per request."""
+    settings.ALLOWED_HOSTS = ["weft.example.org"]
+    caplog.set_level(logging.INFO)
+    resp = client.get("/accounts/login/", HTTP_HOST="10.0.0.5:8000")
+    assert resp.status_code == 400
+    rows = [r for r in caplog.records if r.name == "django.security.DisallowedHost"]
+    assert [(r.levelno, r.exc_info, r.exc_text) for r in rows] == [(logging.WARNING, None, None)]
+    assert "10.0.0.5:8000" in rows[0].getMessage()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

@@ -14,6 +14,7 @@ import pytest
 from lab import netgen
 from lab.console_server import ConsoleServer, example
 from lab.tests.ibtext import ports_summary
+from weft.hints import manage_py
 
 pytestmark = [pytest.mark.lab]
 
@@ -66,7 +67,7 @@ def test_lab_console_pulls_and_puts_back_a_cable_from_another_process(lab_factor
         # the line the demo prints pulls a real leaf-to-host cable, not the tools' or the SM's host
         # (that would cut the management host off: every link would look down)
         line = example(lab, sock)
-        assert line.startswith(f"python manage.py lab_console {sock} unlink ") and line.split()[-1].isdigit()
+        assert line.startswith(f"{manage_py()} lab_console {sock} unlink ") and line.split()[-1].isdigit()
         out = _lab_console(*shlex.split(line)[3:])
         assert out.returncode == 0, out
         cut = ports_summary(lab.run(["ibnetdiscover", "-p"]).stdout)
@@ -76,3 +77,16 @@ def test_lab_console_pulls_and_puts_back_a_cable_from_another_process(lab_factor
     assert not sock.exists()
     out = _lab_console(str(sock), "unlink", "Hca4", "1")
     assert out.returncode == 1 and "no lab answers on" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_printed_command_lines_use_this_interpreter(monkeypatch):
+    """A bare ``python`` in the admin's new shell is not the virtualenv's (no Django): the lines
+    the demo prints name the interpreter, relative to the project when it lies inside it."""
+    from weft import hints
+
+    monkeypatch.setattr(hints.sys, "executable", str(hints.BASE_DIR / ".venv" / "bin" / "python"))
+    assert hints.manage_py() == ".venv/bin/python manage.py"
+    monkeypatch.setattr(hints.sys, "executable", "/usr/local/bin/python3.11")
+    assert hints.manage_py() == "/usr/local/bin/python3.11 manage.py"
+    monkeypatch.setattr(hints.sys, "executable", "/opt/my env/bin/python")
+    assert hints.manage_py() == "'/opt/my env/bin/python' manage.py"

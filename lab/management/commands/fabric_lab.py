@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from lab.console_server import ConsoleServer, example
 from lab.netgen import DEMO_SPEC
+from weft.hints import manage_py
 
 
 class _Stop(Exception):
@@ -198,8 +199,8 @@ class Command(BaseCommand):
                 f'  POST /api/fabric/fabrics/ {{"name": "{name}", "tool_env": {json.dumps(lab.tool_env)}}}'
             )
         lines += [
-            f"  python manage.py discover --fabric {name}",
-            f"  python manage.py import_topology {lab.workdir / 'fabric.net'} --fabric {name}-netfile",
+            f"  {manage_py()} discover --fabric {name}",
+            f"  {manage_py()} import_topology {lab.workdir / 'fabric.net'} --fabric {name}-netfile",
             "",
             "Pull a cable from any shell (relink puts it back; raw runs any ibsim console command):",
             f"  {example(lab, lab.workdir / 'console.sock')}",

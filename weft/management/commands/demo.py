@@ -33,6 +33,7 @@ from django.core.management.base import BaseCommand, CommandError
 from lab.faults import FaultInjector
 from lab.netgen import DEMO_SPEC, FAT_TREE_SPEC
 from lab.traffic import TrafficPlayer
+from weft.hints import manage_py
 from weft.management.commands.serve import TrapStartError, add_trap_argument
 
 
@@ -212,7 +213,7 @@ class Command(BaseCommand):
         if User.objects.filter(username="admin").exists():
             line = (
                 "User 'admin' exists (its password was printed when it was created; "
-                "reset it with: python manage.py changepassword admin)."
+                f"reset it with: {manage_py()} changepassword admin)."
             )
         else:
             password = secrets.token_urlsafe(12)

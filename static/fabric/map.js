@@ -237,17 +237,22 @@
     container.dataset.ethStaleLinks = String(L.counts.stale_links || 0);
   }
 
-  function buildGraph() {
-    const N = data.nodes.id.length;
-    const Graph = (window.graphology && (window.graphology.Graph || window.graphology)) || null;
-    graph = new Graph({ type: "undirected", multi: false, allowSelfLoops: false });
+  /** (Re)fill the GUID, node id and LID indexes from data.nodes. */
+  function indexNodes() {
+    guidIndex.clear(); idIndex.clear(); lidIndex.clear();
     const nd = data.nodes;
-    for (let i = 0; i < N; i++) {
+    for (let i = 0; i < nd.id.length; i++) {
       guidIndex.set(nd.guid[i], i);
       idIndex.set(nd.id[i], i);
       if (nd.lid[i] != null) addLid(nd.lid[i], i);
     }
     for (const [lid, i] of data.extra_lids) addLid(lid, i);
+  }
+
+  function buildGraph() {
+    const Graph = (window.graphology && (window.graphology.Graph || window.graphology)) || null;
+    graph = new Graph({ type: "undirected", multi: false, allowSelfLoops: false });
+    indexNodes();
     if (grouped()) {
       const G = data.groups;
       expanded = new Set(G.collapsed ? [] : G.key.map((_, g) => g));
@@ -1119,14 +1124,7 @@
         const selGuid = selected !== null && !isGroupKey(selected) && !isEthKey(selected) ? data.nodes.guid[Number(selected)] : null;
         const openGroups = grouped() ? [...expanded].map((g) => data.groups.key[g]) : [];
         data = payload;
-        guidIndex.clear(); idIndex.clear(); lidIndex.clear();
-        const nd = data.nodes;
-        for (let i = 0; i < nd.id.length; i++) {
-          guidIndex.set(nd.guid[i], i);
-          idIndex.set(nd.id[i], i);
-          if (nd.lid[i] != null) addLid(nd.lid[i], i);
-        }
-        for (const [lid, i] of data.extra_lids) addLid(lid, i);
+        indexNodes();
         if (grouped()) {
           const G = data.groups;
           expanded = new Set(G.collapsed ? [] : G.key.map((_, g) => g));

@@ -34,26 +34,33 @@ def _wait_subscribed(server, fabric_id: int, timeout: float = 60.0) -> None:
         time.sleep(0.2)
 
 
-def test_open_map_shows_a_pulled_cable_down_and_back(lab_factory, weft_server_factory, browser_page):
+def _live_map(lab_factory, weft_server_factory, page, poll_s: str = "60"):
+    """A 2-level fat-tree lab (2 leaves × 2 hosts, 2 spines), a server discovering it and
+    subscribed to its SM's notices, and ``page`` (signed in as a viewer) on its map, drawn and
+    live. Returns ``(lab, server)``."""
     lab = lab_factory(netgen.fat_tree_2level(2, 2, 2))
-    server = weft_server_factory(WEFT_POLL_INTERVAL_S="60", WEFT_DISCOVERY_INTERVAL_S="3600")
+    server = weft_server_factory(WEFT_POLL_INTERVAL_S=poll_s, WEFT_DISCOVERY_INTERVAL_S="3600")
     fabric = api(
         server, admin_token(server), "POST", "/api/fabric/fabrics/", {"name": "lab", "tool_env": lab.tool_env}
     )
     server.manage("discover", "--fabric", "lab")
     _wait_subscribed(server, fabric["id"])
-    leaf, spine = (
-        lab.guid_of("S-0c42a10300a00200"),
-        lab.guid_of("S-0c42a10300a00000"),
-    )  # leaf-01 [3] - spine-01 [1]
-
-    page = browser_page
     login(page, server, "viewer")
     page.goto(f"{server.url}/fabric/map/?fabric={fabric['id']}")
     page.wait_for_function(
         "() => { const m = document.getElementById('map'); return m.dataset.state === 'ready' && m.dataset.live === '1'; }",
         timeout=30000,
     )
+    return lab, server
+
+
+def test_open_map_shows_a_pulled_cable_down_and_back(lab_factory, weft_server_factory, browser_page):
+    page = browser_page
+    lab, _server = _live_map(lab_factory, weft_server_factory, page)
+    leaf, spine = (
+        lab.guid_of("S-0c42a10300a00200"),
+        lab.guid_of("S-0c42a10300a00000"),
+    )  # leaf-01 [3] - spine-01 [1]
     before = page.evaluate("([a, b]) => weftMap.edgeState(a, b)", [leaf, spine])
     assert before["down"] == 0 and before["n"] == 1 and before["colour"] != RED, before
     links = int(page.get_attribute("#map", "data-links"))
@@ -101,25 +108,12 @@ def test_open_map_redraws_when_a_hosts_only_cable_is_pulled_and_back(
     redraws itself from the whole payload, and keeps following the flap: after the cable is back
     the host's link is drawn up again and nothing is counted Down (the map used to stop applying
     updates once the node set changed, showing the link red until a reload)."""
-    lab = lab_factory(netgen.fat_tree_2level(2, 2, 2))
-    server = weft_server_factory(WEFT_POLL_INTERVAL_S="5", WEFT_DISCOVERY_INTERVAL_S="3600")
-    fabric = api(
-        server, admin_token(server), "POST", "/api/fabric/fabrics/", {"name": "lab", "tool_env": lab.tool_env}
-    )
-    server.manage("discover", "--fabric", "lab")
-    _wait_subscribed(server, fabric["id"])
+    page = browser_page
+    lab, _server = _live_map(lab_factory, weft_server_factory, page, poll_s="5")
     # leaf-02 [1] - host003 (the lab's SM runs on host001, the server's notice listener on host004:
     # their cables stay)
     leaf_name, leaf_port = "S-0c42a10300a00300", 1
     leaf, host = lab.guid_of(leaf_name), lab.guid_of("H-1c34da0300400210")
-
-    page = browser_page
-    login(page, server, "viewer")
-    page.goto(f"{server.url}/fabric/map/?fabric={fabric['id']}")
-    page.wait_for_function(
-        "() => { const m = document.getElementById('map'); return m.dataset.state === 'ready' && m.dataset.live === '1'; }",
-        timeout=30000,
-    )
     assert page.evaluate("([a, b]) => weftMap.edgeState(a, b)", [leaf, host])["down"] == 0
 
     lab.unlink(leaf_name, leaf_port)

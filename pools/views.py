@@ -31,7 +31,7 @@ from django.views import View
 from django.views.generic import DetailView, FormView, ListView
 from rest_framework.exceptions import ValidationError as DrfValidationError
 
-from accounts.roles import Role
+from accounts.roles import Role, has_role
 from fabric.choices import NodeType
 from fabric.models import Fabric, Host, Node, Port
 from fabric.views import RoleRequiredMixin
@@ -453,14 +453,16 @@ class TenantListView(RoleRequiredMixin, ListView):
 
 class _EditView(RoleRequiredMixin, FormView):
     """Create (no ``pk``) or edit a ``model`` row through ``form_class`` (the API serializer's
-    checks) and ``save`` (``pools.services.tenancy``): Admin, as the API's ``write_role``."""
+    checks) and ``write`` (``pools.services.tenancy``): Admin, as the API's ``write_role``."""
 
     required_role = Role.ADMIN
     model: type = None
     write = None
 
     def dispatch(self, request, *args, **kwargs):
-        self.object = get_object_or_404(self.model, pk=kwargs["pk"]) if "pk" in kwargs else None
+        self.object = None
+        if "pk" in kwargs and has_role(request.user, self.required_role):  # else 403 first: no id probing
+            self.object = get_object_or_404(self.model, pk=kwargs["pk"])
         return super().dispatch(request, *args, **kwargs)
 
     def get_form_kwargs(self):

@@ -112,6 +112,8 @@ def test_viewer_and_operator_read_only_their_tenants_no_buttons_403_on_writes(us
     for url, data in writes:
         assert client.get(url).status_code == 403, url
         assert client.post(url, data).status_code == 403, url
+    assert client.get("/pools/tenants/999999/edit/").status_code == 403  # the role first: no id probing
+    assert client_for("admin").get("/pools/tenants/999999/edit/").status_code == 404
     assert sorted(Tenant.objects.values_list("name", flat=True)) == ["mine", "theirs"]
     assert list(Pool.objects.values_list("name", flat=True)) == ["p-mine"]
     assert not AuditEntry.objects.filter(action__startswith="tenant.").exists()

@@ -43,7 +43,7 @@ from .forms import PoolForm, TenantForm
 from .history import Span, usage_history
 from .models import Allocation, AllocationItem, Gpu, HostInventory, MigSlice, Pool, Tenant
 from .services import tenancy
-from .services.allocation import eligible_gpus, pool_summary
+from .services.allocation import eligible_gpus, pool_summary, pool_usage
 
 #: width of a bar, SVG user units (the page scales it)
 BAR_WIDTH = 300
@@ -398,8 +398,8 @@ class HostView(RoleRequiredMixin, DetailView):
 
 def tenant_rows(tenants) -> list[dict]:
     """``[{"tenant", "pools": [{"pool", "usage"}], "held_gpus", "held_slices", "running",
-    "pending", "members"}]`` for the tenant list: its own pools with quota, guarantee, PKey and
-    :func:`pool_summary`; GPUs (whole + shared) and MIG slices its active allocations hold in any
+    "pending"}]`` for the tenant list: its own pools with quota, guarantee, PKey and
+    :func:`pool_usage` (one query a pool); GPUs (whole + shared) and MIG slices its active allocations hold in any
     pool (shared ones too); its jobs placed or running, and pending in the queue
     (``scheduler.Job`` through the ``jobs`` relation, as ``pools.services.tenancy`` counts them)."""
     tenants = list(
@@ -413,7 +413,7 @@ def tenant_rows(tenants) -> list[dict]:
     for pool in (
         Pool.objects.filter(tenant__in=tenants).select_related("fabric", "partition").order_by("name")
     ):
-        pools.setdefault(pool.tenant_id, []).append({"pool": pool, "usage": pool_summary(pool)})
+        pools.setdefault(pool.tenant_id, []).append({"pool": pool, "usage": pool_usage(pool.pk)})
     held = AllocationItem.objects.filter(active=True, allocation__tenant__in=tenants)
     gpus = dict(
         held.exclude(kind=AllocationKind.MIG)

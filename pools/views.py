@@ -497,7 +497,7 @@ class TenantFormView(_EditView):
 
     @staticmethod
     def write(serializer, user):
-        return tenancy.save_tenant(serializer)
+        return tenancy.write_tenant(serializer)
 
     def success_url_for(self, tenant):
         return reverse("pools:tenant_list") + f"#tenant-{tenant.pk}"
@@ -512,7 +512,7 @@ class PoolFormView(_EditView):
 
     @staticmethod
     def write(serializer, user):
-        return tenancy.save_pool(serializer, user=user)
+        return tenancy.write_pool(serializer, user=user)
 
     def success_url_for(self, pool):
         return reverse("pools:pool", args=[pool.pk])

@@ -252,11 +252,11 @@ class TenantViewSet(TenantScopedMixin, BriefModeMixin, viewsets.ModelViewSet):
     scope = staticmethod(access.scope_tenants)
 
     def perform_create(self, serializer):
-        tenancy.save_tenant(serializer)
+        tenancy.write_tenant(serializer)
 
     def perform_update(self, serializer):
         with _gone(Tenant, serializer.instance.pk):
-            tenancy.save_tenant(serializer)
+            tenancy.write_tenant(serializer)
 
     def perform_destroy(self, instance):
         with _gone(Tenant, instance.pk):
@@ -299,11 +299,11 @@ class PoolViewSet(TenantScopedMixin, BriefModeMixin, viewsets.ModelViewSet):
     scope = staticmethod(access.scope_pools)
 
     def perform_create(self, serializer):
-        tenancy.save_pool(serializer, user=self.request.user)
+        tenancy.write_pool(serializer, user=self.request.user)
 
     def perform_update(self, serializer):
         with _gone(Pool, serializer.instance.pk):
-            tenancy.save_pool(serializer, user=self.request.user)
+            tenancy.write_pool(serializer, user=self.request.user)
 
     def perform_destroy(self, instance):
         with _gone(Pool, instance.pk):

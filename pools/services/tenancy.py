@@ -62,7 +62,7 @@ def _locked(model, pk: int):
     return model._default_manager.select_for_update().get(pk=pk)
 
 
-def save_tenant(serializer) -> Tenant:
+def write_tenant(serializer) -> Tenant:
     """Create or update the tenant of a validated ``TenantSerializer`` (``serializer.instance``
     None: create) and its members (``members`` replaces the list when sent), audited
     ``tenant.create`` (name, description, members) or ``tenant.update`` (``{field: [old, new]}``
@@ -113,9 +113,10 @@ def _pool_create_changes(serializer, pool: Pool) -> dict[str, Any]:
     }
 
 
-def save_pool(serializer, *, user=None) -> Pool:
-    """Create or update the pool of a validated ``PoolSerializer`` (its PKey through
-    ``set_pool_pkey``), audited ``pool.create`` (the fields sent) or ``pool.update``
+def write_pool(serializer, *, user=None) -> Pool:
+    """Create or update the pool of a validated ``PoolSerializer`` (its ``save``:
+    ``pools.services.partitions.save_pool``, which checks the PKey and job range again under the
+    fabric row locks and gives the PKey), audited ``pool.create`` (the fields sent) or ``pool.update``
     (``{field: [old, new]}`` of the fields sent that changed, ``pkey`` as integers), and when an
     update changed the guaranteed share the pool's borrowed flags re-marked
     (``rebalance_borrowed``), in one transaction.

@@ -7,7 +7,12 @@ Tenant-scoped as the API (``pools.access``): a user sees the pools of their tena
 shared pools (another tenant's pool is a 404), and only their tenants' allocations, on pool and
 host pages alike. A pool's numbers (bars, history) are the pool's, as ``GET /api/pools/pools/``
 shows them: they come from the allocation service's reads (``pool_usage``, ``pool_summary``,
-``eligible_gpus``); the pages write nothing.
+``eligible_gpus``).
+
+The tenant list and the Admin's tenant and pool forms and deletes (what ``/api/pools/tenants/``
+and ``/api/pools/pools/`` allow, to the same roles: Admin writes, others read their tenants):
+the checks are the API serializers' (``pools.forms``), the writes ``pools.services.tenancy``
+(the API's: audited in the same transaction; a delete refused with the service's message, 409).
 """
 
 from __future__ import annotations
@@ -16,14 +21,17 @@ from collections import Counter
 from datetime import timedelta
 from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.db.models import Count, Min, Prefetch, Q
 from django.http import Http404
-from django.shortcuts import redirect
+from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.utils import timezone
 from django.views import View
-from django.views.generic import DetailView, ListView
+from django.views.generic import DetailView, FormView, ListView
+from rest_framework.exceptions import ValidationError as DrfValidationError
 
+from accounts.roles import Role, has_role
 from fabric.choices import NodeType
 from fabric.models import Fabric, Host, Node, Port
 from fabric.views import RoleRequiredMixin
@@ -31,9 +39,11 @@ from weft.params import int_param
 
 from . import access
 from .choices import HOLDING_STATES, AllocationKind, GpuState, MigMode
+from .forms import PoolForm, TenantForm
 from .history import Span, usage_history
-from .models import Allocation, AllocationItem, Gpu, HostInventory, MigSlice, Pool
-from .services.allocation import eligible_gpus, pool_summary
+from .models import Allocation, AllocationItem, Gpu, HostInventory, MigSlice, Pool, Tenant
+from .services import tenancy
+from .services.allocation import eligible_gpus, pool_summary, pool_usage
 
 #: width of a bar, SVG user units (the page scales it)
 BAR_WIDTH = 300
@@ -385,3 +395,209 @@ class HostView(RoleRequiredMixin, DetailView):
             "mig" if g.mig_mode_current == MigMode.ENABLED else g.state for g in gpus if g.present
         )
         return ctx
+
+
+# --- tenants and pools: the Admin's pages (what /api/pools/tenants/ and pools/ allow) ----------
+
+
+def tenant_rows(tenants) -> list[dict]:
+    """``[{"tenant", "pools": [{"pool", "usage"}], "held_gpus", "held_slices", "running",
+    "pending"}]`` for the tenant list: its own pools with quota, guarantee, PKey and
+    :func:`pool_usage` (one query a pool); GPUs (whole + shared) and MIG slices its active allocations hold in any
+    pool (shared ones too); its jobs placed or running, and pending in the queue
+    (``scheduler.Job`` through the ``jobs`` relation, as ``pools.services.tenancy`` counts them)."""
+    tenants = list(
+        tenants.annotate(
+            running=Count("jobs", filter=Q(jobs__state__in=["placed", "running"]), distinct=True),
+            pending=Count("jobs", filter=Q(jobs__state="pending"), distinct=True),
+            n_members=Count("memberships", distinct=True),
+        ).order_by("name")
+    )
+    pools: dict[int, list] = {}
+    for pool in (
+        Pool.objects.filter(tenant__in=tenants).select_related("fabric", "partition").order_by("name")
+    ):
+        pools.setdefault(pool.tenant_id, []).append({"pool": pool, "usage": pool_usage(pool.pk)})
+    held = AllocationItem.objects.filter(active=True, allocation__tenant__in=tenants)
+    gpus = dict(
+        held.exclude(kind=AllocationKind.MIG)
+        .values("allocation__tenant_id")
+        .annotate(n=Count("gpu", distinct=True))
+        .values_list("allocation__tenant_id", "n")
+    )
+    slices = dict(
+        held.filter(kind=AllocationKind.MIG)
+        .values("allocation__tenant_id")
+        .annotate(n=Count("id"))
+        .values_list("allocation__tenant_id", "n")
+    )
+    return [
+        {"tenant": t, "pools": pools.get(t.pk, []), "held_gpus": gpus.get(t.pk, 0),
+         "held_slices": slices.get(t.pk, 0), "running": t.running, "pending": t.pending}
+        for t in tenants
+    ]  # fmt: skip
+
+
+class TenantListView(RoleRequiredMixin, ListView):
+    """Tenants the user may see (``pools.access``: an Admin every one, others their own), each
+    with its pools' PKeys, quotas and usage, what it holds and its jobs; an Admin gets the
+    create, edit and delete links (the API's write role for tenants and pools)."""
+
+    template_name = "pools/tenant_list.html"
+    context_object_name = "tenants"
+
+    def get_queryset(self):
+        return access.scope_tenants(Tenant.objects.all(), self.request.user)
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        ctx["rows"] = tenant_rows(ctx["tenants"])
+        return ctx
+
+
+class _EditView(RoleRequiredMixin, FormView):
+    """Create (no ``pk``) or edit a ``model`` row through ``form_class`` (the API serializer's
+    checks) and ``write`` (``pools.services.tenancy``): Admin, as the API's ``write_role``."""
+
+    required_role = Role.ADMIN
+    model: type = None
+    write = None
+
+    def dispatch(self, request, *args, **kwargs):
+        self.object = None
+        if "pk" in kwargs and has_role(request.user, self.required_role):  # else 403 first: no id probing
+            self.object = get_object_or_404(self.model, pk=kwargs["pk"])
+        return super().dispatch(request, *args, **kwargs)
+
+    def get_form_kwargs(self):
+        return {**super().get_form_kwargs(), "instance": self.object}
+
+    def get_context_data(self, **kwargs):
+        return {**super().get_context_data(**kwargs), "object": self.object}
+
+    def form_invalid(self, form):
+        """The form again with the serializer's messages under their fields, as a 400."""
+        return self.render_to_response(self.get_context_data(form=form), status=400)
+
+    def form_valid(self, form):
+        try:
+            saved = type(self).write(form.serializer, self.request.user)
+        except self.model.DoesNotExist:
+            raise Http404(f"the {self.model._meta.verbose_name} was deleted meanwhile") from None
+        except DrfValidationError as exc:  # e.g. the PKey taken meanwhile (checked again under lock)
+            for field, errs in exc.detail.items() if isinstance(exc.detail, dict) else [(None, exc.detail)]:
+                form.row_error(field, [str(e) for e in errs])
+            return self.form_invalid(form)
+        messages.success(self.request, f"{self.model._meta.verbose_name.capitalize()} {saved} saved.")
+        return redirect(self.success_url_for(saved))
+
+
+class TenantFormView(_EditView):
+    """Add or edit a tenant: name, description, members with their tenant role."""
+
+    template_name = "pools/tenant_form.html"
+    form_class = TenantForm
+    model = Tenant
+
+    @staticmethod
+    def write(serializer, user):
+        return tenancy.write_tenant(serializer)
+
+    def success_url_for(self, tenant):
+        return reverse("pools:tenant_list") + f"#tenant-{tenant.pk}"
+
+
+class PoolFormView(_EditView):
+    """Add or edit a pool: filters, quotas, guarantees, borrowing weight, PKey, job isolation."""
+
+    template_name = "pools/pool_form.html"
+    form_class = PoolForm
+    model = Pool
+
+    @staticmethod
+    def write(serializer, user):
+        return tenancy.write_pool(serializer, user=user)
+
+    def success_url_for(self, pool):
+        return reverse("pools:pool", args=[pool.pk])
+
+
+class _DeleteView(RoleRequiredMixin, DetailView):
+    """GET asks for the confirmation; POST with ``confirm=1`` deletes through ``delete``
+    (``pools.services.tenancy``, audited). Without the confirmation: the page again, 400; refused
+    (active allocations, queued jobs): the page with the service's message, 409."""
+
+    required_role = Role.ADMIN
+    template_name = "pools/delete.html"
+    context_object_name = "object"
+    remove = None
+    back = ""
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        ctx.update(
+            kind=self.model._meta.verbose_name, cancel_url=self.cancel_url(), consequences=self.consequences()
+        )
+        return ctx
+
+    def post(self, request, *args, **kwargs):
+        self.object = obj = self.get_object()
+        if request.POST.get("confirm") != "1":
+            ctx = self.get_context_data(object=obj, error="Confirm the deletion (tick the box).")
+            return self.render_to_response(ctx, status=400)
+        try:
+            type(self).remove(obj, request.user)
+        except tenancy.TenancyConflict as exc:
+            return self.render_to_response(
+                self.get_context_data(object=obj, error=str(exc)), status=exc.status
+            )
+        except self.model.DoesNotExist:
+            raise Http404(f"the {self.model._meta.verbose_name} was deleted meanwhile") from None
+        messages.success(request, f"{self.model._meta.verbose_name.capitalize()} {obj} deleted.")
+        return redirect(self.back)
+
+
+class TenantDeleteView(_DeleteView):
+    model = Tenant
+    back = "pools:tenant_list"
+
+    @staticmethod
+    def remove(tenant, user):
+        tenancy.delete_tenant(tenant, user=user)
+
+    def cancel_url(self):
+        return reverse("pools:tenant_list")
+
+    def consequences(self) -> list[str]:
+        t = self.object
+        pools = list(t.pools.select_related("partition").order_by("name"))
+        out = [
+            f"{len(pools)} pool(s) go with it: " + ", ".join(p.name for p in pools)
+            if pools
+            else "it owns no pool"
+        ]
+        pkeys = [p.partition.pkey_hex for p in pools if p.partition_id]
+        if pkeys:
+            out.append("their PKeys are taken off the fabric at the next apply: " + ", ".join(pkeys))
+        out.append(f"{t.memberships.count()} membership(s) and its ended allocations and jobs are deleted")
+        return out
+
+
+class PoolDeleteView(_DeleteView):
+    model = Pool
+    queryset = Pool.objects.select_related("tenant", "partition")
+    back = "pools:pool_list"
+
+    @staticmethod
+    def remove(pool, user):
+        tenancy.delete_pool(pool, user=user)
+
+    def cancel_url(self):
+        return reverse("pools:pool", args=[self.object.pk])
+
+    def consequences(self) -> list[str]:
+        p = self.object
+        out = [f"its {p.allocations.count()} ended allocation(s) and its ended jobs are deleted"]
+        if p.partition_id:
+            out.append(f"its PKey {p.partition.pkey_hex} is taken off the fabric at the next apply")
+        return out

@@ -74,6 +74,9 @@ def test_templates_have_no_inline_script_handler_or_style(path):
         "/heatmap/",
         "/pools/",
         "/pools/hosts/",
+        "/pools/tenants/",
+        "/pools/new/",
+        "/pools/tenants/new/",
     ],
 )
 def test_pages_carry_the_strict_policy(admin, fabric, url):

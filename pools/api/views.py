@@ -8,6 +8,8 @@ Inventory rows come only from reports (``pools.services.inventory``); the API do
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Prefetch
@@ -19,27 +21,23 @@ from rest_framework.exceptions import APIException, NotFound, PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts import audit
-from accounts.api.mixins import AuditedWritesMixin
 from accounts.models import ApiToken
 from accounts.roles import Role
 from fabric.api.views import BRIEF_PARAM, BriefModeMixin, ReadOnlyTopologyViewSet
 
 from .. import access, filtersets
-from ..choices import HOLDING_STATES, ReportSource
+from ..choices import ReportSource
 from ..models import AgentBinding, Allocation, Gpu, HostInventory, MigSlice, Pool, Tenant
 from ..parsers import GpuParseError, parse_gpu_report
-from ..services import agents
+from ..services import agents, tenancy
 from ..services.allocation import (
     AllocationError,
     AllocationRequest,
     InvalidRequest,
     allocate,
-    rebalance_borrowed,
     release,
 )
 from ..services.inventory import HostNotFound, ingest_gpu_report, resolve_reporting_host
-from ..services.partitions import set_pool_pkey
 from . import serializers
 from .permissions import AgentReportPermission
 
@@ -240,8 +238,9 @@ class TenantScopedMixin:
 
 
 @_BRIEF
-class TenantViewSet(AuditedWritesMixin, TenantScopedMixin, BriefModeMixin, viewsets.ModelViewSet):
-    """Tenants and their members. Viewer reads the tenants they belong to; Admin configures."""
+class TenantViewSet(TenantScopedMixin, BriefModeMixin, viewsets.ModelViewSet):
+    """Tenants and their members. Viewer reads the tenants they belong to; Admin configures.
+    Writes and their audit entries: ``pools.services.tenancy`` (the pages' writer too)."""
 
     queryset = Tenant.objects.prefetch_related("memberships__user")
     serializer_class = serializers.TenantSerializer
@@ -250,43 +249,29 @@ class TenantViewSet(AuditedWritesMixin, TenantScopedMixin, BriefModeMixin, views
     ordering_fields = ["id", "name", "created"]
     lookup_value_regex = r"\d+"
     write_role = Role.ADMIN
-    audit_prefix = "tenant"
     scope = staticmethod(access.scope_tenants)
 
-    def audit_create_changes(self, serializer, instance):
-        return {"name": instance.name, "description": instance.description, "members": _members(instance)}
+    def perform_create(self, serializer):
+        tenancy.write_tenant(serializer)
 
-    def audit_update_changes(self, serializer, before, after):
-        fields = [f for f in serializer.validated_data if f != "memberships"]
-        changes = audit.model_changes(before, after, fields)
-        if "memberships" in serializer.validated_data:
-            changes["members"] = _members(after)
-        return changes
+    def perform_update(self, serializer):
+        with _gone(Tenant, serializer.instance.pk):
+            tenancy.write_tenant(serializer)
 
     def perform_destroy(self, instance):
-        _refuse_if_holding(Allocation.objects.filter(tenant=instance), f"tenant {instance}", instance)
-        with transaction.atomic():
-            for pool in instance.pools.exclude(partition=None):  # the PKeys go with its pools
-                set_pool_pkey(pool, None, user=self.request.user)
-            super().perform_destroy(instance)
+        with _gone(Tenant, instance.pk):
+            tenancy.delete_tenant(instance, user=self.request.user)
 
 
-def _members(tenant: Tenant) -> list[dict]:
-    return [{"user": m.user_id, "role": m.role} for m in tenant.memberships.order_by("user_id")]
-
-
-def _refuse_if_holding(qs, what: str, owner=None) -> None:
-    """409 when ``qs`` (allocations) holds GPUs, or ``owner`` (a pool or tenant) has jobs the
-    scheduler's queue still waits to place (``owner.jobs``: deleting it would drop them without a
-    trace; ended jobs go with it, as its allocation history does)."""
-    n = qs.filter(state__in=HOLDING_STATES).count()
-    if n:
-        raise Conflict(f"{what} has {n} active allocations: release them first")
-    jobs = getattr(owner, "jobs", None)  # the scheduler's reverse relation (scheduler.Job)
-    if jobs is not None:
-        waiting = jobs.filter(state="pending").count()
-        if waiting:
-            raise Conflict(f"{what} has {waiting} queued job(s) waiting to be placed: cancel them first")
+@contextmanager
+def _gone(model, pk: int):
+    """A row deleted meanwhile is a 404; a refused delete a 409 (``TenancyConflict``)."""
+    try:
+        yield
+    except model.DoesNotExist:
+        raise NotFound(f"{model._meta.verbose_name} {pk} no longer exists") from None
+    except tenancy.TenancyConflict as exc:
+        raise Conflict(str(exc)) from None
 
 
 class Conflict(APIException):
@@ -296,12 +281,13 @@ class Conflict(APIException):
 
 
 @_BRIEF
-class PoolViewSet(AuditedWritesMixin, TenantScopedMixin, BriefModeMixin, viewsets.ModelViewSet):
+class PoolViewSet(TenantScopedMixin, BriefModeMixin, viewsets.ModelViewSet):
     """GPU pools (a tenant's, or shared) with quotas, usage and their PKey. Viewer reads the pools
     of their tenants and the shared ones; Admin configures (a PKey too: ``pkey``, 400 on the
     field when out of range, taken on the fabric, inside a job PKey range in force on the fabric,
     or the pool has no fabric; a job range, ``job_isolation`` or ``fabric`` change that would take
-    in a pool PKey is a 400 on that field)."""
+    in a pool PKey is a 400 on that field). Writes, their audit entries and the re-marking of
+    borrowed GPUs after a guarantee change: ``pools.services.tenancy`` (the pages' writer too)."""
 
     queryset = Pool.objects.select_related("tenant", "fabric", "partition")
     serializer_class = serializers.PoolSerializer
@@ -310,34 +296,18 @@ class PoolViewSet(AuditedWritesMixin, TenantScopedMixin, BriefModeMixin, viewset
     ordering_fields = ["id", "name", "priority_weight", "created"]
     lookup_value_regex = r"\d+"
     write_role = Role.ADMIN
-    audit_prefix = "pool"
     scope = staticmethod(access.scope_pools)
 
-    def audit_create_changes(self, serializer, instance):
-        return {f: getattr(instance, f if f not in ("tenant", "fabric") else f + "_id")
-                for f in serializer.validated_data}  # fmt: skip
-
-    def audit_update_changes(self, serializer, before, after):
-        # the PKey before the change is the serializer's (``before``'s partition may be gone now)
-        changes = audit.model_changes(before, after, [f for f in serializer.validated_data if f != "pkey"])
-        if serializer.pkey_before != after.pkey:
-            changes["pkey"] = [serializer.pkey_before, after.pkey]
-        return changes
+    def perform_create(self, serializer):
+        tenancy.write_pool(serializer, user=self.request.user)
 
     def perform_update(self, serializer):
-        """The update, audited, and when the guaranteed share changed the pool's borrowed flags
-        re-marked (``rebalance_borrowed``), in one transaction."""
-        with transaction.atomic():
-            super().perform_update(serializer)
-            if {"guaranteed_gpus", "guaranteed_slices"} & set(serializer.validated_data):
-                rebalance_borrowed(serializer.instance.pk, user=self.request.user)
+        with _gone(Pool, serializer.instance.pk):
+            tenancy.write_pool(serializer, user=self.request.user)
 
     def perform_destroy(self, instance):
-        _refuse_if_holding(instance.allocations.all(), f"pool {instance}", instance)
-        with transaction.atomic():
-            if instance.partition_id:  # its PKey goes with it (taken off the ports at the apply)
-                set_pool_pkey(instance, None, user=self.request.user)
-            super().perform_destroy(instance)
+        with _gone(Pool, instance.pk):
+            tenancy.delete_pool(instance, user=self.request.user)
 
 
 @_BRIEF

@@ -22,6 +22,7 @@ from datetime import timedelta
 from urllib.parse import urlencode
 
 from django.contrib import messages
+from django.db import IntegrityError
 from django.db.models import Count, Min, Prefetch, Q
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect
@@ -487,6 +488,11 @@ class _EditView(RoleRequiredMixin, FormView):
         except DrfValidationError as exc:  # e.g. the PKey taken meanwhile (checked again under lock)
             for field, errs in exc.detail.items() if isinstance(exc.detail, dict) else [(None, exc.detail)]:
                 form.row_error(field, [str(e) for e in errs])
+            return self.form_invalid(form)
+        except IntegrityError:  # a unique name or PKey taken by a request that committed meanwhile
+            form.row_error(
+                None, ["Another change saved meanwhile took this name or PKey: check and send again."]
+            )
             return self.form_invalid(form)
         messages.success(self.request, f"{self.model._meta.verbose_name.capitalize()} {saved} saved.")
         return redirect(self.success_url_for(saved))

@@ -234,3 +234,24 @@ def test_the_menu_reaches_the_tenant_list_for_every_role(client_for):
         nav = re.search(r'<nav id="nav">(.*?)</nav>', text(client.get("/pools/")), re.S).group(1)
         assert 'href="/pools/tenants/"' in nav
         assert client.get("/pools/tenants/").status_code == 200
+
+
+def test_a_name_taken_by_a_request_that_committed_meanwhile_is_a_form_error(users, client_for, monkeypatch):
+    """Two Admins add "team-x" at once: both forms validate, the second insert meets the unique
+    name in the database. The page answers 400 with a message, not a 500; one tenant stored."""
+    from pools.services import tenancy
+
+    real = tenancy.write_tenant
+
+    def the_other_request_first(serializer):
+        Tenant.objects.create(name="team-x")  # committed between this form's check and its insert
+        return real(serializer)
+
+    monkeypatch.setattr(tenancy, "write_tenant", the_other_request_first)
+    resp = client_for("admin").post(
+        "/pools/tenants/new/", {"name": "team-x", "description": "", "members": ""}
+    )
+    assert resp.status_code == 400
+    assert "Another change saved meanwhile took this name or PKey" in text(resp)
+    assert Tenant.objects.filter(name="team-x").count() == 1
+    assert not AuditEntry.objects.filter(action="tenant.create").exists()

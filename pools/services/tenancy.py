@@ -98,9 +98,12 @@ def delete_tenant(tenant: Tenant, *, user=None) -> None:
         TenancyConflict: it holds GPUs or has queued jobs (:func:`refuse_if_holding`).
         Tenant.DoesNotExist: it was deleted meanwhile.
     """
-    refuse_if_holding(Allocation.objects.filter(tenant=tenant), f"tenant {tenant}", tenant)
     with transaction.atomic():
+        # its pools, then itself (the order a submit and an allocation lock them in), then the
+        # check: a job submitted or an allocation made meanwhile is seen, never cascaded away
+        list(Pool.objects.select_for_update().filter(tenant=tenant).order_by("pk").values_list("pk", flat=True))
         _locked(Tenant, tenant.pk)
+        refuse_if_holding(Allocation.objects.filter(tenant=tenant), f"tenant {tenant}", tenant)
         for pool in tenant.pools.exclude(partition=None):  # the PKeys go with its pools
             set_pool_pkey(pool, None, user=user)
         audit.record("tenant.delete", tenant, user=user)
@@ -150,9 +153,9 @@ def delete_pool(pool: Pool, *, user=None) -> None:
         TenancyConflict: it holds GPUs or has queued jobs (:func:`refuse_if_holding`).
         Pool.DoesNotExist: it was deleted meanwhile.
     """
-    refuse_if_holding(pool.allocations.all(), f"pool {pool}", pool)
     with transaction.atomic():
-        _locked(Pool, pool.pk)
+        _locked(Pool, pool.pk)  # then the check: a submit or an allocation meanwhile is seen
+        refuse_if_holding(pool.allocations.all(), f"pool {pool}", pool)
         if pool.partition_id:  # its PKey goes with it (taken off the ports at the apply)
             set_pool_pkey(pool, None, user=user)
         audit.record("pool.delete", pool, user=user)

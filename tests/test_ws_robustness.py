@@ -92,3 +92,25 @@ def test_a_push_to_a_client_gone_meanwhile_is_dropped_quietly(caplog):
     consumer.base_send = consumer.guarded(broken)
     with pytest.raises(ValueError, match="not a closed protocol"):
         asyncio.run(consumer.send_json({"type": "summary.changed"}))
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "path",
+    ["/ws/nope/", "/ws/alarms/abc/", "/ws/heatmap/abc/", "/ws/alarms", "/ws/alarms/99999999999999999999999/"],
+)
+def test_a_path_no_route_serves_is_closed_with_4404_not_an_error(path, caplog):
+    """Channels' router raised "No route found" (HTTP 500 and an ERROR traceback from daphne)."""
+    cookie = _cookie("nora")
+
+    async def run():
+        comm = WebsocketCommunicator(application, path, headers=[HOST, ORIGIN, cookie])
+        connected, _ = await comm.connect(timeout=5)
+        assert connected
+        closed = await comm.receive_output(timeout=5)
+        await comm.wait()
+        return closed
+
+    closed = asyncio.run(run())
+    assert closed == {"type": "websocket.close", "code": 4404}
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]

@@ -111,3 +111,17 @@ class ListenOnlyJsonConsumer(AsyncJsonWebsocketConsumer):
         except ValueError:
             return
         await self.receive_json(content)
+
+
+#: close code of a websocket path no route serves (as the consumers' "no such fabric")
+CLOSE_NO_ROUTE = 4404
+
+
+class NoRouteConsumer(ListenOnlyJsonConsumer):
+    """The last websocket route (``weft.asgi``): a path no app serves (``/ws/nope/``,
+    ``/ws/alarms/abc/``) is accepted and closed with 4404, as an unknown fabric is; Channels'
+    router raised instead, which daphne answered with HTTP 500 and an ERROR traceback."""
+
+    async def connect(self) -> None:
+        await self.accept()
+        await self.close(code=CLOSE_NO_ROUTE)

@@ -334,10 +334,16 @@ class PartitionFilterSet(filters.FilterSet):
         fields = ["id", "is_default"]
 
     def filter_pkey(self, qs: QuerySet, name: str, value: str) -> QuerySet:
+        """``?pkey=0x8a01`` or decimal: the partition of that PKey, either membership (the top bit
+        is ignored). 400 for what is not a number or not 16 bits."""
+        from rest_framework.exceptions import ValidationError
+
         try:
             pkey = int(value, 16) if value.lower().startswith("0x") else int(value)
         except ValueError:
-            from rest_framework.exceptions import ValidationError
-
             raise ValidationError({"pkey": ["a number (decimal or 0x hex)"]}) from None
+        if not 0 <= pkey <= 0xFFFF:
+            raise ValidationError(
+                {"pkey": ["a PKey is 16 bits: 0-0xffff (the top bit, full membership, is ignored)"]}
+            )
         return qs.filter(pkey=pkey & 0x7FFF)

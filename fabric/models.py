@@ -423,7 +423,7 @@ class Partition(models.Model):
     name = models.CharField(
         max_length=64,
         validators=[
-            RegexValidator(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$", "letters, digits, _ . - (not first a digit)")
+            RegexValidator(r"^[A-Za-z_][A-Za-z0-9_.\-]*$", "letters, digits, _ . - (not first a digit)")
         ],
     )
     pkey = models.PositiveIntegerField(validators=[MinValueValidator(0x0001), MaxValueValidator(0x7FFF)])

@@ -437,8 +437,11 @@ def parse_partitions(text: str, source: str = "<text>") -> PartitionsConf:
             is the first non-blank character of its line or follows another ``;`` with only blanks
             between, no partition),
             located ``source:line``.
+
+    A byte order mark at the start (an editor's, ``\ufeff``) is dropped: it would otherwise become
+    part of the first partition's name.
     """
-    return _Parser(source).parse(text)
+    return _Parser(source).parse(text.removeprefix("\ufeff"))
 
 
 # -- generator ------------------------------------------------------------------------------------

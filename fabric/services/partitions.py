@@ -1079,9 +1079,10 @@ def apply(
         # the ports could not be read (smpquery failing, hung): nothing says OpenSM disagrees, and
         # nothing says it applied the file: a failure of the apply's verification, not drift
         first = unverified[0]
+        ports = len({u["guid"] for u in unverified})  # a port carries one check per partition
         result.error = (
             f"written to {result.path} and OpenSM signalled ({result.signalled}), but not verified: "
-            f"{len(unverified)} of {result.checked_ports} sampled port check(s) could not be read "
+            f"{ports} of the {result.checked_ports} sampled port(s) could not be read "
             f"within {timeout:g} s (e.g. {first['guid']}: {first['error']})"
         )
         _record_failure(fabric, parts, result, user)

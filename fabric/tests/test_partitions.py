@@ -232,6 +232,21 @@ def test_import_partitions_command_bad_file(fabric, tmp_path):
 # --- REST API -----------------------------------------------------------------------------------
 
 
+def test_api_pkey_filter_takes_either_membership_and_refuses_what_is_not_16_bits(fabric, client_for):
+    save_partition(Partition(fabric=fabric, name="a", pkey=0x0A01))
+    viewer = client_for("viewer")
+
+    def names(q):
+        resp = viewer.get(f"/api/fabric/partitions/?fabric={fabric.pk}&pkey={q}")
+        return resp.status_code, sorted(r["name"] for r in resp.json().get("results", []))
+
+    assert names("0x0a01") == names("0x8a01") == names(str(0x0A01)) == (200, ["a"])
+    for bad in ("-1", "0x18a01", "98303", "99999999999999999999"):  # masked to 15 bits before
+        code, _ = names(bad)
+        assert code == 400, bad
+    assert viewer.get("/api/fabric/partitions/?pkey=abc").status_code == 400
+
+
 def test_api_roles_crud_members_and_brief(fabric, client_for):
     viewer, admin = client_for("viewer"), client_for("admin")
     body = {"fabric": fabric.pk, "name": "pool_a", "pkey": "0x0123", "mtu": 4, "rate": 7}
@@ -468,3 +483,15 @@ def test_an_import_may_swap_names_and_take_the_name_of_what_it_deletes(fabric):
         "unique per fabric",
     )
     assert _state(fabric) == before
+
+
+def test_import_of_a_file_with_a_bom_and_a_too_long_name_says_what_is_wrong(fabric):
+    """An editor's byte order mark is not part of the first name; a name of letters that is too
+    long is told it is too long, not that its characters are wrong."""
+    summary = import_partitions(fabric, "\ufeffbomA=0x0a01 : ALL ;\n", source="bom.conf")
+    assert summary.created == ["0x0a01"]
+    assert Partition.objects.get(fabric=fabric, pkey=0x0A01).name == "bomA"
+    with pytest.raises(PartitionsParseError) as err:
+        import_partitions(fabric, f"{'a' * 300}=0x0a02 : ALL ;\n", source="long.conf")
+    assert "at most 64 characters" in str(err.value) and "letters, digits" not in str(err.value)
+    assert err.value.line == 1 and not Partition.objects.filter(pkey=0x0A02).exists()

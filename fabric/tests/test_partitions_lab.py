@@ -237,6 +237,9 @@ def test_a_hung_smpquery_is_bounded_by_the_verify_timeout_and_is_no_drift(lab_fa
         _ca_guids(fabric)
     )
     assert "not verified" in result.error and "could not be read within 5 s" in result.error
+    # ports, not checks (a port has one check per partition: "230 of 106" was seen)
+    unread = len({u["guid"] for u in result.unverified})
+    assert f"{unread} of the 6 sampled port(s) could not be read" in result.error, result.error
     part.refresh_from_db()
     assert part.applied_state == ApplyState.FAILED and "not verified" in part.apply_error and part.drift == []
     assert not Event.objects.filter(fabric=fabric, code="partition.drift").exists()

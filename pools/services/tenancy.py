@@ -101,7 +101,9 @@ def delete_tenant(tenant: Tenant, *, user=None) -> None:
     with transaction.atomic():
         # its pools, then itself (the order a submit and an allocation lock them in), then the
         # check: a job submitted or an allocation made meanwhile is seen, never cascaded away
-        list(Pool.objects.select_for_update().filter(tenant=tenant).order_by("pk").values_list("pk", flat=True))
+        list(
+            Pool.objects.select_for_update().filter(tenant=tenant).order_by("pk").values_list("pk", flat=True)
+        )
         _locked(Tenant, tenant.pk)
         refuse_if_holding(Allocation.objects.filter(tenant=tenant), f"tenant {tenant}", tenant)
         for pool in tenant.pools.exclude(partition=None):  # the PKeys go with its pools

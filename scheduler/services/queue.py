@@ -547,14 +547,21 @@ def _submit(spec: JobSpec, user, now: datetime | None, key: str) -> tuple[Job, b
     with transaction.atomic():
         # the pool row locked (FOR NO KEY UPDATE): a pool or tenant delete racing this submit
         # (pools.services.tenancy) waits and then sees the job, or this submit sees the pool gone
-        pool = Pool.objects.select_for_update(no_key=True, of=("self",)).select_related("tenant").get(pk=spec.pool_id)
+        pool = (
+            Pool.objects.select_for_update(no_key=True, of=("self",))
+            .select_related("tenant")
+            .get(pk=spec.pool_id)
+        )
         if pool.tenant_id is not None:
             if spec.tenant_id not in (None, pool.tenant_id):
                 raise InvalidJob(f"pool {pool.name} belongs to another tenant", field="tenant")
             tenant_id = pool.tenant_id
         elif spec.tenant_id is None:
             raise InvalidJob(f"pool {pool.name} is shared: name the tenant the job is for", field="tenant")
-        elif Tenant.objects.select_for_update(no_key=True).filter(pk=spec.tenant_id).values_list("pk").first() is None:
+        elif (
+            Tenant.objects.select_for_update(no_key=True).filter(pk=spec.tenant_id).values_list("pk").first()
+            is None
+        ):
             raise InvalidJob(f"no tenant {spec.tenant_id}", field="tenant")
         else:
             tenant_id = spec.tenant_id

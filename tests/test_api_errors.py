@@ -13,8 +13,10 @@ from weft import api_errors
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(
-    "path", ["/api/nonexistent/", "/api/fabric/no-such-thing/", "/api/fabric/fabrics/x/y/z/"]
-)
+    "path",
+    ["/api/nonexistent/", "/api/fabric/no-such-thing/", "/api/fabric/fabrics/x/y/z/", "/ufmRest/no/such/call",
+     "/ufmRestV3/resources/nothing-here"],
+)  # fmt: skip
 def test_an_unknown_api_path_is_a_json_404(viewer, anonymous, path):
     for client in (viewer, anonymous):
         response = client.get(path)

@@ -41,10 +41,12 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
 
 #: the paths whose error answers are JSON (API clients), not the styled pages of ``templates/``
 API_PREFIX = "/api/"
+#: the UFM-compatible API's roots (``ufm.urls``): its clients parse JSON errors too
+UFM_PREFIXES = ("/ufmRest/", "/ufmRestV2/", "/ufmRestV3/")
 
 
 def _is_api(request) -> bool:
-    return request.path.startswith(API_PREFIX)
+    return request.path.startswith((API_PREFIX, *UFM_PREFIXES))
 
 
 def page_not_found(request, exception=None):

@@ -809,6 +809,21 @@ class Lab:
                 )
             time.sleep(0.25)
 
+    def failure(self) -> str | None:
+        """Why the lab can serve no console command any more, or None while it can: the lab was
+        stopped, or its ibsim exited (``"the lab's ibsim (pid 4242) has exited (killed by signal
+        9)"``; polling reaps it). A dead OpenSM is not a failure here: the console still works.
+        For threads that drive the lab (``lab.traffic``, ``lab.faults``) to stop with one line
+        instead of logging every failed command."""
+        if self._stopped or self._closing:
+            return "the lab was stopped"
+        proc = self._ibsim
+        if proc is None or proc.poll() is not None:
+            code = proc.returncode if proc is not None else None
+            how = f"killed by signal {-code}" if code is not None and code < 0 else f"status {code}"
+            return f"the lab's ibsim (pid {proc.pid if proc else '?'}) has exited ({how})"
+        return None
+
     def check(self) -> None:
         """Raise ``LabError`` (with the log tail) unless ibsim and at least one OpenSM are running."""
         if self._stopped:

@@ -14,7 +14,9 @@
 
 Only links between two switches are flapped (a host link flap would also hide the host's
 counters); the injector never takes down more than one link at a time and relinks everything
-it unlinked on :meth:`stop`. Every fault is logged and kept in :attr:`history`.
+it unlinked on :meth:`stop`. Every fault is logged and kept in :attr:`history`. When the lab
+itself is gone (``lab.Lab.failure``: its ibsim exited) the injector logs that in one line and
+ends; other failures are logged with their traceback and it goes on.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ class FaultInjector(threading.Thread):
         self.history: list[Fault] = []
         self._counters: dict[tuple[str, int], tuple[int, int]] = {}
         self._unlinked: list[tuple[str, int]] = []
+        #: why the injector stopped by itself (the lab's ibsim exited), None while injecting
+        self.stopped_because: str | None = None
         self._stop_event = threading.Event()
 
     def _default_targets(self) -> list[tuple[str, int]]:
@@ -79,7 +83,18 @@ class FaultInjector(threading.Thread):
             try:
                 self.inject_once()
             except Exception:
+                gone = self.lab_failure()
+                if gone is not None:  # nothing to inject into any more: one line, no traceback
+                    self.stopped_because = gone
+                    log.warning("fault injector stopped: %s", gone)
+                    return
                 log.warning("fault injection failed", exc_info=True)
+
+    def lab_failure(self) -> str | None:
+        """Why the lab can take no more commands (``lab.Lab.failure``: stopped, its ibsim exited),
+        None while it can (or when the lab object cannot tell)."""
+        failure = getattr(self.lab, "failure", None)
+        return failure() if failure is not None else None
 
     def inject_once(self) -> Fault:
         """Inject one fault now (also usable without starting the thread) and return it."""
@@ -125,7 +140,11 @@ class FaultInjector(threading.Thread):
         try:
             self.lab.relink(node, port)
         except Exception:
-            log.warning("relink of %s[%s] failed", node, port, exc_info=True)
+            gone = self.lab_failure()
+            if gone is not None:  # the lab is gone: its cables with it (run() says so once)
+                log.debug("relink of %s[%s] skipped: %s", node, port, gone)
+            else:
+                log.warning("relink of %s[%s] failed", node, port, exc_info=True)
         finally:
             if (node, port) in self._unlinked:
                 self._unlinked.remove((node, port))

@@ -236,9 +236,11 @@ class TrafficPlayer(threading.Thread):
 
     ``lab`` is a ``lab.Lab`` (``perf_set``, and ``is_linked`` when it has it: a pulled cable gets
     no traffic), ``fabric`` the ``fabric.Fabric`` whose stored topology (after discovery) gives
-    the links and tiers. ``start()`` to play, ``stop()`` to end. Console errors are logged and
-    counted in ``errors``; the player goes on; ``last_tick_s`` is how long the last tick's
-    PerformanceSet commands took.
+    the links and tiers. ``start()`` to play, ``stop()`` to end. Console errors are counted in
+    ``errors`` and logged (the first 5, then every 100th); the player goes on, unless the lab
+    itself is gone (``lab.Lab.failure``: stopped, or its ibsim exited): then it logs that once
+    and ends (``stopped_because``). ``last_tick_s`` is how long the last tick's PerformanceSet
+    commands took.
 
     Counters move in steps of one tick, so a sweep sees one tick more or less per poll interval:
     keep ``interval`` at a quarter of the poll interval or less (the default 0.5 s suits polls of
@@ -257,6 +259,8 @@ class TrafficPlayer(threading.Thread):
         self.ticks = 0
         self.errors = 0
         self.last_tick_s = 0.0
+        #: why the player stopped by itself (the lab's ibsim exited), None while playing
+        self.stopped_because: str | None = None
         self._stop_event = threading.Event()
 
     def link_down(self, index: int) -> bool:
@@ -279,14 +283,25 @@ class TrafficPlayer(threading.Thread):
                     return
                 try:
                     self.lab.perf_set(step.node, step.port, step.field, step.value)
-                except Exception as exc:  # a vanished node or a stopped lab: log and go on
+                except Exception as exc:  # a vanished node: log and go on; a dead lab: stop
                     self.errors += 1
+                    gone = self.lab_failure()
+                    if gone is not None:
+                        self.stopped_because = gone
+                        log.warning("traffic player stopped: %s", gone)
+                        return
                     if self.errors <= 5 or self.errors % 100 == 0:
                         log.warning("traffic: %s: %s", step, exc)
             self.ticks += 1
             self.last_tick_s = time.monotonic() - began
             next_at += self.interval
             self._stop_event.wait(max(0.0, next_at - time.monotonic()))
+
+    def lab_failure(self) -> str | None:
+        """Why the lab can take no more commands (``lab.Lab.failure``: stopped, its ibsim exited),
+        None while it can (or when the lab object cannot tell)."""
+        failure = getattr(self.lab, "failure", None)
+        return failure() if failure is not None else None
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop playing and wait for the thread."""

@@ -1,4 +1,5 @@
-"""Process identity on Linux: a pid plus its start time names one process even after pid reuse.
+"""Process identity on Linux: a pid plus its start time names one process even after pid reuse;
+whether a pid is a live process (not a zombie).
 
 Used to tag what a Weft process owns (lock tokens in ``weft.locks``, diags children in
 ``fabric.collectors.tools``) so that another process can tell whether the owner still lives.
@@ -19,6 +20,22 @@ def start_time(pid: int) -> str | None:
     except OSError:
         return None
     return stat.rsplit(")", 1)[1].split()[19]
+
+
+def state(pid: int) -> str | None:
+    """The state letter of ``pid`` (field 3 of ``/proc/<pid>/stat``: ``R``, ``S``, ``Z`` zombie,
+    ``X`` dead...), None when no such process exists."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def is_running(pid: int) -> bool:
+    """Whether ``pid`` is a live process: it exists and is not a zombie (exited, waiting for its
+    parent to reap it; ``kill`` on one "succeeds" and does nothing) nor dead (``X``)."""
+    return state(pid) not in (None, "Z", "X")
 
 
 def owner_tag(pid: int | None = None) -> str:

@@ -65,6 +65,7 @@ from django.db import DatabaseError, close_old_connections, transaction
 
 from events.services import EventSpec, record_events
 from weft.locks import single_instance
+from weft.repeatlog import RepeatLog
 
 from ..choices import NodeType, PortState
 from ..collectors.ibnetdiscover import DiscoveryError
@@ -252,9 +253,13 @@ class ChildGone(RuntimeError):
 
 
 class NoticeChild:
-    """A running listener child: JSON lines out (read by a thread into a queue), commands in."""
+    """A running listener child: JSON lines out (read by a thread into a queue), commands in.
+    ``repeats``: the listener's :class:`~weft.repeatlog.RepeatLog` for the child's stderr lines."""
 
-    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+    repeats: RepeatLog | None = None
+
+    def __init__(self, argv: list[str], env: dict[str, str], repeats: RepeatLog | None = None) -> None:
+        self.repeats = repeats
         self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -275,10 +280,20 @@ class NoticeChild:
         ).start()
 
     def _log_stderr(self) -> None:
-        """The child's stderr (umad2sim and libibumad warnings, a traceback) into Weft's log."""
-        for n, line in enumerate(self.proc.stderr):
-            if n < 200 and line.strip():
-                log.log(stderr_level(line), "notice listener %s: %s", self.proc.pid, line.rstrip()[:500])
+        """The child's stderr (umad2sim and libibumad warnings, a traceback) into Weft's log, at
+        most 200 lines per child; with ``repeats`` (the listener's :class:`RepeatLog`) a line the
+        child repeats (``umad2sim_write: cannot write`` every second once ibsim is gone) is
+        logged once, then as a count every few minutes."""
+        logged = 0
+        for line in self.proc.stderr:
+            if logged >= 200 or not line.strip():
+                continue
+            args = (stderr_level(line), "notice listener %s: %s", self.proc.pid, line.rstrip()[:500])
+            if self.repeats is None:
+                log.log(*args)
+                logged += 1
+            elif self.repeats.log(*args):
+                logged += 1
 
     def _read(self) -> None:
         for line in self.proc.stdout:
@@ -365,6 +380,9 @@ class NoticeListener(threading.Thread):
         self._discovery: threading.Thread | None = None
         self.verify_s = float(settings.WEFT_PORT_STATE_VERIFY_S)
         self._watch_sm = False
+        #: the child's repeated errors (stderr lines, "error" messages, exits) logged once, then
+        #: counted: a lab whose ibsim was killed makes the child fail the same way every second
+        self.repeats = RepeatLog(log)
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -392,7 +410,7 @@ class NoticeListener(threading.Thread):
                 if self.stopped:
                     break
                 self._set(state="down", error=str(exc), pid=None)
-                log.warning("notice listener of fabric %s: %s", self.fabric_id, exc)
+                self.repeats.warning("notice listener of fabric %s: %s", self.fabric_id, exc)
             except Fabric.DoesNotExist:
                 return
             except LookupError as exc:
@@ -410,6 +428,7 @@ class NoticeListener(threading.Thread):
             attempt += 1
             self._stop_event.wait(backoff)
             backoff = min(backoff * 2, 30.0)
+        self.repeats.flush()
 
     def _set(self, **kw) -> None:
         for k, v in kw.items():
@@ -429,7 +448,7 @@ class NoticeListener(threading.Thread):
     def _session(self, attempt: int) -> None:
         fabric = self._fabric()
         argv, env, sim_host = listener_command(fabric, attempt, self.traps)
-        self.child = NoticeChild(argv, env)
+        self.child = NoticeChild(argv, env, self.repeats)
         self.status.fabric = fabric.name
         self._set(state="starting", sim_host=sim_host, pid=self.child.proc.pid, error="")
         self._fallback_at = time.monotonic() + self.interval
@@ -486,7 +505,9 @@ class NoticeListener(threading.Thread):
             ok = bool(msg.get("ok"))
             self._set(state="subscribed" if ok else "unsubscribed", sm_lid=msg.get("sm_lid"),
                       subscribed_at=time.time(), traps=msg.get("traps") or {})  # fmt: skip
-            if not ok:
+            if ok:  # working again: a later failure is news, not a repeat (the counts so far logged)
+                self.repeats.flush()
+            else:
                 log.warning("fabric %s: SM notices not confirmed (%s); port-state fallback %s",
                             self.status.fabric, msg.get("traps"), self.fallback)  # fmt: skip
         elif kind == "sm":
@@ -499,7 +520,7 @@ class NoticeListener(threading.Thread):
         elif kind in ("path", "sweep"):  # a Report may have been lost on a broken route
             self._want_verify("the SM " + ("swept the subnet" if kind == "sweep" else "answered late"))
         elif kind == "error":
-            log.warning("notice listener of %s: %s", self.status.fabric, msg.get("message"))
+            self.repeats.warning("notice listener of %s: %s", self.status.fabric, msg.get("message"))
             if msg.get("fatal"):
                 raise ChildGone(msg.get("message", "fatal error"))
 

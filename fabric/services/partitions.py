@@ -50,6 +50,7 @@ from django.utils import timezone
 
 from accounts import audit
 from events.services import EventSpec, record_events
+from weft import procs
 from weft.locks import single_instance
 
 from ..choices import ApplyState, MemberReason, Membership, NodeType, PartitionSource
@@ -891,7 +892,8 @@ def signal_opensm(fabric: Fabric, *, timeout: float = 30.0) -> str:
     heavy sweep, which re-reads the file and sets the ports' P_Key tables. Returns what was done.
 
     Raises:
-        ApplyError: nothing configured, an unreadable pid file, no such process, a command that
+        ApplyError: nothing configured, an unreadable pid file, no such process or only a zombie
+            (an OpenSM that exited and was not reaped: ``weft.procs.is_running``), a command that
             failed or timed out.
     """
     command = fabric.sm_reload_command or []
@@ -921,6 +923,11 @@ def signal_opensm(fabric: Fabric, *, timeout: float = 30.0) -> str:
         raise ApplyError(f"OpenSM pid file {pid_file}: {exc or 'empty'}") from None
     if pid <= 1:
         raise ApplyError(f"OpenSM pid file {pid_file}: pid {pid} is not a process to signal")
+    if not procs.is_running(pid):  # gone, or a zombie: SIGHUP to a zombie "succeeds" and does nothing
+        what = "has exited, not yet reaped by its parent" if procs.state(pid) else "no such process"
+        raise ApplyError(
+            f"SIGHUP to OpenSM pid {pid} (from {pid_file}) not sent: OpenSM is not running ({what})"
+        )
     try:
         os.kill(pid, signal.SIGHUP)
     except OSError as exc:

@@ -574,3 +574,50 @@ def test_a_port_stuck_coming_up_asks_one_discovery_not_one_per_recheck(fabric, c
     assert len(asked) == 2
     listener._apply(fabric, init, "SM notice (trap 128)")
     assert len(asked) == 3
+
+
+def test_a_childs_repeated_failure_is_logged_once_then_counted(caplog, settings):
+    """After ibsim is killed the listener child fails the same way every second (stderr
+    ``umad2sim_write: cannot write``, ``send failed`` error messages): one WARNING line each,
+    the repeats counted in one summary (a real child process writes the stderr lines)."""
+    import logging
+    import sys
+
+    from fabric.services.notices import NoticeChild
+    from weft.repeatlog import RepeatLog
+
+    name = "fabric.services.notices"
+    listener = NoticeListener(1, fallback="off")
+    listener.repeats = RepeatLog(logging.getLogger(name), clock=lambda: 0.0)  # the counts' "last 0 s"
+    script = (
+        "import sys\n"
+        "for _ in range(300): print('ERR: umad2sim_write: cannot write', file=sys.stderr, flush=True)\n"
+        "print('Traceback: something else', file=sys.stderr)\n"
+    )
+    with caplog.at_level(logging.DEBUG, logger=name):
+        child = NoticeChild([sys.executable, "-c", script], {"PATH": "/usr/bin:/bin"}, listener.repeats)
+        try:
+            assert child.proc.wait(30) == 0
+            wait_for(
+                lambda: any("something else" in r.getMessage() for r in caplog.records), 10, "stderr read"
+            )
+        finally:
+            child.close()
+        for _ in range(160):
+            listener._on_message({"type": "error", "message": "send failed: [Errno 107] not connected"})
+        assert listener.repeats.flush() == 2
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == name]
+    pid = child.proc.pid
+    assert lines == [
+        ("WARNING", f"notice listener {pid}: ERR: umad2sim_write: cannot write"),
+        ("WARNING", f"notice listener {pid}: Traceback: something else"),
+        ("WARNING", "notice listener of 1: send failed: [Errno 107] not connected"),
+        (
+            "WARNING",
+            f"notice listener {pid}: ERR: umad2sim_write: cannot write (repeated 299 times in the last 0 s)",
+        ),
+        (
+            "WARNING",
+            "notice listener of 1: send failed: [Errno 107] not connected (repeated 159 times in the last 0 s)",
+        ),
+    ]

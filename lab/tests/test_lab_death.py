@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import time
 
 import pytest
 
@@ -37,8 +38,12 @@ def test_killed_ibsim_stops_traffic_and_faults_with_one_line_each(lab_factory, c
             wait_for(lambda: player.ticks >= 3 and len(injector.history) >= 2, 30, "traffic and flaps")
             assert player.errors == 0
             ibsim = lab.pids[-1]  # OpenSMs, then ibsim
+            ticks, t0 = player.ticks, time.monotonic()
             os.kill(ibsim, signal.SIGKILL)
             wait_for(lambda: not player.is_alive() and not injector.is_alive(), 30, "both threads stopped")
+            print(
+                f"ibsim killed: both stopped within {time.monotonic() - t0:.2f} s, {player.ticks - ticks} tick(s) later"
+            )
         finally:
             player.stop()
             injector.stop()

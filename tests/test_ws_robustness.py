@@ -65,6 +65,15 @@ def test_foreign_origin_or_none_is_refused(path):
         asyncio.run(run())
 
 
+def _on_a_new_loop(coro):
+    """Run ``coro`` to its end on a new event loop in a thread of its own (this thread may have a
+    loop running: Playwright's sync API, left by a browser test in the same session)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result(timeout=30)
+
+
 def test_a_push_to_a_client_gone_meanwhile_is_dropped_quietly(caplog):
     """A tab closed while a group message was on its way: daphne's protocol raises autobahn's
     ``Disconnected`` from ``send``; the consumer drops that push (no ERROR, no traceback, the
@@ -86,12 +95,12 @@ def test_a_push_to_a_client_gone_meanwhile_is_dropped_quietly(caplog):
 
     consumer.base_send = consumer.guarded(gone)
     with caplog.at_level("DEBUG", logger="weft.realtime"):
-        asyncio.run(consumer.send_json({"type": "summary.changed"}))
+        _on_a_new_loop(consumer.send_json({"type": "summary.changed"}))
     assert [m["type"] for m in sent] == ["websocket.send"]
     assert [r.levelname for r in caplog.records if r.name == "weft.realtime"] == ["DEBUG"]
     consumer.base_send = consumer.guarded(broken)
     with pytest.raises(ValueError, match="not a closed protocol"):
-        asyncio.run(consumer.send_json({"type": "summary.changed"}))
+        _on_a_new_loop(consumer.send_json({"type": "summary.changed"}))
 
 
 @pytest.mark.django_db(transaction=True)

@@ -20,19 +20,8 @@ from lab import netgen
 from pools.models import Pool, Tenant
 from pools.services import partitions as service
 from pools.services.partitions import KEEP, PoolPKeyError, job_range_overlaps, save_pool
+from weft.testing.pglocks import backend_pid, waits_for_a_lock
 from weft.testing.waits import wait_for
-
-
-def _backend_pid() -> int:
-    with connection.cursor() as cur:
-        cur.execute("SELECT pg_backend_pid()")
-        return cur.fetchone()[0]
-
-
-def _waits_for_a_lock(pid: int) -> bool:
-    with connection.cursor() as cur:
-        cur.execute("SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted", [pid])
-        return cur.fetchone()[0] > 0
 
 
 @pytest.mark.integration
@@ -59,7 +48,7 @@ def test_a_pool_pkey_and_a_job_range_racing_only_one_wins(first, monkeypatch):
                 waited.add(me.name)
                 checked.set()
                 other = pids["job_range" if me.name == "pool_pkey" else "pool_pkey"]
-                wait_for(lambda: _waits_for_a_lock(other), 10, "the other change to wait for a lock")
+                wait_for(lambda: waits_for_a_lock(other), 10, "the other change to wait for a lock")
 
         return wrapped
 
@@ -75,7 +64,7 @@ def test_a_pool_pkey_and_a_job_range_racing_only_one_wins(first, monkeypatch):
     def run(name: str) -> None:
         me.name = name
         try:
-            pids[name] = _backend_pid()
+            pids[name] = backend_pid()
             ready.wait(timeout=30)
             if name != first:
                 assert checked.wait(timeout=30), "the first change never reached its check"

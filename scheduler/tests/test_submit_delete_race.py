@@ -19,19 +19,8 @@ from pools.services import tenancy
 from scheduler.models import Job
 from scheduler.services import queue
 from scheduler.services.queue import JobSpec
+from weft.testing.pglocks import backend_pid, waits_for_a_lock
 from weft.testing.waits import wait_for
-
-
-def _backend_pid() -> int:
-    with connection.cursor() as cur:
-        cur.execute("SELECT pg_backend_pid()")
-        return cur.fetchone()[0]
-
-
-def _waits_for_a_lock(pid: int) -> bool:
-    with connection.cursor() as cur:
-        cur.execute("SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted", [pid])
-        return cur.fetchone()[0] > 0
 
 
 @pytest.mark.integration
@@ -50,7 +39,7 @@ def test_a_submit_racing_its_pools_delete_is_kept_or_refused_never_lost(first, m
         def wrapped(*args, **kwargs):
             if me.name == name:
                 other = pids["delete" if name == "submit" else "submit"]
-                wait_for(lambda: _waits_for_a_lock(other), 10, f"the {other} side to wait for the pool lock")
+                wait_for(lambda: waits_for_a_lock(other), 10, f"the {other} side to wait for the pool lock")
             return original(*args, **kwargs)
 
         return wrapped
@@ -65,7 +54,7 @@ def test_a_submit_racing_its_pools_delete_is_kept_or_refused_never_lost(first, m
     def run(name: str) -> None:
         me.name = name
         try:
-            pids[name] = _backend_pid()
+            pids[name] = backend_pid()
             ready.wait(timeout=30)
             if name != first:  # let the first side take the lock
                 wait_for(lambda: first in results or _holds(pids[first]), 10, "the first side to start")

@@ -434,6 +434,10 @@ WEFT_IMPORT_MAX_BYTES = env_int("WEFT_IMPORT_MAX_BYTES", 256 * 1024 * 1024, min_
 #: Largest host-agent report body (bytes) POST /api/pools/agent/ reads: a DGX's nvidia-smi -q -x
 #: is 100-300 KB, so the default leaves room; above it the answer is 413 (pools.api.views).
 WEFT_AGENT_MAX_BODY_BYTES = env_int("WEFT_AGENT_MAX_BODY_BYTES", 4 * 1024 * 1024, min_value=1024)
+#: The most GPUs one host report may list, and the most GPU rows (present and missing) one host
+#: keeps (pools.services.inventory.check_bounds): a DGX/HGX has 8, the largest servers 16-20.
+WEFT_GPUS_PER_REPORT_MAX = env_int("WEFT_GPUS_PER_REPORT_MAX", 64, min_value=1)
+WEFT_GPUS_PER_HOST_MAX = env_int("WEFT_GPUS_PER_HOST_MAX", 256, min_value=1)
 #: A host agent's token with no host bound is bound to the host of its first report (off: refused
 #: until an Admin binds it). See pools.services.agents.
 WEFT_AGENT_BIND_ON_FIRST_REPORT = env_bool("WEFT_AGENT_BIND_ON_FIRST_REPORT", True)

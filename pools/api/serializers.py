@@ -173,6 +173,21 @@ class AgentResultSerializer(serializers.Serializer):
     rows_written = serializers.IntegerField()
 
 
+class AgentConflictItemSerializer(serializers.Serializer):
+    uuid = serializers.CharField()
+    host = serializers.CharField(help_text="the host the GPU is stored on")
+    fabric = serializers.CharField()
+    state = serializers.CharField(help_text="its allocation state")
+
+
+class AgentConflictSerializer(serializers.Serializer):
+    """A 409: the report lists GPUs stored on other hosts (``pools.services.inventory.GpuConflict``)."""
+
+    detail = serializers.CharField()
+    code = serializers.CharField()
+    conflicts = AgentConflictItemSerializer(many=True)
+
+
 class LocatedErrorSerializer(serializers.Serializer):
     """A 400: a report that does not parse (``detail``, ``field``: ``nvidia_smi_xml``/``topo``/
     ``mig``, ``line``, ``element``), or a body that does not validate (``{field: [messages]}``)."""
@@ -181,6 +196,9 @@ class LocatedErrorSerializer(serializers.Serializer):
     field = serializers.CharField(required=False)
     line = serializers.IntegerField(required=False, help_text="1-based line, 0 when unknown")
     element = serializers.CharField(required=False, help_text="XML path such as gpu[1]/fb_memory_usage/total")
+    where = serializers.CharField(
+        required=False, help_text="out of bounds: the GPU (and slice) and the value"
+    )
 
 
 class AgentRefusedSerializer(serializers.Serializer):

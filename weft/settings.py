@@ -256,13 +256,15 @@ REST_FRAMEWORK["DEFAULT_RENDERER_CLASSES"] = [
     "rest_framework.renderers.JSONRenderer",
     "weft.content_security.BrowsableAPIRenderer",
 ]
-#: Sign-in lock-out: failures per user name (from any address) and per client address (for any
-#: user name) before sign-in is refused, and minutes without a failure before it is allowed again.
+#: Sign-in lock-out: failures of one user name from one client address before that pair's password
+#: sign-in is refused, and minutes without a failure before it is allowed again. The pair, not the
+#: address alone (issue 22): failures from a shared address (a NAT, the host of a UFM client) lock
+#: that user there, not every user of the address; integrations use API tokens, never locked.
 WEFT_LOGIN_FAILURE_LIMIT = env_int("WEFT_LOGIN_FAILURE_LIMIT", 5, min_value=1)
 WEFT_LOGIN_COOLOFF_MIN = env_float("WEFT_LOGIN_COOLOFF_MIN", 15.0, positive=True)
 AXES_FAILURE_LIMIT = WEFT_LOGIN_FAILURE_LIMIT
 AXES_COOLOFF_TIME = timedelta(minutes=WEFT_LOGIN_COOLOFF_MIN)
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_CLIENT_IP_CALLABLE = "accounts.login_throttle.client_ip"
 AXES_LOCKOUT_CALLABLE = "accounts.login_throttle.lockout_response"
 AXES_DISABLE_ACCESS_LOG = True  # successful sign-ins are in the audit log (user.login)

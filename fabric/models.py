@@ -13,6 +13,8 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
+from weft.validators import printable_text
+
 from .choices import (
     ApplyState,
     DiscoverySource,
@@ -56,7 +58,7 @@ class Fabric(models.Model):
     """
 
     name = models.SlugField(max_length=64, unique=True)
-    description = models.CharField(max_length=200, blank=True)
+    description = models.CharField(max_length=200, blank=True, validators=[printable_text])
     subnet_prefix = models.CharField(max_length=18, blank=True, help_text="e.g. 0xfe80000000000000")
     ca_name = models.CharField(max_length=64, blank=True, help_text="local HCA for the diags (-C)")
     ca_port = models.PositiveSmallIntegerField(null=True, blank=True, help_text="local HCA port (-P)")
@@ -427,7 +429,7 @@ class Partition(models.Model):
         ],
     )
     pkey = models.PositiveIntegerField(validators=[MinValueValidator(0x0001), MaxValueValidator(0x7FFF)])
-    description = models.CharField(max_length=200, blank=True)
+    description = models.CharField(max_length=200, blank=True, validators=[printable_text])
     ipoib = models.BooleanField(default=False, help_text="create the IPoIB broadcast group")
     mtu = models.PositiveSmallIntegerField(null=True, blank=True, help_text="IBTA MTU code 1-5 (4 = 2048)")
     rate = models.PositiveSmallIntegerField(null=True, blank=True, help_text="IBTA rate code (7 = 40 Gb/s)")

@@ -15,6 +15,7 @@ from accounts.models import ApiToken
 from fabric.api.serializers import BriefFabricSerializer, BriefHostSerializer, BriefNodeSerializer, PKeyField
 from fabric.models import Fabric, Host, Partition
 from weft.fields import FiniteFloatField, IdentityUrlField
+from weft.validators import printable_text
 
 from ..choices import AllocationKind
 from ..models import (
@@ -573,7 +574,9 @@ class AllocateRequestSerializer(serializers.Serializer):
     compute_pct = serializers.IntegerField(
         min_value=1, max_value=100, required=False, allow_null=True, default=None
     )
-    job = serializers.CharField(max_length=128, required=False, default="", allow_blank=True)
+    job = serializers.CharField(
+        max_length=128, required=False, default="", allow_blank=True, validators=[printable_text]
+    )
     lease_s = FiniteFloatField(
         min_value=1, max_value=366 * 86400, required=False, allow_null=True, default=None
     )

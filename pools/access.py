@@ -65,3 +65,16 @@ def can_operate(user, tenant_id: int) -> bool:
         has_role(user, Role.OPERATOR)
         and TenantMembership.objects.filter(user=user, tenant_id=tenant_id, role=TenantRole.OPERATOR).exists()
     )
+
+
+def pool_tenant_mismatch(pool, tenant_id: int | None) -> str | None:
+    """Why ``tenant_id`` (the tenant a request names, None when it names none) may not be used with
+    ``pool``, or None when it may: a tenant's pool takes its own tenant only (issue 22: allocate
+    ignored another one where job submit refused it). The one rule of both: the allocate API
+    and ``scheduler.access.submit_tenant`` answer it with a 400 on the field ``tenant``."""
+    if pool.tenant_id is not None and tenant_id not in (None, pool.tenant_id):
+        return (
+            f"pool {pool.name} is tenant {pool.tenant_id}'s, not tenant {tenant_id}'s: leave tenant out "
+            "or name the pool's own"
+        )
+    return None

@@ -364,6 +364,9 @@ class AllocationViewSet(TenantScopedMixin, BriefModeMixin, viewsets.ReadOnlyMode
         pool = access.scope_pools(Pool.objects.all(), request.user).filter(pk=v["pool"]).first()
         if pool is None:
             raise NotFound(f"no pool {v['pool']}")
+        mismatch = access.pool_tenant_mismatch(pool, v["tenant"])
+        if mismatch:
+            return _refusal(InvalidRequest(mismatch, field="tenant"))
         tenant_id = pool.tenant_id or v["tenant"]
         if tenant_id is None:
             mine = access.operator_tenant_ids(request.user)

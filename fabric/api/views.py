@@ -24,6 +24,7 @@ from rest_framework.response import Response
 
 from accounts.api.mixins import AuditedWritesMixin
 from accounts.roles import Role
+from accounts.scoping import scope_rows
 from weft.cache import get_or_compute
 
 from .. import filtersets
@@ -601,6 +602,11 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
     lookup_value_regex = r"\d+"
     read_role = Role.VIEWER
     write_role = Role.ADMIN
+
+    def get_queryset(self):
+        """Another tenant's pool and job partitions do not exist for a tenant member
+        (``accounts.scoping``)."""
+        return scope_rows(super().get_queryset(), self.request.user)
 
     def _save(self, serializer, action: str):
         instance = serializer.instance or Partition()

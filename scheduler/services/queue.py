@@ -367,11 +367,12 @@ def _close_partition(job: Job, user) -> dict[str, Any]:
     return {"removed_pkey": f"0x{job.pkey:04x}" if job.pkey is not None else None}
 
 
-def _end(job: Job, to: str, reason: str, now: datetime, user, source: str) -> None:
+def _end(job: Job, to: str, reason: str, now: datetime, user, source: str, more: dict | None = None) -> None:
     """End a locked job: release its allocation (if it still holds one) and delete its own
     partition (if it has one), final state, history, event, audit, signal on commit. The caller
-    holds the job row (and its pool row). A job with ``requeue`` that is preempted goes back to
-    pending instead (:func:`_requeue`)."""
+    holds the job row (and its pool row). ``more``: extra details for the history, event and
+    audit entry. A job with ``requeue`` that is preempted goes back to pending instead
+    (:func:`_requeue`)."""
     _check_transition(job, to)
     if to == JobState.PREEMPTED and job.requeue:
         _requeue(job, reason, now, user, source)
@@ -385,19 +386,21 @@ def _end(job: Job, to: str, reason: str, now: datetime, user, source: str) -> No
         update_fields=["state", "ended_at", "reason", "pending_code", "reserved_start", "reserved_hosts",
                        "partition"]
     )  # fmt: skip
-    _record_decision(job, to, [reason], {"released_allocation": released, **isolation}, now)
+    more = more or {}
+    _record_decision(job, to, [reason], {"released_allocation": released, **isolation, **more}, now)
     _event(
         job,
         f"job.{to}",
         f"{job}: {to} ({reason})",
         now,
-        {"reason": reason, "allocation": released, **isolation},
+        {"reason": reason, "allocation": released, **isolation, **more},
     )
-    verb = {"cancelled": "cancel", "completed": "complete", "failed": "fail", "preempted": "preempt"}[to]
+    verb = {"cancelled": "cancel", "completed": "complete", "failed": "fail", "preempted": "preempt",
+            "timeout": "timeout"}[to]  # fmt: skip
     audit.record(
         f"job.{verb}",
         job,
-        {"state": [previous, to], "reason": reason, "released_allocation": released, **isolation},
+        {"state": [previous, to], "reason": reason, "released_allocation": released, **isolation, **more},
         user=user,
     )
     _send(job, previous, source)
@@ -806,20 +809,33 @@ def sync_job_partitions(fabric_id: int) -> int:
 
 
 def expire_time_limits(now: datetime | None = None) -> int:
-    """End running jobs past their time limit as ``failed`` ("time limit"), each in its own
-    transaction. Returns how many."""
+    """End every running job past its time limit as ``timeout`` (Slurm's ``TIMEOUT`` state: the
+    limit counts from ``started_at``, the job's prolog report; a job without ``time_limit_s`` is
+    never ended), each in its own transaction: its allocation released through the pools'
+    allocation service (``_end``), its own partition closed, a ``job.timeout`` event (details:
+    ``limit_s``, ``started_at``, ``ran_s``), audit ``job.timeout``, and ``job_changed`` on commit
+    (its runner sees the state; the freed GPUs queue a pass). Run at the start of every pass
+    (:func:`run_pass`, also the beat's periodic pass). A job that ended or was requeued between
+    the read and its lock is left alone. Returns how many jobs timed out."""
     now = now or timezone.now()
     n = 0
-    for pk, started, limit in Job.objects.filter(
-        state=JobState.RUNNING, time_limit_s__isnull=False
-    ).values_list("pk", "started_at", "time_limit_s"):
-        if started is None or started + timedelta(seconds=limit) > now:
+    overdue = (
+        Job.objects.filter(state=JobState.RUNNING, time_limit_s__isnull=False, started_at__lt=now)
+        .order_by("pk")
+        .values_list("pk", "started_at", "time_limit_s")
+    )
+    for pk, started, limit in overdue:
+        if started + timedelta(seconds=limit) > now:
             continue
         with transaction.atomic():
             job = _locked(pk)
-            if job.state != JobState.RUNNING:
+            if job.state != JobState.RUNNING or job.started_at != started:
                 continue
-            _end(job, JobState.FAILED, f"time limit of {limit} s reached", now, None, "pass")
+            ran = (now - started).total_seconds()
+            _end(
+                job, JobState.TIMEOUT, f"time limit of {limit} s reached", now, None, "pass",
+                {"limit_s": limit, "started_at": started.isoformat(), "ran_s": round(ran, 3)},
+            )  # fmt: skip
             n += 1
     return n
 

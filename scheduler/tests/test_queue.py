@@ -143,19 +143,58 @@ def test_cancel_a_placed_job_frees_its_gpus(cluster):
     assert not AllocationItem.objects.filter(gpu_id__in=gpus, active=True).exists()
 
 
-def test_time_limit_fails_a_running_job(cluster):
+def test_time_limit_ends_a_running_job_timeout_and_frees_its_gpus(cluster):
     job = submit(spec(cluster, 2, time_limit_s=60))
+    untimed = submit(spec(cluster, 2, name="untimed"))  # no limit of its own: never ended
     t0 = timezone.now()
     run_pass(now=t0)
     start(job.pk, now=t0)
-    assert run_pass(now=t0 + timedelta(seconds=30))["expired"] == 0
-    assert run_pass(now=t0 + timedelta(seconds=61))["expired"] == 1
+    start(untimed.pk, now=t0)
     job.refresh_from_db()
-    assert (
-        job.state == "failed"
-        and job.reason == "time limit of 60 s reached"
-        and job.allocation.state == "released"
+    gpus = held_gpus(job)
+    assert len(gpus) == 2
+    assert run_pass(now=t0 + timedelta(seconds=59))["expired"] == 0
+    assert run_pass(now=t0 + timedelta(seconds=60))["expired"] == 1  # the limit itself ends it
+    job.refresh_from_db()
+    untimed.refresh_from_db()
+    assert (job.state, job.reason, job.ended_at) == (
+        "timeout",
+        "time limit of 60 s reached",
+        t0 + timedelta(seconds=60),
     )
+    assert job.allocation.state == "released" and untimed.state == "running"
+    assert not AllocationItem.objects.filter(gpu_id__in=gpus, active=True).exists()
+    ev = Event.objects.get(code="job.timeout", object_key=str(job.pk))
+    assert (ev.details["limit_s"], ev.details["ran_s"], ev.details["allocation"]) == (
+        60,
+        60.0,
+        job.allocation_id,
+    )
+    assert AuditEntry.objects.filter(action="job.timeout", object_id=str(job.pk)).count() == 1
+    assert JobDecision.objects.filter(job=job).order_by("-id")[0].code == "timeout"
+    # a timed-out job is final: no second end, no start
+    assert run_pass(now=t0 + timedelta(seconds=120))["expired"] == 0
+    with pytest.raises(JobConflict):
+        finish(job.pk)
+
+
+def test_the_beat_pass_ends_a_job_whose_start_is_past_its_limit_on_the_real_clock(cluster, settings):
+    """No ``now`` given: the beat task's pass reads the clock; the job's start is set in the past."""
+    from scheduler.tasks import run_pass_task
+
+    job = submit(spec(cluster, 8, time_limit_s=3600))
+    young = submit(spec(cluster, 8, time_limit_s=3600, name="young"))
+    run_pass()
+    start(job.pk)
+    start(young.pk)
+    before = timezone.now()
+    Job.objects.filter(pk=job.pk).update(started_at=before - timedelta(seconds=3601))
+    Job.objects.filter(pk=young.pk).update(started_at=before - timedelta(seconds=3500))
+    assert run_pass_task()["expired"] == 1
+    job.refresh_from_db()
+    young.refresh_from_db()
+    assert job.state == "timeout" and before <= job.ended_at <= timezone.now()
+    assert young.state == "running" and pool_usage(cluster.pool.pk)["gpus"] == 8
 
 
 # --- quota and fragmentation ---------------------------------------------------------------------

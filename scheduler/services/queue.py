@@ -844,7 +844,8 @@ def expire_time_limits(now: datetime | None = None) -> int:
 
 
 def queued_job(job: Job) -> QueuedJob:
-    """The planner's view of a pending job."""
+    """The planner's view of a pending job (with the start of the reservation the last pass gave
+    it: the planner counts its quota then, ``scheduler.planner`` step 6)."""
     return QueuedJob(
         job_id=job.pk, tenant_id=job.tenant_id, pool_id=job.pool_id, priority=job.priority, kind=job.kind,
         count=job.count, gpu_model=(job.gpu_model or "").lower(), mig_profile=job.mig_profile,
@@ -853,6 +854,7 @@ def queued_job(job: Job) -> QueuedJob:
         tier=job.tier, tier_required=job.tier_mode == TopologyMode.REQUIRED,
         time_limit_s=float(job.time_limit_s or settings.WEFT_SCHEDULER_DEFAULT_TIME_LIMIT_S),
         submitted=job.submitted_at.timestamp(),
+        reserved_start=job.reserved_start.timestamp() if job.reserved_start else None,
     )  # fmt: skip
 
 

@@ -89,6 +89,7 @@ from pools.services.allocation import (
     QuotaExceeded,
     allocate,
     allocate_many,
+    pool_capacity,
     release,
 )
 from pools.services.partitions import (
@@ -128,6 +129,10 @@ MAX_ROUNDS = 3
 #: placements bound per transaction in bulk (``_bind_many``): bounds how long a pass holds the
 #: pools' rows (other allocations wait for them)
 BIND_BATCH = 250
+#: the most segments, and hosts per segment, a gang may ask for (the columns are small integers)
+MAX_SEGMENTS = 32767
+#: GPU-instance slices a GPU has at most (an A100/H100 in 7 × ``1g`` slices): a MIG job's bound
+MIG_SLICES_PER_GPU = 7
 #: the longest time limit a job may ask for (a year)
 MAX_TIME_LIMIT_S = 366 * 86400
 #: a MIG GPU instance profile name as ``nvidia-smi mig -lgip`` prints it: compute slices "g", memory
@@ -255,6 +260,10 @@ class JobSpec:
                 seg_tier = tier_number(self.segment_tier)
             except UnknownTier as exc:
                 raise InvalidJob(str(exc), field="segment_tier") from exc
+        for name in ("segments", "segment_hosts"):
+            v = getattr(self, name)
+            if v is not None and not 1 <= v <= MAX_SEGMENTS:
+                raise InvalidJob(f"{name} must be 1..{MAX_SEGMENTS}", field=name)
         if self.kind != JobKind.GPU and (self.gpus_per_host is not None or self.segments is not None):
             raise InvalidJob("gpus_per_host and segments are for whole-GPU jobs", field="gpus_per_host")
         try:  # the engine's own consistency rules (counts, segments adding up)
@@ -531,6 +540,26 @@ def expire_idempotency_keys(now: datetime | None = None) -> int:
     return Job.objects.filter(submitted_at__lte=cutoff).exclude(idempotency_key="").update(idempotency_key="")
 
 
+def _check_capacity(spec: JobSpec, pool: Pool) -> None:
+    """Refuse a job larger than its pool can ever hold (``pools.services.allocation.pool_capacity``:
+    its present GPUs matching its filters and the job's ``gpu_model``, whatever their state; MIG:
+    :data:`MIG_SLICES_PER_GPU` slices each): :class:`InvalidJob` naming ``count`` (400). A job
+    within it may wait (pending ``capacity``) but can place once the pool's GPUs are free. A
+    fraction asks for one share: never refused here."""
+    if spec.kind == JobKind.FRACTION:
+        return
+    gpus = pool_capacity(pool, spec.gpu_model)
+    cap = gpus * MIG_SLICES_PER_GPU if spec.kind == JobKind.MIG else gpus
+    if spec.count > cap:
+        what = "MIG slices" if spec.kind == JobKind.MIG else "GPUs"
+        model = f" of model {spec.gpu_model!r}" if spec.gpu_model else ""
+        raise InvalidJob(
+            f"count {spec.count} is more than pool {pool.name} can ever hold: {cap} {what}{model} "
+            f"(its present GPUs matching its filters)",
+            field="count",
+        )
+
+
 def _replay(existing: Job, fields: dict[str, Any], key: str) -> tuple[Job, bool]:
     differs = [f for f in REQUEST_FIELDS if getattr(existing, f) != fields[f]]
     if differs:
@@ -568,6 +597,7 @@ def _submit(spec: JobSpec, user, now: datetime | None, key: str) -> tuple[Job, b
             raise InvalidJob(f"no tenant {spec.tenant_id}", field="tenant")
         else:
             tenant_id = spec.tenant_id
+        _check_capacity(spec, pool)
         fields = dict(
             name=spec.name.strip(), tenant_id=tenant_id, pool_id=pool.pk,
             kind=spec.kind, count=spec.count, gpu_model=spec.gpu_model, mig_profile=spec.mig_profile,

@@ -502,8 +502,8 @@ def test_topology_and_alarm_changes_queue_a_pass(cluster, monkeypatch):
 def test_decision_history_is_capped_and_repeats_are_counted(cluster, settings):
     settings.WEFT_SCHEDULER_DECISION_HISTORY = 3
     other = Pool.objects.create(name="other", tenant=cluster.tenant)
-    job = submit(spec(cluster, 40))  # more than the 32 GPUs: capacity, with the free count in the reason
-    held = []
+    held = [allocate(other.pk, AllocationRequest(count=1))]
+    job = submit(spec(cluster, 32))  # all 32 GPUs, some held: capacity, with the free count in the reason
     for n in (1, 2, 3, 4):
         run_pass()
         run_pass()  # the same decision: counted, not stored again
@@ -512,7 +512,7 @@ def test_decision_history_is_capped_and_repeats_are_counted(cluster, settings):
     rows = list(JobDecision.objects.filter(job=job).order_by("id"))
     assert len(rows) == 3
     assert [r.reasons[0] for r in rows] == [
-        f"40 GPUs asked, {32 - k} free in the best eligible fabric" for k in (3, 6, 10)
+        f"32 GPUs asked, {32 - k} free in the best eligible fabric" for k in (4, 7, 11)
     ]
     assert [r.count for r in rows] == [2, 2, 1]
 

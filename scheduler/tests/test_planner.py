@@ -316,3 +316,48 @@ def test_a_job_whose_quota_stays_short_past_its_reserved_start_is_pending_for_qu
     assert o_head.code == "quota" and o_head.reservation is None and plan.reservation is None
     assert o_head.reasons[0] == "pool p: 4 GPUs held + 16 asked > quota 16"
     assert o_later.ok  # nothing is reserved: it may take h1 (quota 4 + 8 ≤ 16)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000))
+def test_the_next_pass_keeps_the_heads_reservation_no_later_and_never_relabels_it_quota(seed):
+    """Random states and quotas: whatever a pass placed around (or backfilled on) the head's
+    reservation, the next pass — nothing ended in between — still reserves for the head, from no
+    later than before, and never calls it pending for ``quota``."""
+    rng = random.Random(seed)
+    loc = fat_tree(4, 4, gpus=4)  # 16 hosts, 64 GPUs
+    hosts = sorted(loc.hosts)
+    busy = {h: rng.randint(0, 4) for h in hosts}
+    held0 = [
+        HeldJob(
+            1000 + n, 9, rng.choice([1, 2]), 100, False, float(rng.randint(100, 5000)), ((h, H100, busy[h]),)
+        )
+        for n, h in enumerate(hosts)
+        if busy[h]
+    ]
+    inv = inventory(loc, {h: 4 - busy[h] for h in hosts})
+    used1 = sum(k for h in held0 if h.pool_id == 1 for _, _, k in h.gpus)
+    head_count = rng.choice([24, 32, 40])
+    pools = {
+        1: PoolInfo(1, "p", quota_gpus=used1 + head_count + rng.choice([0, 4, 8, 16]), used_gpus=used1),
+        2: PoolInfo(2, "q", used_gpus=sum(k for h in held0 if h.pool_id == 2 for _, _, k in h.gpus)),
+    }
+    head = job(1, head_count, prio=900)
+    later = [
+        QueuedJob(i, 1 + i % 2, rng.choice([1, 2]), 500, count=rng.choice([1, 2, 4, 8]),
+                  time_limit_s=float(rng.choice([50, 500, 5000, 50_000])), submitted=float(i))
+        for i in range(2, 14)
+    ]  # fmt: skip
+    plan1 = plan_pass(loc, inv, [head, *later], pools=pools, held=held0, now=0.0)
+    res = plan1.outcomes[0].reservation
+    if res is None:
+        return
+    held1, pools1 = _carry(plan1, [head, *later], held0, pools, 0.0)
+    placed = {o.job_id for o in plan1.outcomes if o.ok}
+    head2 = job(1, head_count, prio=900, reserved_start=res.start)
+    plan2 = plan_pass(
+        loc, inv, [head2, *(q for q in later if q.job_id not in placed)], pools=pools1, held=held1, now=1.0
+    )
+    o = plan2.outcomes[0]
+    assert o.code != "quota" and o.reservation is not None, (seed, o.code, o.reasons)
+    assert o.reservation.start <= res.start, (seed, o.reservation, res)

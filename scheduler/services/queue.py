@@ -540,7 +540,7 @@ def expire_idempotency_keys(now: datetime | None = None) -> int:
     return Job.objects.filter(submitted_at__lte=cutoff).exclude(idempotency_key="").update(idempotency_key="")
 
 
-def _check_capacity(spec: JobSpec, pool: Pool) -> None:
+def check_capacity(spec: JobSpec, pool: Pool) -> None:
     """Refuse a job larger than its pool can ever hold (``pools.services.allocation.pool_capacity``:
     its present GPUs matching its filters and the job's ``gpu_model``, whatever their state; MIG:
     :data:`MIG_SLICES_PER_GPU` slices each): :class:`InvalidJob` naming ``count`` (400). A job
@@ -597,7 +597,7 @@ def _submit(spec: JobSpec, user, now: datetime | None, key: str) -> tuple[Job, b
             raise InvalidJob(f"no tenant {spec.tenant_id}", field="tenant")
         else:
             tenant_id = spec.tenant_id
-        _check_capacity(spec, pool)
+        check_capacity(spec, pool)
         fields = dict(
             name=spec.name.strip(), tenant_id=tenant_id, pool_id=pool.pk,
             kind=spec.kind, count=spec.count, gpu_model=spec.gpu_model, mig_profile=spec.mig_profile,
@@ -1398,6 +1398,7 @@ __all__ = [
     "JobSpec",
     "allocation_lost",
     "cancel",
+    "check_capacity",
     "describe",
     "expire_idempotency_keys",
     "expire_time_limits",

@@ -4,7 +4,8 @@
 Use cases, each one transaction that locks what it changes, writes its ``job.*`` event and its
 audit entry inside it, and sends ``scheduler.signals.job_changed`` on commit:
 
-* :func:`submit` — a new pending job (validated: an unknown tier is refused naming the field);
+* :func:`submit` — a new pending job (validated: an unknown tier is refused naming the field, a
+  ``count`` above what the pool can ever hold too, :func:`check_capacity`);
   :func:`submit_with_key` the same with the client's idempotency key: a retry of the same request
   by the same user gets the job the first one queued, a different request with that key
   :class:`IdempotencyConflict`;
@@ -15,6 +16,8 @@ audit entry inside it, and sends ``scheduler.signals.job_changed`` on commit:
   moves): allocation released and a new one bound in one transaction;
 * :func:`allocation_lost` — the pools ended a job's allocation themselves (reclaimed for another
   pool's guarantee, lease expired): the job is ``preempted`` with that reason;
+* :func:`expire_time_limits` — a running job past its ``time_limit_s`` ends ``timeout`` (its
+  allocation released, ``job.timeout``), at the start of every pass;
 * requeue: a preempted job with ``Job.requeue`` (by default the preemptible ones) goes back to
   pending with its submit time and priority instead (``_requeue``: events ``job.preempted`` and
   ``job.requeued``, audit ``job.requeue``);

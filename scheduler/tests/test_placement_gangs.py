@@ -66,3 +66,23 @@ def test_segments_inside_blocks_of_a_three_level_tree_are_the_same_decision():
         assert d == place_rescanning(loc, free, req)
         if d.ok:
             assert all(len({loc.hosts[h].path[1] for h in s}) == 1 for s in d.segments)
+
+
+def test_the_placement_bench_runs_tiny_and_reports_the_gang_against_the_old_greedy():
+    """``bench/placement.py --tiny`` (seconds): the figures exist and are positive, both greedies
+    decided the same (the bench exits otherwise), and the load and quietness are reported."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[2] / "bench" / "placement.py"
+    done = subprocess.run(
+        [sys.executable, str(bench), "--tiny", "--json"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["tiny"] is True and out["gang_segments"] == [12, 10] and out["gang_job_gpus"] == 960
+    assert 0 < out["gang_p50_cpu_ms"] <= out["gang_p99_cpu_ms"] and out["gang_baseline_p50_cpu_ms"] > 0
+    assert out["gang_speedup_p50"] > 0 and len(out["load_average"]["start"]) == 3
+    assert out["quiet"] == (out["load_average"]["start"][0] <= 0.5)

@@ -278,6 +278,48 @@ def test_backfill_does_not_delay_the_head_jobs_reservation(cluster):
     assert list(Job.objects.filter(reserved_start__isnull=False)) == [blocked]
 
 
+def test_the_head_keeps_its_reservation_when_a_backfilled_job_of_its_pool_holds_quota(cluster):
+    """Through the stored job (``Job.reserved_start``): pool p-jobs (quota 16) waits for a leaf
+    whose other host runs another pool's job until t0 + 1000 s; a 4-GPU job of the same pool is
+    backfilled there. The next pass keeps the head's reservation (not ``quota``) and a long job
+    of the other pool does not take the 4 GPUs left on the reserved host."""
+    Pool.objects.filter(pk=cluster.pool.pk).update(quota_gpus=16)
+    other = Pool.objects.create(name="other", tenant=cluster.tenant, fabric=cluster.fabric)
+    ospec = lambda n, **kw: JobSpec(name=kw.pop("name"), pool_id=other.pk, count=n, **kw)  # noqa: E731
+    t0 = timezone.now()
+    a = submit(ospec(8, gpus_per_host=8, time_limit_s=1000, name="a"), now=t0)
+    run_pass(now=t0)
+    start(a.pk, now=t0)
+    a.refresh_from_db()
+    (x,) = a.placement
+    leaf = {"host001": 0, "host002": 0, "host003": 1, "host004": 1}
+    (y,) = [h for h in cluster.hosts if leaf[h] == leaf[x] and h != x]
+    for h in cluster.hosts:  # the other leaf is held with no end (direct allocations)
+        if leaf[h] != leaf[x]:
+            ids = list(
+                Gpu.objects.filter(host__name=h, host__fabric=cluster.fabric).values_list("pk", flat=True)
+            )
+            allocate(other.pk, AllocationRequest(count=len(ids), gpu_ids=ids))
+    head = submit(spec(cluster, 16, gpus_per_host=8, tier="leaf", tier_mode="required", priority_class="high",
+                       name="head"), now=t0)  # fmt: skip
+    short = submit(spec(cluster, 4, time_limit_s=500, name="short"), now=t0)
+    run_pass(now=t0 + timedelta(seconds=1))
+    head.refresh_from_db()
+    short.refresh_from_db()
+    assert head.pending_code == "capacity" and head.reserved_start == t0 + timedelta(seconds=1000)
+    assert set(head.reserved_hosts) == {x, y}
+    assert (
+        short.state == "placed" and short.decision.get("backfilled") is True and set(short.placement) == {y}
+    )
+    late = submit(ospec(4, time_limit_s=50_000, name="late"), now=t0)
+    run_pass(now=t0 + timedelta(seconds=2))
+    head.refresh_from_db()
+    late.refresh_from_db()
+    assert head.pending_code == "capacity", head.decision["reasons"]
+    assert head.reserved_start == t0 + timedelta(seconds=1000) and set(head.reserved_hosts) == {x, y}
+    assert late.state == "pending" and late.pending_code == "capacity"
+
+
 # --- preemption ----------------------------------------------------------------------------------
 
 

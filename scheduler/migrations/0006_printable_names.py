@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0004_job_idempotency_key'),
+        ('scheduler', '0005_job_state_timeout'),
     ]
 
     operations = [

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection, connections
 
 from fabric.models import Fabric, Partition
-from fabric.services import partitions as service
+from fabric.services.partitions import edits as service
 from fabric.services.partitions import PartitionError, save_partition
 
 

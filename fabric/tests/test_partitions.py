@@ -390,7 +390,7 @@ def test_drift_alarms_are_per_partition_not_per_pkey(fabric, django_capture_on_c
     """A PKey freed by one partition and reused by the next (job 25's, then job 26's): each drift
     is its own alarm named after its partition, and the applied event clears both by name."""
     from events.models import Alarm
-    from fabric.services.partitions import ApplyResult, _record_outcome
+    from fabric.services.partitions.opensm import ApplyResult, _record_outcome
 
     def drift(part):
         d = {"partition": part.name, "pkey": part.pkey_hex, "guid": "0x0000000000000010", "expected": "full",
@@ -428,7 +428,7 @@ def test_the_database_refuses_a_second_name_and_a_race_is_the_checks_400(fabric,
     ``name``, in a savepoint (the caller's transaction goes on), not an IntegrityError."""
     from django.db import IntegrityError, transaction
 
-    from fabric.services import partitions as service
+    from fabric.services.partitions import edits as service
 
     save_partition(Partition(fabric=fabric, name="storage", pkey=0x30))
     with pytest.raises(IntegrityError), transaction.atomic():

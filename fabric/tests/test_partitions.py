@@ -46,14 +46,22 @@ def _state(fabric):
 
 
 def test_import_real_file_then_export_round_trips(fabric, realdata):
-    text = (realdata / BENTWIRE).read_text()
+    raw = (realdata / BENTWIRE).read_text()
+    # the file's Default=0xffff is 0x7fff with the membership bit: refused at its line (issue 22),
+    # nothing written; the site writes 0x7fff and the file imports
+    line = next(i for i, t in enumerate(raw.splitlines(), 1) if t.startswith("Default=0xffff"))
+    with pytest.raises(PartitionsParseError) as err:
+        import_partitions(fabric, raw, source=BENTWIRE)
+    assert (err.value.line, "PKey 0xffff is the default" in err.value.message) == (line, True)
+    assert not Partition.objects.filter(fabric=fabric).exists()
+    text = raw.replace("Default=0xffff", "Default=0x7fff")
     summary = import_partitions(fabric, text, source=BENTWIRE)
     assert (summary.partitions, summary.members, summary.created) == (
         5,
         10,
         ["0x7fff", "0x0001", "0x0002", "0x0003", "0x1000"],
     )
-    assert len(summary.warnings) == 5  # the five PKeys with the membership bit set
+    assert len(summary.warnings) == 4  # the four other PKeys with the membership bit set
     default = Partition.objects.get(fabric=fabric, pkey=0x7FFF)
     assert (default.name, default.is_default, default.ipoib, default.source) == (
         "Default",
@@ -77,7 +85,7 @@ def test_import_ceph_keeps_flags_and_multicast_groups(fabric, realdata):
 def test_merge_keeps_others_replace_deletes_them_bad_file_writes_nothing(fabric, realdata):
     own = save_partition(Partition(fabric=fabric, name="pool_a", pkey=0x0123))
     set_members(own, ["0x10", ("0x11", "limited")], reason="pool")
-    import_partitions(fabric, (realdata / BENTWIRE).read_text(), mode=MERGE)
+    import_partitions(fabric, (realdata / BENTWIRE).read_text().replace("=0xffff", "=0x7fff"), mode=MERGE)
     assert Partition.objects.filter(fabric=fabric).count() == 6
     before = _state(fabric)
     bad = "Default=0x7fff : ALL=full ;\nX=0x0123 :\n 0x10=full,\n 0xnothex ;\n"
@@ -209,16 +217,17 @@ def test_apply_without_signal_fails_after_writing_atomically(fabric, tmp_path, s
 # --- commands -----------------------------------------------------------------------------------
 
 
-def test_import_partitions_command(fabric, realdata, capsys):
-    call_command("import_partitions", str(realdata / BENTWIRE), "--fabric", "site")
+def test_import_partitions_command(fabric, realdata, capsys, tmp_path):
+    with pytest.raises(CommandError, match=r"bentwire_partitions.conf:1: PKey 0xffff is the default"):
+        call_command("import_partitions", str(realdata / BENTWIRE), "--fabric", "site")
+    fixed = tmp_path / "bentwire_partitions.conf"
+    fixed.write_text((realdata / BENTWIRE).read_text().replace("Default=0xffff", "Default=0x7fff"))
+    call_command("import_partitions", str(fixed), "--fabric", "site")
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert (out["partitions"], out["members"], out["warnings"], out["mode"]) == (5, 10, 5, "merge")
+    assert (out["partitions"], out["members"], out["warnings"], out["mode"]) == (5, 10, 4, "merge")
     call_command("partitions", "--fabric", "site")
     printed = capsys.readouterr().out
-    assert (
-        parse_partitions(printed).semantics()
-        == parse_partitions((realdata / BENTWIRE).read_text()).semantics()
-    )
+    assert parse_partitions(printed).semantics() == parse_partitions(fixed.read_text()).semantics()
 
 
 def test_import_partitions_command_bad_file(fabric, tmp_path):
@@ -302,9 +311,12 @@ def test_api_import_located_error_and_apply_failure(fabric, client_for, realdata
         "source": "x.conf",
         "line": 2,
     }
+    raw = (realdata / BENTWIRE).read_text()
+    refused = admin.post("/api/fabric/partitions/import/", {"fabric": fabric.pk, "text": raw}, format="json")
+    assert refused.status_code == 400 and refused.json()["line"] == 1, refused.json()
     ok = admin.post(
         "/api/fabric/partitions/import/",
-        {"fabric": fabric.pk, "text": (realdata / BENTWIRE).read_text()},
+        {"fabric": fabric.pk, "text": raw.replace("Default=0xffff", "Default=0x7fff")},
         format="json",
     )
     assert ok.status_code == 201 and ok.json()["partitions"] == 5

@@ -159,7 +159,7 @@ def import_partitions(
     """
     if mode not in (MERGE, REPLACE):
         raise PartitionError(f"mode {mode!r} is not merge or replace")
-    conf: PartitionsConf = parse_partitions(text, source=source)
+    conf: PartitionsConf = parse_partitions(text, source=source, strict=True)
     for rec in conf.partitions:
         if rec.pkey is None:
             raise PartitionsParseError(

@@ -646,10 +646,14 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
         reason's members are replaced)."""
         partition = self.get_object()
         if request.method == "GET":
-            rows = partition.members.select_related("port__node").order_by("port_guid")
-            return Response(
-                serializers.PartitionMemberSerializer(rows, many=True, context={"request": request}).data
+            rows = list(partition.members.select_related("port__node").order_by("port_guid"))
+            in_fabric = set(
+                Port.objects.filter(
+                    node__fabric=partition.fabric_id, port_guid__in=partition.members.values("port_guid")
+                ).values_list("port_guid", flat=True)
             )
+            context = {"request": request, "in_fabric": in_fabric}
+            return Response(serializers.PartitionMemberSerializer(rows, many=True, context=context).data)
         body = serializers.SetMembersSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:

@@ -349,7 +349,7 @@ def test_partition_pages(fabric, users, client):
     page = client.get(f"/fabric/partitions/{p.pk}/")
     assert page.status_code == 200
     body = page.content.decode()
-    assert "0x0000000000000010" in body and "Limited" in body and "not on the fabric" in body
+    assert "0x0000000000000010" in body and "Limited" in body and "unverified: not in fabric" in body
     assert client.get("/fabric/partitions/999999/").status_code == 404
 
 

@@ -254,7 +254,11 @@ def test_generator_writes_an_empty_partition_on_one_line_opensm_accepts():
         # 0xffff is 0x7fff with the membership bit: OpenSM reads it as the default partition
         ("Default=0x7fff : ALL=full ;\nstorage=0xffff : 0x10=full ;\n", 2, "PKey 0xffff is the default"),
         # two names, one PKey: OpenSM merges the second into the first
-        ("a=0x10 : 0x1=full ;\n\nb=0x0010 : 0x2=full ;\n", 3, "PKey 0x0010 is already partition 'a' (line 1)"),
+        (
+            "a=0x10 : 0x1=full ;\n\nb=0x0010 : 0x2=full ;\n",
+            3,
+            "PKey 0x0010 is already partition 'a' (line 1)",
+        ),
         # a default that lists some ports only cuts the others off the management partition
         ("Default=0x7fff, ipoib :\n  0x10=full, SELF=full ;\n", 1, "must keep every port a member"),
         ("x=0x20 : ALL ;\nDefault=0x7fff : ALL_CAS=full ;\n", 2, "must keep every port a member"),

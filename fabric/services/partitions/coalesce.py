@@ -36,7 +36,9 @@ def is_current(fabric: Fabric, digest: str | None = None) -> bool:
     file that is missing or was replaced (an OpenSM restarted with another file, a new lab)."""
     digest = digest or conf_digest(fabric)
     states = list(Partition.objects.filter(fabric=fabric).values_list("applied_state", "applied_hash"))
-    if not states or not all(s == ApplyState.APPLIED and h == digest for s, h in states):
+    if not states or not all(
+        s in (ApplyState.APPLIED, ApplyState.PARTIAL) and h == digest for s, h in states
+    ):
         return False
     path = partitions_path(fabric)
     if not path:

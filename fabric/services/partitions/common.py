@@ -12,7 +12,7 @@ from events.services import EventSpec
 
 from ...choices import ApplyState, Membership
 from ...guid import normalize_guid
-from ...models import Fabric, Partition, Port
+from ...models import Fabric, Node, Partition, Port
 from ...parsers.partitions import (
     KEYWORDS,
 )
@@ -106,6 +106,46 @@ def _ports_by_guid(fabric: Fabric, guids: Iterable[str]) -> dict[str, int]:
             Port.objects.filter(node__fabric=fabric, port_guid__in=chunk).values_list("port_guid", "pk")
         )
     return out
+
+
+def node_guids_among(fabric: Fabric, guids: Iterable[str]) -> dict[str, tuple[str, list[str]]]:
+    """The GUIDs of ``guids`` that are no port GUID of ``fabric`` but a node's GUID: ``{guid:
+    (node name, [its port GUIDs])}``. A switch's node GUID is its port 0's GUID (a port, not
+    here); a CA's node GUID is not a port's (IBTA Vol 1 14.2.5.3 NodeInfo: NodeGUID and
+    PortGUID are distinct EUI-64s for a channel adapter). Keywords are skipped."""
+    wanted = [g for g in set(guids) if g not in KEYWORDS]
+    ports = set(_ports_by_guid(fabric, wanted))
+    rest = [g for g in wanted if g not in ports]
+    out: dict[str, tuple[str, list[str]]] = {}
+    for i in range(0, len(rest), 500):
+        for node in Node.objects.filter(fabric=fabric, node_guid__in=rest[i : i + 500]).order_by("node_guid"):
+            port_guids = sorted(
+                Port.objects.filter(node=node).exclude(port_guid="").values_list("port_guid", flat=True)
+            )
+            out[node.node_guid] = (str(node), port_guids)
+    return out
+
+
+def refuse_node_guids(fabric: Fabric, guids: Iterable[str]) -> None:
+    """Refuse members that are a node's GUID, not a port's: OpenSM takes only port GUIDs as
+    partition members (``man opensm``, "PARTITION CONFIGURATION": ``PortGUID``) and would put no
+    port in the partition. UFM documents ``guids`` as "List of port GUIDs" (UFM Enterprise REST
+    API, "PKey GUIDs REST API") and translates nothing, so neither does Weft: the error names the
+    node and the port GUIDs it has, for the caller to choose.
+
+    Raises:
+        PartitionError: (``field`` "members") the first node GUID among ``guids``.
+    """
+    hits = node_guids_among(fabric, guids)
+    if hits:
+        guid = sorted(hits)[0]
+        name, ports = hits[guid]
+        more = f" (and {len(hits) - 1} other node GUID(s))" if len(hits) > 1 else ""
+        raise PartitionError(
+            f"member {guid} is the node GUID of {name}, not a port GUID{more}: a partition takes port "
+            f"GUIDs; its port GUID(s): {', '.join(ports) or 'none known'}",
+            field="members",
+        )
 
 
 def _check_member(guid: str, membership: str) -> tuple[str, str]:

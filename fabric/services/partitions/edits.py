@@ -26,6 +26,7 @@ from .common import (
     _notify,
     _ports_by_guid,
     _refuse_if_owned,
+    refuse_node_guids,
 )
 
 log = logging.getLogger(__name__)
@@ -225,7 +226,10 @@ def set_members(
 
     Raises:
         PartitionOwned: the ``pool`` members or the whole set of an owned partition, not as owner.
-        PartitionError: a member that is not a GUID or keyword, or a bad membership.
+        PartitionError: a member that is not a GUID or keyword, a bad membership, or a node GUID
+            of the fabric instead of a port GUID (``field`` "members", naming the node's port
+            GUIDs: :func:`~.common.refuse_node_guids`). A GUID the fabric does not know (an SR-IOV
+            virtual function's) is taken; its state is reported as not verifiable.
     """
     wanted = _wanted_members(members)
     if reason is not None and reason not in MemberReason.values:
@@ -233,6 +237,7 @@ def set_members(
     change = MemberChange()
     with transaction.atomic():
         locked = Partition.objects.select_for_update().get(pk=partition.pk)
+        refuse_node_guids(locked.fabric, wanted)
         if reason in (None, MemberReason.POOL):
             _refuse_if_owned(locked, f"its {'pool ' if reason else ''}members change", as_owner)
         rows = {m.port_guid: m for m in locked.members.all()}
@@ -300,8 +305,8 @@ def add_members(
 
     Raises:
         PartitionOwned: ``reason`` ``pool`` on a partition another app owns.
-        PartitionError: a member that is not a GUID or keyword, a bad membership, or an unknown
-            ``reason``.
+        PartitionError: a member that is not a GUID or keyword, a bad membership, a node GUID
+            instead of a port GUID (as :func:`set_members`), or an unknown ``reason``.
     """
     wanted = _wanted_members(members)
     if reason not in MemberReason.values:
@@ -309,6 +314,7 @@ def add_members(
     change = MemberChange()
     with transaction.atomic():
         locked = Partition.objects.select_for_update().get(pk=partition.pk)
+        refuse_node_guids(locked.fabric, wanted)
         if reason == MemberReason.POOL:
             _refuse_if_owned(locked, "its pool members change", False)
         rows = {m.port_guid: m for m in locked.members.filter(port_guid__in=list(wanted))}

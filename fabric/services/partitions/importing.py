@@ -20,7 +20,15 @@ from ...parsers.partitions import (
     generate,
     parse_partitions,
 )
-from .common import OWNER_NAME_RE, PartitionError, _mark_pending, _notify, _ports_by_guid, partition_owners
+from .common import (
+    OWNER_NAME_RE,
+    PartitionError,
+    _mark_pending,
+    _notify,
+    _ports_by_guid,
+    node_guids_among,
+    partition_owners,
+)
 from .conf import _fields_of, to_record
 
 log = logging.getLogger(__name__)
@@ -152,7 +160,10 @@ def import_partitions(
             given to two PKeys or taken by a partition that stays, an entry that changes a pool's
             or a job's partition (naming the owner: change it through the pool), or an entry
             named ``pool_<n>``/``job_<n>`` (:data:`OWNER_NAME_RE`) that is not that partition
-            given back as stored.
+            given back as stored, a member that is a node GUID of the fabric (not a port GUID),
+            and what :func:`~fabric.parsers.partitions.parse_partitions` refuses with
+            ``strict=True`` (a PKey 0xffff, two names for one PKey, a default partition leaving
+            ports out).
         PartitionError: ``mode`` is not merge or replace; another transaction stored one of the
             file's PKeys or names while it was imported (the database refused the write; the API
             answers 409).
@@ -167,6 +178,17 @@ def import_partitions(
                 source,
                 rec.line,
             )
+    nodes = node_guids_among(fabric, (m.guid for rec in conf.partitions for m in rec.members))
+    for rec in conf.partitions:
+        for m in rec.members:
+            if m.guid in nodes:
+                name, ports = nodes[m.guid]
+                raise PartitionsParseError(
+                    f"member {m.guid} is the node GUID of {name}, not a port GUID: OpenSM would put no "
+                    f"port in the partition; its port GUID(s): {', '.join(ports) or 'none known'}",
+                    source,
+                    m.line,
+                )
     summary = ImportSummary(fabric=fabric.name, source=source, mode=mode,
                             warnings=[w.as_dict() for w in conf.warnings])  # fmt: skip
     try:

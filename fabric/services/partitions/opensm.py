@@ -29,7 +29,7 @@ from ...parsers.partitions import (
 )
 from .common import ApplyError, _fabric_event, _notify
 from .conf import _comment, partitions_path, to_record
-from .verify import _plan_checks, _verify
+from .verify import _plan_checks, _verify, member_counts
 
 log = logging.getLogger(__name__)
 
@@ -266,17 +266,24 @@ def _record_failure(fabric: Fabric, parts: list[Partition], result: ApplyResult,
 
 def _record_outcome(fabric: Fabric, parts: list[Partition], result: ApplyResult, user) -> None:
     """Store what the apply found. A partition changed while the apply ran (``updated`` moved on:
-    new members, flags) stays ``pending``: the file written was not its current state."""
+    new members, flags) stays ``pending``: the file written was not its current state. A partition
+    with GUID members the fabric does not have is ``partial`` (``applied_members`` says "applied to
+    N of M members, K not verifiable": :func:`~.verify.member_counts`), never plain ``applied``."""
     now = timezone.now()
     by_pkey: dict[str, list[dict]] = {}
     for d in result.drift:
         by_pkey.setdefault(d["pkey"], []).append(d)
     specs: list[EventSpec] = []
+    counts = member_counts(fabric, parts, result.drift)
     with transaction.atomic():
         for p in parts:
             mine = by_pkey.get(p.pkey_hex, [])
+            state = ApplyState.DRIFT if mine else ApplyState.APPLIED
+            if not mine and counts[p.pk]["unverifiable"]:
+                state = ApplyState.PARTIAL  # never plain "applied" with members it cannot see
             Partition.objects.filter(pk=p.pk, updated=p.updated).update(
-                applied_state=ApplyState.DRIFT if mine else ApplyState.APPLIED,
+                applied_state=state,
+                applied_members=counts[p.pk],
                 applied_at=now,
                 applied_hash=result.sha256,
                 drift=mine[:100],

@@ -132,3 +132,32 @@ def _verify(
         pending = failed
         time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
         interval = min(interval * 2, 2.0)
+
+
+def member_counts(fabric: Fabric, parts: list[Partition], drift: list[dict]) -> dict[int, dict]:
+    """What an apply or a reconcile can say of each partition's GUID members (keywords are not
+    counted: they name no port): ``{partition id: {"members": M, "applied": N, "unverifiable": K,
+    "not_in_fabric": [up to 20 GUIDs]}}``. K: GUIDs no port of the fabric has (an SR-IOV virtual
+    function's, a host not discovered yet): OpenSM's tables cannot be read for them, so they are
+    never counted applied. N: the others less the members ``drift`` names."""
+    guids = {m.port_guid for p in parts for m in p.members.all() if m.port_guid not in KEYWORDS}
+    known: set[str] = set()
+    ordered = sorted(guids)
+    for i in range(0, len(ordered), 500):
+        known.update(
+            Port.objects.filter(node__fabric=fabric, port_guid__in=ordered[i : i + 500]).values_list(
+                "port_guid", flat=True
+            )
+        )
+    out: dict[int, dict] = {}
+    for p in parts:
+        mine = sorted(m.port_guid for m in p.members.all() if m.port_guid not in KEYWORDS)
+        missing = [g for g in mine if g not in known]
+        drifting = {d["guid"] for d in drift if d.get("pkey") == p.pkey_hex and d.get("expected")}
+        out[p.pk] = {
+            "members": len(mine),
+            "applied": len(mine) - len(missing) - len(drifting & set(mine)),
+            "unverifiable": len(missing),
+            "not_in_fabric": missing[:20],
+        }
+    return out

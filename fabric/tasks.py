@@ -112,14 +112,20 @@ def discovery_watchdog_task() -> dict:
 
 
 @shared_task(name="fabric.tasks.apply_partitions_task")
-def apply_partitions_task(fabric_id: int, force: bool = False, request: str = "") -> dict:
-    """Apply the partitions of one fabric after a change (``fabric.services.partitions.apply_pending``:
-    coalesced, one apply per fabric at a time). Queued by ``queue_apply``; ``request`` is a token
-    per queued call (unused here: it keeps the embedded worker from dropping the call as a
-    duplicate of a running one). Returns the service's summary or ``{"skipped": reason}``."""
+def apply_partitions_task(
+    fabric_id: int, force: bool = False, request: str = "", apply_id: int | None = None
+) -> dict:
+    """Apply the partitions of one fabric (``fabric.services.partitions.apply_pending``: coalesced,
+    one apply per fabric at a time). Queued by ``queue_apply`` after a change, or by
+    ``request_apply`` with the ``apply_id`` of its ``PartitionApply`` record (``run_apply`` runs
+    it and writes the outcome there). ``request`` is a token per queued call (unused here: it
+    keeps the embedded worker from dropping the call as a duplicate of a running one). Returns
+    the service's summary or ``{"skipped": reason}``."""
     from .models import Fabric
-    from .services.partitions import apply_pending
+    from .services.partitions import apply_pending, run_apply
 
+    if apply_id is not None:
+        return run_apply(apply_id)
     fabric = Fabric.objects.filter(pk=fabric_id).first()
     if fabric is None:
         return {"skipped": f"no fabric {fabric_id}"}

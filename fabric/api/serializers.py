@@ -17,7 +17,18 @@ from weft.fields import IdentityUrlField
 
 from ..choices import FabricRole, PortState
 from ..guid import normalize_guid
-from ..models import Discovery, Fabric, Host, Link, Node, Partition, PartitionMember, Port, SubnetManager
+from ..models import (
+    Discovery,
+    Fabric,
+    Host,
+    Link,
+    Node,
+    Partition,
+    PartitionApply,
+    PartitionMember,
+    Port,
+    SubnetManager,
+)
 from ..querysets import topology_counts
 from ..services.notices import notice_status
 
@@ -712,6 +723,32 @@ class ApplyResultSerializer(serializers.Serializer):
     drift = serializers.ListField(child=serializers.DictField())
     error = serializers.CharField()
     seconds = serializers.FloatField()
+
+
+class PartitionApplySerializer(serializers.ModelSerializer):
+    """A requested apply of a fabric's partitions (``fabric.PartitionApply``): ``state`` queued,
+    running, coalesced (joined the apply running), done or failed; ``ok``; ``result`` the
+    coalesced apply path's summary (``applies``, ``state``, ``error``, ``signalled``,
+    ``checked_ports``, ``drift``/``unverified`` rows, ``seconds``)."""
+
+    url = IdentityUrlField(view_name="fabric-api:partitionapply-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = PartitionApply
+        fields = ["id", "url", "display", "fabric", "state", "source", "force", "timeout_s", "requested_by",
+                  "created", "started", "finished", "ok", "result"]  # fmt: skip
+        read_only_fields = fields
+
+
+class BriefPartitionApplySerializer(serializers.ModelSerializer):
+    url = IdentityUrlField(view_name="fabric-api:partitionapply-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+
+    class Meta:
+        model = PartitionApply
+        fields = ["id", "url", "display", "state", "ok"]
 
 
 class PartitionImportSerializer(serializers.Serializer):

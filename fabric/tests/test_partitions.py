@@ -298,7 +298,9 @@ def test_api_roles_crud_members_and_brief(fabric, client_for):
     }  # fmt: skip
 
 
-def test_api_import_located_error_and_apply_failure(fabric, client_for, realdata, settings):
+def test_api_import_located_error_and_apply_failure(
+    fabric, client_for, users, realdata, settings, django_capture_on_commit_callbacks
+):
     settings.WEFT_PARTITIONS_PATH = ""
     admin = client_for("admin")
     bad = admin.post(
@@ -326,12 +328,20 @@ def test_api_import_located_error_and_apply_failure(fabric, client_for, realdata
         .status_code
         == 403
     )
-    resp = admin.post("/api/fabric/partitions/apply/", {"fabric": fabric.pk}, format="json")
-    assert (
-        resp.status_code == 409
-        and resp.json()["ok"] is False
-        and "no partitions file" in resp.json()["error"]
-    )
+    # 202 at once with the apply's record; the worker (here: at commit, eagerly) runs it through
+    # the coalesced path and the record says why it failed
+    with django_capture_on_commit_callbacks(execute=True):
+        resp = admin.post("/api/fabric/partitions/apply/", {"fabric": fabric.pk}, format="json")
+    assert resp.status_code == 202 and resp.json()["state"] == "queued", resp.json()
+    record = admin.get(f"/api/fabric/partition-applies/{resp.json()['id']}/").json()
+    assert (record["state"], record["ok"], record["source"], record["requested_by"]) == (
+        "failed",
+        False,
+        "api",
+        users["admin"].username,
+    ), record
+    assert "no partitions file" in record["result"]["error"]
+    assert Partition.objects.get(fabric=fabric, pkey=0x0001).applied_state == "failed"
     default = Partition.objects.get(fabric=fabric, pkey=0x7FFF)
     assert admin.delete(f"/api/fabric/partitions/{default.pk}/").status_code == 400
 

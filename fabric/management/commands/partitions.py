@@ -7,22 +7,25 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from fabric.choices import ApplyRunState
 from fabric.models import Fabric
-from fabric.services.partitions import apply, generate_conf
+from fabric.services.partitions import generate_conf, request_apply, run_apply, wait_apply
+from fabric.services.partitions.coalesce import apply_limit_s
 
 
 class Command(BaseCommand):
     help = (
         "Print the OpenSM partitions.conf Weft generates for a fabric; --apply writes it to the "
         "fabric's partitions file, makes OpenSM re-read it and verifies the ports (smpquery pkeys), "
-        "printing a JSON summary as the last line (exit status 1 when it failed or drifted)."
+        "printing a JSON summary as the last line (exit status 1 when it failed or drifted). The apply "
+        "is recorded (GET /api/fabric/partition-applies/<id>/) and goes through the same coalesced "
+        "path as the API and the task: while another apply of the fabric runs, it joins that one."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("--fabric", required=True, help="fabric name")
         parser.add_argument("--apply", action="store_true", help="write, signal OpenSM, verify")
         parser.add_argument("--timeout", type=float, default=None, help="verification wait, seconds")
-        parser.add_argument("--sample", type=int, default=None, help="ports verified per partition and side")
         parser.add_argument("--set-path", help="store the fabric's partitions file (what OpenSM reads, -P)")
         parser.add_argument("--set-pid-file", help="store the pid file of the fabric's OpenSM (SIGHUP)")
         parser.add_argument(
@@ -42,16 +45,21 @@ class Command(BaseCommand):
         if not opts["apply"]:
             self.stdout.write(generate_conf(fabric), ending="")
             return
-        result = apply(fabric, timeout=opts["timeout"], sample=opts["sample"])
-        if result.error:
-            self.stderr.write(f"partitions of {fabric.name} not applied: {result.error}")
-        for d in result.drift[:20]:
+        rec = request_apply(fabric, source="command", timeout=opts["timeout"])
+        run_apply(rec.pk)  # in this process; the task the record queued finds it no longer queued
+        rec = wait_apply(rec.pk, apply_limit_s())  # a joined (coalesced) apply: its holder's result
+        result = dict(rec.result or {})
+        if rec.state not in (ApplyRunState.DONE, ApplyRunState.FAILED):
+            result.setdefault("error", f"the apply it joined did not end within {apply_limit_s():g} s")
+        if result.get("error"):
+            self.stderr.write(f"partitions of {fabric.name} not applied: {result['error']}")
+        for d in result.get("drift", [])[:20]:
             self.stderr.write(
                 f"drift: {d['partition']} ({d['pkey']}) port {d['guid']}: expected {d['expected']}, seen {d['seen']}"
             )
-        self.stdout.write(json.dumps(result.as_dict() | {"drift": len(result.drift)}))
+        self.stdout.write(json.dumps(result | {"apply": rec.pk, "drift": len(result.get("drift", []))}))
         self.stdout.flush()
-        if not result.ok:
+        if not rec.ok:
             sys.exit(1)
 
     def _configure(self, fabric: Fabric, opts) -> dict:

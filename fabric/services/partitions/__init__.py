@@ -37,7 +37,16 @@ from ``fabric.services.partitions``.
 
 from __future__ import annotations
 
-from .coalesce import MAX_APPLY_ROUNDS, apply_pending, auto_apply_enabled, is_current, queue_apply
+from .coalesce import (
+    MAX_APPLY_ROUNDS,
+    apply_pending,
+    auto_apply_enabled,
+    is_current,
+    queue_apply,
+    request_apply,
+    run_apply,
+    wait_apply,
+)
 from .common import (
     OWNER_NAME_RE,
     ApplyError,
@@ -63,5 +72,5 @@ __all__ = [
     "MemberChange", "PartitionError", "PartitionOwned", "add_members", "apply", "apply_pending",
     "auto_apply_enabled", "conf_digest", "delete_partition", "generate_conf", "import_partitions",
     "is_current", "partition_owner", "partition_owners", "partitions_path", "queue_apply",
-    "remove_members", "save_partition", "set_members", "signal_opensm", "to_record", "write_atomically",
+    "remove_members", "request_apply", "run_apply", "save_partition", "set_members", "signal_opensm", "to_record", "wait_apply", "write_atomically",
 ]  # fmt: skip

@@ -1,20 +1,29 @@
-"""One coalesced apply path: the task, the API and the command all apply through
-:func:`apply_pending` (lock ``fabric.partitions_apply.<id>``)."""
+"""One coalesced apply path: the task, the API, the command and the reconcile all apply through
+:func:`apply_pending` (lock ``fabric.partitions_apply.<id>``).
+
+* :func:`queue_apply`: after a change (pools, UFM API), the task applies on a worker.
+* :func:`request_apply`: an explicit apply (API, command): a ``fabric.PartitionApply`` record the
+  client reads back (the API answers 202 with its id and never waits for OpenSM), run by the task
+  or, for the command, in its own process by :func:`run_apply` (the same coalesced path).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import logging
 import os
+import time
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
+from accounts import audit
 from weft.locks import single_instance
 
-from ...choices import ApplyState
-from ...models import Fabric, Partition
+from ...choices import ApplyRunState, ApplyState
+from ...models import Fabric, Partition, PartitionApply
 from ...tasks import apply_partitions_task
 from .conf import conf_digest, partitions_path
 from .opensm import apply
@@ -78,11 +87,12 @@ def queue_apply(fabric_id: int, *, force: bool = False) -> bool:
     return True
 
 
-def _apply_limit_s() -> float:
+def apply_limit_s() -> float:
+    """Seconds one apply may hold the fabric's apply lock: the verification wait plus 120 s."""
     return float(settings.WEFT_PARTITIONS_VERIFY_TIMEOUT_S) + 120.0
 
 
-def apply_pending(fabric: Fabric, *, force: bool = False, user=None) -> dict:
+def apply_pending(fabric: Fabric, *, force: bool = False, user=None, timeout: float | None = None) -> dict:
     """Apply the partitions of ``fabric`` unless :func:`is_current` (``force``: apply anyway),
     one apply per fabric at a time, until what was last written is what is stored.
 
@@ -94,14 +104,29 @@ def apply_pending(fabric: Fabric, *, force: bool = False, user=None) -> dict:
     not retried unless the stored partitions changed meanwhile; at most :data:`MAX_APPLY_ROUNDS`
     applies per call.
 
-    Returns ``{"fabric", "applies", "skipped", "ok", "state", "seconds", "error"}`` (the last
-    apply's ``ok``/``state``/``error``; ``skipped`` "" when this call held the lock).
+    ``timeout``: the verification wait of each apply (default ``WEFT_PARTITIONS_VERIFY_TIMEOUT_S``).
+    When the holder is done, the requests that joined it (``PartitionApply`` rows ``coalesced``)
+    get its result (:func:`_finish_coalesced`).
+
+    Returns ``{"fabric", "applies", "skipped", "ok", "state", "seconds", "error", "signalled",
+    "sha256", "checked_ports", "drift", "unverified"}`` (the last apply's; ``drift``/``unverified``
+    up to 20 rows each; ``skipped`` "" when this call held the lock).
     """
     out = {"fabric": fabric.name, "applies": 0, "skipped": "", "ok": None, "state": "", "seconds": 0.0,
-           "error": ""}  # fmt: skip
+           "error": "", "signalled": "", "sha256": "", "checked_ports": 0, "drift": [],
+           "unverified": []}  # fmt: skip
+    try:
+        return _apply_rounds(fabric, out, force=force, user=user, timeout=timeout)
+    finally:
+        if not out["skipped"]:
+            _finish_coalesced(fabric, out)
+
+
+def _apply_rounds(fabric: Fabric, out: dict, *, force: bool, user, timeout: float | None) -> dict:
+    """The rounds of :func:`apply_pending` (its lock and its checks), filling ``out``."""
     written = None  # sha256 of the last file this call wrote
     while out["applies"] < MAX_APPLY_ROUNDS:
-        with single_instance(f"fabric.partitions_apply.{fabric.pk}", _apply_limit_s()) as mine:
+        with single_instance(f"fabric.partitions_apply.{fabric.pk}", apply_limit_s()) as mine:
             if not mine:
                 if not out["applies"]:
                     out["skipped"] = "an apply of this fabric is running; it applies this change too"
@@ -110,13 +135,109 @@ def apply_pending(fabric: Fabric, *, force: bool = False, user=None) -> dict:
                 digest = conf_digest(fabric)
                 if digest == written or (written is None and not force and is_current(fabric, digest)):
                     break
-                result = apply(fabric, user=user)
+                result = apply(fabric, user=user, timeout=timeout)
                 written = result.sha256 or digest
                 out["applies"] += 1
                 out.update(ok=result.ok, state=result.state, error=result.error,
-                           seconds=round(out["seconds"] + result.seconds, 3))  # fmt: skip
+                           seconds=round(out["seconds"] + result.seconds, 3), signalled=result.signalled,
+                           sha256=result.sha256, checked_ports=result.checked_ports,
+                           drift=result.drift[:20], unverified=result.unverified[:20])  # fmt: skip
                 if result.state == ApplyState.PENDING:  # interrupted by a shutdown: stop here
                     return out
         if written is None or conf_digest(fabric) == written:
             return out
     return out
+
+
+# -- explicit applies: records a client reads back ------------------------------------------------
+
+
+def request_apply(
+    fabric: Fabric, *, user=None, source: str = "api", force: bool = True, timeout: float | None = None
+) -> PartitionApply:
+    """Record an apply of ``fabric``'s partitions (``queued``) and queue the task that runs it
+    (:func:`run_apply`) when the caller's transaction commits. Returns the record at once: the
+    API answers 202 with its id; ``GET /api/fabric/partition-applies/<id>/`` reads it. ``force``
+    (default): apply even when :func:`is_current` (an Admin's explicit apply). Audited
+    (``partition.apply_request``) in the record's transaction. A broker that is down marks the
+    record ``failed`` with the reason (nothing hangs ``queued``)."""
+    with transaction.atomic():
+        rec = PartitionApply.objects.create(
+            fabric=fabric, source=source, force=force, timeout_s=timeout,
+            requested_by=user if getattr(user, "pk", None) else None,
+        )  # fmt: skip
+        audit.record("partition.apply_request", fabric, {"apply": rec.pk, "source": source}, user=user)
+    token = os.urandom(6).hex()
+    rec_id, fabric_id = rec.pk, fabric.pk
+
+    def send() -> None:
+        try:
+            apply_partitions_task.delay(fabric_id, force=force, request=token, apply_id=rec_id)
+        except Exception as exc:
+            log.exception("could not queue the partitions apply %s of fabric %s", rec_id, fabric_id)
+            PartitionApply.objects.filter(pk=rec_id, state=ApplyRunState.QUEUED).update(
+                state=ApplyRunState.FAILED, ok=False, finished=timezone.now(),
+                result={"error": f"could not queue the apply: {type(exc).__name__}: {exc}"[:500]},
+            )  # fmt: skip
+
+    transaction.on_commit(send)
+    return rec
+
+
+def run_apply(apply_id: int) -> dict:
+    """Run the recorded apply ``apply_id`` through :func:`apply_pending` (the task's body; the
+    command calls it in its own process). ``running`` while it runs, then ``done`` (``ok`` the
+    apply's) or ``failed`` (an error before or during the apply) with :func:`apply_pending`'s
+    summary in ``result``. When another apply of the fabric holds the lock, the record becomes
+    ``coalesced`` and the holder writes its result when it ends; if the holder released the lock
+    meanwhile, this call applies itself. Returns the summary (``{"skipped": ...}`` when the
+    record does not exist or is no longer queued)."""
+    rec = PartitionApply.objects.select_related("fabric", "requested_by").filter(pk=apply_id).first()
+    if rec is None:
+        return {"skipped": f"no partitions apply {apply_id}"}
+    claimed = PartitionApply.objects.filter(pk=rec.pk, state=ApplyRunState.QUEUED).update(
+        state=ApplyRunState.RUNNING, started=timezone.now()
+    )
+    if not claimed:
+        return {"skipped": f"partitions apply {apply_id} is {rec.state}"}
+    kwargs = {"force": rec.force, "user": rec.requested_by, "timeout": rec.timeout_s}
+    try:
+        out = apply_pending(rec.fabric, **kwargs)
+        if out["skipped"]:
+            PartitionApply.objects.filter(pk=rec.pk).update(state=ApplyRunState.COALESCED, result=out)
+            out = apply_pending(rec.fabric, **kwargs)  # the holder may have finished meanwhile
+            if out["skipped"]:
+                return out  # the holder, still running, writes this record's result
+    except Exception as exc:
+        log.exception("partitions apply %s of fabric %s failed", rec.pk, rec.fabric.name)
+        out = {"fabric": rec.fabric.name, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+    _finish(PartitionApply.objects.filter(pk=rec.pk), out)
+    return out
+
+
+def _finish(records, out: dict) -> int:
+    """Mark ``records`` ``done`` (the apply verified, or nothing to apply: OpenSM already runs
+    what is stored) or ``failed`` (not applied, drift, or an error), with ``out``."""
+    ok = out.get("ok")
+    if ok is None and out.get("applies") == 0 and not out.get("error"):
+        ok = True
+    state = ApplyRunState.DONE if ok else ApplyRunState.FAILED
+    return records.update(state=state, ok=bool(ok), result=out, finished=timezone.now())
+
+
+def _finish_coalesced(fabric: Fabric, out: dict) -> None:
+    """Give the holder's result to the requests that joined its apply (``coalesced``)."""
+    _finish(PartitionApply.objects.filter(fabric=fabric, state=ApplyRunState.COALESCED), out)
+
+
+def wait_apply(apply_id: int, timeout: float) -> PartitionApply:
+    """The record ``apply_id`` once it is ``done`` or ``failed``, or as it is after ``timeout``
+    seconds (the command waiting for an apply it joined). Polls the database (0.2-1 s)."""
+    deadline = time.monotonic() + timeout
+    interval = 0.2
+    while True:
+        rec = PartitionApply.objects.get(pk=apply_id)
+        if rec.state in (ApplyRunState.DONE, ApplyRunState.FAILED) or time.monotonic() > deadline:
+            return rec
+        time.sleep(interval)
+        interval = min(1.0, interval * 2)

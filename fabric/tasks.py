@@ -132,6 +132,28 @@ def apply_partitions_task(
     return apply_pending(fabric, force=force)
 
 
+@shared_task(name="fabric.tasks.reconcile_partitions_task")
+def reconcile_partitions_task() -> list[dict]:
+    """Beat task (every ``WEFT_PARTITIONS_RECONCILE_INTERVAL_S``): compare each fabric's stored
+    partitions with what its master SM applies and re-apply on drift or a change pending too long
+    (``fabric.services.partitions.reconcile``). One fabric's error is logged and in its summary,
+    the others go on. Never overlaps itself (lock ``fabric.partitions_reconcile``)."""
+    from .models import Fabric
+    from .services.partitions.reconcile import reconcile
+
+    out: list[dict] = []
+    with single_instance("fabric.partitions_reconcile", 900) as mine:
+        if not mine:
+            return out
+        for fabric in Fabric.objects.order_by("name"):
+            try:
+                out.append(reconcile(fabric).as_dict())
+            except Exception as exc:  # one fabric's failure is its own (logged), not the others'
+                log.exception("reconciling the partitions of %s failed", fabric.name)
+                out.append({"fabric": fabric.name, "error": f"{type(exc).__name__}: {exc}"[:300]})
+    return out
+
+
 @shared_task(name="fabric.tasks.compare_reference_task")
 def compare_reference_task(fabric_id: int) -> dict | None:
     """Compare a fabric with its reference after a discovery and raise the events

@@ -29,6 +29,11 @@ class Command(BaseCommand):
         parser.add_argument("--set-path", help="store the fabric's partitions file (what OpenSM reads, -P)")
         parser.add_argument("--set-pid-file", help="store the pid file of the fabric's OpenSM (SIGHUP)")
         parser.add_argument(
+            "--set-sm-pid-files",
+            help="store the pid file of each OpenSM by its port GUID, 'GUID=PATH,GUID=PATH' (an HA pair: "
+            "the apply signals the one sminfo names master); '' clears them",
+        )
+        parser.add_argument(
             "--set-reload-command",
             help="store a command (shell words) run instead of SIGHUP; '' clears it",
         )
@@ -76,6 +81,8 @@ class Command(BaseCommand):
             changed["partitions_path"] = opts["set_path"]
         if opts.get("set_pid_file") is not None:
             changed["sm_pid_file"] = opts["set_pid_file"]
+        if opts.get("set_sm_pid_files") is not None:
+            changed["sm_pid_files"] = _pid_files(opts["set_sm_pid_files"])
         if opts.get("set_reload_command") is not None:
             changed["sm_reload_command"] = shlex.split(opts["set_reload_command"])
         if changed:
@@ -85,3 +92,23 @@ class Command(BaseCommand):
                 fabric.save(update_fields=list(changed))
                 audit.record("fabric.partitions_config", fabric, changed)
         return changed
+
+
+def _pid_files(text: str) -> dict[str, str]:
+    """``{port GUID (canonical): pid file}`` of ``"GUID=PATH,GUID=PATH"``.
+
+    Raises:
+        CommandError: an item without ``=`` or a GUID that is not one.
+    """
+    from fabric.guid import normalize_guid
+
+    out: dict[str, str] = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        guid, eq, path = item.partition("=")
+        if not eq or not path.strip():
+            raise CommandError(f"--set-sm-pid-files: {item!r} is not GUID=PATH")
+        try:
+            out[normalize_guid(guid.strip())] = path.strip()
+        except ValueError as exc:
+            raise CommandError(f"--set-sm-pid-files: {guid!r}: {exc}") from None
+    return out

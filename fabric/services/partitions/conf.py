@@ -75,7 +75,7 @@ def generate_conf(fabric: Fabric, *, width: int = 100) -> str:
 def partitions_path(fabric: Fabric) -> str:
     """Where the partitions file of ``fabric`` goes (``Fabric.partitions_path``, else
     ``WEFT_PARTITIONS_PATH``); "" when neither is set."""
-    return fabric.partitions_path or getattr(settings, "WEFT_PARTITIONS_PATH", "")
+    return fabric.partitions_path or settings.WEFT_PARTITIONS_PATH
 
 
 def conf_digest(fabric: Fabric) -> str:

@@ -22,7 +22,9 @@ from events.services import EventSpec, record_events
 from weft import procs
 
 from ...choices import ApplyState
+from ...collectors.sm import probe_master
 from ...collectors.tools import ToolAborted, fabric_env, run_process
+from ...guid import normalize_guid
 from ...models import Fabric, Partition
 from ...parsers.partitions import (
     generate,
@@ -67,11 +69,44 @@ def write_atomically(path: str | Path, text: str) -> None:
             os.close(dfd)
 
 
+def master_pid_file(fabric: Fabric, *, timeout: float = 15.0) -> str:
+    """The pid file of the OpenSM that is master now. With ``Fabric.sm_pid_files`` (``{port GUID:
+    pid file}``, one per OpenSM of an HA pair): the master is asked of the subnet (``sminfo``,
+    ``fabric.collectors.sm.probe_master``; when it cannot say, the SM watch's last master,
+    ``Fabric.master_sm_guid``) and its entry is returned, so an apply after an SM fail-over
+    signals the new master, never the dead one's remembered pid. Without: ``Fabric.sm_pid_file``
+    or ``WEFT_SM_PID_FILE`` (one OpenSM); "" when nothing is configured.
+
+    Raises:
+        ApplyError: ``sm_pid_files`` is set and no master is known, or the master has no entry.
+    """
+    files = {normalize_guid(g): path for g, path in (fabric.sm_pid_files or {}).items()}
+    if not files:
+        return fabric.sm_pid_file or settings.WEFT_SM_PID_FILE
+    probe = probe_master(fabric, timeout=timeout)
+    guid = probe.master.guid if probe.master is not None else fabric.master_sm_guid
+    if not guid:
+        raise ApplyError(
+            f"fabric {fabric.name}: no master SM answers ({probe.error or 'sminfo'}), none known"
+        )
+    guid = normalize_guid(guid)
+    if guid not in files:
+        said = (probe.error.strip().splitlines() or [""])[-1][:160]
+        seen = "sminfo" if probe.master is not None else f"the SM watch's last master; sminfo: {said}"
+        raise ApplyError(
+            f"the master SM is {guid} ({seen}), which has no pid file in sm_pid_files "
+            f"(configured: {', '.join(sorted(files))})"
+        )
+    return files[guid]
+
+
 def signal_opensm(fabric: Fabric, *, timeout: float = 30.0) -> str:
     """Make OpenSM re-read its partitions file: run ``Fabric.sm_reload_command`` (argv, with the
     fabric's tool environment, ``timeout`` seconds, its own process group) when set, else send
-    SIGHUP to the pid in ``Fabric.sm_pid_file`` (or ``WEFT_SM_PID_FILE``): OpenSM then runs a
-    heavy sweep, which re-reads the file and sets the ports' P_Key tables. Returns what was done.
+    SIGHUP to the pid in the master's pid file (:func:`master_pid_file`: the current master's
+    entry of ``Fabric.sm_pid_files``, else ``Fabric.sm_pid_file`` or ``WEFT_SM_PID_FILE``):
+    OpenSM then runs a heavy sweep, which re-reads the file and sets the ports' P_Key tables.
+    Returns what was done.
 
     Raises:
         ApplyError: nothing configured, an unreadable pid file, no such process or only a zombie
@@ -93,11 +128,11 @@ def signal_opensm(fabric: Fabric, *, timeout: float = 30.0) -> str:
             said = (proc.stderr or proc.stdout).strip()[-300:]
             raise ApplyError(f"reload command {argv[0]} failed (exit {proc.returncode}): {said}")
         return f"ran {' '.join(argv)}"
-    pid_file = fabric.sm_pid_file or getattr(settings, "WEFT_SM_PID_FILE", "")
+    pid_file = master_pid_file(fabric, timeout=min(timeout, 15.0))
     if not pid_file:
         raise ApplyError(
             f"fabric {fabric.name}: no way to make OpenSM re-read its partitions (set sm_pid_file, "
-            "WEFT_SM_PID_FILE or sm_reload_command)"
+            "WEFT_SM_PID_FILE, sm_pid_files or sm_reload_command)"
         )
     try:
         pid = int(Path(pid_file).read_text().split()[0])

@@ -71,7 +71,7 @@ MIN_READ_S = 0.5
 
 
 def _verify(
-    fabric: Fabric, parts: list[Partition], checks: list[_Check], timeout: float
+    fabric: Fabric, parts: list[Partition], checks: list[_Check], timeout: float, *, once: bool = False
 ) -> tuple[list[dict], list[dict]]:
     """Read the P_Key tables of the checked ports again until all agree or ``timeout`` seconds
     pass; return ``(drift, unverified)``.
@@ -82,7 +82,8 @@ def _verify(
     "error"}]``: the tool failed or timed out, or no time was left to read them). Each
     ``smpquery`` run is bounded by the time left until the deadline (at most 15 s), and no read
     starts with less than :data:`MIN_READ_S` left, so a hung tool costs at most ``timeout``
-    (plus a process kill), not ``timeout`` per port.
+    (plus a process kill), not ``timeout`` per port. ``once``: one round of reads, no waiting for
+    agreement (the reconcile observes what is there; an apply waits for OpenSM's sweep).
 
     Raises:
         ToolAborted: the worker is stopping (:func:`fabric.collectors.tools.abort_all`).
@@ -127,7 +128,7 @@ def _verify(
             if not _matches(c.expected, seen):
                 drift.append(row | {"seen": seen})
                 failed.append(c)
-        if not failed or deadline - time.monotonic() < MIN_READ_S:
+        if once or not failed or deadline - time.monotonic() < MIN_READ_S:
             return drift, unverified
         pending = failed
         time.sleep(min(interval, max(0.0, deadline - time.monotonic())))

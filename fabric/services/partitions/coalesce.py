@@ -141,7 +141,8 @@ def _apply_rounds(fabric: Fabric, out: dict, *, force: bool, user, timeout: floa
                 out.update(ok=result.ok, state=result.state, error=result.error,
                            seconds=round(out["seconds"] + result.seconds, 3), signalled=result.signalled,
                            sha256=result.sha256, checked_ports=result.checked_ports,
-                           drift=result.drift[:20], unverified=result.unverified[:20])  # fmt: skip
+                           drift=result.drift[:20], unverified=result.unverified[:20],
+                           verify_seconds=result.verify_seconds)  # fmt: skip
                 if result.state == ApplyState.PENDING:  # interrupted by a shutdown: stop here
                     return out
         if written is None or conf_digest(fabric) == written:

@@ -31,7 +31,7 @@ from ...parsers.partitions import (
 )
 from .common import ApplyError, _fabric_event, _notify
 from .conf import _comment, partitions_path, to_record
-from .verify import _plan_checks, _verify, member_counts
+from .verify import MIN_READ_S, _plan_checks, _verify, member_counts
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,10 @@ def write_atomically(path: str | Path, text: str) -> None:
             os.fsync(dfd)
         finally:
             os.close(dfd)
+
+
+#: seconds of disagreeing ports after signalling OpenSM before it is signalled once more
+RESIGNAL_AFTER_S = 10.0
 
 
 def master_pid_file(fabric: Fabric, *, timeout: float = 15.0) -> str:
@@ -173,6 +177,8 @@ class ApplyResult:
     unverified: list[dict] = field(default_factory=list)
     error: str = ""
     seconds: float = 0.0
+    #: seconds from OpenSM signalled to the verification's answer (the ports read as configured)
+    verify_seconds: float = 0.0
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -244,13 +250,27 @@ def apply(
         return result
     except ToolAborted as exc:  # the reload command was refused: the worker is stopping
         return _interrupted(fabric, result, exc, t0)
+    t_signalled = time.monotonic()
     checks = _plan_checks(fabric, parts, sample)
     result.checked_ports = len({c.guid for c in checks})
     try:
-        drift, unverified = _verify(fabric, parts, checks, timeout)
+        drift, unverified = _verify(fabric, parts, checks, min(timeout, RESIGNAL_AFTER_S))
+        left = timeout - (time.monotonic() - t_signalled)
+        if drift and left >= MIN_READ_S:
+            # OpenSM folds a SIGHUP that arrives during a sweep into that sweep, which may have read
+            # the file before it was written: no sweep follows and the ports keep the old PKeys.
+            # Ask once more, then wait out the rest of the verification time.
+            try:
+                result.signalled += f"; again after {RESIGNAL_AFTER_S:g} s: " + signal_opensm(
+                    fabric, timeout=signal_timeout
+                )
+            except ApplyError as exc:
+                log.warning("re-signalling OpenSM for %s: %s", fabric.name, exc)
+            drift, unverified = _verify(fabric, parts, checks, left)
     except ToolAborted as exc:
         return _interrupted(fabric, result, exc, t0)
     result.drift, result.unverified = drift, unverified
+    result.verify_seconds = round(time.monotonic() - t_signalled, 3)
     result.seconds = round(time.monotonic() - t0, 3)
     if unverified and not drift:
         # the ports could not be read (smpquery failing, hung): nothing says OpenSM disagrees, and

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from events.models import Event
 from fabric.choices import ApplyState
-from fabric.models import Fabric, Partition
+from fabric.models import Fabric, Partition, PartitionApply
 from fabric.services.partitions import (
     ApplyError,
     conf_digest,
@@ -40,10 +40,19 @@ def _codes(fabric) -> list[str]:
 
 def test_a_change_pending_too_long_is_alarmed_and_re_applied(fabric, settings):
     settings.WEFT_PARTITIONS_PENDING_ALARM_S = 600
+    # a worker killed in the middle of an apply left its record running
+    old = timezone.now() - timedelta(hours=1)
+    lost = PartitionApply.objects.create(fabric=fabric, state="running", created=old)
+    recent = PartitionApply.objects.create(fabric=fabric, state="queued")
     part = save_partition(Partition(fabric=fabric, name="tenant_a", pkey=0x0A01))
     set_members(part, ["0x0002c90300001001"])
     fresh = reconcile(fabric)
     assert (fresh.stuck, fresh.events, fresh.reapplied) == ([], [], None)  # pending, not for long
+    assert fresh.stale_applies == 1
+    lost.refresh_from_db()
+    recent.refresh_from_db()
+    assert (lost.state, lost.ok, recent.state) == ("failed", False, "queued")
+    assert "no worker finished this apply" in lost.result["error"]
     Partition.objects.filter(pk=part.pk).update(updated=timezone.now() - timedelta(minutes=21))
     out = reconcile(fabric)
     assert out.stuck == ["0x0a01"] and out.events == ["partition.apply_stuck"]

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import time
+from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -229,6 +230,24 @@ def _finish(records, out: dict) -> int:
 def _finish_coalesced(fabric: Fabric, out: dict) -> None:
     """Give the holder's result to the requests that joined its apply (``coalesced``)."""
     _finish(PartitionApply.objects.filter(fabric=fabric, state=ApplyRunState.COALESCED), out)
+
+
+def expire_stale_applies(fabric: Fabric) -> int:
+    """Fail the recorded applies of ``fabric`` still ``queued``, ``running`` or ``coalesced`` after
+    twice :func:`apply_limit_s` (the worker that ran them was killed, or the queue lost them with a
+    Redis restart): a client following one gets an answer, not "running" forever. The stored
+    partitions stay as they are (pending ones are the reconcile's to re-apply). Returns how many."""
+    bound = timezone.now() - timedelta(seconds=2 * apply_limit_s())
+    stale = PartitionApply.objects.filter(
+        fabric=fabric,
+        state__in=[ApplyRunState.QUEUED, ApplyRunState.RUNNING, ApplyRunState.COALESCED],
+        created__lt=bound,
+    )
+    return stale.update(
+        state=ApplyRunState.FAILED, ok=False, finished=timezone.now(),
+        result={"error": "no worker finished this apply (killed, or its queue was lost); the "
+                         "reconcile re-applies what is pending"},
+    )  # fmt: skip
 
 
 def wait_apply(apply_id: int, timeout: float) -> PartitionApply:

@@ -45,7 +45,7 @@ from events.services import EventSpec, record_events
 from ...choices import ApplyState, NodeType
 from ...models import Fabric, Partition, Port
 from ...parsers.partitions import KEYWORDS
-from .coalesce import apply_pending, auto_apply_enabled
+from .coalesce import apply_pending, auto_apply_enabled, expire_stale_applies
 from .common import _fabric_event, _notify
 from .conf import conf_digest, partitions_path
 from .verify import _Check, _verify
@@ -60,7 +60,8 @@ CLAIMED = (ApplyState.APPLIED, ApplyState.PARTIAL, ApplyState.DRIFT)
 class ReconcileResult:
     """What one :func:`reconcile` of a fabric found and did (the task's summary).
 
-    ``stuck``: PKeys pending/failed longer than the bound; ``file``: "" when the file on disk holds
+    ``stale_applies``: recorded applies no worker finished, failed now
+    (:func:`~.coalesce.expire_stale_applies`); ``stuck``: PKeys pending/failed longer than the bound; ``file``: "" when the file on disk holds
     what is stored, else why not; ``checked_ports``: ports read; ``drift``: disagreeing ports
     (``[{"partition", "pkey", "guid", "expected", "seen"}]``, at most 20); ``unread``: ports that
     could not be read; ``reapplied``: the re-apply's summary (:func:`~.coalesce.apply_pending`) or
@@ -68,6 +69,7 @@ class ReconcileResult:
 
     fabric: str
     skipped: str = ""
+    stale_applies: int = 0
     stuck: list[str] = field(default_factory=list)
     file: str = ""
     checked_ports: int = 0
@@ -141,6 +143,7 @@ def reconcile(fabric: Fabric, *, sample: int | None = None, read_timeout: float 
     """
     t0 = time.monotonic()
     out = ReconcileResult(fabric=fabric.name)
+    out.stale_applies = expire_stale_applies(fabric)
     if not auto_apply_enabled(fabric):
         out.skipped = "no partitions file configured: Weft does not apply this fabric's partitions"
         return out

@@ -705,26 +705,6 @@ class ApplyRequestSerializer(serializers.Serializer):
     timeout = serializers.FloatField(min_value=1, max_value=300, required=False)
 
 
-class ApplyResultSerializer(serializers.Serializer):
-    """What an apply did (``fabric.services.partitions.ApplyResult``)."""
-
-    fabric = serializers.CharField()
-    path = serializers.CharField()
-    ok = serializers.BooleanField()
-    state = serializers.CharField()
-    signalled = serializers.CharField()
-    sha256 = serializers.CharField()
-    bytes = serializers.IntegerField()
-    lines = serializers.IntegerField()
-    longest_line = serializers.IntegerField()
-    partitions = serializers.IntegerField()
-    members = serializers.IntegerField()
-    checked_ports = serializers.IntegerField()
-    drift = serializers.ListField(child=serializers.DictField())
-    error = serializers.CharField()
-    seconds = serializers.FloatField()
-
-
 class PartitionApplySerializer(serializers.ModelSerializer):
     """A requested apply of a fabric's partitions (``fabric.PartitionApply``): ``state`` queued,
     running, coalesced (joined the apply running), done or failed; ``ok``; ``result`` the

@@ -117,3 +117,30 @@ def test_the_apply_signals_the_master_named_by_the_sm_not_a_remembered_pid(fabri
     Fabric.objects.filter(pk=fabric.pk).update(sm_pid_files={})
     fabric.refresh_from_db()
     assert master_pid_file(fabric) == fabric.sm_pid_file  # one OpenSM: its pid file
+
+
+def test_the_command_applies_through_the_recorded_coalesced_path_and_stores_pid_files(fabric, capsys):
+    import json
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    call_command("partitions", "--fabric", "site", "--set-sm-pid-files", "0x2=/run/b.pid, 0x0001=/run/a.pid")
+    fabric.refresh_from_db()
+    assert fabric.sm_pid_files == {"0x0000000000000002": "/run/b.pid", "0x0000000000000001": "/run/a.pid"}
+    with pytest.raises(CommandError, match="is not GUID=PATH"):
+        call_command("partitions", "--fabric", "site", "--set-sm-pid-files", "0x3")
+    call_command("partitions", "--fabric", "site", "--set-sm-pid-files", "")
+    fabric.refresh_from_db()
+    assert fabric.sm_pid_files == {}
+    save_partition(Partition(fabric=fabric, name="t", pkey=0x0A40))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        call_command("partitions", "--fabric", "site", "--apply", "--timeout", "2")
+    assert exit_.value.code == 1  # written, but no OpenSM to signal here
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    record = PartitionApply.objects.get(pk=out["apply"])
+    assert (record.source, record.state, record.ok, record.timeout_s) == ("command", "failed", False, 2.0)
+    assert out["error"] == record.result["error"]
+    assert record.result["applies"] == 1 and "no way to make OpenSM re-read" in record.result["error"]
+    assert open(fabric.partitions_path).read() == generate_conf(fabric)

@@ -50,8 +50,8 @@ class Command(BaseCommand):
         if not opts["apply"]:
             self.stdout.write(generate_conf(fabric), ending="")
             return
-        rec = request_apply(fabric, source="command", timeout=opts["timeout"])
-        run_apply(rec.pk)  # in this process; the task the record queued finds it no longer queued
+        rec = request_apply(fabric, source="command", timeout=opts["timeout"], queue=False)
+        run_apply(rec.pk)  # in this process, through the coalesced path
         rec = wait_apply(rec.pk, apply_limit_s())  # a joined (coalesced) apply: its holder's result
         result = dict(rec.result or {})
         if rec.state not in (ApplyRunState.DONE, ApplyRunState.FAILED):

@@ -40,7 +40,8 @@ MAX_APPLY_ROUNDS = 5
 
 def is_current(fabric: Fabric, digest: str | None = None) -> bool:
     """True when the last apply wrote what is stored now and found it applied: every stored
-    partition of ``fabric`` is ``applied`` with ``applied_hash`` = :func:`conf_digest`, and the
+    partition of ``fabric`` is ``applied`` (or ``partial``: applied to every member the fabric
+    has) with ``applied_hash`` = :func:`conf_digest`, and the
     partitions file (:func:`partitions_path`, when set) still holds that text. False with no
     stored partition (nothing says what OpenSM runs), any pending, failed or drifting one, or a
     file that is missing or was replaced (an OpenSM restarted with another file, a new lab)."""
@@ -155,20 +156,29 @@ def _apply_rounds(fabric: Fabric, out: dict, *, force: bool, user, timeout: floa
 
 
 def request_apply(
-    fabric: Fabric, *, user=None, source: str = "api", force: bool = True, timeout: float | None = None
+    fabric: Fabric,
+    *,
+    user=None,
+    source: str = "api",
+    force: bool = True,
+    timeout: float | None = None,
+    queue: bool = True,
 ) -> PartitionApply:
     """Record an apply of ``fabric``'s partitions (``queued``) and queue the task that runs it
     (:func:`run_apply`) when the caller's transaction commits. Returns the record at once: the
     API answers 202 with its id; ``GET /api/fabric/partition-applies/<id>/`` reads it. ``force``
     (default): apply even when :func:`is_current` (an Admin's explicit apply). Audited
     (``partition.apply_request``) in the record's transaction. A broker that is down marks the
-    record ``failed`` with the reason (nothing hangs ``queued``)."""
+    record ``failed`` with the reason (nothing hangs ``queued``). ``queue`` False: only the record
+    (the command runs it itself with :func:`run_apply`)."""
     with transaction.atomic():
         rec = PartitionApply.objects.create(
             fabric=fabric, source=source, force=force, timeout_s=timeout,
             requested_by=user if getattr(user, "pk", None) else None,
         )  # fmt: skip
         audit.record("partition.apply_request", fabric, {"apply": rec.pk, "source": source}, user=user)
+    if not queue:
+        return rec
     token = os.urandom(6).hex()
     rec_id, fabric_id = rec.pk, fabric.pk
 

@@ -199,8 +199,10 @@ def apply(
     members and ``sample`` non-members per partition; default ``WEFT_PARTITIONS_VERIFY_SAMPLE``)
     again until each carries its partition's PKey as configured (members: full/limited bit;
     non-members: absent) or ``timeout`` seconds (default ``WEFT_PARTITIONS_VERIFY_TIMEOUT_S``)
-    pass. Then, in one transaction: each partition's ``applied_state`` (``applied`` or
-    ``drift`` with the disagreeing ports in ``drift``), ``applied_at``, ``applied_hash``; events
+    pass (OpenSM signalled once more when they still disagree after :data:`RESIGNAL_AFTER_S`).
+    Then, in one transaction: each partition's ``applied_state`` (``applied``, ``partial`` when
+    members are not in the fabric, or ``drift`` with the disagreeing ports in ``drift``),
+    ``applied_members``, ``applied_at``, ``applied_hash``; events
     ``partition.applied`` (clears drift/failure alarms) or one ``partition.drift`` per drifting
     partition; an audit entry. A failure before verification (nothing to write to, OpenSM not
     signalled) records ``failed`` and ``partition.apply_failed`` and returns ``ok`` False with

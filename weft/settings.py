@@ -303,6 +303,8 @@ WEFT_DISCOVERY_INTERVAL_S = env_float("WEFT_DISCOVERY_INTERVAL_S", 300.0, positi
 WEFT_POLL_INTERVAL_S = env_float("WEFT_POLL_INTERVAL_S", 10.0, positive=True)
 WEFT_ROLLUP_INTERVAL_S = env_float("WEFT_ROLLUP_INTERVAL_S", 60.0, positive=True)
 WEFT_SM_WATCH_INTERVAL_S = env_float("WEFT_SM_WATCH_INTERVAL_S", 30.0, positive=True)
+#: the partitions reconcile (fabric.tasks.reconcile_partitions_task)
+WEFT_PARTITIONS_RECONCILE_INTERVAL_S = env_float("WEFT_PARTITIONS_RECONCILE_INTERVAL_S", 300.0, positive=True)
 WEFT_HEALTH_INTERVAL_S = env_float("WEFT_HEALTH_INTERVAL_S", 86400.0, positive=True)
 #: how often allocation leases are checked (pools.tasks.expire_leases_task), seconds
 WEFT_LEASE_CHECK_INTERVAL_S = env_float("WEFT_LEASE_CHECK_INTERVAL_S", 30.0, positive=True)
@@ -337,6 +339,10 @@ CELERY_BEAT_SCHEDULE = {
     "sm-watch": {
         "task": "fabric.tasks.sm_watch_task",
         "schedule": timedelta(seconds=WEFT_SM_WATCH_INTERVAL_S),
+    },
+    "reconcile-partitions": {
+        "task": "fabric.tasks.reconcile_partitions_task",
+        "schedule": timedelta(seconds=WEFT_PARTITIONS_RECONCILE_INTERVAL_S),
     },
     "alarm-mail-flush": {"task": "events.tasks.flush_notifications_task", "schedule": timedelta(seconds=60)},
     "alarm-mail-digest": {"task": "events.tasks.daily_digest_task", "schedule": timedelta(days=1)},
@@ -461,6 +467,12 @@ WEFT_PARTITIONS_PATH = env_str("WEFT_PARTITIONS_PATH", "")
 WEFT_SM_PID_FILE = env_str("WEFT_SM_PID_FILE", "")
 WEFT_PARTITIONS_VERIFY_TIMEOUT_S = env_float("WEFT_PARTITIONS_VERIFY_TIMEOUT_S", 60.0, positive=True)
 WEFT_PARTITIONS_VERIFY_SAMPLE = env_int("WEFT_PARTITIONS_VERIFY_SAMPLE", 8, min_value=1)
+#: the partitions reconcile (fabric.services.partitions.reconcile, beat every
+#: WEFT_PARTITIONS_RECONCILE_INTERVAL_S): member (and non-member) ports read per partition and run
+#: (every member within ceil(members / sample) runs), and how long a change may stay pending
+#: before an alarm.
+WEFT_PARTITIONS_RECONCILE_SAMPLE = env_int("WEFT_PARTITIONS_RECONCILE_SAMPLE", 16, min_value=1)
+WEFT_PARTITIONS_PENDING_ALARM_S = env_float("WEFT_PARTITIONS_PENDING_ALARM_S", 300.0, positive=True)
 #: The fabric the UFM-compatible API (``/ufmRest/``...) serves, by name; empty: the only fabric
 #: there is (with several, the API answers 503 until this names one).
 WEFT_UFM_FABRIC = env_str("WEFT_UFM_FABRIC", "")

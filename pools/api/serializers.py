@@ -339,15 +339,17 @@ class PoolUsageSerializer(serializers.Serializer):
 
 class PoolPartitionSerializer(serializers.ModelSerializer):
     """The pool's partition: its PKey and what the last apply to OpenSM found (``applied_state``
-    pending / applied / drift / failed, ``applied_at``, ``drift`` ports, ``apply_error``)."""
+    pending / applied / partial / drift / failed, ``applied_status`` in words: "applied to N of M
+    members, K not verifiable", ``applied_at``, ``drift`` ports, ``apply_error``)."""
 
     url = IdentityUrlField(view_name="fabric-api:partition-detail")
     display = serializers.CharField(source="__str__", read_only=True)
+    applied_status = serializers.CharField(read_only=True)
 
     class Meta:
         model = Partition
-        fields = ["id", "url", "display", "name", "pkey", "pkey_hex", "applied_state", "applied_at", "drift",
-                  "apply_error"]  # fmt: skip
+        fields = ["id", "url", "display", "name", "pkey", "pkey_hex", "applied_state", "applied_status",
+                  "applied_at", "drift", "apply_error"]  # fmt: skip
 
 
 class PoolSerializer(serializers.ModelSerializer):

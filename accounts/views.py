@@ -16,7 +16,7 @@ from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views import View
 
-from weft.converters import RowIdConverter
+from core.converters import RowIdConverter
 
 from . import services
 from .api.serializers import UserSerializer

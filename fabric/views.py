@@ -26,7 +26,7 @@ from django.views import View
 from django.views.generic import DetailView, ListView, TemplateView
 
 from accounts.roles import Role, has_role
-from weft.params import int_param
+from core.params import int_param
 
 from . import upload
 from .choices import NodeType

@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    "core",
     "weft",
     "accounts",
     "lab",
@@ -171,7 +172,7 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": (
-            "weft.storage.StaticFilesStorage"  # hashed + compressed; source maps not rewritten
+            "core.storage.StaticFilesStorage"  # hashed + compressed; source maps not rewritten
             if PRODUCTION
             else "django.contrib.staticfiles.storage.StaticFilesStorage"
         )
@@ -196,10 +197,10 @@ REST_FRAMEWORK = {
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_PAGINATION_CLASS": "weft.pagination.WeftLimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "core.pagination.WeftLimitOffsetPagination",
     "PAGE_SIZE": 100,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "weft.api_errors.exception_handler",  # + 409 for a uniqueness race
+    "EXCEPTION_HANDLER": "core.api.errors.exception_handler",  # + 409 for a uniqueness race
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Weft API",
@@ -231,7 +232,7 @@ SPECTACULAR_SETTINGS = {
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "weft.schema.brief_alternatives",
+        "core.api.schema.brief_alternatives",
     ],
 }
 
@@ -254,7 +255,7 @@ REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [
 ]
 REST_FRAMEWORK["DEFAULT_RENDERER_CLASSES"] = [
     "rest_framework.renderers.JSONRenderer",
-    "weft.content_security.BrowsableAPIRenderer",
+    "core.content_security.BrowsableAPIRenderer",
 ]
 #: Sign-in lock-out: failures per user name (from any address) and per client address (for any
 #: user name) before sign-in is refused, and minutes without a failure before it is allowed again.
@@ -270,7 +271,7 @@ AXES_VERBOSE = False  # no start-up banner; failures are still logged (axes, wef
 #: API token lifetime in days for new tokens; 0: tokens do not expire.
 WEFT_TOKEN_TTL_DAYS = env_float("WEFT_TOKEN_TTL_DAYS", 0.0, min_value=0)
 # Scripts only from this origin or with the response's nonce, no inline style, nothing framed;
-# third-party pages (API docs, browsable API) relax style-src (weft.content_security).
+# third-party pages (API docs, browsable API) relax style-src (core.content_security).
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": [CSP_SELF],
@@ -358,7 +359,7 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # Dead workers and hung fabrics (README "Configuration"). Task locks are leases of WEFT_LOCK_TTL_S
-# renewed by their holder (weft.locks): a killed worker frees them within that. A task whose pool
+# renewed by their holder (core.locks): a killed worker frees them within that. A task whose pool
 # process dies is put back at once (reject on worker lost) and run again once (weft.celery); one
 # whose whole worker died is delivered again after WEFT_TASK_REDELIVERY_S (Redis visibility
 # timeout, default 1 hour in Celery). A SIGTERM-ed worker stops its diags after
@@ -546,15 +547,15 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "filters": {
-        "permission_denied": {"()": "weft.logging_filters.PermissionDeniedIsNotAnError"},
-        "one_line_warning": {"()": "weft.logging_filters.OneLineWarning"},
+        "permission_denied": {"()": "core.logging_filters.PermissionDeniedIsNotAnError"},
+        "one_line_warning": {"()": "core.logging_filters.OneLineWarning"},
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("WEFT_LOG_LEVEL", "INFO")},
     "loggers": {
         "daphne": {"level": "WARNING"},
         "django.channels.server": {"level": "WARNING"},
-        # a refused page is one INFO line, not a WARNING with a traceback (weft.logging_filters)
+        # a refused page is one INFO line, not a WARNING with a traceback (core.logging_filters)
         "django.request": {"filters": ["permission_denied"]},
         # a Host not in ALLOWED_HOSTS: one WARNING line, not an ERROR with a traceback per request
         "django.security.DisallowedHost": {"filters": ["one_line_warning"]},

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from weft.fields import IdentityUrlField
+from core.fields import IdentityUrlField
 
 from ..choices import FabricRole, PortState
 from ..guid import normalize_guid

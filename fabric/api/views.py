@@ -24,7 +24,8 @@ from rest_framework.response import Response
 
 from accounts.api.mixins import AuditedWritesMixin
 from accounts.roles import Role
-from weft.cache import get_or_compute
+from core.api.views import BRIEF_PARAM, BriefModeMixin, ReadOnlyViewSet
+from core.cache import get_or_compute
 
 from .. import filtersets
 from ..models import Discovery, Fabric, Host, Link, Node, Partition, Port, SubnetManager
@@ -50,10 +51,6 @@ from ..upload import GZIP_MAGIC, UploadError, read_limited, topology_text
 from ..upload import max_bytes as max_upload_bytes
 from . import serializers
 from .maplayout import build_live, build_map, edges_part, map_cache_key, map_edge_detail
-
-BRIEF_PARAM = OpenApiParameter(
-    "brief", OpenApiTypes.BOOL, description="return the brief form (id, url, display, natural key)"
-)
 
 IMPORT_REQUEST = {
     "multipart/form-data": serializers.ImportRequestSerializer,
@@ -92,31 +89,10 @@ class OctetStreamParser(PlainTextParser):
     media_type = "application/octet-stream"
 
 
-class BriefModeMixin:
-    """``?brief=1`` (or true/yes) switches list and detail to ``brief_serializer_class``."""
-
-    brief_serializer_class = None
-
-    @property
-    def brief(self) -> bool:
-        value = self.request.query_params.get("brief", "") if self.request else ""
-        return value.lower() in {"1", "true", "yes", "on"}
-
-    def get_serializer_class(self):
-        if self.brief and self.brief_serializer_class is not None:
-            return self.brief_serializer_class
-        return super().get_serializer_class()
-
-
-class ReadOnlyTopologyViewSet(BriefModeMixin, viewsets.ReadOnlyModelViewSet):
-    read_role = Role.VIEWER
-    lookup_value_regex = r"\d+"
-
-
 @extend_schema_view(
     list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
 )
-class NodeViewSet(ReadOnlyTopologyViewSet):
+class NodeViewSet(ReadOnlyViewSet):
     """Switches, CAs and routers; the detail form lists the ports with their links and remote ends."""
 
     queryset = Node.objects.with_fabric_and_host()
@@ -139,7 +115,7 @@ class NodeViewSet(ReadOnlyTopologyViewSet):
 @extend_schema_view(
     list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
 )
-class PortViewSet(ReadOnlyTopologyViewSet):
+class PortViewSet(ReadOnlyViewSet):
     """Ports with state, width, speed, rate, link and remote end."""
 
     queryset = Port.objects.with_link()
@@ -183,7 +159,7 @@ class PortViewSet(ReadOnlyTopologyViewSet):
 @extend_schema_view(
     list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
 )
-class LinkViewSet(ReadOnlyTopologyViewSet):
+class LinkViewSet(ReadOnlyViewSet):
     """Links (cables): two ports, unordered; width/speed/rate as negotiated."""
 
     queryset = Link.objects.with_ends()
@@ -196,7 +172,7 @@ class LinkViewSet(ReadOnlyTopologyViewSet):
 @extend_schema_view(
     list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
 )
-class HostViewSet(ReadOnlyTopologyViewSet):
+class HostViewSet(ReadOnlyViewSet):
     """Machines grouping CAs by the host name of their NodeDescription."""
 
     queryset = Host.objects.with_nodes()
@@ -209,7 +185,7 @@ class HostViewSet(ReadOnlyTopologyViewSet):
 @extend_schema_view(
     list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
 )
-class SubnetManagerViewSet(ReadOnlyTopologyViewSet):
+class SubnetManagerViewSet(ReadOnlyViewSet):
     """Subnet managers seen on each fabric (SMInfo)."""
 
     queryset = SubnetManager.objects.with_fabric()
@@ -222,7 +198,7 @@ class SubnetManagerViewSet(ReadOnlyTopologyViewSet):
 @extend_schema_view(
     list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
 )
-class DiscoveryViewSet(ReadOnlyTopologyViewSet):
+class DiscoveryViewSet(ReadOnlyViewSet):
     """Discoveries and imports, newest first, with counts, diff and warnings."""
 
     queryset = Discovery.objects.with_fabric()

@@ -63,9 +63,9 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import DatabaseError, close_old_connections, transaction
 
+from core.locks import single_instance
+from core.repeatlog import RepeatLog
 from events.services import EventSpec, record_events
-from weft.locks import single_instance
-from weft.repeatlog import RepeatLog
 
 from ..choices import NodeType, PortState
 from ..collectors.ibnetdiscover import DiscoveryError
@@ -254,7 +254,7 @@ class ChildGone(RuntimeError):
 
 class NoticeChild:
     """A running listener child: JSON lines out (read by a thread into a queue), commands in.
-    ``repeats``: the listener's :class:`~weft.repeatlog.RepeatLog` for the child's stderr lines."""
+    ``repeats``: the listener's :class:`~core.repeatlog.RepeatLog` for the child's stderr lines."""
 
     repeats: RepeatLog | None = None
 

@@ -583,8 +583,8 @@ def test_a_childs_repeated_failure_is_logged_once_then_counted(caplog, settings)
     import logging
     import sys
 
+    from core.repeatlog import RepeatLog
     from fabric.services.notices import NoticeChild
-    from weft.repeatlog import RepeatLog
 
     name = "fabric.services.notices"
     listener = NoticeListener(1, fallback="off")

@@ -7,9 +7,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core.fields import IdentityUrlField
 from fabric.api.serializers import BriefPartitionSerializer
 from pools.api.serializers import BriefAllocationSerializer, BriefPoolSerializer, BriefTenantSerializer
-from weft.fields import IdentityUrlField
 
 from ..choices import JobKind, PriorityClass, TopologyMode
 from ..locality import TIER_NAMES

@@ -30,7 +30,7 @@ audit entry inside it, and sends ``scheduler.signals.job_changed`` on commit:
   (``rebalance.reclaim_for_guarantees``, under the same lock): the pools' own reclaim never runs
   for the queue's requests by named GPUs.
 
-**One pass at a time**: ``weft.locks.single_instance("scheduler.pass")`` (a lease renewed while
+**One pass at a time**: ``core.locks.single_instance("scheduler.pass")`` (a lease renewed while
 the pass runs; a dead worker frees it within ``WEFT_LOCK_TTL_S``). A pass asked for while one
 runs is not lost: it leaves a mark in the cache and the running pass goes round again.
 
@@ -76,9 +76,10 @@ from django.db.models import F, Max
 from django.utils import timezone
 
 from accounts import audit
+from core.bulk import create_objects, update_rows
+from core.locks import single_instance
 from events.services import EventSpec, record_events
 from fabric.models import Fabric
-from fabric.services.bulk import create_objects, update_rows
 from pools.choices import AllocationState
 from pools.models import Allocation, AllocationItem, Pool, Tenant
 from pools.services.allocation import (
@@ -97,7 +98,6 @@ from pools.services.partitions import (
     open_job_partition,
     sync_allocation_partition,
 )
-from weft.locks import single_instance
 
 from ..choices import (
     HOLDING,
@@ -118,7 +118,7 @@ from . import state
 
 log = logging.getLogger(__name__)
 
-#: the pass lock's key (``weft.locks``) and the cache key of "another pass was asked for"
+#: the pass lock's key (``core.locks``) and the cache key of "another pass was asked for"
 PASS_LOCK = "scheduler.pass"
 PASS_WANTED = "weft:scheduler:pass-wanted"
 #: a pass stops renewing its lock after this (seconds): a wedged pass cannot block forever

@@ -74,10 +74,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts import audit
+from core.locks import single_instance
 from events.models import Event
 from pools.models import Pool
 from pools.services.allocation import AllocationError
-from weft.locks import single_instance
 
 from ..choices import HOLDING, JobKind, JobState, PendingCode
 from ..locality import TIER_NAMES, UNIT_TIER, Locality

@@ -12,6 +12,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import AuditEntry
+from core.locks import single_instance
 from events.models import Alarm, Event
 from fabric.keys import link_key
 from fabric.models import Link, Node
@@ -22,7 +23,6 @@ from scheduler.choices import JobState
 from scheduler.models import Job, JobDecision
 from scheduler.services import queue
 from scheduler.services.queue import InvalidJob, JobConflict, JobSpec, cancel, finish, run_pass, start, submit
-from weft.locks import single_instance
 from weft.testing.jobs import gpu_cluster
 
 

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import AuditEntry
+from core.locks import single_instance
 from events.models import Alarm, Event
 from events.rules.counters import evaluate_sweep
 from fabric.models import Link, Node
@@ -24,7 +25,6 @@ from scheduler.services import queue
 from scheduler.services.queue import PASS_LOCK, JobSpec, finish, run_pass, submit
 from scheduler.services.rebalance import plan_rebalance, run_rebalance
 from telemetry.models import PortCounters, Sweep
-from weft.locks import single_instance
 from weft.testing.jobs import gpu_cluster
 
 

@@ -1,4 +1,6 @@
-"""Errors shared by the apps."""
+"""Errors shared by the apps.
+
+How a REST answer says them: ``core.api.errors`` (one handler for every domain error)."""
 
 from __future__ import annotations
 
@@ -16,3 +18,25 @@ class LocatedError(ValueError):
         self.source = source
         self.line = line
         super().__init__(f"{source}:{line}: {message}")
+
+
+class DomainError(Exception):
+    """A use case's refusal or failure that a REST answer states as it is (``core.api.errors``
+    answers ``status_code`` with ``as_dict()``); a page or a command shows ``str()``.
+
+    Apps whose errors predate this class declare their HTTP answer with
+    ``core.api.errors.answer(status, ErrorClass, body=…)`` instead of inheriting from it.
+    """
+
+    status_code = 400
+
+    def as_dict(self) -> dict:
+        """The answer's JSON body: ``{"detail": str(self)}``."""
+        return {"detail": str(self)}
+
+
+class Conflict(DomainError):
+    """409: the change collides with the stored state (another request changed it meanwhile, or
+    another part of Weft owns the object); nothing was written. Retry after a reload."""
+
+    status_code = 409

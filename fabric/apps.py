@@ -10,6 +10,8 @@ class FabricConfig(AppConfig):
         from events import registry
 
         from . import signals  # noqa: F401  (connects the receivers)
+        from .api import errors as api_errors
         from .event_types import EVENT_TYPES
 
         registry.register(self.label, EVENT_TYPES)
+        api_errors.register()  # the REST answers of the fabric services' errors

@@ -19,34 +19,31 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import parsers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from accounts.api.mixins import AuditedWritesMixin
 from accounts.roles import Role
 from core.api.views import BRIEF_PARAM, BriefModeMixin, ReadOnlyViewSet
 from core.cache import get_or_compute
+from core.errors import Conflict
 
 from .. import filtersets
 from ..models import Discovery, Fabric, Host, Link, Node, Partition, Port, SubnetManager
 from ..parsers.node_name_map import NodeNameMapError
-from ..parsers.partitions import PartitionsParseError
-from ..parsers.records import TopologyParseError
 from ..services import partitions as partition_service
-from ..services.ingest import ImportWouldRemove
 from ..services.ingest import summary as ingest_summary
 from ..services.names import MapUnreadable, fabric_names
 from ..services.portactions import ACTIONS as PORT_ACTIONS
-from ..services.portactions import PortActionFailed, PortActionRefused, run_port_action
+from ..services.portactions import run_port_action
 from ..services.reference import compare_fabric
 from ..services.requests import (
-    NoLiveAccess,
     discover_new_fabric,
     import_upload,
     request_discovery,
     set_node_name_map,
 )
-from ..services.roles import RoleError, set_switch_roles
+from ..services.roles import set_switch_roles
 from ..upload import GZIP_MAGIC, UploadError, read_limited, topology_text
 from ..upload import max_bytes as max_upload_bytes
 from . import serializers
@@ -63,13 +60,6 @@ IMPORT_REQUEST = {
 REPLACE_PARAM = OpenApiParameter(
     "replace", OpenApiTypes.BOOL, description="for raw bodies: the file is the whole fabric (see 409)"
 )
-
-
-class _Conflict(APIException):
-    """409 with the service's reason in ``detail`` (a partition another app owns)."""
-
-    status_code = status.HTTP_409_CONFLICT
-    default_code = "conflict"
 
 
 class PlainTextParser(parsers.BaseParser):
@@ -147,12 +137,7 @@ class PortViewSet(ReadOnlyViewSet):
             raise ValidationError({"action": [f"one of {', '.join(PORT_ACTIONS)}"]})
         if data.get("confirm") not in (True, "1", "true", 1):
             raise ValidationError({"confirm": ["send confirm: true to run the action"]})
-        try:
-            result = run_port_action(port, name, user=request.user)
-        except PortActionRefused as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        except PortActionFailed as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_502_BAD_GATEWAY)
+        result = run_port_action(port, name, user=request.user)  # refused 409, failed 502 (api/errors.py)
         return Response(result.as_dict())
 
 
@@ -311,10 +296,7 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
     def discover(self, request, pk=None):
         """Queue a live discovery (ibnetdiscover) of this fabric now (Operator)."""
         fabric = self.get_object()
-        try:
-            task_id = request_discovery(fabric, request.user)
-        except NoLiveAccess as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        task_id = request_discovery(fabric, request.user)  # NoLiveAccess: 409 (api/errors.py)
         return Response(
             {
                 "fabric": serializers.BriefFabricSerializer(fabric, context={"request": request}).data,
@@ -347,21 +329,8 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
         if "raw" in data:
             data = {"raw": data["raw"], "filename": request.query_params.get("filename", "")}
         text, filename = _read_upload(data)
-        try:
-            discovery = import_upload(
-                fabric_name, text, filename=filename, user=request.user, replace=replace
-            )
-        except ImportWouldRemove as exc:
-            return Response(exc.as_dict(), status=status.HTTP_409_CONFLICT)
-        except TopologyParseError as exc:
-            return Response(
-                {
-                    "error": str(exc),
-                    "source": getattr(exc, "source", None),
-                    "line": getattr(exc, "line", None),
-                },
-                status=status.HTTP_400_BAD_REQUEST,
-            )
+        # ImportWouldRemove: 409, TopologyParseError: 400 located (api/errors.py)
+        discovery = import_upload(fabric_name, text, filename=filename, user=request.user, replace=replace)
         ctx = {"request": request}
         return Response(
             {
@@ -533,12 +502,9 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
         fabric = self.get_object()
         body = serializers.SwitchRolesSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            result = set_switch_roles(
-                fabric, body.validated_data["switches"], body.validated_data["role"], user=request.user
-            )
-        except RoleError as exc:
-            raise ValidationError({"switches": [str(exc)]}) from None
+        result = set_switch_roles(  # RoleError: 400 on switches (api/errors.py)
+            fabric, body.validated_data["switches"], body.validated_data["role"], user=request.user
+        )
         return Response(result)
 
     @extend_schema(responses={200: serializers.PartitionsConfSerializer})
@@ -582,12 +548,8 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
         instance = serializer.instance or Partition()
         for k, v in serializer.validated_data.items():
             setattr(instance, k, v)
-        try:
-            partition_service.save_partition(instance, user=self.request.user, action=action)
-        except partition_service.PartitionOwned as exc:
-            raise _Conflict(str(exc)) from exc
-        except partition_service.PartitionError as exc:
-            raise ValidationError({exc.field: [str(exc)]}) from exc
+        # PartitionOwned: 409, PartitionError: 400 on its field (api/errors.py)
+        partition_service.save_partition(instance, user=self.request.user, action=action)
         serializer.instance = instance
 
     def perform_create(self, serializer) -> None:
@@ -599,8 +561,8 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
     def perform_destroy(self, instance) -> None:
         try:
             partition_service.delete_partition(instance, user=self.request.user)
-        except partition_service.PartitionOwned as exc:
-            raise _Conflict(str(exc)) from exc
+        except partition_service.PartitionOwned:
+            raise  # 409 (api/errors.py)
         except partition_service.PartitionError as exc:
             raise ValidationError({"detail": str(exc)}) from exc
 
@@ -635,8 +597,8 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
                 reason=body.validated_data.get("reason"),
                 user=request.user,
             )
-        except partition_service.PartitionOwned as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except partition_service.PartitionOwned:
+            raise  # 409 (api/errors.py)
         except partition_service.PartitionError as exc:
             raise ValidationError({"members": [str(exc)]}) from exc
         return Response(change.as_dict())
@@ -681,15 +643,10 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
         body = serializers.PartitionImportSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         v = body.validated_data
-        try:
+        try:  # PartitionsParseError: 400 located (api/errors.py)
             summary = partition_service.import_partitions(
                 v["fabric"], v["text"], source=v["filename"], mode=v["mode"], user=request.user
             )
-        except PartitionsParseError as exc:
-            return Response(
-                {"error": str(exc), "source": exc.source, "line": exc.line},
-                status=status.HTTP_400_BAD_REQUEST,
-            )
         except partition_service.PartitionError as exc:  # a concurrent change: retry
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+            raise Conflict(str(exc)) from exc
         return Response(summary.as_dict(), status=status.HTTP_201_CREATED)

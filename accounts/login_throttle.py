@@ -9,7 +9,7 @@ Every ``django.contrib.auth.authenticate`` call with a request goes through
 ``WEFT_LOGIN_COOLOFF_MIN`` minutes pass without a failure (a failure during the lock-out starts
 the wait again; ``manage.py axes_reset_username NAME`` / ``axes_reset_ip ADDR`` unlock early).
 A refused attempt gets :func:`lockout_response`: HTTP 429 with ``Retry-After``.
-Failures and lock-outs are logged and audited by ``accounts.signals``.
+Failures and lock-outs are logged and audited by ``accounts.receivers``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ class TelemetryConfig(AppConfig):
     def ready(self) -> None:
         from events import registry
 
-        from . import signals  # noqa: F401  (connects the receivers)
+        from . import receivers  # noqa: F401  (connects them)
         from .event_types import EVENT_TYPES
 
         registry.register(self.label, EVENT_TYPES)

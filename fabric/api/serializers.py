@@ -19,7 +19,7 @@ from ..choices import FabricRole, PortState
 from ..guid import normalize_guid
 from ..models import Discovery, Fabric, Host, Link, Node, Partition, PartitionMember, Port, SubnetManager
 from ..querysets import topology_counts
-from ..services.notices import notice_status
+from ..services.notice_status import notice_status
 
 
 class ChoiceDisplayField(serializers.Field):

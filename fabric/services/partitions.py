@@ -49,7 +49,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts import audit
-from core import procs
+from core import enqueue, procs
 from core.locks import single_instance
 from events.services import EventSpec, record_events
 
@@ -72,7 +72,6 @@ from ..parsers.partitions import (
     parse_partitions,
 )
 from ..signals import partitions_changed
-from ..tasks import apply_partitions_task
 
 log = logging.getLogger(__name__)
 
@@ -1307,7 +1306,7 @@ def queue_apply(fabric_id: int, *, force: bool = False) -> bool:
 
     def send() -> None:
         try:
-            apply_partitions_task.delay(fabric_id, force=force, request=token)
+            enqueue.send("fabric.apply_partitions", fabric_id, force=force, request=token)
         except Exception:
             log.exception("could not queue the partitions apply of fabric %s", fabric_id)
 

@@ -297,7 +297,7 @@ def _event_spec(job: Job, code: str, message: str, details: dict | None = None) 
     )  # fmt: skip
 
 
-def _event(job: Job, code: str, message: str, now: datetime, details: dict | None = None) -> None:
+def job_event(job: Job, code: str, message: str, now: datetime, details: dict | None = None) -> None:
     record_events(_fabric_for(job), [_event_spec(job, code, message, details)], at=now)
 
 
@@ -386,7 +386,7 @@ def _end(job: Job, to: str, reason: str, now: datetime, user, source: str) -> No
                        "partition"]
     )  # fmt: skip
     _record_decision(job, to, [reason], {"released_allocation": released, **isolation}, now)
-    _event(
+    job_event(
         job,
         f"job.{to}",
         f"{job}: {to} ({reason})",
@@ -427,8 +427,8 @@ def _requeue(job: Job, reason: str, now: datetime, user, source: str) -> None:
     )
     details = {"reason": reason, "allocation": released, "requeued": True, "preemptions": job.preemptions,
                **isolation}  # fmt: skip
-    _event(job, "job.preempted", f"{job}: preempted ({reason})", now, details)
-    _event(
+    job_event(job, "job.preempted", f"{job}: preempted ({reason})", now, details)
+    job_event(
         job, "job.requeued",
         f"{job}: back to pending, submitted {job.submitted_at:%Y-%m-%d %H:%M:%S} and {job.priority_class} "
         f"priority kept (preempted {job.preemptions} time{'s' if job.preemptions != 1 else ''})",
@@ -521,7 +521,7 @@ def expire_idempotency_keys(now: datetime | None = None) -> int:
     """Clear the idempotency keys of jobs submitted ``WEFT_IDEMPOTENCY_TTL_S`` seconds or more
     before ``now`` (:func:`key_expired`), so that their owners can use those keys again; the
     jobs themselves stay. One UPDATE; the submit's audit entry keeps the key it was sent with.
-    Run by the daily prune (``events.services.prune`` → ``events.services.prune_due``). Returns
+    Run by the daily prune (``events.services.prune`` → ``events.signals.prune_due``). Returns
     how many keys were cleared."""
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.WEFT_IDEMPOTENCY_TTL_S)
@@ -592,7 +592,7 @@ def _submit(spec: JobSpec, user, now: datetime | None, key: str) -> tuple[Job, b
             if existing is None:
                 raise
             return _replay(existing, fields, key)
-        _event(job, "job.submitted", f"{job}: submitted ({describe(job)})", now)
+        job_event(job, "job.submitted", f"{job}: submitted ({describe(job)})", now)
         audit.record(
             "job.submit", job,
             {"pool": pool.name, "tenant": tenant_id, "request": describe(job), "priority_class": job.priority_class,
@@ -649,7 +649,7 @@ def start(job_id: int, *, user=None, now: datetime | None = None) -> Job:
         job.state, job.started_at, job.reason = JobState.RUNNING, now, ""
         job.save(update_fields=["state", "started_at", "reason"])
         _record_decision(job, JobState.RUNNING, ["started"], {}, now)
-        _event(job, "job.started", f"{job}: running on {len(job.placement)} hosts", now)
+        job_event(job, "job.started", f"{job}: running on {len(job.placement)} hosts", now)
         audit.record("job.start", job, {"state": [JobState.PLACED, JobState.RUNNING]}, user=user)
         _send(job, JobState.PLACED, "start")
     return job
@@ -764,7 +764,7 @@ def move(
         _record_decision(
             job, "moved", [reason], {"from": expected_placement, "to": placed, "allocation": alloc.pk}, now
         )
-        _event(
+        job_event(
             job, "job.moved", f"{job}: moved ({reason})", now,
             {"from": expected_placement, "to": placed, "allocation": alloc.pk, "released_allocation": old, "reason": reason},
         )  # fmt: skip
@@ -903,6 +903,23 @@ def run_pass(*, now: datetime | None = None) -> dict[str, Any]:
         return summary
 
 
+def _no_reclaim(now: datetime) -> list[dict]:
+    return []
+
+
+#: the pass's reclaim step: ``scheduler.services.rebalance.reclaim_for_guarantees`` (one dict per
+#: action, ``outcome`` ``done`` when it bound), set by ``SchedulerConfig.ready`` (:func:`set_reclaimer`)
+_reclaimer: Callable[[datetime], list[dict]] = _no_reclaim
+
+
+def set_reclaimer(reclaim: Callable[[datetime], list[dict]]) -> None:
+    """Make every pass end with ``reclaim(now)`` when a pending job may reclaim borrowed GPUs. The
+    rebalancer imports this module (it binds and moves jobs through the queue, the one writer of
+    jobs), so it is handed over at start instead of imported here."""
+    global _reclaimer
+    _reclaimer = reclaim
+
+
 def _one_pass(now: datetime | None) -> dict[str, Any]:
     t0 = time.perf_counter()
     now = now or timezone.now()
@@ -951,7 +968,7 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
                 flush()
             continue
         flush()
-        refused = _bind(out, loc, now)
+        refused = bind_job(out, loc, now)
         if refused is not None:
             refuse(out, refused)
     flush()
@@ -963,9 +980,7 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
         any(_may_reclaim(jobs[o.job_id], infos) for o in pending_out if o.code in _RECLAIMABLE)
         and Allocation.objects.filter(state=AllocationState.ACTIVE, borrowed=True).exists()
     ):
-        from .rebalance import reclaim_for_guarantees  # the rebalancer imports this module
-
-        reclaimed = sum(a["outcome"] == "done" for a in reclaim_for_guarantees(now))
+        reclaimed = sum(a["outcome"] == "done" for a in _reclaimer(now))
     t4 = time.perf_counter()
     summary = {
         "pending": len(pending),
@@ -1019,7 +1034,7 @@ def _decision_dict(out: Outcome) -> dict[str, Any]:
     return d
 
 
-def _bind(
+def bind_job(
     out: Outcome,
     loc,
     now: datetime,
@@ -1156,7 +1171,7 @@ def _place_changes(out: Outcome, alloc, placement: dict[str, int], decision: dic
 
 def _batchable(out: Outcome, job: Job) -> bool:
     """Whether a placement is bound in bulk (:func:`_bind_many`): whole GPUs, no victims to
-    preempt first, no job partition to open (those take :func:`_bind`, one transaction each)."""
+    preempt first, no job partition to open (those take :func:`bind_job`, one transaction each)."""
     return job.kind == JobKind.GPU and not out.victims and not job.pool.job_isolation
 
 

@@ -19,7 +19,7 @@ from events.models import Alarm, Event
 from events.rules.counters import evaluate_sweep
 from fabric.models import Link, Node
 from pools.models import Allocation, Pool, Tenant
-from scheduler import signals
+from scheduler import receivers
 from scheduler.models import Job
 from scheduler.services import queue
 from scheduler.services.queue import PASS_LOCK, JobSpec, finish, run_pass, submit
@@ -319,7 +319,7 @@ def test_a_real_run_while_a_pass_runs_in_another_worker_does_nothing(monkeypatch
     (another connection) while a real run is asked for: the run is skipped and changes nothing;
     the pass, let go, reclaims for the owner itself."""
     assert connection.vendor == "postgresql"
-    monkeypatch.setattr(signals, "queue_pass", lambda: None)  # only the passes this test runs
+    monkeypatch.setattr(receivers, "queue_pass", lambda: None)  # only the passes this test runs
     owner, _, _ = _borrow(gpu_cluster(2, 2, 8, name="lockrace"))
     inside, go, errors = threading.Event(), threading.Event(), []
     one_pass = queue._one_pass

@@ -11,3 +11,7 @@ class EventsConfig(AppConfig):
         from .event_types import EVENT_TYPES
 
         registry.register(self.label, EVENT_TYPES)
+
+        from . import maplayer
+
+        maplayer.register()  # its overlay on the fabric map

@@ -13,3 +13,7 @@ class TelemetryConfig(AppConfig):
         from .event_types import EVENT_TYPES
 
         registry.register(self.label, EVENT_TYPES)
+
+        from . import maplayer
+
+        maplayer.register()  # its overlay on the fabric map

@@ -9,7 +9,7 @@ class TelemetryConfig(AppConfig):
     def ready(self) -> None:
         from events import registry
 
-        from . import receivers  # noqa: F401  (connects them)
+        from . import checks, receivers  # noqa: F401  (registers the checks, connects the receivers)
         from .event_types import EVENT_TYPES
 
         registry.register(self.label, EVENT_TYPES)

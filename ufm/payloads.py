@@ -498,7 +498,7 @@ def smconf(fabric: Fabric, *, secrets: bool) -> dict:
     out: dict = {"subnet_prefix": fabric.subnet_prefix or "0xfe80000000000000"}
     if not secrets:
         return out
-    path = getattr(settings, "WEFT_OPENSM_CONF", "")
+    path = settings.WEFT_OPENSM_CONF
     text = ""
     if path:
         try:

@@ -22,8 +22,6 @@ from csp.constants import SELF as CSP_SELF
 from django.core.exceptions import ImproperlyConfigured
 
 # Pure modules (no Django import) that own a default or a list a setting is checked against.
-from telemetry.collectors.madpoll import DEFAULT_TIMEOUT_S as MAD_DEFAULT_TIMEOUT_S
-from telemetry.semantics import DEFAULT_TICK_NS, ERROR_COUNTERS
 from weft.env import (
     env_bool,
     env_choice,
@@ -320,43 +318,6 @@ WEFT_IDEMPOTENCY_TTL_S = env_float("WEFT_IDEMPOTENCY_TTL_S", 86400.0, positive=T
 #: the rebalancing worker (scheduler.services.rebalance: reclaim, defragmenting moves, congestion
 #: reports), seconds between runs by beat
 WEFT_SCHEDULER_REBALANCE_INTERVAL_S = env_float("WEFT_SCHEDULER_REBALANCE_INTERVAL_S", 300.0, positive=True)
-CELERY_BEAT_SCHEDULE = {
-    "discover-all-fabrics": {
-        "task": "fabric.tasks.discover_all_task",
-        "schedule": timedelta(seconds=WEFT_DISCOVERY_INTERVAL_S),
-    },
-    "poll-all-fabrics": {
-        "task": "telemetry.tasks.poll_all_task",
-        "schedule": timedelta(seconds=WEFT_POLL_INTERVAL_S),
-    },
-    "rollup-counters": {
-        "task": "telemetry.tasks.rollup_task",
-        "schedule": timedelta(seconds=WEFT_ROLLUP_INTERVAL_S),
-    },
-    "sm-watch": {
-        "task": "fabric.tasks.sm_watch_task",
-        "schedule": timedelta(seconds=WEFT_SM_WATCH_INTERVAL_S),
-    },
-    "alarm-mail-flush": {"task": "events.tasks.flush_notifications_task", "schedule": timedelta(seconds=60)},
-    "alarm-mail-digest": {"task": "events.tasks.daily_digest_task", "schedule": timedelta(days=1)},
-    "events-prune": {"task": "events.tasks.prune_task", "schedule": timedelta(days=1)},
-    "health-report": {
-        "task": "events.tasks.health_report_task",
-        "schedule": timedelta(seconds=WEFT_HEALTH_INTERVAL_S),
-    },
-    "allocation-leases": {
-        "task": "pools.tasks.expire_leases_task",
-        "schedule": timedelta(seconds=WEFT_LEASE_CHECK_INTERVAL_S),
-    },
-    "scheduler-pass": {
-        "task": "scheduler.tasks.run_pass_task",
-        "schedule": timedelta(seconds=WEFT_SCHEDULER_PASS_INTERVAL_S),
-    },
-    "scheduler-rebalance": {
-        "task": "scheduler.tasks.rebalance_task",
-        "schedule": timedelta(seconds=WEFT_SCHEDULER_REBALANCE_INTERVAL_S),
-    },
-}
 
 # Dead workers and hung fabrics (README "Configuration"). Task locks are leases of WEFT_LOCK_TTL_S
 # renewed by their holder (core.locks): a killed worker frees them within that. A task whose pool
@@ -378,18 +339,6 @@ try:
     DATA_DIR.mkdir(parents=True, exist_ok=True)
 except OSError:  # read-only or not ours: beat says so when it opens the file
     pass
-CELERY_BEAT_SCHEDULE.update(
-    {
-        "poller-watchdog": {
-            "task": "telemetry.tasks.poller_watchdog_task",
-            "schedule": timedelta(seconds=WEFT_WATCHDOG_INTERVAL_S),
-        },
-        "discovery-watchdog": {
-            "task": "fabric.tasks.discovery_watchdog_task",
-            "schedule": timedelta(seconds=WEFT_WATCHDOG_INTERVAL_S),
-        },
-    }
-)
 
 if EMAIL_URL := env_str("EMAIL_URL", "console://"):
     _email = parse_email_url(EMAIL_URL)
@@ -419,8 +368,9 @@ WEFT_ALARM_RETENTION_DAYS = env_float("WEFT_ALARM_RETENTION_DAYS", 365.0, min_va
 WEFT_NOTIFICATION_RETENTION_DAYS = env_float("WEFT_NOTIFICATION_RETENTION_DAYS", 30.0, min_value=0)
 WEFT_HEALTH_RETENTION_DAYS = env_float("WEFT_HEALTH_RETENTION_DAYS", 90.0, min_value=0)
 #: Health report: raw error-counter limits that override ``events.health.ERROR_THRESHOLDS``, from
-#: ``counter=value,...`` (e.g. ``symbol_errors=50,link_downed=2``); counters as in PortCounters.
-WEFT_HEALTH_ERROR_THRESHOLDS = env_int_map("WEFT_HEALTH_ERROR_THRESHOLDS", {}, keys=ERROR_COUNTERS)
+#: ``counter=value,...`` (e.g. ``symbol_errors=50,link_downed=2``); counters as in PortCounters
+#: (``telemetry.semantics.ERROR_COUNTERS``: an unknown one is the system check ``telemetry.E001``).
+WEFT_HEALTH_ERROR_THRESHOLDS = env_int_map("WEFT_HEALTH_ERROR_THRESHOLDS", {})
 
 #: Tokens (comma-separated) accepted on /metrics as "Authorization: Bearer <token>".
 WEFT_METRICS_TOKENS = env_list("WEFT_METRICS_TOKENS", [])
@@ -476,14 +426,17 @@ WEFT_POLL_GROUPS = env_int("WEFT_POLL_GROUPS", 1, min_value=1)
 #: thread, in sweep order, after the sweep returns (``telemetry.services.publisher``): off the
 #: sweep's path. Default on with PostgreSQL + Redis; embedded (SQLite) publishes inline.
 WEFT_SWEEP_PUBLISH_ASYNC = env_bool("WEFT_SWEEP_PUBLISH_ASYNC", not EMBEDDED)
-WEFT_XMIT_WAIT_TICK_NS = env_float("WEFT_XMIT_WAIT_TICK_NS", DEFAULT_TICK_NS, positive=True)
+#: PortXmitWait tick (ns); default ``telemetry.semantics.DEFAULT_TICK_NS`` (the same number:
+#: ``telemetry.checks``)
+WEFT_XMIT_WAIT_TICK_NS = env_float("WEFT_XMIT_WAIT_TICK_NS", 1000.0, positive=True)
 #: Per-MAD timeout (seconds) of the MAD poller, before it resends. 1.0 s: the value sweeps have
 #: always used (this setting's default and the poller's ``--timeout``) and libibmad's own default
 #: (``MAD_DEF_TIMEOUT_MS`` 1000 in infiniband/mad.h), i.e. what perfquery waits. The other value,
 #: 0.5 s, was only ``run_madpoll``'s keyword default, taken by no sweep: too short on a loaded SM
 #: host, where a late answer becomes a timeout and marks a healthy port stale. The number lives in
-#: ``madpoll.DEFAULT_TIMEOUT_S`` because the poller also runs as a child without Django.
-WEFT_MAD_TIMEOUT_S = env_float("WEFT_MAD_TIMEOUT_S", MAD_DEFAULT_TIMEOUT_S, positive=True)
+#: ``madpoll.DEFAULT_TIMEOUT_S`` because the poller also runs as a child without Django; settings
+#: import no app module, so it is written again here (the same number: ``telemetry.checks``).
+WEFT_MAD_TIMEOUT_S = env_float("WEFT_MAD_TIMEOUT_S", 1.0, positive=True)
 #: SM notices (``fabric.services.notices``): run the listeners inside ``manage.py serve`` (embedded;
 #: production runs ``manage.py listen_notices``), how often the listeners' supervisor looks for
 #: new or removed live fabrics, and the port-state fallback that reads PortInfo of switch ports
@@ -521,13 +474,60 @@ WEFT_SNMP_TRAP_PORT = env_int("WEFT_SNMP_TRAP_PORT", 0, min_value=0)
 #: Fernet keys that encrypt device credentials at rest (devices.crypto): the first encrypts, all
 #: decrypt (rotation); unset: one derived from SECRET_KEY.
 WEFT_CREDENTIALS_KEYS = env_fernet_keys("WEFT_CREDENTIALS_KEY")
-CELERY_BEAT_SCHEDULE["poll-devices"] = {
-    "task": "devices.tasks.poll_devices_task",
-    "schedule": timedelta(seconds=WEFT_SNMP_TICK_S),
-}
-CELERY_BEAT_SCHEDULE["rollup-devices"] = {
-    "task": "devices.tasks.rollup_history_task",
-    "schedule": timedelta(seconds=WEFT_ROLLUP_INTERVAL_S),
+
+# Celery beat: every periodic task, in one place (the intervals are the settings above).
+CELERY_BEAT_SCHEDULE = {
+    "discover-all-fabrics": {
+        "task": "fabric.tasks.discover_all_task",
+        "schedule": timedelta(seconds=WEFT_DISCOVERY_INTERVAL_S),
+    },
+    "poll-all-fabrics": {
+        "task": "telemetry.tasks.poll_all_task",
+        "schedule": timedelta(seconds=WEFT_POLL_INTERVAL_S),
+    },
+    "rollup-counters": {
+        "task": "telemetry.tasks.rollup_task",
+        "schedule": timedelta(seconds=WEFT_ROLLUP_INTERVAL_S),
+    },
+    "sm-watch": {
+        "task": "fabric.tasks.sm_watch_task",
+        "schedule": timedelta(seconds=WEFT_SM_WATCH_INTERVAL_S),
+    },
+    "alarm-mail-flush": {"task": "events.tasks.flush_notifications_task", "schedule": timedelta(seconds=60)},
+    "alarm-mail-digest": {"task": "events.tasks.daily_digest_task", "schedule": timedelta(days=1)},
+    "events-prune": {"task": "events.tasks.prune_task", "schedule": timedelta(days=1)},
+    "health-report": {
+        "task": "events.tasks.health_report_task",
+        "schedule": timedelta(seconds=WEFT_HEALTH_INTERVAL_S),
+    },
+    "allocation-leases": {
+        "task": "pools.tasks.expire_leases_task",
+        "schedule": timedelta(seconds=WEFT_LEASE_CHECK_INTERVAL_S),
+    },
+    "scheduler-pass": {
+        "task": "scheduler.tasks.run_pass_task",
+        "schedule": timedelta(seconds=WEFT_SCHEDULER_PASS_INTERVAL_S),
+    },
+    "scheduler-rebalance": {
+        "task": "scheduler.tasks.rebalance_task",
+        "schedule": timedelta(seconds=WEFT_SCHEDULER_REBALANCE_INTERVAL_S),
+    },
+    "poller-watchdog": {
+        "task": "telemetry.tasks.poller_watchdog_task",
+        "schedule": timedelta(seconds=WEFT_WATCHDOG_INTERVAL_S),
+    },
+    "discovery-watchdog": {
+        "task": "fabric.tasks.discovery_watchdog_task",
+        "schedule": timedelta(seconds=WEFT_WATCHDOG_INTERVAL_S),
+    },
+    "poll-devices": {
+        "task": "devices.tasks.poll_devices_task",
+        "schedule": timedelta(seconds=WEFT_SNMP_TICK_S),
+    },
+    "rollup-devices": {
+        "task": "devices.tasks.rollup_history_task",
+        "schedule": timedelta(seconds=WEFT_ROLLUP_INTERVAL_S),
+    },
 }
 
 if PRODUCTION:

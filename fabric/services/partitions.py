@@ -848,7 +848,7 @@ def generate_conf(fabric: Fabric, *, width: int = 100) -> str:
 def partitions_path(fabric: Fabric) -> str:
     """Where the partitions file of ``fabric`` goes (``Fabric.partitions_path``, else
     ``WEFT_PARTITIONS_PATH``); "" when neither is set."""
-    return fabric.partitions_path or getattr(settings, "WEFT_PARTITIONS_PATH", "")
+    return fabric.partitions_path or settings.WEFT_PARTITIONS_PATH
 
 
 def write_atomically(path: str | Path, text: str) -> None:
@@ -910,7 +910,7 @@ def signal_opensm(fabric: Fabric, *, timeout: float = 30.0) -> str:
             said = (proc.stderr or proc.stdout).strip()[-300:]
             raise ApplyError(f"reload command {argv[0]} failed (exit {proc.returncode}): {said}")
         return f"ran {' '.join(argv)}"
-    pid_file = fabric.sm_pid_file or getattr(settings, "WEFT_SM_PID_FILE", "")
+    pid_file = fabric.sm_pid_file or settings.WEFT_SM_PID_FILE
     if not pid_file:
         raise ApplyError(
             f"fabric {fabric.name}: no way to make OpenSM re-read its partitions (set sm_pid_file, "

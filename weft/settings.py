@@ -368,9 +368,23 @@ WEFT_ALARM_RETENTION_DAYS = env_float("WEFT_ALARM_RETENTION_DAYS", 365.0, min_va
 WEFT_NOTIFICATION_RETENTION_DAYS = env_float("WEFT_NOTIFICATION_RETENTION_DAYS", 30.0, min_value=0)
 WEFT_HEALTH_RETENTION_DAYS = env_float("WEFT_HEALTH_RETENTION_DAYS", 90.0, min_value=0)
 #: Health report: raw error-counter limits that override ``events.health.ERROR_THRESHOLDS``, from
-#: ``counter=value,...`` (e.g. ``symbol_errors=50,link_downed=2``); counters as in PortCounters
-#: (``telemetry.semantics.ERROR_COUNTERS``: an unknown one is the system check ``telemetry.E001``).
-WEFT_HEALTH_ERROR_THRESHOLDS = env_int_map("WEFT_HEALTH_ERROR_THRESHOLDS", {})
+#: ``counter=value,...`` (e.g. ``symbol_errors=50,link_downed=2``); counters as in PortCounters:
+#: the error counters of ``telemetry.semantics.ERROR_COUNTERS``, written again here because the
+#: settings import no app (the same names: system check ``telemetry.E002``).
+HEALTH_ERROR_COUNTERS = (
+    "symbol_errors",
+    "link_error_recovery",
+    "link_downed",
+    "rcv_errors",
+    "rcv_remote_phys_errors",
+    "xmit_discards",
+    "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors",
+    "vl15_dropped",
+    "xmit_constraint_errors",
+    "rcv_constraint_errors",
+)
+WEFT_HEALTH_ERROR_THRESHOLDS = env_int_map("WEFT_HEALTH_ERROR_THRESHOLDS", {}, keys=HEALTH_ERROR_COUNTERS)
 
 #: Tokens (comma-separated) accepted on /metrics as "Authorization: Bearer <token>".
 WEFT_METRICS_TOKENS = env_list("WEFT_METRICS_TOKENS", [])

@@ -187,8 +187,39 @@ def test_grafana_dashboard_uses_exported_metrics(stored, settings):
     names = {n if t != "counter" or n.endswith("_total") else n + "_total" for n, t in exported}
     dash = json.loads(GRAFANA.read_text())
     exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
-    used = {m for e in exprs for m in re.findall(r"\bweft_[a-z0-9_]+", e)}
+    # a name matcher (__name__=~"weft_port_(xmit|rcv)_bytes_total") must match exported names
+    patterns = {m for e in exprs for m in re.findall(r'__name__=~"([^"]+)"', e)}
+    for pattern in patterns:
+        assert len([n for n in names if re.fullmatch(pattern, n)]) >= 2, pattern
+    plain = [re.sub(r'__name__=~"[^"]+"', "", e) for e in exprs]
+    used = {m for e in plain for m in re.findall(r"\bweft_[a-z0-9_]+", e)}
     assert used and used <= names, used - names
+    # the info series' labels the dashboard joins on and shows are the ones exported
+    info_labels = {
+        "fabric",
+        "guid",
+        "port",
+        "node_desc",
+        "remote_guid",
+        "remote_port",
+        "remote_desc",
+        "width",
+        "speed",
+    }
+    joined = {
+        lb.strip()
+        for e in exprs
+        for grp in re.findall(r"(?:on|group_left) \(([^)]*)\)", e)
+        for lb in grp.split(",")
+    }
+    assert joined and joined <= info_labels, joined - info_labels
+    legends = {
+        m
+        for p in dash["panels"]
+        for t in p.get("targets", [])
+        for m in re.findall(r"{{(\w+)}}", t.get("legendFormat", ""))
+    }
+    assert legends <= info_labels | {"__name__"}, legends
 
 
 @pytest.mark.parametrize(

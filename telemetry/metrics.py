@@ -176,49 +176,112 @@ def _family(out: list[str], name: str, kind: str, doc: str) -> None:
     out.append(f"# HELP {name} {doc}\n# TYPE {name} {kind}\n")
 
 
+#: ``{fabric id: (stamp, {port id: (identity labels, weft_port_info line)}, {(width, speed): Gb/s})}``
+#: of this process: what a scrape needs of the fabric's topology, kept until the fabric's stamp
+#: (name, creation time, ``last_discovery``, ``node_name_map_changed``) changes, at most
+#: :data:`TOPOLOGY_MAX_AGE_S`. Every topology writer records a Discovery
+#: (``fabric.services.ingest._became_latest``) and a node-name map edit stamps
+#: ``node_name_map_changed``; widths, speeds, names and links change only through them (the age
+#: bound covers a hand edit of the database).
+_TOPOLOGY: dict[int, tuple[tuple, dict[int, tuple[str, str]], dict[tuple[str, str], float]]] = {}
+TOPOLOGY_MAX_AGE_S = 300.0
+
+
+def _build_topology(fid: int, name: str) -> tuple[dict[int, tuple[str, str]], dict[tuple[str, str], float]]:
+    from fabric.models import Link, Port
+
+    ports = {
+        r[0]: r[1:]
+        for r in Port.objects.filter(node__fabric_id=fid)
+        .order_by()
+        .values_list("id", "node__node_guid", "port_num", "node__name", "width", "speed", "rate_gbps")
+    }
+    peer: dict[int, int] = {}
+    for a, b in Link.objects.filter(fabric_id=fid).values_list("port_a_id", "port_b_id"):
+        peer[a], peer[b] = b, a
+    fabric = escape(name)
+    texts: dict[int, tuple[str, str]] = {}
+    rates: dict[tuple[str, str], float] = {}
+    for pid, (guid, num, desc, width, speed, gbps) in ports.items():
+        ident = f'fabric="{fabric}",guid="{guid}",port="{num}"'
+        remote = ports.get(peer.get(pid))
+        rg, rp, rd = (remote[0], remote[1], escape(remote[2])) if remote else ("", "", "")
+        texts[pid] = (
+            ident,
+            f'weft_port_info{{{ident},node_desc="{escape(desc)}",remote_guid="{rg}",remote_port="{rp}",'
+            f'remote_desc="{rd}",width="{escape(width)}",speed="{escape(speed)}"}} 1\n',
+        )
+        if width and speed and gbps:
+            rates[(width, speed)] = max(rates.get((width, speed), 0.0), gbps)
+    return texts, rates
+
+
+def _topology(ids: list[int]) -> tuple[dict[int, tuple[str, str]], dict[tuple[int, str, str], float]]:
+    """``{port id: (identity labels, info line)}`` and ``{(fabric id, width, speed): Gb/s}`` of the
+    fabrics' ports, from :data:`_TOPOLOGY` or built (two queries per fabric whose stamp changed)."""
+    from fabric.models import Fabric
+
+    texts: dict[int, tuple[str, str]] = {}
+    rates: dict[tuple[int, str, str], float] = {}
+    now = time.monotonic()
+    for fid, *fields in Fabric.objects.filter(pk__in=ids).values_list(
+        "id", "name", "created", "last_discovery_id", "node_name_map_changed"
+    ):
+        hit = _TOPOLOGY.get(fid)
+        if hit is None or hit[0][:-1] != tuple(fields) or now - hit[0][-1] > TOPOLOGY_MAX_AGE_S:
+            hit = _TOPOLOGY[fid] = ((*fields, now), *_build_topology(fid, fields[0]))
+        texts.update(hit[1])
+        rates.update({(fid, *k): v for k, v in hit[2].items()})
+    return texts, rates
+
+
 def render(fabrics: dict[int, str], sel: Selection | None = None) -> str:
     """The exposition text of Weft's own families for ``fabrics`` (``{fabric id: name}``).
 
-    Three queries for the ports (ports, links, counters: ``values_list`` rows) and one per fabric
-    for its last sweep; the text is built from tuples in one pass per family. Raises nothing for
-    missing data: a family with no samples keeps its HELP/TYPE lines.
+    One query for the counters (``values_list`` rows), the ports' labels from :func:`_topology`
+    (cached per process until the fabric's topology changes), one query per fabric for its last
+    sweep; the text is built from tuples in one pass per family. Raises nothing for missing data:
+    a family with no samples keeps its HELP/TYPE lines.
     """
-    from fabric.models import Link, Port
-
     sel = sel or Selection()
     out: list[str] = []
     ids = list(fabrics)
     want_ports = any(sel.group(g) for g in ("info", "traffic", "errors", "sweep"))
+    rows: list[tuple] = []
+    texts: dict[int, tuple[str, str]] = {}
+    rates: dict[tuple[int, str, str], float] = {}
     if want_ports and ids:
-        ports = {
-            r[0]: r[1:]
-            for r in Port.objects.filter(node__fabric_id__in=ids)
-            .order_by()
-            .values_list(
-                "id",
-                "node__fabric_id",
-                "node__node_guid",
-                "port_num",
-                "node__name",
-                "width",
-                "speed",
-                "rate_gbps",
-            )
-        }
-        counter_fields = (*TRAFFIC, *ERRORS)
+        counter_fields = (*TRAFFIC, *ERRORS) if sel.group("traffic") or sel.group("errors") else ()
         rows = list(
             PortCounters.objects.filter(port__node__fabric_id__in=ids)
             .order_by("port_id")
             .values_list("port_id", "stale", *counter_fields)
         )
-    else:
-        ports, rows = {}, []
-    ident: dict[int, str] = {}
-    for r in rows:
-        fid, guid, num = ports[r[0]][:3]
-        ident[r[0]] = f'fabric="{escape(fabrics[fid])}",guid="{guid}",port="{num}"'
+        texts, rates = _topology(ids)
+        if any(r[0] not in texts for r in rows):  # a port newer than the stamp: build again
+            for fid in ids:
+                _TOPOLOGY.pop(fid, None)
+            texts, rates = _topology(ids)
+            rows = [r for r in rows if r[0] in texts]
+    ident = {r[0]: texts[r[0]][0] for r in rows}
     if sel.group("info"):
-        _render_info(out, sel, fabrics, ports, rows, ident, Link.objects.filter(fabric_id__in=ids))
+        name = "weft_port_info"
+        if sel.family("info", name):
+            _family(
+                out,
+                name,
+                "gauge",
+                "Descriptive labels of a polled port (value 1); join on fabric, guid, port",
+            )
+            out.extend(texts[r[0]][1] for r in rows)
+        name = "weft_link_data_rate_bytes_per_second"
+        if sel.family("info", name):
+            _family(out, name, "gauge", "Data rate of a link width and lane speed (fabric.rates), bytes/s")
+            for (fid, width, speed), gbps in sorted(rates.items()):
+                out.append(
+                    f'{name}{{fabric="{escape(fabrics[fid])}",width="{escape(width)}",speed="{escape(speed)}"}} '
+                    f"{_num(gbps * 1e9 / 8)}\n"
+                )
     n_traffic = len(TRAFFIC)
     live = [r for r in rows if not r[1]]
     if sel.group("traffic"):
@@ -262,39 +325,6 @@ def render(fabrics: dict[int, str], sel: Selection | None = None) -> str:
             _family(out, name, "gauge", "1 for each port the last sweep could not read (others absent)")
             out.extend(f"{name}{{{ident[r[0]]}}} 1\n" for r in rows if r[1])
     return "".join(out)
-
-
-def _render_info(out, sel, fabrics, ports, rows, ident, links) -> None:
-    peer: dict[int, int] = {}
-    for a, b in links.values_list("port_a_id", "port_b_id"):
-        peer[a], peer[b] = b, a
-    name = "weft_port_info"
-    if sel.family("info", name):
-        _family(
-            out, name, "gauge", "Descriptive labels of a polled port (value 1); join on fabric, guid, port"
-        )
-        for r in rows:
-            p = ports[r[0]]
-            remote = ports.get(peer.get(r[0]))
-            rg, rp, rd = (remote[1], remote[2], escape(remote[3])) if remote else ("", "", "")
-            out.append(
-                f'{name}{{{ident[r[0]]},node_desc="{escape(p[3])}",remote_guid="{rg}",'
-                f'remote_port="{rp}",remote_desc="{rd}",width="{escape(p[4])}",speed="{escape(p[5])}"}} 1\n'
-            )
-    name = "weft_link_data_rate_bytes_per_second"
-    if sel.family("info", name):
-        _family(out, name, "gauge", "Data rate of a link width and lane speed (fabric.rates), bytes/s")
-        rates: dict[tuple[int, str, str], float] = {}
-        for r in rows:
-            p = ports[r[0]]
-            if p[4] and p[5] and p[6]:
-                key = (p[0], p[4], p[5])
-                rates[key] = max(rates.get(key, 0.0), p[6])
-        for (fid, width, speed), gbps in sorted(rates.items()):
-            out.append(
-                f'{name}{{fabric="{escape(fabrics[fid])}",width="{escape(width)}",speed="{escape(speed)}"}} '
-                f"{_num(gbps * 1e9 / 8)}\n"
-            )
 
 
 def _render_sweeps(out: list[str], sel: Selection, fabrics: dict[int, str]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -127,10 +128,14 @@ def steady(body: bytes) -> list[bytes]:
 
 def test_gzip_selection_and_escaping(stored, settings):
     """gzip when asked (and not when refused with q=0); ``collect[]`` groups and single families;
-    repeated ``?fabric=``; a 400 naming the valid groups; label values escaped."""
+    repeated ``?fabric=``; a 400 naming the valid groups; label values escaped; a renamed node
+    (node-name map edit) is shown by the next scrape."""
     settings.WEFT_METRICS_ALLOW = ["127.0.0.1"]
     client = Client(REMOTE_ADDR="127.0.0.1")
+    before = client.get("/metrics?collect[]=info", secure=True).content.decode()
+    assert f'guid="{SW}",port="5",node_desc="leaf-1",' in before  # the ports' labels are now cached
     Node.objects.filter(node_guid=SW).update(name='leaf "1" \\ a')
+    Fabric.objects.filter(pk=stored.pk).update(node_name_map_changed=datetime.now(UTC))  # as a map edit does
     other = Fabric.objects.create(name="f2")
     n2 = Node.objects.create(fabric=other, node_guid=SW, node_type="switch", description="sw2")
     Sweep.objects.create(fabric=other, started=datetime.now(UTC), duration_s=1.0, ports=1, status="ok")
@@ -271,3 +276,27 @@ def test_a_fabric_never_discovered_is_not_swept_ok(db, settings, monkeypatch):
     lines = Client(REMOTE_ADDR="127.0.0.1").get("/metrics", secure=True).content.decode().splitlines()
     assert 'weft_sweep_ok{fabric="new"} 0.0' in lines
     assert 'weft_sweep_ports{fabric="new"} 0.0' in lines
+
+
+@pytest.mark.slow
+def test_the_metrics_bench_runs_tiny():
+    """``bench/metrics.py --tiny`` (a generated fat tree, SQLite): the figures are there and
+    consistent — gzip smaller, fewer bytes per port than the treydock format and than the old
+    exposition of the same rows, every port polled — and the load and quietness are reported."""
+    import subprocess
+    import sys
+
+    bench = Path(__file__).resolve().parents[2] / "bench" / "metrics.py"
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    done = subprocess.run(
+        [sys.executable, str(bench), "--tiny", "--runs", "1", "--json"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["tiny"] is True and out["ports"] == 16 * 8 * 2 + 16 * 4 * 2
+    assert 0 < out["gzip_bytes"] < out["bytes"] < out["old_bytes"]
+    assert out["bytes_per_port"] < out["treydock_bytes_per_port"]
+    assert out["samples"] > 5 * out["ports"] and out["server_s"] > 0 and out["server_cold_s"] > 0
+    assert len(out["load_average"]["start"]) == 3
+    assert out["quiet"] == (out["load_average"]["start"][0] <= 0.5)

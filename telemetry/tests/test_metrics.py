@@ -160,6 +160,8 @@ def test_gzip_selection_and_escaping(stored, settings):
         ("weft_sweep_ok", (("fabric", "f1"),)): 0.5, ("weft_sweep_ok", (("fabric", "f2"),)): 1.0}  # fmt: skip
     both = client.get("/metrics?fabric=f1&fabric=f2&collect[]=sweep", secure=True).content.decode()
     assert {dict(k[1])["fabric"] for k in samples(both)} == {"f1", "f2"}
+    every = client.get("/metrics?fabric=f2&fabric=f1", secure=True)  # registered collectors too
+    assert every.status_code == 200 and sorted(steady(every.content)) == sorted(steady(plain))
     bad = client.get("/metrics?collect[]=nope&collect[]=info", secure=True)
     assert bad.status_code == 400
     assert bad.content.decode() == (

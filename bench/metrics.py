@@ -5,7 +5,8 @@ from ``$WEFT_REALDATA``) is imported into a fabric named ``selene`` (``fabric.se
 then one sweep's counters are **ingested directly** (a ``Sweep`` and one ``PortCounters`` row per
 port, bulk-created; a full lab sweep of Selene takes minutes on two shared cores and the counters'
 values, not how they were read, are what ``/metrics`` costs): seeded random traffic counters
-(64-bit data words up to 2^46, packets, PortXmitWait) and error counters that are zero except on a
+(64-bit data words up to 2^46, packets, PortXmitWait; every derived rate set, as a sweep with a
+previous sample stores them) and error counters that are zero except on a
 few ports (``--error-ports``, default 2 %, the share of ports with any error; each error counter on
 its own share of those), no stale port; then ``ANALYZE`` on PostgreSQL (as autovacuum would). ``--tiny`` uses a generated 2-level fat tree of 16 leaves ×
 8 hosts instead (seconds, for CI) and SQLite when no ``DATABASE_URL`` is set.
@@ -98,7 +99,7 @@ def ingest(name: str, text: str, error_ports: float, seed: int) -> tuple[object,
     from fabric.models import Fabric, Port
     from fabric.services.ingest import import_topology_text
     from telemetry.models import PortCounters, Sweep
-    from telemetry.semantics import ERROR_COUNTERS
+    from telemetry.semantics import DERIVED_FIELDS, ERROR_COUNTERS
 
     fabric = Fabric.objects.filter(name=name).first()
     if fabric is None or not Port.objects.filter(node__fabric=fabric).exists():
@@ -133,6 +134,7 @@ def ingest(name: str, text: str, error_ports: float, seed: int) -> tuple[object,
                     rcv_pkts=words // 63,
                     xmit_wait=rng.randrange(1 << 32),
                     **errs,
+                    **{f: rng.random() for f in DERIVED_FIELDS},
                 )  # fmt: skip
             )
         PortCounters.objects.bulk_create(rows, batch_size=2000)
@@ -298,8 +300,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     out["treydock_bytes_per_port"] = round(treydock_bytes(fabric.pk) / n_ports, 1)
     out["ratio_bytes_per_port_vs_treydock"] = round(out["bytes_per_port"] / out["treydock_bytes_per_port"], 3)
-    if not args.no_old:
-        body, took = old_exposition(fabric.pk)
+    try:
+        old = None if args.no_old else old_exposition(fabric.pk)
+    except (OSError, subprocess.CalledProcessError) as exc:  # no git, or a clone without that commit
+        old, out["old_error"] = None, f"baseline {OLD_COMMIT} not available: {exc}"
+    if old is not None:
+        body, took = old
         out["old_bytes"], out["old_s"] = len(body), round(took, 3)
         out["old_samples"] = sum(1 for ln in body.splitlines() if ln and not ln.startswith(b"#"))
         out["ratio_bytes_vs_old"] = round(out["bytes"] / len(body), 4)

@@ -297,7 +297,9 @@ def test_the_metrics_bench_runs_tiny():
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["tiny"] is True and out["ports"] == 16 * 8 * 2 + 16 * 4 * 2
-    assert 0 < out["gzip_bytes"] < out["bytes"] < out["old_bytes"]
+    assert 0 < out["gzip_bytes"] < out["bytes"]
+    if "old_error" not in out:  # the baseline comes from git history (absent from a shallow clone)
+        assert out["bytes"] < out["old_bytes"] and out["samples"] < out["old_samples"]
     assert out["bytes_per_port"] < out["treydock_bytes_per_port"]
     assert out["samples"] > 5 * out["ports"] and out["server_s"] > 0 and out["server_cold_s"] > 0
     assert len(out["load_average"]["start"]) == 3

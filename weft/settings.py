@@ -317,6 +317,11 @@ CELERY_TASK_ACKS_LATE = True
 #: Run ``task.delay()`` at once in the caller (tests against PostgreSQL/Redis, one-shot scripts).
 CELERY_TASK_ALWAYS_EAGER = env_bool("WEFT_CELERY_EAGER", False)
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Fabric I/O and control work in separate queues (weft.routing): a hung fabric never delays the
+# scheduler, the watchdogs or the alarms. Declared here so that a worker without -Q takes both.
+CELERY_TASK_QUEUES = {"control": {}, "fabric": {}}
+CELERY_TASK_DEFAULT_QUEUE = "control"
+CELERY_TASK_ROUTES = ("weft.routing.route_task",)
 CELERY_TIMEZONE = TIME_ZONE
 #: Beat periods (seconds): live discovery, counter sweep, history rollup, SM watch, health report.
 WEFT_DISCOVERY_INTERVAL_S = env_float("WEFT_DISCOVERY_INTERVAL_S", 300.0, positive=True)

@@ -254,6 +254,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "weft.schema.brief_alternatives",
+        "weft.schema.default_error_responses",
     ],
 }
 

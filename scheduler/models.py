@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from fabric.models import Partition
 from pools.models import Allocation, Pool, Tenant
+from weft.validators import printable_text
 
 from .choices import JobKind, JobState, PendingCode, PriorityClass, TopologyMode
 
@@ -66,7 +67,7 @@ class Job(models.Model):
     null), ``pkey`` the PKey it had (kept after the end, for the record).
     """
 
-    name = models.CharField(max_length=128)
+    name = models.CharField(max_length=128, validators=[printable_text])
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="jobs")
     pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="jobs")
     owner = models.ForeignKey(

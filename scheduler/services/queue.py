@@ -306,6 +306,7 @@ def _event_spec(job: Job, code: str, message: str, details: dict | None = None) 
     return EventSpec(
         code=code, object_type="job", object_key=str(job.pk), object_repr=f"{job} ({job.tenant.name})",
         message=message, details={"job": job.pk, "tenant": job.tenant_id, "pool": job.pool_id, **(details or {})},
+        tenant_id=job.tenant_id,
     )  # fmt: skip
 
 

@@ -15,7 +15,8 @@ def repair_out_of_range(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("fabric", "0015_partition_name_one_message"),
+        ("fabric", "0016_printable_names"),
+        ("fabric", "0017_partition_applies_and_sm_targets"),
     ]
 
     operations = [

@@ -7,7 +7,11 @@ class EventsConfig(AppConfig):
     name = "events"
 
     def ready(self) -> None:
-        from . import registry, signals  # noqa: F401  (signals: connects the receivers)
+        from . import (  # noqa: F401  (checks: registers them; signals: connects the receivers)
+            checks,
+            registry,
+            signals,
+        )
         from .event_types import EVENT_TYPES
 
         registry.register(self.label, EVENT_TYPES)

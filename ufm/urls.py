@@ -24,6 +24,7 @@ ROUTES = [
     (r"app/unhealthy_ports", views.UnhealthyPortsView, "unhealthy-ports"),
     (r"resources/ports", views.PortsView, "ports"),
     (r"resources/systems", views.SystemsView, "systems"),
+    (r"resources/systems/(?P<system>[^/]+)", views.SystemView, "system"),
     (r"resources/links", views.LinksView, "links"),
     (r"resources/pkeys", views.PKeysView, "pkeys"),
     (r"resources/pkeys/add", views.PKeyAddView, "pkey-add"),

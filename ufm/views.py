@@ -328,6 +328,23 @@ class SystemsView(UfmView):
         return Response(payloads.page(payloads.systems(fabric, node_type=node_type), *paging))
 
 
+class SystemView(UfmView):
+    """``GET /resources/systems/<system>`` (``?type=`` as the list): the one system whose
+    ``system_guid``/``guid`` (16 hex digits, ``0x`` optional) or name is ``system``, as a
+    one-element list (UFM SDK ``scripts/ufm_devices/load_devices.py --system``); 404 when none."""
+
+    def get(self, request, system: str):
+        wanted = system.strip().lower().removeprefix("0x")
+        fabric = self.fabric(topology=True)
+        found = [
+            s for s in payloads.systems(fabric)
+            if wanted in (s["system_guid"].lower(), s["guid"].lower()) or system.strip() == s["name"]
+        ]  # fmt: skip
+        if not found:
+            raise UfmNotFound(f"system {system} is not found")
+        return Response(found)
+
+
 class LinksView(UfmView):
     """``GET /resources/links``: the cables; UFM SDK ``get_links`` asks
     ``?page_number=1&rpp=1000000000`` and reads ``["data"]``."""

@@ -157,3 +157,17 @@ def test_unhealthy_ports_are_ufms_objects(fat_tree, users):
         host.node.name,
     )
     assert row["Condition"] == "MANUAL" and len(row["StatusTime"].split()) == 5
+
+
+def test_load_devices_and_load_links(fat_tree, users):
+    """``scripts/ufm_devices/load_devices.py``: ``GET resources/systems[/<system>][?type=T]``;
+    ``scripts/ufm_links/load_links.py``: ``GET resources/links?cable_info=False&
+    monitoring_counters_info=False`` (both need 200 and JSON)."""
+    leaf = Node.objects.get(name__contains="leaf-03")
+    [one] = sdk().get(f"/ufmRest/resources/systems/{leaf.node_guid[2:]}").json()
+    assert (one["name"], one["type"], len(one["ports"])) == (leaf.name, "switch", 4)
+    assert sdk().get("/ufmRest/resources/systems/0123456789abcdef").status_code == 404
+    hosts = sdk().get("/ufmRest/resources/systems?type=host").json()
+    assert sorted(h["name"] for h in hosts) == [f"host00{i}" for i in range(1, 7)]
+    links = sdk().get("/ufmRest/resources/links?cable_info=False&monitoring_counters_info=False")
+    assert links.status_code == 200 and len(links.json()) == 12

@@ -7,11 +7,15 @@ class EventsConfig(AppConfig):
     name = "events"
 
     def ready(self) -> None:
-        from . import (  # noqa: F401  (checks: registers them; signals: connects the receivers)
+        from . import (  # noqa: F401  (registers the checks, connects the receivers)
             checks,
+            receivers,
             registry,
-            signals,
         )
         from .event_types import EVENT_TYPES
 
         registry.register(self.label, EVENT_TYPES)
+
+        from . import maplayer
+
+        maplayer.register()  # its overlay on the fabric map

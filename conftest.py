@@ -3,7 +3,7 @@
 Shared fixtures live here and only here: ``users`` (one user per role), ``client_for`` (an API
 client signed in as a role or user), ``anonymous``/``viewer``/``operator``/``admin`` (clients),
 ``committed_signals``, ``realdata``. Data and helpers shared by test modules are in
-``weft.testing``; a test module never imports from another test module.
+``tests.support``; a test module never imports from another test module.
 """
 
 import os
@@ -113,7 +113,7 @@ def admin(client_for):
 @pytest.fixture
 def committed_signals():
     """``discovery_committed`` sends of the test as ``[(fabric_id, discovery_id)]``, other apps'
-    receivers detached (see ``weft.testing.signals.record_committed``)."""
-    from weft.testing.signals import record_committed
+    receivers detached (see ``tests.support.signals.record_committed``)."""
+    from tests.support.signals import record_committed
 
     yield from record_committed()

@@ -72,7 +72,7 @@ def uptime() -> str:
 def seed(hosts: int, per_host: int, tenants: int) -> list[int]:
     """GPUs, tenants and pools; returns the pool ids (tenant pools, then the shared one)."""
     from pools.models import Pool, Tenant
-    from weft.testing.gpus import make_gpu_fabric
+    from tests.support.gpus import make_gpu_fabric
 
     make_gpu_fabric("bench", hosts=hosts, per_host=per_host)
     share = hosts * per_host // (2 * tenants + 1)

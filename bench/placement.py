@@ -2,7 +2,7 @@
 
 A synthetic 2-level fat tree (``--hosts`` × ``--per-host`` GPUs, default 2,048 × 8 = 16,384,
 ``--hosts-per-leaf`` 32: 64 leaves) built directly as a :class:`~scheduler.locality.Locality`
-(``weft.testing.localities``; no database). Each trial draws a new free state at ``--busy``
+(``tests.support.localities``; no database). Each trial draws a new free state at ``--busy``
 (default 50 %) random fragmentation and asks for one ``--job``-GPU job (default 2,048) as compact
 as possible:
 
@@ -68,7 +68,7 @@ sys.path.insert(0, str(BASE))
 
 from scheduler.placement import FreeState, Request, first_fit, place  # noqa: E402
 from scheduler.planner import HeldJob, Inventory, PoolInfo, QueuedJob, plan_pass  # noqa: E402
-from weft.testing.localities import fat_tree  # noqa: E402
+from tests.support.localities import fat_tree  # noqa: E402
 
 MODEL = "nvidia h100 80gb hbm3"
 TENANTS = 8
@@ -264,7 +264,7 @@ def _pg_seed(args):
     fabric = import_topology_text("bench", text, filename="bench.topo").fabric
     rows = []
     for host in Host.objects.filter(fabric=fabric).order_by("name"):
-        for i in range(args.per_host):  # bench data, bulk-written (as weft.testing.gpus does)
+        for i in range(args.per_host):  # bench data, bulk-written (as tests.support.gpus does)
             rows.append(Gpu(host=host, uuid=f"GPU-bench-{host.name}-{i}", index=i, product_name="NVIDIA H100 80GB HBM3",
                             memory_total_mib=81559, memory_reserved_mib=0, health="healthy",
                             mig_mode_current="disabled", mig_mode_pending="disabled"))  # fmt: skip

@@ -14,8 +14,8 @@ from django.core.management import CommandError, call_command
 
 from fabric.models import Discovery, Fabric, Link, Node
 from fabric.tasks import discover_all_task, discover_fabric_task
+from tests.support.topologies import BASE
 from weft.locks import single_instance
-from weft.testing.topologies import BASE
 
 
 def _last_json(out: str) -> dict:

@@ -1,6 +1,6 @@
 """The placement engine (``scheduler.placement``) against brute-force references.
 
-Trees are built directly (``weft.testing.localities``): 2-level fat trees, 3- and 4-level trees,
+Trees are built directly (``tests.support.localities``): 2-level fat trees, 3- and 4-level trees,
 rail-optimised pods and two fabrics side by side, with random free states and unusable hosts.
 
 What the engine guarantees, and what is asserted:
@@ -47,7 +47,7 @@ from scheduler.placement import (
     place,
     select_victims,
 )
-from weft.testing.localities import fat_tree, merge, rail_pods, tree
+from tests.support.localities import fat_tree, merge, rail_pods, tree
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

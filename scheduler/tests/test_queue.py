@@ -22,8 +22,10 @@ from scheduler.choices import JobState
 from scheduler.models import Job, JobDecision
 from scheduler.services import queue
 from scheduler.services.queue import InvalidJob, JobConflict, JobSpec, cancel, finish, run_pass, start, submit
+from tests.support.jobs import gpu_cluster
 from weft.locks import single_instance
-from weft.testing.jobs import gpu_cluster
+
+pytestmark = pytest.mark.backend  # the queue's bulk updates, row locks and leases (Redis)
 
 
 @pytest.fixture

@@ -48,6 +48,25 @@ QUIET_LOAD = 0.5
 DEFAULT_PG = os.environ.get("WEFT_BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
 
 
+#: a small real fabric (15 nodes) for the ``--tiny`` runs of the benches that import a topology
+TINY_TOPOLOGY = "ibnetdiscover/ufm_small_topo_file.ibnetdiscover.txt"
+
+
+def realdata() -> Path:
+    """The folder of public real-fabric outputs (``$WEFT_REALDATA``, default ``../shared/realdata``)."""
+    return Path(os.environ.get("WEFT_REALDATA", ROOT.parent / "shared" / "realdata"))
+
+
+def pg_server_from_env() -> str | None:
+    """The server part of ``DATABASE_URL`` when it names PostgreSQL (a bench then makes its scratch
+    database there, never writing to the one named), else ``None`` (SQLite)."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        return None
+    scheme, rest = url.split("://", 1)
+    return f"{scheme}://{rest.split('/', 1)[0]}"
+
+
 def load_average() -> dict[str, float]:
     """``{"1m", "5m", "15m"}``: the run-queue load averages (``os.getloadavg``, /proc/loadavg)."""
     one, five, fifteen = os.getloadavg()

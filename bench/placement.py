@@ -23,7 +23,8 @@ The last line of stdout is a JSON object: ``p50_ms``, ``p99_ms`` (wall, per deci
 ``lower_bound`` (medians over trials; ``*_range`` [min, max]), ``at_lower_bound`` (fraction of
 trials whose leaves spanned equal the lower bound), ``tier`` (median tier spanned),
 ``baseline_p50_ms``, ``baseline_p99_ms``, ``baseline_leaves_spanned`` (median; ``*_range``),
-the queue's numbers below, and ``load`` (``uptime`` before and after). Not a test: nothing is
+the queue's numbers below, ``load`` (load averages at start and end) and ``quiet`` (false when the
+1-minute load at start was above 0.5). ``--tiny``: seconds, to check the bench runs. Not a test: nothing is
 asserted beyond the decisions' validity.
 
 The queue (``scheduler.planner``, ``scheduler.services.queue``), with ``--pass-jobs`` (1,000)
@@ -58,28 +59,18 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import time
-from pathlib import Path
 
-BASE = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(BASE))
+import benchkit
 
-from scheduler.placement import FreeState, Request, first_fit, place  # noqa: E402
-from scheduler.planner import HeldJob, Inventory, PoolInfo, QueuedJob, plan_pass  # noqa: E402
-from tests.support.localities import fat_tree  # noqa: E402
+from scheduler.placement import FreeState, Request, first_fit, place
+from scheduler.planner import HeldJob, Inventory, PoolInfo, QueuedJob, plan_pass
+from tests.support.localities import fat_tree
 
 MODEL = "nvidia h100 80gb hbm3"
 TENANTS = 8
 LIMITS = [600, 3600, 4 * 3600, 86400]
-
-
-def uptime() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
 
 
 def free_state(loc, rng: random.Random, busy: float, mode: str) -> dict[str, int]:
@@ -169,41 +160,15 @@ def pass_in_memory(loc, rng: random.Random, busy: float, mode: str, jobs: list[d
     return time.perf_counter() - t0, plan
 
 
-def scratch_database(server_url: str):
-    """Create an empty PostgreSQL database on ``server_url``; returns its URL and a drop function."""
-    import uuid
-
-    import psycopg
-
-    name = f"weft_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(f"{server_url}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-    def drop() -> None:
-        from django.db import connections
-
-        connections.close_all()
-        with psycopg.connect(f"{server_url}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-    return f"{server_url}/{name}", drop
-
-
-def pg_queue(args, say) -> dict:
-    """The PostgreSQL part (module docstring): ``pass_1000_s`` and ``submit_to_placed_*``."""
-    db_url, drop = scratch_database(args.pg_url)
-    os.environ["DATABASE_URL"] = db_url
+def pg_queue(args, say, kit: benchkit.Bench) -> dict:
+    """The PostgreSQL part (module docstring): ``pass_1000_s`` and ``submit_to_placed_*``, on a
+    scratch database (dropped at the end, SIGTERM included)."""
     os.environ.pop("REDIS_URL", None)  # embedded: the pass runs on commit in this process
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "weft.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-    from django.db import connection
-
     out: dict = {}
-    try:
-        call_command("migrate", verbosity=0, interactive=False)
+    with kit.scratch_database(args.pg_url):
+        benchkit.django_setup()
+        from django.db import connection
+
         t0 = time.perf_counter()
         fabric, pools, bg_pool = _pg_seed(args)
         with connection.cursor() as cur:  # fresh statistics, as autovacuum keeps them on a live site
@@ -248,8 +213,6 @@ def pg_queue(args, say) -> dict:
             "submit_to_placed_jobs": len(e2e),
             "submit_not_placed": sum(1 for _, ok in e2e if not ok),
         }
-    finally:
-        drop()
     return out
 
 
@@ -370,20 +333,24 @@ def main() -> int:
     ap.add_argument("--pass-rounds", type=int, default=5, help="in-memory passes (median)")
     ap.add_argument("--pg-pass-rounds", type=int, default=2, help="passes on PostgreSQL (median)")
     ap.add_argument("--e2e-jobs", type=int, default=200, help="submit → placed measurements")
+    ap.add_argument("--pg-url", default=benchkit.DEFAULT_PG, help="PostgreSQL server (WEFT_BENCH_PG)")
     ap.add_argument(
-        "--pg-url", default=os.environ.get("WEFT_BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
+        "--tiny", action="store_true", help="seconds: 64 hosts, a 64-GPU job, 5 trials, 20 jobs a pass"
     )
     ap.add_argument(
         "--no-pg", action="store_true", help="skip the PostgreSQL part (pass_1000_s, submit_to_placed)"
     )
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     args = ap.parse_args()
+    if args.tiny:
+        args.hosts, args.hosts_per_leaf, args.job, args.trials = 64, 8, 64, 5
+        args.pass_jobs, args.pass_rounds, args.pg_pass_rounds, args.e2e_jobs = 20, 1, 1, 3
 
     def say(msg: str) -> None:
         if not args.json:
             print(msg, flush=True)
 
-    load_before = uptime()
+    kit = benchkit.Bench("placement")
     leaves = args.hosts // args.hosts_per_leaf
     loc = fat_tree(leaves, args.hosts_per_leaf, gpus=args.per_host)
     rng = random.Random(args.seed)
@@ -438,7 +405,7 @@ def main() -> int:
         say(f"pass {r}: {secs:.3f} s planned, {json.dumps(plans[-1])}")
     queue_out = {}
     if not args.no_pg:
-        queue_out = pg_queue(args, say)
+        queue_out = pg_queue(args, say, kit)
 
     out = {
         "gpus": args.hosts * args.per_host,
@@ -484,9 +451,9 @@ def main() -> int:
                 else "; PostgreSQL part skipped (--no-pg): pass_1000_s and submit_to_placed null"
             ),
         ],
-        "load": {"before": load_before, "after": uptime()},
+        "tiny": args.tiny,
     }
-    print(json.dumps(out))
+    print(json.dumps(kit.finish(out)))
     return 0
 
 

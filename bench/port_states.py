@@ -45,7 +45,15 @@ def _wait(condition, timeout: float, what: str, interval: float = 0.005):
         time.sleep(interval)
 
 
-def bench(netfile, name: str, flaps: int, say, gap: float = 0.0, kit: benchkit.Bench | None = None) -> dict:
+def bench(
+    netfile,
+    name: str,
+    flaps: int,
+    say,
+    gap: float = 0.0,
+    kit: benchkit.Bench | None = None,
+    wait_s: float = 30.0,
+) -> dict:
     from events.models import Event
     from fabric.models import Fabric, Link, Port
     from fabric.services.discovery import discover
@@ -81,12 +89,12 @@ def bench(netfile, name: str, flaps: int, say, gap: float = 0.0, kit: benchkit.B
             t0 = time.monotonic()
             lab.unlink(node, port)
             _wait(lambda last=last: Event.objects.filter(fabric=fabric, code="link.down", id__gt=last).exists(),
-                  30, "link.down")  # fmt: skip
+                  wait_s, "link.down")  # fmt: skip
             down.append(time.monotonic() - t0)
             t0 = time.monotonic()
             lab.relink(node, port)
             _wait(lambda last=last: Event.objects.filter(fabric=fabric, code="link.up", id__gt=last).exists(),
-                  30, "link.up")  # fmt: skip
+                  wait_s, "link.up")  # fmt: skip
             up.append(time.monotonic() - t0)
             say(f"flap {node}[{port}]: link.down {down[-1]:.3f} s, link.up {up[-1]:.3f} s")
             time.sleep(gap)  # quiet time between flaps (the work after the link.up finishes first)
@@ -143,12 +151,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--flaps", type=int, default=5)
     ap.add_argument("--gap", type=float, default=0.0, help="seconds between a link.up and the next flap")
-    ap.add_argument("--tiny", action="store_true", help="the default topology, one flap")
+    ap.add_argument("--wait", type=float, default=30.0, help="seconds to wait for each link event")
+    ap.add_argument("--tiny", action="store_true", help="the default topology, one flap, --wait 120")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     args = ap.parse_args(argv)
     if args.tiny:
         # one flap of the demo's fabric (a 2-leaf fat tree never saw its notice in 30 s)
-        args.topology, args.fat_tree, args.flaps = None, DEMO_SPEC, 1
+        args.topology, args.fat_tree, args.flaps, args.wait = None, DEMO_SPEC, 1, max(args.wait, 120.0)
     kit = benchkit.Bench("port-states")
     with kit.scratch_database(benchkit.pg_server_from_env()):
         benchkit.django_setup()
@@ -166,7 +175,7 @@ def run(args, kit: benchkit.Bench) -> dict:
         netfile, name = Path(args.topology), "bench-" + Path(args.topology).name.split(".")[0][:40]
     else:
         netfile, name = netgen.parse_spec(args.fat_tree), "bench-fat-tree"
-    return bench(netfile, name.replace("_", "-").lower(), args.flaps, say, args.gap, kit)
+    return bench(netfile, name.replace("_", "-").lower(), args.flaps, say, args.gap, kit, args.wait)
 
 
 if __name__ == "__main__":

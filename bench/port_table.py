@@ -6,7 +6,7 @@ row (rates, some errors, some congestion), and a Viewer requests pages: the defa
 congestion descending, a filtered page (errors > 0), a late page, and the whole CSV. Prints the
 median of ``--runs`` per request, the number of SQL queries per page, and the load average.
 
-    python bench/port_table.py [--topology PATH] [--runs 5] [--tiny]
+    python bench/port_table.py [--topology PATH] [--runs 5] [--tiny] [--json]
 
 The last line of stdout is a JSON object, with ``load`` (load averages at start and end) and
 ``quiet`` (false when the 1-minute load at start was above 0.5). The database is a scratch one:
@@ -35,6 +35,9 @@ def main() -> None:
     parser.add_argument("--topology", type=Path, default=SELENE)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--tiny", action="store_true", help="seconds: a 15-node fabric, 1 run")
+    parser.add_argument(
+        "--json", action="store_true", help="accepted for symmetry: the output is one JSON line"
+    )
     args = parser.parse_args()
     if args.tiny:
         args.topology, args.runs = REALDATA / benchkit.TINY_TOPOLOGY, 1

@@ -201,6 +201,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samples", type=int, default=15)
     parser.add_argument("--poll", type=float, default=1.0, help="poll interval in seconds")
     parser.add_argument("--tiny", action="store_true", help="seconds: 2 clients, 2 samples")
+    parser.add_argument(
+        "--json", action="store_true", help="accepted for symmetry: the output is one JSON line"
+    )
     args = parser.parse_args(argv)
     if args.tiny:
         args.clients, args.samples = 2, 2

@@ -30,6 +30,7 @@ from .filtersets import AlarmFilterSet, EventFilterSet
 from .forms import EventPolicyForm
 from .models import Alarm, Event, EventPolicy, HealthReport, Severity
 from .reports import run_health_report
+from .scoping import scope_events
 
 
 class RoleMixin(LoginRequiredMixin):
@@ -181,8 +182,9 @@ class AlarmView(RoleMixin, DetailView):
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
         alarm = self.object
-        ctx["events"] = Event.objects.filter(
-            fabric=alarm.fabric, object_key=alarm.object_key, at__gte=alarm.first_seen
+        ctx["events"] = scope_events(
+            Event.objects.filter(fabric=alarm.fabric, object_key=alarm.object_key, at__gte=alarm.first_seen),
+            self.request.user,
         ).order_by("-at")[:100]
         return ctx
 
@@ -215,7 +217,8 @@ class EventListView(RoleMixin, ListView):
     paginate_by = 100
 
     def get_queryset(self):
-        self.filterset = EventFilterSet(self.request.GET, queryset=Event.objects.select_related("fabric"))
+        events = scope_events(Event.objects.select_related("fabric"), self.request.user)  # events.scoping
+        self.filterset = EventFilterSet(self.request.GET, queryset=events)
         return self.filterset.qs
 
     def get_context_data(self, **kwargs):

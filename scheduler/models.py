@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from fabric.models import Partition
 from pools.models import Allocation, Pool, Tenant
+from weft.validators import printable_text
 
 from .choices import JobKind, JobState, PendingCode, PriorityClass, TopologyMode
 
@@ -36,7 +37,8 @@ class Job(models.Model):
     ``memory_mib`` MiB and ``compute_pct`` % of one GPU). ``gpu_model``: the GPU product name must
     contain it (case-insensitive), on top of the pool's own filter. ``tier`` (0 host … 4 fabric,
     ``scheduler.locality.TIERS``) with ``tier_mode``. ``time_limit_s``: the job is ended
-    ``failed`` when it runs longer (and backfill counts on it); null: the site default
+    ``timeout`` when it runs longer than that from ``started_at`` (by every pass,
+    ``queue.expire_time_limits``; backfill counts on it); null: the site default
     (``WEFT_SCHEDULER_DEFAULT_TIME_LIMIT_S``) for the queue's estimates, no enforcement.
 
     State: ``state`` with ``reason`` (why pending, or how it ended), ``pending_code``
@@ -65,7 +67,7 @@ class Job(models.Model):
     null), ``pkey`` the PKey it had (kept after the end, for the record).
     """
 
-    name = models.CharField(max_length=128)
+    name = models.CharField(max_length=128, validators=[printable_text])
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="jobs")
     pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="jobs")
     owner = models.ForeignKey(

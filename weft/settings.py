@@ -256,13 +256,15 @@ REST_FRAMEWORK["DEFAULT_RENDERER_CLASSES"] = [
     "rest_framework.renderers.JSONRenderer",
     "weft.content_security.BrowsableAPIRenderer",
 ]
-#: Sign-in lock-out: failures per user name (from any address) and per client address (for any
-#: user name) before sign-in is refused, and minutes without a failure before it is allowed again.
+#: Sign-in lock-out: failures of one user name from one client address before that pair's password
+#: sign-in is refused, and minutes without a failure before it is allowed again. The pair, not the
+#: address alone (issue 22): failures from a shared address (a NAT, the host of a UFM client) lock
+#: that user there, not every user of the address; integrations use API tokens, never locked.
 WEFT_LOGIN_FAILURE_LIMIT = env_int("WEFT_LOGIN_FAILURE_LIMIT", 5, min_value=1)
 WEFT_LOGIN_COOLOFF_MIN = env_float("WEFT_LOGIN_COOLOFF_MIN", 15.0, positive=True)
 AXES_FAILURE_LIMIT = WEFT_LOGIN_FAILURE_LIMIT
 AXES_COOLOFF_TIME = timedelta(minutes=WEFT_LOGIN_COOLOFF_MIN)
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_CLIENT_IP_CALLABLE = "accounts.login_throttle.client_ip"
 AXES_LOCKOUT_CALLABLE = "accounts.login_throttle.lockout_response"
 AXES_DISABLE_ACCESS_LOG = True  # successful sign-ins are in the audit log (user.login)
@@ -301,6 +303,8 @@ WEFT_DISCOVERY_INTERVAL_S = env_float("WEFT_DISCOVERY_INTERVAL_S", 300.0, positi
 WEFT_POLL_INTERVAL_S = env_float("WEFT_POLL_INTERVAL_S", 10.0, positive=True)
 WEFT_ROLLUP_INTERVAL_S = env_float("WEFT_ROLLUP_INTERVAL_S", 60.0, positive=True)
 WEFT_SM_WATCH_INTERVAL_S = env_float("WEFT_SM_WATCH_INTERVAL_S", 30.0, positive=True)
+#: the partitions reconcile (fabric.tasks.reconcile_partitions_task)
+WEFT_PARTITIONS_RECONCILE_INTERVAL_S = env_float("WEFT_PARTITIONS_RECONCILE_INTERVAL_S", 300.0, positive=True)
 WEFT_HEALTH_INTERVAL_S = env_float("WEFT_HEALTH_INTERVAL_S", 86400.0, positive=True)
 #: how often allocation leases are checked (pools.tasks.expire_leases_task), seconds
 WEFT_LEASE_CHECK_INTERVAL_S = env_float("WEFT_LEASE_CHECK_INTERVAL_S", 30.0, positive=True)
@@ -335,6 +339,10 @@ CELERY_BEAT_SCHEDULE = {
     "sm-watch": {
         "task": "fabric.tasks.sm_watch_task",
         "schedule": timedelta(seconds=WEFT_SM_WATCH_INTERVAL_S),
+    },
+    "reconcile-partitions": {
+        "task": "fabric.tasks.reconcile_partitions_task",
+        "schedule": timedelta(seconds=WEFT_PARTITIONS_RECONCILE_INTERVAL_S),
     },
     "alarm-mail-flush": {"task": "events.tasks.flush_notifications_task", "schedule": timedelta(seconds=60)},
     "alarm-mail-digest": {"task": "events.tasks.daily_digest_task", "schedule": timedelta(days=1)},
@@ -434,6 +442,10 @@ WEFT_IMPORT_MAX_BYTES = env_int("WEFT_IMPORT_MAX_BYTES", 256 * 1024 * 1024, min_
 #: Largest host-agent report body (bytes) POST /api/pools/agent/ reads: a DGX's nvidia-smi -q -x
 #: is 100-300 KB, so the default leaves room; above it the answer is 413 (pools.api.views).
 WEFT_AGENT_MAX_BODY_BYTES = env_int("WEFT_AGENT_MAX_BODY_BYTES", 4 * 1024 * 1024, min_value=1024)
+#: The most GPUs one host report may list, and the most GPU rows (present and missing) one host
+#: keeps (pools.services.inventory.check_bounds): a DGX/HGX has 8, the largest servers 16-20.
+WEFT_GPUS_PER_REPORT_MAX = env_int("WEFT_GPUS_PER_REPORT_MAX", 64, min_value=1)
+WEFT_GPUS_PER_HOST_MAX = env_int("WEFT_GPUS_PER_HOST_MAX", 256, min_value=1)
 #: A host agent's token with no host bound is bound to the host of its first report (off: refused
 #: until an Admin binds it). See pools.services.agents.
 WEFT_AGENT_BIND_ON_FIRST_REPORT = env_bool("WEFT_AGENT_BIND_ON_FIRST_REPORT", True)
@@ -455,6 +467,12 @@ WEFT_PARTITIONS_PATH = env_str("WEFT_PARTITIONS_PATH", "")
 WEFT_SM_PID_FILE = env_str("WEFT_SM_PID_FILE", "")
 WEFT_PARTITIONS_VERIFY_TIMEOUT_S = env_float("WEFT_PARTITIONS_VERIFY_TIMEOUT_S", 60.0, positive=True)
 WEFT_PARTITIONS_VERIFY_SAMPLE = env_int("WEFT_PARTITIONS_VERIFY_SAMPLE", 8, min_value=1)
+#: the partitions reconcile (fabric.services.partitions.reconcile, beat every
+#: WEFT_PARTITIONS_RECONCILE_INTERVAL_S): member (and non-member) ports read per partition and run
+#: (every member within ceil(members / sample) runs), and how long a change may stay pending
+#: before an alarm.
+WEFT_PARTITIONS_RECONCILE_SAMPLE = env_int("WEFT_PARTITIONS_RECONCILE_SAMPLE", 16, min_value=1)
+WEFT_PARTITIONS_PENDING_ALARM_S = env_float("WEFT_PARTITIONS_PENDING_ALARM_S", 300.0, positive=True)
 #: The fabric the UFM-compatible API (``/ufmRest/``...) serves, by name; empty: the only fabric
 #: there is (with several, the API answers 503 until this names one).
 WEFT_UFM_FABRIC = env_str("WEFT_UFM_FABRIC", "")

@@ -24,10 +24,11 @@ from rest_framework.response import Response
 
 from accounts.api.mixins import AuditedWritesMixin
 from accounts.roles import Role
+from accounts.scoping import scope_rows
 from weft.cache import get_or_compute
 
 from .. import filtersets
-from ..models import Discovery, Fabric, Host, Link, Node, Partition, Port, SubnetManager
+from ..models import Discovery, Fabric, Host, Link, Node, Partition, PartitionApply, Port, SubnetManager
 from ..parsers.node_name_map import NodeNameMapError
 from ..parsers.partitions import PartitionsParseError
 from ..parsers.records import TopologyParseError
@@ -209,6 +210,20 @@ class HostViewSet(ReadOnlyTopologyViewSet):
 @extend_schema_view(
     list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
 )
+@extend_schema_view(
+    list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
+)
+class PartitionApplyViewSet(ReadOnlyTopologyViewSet):
+    """Requested applies of the fabrics' partitions, newest first (``POST partitions/apply/``
+    answers with one): queued, running, coalesced, done or failed, with the result."""
+
+    queryset = PartitionApply.objects.select_related("requested_by")
+    serializer_class = serializers.PartitionApplySerializer
+    brief_serializer_class = serializers.BriefPartitionApplySerializer
+    filterset_fields = ["fabric", "state"]
+    ordering_fields = ["id", "created"]
+
+
 class SubnetManagerViewSet(ReadOnlyTopologyViewSet):
     """Subnet managers seen on each fabric (SMInfo)."""
 
@@ -602,6 +617,11 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
     read_role = Role.VIEWER
     write_role = Role.ADMIN
 
+    def get_queryset(self):
+        """Another tenant's pool and job partitions do not exist for a tenant member
+        (``accounts.scoping``)."""
+        return scope_rows(super().get_queryset(), self.request.user)
+
     def _save(self, serializer, action: str):
         instance = serializer.instance or Partition()
         for k, v in serializer.validated_data.items():
@@ -646,10 +666,14 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
         reason's members are replaced)."""
         partition = self.get_object()
         if request.method == "GET":
-            rows = partition.members.select_related("port__node").order_by("port_guid")
-            return Response(
-                serializers.PartitionMemberSerializer(rows, many=True, context={"request": request}).data
+            rows = list(partition.members.select_related("port__node").order_by("port_guid"))
+            in_fabric = set(
+                Port.objects.filter(
+                    node__fabric=partition.fabric_id, port_guid__in=partition.members.values("port_guid")
+                ).values_list("port_guid", flat=True)
             )
+            context = {"request": request, "in_fabric": in_fabric}
+            return Response(serializers.PartitionMemberSerializer(rows, many=True, context=context).data)
         body = serializers.SetMembersSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
@@ -667,25 +691,24 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
 
     @extend_schema(
         request=serializers.ApplyRequestSerializer,
-        responses={
-            200: serializers.ApplyResultSerializer,
-            409: OpenApiResponse(serializers.ApplyResultSerializer, description="not applied, or drift"),
-        },
+        responses={202: serializers.PartitionApplySerializer},
     )
     @action(detail=False, methods=["post"])
     def apply(self, request):
-        """Apply the partitions of ``fabric`` (Admin): write OpenSM's partitions file, make OpenSM
-        re-read it, verify sampled ports (waits up to ``timeout`` s, default
-        ``WEFT_PARTITIONS_VERIFY_TIMEOUT_S``). 200 when applied, 409 with the result when it failed
-        or drifted."""
+        """Apply the partitions of ``fabric`` (Admin): 202 at once with the apply's record (``id``,
+        ``url``: ``GET /api/fabric/partition-applies/<id>/``), never waiting for OpenSM. A worker
+        then writes OpenSM's partitions file, makes the master SM re-read it and verifies the
+        ports (``timeout`` s, default ``WEFT_PARTITIONS_VERIFY_TIMEOUT_S``), through the one
+        coalesced apply path (``fabric.services.partitions.request_apply``); the record ends
+        ``done`` or ``failed`` with the result."""
         body = serializers.ApplyRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        result = partition_service.apply(
-            body.validated_data["fabric"], user=request.user, timeout=body.validated_data.get("timeout")
+        fabric = body.validated_data["fabric"]
+        rec = partition_service.request_apply(
+            fabric, user=request.user, source="api", timeout=body.validated_data.get("timeout")
         )
-        return Response(
-            result.as_dict(), status=status.HTTP_200_OK if result.ok else status.HTTP_409_CONFLICT
-        )
+        data = serializers.PartitionApplySerializer(rec, context={"request": request}).data
+        return Response(data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
         request=serializers.PartitionImportSerializer,

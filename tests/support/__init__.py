@@ -17,6 +17,7 @@ running application (benches may use it).
 - :mod:`tests.support.perfquery_text`: real ``perfquery`` output (``PLAIN_LID133``).
 - :mod:`tests.support.agent_reports`: a GPU agent's report (``XML``, ``TOPO``, ``body``).
 - :mod:`tests.support.snmp_counters`, :mod:`tests.support.traps`: snmpsim counters, real SNMP traps.
+- :mod:`tests.support.placement_strategies`: Hypothesis strategies of the placement tests.
 - :mod:`tests.support.map_pages`, :mod:`tests.support.pool_pages`, :mod:`tests.support.server_api`:
   browser-test helpers (sign in, import, open the map, the server's REST API).
 """

@@ -57,13 +57,8 @@ def bench(
     from events.models import Event
     from fabric.models import Fabric, Link, Port
     from fabric.services.discovery import discover
-    from fabric.services.notices import (
-        NoticeChild,
-        NoticeListener,
-        fallback_targets,
-        listener_command,
-        notice_status,
-    )
+    from fabric.services.notice_status import notice_status
+    from fabric.services.notices import NoticeChild, NoticeListener, fallback_targets, listener_command
     from lab import Lab
 
     lab = Lab(netfile)

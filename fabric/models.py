@@ -14,7 +14,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from weft.validators import printable_text
+from core.validators import printable_text
 
 from .choices import (
     ApplyRunState,
@@ -182,7 +182,7 @@ class Node(models.Model):
     #: switches only: what the switch carries (a site's choice, kept across rediscoveries; set with
     #: ``fabric.services.roles.set_switch_roles``); a storage or management switch is no leaf or
     #: spine of the scheduler's locality tree. A database default too: the ingest inserts nodes
-    #: with its own column list (``fabric.services.bulk.insert_rows``)
+    #: with its own column list (``core.bulk.insert_rows``)
     role = models.CharField(
         max_length=10, choices=FabricRole.choices, default=FabricRole.COMPUTE, db_default=FabricRole.COMPUTE
     )

@@ -5,7 +5,7 @@ a non-empty ``tool_env`` (e.g. a lab's ``LD_PRELOAD``/``IBSIM_SOCKNAME``) or ``c
 HCA the diags use); see ``fabric.collectors.tools.is_live``. Fabrics created by a file import have
 neither and are skipped by the beat schedule.
 
-Locks (``weft.locks.single_instance``) are leases renewed while the task runs: a worker killed
+Locks (``core.locks.single_instance``) are leases renewed while the task runs: a worker killed
 mid-discovery frees ``fabric.discover.<id>`` within ``WEFT_LOCK_TTL_S``; the renewal stops after
 the longest a discovery may take (:func:`_discovery_limit_s`). A SIGTERM-ed worker stops a hanging
 ``ibnetdiscover`` after ``WEFT_SHUTDOWN_GRACE_S`` (``weft.worker``), so the task records the failed
@@ -19,7 +19,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
-from weft.locks import single_instance
+from core.locks import single_instance
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from weft.fields import IdentityUrlField
+from core.fields import IdentityUrlField
 
 from ..choices import FabricRole, PortState
 from ..guid import normalize_guid
@@ -30,7 +30,7 @@ from ..models import (
     SubnetManager,
 )
 from ..querysets import topology_counts
-from ..services.notices import notice_status
+from ..services.notice_status import notice_status
 
 
 class ChoiceDisplayField(serializers.Field):

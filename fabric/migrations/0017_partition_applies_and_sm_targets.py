@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('fabric', '0015_partition_name_one_message'),
+        ('fabric', '0016_printable_names'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -38,8 +38,8 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
+from core.errors import LocatedError
 from fabric.guid import normalize_guid
-from weft.errors import LocatedError
 
 from .records import ParseWarning
 

@@ -12,10 +12,10 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.models import ApiToken
+from core.fields import FiniteFloatField, IdentityUrlField
+from core.validators import printable_text
 from fabric.api.serializers import BriefFabricSerializer, BriefHostSerializer, BriefNodeSerializer, PKeyField
 from fabric.models import Fabric, Host, Partition
-from weft.fields import FiniteFloatField, IdentityUrlField
-from weft.validators import printable_text
 
 from ..choices import AllocationKind
 from ..models import (

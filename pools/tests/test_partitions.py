@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from accounts.models import AuditEntry
+from core.locks import single_instance
 from fabric.choices import ApplyState, NodeType
 from fabric.models import Fabric, Partition, PartitionMember, Port
 from fabric.services.ingest import import_topology_text
@@ -22,7 +23,6 @@ from pools.services.partitions import (
     sync_fabric_pools,
     sync_pool_members,
 )
-from weft.locks import single_instance
 
 STORAGE = "0x0002c90300aa0001"  # a storage node's port, not on the fabric
 

@@ -8,6 +8,7 @@ import re
 import pytest
 import yaml
 
+from core.errors import LocatedError
 from scheduler.exports import (
     ExportError,
     export,
@@ -19,7 +20,6 @@ from scheduler.exports import (
 from scheduler.hostlist import expand
 from scheduler.topology import build_from_rows
 from tests.support.topology_rows import Builder, fat_tree_2level, fat_tree_3level, rail_pods
-from weft.errors import LocatedError
 
 
 def _hosts_of_conf(lines):

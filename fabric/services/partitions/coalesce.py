@@ -21,11 +21,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts import audit
-from weft.locks import single_instance
+from core import enqueue
+from core.locks import single_instance
 
 from ...choices import ApplyRunState, ApplyState
 from ...models import Fabric, Partition, PartitionApply
-from ...tasks import apply_partitions_task
 from .conf import conf_digest, partitions_path
 from .opensm import apply
 
@@ -81,7 +81,7 @@ def queue_apply(fabric_id: int, *, force: bool = False) -> bool:
 
     def send() -> None:
         try:
-            apply_partitions_task.delay(fabric_id, force=force, request=token)
+            enqueue.send("fabric.apply_partitions", fabric_id, force=force, request=token)
         except Exception:
             log.exception("could not queue the partitions apply of fabric %s", fabric_id)
 
@@ -184,7 +184,7 @@ def request_apply(
 
     def send() -> None:
         try:
-            apply_partitions_task.delay(fabric_id, force=force, request=token, apply_id=rec_id)
+            enqueue.send("fabric.apply_partitions", fabric_id, force=force, request=token, apply_id=rec_id)
         except Exception as exc:
             log.exception("could not queue the partitions apply %s of fabric %s", rec_id, fabric_id)
             PartitionApply.objects.filter(pk=rec_id, state=ApplyRunState.QUEUED).update(

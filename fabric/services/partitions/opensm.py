@@ -18,8 +18,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts import audit
+from core import procs
 from events.services import EventSpec, record_events
-from weft import procs
 
 from ...choices import ApplyState
 from ...collectors.sm import probe_master
@@ -114,7 +114,7 @@ def signal_opensm(fabric: Fabric, *, timeout: float = 30.0) -> str:
 
     Raises:
         ApplyError: nothing configured, an unreadable pid file, no such process or only a zombie
-            (an OpenSM that exited and was not reaped: ``weft.procs.is_running``), a command that
+            (an OpenSM that exited and was not reaped: ``core.procs.is_running``), a command that
             failed or timed out.
     """
     command = fabric.sm_reload_command or []

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.hints import manage_py
 from lab.console_server import ConsoleServer, example
 from lab.netgen import DEMO_SPEC
-from weft.hints import manage_py
 
 
 class _Stop(Exception):

@@ -411,9 +411,6 @@ def main() -> int:
     ap.add_argument("--e2e-jobs", type=int, default=200, help="submit → placed measurements")
     ap.add_argument("--pg-url", default=benchkit.DEFAULT_PG, help="PostgreSQL server (WEFT_BENCH_PG)")
     ap.add_argument(
-        "--tiny", action="store_true", help="seconds: 64 hosts, a 64-GPU job, 5 trials, 20 jobs a pass"
-    )
-    ap.add_argument(
         "--no-pg", action="store_true", help="skip the PostgreSQL part (pass_1000_s, submit_to_placed)"
     )
     ap.add_argument("--gang-hosts", type=int, default=4096, help="hosts of the large-gang tree")

@@ -94,7 +94,7 @@ def _modules(app: str) -> dict[str, Path]:
     for path in sorted((ROOT / app).rglob("*.py")):
         rel = path.relative_to(ROOT).with_suffix("")
         parts = list(rel.parts)
-        if "tests" in parts or "migrations" in parts or parts[:2] == ["weft", "testing"]:
+        if "tests" in parts or "migrations" in parts:
             continue
         if parts[-1] == "__init__":
             parts = parts[:-1]

@@ -12,9 +12,11 @@ from django.test import override_settings
 
 from accounts.roles import set_role
 from fabric.services.ingest import import_topology_text
+from tests.support.topologies import BASE
+from tests.support.ws import HOST, ORIGIN, session_headers
 from weft.asgi import application
-from weft.testing.topologies import BASE
-from weft.testing.ws import HOST, ORIGIN, session_headers
+
+pytestmark = pytest.mark.backend  # the channel layer (Redis in production)
 
 MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 

@@ -77,7 +77,7 @@ def test_unchanged_live_rediscovery_leaves_no_node_unreachable():
     from fabric.models import Fabric, Node
     from fabric.parsers import parse_ibnetdiscover
     from fabric.services.ingest import ingest_topology
-    from weft.testing.topologies import BASE
+    from tests.support.topologies import BASE
 
     fabric = Fabric.objects.create(name="f")
     ingest_topology(fabric, parse_ibnetdiscover(BASE, "t"), source="live")

@@ -4,7 +4,7 @@ tenants), the serializer's messages under their field with nothing written, the 
 refused by ``pools.services.tenancy`` shown without a traceback, and each change audited.
 
 Jobs go through the scheduler's submit service; allocations through the allocation service on a
-GPU fabric made by ``weft.testing.gpus.make_gpu_fabric``."""
+GPU fabric made by ``tests.support.gpus.make_gpu_fabric``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from fabric.models import Fabric, Partition
 from pools.models import Pool, Tenant, TenantMembership
 from pools.services.allocation import AllocationRequest, allocate
 from scheduler.services.queue import JobSpec, submit
-from weft.testing.gpus import make_gpu_fabric
+from tests.support.gpus import make_gpu_fabric
 
 pytestmark = pytest.mark.django_db
 

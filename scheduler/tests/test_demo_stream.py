@@ -13,7 +13,7 @@ from pools.lab import seed_demo_pools
 from scheduler.demo import FILL_JOB, FILL_POOL, PREFIX, DemoJob, JobStream, kind_of
 from scheduler.models import Job, JobDecision
 from scheduler.services.queue import run_pass
-from weft.testing.jobs import gpu_cluster
+from tests.support.jobs import gpu_cluster
 
 
 def test_the_stream_submits_mixed_jobs_that_are_placed_run_and_end(db):

@@ -24,8 +24,8 @@ from fabric.parsers.partitions import parse_smpquery_pkeys
 from fabric.services.discovery import discover
 from fabric.services.requests import set_node_name_map
 from lab import netgen
+from tests.support.waits import wait_for
 from ufm.models import UnhealthyPort
-from weft.testing.waits import wait_for
 
 from .conftest import basic
 

@@ -246,3 +246,73 @@ def port_loads(t: RouteTables, pairs: Sequence[tuple[int, int]]) -> tuple[Counte
                 if ing[1] is not None:
                     loads[ing[1]] -= 1
     return loads, unrouted
+
+
+def group_loads(t: RouteTables, groups: Iterable[Sequence[int]]) -> tuple[Counter, int]:
+    """How many ordered pairs within each group of LIDs cross each directed port: the all-to-all
+    traffic model of a collective (every member sends to every other member of its group; e.g.
+    one group per rail of a job: its hosts' HCA LIDs on that rail).
+
+    Returns ``(loads, unrouted)``: ``loads[port id]`` summed over the groups (ids as in
+    :func:`pair_paths`), counting routed pairs only, exactly as :func:`port_loads` over the listed
+    pairs; ``unrouted`` the number of pairs without a path (a member whose LID is unknown or whose
+    CA is not cabled makes all its pairs unrouted). Pairs are never listed: per group, each
+    destination is walked once from each ingress switch of the group, weighted by the members that
+    enter there, so a 1,024-member group costs ~ 1,024 x its leaves walks, not 1,024² pairs.
+    """
+    lfts, nxt, peer, owner = t.lfts, t.next_switch, t.peer, t.lid_owner
+    acc: dict[int, int] = {}
+    unrouted = 0
+    for group in groups:
+        n = len(group)
+        at: dict[int, tuple[int, int | None]] = {}
+        for lid in group:
+            ing = _ingress(t, lid)
+            if ing is not None:
+                at[lid] = ing
+        m = len(at)
+        unrouted += n * (n - 1) - m * (m - 1)
+        ingress: dict[int, int] = {}
+        for s, _e in at.values():
+            ingress[s] = ingress.get(s, 0) + 1
+        items = list(ingress.items())
+        failed: dict[int, set[int]] = {}  # ingress switch -> destinations it cannot reach
+        for dst, (home, _e) in at.items():
+            want = owner.get(dst)
+            for s0, k in items:
+                if s0 == home:
+                    k -= 1
+                    if not k:
+                        continue
+                s = s0
+                codes = []
+                ok = False
+                for _ in range(MAX_HOPS):
+                    lft = lfts[s]
+                    p = lft[dst] if dst < len(lft) else UNASSIGNED
+                    if p == UNASSIGNED:
+                        break
+                    if p == 0:
+                        ok = want == (SWITCH, s)
+                        break
+                    codes.append(s * 256 + p)
+                    row = nxt[s]
+                    s2 = row[p] if p < len(row) else -1
+                    if s2 < 0:
+                        ports = peer[s]
+                        ok = p < len(ports) and ports[p][0] == CA and want == (CA, ports[p][1])
+                        break
+                    s = s2
+                if ok:
+                    for c in codes:
+                        acc[c] = acc.get(c, 0) + k
+                else:
+                    unrouted += k
+                    failed.setdefault(s0, set()).add(dst)
+        for lid, (s, e) in at.items():
+            if e is not None:
+                bad = failed.get(s, ())
+                sent = m - 1 - (len(bad) - (lid in bad))
+                if sent:
+                    acc[e] = acc.get(e, 0) + sent
+    return Counter(acc), unrouted

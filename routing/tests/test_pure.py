@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from routing.parsers import UNASSIGNED, LftParseError, parse_dump_lfts
-from routing.paths import RouteError, pair_paths, port_loads, trace
+from routing.paths import RouteError, group_loads, pair_paths, port_loads, trace
 from routing.report import routing_report
 from routing.services.collect import moved_lids, snapshot_digest, table_digest
 from routing.tables import CA, SWITCH, build_tables
@@ -159,3 +159,12 @@ def test_digests_and_moved_lids():
     assert moved_lids(a, bytes([255, 1, 3, 3, 5])) == 2
     assert snapshot_digest({"x": "1", "y": "2"}) == snapshot_digest({"y": "2", "x": "1"})
     assert snapshot_digest({"x": "1"}) != snapshot_digest({"x": "2"})
+
+
+def test_group_loads_equal_port_loads_over_the_listed_pairs():
+    for t in (tree(), tree(l1={3: UNASSIGNED}), tree(s1={3: 1}, l1={3: 3})):
+        groups = [[1, 2, 3, 4], [1, 3], [2, 4, 99]]
+        pairs = [(a, b) for g in groups for a in g for b in g if a != b]
+        loads, unrouted = port_loads(t, pairs)
+        g_loads, g_unrouted = group_loads(t, groups)
+        assert +g_loads == +loads and g_unrouted == len(unrouted)

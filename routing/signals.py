@@ -28,6 +28,12 @@ routes_changed = Signal()  # kwargs: fabric_id: int, snapshot_id: int, moved: di
 
 
 def _queue(fabric_id: int, reason: str) -> None:
+    """Queue a delayed read of a live fabric's tables. Not in eager mode (``WEFT_CELERY_EAGER``:
+    tests, one-shot scripts): a task would run at once inside the discovery, before the SM has
+    re-routed (no delay is possible there), and put a diags run in every discovery; the beat's
+    read and ``manage.py collect_routes`` cover those."""
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        return
     from fabric.collectors.tools import is_live
     from fabric.models import Fabric
 

@@ -155,8 +155,17 @@ def bench_paths(fabric, runs: int, max_hosts: int | None = None) -> dict:
         t = time.monotonic()
         pair_paths(cur.tables, ring)
         ring_times.append(time.monotonic() - t)
+    from routing.report import routing_report
+
+    t = time.monotonic()
+    rep = routing_report(cur.tables)
+    report_s = time.monotonic() - t
     return {
         "tables_build_s": round(build_s, 4),
+        "report_s": round(report_s, 3),
+        "report_ca_pairs": rep["ca_pairs"],
+        "report_credit_loop": rep["credit_loops"]["found"],
+        "report_unbalanced_switches": len(rep["unbalanced_switches"]),
         "job_hosts": len(hosts),
         "rails": len(rails),
         "pairs": pairs,

@@ -35,6 +35,11 @@ class RoutingSnapshot(models.Model):
     duration_s = models.FloatField(default=0.0)
     moved = models.JSONField(default=dict, blank=True)
     warnings = models.JSONField(default=list, blank=True)
+    #: ``routing.report.routing_report`` of these tables over the topology of discovery
+    #: ``report_topology`` (written by ``routing.services.current.routing_report_for``; kept on the
+    #: latest snapshot only: a few MB on a Selene-size fabric)
+    report = models.JSONField(default=dict, blank=True)
+    report_topology = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["-taken", "-pk"]

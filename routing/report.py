@@ -69,26 +69,25 @@ def routing_report(t: RouteTables) -> dict[str, Any]:
     """The report of the module docstring for ``t``. Never raises on odd tables: broken routes
     count as unrouted pairs."""
     n_sw = len(t.switch_guids)
-    # LIDs routed per out port, from the tables
-    dest = [Counter() for _ in range(n_sw)]
-    ca_dest = [Counter() for _ in range(n_sw)]
-    owners = sorted(t.lid_owner.items())
+    # LIDs routed per out port, from the tables (itemgetter + Counter: C loops, not Python ones)
+    dest: list[Counter] = []
+    ca_dest: list[Counter] = []
+    all_lids = sorted(t.lid_owner)
+    ca_lid_set = [lid for lid in all_lids if t.lid_owner[lid][0] == CA]
     for s in range(n_sw):
         lft = t.lfts[s]
-        top = len(lft)
-        d, c = dest[s], ca_dest[s]
-        for lid, (kind, _i) in owners:
-            if lid >= top:
-                break
-            p = lft[lid]
-            if p == UNASSIGNED or p == 0:
-                continue
-            d[p] += 1
-            if kind == CA:
-                c[p] += 1
+        d = Counter(lft[lid] for lid in all_lids if lid < len(lft))
+        c = Counter(lft[lid] for lid in ca_lid_set if lid < len(lft))
+        for cnt in (d, c):
+            cnt.pop(UNASSIGNED, None)
+            cnt.pop(0, None)
+        dest.append(d)
+        ca_dest.append(c)
 
-    # CA-to-CA paths: for each destination, walk from every ingress switch once (k sources there)
-    ingress: Counter = Counter()
+    # CA-to-CA paths. For one destination the LFTs form an in-tree (each switch has one next hop):
+    # sources enter at their switches (k there), flows add up towards the destination, so one pass
+    # over the switches per destination counts every pair (no walk per source switch).
+    ingress = [0] * n_sw
     ca_at: dict[int, int] = {}
     eps = [e for e, lid in enumerate(t.ca_lids) if lid]
     for e in eps:
@@ -96,46 +95,86 @@ def routing_report(t: RouteTables) -> dict[str, Any]:
         if att is not None:
             ingress[att[0]] += 1
             ca_at[e] = att[0]
-    n_src = sum(ingress.values())
-    paths = [Counter() for _ in range(n_sw)]
+    n_src = sum(ingress)
+    paths_flat = [0] * (n_sw * 256)
     hops: Counter = Counter()
     edges: dict[int, set[int]] = {}
     unrouted = 0
     unrouted_shown: list[list[int]] = []
     lfts, nxt, peer = t.lfts, t.next_switch, t.peer
-    ing_items = list(ingress.items())
+    switches = range(n_sw)
     for e_dst in eps:
         dlid = t.ca_lids[e_dst]
-        for s0, k in ing_items:
-            if ca_at.get(e_dst) == s0:
-                k -= 1  # the destination itself is not a source
-            if k <= 0:
+        home = ca_at.get(e_dst, -1)
+        out = [lft[dlid] if dlid < len(lft) else UNASSIGNED for lft in lfts]
+        nx = [-1] * n_sw
+        children: list[list[int]] = [[] for _ in switches]
+        roots = []
+        for s in switches:
+            p = out[s]
+            if p == UNASSIGNED or p == 0:
                 continue
-            s, prev, codes, ok = s0, -1, [], False
-            for _ in range(64):
-                lft = lfts[s]
-                p = lft[dlid] if dlid < len(lft) else UNASSIGNED
-                if p == UNASSIGNED or p == 0:
-                    break
-                codes.append((s, p))
-                s2 = nxt[s][p] if p < len(nxt[s]) else -1
-                if s2 < 0:
-                    ports = peer[s]
-                    ok = p < len(ports) and ports[p][0] == CA and ports[p][1] == e_dst
-                    break
-                ch = s * 256 + p
-                if prev >= 0:
-                    edges.setdefault(prev, set()).add(ch)
-                prev, s = ch, s2
-            if not ok:
+            row = nxt[s]
+            s2 = row[p] if p < len(row) else -1
+            if s2 >= 0:
+                nx[s] = s2
+                children[s2].append(s)
+            else:
+                ports = peer[s]
+                if p < len(ports) and ports[p][0] == CA and ports[p][1] == e_dst:
+                    roots.append(s)
+        # breadth-first from the switches that deliver to the destination: depth = switches on the path
+        depth = [0] * n_sw
+        order = []
+        for r in roots:
+            depth[r] = 1
+            order.append(r)
+        i = 0
+        while i < len(order):
+            s = order[i]
+            i += 1
+            ds = depth[s] + 1
+            for c in children[s]:
+                if not depth[c]:
+                    depth[c] = ds
+                    order.append(c)
+        flow = ingress[:]
+        if home >= 0:
+            flow[home] -= 1  # the destination is not its own source
+        for s in reversed(order):  # farthest first: a switch's flow is complete when it is pushed
+            f = flow[s]
+            if not f:
+                continue
+            k = ingress[s] - (s == home)
+            if k:
+                hops[depth[s] + 1] += k
+            paths_flat[s * 256 + out[s]] += f
+            s2 = nx[s]
+            if s2 >= 0:
+                flow[s2] += f
+                if nx[s2] >= 0:
+                    edges.setdefault(s * 256 + out[s], set()).add(s2 * 256 + out[s2])
+        if len(order) < n_sw:  # sources whose switch does not reach the destination
+            reached = set(order)
+            for s0 in switches:
+                k = ingress[s0] - (s0 == home)
+                if k <= 0 or s0 in reached:
+                    continue
                 unrouted += k
                 if len(unrouted_shown) < UNROUTED_SHOWN:
                     src = next(t.ca_lids[e] for e, at in ca_at.items() if at == s0 and e != e_dst)
                     unrouted_shown.append([src, dlid])
-                continue
-            for s, p in codes:
-                paths[s][p] += k
-            hops[len(codes) + 1] += k
+                s, seen = s0, set()  # their channels still depend on each other (a loop shows)
+                while nx[s] >= 0 and s not in seen:
+                    seen.add(s)
+                    s2 = nx[s]
+                    if nx[s2] >= 0:
+                        edges.setdefault(s * 256 + out[s], set()).add(s2 * 256 + out[s2])
+                    s = s2
+    paths = [Counter() for _ in switches]
+    for code, n in enumerate(paths_flat):
+        if n:
+            paths[code >> 8][code & 0xFF] = n
 
     ports_out: list[dict[str, Any]] = []
     balance: list[dict[str, Any]] = []
@@ -176,15 +215,15 @@ def routing_report(t: RouteTables) -> dict[str, Any]:
             counted[p] = n
         if counted:
             hi, lo = max(counted.values()), min(counted.values())
-            balance.append({"guid": g, "switch": name, "ports": counted, "max": hi, "min": lo,
+            balance.append({"guid": g, "switch": name, "ports": {str(p): n for p, n in counted.items()}, "max": hi, "min": lo,
                             "unbalanced": hi > lo + 1})  # fmt: skip
-        if ingress.get(s) and up:
+        if ingress[s] and up:
             share = math.ceil(sum(up.values()) / len(up))
             leaves.append(
                 {
                     "guid": g,
                     "switch": name,
-                    "up_ports": up,
+                    "up_ports": {str(p): n for p, n in up.items()},
                     "max": max(up.values()),
                     "min": min(up.values()),
                     "share": share,

@@ -20,6 +20,7 @@ def collect_routes_task(fabric_id: int, reason: str = "interval") -> dict:
     from fabric.models import Fabric
 
     from .services.collect import RoutesError, collect_routes, summary
+    from .services.current import routing_report_for
 
     fabric = Fabric.objects.filter(pk=fabric_id).first()
     if fabric is None:
@@ -28,10 +29,12 @@ def collect_routes_task(fabric_id: int, reason: str = "interval") -> dict:
         if not mine:
             return {"fabric": fabric.name, "skipped": "a routes read of this fabric is running"}
         try:
-            return summary(collect_routes(fabric, reason=reason))
+            snap = collect_routes(fabric, reason=reason)
         except RoutesError as exc:
             log.warning("routes of %s not read: %s", fabric.name, exc)
             return {"fabric": fabric.name, "error": str(exc)}
+        routing_report_for(fabric)  # computed and stored now, not in the first request that asks
+        return summary(snap)
 
 
 @shared_task(name="routing.tasks.collect_all_task")

@@ -60,8 +60,8 @@ class RoutingView(APIView):
         got = routing_report_for(fabric)
         if got is None:
             raise NotFound(NO_ROUTES)
-        cur, rep = got
-        return Response({"fabric": fabric.name, "snapshot": snapshot_json(cur.snapshot), "report": rep})
+        snap, rep = got
+        return Response({"fabric": fabric.name, "snapshot": snapshot_json(snap), "report": rep})
 
 
 class RoutingSnapshotsView(APIView):

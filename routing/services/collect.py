@@ -208,6 +208,10 @@ def collect_routes(fabric: Fabric, *, reason: str = "manual", use_mad: bool = Tr
         )
         if stale:
             RoutingSnapshot.objects.filter(pk__in=stale).delete()
+        # the stored report is the latest snapshot's only (routing.services.current)
+        RoutingSnapshot.objects.filter(fabric=fabric).exclude(pk=snap.pk).exclude(report={}).update(
+            report={}, report_topology=None
+        )
         transaction.on_commit(lambda: _send_changed(fabric.pk, snap.pk, moved))
     return snap
 

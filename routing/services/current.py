@@ -40,8 +40,8 @@ _reports: dict[tuple[int, int | None], dict[str, Any]] = {}
 
 
 def latest_snapshot(fabric: Fabric) -> RoutingSnapshot | None:
-    """The fabric's latest snapshot row, or None."""
-    return RoutingSnapshot.objects.filter(fabric=fabric).order_by("-taken", "-pk").first()
+    """The fabric's latest snapshot row (its stored report not loaded), or None."""
+    return RoutingSnapshot.objects.filter(fabric=fabric).defer("report").order_by("-taken", "-pk").first()
 
 
 def load_tables(fabric: Fabric, snapshot: RoutingSnapshot) -> RouteTables:
@@ -88,21 +88,33 @@ def current_routes(fabric: Fabric) -> CurrentRoutes | None:
     return built
 
 
-def routing_report_for(fabric: Fabric) -> tuple[CurrentRoutes, dict[str, Any]] | None:
-    """``(current routes, routing_report(tables))`` for ``fabric``, the report computed once per
-    cache key; None before the first snapshot."""
-    cur = current_routes(fabric)
-    if cur is None:
+def routing_report_for(fabric: Fabric) -> tuple[RoutingSnapshot, dict[str, Any]] | None:
+    """``(latest snapshot, routing_report of its tables)`` for ``fabric``; None before the first
+    snapshot. The report is computed once per (snapshot, topology discovery) and stored on the
+    snapshot (``report``, ``report_topology``), so the API and the health report of another
+    process read it instead of computing it (seconds on a Selene-size fabric); the routes task
+    computes it right after a read that stored new tables."""
+    snap = latest_snapshot(fabric)
+    if snap is None:
         return None
+    disc = Fabric.objects.filter(pk=fabric.pk).values_list("last_discovery_id", flat=True).first()
+    key = (snap.pk, disc)
     with _lock:
-        rep = _reports.get(cur.key)
+        rep = _reports.get(key)
     if rep is None:
-        rep = routing_report(cur.tables)
+        stored = RoutingSnapshot.objects.filter(pk=snap.pk, report_topology=disc).values_list(
+            "report", flat=True
+        )
+        rep = next(iter(stored), None) or None  # {}: not computed
+        if rep is None:
+            cur = current_routes(fabric)
+            rep = routing_report(cur.tables)
+            RoutingSnapshot.objects.filter(pk=snap.pk).update(report=rep, report_topology=disc)
         with _lock:
-            _reports[cur.key] = rep
+            _reports[key] = rep
             while len(_reports) > CACHE_SIZE:
                 _reports.pop(next(iter(_reports)))
-    return cur, rep
+    return snap, rep
 
 
 def clear_cache() -> None:

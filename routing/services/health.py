@@ -25,18 +25,18 @@ def routing_findings(fabric) -> list[Finding]:
             return [Finding("routing", "info", "fabric", fabric.name, fabric.name,
                             "The switches' forwarding tables have not been read yet")]  # fmt: skip
         return []
-    cur, rep = got
+    snap, rep = got
     out: list[Finding] = []
     loops = rep["credit_loops"]
     if loops["found"]:
         cyc = " -> ".join(f"{g}/{p}" for g, p in loops["cycle"])
         out.append(Finding("routing", "critical", "fabric", fabric.name, fabric.name,
                            f"Credit loop in the routes (channel-dependency cycle of {len(loops['cycle'])} "
-                           f"channels): {cyc}", {"cycle": loops["cycle"], "snapshot": cur.snapshot.pk}))  # fmt: skip
+                           f"channels): {cyc}", {"cycle": loops["cycle"], "snapshot": snap.pk}))  # fmt: skip
     if rep["unrouted"]["pairs"]:
         out.append(Finding("routing", "critical", "fabric", fabric.name, fabric.name,
                            f"{rep['unrouted']['pairs']} CA pairs have no route",
-                           {"first": rep["unrouted"]["first"], "snapshot": cur.snapshot.pk}))  # fmt: skip
+                           {"first": rep["unrouted"]["first"], "snapshot": snap.pk}))  # fmt: skip
     for b in rep["balance"]:
         if b["unbalanced"]:
             out.append(Finding("routing", "warning", "node", b["guid"], b["switch"] or b["guid"],

@@ -10,7 +10,7 @@ import pytest
 
 from events.health import CHECKS, build_report
 from fabric.choices import NodeType
-from fabric.models import Node, Port
+from fabric.models import Fabric, Node, Port
 from fabric.services.ingest import import_topology_text
 from lab.netgen import fat_tree_2level
 from routing.models import RouteSource, RoutingSnapshot, SwitchRoute
@@ -74,6 +74,13 @@ def test_report_and_trace_endpoints(fabric, viewer, client):
     body = r.json()
     assert body["snapshot"]["id"] == snap.pk and body["report"]["ca_pairs"] == 12
     assert body["report"]["hops"] == {"2": 4, "4": 8}
+    snap.refresh_from_db()  # stored for the other processes (API, health report), over this topology
+    assert (
+        snap.report == body["report"]
+        and snap.report_topology == Fabric.objects.get(pk=fabric.pk).last_discovery_id
+    )
+    clear_cache()
+    assert viewer.get(base).json()["report"] == body["report"]
 
     r = viewer.get(base + "trace/", {"src": "host001 mlx5_0", "dst": "host004 mlx5_0"})
     assert r.status_code == 200, r.content

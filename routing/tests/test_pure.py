@@ -139,12 +139,12 @@ def test_report_counts_balance_hops_and_credit_loops():
     assert port["0xl1", 3]["ca_lids"] == 1 and port["0xl1", 3]["dest_lids"] == 3  # C, L2, S1
     assert port["0xl1", 3]["paths"] == 2 and port["0xs1", 2]["paths"] == 2  # A, B -> C via S1
     leaf = {x["guid"]: x for x in rep["leaves"]}["0xl1"]
-    assert leaf["up_ports"] == {3: 1, 4: 1} and leaf["over_share"] == []
+    assert leaf["up_ports"] == {"3": 1, "4": 1} and leaf["over_share"] == []
     assert rep["credit_loops"]["found"] is False
     # everything from L1 up through S1: up port 3 carries 2 CA LIDs, port 4 none -> unbalanced
     skew = routing_report(tree(l1={4: 3, 21: 3}))
     bal = {b["guid"]: b for b in skew["balance"]}["0xl1"]
-    assert bal["ports"] == {3: 2, 4: 0} and bal["unbalanced"] is True
+    assert bal["ports"] == {"3": 2, "4": 0} and bal["unbalanced"] is True
     assert {x["guid"]: x for x in skew["leaves"]}["0xl1"]["over_share"] == [3]
     # up*/down* broken: C's traffic from L1 goes S1 -> L2 -> S2 -> L1 -> S1 ... a channel cycle
     looped = tree(s1={3: 2}, l2={3: 4}, s2={3: 1}, l1={3: 3})

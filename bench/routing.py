@@ -186,7 +186,14 @@ def bench_rail_job(hosts: int, rails: int, runs: int) -> dict:
     try:
         t = time.monotonic()
         snap = collect_routes(fabric, reason="bench")
-        out.update({"collect_s": round(time.monotonic() - t, 3), "switches": snap.switches})
+        out.update(
+            {
+                "first_collect_s": round(time.monotonic() - t, 3),
+                "source": snap.source,
+                "warnings": snap.warnings,
+                "switches": snap.switches,
+            }
+        )
         out["paths"] = bench_paths(fabric, runs, max_hosts=hosts)
         return out
     finally:

@@ -168,3 +168,32 @@ def test_group_loads_equal_port_loads_over_the_listed_pairs():
         loads, unrouted = port_loads(t, pairs)
         g_loads, g_unrouted = group_loads(t, groups)
         assert +g_loads == +loads and g_unrouted == len(unrouted)
+
+
+def test_credit_loop_without_a_forwarding_loop():
+    """Every destination's routes are loop-free, yet four channels depend on each other in a ring
+    (L1->S1 -> S1->L2 -> L2->S2 -> S2->L1 -> L1->S1): a CA E on S1 port 3 (LID 5), A reached from
+    S1 the long way round, E reached from L2 through L1."""
+    tables = {
+        "l1": {1: 1, 2: 2, 3: 3, 4: 4, 5: 3, 10: 0, 11: 3, 20: 3, 21: 4},
+        "l2": {1: 4, 2: 3, 3: 1, 4: 2, 5: 4, 11: 0, 10: 3, 20: 3, 21: 4},
+        "s1": {1: 2, 2: 1, 3: 2, 4: 2, 5: 3, 10: 1, 11: 2, 20: 0, 21: 1},
+        "s2": {1: 1, 2: 1, 3: 2, 4: 2, 5: 1, 10: 1, 11: 2, 21: 0, 20: 1},
+    }
+    switches = [
+        ("0xl1", "L1", 10, lft(tables["l1"]), 4),
+        ("0xl2", "L2", 11, lft(tables["l2"]), 4),
+        ("0xs1", "S1", 20, lft(tables["s1"]), 3),
+        ("0xs2", "S2", 21, lft(tables["s2"]), 2),
+    ]
+    t = build_tables(switches, [*CAS, ("0xe", 1, "E", 5, 0)], [*LINKS, ("0xe", 1, "0xs1", 3)])
+    assert trace(t, 5, 1).switch_ports(t) == [
+        ("0xs1", 3), ("0xs1", 2), ("0xl2", 3), ("0xl2", 4), ("0xs2", 2), ("0xs2", 1), ("0xl1", 4), ("0xl1", 1),
+    ]  # fmt: skip
+    rep = routing_report(t)
+    assert rep["unrouted"]["pairs"] == 0
+    cl = rep["credit_loops"]
+    assert cl["found"] is True
+    ring = {("0xl1", 3), ("0xs1", 2), ("0xl2", 4), ("0xs2", 1)}
+    assert {tuple(c) for c in cl["cycle"]} == ring
+    assert routing_report(tree())["credit_loops"]["found"] is False  # the same fabric routed up*/down*

@@ -5,14 +5,16 @@ points it at a lab, exactly as for the diags)::
 
     python -m routing.collectors.lftpoll [-C ca] [-P port] [--window N] [--timeout S] < lids
 
-Input: one switch LID per line. For each it sends a LID-routed ``SubnGet(SwitchInfo)`` (attribute 0x0012, IBTA Vol
-1 14.2.5.4: LinearFDBTop, the highest LID the table holds, is bytes 6..7 of the attribute), then
+Input: one switch LID per line. For each it sends a LID-routed ``SubnGet(NodeInfo)`` (attribute
+0x0011, IBTA Vol 1 14.2.5.3: the NodeGUID, bytes 12..19, says which switch answers at that LID) and
+``SubnGet(SwitchInfo)`` (attribute 0x0012, 14.2.5.4: LinearFDBTop, the highest LID the table
+holds, is bytes 6..7 of the attribute), then
 ``SubnGet(LinearForwardingTable)`` for blocks ``0 .. LinearFDBTop // 64`` (14.2.5.10: attribute
 0x0019, attribute modifier = block number, 64 one-byte entries per block), with at most
 ``--window`` SMPs in flight over all switches (as ``telemetry.collectors.madpoll`` reads counters).
 
-Output (stdout, binary), one record per input LID in input order: ``>HBH`` (LID, status, length)
-then ``length`` bytes: the LFT entries 0..LinearFDBTop (status 0), or an empty table with status
+Output (stdout, binary), one record per input LID in input order: ``>HBQH`` (LID, status, node
+GUID, length) then ``length`` bytes: the LFT entries 0..LinearFDBTop (status 0), or an empty table with status
 1 (an SMP timed out after its retries) or 2 (an SMP answered with an error status). A last line
 on stderr: ``lftpoll: switches=.. smps=.. timeouts=.. errors=.. elapsed_s=..``.
 
@@ -36,11 +38,12 @@ from fabric.collectors.umad import MAD_SIZE, Umad
 
 SMP_LID_CLASS = 0x01
 GET = 0x01
+ATTR_NODE_INFO = 0x0011
 ATTR_SWITCH_INFO = 0x0012
 ATTR_LFT = 0x0019
 SMP_DATA = 64
 BLOCK = 64
-RECORD = struct.Struct(">HBH")
+RECORD = struct.Struct(">HBQH")
 STATUS_OK, STATUS_TIMEOUT, STATUS_ERROR = 0, 1, 2
 DEFAULT_TIMEOUT_S = 1.0
 #: LinearFDBTop above this is refused (unicast LIDs end at 0xBFFF, IBTA Vol 1 4.1.3)
@@ -62,16 +65,19 @@ def linear_fdb_top(switch_info: bytes) -> int:
 
 def read_lfts(umad: Umad, lids: list[int], window: int, timeout_s: float, retries: int) -> tuple[list, dict]:
     """Read the LFTs of the switches at ``lids``; returns ``(results, stats)`` with ``results[i]`` =
-    ``(status, bytes)`` for ``lids[i]`` and ``stats`` = ``{"smps", "timeouts", "errors"}``."""
+    ``(status, node GUID, bytes)`` for ``lids[i]`` and ``stats`` = ``{"smps", "timeouts", "errors"}``."""
     n = len(lids)
     tables: list[bytearray | None] = [None] * n
     status = [STATUS_OK] * n
     blocks_left = [0] * n
+    guids = [0] * n
     # request: (switch index, attr, block); seq = index in reqs (the TID)
-    reqs: list[tuple[int, int, int]] = [(i, ATTR_SWITCH_INFO, 0) for i in range(n)]
-    queue = deque(range(n))
+    reqs: list[tuple[int, int, int]] = [
+        (i, a, 0) for i in range(n) for a in (ATTR_NODE_INFO, ATTR_SWITCH_INFO)
+    ]
+    queue = deque(range(len(reqs)))
     pending: dict[int, tuple[float, int]] = {}
-    templates = {ATTR_SWITCH_INFO: build_smp(ATTR_SWITCH_INFO), ATTR_LFT: build_smp(ATTR_LFT)}
+    templates = {a: build_smp(a) for a in (ATTR_NODE_INFO, ATTR_SWITCH_INFO, ATTR_LFT)}
     hdr = umad.hdr
     sbuf = bytearray(hdr + MAD_SIZE)
     struct.pack_into("=IIIII", sbuf, 0, umad.agent, 0, umad.timeout_ms, 0, 0)
@@ -119,7 +125,9 @@ def read_lfts(umad: Umad, lids: list[int], window: int, timeout_s: float, retrie
                     fail(i, STATUS_ERROR)
                 elif status[i] == STATUS_OK:
                     data = mad[SMP_DATA : SMP_DATA + BLOCK]
-                    if attr == ATTR_SWITCH_INFO:
+                    if attr == ATTR_NODE_INFO:
+                        guids[i] = struct.unpack_from(">Q", data, 12)[0]
+                    elif attr == ATTR_SWITCH_INFO:
                         top = min(linear_fdb_top(data), MAX_TOP)
                         tables[i] = bytearray(b"\xff") * (top + 1)
                         nblocks = top // BLOCK + 1
@@ -147,12 +155,14 @@ def read_lfts(umad: Umad, lids: list[int], window: int, timeout_s: float, retrie
             else:
                 timeouts += 1
                 fail(reqs[seq][0], STATUS_TIMEOUT)
-    results = [(status[i], bytes(tables[i] or b"") if status[i] == STATUS_OK else b"") for i in range(n)]
+    results = [
+        (status[i], guids[i], bytes(tables[i] or b"") if status[i] == STATUS_OK else b"") for i in range(n)
+    ]
     return results, {"smps": smps, "timeouts": timeouts, "errors": errors}
 
 
-def decode(blob: bytes) -> list[tuple[int, int, bytes]]:
-    """The records of an output stream: ``[(lid, status, lft bytes), ...]``.
+def decode(blob: bytes) -> list[tuple[int, int, int, bytes]]:
+    """The records of an output stream: ``[(lid, status, node GUID, lft bytes), ...]``.
 
     Raises:
         ValueError: the stream ends inside a record.
@@ -162,11 +172,11 @@ def decode(blob: bytes) -> list[tuple[int, int, bytes]]:
     while at < len(blob):
         if at + RECORD.size > len(blob):
             raise ValueError(f"lftpoll output cut at byte {at}")
-        lid, st, length = RECORD.unpack_from(blob, at)
+        lid, st, guid, length = RECORD.unpack_from(blob, at)
         at += RECORD.size
         if at + length > len(blob):
             raise ValueError(f"lftpoll output cut inside the table of LID {lid}")
-        out.append((lid, st, blob[at : at + length]))
+        out.append((lid, st, guid, blob[at : at + length]))
         at += length
     return out
 
@@ -202,8 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     results, stats = read_lfts(umad, lids, max(1, args.window), args.timeout, args.retries)
     out = bytearray()
-    for lid, (st, table) in zip(lids, results, strict=True):
-        out += RECORD.pack(lid, st, len(table)) + table
+    for lid, (st, guid, table) in zip(lids, results, strict=True):
+        out += RECORD.pack(lid, st, guid, len(table)) + table
     sys.stdout.buffer.write(out)
     sys.stdout.flush()
     print(

@@ -64,21 +64,14 @@ def moved_lids(old: bytes, new: bytes) -> int:
     return sum(1 for x, y in zip(a, b, strict=True) if x != y)
 
 
-def read_by_mad(
-    fabric: Fabric, switches: list[tuple[str, int]], timeout: float
-) -> dict[str, tuple[int, bytes]]:
-    """``{switch GUID: (LID, LFT)}`` read by the lftpoll child for ``switches`` (``(GUID, LID)``).
-
-    Raises:
-        ToolError: the child failed, timed out, or a switch's tables could not be read.
-    """
+def _lftpoll(fabric: Fabric, lids: list[int], timeout: float) -> list[tuple[int, int, int, bytes]]:
+    """One lftpoll run: its records for ``lids``. Raises ToolError (failed, timed out, cut output)."""
     argv = [sys.executable, "-m", "routing.collectors.lftpoll", *fabric_ca_args(fabric),
             "--timeout", str(settings.WEFT_MAD_TIMEOUT_S)]  # fmt: skip
-    payload = "".join(f"{lid}\n" for _g, lid in switches).encode()
     env = fabric_env(fabric)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     try:
-        proc = run_process(argv, input=payload, env=env, timeout=timeout)
+        proc = run_process(argv, input="".join(f"{lid}\n" for lid in lids).encode(), env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise ToolError(f"lftpoll did not finish within {timeout:g} s (killed)") from None
     if proc.returncode != 0:
@@ -88,14 +81,44 @@ def read_by_mad(
         records = lftpoll.decode(proc.stdout)
     except ValueError as exc:
         raise ToolError(str(exc)) from None
-    if len(records) != len(switches):
-        raise ToolError(f"lftpoll answered {len(records)} of {len(switches)} switches")
+    if len(records) != len(lids):
+        raise ToolError(f"lftpoll answered {len(records)} of {len(lids)} switches")
+    return records
+
+
+def read_by_mad(
+    fabric: Fabric, switches: list[tuple[str, int]], timeout: float
+) -> dict[str, tuple[int, bytes]]:
+    """``{switch GUID: (LID, LFT)}`` read by the lftpoll child for ``switches`` (``(GUID, LID)``).
+    Switches whose SMPs timed out are asked once more (a second run for just them: a busy switch
+    or SM sweep), as ``dump_lfts`` retries its MADs.
+
+    Raises:
+        ToolError: the child failed or timed out, a switch's tables could not be read twice, or a
+            LID is another node's now (the stored topology is stale).
+    """
     out: dict[str, tuple[int, bytes]] = {}
-    for (guid, lid), (_lid, status, table) in zip(switches, records, strict=True):
-        if status != lftpoll.STATUS_OK:
-            why = "timed out" if status == lftpoll.STATUS_TIMEOUT else "answered an error"
-            raise ToolError(f"the LFT of switch {guid} (LID {lid}) was not read: an SMP {why}")
-        out[guid] = (lid, table)
+    todo = switches
+    for attempt in (1, 2):
+        t0 = time.monotonic()
+        records = _lftpoll(fabric, [lid for _g, lid in todo], timeout)
+        timeout = max(1.0, timeout - (time.monotonic() - t0))
+        again = []
+        for (guid, lid), (_lid, status, read_guid, table) in zip(todo, records, strict=True):
+            if status == lftpoll.STATUS_TIMEOUT and attempt == 1:
+                again.append((guid, lid))
+                continue
+            if status != lftpoll.STATUS_OK:
+                why = "timed out" if status == lftpoll.STATUS_TIMEOUT else "answered an error"
+                raise ToolError(f"the LFT of switch {guid} (LID {lid}) was not read: an SMP {why}")
+            if f"0x{read_guid:016x}" != guid:  # the SM gave the LID to another node since the discovery
+                raise ToolError(
+                    f"LID {lid} is node 0x{read_guid:016x} now, not switch {guid} (stale topology)"
+                )
+            out[guid] = (lid, table)
+        if not again:
+            break
+        todo = again
     return out
 
 

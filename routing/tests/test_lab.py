@@ -5,7 +5,9 @@
 * traces over the stored tables give ``ibtracert``'s hops for every CA pair and a CA-switch pair;
 * the report's per-port CA-LID counts and unbalanced flags are ``check_lft_balance -v``'s;
 * a spine cable pulled: OpenSM re-routes, the new snapshot's moved LIDs per switch are the
-  differences between ``dump_lfts`` before and after, with a ``routing.changed`` event.
+  differences between ``dump_lfts`` before and after, with a ``routing.changed`` event;
+* a stale stored topology (switch LIDs swapped) is seen by the SMP read (NodeInfo GUIDs), which
+  falls back to ``dump_lfts``.
 
 One lab (a 2-level fat tree: 3 leaves x 2 hosts, 2 spines) for the module.
 """
@@ -19,15 +21,16 @@ import sys
 import pytest
 
 from events.models import Event
+from fabric.choices import NodeType
 from fabric.guid import normalize_guid
-from fabric.models import Fabric
+from fabric.models import Fabric, Node
 from fabric.parsers.route import parse_ibtracert
 from fabric.services.discovery import discover
 from lab.netgen import fat_tree_2level
 from routing.models import RouteSource, SwitchRoute
 from routing.parsers import UNASSIGNED, parse_dump_lfts
 from routing.paths import port_loads, trace
-from routing.services.collect import collect_routes, moved_lids
+from routing.services.collect import collect_routes, moved_lids, read_tables
 from routing.services.current import clear_cache, current_routes, routing_report_for
 from routing.tables import CA
 from weft.testing.waits import wait_for
@@ -142,6 +145,15 @@ def test_routes_match_the_diags_and_follow_a_reroute(lab_factory, committed_sign
         b["guid"]: (b["unbalanced"], {int(p): n for p, n in b["ports"].items()}) for b in rep2["balance"]
     }
     assert mine2 == _check_lft_balance(lab, tmp_path) and spine_port not in mine2[leaf_guid][1]
+
+    # 5. a stale topology (two switches' LIDs swapped since the discovery): the SMP read sees other
+    # GUIDs at those LIDs and the whole read falls back to dump_lfts, which names the switches itself
+    a, b = Node.objects.filter(fabric=fabric, node_type=NodeType.SWITCH).order_by("lid")[:2]
+    Node.objects.filter(pk=a.pk).update(lid=b.lid)
+    Node.objects.filter(pk=b.pk).update(lid=a.lid)
+    source, tables, warnings = read_tables(fabric)
+    assert source == RouteSource.DUMP_LFTS and "(stale topology)" in warnings[0]
+    assert {g: _trim(t) for g, (_l, t) in tables.items()} == {g: _trim(t) for g, t in _tables(lab).items()}
 
 
 def test_lftpoll_refuses_bad_input_with_its_line():

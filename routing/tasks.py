@@ -25,7 +25,8 @@ def collect_routes_task(fabric_id: int, reason: str = "interval") -> dict:
     fabric = Fabric.objects.filter(pk=fabric_id).first()
     if fabric is None:
         return {"skipped": f"no fabric {fabric_id}"}
-    with single_instance(f"routing.collect.{fabric_id}", 2 * settings.WEFT_TOOL_TIMEOUT_S + 60) as mine:
+    # the SMP read (two runs at most, within one WEFT_TOOL_TIMEOUT_S), dump_lfts, store, the report
+    with single_instance(f"routing.collect.{fabric_id}", 2 * settings.WEFT_TOOL_TIMEOUT_S + 120) as mine:
         if not mine:
             return {"fabric": fabric.name, "skipped": "a routes read of this fabric is running"}
         try:

@@ -14,6 +14,27 @@
    the largest 2-level pod with 1,024 hosts has 2 rails at radix 64), target ≤ 1 s. Also
    ``pair_paths`` (every pair's port list) for the ring of each rail.
 
+Measured 2026-12-07 (SQLite, 2 cores shared with other work: load average 8.5 at start, 10.5
+at the end, so ``"quiet": false``; 3 alternating pairs, medians):
+
+=========================================  ==========  =================================
+Selene (666 switches, 4,341 CAs)            Weft        baseline
+=========================================  ==========  =================================
+read every LFT                              5.51 s      ``dump_lfts`` 54.2 s: ratio 0.10
+                                                        (pairs 0.08-0.13), tables equal
+collect_routes, tables unchanged            5.70 s
+RouteTables built from the database         0.50 s
+all-to-all job, 458 hosts x 8 rails         1.04 s      1,674,448 pairs
+routing report (all 18.8 M CA pairs)        36.4 s      computed once per snapshot, stored
+1,024-host job, rail pod (96 switches)
+  all-to-all, 2 rails                       0.51 s      2,095,104 pairs (target 1 s)
+  ring pair_paths                           0.03 s
+  routing report (4.2 M CA pairs)           1.06 s
+=========================================  ==========  =================================
+
+(An earlier run at load 8.5: read 5.01 s vs ``dump_lfts`` 44.9 s, ratio 0.11, pairs 0.07-0.12;
+the 1,024-host job 0.62 s.)
+
 The machine's 1-minute load average is printed at start and end; figures are marked
 ``"quiet": false`` when it was above 0.5 at the start (other work skews the timings).
 

@@ -16,6 +16,7 @@ only a change). The fabric app never imports this one.
 from __future__ import annotations
 
 import logging
+import threading
 
 from django.conf import settings
 from django.dispatch import Signal, receiver
@@ -28,23 +29,32 @@ routes_changed = Signal()  # kwargs: fabric_id: int, snapshot_id: int, moved: di
 
 
 def _queue(fabric_id: int, reason: str) -> None:
-    """Queue a delayed read of a live fabric's tables. Not in eager mode (``WEFT_CELERY_EAGER``:
-    tests, one-shot scripts): a task would run at once inside the discovery, before the SM has
-    re-routed (no delay is possible there), and put a diags run in every discovery; the beat's
-    read and ``manage.py collect_routes`` cover those."""
-    if settings.CELERY_TASK_ALWAYS_EAGER:
-        return
+    """Queue a read of a live fabric's tables ``WEFT_ROUTING_SETTLE_S`` from now (the SM re-routes
+    in its own sweep after the change). Celery: a countdown. The embedded deployment's in-process
+    pool has none: a timer submits it. Nothing when a task would run at once in the caller (eager
+    mode, or embedded without a started pool: tests, one-shot commands): it would read before the
+    SM has re-routed and put a diags run inside every discovery; the beat's read and ``manage.py
+    collect_routes`` cover those."""
     from fabric.collectors.tools import is_live
     from fabric.models import Fabric
+    from weft import inprocess
 
     from .tasks import collect_routes_task
 
+    if settings.CELERY_TASK_ALWAYS_EAGER or (settings.EMBEDDED and not inprocess.is_running()):
+        return
     fabric = Fabric.objects.filter(pk=fabric_id).first()
     if fabric is None or not is_live(fabric):
         return
     try:
-        # after the SM's own sweep: it re-routes once it has seen the change
-        collect_routes_task.apply_async((fabric_id, reason), countdown=settings.WEFT_ROUTING_SETTLE_S)
+        if settings.EMBEDDED:
+            timer = threading.Timer(
+                settings.WEFT_ROUTING_SETTLE_S, collect_routes_task.delay, (fabric_id, reason)
+            )
+            timer.daemon = True
+            timer.start()
+        else:
+            collect_routes_task.apply_async((fabric_id, reason), countdown=settings.WEFT_ROUTING_SETTLE_S)
     except Exception:
         log.exception("could not queue the routes read of fabric %s", fabric_id)
 

@@ -113,6 +113,12 @@ def _beat(schedule: dict[str, dict]) -> None:
         _stop.wait(0.2)
 
 
+def is_running() -> bool:
+    """True when the in-process pool is started (``manage.py serve``); False in tests and one-shot
+    commands, where :func:`submit` runs a task at once in the caller."""
+    return _executor is not None
+
+
 def start(workers: int = 4, beat: bool = True, schedule: dict | None = None) -> None:
     """Start the pool (and, with ``beat``, the schedule thread). Idempotent."""
     global _executor, _beat_thread

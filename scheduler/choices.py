@@ -4,12 +4,13 @@ Job states follow the issue's state machine (issue 12, "Jobs")::
 
     pending ──> placed ──> running ──> completed
        │          │           ├──────> failed
+       │          │           ├──────> timeout     (ran past its time limit; ended by the pass)
        │          ├───────────┼──────> preempted   (GPUs taken back for a higher priority)
        └──────────┴───────────┴──────> cancelled
                placed/running ──> pending      (preempted, and the job asked to be requeued)
 
 ``placed`` holds an allocation (the pools' allocation service bound its GPUs); ``running`` is
-what the job's prolog (or an Operator) reports; the last four are final and hold nothing. A job with ``requeue`` that is preempted goes back
+what the job's prolog (or an Operator) reports; the last five are final and hold nothing. A job with ``requeue`` that is preempted goes back
 to ``pending`` (``scheduler.models.Job``) instead of ending ``preempted``.
 """
 
@@ -26,19 +27,21 @@ class JobState(models.TextChoices):
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
     PREEMPTED = "preempted", "Preempted"
+    TIMEOUT = "timeout", "Timed out"
 
 
 #: states that hold an allocation
 HOLDING = (JobState.PLACED, JobState.RUNNING)
 #: states a job never leaves
-FINAL = (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED)
+FINAL = (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED, JobState.TIMEOUT)
 
 #: allowed transitions (from → to); the services refuse any other
 TRANSITIONS: dict[str, tuple[str, ...]] = {
     JobState.PENDING: (JobState.PLACED, JobState.CANCELLED),
     JobState.PLACED: (JobState.RUNNING, JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED,
                       JobState.PREEMPTED),
-    JobState.RUNNING: (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED),
+    JobState.RUNNING: (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED,
+                       JobState.TIMEOUT),
 }  # fmt: skip
 
 

@@ -24,7 +24,7 @@ from django.utils import timezone
 from events.services import EventSpec, record_events
 from fabric.choices import NodeType
 from fabric.collectors.tools import ToolError, fabric_ca_args, fabric_env, run_process, run_tool
-from fabric.models import Fabric, Node
+from fabric.models import NO_LIVE_ACCESS, Fabric, Node
 
 from ..collectors import lftpoll
 from ..models import RouteSource, RoutingSnapshot, SwitchRoute
@@ -174,8 +174,11 @@ def collect_routes(fabric: Fabric, *, reason: str = "manual", use_mad: bool = Tr
     or the previous one with ``checked`` moved to now when the digest is the same.
 
     Raises:
-        RoutesError: the tables could not be read (nothing is written).
+        RoutesError: the fabric has no live access (imported from a file: the diags would read
+            another fabric), or the tables could not be read (nothing is written).
     """
+    if not fabric.has_live_access:
+        raise RoutesError(NO_LIVE_ACCESS.format(name=fabric.name))
     t0 = time.monotonic()
     source, tables, warnings = read_tables(fabric, use_mad=use_mad)
     duration = round(time.monotonic() - t0, 4)

@@ -128,3 +128,13 @@ def test_health_report_has_the_routing_check_and_cache_follows_snapshots(fabric)
     assert [f["severity"] for f in found] == ["critical"] and "2 CA pairs have no route" in found[0][
         "message"
     ]
+
+
+def test_collect_routes_refuses_an_imported_fabric(fabric):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="no live access configured"):
+        call_command("collect_routes", fabric.name)
+    with pytest.raises(CommandError, match="no fabric 'nosuch'"):
+        call_command("collect_routes", "nosuch")
+    assert not RoutingSnapshot.objects.exists()

@@ -85,6 +85,7 @@ def _lab_fabric(name: str, netfile: str):
 
     t = time.monotonic()
     lab = Lab(netfile).start(timeout=900)
+    lab.wait_subnet_up(timeout=900)  # every LFT set (MASTER comes before the first sweep's routes)
     lab_s = time.monotonic() - t
     Fabric.objects.filter(name=name).delete()
     fabric = Fabric.objects.create(name=name, tool_env=lab.tool_env, discovery_timeout_s=900)

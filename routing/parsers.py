@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from core.errors import LocatedError
 from fabric.guid import normalize_guid
-from weft.errors import LocatedError
 
 #: An LFT entry that forwards nowhere (IBTA Vol 1 14.2.5.10: port 255 = "drop"/unassigned).
 UNASSIGNED = 0xFF

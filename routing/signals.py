@@ -16,7 +16,6 @@ only a change). The fabric app never imports this one.
 from __future__ import annotations
 
 import logging
-import threading
 
 from django.conf import settings
 from django.dispatch import Signal, receiver
@@ -30,31 +29,23 @@ routes_changed = Signal()  # kwargs: fabric_id: int, snapshot_id: int, moved: di
 
 def _queue(fabric_id: int, reason: str) -> None:
     """Queue a read of a live fabric's tables ``WEFT_ROUTING_SETTLE_S`` from now (the SM re-routes
-    in its own sweep after the change). Celery: a countdown. The embedded deployment's in-process
-    pool has none: a timer submits it. Nothing when a task would run at once in the caller (eager
-    mode, or embedded without a started pool: tests, one-shot commands): it would read before the
-    SM has re-routed and put a diags run inside every discovery; the beat's read and ``manage.py
+    in its own sweep after the change): a Celery countdown; the embedded deployment's in-process
+    pool waits it out with a timer and drops a delayed call when no pool runs (tests, one-shot
+    commands: ``weft.celery``). Nothing in eager mode (``WEFT_CELERY_EAGER``): the read would run at
+    once inside the discovery, before the SM has re-routed; the beat's read and ``manage.py
     collect_routes`` cover those."""
     from fabric.collectors.tools import is_live
     from fabric.models import Fabric
-    from weft import inprocess
 
     from .tasks import collect_routes_task
 
-    if settings.CELERY_TASK_ALWAYS_EAGER or (settings.EMBEDDED and not inprocess.is_running()):
+    if settings.CELERY_TASK_ALWAYS_EAGER:
         return
     fabric = Fabric.objects.filter(pk=fabric_id).first()
     if fabric is None or not is_live(fabric):
         return
     try:
-        if settings.EMBEDDED:
-            timer = threading.Timer(
-                settings.WEFT_ROUTING_SETTLE_S, collect_routes_task.delay, (fabric_id, reason)
-            )
-            timer.daemon = True
-            timer.start()
-        else:
-            collect_routes_task.apply_async((fabric_id, reason), countdown=settings.WEFT_ROUTING_SETTLE_S)
+        collect_routes_task.apply_async((fabric_id, reason), countdown=settings.WEFT_ROUTING_SETTLE_S or 0.01)
     except Exception:
         log.exception("could not queue the routes read of fabric %s", fabric_id)
 

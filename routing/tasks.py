@@ -7,7 +7,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
-from weft.locks import single_instance
+from core.locks import single_instance
 
 log = logging.getLogger(__name__)
 

@@ -20,6 +20,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from core.validators import printable_text
 from fabric.models import Fabric, Partition
 
 from ..choices import AllocationKind, AllocationState, TenantRole
@@ -29,8 +30,8 @@ from .inventory import Gpu, MigSlice
 class Tenant(models.Model):
     """An organisation (team, project) whose members share pools and quotas."""
 
-    name = models.CharField(max_length=64, unique=True)
-    description = models.CharField(max_length=200, blank=True)
+    name = models.CharField(max_length=64, unique=True, validators=[printable_text])
+    description = models.CharField(max_length=200, blank=True, validators=[printable_text])
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="TenantMembership", related_name="tenants", blank=True
     )
@@ -83,8 +84,8 @@ class Pool(models.Model):
     PKey an imported, pool or other job partition holds.
     """
 
-    name = models.CharField(max_length=64, unique=True)
-    description = models.CharField(max_length=200, blank=True)
+    name = models.CharField(max_length=64, unique=True, validators=[printable_text])
+    description = models.CharField(max_length=200, blank=True, validators=[printable_text])
     tenant = models.ForeignKey(
         Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="pools",
         help_text="owning tenant; empty for a pool shared by every tenant",
@@ -171,7 +172,12 @@ class Allocation(models.Model):
         on_delete=models.SET_NULL,
         related_name="gpu_allocations",
     )
-    job = models.CharField(max_length=128, blank=True, help_text="job reference (scheduler, Slurm id)")
+    job = models.CharField(
+        max_length=128,
+        blank=True,
+        validators=[printable_text],
+        help_text="job reference (scheduler, Slurm id)",
+    )
     state = models.CharField(max_length=10, choices=AllocationState.choices, default=AllocationState.ACTIVE)
     count = models.PositiveIntegerField(help_text="GPUs or slices held (1 for a fraction)")
     mig_profile = models.CharField(max_length=32, blank=True, help_text="MIG profile asked for, e.g. 1g.10gb")

@@ -21,8 +21,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.params import int_param
 from fabric.models import Fabric
-from weft.params import int_param
 
 from ..models import RoutingSnapshot
 from ..paths import RouteError, trace

@@ -34,10 +34,9 @@ def _queue(fabric_id: int, reason: str) -> None:
     commands: ``weft.celery``). Nothing in eager mode (``WEFT_CELERY_EAGER``): the read would run at
     once inside the discovery, before the SM has re-routed; the beat's read and ``manage.py
     collect_routes`` cover those."""
+    from core import enqueue
     from fabric.collectors.tools import is_live
     from fabric.models import Fabric
-
-    from .tasks import collect_routes_task
 
     if settings.CELERY_TASK_ALWAYS_EAGER:
         return
@@ -45,7 +44,7 @@ def _queue(fabric_id: int, reason: str) -> None:
     if fabric is None or not is_live(fabric):
         return
     try:
-        collect_routes_task.apply_async((fabric_id, reason), countdown=settings.WEFT_ROUTING_SETTLE_S or 0.01)
+        enqueue.send("routing.collect", fabric_id, reason, countdown=settings.WEFT_ROUTING_SETTLE_S or 0.01)
     except Exception:
         log.exception("could not queue the routes read of fabric %s", fabric_id)
 

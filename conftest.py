@@ -11,6 +11,23 @@ from pathlib import Path
 
 import pytest
 
+
+def _no_db_pool_in_the_test_process() -> None:
+    """The test process connects without a pool (one connection per thread, as before the pool):
+    its concurrency tests hold up to ~30 connections at once across barriers and row locks, and
+    their contention figures were tuned on that. The pool is tested in the server it is for,
+    daphne (tests/test_db_pool.py, bench/api_load.py). pytest-django has loaded the settings
+    before this file, so the environment (``WEFT_DB_POOL_MAX=0``) is too late: the connection
+    settings are changed in place, before any connection exists."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database.get("OPTIONS", {}).pop("pool", None) is not None:
+        database["CONN_MAX_AGE"] = 60
+
+
+_no_db_pool_in_the_test_process()
+
 pytest_plugins = ["tests.browser_support", "tests.process_support"]
 
 REALDATA = Path(os.environ.get("WEFT_REALDATA", Path(__file__).resolve().parents[1] / "shared" / "realdata"))

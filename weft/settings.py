@@ -117,8 +117,30 @@ TEMPLATES = [
 WSGI_APPLICATION = None
 ASGI_APPLICATION = "weft.asgi.application"
 
+#: PostgreSQL connection pool per process (Django's psycopg pool, ``psycopg_pool.ConnectionPool``):
+#: connections kept open, the most open at once, and how long a request waits for a free one
+#: before it fails (``psycopg_pool.PoolTimeout``: a 500, logged). 0 as the
+#: maximum turns the pool off (one persistent connection per thread, CONN_MAX_AGE 60 s).
+#: daphne runs each request's sync code on a thread of its own (asgiref's thread-sensitive
+#: executor, one per request context), so without the pool every concurrent request held a
+#: connection, and CONN_MAX_AGE kept it open after the request: the pool bounds both. A pool
+#: needs CONN_MAX_AGE 0 (Django returns the connection to the pool at the end of each request).
+WEFT_DB_POOL_MIN = env_int("WEFT_DB_POOL_MIN", 2, min_value=0)
+WEFT_DB_POOL_MAX = env_int("WEFT_DB_POOL_MAX", 10, min_value=0)
+WEFT_DB_POOL_TIMEOUT_S = env_float("WEFT_DB_POOL_TIMEOUT_S", 30.0, positive=True)
+if WEFT_DB_POOL_MAX and WEFT_DB_POOL_MIN > WEFT_DB_POOL_MAX:
+    raise ImproperlyConfigured(
+        f"WEFT_DB_POOL_MIN={WEFT_DB_POOL_MIN} is above WEFT_DB_POOL_MAX={WEFT_DB_POOL_MAX}"
+    )
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    _database = dj_database_url.parse(DATABASE_URL, conn_max_age=0 if WEFT_DB_POOL_MAX else 60)
+    if WEFT_DB_POOL_MAX and _database["ENGINE"] == "django.db.backends.postgresql":
+        _database.setdefault("OPTIONS", {})["pool"] = {
+            "min_size": WEFT_DB_POOL_MIN,
+            "max_size": WEFT_DB_POOL_MAX,
+            "timeout": WEFT_DB_POOL_TIMEOUT_S,
+        }
+    DATABASES = {"default": _database}
 else:
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
@@ -232,6 +254,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "core.api.schema.brief_alternatives",
+        "core.api.schema.default_error_responses",
     ],
 }
 
@@ -297,6 +320,11 @@ CELERY_TASK_ACKS_LATE = True
 #: Run ``task.delay()`` at once in the caller (tests against PostgreSQL/Redis, one-shot scripts).
 CELERY_TASK_ALWAYS_EAGER = env_bool("WEFT_CELERY_EAGER", False)
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Fabric I/O and control work in separate queues (weft.queues): a hung fabric never delays the
+# scheduler, the watchdogs or the alarms. Declared here so that a worker without -Q takes both.
+CELERY_TASK_QUEUES = {"control": {}, "fabric": {}}
+CELERY_TASK_DEFAULT_QUEUE = "control"
+CELERY_TASK_ROUTES = ("weft.queues.route_task",)
 CELERY_TIMEZONE = TIME_ZONE
 #: Beat periods (seconds): live discovery, counter sweep, history rollup, SM watch, health report.
 WEFT_DISCOVERY_INTERVAL_S = env_float("WEFT_DISCOVERY_INTERVAL_S", 300.0, positive=True)

@@ -127,7 +127,7 @@ def _beat(schedule: dict[str, dict]) -> None:
 def is_running() -> bool:
     """True when the in-process pool is started (``manage.py serve``); False in tests and one-shot
     commands, where :func:`submit` runs a task at once in the caller."""
-    return _executor is not None
+    return bool(_executors)
 
 
 def start(workers: int = 4, beat: bool = True, schedule: dict | None = None) -> None:

@@ -29,6 +29,7 @@ APPS = [
     "events",
     "pools",
     "devices",
+    "routing",
     "scheduler",
     "ufm",
     "weft",
@@ -44,6 +45,7 @@ FLOORS = {
     "events": 4,  # events, alarms, rules over topology and counters, mail
     "pools": 5,  # GPU inventory, tenants, pools, allocations
     "devices": 5,  # Ethernet devices over SNMP
+    "routing": 5,  # the switches' forwarding tables, paths, the routing report
     "scheduler": 6,  # locality, placement, the job queue
     "ufm": 7,  # the UFM-compatible REST API over fabric, events and scheduler
     "weft": 8,  # the composition root: settings, urls, asgi, celery, commands spanning apps
@@ -59,6 +61,7 @@ ALLOWED = {
     "events": {"core", "accounts", "fabric", "telemetry"},
     "pools": {"core", "accounts", "fabric", "events"},
     "devices": {"core", "accounts", "fabric", "telemetry", "events"},
+    "routing": {"core", "fabric", "events"},
     "scheduler": {"core", "accounts", "fabric", "telemetry", "events", "pools"},
     "ufm": {"core", "accounts", "fabric", "events", "scheduler"},
     "weft": {

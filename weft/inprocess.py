@@ -124,6 +124,12 @@ def _beat(schedule: dict[str, dict]) -> None:
         _stop.wait(0.2)
 
 
+def is_running() -> bool:
+    """True when the in-process pool is started (``manage.py serve``); False in tests and one-shot
+    commands, where :func:`submit` runs a task at once in the caller."""
+    return bool(_executors)
+
+
 def start(workers: int = 4, beat: bool = True, schedule: dict | None = None) -> None:
     """Start the pools, ``workers`` threads each (and, with ``beat``, the schedule thread).
     Idempotent."""

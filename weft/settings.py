@@ -83,6 +83,7 @@ INSTALLED_APPS = [
     "scheduler",
     "ufm",
     "devices",
+    "routing",
 ]
 
 MIDDLEWARE = [
@@ -333,6 +334,10 @@ WEFT_SM_WATCH_INTERVAL_S = env_float("WEFT_SM_WATCH_INTERVAL_S", 30.0, positive=
 #: the partitions reconcile (fabric.tasks.reconcile_partitions_task)
 WEFT_PARTITIONS_RECONCILE_INTERVAL_S = env_float("WEFT_PARTITIONS_RECONCILE_INTERVAL_S", 300.0, positive=True)
 WEFT_HEALTH_INTERVAL_S = env_float("WEFT_HEALTH_INTERVAL_S", 86400.0, positive=True)
+# Routes (routing app): the switches' forwarding tables are read on this period, and this long
+# after a discovery commit or an SM hand-over (the SM re-routes in its own sweep after the change).
+WEFT_ROUTING_INTERVAL_S = env_float("WEFT_ROUTING_INTERVAL_S", 300.0, positive=True)
+WEFT_ROUTING_SETTLE_S = env_float("WEFT_ROUTING_SETTLE_S", 5.0, min_value=0.0)
 #: how often allocation leases are checked (pools.tasks.expire_leases_task), seconds
 WEFT_LEASE_CHECK_INTERVAL_S = env_float("WEFT_LEASE_CHECK_INTERVAL_S", 30.0, positive=True)
 #: Job queue (scheduler.services.queue): the periodic pass (beat; passes also run on submit, on
@@ -571,6 +576,10 @@ CELERY_BEAT_SCHEDULE = {
     "scheduler-rebalance": {
         "task": "scheduler.tasks.rebalance_task",
         "schedule": timedelta(seconds=WEFT_SCHEDULER_REBALANCE_INTERVAL_S),
+    },
+    "routing-collect": {
+        "task": "routing.tasks.collect_all_task",
+        "schedule": timedelta(seconds=WEFT_ROUTING_INTERVAL_S),
     },
     "poller-watchdog": {
         "task": "telemetry.tasks.poller_watchdog_task",

@@ -13,8 +13,7 @@ from django.conf import settings
 
 from fabric.models import Fabric
 from lab.pytest_plugin import small_netfile
-from weft import inprocess
-from weft import queues as routing
+from weft import inprocess, queues
 from weft.celery import app
 
 
@@ -25,11 +24,11 @@ def _names() -> set[str]:
 
 def test_every_task_has_its_queue_and_the_beat_schedule_splits_io_from_control():
     names = _names()
-    assert routing.FABRIC_IO_TASKS <= names  # no stale name in the routing table
-    queues = {name: app.amqp.router.route({}, name, (7,), {})["queue"].name for name in names}
-    assert {n for n, q in queues.items() if q == "fabric"} == set(routing.FABRIC_IO_TASKS)
-    assert {q for q in queues.values()} == {"control", "fabric"}
-    beat = {entry["task"]: queues[entry["task"]] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert queues.FABRIC_IO_TASKS <= names  # no stale name in the routing table
+    routed = {name: app.amqp.router.route({}, name, (7,), {})["queue"].name for name in names}
+    assert {n for n, q in routed.items() if q == "fabric"} == set(queues.FABRIC_IO_TASKS)
+    assert {q for q in routed.values()} == {"control", "fabric"}
+    beat = {entry["task"]: routed[entry["task"]] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
     for control in (
         "scheduler.tasks.run_pass_task",
         "telemetry.tasks.poller_watchdog_task",
@@ -45,9 +44,9 @@ def test_every_task_has_its_queue_and_the_beat_schedule_splits_io_from_control()
     ):
         assert beat[io] == "fabric", io
     # one fabric's task goes through the one function that will name its site's queue (issue 25)
-    assert routing.queue_for(
-        "fabric.tasks.discover_fabric_task", (), {"fabric_id": 3}
-    ) == routing.fabric_queue(3)
+    assert queues.queue_for("fabric.tasks.discover_fabric_task", (), {"fabric_id": 3}) == queues.fabric_queue(
+        3
+    )
     # a worker started without -Q consumes both queues
     assert set(app.amqp.queues) == {"control", "fabric"}
 

@@ -31,6 +31,7 @@ PER_FABRIC_TASKS = frozenset(
         "fabric.tasks.discover_fabric_task",
         "fabric.tasks.apply_partitions_task",
         "telemetry.tasks.poll_fabric_task",
+        "routing.tasks.collect_routes_task",
     }
 )
 #: every task that does fabric (or managed-device) I/O
@@ -41,6 +42,7 @@ FABRIC_IO_TASKS = PER_FABRIC_TASKS | frozenset(
         "fabric.tasks.reconcile_partitions_task",
         "telemetry.tasks.poll_all_task",
         "devices.tasks.poll_devices_task",
+        "routing.tasks.collect_all_task",
     }
 )
 

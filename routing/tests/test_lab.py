@@ -41,8 +41,8 @@ from routing.services.collect import (
 )
 from routing.services.current import clear_cache, current_routes, routing_report_for
 from routing.tables import CA
+from tests.support.waits import locked_is_not_yet, wait_for
 from weft import inprocess
-from weft.testing.waits import locked_is_not_yet, wait_for
 
 pytestmark = [pytest.mark.lab]
 

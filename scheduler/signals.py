@@ -20,6 +20,13 @@ Received here — each queues a scheduling pass (``scheduler.tasks.run_pass_task
 * ``events.signals.alarms_changed`` when an alarm that makes hosts unusable or domains congested
   opened or cleared (``link.down``, the counter rules' congestion and error alarms).
 
+Fault evaluation (``scheduler.services.faults``, through ``scheduler.tasks.evaluate_faults_task``
+on commit): ``alarms_changed`` with an alarm of a reason source's ``triggers`` opened or cleared
+(``link.down``, ``node.removed``, ``port.congestion``, ``partition.drift``), every
+``discovery_committed``, every ``fabric.signals.partitions_changed``, and ``job_changed`` of a job
+that started (it may start on a host already at fault). Every ``job_changed`` of a job with a
+webhook posts it to the job's runner (``faults.announce``).
+
 Also received (no pass): ``events.services.prune_due`` (the daily prune) clears idempotency keys
 past ``WEFT_IDEMPOTENCY_TTL_S`` (``queue.expire_idempotency_keys``).
 """
@@ -33,7 +40,7 @@ from django.dispatch import Signal, receiver
 
 from events.engine import alarms_changed
 from events.services import prune_due
-from fabric.signals import discovery_committed
+from fabric.signals import discovery_committed, partitions_changed
 from pools.signals import allocation_changed, inventory_committed
 
 log = logging.getLogger(__name__)
@@ -65,10 +72,32 @@ def queue_pass() -> None:
     transaction.on_commit(send)
 
 
+def queue_fault_evaluation(job_ids: list[int] | None = None) -> None:
+    """Queue ``evaluate_faults_task`` once the current transaction commits (at once outside one)."""
+
+    def send() -> None:
+        from .tasks import evaluate_faults_task
+
+        try:
+            evaluate_faults_task.delay(job_ids)
+        except Exception:  # the broker may be down: the next change evaluates again
+            log.warning("could not queue a fault evaluation", exc_info=True)
+
+    transaction.on_commit(send)
+
+
 @receiver(job_changed, dispatch_uid="scheduler.job_changed")
-def on_job_changed(sender, job_id: int, state: str, source: str = "", **kwargs) -> None:
+def on_job_changed(sender, job_id: int, state: str, source: str = "", previous: str = "", **kwargs) -> None:
     if source != "pass":
         queue_pass()
+    if source == "start":
+        queue_fault_evaluation([job_id])
+    from .services.faults import announce  # the faults service imports the queue, which imports this
+
+    try:
+        announce(job_id, state, previous, source)
+    except Exception:  # the change is stored; the runner reads the job's status
+        log.exception("could not queue the webhook of job %s", job_id)
 
 
 @receiver(allocation_changed, dispatch_uid="scheduler.allocation_changed")
@@ -106,6 +135,12 @@ def on_discovery_committed(sender, fabric_id: int, **kwargs) -> None:
     except Exception:  # the discovery is stored; the next one catches up
         log.exception("could not update the job partitions of fabric %s", fabric_id)
     queue_pass()
+    queue_fault_evaluation()
+
+
+@receiver(partitions_changed, dispatch_uid="scheduler.partitions_changed")
+def on_partitions_changed(sender, fabric_id: int, **kwargs) -> None:
+    queue_fault_evaluation()  # a drift found (or gone) on a job's ports
 
 
 @receiver(alarms_changed, dispatch_uid="scheduler.alarms_changed")
@@ -113,6 +148,10 @@ def on_alarms_changed(sender, outcome, **kwargs) -> None:
     changed = [*outcome.raised, *outcome.cleared]
     if any(a.code in PLACEMENT_ALARMS for a in changed):
         queue_pass()
+    from .services.faults import trigger_codes  # (as above)
+
+    if any(a.code in trigger_codes() for a in changed):
+        queue_fault_evaluation()
 
 
 @receiver(prune_due, dispatch_uid="scheduler.prune_due")

@@ -227,9 +227,15 @@ class JobSpec:
         if len(self.gpu_model) > 96:
             raise InvalidJob("gpu_model is at most 96 characters", field="gpu_model")
         if self.on_fault and self.on_fault not in OnFault.values:
-            raise InvalidJob(f"on_fault must be one of {', '.join(OnFault.values)} (blank: the pool's)", field="on_fault")
-        if self.webhook_url and (len(self.webhook_url) > 500 or not self.webhook_url.startswith(("http://", "https://"))):
-            raise InvalidJob("webhook_url is an http:// or https:// URL of at most 500 characters", field="webhook_url")
+            raise InvalidJob(
+                f"on_fault must be one of {', '.join(OnFault.values)} (blank: the pool's)", field="on_fault"
+            )
+        if self.webhook_url and (
+            len(self.webhook_url) > 500 or not self.webhook_url.startswith(("http://", "https://"))
+        ):
+            raise InvalidJob(
+                "webhook_url is an http:// or https:// URL of at most 500 characters", field="webhook_url"
+            )
         if len(self.webhook_secret or "") > 200:
             raise InvalidJob("webhook_secret is at most 200 characters", field="webhook_secret")
         tier = seg_tier = None

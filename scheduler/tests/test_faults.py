@@ -30,7 +30,9 @@ def cluster(db):
 
 
 def running_job(cluster, count=8, **kw) -> Job:
-    job = submit(JobSpec(name=kw.pop("name", "train"), pool_id=cluster.pool.pk, count=count, gpus_per_host=8, **kw))
+    job = submit(
+        JobSpec(name=kw.pop("name", "train"), pool_id=cluster.pool.pk, count=count, gpus_per_host=8, **kw)
+    )
     run_pass()
     start(job.pk)
     job.refresh_from_db()
@@ -171,7 +173,11 @@ def test_on_fault_replace_swaps_the_failed_host_inside_the_pass_before_new_jobs(
     assert run_pass()["replaced"] == 0  # done once
     assert Event.objects.filter(code="job.replaced", object_key=str(job.pk)).count() == 1
     twice = (
-        AllocationItem.objects.filter(active=True).values("gpu_id").annotate(n=Count("pk")).filter(n__gt=1).count()
+        AllocationItem.objects.filter(active=True)
+        .values("gpu_id")
+        .annotate(n=Count("pk"))
+        .filter(n__gt=1)
+        .count()
     )
     assert twice == 0
 

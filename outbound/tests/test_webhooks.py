@@ -28,7 +28,7 @@ class Receiver:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (http.server's name)
+            def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 outer.got.append({"headers": dict(self.headers), "body": body})
                 code = outer.codes.pop(0) if len(outer.codes) > 1 else outer.codes[0]

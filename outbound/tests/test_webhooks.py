@@ -97,7 +97,10 @@ def test_5xx_is_retried_with_back_off_and_4xx_gives_up(db, settings):
         assert retry_due(now=t0 + timedelta(seconds=5)) == {}  # not due yet
         assert retry_due(now=t0 + timedelta(seconds=15)) == {"pending": 1}
         row.refresh_from_db()
-        assert row.attempts == 2 and 20 <= (row.next_attempt_at - t0 - timedelta(seconds=15)).total_seconds() < 25
+        assert (
+            row.attempts == 2
+            and 20 <= (row.next_attempt_at - t0 - timedelta(seconds=15)).total_seconds() < 25
+        )
         assert retry_due(now=t0 + timedelta(seconds=60)) == {"delivered": 1}
         row.refresh_from_db()
         assert (row.status, row.attempts, row.response_code) == ("delivered", 3, 200)
@@ -144,7 +147,10 @@ def test_a_jobs_state_changes_go_to_its_tenants_webhook(db, receiver):
     job.save()
     faults.announce(job.pk, "degraded", "running", "fault")
     rows = list(WebhookDelivery.objects.order_by("pk"))
-    assert [(r.event, r.source) for r in rows] == [("job.running", f"job:{job.pk}"), ("job.degraded", f"job:{job.pk}")]
+    assert [(r.event, r.source) for r in rows] == [
+        ("job.running", f"job:{job.pk}"),
+        ("job.degraded", f"job:{job.pk}"),
+    ]
     assert retry_due() == {"delivered": 2}
     first, second = receiver.got
     assert verify("tenant-key", first["body"], first["headers"]["X-Weft-Signature"])

@@ -72,6 +72,19 @@ def queue_pass() -> None:
     transaction.on_commit(send)
 
 
+def _publish(job_id: int, state: str, previous: str, source: str) -> None:
+    """Tell the job pages and the queue (``ws/jobs/``, ``scheduler.consumers``): best effort."""
+    from weft import realtime
+
+    from .models import Job
+
+    tenant = Job.objects.filter(pk=job_id).values_list("tenant_id", flat=True).first()
+    payload = {"job": job_id, "state": state, "previous": previous, "source": source, "tenant": tenant}
+    for key in ("all", tenant):
+        if key is not None:
+            realtime.publish(realtime.group_name("jobs", key), "job.changed", payload)
+
+
 def queue_fault_evaluation(job_ids: list[int] | None = None) -> None:
     """Queue ``evaluate_faults_task`` once the current transaction commits (at once outside one)."""
 
@@ -92,6 +105,7 @@ def on_job_changed(sender, job_id: int, state: str, source: str = "", previous: 
         queue_pass()
     if source == "start":
         queue_fault_evaluation([job_id])
+    _publish(job_id, state, previous, source)
     from .services.faults import announce  # the faults service imports the queue, which imports this
 
     try:

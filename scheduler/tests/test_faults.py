@@ -247,3 +247,43 @@ def test_a_path_source_plugs_in_and_a_failing_source_hides_no_other(cluster, mon
     job.refresh_from_db()
     assert job.state == JobState.DEGRADED and [f["code"] for f in job.faults] == ["path_link_down"]
     assert "link.down" in faults.trigger_codes() and "partition.drift" in faults.trigger_codes()
+
+
+def test_pages_show_the_degraded_job_its_alarm_and_the_host_not_free(cluster, client_for):
+    job = running_job(cluster)
+    (host,) = job.placement
+    hca = host_link(cluster, host)
+    alarm = link_down(cluster, host)
+    hca.delete()  # the pulled cable's link row goes (the ingest); its alarm names it by key
+    faults.evaluate()
+    admin = client_for("admin")
+    page = admin.get(f"/scheduler/jobs/{job.pk}/").content.decode()
+    assert (
+        'data-state="degraded"' in page
+        and 'id="job-faults"' in page
+        and "hidden" not in page.split('id="job-faults"')[0][-40:]
+    )
+    assert 'data-code="hca_link_down"' in page and f"{host}: HCA link of rail 1 down" in page
+    assert f'data-alarm="{alarm.pk}"' in page  # the job's alarms list has the gone link's alarm
+    api = admin.get(f"/api/scheduler/jobs/{job.pk}/").json()
+    assert api["state"] == "degraded" and api["faults"][0]["code"] == "hca_link_down"
+    assert api["effective_on_fault"] == "notify" and "webhook_secret" not in api
+    queue_page = admin.get("/scheduler/?state=degraded").content.decode()
+    assert f'data-job="{job.pk}" data-state="degraded"' in queue_page
+    host_id = Gpu.objects.filter(host__name=host).values_list("host_id", flat=True).first()
+    mate = next(h for h in cluster.hosts if h != host)
+    mate_id = Gpu.objects.filter(host__name=mate).values_list("host_id", flat=True).first()
+    hp = admin.get(f"/pools/hosts/{host_id}/").content.decode()
+    assert 'id="host-faults"' in hp and "HCA link down" in hp
+    listing = admin.get(f"/pools/hosts/?fabric={cluster.fabric.pk}").content.decode()
+    assert f'data-host="{host}" data-gpus="8" data-free="0" data-unusable="1"' in listing
+    assert f'data-host="{mate}" data-gpus="8" data-free="8">' in listing
+    assert 'id="host-faults"' not in admin.get(f"/pools/hosts/{mate_id}/").content.decode()
+    idle = next(h for h in cluster.hosts if h not in (host, mate))  # no job, a rail down: not "free"
+    link_down(cluster, idle)
+    listing = admin.get(f"/pools/hosts/?fabric={cluster.fabric.pk}").content.decode()
+    row = listing.split(f'data-host="{idle}"')[1].split("</tr>")[0]
+    assert 'data-free="8" data-unusable="1"' in row and "0 usable" in row and "8 idle, not schedulable" in row
+    idle_id = Gpu.objects.filter(host__name=idle).values_list("host_id", flat=True).first()
+    hp = admin.get(f"/pools/hosts/{idle_id}/").content.decode()
+    assert "8 idle, not schedulable" in hp and " 8 free" not in hp

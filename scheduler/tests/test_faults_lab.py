@@ -15,6 +15,7 @@ import urllib.request
 import pytest
 
 from lab import netgen
+from lab.faults import FaultInjector
 from weft.testing.waits import wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -89,7 +90,10 @@ def test_a_pulled_hca_cable_degrades_the_running_job_and_requeues_per_policy(
 
     req = running("requeue-job", on_fault="requeue")
     (rhost,) = req["placement"]
-    lab.unlink(cable(req), 1)
+    # the demo's fault injector pulls it (kind "hca": a cable of a host running a job)
+    injector = FaultInjector(lab, 3600, flap_s=3600, hca_targets=lambda: [(cable(req), 1)], hca_share=1.0)
+    fault = injector.inject_once()
+    assert (fault.kind, fault.node) == ("hca", cable(req))
 
     def requeued():
         j = _call(server, token, f"/api/scheduler/jobs/{req['id']}/")
@@ -101,4 +105,5 @@ def test_a_pulled_hca_cable_degrades_the_running_job_and_requeues_per_policy(
     assert len(gpus) == 8 and {g["state"] for g in gpus} == {"free"}
     wait_for(lambda: "owner@tenant.example" in server.log() and "Job requeued" in server.log(), 75,
              "the tenant's requeue mail on the console", interval=0.5)  # fmt: skip
+    injector.stop()
     print(f"serve: job degraded in the API {latency:.3f} s after Unlink of {hca}")

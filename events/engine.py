@@ -91,7 +91,8 @@ class AlarmEngine:
     # -- events ------------------------------------------------------------------------------
     def process_pending(self) -> None:
         """Apply each not-yet-evaluated event of the fabric in id order: its policy's severity, the
-        alarms it clears, its alarm (raised or updated) and its mail."""
+        alarms it clears, its alarm (raised or updated) and its mail — to the policy's recipients,
+        and to the addresses its writer named in ``details["notify"]`` (a job's tenant contacts)."""
         pending = list(
             Event.objects.filter(fabric=self.fabric, evaluated=False).order_by("id").select_for_update()
         )

@@ -72,13 +72,10 @@ def queue_pass() -> None:
     transaction.on_commit(send)
 
 
-def _publish(job_id: int, state: str, previous: str, source: str) -> None:
+def _publish(job_id: int, state: str, previous: str, source: str, tenant: int | None) -> None:
     """Tell the job pages and the queue (``ws/jobs/``, ``scheduler.consumers``): best effort."""
     from weft import realtime
 
-    from .models import Job
-
-    tenant = Job.objects.filter(pk=job_id).values_list("tenant_id", flat=True).first()
     payload = {"job": job_id, "state": state, "previous": previous, "source": source, "tenant": tenant}
     for key in ("all", tenant):
         if key is not None:
@@ -105,7 +102,14 @@ def on_job_changed(sender, job_id: int, state: str, source: str = "", previous: 
         queue_pass()
     if source == "start":
         queue_fault_evaluation([job_id])
-    _publish(job_id, state, previous, source)
+    from .models import Job
+
+    row = Job.objects.filter(pk=job_id).values_list("tenant_id", "webhook_url", "tenant__webhook_url").first()
+    if row is None:
+        return
+    _publish(job_id, state, previous, source, row[0])
+    if not (row[1] or row[2]):
+        return  # no webhook for this job
     from .services.faults import announce  # the faults service imports the queue, which imports this
 
     try:

@@ -427,6 +427,7 @@ def evaluate(job_ids: Iterable[int] | None = None, *, now: datetime | None = Non
     causes, and act on ``on_fault`` (module docstring). Returns ``{"jobs", "degraded",
     "recovered", "updated", "requeued", "replace_wanted"}``."""
     now = now or timezone.now()
+    _forget_stale(job_ids)
     qs = Job.objects.filter(state__in=RUNNING_STATES, allocation__isnull=False).select_related("pool")
     if job_ids is not None:
         qs = qs.filter(pk__in=list(job_ids))
@@ -464,6 +465,20 @@ def evaluate(job_ids: Iterable[int] | None = None, *, now: datetime | None = Non
         queue.request_pass()
         _queue_pass()
     return counts
+
+
+def _forget_stale(job_ids) -> None:
+    """Clear the causes kept on jobs that no longer run (placed again by a move, pending): what
+    they said was about hosts they no longer hold. An ended job keeps them (why it ended
+    degraded), as its record."""
+    stale = Job.objects.filter(state__in=[JobState.PLACED, JobState.PENDING]).exclude(faults=[])
+    if job_ids is not None:
+        stale = stale.filter(pk__in=list(job_ids))
+    for pk in stale.values_list("pk", flat=True):
+        with transaction.atomic():
+            Job.objects.select_for_update().filter(
+                pk=pk, state__in=[JobState.PLACED, JobState.PENDING]
+            ).update(faults=[], degraded_at=None)
 
 
 def _queue_pass() -> None:

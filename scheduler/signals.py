@@ -98,10 +98,17 @@ def queue_fault_evaluation(job_ids: list[int] | None = None) -> None:
 
 @receiver(job_changed, dispatch_uid="scheduler.job_changed")
 def on_job_changed(sender, job_id: int, state: str, source: str = "", previous: str = "", **kwargs) -> None:
+    # the page and the runner hear of this change before a pass it queues (run at once in an
+    # eager or in-process worker) changes the job again
+    _tell(job_id, state, previous, source)
     if source != "pass":
         queue_pass()
     if source == "start":
         queue_fault_evaluation([job_id])
+
+
+def _tell(job_id: int, state: str, previous: str, source: str) -> None:
+    """Push the change to the live pages and, when the job or its tenant has one, its webhook."""
     from .models import Job
 
     row = Job.objects.filter(pk=job_id).values_list("tenant_id", "webhook_url", "tenant__webhook_url").first()

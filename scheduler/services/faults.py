@@ -666,7 +666,7 @@ def announce(job_id: int, state: str, previous: str, source: str) -> None:
         return  # (a replacement's move: its own "replace" change follows)
     data = {
         "job": {"id": job.pk, "name": job.name, "tenant": job.tenant.name, "pool": job.pool.name,
-                "state": job.state, "previous": previous, "reason": job.reason, "faults": job.faults,
+                "state": state, "previous": previous, "reason": job.reason, "faults": job.faults,
                 "on_fault": job.effective_on_fault, "placement": job.placement,
                 "submitted_at": job.submitted_at, "priority_class": job.priority_class},
         "source": source,

@@ -26,6 +26,20 @@ trials whose leaves spanned equal the lower bound), ``tier`` (median tier spanne
 the queue's numbers below, and ``load`` (``uptime`` before and after). Not a test: nothing is
 asserted beyond the decisions' validity.
 
+Large gangs (issue 24 §4): on a second fat tree of ``--gang-hosts`` × 8 GPUs (default 4,096:
+32,768 GPUs, ``--gang-hosts-per-leaf`` 32: 128 leaves), fragmented so that every leaf has room for
+exactly one segment (10-19 whole free hosts, the others 0-7 GPUs free), one job of
+``--gang-segments`` (100) segments of ``--gang-segment-hosts`` (10) whole hosts each inside one
+leaf (8,000 GPUs) per trial (``--gang-trials``), placed by :func:`scheduler.placement.place` and by
+:func:`scheduler.placement.place_rescanning` (the gang greedy before issue 24, which ranks every
+leaf again for every segment), alternating which goes first; the two decisions must be equal.
+``gang_p50_ms``/``gang_p99_ms`` (wall), ``gang_p50_cpu_ms``/``gang_p99_cpu_ms``, the same for
+``gang_baseline_*``, and ``gang_speedup_p50``/``gang_speedup_p99`` (baseline ÷ engine, CPU).
+
+``load``: ``os.getloadavg()`` at the start and the end; ``quiet`` is false when the 1-minute load
+at the start was above 0.5 (the figures of a busy machine are not the machine's). ``--tiny``: every
+size small (seconds, for CI: the script still runs, the figures mean little).
+
 The queue (``scheduler.planner``, ``scheduler.services.queue``), with ``--pass-jobs`` (1,000)
 pending jobs of mixed sizes (:func:`mixed_jobs`: 1-4 GPUs, whole hosts of 8, 2-8 hosts, and a few
 16-64-host jobs, some with a required block; batch/normal/high priorities, preemptible batch
@@ -48,7 +62,7 @@ jobs, 8 tenants, time limits from 10 minutes to a day):
     runs on the submit's commit, in this process: the embedded task path, no broker hop); each
     job is finished right after, so the cluster stays at ``--busy``.
 
-    python bench/placement.py [--trials 400] [--json] [--no-pg]
+    python bench/placement.py [--trials 400] [--json] [--no-pg] [--tiny]
 """
 
 from __future__ import annotations
@@ -66,7 +80,7 @@ from pathlib import Path
 BASE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BASE))
 
-from scheduler.placement import FreeState, Request, first_fit, place  # noqa: E402
+from scheduler.placement import FreeState, Request, Segments, first_fit, place, place_rescanning  # noqa: E402
 from scheduler.planner import HeldJob, Inventory, PoolInfo, QueuedJob, plan_pass  # noqa: E402
 from weft.testing.localities import fat_tree  # noqa: E402
 
@@ -96,6 +110,75 @@ def free_state(loc, rng: random.Random, busy: float, mode: str) -> dict[str, int
             n = loc.hosts[h].gpus
             free[h] = sum(1 for _ in range(n) if rng.random() >= q)
     return free
+
+
+def gang_state(loc, rng: random.Random, segment_hosts: int, per_host: int) -> dict[str, int]:
+    """Free GPUs per host with room for exactly one segment per leaf: ``segment_hosts`` to
+    ``2 × segment_hosts − 1`` hosts of a leaf wholly free, its other hosts 0 to ``per_host − 1``."""
+    free = {}
+    for unit in loc.units():
+        hosts = list(unit.hosts)
+        rng.shuffle(hosts)
+        whole = rng.randint(segment_hosts, min(len(hosts), 2 * segment_hosts - 1))
+        for i, h in enumerate(hosts):
+            free[h] = per_host if i < whole else rng.randint(0, per_host - 1)
+    return free
+
+
+def gang_bench(args, say) -> dict:
+    """The large-gang figures (module docstring)."""
+    per_leaf = args.gang_hosts_per_leaf
+    leaves = args.gang_hosts // per_leaf
+    loc = fat_tree(leaves, per_leaf, gpus=args.per_host)
+    seg = Segments(args.gang_segments, args.gang_segment_hosts, "leaf")
+    req = Request(seg.count * seg.hosts * args.per_host, gpus_per_host=args.per_host, segments=seg)
+    say(
+        f"gang: {leaves} leaves × {per_leaf} hosts × {args.per_host} GPUs = {leaves * per_leaf * args.per_host} GPUs; "
+        f"job {req.count} GPUs as {seg.count} segments × {seg.hosts} hosts, each in one leaf"
+    )
+    rng = random.Random(args.seed + 3)
+    place(loc, FreeState(gpus=gang_state(loc, rng, seg.hosts, args.per_host)), req)  # index built: not timed
+    wall, cpu, bwall, bcpu = [], [], [], []
+    for trial in range(args.gang_trials):
+        free = FreeState(gpus=gang_state(loc, rng, seg.hosts, args.per_host))
+        order = ("engine", "baseline") if trial % 2 == 0 else ("baseline", "engine")
+        for which in order:
+            if which == "engine":
+                d, ms, cms = timed(place, loc, free, req)
+                wall.append(ms)
+                cpu.append(cms)
+            else:
+                b, ms, cms = timed(place_rescanning, loc, free, req)
+                bwall.append(ms)
+                bcpu.append(cms)
+        if not d.ok or d != b:
+            raise SystemExit(f"gang trial {trial}: {d.code} / {b.code}, decisions differ: {d != b}")
+        assert len(d.segments) == seg.count and d.units == seg.count  # one segment per leaf
+        if trial % 50 == 0:
+            say(f"gang trial {trial}: {wall[-1]:.2f} ms (baseline {bwall[-1]:.2f} ms)")
+    return {
+        "gang_gpus": leaves * per_leaf * args.per_host,
+        "gang_job_gpus": req.count,
+        "gang_segments": [seg.count, seg.hosts],
+        "gang_trials": args.gang_trials,
+        "gang_p50_ms": round(statistics.median(wall), 3),
+        "gang_p99_ms": round(pct(wall, 0.99), 3),
+        "gang_p50_cpu_ms": round(statistics.median(cpu), 3),
+        "gang_p99_cpu_ms": round(pct(cpu, 0.99), 3),
+        "gang_baseline_p50_ms": round(statistics.median(bwall), 3),
+        "gang_baseline_p99_ms": round(pct(bwall, 0.99), 3),
+        "gang_baseline_p50_cpu_ms": round(statistics.median(bcpu), 3),
+        "gang_baseline_p99_cpu_ms": round(pct(bcpu, 0.99), 3),
+        "gang_speedup_p50": round(statistics.median(bcpu) / max(statistics.median(cpu), 1e-9), 2),
+        "gang_speedup_p99": round(pct(bcpu, 0.99) / max(pct(cpu, 0.99), 1e-9), 2),
+    }
+
+
+def load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def pct(values: list[float], p: float) -> float:
@@ -376,14 +459,24 @@ def main() -> int:
     ap.add_argument(
         "--no-pg", action="store_true", help="skip the PostgreSQL part (pass_1000_s, submit_to_placed)"
     )
+    ap.add_argument("--gang-hosts", type=int, default=4096, help="hosts of the large-gang tree")
+    ap.add_argument("--gang-hosts-per-leaf", type=int, default=32)
+    ap.add_argument("--gang-segments", type=int, default=100)
+    ap.add_argument("--gang-segment-hosts", type=int, default=10)
+    ap.add_argument("--gang-trials", type=int, default=200)
+    ap.add_argument("--tiny", action="store_true", help="small sizes, no PostgreSQL: seconds (CI)")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     args = ap.parse_args()
+    if args.tiny:
+        args.hosts, args.hosts_per_leaf, args.job, args.trials = 256, 16, 256, 20
+        args.pass_jobs, args.pass_rounds, args.no_pg = 100, 1, True
+        args.gang_hosts, args.gang_hosts_per_leaf, args.gang_segments, args.gang_trials = 512, 32, 12, 10
 
     def say(msg: str) -> None:
         if not args.json:
             print(msg, flush=True)
 
-    load_before = uptime()
+    load_before, avg_before = uptime(), load_average()
     leaves = args.hosts // args.hosts_per_leaf
     loc = fat_tree(leaves, args.hosts_per_leaf, gpus=args.per_host)
     rng = random.Random(args.seed)
@@ -436,6 +529,7 @@ def main() -> int:
         plan_s.append(secs)
         plans.append(plan.summary() | {"engine_calls": plan.engine_calls})
         say(f"pass {r}: {secs:.3f} s planned, {json.dumps(plans[-1])}")
+    gang_out = gang_bench(args, say)
     queue_out = {}
     if not args.no_pg:
         queue_out = pg_queue(args, say)
@@ -470,6 +564,7 @@ def main() -> int:
         "pass_1000_plan_s": round(statistics.median(plan_s), 3),
         "pass_1000_plan_s_range": [round(min(plan_s), 3), round(max(plan_s), 3)],
         "pass_1000_plan": plans[plan_s.index(statistics.median_low(plan_s))],
+        **gang_out,
         "pass_1000_s": None,
         "submit_to_placed_p99_ms": None,
         **queue_out,
@@ -485,6 +580,9 @@ def main() -> int:
             ),
         ],
         "load": {"before": load_before, "after": uptime()},
+        "load_average": {"start": avg_before, "end": load_average()},
+        "quiet": avg_before is not None and avg_before[0] <= 0.5,
+        "tiny": args.tiny,
     }
     print(json.dumps(out))
     return 0

@@ -4,6 +4,7 @@ Job states follow the issue's state machine (issue 12, "Jobs")::
 
     pending ──> placed ──> running ──> completed
        │          │           ├──────> failed
+       │          │           ├──────> timeout     (ran past its time limit; ended by the pass)
        │          ├───────────┼──────> preempted   (GPUs taken back for a higher priority)
        └──────────┴───────────┴──────> cancelled
                placed/running ──> pending      (preempted, and the job asked to be requeued)
@@ -14,7 +15,7 @@ what the job's prolog (or an Operator) reports; ``degraded`` is a running job wh
 failed under it (an HCA link down, its host gone, its PKey missing on a port, congested links:
 ``Job.faults`` says which) — it keeps running and holding its GPUs, and returns to ``running``
 when every cause cleared, or is requeued or given a new host per ``on_fault``
-(:class:`OnFault`); the last four are final and hold nothing. A job with ``requeue`` that is preempted goes back
+(:class:`OnFault`); the last five are final and hold nothing. A job with ``requeue`` that is preempted goes back
 to ``pending`` (``scheduler.models.Job``) instead of ending ``preempted``.
 """
 
@@ -34,6 +35,7 @@ class JobState(models.TextChoices):
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
     PREEMPTED = "preempted", "Preempted"
+    TIMEOUT = "timeout", "Timed out"
 
 
 #: states that hold an allocation
@@ -41,7 +43,7 @@ HOLDING = (JobState.PLACED, JobState.RUNNING, JobState.DEGRADED)
 #: states of a job that runs (a degraded job keeps running)
 RUNNING_STATES = (JobState.RUNNING, JobState.DEGRADED)
 #: states a job never leaves
-FINAL = (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED)
+FINAL = (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED, JobState.TIMEOUT)
 
 #: allowed transitions (from → to); the services refuse any other
 TRANSITIONS: dict[str, tuple[str, ...]] = {
@@ -49,9 +51,9 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
     JobState.PLACED: (JobState.RUNNING, JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED,
                       JobState.PREEMPTED),
     JobState.RUNNING: (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED,
-                       JobState.DEGRADED),
+                       JobState.TIMEOUT, JobState.DEGRADED),
     JobState.DEGRADED: (JobState.RUNNING, JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED,
-                        JobState.PREEMPTED),
+                        JobState.PREEMPTED, JobState.TIMEOUT),
 }  # fmt: skip
 
 

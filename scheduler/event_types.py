@@ -3,7 +3,7 @@
 
 The job queue (``scheduler.services.queue``) writes one ``job.*`` event per state change of a
 job (object type ``job``, key the job id): submitted, placed (GPUs bound through the pools'
-allocation service), started, completed, failed (the job said so, or its time limit passed),
+allocation service), started, completed, failed (the job said so), timeout (it ran past its time limit),
 cancelled, and preempted (a Warning: a job lost its GPUs to a higher-priority one, or its
 allocation was reclaimed or expired under it). A job that stays pending is not an event on every
 pass: its decision and reasons are on the job (``Job.decision``, ``JobDecision``). A preempted job
@@ -31,7 +31,10 @@ EVENT_TYPES = [
     EventType("job.started", "Job started", S, IN, description="A placed job reported it is running."),
     EventType("job.completed", "Job completed", S, IN, description="A job ended successfully; its GPUs are free."),
     EventType("job.failed", "Job failed", S, W,
-              description="A job ended with an error, or ran past its time limit; its GPUs are free."),
+              description="A job ended with an error; its GPUs are free."),
+    EventType("job.timeout", "Job timed out", S, W,
+              description="A running job ran past its time limit: the scheduler ended it (state timeout) and freed "
+                          "its GPUs; the details give the limit, the start and how long it ran."),
     EventType("job.cancelled", "Job cancelled", S, IN,
               description="A job was cancelled by its owner or an operator; its GPUs (if any) are free."),
     EventType("job.preempted", "Job preempted", S, W,

@@ -36,7 +36,8 @@ class Job(models.Model):
     ``memory_mib`` MiB and ``compute_pct`` % of one GPU). ``gpu_model``: the GPU product name must
     contain it (case-insensitive), on top of the pool's own filter. ``tier`` (0 host … 4 fabric,
     ``scheduler.locality.TIERS``) with ``tier_mode``. ``time_limit_s``: the job is ended
-    ``failed`` when it runs longer (and backfill counts on it); null: the site default
+    ``timeout`` when it runs longer than that from ``started_at`` (by every pass,
+    ``queue.expire_time_limits``; backfill counts on it); null: the site default
     (``WEFT_SCHEDULER_DEFAULT_TIME_LIMIT_S``) for the queue's estimates, no enforcement.
 
     State: ``state`` with ``reason`` (why pending, or how it ended), ``pending_code``

@@ -56,6 +56,7 @@ import itertools
 from bisect import bisect_left, insort
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from heapq import heapify, heappop, heappush
 from typing import Any
 
 from .locality import TIER_NAMES, TIERS, TOP_TIER, UNIT_TIER, Locality, UnknownTier, tier_number
@@ -406,6 +407,20 @@ def _pick(
     return x, chosen_c + chosen_h, slack
 
 
+def _rank_group(gk: str, units: list[str], ucap: dict[str, int], flags: dict[str, bool], m: int):
+    """The gang greedy's rank of its next segment of ``m`` host slots in group ``gk`` (its
+    ``units`` with free slots ``ucap`` and congestion ``flags``): ``((units needed, flagged used,
+    slack, group capacity, gk), chosen [(cap, unit)], slack)``; None when the group has no room
+    for one. Ranks are unique (they end with the group key)."""
+    gcap = sum(ucap[u] for u in units)
+    if gcap < m:
+        return None
+    items = [(ucap[u], flags[u], u) for u in units if ucap[u]]
+    k = _cover_count(sorted((c for c, _, _ in items), reverse=True), m)
+    x, chosen, slack = _pick(items, m, k)
+    return (k, x, slack, gcap, gk), chosen, slack
+
+
 # --------------------------------------------------------------------------------------------
 # The engine
 
@@ -666,7 +681,13 @@ class _Engine:
         """Segments of M hosts each inside one tier-``s`` domain (s < ``tier``), greedily: each
         segment goes where it needs the fewest units (then best fit); a segment of M hosts always
         leaves ⌊cap/M⌋ − 1 segments' room in its domain, so the greedy never fails once the
-        count ⌊cap(E)/M⌋ summed over the domains E covers the segments."""
+        count ⌊cap(E)/M⌋ summed over the domains E covers the segments.
+
+        Each tier-``s`` group's rank depends only on its own units' free capacity, and a segment
+        takes hosts from one group only: the ranks are kept in a heap and only the group a
+        segment was taken from is ranked again (the greedy's choices are those of re-ranking
+        every group for every segment, :meth:`_RescanEngine.try_gang`, in
+        O((groups + segments) · log groups) rankings instead of groups × segments)."""
         seg = self.req.segments
         best = None
         for key, units in cands:
@@ -678,32 +699,29 @@ class _Engine:
             ucap = {u: caps[u] for g in groups.values() for u in g}
             if sum(sum(ucap[u] for u in g) // seg.hosts for g in groups.values()) < seg.count:
                 continue
+            flags = {u: self.flagged(u, tier) for u in ucap}
+
+            heap = [r for gk, g in groups.items() if (r := _rank_group(gk, g, ucap, flags, seg.hosts))]
+            heapify(heap)
             taken: set[str] = set()
             segments: list[list[str]] = []
             used_units: list[str] = []
             flagged_used = 0
             for _ in range(seg.count):
-                pick = None
-                for gk, g in groups.items():
-                    gcap = sum(ucap[u] for u in g)
-                    if gcap < seg.hosts:
-                        continue
-                    items = [(ucap[u], self.flagged(u, tier), u) for u in g if ucap[u]]
-                    k = _cover_count(sorted((c for c, _, _ in items), reverse=True), seg.hosts)
-                    x, chosen, slack = _pick(items, seg.hosts, k)
-                    rank = (k, x, slack, gcap, gk)
-                    if pick is None or rank < pick[0]:
-                        pick = (rank, chosen, slack)
-                (_, x, _, _, _), chosen, slack = pick
+                (_, x, _, _, gk), chosen, slack = heappop(heap)
                 flagged_used += x
                 hosts = self._take_hosts(chosen, slack, taken)
                 segments.append(sorted(hosts))
+                sites = self.loc.hosts
                 for h in hosts:
                     taken.add(h)
                 for _, u in chosen:
-                    ucap[u] -= sum(1 for h in hosts if self.loc.hosts[h].unit == u)
+                    ucap[u] -= sum(1 for h in hosts if sites[h].unit == u)
                     if u not in used_units:
                         used_units.append(u)
+                again = _rank_group(gk, groups[gk], ucap, flags, seg.hosts)
+                if again is not None:
+                    heappush(heap, again)
             items = [(caps[u], False, u) for u in units if u in caps]
             lb = _cover_count(sorted((c for c, _, _ in items), reverse=True), self.need)
             rank = (len(used_units), flagged_used, key)
@@ -964,6 +982,78 @@ def place(
     cached by identity). Raises :class:`RequestError`/:class:`UnknownTier` only when
     the :class:`Request` is built, never here."""
     return _Engine(locality, free, request, congestion).run()
+
+
+class _RescanEngine(_Engine):
+    """The engine with the gang greedy as it was before issue 24 (every group ranked again for
+    every segment: groups × segments rankings): the reference the property test compares
+    :meth:`_Engine.try_gang` with, and the baseline ``bench/placement.py`` times. Same answers,
+    slower."""
+
+    def try_gang(self, tier: int, cands, caps: dict[str, int]):
+        seg = self.req.segments
+        best = None
+        for key, units in cands:
+            groups: dict[str, list[str]] = {}
+            for u in units:
+                if u in caps:
+                    gk = u if seg.tier == UNIT_TIER else self.idx.unit_path[u][seg.tier - 1]
+                    groups.setdefault(gk, []).append(u)
+            ucap = {u: caps[u] for g in groups.values() for u in g}
+            if sum(sum(ucap[u] for u in g) // seg.hosts for g in groups.values()) < seg.count:
+                continue
+            taken: set[str] = set()
+            segments: list[list[str]] = []
+            used_units: list[str] = []
+            flagged_used = 0
+            for _ in range(seg.count):
+                pick = None
+                for gk, g in groups.items():
+                    gcap = sum(ucap[u] for u in g)
+                    if gcap < seg.hosts:
+                        continue
+                    items = [(ucap[u], self.flagged(u, tier), u) for u in g if ucap[u]]
+                    k = _cover_count(sorted((c for c, _, _ in items), reverse=True), seg.hosts)
+                    x, chosen, slack = _pick(items, seg.hosts, k)
+                    rank = (k, x, slack, gcap, gk)
+                    if pick is None or rank < pick[0]:
+                        pick = (rank, chosen, slack)
+                (_, x, _, _, _), chosen, slack = pick
+                flagged_used += x
+                hosts = self._take_hosts(chosen, slack, taken)
+                segments.append(sorted(hosts))
+                for h in hosts:
+                    taken.add(h)
+                for _, u in chosen:
+                    ucap[u] -= sum(1 for h in hosts if self.loc.hosts[h].unit == u)
+                    if u not in used_units:
+                        used_units.append(u)
+            items = [(caps[u], False, u) for u in units if u in caps]
+            lb = _cover_count(sorted((c for c, _, _ in items), reverse=True), self.need)
+            rank = (len(used_units), flagged_used, key)
+            if best is None or rank < best[0]:
+                best = (rank, key, segments, used_units, lb)
+        if best is None:
+            return None
+        _, key, segments, used_units, lb = best
+        placed = {h: 1 for s in segments for h in s}
+        return {
+            "placed": placed,
+            "units": used_units,
+            "domain": key,
+            "lb": lb,
+            "alt": None,
+            "segments": segments,
+        }
+
+
+def place_rescanning(
+    locality: Locality, free: FreeState, request: Request, congestion: Congestion | None = None
+) -> Decision:
+    """:func:`place` with the gang greedy of before issue 24 (:class:`_RescanEngine`): the same
+    decision, slower for large gangs. For the equivalence test and ``bench/placement.py``'s
+    baseline only."""
+    return _RescanEngine(locality, free, request, congestion).run()
 
 
 def first_fit(locality: Locality, free: FreeState, request: Request) -> Decision:

@@ -34,6 +34,15 @@ is what the issue's "Queue" section asks of a pass (issue 12):
    from then. Every later job is placed around the reserved hosts (they are unusable to it), or
    on them only when its own time limit ends before the reservation starts. Either way the head
    can start at its reserved time: no GPU of its reserved hosts is held past it.
+6. **The head keeps its reservation** across passes (issue 24, §4): its quota is counted at its
+   reserved start, not only now. A job the last pass reserved for (``QueuedJob.reserved_start``)
+   that the quota refuses now, but that the quota lets in once its pool's jobs ending by that
+   start have ended (typically a job of the same pool backfilled on its hosts), is not relabelled
+   ``quota``: it stays the head, is not placed now, and is reserved from no earlier than the time
+   its quota allows (:meth:`_Pass._quota_deferred`). And a later job of the head's pool that would
+   run past the reserved start is refused (``quota``) when the pool's GPUs held then, plus the
+   head's, plus its own would pass the quota (:meth:`_Pass._reserved_quota_short`): otherwise the
+   next pass would find the head over its quota and drop its reservation.
 
 The output is a :class:`Plan`: one :class:`Outcome` per queued job, in order.
 """
@@ -112,7 +121,9 @@ class PoolInfo:
 class QueuedJob:
     """A pending job. ``kind`` gpu/mig/fraction; ``tier`` 0-4 or None with ``tier_required``;
     ``time_limit_s`` (the site default when the job has none); ``submitted`` epoch seconds;
-    ``gpu_model`` lower case (the product name must contain it, on top of the pool's filter)."""
+    ``gpu_model`` lower case (the product name must contain it, on top of the pool's filter);
+    ``reserved_start``: the start (epoch seconds) of the reservation the last pass gave it
+    (``Job.reserved_start``), None when it had none."""
 
     job_id: int
     tenant_id: int
@@ -130,6 +141,7 @@ class QueuedJob:
     tier_required: bool = False
     time_limit_s: float = 86400.0
     submitted: float = 0.0
+    reserved_start: float | None = None
 
     @property
     def weight(self) -> float:
@@ -320,12 +332,15 @@ class Inventory:
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
-    """The head job's reservation: it starts by ``start`` (epoch seconds) on ``hosts``."""
+    """The head job's reservation: it starts by ``start`` (epoch seconds) on ``hosts``; the head's
+    pool and whole GPUs (``pool_id``, ``count``: what its pool's quota keeps for it then)."""
 
     job_id: int
     start: float
     hosts: frozenset[str]
     waits_for: tuple[int, ...] = ()
+    pool_id: int | None = None
+    count: int = 0
 
 
 @dataclass
@@ -445,6 +460,100 @@ class _Pass:
             return f"pool {pool.name}: {used_gpus} GPUs held + {more} asked > quota {pool.quota_gpus}"
         return None
 
+    def _pool_used_at(self, pool_id: int, at: float) -> tuple[int, list[HeldJob]]:
+        """The pool's whole GPUs still held at ``at`` (epoch s): what it holds now (as this pass
+        left it) less the GPUs of its held jobs expected to end by then (start + time limit),
+        and those jobs (by end). GPUs not held by a queue job (direct allocations, fractions)
+        never end here."""
+        ending = sorted(
+            (h for h in self.held.values() if h.pool_id == pool_id and h.gpus and h.ends_at <= at),
+            key=lambda h: (h.ends_at, h.job_id),
+        )
+        return self.used[pool_id][0] - sum(k for h in ending for _, _, k in h.gpus), ending
+
+    def _quota_deferred(
+        self, job: QueuedJob, pool: PoolInfo, short: str
+    ) -> tuple[float, list[HeldJob]] | None:
+        """For a whole-GPU job the quota refuses now (``short``) that held a reservation after the
+        last pass (``reserved_start`` later than now) and may be the head (no reservation yet in
+        this pass): when the pool's jobs ending by that start free enough of its quota, the
+        earliest time the quota lets it in and the jobs that end by then; else None (module
+        docstring, step 6)."""
+        at = job.reserved_start
+        if (
+            job.kind != "gpu"
+            or at is None
+            or at <= self.now
+            or self.reservation is not None
+            or pool.quota_gpus is None
+        ):
+            return None
+        used_then, ending = self._pool_used_at(job.pool_id, at)
+        if used_then + job.count > pool.quota_gpus:
+            return None
+        used = self.used[job.pool_id][0]
+        for i, h in enumerate(ending):  # the first end after which it fits
+            used -= sum(k for _, _, k in h.gpus)
+            if used + job.count <= pool.quota_gpus:
+                return max(h.ends_at, self.now), ending[: i + 1]
+        return None  # unreachable: it fits once all of them ended
+
+    def _reserved_quota_short(self, job: QueuedJob, pool: PoolInfo) -> str | None:
+        """Why a job of the head's pool that would still run at the head's reserved start may not
+        be placed: the pool's whole GPUs held then, the head's and its own pass the quota (module
+        docstring, step 6); None when it may."""
+        res = self.reservation
+        if (
+            res is None
+            or res.pool_id != job.pool_id
+            or res.job_id == job.job_id
+            or job.kind == "mig"
+            or pool.quota_gpus is None
+            or self.now + job.time_limit_s <= res.start
+        ):
+            return None
+        more = job.count if job.kind == "gpu" else (0 if self.used[job.pool_id][2] else 1)
+        used_then, _ = self._pool_used_at(job.pool_id, res.start)
+        if used_then + res.count + more <= pool.quota_gpus:
+            return None
+        return (
+            f"pool {pool.name}: {used_then} GPUs held at job {res.job_id}'s reserved start + {res.count} "
+            f"reserved for it + {more} asked > quota {pool.quota_gpus}"
+        )
+
+    def _keep_reservation(
+        self,
+        job: QueuedJob,
+        position: int,
+        req: Request,
+        key,
+        short: str,
+        deferred: tuple[float, list[HeldJob]],
+    ) -> Outcome:
+        """A head whose quota frees by its reserved start (:meth:`_quota_deferred`): not placed
+        now; its pending code is the engine's when it does not fit now either (else ``quota``),
+        and it is reserved for from no earlier than the time its quota allows."""
+        at, ending = deferred
+        free = self._free(job, key, False)
+        d = self._short_capacity(job, req, free, key) or self._place(free, req)
+        if not d.ok and d.code not in RESERVABLE:
+            return Outcome(
+                job.job_id, position, PENDING_QUOTA,
+                [short, "pending for quota: the job holds no GPUs and gets no reservation"],
+            )  # fmt: skip
+        names = ", ".join(f"job {h.job_id}" for h in ending[:_LIST_MAX])
+        more = f" and {len(ending) - _LIST_MAX} more" if len(ending) > _LIST_MAX else ""
+        kept = (
+            f"{short} now, but {names}{more} end{'s' if len(ending) == 1 else ''} before its reserved "
+            f"start: the quota lets it in from then, so it keeps its reservation"
+        )
+        if d.ok:
+            out = Outcome(job.job_id, position, PENDING_QUOTA, [kept], {"code": PENDING_QUOTA})
+        else:
+            out = Outcome(job.job_id, position, d.code, [*d.reasons, kept], d.as_dict())
+        self._reserve(job, req, key, out, not_before=at)
+        return out
+
     def _free(self, job: QueuedJob, key: tuple[str, str], reserved: bool) -> FreeState:
         unusable = self.res_unusable if reserved else self.unusable
         if job.kind == "gpu":
@@ -512,11 +621,19 @@ class _Pass:
         if pool is None:
             return Outcome(job.job_id, position, PENDING_CONSTRAINT, [f"pool {job.pool_id} is gone"])
         short = self._quota_short(job, pool)
-        if short:
+        deferred = self._quota_deferred(job, pool, short) if short else None
+        if short and deferred is None:
             return Outcome(
                 job.job_id, position, PENDING_QUOTA,
                 [short, "pending for quota: the job holds no GPUs and gets no reservation"],
             )  # fmt: skip
+        if not short:
+            short = self._reserved_quota_short(job, pool)
+            if short:
+                return Outcome(
+                    job.job_id, position, PENDING_QUOTA,
+                    [short, "pending for quota: it would run past that start; the job holds no GPUs"],
+                )  # fmt: skip
         try:
             req = job.request(pool.fabric_id)
         except (RequestError, UnknownTier) as exc:
@@ -524,6 +641,8 @@ class _Pass:
                 job.job_id, position, PENDING_CONSTRAINT, [f"request refused by the engine: {exc}"]
             )
         key = (pool.gpu_model, job.gpu_model)
+        if deferred is not None:
+            return self._keep_reservation(job, position, req, key, short, deferred)
         res = self.reservation
         use_res = res is not None and res.job_id != job.job_id
         free = self._free(job, key, use_res)
@@ -679,9 +798,10 @@ class _Pass:
 
     # -- reservation
 
-    def _reserve(self, job: QueuedJob, req: Request, key, out: Outcome) -> None:
+    def _reserve(self, job: QueuedJob, req: Request, key, out: Outcome, not_before: float = 0.0) -> None:
         """The earliest time the head job fits as held jobs end (binary search over the end
-        order: once it fits, more released GPUs keep it fitting), and that placement's hosts."""
+        order: once it fits, more released GPUs keep it fitting), and that placement's hosts;
+        never before ``not_before`` (epoch s: when its quota lets it in)."""
         base = self.inv.gpu_view(key)
         ending = sorted(self.held.values(), key=lambda h: (h.ends_at, h.job_id))
         releases = []
@@ -718,9 +838,9 @@ class _Pass:
             )
             return
         k, d = found
-        start = max(ending[k - 1].ends_at, self.now)
+        start = max(ending[k - 1].ends_at, self.now, not_before)
         waits = tuple(h.job_id for i, h in enumerate(ending[:k]) if releases[i])
-        res = Reservation(job.job_id, start, frozenset(d.placed), waits)
+        res = Reservation(job.job_id, start, frozenset(d.placed), waits, job.pool_id, job.count)
         self.reservation = res
         self.res_unusable = dict(self.unusable)
         for h in res.hosts:

@@ -194,7 +194,7 @@ def world(users) -> World:
     # jobs: one placed by a scheduling pass, one left pending by it (decisions for both)
     placed_job = submit(JobSpec(name="train", pool_id=pool.pk, kind="mig", count=1, mig_profile="3g.40gb",
                                 preemptible=True), user=users["operator"])  # fmt: skip
-    pending_job = submit(JobSpec(name="wait", pool_id=pool.pk, count=4), user=users["admin"])
+    pending_job = submit(JobSpec(name="wait", pool_id=pool.pk, count=3), user=users["admin"])
     run_pass()
     placed_job.refresh_from_db()
     pending_job.refresh_from_db()

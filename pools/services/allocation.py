@@ -78,8 +78,9 @@ from ..choices import HOLDING_STATES, AllocationKind, AllocationState, GpuState
 from ..models import Allocation, AllocationItem, Gpu, MigSlice, Pool, Tenant
 from ..signals import allocation_changed
 
-#: the most GPUs or slices one request may ask for
-MAX_COUNT = 4096
+#: the most GPUs or slices one request may ask for: a bound on the request's shape only (what a
+#: pool can give is its GPUs, :func:`pool_capacity`; the queue refuses a job above it at submit)
+MAX_COUNT = 1 << 20
 #: the longest lease, seconds (a year)
 MAX_LEASE_S = 366 * 86400
 #: free GPUs looked at per round when placing a fraction
@@ -192,6 +193,21 @@ def eligible_gpus(pool: Pool):
     if pool.fabric_id:
         qs = qs.filter(host__fabric_id=pool.fabric_id)
     return qs
+
+
+def pool_capacity(pool: Pool, gpu_model: str = "") -> int:
+    """The most whole GPUs ``pool`` can ever hold: its present GPUs matching its model and fabric
+    filters (:func:`eligible_gpus`'s filters), whatever their state or health (a busy or unhealthy
+    GPU may be free later), and whose product name also contains ``gpu_model`` (case-insensitive;
+    a job's own filter) when given. One COUNT query."""
+    qs = Gpu.objects.present()
+    if pool.gpu_model:
+        qs = qs.filter(product_name__icontains=pool.gpu_model)
+    if pool.fabric_id:
+        qs = qs.filter(host__fabric_id=pool.fabric_id)
+    if gpu_model:
+        qs = qs.filter(product_name__icontains=gpu_model)
+    return qs.count()
 
 
 def pool_usage(pool_id: int) -> dict[str, int]:

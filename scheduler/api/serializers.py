@@ -14,7 +14,7 @@ from weft.fields import IdentityUrlField
 from ..choices import JobKind, OnFault, PriorityClass, TopologyMode
 from ..locality import TIER_NAMES
 from ..models import Job, JobDecision
-from ..services.queue import MAX_COUNT, MAX_TIME_LIMIT_S, describe
+from ..services.queue import MAX_COUNT, MAX_SEGMENTS, MAX_TIME_LIMIT_S, describe
 
 
 @extend_schema_field(OpenApiTypes.OBJECT)
@@ -103,7 +103,10 @@ class SubmitJobSerializer(serializers.Serializer):
     )  # fmt: skip
     kind = serializers.ChoiceField(choices=JobKind.choices, default=JobKind.GPU)
     count = serializers.IntegerField(
-        min_value=1, max_value=MAX_COUNT, default=1, help_text="GPUs or MIG slices"
+        min_value=1,
+        max_value=MAX_COUNT,
+        default=1,
+        help_text="GPUs or MIG slices: at most what the pool can ever hold (a 400 names count above it)",
     )
     gpu_model = serializers.CharField(max_length=96, required=False, default="", allow_blank=True)
     mig_profile = serializers.CharField(max_length=32, required=False, default="", allow_blank=True)
@@ -117,10 +120,10 @@ class SubmitJobSerializer(serializers.Serializer):
         min_value=1, max_value=64, required=False, allow_null=True, default=None
     )
     segments = serializers.IntegerField(
-        min_value=1, max_value=MAX_COUNT, required=False, allow_null=True, default=None
+        min_value=1, max_value=MAX_SEGMENTS, required=False, allow_null=True, default=None
     )
     segment_hosts = serializers.IntegerField(
-        min_value=1, max_value=MAX_COUNT, required=False, allow_null=True, default=None
+        min_value=1, max_value=MAX_SEGMENTS, required=False, allow_null=True, default=None
     )
     segment_tier = serializers.CharField(
         max_length=16, required=False, allow_null=True, allow_blank=True, default=None

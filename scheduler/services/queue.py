@@ -4,7 +4,8 @@
 Use cases, each one transaction that locks what it changes, writes its ``job.*`` event and its
 audit entry inside it, and sends ``scheduler.signals.job_changed`` on commit:
 
-* :func:`submit` — a new pending job (validated: an unknown tier is refused naming the field);
+* :func:`submit` — a new pending job (validated: an unknown tier is refused naming the field, a
+  ``count`` above what the pool can ever hold too, :func:`check_capacity`);
   :func:`submit_with_key` the same with the client's idempotency key: a retry of the same request
   by the same user gets the job the first one queued, a different request with that key
   :class:`IdempotencyConflict`;
@@ -15,6 +16,8 @@ audit entry inside it, and sends ``scheduler.signals.job_changed`` on commit:
   moves): allocation released and a new one bound in one transaction;
 * :func:`allocation_lost` — the pools ended a job's allocation themselves (reclaimed for another
   pool's guarantee, lease expired): the job is ``preempted`` with that reason;
+* :func:`expire_time_limits` — a running job past its ``time_limit_s`` ends ``timeout`` (its
+  allocation released, ``job.timeout``), at the start of every pass;
 * requeue: a preempted job with ``Job.requeue`` (by default the preemptible ones) goes back to
   pending with its submit time and priority instead (``_requeue``: events ``job.preempted`` and
   ``job.requeued``, audit ``job.requeue``);
@@ -89,6 +92,7 @@ from pools.services.allocation import (
     QuotaExceeded,
     allocate,
     allocate_many,
+    pool_capacity,
     release,
 )
 from pools.services.partitions import (
@@ -130,6 +134,10 @@ MAX_ROUNDS = 3
 #: placements bound per transaction in bulk (``_bind_many``): bounds how long a pass holds the
 #: pools' rows (other allocations wait for them)
 BIND_BATCH = 250
+#: the most segments, and hosts per segment, a gang may ask for (the columns are small integers)
+MAX_SEGMENTS = 32767
+#: GPU-instance slices a GPU has at most (an A100/H100 in 7 × ``1g`` slices): a MIG job's bound
+MIG_SLICES_PER_GPU = 7
 #: the longest time limit a job may ask for (a year)
 MAX_TIME_LIMIT_S = 366 * 86400
 #: a MIG GPU instance profile name as ``nvidia-smi mig -lgip`` prints it: compute slices "g", memory
@@ -274,6 +282,10 @@ class JobSpec:
                 seg_tier = tier_number(self.segment_tier)
             except UnknownTier as exc:
                 raise InvalidJob(str(exc), field="segment_tier") from exc
+        for name in ("segments", "segment_hosts"):
+            v = getattr(self, name)
+            if v is not None and not 1 <= v <= MAX_SEGMENTS:
+                raise InvalidJob(f"{name} must be 1..{MAX_SEGMENTS}", field=name)
         if self.kind != JobKind.GPU and (self.gpus_per_host is not None or self.segments is not None):
             raise InvalidJob("gpus_per_host and segments are for whole-GPU jobs", field="gpus_per_host")
         try:  # the engine's own consistency rules (counts, segments adding up)
@@ -394,11 +406,12 @@ def _close_partition(job: Job, user) -> dict[str, Any]:
     return {"removed_pkey": f"0x{job.pkey:04x}" if job.pkey is not None else None}
 
 
-def _end(job: Job, to: str, reason: str, now: datetime, user, source: str) -> None:
+def _end(job: Job, to: str, reason: str, now: datetime, user, source: str, more: dict | None = None) -> None:
     """End a locked job: release its allocation (if it still holds one) and delete its own
     partition (if it has one), final state, history, event, audit, signal on commit. The caller
-    holds the job row (and its pool row). A job with ``requeue`` that is preempted goes back to
-    pending instead (:func:`_requeue`)."""
+    holds the job row (and its pool row). ``more``: extra details for the history, event and
+    audit entry. A job with ``requeue`` that is preempted goes back to pending instead
+    (:func:`_requeue`)."""
     _check_transition(job, to)
     if to == JobState.PREEMPTED and job.requeue:
         _requeue(job, reason, now, user, source)
@@ -412,19 +425,21 @@ def _end(job: Job, to: str, reason: str, now: datetime, user, source: str) -> No
         update_fields=["state", "ended_at", "reason", "pending_code", "reserved_start", "reserved_hosts",
                        "partition"]
     )  # fmt: skip
-    _record_decision(job, to, [reason], {"released_allocation": released, **isolation}, now)
+    more = more or {}
+    _record_decision(job, to, [reason], {"released_allocation": released, **isolation, **more}, now)
     _event(
         job,
         f"job.{to}",
         f"{job}: {to} ({reason})",
         now,
-        {"reason": reason, "allocation": released, **isolation},
+        {"reason": reason, "allocation": released, **isolation, **more},
     )
-    verb = {"cancelled": "cancel", "completed": "complete", "failed": "fail", "preempted": "preempt"}[to]
+    verb = {"cancelled": "cancel", "completed": "complete", "failed": "fail", "preempted": "preempt",
+            "timeout": "timeout"}[to]  # fmt: skip
     audit.record(
         f"job.{verb}",
         job,
-        {"state": [previous, to], "reason": reason, "released_allocation": released, **isolation},
+        {"state": [previous, to], "reason": reason, "released_allocation": released, **isolation, **more},
         user=user,
     )
     _send(job, previous, source)
@@ -555,6 +570,26 @@ def expire_idempotency_keys(now: datetime | None = None) -> int:
     return Job.objects.filter(submitted_at__lte=cutoff).exclude(idempotency_key="").update(idempotency_key="")
 
 
+def check_capacity(spec: JobSpec, pool: Pool) -> None:
+    """Refuse a job larger than its pool can ever hold (``pools.services.allocation.pool_capacity``:
+    its present GPUs matching its filters and the job's ``gpu_model``, whatever their state; MIG:
+    :data:`MIG_SLICES_PER_GPU` slices each): :class:`InvalidJob` naming ``count`` (400). A job
+    within it may wait (pending ``capacity``) but can place once the pool's GPUs are free. A
+    fraction asks for one share: never refused here."""
+    if spec.kind == JobKind.FRACTION:
+        return
+    gpus = pool_capacity(pool, spec.gpu_model)
+    cap = gpus * MIG_SLICES_PER_GPU if spec.kind == JobKind.MIG else gpus
+    if spec.count > cap:
+        what = "MIG slices" if spec.kind == JobKind.MIG else "GPUs"
+        model = f" of model {spec.gpu_model!r}" if spec.gpu_model else ""
+        raise InvalidJob(
+            f"count {spec.count} is more than pool {pool.name} can ever hold: {cap} {what}{model} "
+            f"(its present GPUs matching its filters)",
+            field="count",
+        )
+
+
 def _replay(existing: Job, fields: dict[str, Any], key: str) -> tuple[Job, bool]:
     differs = [f for f in REQUEST_FIELDS if getattr(existing, f) != fields[f]]
     if differs:
@@ -592,6 +627,7 @@ def _submit(spec: JobSpec, user, now: datetime | None, key: str) -> tuple[Job, b
             raise InvalidJob(f"no tenant {spec.tenant_id}", field="tenant")
         else:
             tenant_id = spec.tenant_id
+        check_capacity(spec, pool)
         fields = dict(
             name=spec.name.strip(), tenant_id=tenant_id, pool_id=pool.pk,
             kind=spec.kind, count=spec.count, gpu_model=spec.gpu_model, mig_profile=spec.mig_profile,
@@ -836,20 +872,33 @@ def sync_job_partitions(fabric_id: int) -> int:
 
 
 def expire_time_limits(now: datetime | None = None) -> int:
-    """End running jobs past their time limit as ``failed`` ("time limit"), each in its own
-    transaction. Returns how many."""
+    """End every running job past its time limit as ``timeout`` (Slurm's ``TIMEOUT`` state: the
+    limit counts from ``started_at``, the job's prolog report; a job without ``time_limit_s`` is
+    never ended), each in its own transaction: its allocation released through the pools'
+    allocation service (``_end``), its own partition closed, a ``job.timeout`` event (details:
+    ``limit_s``, ``started_at``, ``ran_s``), audit ``job.timeout``, and ``job_changed`` on commit
+    (its runner sees the state; the freed GPUs queue a pass). Run at the start of every pass
+    (:func:`run_pass`, also the beat's periodic pass). A job that ended or was requeued between
+    the read and its lock is left alone. Returns how many jobs timed out."""
     now = now or timezone.now()
     n = 0
-    for pk, started, limit in Job.objects.filter(
-        state__in=RUNNING_STATES, time_limit_s__isnull=False
-    ).values_list("pk", "started_at", "time_limit_s"):
-        if started is None or started + timedelta(seconds=limit) > now:
+    overdue = (
+        Job.objects.filter(state__in=RUNNING_STATES, time_limit_s__isnull=False, started_at__lt=now)
+        .order_by("pk")
+        .values_list("pk", "started_at", "time_limit_s")
+    )
+    for pk, started, limit in overdue:
+        if started + timedelta(seconds=limit) > now:
             continue
         with transaction.atomic():
             job = _locked(pk)
-            if job.state not in RUNNING_STATES:
+            if job.state not in RUNNING_STATES or job.started_at != started:
                 continue
-            _end(job, JobState.FAILED, f"time limit of {limit} s reached", now, None, "pass")
+            ran = (now - started).total_seconds()
+            _end(
+                job, JobState.TIMEOUT, f"time limit of {limit} s reached", now, None, "pass",
+                {"limit_s": limit, "started_at": started.isoformat(), "ran_s": round(ran, 3)},
+            )  # fmt: skip
             n += 1
     return n
 
@@ -858,7 +907,8 @@ def expire_time_limits(now: datetime | None = None) -> int:
 
 
 def queued_job(job: Job) -> QueuedJob:
-    """The planner's view of a pending job."""
+    """The planner's view of a pending job (with the start of the reservation the last pass gave
+    it: the planner counts its quota then, ``scheduler.planner`` step 6)."""
     return QueuedJob(
         job_id=job.pk, tenant_id=job.tenant_id, pool_id=job.pool_id, priority=job.priority, kind=job.kind,
         count=job.count, gpu_model=(job.gpu_model or "").lower(), mig_profile=job.mig_profile,
@@ -867,6 +917,7 @@ def queued_job(job: Job) -> QueuedJob:
         tier=job.tier, tier_required=job.tier_mode == TopologyMode.REQUIRED,
         time_limit_s=float(job.time_limit_s or settings.WEFT_SCHEDULER_DEFAULT_TIME_LIMIT_S),
         submitted=job.submitted_at.timestamp(),
+        reserved_start=job.reserved_start.timestamp() if job.reserved_start else None,
     )  # fmt: skip
 
 
@@ -1385,6 +1436,7 @@ __all__ = [
     "JobSpec",
     "allocation_lost",
     "cancel",
+    "check_capacity",
     "describe",
     "expire_idempotency_keys",
     "expire_time_limits",

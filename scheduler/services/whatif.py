@@ -27,7 +27,7 @@ from ..choices import PRIORITY, JobKind, JobState
 from ..models import Job
 from ..planner import PENDING_QUOTA, plan_pass
 from . import state
-from .queue import InvalidJob, JobSpec, describe, pass_inputs, queued_job
+from .queue import InvalidJob, JobSpec, check_capacity, describe, pass_inputs, queued_job
 
 #: the id the asked job has in the plan (real jobs have positive ids)
 DRY_RUN_ID = 0
@@ -81,6 +81,7 @@ def dry_run(spec: JobSpec, *, now: datetime | None = None) -> dict[str, Any]:
     tenant_id = pool.tenant_id or spec.tenant_id
     if tenant_id is None:
         raise InvalidJob(f"pool {pool.name} is shared: name the tenant the job is for", field="tenant")
+    check_capacity(spec, pool)
     probe = Job(
         name=spec.name, tenant_id=tenant_id, pool=pool, kind=spec.kind, count=spec.count,
         gpu_model=spec.gpu_model, mig_profile=spec.mig_profile, memory_mib=spec.memory_mib,

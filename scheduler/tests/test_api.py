@@ -132,7 +132,7 @@ def test_queue_in_pass_order_with_reasons_and_decisions(setup, client_for, users
     Pool.objects.filter(pk=c.pool.pk).update(quota_gpus=16)
     TenantShare.objects.create(tenant=c.tenant, weight=1)
     big = submit(JobSpec(name="big", pool_id=c.pool.pk, count=24))  # over quota
-    low = submit(JobSpec(name="low", pool_id=other_pool.pk, count=40, priority_class="batch"))
+    low = submit(JobSpec(name="low", pool_id=other_pool.pk, count=24, priority_class="batch"))
     high = submit(JobSpec(name="high", pool_id=other_pool.pk, count=32, priority_class="high"))
     run_pass()
     viewer = client_for("viewer")
@@ -146,7 +146,7 @@ def test_queue_in_pass_order_with_reasons_and_decisions(setup, client_for, users
         "batch",
         "capacity",
     )
-    assert second["reasons"][0] == "40 GPUs asked, 0 free in the best eligible fabric"
+    assert second["reasons"][0] == "24 GPUs asked, 0 free in the best eligible fabric"
     assert second["reserved_hosts"] == [] or second["reserved_start"] is not None
     # the operator only sees their tenant's entries, with the global position
     mine = client_for("operator").get("/api/scheduler/queue/").json()
@@ -201,3 +201,43 @@ def test_fair_share_weight_in_the_admin_is_audited_and_jobs_are_read_only(setup,
     assert client.get(f"/admin/scheduler/job/{job.pk}/change/").status_code == 200  # view only
     resp = client.post(f"/admin/scheduler/job/{job.pk}/change/", {"name": "renamed"})
     assert resp.status_code == 403 and Job.objects.get(pk=job.pk).name == "ro"
+
+
+def test_count_is_bounded_by_what_the_pool_can_ever_hold_with_a_400_naming_it(setup, client_for):
+    """The old fixed cap (4,096) is gone: the bound is the pool's present GPUs matching its
+    filters (and the job's model), whatever their state."""
+    c, other, other_pool = setup
+    op = client_for("operator")
+    cases = [
+        (dict(count=33), "count 33 is more than pool p-jobs can ever hold: 32 GPUs"),
+        (dict(count=5000), "count 5000 is more than pool p-jobs can ever hold: 32 GPUs"),
+        (dict(count=1, gpu_model="A100"), "count 1 is more than pool p-jobs can ever hold: 0 GPUs of model 'A100'"),
+        (dict(kind="mig", mig_profile="1g.10gb", count=225), "count 225 is more than pool p-jobs can ever hold: 224 MIG slices"),
+    ]  # fmt: skip
+    for kw, text in cases:
+        resp = op.post("/api/scheduler/jobs/", body(c.pool, **kw), format="json")
+        assert resp.status_code == 400, (kw, resp.content)
+        (message,) = resp.json()["count"]
+        assert message.startswith(text), (kw, message)
+    assert not Job.objects.exists()
+    resp = op.post("/api/scheduler/jobs/", body(c.pool, count=32, gpus_per_host=8), format="json")
+    assert resp.status_code == 201, resp.content
+    # busy GPUs still count: the pool can hold them once they are free
+    run_pass()
+    assert Job.objects.get().state == "placed"
+    resp = op.post("/api/scheduler/jobs/", body(c.pool, count=32, name="again"), format="json")
+    assert resp.status_code == 201 and resp.json()["state"] == "pending"
+    # segments and segment_hosts are bounded by their columns, naming the field
+    resp = op.post(
+        "/api/scheduler/jobs/",
+        body(c.pool, count=8, gpus_per_host=8, segments=40000, segment_hosts=1, segment_tier="leaf"),
+        format="json",
+    )
+    assert resp.status_code == 400 and "segments" in resp.json()
+
+
+def test_a_gang_beyond_the_old_cap_is_a_valid_request():
+    """8,000 GPUs as 100 segments of 10 hosts × 8, each in one leaf: the request's own checks
+    accept it (only the pool's capacity bounds it at submit)."""
+    spec = JobSpec(name="gang", pool_id=1, count=8000, gpus_per_host=8, segments=100, segment_hosts=10, segment_tier="leaf")  # fmt: skip
+    assert spec.validate() == (None, 1)

@@ -224,3 +224,140 @@ def test_model_filters_and_mig_and_fractions():
     assert a.ok and a.placed == {h1: 1, h2: 1} and inv.gpus[h1] == {"nvidia a100": 1}
     assert b.ok and b.placed == {h2: 2} and inv.mig[h2] == {("1g.10gb", H100): 0}
     assert c.code == "capacity"  # the only H100s were taken whole by job 1
+
+
+def _carry(plan, queued, held_before, pools, now: float):
+    """The state the next pass loads after ``plan`` was bound: placed jobs held (ending at their
+    placement time + time limit) and counted in their pool's usage."""
+    by_id = {q.job_id: q for q in queued}
+    held_after = list(held_before)
+    used: dict[int, int] = {}
+    for o in plan.outcomes:
+        if o.ok:
+            q = by_id[o.job_id]
+            gpus = tuple((h, H100, n) for h, n in sorted(o.placed.items()))
+            held_after.append(
+                HeldJob(q.job_id, q.tenant_id, q.pool_id, q.priority, False, now + q.time_limit_s, gpus)
+            )
+            used[q.pool_id] = used.get(q.pool_id, 0) + q.count
+    pools_after = {
+        p: PoolInfo(p, info.name, quota_gpus=info.quota_gpus, used_gpus=info.used_gpus + used.get(p, 0))
+        for p, info in pools.items()
+    }
+    return held_after, pools_after
+
+
+def test_a_head_job_keeps_its_reservation_over_passes_when_a_backfilled_job_of_its_pool_ends_first():
+    """Pool 1 (quota 16) has a 16-GPU head job waiting for host h2; a 4-GPU job of the same
+    pool backfills on the reserved h1 because it ends first. On the next pass the backfilled job
+    does not count against the head's quota at its reserved start, so the head keeps its
+    reservation (not relabelled ``quota``) and a later long job of another pool does not take
+    the 4 GPUs left on h1. A later long job of pool 1 that would leave no quota for the head at
+    its start waits for quota; a short one that ends first is placed."""
+    loc = fat_tree(2, 2, gpus=8)  # leaf 1: h1 h2, leaf 2: h3 h4
+    h1, h2, h3, h4 = sorted(loc.hosts)
+    other = lambda job_id, ends, host: HeldJob(job_id, 9, 2, 500, False, ends, ((host, H100, 8),))  # noqa: E731
+    held0 = [other(100, 1000.0, h2), other(101, 50_000.0, h3), other(102, 50_000.0, h4)]
+    pools = {1: PoolInfo(1, "p", quota_gpus=16), 2: PoolInfo(2, "q")}
+    inv = inventory(loc, {h1: 8})
+    head = job(1, 16, gpus_per_host=8, prio=800, tier=1, tier_required=True)  # two hosts of one leaf
+    short = job(2, 4, limit=500)
+    plan1 = plan_pass(loc, inv, [head, short], pools=pools, held=held0, now=0.0)
+    o_head, o_short = plan1.outcomes
+    assert o_head.code == "capacity" and o_head.reservation is not None
+    assert (o_head.reservation.start, o_head.reservation.hosts) == (1000.0, {h1, h2})
+    assert o_short.ok and o_short.backfilled and o_short.placed == {h1: 4}
+
+    # pass 2, 10 s later: the head as the queue loads it (its reservation's start stored)
+    held1, pools1 = _carry(plan1, [head, short], held0, pools, 0.0)
+    assert pools1[1].used_gpus == 4
+    head2 = job(1, 16, gpus_per_host=8, prio=800, tier=1, tier_required=True, reserved_start=1000.0)
+    long_other = QueuedJob(3, 9, 2, 500, count=4, time_limit_s=50_000.0, submitted=3.0)
+    plan2 = plan_pass(loc, inv, [head2, long_other], pools=pools1, held=held1, now=10.0)
+    o_head, o_long = plan2.outcomes
+    assert o_head.code == "capacity", o_head.reasons  # not "quota": job 2 ends at 500, before 1000
+    assert o_head.reservation is not None
+    assert (o_head.reservation.start, o_head.reservation.hosts) == (1000.0, {h1, h2})
+    assert any("ends before" in r and "job 2" in r for r in o_head.reasons), o_head.reasons
+    assert o_long.code == "capacity" and not o_long.placed  # h1's 4 free GPUs stay for the head
+    assert any("reserved for job 1 are not counted" in r for r in o_long.reasons)
+
+    # pass 3: job 102 ended early, h4 is free; pool 1 submits a long and a short 4-GPU job
+    held2 = [h for h in held1 if h.job_id != 102]
+    inv.gpus[h4] = {H100: 8}
+    long_mine = job(4, 4, limit=50_000.0)
+    short_mine = job(5, 4, limit=100.0)
+    plan3 = plan_pass(loc, inv, [head2, long_mine, short_mine], pools=pools1, held=held2, now=20.0)
+    o_head, o_lm, o_sm = plan3.outcomes
+    assert o_head.code == "capacity" and o_head.reservation is not None
+    assert o_head.reservation.hosts == {h1, h2} and o_head.reservation.start == 1000.0
+    assert o_lm.code == "quota" and not o_lm.placed, o_lm.reasons
+    assert o_lm.reasons[0] == (
+        "pool p: 0 GPUs held at job 1's reserved start + 16 reserved for it + 4 asked > quota 16"
+    )
+    assert o_sm.ok and o_sm.placed == {h4: 4} and not o_sm.backfilled  # ends at 120, before 1000
+
+
+def test_a_job_whose_quota_stays_short_past_its_reserved_start_is_pending_for_quota():
+    """The quota exception only covers jobs that end before the reserved start: a pool-1 job
+    that runs past it still counts, and the head is pending ``quota`` without a reservation."""
+    loc = fat_tree(2, 2, gpus=8)
+    h1, h2, h3, h4 = sorted(loc.hosts)
+    held0 = [
+        HeldJob(100, 9, 2, 500, False, 1000.0, ((h2, H100, 8),)),
+        HeldJob(101, 1, 1, 500, False, 5000.0, ((h3, H100, 4),)),  # pool 1, past 1000
+    ]
+    pools = {1: PoolInfo(1, "p", quota_gpus=16, used_gpus=4), 2: PoolInfo(2, "q")}
+    inv = inventory(loc, {h1: 8, h3: 4})
+    head = job(1, 16, gpus_per_host=8, prio=800, reserved_start=1000.0)
+    later = job(2, 8, limit=50_000.0)
+    plan = plan_pass(loc, inv, [head, later], pools=pools, held=held0, now=10.0)
+    o_head, o_later = plan.outcomes
+    assert o_head.code == "quota" and o_head.reservation is None and plan.reservation is None
+    assert o_head.reasons[0] == "pool p: 4 GPUs held + 16 asked > quota 16"
+    assert o_later.ok  # nothing is reserved: it may take h1 (quota 4 + 8 ≤ 16)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000))
+def test_the_next_pass_keeps_the_heads_reservation_no_later_and_never_relabels_it_quota(seed):
+    """Random states and quotas: whatever a pass placed around (or backfilled on) the head's
+    reservation, the next pass — nothing ended in between — still reserves for the head, from no
+    later than before, and never calls it pending for ``quota``."""
+    rng = random.Random(seed)
+    loc = fat_tree(4, 4, gpus=4)  # 16 hosts, 64 GPUs
+    hosts = sorted(loc.hosts)
+    busy = {h: rng.randint(0, 4) for h in hosts}
+    held0 = [
+        HeldJob(
+            1000 + n, 9, rng.choice([1, 2]), 100, False, float(rng.randint(100, 5000)), ((h, H100, busy[h]),)
+        )
+        for n, h in enumerate(hosts)
+        if busy[h]
+    ]
+    inv = inventory(loc, {h: 4 - busy[h] for h in hosts})
+    used1 = sum(k for h in held0 if h.pool_id == 1 for _, _, k in h.gpus)
+    head_count = rng.choice([24, 32, 40])
+    pools = {
+        1: PoolInfo(1, "p", quota_gpus=used1 + head_count + rng.choice([0, 4, 8, 16]), used_gpus=used1),
+        2: PoolInfo(2, "q", used_gpus=sum(k for h in held0 if h.pool_id == 2 for _, _, k in h.gpus)),
+    }
+    head = job(1, head_count, prio=900)
+    later = [
+        QueuedJob(i, 1 + i % 2, rng.choice([1, 2]), 500, count=rng.choice([1, 2, 4, 8]),
+                  time_limit_s=float(rng.choice([50, 500, 5000, 50_000])), submitted=float(i))
+        for i in range(2, 14)
+    ]  # fmt: skip
+    plan1 = plan_pass(loc, inv, [head, *later], pools=pools, held=held0, now=0.0)
+    res = plan1.outcomes[0].reservation
+    if res is None:
+        return
+    held1, pools1 = _carry(plan1, [head, *later], held0, pools, 0.0)
+    placed = {o.job_id for o in plan1.outcomes if o.ok}
+    head2 = job(1, head_count, prio=900, reserved_start=res.start)
+    plan2 = plan_pass(
+        loc, inv, [head2, *(q for q in later if q.job_id not in placed)], pools=pools1, held=held1, now=1.0
+    )
+    o = plan2.outcomes[0]
+    assert o.code != "quota" and o.reservation is not None, (seed, o.code, o.reasons)
+    assert o.reservation.start <= res.start, (seed, o.reservation, res)

@@ -143,19 +143,58 @@ def test_cancel_a_placed_job_frees_its_gpus(cluster):
     assert not AllocationItem.objects.filter(gpu_id__in=gpus, active=True).exists()
 
 
-def test_time_limit_fails_a_running_job(cluster):
+def test_time_limit_ends_a_running_job_timeout_and_frees_its_gpus(cluster):
     job = submit(spec(cluster, 2, time_limit_s=60))
+    untimed = submit(spec(cluster, 2, name="untimed"))  # no limit of its own: never ended
     t0 = timezone.now()
     run_pass(now=t0)
     start(job.pk, now=t0)
-    assert run_pass(now=t0 + timedelta(seconds=30))["expired"] == 0
-    assert run_pass(now=t0 + timedelta(seconds=61))["expired"] == 1
+    start(untimed.pk, now=t0)
     job.refresh_from_db()
-    assert (
-        job.state == "failed"
-        and job.reason == "time limit of 60 s reached"
-        and job.allocation.state == "released"
+    gpus = held_gpus(job)
+    assert len(gpus) == 2
+    assert run_pass(now=t0 + timedelta(seconds=59))["expired"] == 0
+    assert run_pass(now=t0 + timedelta(seconds=60))["expired"] == 1  # the limit itself ends it
+    job.refresh_from_db()
+    untimed.refresh_from_db()
+    assert (job.state, job.reason, job.ended_at) == (
+        "timeout",
+        "time limit of 60 s reached",
+        t0 + timedelta(seconds=60),
     )
+    assert job.allocation.state == "released" and untimed.state == "running"
+    assert not AllocationItem.objects.filter(gpu_id__in=gpus, active=True).exists()
+    ev = Event.objects.get(code="job.timeout", object_key=str(job.pk))
+    assert (ev.details["limit_s"], ev.details["ran_s"], ev.details["allocation"]) == (
+        60,
+        60.0,
+        job.allocation_id,
+    )
+    assert AuditEntry.objects.filter(action="job.timeout", object_id=str(job.pk)).count() == 1
+    assert JobDecision.objects.filter(job=job).order_by("-id")[0].code == "timeout"
+    # a timed-out job is final: no second end, no start
+    assert run_pass(now=t0 + timedelta(seconds=120))["expired"] == 0
+    with pytest.raises(JobConflict):
+        finish(job.pk)
+
+
+def test_the_beat_pass_ends_a_job_whose_start_is_past_its_limit_on_the_real_clock(cluster, settings):
+    """No ``now`` given: the beat task's pass reads the clock; the job's start is set in the past."""
+    from scheduler.tasks import run_pass_task
+
+    job = submit(spec(cluster, 8, time_limit_s=3600))
+    young = submit(spec(cluster, 8, time_limit_s=3600, name="young"))
+    run_pass()
+    start(job.pk)
+    start(young.pk)
+    before = timezone.now()
+    Job.objects.filter(pk=job.pk).update(started_at=before - timedelta(seconds=3601))
+    Job.objects.filter(pk=young.pk).update(started_at=before - timedelta(seconds=3500))
+    assert run_pass_task()["expired"] == 1
+    job.refresh_from_db()
+    young.refresh_from_db()
+    assert job.state == "timeout" and before <= job.ended_at <= timezone.now()
+    assert young.state == "running" and pool_usage(cluster.pool.pk)["gpus"] == 8
 
 
 # --- quota and fragmentation ---------------------------------------------------------------------
@@ -237,6 +276,48 @@ def test_backfill_does_not_delay_the_head_jobs_reservation(cluster):
     blocked.refresh_from_db()
     assert head.reserved_start is None and blocked.state == "pending" and blocked.reserved_start is not None
     assert list(Job.objects.filter(reserved_start__isnull=False)) == [blocked]
+
+
+def test_the_head_keeps_its_reservation_when_a_backfilled_job_of_its_pool_holds_quota(cluster):
+    """Through the stored job (``Job.reserved_start``): pool p-jobs (quota 16) waits for a leaf
+    whose other host runs another pool's job until t0 + 1000 s; a 4-GPU job of the same pool is
+    backfilled there. The next pass keeps the head's reservation (not ``quota``) and a long job
+    of the other pool does not take the 4 GPUs left on the reserved host."""
+    Pool.objects.filter(pk=cluster.pool.pk).update(quota_gpus=16)
+    other = Pool.objects.create(name="other", tenant=cluster.tenant, fabric=cluster.fabric)
+    ospec = lambda n, **kw: JobSpec(name=kw.pop("name"), pool_id=other.pk, count=n, **kw)  # noqa: E731
+    t0 = timezone.now()
+    a = submit(ospec(8, gpus_per_host=8, time_limit_s=1000, name="a"), now=t0)
+    run_pass(now=t0)
+    start(a.pk, now=t0)
+    a.refresh_from_db()
+    (x,) = a.placement
+    leaf = {"host001": 0, "host002": 0, "host003": 1, "host004": 1}
+    (y,) = [h for h in cluster.hosts if leaf[h] == leaf[x] and h != x]
+    for h in cluster.hosts:  # the other leaf is held with no end (direct allocations)
+        if leaf[h] != leaf[x]:
+            ids = list(
+                Gpu.objects.filter(host__name=h, host__fabric=cluster.fabric).values_list("pk", flat=True)
+            )
+            allocate(other.pk, AllocationRequest(count=len(ids), gpu_ids=ids))
+    head = submit(spec(cluster, 16, gpus_per_host=8, tier="leaf", tier_mode="required", priority_class="high",
+                       name="head"), now=t0)  # fmt: skip
+    short = submit(spec(cluster, 4, time_limit_s=500, name="short"), now=t0)
+    run_pass(now=t0 + timedelta(seconds=1))
+    head.refresh_from_db()
+    short.refresh_from_db()
+    assert head.pending_code == "capacity" and head.reserved_start == t0 + timedelta(seconds=1000)
+    assert set(head.reserved_hosts) == {x, y}
+    assert (
+        short.state == "placed" and short.decision.get("backfilled") is True and set(short.placement) == {y}
+    )
+    late = submit(ospec(4, time_limit_s=50_000, name="late"), now=t0)
+    run_pass(now=t0 + timedelta(seconds=2))
+    head.refresh_from_db()
+    late.refresh_from_db()
+    assert head.pending_code == "capacity", head.decision["reasons"]
+    assert head.reserved_start == t0 + timedelta(seconds=1000) and set(head.reserved_hosts) == {x, y}
+    assert late.state == "pending" and late.pending_code == "capacity"
 
 
 # --- preemption ----------------------------------------------------------------------------------
@@ -463,8 +544,8 @@ def test_topology_and_alarm_changes_queue_a_pass(cluster, monkeypatch):
 def test_decision_history_is_capped_and_repeats_are_counted(cluster, settings):
     settings.WEFT_SCHEDULER_DECISION_HISTORY = 3
     other = Pool.objects.create(name="other", tenant=cluster.tenant)
-    job = submit(spec(cluster, 40))  # more than the 32 GPUs: capacity, with the free count in the reason
-    held = []
+    held = [allocate(other.pk, AllocationRequest(count=1))]
+    job = submit(spec(cluster, 32))  # all 32 GPUs, some held: capacity, with the free count in the reason
     for n in (1, 2, 3, 4):
         run_pass()
         run_pass()  # the same decision: counted, not stored again
@@ -473,7 +554,7 @@ def test_decision_history_is_capped_and_repeats_are_counted(cluster, settings):
     rows = list(JobDecision.objects.filter(job=job).order_by("id"))
     assert len(rows) == 3
     assert [r.reasons[0] for r in rows] == [
-        f"40 GPUs asked, {32 - k} free in the best eligible fabric" for k in (3, 6, 10)
+        f"32 GPUs asked, {32 - k} free in the best eligible fabric" for k in (4, 7, 11)
     ]
     assert [r.count for r in rows] == [2, 2, 1]
 

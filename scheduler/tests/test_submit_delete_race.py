@@ -19,6 +19,7 @@ from pools.services import tenancy
 from scheduler.models import Job
 from scheduler.services import queue
 from scheduler.services.queue import JobSpec
+from weft.testing.gpus import make_gpu_fabric
 from weft.testing.pglocks import backend_pid, waits_for_a_lock
 from weft.testing.waits import wait_for
 
@@ -28,6 +29,7 @@ from weft.testing.waits import wait_for
 @pytest.mark.parametrize("first", ["submit", "delete"])
 def test_a_submit_racing_its_pools_delete_is_kept_or_refused_never_lost(first, monkeypatch):
     assert connection.vendor == "postgresql"
+    make_gpu_fabric("g", hosts=1, per_host=1)  # the pool can hold the job's GPU (submit refuses more)
     tenant = Tenant.objects.create(name="t")
     pool = Pool.objects.create(name="p", tenant=tenant, quota_gpus=4)
     pids: dict[str, int] = {}

@@ -54,6 +54,9 @@ def test_dry_run_names_the_victims_it_would_preempt_and_writes_nothing(db):
     with pytest.raises(InvalidJob) as exc:
         dry_run(JobSpec(name="bad", pool_id=c.pool.pk, count=8, tier="rack"))
     assert exc.value.field == "tier"
+    with pytest.raises(InvalidJob, match="more than pool p-wi can ever hold: 32 GPUs") as exc:
+        dry_run(JobSpec(name="huge", pool_id=c.pool.pk, count=33))  # as submit would refuse it
+    assert exc.value.field == "count"
     assert _state() == before
 
 

@@ -620,7 +620,7 @@ def replace_faulted(now: datetime, loc=None) -> dict[str, int]:
                     added = sorted(set(new) - set(placement))
                     queue._event(moved, "job.replaced", f"{moved}: {', '.join(failed)} replaced by {', '.join(added)}",
                                  now, {"failed": failed, "replacements": added, "placement": new})  # fmt: skip
-                    queue._send(moved, JobState.PLACED, "replace")
+                    queue._send(moved, JobState.DEGRADED, "replace")
                 for name in set(new) - set(placement):  # this pass's inventory: taken
                     for model in list(inv.gpus.get(name, {})):
                         inv.gpus[name][model] = 0
@@ -635,6 +635,12 @@ def replace_faulted(now: datetime, loc=None) -> dict[str, int]:
             if locked.state == JobState.DEGRADED:
                 _requeue(locked, locked.faults, now, why=f"fabric fault: {why}")
                 out["requeued"] += 1
+    if out["replaced"] or out["requeued"]:  # their events' mail now, not on the minute flush
+        for fabric_id in sorted({f.pk for j in jobs if (f := queue._fabric_for(j)) is not None}):
+            try:
+                process_pending_events(fabric_id)
+            except Exception:  # the flush applies them within a minute
+                log.exception("could not apply the job events of fabric %s", fabric_id)
     return out
 
 

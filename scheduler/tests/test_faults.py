@@ -172,6 +172,10 @@ def test_on_fault_replace_swaps_the_failed_host_inside_the_pass_before_new_jobs(
     assert newcomer.state == JobState.PLACED and unit_mate not in newcomer.placement
     assert run_pass()["replaced"] == 0  # done once
     assert Event.objects.filter(code="job.replaced", object_key=str(job.pk)).count() == 1
+    # the tenant's mail queued at once (the pass applied its job events)
+    assert (
+        Notification.objects.filter(event__code="job.replaced", recipient="ops@tenant.example").count() == 1
+    )
     twice = (
         AllocationItem.objects.filter(active=True)
         .values("gpu_id")

@@ -3,13 +3,18 @@
 
 Every ``django.contrib.auth.authenticate`` call with a request goes through
 ``axes.backends.AxesStandaloneBackend``: the sign-in page, the Django admin's, and
-``POST /api/accounts/users/token/`` with a user name and password. After
-``WEFT_LOGIN_FAILURE_LIMIT`` failures for one user name (from any address), or from one address
-(for any user name), further attempts are refused, even with the right password, until
+``POST /api/accounts/users/token/`` with a user name and password, the UFM API's HTTP Basic.
+After ``WEFT_LOGIN_FAILURE_LIMIT`` failures of one user name from one address
+(``AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]``: the pair), further password attempts
+of that user from that address are refused, even with the right password, until
 ``WEFT_LOGIN_COOLOFF_MIN`` minutes pass without a failure (a failure during the lock-out starts
 the wait again; ``manage.py axes_reset_username NAME`` / ``axes_reset_ip ADDR`` unlock early).
-A refused attempt gets :func:`lockout_response`: HTTP 429 with ``Retry-After``.
-Failures and lock-outs are logged and audited by ``accounts.signals``.
+A refused attempt gets :func:`lockout_response`: HTTP 429 with ``Retry-After``. Other users of
+that address (a NAT, a UFM client's host) and that user elsewhere are not locked (issue 22: five
+failures from one address locked every password sign-in from it, integrations included). API
+tokens (``accounts.tokens.check_key``: ``Authorization: Token``, the UFM API's
+``/ufmRestV3`` Basic token) never go through ``authenticate`` and are never locked out.
+Failures and lock-outs are logged and audited by ``accounts.receivers``.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ def lockout_message() -> str:
     seconds = cooloff_seconds()
     wait = f"{math.ceil(seconds / 60)} minutes" if seconds >= 120 else f"{seconds} seconds"
     return (
-        "Too many failed sign-ins for this user name or from this address. "
+        "Too many failed sign-ins for this user name from this address. "
         f"Sign-in is locked: try again in {wait}, or ask an administrator to unlock it."
     )
 

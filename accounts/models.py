@@ -16,6 +16,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from core.validators import printable_text
+
 
 class AuditLogIsAppendOnly(Exception):
     """Raised on any attempt to change or delete an :class:`AuditEntry` through the ORM."""
@@ -115,7 +117,9 @@ class ApiToken(models.Model):
     """
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
-    name = models.CharField(max_length=100, blank=True, help_text="What the token is for.")
+    name = models.CharField(
+        max_length=100, blank=True, validators=[printable_text], help_text="What the token is for."
+    )
     prefix = models.CharField(max_length=8, db_index=True)
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     created = models.DateTimeField(auto_now_add=True)

@@ -9,14 +9,15 @@ import re
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.mixins import LoginRequiredMixin
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views import View
 
-from weft.converters import RowIdConverter
+from core.converters import RowIdConverter
+from core.validators import printable_text
 
 from . import services
 from .api.serializers import UserSerializer
@@ -115,8 +116,12 @@ class UserView(AdminRequiredMixin, View):
         elif op == "issue_token":
             name = request.POST.get("name", "").strip()
             limit = ApiToken._meta.get_field("name").max_length
-            if len(name) > limit or "\x00" in name:  # PostgreSQL refuses a NUL (DataError)
-                return self._render(request, user, 400, [f"name: at most {limit} characters, no NUL"])
+            if len(name) > limit:
+                return self._render(request, user, 400, [f"name: at most {limit} characters"])
+            try:
+                printable_text(name)  # a NUL, a newline, a right-to-left override…
+            except ValidationError as exc:
+                return self._render(request, user, 400, [f"name: {m}" for m in exc.messages])
             issued = services.issue_token_for(request.user, user, name)
             return self._render(request, user, key=issued.key)
         elif op == "revoke_token":

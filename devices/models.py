@@ -17,6 +17,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.urls import reverse
 
+from core.validators import printable_text
 from telemetry.models import Resolution
 
 from . import crypto
@@ -38,7 +39,7 @@ class Device(models.Model):
     act on), ``unreachable_since``."""
 
     fabric = models.ForeignKey("fabric.Fabric", on_delete=models.CASCADE, related_name="devices")
-    name = models.CharField(max_length=128, unique=True)
+    name = models.CharField(max_length=128, unique=True, validators=[printable_text])
     address = models.CharField(max_length=255, help_text="IP address or DNS name of the agent")
     port = models.PositiveIntegerField(
         default=161, validators=[MinValueValidator(1), MaxValueValidator(65535)]

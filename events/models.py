@@ -26,7 +26,8 @@ class Event(models.Model):
     ``code`` is a stable dotted identifier (``link.down``, ``node.added``, ``sm.master_changed``);
     ``object_type`` is one of ``fabric``, ``node``, ``port``, ``link``, ``sm``, ``gpu``, ``pool``, ``job``;
     ``object_key`` its natural key (node GUID, ``"<node guid>/<port>"``, a link as
-    ``"<guid>/<port>-<guid>/<port>"``), ``object_repr`` a human description.
+    ``"<guid>/<port>-<guid>/<port>"``), ``object_repr`` a human description; ``tenant_id`` the
+    tenant whose data it carries (None: fabric-wide).
     """
 
     fabric = models.ForeignKey(
@@ -51,6 +52,11 @@ class Event(models.Model):
     details = models.JSONField(default=dict, blank=True)
     #: Set once the rules engine has applied the policy of this event (raise/clear alarms, mail).
     evaluated = models.BooleanField(default=False)
+    #: The tenant (``pools.Tenant`` id) whose data the event carries (a job's, an allocation's),
+    #: written by the service that records it; NULL for a fabric-wide event. Tenant users see
+    #: the fabric-wide events and their tenants' only (``events.scoping``). A plain id, not a
+    #: foreign key: the events app sits below pools, and an event outlives its tenant.
+    tenant_id = models.BigIntegerField(null=True, blank=True, db_index=True)
 
     class Meta:
         ordering = ["-at", "-id"]

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from fabric.services.bulk import create_objects
+from core.bulk import create_objects
 
 from . import registry
 from .models import Event
@@ -35,6 +35,8 @@ class EventSpec:
     node_id: int | None = None
     port_id: int | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    #: the tenant whose data the event carries (a job's, an allocation's); None: fabric-wide
+    tenant_id: int | None = None
 
 
 def record_events(fabric, specs: list[EventSpec], at: datetime | None = None) -> list[Event]:
@@ -55,6 +57,7 @@ def record_events(fabric, specs: list[EventSpec], at: datetime | None = None) ->
             port_id=s.port_id,
             message=s.message,
             details=s.details,
+            tenant_id=s.tenant_id,
         )
         for s in specs
     ]

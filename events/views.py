@@ -19,17 +19,18 @@ from django.views.generic import DetailView, ListView, TemplateView, UpdateView
 from accounts import audit
 from accounts.audit import model_changes
 from accounts.roles import Role, has_role
+from core.converters import RowIdConverter
+from core.csvcells import spreadsheet_safe
+from core.params import int_param
 from fabric.models import Fabric
 from fabric.views import optional_template
-from weft.converters import RowIdConverter
-from weft.csvcells import spreadsheet_safe
-from weft.params import int_param
 
 from . import dashboard, health, registry, services
 from .filtersets import AlarmFilterSet, EventFilterSet
 from .forms import EventPolicyForm
 from .models import Alarm, Event, EventPolicy, HealthReport, Severity
 from .reports import run_health_report
+from .scoping import scope_events
 
 
 class RoleMixin(LoginRequiredMixin):
@@ -114,7 +115,7 @@ class AlarmBulkAcknowledgeView(RoleMixin, View):
 
     def post(self, request):
         values = request.POST.getlist("alarm")
-        # row ids as in URLs (weft.converters): a longer number overflowed the 64-bit id column
+        # row ids as in URLs (core.converters): a longer number overflowed the 64-bit id column
         if not all(re.fullmatch(RowIdConverter.regex, v) for v in values):
             return HttpResponseBadRequest("alarm: row ids expected (1 to 18 digits)")
         ids = [int(v) for v in values]
@@ -155,7 +156,7 @@ ALARM_CSV_COLUMNS = [
 
 class AlarmCSVView(AlarmListView):
     """The alarm list's rows as CSV (same filters and order, every page, at most ``CSV_MAX``
-    rows); times ISO 8601 with offset; text cells spreadsheet-safe (``weft.csvcells``)."""
+    rows); times ISO 8601 with offset; text cells spreadsheet-safe (``core.csvcells``)."""
 
     CSV_MAX = 100_000
 
@@ -181,8 +182,9 @@ class AlarmView(RoleMixin, DetailView):
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
         alarm = self.object
-        ctx["events"] = Event.objects.filter(
-            fabric=alarm.fabric, object_key=alarm.object_key, at__gte=alarm.first_seen
+        ctx["events"] = scope_events(
+            Event.objects.filter(fabric=alarm.fabric, object_key=alarm.object_key, at__gte=alarm.first_seen),
+            self.request.user,
         ).order_by("-at")[:100]
         return ctx
 
@@ -215,7 +217,8 @@ class EventListView(RoleMixin, ListView):
     paginate_by = 100
 
     def get_queryset(self):
-        self.filterset = EventFilterSet(self.request.GET, queryset=Event.objects.select_related("fabric"))
+        events = scope_events(Event.objects.select_related("fabric"), self.request.user)  # events.scoping
+        self.filterset = EventFilterSet(self.request.GET, queryset=events)
         return self.filterset.qs
 
     def get_context_data(self, **kwargs):

@@ -26,7 +26,8 @@ from django.views import View
 from django.views.generic import DetailView, ListView, TemplateView
 
 from accounts.roles import Role, has_role
-from weft.params import int_param
+from accounts.scoping import scope_rows
+from core.params import int_param
 
 from . import upload
 from .choices import NodeType
@@ -545,6 +546,7 @@ class PartitionListView(RoleRequiredMixin, ListView):
 
     def get_queryset(self):
         qs = Partition.objects.select_related("fabric").annotate(member_count=Count("members"))
+        qs = scope_rows(qs, self.request.user)  # not another tenant's pool or job partitions
         fabric_id = int_param(self.request.GET.get("fabric"))
         return qs.filter(fabric_id=fabric_id) if fabric_id else qs
 
@@ -561,7 +563,9 @@ class PartitionView(RoleRequiredMixin, DetailView):
 
     template_name = "fabric/partition.html"
     context_object_name = "partition"
-    queryset = Partition.objects.select_related("fabric")
+
+    def get_queryset(self):
+        return scope_rows(Partition.objects.select_related("fabric"), self.request.user)
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)

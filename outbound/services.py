@@ -47,6 +47,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.utils import timezone
 
+from core import enqueue
+
 from .models import DeliveryStatus, WebhookDelivery
 
 log = logging.getLogger(__name__)
@@ -95,10 +97,8 @@ def queue_webhook(
         row.save(update_fields=["body", "signature"])
 
     def send() -> None:
-        from .tasks import deliver_task  # tasks import this module
-
         try:
-            deliver_task.delay(row.pk)
+            enqueue.send("outbound.deliver", row.pk)
         except Exception:  # the broker may be down: the retry sweep sends it
             log.warning("could not queue webhook delivery %s", row.pk, exc_info=True)
 

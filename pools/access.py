@@ -5,7 +5,13 @@
   those tenants' pools, the shared pools, and the allocations made for those tenants: anything
   else is a 404, as if it did not exist;
 * allocating and releasing needs the site **Operator** role *and* an ``operator`` membership of
-  the tenant the allocation is for (the lower of the two rights counts).
+  the tenant the allocation is for (the lower of the two rights counts);
+* rows of the lower apps that carry a tenant's data — events of jobs and allocations
+  (``Event.tenant_id``), the partitions of a tenant's pools and jobs — are read by Admins, by
+  fabric-wide staff (users who belong to no tenant: Operators and Viewers of the whole fabric)
+  and by the tenant's members; a tenant member sees the fabric-wide rows and their own tenants'
+  only, a host agent (the "Host agent" group) the fabric-wide rows only
+  (:func:`scoped_tenant_ids`, :func:`narrow_partitions`, registered with ``accounts.scoping``).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from django.db.models import Q
 
 from accounts.roles import Role, has_role
 
+from .api.permissions import AGENT_GROUP
 from .choices import TenantRole
 from .models import Tenant, TenantMembership
 
@@ -64,4 +71,41 @@ def can_operate(user, tenant_id: int) -> bool:
     return (
         has_role(user, Role.OPERATOR)
         and TenantMembership.objects.filter(user=user, tenant_id=tenant_id, role=TenantRole.OPERATOR).exists()
+    )
+
+
+def pool_tenant_mismatch(pool, tenant_id: int | None) -> str | None:
+    """Why ``tenant_id`` (the tenant a request names, None when it names none) may not be used with
+    ``pool``, or None when it may: a tenant's pool takes its own tenant only (issue 22: allocate
+    ignored another one where job submit refused it). The one rule of both: the allocate API
+    and ``scheduler.access.submit_tenant`` answer it with a 400 on the field ``tenant``."""
+    if pool.tenant_id is not None and tenant_id not in (None, pool.tenant_id):
+        return (
+            f"pool {pool.name} is tenant {pool.tenant_id}'s, not tenant {tenant_id}'s: leave tenant out "
+            "or name the pool's own"
+        )
+    return None
+
+
+def scoped_tenant_ids(user) -> set[int] | None:
+    """The tenants whose rows ``user`` reads (``accounts.scoping`` provider): None for all (an
+    Admin; a user who belongs to no tenant: fabric-wide staff), else the ids of the user's tenants;
+    an empty set for a host agent (a member of the "Host agent" group, ``pools.api.permissions``)
+    and for anonymous users."""
+    if not (user and user.is_authenticated):
+        return set()
+    if is_admin(user):
+        return None
+    if user.groups.filter(name=AGENT_GROUP).exists():
+        return set()
+    ids = set(TenantMembership.objects.filter(user=user).values_list("tenant_id", flat=True))
+    return ids or None
+
+
+def narrow_partitions(qs, tenant_ids: set[int]):
+    """``fabric.Partition`` rows a user of ``tenant_ids`` reads: all but the partitions of other
+    tenants' pools and jobs (their names and PKeys are those tenants' data)."""
+    ids = sorted(tenant_ids)
+    return qs.exclude(Q(pool__tenant_id__isnull=False) & ~Q(pool__tenant_id__in=ids)).exclude(
+        Q(job__isnull=False) & ~Q(job__tenant_id__in=ids)
     )

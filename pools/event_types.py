@@ -5,6 +5,8 @@ a GPU a host no longer reports is an alarm until it is back (``gpu.appeared`` cl
 whose health goes unhealthy (NVML recovery action, uncorrectable ECC, remapping failure) is an
 alarm until a report shows it healthy again (``gpu.healthy``). ``gpu.rail_resolved``: a rediscovery
 brought back the CA a GPU's rail names (``pools.services.inventory.resolve_lost_rails``).
+``gpu.uuid_conflict`` (object type ``host``, key the reporting host): a refused report that
+listed GPUs of another host (``pools.services.inventory.record_conflict``).
 
 The allocation service (``pools.services.allocation``) writes ``allocation.*`` events (object
 type ``pool``, key ``<pool>/<allocation id>``): created, released, expired (lease), reclaimed
@@ -38,6 +40,10 @@ EVENT_TYPES = [
     EventType("gpu.rail_resolved", "GPU rail resolved again", P, IN,
               description="The HCA a GPU's rail names (rail_device) is on the fabric again after its CA "
                           "node was gone (a cable pulled or flapping): the GPU's rail is set again."),
+    EventType("gpu.uuid_conflict", "GPU report of another host's GPUs", P, MI, raise_alarm=True,
+              email=True,
+              description="A host's report listed GPU UUIDs stored on another host (a misconfigured or "
+                          "hijacked agent): the report was refused and nothing moved. An operator clears it."),
     EventType("allocation.created", "GPUs allocated", P, IN,
               description="An allocation of whole GPUs, MIG slices or a shared-GPU fraction was made in a pool."),
     EventType("allocation.released", "GPUs released", P, IN,

@@ -21,12 +21,9 @@ def submit_tenant(user, pool, tenant_id: int | None) -> int:
     for, or None). Raises :class:`~scheduler.services.queue.InvalidJob` (field ``tenant``: the
     pool is another tenant's, a shared pool without a tenant, a tenant the user cannot see) and
     ``PermissionDenied`` (no operator membership of the tenant)."""
-    if pool.tenant_id is not None and tenant_id not in (None, pool.tenant_id):
-        raise InvalidJob(
-            f"pool {pool.name} is tenant {pool.tenant_id}'s, not tenant {tenant_id}'s: leave tenant out "
-            "or name the pool's own",
-            field="tenant",
-        )
+    mismatch = access.pool_tenant_mismatch(pool, tenant_id)
+    if mismatch:
+        raise InvalidJob(mismatch, field="tenant")
     tenant = pool.tenant_id or tenant_id
     if tenant is None:
         mine = access.operator_tenant_ids(user)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from django import forms
 
+from core.validators import printable_text
+
 from .choices import PriorityClass, TopologyMode
 from .locality import TIER_NAMES
 from .services.queue import MAX_COUNT, MAX_TIME_LIMIT_S, JobSpec
@@ -17,7 +19,7 @@ class JobForm(forms.Form):
     """A whole-GPU job: ``pool`` is one of ``pools`` (the user's visible pools), ``tenant`` is
     needed for a shared pool when the user operates several tenants (one of ``tenants``)."""
 
-    name = forms.CharField(max_length=128, initial="job")
+    name = forms.CharField(max_length=128, initial="job", validators=[printable_text])
     pool = forms.TypedChoiceField(coerce=int)
     tenant = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
     count = forms.IntegerField(min_value=1, max_value=MAX_COUNT, initial=8, label="GPUs")

@@ -21,6 +21,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from core.validators import printable_text
 from fabric.models import Partition
 from pools.models import Allocation, Pool, Tenant
 
@@ -74,7 +75,7 @@ class Job(models.Model):
     tenant's. The secret is write-only in the API.
     """
 
-    name = models.CharField(max_length=128)
+    name = models.CharField(max_length=128, validators=[printable_text])
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="jobs")
     pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="jobs")
     owner = models.ForeignKey(

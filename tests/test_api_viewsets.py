@@ -43,7 +43,17 @@ from accounts.tokens import check_key, create_token
 from devices.models import Device, Interface, Neighbour, Sensor
 from events.models import Alarm, Event, EventPolicy, HealthReport
 from fabric.choices import SMState
-from fabric.models import Fabric, Host, Link, Node, Partition, PartitionMember, Port, SubnetManager
+from fabric.models import (
+    Fabric,
+    Host,
+    Link,
+    Node,
+    Partition,
+    PartitionApply,
+    PartitionMember,
+    Port,
+    SubnetManager,
+)
 from fabric.services.ingest import import_topology_text
 from fabric.services.requests import set_node_name_map
 from pools.models import Allocation, Pool, Tenant, TenantMembership
@@ -174,6 +184,10 @@ def world(users) -> World:
     Partition.objects.create(fabric=fabric, name="Default", pkey=0x7FFF, ipoib=True, is_default=True)
     PartitionMember.objects.create(partition=partition, port_guid="0x0002c90300000010", membership="full")
     PartitionMember.objects.create(partition=partition, port_guid="0x0002c90300000011", membership="limited")
+    PartitionApply.objects.create(fabric=fabric, state="done", ok=True, result={"applies": 1})
+    PartitionApply.objects.create(
+        fabric=other, state="failed", ok=False, result={"error": "no partitions file"}
+    )
     # tenants (the viewer and the operator are members of both), a tenant pool and a shared one,
     # an active allocation and a released one (MIG slices: the world's GPUs are MIG-enabled)
     tenant = Tenant.objects.create(name="t-a", description="first")
@@ -382,13 +396,13 @@ WRITES: dict[str, Write] = {
         and list(PartitionMember.objects.filter(partition=w.partition).values_list("port_guid", "membership"))
         == [("0x0002c90300000012", "both")],
     ),
-    # no partitions file is configured for the world's fabric: the apply fails, recorded (409)
+    # an apply answers 202 with its record at once; the worker runs it after commit
     "fabric-api:partition-apply POST": Write(
-        409,
+        202,
         body=lambda w: {"fabric": w.fabric.pk},
-        check=lambda w, b: b["ok"] is False
-        and "no partitions file configured" in b["error"]
-        and Partition.objects.get(pk=w.partition.pk).applied_state == "failed",
+        check=lambda w, b: b["state"] == "queued"
+        and PartitionApply.objects.get(pk=b["id"]).fabric_id == w.fabric.pk
+        and b["url"].endswith(f"/api/fabric/partition-applies/{b['id']}/"),
     ),
     "fabric-api:partition-import-file POST": Write(
         201,
@@ -896,3 +910,82 @@ def test_list_filters_match_the_database(route, world, admin):
             assert {r["id"] for r in body["results"]} == expected, (name, value)
             narrowed += len(expected) < total
     assert narrowed, f"{route.id}: no filter value selected fewer than all rows; vary the world's rows"
+
+
+# --- rows, not only status codes: a tenant user sees none of another tenant's rows (issue 22) ----
+
+#: How a row of a listed model belongs to a tenant (a lookup giving the tenant id, None for a
+#: fabric-wide row). A listed model with a relation to tenants, pools, allocations or jobs must be
+#: here (:func:`test_every_listed_model_with_tenant_data_says_whose_rows_they_are`).
+TENANT_OF = {
+    "pools.Tenant": ["pk"],
+    "pools.Pool": ["tenant_id"],
+    "pools.Allocation": ["tenant_id"],
+    "scheduler.Job": ["tenant_id"],
+    "scheduler.JobDecision": ["job__tenant_id"],
+    "events.Event": ["tenant_id"],
+    "fabric.Partition": ["pool__tenant_id", "job__tenant_id"],
+    "fabric.Fabric": [],  # a fabric's pools are listed by the pools API, not in the fabric's row
+    "auth.User": [],  # Admin only
+}
+_TENANT_MODELS = {"pools.Tenant", "pools.Pool", "pools.Allocation", "scheduler.Job", "pools.TenantMembership"}
+
+
+def _tenant_user(name: str, tenant) -> APIClient:
+    user = get_user_model().objects.create_user(name)
+    set_role(user, "viewer")
+    TenantMembership.objects.create(tenant=tenant, user=user, role="viewer")
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def test_every_listed_model_with_tenant_data_says_whose_rows_they_are():
+    for route in LIST_ROUTES:
+        model = route.viewset.queryset.model
+        related = {
+            f.related_model._meta.label
+            for f in model._meta.get_fields()
+            if getattr(f, "related_model", None) is not None
+        }
+        if related & _TENANT_MODELS:
+            assert model._meta.label in TENANT_OF, f"{route.id}: say in TENANT_OF whose rows these are"
+
+
+@pytest.mark.parametrize("route", LIST_ROUTES, ids=lambda r: r.id)
+def test_a_tenant_user_sees_none_of_another_tenants_rows(route, world, admin):
+    """Two tenant users (a Viewer of t-a only, one of t-b only): every row each may list is
+    fabric-wide or their own tenant's, and for a model with tenant data each tenant has rows the
+    other does not see (so the check can fail). Fabric-wide staff (the world's Admin) see both."""
+    model = route.viewset.queryset.model
+    lookups = TENANT_OF.get(model._meta.label, [])
+    # t-b gets a pool and a job (and its decision) of its own beside the world's t-a ones
+    pool_b = Pool.objects.create(name="p-b", tenant=world.other_tenant, quota_gpus=2)
+    submit(JobSpec(name="job-b", pool_id=pool_b.pk, count=1), user=world.users["admin"])
+    run_pass()
+    if model is Partition:  # each tenant's pool gets its PKey (a partition pool_<id>)
+        from pools.services.partitions import set_pool_pkey
+
+        for n, tenant in enumerate((world.tenant, world.other_tenant)):
+            pool = Pool.objects.create(name=f"p-pkey-{n}", tenant=tenant, fabric=world.fabric)
+            set_pool_pkey(pool, 0x0A01 + n)
+    users = {world.tenant.pk: _tenant_user("only-a", world.tenant),
+             world.other_tenant.pk: _tenant_user("only-b", world.other_tenant)}  # fmt: skip
+    url = url_of(route, world)
+    all_rows = {r["id"] for r in admin.get(url, {"limit": 1000}).json()["results"]}
+    owner: dict[int, int | None] = {}
+    for lookup in lookups:
+        for pk, tenant_id in model._default_manager.filter(pk__in=all_rows).values_list("pk", lookup):
+            owner[pk] = owner.get(pk) or tenant_id
+    for tenant_id, client in users.items():
+        resp = client.get(url, {"limit": 1000})
+        if resp.status_code == 403:  # an Admin-only list: no rows at all
+            continue
+        assert resp.status_code == 200, (route.id, resp.status_code)
+        seen = {r["id"] for r in resp.json()["results"]}
+        foreign = {pk for pk in seen if owner.get(pk) not in (None, tenant_id)}
+        assert not foreign, (
+            f"{route.id}: tenant {tenant_id}'s user sees rows {sorted(foreign)} of another tenant"
+        )
+    if lookups:  # the world gives both tenants rows here, visible to the Admin
+        assert {owner.get(pk) for pk in all_rows} >= set(users), (route.id, owner)

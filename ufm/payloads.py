@@ -31,14 +31,15 @@ from django.conf import settings
 from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
+from core.cache import get_or_compute
 from events.choices import SEVERITY_RANK, Category, Severity
 from events.models import Alarm, Event
 from events.registry import get as event_type
+from events.scoping import scope_events
 from fabric.choices import Membership, NodeType, PhysState, PortState
 from fabric.keys import port_key
 from fabric.models import Discovery, Fabric, Link, Node, Partition, Port
 from fabric.parsers.partitions import DEFAULT_PKEY, KEYWORDS
-from weft.cache import get_or_compute
 
 from .inputs import mtu_limit_of, pkey_text, rate_limit_of, ufm_guid
 
@@ -397,10 +398,15 @@ def _category(code: str, category: str) -> str:
 
 
 def events(fabric: Fabric, *, severity: str | None = None, object_name: str | None = None,
-           type_: str | None = None, category: str | None = None, limit: int = EVENT_LIMIT) -> list[dict]:  # fmt: skip
+           type_: str | None = None, category: str | None = None, limit: int = EVENT_LIMIT,
+           user=None) -> list[dict]:  # fmt: skip
     """The newest ``limit`` events of ``fabric`` as UFM event objects, newest first; filters as
-    UFM's (``severity`` by UFM's name, ``object_name``, ``type`` the event code, ``category``)."""
+    UFM's (``severity`` by UFM's name, ``object_name``, ``type`` the event code, ``category``);
+    with ``user``, only the events that user may read (``events.scoping``: a tenant member does
+    not see another tenant's job and allocation events)."""
     rows = Event.objects.filter(fabric=fabric)
+    if user is not None:
+        rows = scope_events(rows, user)
     if severity:
         rows = rows.filter(severity=severity.strip().lower())
     if object_name:
@@ -498,7 +504,7 @@ def smconf(fabric: Fabric, *, secrets: bool) -> dict:
     out: dict = {"subnet_prefix": fabric.subnet_prefix or "0xfe80000000000000"}
     if not secrets:
         return out
-    path = getattr(settings, "WEFT_OPENSM_CONF", "")
+    path = settings.WEFT_OPENSM_CONF
     text = ""
     if path:
         try:

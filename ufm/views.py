@@ -193,6 +193,7 @@ class EventsView(UfmView):
                 object_name=q.get("object_name"),
                 type_=q.get("type"),
                 category=q.get("category"),
+                user=request.user,
             )  # fmt: skip
         )
 

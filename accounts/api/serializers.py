@@ -4,6 +4,8 @@ from django.core.validators import EmailValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core.validators import printable_text
+
 from ..models import ApiToken, AuditEntry
 from ..roles import Role, role_of, set_role
 
@@ -138,7 +140,9 @@ class TokenRequestSerializer(serializers.Serializer):
 
     username = serializers.CharField(required=False, max_length=150)
     password = serializers.CharField(required=False, max_length=4096, trim_whitespace=False)
-    name = serializers.CharField(required=False, allow_blank=True, max_length=100, default="")
+    name = serializers.CharField(
+        required=False, allow_blank=True, max_length=100, default="", validators=[printable_text]
+    )
 
     def validate(self, attrs):
         if ("username" in attrs) != ("password" in attrs):

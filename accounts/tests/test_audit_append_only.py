@@ -1,6 +1,6 @@
 """The audit log is append-only for everyone: no ORM path, admin page or API call changes or
-deletes an entry; on PostgreSQL a trigger refuses it in SQL too. Deleting a user only unlinks their
-entries (the user name stays)."""
+deletes an entry; in SQL too, triggers refuse it (PostgreSQL: UPDATE, DELETE and TRUNCATE; SQLite:
+UPDATE and DELETE). Deleting a user only unlinks their entries (the user name stays)."""
 
 from __future__ import annotations
 
@@ -96,3 +96,56 @@ def test_postgresql_trigger_refuses_sql_update_and_delete(people, entry):
         cursor.execute("UPDATE accounts_auditentry SET user_id = NULL WHERE id = %s", [entry.pk])
     kept = AuditEntry.objects.get(pk=entry.pk)
     assert (kept.user_id, kept.username, kept.action) == (None, "ada", "fabric.delete")
+
+
+def _raw(sql: str, params=()) -> None:
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def test_sql_that_bypasses_the_orm_cannot_rewrite_or_delete_on_either_database(people, entry):
+    """SQLite (unit tests) and PostgreSQL (integration) alike: a raw UPDATE or DELETE is refused;
+    the ``user_id → NULL`` of a user's deletion is the one change let through."""
+    for sql in (
+        "DELETE FROM accounts_auditentry WHERE id = %s",
+        "DELETE FROM accounts_auditentry",
+        "UPDATE accounts_auditentry SET action = 'x' WHERE id = %s",
+        "UPDATE accounts_auditentry SET changes = '{}' WHERE id = %s",
+        "UPDATE accounts_auditentry SET user_id = NULL, username = 'x' WHERE id = %s",
+    ):
+        with pytest.raises(DatabaseError, match="append-only"):
+            _raw(sql, [entry.pk] if "%s" in sql else [])
+    _raw("UPDATE accounts_auditentry SET user_id = NULL WHERE id = %s", [entry.pk])
+    kept = AuditEntry.objects.get(pk=entry.pk)
+    assert (kept.user_id, kept.username, kept.action) == (None, "ada", "fabric.delete")
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_postgresql_refuses_truncate_of_the_audit_log(people, entry):
+    """``TRUNCATE`` does not fire row triggers: a statement-level one refuses it, also when it
+    comes through a ``TRUNCATE auth_user CASCADE`` (committed rows, as in production: a TRUNCATE
+    in the transaction that inserted them is refused by PostgreSQL for pending FK checks)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("TRUNCATE is PostgreSQL's")
+    for sql in ("TRUNCATE accounts_auditentry", "TRUNCATE accounts_auditentry RESTART IDENTITY CASCADE",
+                "TRUNCATE auth_user CASCADE"):  # fmt: skip
+        with pytest.raises(DatabaseError, match="append-only: TRUNCATE refused"):
+            _raw(sql)
+    assert AuditEntry.objects.filter(pk=entry.pk, action="fabric.delete").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_test_flush_still_empties_the_audit_log(people):
+    """The flush between transactional tests sets the triggers aside in its own transaction
+    (``conftest.py``): this test leaves an entry, and the next transactional test starts empty."""
+    audit.record("fabric.delete", people.vic, {"name": ["lab", None]}, user=people.ada)
+    assert AuditEntry.objects.filter(action="fabric.delete").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_test_flush_still_empties_the_audit_log_after(people):
+    assert not AuditEntry.objects.filter(action="fabric.delete").exists()
+    audit.record("fabric.delete", people.vic, {"name": ["lab", None]}, user=people.ada)
+    with pytest.raises(DatabaseError, match="append-only"):  # and the triggers are back
+        _raw("DELETE FROM accounts_auditentry")

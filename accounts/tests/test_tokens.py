@@ -94,10 +94,41 @@ def test_expired_token_is_401(people, api):
 
 
 def test_token_of_an_inactive_user_is_401(people, api):
+    """A token that outlived its user's deactivation (a queryset ``update()``, which revokes
+    nothing) still does not authenticate."""
     key = issue(api(people.vic))["token"]
-    people.vic.is_active = False
-    people.vic.save(update_fields=["is_active"])
+    get_user_model().objects.filter(pk=people.vic.pk).update(is_active=False)
     assert_401(with_token(key).get(ME), "User inactive or deleted.")
+
+
+@pytest.mark.parametrize("how", ["api", "page", "save"])
+def test_deactivation_revokes_tokens_and_reactivation_does_not_bring_them_back(people, api, client, how):
+    keys = [issue(api(people.vic))["token"] for _ in range(2)]
+    other = issue(api(people.olga))["token"]
+    if how == "api":
+        r = api(people.ada).patch(
+            f"/api/accounts/users/{people.vic.pk}/", {"is_active": False}, format="json"
+        )
+        assert r.status_code == 200, r.content
+    elif how == "page":
+        client.force_login(people.ada)
+        r = client.post(f"/accounts/users/{people.vic.pk}/", {"op": "deactivate"})
+        assert r.status_code in (200, 302), r.content
+    else:
+        people.vic.is_active = False
+        people.vic.save()
+    assert not ApiToken.objects.filter(user=people.vic).exists()
+    entry = AuditEntry.objects.get(action="user.token.revoke")
+    assert entry.changes["reason"] == "user deactivated" and len(entry.changes["tokens"]) == 2
+    vic = get_user_model().objects.get(pk=people.vic.pk)
+    vic.is_active = True
+    vic.save()
+    for key in keys:
+        assert_401(with_token(key).get(ME), "Invalid token.")
+    assert with_token(other).get(ME).status_code == 200
+    # saving an inactive user again (or an active one) revokes nothing more
+    vic.save()
+    assert AuditEntry.objects.filter(action="user.token.revoke").count() == 1
 
 
 def test_owner_lists_and_revokes_their_own_tokens_only(people, api):

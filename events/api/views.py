@@ -18,6 +18,7 @@ from .. import services
 from ..filtersets import AlarmFilterSet, EventFilterSet, EventPolicyFilterSet
 from ..models import Alarm, Event, EventPolicy, HealthReport, severity_rank
 from ..reports import run_health_report
+from ..scoping import scope_events
 from .serializers import (
     AlarmClearSerializer,
     AlarmSerializer,
@@ -57,6 +58,10 @@ class EventViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = EventFilterSet
     filter_backends = _FILTERS
     ordering_fields = ["at", "severity", "id"]
+
+    def get_queryset(self):
+        """Another tenant's events do not exist for a tenant member (``events.scoping``)."""
+        return scope_events(super().get_queryset(), self.request.user)
 
 
 class AlarmViewSet(viewsets.ReadOnlyModelViewSet):

@@ -12,9 +12,10 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.models import ApiToken
+from core.fields import FiniteFloatField, IdentityUrlField
+from core.validators import printable_text
 from fabric.api.serializers import BriefFabricSerializer, BriefHostSerializer, BriefNodeSerializer, PKeyField
 from fabric.models import Fabric, Host, Partition
-from weft.fields import FiniteFloatField, IdentityUrlField
 
 from ..choices import AllocationKind
 from ..models import (
@@ -173,6 +174,21 @@ class AgentResultSerializer(serializers.Serializer):
     rows_written = serializers.IntegerField()
 
 
+class AgentConflictItemSerializer(serializers.Serializer):
+    uuid = serializers.CharField()
+    host = serializers.CharField(help_text="the host the GPU is stored on")
+    fabric = serializers.CharField()
+    state = serializers.CharField(help_text="its allocation state")
+
+
+class AgentConflictSerializer(serializers.Serializer):
+    """A 409: the report lists GPUs stored on other hosts (``pools.services.inventory.GpuConflict``)."""
+
+    detail = serializers.CharField()
+    code = serializers.CharField()
+    conflicts = AgentConflictItemSerializer(many=True)
+
+
 class LocatedErrorSerializer(serializers.Serializer):
     """A 400: a report that does not parse (``detail``, ``field``: ``nvidia_smi_xml``/``topo``/
     ``mig``, ``line``, ``element``), or a body that does not validate (``{field: [messages]}``)."""
@@ -181,6 +197,9 @@ class LocatedErrorSerializer(serializers.Serializer):
     field = serializers.CharField(required=False)
     line = serializers.IntegerField(required=False, help_text="1-based line, 0 when unknown")
     element = serializers.CharField(required=False, help_text="XML path such as gpu[1]/fb_memory_usage/total")
+    where = serializers.CharField(
+        required=False, help_text="out of bounds: the GPU (and slice) and the value"
+    )
 
 
 class AgentRefusedSerializer(serializers.Serializer):
@@ -343,15 +362,17 @@ class PoolUsageSerializer(serializers.Serializer):
 
 class PoolPartitionSerializer(serializers.ModelSerializer):
     """The pool's partition: its PKey and what the last apply to OpenSM found (``applied_state``
-    pending / applied / drift / failed, ``applied_at``, ``drift`` ports, ``apply_error``)."""
+    pending / applied / partial / drift / failed, ``applied_status`` in words: "applied to N of M
+    members, K not verifiable", ``applied_at``, ``drift`` ports, ``apply_error``)."""
 
     url = IdentityUrlField(view_name="fabric-api:partition-detail")
     display = serializers.CharField(source="__str__", read_only=True)
+    applied_status = serializers.CharField(read_only=True)
 
     class Meta:
         model = Partition
-        fields = ["id", "url", "display", "name", "pkey", "pkey_hex", "applied_state", "applied_at", "drift",
-                  "apply_error"]  # fmt: skip
+        fields = ["id", "url", "display", "name", "pkey", "pkey_hex", "applied_state", "applied_status",
+                  "applied_at", "drift", "apply_error"]  # fmt: skip
 
 
 class PoolSerializer(serializers.ModelSerializer):
@@ -578,7 +599,9 @@ class AllocateRequestSerializer(serializers.Serializer):
     compute_pct = serializers.IntegerField(
         min_value=1, max_value=100, required=False, allow_null=True, default=None
     )
-    job = serializers.CharField(max_length=128, required=False, default="", allow_blank=True)
+    job = serializers.CharField(
+        max_length=128, required=False, default="", allow_blank=True, validators=[printable_text]
+    )
     lease_s = FiniteFloatField(
         min_value=1, max_value=366 * 86400, required=False, allow_null=True, default=None
     )

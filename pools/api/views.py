@@ -23,7 +23,7 @@ from rest_framework.views import APIView
 
 from accounts.models import ApiToken
 from accounts.roles import Role
-from fabric.api.views import BRIEF_PARAM, BriefModeMixin, ReadOnlyTopologyViewSet
+from core.api.views import BRIEF_PARAM, BriefModeMixin, ReadOnlyViewSet
 
 from .. import access, filtersets
 from ..choices import ReportSource
@@ -37,7 +37,14 @@ from ..services.allocation import (
     allocate,
     release,
 )
-from ..services.inventory import HostNotFound, ingest_gpu_report, resolve_reporting_host
+from ..services.inventory import (
+    GpuConflict,
+    HostNotFound,
+    ReportRejected,
+    ingest_gpu_report,
+    record_conflict,
+    resolve_reporting_host,
+)
 from . import serializers
 from .permissions import AgentReportPermission
 
@@ -47,7 +54,7 @@ _BRIEF = extend_schema_view(
 
 
 @_BRIEF
-class GpuViewSet(ReadOnlyTopologyViewSet):
+class GpuViewSet(ReadOnlyViewSet):
     """GPUs of the hosts (present and missing), with their MIG slices and rail HCA."""
 
     queryset = Gpu.objects.with_host().prefetch_related(
@@ -60,7 +67,7 @@ class GpuViewSet(ReadOnlyTopologyViewSet):
 
 
 @_BRIEF
-class MigSliceViewSet(ReadOnlyTopologyViewSet):
+class MigSliceViewSet(ReadOnlyViewSet):
     """MIG slices (a compute instance of a GPU instance) of every GPU."""
 
     queryset = MigSlice.objects.select_related("gpu")
@@ -71,7 +78,7 @@ class MigSliceViewSet(ReadOnlyTopologyViewSet):
 
 
 @_BRIEF
-class HostInventoryViewSet(ReadOnlyTopologyViewSet):
+class HostInventoryViewSet(ReadOnlyViewSet):
     """Hosts that reported GPUs: last report, driver, HCAs seen by the agent, GPUs."""
 
     queryset = HostInventory.objects.select_related("host", "host__fabric").prefetch_related("host__gpus")
@@ -88,8 +95,10 @@ class AgentReportView(APIView):
     ``WEFT_AGENT_MAX_BODY_BYTES`` (by its Content-Length, before it is parsed); 400 for a body
     that does not validate; 404 for a host Weft does not know; 403 when the token may not report
     for that host (``pools.services.agents``); 400 located for nvidia-smi output that does not
-    parse; else the report is stored (and an agent token's first report binds it to the host, in
-    the same transaction).
+    parse or is out of bounds (``pools.services.inventory.check_bounds``); 409 when it lists GPUs
+    stored on another host (nothing written; audited and alarmed, ``record_conflict``); else the
+    report is stored (and an agent token's first report binds it to the host, in the same
+    transaction).
     """
 
     permission_classes = [AgentReportPermission]
@@ -107,6 +116,9 @@ class AgentReportView(APIView):
                 description="not allowed to post reports, or this token is bound to other hosts",
             ),
             404: OpenApiResponse(description="no such host: discover the host's fabric first"),
+            409: OpenApiResponse(
+                serializers.AgentConflictSerializer, description="the report lists GPUs of another host"
+            ),
             413: OpenApiResponse(
                 serializers.AgentRefusedSerializer, description="body above WEFT_AGENT_MAX_BODY_BYTES"
             ),
@@ -149,6 +161,17 @@ class AgentReportView(APIView):
                 )
         except agents.AgentRefused as exc:
             return _not_bound(exc)
+        except ReportRejected as exc:
+            return Response(
+                {"detail": str(exc), "field": exc.field, "where": exc.where},
+                status=status.HTTP_400_BAD_REQUEST,
+            )
+        except GpuConflict as exc:
+            record_conflict(exc, source=ReportSource.AGENT, user=request.user)
+            return Response(
+                {"detail": str(exc), "code": "gpu_conflict", "conflicts": exc.conflicts},
+                status=status.HTTP_409_CONFLICT,
+            )
         return Response(summary)
 
 
@@ -341,6 +364,9 @@ class AllocationViewSet(TenantScopedMixin, BriefModeMixin, viewsets.ReadOnlyMode
         pool = access.scope_pools(Pool.objects.all(), request.user).filter(pk=v["pool"]).first()
         if pool is None:
             raise NotFound(f"no pool {v['pool']}")
+        mismatch = access.pool_tenant_mismatch(pool, v["tenant"])
+        if mismatch:
+            return _refusal(InvalidRequest(mismatch, field="tenant"))
         tenant_id = pool.tenant_id or v["tenant"]
         if tenant_id is None:
             mine = access.operator_tenant_ids(request.user)

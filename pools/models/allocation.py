@@ -20,6 +20,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from core.validators import printable_text
 from fabric.models import Fabric, Partition
 
 from ..choices import AllocationKind, AllocationState, OnFault, TenantRole
@@ -33,8 +34,8 @@ class Tenant(models.Model):
     replaced or failed (``scheduler.services.faults``); ``webhook_url``/``webhook_secret``: a
     signed webhook for its jobs' state changes (``outbound``; a job's own URL wins)."""
 
-    name = models.CharField(max_length=64, unique=True)
-    description = models.CharField(max_length=200, blank=True)
+    name = models.CharField(max_length=64, unique=True, validators=[printable_text])
+    description = models.CharField(max_length=200, blank=True, validators=[printable_text])
     contacts = models.JSONField(
         default=list, blank=True, help_text="e-mail addresses told when the tenant's jobs are degraded, requeued, "
         "replaced or failed",
@@ -98,8 +99,8 @@ class Pool(models.Model):
     ``scheduler.services.faults``).
     """
 
-    name = models.CharField(max_length=64, unique=True)
-    description = models.CharField(max_length=200, blank=True)
+    name = models.CharField(max_length=64, unique=True, validators=[printable_text])
+    description = models.CharField(max_length=200, blank=True, validators=[printable_text])
     tenant = models.ForeignKey(
         Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="pools",
         help_text="owning tenant; empty for a pool shared by every tenant",
@@ -190,7 +191,12 @@ class Allocation(models.Model):
         on_delete=models.SET_NULL,
         related_name="gpu_allocations",
     )
-    job = models.CharField(max_length=128, blank=True, help_text="job reference (scheduler, Slurm id)")
+    job = models.CharField(
+        max_length=128,
+        blank=True,
+        validators=[printable_text],
+        help_text="job reference (scheduler, Slurm id)",
+    )
     state = models.CharField(max_length=10, choices=AllocationState.choices, default=AllocationState.ACTIVE)
     count = models.PositiveIntegerField(help_text="GPUs or slices held (1 for a fraction)")
     mig_profile = models.CharField(max_length=32, blank=True, help_text="MIG profile asked for, e.g. 1g.10gb")

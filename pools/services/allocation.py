@@ -69,10 +69,10 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from accounts import audit
+from core.bulk import create_objects, insert_rows
+from core.realtime import group_name, publish
 from events.services import EventSpec, record_events
 from fabric.models import Fabric, Host
-from fabric.services.bulk import create_objects, insert_rows
-from weft.realtime import group_name, publish
 
 from ..choices import HOLDING_STATES, AllocationKind, AllocationState, GpuState
 from ..models import Allocation, AllocationItem, Gpu, MigSlice, Pool, Tenant
@@ -323,6 +323,7 @@ def _created_event(
         f"{' (borrowed)' if alloc.borrowed else ''}",
         details={"allocation": alloc.pk, "tenant": tenant_id, "kind": alloc.kind, "count": alloc.count,
                  "gpus": gpu_ids, "borrowed": alloc.borrowed, "reclaimed": reclaimed_ids},
+        tenant_id=alloc.tenant_id,
     )  # fmt: skip
 
 
@@ -972,7 +973,7 @@ def _end(alloc: Allocation, state: str, now, user, *, reason: str) -> None:
     record_events(Fabric(pk=fabric_id) if fabric_id else None, [EventSpec(
         code=_END_EVENT[state], object_type="pool", object_key=f"{alloc.pool.name}/{alloc.pk}", object_repr=str(alloc),
         message=f"{alloc.pool.name}: allocation {alloc.pk} {state} ({reason})",
-        details={"allocation": alloc.pk, "gpus": gpu_ids, "reason": reason},
+        details={"allocation": alloc.pk, "gpus": gpu_ids, "reason": reason}, tenant_id=alloc.tenant_id,
     )], at=now)  # fmt: skip
     audit.record(f"allocation.{state}", alloc,
                  {"state": [before, state], "gpus": gpu_ids, "reason": reason, **_remarked(remarked)},

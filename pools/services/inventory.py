@@ -4,8 +4,17 @@ Rules (issue 11, "Inventory"):
 
 * one transaction: the host row is locked (``select_for_update``) so two reports of one host
   queue; its GPUs and slices are locked too, in pk order (the order the allocation service uses).
-* GPUs are matched by UUID (a GPU moved to another host moves its row); MIG slices by (GPU,
-  GPU-instance id, compute-instance id).
+* GPUs are matched by UUID; MIG slices by (GPU, GPU-instance id, compute-instance id).
+* a report describes its own host only (issue 22): a reported UUID that is stored on another host
+  is a conflict, never a move. The whole report is refused (:class:`GpuConflict`, HTTP 409) and
+  nothing of it is written; :func:`record_conflict` then audits it (``gpu.conflict``) and writes a
+  ``gpu.uuid_conflict`` event (an alarm on the reporting host) in a transaction of its own. A GPU
+  that really moved is moved by an operator at the shell (``manage.py import_gpus --move``,
+  ``allow_moves=True``).
+* bounded (:class:`ReportRejected`, HTTP 400, nothing written): at most
+  ``WEFT_GPUS_PER_REPORT_MAX`` GPUs in one report, at most ``WEFT_GPUS_PER_HOST_MAX`` GPU rows kept
+  on one host (present and missing), and every number within its column's range (a memory of
+  10^30 MiB is the agent's mistake, not a database error).
 * idempotent: an unchanged report writes no GPU or slice row and no event (``rows_written`` 0);
   the :class:`~pools.models.HostInventory` row (report time, warnings) and the audit entry are
   still written, as a Discovery is for an unchanged rediscovery.
@@ -19,7 +28,7 @@ Rules (issue 11, "Inventory"):
   the agent's HCA list (device → node GUID) when given, else the CA NodeDescription
   ``"<host> <device>"`` (``fabric.services.derive.host_from_description``).
 * ``pools.signals.inventory_committed`` is sent on commit, and ``inventory.changed`` is published
-  to ``weft.realtime.group_name("gpus", fabric_id)``.
+  to ``core.realtime.group_name("gpus", fabric_id)``.
 
 Rails lost to the topology (:func:`resolve_lost_rails`): a CA node that loses its last link (a
 cable pulled or flapping) is deleted by the discovery ingest and ``Gpu.rail_node`` goes NULL with
@@ -31,18 +40,22 @@ it (``on_delete=SET_NULL``) while ``rail_device`` stays. When a later discovery 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.db.backends.base.operations import BaseDatabaseOperations
 from django.utils import timezone
 
 from accounts import audit
+from core.realtime import group_name, publish
+from events.engine import process_pending_events
 from events.services import EventSpec, record_events
 from fabric.choices import NodeType
 from fabric.guid import normalize_guid
 from fabric.models import Host, Node
-from weft.realtime import group_name, publish
 
 from ..models import Gpu, HostInventory, MigSlice
 from ..parsers.records import GpuRecord, GpuReport
@@ -76,12 +89,42 @@ _SLICE_FIELDS = (
     "memory_total_mib",
     "sm_count",
 )
+log = logging.getLogger(__name__)
 #: a temporary index while GPUs swap indexes (the present (host, index) pair is unique)
 _TEMP_INDEX = 30000
 
 
 class HostNotFound(LookupError):
     """No host (or several) of that name; the message says which and where to look."""
+
+
+class ReportRejected(ValueError):
+    """A report outside the bounds (too many GPUs, a number out of its column's range): HTTP 400.
+
+    ``field`` names the report's field (``nvidia_smi_xml``), ``where`` the GPU/slice and value."""
+
+    def __init__(self, message: str, *, field: str = "nvidia_smi_xml", where: str = ""):
+        super().__init__(message)
+        self.field = field
+        self.where = where
+
+
+class GpuConflict(Exception):
+    """Reported GPU UUIDs that are stored on other hosts (HTTP 409; nothing of the report is
+    written). ``host`` is the reporting host, ``conflicts`` ``[{"uuid", "host", "fabric",
+    "state"}]`` the GPUs as stored. Record it with :func:`record_conflict` once the caller's
+    transaction is over."""
+
+    def __init__(self, host: Host, conflicts: list[dict[str, Any]]):
+        self.host = host
+        self.conflicts = conflicts
+        others = sorted({f"{c['host']} ({c['fabric']})" for c in conflicts})
+        super().__init__(
+            f"{len(conflicts)} reported GPU(s) belong to another host ({', '.join(others)}): "
+            f"{', '.join(c['uuid'] for c in conflicts[:8])}{' …' if len(conflicts) > 8 else ''}. "
+            f"A report describes its own host only; a GPU that really moved is moved by an operator "
+            f"(manage.py import_gpus --move)"
+        )
 
 
 @dataclass
@@ -120,15 +163,24 @@ def ingest_gpu_report(
     source: str,
     hcas: list[dict[str, Any]] | None = None,
     user=None,
+    allow_moves: bool = False,
 ) -> dict[str, Any]:
     """Store ``report`` as the GPUs of ``host``; return the summary ``{"host", "fabric", "gpus"
     (present), "mig_slices" (present), "warnings" ([{"where", "message"}]), "added", "missing",
     "returned", "changed", "rows_written"}``.
 
     ``source``: :class:`pools.choices.ReportSource` value; ``hcas``: the agent's local HCAs (see
-    :class:`~pools.models.HostInventory`). Raises nothing of its own; database errors roll the
-    whole report back.
+    :class:`~pools.models.HostInventory`); ``allow_moves``: a reported UUID stored on another host
+    moves to this one (an operator's ``import_gpus --move``; never for a host agent).
+
+    Raises:
+        ReportRejected: above ``WEFT_GPUS_PER_REPORT_MAX``/``WEFT_GPUS_PER_HOST_MAX``, or a number
+            outside its column (nothing written).
+        GpuConflict: a reported UUID is stored on another host and ``allow_moves`` is off (nothing
+            written; the caller records it with :func:`record_conflict`).
+    Database errors roll the whole report back.
     """
+    check_bounds(report)
     now = timezone.now()
     tally = _Tally()
     events: list[EventSpec] = []
@@ -141,8 +193,23 @@ def ingest_gpu_report(
         stored = {g.uuid: g for g in Gpu.objects.select_for_update().filter(host=host).order_by("pk")}
         moved = {
             g.uuid: g
-            for g in Gpu.objects.select_for_update().filter(uuid__in=uuids).exclude(host=host).order_by("pk")
+            for g in Gpu.objects.select_for_update()
+            .filter(uuid__in=uuids)
+            .exclude(host=host)
+            .select_related("host__fabric")
+            .order_by("pk")
         }
+        if moved and not allow_moves:
+            raise GpuConflict(host, [
+                {"uuid": g.uuid, "host": g.host.name, "fabric": g.host.fabric.name, "state": g.state}
+                for g in moved.values()
+            ])  # fmt: skip
+        new_rows = sum(1 for u in uuids if u not in stored and u not in moved)
+        if new_rows and len(stored) + new_rows > settings.WEFT_GPUS_PER_HOST_MAX:
+            raise ReportRejected(
+                f"{host.name} would keep {len(stored) + new_rows} GPU rows ({len(stored)} stored, "
+                f"{new_rows} new), above WEFT_GPUS_PER_HOST_MAX={settings.WEFT_GPUS_PER_HOST_MAX}"
+            )
         # GPUs no longer reported: kept, marked missing (the allocation state stays)
         for uuid, gpu in stored.items():
             if uuid not in uuids and gpu.missing_since is None:
@@ -243,6 +310,77 @@ def ingest_gpu_report(
         host_id, fabric_id = host.pk, host.fabric_id
         transaction.on_commit(lambda: _after_commit(host_id, fabric_id, summary))
     return summary
+
+
+#: numeric record fields → the model column whose range bounds them
+_GPU_NUMBERS = ("index", "minor_number", "memory_total_mib", "memory_reserved_mib", "numa_node")
+_SLICE_NUMBERS = ("gpu_instance_id", "compute_instance_id", "mig_index", "profile_id", "placement_start",
+                  "placement_size", "memory_total_mib", "sm_count")  # fmt: skip
+
+
+def _column_range(model, name: str) -> tuple[int, int]:
+    """The portable range of an integer column (Django's ranges of the backends: PostgreSQL's
+    smallint/integer, the positive ones from 0), whatever database runs now."""
+    field = model._meta.get_field(name)
+    low, high = BaseDatabaseOperations.integer_field_ranges[field.get_internal_type()]
+    if field.get_internal_type().startswith("Positive"):
+        low = 0
+    return low, high
+
+
+def check_bounds(report: GpuReport) -> None:
+    """Refuse a report outside the bounds (module docstring) before anything is locked.
+
+    Raises:
+        ReportRejected: the first value out of bounds, located (``gpu[i] <uuid> <field>=<value>``).
+    """
+    limit = settings.WEFT_GPUS_PER_REPORT_MAX
+    if len(report.gpus) > limit:
+        raise ReportRejected(
+            f"the report lists {len(report.gpus)} GPUs, above WEFT_GPUS_PER_REPORT_MAX={limit}"
+        )
+    seen: set[str] = set()
+    for i, g in enumerate(report.gpus):
+        if g.uuid in seen:
+            raise ReportRejected(f"gpu[{i}]: UUID {g.uuid} is listed twice", where=f"gpu[{i}]")
+        seen.add(g.uuid)
+        checks = [(Gpu, f, getattr(g, f), f"gpu[{i}] {g.uuid}") for f in _GPU_NUMBERS]
+        checks += [
+            (MigSlice, f, getattr(m, f), f"gpu[{i}] {g.uuid} mig[{j}]")
+            for j, m in enumerate(g.mig_devices)
+            for f in _SLICE_NUMBERS
+        ]
+        for model, name, value, where in checks:
+            if value is None:
+                continue
+            low, high = _column_range(model, name)
+            if name == "index":
+                high = _TEMP_INDEX - 1
+            if not isinstance(value, int) or not low <= value <= high:
+                raise ReportRejected(
+                    f"{where}: {name} = {value} is outside {low}..{high}", where=f"{where} {name}"
+                )
+
+
+def record_conflict(exc: GpuConflict, *, source: str, user=None) -> None:
+    """Audit a refused report (``gpu.conflict``: the UUIDs and the hosts holding them) and write a
+    ``gpu.uuid_conflict`` event on the reporting host (an alarm, see ``pools.event_types``), in a
+    transaction of its own (call it after the refused report's transaction rolled back); the alarm
+    is raised at once (``events.engine.process_pending_events``), not at the minute flush. A
+    failure to raise it is logged: the audit entry and the event are stored."""
+    host = exc.host
+    with transaction.atomic():
+        audit.record("gpu.conflict", host, {"source": source, "conflicts": exc.conflicts}, user=user)
+        record_events(host.fabric, [EventSpec(
+            code="gpu.uuid_conflict", object_type="host", object_key=host.name, object_repr=host.name,
+            message=f"{host.name} reported {len(exc.conflicts)} GPU(s) of other hosts "
+                    f"({', '.join(sorted({c['host'] for c in exc.conflicts}))}); the report was refused",
+            details={"source": source, "conflicts": exc.conflicts[:64]},
+        )])  # fmt: skip
+    try:
+        process_pending_events(host.fabric_id)
+    except Exception:
+        log.exception("could not raise the GPU conflict alarm of %s", host.name)
 
 
 def _after_commit(host_id: int, fabric_id: int, summary: dict) -> None:

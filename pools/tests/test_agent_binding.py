@@ -133,19 +133,18 @@ def test_operator_token_is_free_until_an_admin_binds_it(base_fabric, users, admi
     key = create_token(users["operator"], "script", actor=users["operator"])
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key.key}")
+
+    def own(host: str) -> dict:  # each host its own GPUs (another host's UUIDs are a 409)
+        return _body(host=host, topo="", nvidia_smi_xml=XML.replace("GPU-", f"GPU-{host}-"))
+
     for host in ("host001", "host002", "host001"):
-        assert client.post("/api/pools/agent/", _body(host=host, topo=""), format="json").status_code == 200
+        assert client.post("/api/pools/agent/", own(host), format="json").status_code == 200
     assert not AgentBinding.objects.exists()
     admin.patch(f"/api/pools/agent-tokens/{key.token.pk}/", {"hosts": [_host("host001").pk]}, format="json")
-    r = client.post("/api/pools/agent/", _body(host="host002", topo=""), format="json")
+    r = client.post("/api/pools/agent/", own("host002"), format="json")
     assert r.status_code == 403 and r.json()["code"] == "host_not_bound"
     # a signed-in Operator (a session, no token) posts for any host
-    assert (
-        client_for("operator")
-        .post("/api/pools/agent/", _body(host="host002", topo=""), format="json")
-        .status_code
-        == 200
-    )
+    assert client_for("operator").post("/api/pools/agent/", own("host002"), format="json").status_code == 200
 
 
 def test_agent_signed_in_without_a_token_is_refused(agent):
@@ -217,3 +216,93 @@ def test_malformed_xml_is_a_located_400_and_no_traceback(agent, caplog, xml, whe
     assert (r.json()["field"], r.json()["line"], r.json()["element"]) == where
     assert not Gpu.objects.exists() and not AgentBinding.objects.exists()
     assert not _tracebacks(caplog)
+
+
+# --- a report describes its own host only (issue 22) ----------------------------------------------
+
+
+def _xml(uuids: list[str], total: str = "81559 MiB") -> str:
+    gpus = "".join(
+        f'<gpu id="00000000:{i + 7:02x}:00.0"><product_name>NVIDIA H100</product_name><uuid>{u}</uuid>'
+        f"<minor_number>{i}</minor_number><fb_memory_usage><total>{total}</total><used>4 MiB</used>"
+        f"</fb_memory_usage><gpu_recovery_action>None</gpu_recovery_action></gpu>"
+        for i, u in enumerate(uuids)
+    )
+    return (f'<?xml version="1.0" ?>\n<nvidia_smi_log><driver_version>550.54</driver_version>'
+            f"<attached_gpus>{len(uuids)}</attached_gpus>{gpus}</nvidia_smi_log>\n")  # fmt: skip
+
+
+def test_a_report_listing_another_hosts_gpus_is_a_409_conflict_never_a_move(agent, operator, caplog):
+    """host001's agent posts its own 2 GPUs plus host002's 2: refused, audited, alarmed; host002's
+    GPUs stay where they are, and nothing of the report is written (not even host001's part)."""
+    from events.models import Alarm, Event
+
+    mine, theirs = ["GPU-h1-0", "GPU-h1-1"], ["GPU-h2-0", "GPU-h2-1"]
+    r = operator.post("/api/pools/agent/", {"host": "host002", "nvidia_smi_xml": _xml(theirs)}, format="json")
+    assert r.status_code == 200, r.content
+    r = agent.post("/api/pools/agent/", {"host": "host001", "nvidia_smi_xml": _xml(mine)}, format="json")
+    assert r.status_code == 200 and AgentBinding.objects.get().host == _host("host001")
+    before = HostInventory.objects.get(host__name="host001").reported_at
+    with caplog.at_level(logging.INFO):
+        r = agent.post("/api/pools/agent/", {"host": "host001", "nvidia_smi_xml": _xml(mine + theirs)},
+                       format="json")  # fmt: skip
+    assert r.status_code == 409, r.content
+    body = r.json()
+    assert body["code"] == "gpu_conflict" and "host002 (base)" in body["detail"]
+    assert [(c["uuid"], c["host"], c["state"]) for c in body["conflicts"]] == [
+        ("GPU-h2-0", "host002", "free"), ("GPU-h2-1", "host002", "free")]  # fmt: skip
+    assert sorted(Gpu.objects.filter(uuid__in=theirs).values_list("host__name", flat=True)) == ["host002"] * 2
+    assert Gpu.objects.filter(host__name="host001").count() == 2
+    assert HostInventory.objects.get(host__name="host001").reported_at == before
+    entry = AuditEntry.objects.get(action="gpu.conflict")
+    assert entry.username == "agent-01" and entry.object_repr == "host001"
+    assert [c["uuid"] for c in entry.changes["conflicts"]] == theirs
+    event = Event.objects.get(code="gpu.uuid_conflict")
+    assert (event.object_type, event.object_key) == ("host", "host001")
+    alarm = Alarm.objects.get(code="gpu.uuid_conflict")
+    assert (alarm.object_key, alarm.state) == ("host001", "active")
+    assert not _tracebacks(caplog)
+
+
+def test_import_gpus_refuses_a_move_without_move_and_moves_with_it(base_fabric):
+    from django.core.management import CommandError, call_command
+
+    from pools.parsers import parse_gpu_report
+    from pools.services.inventory import ingest_gpu_report
+
+    ingest_gpu_report(_host("host002"), parse_gpu_report(_xml(["GPU-m"])), source="import")
+    path = __import__("pathlib").Path(__import__("tempfile").mkdtemp()) / "r.xml"
+    path.write_text(_xml(["GPU-m"]))
+    with pytest.raises(CommandError, match="belong to another host"):
+        call_command("import_gpus", str(path), "--host", "host001")
+    assert Gpu.objects.get(uuid="GPU-m").host.name == "host002"
+    call_command("import_gpus", str(path), "--host", "host001", "--move")
+    assert Gpu.objects.get(uuid="GPU-m").host.name == "host001"
+
+
+@pytest.mark.parametrize("total", ["99999999999999999999 MiB", "4294967296 MiB"])
+def test_an_absurd_memory_value_is_a_located_400(agent, caplog, total):
+    with caplog.at_level(logging.INFO):
+        r = agent.post("/api/pools/agent/", {"host": "host001", "nvidia_smi_xml": _xml(["GPU-x"], total)},
+                       format="json")  # fmt: skip
+    assert r.status_code == 400, r.content
+    assert r.json()["field"] == "nvidia_smi_xml" and r.json()["where"] == "gpu[0] GPU-x memory_total_mib"
+    assert "outside 0..2147483647" in r.json()["detail"]
+    assert not Gpu.objects.exists() and not _tracebacks(caplog)
+
+
+def test_gpus_per_report_and_per_host_are_bounded(agent, settings):
+    settings.WEFT_GPUS_PER_REPORT_MAX = 3
+    settings.WEFT_GPUS_PER_HOST_MAX = 5
+    post = lambda uuids: agent.post(  # noqa: E731
+        "/api/pools/agent/", {"host": "host001", "nvidia_smi_xml": _xml(uuids)}, format="json"
+    )
+    r = post([f"GPU-{i}" for i in range(4)])
+    assert r.status_code == 400 and "lists 4 GPUs, above WEFT_GPUS_PER_REPORT_MAX=3" in r.json()["detail"]
+    assert not Gpu.objects.exists()
+    assert post(["GPU-0", "GPU-1", "GPU-2"]).status_code == 200
+    # the old three are kept (missing): three new ones would make six rows
+    r = post(["GPU-3", "GPU-4", "GPU-5"])
+    assert r.status_code == 400 and "would keep 6 GPU rows" in r.json()["detail"]
+    assert post(["GPU-3", "GPU-4"]).status_code == 200
+    assert Gpu.objects.filter(host__name="host001").count() == 5

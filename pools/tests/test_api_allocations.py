@@ -90,3 +90,26 @@ def test_pool_config_validation_and_delete_with_active_allocations(two_tenants, 
     r = admin.delete(f"/api/pools/pools/{p_mine.pk}/")
     assert r.status_code == 409 and Pool.objects.filter(pk=p_mine.pk).exists()
     assert admin.delete(f"/api/pools/tenants/{mine.pk}/").status_code == 409
+
+
+def test_a_tenant_that_is_not_the_pools_is_a_400_on_tenant_for_allocate_and_submit(two_tenants, admin):
+    """Issue 22: allocate ignored a ``tenant`` that does not match the pool (the allocation went to
+    the pool's tenant), where job submit refused it. Both refuse it now, naming the field."""
+    from scheduler.models import Job
+
+    mine, theirs, p_mine, _, shared = two_tenants
+    r = admin.post("/api/pools/allocations/allocate/", {"pool": p_mine.pk, "count": 1, "tenant": theirs.pk},
+                   format="json")  # fmt: skip
+    assert r.status_code == 400, r.content
+    assert r.json()["field"] == "tenant" and f"not tenant {theirs.pk}'s" in r.json()["detail"]
+    r = admin.post("/api/scheduler/jobs/", {"name": "j", "pool": p_mine.pk, "count": 1, "tenant": theirs.pk},
+                   format="json")  # fmt: skip
+    assert r.status_code == 400 and "tenant" in r.json(), r.content  # {field: [message]}
+    assert not Allocation.objects.exists() and not Job.objects.exists()
+    # the pool's own tenant, or none, is accepted; a shared pool takes any tenant
+    r = admin.post("/api/pools/allocations/allocate/", {"pool": p_mine.pk, "count": 1, "tenant": mine.pk},
+                   format="json")  # fmt: skip
+    assert r.status_code == 201 and r.json()["tenant"]["name"] == "mine"
+    r = admin.post("/api/pools/allocations/allocate/", {"pool": shared.pk, "count": 1, "tenant": theirs.pk},
+                   format="json")  # fmt: skip
+    assert r.status_code == 201 and r.json()["tenant"]["name"] == "theirs"

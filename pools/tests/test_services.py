@@ -12,7 +12,7 @@ from fabric.models import Host, Node
 from pools.models import Gpu, HostInventory, MigSlice
 from pools.parsers import parse_gpu_report
 from pools.parsers.records import GpuRecord, GpuReport, MigDeviceRecord
-from pools.services.inventory import HostNotFound, find_host, ingest_gpu_report
+from pools.services.inventory import GpuConflict, HostNotFound, find_host, ingest_gpu_report
 from pools.signals import inventory_committed
 
 
@@ -117,12 +117,18 @@ def test_health_and_mig_change_events(host):
     assert Event.objects.filter(code="gpu.healthy", object_key="GPU-00000001").count() == 1
 
 
-def test_gpu_moved_to_another_host_moves_its_row(base_fabric, host):
+def test_gpu_moved_to_another_host_is_a_conflict_unless_moves_are_allowed(base_fabric, host):
     ingest_gpu_report(host, _report(1), source="import")
     other = Host.objects.get(fabric=base_fabric, name="host002")
     r = _report(1)
     r.gpus[0].rail_device = "mlx5_0"
-    ingest_gpu_report(other, r, source="import")
+    with pytest.raises(GpuConflict) as exc:
+        ingest_gpu_report(other, r, source="import")
+    assert exc.value.conflicts == [
+        {"uuid": "GPU-00000000", "host": "host001", "fabric": "base", "state": "free"}
+    ]
+    assert Gpu.objects.get(uuid="GPU-00000000").host == host and not HostInventory.objects.filter(host=other)
+    ingest_gpu_report(other, r, source="import", allow_moves=True)
     g = Gpu.objects.get(uuid="GPU-00000000")
     assert g.host == other and g.rail_node == Node.objects.get(description="host002 mlx5_0")
 

@@ -7,9 +7,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core.fields import IdentityUrlField
+from core.validators import printable_text
 from fabric.api.serializers import BriefPartitionSerializer
 from pools.api.serializers import BriefAllocationSerializer, BriefPoolSerializer, BriefTenantSerializer
-from weft.fields import IdentityUrlField
 
 from ..choices import JobKind, OnFault, PriorityClass, TopologyMode
 from ..locality import TIER_NAMES
@@ -95,7 +96,7 @@ class SubmitJobSerializer(serializers.Serializer):
     ``segment_tier`` take a tier number (0-4) or name (host, leaf, block, spine_group, fabric); an
     unknown one is refused (400 naming the field), never ignored."""
 
-    name = serializers.CharField(max_length=128)
+    name = serializers.CharField(max_length=128, validators=[printable_text])
     pool = serializers.IntegerField(min_value=1, max_value=2**62, help_text="pool id")
     tenant = serializers.IntegerField(
         min_value=1, max_value=2**62, required=False, allow_null=True, default=None,

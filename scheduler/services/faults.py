@@ -77,6 +77,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts import audit
+from core import enqueue
 from events.engine import process_pending_events
 from events.models import Alarm
 from fabric.choices import NodeType
@@ -482,10 +483,8 @@ def _forget_stale(job_ids) -> None:
 
 
 def _queue_pass() -> None:
-    from ..tasks import run_pass_task  # the tasks import the queue, which imports this module
-
     try:
-        run_pass_task.delay()
+        enqueue.send("scheduler.pass")
     except Exception:  # the broker may be down: the periodic pass catches up
         log.warning("could not queue a scheduling pass", exc_info=True)
 
@@ -540,7 +539,7 @@ def _note(
     """History row, event, audit and signal of a degrade/recover (in the caller's transaction)."""
     details = {"faults": faults, "on_fault": job.effective_on_fault}
     queue._record_decision(job, decision, [f["message"] for f in faults] or [message], details, now)
-    queue._event(job, code, message, now, details)
+    queue.job_event(job, code, message, now, details)
     audit.record(f"job.{'degrade' if code == 'job.degraded' else 'recover'}", job,
                  {"state": [previous, job.state], "faults": [f["code"] + " " + f["object_key"] for f in faults]})  # fmt: skip
     queue._send(job, previous, "fault")
@@ -618,7 +617,7 @@ def replace_faulted(now: datetime, loc=None) -> dict[str, int]:
                     moved.faults, moved.degraded_at = [], None
                     moved.save(update_fields=["faults", "degraded_at"])
                     added = sorted(set(new) - set(placement))
-                    queue._event(moved, "job.replaced", f"{moved}: {', '.join(failed)} replaced by {', '.join(added)}",
+                    queue.job_event(moved, "job.replaced", f"{moved}: {', '.join(failed)} replaced by {', '.join(added)}",
                                  now, {"failed": failed, "replacements": added, "placement": new})  # fmt: skip
                     queue._send(moved, JobState.DEGRADED, "replace")
                 for name in set(new) - set(placement):  # this pass's inventory: taken

@@ -33,7 +33,7 @@ audit entry inside it, and sends ``scheduler.signals.job_changed`` on commit:
   (``rebalance.reclaim_for_guarantees``, under the same lock): the pools' own reclaim never runs
   for the queue's requests by named GPUs.
 
-**One pass at a time**: ``weft.locks.single_instance("scheduler.pass")`` (a lease renewed while
+**One pass at a time**: ``core.locks.single_instance("scheduler.pass")`` (a lease renewed while
 the pass runs; a dead worker frees it within ``WEFT_LOCK_TTL_S``). A pass asked for while one
 runs is not lost: it leaves a mark in the cache and the running pass goes round again.
 
@@ -79,9 +79,10 @@ from django.db.models import F, Max
 from django.utils import timezone
 
 from accounts import audit
+from core.bulk import create_objects, update_rows
+from core.locks import single_instance
 from events.services import EventSpec, record_events
 from fabric.models import Fabric
-from fabric.services.bulk import create_objects, update_rows
 from pools.choices import AllocationState
 from pools.models import Allocation, AllocationItem, Pool, Tenant
 from pools.services.allocation import (
@@ -101,7 +102,6 @@ from pools.services.partitions import (
     open_job_partition,
     sync_allocation_partition,
 )
-from weft.locks import single_instance
 
 from ..choices import (
     HOLDING,
@@ -124,7 +124,7 @@ from . import state
 
 log = logging.getLogger(__name__)
 
-#: the pass lock's key (``weft.locks``) and the cache key of "another pass was asked for"
+#: the pass lock's key (``core.locks``) and the cache key of "another pass was asked for"
 PASS_LOCK = "scheduler.pass"
 PASS_WANTED = "weft:scheduler:pass-wanted"
 #: a pass stops renewing its lock after this (seconds): a wedged pass cannot block forever
@@ -329,6 +329,7 @@ def _event_spec(job: Job, code: str, message: str, details: dict | None = None) 
         code=code, object_type="job", object_key=str(job.pk), object_repr=f"{job} ({job.tenant.name})",
         message=message, details={"job": job.pk, "tenant": job.tenant_id, "pool": job.pool_id, **(details or {}),
                                   **notify},
+        tenant_id=job.tenant_id,
     )  # fmt: skip
 
 
@@ -336,7 +337,7 @@ def _event_spec(job: Job, code: str, message: str, details: dict | None = None) 
 TENANT_MAIL_CODES = frozenset({"job.degraded", "job.requeued", "job.replaced", "job.failed"})
 
 
-def _event(job: Job, code: str, message: str, now: datetime, details: dict | None = None) -> None:
+def job_event(job: Job, code: str, message: str, now: datetime, details: dict | None = None) -> None:
     record_events(_fabric_for(job), [_event_spec(job, code, message, details)], at=now)
 
 
@@ -427,7 +428,7 @@ def _end(job: Job, to: str, reason: str, now: datetime, user, source: str, more:
     )  # fmt: skip
     more = more or {}
     _record_decision(job, to, [reason], {"released_allocation": released, **isolation, **more}, now)
-    _event(
+    job_event(
         job,
         f"job.{to}",
         f"{job}: {to} ({reason})",
@@ -469,8 +470,8 @@ def _requeue(job: Job, reason: str, now: datetime, user, source: str) -> None:
     )
     details = {"reason": reason, "allocation": released, "requeued": True, "preemptions": job.preemptions,
                **isolation}  # fmt: skip
-    _event(job, "job.preempted", f"{job}: preempted ({reason})", now, details)
-    _event(
+    job_event(job, "job.preempted", f"{job}: preempted ({reason})", now, details)
+    job_event(
         job, "job.requeued",
         f"{job}: back to pending, submitted {job.submitted_at:%Y-%m-%d %H:%M:%S} and {job.priority_class} "
         f"priority kept (preempted {job.preemptions} time{'s' if job.preemptions != 1 else ''})",
@@ -563,7 +564,7 @@ def expire_idempotency_keys(now: datetime | None = None) -> int:
     """Clear the idempotency keys of jobs submitted ``WEFT_IDEMPOTENCY_TTL_S`` seconds or more
     before ``now`` (:func:`key_expired`), so that their owners can use those keys again; the
     jobs themselves stay. One UPDATE; the submit's audit entry keeps the key it was sent with.
-    Run by the daily prune (``events.services.prune`` → ``events.services.prune_due``). Returns
+    Run by the daily prune (``events.services.prune`` → ``events.signals.prune_due``). Returns
     how many keys were cleared."""
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.WEFT_IDEMPOTENCY_TTL_S)
@@ -657,7 +658,7 @@ def _submit(spec: JobSpec, user, now: datetime | None, key: str) -> tuple[Job, b
             if existing is None:
                 raise
             return _replay(existing, fields, key)
-        _event(job, "job.submitted", f"{job}: submitted ({describe(job)})", now)
+        job_event(job, "job.submitted", f"{job}: submitted ({describe(job)})", now)
         audit.record(
             "job.submit", job,
             {"pool": pool.name, "tenant": tenant_id, "request": describe(job), "priority_class": job.priority_class,
@@ -715,7 +716,7 @@ def start(job_id: int, *, user=None, now: datetime | None = None) -> Job:
         job.state, job.started_at, job.reason = JobState.RUNNING, now, ""
         job.save(update_fields=["state", "started_at", "reason"])
         _record_decision(job, JobState.RUNNING, ["started"], {}, now)
-        _event(job, "job.started", f"{job}: running on {len(job.placement)} hosts", now)
+        job_event(job, "job.started", f"{job}: running on {len(job.placement)} hosts", now)
         audit.record("job.start", job, {"state": [JobState.PLACED, JobState.RUNNING]}, user=user)
         _send(job, JobState.PLACED, "start")
     return job
@@ -830,7 +831,7 @@ def move(
         _record_decision(
             job, "moved", [reason], {"from": expected_placement, "to": placed, "allocation": alloc.pk}, now
         )
-        _event(
+        job_event(
             job, "job.moved", f"{job}: moved ({reason})", now,
             {"from": expected_placement, "to": placed, "allocation": alloc.pk, "released_allocation": old, "reason": reason},
         )  # fmt: skip
@@ -984,13 +985,44 @@ def run_pass(*, now: datetime | None = None) -> dict[str, Any]:
         return summary
 
 
+def _no_reclaim(now: datetime) -> list[dict]:
+    return []
+
+
+#: the pass's reclaim step: ``scheduler.services.rebalance.reclaim_for_guarantees`` (one dict per
+#: action, ``outcome`` ``done`` when it bound), set by ``SchedulerConfig.ready`` (:func:`set_reclaimer`)
+_reclaimer: Callable[[datetime], list[dict]] = _no_reclaim
+
+
+def set_reclaimer(reclaim: Callable[[datetime], list[dict]]) -> None:
+    """Make every pass end with ``reclaim(now)`` when a pending job may reclaim borrowed GPUs. The
+    rebalancer imports this module (it binds and moves jobs through the queue, the one writer of
+    jobs), so it is handed over at start instead of imported here."""
+    global _reclaimer
+    _reclaimer = reclaim
+
+
+def _no_replace(now: datetime) -> dict[str, int]:
+    return {"replaced": 0, "requeued": 0}
+
+
+#: a pass's first step: degraded jobs with ``on_fault=replace`` get healthy hosts
+#: (``scheduler.services.faults.replace_faulted``), set by ``SchedulerConfig.ready``
+_replacer: Callable[[datetime], dict[str, int]] = _no_replace
+
+
+def set_replacer(replace: Callable[[datetime], dict[str, int]]) -> None:
+    """Make every pass begin with ``replace(now)`` (the fault service imports this module, the
+    one writer of jobs, so it is handed over at start instead of imported here)."""
+    global _replacer
+    _replacer = replace
+
+
 def _one_pass(now: datetime | None) -> dict[str, Any]:
     t0 = time.perf_counter()
     now = now or timezone.now()
     expired = expire_time_limits(now)
-    from .faults import replace_faulted  # faults imports this module
-
-    replaced = replace_faulted(now)  # before the free state is read: a host goes to one of them
+    replaced = _replacer(now)  # before the free state is read: a host goes to one of them
     pending = list(Job.objects.filter(state=JobState.PENDING).select_related("pool", "tenant").order_by("pk"))
     if not pending:
         Job.objects.filter(reserved_start__isnull=False).update(reserved_start=None, reserved_hosts=[])
@@ -1036,7 +1068,7 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
                 flush()
             continue
         flush()
-        refused = _bind(out, loc, now)
+        refused = bind_job(out, loc, now)
         if refused is not None:
             refuse(out, refused)
     flush()
@@ -1048,9 +1080,7 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
         any(_may_reclaim(jobs[o.job_id], infos) for o in pending_out if o.code in _RECLAIMABLE)
         and Allocation.objects.filter(state=AllocationState.ACTIVE, borrowed=True).exists()
     ):
-        from .rebalance import reclaim_for_guarantees  # the rebalancer imports this module
-
-        reclaimed = sum(a["outcome"] == "done" for a in reclaim_for_guarantees(now))
+        reclaimed = sum(a["outcome"] == "done" for a in _reclaimer(now))
     t4 = time.perf_counter()
     summary = {
         "pending": len(pending),
@@ -1105,7 +1135,7 @@ def _decision_dict(out: Outcome) -> dict[str, Any]:
     return d
 
 
-def _bind(
+def bind_job(
     out: Outcome,
     loc,
     now: datetime,
@@ -1242,7 +1272,7 @@ def _place_changes(out: Outcome, alloc, placement: dict[str, int], decision: dic
 
 def _batchable(out: Outcome, job: Job) -> bool:
     """Whether a placement is bound in bulk (:func:`_bind_many`): whole GPUs, no victims to
-    preempt first, no job partition to open (those take :func:`_bind`, one transaction each)."""
+    preempt first, no job partition to open (those take :func:`bind_job`, one transaction each)."""
     return job.kind == JobKind.GPU and not out.victims and not job.pool.job_isolation
 
 

@@ -16,7 +16,7 @@ from events.models import Alarm
 from fabric.keys import link_key
 from fabric.models import Link
 from pools.models import AllocationItem, Gpu
-from scheduler import signals
+from scheduler import receivers as signals
 from scheduler.models import Job
 from scheduler.services import faults, queue
 from scheduler.services.queue import JobSpec, start, submit

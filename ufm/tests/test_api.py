@@ -86,6 +86,29 @@ def test_basic_auth_is_throttled_like_sign_in(fat_tree, ufm, settings):
     assert right.status_code == 429 and right["Retry-After"].isdigit()
 
 
+def test_a_locked_user_locks_neither_other_users_of_the_address_nor_tokens(fat_tree, ufm, users, settings):
+    """Issue 22: five failures from one address locked every password sign-in from it, the UFM
+    Basic-auth clients of that host included. The lock is per (user name, address); tokens
+    (``/ufmRestV3`` Basic token, ``Authorization: Token``) never go through it."""
+    key = post(ufm("viewer"), "/ufmRest/app/tokens", {}).json()["access_token"]
+    for name in [
+        "guess-a",
+        "guess-b",
+        "guess-c",
+        "guess-d",
+        "guess-e",
+        "guess-f",
+    ]:  # other names, one address
+        assert Client(HTTP_AUTHORIZATION=basic(name, "wrong")).get(PKEYS).status_code == 401
+    assert ufm("viewer").get(PKEYS).status_code == 200
+    for _ in range(settings.AXES_FAILURE_LIMIT):  # now the integration's own user name
+        ufm("viewer", password="wrong").get(PKEYS)
+    assert ufm("viewer").get(PKEYS).status_code == 429
+    assert ufm("admin").get(PKEYS).status_code == 200  # another user of the same host
+    assert Client(HTTP_AUTHORIZATION=f"Basic {key}").get("/ufmRestV3/resources/pkeys").status_code == 200
+    assert Client(HTTP_AUTHORIZATION=f"Token {key}").get("/api/fabric/fabrics/").status_code == 200
+
+
 def test_token_for_ufmrestv3(fat_tree, ufm, users):
     resp = post(ufm("admin"), "/ufmRest/app/tokens", {})
     assert resp.status_code == 200

@@ -10,7 +10,14 @@ from django.core.management.base import BaseCommand, CommandError
 from fabric.upload import UploadError, read_limited, topology_text
 from pools.choices import ReportSource
 from pools.parsers import GpuParseError, parse_gpu_report
-from pools.services.inventory import HostNotFound, find_host, ingest_gpu_report
+from pools.services.inventory import (
+    GpuConflict,
+    HostNotFound,
+    ReportRejected,
+    find_host,
+    ingest_gpu_report,
+    record_conflict,
+)
 
 
 def _read(path: Path) -> str:
@@ -38,6 +45,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--mig", help="nvidia-smi mig -lgi / -lci output of the host (MIG profiles, placement)"
         )
+        parser.add_argument(
+            "--move",
+            action="store_true",
+            help="GPUs of the report stored on another host move to this one (a GPU that really moved); "
+            "without it such a report is refused",
+        )
 
     def handle(self, *args, **opts):
         path = Path(opts["path"])
@@ -49,7 +62,13 @@ class Command(BaseCommand):
             report = parse_gpu_report(text, source=path.name, topo=topo, mig=mig)
         except (HostNotFound, GpuParseError) as exc:
             raise CommandError(str(exc)) from exc
-        summary = ingest_gpu_report(host, report, source=ReportSource.IMPORT)
+        try:
+            summary = ingest_gpu_report(host, report, source=ReportSource.IMPORT, allow_moves=opts["move"])
+        except ReportRejected as exc:
+            raise CommandError(str(exc)) from exc
+        except GpuConflict as exc:
+            record_conflict(exc, source=ReportSource.IMPORT)
+            raise CommandError(f"{exc} (--move moves them)") from exc
         for w in summary["warnings"]:
             self.stderr.write(f"warning: {w['where']}: {w['message']}")
         self.stdout.write(json.dumps(summary, sort_keys=True))

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.errors import LocatedError
 from fabric.models import Fabric
 from scheduler.exports import FORMATS, ExportError, export, notes_for, read_node_list
 from scheduler.topology import build_locality
-from weft.errors import LocatedError
 
 
 class Command(BaseCommand):

@@ -1,5 +1,5 @@
 """Create the role groups after migrations; audit sign-ins, failed sign-ins and lock-outs;
-revoke a user's API tokens when their password changes."""
+revoke a user's API tokens when their password changes or when they are deactivated."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 from axes.signals import user_locked_out
 from django.conf import settings
 from django.contrib.auth.signals import user_logged_in, user_login_failed
-from django.db.models.signals import post_migrate, post_save
+from django.db.models.signals import post_migrate, post_save, pre_save
 from django.dispatch import receiver
 
 log = logging.getLogger("weft.auth")
@@ -95,3 +95,31 @@ def revoke_tokens_on_password_change(sender, instance, created, raw=False, **kwa
     from .tokens import revoke_user_tokens
 
     revoke_user_tokens(instance, reason="password changed")
+
+
+@receiver(pre_save, sender=settings.AUTH_USER_MODEL)
+def note_deactivation(sender, instance, raw=False, update_fields=None, **kwargs) -> None:
+    """Mark a save that deactivates a user (stored active, saved inactive) for
+    :func:`revoke_tokens_on_deactivation`. One query, only when the instance is inactive and
+    ``is_active`` is saved."""
+    instance._weft_deactivated = False
+    if raw or instance.pk is None or instance.is_active:
+        return
+    if update_fields is not None and "is_active" not in update_fields:
+        return
+    instance._weft_deactivated = sender.objects.filter(pk=instance.pk, is_active=True).exists()
+
+
+@receiver(post_save, sender=settings.AUTH_USER_MODEL)
+def revoke_tokens_on_deactivation(sender, instance, created, raw=False, **kwargs) -> None:
+    """Revoke every API token of a user who was just deactivated (issue 22), in the save's
+    transaction, audited ``user.token.revoke`` (reason ``user deactivated``): an inactive user's
+    tokens are refused anyway (``accounts.tokens.check_key``), but reactivating the account must
+    not bring them back. Every path that saves the user (the users API and page, the admin, the
+    shell) goes through here; a queryset ``update()`` does not."""
+    if created or raw or not getattr(instance, "_weft_deactivated", False):
+        return
+    instance._weft_deactivated = False
+    from .tokens import revoke_user_tokens
+
+    revoke_user_tokens(instance, reason="user deactivated")

@@ -22,6 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 APPS = [
     "core",
+    "outbound",
     "accounts",
     "fabric",
     "lab",
@@ -38,6 +39,7 @@ APPS = [
 #: the floor of each app: it imports apps below it (those :data:`ALLOWED` names)
 FLOORS = {
     "core": 0,  # the kernel: errors, fields, locks, bulk writes, API bases, realtime; imports no app
+    "outbound": 1,  # signed outbound webhooks (issue 24): any app sends through it; imports no app
     "accounts": 1,  # roles, permissions, the audit log, tokens
     "fabric": 2,  # topology, discovery, SM, partitions, the map's read model
     "lab": 3,  # the fabric lab (registers lab fabrics through fabric.services)
@@ -54,6 +56,7 @@ FLOORS = {
 #: app → the apps it may import (module level and inside functions)
 ALLOWED = {
     "core": set(),
+    "outbound": {"core"},
     "accounts": {"core"},
     "fabric": {"core", "accounts", "events"},
     "lab": {"core", "fabric"},
@@ -62,7 +65,7 @@ ALLOWED = {
     "pools": {"core", "accounts", "fabric", "events"},
     "devices": {"core", "accounts", "fabric", "telemetry", "events"},
     "routing": {"core", "fabric", "events"},
-    "scheduler": {"core", "accounts", "fabric", "telemetry", "events", "pools"},
+    "scheduler": {"core", "accounts", "fabric", "telemetry", "events", "pools", "outbound"},
     "ufm": {"core", "accounts", "fabric", "events", "scheduler"},
     "weft": {
         "core",

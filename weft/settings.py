@@ -84,6 +84,7 @@ INSTALLED_APPS = [
     "ufm",
     "devices",
     "routing",
+    "outbound",
 ]
 
 MIDDLEWARE = [
@@ -355,6 +356,13 @@ WEFT_IDEMPOTENCY_TTL_S = env_float("WEFT_IDEMPOTENCY_TTL_S", 86400.0, positive=T
 #: the rebalancing worker (scheduler.services.rebalance: reclaim, defragmenting moves, congestion
 #: reports), seconds between runs by beat
 WEFT_SCHEDULER_REBALANCE_INTERVAL_S = env_float("WEFT_SCHEDULER_REBALANCE_INTERVAL_S", 300.0, positive=True)
+#: Outbound webhooks (``outbound.services``: a job's runner, a tenant): seconds an attempt may
+#: take, attempts before giving up, the first back-off (doubled after each failure, at most an
+#: hour) and how often the retry sweep runs (beat).
+WEFT_WEBHOOK_TIMEOUT_S = env_float("WEFT_WEBHOOK_TIMEOUT_S", 5.0, positive=True)
+WEFT_WEBHOOK_MAX_ATTEMPTS = env_int("WEFT_WEBHOOK_MAX_ATTEMPTS", 6, min_value=1)
+WEFT_WEBHOOK_BACKOFF_S = env_float("WEFT_WEBHOOK_BACKOFF_S", 10.0, positive=True)
+WEFT_WEBHOOK_RETRY_INTERVAL_S = env_float("WEFT_WEBHOOK_RETRY_INTERVAL_S", 15.0, positive=True)
 
 # Dead workers and hung fabrics (README "Configuration"). Task locks are leases of WEFT_LOCK_TTL_S
 # renewed by their holder (core.locks): a killed worker frees them within that. A task whose pool
@@ -557,6 +565,10 @@ CELERY_BEAT_SCHEDULE = {
     "reconcile-partitions": {
         "task": "fabric.tasks.reconcile_partitions_task",
         "schedule": timedelta(seconds=WEFT_PARTITIONS_RECONCILE_INTERVAL_S),
+    },
+    "webhook-retries": {
+        "task": "outbound.tasks.retry_due_task",
+        "schedule": timedelta(seconds=WEFT_WEBHOOK_RETRY_INTERVAL_S),
     },
     "alarm-mail-flush": {"task": "events.tasks.flush_notifications_task", "schedule": timedelta(seconds=60)},
     "alarm-mail-digest": {"task": "events.tasks.daily_digest_task", "schedule": timedelta(days=1)},

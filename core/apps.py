@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class CoreConfig(AppConfig):
-    """The kernel (``core``): no models; on start it installs what every app's models rely on."""
+    """The kernel (``core``): one model (leases, ``core.leases``); on start it installs what every app's models rely on."""
 
     name = "core"
     verbose_name = "Weft kernel"

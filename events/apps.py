@@ -19,3 +19,9 @@ class EventsConfig(AppConfig):
         from . import maplayer
 
         maplayer.register()  # its overlay on the fabric map
+
+        from telemetry.metrics import register_collector
+
+        from .roles import RoleCollector
+
+        register_collector(RoleCollector)  # weft_role_up{role}

@@ -60,4 +60,9 @@ EVENT_TYPES = [
               description="The last counter sweep of a fabric failed."),
     EventType("system.poller_recovered", "Counter poller recovered", SYS, IN,
               clears=("system.poller_failing",), clear_scope=ClearScope.FABRIC),
+    EventType("system.role_down", "Role down", SYS, CR, raise_alarm=True, email=True,
+              description="A singleton role (beat, the notice listener of a fabric, the SNMP trap "
+                          "receiver) has no live instance: its lease (core.leases) expired more than "
+                          "WEFT_LEASE_TTL_S ago and no standby took over (events.roles)."),
+    EventType("system.role_up", "Role up", SYS, IN, clears=("system.role_down",)),
 ]  # fmt: skip

@@ -12,6 +12,7 @@ from .health import run_report
 from .models import Alarm, Event
 from .notify import send_digest, send_pending
 from .realtime import publish_summary_changed
+from .roles import check_roles
 from .rules.counters import evaluate_sweep
 from .rules.topology import evaluate_discovery
 from .services import prune
@@ -83,3 +84,9 @@ def prune_task() -> dict:
     """Daily: delete events, cleared alarms, sent mail rows and health reports past retention
     (``events.services.prune``)."""
     return prune()
+
+
+@shared_task(name="events.tasks.role_watch_task")
+def role_watch_task() -> list[dict]:
+    """Every watchdog interval: roles without a live leader (``events.roles.check_roles``)."""
+    return [{"role": s.role, "up": s.up, "wrote": s.wrote} for s in check_roles()]

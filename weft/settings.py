@@ -512,6 +512,11 @@ WEFT_MAD_TIMEOUT_S = env_float("WEFT_MAD_TIMEOUT_S", 1.0, positive=True)
 #: when notices do not arrive ("auto": while no subscription is confirmed, "always", "off") and
 #: its period (default: the counter sweep's).
 WEFT_NOTICES = env_bool("WEFT_NOTICES", True)
+#: Leadership leases of the singleton roles (beat, the notice listener of each fabric, the SNMP
+#: trap receiver; ``core.leases``): a leader renews every third of this; a standby takes over at
+#: most this long (plus its poll, a fifth of it) after the leader died; a role without a live
+#: leader for this long again raises ``system.role_down``.
+WEFT_LEASE_TTL_S = env_float("WEFT_LEASE_TTL_S", 6.0, positive=True)
 WEFT_NOTICE_RESCAN_S = env_float("WEFT_NOTICE_RESCAN_S", 10.0, positive=True)
 WEFT_PORT_STATE_FALLBACK = env_choice("WEFT_PORT_STATE_FALLBACK", "auto", ("auto", "always", "off"))
 WEFT_PORT_STATE_INTERVAL_S = env_float("WEFT_PORT_STATE_INTERVAL_S", WEFT_POLL_INTERVAL_S, positive=True)
@@ -595,6 +600,10 @@ CELERY_BEAT_SCHEDULE = {
     },
     "poller-watchdog": {
         "task": "telemetry.tasks.poller_watchdog_task",
+        "schedule": timedelta(seconds=WEFT_WATCHDOG_INTERVAL_S),
+    },
+    "role-watchdog": {
+        "task": "events.tasks.role_watch_task",
         "schedule": timedelta(seconds=WEFT_WATCHDOG_INTERVAL_S),
     },
     "discovery-watchdog": {

@@ -55,7 +55,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -63,8 +62,10 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import DatabaseError, close_old_connections, transaction
 
+from core.leases import LeaseKeeper
 from core.locks import single_instance
 from core.repeatlog import RepeatLog
+from events.roles import check_roles
 from events.services import EventSpec, record_events
 
 from ..choices import NodeType, PortState
@@ -714,14 +715,15 @@ class NoticeListener(threading.Thread):
 
 
 class NoticeSupervisor(threading.Thread):
-    """Keeps one :class:`NoticeListener` per live fabric (rescanned every ``rescan_s``,
-    ``WEFT_NOTICE_RESCAN_S``): starts new ones, stops those of fabrics gone or no longer live, and
-    restarts a listener whose fabric's access (``tool_env``, ``ca_name``...) changed.
+    """Keeps one :class:`NoticeListener` per live fabric this process leads (rescanned every
+    ``rescan_s``, ``WEFT_NOTICE_RESCAN_S``): starts new ones, stops those of fabrics gone or no
+    longer live, and restarts a listener whose fabric's access (``tool_env``, ``ca_name``...) changed.
 
-    A fabric is listened to by one process at a time: a lease in the cache
-    (``weft:notices:lease:<id>``, renewed each rescan) keeps a second ``listen_notices`` (or a
-    ``serve`` next to it) from listening to the same fabric; in the embedded deployment the cache
-    is per process, so run one server.
+    A fabric is listened to by one process at a time, its leader: the lease ``notices:<id>``
+    (``core.leases``, PostgreSQL) that this supervisor's :class:`~core.leases.LeaseKeeper`
+    campaigns for. Several ``listen_notices`` (on several hosts) share the fabrics; when the leader
+    of a fabric dies, a standby takes it over within ``WEFT_LEASE_TTL_S`` (plus its poll), and a
+    leader whose lease renewal fails stops its listener before its lease ends (fencing).
     """
 
     def __init__(self, *, rescan_s: float | None = None, **listener_kw) -> None:
@@ -729,58 +731,76 @@ class NoticeSupervisor(threading.Thread):
         self.rescan_s = float(rescan_s or settings.WEFT_NOTICE_RESCAN_S)
         self.listener_kw = listener_kw
         self.listeners: dict[int, tuple[tuple, NoticeListener]] = {}
-        self.token = uuid.uuid4().hex
+        self._lock = threading.Lock()
         self._stop_event = threading.Event()
+        self._wake = threading.Event()
+        self.leases = LeaseKeeper(on_elected=self._elected, on_lost=self._lost, name="weft-notices-leases")
+
+    @staticmethod
+    def role(fabric_id: int) -> str:
+        """The lease role of a fabric's notice listener."""
+        return f"notices:{fabric_id}"
+
+    def _elected(self, role: str) -> None:
+        self._wake.set()  # start its listener now, not at the next rescan
+
+    def _lost(self, role: str) -> None:
+        fabric_id = int(role.split(":", 1)[1])
+        with self._lock:
+            entry = self.listeners.pop(fabric_id, None)
+        if entry is not None:
+            log.warning("notice listener of fabric %s: leadership lost, stopping it", fabric_id)
+            entry[1].stop()
 
     def run(self) -> None:
+        self.leases.start()
         while not self._stop_event.is_set():
             try:
                 self.rescan()
             except Exception:
                 log.exception("notice supervisor: rescan failed")
+            try:  # a dead beat (or trap receiver) is alarmed from here too
+                check_roles()
+            except DatabaseError as exc:
+                log.warning("notice supervisor: role check failed: %s", exc)
             finally:
                 close_old_connections()
-            self._stop_event.wait(self.rescan_s)
+            self._wake.wait(self.rescan_s)
+            self._wake.clear()
+        self.leases.stop()
         for _, listener in self.listeners.values():
             listener.stop()
 
-    def _lease(self, fabric_id: int) -> bool:
-        key = f"weft:notices:lease:{fabric_id}"
-        ttl = int(self.rescan_s * 3 + 10)
-        try:
-            if cache.add(key, self.token, ttl) or cache.get(key) == self.token:
-                cache.set(key, self.token, ttl)
-                return True
-            return False
-        except Exception:  # no cache: listen anyway (duplicates are harmless, writes idempotent)
-            return True
-
     def rescan(self) -> list[int]:
-        """Start/stop listeners to match the live fabrics now; returns the fabric ids listened to."""
+        """Start/stop listeners to match the live fabrics this process leads now; returns the
+        fabric ids listened to."""
         wanted: dict[int, tuple] = {}
         for fabric in Fabric.objects.order_by("pk"):
             if is_live(fabric):
                 wanted[fabric.pk] = (sorted((fabric.tool_env or {}).items()), fabric.ca_name, fabric.ca_port,
                                      fabric.local_hca)  # fmt: skip
-        for fabric_id in list(self.listeners):
-            access, listener = self.listeners[fabric_id]
-            if wanted.get(fabric_id) != access or not listener.is_alive():
-                listener.stop()
-                del self.listeners[fabric_id]
-        for fabric_id, access in wanted.items():
-            if not self._lease(fabric_id):  # another process listens (or took it over)
+        self.leases.want(self.role(i) for i in wanted)
+        with self._lock:
+            for fabric_id in list(self.listeners):
+                access, listener = self.listeners[fabric_id]
+                if wanted.get(fabric_id) != access or not listener.is_alive():
+                    listener.stop()
+                    del self.listeners[fabric_id]
+            for fabric_id, access in wanted.items():
+                if not self.leases.held(self.role(fabric_id)):  # another process leads it
+                    if fabric_id in self.listeners:
+                        self.listeners.pop(fabric_id)[1].stop()
+                    continue
                 if fabric_id in self.listeners:
-                    self.listeners.pop(fabric_id)[1].stop()
-                continue
-            if fabric_id in self.listeners:
-                continue
-            listener = NoticeListener(fabric_id, **self.listener_kw)
-            self.listeners[fabric_id] = (access, listener)
-            listener.start()
-        return sorted(self.listeners)
+                    continue
+                listener = NoticeListener(fabric_id, **self.listener_kw)
+                self.listeners[fabric_id] = (access, listener)
+                listener.start()
+            return sorted(self.listeners)
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop_event.set()
+        self._wake.set()
         for _, listener in list(self.listeners.values()):
             listener.stop()
         if self.is_alive() and threading.current_thread() is not self:

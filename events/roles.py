@@ -1,0 +1,122 @@
+"""``system.role_down``: a singleton role without a live leader (issue 25 §1).
+
+The roles' heartbeats are their lease rows (``core.leases``, ``core.models.Lease``): a role whose
+lease expired more than ``WEFT_LEASE_TTL_S`` ago (the leader died and no standby took over, or the
+only instance stopped) raises the Critical alarm ``system.role_down`` (object key: the role);
+``system.role_up`` clears it when a leader renews again. Checked by the beat
+(``events.tasks.role_watch_task``) and by every ``listen_notices`` at each rescan, so a dead beat
+is alarmed by a notice listener and the other way round. A notice listener's role of a fabric that
+no longer exists or is no longer live is retired (its row deleted, its alarm cleared).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from core.models import Lease
+from fabric.collectors.tools import is_live
+from fabric.models import Fabric
+
+from .engine import AlarmEngine
+from .recording import EventSpec
+
+DOWN, UP = "system.role_down", "system.role_up"
+
+
+@dataclass
+class RoleState:
+    """One role's state: ``role``, ``up`` (a live leader), ``age_s`` (seconds since its lease
+    expired; negative while running), ``holder``, and the event written now ("" if none)."""
+
+    role: str
+    up: bool
+    age_s: float
+    holder: str
+    wrote: str = ""
+
+
+def _retired(role: str) -> bool:
+    if not role.startswith("notices:"):
+        return False
+    try:
+        fabric = Fabric.objects.filter(pk=int(role.split(":", 1)[1])).first()
+    except ValueError:
+        return True
+    return fabric is None or not is_live(fabric)
+
+
+def check_roles(now: datetime | None = None) -> list[RoleState]:
+    """Check every role's lease; write ``system.role_down``/``system.role_up`` and apply them (one
+    transaction, the lease rows locked so two checkers never both write). Returns one
+    :class:`RoleState` per role still tracked."""
+    grace = timedelta(seconds=float(settings.WEFT_LEASE_TTL_S))
+    out: list[RoleState] = []
+    with transaction.atomic():
+        now = now or timezone.now()
+        engine = AlarmEngine(None)
+        rows = list(Lease.objects.select_for_update().order_by("role"))
+        specs: list[EventSpec] = []
+        for row in rows:
+            is_open = (DOWN, row.role) in engine.open_alarms
+            where = {"object_type": "role", "object_key": row.role, "object_repr": f"role {row.role}"}
+            if _retired(row.role):
+                row.delete()
+                if is_open:
+                    specs.append(
+                        EventSpec(code=UP, message=f"Role {row.role} retired (its fabric is gone)", **where)
+                    )
+                continue
+            age = (now - row.expires_at).total_seconds()
+            state = RoleState(row.role, now <= row.expires_at + grace, age, row.holder)
+            if not state.up and not is_open:
+                state.wrote = DOWN
+                specs.append(EventSpec(
+                    code=DOWN,
+                    message=(f"Role {row.role} has no live instance: its lease expired {age:.0f} s ago "
+                             f"(last leader {row.holder}); start it (or a standby) on another host"),
+                    details={"age_s": round(age, 1), "holder": row.holder, "fencing": row.fencing},
+                    **where,
+                ))  # fmt: skip
+            elif state.up and is_open:
+                state.wrote = UP
+                specs.append(EventSpec(
+                    code=UP, message=f"Role {row.role} is led again by {row.holder}",
+                    details={"holder": row.holder, "fencing": row.fencing}, **where,
+                ))  # fmt: skip
+            out.append(state)
+        engine.write_events(specs)
+        engine.finish()
+    return out
+
+
+class RoleCollector:
+    """``weft_role_up{role}`` (1 while the role's lease runs or lapsed less than
+    ``WEFT_LEASE_TTL_S`` ago, else 0) and ``weft_role_fencing{role}`` (its take-over count), for
+    ``/metrics`` (``telemetry.metrics.register_collector``). Roles are not per fabric: a
+    ``fabric_id`` selection keeps them all."""
+
+    def __init__(self, fabric_id: int | None = None) -> None:
+        self.fabric_id = fabric_id
+
+    def describe(self) -> list:
+        return []
+
+    def collect(self):
+        from prometheus_client.core import GaugeMetricFamily
+
+        from core.leases import role_states
+
+        up = GaugeMetricFamily(
+            "weft_role_up", "1 while the singleton role has a live leader", labels=["role"]
+        )
+        fencing = GaugeMetricFamily("weft_role_fencing", "Take-overs of the role's lease", labels=["role"])
+        for state in role_states(grace_s=float(settings.WEFT_LEASE_TTL_S)):
+            up.add_metric([state["role"]], 1.0 if state["up"] else 0.0)
+            fencing.add_metric([state["role"]], float(state["fencing"]))
+        yield up
+        yield fencing

@@ -193,3 +193,71 @@ def test_beat_standby_takes_over_after_kill_9(tmp_path):
                 pass
             p.wait(10)
         client.delete(*client.keys("control*") or ["control"])
+
+
+@pytest.mark.lab
+def test_notice_listener_standby_takes_over_after_kill_9(lab_factory, tmp_path):
+    """Two ``manage.py listen_notices`` against a small lab: the leader of the fabric's lease
+    listens; kill -9 of it → the standby takes the lease (next fencing number), subscribes, and a
+    cable pulled then is alarmed (``link.down``) at most 10 s after the kill."""
+    from events.models import Alarm
+    from fabric.models import Fabric
+    from fabric.services.discovery import discover
+    from fabric.services.notice_status import notice_status
+    from lab.pytest_plugin import small_netfile
+
+    lab = lab_factory(small_netfile())
+    fabric = Fabric.objects.create(name="lab", tool_env=dict(lab.tool_env))
+    assert discover(fabric).status == "ok"
+    role = f"notices:{fabric.pk}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}",
+        "REDIS_URL": os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/7"),
+        "WEFT_PRODUCTION": "0",
+        "WEFT_DATA_DIR": str(tmp_path),
+        "WEFT_LEASE_TTL_S": "3",
+        "WEFT_NOTICE_RESCAN_S": "1",
+    }
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "manage.py", "listen_notices"],
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        for _ in range(2)
+    ]
+    try:
+        first = wait_for(lambda: LeaseRow.objects.filter(role=role).first(), 60, "a leader of the fabric")
+        leader_pid = int(first.holder.split(":")[1])
+        assert leader_pid in {p.pid for p in procs}
+        wait_for(lambda: (notice_status(fabric.pk) or {}).get("pid"), 30, "the leader's listener child")
+        wait_for(lambda: (notice_status(fabric.pk) or {}).get("state") == "subscribed", 60, "subscribed")
+        os.kill(leader_pid, signal.SIGKILL)
+        killed = time.monotonic()
+        os.killpg(leader_pid, signal.SIGKILL)  # its listener child too (the host died)
+        row = wait_for(
+            lambda: LeaseRow.objects.filter(role=role, fencing=first.fencing + 1).first(), 10, "the take-over"
+        )
+        assert int(row.holder.split(":")[1]) != leader_pid
+        wait_for(
+            lambda: (s := notice_status(fabric.pk) or {}).get("state") == "subscribed"
+            and s.get("subscribed_at", 0) > time.time() - (time.monotonic() - killed),
+            10, "the standby's listener subscribed",
+        )  # fmt: skip
+        lab.unlink("Switch1", 3)
+        wait_for(
+            lambda: Alarm.objects.open().filter(fabric=fabric, code="link.down").exists(),
+            max(0.5, 10 - (time.monotonic() - killed)), "link.down ≤ 10 s after the kill",
+        )  # fmt: skip
+        assert time.monotonic() - killed <= 10
+    finally:
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait(10)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -261,3 +262,39 @@ def test_notice_listener_standby_takes_over_after_kill_9(lab_factory, tmp_path):
             except ProcessLookupError:
                 pass
             p.wait(10)
+
+
+def test_role_without_a_live_leader_raises_role_down_and_weft_role_up_is_0(settings):
+    """A role whose lease lapsed more than ``WEFT_LEASE_TTL_S`` ago: Critical ``system.role_down``
+    (once), ``weft_role_up{role}`` 0; a leader again: ``system.role_up`` clears it, the metric 1."""
+    from django.test import Client
+
+    from events.models import Alarm
+    from events.roles import check_roles
+
+    settings.WEFT_LEASE_TTL_S = 1.0
+    lease = Lease("snmp_traps", ttl_s=1.0)
+    assert lease.acquire()
+    client = Client(REMOTE_ADDR="127.0.0.1")
+
+    def role_up() -> str:
+        text = client.get("/metrics", secure=True).content.decode()
+        return next(line for line in text.splitlines() if line.startswith('weft_role_up{role="snmp_traps"}'))
+
+    assert role_up().endswith(" 1.0")
+    assert [s.wrote for s in check_roles()] == [""]
+    # the leader dies: no renewal; after its expiry plus the grace, the role is down
+    row = LeaseRow.objects.get(role="snmp_traps")
+    down_at = row.expires_at + timedelta(seconds=1.0)
+    wait_for(lambda: timezone.now() > down_at, 5, "the lease and its grace to pass")
+    assert [s.wrote for s in check_roles()] == ["system.role_down"]
+    assert [s.wrote for s in check_roles()] == [""]  # raised once, not again at every check
+    alarm = Alarm.objects.open().get(code="system.role_down", object_key="snmp_traps")
+    assert alarm.severity == "critical" and alarm.fabric_id is None
+    assert role_up().endswith(" 0.0")
+    standby = Lease("snmp_traps", ttl_s=1.0)
+    assert standby.acquire()
+    assert [s.wrote for s in check_roles()] == ["system.role_up"]
+    assert not Alarm.objects.open().filter(code="system.role_down").exists()
+    assert role_up().endswith(" 1.0")
+    assert LeaseRow.objects.get(role="snmp_traps").fencing == 2

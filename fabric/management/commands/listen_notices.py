@@ -3,8 +3,10 @@
 The production deployment's long-running process for link and port state within seconds
 (``fabric.services.notices``): one listener child per live fabric, subscribed to the master SM's
 notices, re-subscribed after an SM failover, restarted when it dies; new fabrics are picked up
-every ``WEFT_NOTICE_RESCAN_S``. Run exactly one, under a supervisor that restarts it (the README's
-systemd unit). SIGTERM or Ctrl-C stops it and its children; the last line of stdout is a JSON
+every ``WEFT_NOTICE_RESCAN_S``. Run one or more (on several hosts), each under a supervisor that
+restarts it (the README's systemd unit): each fabric is listened to by the instance holding its
+lease ``notices:<id>`` (``core.leases``), the others stand by and take over within
+``WEFT_LEASE_TTL_S`` of its death. SIGTERM or Ctrl-C stops it and its children; the last line of stdout is a JSON
 summary (fabrics listened to, notices, refreshes).
 """
 

@@ -13,8 +13,9 @@ advisory lock: ``docs/design.md`` "Leaders with standbys".
 * **Fencing on the leader's side**: the leader notes ``time.monotonic()`` *before* sending the
   statement; the database's ``expires_at`` is at least ``ttl`` after that instant, so the local
   deadline ``t0 + ttl - margin`` passes before the lease ends, whatever the round trip took. A
-  leader acts only while :meth:`Lease.held` (a local check, no database), stops as soon as a
-  renewal fails or finds another holder, and in any case when its local deadline passes (a
+  leader acts only while :meth:`Lease.held` (a local check, no database): it stops as soon as a
+  renewal finds another holder, and in any case when its local deadline passes; a renewal that
+  fails with a database error is retried at once (a transient lock, a reconnection) until then (a
   partitioned leader whose renewals hang or fail stops ``margin`` seconds before a standby may
   take over).
 * :class:`LeaseKeeper` runs the renewals (every ``ttl/3`` while leading, every ``poll`` while
@@ -74,6 +75,7 @@ class Lease:
         self.margin_s = self.ttl_s / 5  # time to stop acting, and clock-rate drift
         self.holder = holder or holder_id()
         self.fencing: int | None = None
+        self.renew_failed = False  # the last attempt met a database error
         self._deadline = 0.0  # time.monotonic() until which this candidate may act
 
     def held(self) -> bool:
@@ -87,8 +89,10 @@ class Lease:
 
     def acquire(self) -> bool:
         """Take the role if its lease lapsed, or renew it if this candidate holds it; returns
-        whether it leads now. A database error counts as a failed renewal (logged as a warning,
-        the connection closed so the next attempt reconnects): the leader stops acting."""
+        whether it leads now. A database error (logged as a warning, the connection closed so the
+        next attempt reconnects) changes nothing: the row stays this holder's until its expiry, so
+        the leader goes on until its local deadline and stops then unless a retry succeeds
+        (``renew_failed`` is set: :class:`LeaseKeeper` retries at its standby poll)."""
         t0 = time.monotonic()
         now, until, now_params, until_params = _now_sql(self.ttl_s)
         table = "core_lease"
@@ -109,14 +113,18 @@ class Lease:
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
                 row = cursor.fetchone()
-        except Exception as exc:  # the database is unreachable or our connection was cut
-            log.warning("lease %s: renewal failed (%s): not leading", self.role, exc)
-            self._deadline = 0.0
+        except Exception as exc:  # the database is unreachable, locked, or our connection was cut
+            log.warning(
+                "lease %s: %s failed (%s); %.1f s left", self.role,
+                "renewal" if self.held() else "take", exc, self.remaining(),
+            )  # fmt: skip
+            self.renew_failed = True
             try:
                 connection.close()
             except Exception:
                 pass
-            return False
+            return self.held()
+        self.renew_failed = False
         if row is None:  # another holder's lease is still running
             self._deadline = 0.0
             return False
@@ -147,7 +155,7 @@ class LeaseKeeper:
         roles: the roles wanted at start (more or fewer with :meth:`want`).
         on_elected: ``on_elected(role)``, called from the renewing thread when a role is taken.
         on_lost: ``on_lost(role)``, called from the fencing thread when a held role is no longer
-            held (renewal failed, another holder, local deadline passed) or is given up.
+            held (another holder, local deadline passed) or is given up.
         ttl_s: the leases' time to live (default ``WEFT_LEASE_TTL_S``).
         poll_s: how often a waiting candidate tries to take over (default ``ttl_s / 5``).
     """
@@ -182,17 +190,32 @@ class LeaseKeeper:
         self._fence.start()
         return self
 
-    def want(self, roles: Iterable[str]) -> None:
-        """Campaign for exactly ``roles`` from now on (roles dropped are released)."""
+    def want(self, roles: Iterable[str], *, now: bool = False) -> None:
+        """Campaign for exactly ``roles`` from now on (roles dropped are released). ``now``: also
+        take or renew each of them at once, in the caller's thread (with its own database
+        connection), before returning (``on_elected`` is called for a role taken)."""
         roles = set(roles)
         with self._lock:
             for role in roles - set(self._leases):
                 self._leases[role] = Lease(role, self.ttl_s, self.holder)
             dropped = [self._leases.pop(r) for r in set(self._leases) - roles]
+            wanted = [self._leases[r] for r in sorted(roles)]
         for lease in dropped:
             self._give_up(lease)
+        if now:
+            for lease in wanted:
+                self._try(lease)
         if roles:
             self._wake.set()
+
+    def _try(self, lease: Lease) -> None:
+        if lease.acquire():
+            with self._lock:
+                fresh = lease.role not in self._leading and lease.role in self._leases
+                if fresh:
+                    self._leading.add(lease.role)
+            if fresh:
+                self._call(self.on_elected, lease.role)
 
     def held(self, role: str) -> bool:
         """True while this process leads ``role`` (local check)."""
@@ -225,15 +248,9 @@ class LeaseKeeper:
             for lease in leases:
                 if self._stop.is_set():
                     break
-                if lease.acquire():
-                    with self._lock:
-                        fresh = lease.role not in self._leading and lease.role in self._leases
-                        if fresh:
-                            self._leading.add(lease.role)
-                    if fresh:
-                        self._call(self.on_elected, lease.role)
+                self._try(lease)
             close_old_connections()
-            waiting = any(not lease.held() for lease in leases)
+            waiting = any(not lease.held() or lease.renew_failed for lease in leases)
             self._wake.wait(self.poll_s if waiting else self.ttl_s / 3)
             self._wake.clear()
         connection.close()  # this thread's connection

@@ -779,7 +779,7 @@ class NoticeSupervisor(threading.Thread):
             if is_live(fabric):
                 wanted[fabric.pk] = (sorted((fabric.tool_env or {}).items()), fabric.ca_name, fabric.ca_port,
                                      fabric.local_hca)  # fmt: skip
-        self.leases.want(self.role(i) for i in wanted)
+        self.leases.want((self.role(i) for i in wanted), now=True)  # taken or renewed here too
         with self._lock:
             for fabric_id in list(self.listeners):
                 access, listener = self.listeners[fabric_id]

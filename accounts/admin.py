@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.core.exceptions import PermissionDenied
 
-from weft.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin
 
 from .models import ApiToken, AuditEntry
 from .tokens import revoke_token

@@ -7,4 +7,4 @@ class AccountsConfig(AppConfig):
     name = "accounts"
 
     def ready(self) -> None:
-        from . import signals  # noqa: F401
+        from . import receivers  # noqa: F401  (connects them)

@@ -13,6 +13,8 @@ from typing import Any
 
 from django.db import models
 
+from core.bulk import create_objects
+
 from .models import AuditEntry
 
 
@@ -91,8 +93,6 @@ def record_many(
     hundreds of allocations): ``entries`` are ``(action, obj, changes)``; each becomes the entry
     :func:`record` would write. Returns them (in order)."""
     rows = [_entry(action, obj, changes, user, None, None, None) for action, obj, changes in entries]
-    from fabric.services.bulk import create_objects  # (accounts is imported before fabric)
-
     return create_objects(rows)  # COPY on PostgreSQL
 
 

@@ -14,7 +14,7 @@ that address (a NAT, a UFM client's host) and that user elsewhere are not locked
 failures from one address locked every password sign-in from it, integrations included). API
 tokens (``accounts.tokens.check_key``: ``Authorization: Token``, the UFM API's
 ``/ufmRestV3`` Basic token) never go through ``authenticate`` and are never locked out.
-Failures and lock-outs are logged and audited by ``accounts.signals``.
+Failures and lock-outs are logged and audited by ``accounts.receivers``.
 """
 
 from __future__ import annotations

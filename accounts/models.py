@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from weft.validators import printable_text
+from core.validators import printable_text
 
 
 class AuditLogIsAppendOnly(Exception):

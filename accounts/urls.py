@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-import weft.converters  # noqa: F401  (registers <pk:>)
+import core.converters  # noqa: F401  (registers <pk:>)
 
 from . import views
 

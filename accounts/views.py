@@ -16,8 +16,8 @@ from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views import View
 
-from weft.converters import RowIdConverter
-from weft.validators import printable_text
+from core.converters import RowIdConverter
+from core.validators import printable_text
 
 from . import services
 from .api.serializers import UserSerializer

@@ -424,16 +424,16 @@ def _pg_submit_to_placed(rng, args, pools, say) -> list[tuple[float, bool]]:
 
 
 def _pg_pass(rng, args, pools, say) -> dict:
-    from scheduler import signals
+    from scheduler import receivers
     from scheduler.services.queue import run_pass, submit
 
-    real = signals.queue_pass
-    signals.queue_pass = lambda: None  # the jobs wait for the one pass measured
+    real = receivers.queue_pass
+    receivers.queue_pass = lambda: None  # the jobs wait for the one pass measured
     try:
         for j in mixed_jobs(rng, args.pass_jobs):
             submit(_spec(j, pools))
     finally:
-        signals.queue_pass = real
+        receivers.queue_pass = real
     summary = run_pass()
     say(f"pass over {args.pass_jobs} pending jobs on PostgreSQL: {json.dumps(summary)}")
     return summary

@@ -51,13 +51,8 @@ def bench(netfile, name: str, flaps: int, say, gap: float = 0.0) -> dict:
     from events.models import Event
     from fabric.models import Fabric, Link, Port
     from fabric.services.discovery import discover
-    from fabric.services.notices import (
-        NoticeChild,
-        NoticeListener,
-        fallback_targets,
-        listener_command,
-        notice_status,
-    )
+    from fabric.services.notice_status import notice_status
+    from fabric.services.notices import NoticeChild, NoticeListener, fallback_targets, listener_command
     from lab import Lab
 
     lab = Lab(netfile).start(timeout=900)

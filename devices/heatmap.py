@@ -26,6 +26,7 @@ from django.core.cache import cache
 from django.urls import reverse
 from django.utils import timezone
 
+from core import realtime
 from telemetry.producer import (
     DELTA_TYPE,
     STATE_TTL_S,
@@ -35,7 +36,6 @@ from telemetry.producer import (
     heatmap_group,
     relay_payload,
 )
-from weft import realtime
 
 from .choices import PollStatus
 from .models import Device, Interface, is_down

@@ -17,8 +17,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.urls import reverse
 
+from core.validators import printable_text
 from telemetry.models import Resolution
-from weft.validators import printable_text
 
 from . import crypto
 from .choices import AuthProtocol, PollStatus, PrivProtocol, SnmpVersion

@@ -10,7 +10,7 @@
 * ``rollup_history_task()`` (beat, every ``WEFT_ROLLUP_INTERVAL_S``): the devices' history
   rollups and retention (``devices.services.history``).
 
-No group overlaps itself (``weft.locks.single_instance``, key ``devices.poll.<group>``); the time
+No group overlaps itself (``core.locks.single_instance``, key ``devices.poll.<group>``); the time
 limits follow from the devices' budgets (:data:`SOFT_LIMIT_S`).
 """
 
@@ -20,7 +20,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import DatabaseError
 
-from weft.locks import single_instance
+from core.locks import single_instance
 
 #: the longest a device may take (``Device.budget_s`` is capped there) + storing a few hundred
 SOFT_LIMIT_S = 300 + 120

@@ -7,7 +7,11 @@ class EventsConfig(AppConfig):
     name = "events"
 
     def ready(self) -> None:
-        from . import registry, signals  # noqa: F401  (signals: connects the receivers)
+        from . import receivers, registry  # noqa: F401  (receivers: connects them)
         from .event_types import EVENT_TYPES
 
         registry.register(self.label, EVENT_TYPES)
+
+        from . import maplayer
+
+        maplayer.register()  # its overlay on the fabric map

@@ -14,8 +14,8 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from accounts.roles import Role, role_of
+from core import realtime
 from fabric.models import Fabric
-from weft import realtime
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403

@@ -4,7 +4,7 @@ rules that call :meth:`AlarmEngine.conditions` (``events.rules``).
 
 Each evaluation runs in one transaction with the fabric row locked (:func:`lock_fabric`), so two
 evaluations of one fabric never interleave. After commit it sends :data:`alarms_changed`
-(``outcome``: an :class:`Outcome`); ``events.signals`` relays that to the mail task and to
+(``outcome``: an :class:`Outcome`); ``events.receivers`` relays that to the mail task and to
 Channels. The engine imports neither tasks nor realtime.
 """
 
@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.dispatch import Signal
 from django.utils import timezone
 
 from fabric.models import Fabric
@@ -24,12 +23,9 @@ from fabric.models import Fabric
 from .models import Alarm, AlarmState, ConditionState, Event, Notification, NotificationKind
 from .policies import Policy, load_policies, policy_for
 from .recording import EventSpec, record_events
+from .signals import alarms_changed
 
 log = logging.getLogger(__name__)
-
-#: Sent after a transaction in which alarms were raised, updated or cleared, or mail was queued,
-#: commits. kwargs: ``outcome`` (:class:`Outcome`). Receivers: ``events.signals``.
-alarms_changed = Signal()
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import django_filters
 from django.db.models import Q
 
-from weft.fields import BoundedIsoDateTimeFilter
+from core.fields import BoundedIsoDateTimeFilter
 
 from .models import Alarm, Category, Event, EventPolicy, Severity
 

@@ -38,9 +38,9 @@ from django.db.models import Q
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from core.locks import single_instance
 from fabric.keys import link_name, split_link_key
 from fabric.models import Node
-from weft.locks import single_instance
 
 from . import registry
 from .choices import Severity

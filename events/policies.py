@@ -99,7 +99,7 @@ def policy_recipients(row: EventPolicy) -> list[str]:
 def ensure_policies() -> int:
     """Create the missing ``EventPolicy`` rows from the registered defaults; returns how many.
 
-    Runs after ``migrate`` (``events.signals``), never inside a GET handler."""
+    Runs after ``migrate`` (``events.receivers``), never inside a GET handler."""
     existing = set(EventPolicy.objects.values_list("code", flat=True))
     rows = [
         EventPolicy(

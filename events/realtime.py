@@ -1,6 +1,6 @@
 """Publishing alarm changes over Channels (producer side; ``events.consumers`` relays them).
 
-Groups: ``weft.realtime.group_name("alarms", fabric_id)`` and ``group_name("alarms", "all")``;
+Groups: ``core.realtime.group_name("alarms", fabric_id)`` and ``group_name("alarms", "all")``;
 message type ``alarm.changed`` with payload ``{"action": "new"|"changed"|"cleared", "alarm":
 events.payloads.alarm_payload(...)}``, or ``alarms.reload`` (``{"fabric": id}``) when more than
 :data:`MAX_PER_MESSAGE_BURST` alarms changed at once (the page then reloads its list).
@@ -11,7 +11,7 @@ alarm changes and discoveries.
 
 from __future__ import annotations
 
-from weft.realtime import group_name, publish
+from core.realtime import group_name, publish
 
 from .payloads import alarm_payload
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from fabric.services.bulk import create_objects
+from core.bulk import create_objects
 
 from . import registry
 from .models import Event

@@ -10,7 +10,6 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.dispatch import Signal
 from django.utils import timezone
 
 from accounts import audit
@@ -18,6 +17,7 @@ from accounts import audit
 from .engine import AlarmEngine, Outcome, send_alarms_changed
 from .models import Alarm, AlarmState, Event, HealthReport, Notification
 from .recording import EventSpec, record_events
+from .signals import prune_due
 
 log = logging.getLogger(__name__)
 
@@ -27,15 +27,8 @@ __all__ = [
     "acknowledge_many",
     "clear_alarm",
     "prune",
-    "prune_due",
     "record_events",
 ]
-
-#: sent by :func:`prune` after its own deletions (kwargs ``now``: the prune's time), so that other
-#: apps clear what they keep only for a while through their own writers (the scheduler: expired
-#: idempotency keys). A receiver returns ``{name: rows cleared}``; :func:`prune` adds those to its
-#: result. A receiver that raises is logged and does not stop the others.
-prune_due = Signal()
 
 
 def acknowledge(alarm_id: int, user) -> Alarm:

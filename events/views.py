@@ -19,11 +19,11 @@ from django.views.generic import DetailView, ListView, TemplateView, UpdateView
 from accounts import audit
 from accounts.audit import model_changes
 from accounts.roles import Role, has_role
+from core.converters import RowIdConverter
+from core.csvcells import spreadsheet_safe
+from core.params import int_param
 from fabric.models import Fabric
 from fabric.views import optional_template
-from weft.converters import RowIdConverter
-from weft.csvcells import spreadsheet_safe
-from weft.params import int_param
 
 from . import dashboard, health, registry, services
 from .filtersets import AlarmFilterSet, EventFilterSet
@@ -115,7 +115,7 @@ class AlarmBulkAcknowledgeView(RoleMixin, View):
 
     def post(self, request):
         values = request.POST.getlist("alarm")
-        # row ids as in URLs (weft.converters): a longer number overflowed the 64-bit id column
+        # row ids as in URLs (core.converters): a longer number overflowed the 64-bit id column
         if not all(re.fullmatch(RowIdConverter.regex, v) for v in values):
             return HttpResponseBadRequest("alarm: row ids expected (1 to 18 digits)")
         ids = [int(v) for v in values]
@@ -156,7 +156,7 @@ ALARM_CSV_COLUMNS = [
 
 class AlarmCSVView(AlarmListView):
     """The alarm list's rows as CSV (same filters and order, every page, at most ``CSV_MAX``
-    rows); times ISO 8601 with offset; text cells spreadsheet-safe (``weft.csvcells``)."""
+    rows); times ISO 8601 with offset; text cells spreadsheet-safe (``core.csvcells``)."""
 
     CSV_MAX = 100_000
 

@@ -13,7 +13,7 @@ from django.contrib import admin
 from django.db import transaction
 
 from accounts import audit
-from weft.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin
 
 from .guid import normalize_guid
 from .models import Discovery, Fabric, Link, Node, Port

@@ -116,5 +116,18 @@ class ApplyState(models.TextChoices):
 
     PENDING = "pending", "Not applied yet"
     APPLIED = "applied", "Applied and verified"
+    #: applied to the members in the fabric; some members (GUIDs the fabric does not have, e.g.
+    #: SR-IOV virtual functions) cannot be verified: never reported as plain "applied"
+    PARTIAL = "partial", "Applied to the members in the fabric, some not verifiable"
     DRIFT = "drift", "Drift (ports disagree)"
     FAILED = "failed", "Apply failed"
+
+
+class ApplyRunState(models.TextChoices):
+    """Where a requested apply of a fabric's partitions is (``fabric.PartitionApply``)."""
+
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    COALESCED = "coalesced", "Joined the running apply"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"

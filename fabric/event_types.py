@@ -61,7 +61,8 @@ EVENT_TYPES = [
     EventType("system.discovery_resumed", "Discovery resumed", SYS, IN,
               clears=("system.discovery_stalled",), clear_scope=ClearScope.FABRIC),
     EventType("partition.applied", "Partitions applied", S, IN,
-              clears=("partition.drift", "partition.apply_failed"), clear_scope=ClearScope.FABRIC,
+              clears=("partition.drift", "partition.apply_failed", "partition.reconcile_drift",
+                      "partition.apply_stuck"), clear_scope=ClearScope.FABRIC,
               description="OpenSM re-read the partitions file Weft wrote and the sampled ports carry "
                           "the PKeys they should (smpquery pkeys)."),
     EventType("partition.drift", "Partition drift", S, MI, raise_alarm=True, email=True,
@@ -70,6 +71,16 @@ EVENT_TYPES = [
     EventType("partition.apply_failed", "Partitions apply failed", S, MI, raise_alarm=True, email=True,
               description="Weft could not write the partitions file or make OpenSM re-read it, or "
                           "could not read the sampled ports to verify it (smpquery failing or hung)."),
+    EventType("partition.reconcile_drift", "Partitions drifted from OpenSM", S, MI, raise_alarm=True,
+              email=True,
+              description="The periodic reconcile found that the master SM does not run the partitions "
+                          "Weft stores: its partitions file holds another text (OpenSM recreated, the file "
+                          "replaced) or ports read with smpquery pkeys disagree. Weft re-applies."),
+    EventType("partition.apply_stuck", "Partitions apply pending too long", S, MI, raise_alarm=True,
+              email=True,
+              description="A partition change has not been applied for longer than "
+                          "WEFT_PARTITIONS_PENDING_ALARM_S (a worker killed mid-apply, a lost queue). "
+                          "The reconcile re-applies it."),
     EventType("topology.mismatch", "Topology differs from reference", T, MI, raise_alarm=True, email=True,
               description="After a discovery, the fabric differs from the reference topology an Admin set "
                           "(missing, extra or miswired links, missing or extra nodes, links below the "

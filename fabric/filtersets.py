@@ -15,8 +15,8 @@ from django_filters.fields import ModelMultipleChoiceField
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
-from weft.fields import BoundedIsoDateTimeFilter
-from weft.params import MAX_ID, int_param
+from core.fields import BoundedIsoDateTimeFilter
+from core.params import MAX_ID, int_param
 
 from .choices import NodeType, PhysState, PortState, SMState, Tier
 from .guid import normalize_guid

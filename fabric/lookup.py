@@ -25,7 +25,7 @@ from typing import Literal
 
 from django.db.models import Q
 
-from weft.params import int_param
+from core.params import int_param
 
 from .guid import normalize_guid
 from .models import Port

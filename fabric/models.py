@@ -8,14 +8,16 @@ Hosts group the CAs of one machine (by the host name in the CA's NodeDescription
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from weft.validators import printable_text
+from core.validators import printable_text
 
 from .choices import (
+    ApplyRunState,
     ApplyState,
     DiscoverySource,
     DiscoveryStatus,
@@ -82,6 +84,12 @@ class Fabric(models.Model):
         default=list,
         blank=True,
         help_text="argv run instead of SIGHUP to make OpenSM re-read its partitions (e.g. a remote reload)",
+    )
+    sm_pid_files = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="pid file of each OpenSM by its port GUID ({'0x...': '/run/opensm.pid'}): the apply "
+        "signals the one sminfo names master (an SM fail-over moves it)",
     )
     #: what the fabric carries: only compute fabrics place GPU jobs (``scheduler.topology``)
     role = models.CharField(
@@ -174,7 +182,7 @@ class Node(models.Model):
     #: switches only: what the switch carries (a site's choice, kept across rediscoveries; set with
     #: ``fabric.services.roles.set_switch_roles``); a storage or management switch is no leaf or
     #: spine of the scheduler's locality tree. A database default too: the ingest inserts nodes
-    #: with its own column list (``fabric.services.bulk.insert_rows``)
+    #: with its own column list (``core.bulk.insert_rows``)
     role = models.CharField(
         max_length=10, choices=FabricRole.choices, default=FabricRole.COMPUTE, db_default=FabricRole.COMPUTE
     )
@@ -467,6 +475,9 @@ class Partition(models.Model):
     applied_at = models.DateTimeField(null=True, blank=True)
     applied_hash = models.CharField(max_length=64, blank=True)
     drift = models.JSONField(default=list, blank=True)
+    #: what the last apply or reconcile found of the GUID members: ``{"members": M, "applied": N,
+    #: "unverifiable": K}`` (K: GUIDs not in the fabric, e.g. SR-IOV virtual functions)
+    applied_members = models.JSONField(default=dict, blank=True)
     apply_error = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
@@ -495,6 +506,21 @@ class Partition(models.Model):
     def pkey_hex(self) -> str:
         return f"0x{self.pkey:04x}"
 
+    @property
+    def applied_status(self) -> str:
+        """The applied state in words: ``"applied to 3 of 4 members, 1 not verifiable"`` for a
+        partial apply (never plain "applied" while members cannot be verified), ``"applied to 4
+        of 4 members"``, ``"drift on 2 port(s)"``, ``"pending"``, ``"failed"``."""
+        counts = self.applied_members or {}
+        if self.applied_state in (ApplyState.APPLIED, ApplyState.PARTIAL) and counts.get("members"):
+            text = f"applied to {counts.get('applied', 0)} of {counts['members']} members"
+            if counts.get("unverifiable"):
+                text += f", {counts['unverifiable']} not verifiable"
+            return text
+        if self.applied_state == ApplyState.DRIFT:
+            return f"drift on {len(self.drift or [])} port(s)"
+        return str(self.applied_state)
+
 
 class PartitionMember(models.Model):
     """A member of a partition: a port GUID (canonical) or one of OpenSM's keywords (``ALL``,
@@ -515,6 +541,37 @@ class PartitionMember(models.Model):
 
     def __str__(self) -> str:
         return f"{self.port_guid}={self.membership}"
+
+
+class PartitionApply(models.Model):
+    """One requested apply of a fabric's partitions (``POST /api/fabric/partitions/apply/``, the
+    ``partitions --apply`` command): the client gets its id at once (202) and reads it back.
+    Written only by ``fabric.services.partitions.coalesce``: ``queued`` → ``running`` → ``done``
+    or ``failed`` with ``result`` (``apply_pending``'s summary: ``applies``, ``ok``, ``state``,
+    ``error``, ``seconds``); ``coalesced`` while another apply of the fabric runs, which covers
+    this request and writes its result here when it ends."""
+
+    fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="partition_applies")
+    state = models.CharField(max_length=9, choices=ApplyRunState.choices, default=ApplyRunState.QUEUED)
+    source = models.CharField(max_length=12, default="api")
+    force = models.BooleanField(default=False)
+    timeout_s = models.FloatField(null=True, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(default=timezone.now, db_index=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+    ok = models.BooleanField(null=True)
+    result = models.JSONField(default=dict, blank=True)
+
+    objects = models.Manager.from_queryset(FabricScopedQuerySet)()
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"apply {self.pk} of {self.fabric_id}: {self.state}"
 
 
 class TopologyReference(models.Model):

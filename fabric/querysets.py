@@ -10,16 +10,11 @@ Related models are reached through ``_meta`` (``fabric.models`` imports this mod
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from django.db import models
 from django.db.models import Count, IntegerField, OuterRef, Prefetch, Subquery, Value
 from django.db.models.functions import Coalesce
 
 from .choices import NodeType
-
-if TYPE_CHECKING:
-    from .models import Fabric
 
 #: Joins that give a port its link and the remote port with its node in one query
 #: (what ``Port.link`` and ``Port.remote`` read).
@@ -58,8 +53,8 @@ class FabricQuerySet(models.QuerySet):
         )
 
 
-def topology_counts(fabric: Fabric) -> dict[str, int]:
-    """``{"switches", "cas", "routers", "links"}`` of one fabric (two queries); what
+def topology_counts(fabric: models.Model) -> dict[str, int]:
+    """``{"switches", "cas", "routers", "links"}`` of one ``Fabric`` (two queries); what
     :meth:`FabricQuerySet.with_counts` annotates, for an instance read without it."""
     by_type = dict(fabric.nodes.order_by().values_list("node_type").annotate(c=Count("*")))
     return {

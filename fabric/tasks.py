@@ -5,7 +5,7 @@ a non-empty ``tool_env`` (e.g. a lab's ``LD_PRELOAD``/``IBSIM_SOCKNAME``) or ``c
 HCA the diags use); see ``fabric.collectors.tools.is_live``. Fabrics created by a file import have
 neither and are skipped by the beat schedule.
 
-Locks (``weft.locks.single_instance``) are leases renewed while the task runs: a worker killed
+Locks (``core.locks.single_instance``) are leases renewed while the task runs: a worker killed
 mid-discovery frees ``fabric.discover.<id>`` within ``WEFT_LOCK_TTL_S``; the renewal stops after
 the longest a discovery may take (:func:`_discovery_limit_s`). A SIGTERM-ed worker stops a hanging
 ``ibnetdiscover`` after ``WEFT_SHUTDOWN_GRACE_S`` (``weft.worker``), so the task records the failed
@@ -19,7 +19,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
-from weft.locks import single_instance
+from core.locks import single_instance
 
 log = logging.getLogger(__name__)
 
@@ -112,18 +112,46 @@ def discovery_watchdog_task() -> dict:
 
 
 @shared_task(name="fabric.tasks.apply_partitions_task")
-def apply_partitions_task(fabric_id: int, force: bool = False, request: str = "") -> dict:
-    """Apply the partitions of one fabric after a change (``fabric.services.partitions.apply_pending``:
-    coalesced, one apply per fabric at a time). Queued by ``queue_apply``; ``request`` is a token
-    per queued call (unused here: it keeps the embedded worker from dropping the call as a
-    duplicate of a running one). Returns the service's summary or ``{"skipped": reason}``."""
+def apply_partitions_task(
+    fabric_id: int, force: bool = False, request: str = "", apply_id: int | None = None
+) -> dict:
+    """Apply the partitions of one fabric (``fabric.services.partitions.apply_pending``: coalesced,
+    one apply per fabric at a time). Queued by ``queue_apply`` after a change, or by
+    ``request_apply`` with the ``apply_id`` of its ``PartitionApply`` record (``run_apply`` runs
+    it and writes the outcome there). ``request`` is a token per queued call (unused here: it
+    keeps the embedded worker from dropping the call as a duplicate of a running one). Returns
+    the service's summary or ``{"skipped": reason}``."""
     from .models import Fabric
-    from .services.partitions import apply_pending
+    from .services.partitions import apply_pending, run_apply
 
+    if apply_id is not None:
+        return run_apply(apply_id)
     fabric = Fabric.objects.filter(pk=fabric_id).first()
     if fabric is None:
         return {"skipped": f"no fabric {fabric_id}"}
     return apply_pending(fabric, force=force)
+
+
+@shared_task(name="fabric.tasks.reconcile_partitions_task")
+def reconcile_partitions_task() -> list[dict]:
+    """Beat task (every ``WEFT_PARTITIONS_RECONCILE_INTERVAL_S``): compare each fabric's stored
+    partitions with what its master SM applies and re-apply on drift or a change pending too long
+    (``fabric.services.partitions.reconcile``). One fabric's error is logged and in its summary,
+    the others go on. Never overlaps itself (lock ``fabric.partitions_reconcile``)."""
+    from .models import Fabric
+    from .services.partitions.reconcile import reconcile
+
+    out: list[dict] = []
+    with single_instance("fabric.partitions_reconcile", 900) as mine:
+        if not mine:
+            return out
+        for fabric in Fabric.objects.order_by("name"):
+            try:
+                out.append(reconcile(fabric).as_dict())
+            except Exception as exc:  # one fabric's failure is its own (logged), not the others'
+                log.exception("reconciling the partitions of %s failed", fabric.name)
+                out.append({"fabric": fabric.name, "error": f"{type(exc).__name__}: {exc}"[:300]})
+    return out
 
 
 @shared_task(name="fabric.tasks.compare_reference_task")

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-import weft.converters  # noqa: F401  (registers <pk:>)
+import core.converters  # noqa: F401  (registers <pk:>)
 
 from . import views
 

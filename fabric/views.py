@@ -27,7 +27,7 @@ from django.views.generic import DetailView, ListView, TemplateView
 
 from accounts.roles import Role, has_role
 from accounts.scoping import scope_rows
-from weft.params import int_param
+from core.params import int_param
 
 from . import upload
 from .choices import NodeType

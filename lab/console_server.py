@@ -29,7 +29,7 @@ import socket
 import threading
 from pathlib import Path
 
-from weft.hints import manage_py
+from core.hints import manage_py
 
 from .core import LabError
 from .netfile import SWITCH

@@ -927,6 +927,12 @@ class Lab:
         """The master OpenSM's pid file (``Fabric.sm_pid_file`` of a lab fabric). Valid once started."""
         return self._sms[0].dir / "opensm.pid"
 
+    @property
+    def sm_pid_files(self) -> dict[str, str]:
+        """``{port GUID "0x%016x": pid file}`` of every OpenSM of the lab, the master's and a
+        standby's (``Fabric.sm_pid_files`` of a lab fabric: the apply signals the current master)."""
+        return {f"0x{sm.port_guid:016x}": str(sm.dir / "opensm.pid") for sm in self._sms}
+
     def partition_errors(self, since: int = 0) -> list[str]:
         """OpenSM's partitions-file complaints in the master's log from byte ``since`` on
         (``"line 2: bad PortGUID"``); :meth:`sm_log_size` gives the offset to start from."""

@@ -33,10 +33,10 @@ from django.views.generic import DetailView, FormView, ListView
 from rest_framework.exceptions import ValidationError as DrfValidationError
 
 from accounts.roles import Role, has_role
+from core.params import int_param
 from fabric.choices import NodeType
 from fabric.models import Fabric, Host, Node, Port
 from fabric.views import RoleRequiredMixin
-from weft.params import int_param
 
 from . import access
 from .choices import HOLDING_STATES, AllocationKind, GpuState, MigMode

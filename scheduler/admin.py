@@ -9,7 +9,7 @@ from django.contrib import admin
 from django.db import transaction
 
 from accounts import audit
-from weft.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin
 
 from .models import Job, JobDecision, TenantShare
 

@@ -9,7 +9,15 @@ class SchedulerConfig(AppConfig):
     def ready(self) -> None:
         from events import registry
 
-        from . import signals  # noqa: F401  (receivers)
+        from . import receivers  # noqa: F401  (connects them)
         from .event_types import EVENT_TYPES
+        from .services import queue, rebalance
 
         registry.register(self.label, EVENT_TYPES)
+
+        from . import maplayer
+
+        maplayer.register()  # its overlay on the fabric map
+        # a pass's last step reclaims borrowed GPUs for guaranteed shares; the rebalancer sits above
+        # the queue (it binds and moves jobs through it), so the queue is handed it here
+        queue.set_reclaimer(rebalance.reclaim_for_guarantees)

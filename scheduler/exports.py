@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from weft.errors import LocatedError
+from core.errors import LocatedError
 
 from .hostlist import HostlistError, check_name, expand, fold
 from .locality import TOP_TIER, UNIT_TIER, Domain, Locality
@@ -137,7 +137,7 @@ def read_node_list(text: str, source: str = "<nodes>") -> set[str]:
     """The node names of a node list: host-list expressions separated by commas, spaces or lines
     (``sinfo -h -N -o %N``, ``scontrol show hostnames``, ``kubectl get nodes -o name`` with or
     without the ``node/`` prefix), or ``slurm.conf`` lines whose ``NodeName=`` values are taken
-    (``NodeName=DEFAULT`` skipped). ``#`` starts a comment. Raises :class:`~weft.errors.LocatedError`
+    (``NodeName=DEFAULT`` skipped). ``#`` starts a comment. Raises :class:`~core.errors.LocatedError`
     (file, line) for an expression that cannot be read."""
     names: set[str] = set()
     for n, raw in enumerate(text.splitlines(), 1):
@@ -670,8 +670,9 @@ def parse_topology_conf(text: str, source: str = "topology.conf") -> list[ConfLi
     ``#`` to the end of the line a comment, host lists expanded (:func:`scheduler.hostlist.expand`).
     Checks Slurm's rules: a name on every line, ≤ 64 characters, unique; not both ``Nodes=`` and
     ``Switches=``; every child switch defined; no switch below itself (a tree); no block smaller
-    than the first of ``BlockSizes`` (``block_record.c``); ``BlockSizes`` positive multiples of the first by
-    powers of two. Raises :class:`~weft.errors.LocatedError` (source, line) at the first break."""
+    than the first of ``BlockSizes`` (``block_record.c``); ``BlockSizes`` positive multiples of the
+    first by powers of two. Raises :class:`~core.errors.LocatedError` (source, line) at the first
+    break."""
     out: list[ConfLine] = []
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django import forms
 
-from weft.validators import printable_text
+from core.validators import printable_text
 
 from .choices import PriorityClass, TopologyMode
 from .locality import TIER_NAMES

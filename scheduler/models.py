@@ -21,9 +21,9 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from core.validators import printable_text
 from fabric.models import Partition
 from pools.models import Allocation, Pool, Tenant
-from weft.validators import printable_text
 
 from .choices import JobKind, JobState, PendingCode, PriorityClass, TopologyMode
 

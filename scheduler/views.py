@@ -25,10 +25,10 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from accounts.roles import Role
+from core.params import int_param
 from fabric.views import RoleRequiredMixin
 from pools import access
 from pools.models import Pool
-from weft.params import int_param
 
 from .access import scope_jobs, submit_tenant
 from .choices import FINAL, HOLDING, JobState

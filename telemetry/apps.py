@@ -9,7 +9,11 @@ class TelemetryConfig(AppConfig):
     def ready(self) -> None:
         from events import registry
 
-        from . import signals  # noqa: F401  (connects the receivers)
+        from . import checks, receivers  # noqa: F401  (registers the checks, connects the receivers)
         from .event_types import EVENT_TYPES
 
         registry.register(self.label, EVENT_TYPES)
+
+        from . import maplayer
+
+        maplayer.register()  # its overlay on the fabric map

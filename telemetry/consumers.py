@@ -19,8 +19,8 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from accounts.roles import Role, role_of
+from core import realtime
 from fabric.models import Fabric
-from weft import realtime
 
 from .producer import DELTA_TYPE, STALE_TYPE, TOPOLOGY_TYPE, heatmap_group
 

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from django.db.models import Count, F, IntegerField, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 
+from core.csvcells import spreadsheet_safe
 from fabric.choices import FabricRole, NodeType, PortState, Tier
 from fabric.models import Fabric, Port
 from fabric.querysets import PORT_LINK_RELATED
-from weft.csvcells import spreadsheet_safe
 
 from .models import ERROR_COUNTERS
 
@@ -318,7 +318,7 @@ CSV_COLUMNS = (
 
 def csv_cell(value) -> str:
     """One cell of the ports CSV: "" for None, ``k=v`` pairs for a dict of error counters, floats
-    to 6 significant digits, text made spreadsheet-safe (``weft.csvcells``)."""
+    to 6 significant digits, text made spreadsheet-safe (``core.csvcells``)."""
     if value is None:
         return ""
     if isinstance(value, dict):

@@ -14,7 +14,7 @@ switch's management port and carries no link traffic). A cell is the list
 * ``stale`` — 1 when the last sweep could not read the port (``PortCounters.stale``) or the port
   was never read, else 0.
 
-Each sweep publishes a :class:`HeatmapDelta` (encoded once, see :class:`RelayPayload`) to the group ``weft.realtime.group_name("heatmap",
+Each sweep publishes a :class:`HeatmapDelta` (encoded once, see :class:`RelayPayload`) to the group ``core.realtime.group_name("heatmap",
 fabric_id)`` with message type ``heatmap.delta``: only the cells whose rounded values changed
 since the previous publication for that fabric, or all cells (``"full": True``) when there is no
 previous state (first sweep after start, or the shared cache lost it). The previous state lives
@@ -40,9 +40,9 @@ from typing import Any, NotRequired, TypedDict
 from django.conf import settings
 from django.core.cache import cache
 
+from core import realtime
 from fabric.choices import NodeType, PortState
 from fabric.models import Port
-from weft import realtime
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +220,7 @@ def publish_sweep(fabric_id: int, sweep_id: int) -> HeatmapDelta | None:
     """Build and publish the heatmap delta (and stale notice) of one committed sweep.
 
     Returns the delta that was published (None when the sweep is gone). Never raises for a
-    channel-layer problem (see ``weft.realtime.publish``).
+    channel-layer problem (see ``core.realtime.publish``).
     """
     delta, notice = build_delta(fabric_id, sweep_id)
     if delta is None:

@@ -1,29 +1,11 @@
-"""Signals of the telemetry app and its receivers (imported in ``TelemetryConfig.ready()``).
+"""Signals the telemetry app sends (declarations only; its receivers are in
+``telemetry/receivers.py``, connected in ``TelemetryConfig.ready()``).
 
 Sent: ``sweep_committed`` after a counter sweep's transaction commits (from
 ``transaction.on_commit``), with ``fabric_id`` and ``sweep_id``. Listeners: the heatmap producer
-(below) and the events counter rules (``events.signals``).
-
-Received here, for the live heatmap: ``sweep_committed`` (publish the sweep's delta) and
-``fabric.signals.discovery_committed`` (tell clients to reload their row layout).
+(``telemetry.receivers``) and the events counter rules (``events.receivers``).
 """
 
-from django.dispatch import Signal, receiver
-
-from fabric.signals import discovery_committed
-
-from . import producer
+from django.dispatch import Signal
 
 sweep_committed = Signal()  # kwargs: fabric_id: int, sweep_id: int
-
-
-@receiver(sweep_committed, dispatch_uid="telemetry.heatmap.sweep")
-def publish_heatmap_delta(sender, fabric_id: int, sweep_id: int, **kwargs) -> None:
-    """Publish the committed sweep's heatmap delta (``telemetry.producer.on_sweep_committed``)."""
-    producer.on_sweep_committed(sender, fabric_id=fabric_id, sweep_id=sweep_id, **kwargs)
-
-
-@receiver(discovery_committed, dispatch_uid="telemetry.heatmap.topology")
-def publish_heatmap_topology(sender, fabric_id: int, discovery_id: int, **kwargs) -> None:
-    """Tell heatmap clients the topology changed (``telemetry.producer.on_discovery_committed``)."""
-    producer.on_discovery_committed(sender, fabric_id=fabric_id, discovery_id=discovery_id, **kwargs)

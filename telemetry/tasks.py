@@ -8,7 +8,7 @@
 * ``poller_watchdog_task`` (beat, ``WEFT_WATCHDOG_INTERVAL_S``): ``system.poller_stalled`` when a
   fabric's sweeps stopped (``telemetry.services.watchdog``).
 
-None overlaps itself (``weft.locks.single_instance``, keys ``telemetry.poll.<id>[.<group>]``,
+None overlaps itself (``core.locks.single_instance``, keys ``telemetry.poll.<id>[.<group>]``,
 ``telemetry.poll_all``, ``telemetry.rollup``: leases renewed while the task runs, so a killed worker
 frees them within ``WEFT_LOCK_TTL_S``); time limits and retries are on the decorators. A sweep that
 finds the fabric unreachable records a failed Sweep instead of raising, so retries are only for
@@ -29,7 +29,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import DatabaseError
 
-from weft.locks import single_instance
+from core.locks import single_instance
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_safe
 
+from core.params import int_param
 from fabric.choices import FabricRole, NodeType, PortState, Tier
 from fabric.models import Fabric
-from weft.params import int_param
 
 from .porttable import (
     CSV_COLUMNS,

@@ -1,4 +1,4 @@
-"""Errors under ``/api/`` answer JSON, elsewhere the styled pages (``weft.api_errors`` as the
+"""Errors under ``/api/`` answer JSON, elsewhere the styled pages (``core.api.errors`` as the
 project's ``handler400/403/404/500``): an API client that mistypes an endpoint or hits a server
 fault gets ``{"detail": …}``, never the HTML page."""
 
@@ -8,7 +8,7 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.test import RequestFactory
 
-from weft import api_errors
+from core.api import errors as api_errors
 
 
 @pytest.mark.django_db

@@ -83,8 +83,8 @@ def test_a_uniqueness_race_is_409_not_a_500(admin, monkeypatch, caplog):
     from rest_framework.validators import UniqueValidator
 
     from accounts.models import AuditEntry
+    from core.api.errors import CONFLICT_DETAIL
     from pools.models import Tenant
-    from weft.api_errors import CONFLICT_DETAIL
 
     first = admin.post("/api/pools/tenants/", {"name": "race"}, format="json")
     assert first.status_code == 201, first.content

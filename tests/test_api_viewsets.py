@@ -43,7 +43,17 @@ from accounts.tokens import check_key, create_token
 from devices.models import Device, Interface, Neighbour, Sensor
 from events.models import Alarm, Event, EventPolicy, HealthReport
 from fabric.choices import SMState
-from fabric.models import Fabric, Host, Link, Node, Partition, PartitionMember, Port, SubnetManager
+from fabric.models import (
+    Fabric,
+    Host,
+    Link,
+    Node,
+    Partition,
+    PartitionApply,
+    PartitionMember,
+    Port,
+    SubnetManager,
+)
 from fabric.services.ingest import import_topology_text
 from fabric.services.requests import set_node_name_map
 from pools.models import Allocation, Pool, Tenant, TenantMembership
@@ -174,6 +184,10 @@ def world(users) -> World:
     Partition.objects.create(fabric=fabric, name="Default", pkey=0x7FFF, ipoib=True, is_default=True)
     PartitionMember.objects.create(partition=partition, port_guid="0x0002c90300000010", membership="full")
     PartitionMember.objects.create(partition=partition, port_guid="0x0002c90300000011", membership="limited")
+    PartitionApply.objects.create(fabric=fabric, state="done", ok=True, result={"applies": 1})
+    PartitionApply.objects.create(
+        fabric=other, state="failed", ok=False, result={"error": "no partitions file"}
+    )
     # tenants (the viewer and the operator are members of both), a tenant pool and a shared one,
     # an active allocation and a released one (MIG slices: the world's GPUs are MIG-enabled)
     tenant = Tenant.objects.create(name="t-a", description="first")
@@ -382,13 +396,13 @@ WRITES: dict[str, Write] = {
         and list(PartitionMember.objects.filter(partition=w.partition).values_list("port_guid", "membership"))
         == [("0x0002c90300000012", "both")],
     ),
-    # no partitions file is configured for the world's fabric: the apply fails, recorded (409)
+    # an apply answers 202 with its record at once; the worker runs it after commit
     "fabric-api:partition-apply POST": Write(
-        409,
+        202,
         body=lambda w: {"fabric": w.fabric.pk},
-        check=lambda w, b: b["ok"] is False
-        and "no partitions file configured" in b["error"]
-        and Partition.objects.get(pk=w.partition.pk).applied_state == "failed",
+        check=lambda w, b: b["state"] == "queued"
+        and PartitionApply.objects.get(pk=b["id"]).fabric_id == w.fabric.pk
+        and b["url"].endswith(f"/api/fabric/partition-applies/{b['id']}/"),
     ),
     "fabric-api:partition-import-file POST": Write(
         201,

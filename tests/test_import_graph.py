@@ -1,9 +1,13 @@
-"""No import cycle inside an app (issue 8): the module-level imports of each app form a DAG, and
-every module imports on its own in a fresh interpreter (after ``django.setup()``), so no module
-works only because another one happened to be imported first.
+"""The house (issue 27; ``docs/design.md`` "The house"): which app may import which, and no import
+cycle anywhere.
 
-Function-local imports count as edges for the events app (split so it needs none to break a
-cycle); elsewhere they are allowed where they break a real cycle, each with a one-line reason.
+* :data:`ALLOWED`: app → the apps it may import, at module level *and* inside functions. Apps sit on
+  :data:`FLOORS` (``core`` the kernel at the bottom, ``weft`` the composition root on top); an
+  arrow down is allowed by the table, an arrow up only with its reason in :data:`UPWARD`.
+* No import cycle in the whole project, counting function-local imports too: a function-local
+  import only defers an import-time dependency, it never hides a design cycle.
+* No import cycle inside an app (issue 8), and every events module imports on its own in a fresh
+  interpreter (after ``django.setup()``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,73 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ["accounts", "events", "fabric", "telemetry", "lab", "weft", "pools", "scheduler", "devices"]
+APPS = [
+    "core",
+    "accounts",
+    "fabric",
+    "lab",
+    "telemetry",
+    "events",
+    "pools",
+    "devices",
+    "scheduler",
+    "ufm",
+    "weft",
+]
+
+#: the floor of each app: it imports apps below it (those :data:`ALLOWED` names)
+FLOORS = {
+    "core": 0,  # the kernel: errors, fields, locks, bulk writes, API bases, realtime; imports no app
+    "accounts": 1,  # roles, permissions, the audit log, tokens
+    "fabric": 2,  # topology, discovery, SM, partitions, the map's read model
+    "lab": 3,  # the fabric lab (registers lab fabrics through fabric.services)
+    "telemetry": 3,  # port counters, rates, sweeps, heatmap
+    "events": 4,  # events, alarms, rules over topology and counters, mail
+    "pools": 5,  # GPU inventory, tenants, pools, allocations
+    "devices": 5,  # Ethernet devices over SNMP
+    "scheduler": 6,  # locality, placement, the job queue
+    "ufm": 7,  # the UFM-compatible REST API over fabric, events and scheduler
+    "weft": 8,  # the composition root: settings, urls, asgi, celery, commands spanning apps
+}
+
+#: app → the apps it may import (module level and inside functions)
+ALLOWED = {
+    "core": set(),
+    "accounts": {"core"},
+    "fabric": {"core", "accounts", "events"},
+    "lab": {"core", "fabric"},
+    "telemetry": {"core", "accounts", "fabric", "events"},
+    "events": {"core", "accounts", "fabric", "telemetry"},
+    "pools": {"core", "accounts", "fabric", "events"},
+    "devices": {"core", "accounts", "fabric", "telemetry", "events"},
+    "scheduler": {"core", "accounts", "fabric", "telemetry", "events", "pools"},
+    "ufm": {"core", "accounts", "fabric", "events", "scheduler"},
+    "weft": {
+        "core",
+        "fabric",
+        "lab",
+        "telemetry",
+        "events",
+        "pools",
+        "devices",
+        "scheduler",
+        "ufm",
+    },
+}
+
+#: every arrow that runs up a floor, with its reason
+UPWARD = {
+    (
+        "fabric",
+        "events",
+    ): "a writer records its events in its own transaction (events.services.record_events, "
+    "EventSpec), declares its event types (events.registry), reads the admin's policy of one (SM lost: "
+    "events.policies.policy_for); its pages list a node's events (events.models.Event). Events hang "
+    "on fabrics (Event.fabric), so the events app sits above the fabric",
+    ("telemetry", "events"): "the sweep records its events in its own transaction and declares its event "
+    "types, as the fabric does; the counter rules (events) read the sweep's PortCounters, so events "
+    "sit above telemetry",
+}
 
 
 def _modules(app: str) -> dict[str, Path]:
@@ -24,7 +94,7 @@ def _modules(app: str) -> dict[str, Path]:
     for path in sorted((ROOT / app).rglob("*.py")):
         rel = path.relative_to(ROOT).with_suffix("")
         parts = list(rel.parts)
-        if "tests" in parts or "migrations" in parts or "management" in parts:
+        if "tests" in parts or "migrations" in parts or parts[:2] == ["weft", "testing"]:
             continue
         if parts[-1] == "__init__":
             parts = parts[:-1]
@@ -54,8 +124,9 @@ def _edges(name: str, path: Path, known: set[str], local: bool = True) -> set[st
                 targets.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom):
                 mod = resolve(node)
-                targets.add(mod)
-                targets.update(f"{mod}.{a.name}" for a in node.names)
+                subs = {f"{mod}.{a.name}" for a in node.names}
+                # ``from pkg import module`` imports the module (its package runs first in any case)
+                targets.update(subs if subs <= known else {mod} | subs)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 if local or isinstance(node, ast.ClassDef):
                     visit(node.body)
@@ -70,7 +141,7 @@ def _edges(name: str, path: Path, known: set[str], local: bool = True) -> set[st
     for t in targets:
         while t and t not in known:
             t = t.rsplit(".", 1)[0] if "." in t else ""
-        if t and t != name:
+        if t and t != name and not name.startswith(t + "."):  # a module's own package runs first
             out.add(t)
     return out
 
@@ -106,6 +177,49 @@ def _graph(app: str, local: bool) -> dict[str, set[str]]:
     return {name: _edges(name, path, set(modules), local=local) for name, path in modules.items()}
 
 
+def _project_graph(local: bool) -> dict[str, set[str]]:
+    modules = {name: path for app in APPS for name, path in _modules(app).items()}
+    return {name: _edges(name, path, set(modules), local=local) for name, path in modules.items()}
+
+
+def _app_arrows() -> dict[tuple[str, str], list[str]]:
+    """``(app, app) → ["module → module", …]`` over module-level and function-local imports."""
+    arrows: dict[tuple[str, str], list[str]] = {}
+    for name, targets in _project_graph(local=True).items():
+        for target in targets:
+            a, b = name.split(".")[0], target.split(".")[0]
+            if a != b:
+                arrows.setdefault((a, b), []).append(f"{name} → {target}")
+    return arrows
+
+
+def test_every_app_imports_only_what_the_table_allows():
+    arrows = _app_arrows()
+    refused = {f"{a} → {b}": sorted(mods)[:3] for (a, b), mods in arrows.items() if b not in ALLOWED[a]}
+    assert refused == {}
+    unused = {f"{a} → {b}" for a, targets in ALLOWED.items() for b in targets if (a, b) not in arrows}
+    assert unused == set(), "the table allows arrows no code draws: remove them"
+    assert ("fabric", "events") in arrows and ("weft", "fabric") in arrows
+
+
+def test_the_table_names_every_upward_arrow_and_its_reason():
+    assert set(FLOORS) == set(ALLOWED) == set(APPS)
+    assert {p.name for p in ROOT.iterdir() if (p / "apps.py").exists()} <= set(APPS)  # every app has a floor
+    up = {(a, b) for a, targets in ALLOWED.items() for b in targets if FLOORS[b] >= FLOORS[a]}
+    assert up == set(UPWARD)
+    assert all(len(reason) > 40 for reason in UPWARD.values())
+    assert ALLOWED["core"] == set() and FLOORS["weft"] == max(FLOORS.values())
+    assert not any("weft" in targets for app, targets in ALLOWED.items() if app != "weft")
+
+
+@pytest.mark.parametrize("local", [False, True], ids=["module-level", "with-function-local"])
+def test_no_import_cycle_in_the_project(local):
+    """Across every app, counting function-local imports too: none hides a design cycle."""
+    graph = _project_graph(local=local)
+    assert _cycle(graph) is None, " → ".join(_cycle(graph) or [])
+    assert len(graph) > 300 and "core.locks" in graph and "ufm.views" in graph
+
+
 @pytest.mark.parametrize("app", APPS)
 def test_no_module_level_import_cycle_inside_app(app):
     graph = _graph(app, local=False)
@@ -117,7 +231,7 @@ def test_events_has_no_import_cycle_even_through_function_local_imports():
     cycle: policies → engine → rules → tasks → signals is a DAG even counting them."""
     graph = _graph("events", local=True)
     assert _cycle(graph) is None, " → ".join(_cycle(graph) or [])
-    assert "events.signals" in graph["events.apps"] and "events.engine" not in graph["events.policies"]
+    assert "events.receivers" in graph["events.apps"] and "events.engine" not in graph["events.policies"]
 
 
 def test_cycle_finder_finds_a_cycle():

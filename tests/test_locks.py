@@ -1,4 +1,4 @@
-"""Task locks (``weft.locks``): leases renewed by their holder, gone with a dead holder.
+"""Task locks (``core.locks``): leases renewed by their holder, gone with a dead holder.
 
 The local backend (embedded deployment) is tested in this process; the Redis backend with real
 processes: a holder killed with SIGKILL leaves a lock that expires within one lease, and a process
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from weft.locks import lock_remaining_s, single_instance
+from core.locks import lock_remaining_s, single_instance
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,7 +67,7 @@ HOLDER = """
 import os, sys, time, django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "weft.settings")
 django.setup()
-from weft.locks import single_instance
+from core.locks import single_instance
 with single_instance(sys.argv[1]) as mine:
     print("held" if mine else "busy", flush=True)
     time.sleep(600)

@@ -1,4 +1,4 @@
-"""``__any`` (``weft.lookups``) and ``fabric.services.bulk.update_rows``: the same rows and
+"""``__any`` (``core.lookups``) and ``core.bulk.update_rows``: the same rows and
 values as Django's own ``__in`` and ``save``, on SQLite and on PostgreSQL (where both are
 written with one array parameter per list or column)."""
 
@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from fabric.services.bulk import update_rows
+from core.bulk import update_rows
 from pools.models import Pool, Tenant
 from scheduler.models import Job
 

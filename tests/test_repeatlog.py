@@ -1,10 +1,10 @@
-"""``weft.repeatlog.RepeatLog``: a repeated identical failure is logged once, then counted."""
+"""``core.repeatlog.RepeatLog``: a repeated identical failure is logged once, then counted."""
 
 from __future__ import annotations
 
 import logging
 
-from weft.repeatlog import RepeatLog
+from core.repeatlog import RepeatLog
 
 LOGGER = "weft.tests.repeatlog"
 
@@ -47,7 +47,7 @@ def test_first_occurrence_then_one_summary_per_period_then_flush(caplog):
 
 
 def test_the_level_of_the_first_line_is_kept_and_memory_is_bounded(caplog):
-    from weft import repeatlog
+    from core import repeatlog
 
     repeats = RepeatLog(logging.getLogger(LOGGER), every_s=0)
     with caplog.at_level(logging.DEBUG, logger=LOGGER):

@@ -2,7 +2,7 @@
 
 Schemathesis found ``GET /api/fabric/heatmap/{fabric_id}/cells/{port_id}/`` answering 500 for a
 20-digit id (the lookup overflowed SQLite's INTEGER). Every page and API path with a row id uses
-the ``<pk:>`` converter (``weft.converters``); this walks them all with such an id.
+the ``<pk:>`` converter (``core.converters``); this walks them all with such an id.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _with_ids(route: str) -> str | None:
 
 def test_every_row_id_route_uses_the_pk_converter():
     plain_ints = [r for r in _routes(get_resolver().url_patterns) if "<int:" in r]
-    assert plain_ints == [], "use <pk:> for row ids (weft.converters)"
+    assert plain_ints == [], "use <pk:> for row ids (core.converters)"
 
 
 @pytest.mark.django_db

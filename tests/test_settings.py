@@ -173,6 +173,11 @@ def test_beat_periods_come_from_their_settings(load):
     assert beat["sm-watch"]["schedule"].total_seconds() == 5
     assert beat["health-report"]["schedule"].total_seconds() == 3600
     assert beat["poll-all-fabrics"]["schedule"].total_seconds() == 2
+    s = load(WEFT_PARTITIONS_RECONCILE_INTERVAL_S="120")
+    assert s["CELERY_BEAT_SCHEDULE"]["reconcile-partitions"]["schedule"].total_seconds() == 120
+    assert (
+        s["CELERY_BEAT_SCHEDULE"]["reconcile-partitions"]["task"] == "fabric.tasks.reconcile_partitions_task"
+    )
 
 
 @pytest.mark.parametrize(
@@ -197,6 +202,8 @@ def test_beat_periods_come_from_their_settings(load):
         ("WEFT_XMIT_WAIT_TICK_NS", "-4", "must be greater than 0"),
         ("WEFT_TOOL_TIMEOUT_S", "inf", "is not a finite number"),
         ("WEFT_SM_WATCH_INTERVAL_S", "0", "must be greater than 0"),
+        ("WEFT_PARTITIONS_RECONCILE_SAMPLE", "0", "must be at least 1"),
+        ("WEFT_PARTITIONS_PENDING_ALARM_S", "-5", "must be greater than 0"),
         ("WEFT_POLL_INTERVAL_S", "ten", "is not a number"),
         ("WEFT_MAIL_STORM_THRESHOLD", "0", "must be at least 1"),
         ("WEFT_IMPORT_MAX_BYTES", "256M", "is not an integer"),

@@ -1,7 +1,7 @@
 """Static files in production mode: ``collectstatic`` with the production settings writes a manifest,
 and every HTML page (the login page first, a failed sign-in too) renders from it.
 
-Before ``weft.storage.StaticFilesStorage``, ``collectstatic`` stopped with ``MissingFileError`` on
+Before ``core.storage.StaticFilesStorage``, ``collectstatic`` stopped with ``MissingFileError`` on
 the vendored graphology's ``sourceMappingURL``, wrote no manifest, and every page was a 500.
 """
 
@@ -26,7 +26,7 @@ from accounts.roles import set_role
 BASE_DIR = Path(__file__).resolve().parents[1]
 PROD_STORAGE = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "weft.storage.StaticFilesStorage"},
+    "staticfiles": {"BACKEND": "core.storage.StaticFilesStorage"},
 }
 
 
@@ -69,7 +69,7 @@ def test_a_missing_css_reference_still_fails(tmp_path):
     """Only source maps are exempt: a stylesheet pointing at an absent image stays an error."""
     from whitenoise.storage import MissingFileError
 
-    from weft.storage import StaticFilesStorage
+    from core.storage import StaticFilesStorage
 
     (tmp_path / "a.css").write_text('body { background: url("missing.png"); }\n')
     storage = StaticFilesStorage(location=str(tmp_path), base_url="/static/")

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from core.locks import lock_remaining_s
 from fabric.choices import DiscoveryStatus
 from fabric.models import Discovery, Fabric
 from fabric.services.discovery import discover
 from lab.pytest_plugin import small_netfile
 from tests.process_support import alive, children_tagged, wait_for
-from weft.locks import lock_remaining_s
 from weft.worker import child_pids
 
 pytestmark = [

@@ -13,9 +13,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 
 from accounts.roles import set_role
+from core.ws_origin import CLOSE_ORIGIN_REFUSED, parse_origin
 from fabric.models import Fabric
 from weft.asgi import application
-from weft.ws_origin import CLOSE_ORIGIN_REFUSED, parse_origin
 
 MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 REFUSED = (False, CLOSE_ORIGIN_REFUSED)

@@ -80,7 +80,7 @@ def test_a_push_to_a_client_gone_meanwhile_is_dropped_quietly(caplog):
     consumer does not die with it), while any other failure of ``send`` still raises."""
     from autobahn.exception import Disconnected
 
-    from weft.realtime import ListenOnlyJsonConsumer
+    from core.realtime import ListenOnlyJsonConsumer
 
     consumer = ListenOnlyJsonConsumer()
     consumer.channel_name = "specific.test!gone"
@@ -94,10 +94,10 @@ def test_a_push_to_a_client_gone_meanwhile_is_dropped_quietly(caplog):
         raise ValueError("not a closed protocol")
 
     consumer.base_send = consumer.guarded(gone)
-    with caplog.at_level("DEBUG", logger="weft.realtime"):
+    with caplog.at_level("DEBUG", logger="core.realtime"):
         _on_a_new_loop(consumer.send_json({"type": "summary.changed"}))
     assert [m["type"] for m in sent] == ["websocket.send"]
-    assert [r.levelname for r in caplog.records if r.name == "weft.realtime"] == ["DEBUG"]
+    assert [r.levelname for r in caplog.records if r.name == "core.realtime"] == ["DEBUG"]
     consumer.base_send = consumer.guarded(broken)
     with pytest.raises(ValueError, match="not a closed protocol"):
         _on_a_new_loop(consumer.send_json({"type": "summary.changed"}))

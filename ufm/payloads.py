@@ -37,6 +37,7 @@ from django.conf import settings
 from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
+from core.cache import get_or_compute
 from events.choices import SEVERITY_RANK, Category, Severity
 from events.models import Alarm, Event
 from events.registry import get as event_type
@@ -45,7 +46,6 @@ from fabric.choices import Membership, NodeType, PhysState, PortState
 from fabric.keys import port_key
 from fabric.models import Discovery, Fabric, Link, Node, Partition, Port
 from fabric.parsers.partitions import DEFAULT_PKEY, KEYWORDS
-from weft.cache import get_or_compute
 
 from .inputs import mtu_limit_of, pkey_text, rate_limit_of, ufm_guid
 
@@ -558,7 +558,7 @@ def smconf(fabric: Fabric, *, secrets: bool) -> dict:
     out: dict = {"subnet_prefix": fabric.subnet_prefix or "0xfe80000000000000"}
     if not secrets:
         return out
-    path = getattr(settings, "WEFT_OPENSM_CONF", "")
+    path = settings.WEFT_OPENSM_CONF
     text = ""
     if path:
         try:

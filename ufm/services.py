@@ -67,7 +67,7 @@ def served_fabric() -> Fabric:
         UfmUnavailable: the setting names no fabric, there is none, or there are several and
             the setting is empty.
     """
-    name = getattr(settings, "WEFT_UFM_FABRIC", "")
+    name = settings.WEFT_UFM_FABRIC
     if name:
         fabric = Fabric.objects.filter(name=name).first()
         if fabric is None:

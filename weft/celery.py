@@ -17,6 +17,8 @@ import os
 
 from celery import Celery, Task
 
+from weft import inprocess
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "weft.settings")
 
 
@@ -50,8 +52,6 @@ class WeftTask(Task):
         from django.conf import settings
 
         if settings.EMBEDDED and not self.app.conf.task_always_eager:
-            from weft import inprocess
-
             return inprocess.submit(self, args or (), kwargs or {})
         return super().apply_async(args, kwargs, **options)
 

@@ -19,7 +19,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from celery import Task
+from celery import Task, current_app
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def submit(task: Task, args: tuple, kwargs: dict, *, coalesce: bool = True) -> F
 
 
 def _beat(schedule: dict[str, dict]) -> None:
-    from weft.celery import app
+    app = current_app  # weft.celery's app (the current one): it imports this module
 
     def seconds(entry: dict) -> float:
         interval = entry["schedule"]
@@ -118,8 +118,7 @@ def start(workers: int = 4, beat: bool = True, schedule: dict | None = None) -> 
     global _executor, _beat_thread
     from django.conf import settings
 
-    from weft.celery import app
-
+    app = current_app  # weft.celery's app (the current one): it imports this module
     # Celery's autodiscovery is lazy (it runs when a worker boots): import every app's tasks
     # module now so the beat entries resolve.
     app.loader.import_default_modules()

@@ -22,8 +22,6 @@ from csp.constants import SELF as CSP_SELF
 from django.core.exceptions import ImproperlyConfigured
 
 # Pure modules (no Django import) that own a default or a list a setting is checked against.
-from telemetry.collectors.madpoll import DEFAULT_TIMEOUT_S as MAD_DEFAULT_TIMEOUT_S
-from telemetry.semantics import DEFAULT_TICK_NS, ERROR_COUNTERS
 from weft.env import (
     env_bool,
     env_choice,
@@ -74,6 +72,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    "core",
     "weft",
     "accounts",
     "lab",
@@ -171,7 +170,7 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": (
-            "weft.storage.StaticFilesStorage"  # hashed + compressed; source maps not rewritten
+            "core.storage.StaticFilesStorage"  # hashed + compressed; source maps not rewritten
             if PRODUCTION
             else "django.contrib.staticfiles.storage.StaticFilesStorage"
         )
@@ -196,10 +195,10 @@ REST_FRAMEWORK = {
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_PAGINATION_CLASS": "weft.pagination.WeftLimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "core.pagination.WeftLimitOffsetPagination",
     "PAGE_SIZE": 100,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "weft.api_errors.exception_handler",  # + 409 for a uniqueness race
+    "EXCEPTION_HANDLER": "core.api.errors.exception_handler",  # + 409 for a uniqueness race
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Weft API",
@@ -231,7 +230,7 @@ SPECTACULAR_SETTINGS = {
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "weft.schema.brief_alternatives",
+        "core.api.schema.brief_alternatives",
     ],
 }
 
@@ -254,7 +253,7 @@ REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [
 ]
 REST_FRAMEWORK["DEFAULT_RENDERER_CLASSES"] = [
     "rest_framework.renderers.JSONRenderer",
-    "weft.content_security.BrowsableAPIRenderer",
+    "core.content_security.BrowsableAPIRenderer",
 ]
 #: Sign-in lock-out: failures of one user name from one client address before that pair's password
 #: sign-in is refused, and minutes without a failure before it is allowed again. The pair, not the
@@ -272,7 +271,7 @@ AXES_VERBOSE = False  # no start-up banner; failures are still logged (axes, wef
 #: API token lifetime in days for new tokens; 0: tokens do not expire.
 WEFT_TOKEN_TTL_DAYS = env_float("WEFT_TOKEN_TTL_DAYS", 0.0, min_value=0)
 # Scripts only from this origin or with the response's nonce, no inline style, nothing framed;
-# third-party pages (API docs, browsable API) relax style-src (weft.content_security).
+# third-party pages (API docs, browsable API) relax style-src (core.content_security).
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": [CSP_SELF],
@@ -303,6 +302,8 @@ WEFT_DISCOVERY_INTERVAL_S = env_float("WEFT_DISCOVERY_INTERVAL_S", 300.0, positi
 WEFT_POLL_INTERVAL_S = env_float("WEFT_POLL_INTERVAL_S", 10.0, positive=True)
 WEFT_ROLLUP_INTERVAL_S = env_float("WEFT_ROLLUP_INTERVAL_S", 60.0, positive=True)
 WEFT_SM_WATCH_INTERVAL_S = env_float("WEFT_SM_WATCH_INTERVAL_S", 30.0, positive=True)
+#: the partitions reconcile (fabric.tasks.reconcile_partitions_task)
+WEFT_PARTITIONS_RECONCILE_INTERVAL_S = env_float("WEFT_PARTITIONS_RECONCILE_INTERVAL_S", 300.0, positive=True)
 WEFT_HEALTH_INTERVAL_S = env_float("WEFT_HEALTH_INTERVAL_S", 86400.0, positive=True)
 #: how often allocation leases are checked (pools.tasks.expire_leases_task), seconds
 WEFT_LEASE_CHECK_INTERVAL_S = env_float("WEFT_LEASE_CHECK_INTERVAL_S", 30.0, positive=True)
@@ -321,46 +322,9 @@ WEFT_IDEMPOTENCY_TTL_S = env_float("WEFT_IDEMPOTENCY_TTL_S", 86400.0, positive=T
 #: the rebalancing worker (scheduler.services.rebalance: reclaim, defragmenting moves, congestion
 #: reports), seconds between runs by beat
 WEFT_SCHEDULER_REBALANCE_INTERVAL_S = env_float("WEFT_SCHEDULER_REBALANCE_INTERVAL_S", 300.0, positive=True)
-CELERY_BEAT_SCHEDULE = {
-    "discover-all-fabrics": {
-        "task": "fabric.tasks.discover_all_task",
-        "schedule": timedelta(seconds=WEFT_DISCOVERY_INTERVAL_S),
-    },
-    "poll-all-fabrics": {
-        "task": "telemetry.tasks.poll_all_task",
-        "schedule": timedelta(seconds=WEFT_POLL_INTERVAL_S),
-    },
-    "rollup-counters": {
-        "task": "telemetry.tasks.rollup_task",
-        "schedule": timedelta(seconds=WEFT_ROLLUP_INTERVAL_S),
-    },
-    "sm-watch": {
-        "task": "fabric.tasks.sm_watch_task",
-        "schedule": timedelta(seconds=WEFT_SM_WATCH_INTERVAL_S),
-    },
-    "alarm-mail-flush": {"task": "events.tasks.flush_notifications_task", "schedule": timedelta(seconds=60)},
-    "alarm-mail-digest": {"task": "events.tasks.daily_digest_task", "schedule": timedelta(days=1)},
-    "events-prune": {"task": "events.tasks.prune_task", "schedule": timedelta(days=1)},
-    "health-report": {
-        "task": "events.tasks.health_report_task",
-        "schedule": timedelta(seconds=WEFT_HEALTH_INTERVAL_S),
-    },
-    "allocation-leases": {
-        "task": "pools.tasks.expire_leases_task",
-        "schedule": timedelta(seconds=WEFT_LEASE_CHECK_INTERVAL_S),
-    },
-    "scheduler-pass": {
-        "task": "scheduler.tasks.run_pass_task",
-        "schedule": timedelta(seconds=WEFT_SCHEDULER_PASS_INTERVAL_S),
-    },
-    "scheduler-rebalance": {
-        "task": "scheduler.tasks.rebalance_task",
-        "schedule": timedelta(seconds=WEFT_SCHEDULER_REBALANCE_INTERVAL_S),
-    },
-}
 
 # Dead workers and hung fabrics (README "Configuration"). Task locks are leases of WEFT_LOCK_TTL_S
-# renewed by their holder (weft.locks): a killed worker frees them within that. A task whose pool
+# renewed by their holder (core.locks): a killed worker frees them within that. A task whose pool
 # process dies is put back at once (reject on worker lost) and run again once (weft.celery); one
 # whose whole worker died is delivered again after WEFT_TASK_REDELIVERY_S (Redis visibility
 # timeout, default 1 hour in Celery). A SIGTERM-ed worker stops its diags after
@@ -379,18 +343,6 @@ try:
     DATA_DIR.mkdir(parents=True, exist_ok=True)
 except OSError:  # read-only or not ours: beat says so when it opens the file
     pass
-CELERY_BEAT_SCHEDULE.update(
-    {
-        "poller-watchdog": {
-            "task": "telemetry.tasks.poller_watchdog_task",
-            "schedule": timedelta(seconds=WEFT_WATCHDOG_INTERVAL_S),
-        },
-        "discovery-watchdog": {
-            "task": "fabric.tasks.discovery_watchdog_task",
-            "schedule": timedelta(seconds=WEFT_WATCHDOG_INTERVAL_S),
-        },
-    }
-)
 
 if EMAIL_URL := env_str("EMAIL_URL", "console://"):
     _email = parse_email_url(EMAIL_URL)
@@ -420,8 +372,23 @@ WEFT_ALARM_RETENTION_DAYS = env_float("WEFT_ALARM_RETENTION_DAYS", 365.0, min_va
 WEFT_NOTIFICATION_RETENTION_DAYS = env_float("WEFT_NOTIFICATION_RETENTION_DAYS", 30.0, min_value=0)
 WEFT_HEALTH_RETENTION_DAYS = env_float("WEFT_HEALTH_RETENTION_DAYS", 90.0, min_value=0)
 #: Health report: raw error-counter limits that override ``events.health.ERROR_THRESHOLDS``, from
-#: ``counter=value,...`` (e.g. ``symbol_errors=50,link_downed=2``); counters as in PortCounters.
-WEFT_HEALTH_ERROR_THRESHOLDS = env_int_map("WEFT_HEALTH_ERROR_THRESHOLDS", {}, keys=ERROR_COUNTERS)
+#: ``counter=value,...`` (e.g. ``symbol_errors=50,link_downed=2``); counters as in PortCounters:
+#: the error counters of ``telemetry.semantics.ERROR_COUNTERS``, written again here because the
+#: settings import no app (the same names: system check ``telemetry.E002``).
+HEALTH_ERROR_COUNTERS = (
+    "symbol_errors",
+    "link_error_recovery",
+    "link_downed",
+    "rcv_errors",
+    "rcv_remote_phys_errors",
+    "xmit_discards",
+    "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors",
+    "vl15_dropped",
+    "xmit_constraint_errors",
+    "rcv_constraint_errors",
+)
+WEFT_HEALTH_ERROR_THRESHOLDS = env_int_map("WEFT_HEALTH_ERROR_THRESHOLDS", {}, keys=HEALTH_ERROR_COUNTERS)
 
 #: Tokens (comma-separated) accepted on /metrics as "Authorization: Bearer <token>".
 WEFT_METRICS_TOKENS = env_list("WEFT_METRICS_TOKENS", [])
@@ -461,6 +428,12 @@ WEFT_PARTITIONS_PATH = env_str("WEFT_PARTITIONS_PATH", "")
 WEFT_SM_PID_FILE = env_str("WEFT_SM_PID_FILE", "")
 WEFT_PARTITIONS_VERIFY_TIMEOUT_S = env_float("WEFT_PARTITIONS_VERIFY_TIMEOUT_S", 60.0, positive=True)
 WEFT_PARTITIONS_VERIFY_SAMPLE = env_int("WEFT_PARTITIONS_VERIFY_SAMPLE", 8, min_value=1)
+#: the partitions reconcile (fabric.services.partitions.reconcile, beat every
+#: WEFT_PARTITIONS_RECONCILE_INTERVAL_S): member (and non-member) ports read per partition and run
+#: (every member within ceil(members / sample) runs), and how long a change may stay pending
+#: before an alarm.
+WEFT_PARTITIONS_RECONCILE_SAMPLE = env_int("WEFT_PARTITIONS_RECONCILE_SAMPLE", 16, min_value=1)
+WEFT_PARTITIONS_PENDING_ALARM_S = env_float("WEFT_PARTITIONS_PENDING_ALARM_S", 300.0, positive=True)
 #: The fabric the UFM-compatible API (``/ufmRest/``...) serves, by name; empty: the only fabric
 #: there is (with several, the API answers 503 until this names one).
 WEFT_UFM_FABRIC = env_str("WEFT_UFM_FABRIC", "")
@@ -481,14 +454,17 @@ WEFT_POLL_GROUPS = env_int("WEFT_POLL_GROUPS", 1, min_value=1)
 #: thread, in sweep order, after the sweep returns (``telemetry.services.publisher``): off the
 #: sweep's path. Default on with PostgreSQL + Redis; embedded (SQLite) publishes inline.
 WEFT_SWEEP_PUBLISH_ASYNC = env_bool("WEFT_SWEEP_PUBLISH_ASYNC", not EMBEDDED)
-WEFT_XMIT_WAIT_TICK_NS = env_float("WEFT_XMIT_WAIT_TICK_NS", DEFAULT_TICK_NS, positive=True)
+#: PortXmitWait tick (ns); default ``telemetry.semantics.DEFAULT_TICK_NS`` (the same number:
+#: ``telemetry.checks``)
+WEFT_XMIT_WAIT_TICK_NS = env_float("WEFT_XMIT_WAIT_TICK_NS", 1000.0, positive=True)
 #: Per-MAD timeout (seconds) of the MAD poller, before it resends. 1.0 s: the value sweeps have
 #: always used (this setting's default and the poller's ``--timeout``) and libibmad's own default
 #: (``MAD_DEF_TIMEOUT_MS`` 1000 in infiniband/mad.h), i.e. what perfquery waits. The other value,
 #: 0.5 s, was only ``run_madpoll``'s keyword default, taken by no sweep: too short on a loaded SM
 #: host, where a late answer becomes a timeout and marks a healthy port stale. The number lives in
-#: ``madpoll.DEFAULT_TIMEOUT_S`` because the poller also runs as a child without Django.
-WEFT_MAD_TIMEOUT_S = env_float("WEFT_MAD_TIMEOUT_S", MAD_DEFAULT_TIMEOUT_S, positive=True)
+#: ``madpoll.DEFAULT_TIMEOUT_S`` because the poller also runs as a child without Django; settings
+#: import no app module, so it is written again here (the same number: ``telemetry.checks``).
+WEFT_MAD_TIMEOUT_S = env_float("WEFT_MAD_TIMEOUT_S", 1.0, positive=True)
 #: SM notices (``fabric.services.notices``): run the listeners inside ``manage.py serve`` (embedded;
 #: production runs ``manage.py listen_notices``), how often the listeners' supervisor looks for
 #: new or removed live fabrics, and the port-state fallback that reads PortInfo of switch ports
@@ -526,13 +502,64 @@ WEFT_SNMP_TRAP_PORT = env_int("WEFT_SNMP_TRAP_PORT", 0, min_value=0)
 #: Fernet keys that encrypt device credentials at rest (devices.crypto): the first encrypts, all
 #: decrypt (rotation); unset: one derived from SECRET_KEY.
 WEFT_CREDENTIALS_KEYS = env_fernet_keys("WEFT_CREDENTIALS_KEY")
-CELERY_BEAT_SCHEDULE["poll-devices"] = {
-    "task": "devices.tasks.poll_devices_task",
-    "schedule": timedelta(seconds=WEFT_SNMP_TICK_S),
-}
-CELERY_BEAT_SCHEDULE["rollup-devices"] = {
-    "task": "devices.tasks.rollup_history_task",
-    "schedule": timedelta(seconds=WEFT_ROLLUP_INTERVAL_S),
+
+# Celery beat: every periodic task, in one place (the intervals are the settings above).
+CELERY_BEAT_SCHEDULE = {
+    "discover-all-fabrics": {
+        "task": "fabric.tasks.discover_all_task",
+        "schedule": timedelta(seconds=WEFT_DISCOVERY_INTERVAL_S),
+    },
+    "poll-all-fabrics": {
+        "task": "telemetry.tasks.poll_all_task",
+        "schedule": timedelta(seconds=WEFT_POLL_INTERVAL_S),
+    },
+    "rollup-counters": {
+        "task": "telemetry.tasks.rollup_task",
+        "schedule": timedelta(seconds=WEFT_ROLLUP_INTERVAL_S),
+    },
+    "sm-watch": {
+        "task": "fabric.tasks.sm_watch_task",
+        "schedule": timedelta(seconds=WEFT_SM_WATCH_INTERVAL_S),
+    },
+    "reconcile-partitions": {
+        "task": "fabric.tasks.reconcile_partitions_task",
+        "schedule": timedelta(seconds=WEFT_PARTITIONS_RECONCILE_INTERVAL_S),
+    },
+    "alarm-mail-flush": {"task": "events.tasks.flush_notifications_task", "schedule": timedelta(seconds=60)},
+    "alarm-mail-digest": {"task": "events.tasks.daily_digest_task", "schedule": timedelta(days=1)},
+    "events-prune": {"task": "events.tasks.prune_task", "schedule": timedelta(days=1)},
+    "health-report": {
+        "task": "events.tasks.health_report_task",
+        "schedule": timedelta(seconds=WEFT_HEALTH_INTERVAL_S),
+    },
+    "allocation-leases": {
+        "task": "pools.tasks.expire_leases_task",
+        "schedule": timedelta(seconds=WEFT_LEASE_CHECK_INTERVAL_S),
+    },
+    "scheduler-pass": {
+        "task": "scheduler.tasks.run_pass_task",
+        "schedule": timedelta(seconds=WEFT_SCHEDULER_PASS_INTERVAL_S),
+    },
+    "scheduler-rebalance": {
+        "task": "scheduler.tasks.rebalance_task",
+        "schedule": timedelta(seconds=WEFT_SCHEDULER_REBALANCE_INTERVAL_S),
+    },
+    "poller-watchdog": {
+        "task": "telemetry.tasks.poller_watchdog_task",
+        "schedule": timedelta(seconds=WEFT_WATCHDOG_INTERVAL_S),
+    },
+    "discovery-watchdog": {
+        "task": "fabric.tasks.discovery_watchdog_task",
+        "schedule": timedelta(seconds=WEFT_WATCHDOG_INTERVAL_S),
+    },
+    "poll-devices": {
+        "task": "devices.tasks.poll_devices_task",
+        "schedule": timedelta(seconds=WEFT_SNMP_TICK_S),
+    },
+    "rollup-devices": {
+        "task": "devices.tasks.rollup_history_task",
+        "schedule": timedelta(seconds=WEFT_ROLLUP_INTERVAL_S),
+    },
 }
 
 if PRODUCTION:
@@ -552,15 +579,15 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "filters": {
-        "permission_denied": {"()": "weft.logging_filters.PermissionDeniedIsNotAnError"},
-        "one_line_warning": {"()": "weft.logging_filters.OneLineWarning"},
+        "permission_denied": {"()": "core.logging_filters.PermissionDeniedIsNotAnError"},
+        "one_line_warning": {"()": "core.logging_filters.OneLineWarning"},
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("WEFT_LOG_LEVEL", "INFO")},
     "loggers": {
         "daphne": {"level": "WARNING"},
         "django.channels.server": {"level": "WARNING"},
-        # a refused page is one INFO line, not a WARNING with a traceback (weft.logging_filters)
+        # a refused page is one INFO line, not a WARNING with a traceback (core.logging_filters)
         "django.request": {"filters": ["permission_denied"]},
         # a Host not in ALLOWED_HOSTS: one WARNING line, not an ERROR with a traceback per request
         "django.security.DisallowedHost": {"filters": ["one_line_warning"]},

@@ -8,10 +8,10 @@ from django.urls import include, path
 from django.views.decorators.http import require_safe
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
+from core.content_security import third_party_ui
 from telemetry.metrics import metrics_view
 from ufm import urls as ufm_urls
 from ufm.views import dologin
-from weft.content_security import third_party_ui
 
 urlpatterns = [
     path(
@@ -23,7 +23,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # the schema answers 401 to anonymous clients (SERVE_PERMISSIONS); the doc pages send them to log
     # in. Swagger UI's split view serves its start-up script as a file (no inline script: the CSP);
-    # templates/drf_spectacular/redoc.html gives ReDoc's the nonce (weft.content_security) and keeps
+    # templates/drf_spectacular/redoc.html gives ReDoc's the nonce (core.content_security) and keeps
     # its bundle from fetching Redocly's logo from their CDN (nothing comes from outside).
     path(
         "api/docs/",
@@ -59,8 +59,8 @@ urlpatterns = [
     path("", include("devices.urls")),
 ]
 
-# errors under /api/ answer JSON ({"detail": …}), elsewhere the pages of templates/ (weft.api_errors)
-handler400 = "weft.api_errors.bad_request"
-handler403 = "weft.api_errors.permission_denied"
-handler404 = "weft.api_errors.page_not_found"
-handler500 = "weft.api_errors.server_error"
+# errors under /api/ answer JSON ({"detail": …}), elsewhere the pages of templates/ (core.api.errors)
+handler400 = "core.api.errors.bad_request"
+handler403 = "core.api.errors.permission_denied"
+handler404 = "core.api.errors.page_not_found"
+handler500 = "core.api.errors.server_error"

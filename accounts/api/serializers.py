@@ -4,7 +4,7 @@ from django.core.validators import EmailValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from weft.validators import printable_text
+from core.validators import printable_text
 
 from ..models import ApiToken, AuditEntry
 from ..roles import Role, role_of, set_role

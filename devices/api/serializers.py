@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from core.fields import IdentityUrlField
 from fabric.api.serializers import BriefFabricSerializer, BriefNodeSerializer
 from fabric.models import Fabric
-from weft.fields import IdentityUrlField
 
 from ..models import SECRET_FIELDS, Device, Interface, Neighbour, Sensor
 from ..services.config import settings_errors

@@ -15,7 +15,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
 from accounts.roles import Role
-from fabric.api.views import BRIEF_PARAM, BriefModeMixin, ReadOnlyTopologyViewSet
+from core.api.views import BRIEF_PARAM, BriefModeMixin, ReadOnlyViewSet
 
 from .. import filtersets
 from ..models import SECRET_FIELDS, Device, Interface, Neighbour, Sensor
@@ -106,7 +106,7 @@ class DeviceViewSet(BriefModeMixin, viewsets.ModelViewSet):
             raise NotFound(f"device {instance.pk} no longer exists") from None
 
 
-class InterfaceViewSet(ReadOnlyTopologyViewSet):
+class InterfaceViewSet(ReadOnlyViewSet):
     """Interfaces of the devices with their latest rates."""
 
     queryset = Interface.objects.select_related("device")
@@ -115,7 +115,7 @@ class InterfaceViewSet(ReadOnlyTopologyViewSet):
     ordering_fields = ["id", "if_index", "name", "utilisation", "congestion"]
 
 
-class SensorViewSet(ReadOnlyTopologyViewSet):
+class SensorViewSet(ReadOnlyViewSet):
     """Sensors of the devices (temperatures, fans, PSUs...)."""
 
     queryset = Sensor.objects.select_related("device")
@@ -124,7 +124,7 @@ class SensorViewSet(ReadOnlyTopologyViewSet):
     ordering_fields = ["id", "index", "kind", "value"]
 
 
-class NeighbourViewSet(ReadOnlyTopologyViewSet):
+class NeighbourViewSet(ReadOnlyViewSet):
     """Ethernet links as LLDP sees them from each device."""
 
     queryset = Neighbour.objects.select_related("device", "remote", "interface", "remote_interface")

@@ -42,8 +42,10 @@ from telemetry import semantics
 from .. import crypto, mibs, parsers
 from ..choices import PollStatus
 from ..collectors.snmp import Session, SnmpError, close_engine, with_deadline
+from ..keys import interface_key, link_key
 from ..models import Device, Interface, Neighbour, Sensor, is_down
 from . import history
+from .rules import evaluate
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +283,6 @@ def poll_devices(
     ``{"device", "status", "interfaces", "sensors", "neighbours", "requests", "duration_s",
     "error"}``. Never raises for a device's trouble (it is stored on the device)."""
     from .. import maplayer
-    from .rules import evaluate
 
     readings = collect(devices, concurrency=concurrency, inventory=inventory)
     drawn = maplayer.layer_states(maplayer.fabric_ids(devices))  # the maps' Ethernet layers before
@@ -410,11 +411,6 @@ def _device_spec(dev: Device, code: str, message: str, **details) -> EventSpec:
     return EventSpec(
         code, message, object_type="device", object_key=dev.name, object_repr=dev.name, details=details
     )
-
-
-def interface_key(dev_name: str, if_name: str) -> str:
-    """Object key of an interface's events and alarms: ``<device>/<ifName>``."""
-    return f"{dev_name}/{if_name}"
 
 
 def interface_spec(dev: Device, iface_name: str, up: bool, why: str) -> EventSpec:
@@ -559,11 +555,6 @@ def _store_sensors(dev: Device, records: list[parsers.SensorRecord], now) -> Non
     )
     seen = {r.index for r in records}
     Sensor.objects.filter(device=dev).exclude(index__in=seen).delete()
-
-
-def link_key(dev_name: str, local_port: str, remote: str, remote_port: str) -> str:
-    """Object key of an LLDP link: ``<device>/<local port>-<remote>/<remote port>``."""
-    return f"{dev_name}/{local_port}-{remote}/{remote_port}"
 
 
 def _store_neighbours(

@@ -26,8 +26,8 @@ from django.utils import timezone
 from events.engine import AlarmEngine, Outcome, lock_fabric
 from events.services import EventSpec
 
+from ..keys import interface_key, sensor_key
 from ..models import Interface, Sensor
-from .poll import interface_key
 
 #: rule code → (its clearing event's code, object type)
 RULES = {
@@ -37,11 +37,6 @@ RULES = {
     "device.temperature_high": ("device.temperature_cleared", "sensor"),
     "device.sensor_failed": ("device.sensor_ok", "sensor"),
 }
-
-
-def sensor_key(dev_name: str, index: int) -> str:
-    """Object key of a sensor's events and alarms: ``<device>/sensor/<entPhysicalIndex>``."""
-    return f"{dev_name}/sensor/{index}"
 
 
 def evaluate(fabric_id: int, device_ids: list[int], sensor_ids: list[int] | None = None) -> Outcome:

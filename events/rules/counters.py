@@ -1,4 +1,4 @@
-"""Counter rules, after every counter sweep (``events.signals`` → ``evaluate_sweep_task``)."""
+"""Counter rules, after every counter sweep (``events.receivers`` → ``evaluate_sweep_task``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Topology rules, after every discovery or import (``events.signals`` → ``evaluate_discovery_task``)."""
+"""Topology rules, after every discovery or import (``events.receivers`` → ``evaluate_discovery_task``)."""
 
 from __future__ import annotations
 

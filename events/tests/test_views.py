@@ -299,7 +299,7 @@ def test_bulk_acknowledge_refuses_ids_beyond_a_row_id_and_writes_nothing(alarm, 
 
 def test_alarm_csv_cells_a_spreadsheet_would_run_get_an_apostrophe(alarm, users, client_for):
     """Object names and messages come from the fabric (NodeDescription is set by each host): a
-    cell starting with =, +, -, @ is written with a leading apostrophe (weft.csvcells, as the
+    cell starting with =, +, -, @ is written with a leading apostrophe (core.csvcells, as the
     ports CSV); the alarm CSV wrote them as they were."""
     import csv
     import io

@@ -188,6 +188,41 @@ def register_layer(name: str, build, cache_part) -> None:
     LAYERS[name] = MapLayer(name, build, cache_part)
 
 
+# --- overlays: what the other apps add to the IB drawing ------------------------------------------
+# The fabric draws nodes and links; the apps above it register, in their ``AppConfig.ready()``,
+# what they know about them (``register_overlay``), so this module imports none of them. Without
+# an overlay the map is drawn without it (no Down cables, no rates, every node in a tier group).
+
+
+def _no_rows(*args) -> list:
+    return []
+
+
+#: overlay name → provider (defaults: nothing to add)
+OVERLAYS: dict[str, object] = {
+    # events: object keys of the open ``link.down`` alarms of a fabric (cables drawn Down)
+    "down_link_keys": _no_rows,
+    # events: a string that changes whenever those alarms do (part of :func:`map_cache_key`)
+    "down_links_stamp": lambda fabric: "0:None",
+    # events: ``(port_id, object_key)`` of every open alarm of a fabric (``live.alarms``)
+    "alarm_ports": _no_rows,
+    # events: the open alarms on ``ports`` or named by ``keys`` (``map_edge_detail``'s ``alarms``)
+    "edge_alarms": _no_rows,
+    # telemetry: ``(port_id, utilisation, congestion)`` of the ports with a rate (``live``)
+    "port_rates": _no_rows,
+    # scheduler: the locality domains of a fabric (``key``, ``name``, ``tier``, ``switches``,
+    # ``hosts``: ``scheduler.locality.Domain``), the map's groups
+    "domains": _no_rows,
+}
+
+
+def register_overlay(name: str, provider) -> None:
+    """Set the provider of overlay ``name`` (one of :data:`OVERLAYS`; a typo raises KeyError)."""
+    if name not in OVERLAYS:
+        raise KeyError(f"no map overlay {name!r}: one of {', '.join(OVERLAYS)}")
+    OVERLAYS[name] = provider
+
+
 # --- database part ------------------------------------------------------------------------------
 
 
@@ -354,13 +389,10 @@ def edges_part(payload: dict) -> dict:
 def _down_links(fabric, index: dict[str, int]) -> dict[tuple[int, int], int]:
     """``{(node index, node index): cables}`` of the open ``link.down`` alarms of ``fabric`` whose
     two end nodes are on the map (lower index first; a loopback is not drawn)."""
-    from events.models import Alarm
-
     from ..keys import split_link_key
 
     out: dict[tuple[int, int], int] = {}
-    keys = Alarm.objects.open().filter(fabric=fabric, code="link.down").values_list("object_key", flat=True)
-    for key in keys:
+    for key in OVERLAYS["down_link_keys"](fabric):
         try:
             (ga, _), (gb, _) = split_link_key(key)
         except ValueError:
@@ -379,10 +411,6 @@ def map_cache_key(fabric) -> str:
     (``Fabric.node_name_map_changed``: the names are drawn), every switch role change (the
     groups follow the scheduler's locality, which skips storage and management switches) and
     with every registered layer's ``cache_part``."""
-    from django.db.models import Count, Max
-
-    from events.models import Alarm
-
     from ..choices import FabricRole
     from ..models import Discovery, Link, Node
 
@@ -398,13 +426,11 @@ def map_cache_key(fabric) -> str:
         )
     )
     links = Link.objects.filter(fabric=fabric).count()
-    down = (
-        Alarm.objects.open().filter(fabric=fabric, code="link.down").aggregate(n=Count("id"), last=Max("id"))
-    )
+    down = OVERLAYS["down_links_stamp"](fabric)
     layers = ":".join(f"{layer.name}={layer.cache_part(fabric)}" for layer in LAYERS.values())
     return (
         f"weft:fabric-map:v4:{fabric.pk}:{last}:{fabric.last_discovery_id}:{nodes}:{links}:"
-        f"{down['n']}:{down['last']}:{_stamp(fabric.node_name_map_changed)}:{roles}:{layers}"
+        f"{down}:{_stamp(fabric.node_name_map_changed)}:{roles}:{layers}"
     )
 
 
@@ -434,15 +460,13 @@ def build_groups(fabric, payload: dict) -> dict:
     lists plus ``member`` (one group index per node of ``payload["nodes"]``) and ``collapsed``
     (True when the map has more than :data:`GROUP_ABOVE` nodes: opened collapsed).
 
-    Groups are the scheduler's locality domains (``scheduler.topology.build_locality``, the one
-    locality model): a unit (a leaf, or the rail leaves of a pod, with the CAs of its hosts), a
+    Groups are the scheduler's locality domains (overlay ``domains``: ``scheduler.maplayer``, from
+    ``scheduler.topology.build_locality``, the one locality model): a unit (a leaf, or the rail leaves of a pod, with the CAs of its hosts), a
     block (its spine switches), a spine group (its core switches). Every node no domain holds
     (a storage fabric, a switch with another role, an unplaced host's CA) goes into a group of its
     tier and type (``kind`` ``tier``), so every node has a group. ``x``/``y`` are the mean layout
     position of the members (graph units, as the nodes'); ``n`` the member count.
     """
-    from scheduler.topology import build_locality
-
     nodes = payload["nodes"]
     count = len(nodes["id"])
     member = [-1] * count
@@ -465,9 +489,8 @@ def build_groups(fabric, payload: dict) -> dict:
     for i, h in enumerate(nodes["host"]):
         if h >= 0 and nodes["type"][i] != 1:
             cas_of_host[payload["hosts"][h]].append(i)
-    locality = build_locality([fabric])
     domains = sorted(
-        (d for d in locality.domains.values() if d.fabric_id == fabric.pk and d.tier in _DOMAIN_KIND),
+        (d for d in OVERLAYS["domains"](fabric) if d.tier in _DOMAIN_KIND),
         key=lambda d: (-d.tier, natural_key(d.name), d.key),
     )
     for d in domains:
@@ -534,11 +557,6 @@ def build_live(fabric, payload: dict) -> dict:
     of the latest sweep; None when no port of the edge has a rate: a file import, a first sample)
     over both ends of every cable of the edge; ``alarms`` the open alarms on those ports or named
     by a ``link.*`` key between the edge's nodes. Lists parallel to ``payload["edges"]``."""
-    from django.db.models import Q
-
-    from events.models import Alarm
-    from telemetry.models import PortCounters
-
     from ..keys import split_link_key
     from ..models import Link
 
@@ -563,11 +581,7 @@ def build_live(fabric, payload: dict) -> dict:
         if e is not None:
             port_edge[pa] = port_edge[pb] = e
     if port_edge:
-        for port_id, u, c in (
-            PortCounters.objects.filter(port__node__fabric=fabric, stale=False)
-            .filter(Q(utilisation__isnull=False) | Q(congestion__isnull=False))
-            .values_list("port_id", "utilisation", "congestion")
-        ):
+        for port_id, u, c in OVERLAYS["port_rates"](fabric):
             e = port_edge.get(port_id)
             if e is None:
                 continue
@@ -576,7 +590,7 @@ def build_live(fabric, payload: dict) -> dict:
             if c is not None and (cong[e] is None or c > cong[e]):
                 cong[e] = round(c, 4)
     guid_index = {g: k for k, g in enumerate(nodes["guid"])}
-    for port_id, key in Alarm.objects.open().filter(fabric=fabric).values_list("port_id", "object_key"):
+    for port_id, key in OVERLAYS["alarm_ports"](fabric):
         e = port_edge.get(port_id) if port_id is not None else None
         if e is None and key.count("/") >= 2:
             try:
@@ -598,8 +612,6 @@ def map_edge_detail(fabric, params) -> dict:
     node is not on ``fabric``."""
     from django.db.models import Q
     from rest_framework.exceptions import NotFound, ValidationError
-
-    from events.models import Alarm
 
     from ..keys import link_key
     from ..models import Link, Node
@@ -643,16 +655,9 @@ def map_edge_detail(fabric, params) -> dict:
         cables.append({"a": end(pa), "b": end(pb)})
         ports += [pa.pk, pb.pk]
         keys.append(link_key((pa.node.node_guid, pa.port_num), (pb.node.node_guid, pb.port_num)))
-    alarms = (
-        Alarm.objects.open()
-        .filter(fabric=fabric)
-        .filter(Q(port_id__in=ports) | Q(object_key__in=keys))
-        .order_by("-last_seen")
-        .values("id", "code", "severity", "message", "object_repr")[:50]
-    )
     return {
         "a": {"id": a.pk, "name": str(a), "guid": a.node_guid},
         "b": {"id": b.pk, "name": str(b), "guid": b.node_guid},
         "cables": cables,
-        "alarms": list(alarms),
+        "alarms": list(OVERLAYS["edge_alarms"](fabric, ports, keys)),
     }

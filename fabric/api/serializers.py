@@ -13,13 +13,24 @@ from datetime import UTC, datetime
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from weft.fields import IdentityUrlField
+from core.fields import IdentityUrlField
 
 from ..choices import FabricRole, PortState
 from ..guid import normalize_guid
-from ..models import Discovery, Fabric, Host, Link, Node, Partition, PartitionMember, Port, SubnetManager
+from ..models import (
+    Discovery,
+    Fabric,
+    Host,
+    Link,
+    Node,
+    Partition,
+    PartitionApply,
+    PartitionMember,
+    Port,
+    SubnetManager,
+)
 from ..querysets import topology_counts
-from ..services.notices import notice_status
+from ..services.notice_status import notice_status
 
 
 class ChoiceDisplayField(serializers.Field):
@@ -582,16 +593,31 @@ class PartitionMemberSerializer(serializers.ModelSerializer):
     ALL_ROUTERS, SELF); ``port`` when the topology knows the GUID."""
 
     port = BriefPortSerializer(read_only=True, allow_null=True)
+    verification = serializers.SerializerMethodField()
 
     class Meta:
         model = PartitionMember
-        fields = ["port_guid", "membership", "reason", "port"]
+        fields = ["port_guid", "membership", "reason", "port", "verification"]
+
+    def get_verification(self, obj) -> str:
+        """``"in fabric"`` (a port of the fabric: its P_Key table is read), ``"unverified: not in
+        fabric"`` (a GUID no port has: an SR-IOV virtual function's, a host not discovered), or
+        ``"keyword"``. ``context["in_fabric"]``: the member GUIDs that are ports of the fabric."""
+        from ..parsers.partitions import KEYWORDS
+
+        if obj.port_guid in KEYWORDS:
+            return "keyword"
+        known = self.context.get("in_fabric")
+        on = obj.port_guid in known if known is not None else obj.port_id is not None
+        return "in fabric" if on else "unverified: not in fabric"
 
 
 class PartitionSerializer(serializers.ModelSerializer):
     """A partition (PKey) with its OpenSM flags (IBTA codes: ``mtu`` 1-5, ``rate`` e.g. 7 = 40
     Gb/s, ``sl`` 0-15, ``scope`` MGID scope nibbles) and what its last apply found
-    (``applied_state``, ``applied_at``, ``drift``). ``member_count``: members; the list itself is
+    (``applied_state``, ``applied_status`` in words: "applied to N of M members, K not verifiable"
+    while members are not in the fabric, ``applied_members`` its counts, ``applied_at``,
+    ``drift``). ``member_count``: members; the list itself is
     ``GET .../members/``."""
 
     url = IdentityUrlField(view_name="fabric-api:partition-detail")
@@ -599,6 +625,7 @@ class PartitionSerializer(serializers.ModelSerializer):
     fabric = serializers.PrimaryKeyRelatedField(queryset=Fabric.objects.all())
     pkey = PKeyField()
     member_count = serializers.IntegerField(read_only=True, default=None)
+    applied_status = serializers.CharField(read_only=True)
     scope = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=15), required=False)
 
     class Meta:
@@ -606,11 +633,12 @@ class PartitionSerializer(serializers.ModelSerializer):
         fields = [
             "id", "url", "display", "fabric", "name", "pkey", "pkey_hex", "description", "ipoib",
             "mtu", "rate", "sl", "scope", "is_default", "source", "member_count", "applied_state",
-            "applied_at", "applied_hash", "drift", "apply_error", "created", "updated",
+            "applied_status", "applied_members", "applied_at", "applied_hash", "drift", "apply_error",
+            "created", "updated",
         ]  # fmt: skip
         read_only_fields = [
-            "is_default", "source", "applied_state", "applied_at", "applied_hash", "drift", "apply_error",
-            "created", "updated",
+            "is_default", "source", "applied_state", "applied_members", "applied_at", "applied_hash",
+            "drift", "apply_error", "created", "updated",
         ]  # fmt: skip
 
     def get_unique_together_validators(self):
@@ -677,24 +705,30 @@ class ApplyRequestSerializer(serializers.Serializer):
     timeout = serializers.FloatField(min_value=1, max_value=300, required=False)
 
 
-class ApplyResultSerializer(serializers.Serializer):
-    """What an apply did (``fabric.services.partitions.ApplyResult``)."""
+class PartitionApplySerializer(serializers.ModelSerializer):
+    """A requested apply of a fabric's partitions (``fabric.PartitionApply``): ``state`` queued,
+    running, coalesced (joined the apply running), done or failed; ``ok``; ``result`` the
+    coalesced apply path's summary (``applies``, ``state``, ``error``, ``signalled``,
+    ``checked_ports``, ``drift``/``unverified`` rows, ``seconds``)."""
 
-    fabric = serializers.CharField()
-    path = serializers.CharField()
-    ok = serializers.BooleanField()
-    state = serializers.CharField()
-    signalled = serializers.CharField()
-    sha256 = serializers.CharField()
-    bytes = serializers.IntegerField()
-    lines = serializers.IntegerField()
-    longest_line = serializers.IntegerField()
-    partitions = serializers.IntegerField()
-    members = serializers.IntegerField()
-    checked_ports = serializers.IntegerField()
-    drift = serializers.ListField(child=serializers.DictField())
-    error = serializers.CharField()
-    seconds = serializers.FloatField()
+    url = IdentityUrlField(view_name="fabric-api:partitionapply-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = PartitionApply
+        fields = ["id", "url", "display", "fabric", "state", "source", "force", "timeout_s", "requested_by",
+                  "created", "started", "finished", "ok", "result"]  # fmt: skip
+        read_only_fields = fields
+
+
+class BriefPartitionApplySerializer(serializers.ModelSerializer):
+    url = IdentityUrlField(view_name="fabric-api:partitionapply-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+
+    class Meta:
+        model = PartitionApply
+        fields = ["id", "url", "display", "state", "ok"]
 
 
 class PartitionImportSerializer(serializers.Serializer):

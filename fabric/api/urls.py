@@ -14,4 +14,5 @@ router.register("discoveries", views.DiscoveryViewSet)
 router.register("hosts", views.HostViewSet)
 router.register("subnet-managers", views.SubnetManagerViewSet)
 router.register("partitions", views.PartitionViewSet)
+router.register("partition-applies", views.PartitionApplyViewSet)
 urlpatterns = router.urls

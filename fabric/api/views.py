@@ -19,42 +19,36 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import parsers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from accounts.api.mixins import AuditedWritesMixin
 from accounts.roles import Role
 from accounts.scoping import scope_rows
-from weft.cache import get_or_compute
+from core.api.views import BRIEF_PARAM, BriefModeMixin, ReadOnlyViewSet
+from core.cache import get_or_compute
+from core.errors import Conflict
 
 from .. import filtersets
-from ..models import Discovery, Fabric, Host, Link, Node, Partition, Port, SubnetManager
+from ..models import Discovery, Fabric, Host, Link, Node, Partition, PartitionApply, Port, SubnetManager
 from ..parsers.node_name_map import NodeNameMapError
-from ..parsers.partitions import PartitionsParseError
-from ..parsers.records import TopologyParseError
 from ..services import partitions as partition_service
-from ..services.ingest import ImportWouldRemove
 from ..services.ingest import summary as ingest_summary
 from ..services.names import MapUnreadable, fabric_names
 from ..services.portactions import ACTIONS as PORT_ACTIONS
-from ..services.portactions import PortActionFailed, PortActionRefused, run_port_action
+from ..services.portactions import run_port_action
 from ..services.reference import compare_fabric
 from ..services.requests import (
-    NoLiveAccess,
     discover_new_fabric,
     import_upload,
     request_discovery,
     set_node_name_map,
 )
-from ..services.roles import RoleError, set_switch_roles
+from ..services.roles import set_switch_roles
 from ..upload import GZIP_MAGIC, UploadError, read_limited, topology_text
 from ..upload import max_bytes as max_upload_bytes
 from . import serializers
 from .maplayout import build_live, build_map, edges_part, map_cache_key, map_edge_detail
-
-BRIEF_PARAM = OpenApiParameter(
-    "brief", OpenApiTypes.BOOL, description="return the brief form (id, url, display, natural key)"
-)
 
 IMPORT_REQUEST = {
     "multipart/form-data": serializers.ImportRequestSerializer,
@@ -67,13 +61,6 @@ IMPORT_REQUEST = {
 REPLACE_PARAM = OpenApiParameter(
     "replace", OpenApiTypes.BOOL, description="for raw bodies: the file is the whole fabric (see 409)"
 )
-
-
-class _Conflict(APIException):
-    """409 with the service's reason in ``detail`` (a partition another app owns)."""
-
-    status_code = status.HTTP_409_CONFLICT
-    default_code = "conflict"
 
 
 class PlainTextParser(parsers.BaseParser):
@@ -93,31 +80,10 @@ class OctetStreamParser(PlainTextParser):
     media_type = "application/octet-stream"
 
 
-class BriefModeMixin:
-    """``?brief=1`` (or true/yes) switches list and detail to ``brief_serializer_class``."""
-
-    brief_serializer_class = None
-
-    @property
-    def brief(self) -> bool:
-        value = self.request.query_params.get("brief", "") if self.request else ""
-        return value.lower() in {"1", "true", "yes", "on"}
-
-    def get_serializer_class(self):
-        if self.brief and self.brief_serializer_class is not None:
-            return self.brief_serializer_class
-        return super().get_serializer_class()
-
-
-class ReadOnlyTopologyViewSet(BriefModeMixin, viewsets.ReadOnlyModelViewSet):
-    read_role = Role.VIEWER
-    lookup_value_regex = r"\d+"
-
-
 @extend_schema_view(
     list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
 )
-class NodeViewSet(ReadOnlyTopologyViewSet):
+class NodeViewSet(ReadOnlyViewSet):
     """Switches, CAs and routers; the detail form lists the ports with their links and remote ends."""
 
     queryset = Node.objects.with_fabric_and_host()
@@ -140,7 +106,7 @@ class NodeViewSet(ReadOnlyTopologyViewSet):
 @extend_schema_view(
     list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
 )
-class PortViewSet(ReadOnlyTopologyViewSet):
+class PortViewSet(ReadOnlyViewSet):
     """Ports with state, width, speed, rate, link and remote end."""
 
     queryset = Port.objects.with_link()
@@ -172,19 +138,14 @@ class PortViewSet(ReadOnlyTopologyViewSet):
             raise ValidationError({"action": [f"one of {', '.join(PORT_ACTIONS)}"]})
         if data.get("confirm") not in (True, "1", "true", 1):
             raise ValidationError({"confirm": ["send confirm: true to run the action"]})
-        try:
-            result = run_port_action(port, name, user=request.user)
-        except PortActionRefused as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        except PortActionFailed as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_502_BAD_GATEWAY)
+        result = run_port_action(port, name, user=request.user)  # refused 409, failed 502 (api/errors.py)
         return Response(result.as_dict())
 
 
 @extend_schema_view(
     list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
 )
-class LinkViewSet(ReadOnlyTopologyViewSet):
+class LinkViewSet(ReadOnlyViewSet):
     """Links (cables): two ports, unordered; width/speed/rate as negotiated."""
 
     queryset = Link.objects.with_ends()
@@ -197,7 +158,7 @@ class LinkViewSet(ReadOnlyTopologyViewSet):
 @extend_schema_view(
     list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
 )
-class HostViewSet(ReadOnlyTopologyViewSet):
+class HostViewSet(ReadOnlyViewSet):
     """Machines grouping CAs by the host name of their NodeDescription."""
 
     queryset = Host.objects.with_nodes()
@@ -210,7 +171,21 @@ class HostViewSet(ReadOnlyTopologyViewSet):
 @extend_schema_view(
     list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
 )
-class SubnetManagerViewSet(ReadOnlyTopologyViewSet):
+class PartitionApplyViewSet(ReadOnlyViewSet):
+    """Requested applies of the fabrics' partitions, newest first (``POST partitions/apply/``
+    answers with one): queued, running, coalesced, done or failed, with the result."""
+
+    queryset = PartitionApply.objects.select_related("requested_by")
+    serializer_class = serializers.PartitionApplySerializer
+    brief_serializer_class = serializers.BriefPartitionApplySerializer
+    filterset_fields = ["fabric", "state"]
+    ordering_fields = ["id", "created"]
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
+)
+class SubnetManagerViewSet(ReadOnlyViewSet):
     """Subnet managers seen on each fabric (SMInfo)."""
 
     queryset = SubnetManager.objects.with_fabric()
@@ -223,7 +198,7 @@ class SubnetManagerViewSet(ReadOnlyTopologyViewSet):
 @extend_schema_view(
     list=extend_schema(parameters=[BRIEF_PARAM]), retrieve=extend_schema(parameters=[BRIEF_PARAM])
 )
-class DiscoveryViewSet(ReadOnlyTopologyViewSet):
+class DiscoveryViewSet(ReadOnlyViewSet):
     """Discoveries and imports, newest first, with counts, diff and warnings."""
 
     queryset = Discovery.objects.with_fabric()
@@ -336,10 +311,7 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
     def discover(self, request, pk=None):
         """Queue a live discovery (ibnetdiscover) of this fabric now (Operator)."""
         fabric = self.get_object()
-        try:
-            task_id = request_discovery(fabric, request.user)
-        except NoLiveAccess as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        task_id = request_discovery(fabric, request.user)  # NoLiveAccess: 409 (api/errors.py)
         return Response(
             {
                 "fabric": serializers.BriefFabricSerializer(fabric, context={"request": request}).data,
@@ -372,21 +344,8 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
         if "raw" in data:
             data = {"raw": data["raw"], "filename": request.query_params.get("filename", "")}
         text, filename = _read_upload(data)
-        try:
-            discovery = import_upload(
-                fabric_name, text, filename=filename, user=request.user, replace=replace
-            )
-        except ImportWouldRemove as exc:
-            return Response(exc.as_dict(), status=status.HTTP_409_CONFLICT)
-        except TopologyParseError as exc:
-            return Response(
-                {
-                    "error": str(exc),
-                    "source": getattr(exc, "source", None),
-                    "line": getattr(exc, "line", None),
-                },
-                status=status.HTTP_400_BAD_REQUEST,
-            )
+        # ImportWouldRemove: 409, TopologyParseError: 400 located (api/errors.py)
+        discovery = import_upload(fabric_name, text, filename=filename, user=request.user, replace=replace)
         ctx = {"request": request}
         return Response(
             {
@@ -558,12 +517,9 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
         fabric = self.get_object()
         body = serializers.SwitchRolesSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            result = set_switch_roles(
-                fabric, body.validated_data["switches"], body.validated_data["role"], user=request.user
-            )
-        except RoleError as exc:
-            raise ValidationError({"switches": [str(exc)]}) from None
+        result = set_switch_roles(  # RoleError: 400 on switches (api/errors.py)
+            fabric, body.validated_data["switches"], body.validated_data["role"], user=request.user
+        )
         return Response(result)
 
     @extend_schema(responses={200: serializers.PartitionsConfSerializer})
@@ -612,12 +568,8 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
         instance = serializer.instance or Partition()
         for k, v in serializer.validated_data.items():
             setattr(instance, k, v)
-        try:
-            partition_service.save_partition(instance, user=self.request.user, action=action)
-        except partition_service.PartitionOwned as exc:
-            raise _Conflict(str(exc)) from exc
-        except partition_service.PartitionError as exc:
-            raise ValidationError({exc.field: [str(exc)]}) from exc
+        # PartitionOwned: 409, PartitionError: 400 on its field (api/errors.py)
+        partition_service.save_partition(instance, user=self.request.user, action=action)
         serializer.instance = instance
 
     def perform_create(self, serializer) -> None:
@@ -629,8 +581,8 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
     def perform_destroy(self, instance) -> None:
         try:
             partition_service.delete_partition(instance, user=self.request.user)
-        except partition_service.PartitionOwned as exc:
-            raise _Conflict(str(exc)) from exc
+        except partition_service.PartitionOwned:
+            raise  # 409 (api/errors.py)
         except partition_service.PartitionError as exc:
             raise ValidationError({"detail": str(exc)}) from exc
 
@@ -652,10 +604,14 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
         reason's members are replaced)."""
         partition = self.get_object()
         if request.method == "GET":
-            rows = partition.members.select_related("port__node").order_by("port_guid")
-            return Response(
-                serializers.PartitionMemberSerializer(rows, many=True, context={"request": request}).data
+            rows = list(partition.members.select_related("port__node").order_by("port_guid"))
+            in_fabric = set(
+                Port.objects.filter(
+                    node__fabric=partition.fabric_id, port_guid__in=partition.members.values("port_guid")
+                ).values_list("port_guid", flat=True)
             )
+            context = {"request": request, "in_fabric": in_fabric}
+            return Response(serializers.PartitionMemberSerializer(rows, many=True, context=context).data)
         body = serializers.SetMembersSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
@@ -665,33 +621,32 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
                 reason=body.validated_data.get("reason"),
                 user=request.user,
             )
-        except partition_service.PartitionOwned as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except partition_service.PartitionOwned:
+            raise  # 409 (api/errors.py)
         except partition_service.PartitionError as exc:
             raise ValidationError({"members": [str(exc)]}) from exc
         return Response(change.as_dict())
 
     @extend_schema(
         request=serializers.ApplyRequestSerializer,
-        responses={
-            200: serializers.ApplyResultSerializer,
-            409: OpenApiResponse(serializers.ApplyResultSerializer, description="not applied, or drift"),
-        },
+        responses={202: serializers.PartitionApplySerializer},
     )
     @action(detail=False, methods=["post"])
     def apply(self, request):
-        """Apply the partitions of ``fabric`` (Admin): write OpenSM's partitions file, make OpenSM
-        re-read it, verify sampled ports (waits up to ``timeout`` s, default
-        ``WEFT_PARTITIONS_VERIFY_TIMEOUT_S``). 200 when applied, 409 with the result when it failed
-        or drifted."""
+        """Apply the partitions of ``fabric`` (Admin): 202 at once with the apply's record (``id``,
+        ``url``: ``GET /api/fabric/partition-applies/<id>/``), never waiting for OpenSM. A worker
+        then writes OpenSM's partitions file, makes the master SM re-read it and verifies the
+        ports (``timeout`` s, default ``WEFT_PARTITIONS_VERIFY_TIMEOUT_S``), through the one
+        coalesced apply path (``fabric.services.partitions.request_apply``); the record ends
+        ``done`` or ``failed`` with the result."""
         body = serializers.ApplyRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        result = partition_service.apply(
-            body.validated_data["fabric"], user=request.user, timeout=body.validated_data.get("timeout")
+        fabric = body.validated_data["fabric"]
+        rec = partition_service.request_apply(
+            fabric, user=request.user, source="api", timeout=body.validated_data.get("timeout")
         )
-        return Response(
-            result.as_dict(), status=status.HTTP_200_OK if result.ok else status.HTTP_409_CONFLICT
-        )
+        data = serializers.PartitionApplySerializer(rec, context={"request": request}).data
+        return Response(data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
         request=serializers.PartitionImportSerializer,
@@ -711,15 +666,10 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
         body = serializers.PartitionImportSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         v = body.validated_data
-        try:
+        try:  # PartitionsParseError: 400 located (api/errors.py)
             summary = partition_service.import_partitions(
                 v["fabric"], v["text"], source=v["filename"], mode=v["mode"], user=request.user
             )
-        except PartitionsParseError as exc:
-            return Response(
-                {"error": str(exc), "source": exc.source, "line": exc.line},
-                status=status.HTTP_400_BAD_REQUEST,
-            )
         except partition_service.PartitionError as exc:  # a concurrent change: retry
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+            raise Conflict(str(exc)) from exc
         return Response(summary.as_dict(), status=status.HTTP_201_CREATED)

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from weft.procs import is_alive, owner_tag
+from core.procs import is_alive, owner_tag
 
 #: where Debian/RHEL install the diags (often missing from a service's PATH).
 SBIN_DIRS = ("/usr/sbin", "/sbin", "/usr/local/sbin")

@@ -38,8 +38,8 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
+from core.errors import LocatedError
 from fabric.guid import normalize_guid
-from weft.errors import LocatedError
 
 from .records import ParseWarning
 
@@ -196,8 +196,9 @@ def _split_token(token: str) -> tuple[str, str | None]:
 
 
 class _Parser:
-    def __init__(self, source: str):
+    def __init__(self, source: str, strict: bool = False):
         self.source = source
+        self.strict = strict
         self.conf = PartitionsConf(source=source)
         self._by_pkey: dict[int | None, PartitionRecord] = {}
         self._members: dict[int, dict[str, MemberRecord]] = {}
@@ -225,6 +226,13 @@ class _Parser:
                 ) from None
             if raw > 0xFFFF:
                 raise self.error(lineno, f"bad partition definition: PKey {pkey_text} is wider than 16 bits")
+            if self.strict and raw & 0x8000 and raw & 0x7FFF == DEFAULT_PKEY:
+                raise self.error(
+                    lineno,
+                    f"PKey {pkey_text} is the default partition's PKey 0x7fff with the membership bit set: "
+                    "OpenSM would read this definition as the default partition; write 0x7fff if the "
+                    "default partition is meant, else choose a PKey in 0x0001-0x7ffe",
+                )
             if raw & 0x8000:
                 self.warn(
                     lineno,
@@ -300,6 +308,12 @@ class _Parser:
             self.conf.partitions.append(rec)
             self._members[id(rec)] = {}
             return rec
+        if self.strict and rec.name and known.name and rec.name != known.name:
+            raise self.error(
+                rec.line,
+                f"PKey 0x{rec.pkey:04x} is already partition {known.name!r} (line {known.line}): OpenSM "
+                f"would merge {rec.name!r} into it; give each partition its own PKey",
+            )
         if rec.name and known.name and rec.name != known.name:
             self.warn(
                 rec.line, f"PKey 0x{rec.pkey:04x} defined again as {rec.name!r}: merged into {known.name!r}"
@@ -422,10 +436,28 @@ class _Parser:
             )
         if not self.conf.partitions:
             raise self.error(0, "no partition definition: OpenSM would run with only the default partition")
+        if self.strict:
+            default = self._by_pkey.get(DEFAULT_PKEY)
+            if default is not None:
+                self.check_default(default)
         return self.conf
 
+    def check_default(self, rec: PartitionRecord) -> None:
+        """Strict mode: the default partition must keep every port a member (``ALL``, or both
+        ``ALL_CAS`` and ``ALL_SWITCHES``): a default listing only some ports cuts the others off
+        the management partition (IBTA Vol 1 10.9.1.2), and the SM and the diags can no longer
+        reach them. OpenSM's own default, with no rule, is ``ALL=limited, SELF=full``."""
+        given = {m.guid for m in rec.members if m.guid in KEYWORDS}
+        if "ALL" not in given and not {"ALL_CAS", "ALL_SWITCHES"} <= given:
+            raise self.error(
+                rec.line,
+                "the default partition (0x7fff) must keep every port a member (ALL, or ALL_CAS and "
+                "ALL_SWITCHES): this definition would replace it and cut the other ports off the "
+                "management partition; keep 'ALL=limited, SELF=full' (OpenSM's own default) or 'ALL=full'",
+            )
 
-def parse_partitions(text: str, source: str = "<text>") -> PartitionsConf:
+
+def parse_partitions(text: str, source: str = "<text>", *, strict: bool = False) -> PartitionsConf:
     """Parse an OpenSM ``partitions.conf`` (see the module docstring for the rules).
 
     Returns a :class:`PartitionsConf` (partitions merged by PKey, members as canonical GUIDs or
@@ -438,10 +470,15 @@ def parse_partitions(text: str, source: str = "<text>") -> PartitionsConf:
             between, no partition),
             located ``source:line``.
 
+    ``strict`` (what an import into Weft takes, ``fabric.services.partitions.import_partitions``):
+    also refuse, located, what OpenSM accepts but rewrites without a word: a PKey whose low 15
+    bits are the default's (``0xffff``), two names given one PKey (OpenSM merges them), and a
+    default partition that leaves ports out (:meth:`_Parser.check_default`).
+
     A byte order mark at the start (an editor's, ``\ufeff``) is dropped: it would otherwise become
     part of the first partition's name.
     """
-    return _Parser(source).parse(text.removeprefix("\ufeff"))
+    return _Parser(source, strict).parse(text.removeprefix("\ufeff"))
 
 
 # -- generator ------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from weft.errors import LocatedError
+from core.errors import LocatedError
 
 from ..choices import PhysState, PortState
 

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from core.errors import LocatedError
 from fabric.keys import LinkKey
-from weft.errors import LocatedError
 
 SWITCH = "switch"
 CA = "ca"

@@ -71,6 +71,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from core.bulk import insert_rows
 from events.services import EventSpec, record_events
 
 from .. import rates
@@ -89,7 +90,6 @@ from ..parsers.records import (
 )
 from ..signals import discovery_committed
 from . import sm as sm_service
-from .bulk import insert_rows
 from .derive import aggregation_nodes, derive_tiers, host_for
 from .names import MapUnreadable, label_topology, read_map_path
 

@@ -36,7 +36,7 @@ Where it runs: ``manage.py serve`` starts the :class:`NoticeSupervisor` in-proce
 deployment, ``WEFT_NOTICES``); production runs ``manage.py listen_notices`` under systemd (README).
 The supervisor starts a listener for every live fabric (``fabric.collectors.tools.is_live``),
 stops those of fabrics removed or no longer live, and restarts a child that died (backoff).
-Status per fabric (:func:`notice_status`: state, SM LID, notices, refreshes, fallback reads and
+Status per fabric (:func:`fabric.services.notice_status.notice_status`: state, SM LID, notices, refreshes, fallback reads and
 MADs) is kept in the cache, read by the fabric API (``notices``).
 
 ibsim lab: the child attaches as an SM client (``--issm``, see ``fabric.collectors.notices``) on
@@ -63,9 +63,9 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import DatabaseError, close_old_connections, transaction
 
+from core.locks import single_instance
+from core.repeatlog import RepeatLog
 from events.services import EventSpec, record_events
-from weft.locks import single_instance
-from weft.repeatlog import RepeatLog
 
 from ..choices import NodeType, PortState
 from ..collectors.ibnetdiscover import DiscoveryError
@@ -74,12 +74,12 @@ from ..keys import port_key, port_name
 from ..models import Fabric, Link, Node, Port, SubnetManager
 from .discovery import discover
 from .ingest import PortObservation, PortRefresh, apply_port_states
+from .notice_status import STATUS_TTL_S, status_key
 from .sm import watch
 
 log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[2]
-STATUS_TTL_S = 120
 #: notices arriving this close together are refreshed in one batch (ReLink sends two)
 BATCH_S = 0.05
 #: a discovery asked for by notices waits this long for more of them (one discovery per burst)
@@ -94,19 +94,6 @@ ERROR_TRAPS = {
     130: "excessive buffer overrun threshold reached",
     131: "flow-control update watchdog timer expired",
 }
-
-
-def status_key(fabric_id: int) -> str:
-    return f"weft:notices:{fabric_id}"
-
-
-def notice_status(fabric_id: int) -> dict | None:
-    """The listener status of a fabric (``ListenerStatus.as_dict``), None when no listener
-    reported within :data:`STATUS_TTL_S` (none runs, or the cache is down)."""
-    try:
-        return cache.get(status_key(fabric_id))
-    except Exception:  # the cache backend is down: no status, never an error page
-        return None
 
 
 @dataclass
@@ -254,7 +241,7 @@ class ChildGone(RuntimeError):
 
 class NoticeChild:
     """A running listener child: JSON lines out (read by a thread into a queue), commands in.
-    ``repeats``: the listener's :class:`~weft.repeatlog.RepeatLog` for the child's stderr lines."""
+    ``repeats``: the listener's :class:`~core.repeatlog.RepeatLog` for the child's stderr lines."""
 
     repeats: RepeatLog | None = None
 

@@ -18,10 +18,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts import audit
+from core import enqueue
 
 from ..choices import DiscoverySource
 from ..models import NO_LIVE_ACCESS, Discovery, Fabric
-from ..tasks import discover_fabric_task
 from .ingest import import_topology_text, summary
 from .names import check_map, rename_nodes
 
@@ -72,7 +72,7 @@ def discover_new_fabric(fabric: Fabric, user: Any = None) -> str | None:
 
 
 def _queue_discovery(fabric_id: int, task_id: str) -> None:
-    discover_fabric_task.apply_async(args=(fabric_id,), task_id=task_id)
+    enqueue.send("fabric.discover", fabric_id, task_id=task_id)  # fabric.tasks.discover_fabric_task
 
 
 def import_upload(

@@ -40,6 +40,7 @@ from ..collectors.sm import probe_master, read_all_sms
 from ..models import Fabric, Node, Port, SubnetManager
 from ..parsers.records import SMRecord
 from ..signals import sm_state_changed
+from .notice_status import notice_status
 
 #: Who observed the SMs (``SMObservation.source`` and the signal's ``source``).
 WATCH, DISCOVERY, SWEEP = "watch", "discovery", "sweep"
@@ -104,8 +105,6 @@ def listener_sm_guids(fabric: Fabric) -> set[str]:
     NOTACTIVE SM, priority 0; ``fabric.collectors.notices``). Its port passes the IsSM rule of
     ``saquery -s`` (PortInfo:CapabilityMask.IsSM, IBTA 14.2.5.6) yet runs no SM: not listed.
     Empty off the lab (a plain umad agent there) and when no listener reported."""
-    from .notices import notice_status
-
     guid = (notice_status(fabric.pk) or {}).get("sm_client_guid") or ""
     return {guid} if guid else set()
 

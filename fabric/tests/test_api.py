@@ -693,7 +693,8 @@ def test_notice_listener_times_are_iso_8601(small, client_for):
 
     from django.core.cache import cache
 
-    from fabric.services.notices import ListenerStatus, status_key
+    from fabric.services.notice_status import status_key
+    from fabric.services.notices import ListenerStatus
 
     client = client_for("viewer")
     assert client.get(f"/api/fabric/fabrics/{small.pk}/").json()["notices"] is None  # no listener

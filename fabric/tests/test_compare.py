@@ -238,7 +238,7 @@ def _upload(tmp_path: Path, name: str, text: str):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_committed_discovery_queues_the_compare_when_events_are_on(original, monkeypatch):
-    """``fabric.signals.compare_with_reference``: after a discovery commits, the compare task runs
+    """``fabric.receivers.compare_with_reference``: after a discovery commits, the compare task runs
     (eagerly here) and raises ``topology.mismatch``; with events off nothing is compared."""
     from events.models import Event
     from fabric.models import Fabric

@@ -32,7 +32,8 @@ from fabric.parsers import parse_ibnetdiscover
 from fabric.parsers.ibnetdiscover import derived_guid
 from fabric.services.discovery import discover
 from fabric.services.ingest import PortObservation, apply_port_states, ingest_topology
-from fabric.services.notices import NoticeListener, fallback_targets, lab_listener_hosts, notice_status
+from fabric.services.notice_status import notice_status
+from fabric.services.notices import NoticeListener, fallback_targets, lab_listener_hosts
 from telemetry.services.sweep import poll_fabric
 from weft.testing.topologies import BASE
 from weft.testing.waits import locked_is_not_yet, wait_for
@@ -532,7 +533,8 @@ def test_the_lab_listener_is_not_listed_as_a_subnet_manager(db, monkeypatch):
     from fabric.models import SubnetManager
     from fabric.parsers.records import SMRecord
     from fabric.services import sm
-    from fabric.services.notices import ListenerStatus, status_key
+    from fabric.services.notice_status import status_key
+    from fabric.services.notices import ListenerStatus
 
     fabric = Fabric.objects.create(name="lab")
     master = SMRecord(guid="0x0000000000000001", lid=1, priority=15, state=3, activity_count=5)
@@ -583,8 +585,8 @@ def test_a_childs_repeated_failure_is_logged_once_then_counted(caplog, settings)
     import logging
     import sys
 
+    from core.repeatlog import RepeatLog
     from fabric.services.notices import NoticeChild
-    from weft.repeatlog import RepeatLog
 
     name = "fabric.services.notices"
     listener = NoticeListener(1, fallback="off")

@@ -12,8 +12,8 @@ import pytest
 from django.db import connection, connections
 
 from fabric.models import Fabric, Partition
-from fabric.services import partitions as service
 from fabric.services.partitions import PartitionError, save_partition
+from fabric.services.partitions import edits as service
 
 
 @pytest.mark.integration

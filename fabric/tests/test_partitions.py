@@ -46,14 +46,22 @@ def _state(fabric):
 
 
 def test_import_real_file_then_export_round_trips(fabric, realdata):
-    text = (realdata / BENTWIRE).read_text()
+    raw = (realdata / BENTWIRE).read_text()
+    # the file's Default=0xffff is 0x7fff with the membership bit: refused at its line (issue 22),
+    # nothing written; the site writes 0x7fff and the file imports
+    line = next(i for i, t in enumerate(raw.splitlines(), 1) if t.startswith("Default=0xffff"))
+    with pytest.raises(PartitionsParseError) as err:
+        import_partitions(fabric, raw, source=BENTWIRE)
+    assert (err.value.line, "PKey 0xffff is the default" in err.value.message) == (line, True)
+    assert not Partition.objects.filter(fabric=fabric).exists()
+    text = raw.replace("Default=0xffff", "Default=0x7fff")
     summary = import_partitions(fabric, text, source=BENTWIRE)
     assert (summary.partitions, summary.members, summary.created) == (
         5,
         10,
         ["0x7fff", "0x0001", "0x0002", "0x0003", "0x1000"],
     )
-    assert len(summary.warnings) == 5  # the five PKeys with the membership bit set
+    assert len(summary.warnings) == 4  # the four other PKeys with the membership bit set
     default = Partition.objects.get(fabric=fabric, pkey=0x7FFF)
     assert (default.name, default.is_default, default.ipoib, default.source) == (
         "Default",
@@ -77,7 +85,7 @@ def test_import_ceph_keeps_flags_and_multicast_groups(fabric, realdata):
 def test_merge_keeps_others_replace_deletes_them_bad_file_writes_nothing(fabric, realdata):
     own = save_partition(Partition(fabric=fabric, name="pool_a", pkey=0x0123))
     set_members(own, ["0x10", ("0x11", "limited")], reason="pool")
-    import_partitions(fabric, (realdata / BENTWIRE).read_text(), mode=MERGE)
+    import_partitions(fabric, (realdata / BENTWIRE).read_text().replace("=0xffff", "=0x7fff"), mode=MERGE)
     assert Partition.objects.filter(fabric=fabric).count() == 6
     before = _state(fabric)
     bad = "Default=0x7fff : ALL=full ;\nX=0x0123 :\n 0x10=full,\n 0xnothex ;\n"
@@ -209,16 +217,17 @@ def test_apply_without_signal_fails_after_writing_atomically(fabric, tmp_path, s
 # --- commands -----------------------------------------------------------------------------------
 
 
-def test_import_partitions_command(fabric, realdata, capsys):
-    call_command("import_partitions", str(realdata / BENTWIRE), "--fabric", "site")
+def test_import_partitions_command(fabric, realdata, capsys, tmp_path):
+    with pytest.raises(CommandError, match=r"bentwire_partitions.conf:1: PKey 0xffff is the default"):
+        call_command("import_partitions", str(realdata / BENTWIRE), "--fabric", "site")
+    fixed = tmp_path / "bentwire_partitions.conf"
+    fixed.write_text((realdata / BENTWIRE).read_text().replace("Default=0xffff", "Default=0x7fff"))
+    call_command("import_partitions", str(fixed), "--fabric", "site")
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert (out["partitions"], out["members"], out["warnings"], out["mode"]) == (5, 10, 5, "merge")
+    assert (out["partitions"], out["members"], out["warnings"], out["mode"]) == (5, 10, 4, "merge")
     call_command("partitions", "--fabric", "site")
     printed = capsys.readouterr().out
-    assert (
-        parse_partitions(printed).semantics()
-        == parse_partitions((realdata / BENTWIRE).read_text()).semantics()
-    )
+    assert parse_partitions(printed).semantics() == parse_partitions(fixed.read_text()).semantics()
 
 
 def test_import_partitions_command_bad_file(fabric, tmp_path):
@@ -289,7 +298,9 @@ def test_api_roles_crud_members_and_brief(fabric, client_for):
     }  # fmt: skip
 
 
-def test_api_import_located_error_and_apply_failure(fabric, client_for, realdata, settings):
+def test_api_import_located_error_and_apply_failure(
+    fabric, client_for, users, realdata, settings, django_capture_on_commit_callbacks
+):
     settings.WEFT_PARTITIONS_PATH = ""
     admin = client_for("admin")
     bad = admin.post(
@@ -302,9 +313,12 @@ def test_api_import_located_error_and_apply_failure(fabric, client_for, realdata
         "source": "x.conf",
         "line": 2,
     }
+    raw = (realdata / BENTWIRE).read_text()
+    refused = admin.post("/api/fabric/partitions/import/", {"fabric": fabric.pk, "text": raw}, format="json")
+    assert refused.status_code == 400 and refused.json()["line"] == 1, refused.json()
     ok = admin.post(
         "/api/fabric/partitions/import/",
-        {"fabric": fabric.pk, "text": (realdata / BENTWIRE).read_text()},
+        {"fabric": fabric.pk, "text": raw.replace("Default=0xffff", "Default=0x7fff")},
         format="json",
     )
     assert ok.status_code == 201 and ok.json()["partitions"] == 5
@@ -314,12 +328,20 @@ def test_api_import_located_error_and_apply_failure(fabric, client_for, realdata
         .status_code
         == 403
     )
-    resp = admin.post("/api/fabric/partitions/apply/", {"fabric": fabric.pk}, format="json")
-    assert (
-        resp.status_code == 409
-        and resp.json()["ok"] is False
-        and "no partitions file" in resp.json()["error"]
-    )
+    # 202 at once with the apply's record; the worker (here: at commit, eagerly) runs it through
+    # the coalesced path and the record says why it failed
+    with django_capture_on_commit_callbacks(execute=True):
+        resp = admin.post("/api/fabric/partitions/apply/", {"fabric": fabric.pk}, format="json")
+    assert resp.status_code == 202 and resp.json()["state"] == "queued", resp.json()
+    record = admin.get(f"/api/fabric/partition-applies/{resp.json()['id']}/").json()
+    assert (record["state"], record["ok"], record["source"], record["requested_by"]) == (
+        "failed",
+        False,
+        "api",
+        users["admin"].username,
+    ), record
+    assert "no partitions file" in record["result"]["error"]
+    assert Partition.objects.get(fabric=fabric, pkey=0x0001).applied_state == "failed"
     default = Partition.objects.get(fabric=fabric, pkey=0x7FFF)
     assert admin.delete(f"/api/fabric/partitions/{default.pk}/").status_code == 400
 
@@ -337,7 +359,7 @@ def test_partition_pages(fabric, users, client):
     page = client.get(f"/fabric/partitions/{p.pk}/")
     assert page.status_code == 200
     body = page.content.decode()
-    assert "0x0000000000000010" in body and "Limited" in body and "not on the fabric" in body
+    assert "0x0000000000000010" in body and "Limited" in body and "unverified: not in fabric" in body
     assert client.get("/fabric/partitions/999999/").status_code == 404
 
 
@@ -390,7 +412,7 @@ def test_drift_alarms_are_per_partition_not_per_pkey(fabric, django_capture_on_c
     """A PKey freed by one partition and reused by the next (job 25's, then job 26's): each drift
     is its own alarm named after its partition, and the applied event clears both by name."""
     from events.models import Alarm
-    from fabric.services.partitions import ApplyResult, _record_outcome
+    from fabric.services.partitions.opensm import ApplyResult, _record_outcome
 
     def drift(part):
         d = {"partition": part.name, "pkey": part.pkey_hex, "guid": "0x0000000000000010", "expected": "full",
@@ -428,7 +450,7 @@ def test_the_database_refuses_a_second_name_and_a_race_is_the_checks_400(fabric,
     ``name``, in a savepoint (the caller's transaction goes on), not an IntegrityError."""
     from django.db import IntegrityError, transaction
 
-    from fabric.services import partitions as service
+    from fabric.services.partitions import edits as service
 
     save_partition(Partition(fabric=fabric, name="storage", pkey=0x30))
     with pytest.raises(IntegrityError), transaction.atomic():

@@ -246,3 +246,36 @@ def test_generator_writes_an_empty_partition_on_one_line_opensm_accepts():
     assert (conf[0x0A05].name, conf[0x0A05].members, conf[0x0A05].ipoib) == ("emptyp", [], True)
     assert [m.guid for m in conf[0x0A04].members] == ["0x0000000000000001"]
     assert [(g.mgid, g.flags) for g in conf[0x0A06].mcast_groups] == [("ff12:401b::1", "sl=1")]
+
+
+@pytest.mark.parametrize(
+    "text, line, message",
+    [
+        # 0xffff is 0x7fff with the membership bit: OpenSM reads it as the default partition
+        ("Default=0x7fff : ALL=full ;\nstorage=0xffff : 0x10=full ;\n", 2, "PKey 0xffff is the default"),
+        # two names, one PKey: OpenSM merges the second into the first
+        (
+            "a=0x10 : 0x1=full ;\n\nb=0x0010 : 0x2=full ;\n",
+            3,
+            "PKey 0x0010 is already partition 'a' (line 1)",
+        ),
+        # a default that lists some ports only cuts the others off the management partition
+        ("Default=0x7fff, ipoib :\n  0x10=full, SELF=full ;\n", 1, "must keep every port a member"),
+        ("x=0x20 : ALL ;\nDefault=0x7fff : ALL_CAS=full ;\n", 2, "must keep every port a member"),
+    ],
+)
+def test_strict_refuses_what_opensm_rewrites_silently_located(text, line, message):
+    lenient = parse_partitions(text, source="site.conf")  # OpenSM itself accepts these files
+    assert lenient.partitions
+    with pytest.raises(PartitionsParseError) as err:
+        parse_partitions(text, source="site.conf", strict=True)
+    assert (err.value.source, err.value.line) == ("site.conf", line)
+    assert message in err.value.message, err.value.message
+
+
+def test_strict_takes_full_defaults_and_one_name_defined_twice():
+    for default in ("ALL=full", "ALL=limited, SELF=full", "ALL_CAS=full, ALL_SWITCHES=full, SELF=full"):
+        conf = parse_partitions(f"Default=0x7fff : {default} ;\nDefault=0x7fff, ipoib : ;\n", strict=True)
+        assert [(p.pkey, p.ipoib) for p in conf.partitions] == [(0x7FFF, True)]
+    conf = parse_partitions("a=0x8001 : 0x1=full ;\na=0x0001 : 0x2 ;\n", strict=True)
+    assert [(p.name, p.pkey, len(p.members)) for p in conf.partitions] == [("a", 1, 2)]

@@ -12,9 +12,9 @@ import re
 import pytest
 from django.core.management import CommandError, call_command
 
+from core.locks import single_instance
 from fabric.models import Discovery, Fabric, Link, Node
 from fabric.tasks import discover_all_task, discover_fabric_task
-from weft.locks import single_instance
 from weft.testing.topologies import BASE
 
 

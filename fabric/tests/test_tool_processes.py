@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
+from core.procs import owner_tag
 from fabric.collectors.tools import reap_orphans, run_tool
 from tests.process_support import alive, children_tagged, no_children_left, wait_for
-from weft.procs import owner_tag
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from core.hints import manage_py
 from lab import netgen
 from lab.console_server import ConsoleServer, example
 from lab.tests.ibtext import ports_summary
-from weft.hints import manage_py
 
 pytestmark = [pytest.mark.lab]
 
@@ -82,7 +82,7 @@ def test_lab_console_pulls_and_puts_back_a_cable_from_another_process(lab_factor
 def test_printed_command_lines_use_this_interpreter(monkeypatch):
     """A bare ``python`` in the admin's new shell is not the virtualenv's (no Django): the lines
     the demo prints name the interpreter, relative to the project when it lies inside it."""
-    from weft import hints
+    from core import hints
 
     monkeypatch.setattr(hints.sys, "executable", str(hints.BASE_DIR / ".venv" / "bin" / "python"))
     assert hints.manage_py() == ".venv/bin/python manage.py"

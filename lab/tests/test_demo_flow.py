@@ -21,7 +21,8 @@ def test_demo_traffic_and_flap(lab_factory):
     from fabric.keys import link_ends, link_key_str
     from fabric.models import Fabric
     from fabric.services.discovery import discover
-    from fabric.services.notices import NoticeListener, notice_status
+    from fabric.services.notice_status import notice_status
+    from fabric.services.notices import NoticeListener
     from lab.faults import FaultInjector
     from lab.pytest_plugin import small_netfile
     from lab.traffic import PACKET_BYTES, TrafficPlayer

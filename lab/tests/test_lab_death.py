@@ -58,11 +58,11 @@ def test_killed_ibsim_stops_traffic_and_faults_with_one_line_each(lab_factory, c
 
 
 def test_killed_opensm_is_reported_not_running_by_the_apply(lab_factory):
+    from core import procs
     from events.models import Event
     from fabric.choices import ApplyState
     from fabric.models import Fabric, Partition
     from fabric.services.partitions import ApplyError, apply, save_partition, signal_opensm
-    from weft import procs
 
     lab = lab_factory(small_netfile())
     fabric = Fabric.objects.create(

@@ -12,10 +12,10 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.models import ApiToken
+from core.fields import FiniteFloatField, IdentityUrlField
+from core.validators import printable_text
 from fabric.api.serializers import BriefFabricSerializer, BriefHostSerializer, BriefNodeSerializer, PKeyField
 from fabric.models import Fabric, Host, Partition
-from weft.fields import FiniteFloatField, IdentityUrlField
-from weft.validators import printable_text
 
 from ..choices import AllocationKind
 from ..models import (
@@ -339,15 +339,17 @@ class PoolUsageSerializer(serializers.Serializer):
 
 class PoolPartitionSerializer(serializers.ModelSerializer):
     """The pool's partition: its PKey and what the last apply to OpenSM found (``applied_state``
-    pending / applied / drift / failed, ``applied_at``, ``drift`` ports, ``apply_error``)."""
+    pending / applied / partial / drift / failed, ``applied_status`` in words: "applied to N of M
+    members, K not verifiable", ``applied_at``, ``drift`` ports, ``apply_error``)."""
 
     url = IdentityUrlField(view_name="fabric-api:partition-detail")
     display = serializers.CharField(source="__str__", read_only=True)
+    applied_status = serializers.CharField(read_only=True)
 
     class Meta:
         model = Partition
-        fields = ["id", "url", "display", "name", "pkey", "pkey_hex", "applied_state", "applied_at", "drift",
-                  "apply_error"]  # fmt: skip
+        fields = ["id", "url", "display", "name", "pkey", "pkey_hex", "applied_state", "applied_status",
+                  "applied_at", "drift", "apply_error"]  # fmt: skip
 
 
 class PoolSerializer(serializers.ModelSerializer):

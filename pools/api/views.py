@@ -23,7 +23,7 @@ from rest_framework.views import APIView
 
 from accounts.models import ApiToken
 from accounts.roles import Role
-from fabric.api.views import BRIEF_PARAM, BriefModeMixin, ReadOnlyTopologyViewSet
+from core.api.views import BRIEF_PARAM, BriefModeMixin, ReadOnlyViewSet
 
 from .. import access, filtersets
 from ..choices import ReportSource
@@ -54,7 +54,7 @@ _BRIEF = extend_schema_view(
 
 
 @_BRIEF
-class GpuViewSet(ReadOnlyTopologyViewSet):
+class GpuViewSet(ReadOnlyViewSet):
     """GPUs of the hosts (present and missing), with their MIG slices and rail HCA."""
 
     queryset = Gpu.objects.with_host().prefetch_related(
@@ -67,7 +67,7 @@ class GpuViewSet(ReadOnlyTopologyViewSet):
 
 
 @_BRIEF
-class MigSliceViewSet(ReadOnlyTopologyViewSet):
+class MigSliceViewSet(ReadOnlyViewSet):
     """MIG slices (a compute instance of a GPU instance) of every GPU."""
 
     queryset = MigSlice.objects.select_related("gpu")
@@ -78,7 +78,7 @@ class MigSliceViewSet(ReadOnlyTopologyViewSet):
 
 
 @_BRIEF
-class HostInventoryViewSet(ReadOnlyTopologyViewSet):
+class HostInventoryViewSet(ReadOnlyViewSet):
     """Hosts that reported GPUs: last report, driver, HCAs seen by the agent, GPUs."""
 
     queryset = HostInventory.objects.select_related("host", "host__fabric").prefetch_related("host__gpus")

@@ -20,8 +20,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from core.validators import printable_text
 from fabric.models import Fabric, Partition
-from weft.validators import printable_text
 
 from ..choices import AllocationKind, AllocationState, TenantRole
 from .inventory import Gpu, MigSlice

@@ -69,10 +69,10 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from accounts import audit
+from core.bulk import create_objects, insert_rows
+from core.realtime import group_name, publish
 from events.services import EventSpec, record_events
 from fabric.models import Fabric, Host
-from fabric.services.bulk import create_objects, insert_rows
-from weft.realtime import group_name, publish
 
 from ..choices import HOLDING_STATES, AllocationKind, AllocationState, GpuState
 from ..models import Allocation, AllocationItem, Gpu, MigSlice, Pool, Tenant

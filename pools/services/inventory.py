@@ -28,7 +28,7 @@ Rules (issue 11, "Inventory"):
   the agent's HCA list (device → node GUID) when given, else the CA NodeDescription
   ``"<host> <device>"`` (``fabric.services.derive.host_from_description``).
 * ``pools.signals.inventory_committed`` is sent on commit, and ``inventory.changed`` is published
-  to ``weft.realtime.group_name("gpus", fabric_id)``.
+  to ``core.realtime.group_name("gpus", fabric_id)``.
 
 Rails lost to the topology (:func:`resolve_lost_rails`): a CA node that loses its last link (a
 cable pulled or flapping) is deleted by the discovery ingest and ``Gpu.rail_node`` goes NULL with
@@ -50,12 +50,12 @@ from django.db.backends.base.operations import BaseDatabaseOperations
 from django.utils import timezone
 
 from accounts import audit
+from core.realtime import group_name, publish
 from events.engine import process_pending_events
 from events.services import EventSpec, record_events
 from fabric.choices import NodeType
 from fabric.guid import normalize_guid
 from fabric.models import Host, Node
-from weft.realtime import group_name, publish
 
 from ..models import Gpu, HostInventory, MigSlice
 from ..parsers.records import GpuRecord, GpuReport

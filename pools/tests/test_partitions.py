@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from accounts.models import AuditEntry
+from core.locks import single_instance
 from fabric.choices import ApplyState, NodeType
 from fabric.models import Fabric, Partition, PartitionMember, Port
 from fabric.services.ingest import import_topology_text
@@ -22,7 +23,6 @@ from pools.services.partitions import (
     sync_fabric_pools,
     sync_pool_members,
 )
-from weft.locks import single_instance
 
 STORAGE = "0x0002c90300aa0001"  # a storage node's port, not on the fabric
 
@@ -244,7 +244,7 @@ def test_apply_pending_coalesces_and_never_loses_a_change(portless):
 def test_a_partition_changed_while_its_apply_ran_stays_pending(portless):
     """The outcome of an apply that read a partition before a change (``updated`` moved on) does
     not mark the changed partition applied: it stays pending for the next apply."""
-    from fabric.services.partitions import ApplyResult, _record_outcome
+    from fabric.services.partitions.opensm import ApplyResult, _record_outcome
 
     fabric = portless
     part = Partition.objects.create(fabric=fabric, name="p", pkey=0x0A06)

@@ -1,6 +1,6 @@
 """Names with control characters or right-to-left overrides are refused (issue 22): a 400 naming
 the field, from the API (serializers) and from the pages (forms), through the one validator
-``weft.validators.printable_text``; nothing is stored."""
+``core.validators.printable_text``; nothing is stored."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from django.contrib.messages import get_messages
 from django.test import Client
 
 from accounts.models import ApiToken
+from core.validators import first_unprintable, printable_text
 from devices.models import Device
 from fabric.models import Fabric, Partition
 from pools.models import Allocation, Pool, Tenant
 from scheduler.models import Job
-from weft.validators import first_unprintable, printable_text
 
 RLO = "gpu-job\u202egnp.exe"  # reads "gpu-jobexe.png"
 BAD = [RLO, "nul\x00", "line\nforged", "esc\x1b[31m", "zero\u200bwidth", "iso\u2066late", "sep\u2028"]

@@ -15,7 +15,7 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
 from accounts.roles import Role
-from fabric.api.views import BRIEF_PARAM, BriefModeMixin
+from core.api.views import BRIEF_PARAM, BriefModeMixin
 from pools import access
 from pools.models import Pool
 

@@ -7,10 +7,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core.fields import IdentityUrlField
+from core.validators import printable_text
 from fabric.api.serializers import BriefPartitionSerializer
 from pools.api.serializers import BriefAllocationSerializer, BriefPoolSerializer, BriefTenantSerializer
-from weft.fields import IdentityUrlField
-from weft.validators import printable_text
 
 from ..choices import JobKind, PriorityClass, TopologyMode
 from ..locality import TIER_NAMES

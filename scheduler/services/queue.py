@@ -33,7 +33,7 @@ audit entry inside it, and sends ``scheduler.signals.job_changed`` on commit:
   (``rebalance.reclaim_for_guarantees``, under the same lock): the pools' own reclaim never runs
   for the queue's requests by named GPUs.
 
-**One pass at a time**: ``weft.locks.single_instance("scheduler.pass")`` (a lease renewed while
+**One pass at a time**: ``core.locks.single_instance("scheduler.pass")`` (a lease renewed while
 the pass runs; a dead worker frees it within ``WEFT_LOCK_TTL_S``). A pass asked for while one
 runs is not lost: it leaves a mark in the cache and the running pass goes round again.
 
@@ -79,9 +79,10 @@ from django.db.models import F, Max
 from django.utils import timezone
 
 from accounts import audit
+from core.bulk import create_objects, update_rows
+from core.locks import single_instance
 from events.services import EventSpec, record_events
 from fabric.models import Fabric
-from fabric.services.bulk import create_objects, update_rows
 from pools.choices import AllocationState
 from pools.models import Allocation, AllocationItem, Pool, Tenant
 from pools.services.allocation import (
@@ -101,7 +102,6 @@ from pools.services.partitions import (
     open_job_partition,
     sync_allocation_partition,
 )
-from weft.locks import single_instance
 
 from ..choices import (
     HOLDING,
@@ -122,7 +122,7 @@ from . import state
 
 log = logging.getLogger(__name__)
 
-#: the pass lock's key (``weft.locks``) and the cache key of "another pass was asked for"
+#: the pass lock's key (``core.locks``) and the cache key of "another pass was asked for"
 PASS_LOCK = "scheduler.pass"
 PASS_WANTED = "weft:scheduler:pass-wanted"
 #: a pass stops renewing its lock after this (seconds): a wedged pass cannot block forever
@@ -310,7 +310,7 @@ def _event_spec(job: Job, code: str, message: str, details: dict | None = None) 
     )  # fmt: skip
 
 
-def _event(job: Job, code: str, message: str, now: datetime, details: dict | None = None) -> None:
+def job_event(job: Job, code: str, message: str, now: datetime, details: dict | None = None) -> None:
     record_events(_fabric_for(job), [_event_spec(job, code, message, details)], at=now)
 
 
@@ -401,7 +401,7 @@ def _end(job: Job, to: str, reason: str, now: datetime, user, source: str, more:
     )  # fmt: skip
     more = more or {}
     _record_decision(job, to, [reason], {"released_allocation": released, **isolation, **more}, now)
-    _event(
+    job_event(
         job,
         f"job.{to}",
         f"{job}: {to} ({reason})",
@@ -443,8 +443,8 @@ def _requeue(job: Job, reason: str, now: datetime, user, source: str) -> None:
     )
     details = {"reason": reason, "allocation": released, "requeued": True, "preemptions": job.preemptions,
                **isolation}  # fmt: skip
-    _event(job, "job.preempted", f"{job}: preempted ({reason})", now, details)
-    _event(
+    job_event(job, "job.preempted", f"{job}: preempted ({reason})", now, details)
+    job_event(
         job, "job.requeued",
         f"{job}: back to pending, submitted {job.submitted_at:%Y-%m-%d %H:%M:%S} and {job.priority_class} "
         f"priority kept (preempted {job.preemptions} time{'s' if job.preemptions != 1 else ''})",
@@ -537,7 +537,7 @@ def expire_idempotency_keys(now: datetime | None = None) -> int:
     """Clear the idempotency keys of jobs submitted ``WEFT_IDEMPOTENCY_TTL_S`` seconds or more
     before ``now`` (:func:`key_expired`), so that their owners can use those keys again; the
     jobs themselves stay. One UPDATE; the submit's audit entry keeps the key it was sent with.
-    Run by the daily prune (``events.services.prune`` → ``events.services.prune_due``). Returns
+    Run by the daily prune (``events.services.prune`` → ``events.signals.prune_due``). Returns
     how many keys were cleared."""
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.WEFT_IDEMPOTENCY_TTL_S)
@@ -629,7 +629,7 @@ def _submit(spec: JobSpec, user, now: datetime | None, key: str) -> tuple[Job, b
             if existing is None:
                 raise
             return _replay(existing, fields, key)
-        _event(job, "job.submitted", f"{job}: submitted ({describe(job)})", now)
+        job_event(job, "job.submitted", f"{job}: submitted ({describe(job)})", now)
         audit.record(
             "job.submit", job,
             {"pool": pool.name, "tenant": tenant_id, "request": describe(job), "priority_class": job.priority_class,
@@ -686,7 +686,7 @@ def start(job_id: int, *, user=None, now: datetime | None = None) -> Job:
         job.state, job.started_at, job.reason = JobState.RUNNING, now, ""
         job.save(update_fields=["state", "started_at", "reason"])
         _record_decision(job, JobState.RUNNING, ["started"], {}, now)
-        _event(job, "job.started", f"{job}: running on {len(job.placement)} hosts", now)
+        job_event(job, "job.started", f"{job}: running on {len(job.placement)} hosts", now)
         audit.record("job.start", job, {"state": [JobState.PLACED, JobState.RUNNING]}, user=user)
         _send(job, JobState.PLACED, "start")
     return job
@@ -801,7 +801,7 @@ def move(
         _record_decision(
             job, "moved", [reason], {"from": expected_placement, "to": placed, "allocation": alloc.pk}, now
         )
-        _event(
+        job_event(
             job, "job.moved", f"{job}: moved ({reason})", now,
             {"from": expected_placement, "to": placed, "allocation": alloc.pk, "released_allocation": old, "reason": reason},
         )  # fmt: skip
@@ -955,6 +955,23 @@ def run_pass(*, now: datetime | None = None) -> dict[str, Any]:
         return summary
 
 
+def _no_reclaim(now: datetime) -> list[dict]:
+    return []
+
+
+#: the pass's reclaim step: ``scheduler.services.rebalance.reclaim_for_guarantees`` (one dict per
+#: action, ``outcome`` ``done`` when it bound), set by ``SchedulerConfig.ready`` (:func:`set_reclaimer`)
+_reclaimer: Callable[[datetime], list[dict]] = _no_reclaim
+
+
+def set_reclaimer(reclaim: Callable[[datetime], list[dict]]) -> None:
+    """Make every pass end with ``reclaim(now)`` when a pending job may reclaim borrowed GPUs. The
+    rebalancer imports this module (it binds and moves jobs through the queue, the one writer of
+    jobs), so it is handed over at start instead of imported here."""
+    global _reclaimer
+    _reclaimer = reclaim
+
+
 def _one_pass(now: datetime | None) -> dict[str, Any]:
     t0 = time.perf_counter()
     now = now or timezone.now()
@@ -1003,7 +1020,7 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
                 flush()
             continue
         flush()
-        refused = _bind(out, loc, now)
+        refused = bind_job(out, loc, now)
         if refused is not None:
             refuse(out, refused)
     flush()
@@ -1015,9 +1032,7 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
         any(_may_reclaim(jobs[o.job_id], infos) for o in pending_out if o.code in _RECLAIMABLE)
         and Allocation.objects.filter(state=AllocationState.ACTIVE, borrowed=True).exists()
     ):
-        from .rebalance import reclaim_for_guarantees  # the rebalancer imports this module
-
-        reclaimed = sum(a["outcome"] == "done" for a in reclaim_for_guarantees(now))
+        reclaimed = sum(a["outcome"] == "done" for a in _reclaimer(now))
     t4 = time.perf_counter()
     summary = {
         "pending": len(pending),
@@ -1071,7 +1086,7 @@ def _decision_dict(out: Outcome) -> dict[str, Any]:
     return d
 
 
-def _bind(
+def bind_job(
     out: Outcome,
     loc,
     now: datetime,
@@ -1208,7 +1223,7 @@ def _place_changes(out: Outcome, alloc, placement: dict[str, int], decision: dic
 
 def _batchable(out: Outcome, job: Job) -> bool:
     """Whether a placement is bound in bulk (:func:`_bind_many`): whole GPUs, no victims to
-    preempt first, no job partition to open (those take :func:`_bind`, one transaction each)."""
+    preempt first, no job partition to open (those take :func:`bind_job`, one transaction each)."""
     return job.kind == JobKind.GPU and not out.victims and not job.pool.job_isolation
 
 

@@ -27,7 +27,7 @@ ones before it took or freed, as a pass does):
   from a higher-priority one, which a pass would then preempt it for: the two would take the
   capacity from each other on every run. Executed as a pass binds a preemption: one
   transaction preempts the victims (requeued when they asked: ``Job.requeue``) and places the
-  job (``queue._bind``), with a ``job.reclaimed`` event carrying the reason and a
+  job (``queue.bind_job``), with a ``job.reclaimed`` event carrying the reason and a
   ``job.reclaim`` audit entry (each victim its ``job.preempted`` event saying for whom). The gap
   this fills: a pass places on named GPUs (a fraction on a named GPU) and plans MIG jobs only
   on free slices, and the pools' allocation service reclaims only for requests by count, so no
@@ -74,10 +74,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts import audit
+from core.locks import single_instance
 from events.models import Event
 from pools.models import Pool
 from pools.services.allocation import AllocationError
-from weft.locks import single_instance
 
 from ..choices import HOLDING, JobKind, JobState, PendingCode
 from ..locality import TIER_NAMES, UNIT_TIER, Locality
@@ -98,8 +98,8 @@ from .queue import (  # the queue stays the one writer of jobs: the rebalancer b
     PASS_LIMIT_S,
     PASS_LOCK,
     JobError,
-    _bind,
-    _event,
+    bind_job,
+    job_event,
     move,
     queued_job,
 )
@@ -886,14 +886,14 @@ def _reclaim(a: Action, loc, now: datetime, user) -> str:
     unit = a.details.get("unit", "GPUs")
 
     def recorded(job: Job) -> None:
-        _event(job, "job.reclaimed", f"{job}: placed on reclaimed {unit} ({a.reason})", now,
+        job_event(job, "job.reclaimed", f"{job}: placed on reclaimed {unit} ({a.reason})", now,
                {"victims": a.victims, "hosts": sorted(a.placed), "kind": job.kind,
                 "reason": a.reason})  # fmt: skip
         audit.record(
             "job.reclaim", job, {"victims": a.victims, "placement": a.placed, "reason": a.reason}, user=user
         )
 
-    refused = _bind(
+    refused = bind_job(
         out, loc, now,
         victim_reason=lambda job: f"reclaimed for {job}: pool {job.pool.name}'s guaranteed {unit}",
         source=_SOURCE, user=user, also=recorded,
@@ -928,7 +928,9 @@ def _note(a: Action, now: datetime) -> None:
             seen = seen.filter(at__gte=job.placed_at)
         if any((d or {}).get("to") == a.placed for d in seen.values_list("details", flat=True)):
             return
-        _event(job, code, f"{job}: {a.reason}", now, {"from": a.before, "to": a.placed, "reason": a.reason})
+        job_event(
+            job, code, f"{job}: {a.reason}", now, {"from": a.before, "to": a.placed, "reason": a.reason}
+        )
 
 
 __all__ = [

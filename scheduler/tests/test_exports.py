@@ -8,6 +8,7 @@ import re
 import pytest
 import yaml
 
+from core.errors import LocatedError
 from scheduler.exports import (
     ExportError,
     export,
@@ -18,7 +19,6 @@ from scheduler.exports import (
 )
 from scheduler.hostlist import expand
 from scheduler.topology import build_from_rows
-from weft.errors import LocatedError
 from weft.testing.topology_rows import Builder, fat_tree_2level, fat_tree_3level, rail_pods
 
 

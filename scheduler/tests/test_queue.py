@@ -12,6 +12,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import AuditEntry
+from core.locks import single_instance
 from events.models import Alarm, Event
 from fabric.keys import link_key
 from fabric.models import Link, Node
@@ -22,7 +23,6 @@ from scheduler.choices import JobState
 from scheduler.models import Job, JobDecision
 from scheduler.services import queue
 from scheduler.services.queue import InvalidJob, JobConflict, JobSpec, cancel, finish, run_pass, start, submit
-from weft.locks import single_instance
 from weft.testing.jobs import gpu_cluster
 
 
@@ -527,17 +527,17 @@ def test_submit_and_release_trigger_passes_on_commit(cluster, django_capture_on_
 def test_topology_and_alarm_changes_queue_a_pass(cluster, monkeypatch):
     """The receivers (called directly: the other apps' receivers of these signals are theirs)."""
     from events.engine import Outcome
-    from scheduler import signals
+    from scheduler import receivers
     from scheduler.services import state
 
     queued = []
-    monkeypatch.setattr(signals, "queue_pass", lambda: queued.append(1))
+    monkeypatch.setattr(receivers, "queue_pass", lambda: queued.append(1))
     loc = state.current_locality()
-    signals.on_discovery_committed(sender=None, fabric_id=cluster.fabric.pk)
+    receivers.on_discovery_committed(sender=None, fabric_id=cluster.fabric.pk)
     assert len(queued) == 1 and state.current_locality() is not loc  # rebuilt after a discovery
-    signals.on_alarms_changed(sender=None, outcome=Outcome(raised=[Alarm(code="port.congestion")]))
-    signals.on_alarms_changed(sender=None, outcome=Outcome(cleared=[Alarm(code="link.down")]))
-    signals.on_alarms_changed(sender=None, outcome=Outcome(raised=[Alarm(code="sm.master_changed")]))
+    receivers.on_alarms_changed(sender=None, outcome=Outcome(raised=[Alarm(code="port.congestion")]))
+    receivers.on_alarms_changed(sender=None, outcome=Outcome(cleared=[Alarm(code="link.down")]))
+    receivers.on_alarms_changed(sender=None, outcome=Outcome(raised=[Alarm(code="sm.master_changed")]))
     assert len(queued) == 3
 
 

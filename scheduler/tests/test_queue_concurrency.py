@@ -12,7 +12,7 @@ import pytest
 from django.db import connection, connections
 
 from pools.models import Allocation, AllocationItem, Gpu
-from scheduler import signals
+from scheduler import receivers
 from scheduler.models import Job
 from scheduler.services import queue
 from scheduler.services.queue import JobSpec, submit
@@ -23,7 +23,7 @@ from weft.testing.jobs import gpu_cluster
 @pytest.mark.django_db(transaction=True)
 def test_two_passes_at_once_never_place_a_job_twice_nor_share_a_gpu(monkeypatch):
     assert connection.vendor == "postgresql"
-    monkeypatch.setattr(signals, "queue_pass", lambda: None)  # submits queue no pass: both passes race
+    monkeypatch.setattr(receivers, "queue_pass", lambda: None)  # submits queue no pass: both passes race
     c = gpu_cluster(4, 4, 8, name="race")  # 128 GPUs
     rng = random.Random(7)
     for i in range(40):

@@ -14,17 +14,17 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import AuditEntry
+from core.locks import single_instance
 from events.models import Alarm, Event
 from events.rules.counters import evaluate_sweep
 from fabric.models import Link, Node
 from pools.models import Allocation, Pool, Tenant
-from scheduler import signals
+from scheduler import receivers
 from scheduler.models import Job
 from scheduler.services import queue
 from scheduler.services.queue import PASS_LOCK, JobSpec, finish, run_pass, submit
 from scheduler.services.rebalance import plan_rebalance, run_rebalance
 from telemetry.models import PortCounters, Sweep
-from weft.locks import single_instance
 from weft.testing.jobs import gpu_cluster
 
 
@@ -319,7 +319,7 @@ def test_a_real_run_while_a_pass_runs_in_another_worker_does_nothing(monkeypatch
     (another connection) while a real run is asked for: the run is skipped and changes nothing;
     the pass, let go, reclaims for the owner itself."""
     assert connection.vendor == "postgresql"
-    monkeypatch.setattr(signals, "queue_pass", lambda: None)  # only the passes this test runs
+    monkeypatch.setattr(receivers, "queue_pass", lambda: None)  # only the passes this test runs
     owner, _, _ = _borrow(gpu_cluster(2, 2, 8, name="lockrace"))
     inside, go, errors = threading.Event(), threading.Event(), []
     one_pass = queue._one_pass

@@ -31,12 +31,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from core.errors import LocatedError
 from fabric.services.ingest import import_topology_text
 from scheduler.exports import ExportError, export, parse_topology_conf
 from scheduler.hostlist import expand, fold
 from scheduler.locality import Locality
 from scheduler.topology import build_locality
-from weft.errors import LocatedError
 from weft.testing.waits import wait_for
 
 pytestmark = [

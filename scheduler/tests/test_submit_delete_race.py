@@ -47,7 +47,7 @@ def test_a_submit_racing_its_pools_delete_is_kept_or_refused_never_lost(first, m
         return wrapped
 
     if first == "submit":  # after the job's insert, inside the submit's transaction
-        monkeypatch.setattr(queue, "_event", hold_then(queue._event, "submit"))
+        monkeypatch.setattr(queue, "job_event", hold_then(queue.job_event, "submit"))
     else:  # the delete's check, after its lock
         monkeypatch.setattr(tenancy, "refuse_if_holding", hold_then(tenancy.refuse_if_holding, "delete"))
     results: dict[str, object] = {}

@@ -133,10 +133,10 @@ def test_racing_retries_on_postgresql_queue_one_job(monkeypatch, django_user_mod
 
     from django.db import connection, connections
 
-    from scheduler import signals
+    from scheduler import receivers
 
     assert connection.vendor == "postgresql"
-    monkeypatch.setattr(signals, "queue_pass", lambda: None)
+    monkeypatch.setattr(receivers, "queue_pass", lambda: None)
     c = gpu_cluster(1, 2, 8, name="idem")
     user = django_user_model.objects.create_user("retrier")
     barrier = threading.Barrier(4)

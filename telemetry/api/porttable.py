@@ -10,9 +10,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.pagination import WeftLimitOffsetPagination
+from core.params import int_param
 from fabric.models import Fabric
-from weft.pagination import WeftLimitOffsetPagination
-from weft.params import int_param
 
 from ..porttable import SORTS, BadParam, PortTableQuery, fabric_norm, port_table, row_values
 

@@ -2,7 +2,7 @@
 
 * Redis channel layer (``integration``: PostgreSQL + Redis from ``DATABASE_URL``/``REDIS_URL``):
   anonymous users get close code 4401, a viewer receives the delta of a sweep after it commits.
-* In-memory layer (the embedded deployment): ``weft.realtime.publish`` from a worker thread
+* In-memory layer (the embedded deployment): ``core.realtime.publish`` from a worker thread
   reaches a consumer running on the server's event loop.
 """
 
@@ -181,7 +181,7 @@ def test_in_memory_publish_after_the_server_loop_stopped_returns_at_once(caplog,
     timeout and logged a TimeoutError traceback after "Demo stopped"."""
     import logging
 
-    from weft import realtime
+    from core import realtime
 
     loop = asyncio.new_event_loop()  # remembered by a consumer once, not running any more
     monkeypatch.setattr(realtime, "_server_loop", loop)
@@ -190,12 +190,12 @@ def test_in_memory_publish_after_the_server_loop_stopped_returns_at_once(caplog,
             CHANNEL_LAYERS={"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
         ):
             assert isinstance(get_channel_layer(), InMemoryChannelLayer)
-            with caplog.at_level(logging.WARNING, logger="weft.realtime"):
+            with caplog.at_level(logging.WARNING, logger="core.realtime"):
                 sent = realtime.publish("weft.heatmap.1", "heatmap.delta", {"fabric": 1}, timeout=0.2)
     finally:
         loop.close()
     assert sent is False
-    assert [r.getMessage() for r in caplog.records if r.name == "weft.realtime"] == []
+    assert [r.getMessage() for r in caplog.records if r.name == "core.realtime"] == []
 
 
 @pytest.mark.integration

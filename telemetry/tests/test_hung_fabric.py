@@ -12,6 +12,7 @@ import time
 import pytest
 from django.conf import settings
 
+from core.procs import owner_tag
 from fabric.models import Fabric
 from fabric.services.discovery import discover
 from lab.pytest_plugin import small_netfile
@@ -19,7 +20,6 @@ from telemetry import tasks
 from telemetry.models import Sweep
 from telemetry.services.sweep import poll_fabric
 from tests.process_support import no_children_left
-from weft.procs import owner_tag
 
 pytestmark = [pytest.mark.lab, pytest.mark.django_db(transaction=True)]
 

@@ -275,13 +275,14 @@ def test_metrics_endpoint(small_lab, fabric, settings):
     text = ok.content.decode()
     pc = counters("Switch1", 3)
     guid = small_lab.guid_of("Switch1")
-    line = (
-        f'weft_port_xmit_bytes_total{{fabric="lab",node_desc="Switch1",node_guid="{guid}",port="3",'
-        f'remote_desc="Switch2",remote_guid="{small_lab.guid_of("Switch2")}",remote_port="3"}} {float(pc.xmit_data * 4)}'
-    )
-    assert line in text.splitlines()
-    assert 'weft_port_xmit_wait_ticks_total{fabric="lab",node_desc="Switch1"' in text
-    assert "weft_port_symbol_errors_total{" in text and "weft_port_utilisation_ratio{" in text
+    ident = f'fabric="lab",guid="{guid}",port="3"'
+    assert f"weft_port_xmit_bytes_total{{{ident}}} {pc.xmit_data * 4}" in text.splitlines()
+    assert f"weft_port_xmit_wait_ticks_total{{{ident}}} {pc.xmit_wait}" in text.splitlines()
+    assert (
+        f'weft_port_info{{{ident},node_desc="Switch1",remote_guid="{small_lab.guid_of("Switch2")}",'
+        'remote_port="3",remote_desc="Switch2",width="4x",speed="'
+    ) in text
+    assert f"weft_port_errors_total{{{ident}}} " in text
     sweep = Sweep.objects.filter(fabric=fabric).first()
     assert f'weft_sweep_duration_seconds{{fabric="lab"}} {sweep.duration_s}' in text
     assert 'weft_sweep_stale_ports{fabric="lab"} 0.0' in text

@@ -69,13 +69,15 @@ def test_saturated_xmit_data_leaves_the_other_rates_the_deltas_and_the_alarm(mon
 
 
 def test_metrics_show_saturated_ports_and_counters(monkeypatch, fabric_and_port):
-    from telemetry.metrics import WeftCollector
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from telemetry.metrics import render
 
     fabric, _port = fabric_and_port
     sweep_reading(monkeypatch, fabric, raw(xmit_data=TOP, rcv_data=TOP, symbol_errors=0xFFFF))
     got = {
         fam.name: [s.value for s in fam.samples]
-        for fam in WeftCollector().collect()
+        for fam in text_string_to_metric_families(render({fabric.pk: fabric.name}))
         if fam.name.startswith("weft_sweep_saturated")
     }
     assert got == {"weft_sweep_saturated_ports": [1.0], "weft_sweep_saturated_counters": [3.0]}

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from core.locks import single_instance
 from fabric.models import Fabric, Port
 from fabric.services.discovery import discover
 from telemetry import tasks
 from telemetry.models import PortCounters, Sweep
-from weft.locks import single_instance
 
 
 @pytest.mark.django_db

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.locks import single_instance
 from events.engine import process_pending_events
 from events.models import Alarm, Event
 from fabric.models import Fabric
@@ -16,7 +17,6 @@ from fabric.services.discovery import discover
 from telemetry import tasks
 from telemetry.services.watchdog import check_poller, poller_threshold_s
 from tests.process_support import wait_for
-from weft.locks import single_instance
 
 pytestmark = [pytest.mark.lab, pytest.mark.django_db(transaction=True)]
 

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test import Client
 
 #: The Origin and Host headers a browser on the test server sends: the Origin must be the Host's own
-#: scheme, host and port (``weft.ws_origin``).
+#: scheme, host and port (``core.ws_origin``).
 ORIGIN = (b"origin", b"http://127.0.0.1")
 HOST = (b"host", b"127.0.0.1")
 

@@ -16,7 +16,8 @@ import threading
 
 from django.core.management.base import BaseCommand
 
-from fabric.services.notices import NoticeSupervisor, notice_status
+from fabric.services.notice_status import notice_status
+from fabric.services.notices import NoticeSupervisor
 
 
 class Command(BaseCommand):

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.hints import manage_py
 from lab.console_server import ConsoleServer, example
 from lab.netgen import DEMO_SPEC
-from weft.hints import manage_py
 
 
 class _Stop(Exception):
@@ -169,7 +169,9 @@ class Command(BaseCommand):
             fabric.tool_env = dict(lab.tool_env)
             fabric.partitions_path = str(lab.partitions_path)
             fabric.sm_pid_file = str(lab.sm_pid_file)
-            fabric.save(update_fields=["tool_env", "partitions_path", "sm_pid_file"])
+            # every OpenSM of the lab by its port GUID: an apply after a fail-over signals the new master
+            fabric.sm_pid_files = lab.sm_pid_files if len(lab.sm_pid_files) > 1 else {}
+            fabric.save(update_fields=["tool_env", "partitions_path", "sm_pid_file", "sm_pid_files"])
             # a new lab: its first discovery now, not at the next periodic one (audited, on commit)
             discover_new_fabric(fabric)
         self.stdout.write(

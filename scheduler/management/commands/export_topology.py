@@ -8,10 +8,10 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.errors import LocatedError
 from fabric.models import Fabric
 from scheduler.exports import FORMATS, ExportError, read_node_list
 from scheduler.services.topology_export import export_fabrics
-from weft.errors import LocatedError
 
 
 class Command(BaseCommand):

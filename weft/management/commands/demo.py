@@ -30,18 +30,18 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from core.hints import manage_py
 from lab.faults import FaultInjector
 from lab.netgen import DEMO_SPEC, FAT_TREE_SPEC
 from lab.traffic import TrafficPlayer
-from weft.hints import manage_py
 from weft.management.commands.serve import TrapStartError, add_trap_argument
 
 
 def brief_console_mail() -> None:
-    """Print alert mail as one line each (``weft.mail.OneLineConsoleBackend``) when it goes to the
+    """Print alert mail as one line each (``core.mail.OneLineConsoleBackend``) when it goes to the
     console (``EMAIL_URL=console://``, the default): the demo's faults would print whole mails."""
     if settings.EMAIL_BACKEND == "django.core.mail.backends.console.EmailBackend":
-        settings.EMAIL_BACKEND = "weft.mail.OneLineConsoleBackend"
+        settings.EMAIL_BACKEND = "core.mail.OneLineConsoleBackend"
 
 
 #: Loggers of Weft's own apps: their INFO lines (summaries, a lab's start) stay in the quiet demo log.

@@ -1,7 +1,7 @@
 """drf-spectacular post-processing: make the OpenAPI schema tell the truth where spectacular's
 introspection cannot see it (``SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]``).
 
-* ``?brief=1`` switches an operation's serializer (``fabric.api.views.BriefModeMixin``): its 200
+* ``?brief=1`` switches an operation's serializer (``core.api.views.BriefModeMixin``): its 200
   response is the full form *or* the brief one (``anyOf``; the brief form's fields are a subset,
   so ``oneOf`` would reject every full object).
 """

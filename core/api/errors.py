@@ -1,4 +1,8 @@
-"""The API's exception handler (``REST_FRAMEWORK["EXCEPTION_HANDLER"]``): DRF's own, plus a 409
+"""The API's exception handler (``REST_FRAMEWORK["EXCEPTION_HANDLER"]``), the one place where a
+domain error becomes an HTTP answer (as the UFM layer's ``handle_exception``): a
+:class:`core.errors.DomainError` answers its ``status_code`` and ``as_dict()``; an app's own error
+classes are declared once with :func:`answer` (status and body per class, the most derived class
+wins: ``fabric/api/errors.py``); then DRF's own handler, plus a 409
 for a database uniqueness or integrity conflict that the serializers' checks could not see
 (two identical creates at once: both pass validation, the second insert fails). The request's
 transaction is rolled back as for any error; the answer names no SQL.
@@ -9,6 +13,7 @@ under ``/api/`` (an unknown endpoint is a JSON 404, not the HTML page), the styl
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from django.db import IntegrityError
 from django.http import JsonResponse
@@ -17,6 +22,8 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
+
+from core.errors import DomainError
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +34,50 @@ CONFLICT_DETAIL = (
 )
 
 
+def detail_body(exc: Exception) -> dict:
+    """``{"detail": str(exc)}``: DRF's own error shape."""
+    return {"detail": str(exc)}
+
+
+def located_body(exc: Exception) -> dict:
+    """``{"error", "source", "line"}`` of a :class:`core.errors.LocatedError` (a parse error)."""
+    return {"error": str(exc), "source": getattr(exc, "source", None), "line": getattr(exc, "line", None)}
+
+
+#: error class → (HTTP status, body of the answer); filled by :func:`answer`
+_ANSWERS: dict[type[Exception], tuple[int, Callable[[Exception], dict]]] = {}
+
+
+def answer(
+    status_code: int, *classes: type[Exception], body: Callable[[Exception], dict] = detail_body
+) -> None:
+    """Declare the REST answer of domain error ``classes`` (and their subclasses unless they
+    declare their own): ``status_code`` with ``body(exc)``. Idempotent; called once per app at
+    start (e.g. ``fabric.apps.FabricConfig.ready`` → ``fabric/api/errors.py``)."""
+    for cls in classes:
+        _ANSWERS[cls] = (status_code, body)
+
+
+def domain_answer(exc: Exception) -> Response | None:
+    """The answer for a domain error (a :class:`DomainError`, or a class given to :func:`answer`:
+    the nearest in ``exc``'s MRO), else None."""
+    for cls in type(exc).__mro__:
+        if cls in _ANSWERS:
+            status_code, body = _ANSWERS[cls]
+            return Response(body(exc), status=status_code)
+        if cls is DomainError:
+            return Response(exc.as_dict(), status=exc.status_code)
+    return None
+
+
 def exception_handler(exc: Exception, context: dict) -> Response | None:
-    """DRF's handler; an :class:`django.db.IntegrityError` becomes 409 ``{"detail":
+    """A domain error's declared answer (:func:`domain_answer`); else DRF's handler; an :class:`django.db.IntegrityError` becomes 409 ``{"detail":
     CONFLICT_DETAIL}`` (logged at INFO with the view, not as a traceback: a race between users,
     not a server fault). Anything else DRF does not handle stays a 500."""
+    response = domain_answer(exc)
+    if response is not None:
+        set_rollback()
+        return response
     if isinstance(exc, IntegrityError):
         set_rollback()
         view = context.get("view")

@@ -4,7 +4,7 @@ A lock is a lease of ``WEFT_LOCK_TTL_S`` seconds (default 10) that a renewer thr
 process extends every third of that while the ``with`` block runs. A holder that dies (SIGKILL,
 OOM killer, a pool child killed at its hard time limit) stops renewing, so its locks are free again
 within one TTL instead of the task's whole time limit: a dead worker cannot stop the sweeps of a
-fabric for minutes. The lock's token names its holder (host, pid and start time: ``weft.procs``),
+fabric for minutes. The lock's token names its holder (host, pid and start time: ``core.procs``),
 so a process on the same host that finds the lock held by a process that no longer exists takes it
 at once: the task Celery puts back after its pool process died runs again without waiting for the
 lease. A holder that is still running after ``limit_s`` stops renewing (the lock then expires
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from weft.procs import hostname, is_alive, owner_tag
+from core.procs import hostname, is_alive, owner_tag
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Process identity on Linux: a pid plus its start time names one process even after pid reuse;
 whether a pid is a live process (not a zombie).
 
-Used to tag what a Weft process owns (lock tokens in ``weft.locks``, diags children in
+Used to tag what a Weft process owns (lock tokens in ``core.locks``, diags children in
 ``fabric.collectors.tools``) so that another process can tell whether the owner still lives.
 """
 

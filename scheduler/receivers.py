@@ -1,0 +1,111 @@
+"""Receivers of the scheduler app (connected in ``SchedulerConfig.ready()``; the signal it sends,
+``job_changed``, is declared in ``scheduler/signals.py``).
+
+Received here — each queues a scheduling pass (``scheduler.tasks.run_pass_task``) on commit:
+
+* :data:`job_changed` from anything but a pass (a new job, or GPUs freed by a job's end);
+* ``pools.signals.allocation_changed`` when an allocation outside the queue ends (GPUs freed).
+  When the pools ended a placed or running job's allocation themselves (reclaimed, expired,
+  released through the pools API), the job is marked preempted (``queue.allocation_lost``),
+  whose own signal queues the pass;
+* ``pools.signals.inventory_committed`` (GPUs appeared, became healthy or unhealthy);
+* ``fabric.signals.discovery_committed`` (topology changed: the cached locality tree is dropped;
+  a host whose links went down is no longer placed on); before the pass, the partitions of jobs
+  holding GPUs on that fabric get their hosts' current CA ports (``queue.sync_job_partitions``,
+  as ``pools.receivers`` does for pools' partitions; a failure is logged, never raised);
+* ``events.signals.alarms_changed`` when an alarm that makes hosts unusable or domains congested
+  opened or cleared (``link.down``, the counter rules' congestion and error alarms).
+
+Also received (no pass): ``events.signals.prune_due`` (the daily prune) clears idempotency keys
+past ``WEFT_IDEMPOTENCY_TTL_S`` (``queue.expire_idempotency_keys``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.dispatch import receiver
+
+from events.signals import alarms_changed, prune_due
+from fabric.signals import discovery_committed
+from pools.signals import allocation_changed, inventory_committed
+
+from .choices import HOLDING
+from .models import Job
+from .services.queue import allocation_lost, expire_idempotency_keys, sync_job_partitions
+from .services.state import forget_locality
+from .signals import job_changed
+from .tasks import run_pass_task
+
+log = logging.getLogger(__name__)
+
+#: alarm codes whose opening or clearing changes where jobs may go
+PLACEMENT_ALARMS = {
+    "link.down",
+    "port.congestion",
+    "port.symbol_errors",
+    "port.rcv_errors",
+    "port.link_downed",
+}
+_HOLDING_ENDS = {"released", "expired", "reclaimed"}
+
+
+def queue_pass() -> None:
+    """Queue a scheduling pass once the current transaction commits."""
+
+    def send() -> None:
+        try:
+            run_pass_task.delay()
+        except Exception:  # the broker may be down: the periodic pass catches up
+            log.warning("could not queue a scheduling pass", exc_info=True)
+
+    transaction.on_commit(send)
+
+
+@receiver(job_changed, dispatch_uid="scheduler.job_changed")
+def on_job_changed(sender, job_id: int, state: str, source: str = "", **kwargs) -> None:
+    if source != "pass":
+        queue_pass()
+
+
+@receiver(allocation_changed, dispatch_uid="scheduler.allocation_changed")
+def on_allocation_changed(sender, allocation_id: int, state: str, **kwargs) -> None:
+    if state not in _HOLDING_ENDS:
+        return
+    owner = Job.objects.filter(allocation_id=allocation_id).values_list("state", flat=True).first()
+    if owner is None:
+        queue_pass()  # GPUs freed outside the queue
+    elif owner in HOLDING:
+        allocation_lost(allocation_id, state)  # its job_changed queues the pass
+    # else: the queue itself ended the job (its own signal covers it)
+
+
+@receiver(inventory_committed, dispatch_uid="scheduler.inventory_committed")
+def on_inventory_committed(sender, **kwargs) -> None:
+    forget_locality()  # GPU counts and rails are part of the tree
+    queue_pass()
+
+
+@receiver(discovery_committed, dispatch_uid="scheduler.discovery_committed")
+def on_discovery_committed(sender, fabric_id: int, **kwargs) -> None:
+    forget_locality()
+    try:  # job partitions follow their hosts' ports, as the pools' receiver does for pools'
+        sync_job_partitions(fabric_id)
+    except Exception:  # the discovery is stored; the next one catches up
+        log.exception("could not update the job partitions of fabric %s", fabric_id)
+    queue_pass()
+
+
+@receiver(alarms_changed, dispatch_uid="scheduler.alarms_changed")
+def on_alarms_changed(sender, outcome, **kwargs) -> None:
+    changed = [*outcome.raised, *outcome.cleared]
+    if any(a.code in PLACEMENT_ALARMS for a in changed):
+        queue_pass()
+
+
+@receiver(prune_due, dispatch_uid="scheduler.prune_due")
+def on_prune_due(sender, now, **kwargs) -> dict[str, int]:
+    """The daily prune: clear idempotency keys past ``WEFT_IDEMPOTENCY_TTL_S``
+    (``scheduler.services.queue.expire_idempotency_keys``); returns ``{"idempotency_keys": n}``."""
+    return {"idempotency_keys": expire_idempotency_keys(now)}

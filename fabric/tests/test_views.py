@@ -252,3 +252,11 @@ def test_sharp_aggregation_nodes_on_the_switch_page_and_the_fabric_page(realdata
     assert re.search(r'id="sharp-switches">4 with SHARP<', html)
     assert re.search(r'id="aggregation-nodes">4 SHARP Aggregation Nodes<', html)
     assert f"{fabric.hosts.count()} hosts" in html and fabric.hosts.count() == 4  # 8 CAs, 4 of them ANs
+    # the API: the kind and the switch, and filters on both
+    rows = viewer.get("/api/fabric/nodes/", {"fabric": fabric.pk, "aggregation_node": "true"}).json()[
+        "results"
+    ]
+    assert sorted(r["node_guid"] for r in rows) == sorted(ans.values_list("node_guid", flat=True))
+    assert all(r["host"] is None and r["aggregation_switch_guid"] for r in rows)
+    rows = viewer.get("/api/fabric/nodes/", {"aggregation_switch": switch.node_guid}).json()["results"]
+    assert [(r["node_guid"], r["aggregation_node"]) for r in rows] == [(an.node_guid, True)]

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('fabric', '0017_partition_applies_and_sm_targets'),
+        ('fabric', '0018_fabric_setting_bounds'),
     ]
 
     operations = [

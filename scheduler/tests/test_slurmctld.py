@@ -37,7 +37,7 @@ from scheduler.exports import ExportError, export, parse_topology_conf
 from scheduler.hostlist import expand, fold
 from scheduler.locality import Locality
 from scheduler.topology import build_locality
-from weft.testing.waits import wait_for
+from tests.support.waits import wait_for
 
 pytestmark = [
     pytest.mark.slow,

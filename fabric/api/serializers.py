@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from core.fields import IdentityUrlField
+from core.fields import FiniteFloatField, IdentityUrlField
 
 from ..choices import FabricRole, PortState
 from ..guid import normalize_guid
@@ -702,7 +702,7 @@ class MemberChangeSerializer(serializers.Serializer):
 
 class ApplyRequestSerializer(serializers.Serializer):
     fabric = serializers.PrimaryKeyRelatedField(queryset=Fabric.objects.all())
-    timeout = serializers.FloatField(min_value=1, max_value=300, required=False)
+    timeout = FiniteFloatField(min_value=1, max_value=300, required=False)
 
 
 class PartitionApplySerializer(serializers.ModelSerializer):

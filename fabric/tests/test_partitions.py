@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from django.core.management import call_command
@@ -12,7 +13,7 @@ from django.core.management.base import CommandError
 from accounts.models import AuditEntry
 from events.models import Event
 from fabric.choices import ApplyState
-from fabric.models import Fabric, Partition, PartitionMember
+from fabric.models import Fabric, Partition, PartitionApply, PartitionMember
 from fabric.parsers.partitions import PartitionsParseError, parse_partitions
 from fabric.services.partitions import (
     MERGE,
@@ -344,6 +345,20 @@ def test_api_import_located_error_and_apply_failure(
     assert Partition.objects.get(fabric=fabric, pkey=0x0001).applied_state == "failed"
     default = Partition.objects.get(fabric=fabric, pkey=0x7FFF)
     assert admin.delete(f"/api/fabric/partitions/{default.pk}/").status_code == 400
+
+
+@pytest.mark.parametrize("timeout", ["NaN", "nan", "-inf", "inf"])
+def test_api_apply_refuses_a_non_finite_timeout(fabric, client_for, users, timeout, caplog):
+    """``{"timeout": "NaN"}`` passed DRF's FloatField and its min/max checks (NaN compares false):
+    the record was written and its answer a 500 (JSON has no NaN). Now a 400 on the field, and no
+    apply recorded."""
+    with caplog.at_level(logging.INFO):
+        resp = client_for("admin").post(
+            "/api/fabric/partitions/apply/", {"fabric": fabric.pk, "timeout": timeout}, format="json"
+        )
+    assert resp.status_code == 400 and "timeout" in resp.json(), resp.content
+    assert not PartitionApply.objects.exists()
+    assert not [r for r in caplog.records if r.exc_info]
 
 
 # --- pages --------------------------------------------------------------------------------------

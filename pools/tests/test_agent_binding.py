@@ -306,3 +306,17 @@ def test_gpus_per_report_and_per_host_are_bounded(agent, settings):
     assert r.status_code == 400 and "would keep 6 GPU rows" in r.json()["detail"]
     assert post(["GPU-3", "GPU-4"]).status_code == 200
     assert Gpu.objects.filter(host__name="host001").count() == 5
+
+
+@pytest.mark.parametrize("rate", ["NaN", "inf", "-inf"])
+def test_a_non_finite_hca_rate_is_a_400_on_the_field(agent, caplog, rate):
+    """A port rate of "NaN"/"inf" (DRF's FloatField takes them) is refused on its field, not stored
+    (JSON has no NaN: it was a misleading 409 "conflict" on SQLite, and on PostgreSQL a stored
+    NaN the inventory's readers could not serialise)."""
+    hcas = [{"name": "mlx5_0", "ports": [{"port_num": 1, "rate_gbps": rate}]}]
+    with caplog.at_level(logging.INFO):
+        r = agent.post("/api/pools/agent/", _body(hcas=hcas), format="json")
+    assert r.status_code == 400, r.content
+    assert "rate_gbps" in r.json()["hcas"][0]["ports"][0], r.json()
+    assert not HostInventory.objects.exists() and not AgentBinding.objects.exists()
+    assert not _tracebacks(caplog)

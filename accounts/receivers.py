@@ -42,7 +42,9 @@ def audit_login_failure(sender, credentials, request=None, **kwargs) -> None:
 
     from .audit import record
 
-    username = str(credentials.get("username") or "")[:150]
+    from .login_throttle import recorded_username
+
+    username = recorded_username(credentials.get("username"))
     address = _remote_addr(request)
     path = getattr(request, "path", "")
     log.warning("failed sign-in for user name %r from %s at %s", username, address or "?", path or "?")

@@ -41,7 +41,6 @@ def audit_login_failure(sender, credentials, request=None, **kwargs) -> None:
     from django.contrib.auth import get_user_model
 
     from .audit import record
-
     from .login_throttle import recorded_username
 
     username = recorded_username(credentials.get("username"))

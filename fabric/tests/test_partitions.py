@@ -361,6 +361,32 @@ def test_api_apply_refuses_a_non_finite_timeout(fabric, client_for, users, timeo
     assert not [r for r in caplog.records if r.exc_info]
 
 
+def test_api_the_name_default_is_the_default_partitions_only(fabric, client_for):
+    """Weft writes ``Default=0x7fff`` first when no default partition is stored: a partition named
+    ``Default`` with another PKey made a file with two ``Default`` partitions, which Weft's own
+    import then refused ("name 'Default' is already PKey 0x0009's"): the export no longer imported
+    back. The name is refused for any other PKey (an import's ``Default=0x7fff`` still takes it)."""
+    admin = client_for("admin")
+    resp = admin.post(
+        "/api/fabric/partitions/", {"fabric": fabric.pk, "name": "Default", "pkey": 9}, format="json"
+    )
+    assert resp.status_code == 400 and "0x7fff" in resp.json()["name"][0], resp.content
+    assert not Partition.objects.filter(fabric=fabric, name="Default").exists()
+    renamed = admin.post(
+        "/api/fabric/partitions/", {"fabric": fabric.pk, "name": "storage", "pkey": 9}, format="json"
+    )
+    assert renamed.status_code == 201
+    moved = admin.patch(f"/api/fabric/partitions/{renamed.json()['id']}/", {"name": "Default"}, format="json")
+    assert moved.status_code == 400 and Partition.objects.get(pkey=9).name == "storage"
+    text = "Default=0x7fff, ipoib : ALL=full, SELF=full ;\nstorage=0x0009 : ;\n"
+    imported = admin.post(
+        "/api/fabric/partitions/import/", {"fabric": fabric.pk, "text": text}, format="json"
+    )
+    assert imported.status_code == 201 and Partition.objects.get(pkey=0x7FFF).name == "Default", (
+        imported.content
+    )
+
+
 # --- pages --------------------------------------------------------------------------------------
 
 

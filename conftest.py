@@ -3,13 +3,30 @@
 Shared fixtures live here and only here: ``users`` (one user per role), ``client_for`` (an API
 client signed in as a role or user), ``anonymous``/``viewer``/``operator``/``admin`` (clients),
 ``committed_signals``, ``realdata``. Data and helpers shared by test modules are in
-``weft.testing``; a test module never imports from another test module.
+``tests.support``; a test module never imports from another test module.
 """
 
 import os
 from pathlib import Path
 
 import pytest
+
+
+def _no_db_pool_in_the_test_process() -> None:
+    """The test process connects without a pool (one connection per thread, as before the pool):
+    its concurrency tests hold up to ~30 connections at once across barriers and row locks, and
+    their contention figures were tuned on that. The pool is tested in the server it is for,
+    daphne (tests/test_db_pool.py, bench/api_load.py). pytest-django has loaded the settings
+    before this file, so the environment (``WEFT_DB_POOL_MAX=0``) is too late: the connection
+    settings are changed in place, before any connection exists."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database.get("OPTIONS", {}).pop("pool", None) is not None:
+        database["CONN_MAX_AGE"] = 60
+
+
+_no_db_pool_in_the_test_process()
 
 pytest_plugins = ["tests.browser_support", "tests.process_support"]
 
@@ -27,8 +44,29 @@ def realdata() -> Path:
     return REALDATA
 
 
+#: markers of tests that run real processes (labs, servers, Chromium, snmpsim, long waits): under
+#: pytest-xdist (``-n 2 --dist loadgroup``, bin/test) they all go to one worker, one at a time as
+#: without xdist, while the other worker runs the in-process tests.
+PROCESS_MARKERS = ("lab", "browser", "slow", "snmpsim")
+#: fixtures that start such processes (a test using one goes to the same worker, marked or not;
+#: ``default_socket_lab_factory`` uses ibsim's default socket name: two at once would share it)
+PROCESS_FIXTURES = (
+    "lab_factory", "small_lab", "default_socket_lab_factory", "weft_server", "weft_server_factory",
+    "browser_page", "_chromium",
+)  # fmt: skip
+
+
 def pytest_collection_modifyitems(config, items):
-    """Skip ``integration`` tests unless PostgreSQL and Redis are configured."""
+    """Skip ``integration`` tests unless PostgreSQL and Redis are configured; under xdist, put the
+    tests with a :data:`PROCESS_MARKERS` marker or a :data:`PROCESS_FIXTURES` fixture in one
+    ``xdist_group``."""
+    if getattr(config.option, "dist", "no") != "no":
+        for item in items:
+            fixtures = getattr(item, "fixturenames", ())
+            if any(m in item.keywords for m in PROCESS_MARKERS) or any(
+                f in fixtures for f in PROCESS_FIXTURES
+            ):
+                item.add_marker(pytest.mark.xdist_group("processes"))
     url = os.environ.get("DATABASE_URL", "")
     if url.startswith(("postgres://", "postgresql://")) and os.environ.get("REDIS_URL"):
         return
@@ -134,7 +172,7 @@ def admin(client_for):
 @pytest.fixture
 def committed_signals():
     """``discovery_committed`` sends of the test as ``[(fabric_id, discovery_id)]``, other apps'
-    receivers detached (see ``weft.testing.signals.record_committed``)."""
-    from weft.testing.signals import record_committed
+    receivers detached (see ``tests.support.signals.record_committed``)."""
+    from tests.support.signals import record_committed
 
     yield from record_committed()

@@ -17,12 +17,15 @@ every run: ``double_allocations`` (GPUs with more than one active whole-GPU item
 disagrees with the items) and ``quota_violations`` (pools above quota in any committed state a
 monitor thread read, every 20 ms, or at the end).
 
-    python bench/allocation.py [--clients 32] [--requests 100] [--rounds 2] [--json]
+    python bench/allocation.py [--clients 32] [--requests 100] [--rounds 2] [--tiny] [--json]
 
 The last line of stdout is a JSON object: ``allocations_per_s``, ``p50_ms``, ``p99_ms`` (allocate
 calls, all outcomes), ``double_allocations``, ``quota_violations``, ``baseline`` (same keys),
-``ratio`` (concurrent / baseline allocations per second), ``runs`` and ``load`` (``uptime``
-before and after). Not a test: nothing is asserted. The machine may be loaded: read the load.
+``ratio`` (concurrent / baseline allocations per second) with ``concurrent_wall_s`` and
+``baseline_wall_s`` beside it, ``runs``, ``load`` (load averages at start and end) and ``quiet``
+(false when the 1-minute load at start was above 0.5: read the ratio with care). ``--tiny``: a
+few seconds, to check the bench runs. Not a test: nothing is asserted. SIGTERM drops the scratch
+database.
 """
 
 from __future__ import annotations
@@ -32,47 +35,20 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import Counter
-from pathlib import Path
 
-BASE = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(BASE))
+import benchkit
 
-
-def scratch_database(server_url: str):
-    """Create an empty PostgreSQL database on ``server_url``; returns its URL and a drop function."""
-    import psycopg
-
-    name = f"weft_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(f"{server_url}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-    def drop() -> None:
-        from django.db import connections
-
-        connections.close_all()
-        with psycopg.connect(f"{server_url}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-    return f"{server_url}/{name}", drop
-
-
-def uptime() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
+BASE = benchkit.ROOT
 
 
 def seed(hosts: int, per_host: int, tenants: int) -> list[int]:
     """GPUs, tenants and pools; returns the pool ids (tenant pools, then the shared one)."""
     from pools.models import Pool, Tenant
-    from weft.testing.gpus import make_gpu_fabric
+    from tests.support.gpus import make_gpu_fabric
 
     make_gpu_fabric("bench", hosts=hosts, per_host=per_host)
     share = hosts * per_host // (2 * tenants + 1)
@@ -95,7 +71,9 @@ def reset() -> None:
     from pools.models import Gpu
 
     with connection.cursor() as cur:
-        cur.execute("TRUNCATE pools_allocationitem, pools_allocation")
+        # CASCADE: scheduler_job references pools_allocation (PostgreSQL refuses a plain TRUNCATE of
+        # a referenced table; the scratch database has no job)
+        cur.execute("TRUNCATE pools_allocationitem, pools_allocation CASCADE")
     Gpu.objects.update(state="free")
 
 
@@ -216,10 +194,12 @@ def _summary(runs: list[dict]) -> dict:
         return statistics.median(vals), [min(vals), max(vals)]
 
     aps, aps_spread = med("allocations_per_s")
+    wall, wall_spread = med("wall_s")
     p50, p50_spread = med("p50_ms")
     p99, p99_spread = med("p99_ms")
     return {
-        "allocations_per_s": aps, "allocations_per_s_spread": aps_spread, "p50_ms": p50, "p50_ms_spread": p50_spread,
+        "allocations_per_s": aps, "allocations_per_s_spread": aps_spread, "wall_s": wall, "wall_s_spread": wall_spread,
+        "p50_ms": p50, "p50_ms_spread": p50_spread,
         "p99_ms": p99, "p99_ms_spread": p99_spread,
         "double_allocations": sum(r["double_allocations"] for r in runs),
         "quota_violations": sum(r["quota_violations"] for r in runs),
@@ -236,31 +216,26 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=100, help="allocate requests per client and run")
     ap.add_argument("--hold", type=int, default=4, help="allocations a client keeps before releasing")
     ap.add_argument("--rounds", type=int, default=2, help="runs of each mode, alternating")
+    ap.add_argument("--pg-url", default=benchkit.DEFAULT_PG, help="PostgreSQL server (WEFT_BENCH_PG)")
     ap.add_argument(
-        "--pg-url", default=os.environ.get("WEFT_BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
+        "--tiny", action="store_true", help="seconds: 32 hosts, 2 tenants, 4 clients, 10 requests, 1 round"
     )
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     args = ap.parse_args()
+    if args.tiny:
+        args.hosts, args.tenants, args.clients, args.requests, args.rounds = 32, 2, 4, 10, 1
 
     def say(msg: str) -> None:
         if not args.json:
             print(msg, flush=True)
 
-    load_before = uptime()
-    db_url, drop = scratch_database(args.pg_url)
-    os.environ["DATABASE_URL"] = db_url
+    kit = benchkit.Bench("allocation")
     os.environ.pop("REDIS_URL", None)  # embedded mode: no broker, realtime messages dropped
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "weft.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    from pools.models import Gpu, Pool, Tenant
-
     out: dict = {"gpus": args.hosts * args.per_host, "hosts": args.hosts, "clients": args.clients}
-    try:
-        call_command("migrate", verbosity=0, interactive=False)
+    with kit.scratch_database(args.pg_url):
+        benchkit.django_setup()
+        from pools.models import Gpu, Pool, Tenant
+
         t0 = time.perf_counter()
         pool_ids = seed(args.hosts, args.per_host, args.tenants)
         say(f"seeded {Gpu.objects.count()} GPUs, {len(pool_ids)} pools in {time.perf_counter() - t0:.1f} s")
@@ -278,6 +253,8 @@ def main() -> int:
         base = _summary([r for r in runs if r["mode"] == "baseline"])
         out |= conc
         out["baseline"] = base
+        # throughput ratio, with each side's wall seconds (the same requests) beside it
+        out["concurrent_wall_s"], out["baseline_wall_s"] = conc["wall_s"], base["wall_s"]
         out["ratio"] = (
             round(conc["allocations_per_s"] / base["allocations_per_s"], 2)
             if base["allocations_per_s"]
@@ -285,9 +262,7 @@ def main() -> int:
         )
         out["requests"] = args.clients * args.requests
         out["runs"] = runs
-    finally:
-        drop()
-    out["load"] = {"before": load_before, "after": uptime()}
+    kit.finish(out)
     print(json.dumps(out))
     return 0
 

@@ -2,8 +2,8 @@
 page, measured in the same run (ratios, not a timed test).
 
 On the Selene compute fabric (``$WEFT_REALDATA/ibnetdiscover/selene_compute.ibnetdiscover.txt.gz``,
-~46k ports) or ``--topology PATH``, imported into a scratch SQLite database (or ``DATABASE_URL``
-when set), a Viewer requests the port list with ``limit`` rows, alternating:
+~46k ports) or ``--topology PATH``, imported into a scratch database (SQLite, or a new one on ``DATABASE_URL``'s server
+when set, dropped after), a Viewer requests the port list with ``limit`` rows, alternating:
 
 * ``weft``: the serializers as they are (``IdentityUrlField``: one URL resolution per field and
   request; the link and remote end serialised by one nested serializer per request);
@@ -14,9 +14,12 @@ when set), a Viewer requests the port list with ``limit`` rows, alternating:
 Prints per mode the median and spread of ``--runs`` requests, the ratio stock / weft, and checks
 that both modes return the same JSON.
 
-    python bench/api_lists.py [--topology PATH] [--limit 1000] [--runs 5] [--json]
+    python bench/api_lists.py [--topology PATH] [--limit 1000] [--runs 5] [--tiny] [--json]
 
-The last line of stdout is the JSON object.
+The last line of stdout is the JSON object, with ``load`` (load averages at start and end) and
+``quiet`` (false when the 1-minute load at start was above 0.5). The database is a scratch one:
+SQLite in a temporary folder, or a new database on ``DATABASE_URL``'s PostgreSQL server (dropped
+at the end, SIGTERM included). ``--tiny``: a 15-node fabric, one run (seconds: the bench runs).
 """
 
 from __future__ import annotations
@@ -24,16 +27,14 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-BASE = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(BASE))
-REALDATA = Path(os.environ.get("WEFT_REALDATA", BASE.parent / "shared" / "realdata"))
+import benchkit
+
+REALDATA = benchkit.realdata()
 SELENE = REALDATA / "ibnetdiscover" / "selene_compute.ibnetdiscover.txt.gz"
 
 
@@ -42,15 +43,22 @@ def main() -> None:
     parser.add_argument("--topology", type=Path, default=SELENE)
     parser.add_argument("--limit", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--tiny", action="store_true", help="seconds: a 15-node fabric, 1 run")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.tiny:
+        args.topology, args.runs = REALDATA / benchkit.TINY_TOPOLOGY, 1
+    kit = benchkit.Bench("api-lists")
+    with kit.scratch_database(benchkit.pg_server_from_env()):
+        out = run(args)
+    print(json.dumps(kit.finish(out)))
+    if not out.get("same_json", True):
+        sys.exit("the two modes returned different JSON")
 
-    os.environ.setdefault("WEFT_DATA_DIR", tempfile.mkdtemp(prefix="weft-bench-api-"))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "weft.settings")
-    import django
 
-    django.setup()
-    from django.core.management import call_command
+def run(args) -> dict:
+    """The measurements on the scratch database (Django set up and migrated here)."""
+    benchkit.django_setup()
     from django.test import Client
     from django.test.utils import setup_test_environment
     from rest_framework import serializers as drf
@@ -61,7 +69,6 @@ def main() -> None:
     from fabric.services.ingest import import_topology_text
 
     setup_test_environment()  # the test client's ALLOWED_HOSTS
-    call_command("migrate", verbosity=0)
     raw = args.topology.read_bytes()
     text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
     t0 = time.monotonic()
@@ -113,20 +120,18 @@ def main() -> None:
         "import_s": round(import_s, 2),
         "limit": args.limit,
         "runs": args.runs,
-        "load": os.getloadavg()[0],
         "same_json": same,
     }
     for name, values in times.items():
         out[f"{name}_median_s"] = round(statistics.median(values), 4)
         out[f"{name}_min_s"] = round(min(values), 4)
         out[f"{name}_max_s"] = round(max(values), 4)
+    # the ratio with each side's absolute seconds beside it (weft_median_s, stock_median_s)
     out["ratio_stock_over_weft"] = round(out["stock_median_s"] / out["weft_median_s"], 2)
     if not args.json:
         for key, value in out.items():
             print(f"{key:24} {value}")
-    print(json.dumps(out))
-    if not same:
-        sys.exit("the two modes returned different JSON")
+    return out
 
 
 if __name__ == "__main__":

@@ -9,32 +9,36 @@ map ``--runs`` times in a fresh page of Debian Chromium and reads the page's own
 started, first frame drawn). It also measures interaction: frames per second while the camera
 zooms and pans for ~1 s (requestAnimationFrame count).
 
-    python bench/map_render.py [--runs 3] [--json]
+    python bench/map_render.py [--runs 3] [--tiny] [--json]
+
+``--tiny``: the small fabric in place of Selene, one run (seconds: the bench runs). The server's
+database is its own, in a temporary folder (removed at the end, SIGTERM included: the server and
+Chromium are stopped).
 
 The last line of stdout is a JSON object: ``small_ms``, ``selene_ms`` (medians of ``total_ms``,
 first frame), ``ratio`` (selene over small), ``selene_fetch_ms``, ``selene_graph_ms``,
 ``selene_renderer_ms``, ``selene_cold_ms`` (the first load, layout not cached server-side),
 ``selene_fps``/``small_fps`` (frames per second during a scripted zoom/pan), ``nodes``, ``edges``.
-Headless Chromium here draws WebGL in software (SwiftShader), so fps is a lower bound.
+Headless Chromium here draws WebGL in software (SwiftShader), so fps is a lower bound. Also
+``load`` (load averages at start and end) and ``quiet`` (false when the 1-minute load at start was
+above 0.5).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
+import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-BASE = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(BASE))
+import benchkit
 
-from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, PASSWORD, WeftServer  # noqa: E402
+from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, PASSWORD, WeftServer
 
-REALDATA = Path(os.environ.get("WEFT_REALDATA", BASE.parent / "shared" / "realdata"))
+REALDATA = benchkit.realdata()
 SMALL = REALDATA / "ibnetdiscover" / "ufm_small_topo_file.ibnetdiscover.txt"
 SELENE = REALDATA / "ibnetdiscover" / "selene_compute.ibnetdiscover.txt.gz"
 
@@ -75,13 +79,21 @@ def open_map(context, server, fabric: str) -> tuple[dict, dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--tiny", action="store_true", help="seconds: the small fabric twice, 1 run")
     parser.add_argument("--json", action="store_true", help="only the JSON line")
     args = parser.parse_args()
+    big = SMALL if args.tiny else SELENE
+    if args.tiny:
+        args.runs = 1
     from playwright.sync_api import sync_playwright
 
-    server = WeftServer(Path(tempfile.mkdtemp(prefix="weft-bench-map-")), {}).start()
+    kit = benchkit.Bench("map-render")
+    data_dir = Path(tempfile.mkdtemp(prefix="weft-bench-map-"))
+    kit.on_exit(lambda: shutil.rmtree(data_dir, ignore_errors=True))
+    server = kit.stops(WeftServer(data_dir, {}))  # its own SQLite database in data_dir
+    server.start()
     try:
-        for path, name in ((SMALL, "small"), (SELENE, "selene")):
+        for path, name in ((SMALL, "small"), (big, "selene")):
             server.manage("import_topology", str(path), "--fabric", name)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
@@ -119,8 +131,9 @@ def main() -> None:
         "nodes": int(data["selene"]["nodes"]),
         "edges": int(data["selene"]["edges"]),
         "runs": args.runs,
+        "tiny": args.tiny,
     }
-    print(json.dumps(out))
+    print(json.dumps(kit.finish(out)))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 A synthetic 2-level fat tree (``--hosts`` × ``--per-host`` GPUs, default 2,048 × 8 = 16,384,
 ``--hosts-per-leaf`` 32: 64 leaves) built directly as a :class:`~scheduler.locality.Locality`
-(``weft.testing.localities``; no database). Each trial draws a new free state at ``--busy``
+(``tests.support.localities``; no database). Each trial draws a new free state at ``--busy``
 (default 50 %) random fragmentation and asks for one ``--job``-GPU job (default 2,048) as compact
 as possible:
 
@@ -23,8 +23,8 @@ The last line of stdout is a JSON object: ``p50_ms``, ``p99_ms`` (wall, per deci
 ``lower_bound`` (medians over trials; ``*_range`` [min, max]), ``at_lower_bound`` (fraction of
 trials whose leaves spanned equal the lower bound), ``tier`` (median tier spanned),
 ``baseline_p50_ms``, ``baseline_p99_ms``, ``baseline_leaves_spanned`` (median; ``*_range``),
-the queue's numbers below, and ``load`` (``uptime`` before and after). Not a test: nothing is
-asserted beyond the decisions' validity.
+the queue's numbers below, ``load`` and ``quiet`` (below). Not a test: nothing is asserted beyond
+the decisions' validity.
 
 Large gangs (issue 24 §4): on a second fat tree of ``--gang-hosts`` × 8 GPUs (default 4,096:
 32,768 GPUs, ``--gang-hosts-per-leaf`` 32: 128 leaves), fragmented so that every leaf has room for
@@ -36,9 +36,10 @@ leaf again for every segment), alternating which goes first; the two decisions m
 ``gang_p50_ms``/``gang_p99_ms`` (wall), ``gang_p50_cpu_ms``/``gang_p99_cpu_ms``, the same for
 ``gang_baseline_*``, and ``gang_speedup_p50``/``gang_speedup_p99`` (baseline ÷ engine, CPU).
 
-``load``: ``os.getloadavg()`` at the start and the end; ``quiet`` is false when the 1-minute load
-at the start was above 0.5 (the figures of a busy machine are not the machine's). ``--tiny``: every
-size small (seconds, for CI: the script still runs, the figures mean little).
+``load`` (``{"1m", "5m", "15m"}``) and ``load_average`` (the same as ``os.getloadavg()`` lists)
+at the start and the end; ``quiet`` is false when the 1-minute load at the start was above 0.5
+(the figures of a busy machine are not the machine's). ``--tiny``: every size small, no
+PostgreSQL part (seconds, for CI: the script still runs, the figures mean little).
 
 The queue (``scheduler.planner``, ``scheduler.services.queue``), with ``--pass-jobs`` (1,000)
 pending jobs of mixed sizes (:func:`mixed_jobs`: 1-4 GPUs, whole hosts of 8, 2-8 hosts, and a few
@@ -72,28 +73,18 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import time
-from pathlib import Path
 
-BASE = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(BASE))
+import benchkit
 
-from scheduler.placement import FreeState, Request, Segments, first_fit, place, place_rescanning  # noqa: E402
-from scheduler.planner import HeldJob, Inventory, PoolInfo, QueuedJob, plan_pass  # noqa: E402
-from weft.testing.localities import fat_tree  # noqa: E402
+from scheduler.placement import FreeState, Request, Segments, first_fit, place, place_rescanning
+from scheduler.planner import HeldJob, Inventory, PoolInfo, QueuedJob, plan_pass
+from tests.support.localities import fat_tree
 
 MODEL = "nvidia h100 80gb hbm3"
 TENANTS = 8
 LIMITS = [600, 3600, 4 * 3600, 86400]
-
-
-def uptime() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
 
 
 def free_state(loc, rng: random.Random, busy: float, mode: str) -> dict[str, int]:
@@ -174,13 +165,6 @@ def gang_bench(args, say) -> dict:
     }
 
 
-def load_average() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
 def pct(values: list[float], p: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, int(len(s) * p))]
@@ -252,41 +236,15 @@ def pass_in_memory(loc, rng: random.Random, busy: float, mode: str, jobs: list[d
     return time.perf_counter() - t0, plan
 
 
-def scratch_database(server_url: str):
-    """Create an empty PostgreSQL database on ``server_url``; returns its URL and a drop function."""
-    import uuid
-
-    import psycopg
-
-    name = f"weft_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(f"{server_url}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-    def drop() -> None:
-        from django.db import connections
-
-        connections.close_all()
-        with psycopg.connect(f"{server_url}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-    return f"{server_url}/{name}", drop
-
-
-def pg_queue(args, say) -> dict:
-    """The PostgreSQL part (module docstring): ``pass_1000_s`` and ``submit_to_placed_*``."""
-    db_url, drop = scratch_database(args.pg_url)
-    os.environ["DATABASE_URL"] = db_url
+def pg_queue(args, say, kit: benchkit.Bench) -> dict:
+    """The PostgreSQL part (module docstring): ``pass_1000_s`` and ``submit_to_placed_*``, on a
+    scratch database (dropped at the end, SIGTERM included)."""
     os.environ.pop("REDIS_URL", None)  # embedded: the pass runs on commit in this process
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "weft.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-    from django.db import connection
-
     out: dict = {}
-    try:
-        call_command("migrate", verbosity=0, interactive=False)
+    with kit.scratch_database(args.pg_url):
+        benchkit.django_setup()
+        from django.db import connection
+
         t0 = time.perf_counter()
         fabric, pools, bg_pool = _pg_seed(args)
         with connection.cursor() as cur:  # fresh statistics, as autovacuum keeps them on a live site
@@ -331,8 +289,6 @@ def pg_queue(args, say) -> dict:
             "submit_to_placed_jobs": len(e2e),
             "submit_not_placed": sum(1 for _, ok in e2e if not ok),
         }
-    finally:
-        drop()
     return out
 
 
@@ -347,7 +303,7 @@ def _pg_seed(args):
     fabric = import_topology_text("bench", text, filename="bench.topo").fabric
     rows = []
     for host in Host.objects.filter(fabric=fabric).order_by("name"):
-        for i in range(args.per_host):  # bench data, bulk-written (as weft.testing.gpus does)
+        for i in range(args.per_host):  # bench data, bulk-written (as tests.support.gpus does)
             rows.append(Gpu(host=host, uuid=f"GPU-bench-{host.name}-{i}", index=i, product_name="NVIDIA H100 80GB HBM3",
                             memory_total_mib=81559, memory_reserved_mib=0, health="healthy",
                             mig_mode_current="disabled", mig_mode_pending="disabled"))  # fmt: skip
@@ -453,9 +409,7 @@ def main() -> int:
     ap.add_argument("--pass-rounds", type=int, default=5, help="in-memory passes (median)")
     ap.add_argument("--pg-pass-rounds", type=int, default=2, help="passes on PostgreSQL (median)")
     ap.add_argument("--e2e-jobs", type=int, default=200, help="submit → placed measurements")
-    ap.add_argument(
-        "--pg-url", default=os.environ.get("WEFT_BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
-    )
+    ap.add_argument("--pg-url", default=benchkit.DEFAULT_PG, help="PostgreSQL server (WEFT_BENCH_PG)")
     ap.add_argument(
         "--no-pg", action="store_true", help="skip the PostgreSQL part (pass_1000_s, submit_to_placed)"
     )
@@ -476,7 +430,7 @@ def main() -> int:
         if not args.json:
             print(msg, flush=True)
 
-    load_before, avg_before = uptime(), load_average()
+    kit = benchkit.Bench("placement")
     leaves = args.hosts // args.hosts_per_leaf
     loc = fat_tree(leaves, args.hosts_per_leaf, gpus=args.per_host)
     rng = random.Random(args.seed)
@@ -532,7 +486,7 @@ def main() -> int:
     gang_out = gang_bench(args, say)
     queue_out = {}
     if not args.no_pg:
-        queue_out = pg_queue(args, say)
+        queue_out = pg_queue(args, say, kit)
 
     out = {
         "gpus": args.hosts * args.per_host,
@@ -579,12 +533,14 @@ def main() -> int:
                 else "; PostgreSQL part skipped (--no-pg): pass_1000_s and submit_to_placed null"
             ),
         ],
-        "load": {"before": load_before, "after": uptime()},
-        "load_average": {"start": avg_before, "end": load_average()},
-        "quiet": avg_before is not None and avg_before[0] <= 0.5,
+        # the load as os.getloadavg() lists (benchkit's "load" has them by name)
+        "load_average": {
+            "start": [kit.load_start[k] for k in ("1m", "5m", "15m")],
+            "end": [round(x, 2) for x in os.getloadavg()],
+        },
         "tiny": args.tiny,
     }
-    print(json.dumps(out))
+    print(json.dumps(kit.finish(out)))
     return 0
 
 

@@ -16,24 +16,22 @@ for a netfile such as the Selene compute fabric) it:
 
 ``python bench/port_states.py [--topology PATH | --fat-tree SPEC] [--flaps N] [--gap S] [--json]``; the last
 line is a JSON object: ``links``, ``switch_ports``, ``notice_down_s``/``notice_up_s`` (median),
-``notice_down_max_s``, ``fallback_mads``, ``fallback_mads_per_link``, ``fallback_read_s``. Not a
-test: nothing is asserted.
+``notice_down_max_s``, ``fallback_mads``, ``fallback_mads_per_link``, ``fallback_read_s``, ``load`` (load averages at start and end) and ``quiet`` (false when the
+1-minute load at start was above 0.5). On a scratch database (SQLite in a temporary folder, or a
+new one on ``DATABASE_URL``'s PostgreSQL server), dropped at the end; SIGTERM stops the lab too.
+``--tiny``: one flap (the bench runs). Not a test: nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "weft.settings")
+import benchkit
 
 
 def _wait(condition, timeout: float, what: str, interval: float = 0.005):
@@ -47,7 +45,15 @@ def _wait(condition, timeout: float, what: str, interval: float = 0.005):
         time.sleep(interval)
 
 
-def bench(netfile, name: str, flaps: int, say, gap: float = 0.0) -> dict:
+def bench(
+    netfile,
+    name: str,
+    flaps: int,
+    say,
+    gap: float = 0.0,
+    kit: benchkit.Bench | None = None,
+    wait_s: float = 30.0,
+) -> dict:
     from events.models import Event
     from fabric.models import Fabric, Link, Port
     from fabric.services.discovery import discover
@@ -55,7 +61,10 @@ def bench(netfile, name: str, flaps: int, say, gap: float = 0.0) -> dict:
     from fabric.services.notices import NoticeChild, NoticeListener, fallback_targets, listener_command
     from lab import Lab
 
-    lab = Lab(netfile).start(timeout=900)
+    lab = Lab(netfile)
+    if kit is not None:
+        kit.stops(lab)  # stopped on SIGTERM too
+    lab.start(timeout=900)
     listener = None
     try:
         Fabric.objects.filter(name=name).delete()
@@ -75,12 +84,12 @@ def bench(netfile, name: str, flaps: int, say, gap: float = 0.0) -> dict:
             t0 = time.monotonic()
             lab.unlink(node, port)
             _wait(lambda last=last: Event.objects.filter(fabric=fabric, code="link.down", id__gt=last).exists(),
-                  30, "link.down")  # fmt: skip
+                  wait_s, "link.down")  # fmt: skip
             down.append(time.monotonic() - t0)
             t0 = time.monotonic()
             lab.relink(node, port)
             _wait(lambda last=last: Event.objects.filter(fabric=fabric, code="link.up", id__gt=last).exists(),
-                  30, "link.up")  # fmt: skip
+                  wait_s, "link.up")  # fmt: skip
             up.append(time.monotonic() - t0)
             say(f"flap {node}[{port}]: link.down {down[-1]:.3f} s, link.up {up[-1]:.3f} s")
             time.sleep(gap)  # quiet time between flaps (the work after the link.up finishes first)
@@ -137,14 +146,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--flaps", type=int, default=5)
     ap.add_argument("--gap", type=float, default=0.0, help="seconds between a link.up and the next flap")
+    ap.add_argument("--wait", type=float, default=30.0, help="seconds to wait for each link event")
+    ap.add_argument("--tiny", action="store_true", help="the default topology, one flap, --wait 120")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     args = ap.parse_args(argv)
-    import django
+    if args.tiny:
+        # one flap of the demo's fabric (a 2-leaf fat tree never saw its notice in 30 s)
+        args.topology, args.fat_tree, args.flaps, args.wait = None, DEMO_SPEC, 1, max(args.wait, 120.0)
+    kit = benchkit.Bench("port-states")
+    with kit.scratch_database(benchkit.pg_server_from_env()):
+        benchkit.django_setup()
+        out = run(args, kit)
+    print(json.dumps(kit.finish(out)))
+    return 0
 
-    django.setup()
-    from django.core.management import call_command
 
-    call_command("migrate", verbosity=0)
+def run(args, kit: benchkit.Bench) -> dict:
+    """The topology of ``args`` benched on the scratch database."""
     from lab import netgen
 
     say = (lambda *a: None) if args.json else print
@@ -152,9 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         netfile, name = Path(args.topology), "bench-" + Path(args.topology).name.split(".")[0][:40]
     else:
         netfile, name = netgen.parse_spec(args.fat_tree), "bench-fat-tree"
-    out = bench(netfile, name.replace("_", "-").lower(), args.flaps, say, args.gap)
-    print(json.dumps(out))
-    return 0
+    return bench(netfile, name.replace("_", "-").lower(), args.flaps, say, args.gap, kit, args.wait)
 
 
 if __name__ == "__main__":

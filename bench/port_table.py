@@ -1,14 +1,17 @@
 """Benchmark: the ports table ``/ports/`` and its CSV on the Selene compute fabric.
 
 ``$WEFT_REALDATA/ibnetdiscover/selene_compute.ibnetdiscover.txt.gz`` (or ``--topology PATH``) is
-imported into a scratch SQLite database (or ``DATABASE_URL``), every port gets a ``PortCounters``
+imported into a scratch database (SQLite, or a new one on ``DATABASE_URL``'s server), every port gets a ``PortCounters``
 row (rates, some errors, some congestion), and a Viewer requests pages: the default sort, a sort by
 congestion descending, a filtered page (errors > 0), a late page, and the whole CSV. Prints the
 median of ``--runs`` per request, the number of SQL queries per page, and the load average.
 
-    python bench/port_table.py [--topology PATH] [--runs 5]
+    python bench/port_table.py [--topology PATH] [--runs 5] [--tiny] [--json]
 
-The last line of stdout is a JSON object.
+The last line of stdout is a JSON object, with ``load`` (load averages at start and end) and
+``quiet`` (false when the 1-minute load at start was above 0.5). The database is a scratch one:
+SQLite in a temporary folder, or a new database on ``DATABASE_URL``'s PostgreSQL server (dropped
+at the end, SIGTERM included). ``--tiny``: a 15-node fabric, one run (seconds: the bench runs).
 """
 
 from __future__ import annotations
@@ -16,16 +19,14 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-BASE = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(BASE))
-REALDATA = Path(os.environ.get("WEFT_REALDATA", BASE.parent / "shared" / "realdata"))
+import benchkit
+
+REALDATA = benchkit.realdata()
 SELENE = REALDATA / "ibnetdiscover" / "selene_compute.ibnetdiscover.txt.gz"
 
 
@@ -33,15 +34,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topology", type=Path, default=SELENE)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--tiny", action="store_true", help="seconds: a 15-node fabric, 1 run")
+    parser.add_argument(
+        "--json", action="store_true", help="accepted for symmetry: the output is one JSON line"
+    )
     args = parser.parse_args()
+    if args.tiny:
+        args.topology, args.runs = REALDATA / benchkit.TINY_TOPOLOGY, 1
+    kit = benchkit.Bench("port-table")
+    with kit.scratch_database(benchkit.pg_server_from_env()):
+        out = run(args)
+    print(json.dumps(kit.finish(out)))
+    if not out.get("same_json", True):
+        sys.exit("the two modes returned different JSON")
 
-    os.environ.setdefault("WEFT_DATA_DIR", tempfile.mkdtemp(prefix="weft-bench-ports-"))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "weft.settings")
-    import django
 
-    django.setup()
+def run(args) -> dict:
+    """The measurements on the scratch database (Django set up and migrated here)."""
+    benchkit.django_setup()
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext, setup_test_environment
@@ -52,7 +63,6 @@ def main() -> None:
     from telemetry.models import PortCounters
 
     setup_test_environment()
-    call_command("migrate", verbosity=0)
     raw = args.topology.read_bytes()
     text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
     fabric = import_topology_text("bench-ports", text, filename=args.topology.name).fabric
@@ -99,8 +109,7 @@ def main() -> None:
         out[f"{name}_queries"] = len(queries)
         if resp.streaming:
             out["csv_rows"] = body.count(b"\n") - 1
-    out["load"] = os.getloadavg()
-    print(json.dumps(out))
+    return out
 
 
 if __name__ == "__main__":

@@ -21,14 +21,15 @@ The last line of stdout is a JSON object: ``devices``, ``interfaces`` (read per 
 ``sweep_s`` (median poll, store included), ``collect_s`` (median concurrent reads),
 ``baseline_s`` (median one-at-a-time reads), ``speedup`` (baseline / collect), ``requests``
 (SNMP requests per poll), ``client_cpu_s`` / ``agents_cpu_s`` (CPU seconds the poller and the
-snmpsim agents spent during the concurrent reads: where the time goes), ``*_range`` [min, max], ``rounds``, ``load`` (``uptime`` before and
-after), ``sensors_every_s`` (``WEFT_SNMP_SENSORS_S``: the timed polls come right after the
+snmpsim agents spent during the concurrent reads: where the time goes), ``*_range`` [min, max], ``rounds``, ``load`` (load averages at start and
+end), ``quiet`` (false when the 1-minute load at start was above 0.5), ``sensors_every_s`` (``WEFT_SNMP_SENSORS_S``: the timed polls come right after the
 warm-up, so they read the sensors only when it is 0) and ``notes``. Not a test: nothing is
-asserted beyond every device answering. Every timed poll reads every interface's states and
+asserted beyond every device answering. ``--tiny``: 4 devices, one agent, one round (seconds: the
+bench runs). SIGTERM stops the snmpsim agents and removes the scratch database. Every timed poll reads every interface's states and
 counters; the LLDP remote table only where lldpStatsRemTablesLastChangeTime moved (it does not
 in a recording).
 
-    python bench/snmp.py [--devices 100] [--rounds 3] [--agents 2] [--concurrency 16] [--json]
+    python bench/snmp.py [--devices 100] [--rounds 3] [--agents 2] [--concurrency 16] [--tiny] [--json]
 """
 
 from __future__ import annotations
@@ -38,14 +39,11 @@ import gzip
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-BASE = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(BASE))
+import benchkit
 
 #: what the poller reads (``devices.mibs``): the recording is cut down to these subtrees
 KEEP = (
@@ -66,13 +64,6 @@ KEEP = (
     "1.0.8802.1.1.2.1.4.1.1.",
     "1.3.6.1.6.3.10.2.1.1.",
 )
-
-
-def uptime() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
 
 
 def cpu_s(pids: list[int]) -> float:
@@ -104,9 +95,12 @@ def main() -> int:
     )
     ap.add_argument("--timeout", type=float, default=10.0, help="per-request timeout of every device, s")
     ap.add_argument("--recording", default="snmpsim-data_arista-eos-4.20.5f_dcs-7150s-52-cl.snmprec.gz")
+    ap.add_argument("--tiny", action="store_true", help="seconds: 4 devices, 1 agent, 1 round")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     args = ap.parse_args()
-    realdata = Path(os.environ.get("WEFT_REALDATA", BASE.parent / "shared" / "realdata"))
+    if args.tiny:
+        args.devices, args.agents, args.rounds = 4, 1, 1
+    realdata = benchkit.realdata()
     source = realdata / "snmp" / args.recording
     if not source.exists():
         print(json.dumps({"error": f"{source} is absent (set WEFT_REALDATA)"}))
@@ -116,28 +110,33 @@ def main() -> int:
         if not args.json:
             print(*a, file=sys.stderr, flush=True)
 
-    data_dir = tempfile.mkdtemp(prefix="weft-bench-snmp-")
-    os.environ["WEFT_DATA_DIR"] = data_dir
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "weft.settings")
-    os.environ.setdefault("EMAIL_URL", "file://" + data_dir + "/mail")
-    import django
+    kit = benchkit.Bench("snmp")
+    with kit.scratch_database():  # SQLite in a temporary WEFT_DATA_DIR (removed at the end)
+        os.environ.setdefault("EMAIL_URL", "file://" + os.environ["WEFT_DATA_DIR"] + "/mail")
+        benchkit.django_setup()
+        out = run(args, kit, source, say)
+    if "error" in out:
+        print(json.dumps(out))
+        return 1
+    print(json.dumps(kit.finish(out)))
+    return 0
 
-    django.setup()
+
+def run(args, kit: benchkit.Bench, source: Path, say) -> dict:
+    """Agents up, devices made, the warm-up poll, then the alternating rounds (module docstring).
+    The agents are stopped when the bench ends, a SIGTERM included."""
     from django.conf import settings
-    from django.core.management import call_command
 
     from devices.models import Device
     from devices.services.poll import collect, poll_devices
     from fabric.models import Fabric
     from lab.snmpsim import SnmpSim
 
-    call_command("migrate", verbosity=0)
-    load_before = uptime()
     text = trimmed(source)
     names = [f"dev{i:03d}" for i in range(args.devices)]
     agents = [
-        SnmpSim({n: text for n in names[k :: args.agents]}) for k in range(args.agents)
-    ]  # each agent serves its share of the devices, each device its own community
+        kit.stops(SnmpSim({n: text for n in names[k :: args.agents]})) for k in range(args.agents)
+    ]  # each agent serves its share of the devices, each device its own community; stopped on exit
     t0 = time.monotonic()
     for a in agents:
         a.start(timeout=600)
@@ -158,8 +157,7 @@ def main() -> int:
         bad = [r for r in warm if r["status"] != "ok"]
         say(f"warm-up poll (identification) {time.monotonic() - t:.1f} s, {len(bad)} failed")
         if bad:
-            print(json.dumps({"error": "devices failed the warm-up poll", "failed": bad[:5]}))
-            return 1
+            return {"error": "devices failed the warm-up poll", "failed": bad[:5]}
         interfaces = sum(r["interfaces"] for r in warm)
         polls, collects, bases, requests = [], [], [], []
         client_cpu, agent_cpu = [], []
@@ -215,13 +213,11 @@ def main() -> int:
         "rounds": args.rounds,
         "sensors_every_s": settings.WEFT_SNMP_SENSORS_S,
         "recording": args.recording,
-        "load": {"before": load_before, "after": uptime()},
         "notes": "snmpsim (pure Python, single-threaded per agent) shares the 2 cores with the poller: "
         "the agents' answering time is part of every figure, and both sides decode BER with pyasn1 "
         "(the client's largest cost); target sweep_s <= 5 s",
     }
-    print(json.dumps(out))
-    return 0
+    return out
 
 
 if __name__ == "__main__":

@@ -59,9 +59,12 @@ on 2 cores, so read the CPU figures, which load barely moves; wall times there a
 
 Other apps' ``discovery_committed`` listeners are detached so the numbers are the fabric ingest's.
 
-    python bench/topology.py [--topology PATH] [--runs 5] [--no-lab] [--json]
+    python bench/topology.py [--topology PATH] [--runs 5] [--no-lab] [--tiny] [--json]
 
-The last line of stdout is the JSON object.
+The last line of stdout is the JSON object, with each side's seconds beside every ratio (``*_s``,
+``ibnetdiscover_s``), ``load`` (load averages at start and end) and ``quiet`` (false when the
+1-minute load at start was above 0.5). ``--tiny``: a 15-node fabric, one run (seconds: the bench
+runs). The scratch database is dropped and the lab stopped on SIGTERM too.
 """
 
 from __future__ import annotations
@@ -73,15 +76,13 @@ import json
 import os
 import re
 import statistics
-import sys
 import time
-import uuid
 from collections import defaultdict
 from pathlib import Path
 
-BASE = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(BASE))
-REALDATA = Path(os.environ.get("WEFT_REALDATA", BASE.parent / "shared" / "realdata"))
+import benchkit
+
+REALDATA = benchkit.realdata()
 SELENE = REALDATA / "ibnetdiscover" / "selene_compute.ibnetdiscover.txt.gz"
 
 
@@ -90,24 +91,6 @@ def read(path: Path) -> str:
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
     return data.decode("utf-8", "replace")
-
-
-def scratch_database(server_url: str) -> tuple[str, callable]:
-    """Create an empty PostgreSQL database on ``server_url``; returns its URL and a drop function."""
-    import psycopg
-
-    name = f"weft_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(f"{server_url}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-    def drop() -> None:
-        from django.db import connections
-
-        connections.close_all()
-        with psycopg.connect(f"{server_url}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-    return f"{server_url}/{name}", drop
 
 
 _SW_PORT = re.compile(r'^\[(\d+)\]\s*"(S-[0-9a-fA-F]+)"\[(\d+)\]', re.M)
@@ -201,12 +184,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--topology", type=Path, default=SELENE)
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument(
-        "--pg-url", default=os.environ.get("WEFT_BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
-    )
+    ap.add_argument("--pg-url", default=benchkit.DEFAULT_PG, help="PostgreSQL server (WEFT_BENCH_PG)")
+    ap.add_argument("--tiny", action="store_true", help="seconds: a 15-node fabric, 1 run")
     ap.add_argument("--no-lab", action="store_true", help="skip the lab (ibnetdiscover_s, live_s)")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     args = ap.parse_args()
+    if args.tiny:
+        args.topology, args.runs = REALDATA / benchkit.TINY_TOPOLOGY, 1
     runs = max(1, args.runs)
 
     def say(msg: str) -> None:
@@ -215,15 +199,18 @@ def main() -> int:
 
     text = read(args.topology)
     changed_text = one_switch_port_down(text)
-    db_url, drop = scratch_database(args.pg_url)
-    os.environ["DATABASE_URL"] = db_url
+    kit = benchkit.Bench("topology")
     os.environ.pop("REDIS_URL", None)  # embedded mode otherwise: no broker needed for the bench
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "weft.settings")
-    import django
+    with kit.scratch_database(args.pg_url):
+        benchkit.django_setup()
+        out = run(args, kit, text, changed_text, runs, say)
+    print(json.dumps(kit.finish(out)))
+    return 0
 
-    django.setup()
-    from django.core.management import call_command
 
+def run(args, kit: benchkit.Bench, text: str, changed_text: str, runs: int, say) -> dict:
+    """The measurements (module docstring) on the scratch database; the lab is stopped when the
+    bench ends, a SIGTERM included."""
     from fabric.models import Fabric
     from fabric.parsers import detect_and_parse
     from fabric.services.ingest import import_topology_text, ingest_topology, source_digest
@@ -236,118 +223,111 @@ def main() -> int:
         out[name] = median(values)
         spread[name] = [round(min(values), 4), round(max(values), 4)]
 
-    try:
-        call_command("migrate", verbosity=0, interactive=False)
-        discovery_committed.receivers = []
-        discovery_committed.sender_receivers_cache.clear()
-        phases = Phases()
-        name = args.topology.name
-        times: dict[str, list[float]] = defaultdict(list)
-        breakdowns: list[dict[str, float]] = []
-        clock = Clock(times)
-        for run in range(runs):
-            with clock("parse_s"):
-                topo = detect_and_parse(text, name)
+    discovery_committed.receivers = []
+    discovery_committed.sender_receivers_cache.clear()
+    phases = Phases()
+    name = args.topology.name
+    times: dict[str, list[float]] = defaultdict(list)
+    breakdowns: list[dict[str, float]] = []
+    clock = Clock(times)
+    for run in range(runs):
+        with clock("parse_s"):
+            topo = detect_and_parse(text, name)
 
-            fabric = Fabric.objects.create(name=f"bench-{run}")
-            phases.take(0)
-            with clock("ingest_s"):
-                first = ingest_topology(
-                    fabric, topo, source="file", source_digest=source_digest(text, fabric)
-                )
-            breakdowns.append(phases.take(times["ingest_s"][-1]))
-            out["ingest_rows"] = first.rows_written
+        fabric = Fabric.objects.create(name=f"bench-{run}")
+        phases.take(0)
+        with clock("ingest_s"):
+            first = ingest_topology(fabric, topo, source="file", source_digest=source_digest(text, fabric))
+        breakdowns.append(phases.take(times["ingest_s"][-1]))
+        out["ingest_rows"] = first.rows_written
 
-            # the import service's path: the same text is recognised before parsing
-            with clock("reingest_s"):
-                again = import_topology_text(fabric.name, text, filename=name)
-            out["reingest_rows"] = again.rows_written
-            out["reingest_same_source"] = bool(again.diff.get("same_source"))
+        # the import service's path: the same text is recognised before parsing
+        with clock("reingest_s"):
+            again = import_topology_text(fabric.name, text, filename=name)
+        out["reingest_rows"] = again.rows_written
+        out["reingest_same_source"] = bool(again.diff.get("same_source"))
 
-            # the same text parsed and diffed through the node digests (what a text with only a
-            # far-away change costs, less its few writes)
-            with clock("reingest_parsed_s"):
-                parsed = ingest_topology(fabric, detect_and_parse(text, name), source="file")
-            out["reingest_parsed_rows"] = parsed.rows_written
+        # the same text parsed and diffed through the node digests (what a text with only a
+        # far-away change costs, less its few writes)
+        with clock("reingest_parsed_s"):
+            parsed = ingest_topology(fabric, detect_and_parse(text, name), source="file")
+        out["reingest_parsed_rows"] = parsed.rows_written
 
-            with clock("changed_s"):
-                changed = import_topology_text(fabric.name, changed_text, filename=name, replace=True)
-            out["changed_rows"] = changed.rows_written
-            out["changed_diff"] = {"removed_links": changed.removed, "changed": changed.changed}
-            # the cable is back (not timed)
-            back = ingest_topology(fabric, topo, source="file", source_digest=source_digest(text, fabric))
-            out["restored_rows"] = back.rows_written
-        out.update(topo.counts())
-        for key, values in times.items():
-            record(key, values)
-        out["ingest_breakdown"] = {
-            k: median([b.get(k, 0.0) for b in breakdowns])
-            for k in ("plan", "nodes", "ports", "links", "commit", "other")
-        }
-        say(f"parse: {out['parse_s']:.3f} s ({topo.counts()})")
-        say(f"ingest (PostgreSQL, empty fabric): {out['ingest_s']:.3f} s, {out['ingest_rows']} rows, "
-            f"breakdown {out['ingest_breakdown']}")  # fmt: skip
-        say(f"unchanged re-import (same source): {out['reingest_s']:.3f} s, {out['reingest_rows']} rows; "
-            f"parsed and diffed: {out['reingest_parsed_s']:.3f} s, {out['reingest_parsed_rows']} rows")  # fmt: skip
-        say(f"one switch port down (parse included): {out['changed_s']:.3f} s, {out['changed_rows']} rows")
+        with clock("changed_s"):
+            changed = import_topology_text(fabric.name, changed_text, filename=name, replace=True)
+        out["changed_rows"] = changed.rows_written
+        out["changed_diff"] = {"removed_links": changed.removed, "changed": changed.changed}
+        # the cable is back (not timed)
+        back = ingest_topology(fabric, topo, source="file", source_digest=source_digest(text, fabric))
+        out["restored_rows"] = back.rows_written
+    out.update(topo.counts())
+    for key, values in times.items():
+        record(key, values)
+    out["ingest_breakdown"] = {
+        k: median([b.get(k, 0.0) for b in breakdowns])
+        for k in ("plan", "nodes", "ports", "links", "commit", "other")
+    }
+    say(f"parse: {out['parse_s']:.3f} s ({topo.counts()})")
+    say(f"ingest (PostgreSQL, empty fabric): {out['ingest_s']:.3f} s, {out['ingest_rows']} rows, "
+        f"breakdown {out['ingest_breakdown']}")  # fmt: skip
+    say(f"unchanged re-import (same source): {out['reingest_s']:.3f} s, {out['reingest_rows']} rows; "
+        f"parsed and diffed: {out['reingest_parsed_s']:.3f} s, {out['reingest_parsed_rows']} rows")  # fmt: skip
+    say(f"one switch port down (parse included): {out['changed_s']:.3f} s, {out['changed_rows']} rows")
 
-        if not args.no_lab:
-            from fabric.collectors.tools import fabric_env, run_tool
-            from fabric.services.discovery import discover
-            from lab import Lab
+    if not args.no_lab:
+        from fabric.collectors.tools import fabric_env, run_tool
+        from fabric.services.discovery import discover
+        from lab import Lab
+
+        t0 = time.perf_counter()
+        lab = kit.stops(Lab(args.topology))
+        lab.start(timeout=900)
+        out["lab_start_s"] = round(time.perf_counter() - t0, 2)
+        say(f"lab up in {out['lab_start_s']} s")
+        try:
+            live = Fabric.objects.create(
+                name="bench-live", tool_env=dict(lab.tool_env), discovery_timeout_s=900
+            )
+            env = fabric_env(live)
+            from fabric.collectors.ibnetdiscover import collect_topology
 
             t0 = time.perf_counter()
-            lab = Lab(args.topology).start(timeout=900)
-            out["lab_start_s"] = round(time.perf_counter() - t0, 2)
-            say(f"lab up in {out['lab_start_s']} s")
-            try:
-                live = Fabric.objects.create(
-                    name="bench-live", tool_env=dict(lab.tool_env), discovery_timeout_s=900
-                )
-                env = fabric_env(live)
-                from fabric.collectors.ibnetdiscover import collect_topology
-
-                t0 = time.perf_counter()
-                collected = collect_topology(live)
-                out["live_collect_s"] = round(time.perf_counter() - t0, 4)
-                out["live_collect_ibnetdiscover_s"] = collected.duration_s
+            collected = collect_topology(live)
+            out["live_collect_s"] = round(time.perf_counter() - t0, 4)
+            out["live_collect_ibnetdiscover_s"] = collected.duration_s
+            t0 = time.perf_counter()
+            d = discover(live)
+            out["live_first_s"] = round(time.perf_counter() - t0, 4)
+            for _ in range(runs):
+                res = run_tool(["ibnetdiscover"], env=env, timeout=900)
+                if res.returncode != 0:
+                    raise SystemExit(f"ibnetdiscover failed: {res.stderr[-500:]}")
+                times["ibnetdiscover_s"].append(res.duration_s)
                 t0 = time.perf_counter()
                 d = discover(live)
-                out["live_first_s"] = round(time.perf_counter() - t0, 4)
-                for _ in range(runs):
-                    res = run_tool(["ibnetdiscover"], env=env, timeout=900)
-                    if res.returncode != 0:
-                        raise SystemExit(f"ibnetdiscover failed: {res.stderr[-500:]}")
-                    times["ibnetdiscover_s"].append(res.duration_s)
-                    t0 = time.perf_counter()
-                    d = discover(live)
-                    times["live_s"].append(time.perf_counter() - t0)
-                    out["live_rows"] = d.rows_written
-                record("ibnetdiscover_s", times["ibnetdiscover_s"])
-                record("live_s", times["live_s"])
-                out["live_status"] = d.status
-                out["live_counts"] = {k: d.counts[k] for k in ("switches", "cas", "routers", "links")}
-                out["counts_match"] = all(out["live_counts"][k] == out[k] for k in out["live_counts"])
-                say(f"ibnetdiscover: {out['ibnetdiscover_s']:.3f} s; live discovery: first "
-                    f"{out['live_first_s']:.3f} s, unchanged {out['live_s']:.3f} s ({d.rows_written} rows)")  # fmt: skip
-            finally:
-                lab.stop()
-            ib = out["ibnetdiscover_s"]
-            out["ratio"] = round((out["parse_s"] + out["ingest_s"]) / ib, 3)
-            for key in ("parse", "ingest", "reingest", "reingest_parsed", "changed", "live"):
-                out[f"{key}_ratio"] = round(out[f"{key}_s"] / ib, 3)
-            say(f"ratio (parse + ingest) / ibnetdiscover = {out['ratio']}  (target <= 1.0)")
-            say(
-                f"parse {out['parse_ratio']}x, ingest {out['ingest_ratio']}x, re-ingest {out['reingest_ratio']}x "
-                f"(target <= 0.25), changed {out['changed_ratio']}x, live discovery {out['live_ratio']}x "
-                "(target <= 1.2) of ibnetdiscover"
-            )
-        out["spread"] = spread
-        out["load"] = os.getloadavg()
-    finally:
-        drop()
-    print(json.dumps(out))
-    return 0
+                times["live_s"].append(time.perf_counter() - t0)
+                out["live_rows"] = d.rows_written
+            record("ibnetdiscover_s", times["ibnetdiscover_s"])
+            record("live_s", times["live_s"])
+            out["live_status"] = d.status
+            out["live_counts"] = {k: d.counts[k] for k in ("switches", "cas", "routers", "links")}
+            out["counts_match"] = all(out["live_counts"][k] == out[k] for k in out["live_counts"])
+            say(f"ibnetdiscover: {out['ibnetdiscover_s']:.3f} s; live discovery: first "
+                f"{out['live_first_s']:.3f} s, unchanged {out['live_s']:.3f} s ({d.rows_written} rows)")  # fmt: skip
+        finally:
+            lab.stop()
+        ib = out["ibnetdiscover_s"]
+        out["ratio"] = round((out["parse_s"] + out["ingest_s"]) / ib, 3)
+        for key in ("parse", "ingest", "reingest", "reingest_parsed", "changed", "live"):
+            out[f"{key}_ratio"] = round(out[f"{key}_s"] / ib, 3)
+        say(f"ratio (parse + ingest) / ibnetdiscover = {out['ratio']}  (target <= 1.0)")
+        say(
+            f"parse {out['parse_ratio']}x, ingest {out['ingest_ratio']}x, re-ingest {out['reingest_ratio']}x "
+            f"(target <= 0.25), changed {out['changed_ratio']}x, live discovery {out['live_ratio']}x "
+            "(target <= 1.2) of ibnetdiscover"
+        )
+    out["spread"] = spread
+    return out
 
 
 if __name__ == "__main__":

@@ -17,7 +17,10 @@ ibsim's ``PerformanceSet`` (time ``t0``), and records for every client the arriv
 * ``lost``: client × sample pairs with no message within 5 poll intervals.
 
 ``measure(clients=100) -> dict``; ``python bench/ws_latency.py [--clients N] [--samples K]
-[--poll S]`` prints the dict as JSON on its last line.
+[--poll S] [--tiny]`` prints the dict as JSON on its last line, with ``load`` (load averages at
+start and end) and ``quiet`` (false when the 1-minute load at start was above 0.5). The server's
+database is its own, in a temporary folder. ``--tiny``: 2 clients, 2 samples (seconds: the bench
+runs).
 """
 
 from __future__ import annotations
@@ -157,7 +160,7 @@ def measure(clients: int = 100, samples: int = 15, poll_interval_s: float = 1.0)
     "publish_p50_s", "publish_p95_s", "lost"}`` (seconds). Raises ``lab.LabError`` when the lab
     cannot start, ``AssertionError`` when the server cannot.
     """
-    lab = Lab(netgen.fat_tree_2level(2, 2, 2)).start()
+    lab = Lab(netgen.fat_tree_2level(2, 2, 2))
     tmp = tempfile.TemporaryDirectory(prefix="weft-wsbench-")
     server = WeftServer(
         Path(tmp.name),
@@ -168,6 +171,7 @@ def measure(clients: int = 100, samples: int = 15, poll_interval_s: float = 1.0)
         },
     )
     try:
+        lab.start()
         server.start()
         fabric, target = _setup(lab, server)
         latencies, fanout, lost = asyncio.run(
@@ -196,8 +200,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--samples", type=int, default=15)
     parser.add_argument("--poll", type=float, default=1.0, help="poll interval in seconds")
+    parser.add_argument("--tiny", action="store_true", help="seconds: 2 clients, 2 samples")
+    parser.add_argument(
+        "--json", action="store_true", help="accepted for symmetry: the output is one JSON line"
+    )
     args = parser.parse_args(argv)
-    print(json.dumps(measure(args.clients, args.samples, args.poll)))
+    if args.tiny:
+        args.clients, args.samples = 2, 2
+    import benchkit  # bench/ is on sys.path when this runs as a script
+
+    kit = benchkit.Bench("ws-latency")  # SIGTERM: measure's finally stops the server and the lab
+    print(json.dumps(kit.finish(measure(args.clients, args.samples, args.poll))))
 
 
 if __name__ == "__main__":

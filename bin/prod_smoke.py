@@ -3,8 +3,10 @@ as written, against the local PostgreSQL and Redis, then what a user and an inte
 
 1. The environment of README "Production deployment" with local values: a fresh database
    ``weft_smoke_<pid>`` on 127.0.0.1:5432 (user postgres, trust), Redis db 12, a generated
-   ``SECRET_KEY`` and superuser password, ``ALLOWED_HOSTS=weft.example.org``, a free ``PORT``, and
-   short beat periods (discovery 4 s, sweeps 2 s) so the lab is discovered and swept at once.
+   ``SECRET_KEY`` and superuser password, ``ALLOWED_HOSTS=weft.example.org``, a free ``PORT``,
+   ``EMAIL_URL`` a real SMTP server on loopback (aiosmtpd, started here; ``WEFT_ALERT_EMAILS``
+   unset, as in the README, so alarm mail goes to the Admin the block creates), and short beat
+   periods (discovery 4 s, sweeps 2 s) so the lab is discovered and swept at once.
 2. The lines of the README block after ``<!-- prod-commands`` run with ``bash -c``, in order:
    ``daphne``, ``celery`` and ``listen_notices`` lines in the background, each in its own session (process group),
    the others in the foreground (a non-zero exit fails the smoke test).
@@ -14,6 +16,9 @@ as written, against the local PostgreSQL and Redis, then what a user and an inte
    a wrong password (200, a form error), the right one (302), the dashboard, an API token from the
    session, the API with the token (the lab fabric), a beat-driven sweep of the lab (its heatmap's
    latest sweep, ok, every port read) and the heatmap websocket (a ``heatmap.delta`` after a sweep).
+   Then a lab cable is pulled (the ``lab_console ... unlink`` line ``fabric_lab`` prints) and the
+   Critical "Link down" mail reaches the SMTP server, addressed to the Admin
+   (``admin@example.org``, ``createsuperuser --email`` of the block).
 5. Everything stopped by process group (SIGTERM, SIGKILL after 20 s; a worker must be gone within
    its grace), the database dropped, Redis db 12 flushed, the temp folder removed.
 
@@ -266,6 +271,76 @@ def websocket_delta(client: Client, fabric_id: int, timeout: float) -> dict:
     raise SmokeError(f"websocket: no heatmap.delta within {timeout:g} s")
 
 
+ADMIN_EMAIL = "admin@example.org"  # createsuperuser --email in the README block
+
+
+class Mailbox:
+    """A real SMTP server on loopback (aiosmtpd): the messages it received, as
+    ``email.message.Message``."""
+
+    def __init__(self) -> None:
+        from aiosmtpd.controller import Controller
+
+        self.messages: list = []
+        mailbox = self
+
+        class Handler:
+            async def handle_DATA(self, server, session, envelope):
+                import email
+
+                message = email.message_from_bytes(envelope.content)
+                message["X-Rcpt-To"] = ", ".join(envelope.rcpt_tos)
+                mailbox.messages.append(message)
+                return "250 OK"
+
+        self.controller = Controller(Handler(), hostname="127.0.0.1", port=free_port())
+
+    def start(self) -> Mailbox:
+        self.controller.start()
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"smtp://127.0.0.1:{self.controller.port}"
+
+    def stop(self) -> None:
+        self.controller.stop()
+
+
+def pull_cable_and_receive_the_mail(procs: Processes, mailbox: Mailbox, timeout: float) -> str:
+    """Run the ``lab_console ... unlink NODE PORT`` line the lab printed; return the subject of
+    the Critical link-down mail the SMTP server receives for the Admin."""
+    line = next(
+        (
+            ln.strip()
+            for ln in procs.tail("lab", 400).splitlines()
+            if " lab_console " in ln and " unlink " in ln
+        ),
+        None,
+    )
+    if line is None or "NODE PORT" in line:
+        raise SmokeError(f"lab: no cable to pull in its output:\n{procs.tail('lab')}")
+    done = subprocess.run(line, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise SmokeError(f"{line}\nexited {done.returncode}: {(done.stdout + done.stderr)[-1500:]}")
+
+    def critical():
+        for message in mailbox.messages:
+            subject = str(message["Subject"])
+            if subject.startswith("[Weft CRITICAL]") and "Link down" in subject:
+                if ADMIN_EMAIL not in message["X-Rcpt-To"]:
+                    raise SmokeError(
+                        f"alarm mail {subject!r} went to {message['X-Rcpt-To']}, not {ADMIN_EMAIL}"
+                    )
+                return subject
+        return None
+
+    subject = wait_for(
+        critical, timeout, f"the Critical link-down mail to {ADMIN_EMAIL} (pulled: {line.split()[-2:]})"
+    )
+    return " ".join(subject.split())  # the header unfolded
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keep", action="store_true", help="keep the temp folder (logs)")
@@ -276,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     db = f"weft_smoke_{os.getpid()}"
     password = secrets.token_urlsafe(18)
     port = free_port()
+    mailbox = Mailbox().start()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WEFT_", "DJANGO_"))}
     env.pop("DATABASE_URL", None)
     env.update(
@@ -285,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         SECRET_KEY=secrets.token_urlsafe(50),
         ALLOWED_HOSTS=HOST,
         CSRF_TRUSTED_ORIGINS=ORIGIN,
-        EMAIL_URL=f"file://{tmp / 'mail'}",
+        EMAIL_URL=mailbox.url,
         WEFT_BASE_URL=ORIGIN,
         DJANGO_SUPERUSER_PASSWORD=password,
         PORT=str(port),
@@ -334,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
             f"fabric {facts['fabric']}: sweep {facts['sweep']['id']} ok ({facts['sweep']['ports']} ports), "
             f"websocket {facts['ws']}"
         )
+        subject = pull_cable_and_receive_the_mail(procs, mailbox, args.timeout)
+        say(f"cable pulled: mail received by {ADMIN_EMAIL}: {subject}")
         ok = True
     except (SmokeError, subprocess.SubprocessError, OSError) as exc:
         say(f"FAILED: {exc}")
@@ -341,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"---- {name} (last lines)\n{procs.tail(name)}", flush=True)
     finally:
         took = procs.stop()
+        mailbox.stop()
         say("stopped (seconds to exit after SIGTERM): " + ", ".join(f"{k} {v}" for k, v in took.items()))
         slow = [k for k, v in took.items() if v == float("inf")]
         if slow:

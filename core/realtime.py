@@ -19,8 +19,21 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from redis.exceptions import RedisError
+
+from core.repeatlog import RepeatLog
 
 log = logging.getLogger(__name__)
+#: A channel layer that cannot be reached (Redis down or restarting): every websocket attempt and
+#: every publish fails the same way. One line each, then a count (issue 22: one traceback per
+#: websocket attempt filled the log during a Redis outage).
+layer_log = RepeatLog(log)
+#: what a channel layer's outage raises: redis-py's errors (connection refused, timeouts, a
+#: server loading its data) and the socket's own
+LAYER_ERRORS = (RedisError, OSError)
+#: close code of a websocket whose push channel is down (RFC 6455 7.4.1: 1011 internal error);
+#: the pages' scripts reconnect after a close
+CLOSE_LAYER_DOWN = 1011
 _server_loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
 
@@ -70,9 +83,17 @@ def publish(group: str, message_type: str, payload: dict[str, Any], timeout: flo
             return True
         async_to_sync(layer.group_send)(group, message)
         return True
+    except LAYER_ERRORS as exc:
+        layer_log.warning("live updates not published: the channel layer cannot be reached: %s", _brief(exc))
+        return False
     except Exception:
         log.warning("publish to %s failed", group, exc_info=True)
         return False
+
+
+def _brief(exc: BaseException) -> str:
+    """``Type: message`` of ``exc`` on one line (the same text for the same outage)."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
 
 
 class ListenOnlyJsonConsumer(AsyncJsonWebsocketConsumer):
@@ -83,8 +104,19 @@ class ListenOnlyJsonConsumer(AsyncJsonWebsocketConsumer):
     used to end the consumer with an ERROR and a 50-line traceback in the log."""
 
     async def __call__(self, scope, receive, send):
-        """The ASGI entry point, with ``send`` guarded (:meth:`guarded`)."""
-        return await super().__call__(scope, receive, self.guarded(send))
+        """The ASGI entry point, with ``send`` guarded (:meth:`guarded`). A channel layer that
+        cannot be reached (joining the group, or receiving from it) ends the websocket with
+        :data:`CLOSE_LAYER_DOWN` and one WARNING line per outage (:data:`layer_log`), not a
+        traceback per attempt."""
+        guarded = self.guarded(send)
+        try:
+            return await super().__call__(scope, receive, guarded)
+        except LAYER_ERRORS as exc:
+            layer_log.warning("websocket closed: the channel layer cannot be reached: %s", _brief(exc))
+            try:
+                await guarded({"type": "websocket.close", "code": CLOSE_LAYER_DOWN})
+            except Exception:  # the connection is already gone or was never accepted
+                pass
 
     def guarded(self, send):
         """``send`` (the server's ASGI send callable), except that a client gone meanwhile

@@ -7,7 +7,11 @@ class EventsConfig(AppConfig):
     name = "events"
 
     def ready(self) -> None:
-        from . import receivers, registry  # noqa: F401  (receivers: connects them)
+        from . import (  # noqa: F401  (registers the checks, connects the receivers)
+            checks,
+            receivers,
+            registry,
+        )
         from .event_types import EVENT_TYPES
 
         registry.register(self.label, EVENT_TYPES)

@@ -87,7 +87,8 @@ class AlarmEngine:
     # -- events ------------------------------------------------------------------------------
     def process_pending(self) -> None:
         """Apply each not-yet-evaluated event of the fabric in id order: its policy's severity, the
-        alarms it clears, its alarm (raised or updated) and its mail."""
+        alarms it clears, its alarm (raised or updated) and its mail — to the policy's recipients,
+        and to the addresses its writer named in ``details["notify"]`` (a job's tenant contacts)."""
         pending = list(
             Event.objects.filter(fabric=self.fabric, evaluated=False).order_by("id").select_for_update()
         )
@@ -110,6 +111,19 @@ class AlarmEngine:
                 self.raise_alarm(event, policy)
             elif policy.email:
                 self._queue(policy.recipients, NotificationKind.EVENT, event=event)
+            # the writer's own contacts for this event (a job's tenant): mailed whatever the
+            # policy's recipients, once each
+            extra = event.details.get("notify") if isinstance(event.details, dict) else None
+            if extra and isinstance(extra, list):
+                known = (
+                    {r.lower() for r in policy.recipients}
+                    if policy.email and not policy.raise_alarm
+                    else set()
+                )
+                self._queue(
+                    list({a.lower(): a for a in extra if isinstance(a, str) and "@" in a and a.lower() not in known}.values()),
+                    NotificationKind.EVENT, event=event,
+                )  # fmt: skip
         Event.objects.bulk_update(pending, ["evaluated"], batch_size=1000)
         if resevered:
             Event.objects.bulk_update(resevered, ["severity"], batch_size=1000)

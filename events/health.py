@@ -18,6 +18,9 @@ Checks, each giving ``Finding`` rows:
 * ``unreachable_node`` (Warning): a node not seen by the latest live discovery, or whose
   ports were all stale in the latest counter sweep;
 * ``sm_state`` (Critical/Warning): no master SM known, more than one master, no standby.
+
+Apps above this one add checks with :func:`register_check` in their ``ready()`` (the routing
+app's ``routing`` check), so this module imports none of them.
 """
 
 from __future__ import annotations
@@ -328,6 +331,21 @@ def sm_findings(fabric) -> list[Finding]:
     return findings
 
 
+#: Checks other apps registered: ``(code, function(fabric) -> list[Finding])``
+_EXTRA_CHECKS: list[tuple[str, Any]] = []
+
+
+def register_check(code: str, label: str, check) -> None:
+    """Add a check of another app: ``check(fabric) -> list[Finding]`` whose findings use ``code``;
+    ``label`` is what the pages call it. Registering a code twice replaces it (``ready()`` may run
+    more than once in tests)."""
+    global _EXTRA_CHECKS
+    _EXTRA_CHECKS = [(c, f) for c, f in _EXTRA_CHECKS if c != code] + [(code, check)]
+    if code not in CHECKS:
+        CHECKS.append(code)
+    CHECK_LABELS[code] = label
+
+
 def check_fabric(fabric) -> list[Finding]:
     """Run every check on ``fabric`` and return the findings (worst first)."""
     findings = (
@@ -337,6 +355,8 @@ def check_fabric(fabric) -> list[Finding]:
         + reachability_findings(fabric)
         + sm_findings(fabric)
     )
+    for _code, check in _EXTRA_CHECKS:
+        findings += check(fabric)
     findings.sort(key=lambda f: (-SEVERITY_ORDER.index(f.severity), f.check, f.object_repr))
     return findings
 

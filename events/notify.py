@@ -45,7 +45,7 @@ from fabric.models import Node
 from . import registry
 from .choices import Severity
 from .models import Alarm, Event, EventPolicy, Notification, NotificationKind, NotificationStatus
-from .policies import policy_recipients
+from .policies import default_recipients, policy_recipients
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +279,7 @@ def send_digest(now: datetime | None = None, period: timedelta = timedelta(days=
     now = now or timezone.now()
     since = now - period
     per_recipient: dict[str, set[str]] = defaultdict(set)
-    fallback = list(settings.WEFT_ALERT_EMAILS)
+    fallback = default_recipients()
     for policy in EventPolicy.objects.filter(digest=True, enabled=True).prefetch_related(
         "recipient_users", "recipient_groups__user_set"
     ):

@@ -6,6 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db.models import Q
+
+from accounts.roles import Role
 
 from . import registry
 from .models import EventPolicy
@@ -34,13 +38,30 @@ class Policy:
     clear_factor: float = 1.0
 
 
+def default_recipients() -> list[str]:
+    """The recipients of alarm mail for a policy without its own: ``settings.WEFT_ALERT_EMAILS``
+    when set, else the e-mail addresses of the active Admins (superusers and members of the
+    Admin role group, ``accounts.roles``), sorted, without duplicates or empty addresses. Read
+    from the database at each call, so an Admin added or given an address gets the next mail."""
+    if settings.WEFT_ALERT_EMAILS:
+        return list(settings.WEFT_ALERT_EMAILS)
+    admins = (
+        get_user_model()
+        .objects.filter(is_active=True)
+        .filter(Q(is_superuser=True) | Q(groups__name=Role.ADMIN.group_name))
+        .exclude(email="")
+        .values_list("email", flat=True)
+    )
+    return sorted(set(admins), key=str.lower)
+
+
 def load_policies() -> dict[str, Policy]:
     """Return ``{code: Policy}`` for every registered code and every stored policy row."""
     rows = {
         p.code: p
         for p in EventPolicy.objects.prefetch_related("recipient_users", "recipient_groups__user_set")
     }
-    fallback = list(settings.WEFT_ALERT_EMAILS)
+    fallback = default_recipients()
     out: dict[str, Policy] = {}
     for code in {t.code for t in registry.all_types()} | set(rows):
         t = registry.get(code)

@@ -145,3 +145,32 @@ def prune(now: datetime | None = None) -> dict[str, int]:
         elif isinstance(result, dict):
             out.update(result)
     return out
+
+
+class EventNotDeletable(ValueError):
+    """The event cannot be deleted yet (the alarm engine has not evaluated it)."""
+
+
+def delete_event(event_id: int, user, *, fabric=None) -> dict:
+    """Delete one event from the log (UFM's ``DELETE /ufmRest/app/events/<id>``, as the UFM SDK's
+    ``scripts/ufm_events/ufm_events.py --delete_event`` sends it), audited (``event.delete``, with
+    its code, time and message) in the same transaction. The alarms it raised or cleared stay
+    (their ``raised_event``/``cleared_event`` become empty, ``Alarm`` ``SET_NULL``). Returns
+    ``{"id", "code"}``.
+
+    Raises:
+        Event.DoesNotExist: no event ``event_id`` (of ``fabric`` when given).
+        EventNotDeletable: the alarm engine has not evaluated it yet (deleting it would lose the
+            alarm or mail it is about to raise).
+    """
+    with transaction.atomic():
+        rows = Event.objects.select_for_update()
+        if fabric is not None:
+            rows = rows.filter(fabric=fabric)
+        event = rows.get(pk=event_id)
+        if not event.evaluated:
+            raise EventNotDeletable(f"event {event_id} is not evaluated yet; try again in a few seconds")
+        details = {"code": event.code, "at": event.at.isoformat(), "message": event.message[:300]}
+        audit.record("event.delete", event, details, user=user)
+        event.delete()
+    return {"id": event_id, "code": details["code"]}

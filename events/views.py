@@ -29,6 +29,7 @@ from . import dashboard, health, registry, services
 from .filtersets import AlarmFilterSet, EventFilterSet
 from .forms import EventPolicyForm
 from .models import Alarm, Event, EventPolicy, HealthReport, Severity
+from .policies import default_recipients
 from .reports import run_health_report
 from .scoping import scope_events
 
@@ -287,7 +288,8 @@ class EventPolicyListView(RoleMixin, ListView):
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
-        ctx["default_recipients"] = list(settings.WEFT_ALERT_EMAILS)
+        ctx["default_recipients"] = default_recipients()
+        ctx["default_from_admins"] = not settings.WEFT_ALERT_EMAILS
         return ctx
 
 

@@ -51,6 +51,15 @@ NO_LIVE_ACCESS = (
 )
 
 
+#: Bounds of a fabric's numeric settings (validators and database checks of :class:`Fabric`):
+#: the local HCA port the diags use (``-P``): an HCA's physical ports are numbered 1..254 (IBTA
+#: vol. 1, 14.2.5.1, PortInfo:LocalPortNum; 0 is a switch's management port, 255 reserved);
+#: ``ibnetdiscover``'s timeout: at least 1 s, at most a day (a discovery of the largest fabrics
+#: takes minutes; the periodic run's lock and watchdog add this to their own budgets).
+CA_PORT_MIN, CA_PORT_MAX = 1, 254
+DISCOVERY_TIMEOUT_MIN_S, DISCOVERY_TIMEOUT_MAX_S = 1.0, 86400.0
+
+
 class Fabric(models.Model):
     """One IB subnet and how to reach it for live discovery and polling.
 
@@ -63,7 +72,12 @@ class Fabric(models.Model):
     description = models.CharField(max_length=200, blank=True, validators=[printable_text])
     subnet_prefix = models.CharField(max_length=18, blank=True, help_text="e.g. 0xfe80000000000000")
     ca_name = models.CharField(max_length=64, blank=True, help_text="local HCA for the diags (-C)")
-    ca_port = models.PositiveSmallIntegerField(null=True, blank=True, help_text="local HCA port (-P)")
+    ca_port = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(CA_PORT_MIN), MaxValueValidator(CA_PORT_MAX)],
+        help_text=f"local HCA port (-P), {CA_PORT_MIN}..{CA_PORT_MAX}",
+    )
     tool_env = models.JSONField(default=dict, blank=True)
     local_hca = models.BooleanField(
         default=False,
@@ -98,7 +112,11 @@ class Fabric(models.Model):
         default=FabricRole.COMPUTE,
         help_text="compute fabrics make the scheduler's locality tree; storage/management fabrics are skipped",
     )
-    discovery_timeout_s = models.FloatField(default=300.0)
+    discovery_timeout_s = models.FloatField(
+        default=300.0,
+        validators=[MinValueValidator(DISCOVERY_TIMEOUT_MIN_S), MaxValueValidator(DISCOVERY_TIMEOUT_MAX_S)],
+        help_text=f"ibnetdiscover's timeout, seconds ({DISCOVERY_TIMEOUT_MIN_S:g}..{DISCOVERY_TIMEOUT_MAX_S:g})",
+    )
     discovery_enabled = models.BooleanField(default=True, help_text="periodic live discovery")
     polling_enabled = models.BooleanField(default=True, help_text="periodic counter sweeps")
     master_sm_guid = models.CharField(max_length=18, blank=True)
@@ -121,6 +139,24 @@ class Fabric(models.Model):
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(ca_port__isnull=True)
+                | models.Q(ca_port__gte=CA_PORT_MIN, ca_port__lte=CA_PORT_MAX),
+                name="fabric_ca_port_range",
+                violation_error_message=f"ca_port must be {CA_PORT_MIN}..{CA_PORT_MAX}",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(
+                    discovery_timeout_s__gte=DISCOVERY_TIMEOUT_MIN_S,
+                    discovery_timeout_s__lte=DISCOVERY_TIMEOUT_MAX_S,
+                ),
+                name="fabric_discovery_timeout_range",
+                violation_error_message=(
+                    f"discovery_timeout_s must be {DISCOVERY_TIMEOUT_MIN_S:g}..{DISCOVERY_TIMEOUT_MAX_S:g} s"
+                ),
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name

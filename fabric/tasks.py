@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
 from core.locks import single_instance
@@ -26,9 +27,34 @@ log = logging.getLogger(__name__)
 
 def _discovery_limit_s(fabric) -> float:
     """The longest one discovery of ``fabric`` may take: ``ibnetdiscover`` (``discovery_timeout_s``),
-    the ``sminfo`` after it (at most ``WEFT_TOOL_TIMEOUT_S``) and 60 s to store the topology."""
-    timeout = float(fabric.discovery_timeout_s)
+    the ``sminfo`` after it (at most ``WEFT_TOOL_TIMEOUT_S``) and 60 s to store the topology.
+    The timeout is taken within the model's bounds (a row written before them cannot make the lock
+    renewal overflow)."""
+    from .models import DISCOVERY_TIMEOUT_MAX_S, DISCOVERY_TIMEOUT_MIN_S
+
+    try:
+        timeout = float(fabric.discovery_timeout_s)
+    except (TypeError, ValueError):
+        timeout = DISCOVERY_TIMEOUT_MAX_S
+    if not DISCOVERY_TIMEOUT_MIN_S <= timeout <= DISCOVERY_TIMEOUT_MAX_S:  # NaN included
+        timeout = DISCOVERY_TIMEOUT_MAX_S
     return timeout + min(timeout, float(settings.WEFT_TOOL_TIMEOUT_S)) + 60.0
+
+
+def _unexpected_discovery_failure(fabric, exc: BaseException) -> dict:
+    """One fabric's periodic discovery raised something :func:`discover` does not handle (a bug,
+    a setting no check caught): that fabric's ``system.discovery_failing`` alarm at once, the
+    traceback in the log (a server fault, not a user's mistake), and the run goes on with the
+    next fabric. Returns the fabric's summary ``{"fabric", "error"}``."""
+    from .services.discovery import record_failure
+
+    reason = f"unexpected error: {type(exc).__name__}: {exc}"
+    log.error("periodic discovery of %s failed: %s", fabric.name, reason, exc_info=exc)
+    try:
+        record_failure(fabric, reason)
+    except Exception as record_exc:  # the database itself is failing: the log line above stays
+        log.error("could not record the failed discovery of %s: %s", fabric.name, record_exc)
+    return {"fabric": fabric.name, "error": reason}
 
 
 @shared_task(name="fabric.tasks.discover_fabric_task")
@@ -44,20 +70,26 @@ def discover_fabric_task(fabric_id: int) -> dict:
     fabric = Fabric.objects.filter(pk=fabric_id).first()
     if fabric is None:
         return {"skipped": f"no fabric {fabric_id}"}
-    with single_instance(f"fabric.discover.{fabric_id}", _discovery_limit_s(fabric)) as mine:
-        if not mine:
-            return {"fabric": fabric.name, "skipped": "a discovery of this fabric is already running"}
-        try:
-            return summary(discover(fabric))
-        except DiscoveryError as exc:
-            log.warning("discovery of %s failed: %s", fabric.name, exc.reason)
-            return {"fabric": fabric.name, "error": exc.reason}
+    try:
+        with single_instance(f"fabric.discover.{fabric_id}", _discovery_limit_s(fabric)) as mine:
+            if not mine:
+                return {"fabric": fabric.name, "skipped": "a discovery of this fabric is already running"}
+            try:
+                return summary(discover(fabric))
+            except DiscoveryError as exc:
+                log.warning("discovery of %s failed: %s", fabric.name, exc.reason)
+                return {"fabric": fabric.name, "error": exc.reason}
+    except SoftTimeLimitExceeded:
+        raise  # the task's own limit: the worker's business, not this fabric's
+    except Exception as exc:
+        return _unexpected_discovery_failure(fabric, exc)
 
 
 @shared_task(name="fabric.tasks.discover_all_task")
 def discover_all_task() -> list[dict]:
     """Beat task (every ``settings.WEFT_DISCOVERY_INTERVAL_S``): discover every live-discoverable fabric
-    in turn; never overlaps itself (lock ``fabric.discover_all``)."""
+    in turn; never overlaps itself (lock ``fabric.discover_all``). One fabric's error is that
+    fabric's alarm and summary (:func:`discover_fabric_task`); the others are discovered."""
     from .collectors.tools import is_live
     from .models import Fabric
 
@@ -88,7 +120,13 @@ def sm_watch_task() -> list[dict]:
         for fabric in Fabric.objects.filter(discovery_enabled=True).order_by("name"):
             if not is_live(fabric):  # same rule as live discovery: imported fabrics are not polled
                 continue
-            out.append(watch(fabric).as_dict())
+            try:
+                out.append(watch(fabric).as_dict())
+            except SoftTimeLimitExceeded:
+                raise
+            except Exception as exc:  # one fabric's bug or bad setting: the others are still watched
+                log.error("SM watch of %s failed: %s: %s", fabric.name, type(exc).__name__, exc, exc_info=exc)
+                out.append({"fabric": fabric.name, "error": f"{type(exc).__name__}: {exc}"})
     return out
 
 

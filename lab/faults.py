@@ -12,9 +12,16 @@
   by 1 on a switch port (added to the values ``perfquery`` reads first), so the next sweep's deltas raise ``port.symbol_errors`` and
   ``port.link_downed``; later sweeps without new errors clear the symbol-error alarm.
 
-Only links between two switches are flapped (a host link flap would also hide the host's
-counters); the injector never takes down more than one link at a time and relinks everything
-it unlinked on :meth:`stop`. Every fault is logged and kept in :attr:`history`. When the lab
+* **HCA cable pull** (kind ``hca``, when ``hca_targets`` is given): the same unlink/relink of
+  one HCA port of a host a job is running on (``hca_targets()`` names them: the demo passes
+  the HCAs of its running jobs' hosts, never the SM's own): the job's page shows it
+  ``degraded`` within a second, then ``requeued`` or ``replaced`` per its ``on_fault``, and its
+  tenant's mail on the console (``scheduler.services.faults``). Chosen one time in
+  ``1 / hca_share`` when there is a target.
+
+Otherwise only links between two switches are flapped (a host link flap would also hide the
+host's counters); the injector never takes down more than one link at a time and relinks
+everything it unlinked on :meth:`stop`. Every fault is logged and kept in :attr:`history`. When the lab
 itself is gone (``lab.Lab.failure``: its ibsim exited) the injector logs that in one line and
 ends; other failures are logged with their traceback and it goes on.
 """
@@ -46,11 +53,13 @@ class FaultInjector(threading.Thread):
 
     ``targets``: ``[(node name, port), ...]`` to choose from; default: one end of each
     switch-to-switch link of the lab's netfile (``lab.net``). ``kinds`` restricts the fault types; ``seed`` makes the choice reproducible.
+    ``hca_targets``: a callable returning ``[(HCA node name, port), ...]`` of hosts running jobs
+    (asked at each fault; may be empty); ``hca_share``: the share of faults that pull one of them.
     """
 
     def __init__(self, lab, interval: float = 120.0, *, targets: list[tuple[str, int]] | None = None,
                  kinds: tuple[str, ...] = ("flap", "burst"), flap_s: float | None = None, burst: int = 500,
-                 seed: int | None = None):  # fmt: skip
+                 seed: int | None = None, hca_targets=None, hca_share: float = 0.5):  # fmt: skip
         super().__init__(name="weft-fault-injector", daemon=True)
         if interval <= 0:
             raise ValueError("interval must be > 0 seconds")
@@ -63,6 +72,8 @@ class FaultInjector(threading.Thread):
         self.targets = list(targets) if targets is not None else self._default_targets()
         if not self.targets:
             raise ValueError("no switch ports to inject faults into: pass targets=[(node, port), ...]")
+        self.hca_targets = hca_targets
+        self.hca_share = float(hca_share)
         self.history: list[Fault] = []
         self._counters: dict[tuple[str, int], tuple[int, int]] = {}
         self._unlinked: list[tuple[str, int]] = []
@@ -100,10 +111,19 @@ class FaultInjector(threading.Thread):
         """Inject one fault now (also usable without starting the thread) and return it."""
         kind = self.random.choice(self.kinds)
         node, port = self.random.choice(self.targets)
-        if kind == "flap":
+        # (no draw without targets: a seeded injector without them picks as it always did)
+        hcas = (
+            self._hca_choices()
+            if self.hca_targets is not None and self.random.random() < self.hca_share
+            else []
+        )
+        if hcas:  # a cable of a host running a job: the job's fabric fails under it
+            kind = "hca"
+            node, port = self.random.choice(hcas)
+        if kind in ("flap", "hca"):
             self.lab.unlink(node, port)
             self._unlinked.append((node, port))
-            fault = Fault("flap", node, port, time.time(), f"relink after {self.flap_s:g} s")
+            fault = Fault(kind, node, port, time.time(), f"relink after {self.flap_s:g} s")
             timer = threading.Timer(self.flap_s, self._relink, args=(node, port))
             timer.daemon = True
             timer.start()
@@ -121,6 +141,16 @@ class FaultInjector(threading.Thread):
         self.history.append(fault)
         log.info("fault injected: %s %s[%s] %s", fault.kind, node, port, fault.detail)
         return fault
+
+    def _hca_choices(self) -> list[tuple[str, int]]:
+        """``hca_targets()`` (empty without one, or when it fails: a flap or burst instead)."""
+        if self.hca_targets is None or self._unlinked:
+            return []
+        try:
+            return list(self.hca_targets())
+        except Exception:
+            log.warning("fault injector: could not list HCA targets", exc_info=True)
+            return []
 
     def _read_counters(self, node: str, port: int) -> dict[str, int]:
         """The port's PortCounters as ``perfquery -G <guid> <port>`` prints them (``{name: value}``),

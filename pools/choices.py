@@ -87,3 +87,16 @@ class BindingVia(models.TextChoices):
 
     ADMIN = "admin", "Bound by an Admin"
     FIRST_REPORT = "first_report", "Bound by its first report"
+
+
+class OnFault(models.TextChoices):
+    """What the queue does when a running job's fabric fails (``scheduler.services.faults``):
+    ``notify`` — the job is ``degraded`` and its tenant told, nothing else; ``requeue`` — its
+    allocation is released and it goes back to ``pending`` with its submit time and priority;
+    ``replace`` — the failed host is swapped for a healthy one of the same placement unit in the
+    next scheduling pass (as ``requeue`` when none is free). A job's blank value takes its pool's
+    (:attr:`pools.models.Pool.on_fault`)."""
+
+    NOTIFY = "notify", "Notify"
+    REQUEUE = "requeue", "Requeue"
+    REPLACE = "replace", "Replace the failed host"

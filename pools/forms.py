@@ -22,7 +22,7 @@ from django.contrib.auth import get_user_model
 from fabric.models import Fabric
 
 from .api.serializers import PoolSerializer, TenantSerializer
-from .choices import TenantRole
+from .choices import OnFault, TenantRole
 from .models import Pool, Tenant
 
 
@@ -80,7 +80,9 @@ class _SerializerForm(forms.Form):
 
 
 class TenantForm(_SerializerForm):
-    """Name, description and members of a tenant (``TenantSerializer``)."""
+    """Name, description, members, contacts and webhook of a tenant (``TenantSerializer``).
+    Contacts are typed one per line (or separated by commas); the webhook secret is never shown
+    and left unchanged when left blank."""
 
     serializer_class = TenantSerializer
 
@@ -91,13 +93,29 @@ class TenantForm(_SerializerForm):
         widget=forms.Textarea(attrs={"rows": 6, "cols": 40}),
         help_text="one per line: <username> viewer|operator (viewer when left out)",
     )
+    contacts = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 40}),
+        help_text="e-mail addresses told when its jobs are degraded, requeued, replaced or failed (one per line)",
+    )
+    webhook_url = forms.CharField(required=False, help_text="signed POST of its jobs' state changes")
+    webhook_secret = forms.CharField(
+        required=False, widget=forms.PasswordInput, help_text="HMAC-SHA256 key (blank: unchanged)"
+    )
 
     def initial_for(self, tenant: Tenant) -> dict:
         lines = [
             f"{m.user.username} {m.role}"
             for m in tenant.memberships.select_related("user").order_by("user__username")
         ]
-        return {"name": tenant.name, "description": tenant.description, "members": "\n".join(lines)}
+        return {"name": tenant.name, "description": tenant.description, "members": "\n".join(lines),
+                "contacts": "\n".join(tenant.contacts or []), "webhook_url": tenant.webhook_url}  # fmt: skip
+
+    def payload(self) -> dict:
+        out = super().payload()
+        if not out.get("webhook_secret"):  # blank: keep the stored one
+            out.pop("webhook_secret", None)
+        return out
 
     def clean_members(self) -> list[tuple[int, str, str]]:
         """``[(line number, username, role)]`` of the lines that are not blank (the role as
@@ -114,6 +132,8 @@ class TenantForm(_SerializerForm):
         return out
 
     def value(self, name: str):
+        if name == "contacts":
+            return [a for a in self.cleaned_data["contacts"].replace(",", "\n").split() if a]
         if name != "members":
             return self.cleaned_data[name]
         lines = self.cleaned_data["members"]
@@ -176,6 +196,10 @@ class PoolForm(_SerializerForm):
     )
     job_pkey_min = forms.CharField(required=False, label="Job PKey range from")
     job_pkey_max = forms.CharField(required=False, label="to")
+    on_fault = forms.ChoiceField(
+        choices=OnFault.choices, required=False, label="When a job's fabric fails",
+        help_text="its jobs' default: notify, requeue, or replace the failed host",
+    )  # fmt: skip
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -217,4 +241,6 @@ class PoolForm(_SerializerForm):
         out = super().payload()
         if self.instance is None:  # blank numbers on create: the model's defaults
             out = {k: v for k, v in out.items() if v != "" or k in ("name",)}
+        if out.get("on_fault") == "":  # not sent (a form without it): unchanged
+            out.pop("on_fault")
         return out

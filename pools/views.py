@@ -40,6 +40,7 @@ from fabric.views import RoleRequiredMixin
 
 from . import access
 from .choices import HOLDING_STATES, AllocationKind, GpuState, MigMode
+from .fabric_faults import host_fabric_faults
 from .forms import PoolForm, TenantForm
 from .history import Span, usage_history
 from .models import Allocation, AllocationItem, Gpu, HostInventory, MigSlice, Pool, Tenant
@@ -271,7 +272,9 @@ class PoolView(RoleRequiredMixin, DetailView):
 
 class HostListView(RoleRequiredMixin, ListView):
     """Hosts of the fabrics (``?fabric=<id>``, ``?q=`` part of the name) with their GPUs: how many
-    are present, free, held, and their models."""
+    are present, free, held, and their models. A host with a fabric fault
+    (``pools.fabric_faults``: an HCA link down, an HCA gone or unreachable) shows its free GPUs
+    as not schedulable, and why."""
 
     template_name = "pools/host_list.html"
     context_object_name = "hosts"
@@ -314,8 +317,10 @@ class HostListView(RoleRequiredMixin, ListView):
         by_host: dict[int, list[str]] = {}
         for host_id, product in models:
             by_host.setdefault(host_id, []).append(product or "?")
+        faults = host_fabric_faults(host_ids=[h.pk for h in ctx["hosts"]])
         for host in ctx["hosts"]:
             host.models = sorted(by_host.get(host.pk, []))
+            host.faults = faults.get(host.pk, [])
         query = self.request.GET.copy()
         query.pop("page", None)
         ctx["query"] = query.urlencode()
@@ -392,6 +397,8 @@ class HostView(RoleRequiredMixin, DetailView):
                 gpu.mig_held = sum(1 for x in slices if x.state != GpuState.FREE)
                 gpu.mig_total = len(slices)
         ctx["allocations"] = rows
+        # a host with a down rail is never "free": say why the scheduler will not use it
+        ctx["faults"] = host_fabric_faults(host_ids=[host.pk]).get(host.pk, [])
         ctx["gpu_counts"] = Counter(
             "mig" if g.mig_mode_current == MigMode.ENABLED else g.state for g in gpus if g.present
         )

@@ -21,3 +21,11 @@ class SchedulerConfig(AppConfig):
         # a pass's last step reclaims borrowed GPUs for guaranteed shares; the rebalancer sits above
         # the queue (it binds and moves jobs through it), so the queue is handed it here
         queue.set_reclaimer(rebalance.reclaim_for_guarantees)
+        # and begins with the fault service's replacements (it writes jobs through the queue)
+        from core import enqueue
+
+        from .services import faults
+        from .tasks import run_pass_task
+
+        queue.set_replacer(faults.replace_faulted)
+        enqueue.register("scheduler.pass", lambda: run_pass_task.delay())

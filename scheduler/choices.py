@@ -8,9 +8,14 @@ Job states follow the issue's state machine (issue 12, "Jobs")::
        │          ├───────────┼──────> preempted   (GPUs taken back for a higher priority)
        └──────────┴───────────┴──────> cancelled
                placed/running ──> pending      (preempted, and the job asked to be requeued)
+                      running <──> degraded    (its fabric failed under it: ``scheduler.services.faults``)
 
 ``placed`` holds an allocation (the pools' allocation service bound its GPUs); ``running`` is
-what the job's prolog (or an Operator) reports; the last five are final and hold nothing. A job with ``requeue`` that is preempted goes back
+what the job's prolog (or an Operator) reports; ``degraded`` is a running job whose fabric
+failed under it (an HCA link down, its host gone, its PKey missing on a port, congested links:
+``Job.faults`` says which) — it keeps running and holding its GPUs, and returns to ``running``
+when every cause cleared, or is requeued or given a new host per ``on_fault``
+(:class:`OnFault`); the last five are final and hold nothing. A job with ``requeue`` that is preempted goes back
 to ``pending`` (``scheduler.models.Job``) instead of ending ``preempted``.
 """
 
@@ -18,11 +23,14 @@ from __future__ import annotations
 
 from django.db import models
 
+from pools.choices import OnFault as _PoolsOnFault
+
 
 class JobState(models.TextChoices):
     PENDING = "pending", "Pending"
     PLACED = "placed", "Placed (GPUs bound)"
     RUNNING = "running", "Running"
+    DEGRADED = "degraded", "Degraded (fabric fault)"
     COMPLETED = "completed", "Completed"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
@@ -31,7 +39,9 @@ class JobState(models.TextChoices):
 
 
 #: states that hold an allocation
-HOLDING = (JobState.PLACED, JobState.RUNNING)
+HOLDING = (JobState.PLACED, JobState.RUNNING, JobState.DEGRADED)
+#: states of a job that runs (a degraded job keeps running)
+RUNNING_STATES = (JobState.RUNNING, JobState.DEGRADED)
 #: states a job never leaves
 FINAL = (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED, JobState.TIMEOUT)
 
@@ -41,7 +51,9 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
     JobState.PLACED: (JobState.RUNNING, JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED,
                       JobState.PREEMPTED),
     JobState.RUNNING: (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED,
-                       JobState.TIMEOUT),
+                       JobState.TIMEOUT, JobState.DEGRADED),
+    JobState.DEGRADED: (JobState.RUNNING, JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED,
+                        JobState.PREEMPTED, JobState.TIMEOUT),
 }  # fmt: skip
 
 
@@ -92,3 +104,8 @@ class PendingCode(models.TextChoices):
     CONGESTION = "congestion", "Congestion"
     FRAGMENTATION = "fragmentation", "Fragmentation"
     CONFLICT = "conflict", "Conflict"
+
+
+#: what the queue does when a running job's fabric fails (declared with the pools, whose
+#: ``Pool.on_fault`` is a job's default)
+OnFault = _PoolsOnFault

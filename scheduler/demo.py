@@ -33,10 +33,12 @@ from datetime import datetime, timedelta
 from django.db import close_old_connections
 from django.utils import timezone
 
+from fabric.choices import NodeType
+from fabric.models import Node
 from pools.models import Pool, Tenant
 from pools.services.allocation import pool_summary
 
-from .choices import JobState
+from .choices import RUNNING_STATES, JobState
 from .models import Job
 from .services import queue
 
@@ -65,12 +67,25 @@ class DemoJob:
     runtime_s: tuple[float, float] = (60.0, 180.0)
     tenant: str | None = None
     weight: int = 1
+    on_fault: str = ""
 
 
 #: the mix (pools and tenants of ``pools.lab.DEMO_POOLS``)
 DEMO_JOBS: tuple[DemoJob, ...] = (
-    DemoJob("train", "research-h100", 16, 8, "normal", tier="leaf", runtime_s=(120, 300), weight=3),
-    DemoJob("pretrain", "research-h100", 32, 8, "high", tier="block", runtime_s=(180, 420)),
+    DemoJob(
+        "train",
+        "research-h100",
+        16,
+        8,
+        "normal",
+        tier="leaf",
+        runtime_s=(120, 300),
+        weight=3,
+        on_fault="replace",
+    ),
+    DemoJob(
+        "pretrain", "research-h100", 32, 8, "high", tier="block", runtime_s=(180, 420), on_fault="requeue"
+    ),
     DemoJob("sweep", "research-h100", 4, None, "batch", preemptible=True, runtime_s=(60, 150), weight=3),
     DemoJob(
         "serve",
@@ -82,6 +97,7 @@ DEMO_JOBS: tuple[DemoJob, ...] = (
         tier_mode="required",
         runtime_s=(240, 480),
         weight=2,
+        on_fault="replace",
     ),  # fmt: skip
     DemoJob("embed", "inference-h100", 2, None, "batch", preemptible=True, runtime_s=(60, 120), weight=2),
     DemoJob("hotfix", "inference-h100", 16, 8, "critical", runtime_s=(60, 120)),
@@ -132,7 +148,12 @@ class JobStream(threading.Thread):
         self._stop_event = threading.Event()
 
     def setup(self) -> None:
-        """Create the fill pool (shared, on the demo fabric, H100, no quota) when ``fill``."""
+        """Create the fill pool (shared, on the demo fabric, H100, no quota) when ``fill``, and
+        give every tenant without contacts one (``<tenant>-team@tenants.weft.local``): their
+        jobs' fault mail shows on the demo's console."""
+        for tenant in Tenant.objects.filter(contacts=[]):
+            tenant.contacts = [f"{tenant.name}-team@tenants.weft.local"]
+            tenant.save(update_fields=["contacts"])
         if self.fill:
             Pool.objects.get_or_create(
                 name=FILL_POOL,
@@ -173,6 +194,7 @@ class JobStream(threading.Thread):
             name=f"{PREFIX}{kind.name}-{self.submitted}", pool_id=pool.pk, tenant_id=tenant_id, count=kind.count,
             gpus_per_host=kind.gpus_per_host, priority_class=kind.priority_class, preemptible=kind.preemptible,
             tier=kind.tier, tier_mode=kind.tier_mode, time_limit_s=int(2 * kind.runtime_s[1]),
+            on_fault=kind.on_fault,
         )  # fmt: skip
 
     def step(self, now: datetime | None = None) -> dict:
@@ -183,7 +205,7 @@ class JobStream(threading.Thread):
         now = now or timezone.now()
         out: dict[str, list[int]] = {"finished": [], "started": [], "submitted": []}
         mine = Job.objects.filter(name__startswith=PREFIX)
-        for job in mine.filter(state=JobState.RUNNING).order_by("pk"):
+        for job in mine.filter(state__in=RUNNING_STATES).order_by("pk"):
             kind = kind_of(job.name)
             if kind is None or job.started_at + timedelta(seconds=runtime_of(job, kind)) > now:
                 continue
@@ -231,3 +253,26 @@ class JobStream(threading.Thread):
             out.append(queue.submit(spec, now=now).pk)
             free -= self.fill_job.count
         return out
+
+
+def running_job_hcas(fabric_id: int, exclude: set[str] = frozenset()) -> list[tuple[str, int]]:
+    """``[(HCA node name, port 1)]`` of the hosts the stream's running jobs (not fill jobs) hold
+    GPUs on, on ``fabric_id``: what the demo's fault injector may pull (``lab.faults``, kind
+    ``hca``), minus the names in ``exclude`` (the SM's own HCA). Called from the injector's
+    thread: its database connection is closed when done."""
+    try:
+        return _running_job_hcas(fabric_id, exclude)
+    finally:
+        close_old_connections()
+
+
+def _running_job_hcas(fabric_id: int, exclude) -> list[tuple[str, int]]:
+    hosts = set()
+    for placement in (
+        Job.objects.filter(state=JobState.RUNNING, name__startswith=PREFIX)
+        .exclude(name__startswith=f"{PREFIX}{FILL_JOB.name}-")
+        .values_list("placement", flat=True)
+    ):
+        hosts.update(placement or {})
+    names = Node.objects.filter(fabric_id=fabric_id, host__name__in=hosts).exclude(node_type=NodeType.SWITCH)
+    return sorted((n, 1) for n in names.values_list("name", flat=True) if n not in exclude)

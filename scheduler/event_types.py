@@ -9,7 +9,12 @@ allocation was reclaimed or expired under it). A job that stays pending is not a
 pass: its decision and reasons are on the job (``Job.decision``, ``JobDecision``). A preempted job
 that asked to be requeued is ``job.requeued`` after its ``job.preempted``. The rebalancer
 (``scheduler.services.rebalance``) writes ``job.reclaimed``, ``job.moved``, and once per job
-and target ``job.move_proposed`` and ``job.congested``.
+and target ``job.move_proposed`` and ``job.congested``. The fault service
+(``scheduler.services.faults``) writes ``job.degraded`` (a running job's fabric failed under
+it; again when a new cause appears), ``job.recovered`` (every cause cleared) and
+``job.replaced`` (its failed hosts swapped for healthy ones); ``job.degraded``,
+``job.requeued``, ``job.replaced`` and ``job.failed`` name the tenant's contacts in
+``details["notify"]``, who get them by mail.
 """
 
 from events.choices import Category, Severity
@@ -38,6 +43,15 @@ EVENT_TYPES = [
     EventType("job.requeued", "Job requeued", S, IN,
               description="A preempted job that asked to be requeued (by default a preemptible one) is pending "
                           "again, with its submit time and priority kept."),
+    EventType("job.degraded", "Job degraded", S, W,
+              description="A running job's fabric failed under it (an HCA link of one of its hosts down, its host "
+                          "gone, its PKey missing on one of its ports, congested links); it keeps running. The "
+                          "details list the causes (code and object)."),
+    EventType("job.recovered", "Job recovered", S, IN,
+              description="Every cause of a degraded job's degradation cleared: it is running again."),
+    EventType("job.replaced", "Job host replaced", S, IN,
+              description="A degraded job with on_fault=replace was given a healthy host of the same placement "
+                          "unit for each failed one (it is placed there and starts again)."),
     EventType("job.reclaimed", "GPUs reclaimed for a job", S, IN,
               description="The rebalancer preempted preemptible jobs of other pools holding borrowed GPUs and placed "
                           "a pending job of a pool below its guaranteed share on them."),

@@ -25,7 +25,7 @@ from core.validators import printable_text
 from fabric.models import Partition
 from pools.models import Allocation, Pool, Tenant
 
-from .choices import JobKind, JobState, PendingCode, PriorityClass, TopologyMode
+from .choices import JobKind, JobState, OnFault, PendingCode, PriorityClass, TopologyMode
 
 
 class Job(models.Model):
@@ -65,6 +65,14 @@ class Job(models.Model):
     Isolation (a pool with ``job_isolation``): ``partition`` is the job's own IB partition while
     it holds GPUs (its hosts' CA ports, full membership; deleted when it ends, which sets it
     null), ``pkey`` the PKey it had (kept after the end, for the record).
+
+    Faults (``scheduler.services.faults``): ``faults`` is the list of causes that make a running
+    job ``degraded`` now (``[{"code", "object_type", "object_key", "host", "message", ...}]``,
+    codes in ``scheduler.services.faults.REASON_CODES``; empty while nothing is wrong),
+    ``degraded_at`` when it became degraded. ``on_fault`` (blank: the pool's ``on_fault``) says
+    what the queue does then (``scheduler.choices.OnFault``). ``webhook_url``/``webhook_secret``:
+    the job's runner is told of its state changes by a signed webhook (``outbound``); blank: the
+    tenant's. The secret is write-only in the API.
     """
 
     name = models.CharField(max_length=128, validators=[printable_text])
@@ -124,6 +132,16 @@ class Job(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     reserved_start = models.DateTimeField(null=True, blank=True)
     reserved_hosts = models.JSONField(default=list, blank=True)
+    on_fault = models.CharField(
+        max_length=8, choices=OnFault.choices, blank=True, default="",
+        help_text="what to do when its fabric fails (blank: the pool's)",
+    )  # fmt: skip
+    faults = models.JSONField(default=list, blank=True, help_text="why it is degraded now (machine-readable)")
+    degraded_at = models.DateTimeField(null=True, blank=True)
+    webhook_url = models.URLField(
+        max_length=500, blank=True, help_text="the runner's webhook (blank: the tenant's)"
+    )
+    webhook_secret = models.CharField(max_length=200, blank=True, help_text="HMAC-SHA256 key of the webhook")
 
     class Meta:
         ordering = ["-id"]
@@ -148,6 +166,11 @@ class Job(models.Model):
     def reference(self) -> str:
         """What the job's allocation carries in ``Allocation.job``."""
         return f"weft-job-{self.pk}"
+
+    @property
+    def effective_on_fault(self) -> str:
+        """``on_fault``, else its pool's (``pools.Pool.on_fault``), else ``notify``."""
+        return self.on_fault or getattr(self.pool, "on_fault", "") or OnFault.NOTIFY
 
     @property
     def pkey_hex(self) -> str | None:

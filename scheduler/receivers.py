@@ -16,6 +16,13 @@ Received here — each queues a scheduling pass (``scheduler.tasks.run_pass_task
 * ``events.signals.alarms_changed`` when an alarm that makes hosts unusable or domains congested
   opened or cleared (``link.down``, the counter rules' congestion and error alarms).
 
+Fault evaluation (``scheduler.services.faults``, through ``scheduler.tasks.evaluate_faults_task``
+on commit): ``alarms_changed`` with an alarm of a reason source's ``triggers`` opened or cleared
+(``link.down``, ``node.removed``, ``port.congestion``, ``partition.drift``), every
+``discovery_committed``, every ``fabric.signals.partitions_changed``, and ``job_changed`` of a job
+that started. Every ``job_changed`` is pushed to ``ws/jobs/`` and, for a job with a webhook,
+posted to its runner (``faults.announce``), before the pass it queues.
+
 Also received (no pass): ``events.signals.prune_due`` (the daily prune) clears idempotency keys
 past ``WEFT_IDEMPOTENCY_TTL_S`` (``queue.expire_idempotency_keys``).
 """
@@ -27,16 +34,18 @@ import logging
 from django.db import transaction
 from django.dispatch import receiver
 
+from core import realtime
 from events.signals import alarms_changed, prune_due
-from fabric.signals import discovery_committed
+from fabric.signals import discovery_committed, partitions_changed
 from pools.signals import allocation_changed, inventory_committed
 
 from .choices import HOLDING
 from .models import Job
+from .services.faults import announce, trigger_codes
 from .services.queue import allocation_lost, expire_idempotency_keys, sync_job_partitions
 from .services.state import forget_locality
 from .signals import job_changed
-from .tasks import run_pass_task
+from .tasks import evaluate_faults_task, run_pass_task
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +72,49 @@ def queue_pass() -> None:
     transaction.on_commit(send)
 
 
+def _publish(job_id: int, state: str, previous: str, source: str, tenant: int | None) -> None:
+    """Tell the job pages and the queue (``ws/jobs/``, ``scheduler.consumers``): best effort."""
+    payload = {"job": job_id, "state": state, "previous": previous, "source": source, "tenant": tenant}
+    for key in ("all", tenant):
+        if key is not None:
+            realtime.publish(realtime.group_name("jobs", key), "job.changed", payload)
+
+
+def queue_fault_evaluation(job_ids: list[int] | None = None) -> None:
+    """Queue ``evaluate_faults_task`` once the current transaction commits (at once outside one)."""
+
+    def send() -> None:
+        try:
+            evaluate_faults_task.delay(job_ids)
+        except Exception:  # the broker may be down: the next change evaluates again
+            log.warning("could not queue a fault evaluation", exc_info=True)
+
+    transaction.on_commit(send)
+
+
 @receiver(job_changed, dispatch_uid="scheduler.job_changed")
-def on_job_changed(sender, job_id: int, state: str, source: str = "", **kwargs) -> None:
+def on_job_changed(sender, job_id: int, state: str, source: str = "", previous: str = "", **kwargs) -> None:
+    # the page and the runner hear of this change before a pass it queues (run at once in an
+    # eager or in-process worker) changes the job again
+    _tell(job_id, state, previous, source)
     if source != "pass":
         queue_pass()
+    if source == "start":
+        queue_fault_evaluation([job_id])
+
+
+def _tell(job_id: int, state: str, previous: str, source: str) -> None:
+    """Push the change to the live pages and, when the job or its tenant has one, its webhook."""
+    row = Job.objects.filter(pk=job_id).values_list("tenant_id", "webhook_url", "tenant__webhook_url").first()
+    if row is None:
+        return
+    _publish(job_id, state, previous, source, row[0])
+    if not (row[1] or row[2]):
+        return  # no webhook for this job
+    try:
+        announce(job_id, state, previous, source)
+    except Exception:  # the change is stored; the runner reads the job's status
+        log.exception("could not queue the webhook of job %s", job_id)
 
 
 @receiver(allocation_changed, dispatch_uid="scheduler.allocation_changed")
@@ -95,6 +143,12 @@ def on_discovery_committed(sender, fabric_id: int, **kwargs) -> None:
     except Exception:  # the discovery is stored; the next one catches up
         log.exception("could not update the job partitions of fabric %s", fabric_id)
     queue_pass()
+    queue_fault_evaluation()
+
+
+@receiver(partitions_changed, dispatch_uid="scheduler.partitions_changed")
+def on_partitions_changed(sender, fabric_id: int, **kwargs) -> None:
+    queue_fault_evaluation()  # a drift found (or gone) on a job's ports
 
 
 @receiver(alarms_changed, dispatch_uid="scheduler.alarms_changed")
@@ -102,6 +156,8 @@ def on_alarms_changed(sender, outcome, **kwargs) -> None:
     changed = [*outcome.raised, *outcome.cleared]
     if any(a.code in PLACEMENT_ALARMS for a in changed):
         queue_pass()
+    if any(a.code in trigger_codes() for a in changed):
+        queue_fault_evaluation()
 
 
 @receiver(prune_due, dispatch_uid="scheduler.prune_due")

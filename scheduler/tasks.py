@@ -5,6 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import DatabaseError
 
+from .services.faults import evaluate
 from .services.queue import PASS_LIMIT_S, run_pass
 from .services.rebalance import run_rebalance
 
@@ -37,3 +38,18 @@ def rebalance_task() -> dict:
     beat every ``WEFT_SCHEDULER_REBALANCE_INTERVAL_S``; skipped while a pass holds the lock."""
     result = run_rebalance(dry_run=False)
     return {"skipped": result.get("skipped"), "counts": result.get("counts", {})}
+
+
+@shared_task(
+    name="scheduler.tasks.evaluate_faults_task",
+    soft_time_limit=120,
+    time_limit=150,
+    autoretry_for=(DatabaseError,),
+    retry_backoff=1,
+    retry_kwargs={"max_retries": 2},
+)
+def evaluate_faults_task(job_ids: list[int] | None = None) -> dict:
+    """Degrade, recover, requeue running jobs whose fabric changed
+    (``scheduler.services.faults.evaluate``): queued on commit of alarm changes, discoveries,
+    partition applies and job starts (``scheduler.signals``)."""
+    return evaluate(job_ids)

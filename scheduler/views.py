@@ -137,6 +137,8 @@ class QueueView(RoleRequiredMixin, TemplateView):
             reasons = list(d.get("reasons") or []) if job.state == JobState.PENDING else []
             if job.state == JobState.PENDING and not reasons and job.reason:
                 reasons = [job.reason]
+            if job.state == JobState.DEGRADED:  # why: its fabric faults
+                reasons = [f.get("message", "") for f in job.faults or []]
             return {
                 "job": job, "position": position, "request": queue.describe(job), "reasons": reasons,
                 "wait_s": int(_wait(job, now).total_seconds()),
@@ -146,7 +148,7 @@ class QueueView(RoleRequiredMixin, TemplateView):
 
         states = {s.value for s in JobState}
         show_pending = want_state in ("", "pending", "active")
-        show_holding = want_state in ("", "placed", "running", "active")
+        show_holding = want_state in ("", "placed", "running", "degraded", "active")
         show_ended = want_state in ("", "ended") or want_state in {s.value for s in FINAL}
         pending_ids = set(visible.filter(state=JobState.PENDING).values_list("pk", flat=True))
         ctx["pending"] = (
@@ -155,7 +157,7 @@ class QueueView(RoleRequiredMixin, TemplateView):
             else []
         )
         holding = visible.filter(state__in=HOLDING).select_related("tenant", "pool", "owner")
-        if want_state in ("placed", "running"):
+        if want_state in ("placed", "running", "degraded"):
             holding = holding.filter(state=want_state)
         ctx["holding"] = [row(j) for j in holding.order_by("placed_at", "pk")] if show_holding else []
         ended = visible.filter(state__in=FINAL).select_related("tenant", "pool", "owner")
@@ -166,7 +168,7 @@ class QueueView(RoleRequiredMixin, TemplateView):
         )
         ctx.update(
             tenants=tenants, tenant_id=tenant_id, want_state=want_state,
-            state_choices=["active", "pending", "placed", "running", "ended", *[s.value for s in FINAL]],
+            state_choices=["active", "pending", "placed", "running", "degraded", "ended", *[s.value for s in FINAL]],
             can_submit=bool(operate), form=_form_context(user) if operate else None,
             dry_run_url=f"{reverse('scheduler:dry_run')}?{urlencode(DEMO_DRY_RUN)}",
             submit_token=uuid.uuid4().hex,  # one per page shown: the submit's idempotency key
@@ -265,6 +267,8 @@ class JobView(RoleRequiredMixin, TemplateView):
             timeline.append(("placed", job.placed_at, ((job.decision or {}).get("reasons") or [""])[0]))
         if job.started_at:
             timeline.append(("running", job.started_at, ""))
+        if job.degraded_at:
+            timeline.append(("degraded", job.degraded_at, job.reason))
         if job.ended_at:
             timeline.append((job.state, job.ended_at, job.reason))
         decisions = list(job.decisions.order_by("-id"))

@@ -26,6 +26,7 @@ import logging
 import time
 
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import DatabaseError
 
@@ -98,7 +99,15 @@ def poll_all_task() -> list[dict]:
                 out.append({"fabric": fabric.name, "queued": True})
             elif groups == 1:
                 inline += 1  # the first always fits: the soft limit is one budget + the store margin
-                out.append(poll_fabric_task(fabric.pk))
+                try:
+                    out.append(poll_fabric_task(fabric.pk))
+                except SoftTimeLimitExceeded:
+                    raise
+                except Exception as exc:  # one fabric's bug or bad setting: the next ones are swept
+                    log.error(
+                        "sweep of %s failed: %s: %s", fabric.name, type(exc).__name__, exc, exc_info=exc
+                    )
+                    out.append({"fabric": fabric.name, "error": f"{type(exc).__name__}: {exc}"})
             else:
                 for g in range(groups):
                     poll_fabric_task.delay(fabric.pk, g, groups)

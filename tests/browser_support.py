@@ -5,6 +5,8 @@ Fixtures (loaded from the root ``conftest.py``):
 * ``weft_server_factory(**env) -> WeftServer``: starts ``manage.py serve`` (daphne ASGI + the
   in-process worker and beat) on a free loopback port, with its own SQLite database in a temp
   folder, migrated, and users ``admin``/``operator``/``viewer`` (password :data:`PASSWORD`).
+  The database is a copy of a template made once per session (``migrate`` and three ``set_role``
+  runs, ~10 s a server otherwise); each server still has its own copy.
 * ``weft_server``: the same with the default environment.
 * ``browser_page``: a Playwright (sync API) page in ``/usr/bin/chromium``.
 
@@ -19,6 +21,7 @@ import os
 import re
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -85,10 +88,27 @@ class WeftServer:
             )
         return proc
 
-    def start(self, timeout: float = 60) -> WeftServer:
+    def prepare(self) -> None:
+        """Migrate this server's database and create the users ``admin``/``operator``/``viewer``."""
         self.manage("migrate", "--noinput")
         for user, role in (("admin", "admin"), ("operator", "operator"), ("viewer", "viewer")):
             self.manage("set_role", user, role, "--create", "--password", PASSWORD)
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        """The SQLite file of this server (``None`` when ``WEFT_SQLITE_PATH``/``DATABASE_URL`` name another)."""
+        if self.env.get("WEFT_SQLITE_PATH") or self.env.get("DATABASE_URL"):
+            return None
+        return self.data_dir / "weft.sqlite3"
+
+    def start(self, timeout: float = 60, template: Path | None = None) -> WeftServer:
+        """Start ``manage.py serve``; its database is a copy of ``template`` (a prepared SQLite
+        file, see :func:`_weft_template_db`) when given, else prepared here. Raises
+        ``AssertionError`` (with the server's log) when it exits or does not answer in ``timeout`` s."""
+        if template is not None and self.sqlite_path is not None:
+            shutil.copyfile(template, self.sqlite_path)
+        else:
+            self.prepare()
         log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "manage.py", "serve", "--port", str(self.port)],
@@ -129,14 +149,27 @@ class WeftServer:
             self._log.close()
 
 
+@pytest.fixture(scope="session")
+def _weft_template_db(tmp_path_factory) -> Path:
+    """A migrated SQLite database with the three users, made once per session: each server starts
+    on a copy of it (the WAL is checkpointed into the file first, so the copy is whole)."""
+    template = WeftServer(tmp_path_factory.mktemp("weft-template"), {})
+    template.prepare()
+    path = template.sqlite_path
+    with sqlite3.connect(path) as con:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    return path
+
+
 @pytest.fixture
-def weft_server_factory(tmp_path_factory):
+def weft_server_factory(tmp_path_factory, _weft_template_db):
     servers: list[WeftServer] = []
 
     def make(**env: str) -> WeftServer:
         server = WeftServer(tmp_path_factory.mktemp("weft-server"), {k: str(v) for k, v in env.items()})
         servers.append(server)
-        return server.start()
+        return server.start(template=_weft_template_db)
 
     yield make
     for server in servers:

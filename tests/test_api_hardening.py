@@ -9,7 +9,7 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from fabric.services.ingest import import_topology_text
-from weft.testing.topologies import BASE
+from tests.support.topologies import BASE
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """Generic tests of every REST viewset, after NetBox's ``APIViewTestCases``, as pytest parametrisation.
 
-The routes come from walking the URLconf (``weft.testing.api.viewset_routes``): a viewset registered
+The routes come from walking the URLconf (``tests.support.api.viewset_routes``): a viewset registered
 in any app's router is tested here without being listed. For each route:
 
 * the permission matrix, with exact status codes: anonymous 401, a role below the one the route
@@ -62,8 +62,8 @@ from pools.services.allocation import AllocationRequest, allocate, release
 from pools.services.inventory import ingest_gpu_report
 from scheduler.models import Job
 from scheduler.services.queue import JobSpec, run_pass, submit
-from weft.testing.api import Route, viewset_routes
-from weft.testing.topologies import BASE
+from tests.support.api import Route, viewset_routes
+from tests.support.topologies import BASE
 
 ROUTES = viewset_routes()
 ROLES = ("anonymous", "viewer", "operator", "admin")

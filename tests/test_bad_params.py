@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fabric.services.ingest import import_topology_text
-from weft.testing.topologies import BASE
+from tests.support.topologies import BASE
 
 HUGE = "99999999999999999999"
 

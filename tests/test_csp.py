@@ -14,7 +14,7 @@ from django.test import Client
 
 from accounts.roles import set_role
 from fabric.services.ingest import import_topology_text
-from fabric.tests.test_services import BASE
+from tests.support.topologies import BASE
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Mail bodies are not served: they keep their inline styles (mail clients drop stylesheets).

@@ -61,7 +61,7 @@ def test_import_topology_in_embedded_mode_prints_only_its_summary(tmp_path):
     import sys
     from pathlib import Path
 
-    from fabric.tests.test_services import BASE
+    from tests.support.topologies import BASE
 
     root = Path(__file__).resolve().parents[1]
     (tmp_path / "base.topo").write_text(BASE)
@@ -116,8 +116,8 @@ def test_in_process_beat_runs_entries_at_start_except_skip_first(monkeypatch):
     import threading
     from datetime import timedelta
 
+    from tests.support.waits import wait_for
     from weft import inprocess
-    from weft.testing.waits import wait_for
 
     class CountingStop(threading.Event):
         """The beat's stop flag, counting the beat's passes (one wait per pass)."""

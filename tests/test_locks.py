@@ -19,6 +19,8 @@ import pytest
 
 from core.locks import lock_remaining_s, single_instance
 
+pytestmark = pytest.mark.backend  # the lease locks (Redis in production)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -12,6 +12,8 @@ from core.bulk import update_rows
 from pools.models import Pool, Tenant
 from scheduler.models import Job
 
+pytestmark = pytest.mark.backend  # the = ANY(array) lookup (PostgreSQL)
+
 
 @pytest.fixture
 def tenants(db) -> list[Tenant]:

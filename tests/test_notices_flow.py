@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from weft.testing.waits import wait_for
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

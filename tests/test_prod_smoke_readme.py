@@ -21,10 +21,13 @@ def test_the_smoke_test_runs_the_readme_production_commands():
         ".venv/bin/python manage.py collectstatic --noinput",
         ".venv/bin/python manage.py createsuperuser --noinput",
         ".venv/bin/daphne -b 127.0.0.1 -p",
-        ".venv/bin/celery -A weft worker",
+        ".venv/bin/celery -A weft worker",  # -Q control
+        ".venv/bin/celery -A weft worker",  # -Q fabric
         ".venv/bin/celery -A weft beat",
         ".venv/bin/python manage.py listen_notices",
     ]
+    queues = [line.split()[5] for line in lines if " worker -Q " in line]
+    assert queues == ["control", "fabric"]  # fabric I/O and control work on their own workers
     readme = (ROOT / "README.md").read_text()
     assert all(line in readme for line in lines)
     assert "bin/prod-smoke" in (ROOT / "bin" / "test").read_text()

@@ -12,9 +12,11 @@ from django.test import override_settings
 
 from accounts.roles import set_role
 from fabric.services.ingest import import_topology_text
+from tests.support.topologies import BASE
+from tests.support.ws import HOST, ORIGIN, session_headers
 from weft.asgi import application
-from weft.testing.topologies import BASE
-from weft.testing.ws import HOST, ORIGIN, session_headers
+
+pytestmark = pytest.mark.backend  # the channel layer (Redis in production)
 
 MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
@@ -123,3 +125,47 @@ def test_a_path_no_route_serves_is_closed_with_4404_not_an_error(path, caplog):
     closed = asyncio.run(run())
     assert closed == {"type": "websocket.close", "code": 4404}
     assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_redis_outage_is_one_log_line_then_a_count_not_a_traceback_per_websocket(caplog):
+    """Redis down (nothing listens on the layer's port): every websocket is closed with 1011 and
+    the log gets one WARNING line for the outage, without a traceback; later attempts are only
+    counted (``core.repeatlog``). Before: each attempt raised out of the consumer, which daphne
+    logs as an ERROR with a traceback."""
+    import logging
+    import socket
+
+    from core import realtime
+
+    with socket.socket() as probe:  # a port nothing listens on: connection refused at once
+        probe.bind(("127.0.0.1", 0))
+        down = f"redis://127.0.0.1:{probe.getsockname()[1]}/0"
+    layer = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [down]}}}
+    fabric = import_topology_text("f", BASE, filename="base.topo").fabric
+    cookie = _cookie("rita")
+    realtime.layer_log.flush()
+    caplog.clear()
+    caplog.set_level(logging.WARNING)
+
+    async def attempt(path: str):
+        comm = WebsocketCommunicator(application, path, headers=[HOST, ORIGIN, cookie])
+        await comm.connect(timeout=5)
+        closed = await comm.receive_output(timeout=5)
+        while closed["type"] != "websocket.close":
+            closed = await comm.receive_output(timeout=5)
+        await comm.wait(timeout=5)
+        return closed.get("code")
+
+    async def run():
+        return [await attempt(path) for path in [f"/ws/heatmap/{fabric.pk}/", "/ws/alarms/"] * 3]
+
+    with override_settings(CHANNEL_LAYERS=layer):
+        codes = _on_a_new_loop(run())
+    assert codes == [realtime.CLOSE_LAYER_DOWN] * 6
+    lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(lines) == 1, [r.getMessage() for r in lines]
+    assert lines[0].getMessage().startswith("websocket closed: the channel layer cannot be reached: ")
+    assert lines[0].exc_info is None
+    assert realtime.layer_log.flush() == 1  # the five repeats, as one count line
+    assert "(repeated 5 times" in caplog.records[-1].getMessage()

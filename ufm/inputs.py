@@ -428,6 +428,60 @@ def parse_unhealthy_ports(body: object) -> UnhealthyPorts:
     )
 
 
+#: ``POST /actions`` device-health actions -> the ``ports_policy`` they apply
+DEVICE_ACTIONS = {"mark_device_unhealthy": UNHEALTHY, "mark_device_healthy": HEALTHY}
+
+
+@dataclass(frozen=True)
+class DeviceHealth:
+    """``POST /actions`` ``mark_device_unhealthy``/``mark_device_healthy``: the devices' node
+    GUIDs (canonical) and the policy."""
+
+    action: str
+    guids: list[str]
+    policy: str
+
+
+def parse_device_action(body: object) -> DeviceHealth:
+    """Read UFM's device action ``{"action": "mark_device_unhealthy"|"mark_device_healthy",
+    "object_ids": ["<guid>", ...], "object_type": "System", "identifier": "id", "params":
+    {"action": "isolate", "device_policy": "UNHEALTHY"}}`` (UFM Enterprise REST API guide,
+    "Actions REST API"; the UFM SDK's ``batch_isolate_devices.py`` sends exactly this).
+    ``object_type`` defaults to System, ``identifier`` to id (the GUID), ``params.action`` to
+    isolate; ``params.device_policy``, when given, must agree with ``action``.
+
+    Raises:
+        UfmInputError: another action, object type or identifier, an empty or bad
+            ``object_ids``, ``params.action`` other than isolate, a disagreeing policy.
+    """
+    body = _object(body)
+    action = body.get("action")
+    if not isinstance(action, str) or action.strip() not in DEVICE_ACTIONS:
+        raise UfmInputError(
+            "action", f"{action!r} is not supported here (only {', '.join(sorted(DEVICE_ACTIONS))})"
+        )
+    action = action.strip()
+    if str(body.get("object_type", "System")).strip().lower() != "system":
+        raise UfmInputError("object_type", f"{body.get('object_type')!r} is not System")
+    if str(body.get("identifier", "id")).strip().lower() != "id":
+        raise UfmInputError("identifier", f"{body.get('identifier')!r} is not id (the device GUID)")
+    ids = body.get("object_ids")
+    if not isinstance(ids, list) or not ids:
+        raise UfmInputError("object_ids", "must be a non-empty list of device GUIDs")
+    params = body.get("params", {})
+    if not isinstance(params, dict):
+        raise UfmInputError("params", "must be an object")
+    how = params.get("action", ISOLATE)
+    if not isinstance(how, str) or how.strip().lower() != ISOLATE:
+        raise UfmInputError("params.action", f'{how!r} is not supported (only "isolate")')
+    policy = DEVICE_ACTIONS[action]
+    given = params.get("device_policy", policy)
+    if not isinstance(given, str) or given.strip().upper() != policy:
+        raise UfmInputError("params.device_policy", f"{given!r} does not match action {action} ({policy})")
+    guids = list(dict.fromkeys(parse_guid(g, "object_ids") for g in ids))
+    return DeviceHealth(action=action, guids=guids, policy=policy)
+
+
 def parse_positive(value: str | None, field: str) -> int | None:
     """A query-string positive integer (``page_number``, ``rpp``); None when absent.
 

@@ -22,6 +22,7 @@ import logging
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.utils import timezone
 
 from accounts import audit
 from events.services import EventSpec, record_events
@@ -29,11 +30,11 @@ from fabric.choices import NodeType, PhysState
 from fabric.collectors.portstate import set_port_state
 from fabric.collectors.tools import ToolError
 from fabric.keys import port_key, port_name
-from fabric.models import Fabric, Node, Port
+from fabric.models import Fabric, Link, Node, Port
 from fabric.services.ingest import PortObservation, apply_port_states
 
-from .inputs import HEALTHY, UNHEALTHY, UfmInputError, UnhealthyPorts, ufm_guid
-from .models import UnhealthyPort
+from .inputs import HEALTHY, UNHEALTHY, DeviceHealth, UfmInputError, UnhealthyPorts, ufm_guid
+from .models import UfmJob, UnhealthyPort
 
 log = logging.getLogger(__name__)
 #: seconds for one ibportstate run
@@ -46,6 +47,8 @@ class _Target:
     node: Node
     port_num: int
     peer: str
+    peer_guid: str = ""
+    peer_port_num: int | None = None
 
 
 class IsolationFailed(RuntimeError):
@@ -90,7 +93,16 @@ def _resolve(fabric: Fabric, ports: list[tuple[str, int]]) -> list[_Target]:
                 f"{asked} is cabled to the master SM ({remote.node.name}): disabling it would cut the SM off",
             )
         peer = port_name(remote.node.name or remote.node.node_guid, remote.port_num) if remote else ""
-        out.append(_Target(asked, node, num, peer))
+        out.append(
+            _Target(
+                asked,
+                node,
+                num,
+                peer,
+                remote.node.node_guid if remote else "",
+                remote.port_num if remote else None,
+            )
+        )
     return out
 
 
@@ -141,7 +153,8 @@ def _record(fabric: Fabric, policy: str, done: list[_Target], user) -> None:
             if policy == UNHEALTHY:
                 row, created = UnhealthyPort.objects.get_or_create(
                     fabric=fabric, node_guid=t.node.node_guid, port_num=t.port_num,
-                    defaults={"node_name": t.node.name, "peer": t.peer, "by": user},
+                    defaults={"node_name": t.node.name, "peer": t.peer, "peer_guid": t.peer_guid,
+                              "peer_port_num": t.peer_port_num, "by": user},
                 )  # fmt: skip
                 audit.record(
                     "ufm.port_isolate", row, {"port": key, "peer": t.peer, "new": created}, user=user
@@ -167,22 +180,179 @@ def _record(fabric: Fabric, policy: str, done: list[_Target], user) -> None:
             record_events(fabric, specs)
 
 
+def _sm_entry_ports(fabric: Fabric) -> dict[int, int]:
+    """``{switch node id: port number}``: for each switch, the port a shortest path over the
+    stored links from the master SM's node enters it through (breadth-first; the SM's own switch
+    is entered through the SM's cable). Isolating a whole switch keeps that port up, so the SM
+    (and Weft's ``ibportstate``) still reach the switch to enable its ports again. Empty when no
+    master SM is known."""
+    sm = fabric.master_sm_guid or ""
+    if not sm:
+        return {}
+    start = (
+        Node.objects.filter(fabric=fabric, node_guid=sm).values_list("pk", flat=True).first()
+        or Port.objects.filter(node__fabric=fabric, port_guid=sm).values_list("node_id", flat=True).first()
+    )
+    if start is None:
+        return {}
+    adjacent: dict[int, list[tuple[int, int]]] = {}
+    links = Link.objects.filter(fabric=fabric).values_list(
+        "port_a__node_id", "port_a__port_num", "port_b__node_id", "port_b__port_num"
+    )
+    for a, a_num, b, b_num in links:
+        adjacent.setdefault(a, []).append((b, b_num))
+        adjacent.setdefault(b, []).append((a, a_num))
+    entry: dict[int, int] = {}
+    seen, frontier = {start}, [start]
+    while frontier:
+        nxt = []
+        for node in frontier:
+            for other, other_port in sorted(adjacent.get(node, [])):
+                if other not in seen:
+                    seen.add(other)
+                    entry[other] = other_port
+                    nxt.append(other)
+        frontier = nxt
+    return entry
+
+
+def set_device_health(fabric: Fabric, req: DeviceHealth, *, user=None) -> UfmJob:
+    """UFM's ``mark_device_unhealthy`` / ``mark_device_healthy`` with ``isolate`` for switches
+    (``POST /actions``): a device is unhealthy when its ports are (UFM's "Unhealthy Devices"), so
+    ``UNHEALTHY`` isolates every linked physical port of each switch through
+    :func:`set_port_health` — except the master SM's own cable and the port the SM reaches the
+    switch through (:func:`_sm_entry_ports`; disabling it would cut the switch off, so nothing
+    could enable its ports again: listed as ``kept``) — and ``HEALTHY`` re-enables the ports of
+    the switch isolated through this API. Returns the finished :class:`UfmJob` (``Completed``, or
+    ``Completed With Errors`` when ``ibportstate`` failed for some ports: ``summary["ports"]``).
+
+    Raises:
+        UfmInputError: a GUID of no node of the fabric, or of a CA or router (isolate the switch
+            port it is cabled to); nothing was done.
+    """
+    switches = []
+    for guid in req.guids:
+        node = (
+            Node.objects.filter(fabric=fabric, node_guid=guid).first()
+            or Node.objects.filter(fabric=fabric, ports__port_guid=guid).first()
+        )
+        if node is None:
+            raise UfmInputError(
+                "object_ids", f"{ufm_guid(guid)}: no node of fabric {fabric.name} has this GUID"
+            )
+        if node.node_type != NodeType.SWITCH:
+            raise UfmInputError(
+                "object_ids",
+                f"{ufm_guid(guid)} is {node.name or 'a CA'}, not a switch: isolate the switch port it is cabled to",
+            )
+        switches.append(node)
+    ports, kept = [], []
+    if req.policy == UNHEALTHY:
+        entry = _sm_entry_ports(fabric)
+        sm = fabric.master_sm_guid or ""
+        for node in switches:
+            for port in Port.objects.with_link().filter(node=node, port_num__gt=0).order_by("port_num"):
+                remote = port.remote
+                if remote is None:
+                    continue
+                if entry.get(node.pk) == port.port_num or (
+                    sm and sm in (remote.port_guid, remote.node.node_guid)
+                ):
+                    kept.append(f"{ufm_guid(node.node_guid)}_{port.port_num}")
+                    continue
+                ports.append((node.node_guid, port.port_num))
+    else:
+        for node in switches:
+            ports += [
+                (node.node_guid, num)
+                for num in UnhealthyPort.objects.filter(fabric=fabric, node_guid=node.node_guid)
+                .order_by("port_num")
+                .values_list("port_num", flat=True)
+            ]
+    summary = {"object_ids": [ufm_guid(n.node_guid) for n in switches], "kept": kept, "ports": []}
+    status = UfmJob.COMPLETED
+    if ports:
+        try:
+            summary["ports"] = set_port_health(
+                fabric, UnhealthyPorts(ports=ports, policy=req.policy), user=user
+            )["ports"]
+        except IsolationFailed as exc:
+            summary["ports"], status = exc.results, UfmJob.COMPLETED_WITH_ERRORS
+    with transaction.atomic():
+        job = UfmJob.objects.create(operation=req.action, status=status, summary=summary, by=user)
+        audit.record("ufm.device_health", job, {"action": req.action, **summary}, user=user)
+    return job
+
+
+def job_payload(job: UfmJob) -> dict:
+    """A job as UFM's ``GET /jobs/<id>`` answers it: ``{"ID", "Status", "Operation",
+    "Progress", "Created", "LastUpdated", "Summary", "Description"}``."""
+    done = sum(1 for p in job.summary.get("ports", []) if p.get("done"))
+    failed = len(job.summary.get("ports", [])) - done
+    return {
+        "ID": str(job.pk),
+        "Status": job.status,
+        "Operation": job.operation,
+        "Progress": 100,
+        "Created": _status_time(job.created),
+        "LastUpdated": _status_time(job.created),
+        "Summary": f"{done} port(s) done, {failed} failed, {len(job.summary.get('kept', []))} kept up",
+        "Description": job.summary,
+    }
+
+
+def _status_time(at) -> str:
+    """UFM's ``StatusTime``: ``Wed Apr 29 00:05:32 2020`` in Weft's time zone."""
+    return timezone.localtime(at).strftime("%a %b %d %H:%M:%S %Y")
+
+
 def unhealthy_ports(fabric: Fabric) -> list[dict]:
-    """The ports isolated through this API: ``[{"port", "guid", "port_num", "node", "peer",
-    "since", "ports_policy"}]``."""
-    return [
-        {
-            "port": f"{ufm_guid(u.node_guid)}_{u.port_num}",
-            "guid": ufm_guid(u.node_guid),
-            "port_num": u.port_num,
-            "node": u.node_name,
-            "peer": u.peer,
-            "since": u.since.isoformat(),
-            "ports_policy": UNHEALTHY,
-            "action": "isolate",
-        }
-        for u in UnhealthyPort.objects.filter(fabric=fabric)
-    ]
+    """The ports isolated through this API as UFM's unhealthy-port objects (UFM Enterprise REST
+    API guide, "Unhealthy Ports REST API": ``PeerGUID``, ``PeerPortNumber``, ``PeerPortDname``,
+    ``PeerNode``, ``PeerPort``, ``PeerLID``, ``UnhealthyGUID``, ``UnhealthyNode``,
+    ``UnhealthyPort``, ``UnhealthyPortNumber``, ``UnhealthyPortDname``, ``Condition``, ``State``,
+    ``StatusTime``). As in UFM's example, the switch port where the isolation acts is the
+    ``Peer`` (Weft disables that switch port: its GUID and number are what a client puts back with
+    ``PUT ... HEALTHY``, ``"<PeerGUID>_<PeerPortDname>"``, as ``batch_isolate_devices.py`` does) and
+    the port cut off behind it is the ``Unhealthy`` one (``"Unknown"`` when it had no link)."""
+    lids = dict(Node.objects.filter(fabric=fabric, node_type=NodeType.SWITCH).values_list("node_guid", "lid"))
+    names = {}
+    peers = {u.peer_guid for u in UnhealthyPort.objects.filter(fabric=fabric).exclude(peer_guid="")}
+    if peers:
+        names = dict(Node.objects.filter(fabric=fabric, node_guid__in=peers).values_list("node_guid", "name"))
+    out = []
+    for u in UnhealthyPort.objects.filter(fabric=fabric):
+        switch = u.node_name or ufm_guid(u.node_guid)
+        far = names.get(u.peer_guid) or (u.peer.rsplit(" ", 1)[0] if u.peer else "Unknown")
+        far_num = u.peer_port_num
+        out.append(
+            {
+                "PeerGUID": ufm_guid(u.node_guid),
+                "PeerNode": switch,
+                "PeerNodeType": "switch",
+                "PeerPort": f"{switch}/{u.port_num}",
+                "PeerPortNumber": u.port_num,
+                "PeerPortDname": str(u.port_num),
+                "PeerLID": str(lids.get(u.node_guid) or ""),
+                "UnhealthyGUID": ufm_guid(u.peer_guid) if u.peer_guid else "Unknown",
+                "UnhealthyNode": far,
+                "UnhealthyPort": f"{far}/{far_num}" if far_num is not None else "Unknown",
+                "UnhealthyPortNumber": far_num,
+                "UnhealthyPortDname": str(far_num) if far_num is not None else "Unknown",
+                "Condition": "MANUAL",
+                "State": "Info",
+                "StatusTime": _status_time(u.since),
+            }
+        )
+    return out
 
 
-__all__ = ["HEALTHY", "UNHEALTHY", "IsolationFailed", "set_port_health", "unhealthy_ports"]
+__all__ = [
+    "HEALTHY",
+    "UNHEALTHY",
+    "IsolationFailed",
+    "job_payload",
+    "set_device_health",
+    "set_port_health",
+    "unhealthy_ports",
+]

@@ -19,10 +19,12 @@ ROUTES = [
     (r"app/smconf", views.SmConfView, "smconf"),
     (r"app/versioning", views.VersioningView, "versioning"),
     (r"app/events", views.EventsView, "events"),
+    (r"app/events/(?P<event_id>[0-9]{1,12})", views.EventView, "event"),
     (r"app/alarms", views.AlarmsView, "alarms"),
     (r"app/unhealthy_ports", views.UnhealthyPortsView, "unhealthy-ports"),
     (r"resources/ports", views.PortsView, "ports"),
     (r"resources/systems", views.SystemsView, "systems"),
+    (r"resources/systems/(?P<system>[^/]+)", views.SystemView, "system"),
     (r"resources/links", views.LinksView, "links"),
     (r"resources/pkeys", views.PKeysView, "pkeys"),
     (r"resources/pkeys/add", views.PKeyAddView, "pkey-add"),
@@ -35,6 +37,8 @@ ROUTES = [
     ),
     (r"resources/pkeys/(?P<pkey>[^/]+)", views.PKeyView, "pkey"),
     (r"actions/remove_guids_from_pkey", views.RemoveGuidsView, "remove-guids"),
+    (r"actions", views.ActionsView, "actions"),
+    (r"jobs/(?P<job_id>[0-9]{1,12})", views.JobView, "job"),
 ]
 
 #: the authentication of each prefix (``weft.urls`` includes ``patterns(kind)`` under it)

@@ -42,11 +42,14 @@ from rest_framework.views import APIView
 from accounts.login_throttle import lockout_response
 from accounts.roles import Role, has_role
 from accounts.tokens import create_token
+from events.models import Event
+from events.services import EventNotDeletable, delete_event
 
 from . import inputs, payloads, services
 from .auth import UfmBasicAuthentication, UfmPermission
 from .inputs import UfmInputError
-from .isolation import IsolationFailed, set_port_health, unhealthy_ports
+from .isolation import IsolationFailed, job_payload, set_device_health, set_port_health, unhealthy_ports
+from .models import UfmJob
 from .services import UfmNotFound, UfmRefused, UfmUnavailable
 
 log = logging.getLogger(__name__)
@@ -198,6 +201,21 @@ class EventsView(UfmView):
         )
 
 
+class EventView(UfmView):
+    """``DELETE /app/events/<id>``: the event leaves the log (Admin; audited,
+    ``events.services.delete_event``). 200 ``{"id", "code"}``; 404 for no such event of the
+    served fabric; 409 while the alarm engine has not evaluated it. UFM SDK
+    ``scripts/ufm_events/ufm_events.py --delete_event N`` (``DELETE app/events/N``, needs 200)."""
+
+    def delete(self, request, event_id: str):
+        try:
+            return Response(delete_event(int(event_id), request.user, fabric=self.fabric()))
+        except Event.DoesNotExist:
+            raise UfmNotFound(f"event {event_id} is not found") from None
+        except EventNotDeletable as exc:
+            raise UfmRefused(str(exc)) from None
+
+
 class AlarmsView(UfmView):
     """``GET /app/alarms``: the open alarms, UFM's alarm objects."""
 
@@ -218,12 +236,41 @@ class UnhealthyPortsView(UfmView):
         return Response(set_port_health(self.fabric(topology=True), req, user=request.user))
 
 
+class ActionsView(UfmView):
+    """``POST /actions`` ``{"action": "mark_device_unhealthy"|"mark_device_healthy",
+    "object_ids": [switch GUIDs], "object_type": "System", "identifier": "id", "params":
+    {"action": "isolate", "device_policy": ...}}`` (Admin): isolates or re-enables whole switches
+    (``ufm.isolation.set_device_health``) and answers as UFM does, 202 with ``Location:
+    /ufmRest/jobs/<id>`` (the job is finished already). UFM SDK
+    ``scripts/batch_isolate_devices/batch_isolate_devices.py`` (needs 202, splits ``Location``
+    on ``/`` for the job id). Other UFM actions are a 400 naming ``action``."""
+
+    def post(self, request):
+        req = inputs.parse_device_action(self.body())
+        job = set_device_health(self.fabric(topology=True), req, user=request.user)
+        prefix = request.path.split("/actions")[0]
+        response = Response({"job_id": str(job.pk), "status": job.status}, status=202)
+        response["Location"] = f"{prefix}/jobs/{job.pk}"
+        return response
+
+
+class JobView(UfmView):
+    """``GET /jobs/<id>``: a job of ``POST /actions`` (``ufm.isolation.job_payload``: ``Status``
+    ``Completed`` or ``Completed With Errors``); 404 when there is none."""
+
+    def get(self, request, job_id: str):
+        job = UfmJob.objects.filter(pk=int(job_id)).first()
+        if job is None:
+            raise UfmNotFound(f"job {job_id} is not found")
+        return Response(job_payload(job))
+
+
 # -- resources -----------------------------------------------------------------------------------
 
 
 class PortsView(UfmView):
-    """``GET /resources/ports`` (``?sys_type=Computer|Switch``, ``?active=true``,
-    ``?system=<guid>``): a top-level array of port objects (``ufm.payloads.ports``).
+    """``GET /resources/ports`` (``?sys_type=Computer|Switch``, ``?active=true`` (``false``: all
+    ports, as UFM), ``?show_disabled=``, ``?system=<guid>``): a top-level array of port objects (``ufm.payloads.ports``).
 
     Volcano ``fetchUFMData`` decodes ``[]UFMInterface`` (``description``, ``tier`` as an int,
     ``system_name``, ``node_description``, ``peer_node_name``) from ``GET
@@ -240,7 +287,12 @@ class PortsView(UfmView):
             node_type = payloads.SYS_TYPES.get(q["sys_type"].strip().lower())
             if node_type is None:
                 raise UfmInputError("sys_type", f"{q['sys_type']!r} is not Computer, Switch or Router")
-        active = inputs.parse_bool(q["active"], "active") if q.get("active") else None
+        # UFM: active=true lists the Active ports only; active=false is no filter (every port), as
+        # the UFM SDK's scripts/ufm_ports/load_ports.py --active false expects. show_disabled is
+        # read (a bad value is a 400) but changes nothing: Weft lists disabled ports always.
+        active = True if q.get("active") and inputs.parse_bool(q["active"], "active") else None
+        if q.get("show_disabled"):
+            inputs.parse_bool(q["show_disabled"], "show_disabled")
         system = inputs.parse_guid(q["system"], "system") if q.get("system") else None
         fabric = self.fabric(topology=True)
         return Response(payloads.ports(fabric, node_type=node_type, active=active, system=system))
@@ -274,6 +326,23 @@ class SystemsView(UfmView):
         paging = _paging(request)
         fabric = self.fabric(topology=True)
         return Response(payloads.page(payloads.systems(fabric, node_type=node_type), *paging))
+
+
+class SystemView(UfmView):
+    """``GET /resources/systems/<system>`` (``?type=`` as the list): the one system whose
+    ``system_guid``/``guid`` (16 hex digits, ``0x`` optional) or name is ``system``, as a
+    one-element list (UFM SDK ``scripts/ufm_devices/load_devices.py --system``); 404 when none."""
+
+    def get(self, request, system: str):
+        wanted = system.strip().lower().removeprefix("0x")
+        fabric = self.fabric(topology=True)
+        found = [
+            s for s in payloads.systems(fabric)
+            if wanted in (s["system_guid"].lower(), s["guid"].lower()) or system.strip() == s["name"]
+        ]  # fmt: skip
+        if not found:
+            raise UfmNotFound(f"system {system} is not found")
+        return Response(found)
 
 
 class LinksView(UfmView):

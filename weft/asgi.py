@@ -23,10 +23,16 @@ from django.urls import re_path  # noqa: E402
 from core.realtime import NoRouteConsumer  # noqa: E402
 from core.ws_origin import OriginValidator  # noqa: E402
 from events.routing import websocket_urlpatterns as event_routes  # noqa: E402
+from scheduler.routing import websocket_urlpatterns as scheduler_routes  # noqa: E402
 from telemetry.routing import websocket_urlpatterns as telemetry_routes  # noqa: E402
 
 #: every app's routes, then the catch-all: an unknown path is closed with 4404, not an error
-websocket_routes = [*telemetry_routes, *event_routes, re_path(r"", NoRouteConsumer.as_asgi())]
+websocket_routes = [
+    *telemetry_routes,
+    *event_routes,
+    *scheduler_routes,
+    re_path(r"", NoRouteConsumer.as_asgi()),
+]
 
 application = ProtocolTypeRouter(
     {

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 
 from celery import Celery, Task
 
@@ -52,6 +53,19 @@ class WeftTask(Task):
         from django.conf import settings
 
         if settings.EMBEDDED and not self.app.conf.task_always_eager:
+            if options.get("countdown"):
+                # the in-process pool has no countdown: a timer submits the call; without a running
+                # pool (tests, one-shot commands) there is nothing to wait in: the call is dropped
+                if not inprocess.is_running():
+                    return None
+                timer = threading.Timer(
+                    float(options["countdown"]),
+                    inprocess.submit,
+                    (self, tuple(args or ()), dict(kwargs or {})),
+                )
+                timer.daemon = True
+                timer.start()
+                return None
             return inprocess.submit(self, args or (), kwargs or {})
         return super().apply_async(args, kwargs, **options)
 

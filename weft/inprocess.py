@@ -1,8 +1,10 @@
 """The embedded deployment's in-process Celery worker and beat.
 
 One process (the web server started by ``manage.py demo`` or ``runserver``) runs the beat
-schedule from ``settings.CELERY_BEAT_SCHEDULE`` in a daemon thread and executes task calls in a
-small thread pool. A task never overlaps itself here: a call that arrives while the same task
+schedule from ``settings.CELERY_BEAT_SCHEDULE`` in a daemon thread and executes task calls in
+small thread pools, one per Celery queue (``weft.queues``: fabric I/O apart from control work, as
+the production workers are split), so a hung fabric's discovery and sweeps never hold up a
+scheduling pass, a watchdog or an alarm. A task never overlaps itself here: a call that arrives while the same task
 (same name and arguments) is still running is coalesced into one more run after it ends (as the
 call would wait in a real worker's queue: a submit's "run a pass" during a running pass must not
 wait for the next beat tick); a beat tick that finds its task still running is skipped.
@@ -24,7 +26,8 @@ from celery import Task, current_app
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_executor: ThreadPoolExecutor | None = None
+#: one pool per queue (``weft.queues.queue_for``); empty when the worker does not run
+_executors: dict[str, ThreadPoolExecutor] = {}
 _running: set[tuple] = set()
 _again: set[tuple] = set()  # running calls asked for once more meanwhile
 _beat_thread: threading.Thread | None = None
@@ -33,6 +36,12 @@ _stop = threading.Event()
 
 def _key(task: Task, args: tuple, kwargs: dict) -> tuple:
     return (task.name, repr(args), repr(sorted(kwargs.items())))
+
+
+def _queue(task: Task, args: tuple, kwargs: dict) -> str:
+    from weft.queues import queue_for
+
+    return queue_for(task.name, args, kwargs)
 
 
 def _run(task: Task, args: tuple, kwargs: dict, key: tuple) -> Any:
@@ -47,11 +56,12 @@ def _run(task: Task, args: tuple, kwargs: dict, key: tuple) -> Any:
     finally:
         close_old_connections()
         with _lock:
-            rerun = key in _again and _executor is not None
+            executor = _executors.get(_queue(task, args, kwargs))
+            rerun = key in _again and executor is not None
             _again.discard(key)
             if rerun:
                 try:
-                    _executor.submit(_run, task, args, kwargs, key)  # the key stays running
+                    executor.submit(_run, task, args, kwargs, key)  # the key stays running
                 except RuntimeError:  # the pool is shutting down
                     rerun = False
             if not rerun:
@@ -59,7 +69,7 @@ def _run(task: Task, args: tuple, kwargs: dict, key: tuple) -> Any:
 
 
 def submit(task: Task, args: tuple, kwargs: dict, *, coalesce: bool = True) -> Future | Any:
-    """Queue ``task(*args, **kwargs)`` on the in-process pool.
+    """Queue ``task(*args, **kwargs)`` on the in-process pool of its queue.
 
     Returns a ``concurrent.futures.Future`` when the worker runs, ``None`` when the same call
     is already running (with ``coalesce``, it then runs once more when that run ends, however
@@ -67,8 +77,9 @@ def submit(task: Task, args: tuple, kwargs: dict, *, coalesce: bool = True) -> F
     task's result when no worker was started (one-shot commands run the task at once).
     """
     key = _key(task, tuple(args), dict(kwargs))
+    queue = _queue(task, tuple(args), dict(kwargs))
     with _lock:
-        if _executor is None:
+        if not _executors:
             executor = None
         elif key in _running:
             if coalesce:
@@ -79,7 +90,7 @@ def submit(task: Task, args: tuple, kwargs: dict, *, coalesce: bool = True) -> F
             return None
         else:
             _running.add(key)
-            executor = _executor
+            executor = _executors[queue]
     if executor is None:
         return task.apply(args=args, kwargs=kwargs).get()
     return executor.submit(_run, task, tuple(args), dict(kwargs), key)
@@ -113,9 +124,16 @@ def _beat(schedule: dict[str, dict]) -> None:
         _stop.wait(0.2)
 
 
+def is_running() -> bool:
+    """True when the in-process pool is started (``manage.py serve``); False in tests and one-shot
+    commands, where :func:`submit` runs a task at once in the caller."""
+    return bool(_executors)
+
+
 def start(workers: int = 4, beat: bool = True, schedule: dict | None = None) -> None:
-    """Start the pool (and, with ``beat``, the schedule thread). Idempotent."""
-    global _executor, _beat_thread
+    """Start the pools, ``workers`` threads each (and, with ``beat``, the schedule thread).
+    Idempotent."""
+    global _beat_thread
     from django.conf import settings
 
     app = current_app  # weft.celery's app (the current one): it imports this module
@@ -123,9 +141,14 @@ def start(workers: int = 4, beat: bool = True, schedule: dict | None = None) -> 
     # module now so the beat entries resolve.
     app.loader.import_default_modules()
 
+    from weft.queues import CONTROL_QUEUE, FABRIC_QUEUE
+
     with _lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="weft-task")
+        if not _executors:
+            for queue in (CONTROL_QUEUE, FABRIC_QUEUE):
+                _executors[queue] = ThreadPoolExecutor(
+                    max_workers=workers, thread_name_prefix=f"weft-{queue}"
+                )
     if beat and _beat_thread is None:
         _stop.clear()
         sched = dict(settings.CELERY_BEAT_SCHEDULE if schedule is None else schedule)
@@ -134,14 +157,15 @@ def start(workers: int = 4, beat: bool = True, schedule: dict | None = None) -> 
 
 
 def stop(wait: bool = True) -> None:
-    """Stop the beat thread and the pool."""
-    global _executor, _beat_thread
+    """Stop the beat thread and the pools."""
+    global _beat_thread
     _stop.set()
     if _beat_thread is not None:
         _beat_thread.join(timeout=5)
         _beat_thread = None
     with _lock:
-        executor, _executor = _executor, None
+        executors = list(_executors.values())
+        _executors.clear()
         _again.clear()
-    if executor is not None:
+    for executor in executors:
         executor.shutdown(wait=wait, cancel_futures=True)

@@ -83,6 +83,8 @@ INSTALLED_APPS = [
     "scheduler",
     "ufm",
     "devices",
+    "routing",
+    "outbound",
 ]
 
 MIDDLEWARE = [
@@ -116,8 +118,30 @@ TEMPLATES = [
 WSGI_APPLICATION = None
 ASGI_APPLICATION = "weft.asgi.application"
 
+#: PostgreSQL connection pool per process (Django's psycopg pool, ``psycopg_pool.ConnectionPool``):
+#: connections kept open, the most open at once, and how long a request waits for a free one
+#: before it fails (``psycopg_pool.PoolTimeout``: a 500, logged). 0 as the
+#: maximum turns the pool off (one persistent connection per thread, CONN_MAX_AGE 60 s).
+#: daphne runs each request's sync code on a thread of its own (asgiref's thread-sensitive
+#: executor, one per request context), so without the pool every concurrent request held a
+#: connection, and CONN_MAX_AGE kept it open after the request: the pool bounds both. A pool
+#: needs CONN_MAX_AGE 0 (Django returns the connection to the pool at the end of each request).
+WEFT_DB_POOL_MIN = env_int("WEFT_DB_POOL_MIN", 2, min_value=0)
+WEFT_DB_POOL_MAX = env_int("WEFT_DB_POOL_MAX", 10, min_value=0)
+WEFT_DB_POOL_TIMEOUT_S = env_float("WEFT_DB_POOL_TIMEOUT_S", 30.0, positive=True)
+if WEFT_DB_POOL_MAX and WEFT_DB_POOL_MIN > WEFT_DB_POOL_MAX:
+    raise ImproperlyConfigured(
+        f"WEFT_DB_POOL_MIN={WEFT_DB_POOL_MIN} is above WEFT_DB_POOL_MAX={WEFT_DB_POOL_MAX}"
+    )
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    _database = dj_database_url.parse(DATABASE_URL, conn_max_age=0 if WEFT_DB_POOL_MAX else 60)
+    if WEFT_DB_POOL_MAX and _database["ENGINE"] == "django.db.backends.postgresql":
+        _database.setdefault("OPTIONS", {})["pool"] = {
+            "min_size": WEFT_DB_POOL_MIN,
+            "max_size": WEFT_DB_POOL_MAX,
+            "timeout": WEFT_DB_POOL_TIMEOUT_S,
+        }
+    DATABASES = {"default": _database}
 else:
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
@@ -231,6 +255,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "core.api.schema.brief_alternatives",
+        "core.api.schema.default_error_responses",
     ],
 }
 
@@ -297,6 +322,11 @@ CELERY_TASK_ACKS_LATE = True
 #: Run ``task.delay()`` at once in the caller (tests against PostgreSQL/Redis, one-shot scripts).
 CELERY_TASK_ALWAYS_EAGER = env_bool("WEFT_CELERY_EAGER", False)
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Fabric I/O and control work in separate queues (weft.queues): a hung fabric never delays the
+# scheduler, the watchdogs or the alarms. Declared here so that a worker without -Q takes both.
+CELERY_TASK_QUEUES = {"control": {}, "fabric": {}}
+CELERY_TASK_DEFAULT_QUEUE = "control"
+CELERY_TASK_ROUTES = ("weft.queues.route_task",)
 CELERY_TIMEZONE = TIME_ZONE
 #: Beat periods (seconds): live discovery, counter sweep, history rollup, SM watch, health report.
 WEFT_DISCOVERY_INTERVAL_S = env_float("WEFT_DISCOVERY_INTERVAL_S", 300.0, positive=True)
@@ -306,6 +336,10 @@ WEFT_SM_WATCH_INTERVAL_S = env_float("WEFT_SM_WATCH_INTERVAL_S", 30.0, positive=
 #: the partitions reconcile (fabric.tasks.reconcile_partitions_task)
 WEFT_PARTITIONS_RECONCILE_INTERVAL_S = env_float("WEFT_PARTITIONS_RECONCILE_INTERVAL_S", 300.0, positive=True)
 WEFT_HEALTH_INTERVAL_S = env_float("WEFT_HEALTH_INTERVAL_S", 86400.0, positive=True)
+# Routes (routing app): the switches' forwarding tables are read on this period, and this long
+# after a discovery commit or an SM hand-over (the SM re-routes in its own sweep after the change).
+WEFT_ROUTING_INTERVAL_S = env_float("WEFT_ROUTING_INTERVAL_S", 300.0, positive=True)
+WEFT_ROUTING_SETTLE_S = env_float("WEFT_ROUTING_SETTLE_S", 5.0, min_value=0.0)
 #: how often allocation leases are checked (pools.tasks.expire_leases_task), seconds
 WEFT_LEASE_CHECK_INTERVAL_S = env_float("WEFT_LEASE_CHECK_INTERVAL_S", 30.0, positive=True)
 #: Job queue (scheduler.services.queue): the periodic pass (beat; passes also run on submit, on
@@ -323,6 +357,13 @@ WEFT_IDEMPOTENCY_TTL_S = env_float("WEFT_IDEMPOTENCY_TTL_S", 86400.0, positive=T
 #: the rebalancing worker (scheduler.services.rebalance: reclaim, defragmenting moves, congestion
 #: reports), seconds between runs by beat
 WEFT_SCHEDULER_REBALANCE_INTERVAL_S = env_float("WEFT_SCHEDULER_REBALANCE_INTERVAL_S", 300.0, positive=True)
+#: Outbound webhooks (``outbound.services``: a job's runner, a tenant): seconds an attempt may
+#: take, attempts before giving up, the first back-off (doubled after each failure, at most an
+#: hour) and how often the retry sweep runs (beat).
+WEFT_WEBHOOK_TIMEOUT_S = env_float("WEFT_WEBHOOK_TIMEOUT_S", 5.0, positive=True)
+WEFT_WEBHOOK_MAX_ATTEMPTS = env_int("WEFT_WEBHOOK_MAX_ATTEMPTS", 6, min_value=1)
+WEFT_WEBHOOK_BACKOFF_S = env_float("WEFT_WEBHOOK_BACKOFF_S", 10.0, positive=True)
+WEFT_WEBHOOK_RETRY_INTERVAL_S = env_float("WEFT_WEBHOOK_RETRY_INTERVAL_S", 15.0, positive=True)
 
 # Dead workers and hung fabrics (README "Configuration"). Task locks are leases of WEFT_LOCK_TTL_S
 # renewed by their holder (core.locks): a killed worker frees them within that. A task whose pool
@@ -526,6 +567,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "fabric.tasks.reconcile_partitions_task",
         "schedule": timedelta(seconds=WEFT_PARTITIONS_RECONCILE_INTERVAL_S),
     },
+    "webhook-retries": {
+        "task": "outbound.tasks.retry_due_task",
+        "schedule": timedelta(seconds=WEFT_WEBHOOK_RETRY_INTERVAL_S),
+    },
     "alarm-mail-flush": {"task": "events.tasks.flush_notifications_task", "schedule": timedelta(seconds=60)},
     "alarm-mail-digest": {"task": "events.tasks.daily_digest_task", "schedule": timedelta(days=1)},
     "events-prune": {"task": "events.tasks.prune_task", "schedule": timedelta(days=1)},
@@ -544,6 +589,10 @@ CELERY_BEAT_SCHEDULE = {
     "scheduler-rebalance": {
         "task": "scheduler.tasks.rebalance_task",
         "schedule": timedelta(seconds=WEFT_SCHEDULER_REBALANCE_INTERVAL_S),
+    },
+    "routing-collect": {
+        "task": "routing.tasks.collect_all_task",
+        "schedule": timedelta(seconds=WEFT_ROUTING_INTERVAL_S),
     },
     "poller-watchdog": {
         "task": "telemetry.tasks.poller_watchdog_task",

@@ -43,6 +43,7 @@ urlpatterns = [
     path("api/fabric/", include("fabric.api.urls")),
     path("api/fabric/", include("telemetry.api.urls")),
     path("api/fabric/", include("events.api.urls")),
+    path("api/fabric/", include("routing.api.urls")),
     path("api/pools/", include("pools.api.urls")),
     path("api/scheduler/", include("scheduler.api.urls")),
     # the UFM-compatible API (ufm app): one set of handlers, the authentication of each prefix

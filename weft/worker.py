@@ -103,7 +103,21 @@ def _abort_handler(signum, frame) -> None:
 @worker_process_init.connect
 def _on_process_init(**_kw) -> None:
     signal.signal(ABORT_SIGNAL, _abort_handler)
+    _forget_inherited_db_pools()
     _reap("pool process start")
+
+
+def _forget_inherited_db_pools() -> None:
+    """A forked pool process must not use the parent's PostgreSQL connection pool (settings
+    ``WEFT_DB_POOL_*``): its connections' sockets are the parent's and its worker threads did not
+    survive the fork. Drop the copy without closing it (closing would end the parent's sessions);
+    the child opens a pool of its own on its first query (``DatabaseWrapper.pool``, Django 5.1+)."""
+    from django.db import connections
+
+    for conn in connections.all(initialized_only=True):
+        pools = getattr(type(conn), "_connection_pools", None)
+        if pools:
+            pools.clear()
 
 
 @worker_ready.connect

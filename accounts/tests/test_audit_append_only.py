@@ -12,6 +12,8 @@ from django.test import Client
 from accounts import audit
 from accounts.models import AuditEntry, AuditLogIsAppendOnly
 
+pytestmark = pytest.mark.backend  # the append-only audit trigger (PostgreSQL) vs the SQLite check
+
 
 @pytest.fixture
 def entry(people) -> AuditEntry:

@@ -280,6 +280,7 @@ def test_create_token_commands(people, capsys):
     assert check_key(out.split()[2]).user == people.vic
 
 
+@pytest.mark.backend
 def test_migration_keeps_drf_tokens_working_and_drops_their_plain_keys(people):
     migration = importlib.import_module("accounts.migrations.0002_apitoken_append_only_audit")
     key = "f" * 8 + "0123456789abcdef0123456789abcdef"

@@ -50,3 +50,69 @@ def brief_alternatives(result: dict[str, Any], generator, request, public) -> di
                     if brief:
                         media["schema"] = {"anyOf": [schema, {"$ref": brief}]}
     return result
+
+
+#: the default error answers every operation may give, beyond what its view documents itself:
+#: status -> (description, component); added by :func:`default_error_responses`
+ERROR_COMPONENT = "ErrorDetail"
+VALIDATION_COMPONENT = "ValidationErrors"
+_ERROR_SCHEMAS = {
+    ERROR_COMPONENT: {
+        "type": "object",
+        "description": "An error: ``detail`` says what went wrong (DRF's and Weft's error answers); "
+        "some errors add fields of their own (``code``, the file's ``line``).",
+        "properties": {"detail": {"type": "string"}},
+        "additionalProperties": {},
+    },
+    VALIDATION_COMPONENT: {
+        "type": "object",
+        "description": "Bad input: ``{field: [messages]}`` per refused field, ``non_field_errors`` "
+        "for the whole body, or ``{detail: message}``.",
+        "additionalProperties": {},
+    },
+}
+_WRITES = {"post", "put", "patch", "delete"}
+
+
+def _error(description: str, component: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": REF + component}}},
+    }
+
+
+def default_error_responses(result: dict[str, Any], generator, request, public) -> dict[str, Any]:
+    """Postprocessing hook: document the error answers every operation can give (issue 22: 202
+    schemathesis cases met undocumented status codes), where the view did not document them
+    itself — all JSON (``core.api.errors``):
+
+    * 400 bad input (a field, a filter or query parameter, a malformed body; also a request
+      Django refuses, e.g. too many fields), 401 no or bad credentials, 403 a role too low;
+    * 404 for an operation with a path parameter (no such object, or one the caller may not see);
+    * 409 for a write (a uniqueness race: ``core.api.errors.exception_handler``);
+    * 415 for an operation with a request body (a media type it does not parse).
+    """
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    for name, schema in _ERROR_SCHEMAS.items():
+        schemas.setdefault(name, schema)
+    for path_item in result.get("paths", {}).values():
+        for method, operation in path_item.items():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            responses = operation["responses"]
+            wanted = {
+                "400": _error("Bad input.", VALIDATION_COMPONENT),
+                "401": _error("No credentials, or a token or session that is not valid.", ERROR_COMPONENT),
+                "403": _error("Not allowed for this user's role (or tenant).", ERROR_COMPONENT),
+            }
+            if any(p.get("in") == "path" for p in operation.get("parameters", [])):
+                wanted["404"] = _error("No such object (or not one this user may see).", ERROR_COMPONENT)
+            if method in _WRITES:
+                wanted["409"] = _error(
+                    "Conflict: another request changed the same object meanwhile.", ERROR_COMPONENT
+                )
+            if "requestBody" in operation:
+                wanted["415"] = _error("Unsupported media type.", ERROR_COMPONENT)
+            for status, response in wanted.items():
+                responses.setdefault(status, response)
+    return result

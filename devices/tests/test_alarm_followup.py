@@ -77,7 +77,7 @@ def test_disabling_polling_clears_the_devices_alarms(swp2_down, users, admin):
 def test_deleting_a_device_clears_the_link_down_alarms_towards_it(agent, snmp_dir, make_device, users, admin):
     """sonic-edit stops seeing its LLDP neighbour xxxxx-xxx-xxx-sw-acc02 (link-down alarm naming it); that
     neighbour is then a managed device, and deleting it clears the alarm (nothing else would)."""
-    from weft.testing import snmprec
+    from tests.support import snmprec
 
     rec = snmprec.read(snmp_dir / RECORDINGS["sonic"])
     agent.set_values("sonic-edit", {})

@@ -13,7 +13,7 @@ from devices import mibs
 from devices.models import Interface
 from devices.services.poll import poll_devices
 from events.models import Alarm, Event
-from weft.testing import snmprec
+from tests.support import snmprec
 
 from .conftest import RECORDINGS
 

@@ -14,18 +14,17 @@ from devices.heatmap import ETHERNET_IF_TYPES, publish, state_key
 from devices.models import Interface
 from devices.services.poll import poll_devices
 from telemetry.producer import PRECISION
-
-from .test_poll_snmpsim import _set_counters
+from tests.support.snmp_counters import set_counters
 
 pytestmark = [pytest.mark.snmpsim, pytest.mark.django_db(transaction=False)]
 
 
 def test_ethernet_rows_carry_the_pollers_rates(agent, make_device, viewer, eth_fabric):
-    _set_counters(agent, "msn-moving", 5, True, in_octets=10**12, out_octets=10**9, in_pkts=1, out_pkts=1)
+    set_counters(agent, "msn-moving", 5, True, in_octets=10**12, out_octets=10**9, in_pkts=1, out_pkts=1)
     dev = make_device("msn-moving")
     t0 = time.monotonic()
     poll_devices([dev])
-    _set_counters(agent, "msn-moving", 5, True, in_octets=10**12 + 30_000_000_000, out_octets=10**9,
+    set_counters(agent, "msn-moving", 5, True, in_octets=10**12 + 30_000_000_000, out_octets=10**9,
                   in_pkts=2, out_pkts=2)  # fmt: skip
     agent.set_values("msn-moving", {f"{mibs.IF_OPER}.5": ("2", "1")})
     poll_devices([dev], inventory=False)

@@ -11,20 +11,19 @@ from devices.models import DeviceSample, Interface, Sensor
 from devices.services import history
 from devices.services.poll import poll_devices
 from telemetry.models import Resolution
-
-from .test_poll_snmpsim import _set_counters
+from tests.support.snmp_counters import set_counters
 
 pytestmark = [pytest.mark.snmpsim, pytest.mark.django_db(transaction=False)]
 
 
 def test_polls_write_history_the_api_returns(agent, make_device, viewer, settings):
     settings.WEFT_SNMP_SENSORS_S = 0.0  # sensors read at every poll, as the counters
-    _set_counters(agent, "msn-moving", 5, True, in_octets=10**12, out_octets=10**9, in_pkts=1, out_pkts=1,
+    set_counters(agent, "msn-moving", 5, True, in_octets=10**12, out_octets=10**9, in_pkts=1, out_pkts=1,
                   in_discards=10, out_errors=1)  # fmt: skip
     agent.set_values("msn-moving", {f"{mibs.SENSOR_VALUE}.100000001": ("2", "390")})
     dev = make_device("msn-moving")
     poll_devices([dev])
-    _set_counters(agent, "msn-moving", 5, True, in_octets=10**12 + 8_000_000_000, out_octets=10**9 + 4_000,
+    set_counters(agent, "msn-moving", 5, True, in_octets=10**12 + 8_000_000_000, out_octets=10**9 + 4_000,
                   in_pkts=2, out_pkts=2, in_discards=15, out_errors=3)  # fmt: skip
     agent.set_values("msn-moving", {f"{mibs.SENSOR_VALUE}.100000001": ("2", "455")})
     poll_devices([dev], inventory=False)

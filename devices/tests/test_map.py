@@ -10,7 +10,7 @@ import pytest
 from devices import mibs
 from devices.models import Neighbour
 from devices.services.poll import poll_devices
-from weft.testing import snmprec
+from tests.support import snmprec
 
 from .conftest import RECORDINGS
 

@@ -11,11 +11,16 @@ from devices import mibs
 from devices.models import Device, Interface, Neighbour, Sensor
 from devices.services.poll import poll_devices
 from events.models import Alarm
-from weft.testing import snmprec
+from tests.support import snmprec
+from tests.support.snmp_counters import set_counters
 
 from .conftest import RECORDINGS, V3
 
-pytestmark = [pytest.mark.snmpsim, pytest.mark.django_db(transaction=False)]
+pytestmark = [
+    pytest.mark.snmpsim,
+    pytest.mark.django_db(transaction=False),
+    pytest.mark.backend,
+]  # backend: the poller's raw executemany UPDATE
 
 #: interfaces per recording (ifIndex values with an ifDescr or ifName)
 COUNTS = {"msn4600": 98, "sonic": 56, "arista7050": 55, "arista7150": 59, "nohc": 69, "nxos": 59}
@@ -88,28 +93,16 @@ def test_msn4600_identity_and_sensors(make_device):
     assert (swp2.name, swp2.speed_mbps, swp2.admin_status, swp2.oper_status) == ("swp2", 200000.0, "up", "up")
 
 
-def _set_counters(agent, name, idx, hc: bool, **values):
-    cols = {
-        "in_octets": (mibs.IF_HC_IN_OCTETS if hc else mibs.IF_IN_OCTETS, "70" if hc else "65"),
-        "out_octets": (mibs.IF_HC_OUT_OCTETS if hc else mibs.IF_OUT_OCTETS, "70" if hc else "65"),
-        "in_pkts": (mibs.IF_HC_IN_UCAST if hc else mibs.IF_IN_UCAST, "70" if hc else "65"),
-        "out_pkts": (mibs.IF_HC_OUT_UCAST if hc else mibs.IF_OUT_UCAST, "70" if hc else "65"),
-        "in_discards": (mibs.IF_IN_DISCARDS, "65"),
-        "out_errors": (mibs.IF_OUT_ERRORS, "65"),
-    }
-    agent.set_values(name, {f"{cols[k][0]}.{idx}": (cols[k][1], str(v)) for k, v in values.items()})
-
-
 def test_moving_counters_give_exact_rates(agent, make_device):
     """Counters moved by known amounts between two polls: bytes/s, packets/s, utilisation and the
     discard/error deltas are exactly delta / the interval the poller measured."""
-    _set_counters(agent, "msn-moving", 5, True, in_octets=10**12, out_octets=5 * 10**11, in_pkts=10**9,
+    set_counters(agent, "msn-moving", 5, True, in_octets=10**12, out_octets=5 * 10**11, in_pkts=10**9,
                   out_pkts=2 * 10**9, in_discards=100, out_errors=3)  # fmt: skip
     dev = make_device("msn-moving")
     poll_devices([dev])
     first = Interface.objects.get(device=dev, if_index=5)
     assert first.in_bytes_per_s is None and first.rate_reason == "first sample"
-    _set_counters(agent, "msn-moving", 5, True, in_octets=10**12 + 25_000_000_000, out_octets=5 * 10**11 + 1_000_000,
+    set_counters(agent, "msn-moving", 5, True, in_octets=10**12 + 25_000_000_000, out_octets=5 * 10**11 + 1_000_000,
                   in_pkts=10**9 + 4_000_000, out_pkts=2 * 10**9 + 2_000, in_discards=107, out_errors=5)  # fmt: skip
     poll_devices([dev], inventory=False)
     row = Interface.objects.get(device=dev, if_index=5)
@@ -130,14 +123,14 @@ def test_moving_counters_give_exact_rates(agent, make_device):
 def test_no_hc_recording_takes_the_32bit_path_through_a_wrap(agent, make_device):
     """The Cumulus 4.2 recording has no ifHC* columns: the 32-bit ifInOctets wraps between two
     polls and the delta is counted once, exactly."""
-    _set_counters(
+    set_counters(
         agent, "nohc-moving", 3, False, in_octets=4_294_967_000, out_octets=1000, in_pkts=10, out_pkts=10
     )
     dev = make_device("nohc-moving")
     poll_devices([dev])
     row = Interface.objects.get(device=dev, if_index=3)
     assert row.hc is False and row.counters["in_octets"] == 4_294_967_000
-    _set_counters(agent, "nohc-moving", 3, False, in_octets=200, out_octets=1500, in_pkts=12, out_pkts=13)
+    set_counters(agent, "nohc-moving", 3, False, in_octets=200, out_octets=1500, in_pkts=12, out_pkts=13)
     poll_devices([dev], inventory=False)
     row = Interface.objects.get(device=dev, if_index=3)
     assert row.wrapped == ["in_octets"]

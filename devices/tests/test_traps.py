@@ -7,44 +7,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from pysnmp.hlapi.v3arch.asyncio import (
-    CommunityData,
-    ContextData,
-    NotificationType,
-    ObjectIdentity,
-    SnmpEngine,
-    UdpTransportTarget,
-    send_notification,
-)
-from pysnmp.proto.rfc1902 import Integer
 
 from devices import mibs
 from devices.models import Device, Interface
 from devices.services.traps import TrapReceiver
 from events.models import Alarm, Event
 from lab.snmpsim import free_udp_port
+from tests.support.traps import send, send_v3
 
 pytestmark = pytest.mark.django_db
-
-
-def _send(
-    port: int, community: str, trap_oid: str, if_index: int, admin: int, oper: int, host="127.0.0.1"
-) -> None:
-    async def go():
-        eng = SnmpEngine()
-        note = NotificationType(ObjectIdentity(trap_oid)).add_varbinds(
-            (f"{mibs.IF_INDEX}.{if_index}", Integer(if_index)),
-            (f"{mibs.IF_ADMIN}.{if_index}", Integer(admin)),
-            (f"{mibs.IF_OPER}.{if_index}", Integer(oper)),
-        )
-        ei, *_ = await send_notification(
-            eng, CommunityData(community, mpModel=1), await UdpTransportTarget.create((host, port)),
-            ContextData(), "trap", note,
-        )  # fmt: skip
-        assert not ei, ei
-        eng.close_dispatcher()
-
-    return go()
 
 
 def _exchange(receiver: TrapReceiver, *sends, expect: int, timeout: float = 10.0) -> None:
@@ -81,14 +52,14 @@ def switch(db):
 def test_link_down_trap_raises_and_link_up_clears_the_alarm(switch):
     port = free_udp_port()
     receiver = TrapReceiver(("127.0.0.1", port))
-    _exchange(receiver, _send(port, "trap-community", mibs.TRAP_LINK_DOWN, 7, 1, 2), expect=1)
+    _exchange(receiver, send(port, "trap-community", mibs.TRAP_LINK_DOWN, 7, 1, 2), expect=1)
     assert receiver.stats()["accepted"] == 1
     [result] = receiver.drain()
     assert result == {"device": "leaf1", "trap": mibs.TRAP_LINK_DOWN, "events": ["device.interface_down"]}
     alarm = Alarm.objects.open().get(code="device.interface_down", object_key="leaf1/swp7")
     assert alarm.severity == "critical" and alarm.fabric_id == switch.fabric_id
     assert Interface.objects.get(device=switch, if_index=7).oper_status == "down"
-    _exchange(receiver, _send(port, "trap-community", mibs.TRAP_LINK_UP, 7, 1, 1), expect=1)
+    _exchange(receiver, send(port, "trap-community", mibs.TRAP_LINK_UP, 7, 1, 1), expect=1)
     assert [r["events"] for r in receiver.drain()] == [["device.interface_up"]]
     alarm.refresh_from_db()
     assert alarm.state == "cleared"
@@ -97,51 +68,27 @@ def test_link_down_trap_raises_and_link_up_clears_the_alarm(switch):
 def test_unknown_community_and_unknown_source_are_dropped_and_counted(switch):
     port = free_udp_port()
     receiver = TrapReceiver(("127.0.0.1", port))
-    _exchange(receiver, _send(port, "guessed", mibs.TRAP_LINK_DOWN, 7, 1, 2), expect=1)
+    _exchange(receiver, send(port, "guessed", mibs.TRAP_LINK_DOWN, 7, 1, 2), expect=1)
     stats = receiver.stats()
     assert stats["dropped_unknown_community"] == 1 and stats["accepted"] == 0
     # the right community from an address that is not the device's
     switch.address = "127.0.0.2"
     switch.save()
-    _exchange(receiver, _send(port, "trap-community", mibs.TRAP_LINK_DOWN, 7, 1, 2), expect=1)
+    _exchange(receiver, send(port, "trap-community", mibs.TRAP_LINK_DOWN, 7, 1, 2), expect=1)
     assert receiver.stats()["dropped_unknown_source"] == 1
     assert receiver.drain() == []
     assert not Event.objects.filter(code__startswith="device.").exists()
     assert not Alarm.objects.exists()
 
 
-def _send_v3(port: int, engine_hex: str, user: str, auth_key: str, priv_key: str, if_index: int):
-    """A coroutine sending one SNMPv3 authPriv (SHA, AES-128) linkDown trap from an engine whose
-    snmpEngineID is ``engine_hex`` (the trap sender is the authoritative engine)."""
-    from pysnmp.hlapi.v3arch.asyncio import UsmUserData
-    from pysnmp.hlapi.v3arch.asyncio import auth as a
-    from pysnmp.proto.rfc1902 import OctetString
-
-    async def go():
-        eng = SnmpEngine(OctetString(hexValue=engine_hex))
-        note = NotificationType(ObjectIdentity(mibs.TRAP_LINK_DOWN)).add_varbinds(
-            (f"{mibs.IF_INDEX}.{if_index}", Integer(if_index)), (f"{mibs.IF_OPER}.{if_index}", Integer(2))
-        )
-        usm = UsmUserData(
-            user, auth_key, priv_key, authProtocol=a.USM_AUTH_HMAC96_SHA, privProtocol=a.USM_PRIV_CFB128_AES
-        )
-        ei, *_ = await send_notification(
-            eng, usm, await UdpTransportTarget.create(("127.0.0.1", port)), ContextData(), "trap", note
-        )
-        assert not ei, ei
-        eng.close_dispatcher()
-
-    return go()
-
-
 def test_snmpv3_trap_with_the_device_keys_raises_and_wrong_keys_are_dropped(eth_fabric_v3):
     dev = eth_fabric_v3
     port = free_udp_port()
     receiver = TrapReceiver(("127.0.0.1", port))
-    _exchange(receiver, _send_v3(port, dev.engine_id, "ops", "wrong-auth-key", "priv-pass-1", 7), expect=1)
+    _exchange(receiver, send_v3(port, dev.engine_id, "ops", "wrong-auth-key", "priv-pass-1", 7), expect=1)
     stats = receiver.stats()
     assert stats["dropped_bad_v3"] >= 1 and stats["accepted"] == 0
-    _exchange(receiver, _send_v3(port, dev.engine_id, "ops", "auth-pass-1", "priv-pass-1", 7), expect=1)
+    _exchange(receiver, send_v3(port, dev.engine_id, "ops", "auth-pass-1", "priv-pass-1", 7), expect=1)
     assert receiver.stats()["accepted"] == 1
     assert [r["events"] for r in receiver.drain()] == [["device.interface_down"]]
     assert Alarm.objects.open().filter(code="device.interface_down", object_key="core1/Ethernet7").exists()

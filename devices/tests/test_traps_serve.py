@@ -17,9 +17,8 @@ from devices.models import Device, Interface
 from devices.services.traps import STATS_KEY, BackgroundReceiver, TrapListenError
 from events.models import Alarm
 from lab.snmpsim import free_udp_port
+from tests.support.traps import send
 from weft.management.commands.serve import start_traps
-
-from .test_traps import _send
 
 
 @pytest.fixture
@@ -39,7 +38,7 @@ def test_background_receiver_turns_a_link_down_trap_into_an_alarm(switch):
     traps = start_traps(port)
     try:
         assert traps.running and traps.receiver.listen[1] == port
-        asyncio.run(_send(port, "trap-community", mibs.TRAP_LINK_DOWN, 7, 1, 2))
+        asyncio.run(send(port, "trap-community", mibs.TRAP_LINK_DOWN, 7, 1, 2))
         # wait on the stats the receiver publishes after applying a trap, not on the database: the
         # test database is SQLite in memory (shared cache), where a read here while the receiver's
         # thread writes is a "table is locked" error (the embedded deployment's file is not)
@@ -88,8 +87,7 @@ def test_devices_added_or_identified_after_start_are_picked_up_by_the_rescan(tra
     start was ever known): a v2c device created after start, and an SNMPv3 device whose engine ID
     became known after start (its first poll), both have their traps accepted."""
     from fabric.models import Fabric
-
-    from .test_traps import _send_v3
+    from tests.support.traps import send_v3
 
     fabric = Fabric.objects.create(name="roce")
     v3 = Device(fabric=fabric, name="core1", address="127.0.0.1", version="3", user="ops",
@@ -112,9 +110,9 @@ def test_devices_added_or_identified_after_start_are_picked_up_by_the_rescan(tra
         # two re-scans after the writes: the second one certainly read them
         seen = receiver.configured
         assert _wait(lambda: receiver.configured >= seen + 2), receiver.configured
-        asyncio.run(_send(port, "msn4600", mibs.TRAP_LINK_DOWN, 7, 1, 2))
+        asyncio.run(send(port, "msn4600", mibs.TRAP_LINK_DOWN, 7, 1, 2))
         assert _wait(lambda: (cache.get(STATS_KEY) or {}).get("accepted") == 1), receiver.stats()
-        asyncio.run(_send_v3(port, "80001f8880aabbccdd0011", "ops", "auth-pass-1", "priv-pass-1", 7))
+        asyncio.run(send_v3(port, "80001f8880aabbccdd0011", "ops", "auth-pass-1", "priv-pass-1", 7))
         assert _wait(lambda: (cache.get(STATS_KEY) or {}).get("accepted") == 2), receiver.stats()
         stats = receiver.stats()
         assert stats["dropped_unknown_community"] == 0 and stats["dropped_bad_v3"] == 0

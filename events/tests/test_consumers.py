@@ -15,8 +15,10 @@ from accounts.roles import set_role
 from events.engine import process_pending_events
 from events.models import Alarm
 from events.services import EventSpec, acknowledge, record_events
+from tests.support.ws import HOST, ORIGIN, in_thread, session_headers
 from weft.asgi import application
-from weft.testing.ws import HOST, ORIGIN, in_thread, session_headers
+
+pytestmark = pytest.mark.backend  # the channel layer (Redis in production)
 
 MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 

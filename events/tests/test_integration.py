@@ -53,8 +53,8 @@ def test_redis_layer_alarm_reaches_consumer(topo):
     from django.contrib.auth import get_user_model
 
     from accounts.roles import set_role
+    from tests.support.ws import in_thread, session_headers
     from weft.asgi import application
-    from weft.testing.ws import in_thread, session_headers
 
     assert isinstance(get_channel_layer(), RedisChannelLayer)
     viewer = get_user_model().objects.create_user("vic", password="x")

@@ -10,7 +10,7 @@ import pytest
 
 from events.models import Alarm, Event, EventPolicy
 from events.policies import ensure_policies
-from weft.testing.waits import wait_for
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -12,6 +12,8 @@ from events.choices import Category, Severity
 from events.models import EventPolicy
 from events.registry import EventType, RegistryError
 
+pytestmark = pytest.mark.backend  # query counts after migrate
+
 
 def test_apps_declare_their_own_types():
     by_app = {}

@@ -21,7 +21,7 @@ from pools.api.permissions import AGENT_GROUP
 from pools.models import Pool, Tenant, TenantMembership
 from pools.services.allocation import AllocationRequest, allocate, release
 from scheduler.services.queue import JobSpec, submit
-from weft.testing.gpus import make_gpu_fabric
+from tests.support.gpus import make_gpu_fabric
 
 pytestmark = pytest.mark.django_db
 

@@ -113,6 +113,14 @@ def _system_event(fabric: Fabric, code: str, message: str, details: dict | None 
     )
 
 
+def record_failure(fabric: Fabric, reason: str, started=None) -> Discovery:
+    """Record a failed live discovery of ``fabric`` that did not get as far as :func:`discover`'s
+    own failure handling (an unexpected error in the periodic run: a ``failed`` Discovery with
+    ``reason`` and the fabric's ``system.discovery_failing`` alarm, in one transaction). ``started``
+    defaults to now. Returns the failed Discovery."""
+    return _record_failure(fabric, reason, started or timezone.now())
+
+
 def _record_failure(fabric: Fabric, reason: str, started) -> Discovery:
     log.warning("discovery of %s failed: %s", fabric.name, reason)
     with transaction.atomic():

@@ -10,7 +10,7 @@ from django.test import Client
 from accounts.models import AuditEntry
 from fabric.models import Fabric, Link, Node, Port
 from fabric.services.ingest import import_topology_text
-from weft.testing.topologies import BASE
+from tests.support.topologies import BASE
 
 pytestmark = pytest.mark.django_db
 

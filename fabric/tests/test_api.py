@@ -686,6 +686,7 @@ def test_subnet_managers_filters(small, client_for):
     assert client.get("/api/fabric/subnet-managers/", {"fabric": small.pk}).json()["count"] == 2
 
 
+@pytest.mark.backend
 def test_notice_listener_times_are_iso_8601(small, client_for):
     """The listener caches epoch seconds (``ListenerStatus``); the fabric's ``notices`` gives its
     times in ISO 8601 as the API's other times, and the schema says so."""

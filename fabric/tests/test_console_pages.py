@@ -13,7 +13,7 @@ from events.services import EventSpec, record_events
 from fabric.choices import SMState
 from fabric.models import Fabric, Node, Port, SubnetManager
 from fabric.services.ingest import import_topology_text
-from weft.testing.topologies import BASE
+from tests.support.topologies import BASE
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,10 @@ from fabric.parsers.ibnetdiscover import derived_guid
 from fabric.services import ingest
 from fabric.services.ingest import PortObservation, apply_port_states, ingest_topology
 from fabric.services.names import label_topology
-from weft.testing.topologies import BASE
+from tests.support.ingest_rows import CABLE_DOWN, snapshot
+from tests.support.topologies import BASE
+
+pytestmark = pytest.mark.backend  # ingest's raw SQL (digest UPDATEs, cursor fetches) and its query counts
 
 G = derived_guid
 
@@ -28,7 +31,6 @@ CHANGED = (
     .replace('lid 12 lmc 0 "leaf-2" lid 3 4xHDR', 'lid 12 lmc 0 "leaf-2" lid 3 4xEDR')
     .replace('Switch 8 "spine" # "spine-1"', 'Switch 8 "spine" # "spine-A"')
 )
-CABLE_DOWN = BASE.replace('[2] "leaf2"[7]\n', "").replace('[7] "spine"[2] # "spine-1" lid 1 4xHDR\n', "")
 MOVED = BASE.replace('[1] "h3"[1]', '[4] "h3"[1]').replace('"leaf2"[1] # lid 12', '"leaf2"[4] # lid 12')
 WITHOUT_H3 = BASE.replace('[1] "h3"[1] # "host002 mlx5_0" lid 12 4xHDR\n', "")
 WITHOUT_H3 = WITHOUT_H3[: WITHOUT_H3.index('Hca 1 "h3"')]
@@ -37,25 +39,6 @@ RENAMED_HOST = BASE.replace('"host002 mlx5_0"', '"host009 mlx5_0"')
 
 def _ingest(fabric, text, **kw):
     return ingest_topology(fabric, parse_ibnetdiscover(text, "t"), source="file", **kw)
-
-
-def _snapshot(fabric) -> tuple:
-    """Every stored topology value of ``fabric`` by natural key (no ids, no timestamps)."""
-    nodes = sorted(
-        Node.objects.filter(fabric=fabric).values_list("node_guid", *ingest._NODE_FIELDS[:-1], "host__name")
-    )
-    ports = sorted(
-        Port.objects.filter(node__fabric=fabric).values_list(
-            "node__node_guid", "port_num", *ingest._PORT_FIELDS
-        )
-    )
-    links = sorted(
-        Link.objects.filter(fabric=fabric).values_list(
-            "port_a__node__node_guid", "port_a__port_num", "port_b__node__node_guid", "port_b__port_num",
-            *ingest._LINK_FIELDS,
-        )
-    )  # fmt: skip
-    return nodes, ports, links
 
 
 def _outcome(d: Discovery) -> tuple:
@@ -95,7 +78,7 @@ def test_scoped_diff_gives_the_full_diffs_events_and_rows(db, committed_signals,
         b = _ingest(full, text)
         assert _outcome(a) == _outcome(b)
         assert re.fullmatch(r"[0-9a-f]{16}", a.digest)
-        assert _snapshot(scoped) == _snapshot(full)
+        assert snapshot(scoped) == snapshot(full)
         # every node's stored digest is that of its rows as a complete ingest of the text leaves them
         for fabric in (scoped, full):
             assert _stored_digests(fabric) == _plan_digests(fabric, text)

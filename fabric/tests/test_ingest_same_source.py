@@ -14,9 +14,8 @@ from fabric.parsers import parse_ibnetdiscover
 from fabric.services import ingest
 from fabric.services.ingest import import_topology_text, ingest_topology, source_digest
 from fabric.services.requests import set_node_name_map
-from weft.testing.topologies import BASE
-
-from .test_ingest_digests import CABLE_DOWN, _snapshot
+from tests.support.ingest_rows import CABLE_DOWN, snapshot
+from tests.support.topologies import BASE
 
 HEADER = "#\n# Topology file: generated on {when}\n#\n# Initiated from node 0002c903000a1234 port 0002c903000a1235\n\n"
 pytestmark = pytest.mark.django_db
@@ -43,7 +42,7 @@ def test_digest_ignores_comment_lines_only():
 
 def test_same_text_is_recorded_without_parsing():
     first = _import(HEADER.format(when="Tue Dec  1 10:00:00 2026") + BASE)
-    before = _snapshot(first.fabric)
+    before = snapshot(first.fabric)
     with _parse_calls() as parse:
         again = _import(HEADER.format(when="Wed Dec  2 11:30:00 2026") + BASE)
     assert parse.call_count == 0
@@ -53,7 +52,7 @@ def test_same_text_is_recorded_without_parsing():
     assert again.counts == first.counts and again.digest == first.digest
     assert again.source_digest == first.source_digest
     assert Fabric.objects.get(pk=first.fabric_id).last_discovery_id == again.pk
-    assert _snapshot(first.fabric) == before
+    assert snapshot(first.fabric) == before
 
 
 def test_changed_text_takes_the_full_path_and_the_next_same_text_the_shortcut():

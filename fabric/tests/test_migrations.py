@@ -10,6 +10,8 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
+pytestmark = pytest.mark.backend  # data migrations on the database they fix
+
 dedupe = importlib.import_module("fabric.migrations.0013_partition_names_deduplicated")
 
 BEFORE = [("fabric", "0012_topology_reference")]

@@ -328,7 +328,7 @@ def test_page_form_upload_and_node_page(client_for, realdata):
 def test_a_get_of_the_form_url_goes_to_the_form_not_a_bare_405(client_for):
     """A reload or a typed address of the POST-only ``names/`` lands on the fabric page's form with
     a message (the page the form lives on), not Django's empty 405; nothing changes."""
-    from weft.testing.topologies import RAILS
+    from tests.support.topologies import RAILS
 
     fabric = import_topology_text("rails", RAILS, filename="rails.net").fabric
     admin = client_for("admin")

@@ -35,8 +35,8 @@ from fabric.services.ingest import PortObservation, apply_port_states, ingest_to
 from fabric.services.notice_status import notice_status
 from fabric.services.notices import NoticeListener, fallback_targets, lab_listener_hosts
 from telemetry.services.sweep import poll_fabric
-from weft.testing.topologies import BASE
-from weft.testing.waits import locked_is_not_yet, wait_for
+from tests.support.topologies import BASE
+from tests.support.waits import locked_is_not_yet, wait_for
 
 G = derived_guid
 
@@ -523,6 +523,7 @@ def test_the_simulators_attach_message_is_not_a_warning(caplog):
     assert levels == [("DEBUG", True), ("WARNING", False)]
 
 
+@pytest.mark.backend
 def test_the_lab_listener_is_not_listed_as_a_subnet_manager(db, monkeypatch):
     """ibsim lab: the notice listener attaches as an SM client (IsSM set, answers SMInfo as a
     NOTACTIVE SM, priority 0) so ``saquery -s`` lists its port; the SM watch leaves that port out

@@ -26,7 +26,7 @@ from fabric.parsers import parse_ibnetdiscover
 from fabric.parsers.ibnetdiscover import derived_guid
 from fabric.services.discovery import discover
 from fabric.services.ingest import ingest_topology, summary
-from weft.testing.topologies import BASE
+from tests.support.topologies import BASE
 
 G = derived_guid
 

@@ -11,7 +11,7 @@ from django.db import connection, connections
 
 from fabric.models import Fabric, Partition, PartitionApply
 from fabric.services.partitions import run_apply, save_partition, set_members
-from weft.testing.waits import wait_for
+from tests.support.waits import wait_for
 
 
 @pytest.mark.integration

@@ -12,7 +12,7 @@ from django.test import override_settings
 
 from fabric.models import Discovery, Fabric, Link, Node
 from fabric.services.ingest import import_topology_text
-from weft.testing.topologies import BASE
+from tests.support.topologies import BASE
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from accounts.models import AuditEntry
 from fabric.models import Node
 from fabric.services.ingest import import_topology_text
 from fabric.services.roles import RoleError, set_switch_roles
-from weft.testing.topologies import BASE
+from tests.support.topologies import BASE
 
 
 @pytest.fixture

@@ -17,7 +17,9 @@ from fabric.models import Discovery, Fabric, Host, Link, Node, Port
 from fabric.parsers import TopologyParseError, parse_ibnetdiscover
 from fabric.parsers.ibnetdiscover import derived_guid
 from fabric.services.ingest import import_topology_text, ingest_topology, summary
-from weft.testing.topologies import BASE
+from tests.support.topologies import BASE
+
+pytestmark = pytest.mark.backend  # ingest (synchronous_commit, raw SQL) and bulk writes (COPY, nextval ids)
 
 G = derived_guid
 

@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 from core.locks import single_instance
 from fabric.models import Discovery, Fabric, Link, Node
 from fabric.tasks import discover_all_task, discover_fabric_task
-from weft.testing.topologies import BASE
+from tests.support.topologies import BASE
 
 
 def _last_json(out: str) -> dict:

@@ -9,7 +9,7 @@ import time
 import pytest
 from django.conf import settings
 
-from weft.testing.waits import locked_is_not_yet, wait_for
+from tests.support.waits import locked_is_not_yet, wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from lab.pytest_plugin import small_netfile
-from weft.testing.waits import wait_for
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.django_db(transaction=True)]
 

@@ -281,15 +281,38 @@ class TenantMemberSerializer(serializers.ModelSerializer):
 
 
 class TenantSerializer(serializers.ModelSerializer):
-    """A tenant and its members (Admin writes; ``members`` replaces the whole list when sent)."""
+    """A tenant and its members (Admin writes; ``members`` replaces the whole list when sent).
+    ``contacts``: e-mail addresses told of its jobs' faults (degraded, requeued, replaced,
+    failed); ``webhook_url`` and ``webhook_secret`` (write-only; ``webhook_secret_set`` says
+    whether one is stored): a signed webhook for its jobs' state changes (``outbound``)."""
 
     url = IdentityUrlField(view_name="pools-api:tenant-detail")
     display = serializers.CharField(source="__str__", read_only=True)
     members = TenantMemberSerializer(source="memberships", many=True, required=False)
+    contacts = serializers.ListField(
+        child=serializers.EmailField(max_length=254), required=False, max_length=50,
+        help_text="e-mail addresses told when its jobs are degraded, requeued, replaced or failed",
+    )  # fmt: skip
+    webhook_url = serializers.URLField(max_length=500, required=False, allow_blank=True)
+    webhook_secret = serializers.CharField(
+        max_length=200, required=False, allow_blank=True, write_only=True,
+        help_text="HMAC-SHA256 key of the webhook's X-Weft-Signature (write-only)",
+    )  # fmt: skip
+    webhook_secret_set = serializers.SerializerMethodField()
 
     class Meta:
         model = Tenant
-        fields = ["id", "url", "display", "name", "description", "members", "created"]
+        fields = ["id", "url", "display", "name", "description", "members", "contacts", "webhook_url",
+                  "webhook_secret", "webhook_secret_set", "created"]  # fmt: skip
+
+    def get_webhook_secret_set(self, tenant: Tenant) -> bool:
+        return bool(tenant.webhook_secret)
+
+    def validate_contacts(self, value):
+        seen: dict[str, str] = {}
+        for a in value:
+            seen.setdefault(a.lower(), a)
+        return list(seen.values())
 
     def validate_members(self, value):
         users = [m["user"].pk for m in value]
@@ -382,7 +405,7 @@ class PoolSerializer(serializers.ModelSerializer):
         model = Pool
         fields = [
             "id", "url", "display", "name", "description", "tenant", "fabric", "gpu_model", "quota_gpus",
-            "guaranteed_gpus", "quota_slices", "guaranteed_slices", "priority_weight", "pkey", "partition",
+            "guaranteed_gpus", "quota_slices", "guaranteed_slices", "priority_weight", "on_fault", "pkey", "partition",
             "job_isolation", "job_pkey_min", "job_pkey_max", "usage", "created",
         ]  # fmt: skip
         extra_kwargs = {"priority_weight": {"min_value": 1}}

@@ -23,15 +23,27 @@ from django.db.models import Q
 from core.validators import printable_text
 from fabric.models import Fabric, Partition
 
-from ..choices import AllocationKind, AllocationState, TenantRole
+from ..choices import AllocationKind, AllocationState, OnFault, TenantRole
 from .inventory import Gpu, MigSlice
 
 
 class Tenant(models.Model):
-    """An organisation (team, project) whose members share pools and quotas."""
+    """An organisation (team, project) whose members share pools and quotas.
+
+    ``contacts``: e-mail addresses that get mail when one of its jobs is degraded, requeued,
+    replaced or failed (``scheduler.services.faults``); ``webhook_url``/``webhook_secret``: a
+    signed webhook for its jobs' state changes (``outbound``; a job's own URL wins)."""
 
     name = models.CharField(max_length=64, unique=True, validators=[printable_text])
     description = models.CharField(max_length=200, blank=True, validators=[printable_text])
+    contacts = models.JSONField(
+        default=list, blank=True, help_text="e-mail addresses told when the tenant's jobs are degraded, requeued, "
+        "replaced or failed",
+    )  # fmt: skip
+    webhook_url = models.URLField(
+        max_length=500, blank=True, help_text="signed webhook for its jobs' state changes"
+    )
+    webhook_secret = models.CharField(max_length=200, blank=True, help_text="HMAC-SHA256 key of the webhook")
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="TenantMembership", related_name="tenants", blank=True
     )
@@ -82,6 +94,9 @@ class Pool(models.Model):
     ``job_pkey_max`` (inclusive, 0x0001-0x7ffe) that no partition of the fabric uses
     (``pools.services.partitions.open_job_partition``): a configured range per pool, never a
     PKey an imported, pool or other job partition holds.
+
+    ``on_fault``: the default of its jobs' ``on_fault`` (``notify``/``requeue``/``replace``,
+    ``scheduler.services.faults``).
     """
 
     name = models.CharField(max_length=64, unique=True, validators=[printable_text])
@@ -118,6 +133,10 @@ class Pool(models.Model):
     job_pkey_max = models.PositiveIntegerField(
         default=0x6FFF, validators=[MinValueValidator(0x0001), MaxValueValidator(0x7FFE)],
         help_text="last PKey (inclusive) of that range",
+    )  # fmt: skip
+    on_fault = models.CharField(
+        max_length=8, choices=OnFault.choices, default=OnFault.NOTIFY,
+        help_text="what the queue does with a running job of this pool whose fabric fails (the jobs' default)",
     )  # fmt: skip
     created = models.DateTimeField(auto_now_add=True)
 

@@ -77,13 +77,24 @@ def write_tenant(serializer) -> Tenant:
             audit.record(
                 "tenant.create",
                 tenant,
-                {"name": tenant.name, "description": tenant.description, "members": tenant_members(tenant)},
+                {"name": tenant.name, "description": tenant.description, "members": tenant_members(tenant)}
+                | {
+                    k: v
+                    for k, v in (
+                        ("contacts", tenant.contacts),
+                        ("webhook_url", tenant.webhook_url),
+                        ("webhook_secret", "(set)" if tenant.webhook_secret else ""),
+                    )
+                    if v
+                },  # fmt: skip
             )
             return tenant
         before = _locked(Tenant, serializer.instance.pk)
         tenant = serializer.save()
         fields = [f for f in serializer.validated_data if f != "memberships"]
         changes = audit.model_changes(before, tenant, fields)
+        if "webhook_secret" in changes:  # a secret never goes into the audit log
+            changes["webhook_secret"] = "(changed)"
         if "memberships" in serializer.validated_data:
             changes["members"] = tenant_members(tenant)
         audit.record("tenant.update", tenant, changes)

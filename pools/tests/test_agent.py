@@ -140,7 +140,7 @@ def _reports(realdata: Path) -> list[Path]:
 @pytest.mark.slow
 def test_every_real_report_end_to_end_through_a_live_server(weft_server, realdata, tmp_path):
     netfile = tmp_path / "hosts.net"
-    from weft.testing.topologies import BASE
+    from tests.support.topologies import BASE
 
     netfile.write_text(BASE)
     weft_server.manage("import_topology", str(netfile), "--fabric", "e2e")
@@ -191,7 +191,7 @@ def test_agent_token_binding_and_size_limit_through_a_live_server(weft_server_fa
     ``WEFT_AGENT_MAX_BODY_BYTES`` is a 413 the agent prints; the server logs no traceback."""
     server = weft_server_factory(WEFT_AGENT_MAX_BODY_BYTES="40000")
     netfile = tmp_path / "hosts.net"
-    from weft.testing.topologies import BASE
+    from tests.support.topologies import BASE
 
     netfile.write_text(BASE)
     server.manage("import_topology", str(netfile), "--fabric", "e2e")

@@ -19,8 +19,7 @@ from fabric.models import Host
 from pools.api.permissions import AGENT_GROUP
 from pools.models import AgentBinding, Gpu, HostInventory
 from pools.services import agents
-
-from .test_api import XML, _body
+from tests.support.agent_reports import XML, body
 
 
 @pytest.fixture
@@ -45,7 +44,7 @@ def _tracebacks(caplog) -> list[str]:
 
 
 def test_agent_token_binds_on_first_report_then_reports_for_that_host_only(agent, caplog):
-    r = agent.post("/api/pools/agent/", _body(), format="json")
+    r = agent.post("/api/pools/agent/", body(), format="json")
     assert r.status_code == 200 and r.json()["host"] == "host001"
     binding = AgentBinding.objects.get()
     assert (binding.token_id, binding.host, binding.via) == (agent.token.pk, _host("host001"), "first_report")
@@ -54,34 +53,34 @@ def test_agent_token_binds_on_first_report_then_reports_for_that_host_only(agent
     assert entry.changes["via"] == "first_report"
     # another host: refused, nothing of it stored
     with caplog.at_level(logging.INFO):
-        r = agent.post("/api/pools/agent/", _body(host="host002", topo=""), format="json")
+        r = agent.post("/api/pools/agent/", body(host="host002", topo=""), format="json")
     assert r.status_code == 403 and r.json()["code"] == "host_not_bound"
     assert "bound to host001 (base): it may not report for host002 (base)" in r.json()["detail"]
     assert not HostInventory.objects.filter(host__name="host002").exists()
     assert AgentBinding.objects.count() == 1 and not _tracebacks(caplog)
     # its own host again: accepted, no second binding
-    assert agent.post("/api/pools/agent/", _body(), format="json").status_code == 200
+    assert agent.post("/api/pools/agent/", body(), format="json").status_code == 200
     assert AgentBinding.objects.count() == 1 and AuditEntry.objects.filter(action="agent.bind").count() == 1
 
 
 def test_refused_report_binds_nothing(agent):
-    r = agent.post("/api/pools/agent/", _body(nvidia_smi_xml="<nvidia_smi_log><gpu>"), format="json")
+    r = agent.post("/api/pools/agent/", body(nvidia_smi_xml="<nvidia_smi_log><gpu>"), format="json")
     assert r.status_code == 400 and r.json()["field"] == "nvidia_smi_xml"
     assert not AgentBinding.objects.exists()  # a bad first report does not bind the token
-    assert agent.post("/api/pools/agent/", _body(host="host002", topo=""), format="json").status_code == 200
+    assert agent.post("/api/pools/agent/", body(host="host002", topo=""), format="json").status_code == 200
     assert AgentBinding.objects.get().host == _host("host002")
 
 
 def test_unbound_agent_token_is_refused_when_binding_on_first_report_is_off(agent, settings, admin):
     settings.WEFT_AGENT_BIND_ON_FIRST_REPORT = False
-    r = agent.post("/api/pools/agent/", _body(), format="json")
+    r = agent.post("/api/pools/agent/", body(), format="json")
     assert r.status_code == 403 and "bound to no host: an Admin binds it first" in r.json()["detail"]
     assert not AgentBinding.objects.exists() and not Gpu.objects.exists()
     r = admin.patch(
         f"/api/pools/agent-tokens/{agent.token.pk}/", {"hosts": [_host("host001").pk]}, format="json"
     )
     assert r.status_code == 200 and r.json()["bindings"][0]["via"] == "admin"
-    assert agent.post("/api/pools/agent/", _body(), format="json").status_code == 200
+    assert agent.post("/api/pools/agent/", body(), format="json").status_code == 200
 
 
 def test_admin_binds_and_unbinds_through_the_api(agent, admin, client_for, users):
@@ -98,7 +97,7 @@ def test_admin_binds_and_unbinds_through_the_api(agent, admin, client_for, users
         "token": 0, "prefix": agent.token.prefix, "owner": "agent-01", "hosts": [[], ["host002 (base)"]],
         "bound": ["host002 (base)"], "unbound": [],
     }  # fmt: skip
-    assert agent.post("/api/pools/agent/", _body(), format="json").status_code == 403  # host001: not its host
+    assert agent.post("/api/pools/agent/", body(), format="json").status_code == 403  # host001: not its host
     assert [t["id"] for t in admin.get("/api/pools/agent-tokens/", {"host": h2.pk}).json()["results"]] == [
         agent.token.pk
     ]
@@ -111,7 +110,7 @@ def test_admin_binds_and_unbinds_through_the_api(agent, admin, client_for, users
     assert AuditEntry.objects.filter(action="agent.hosts").latest("pk").changes["unbound"] == [
         "host002 (base)"
     ]
-    assert agent.post("/api/pools/agent/", _body(), format="json").status_code == 200
+    assert agent.post("/api/pools/agent/", body(), format="json").status_code == 200
     assert AgentBinding.objects.get().host == h1
     # an unchanged list writes no audit entry; bad input is a 400 naming the field
     admin.put(url, {"hosts": [h1.pk]}, format="json")
@@ -135,7 +134,7 @@ def test_operator_token_is_free_until_an_admin_binds_it(base_fabric, users, admi
     client.credentials(HTTP_AUTHORIZATION=f"Token {key.key}")
 
     def own(host: str) -> dict:  # each host its own GPUs (another host's UUIDs are a 409)
-        return _body(host=host, topo="", nvidia_smi_xml=XML.replace("GPU-", f"GPU-{host}-"))
+        return body(host=host, topo="", nvidia_smi_xml=XML.replace("GPU-", f"GPU-{host}-"))
 
     for host in ("host001", "host002", "host001"):
         assert client.post("/api/pools/agent/", own(host), format="json").status_code == 200
@@ -150,7 +149,7 @@ def test_operator_token_is_free_until_an_admin_binds_it(base_fabric, users, admi
 def test_agent_signed_in_without_a_token_is_refused(agent):
     client = APIClient()
     client.force_login(get_user_model().objects.get(username="agent-01"))
-    r = client.post("/api/pools/agent/", _body(), format="json")
+    r = client.post("/api/pools/agent/", body(), format="json")
     assert r.status_code == 403 and "reports with an API token" in r.json()["detail"]
     assert not Gpu.objects.exists()
 
@@ -171,7 +170,7 @@ def test_first_report_loses_a_race_to_another_host(agent):
 
 def test_a_report_above_the_limit_is_413_without_reading_it(agent, settings, caplog):
     settings.WEFT_AGENT_MAX_BODY_BYTES = 4096
-    big = json.dumps(_body(nvidia_smi_xml=XML + "<!--" + "x" * 5000 + "-->")).encode()
+    big = json.dumps(body(nvidia_smi_xml=XML + "<!--" + "x" * 5000 + "-->")).encode()
     size = len(big)
     with caplog.at_level(logging.INFO):
         r = agent.post("/api/pools/agent/", big, content_type="application/json")
@@ -185,7 +184,7 @@ def test_a_report_above_the_limit_is_413_without_reading_it(agent, settings, cap
     assert [r.levelname for r in caplog.records if r.name == "django.request"] == ["WARNING"]
     # anonymous: 401 first, whatever the size
     assert APIClient().post("/api/pools/agent/", big, content_type="application/json").status_code == 401
-    assert agent.post("/api/pools/agent/", _body(), format="json").status_code == 200  # under it
+    assert agent.post("/api/pools/agent/", body(), format="json").status_code == 200  # under it
 
 
 def test_the_default_limit_leaves_room_for_real_reports(realdata, settings):
@@ -193,7 +192,7 @@ def test_the_default_limit_leaves_room_for_real_reports(realdata, settings):
     folder = realdata / "nvidia-smi"
     if not folder.is_dir():
         pytest.skip(f"{folder} is absent")
-    sizes = {p.name: len(json.dumps(_body(nvidia_smi_xml=p.read_text())).encode()) for p in folder.iterdir()}
+    sizes = {p.name: len(json.dumps(body(nvidia_smi_xml=p.read_text())).encode()) for p in folder.iterdir()}
     assert settings.WEFT_AGENT_MAX_BODY_BYTES == 4 * 1024 * 1024
     assert max(sizes.values()) * 10 < settings.WEFT_AGENT_MAX_BODY_BYTES, sizes
 
@@ -211,7 +210,7 @@ def test_the_default_limit_leaves_room_for_real_reports(realdata, settings):
 )  # fmt: skip
 def test_malformed_xml_is_a_located_400_and_no_traceback(agent, caplog, xml, where):
     with caplog.at_level(logging.INFO):
-        r = agent.post("/api/pools/agent/", _body(nvidia_smi_xml=xml), format="json")
+        r = agent.post("/api/pools/agent/", body(nvidia_smi_xml=xml), format="json")
     assert r.status_code == 400, r.content
     assert (r.json()["field"], r.json()["line"], r.json()["element"]) == where
     assert not Gpu.objects.exists() and not AgentBinding.objects.exists()

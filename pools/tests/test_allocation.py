@@ -24,7 +24,11 @@ from pools.services.allocation import (
     release,
 )
 from pools.signals import allocation_changed
-from weft.testing.gpus import make_gpu_fabric
+from tests.support.gpus import make_gpu_fabric
+
+pytestmark = (
+    pytest.mark.backend
+)  # allocation: select_for_update and bulk inserts with ids (nextval on PostgreSQL)
 
 
 @pytest.fixture

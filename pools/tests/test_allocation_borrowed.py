@@ -29,7 +29,7 @@ from pools.services.allocation import (
     rebalance_borrowed,
     release,
 )
-from weft.testing.gpus import make_gpu_fabric
+from tests.support.gpus import make_gpu_fabric
 
 from .invariants import check_invariants
 

@@ -21,7 +21,9 @@ from pools.services.allocation import (
     pool_usage,
 )
 from pools.signals import allocation_changed
-from weft.testing.gpus import make_gpu_fabric
+from tests.support.gpus import make_gpu_fabric
+
+pytestmark = pytest.mark.backend  # bulk allocation rows (COPY / nextval on PostgreSQL)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from django.db.models import Sum
 
 from pools.models import Allocation, AllocationItem, Gpu, Pool, Tenant
 from pools.services.allocation import AllocationError, AllocationRequest, allocate, pool_usage, release
-from weft.testing.gpus import make_gpu_fabric
+from tests.support.gpus import make_gpu_fabric
 
 THREADS = 40
 PER_THREAD = 5  # 200 allocation requests, plus releases of some of them in between

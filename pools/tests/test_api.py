@@ -12,29 +12,13 @@ from accounts.tokens import create_token
 from fabric.models import Node
 from pools.api.permissions import AGENT_GROUP
 from pools.models import Gpu, HostInventory
-
-XML = """<?xml version="1.0" ?>
-<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">
-<nvidia_smi_log><driver_version>550.54</driver_version><attached_gpus>2</attached_gpus>
-<gpu id="00000000:07:00.0"><product_name>NVIDIA H100</product_name><uuid>GPU-aaa</uuid><minor_number>0</minor_number>
-<fb_memory_usage><total>81559 MiB</total><reserved>479 MiB</reserved><used>4 MiB</used><free>81075 MiB</free></fb_memory_usage>
-<gpu_recovery_action>None</gpu_recovery_action></gpu>
-<gpu id="00000000:0f:00.0"><product_name>NVIDIA H100</product_name><uuid>GPU-bbb</uuid><minor_number>1</minor_number>
-<fb_memory_usage><total>81559 MiB</total><used>17592186044415 MiB</used><free>81075 MiB</free></fb_memory_usage>
-<gpu_recovery_action>Reset</gpu_recovery_action></gpu>
-</nvidia_smi_log>
-"""
-TOPO = "\tGPU0\tGPU1\tmlx5_0\tmlx5_1\nGPU0\t X \tNV18\tPIX\tSYS\nGPU1\tNV18\t X \tSYS\tPIX\n"
-
-
-def _body(**kw) -> dict:
-    return {"host": "host001", "nvidia_smi_xml": XML, "topo": TOPO, **kw}
+from tests.support.agent_reports import XML, body
 
 
 def test_operator_reports_viewer_reads(base_fabric, client_for):
-    r = client_for("viewer").post("/api/pools/agent/", _body(), format="json")
+    r = client_for("viewer").post("/api/pools/agent/", body(), format="json")
     assert r.status_code == 403 and Gpu.objects.count() == 0
-    r = client_for("operator").post("/api/pools/agent/", _body(), format="json")
+    r = client_for("operator").post("/api/pools/agent/", body(), format="json")
     assert r.status_code == 200, r.content
     b = r.json()
     assert (b["host"], b["gpus"], b["mig_slices"], b["added"]) == ("host001", 2, 0, 2)
@@ -63,32 +47,32 @@ def test_host_agent_group_token(base_fabric, users):
     key = create_token(agent_user, "agent", actor=agent_user).key
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    r = client.post("/api/pools/agent/", _body(), format="json")
+    r = client.post("/api/pools/agent/", body(), format="json")
     assert r.status_code == 200 and r.json()["gpus"] == 2
     client.credentials(HTTP_AUTHORIZATION="Token nope")
-    assert client.post("/api/pools/agent/", _body(), format="json").status_code == 401
+    assert client.post("/api/pools/agent/", body(), format="json").status_code == 401
 
 
 def test_host_found_by_hca_guid_whatever_its_name(base_fabric, operator):
     guid = Node.objects.get(description="host002 mlx5_0").node_guid
     hcas = [{"name": "mlx5_0", "node_guid": guid, "ports": [{"port_num": 1, "link_layer": "InfiniBand"}]}]
-    r = operator.post("/api/pools/agent/", _body(host="node-17.example.org", hcas=hcas), format="json")
+    r = operator.post("/api/pools/agent/", body(host="node-17.example.org", hcas=hcas), format="json")
     assert r.status_code == 200 and r.json()["host"] == "host002"
     assert HostInventory.objects.get().hcas[0]["ports"][0]["link_layer"] == "InfiniBand"
 
 
 def test_bad_reports_are_located_and_store_nothing(base_fabric, operator):
-    r = operator.post("/api/pools/agent/", _body(nvidia_smi_xml=XML.replace("</gpu>\n</nvidia", "</gpux>\n</nvidia")),
+    r = operator.post("/api/pools/agent/", body(nvidia_smi_xml=XML.replace("</gpu>\n</nvidia", "</gpux>\n</nvidia")),
                       format="json")  # fmt: skip
     assert r.status_code == 400
     assert (r.json()["field"], r.json()["line"]) == ("nvidia_smi_xml", 9)
-    r = operator.post("/api/pools/agent/", _body(topo="\tGPU0\tmlx5_0\nGPU0\t X \tBAD\n"), format="json")
+    r = operator.post("/api/pools/agent/", body(topo="\tGPU0\tmlx5_0\nGPU0\t X \tBAD\n"), format="json")
     assert r.status_code == 400 and (r.json()["field"], r.json()["line"], r.json()["element"]) == (
         "topo",
         2,
         "GPU0",
     )
-    r = operator.post("/api/pools/agent/", _body(host="ghost"), format="json")
+    r = operator.post("/api/pools/agent/", body(host="ghost"), format="json")
     assert r.status_code == 404 and "no host 'ghost'" in r.json()["detail"]
     r = operator.post("/api/pools/agent/", {"host": "host001"}, format="json")
     assert r.status_code == 400 and "nvidia_smi_xml" in r.json()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pools.models import Allocation, Gpu, Pool, Tenant, TenantMembership
-from weft.testing.gpus import make_gpu_fabric
+from tests.support.gpus import make_gpu_fabric
 
 
 @pytest.fixture

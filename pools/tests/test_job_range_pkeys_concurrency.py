@@ -20,8 +20,8 @@ from lab import netgen
 from pools.models import Pool, Tenant
 from pools.services import partitions as service
 from pools.services.partitions import KEEP, PoolPKeyError, job_range_overlaps, save_pool
-from weft.testing.pglocks import backend_pid, waits_for_a_lock
-from weft.testing.waits import wait_for
+from tests.support.pglocks import backend_pid, waits_for_a_lock
+from tests.support.waits import wait_for
 
 
 @pytest.mark.integration

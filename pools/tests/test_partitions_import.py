@@ -35,6 +35,8 @@ from pools.services.allocation import AllocationRequest, allocate
 from pools.services.partitions import job_partition_name, set_pool_pkey
 from scheduler.models import Job
 
+pytestmark = pytest.mark.backend  # query counts of the partition import
+
 STORAGE = "0x0002c90300aa0001"  # a storage node's port, not on the fabric
 OTHER = "0x0002c90300aa0002"
 

@@ -17,7 +17,7 @@ from pools.lab import seed_lab_gpus
 from pools.models import Gpu, Pool, Tenant
 from pools.services.allocation import AllocationRequest, allocate, release
 from pools.services.partitions import set_pool_pkey
-from weft.testing.waits import wait_for
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.django_db(transaction=True)]
 

@@ -181,7 +181,7 @@ def test_a_rail_lost_with_its_ca_is_resolved_again_when_a_discovery_brings_the_c
     rail_device stays); the import that brings it back gives GPU1 the new CA row as its rail
     (pools.receivers.after_discovery → resolve_lost_rails), audited, one event, one signal."""
     from fabric.services.ingest import import_topology_text
-    from weft.testing.topologies import BASE
+    from tests.support.topologies import BASE
 
     host = Host.objects.get(fabric=base_fabric, name="host001")
     ingest_gpu_report(host, _report(2), source="import")

@@ -4,7 +4,7 @@ tenants), the serializer's messages under their field with nothing written, the 
 refused by ``pools.services.tenancy`` shown without a traceback, and each change audited.
 
 Jobs go through the scheduler's submit service; allocations through the allocation service on a
-GPU fabric made by ``weft.testing.gpus.make_gpu_fabric``."""
+GPU fabric made by ``tests.support.gpus.make_gpu_fabric``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from fabric.models import Fabric, Partition
 from pools.models import Pool, Tenant, TenantMembership
 from pools.services.allocation import AllocationRequest, allocate
 from scheduler.services.queue import JobSpec, submit
-from weft.testing.gpus import make_gpu_fabric
+from tests.support.gpus import make_gpu_fabric
 
 pytestmark = pytest.mark.django_db
 
@@ -255,3 +255,34 @@ def test_a_name_taken_by_a_request_that_committed_meanwhile_is_a_form_error(user
     assert "Another change saved meanwhile took this name or PKey" in text(resp)
     assert Tenant.objects.filter(name="team-x").count() == 1
     assert not AuditEntry.objects.filter(action="tenant.create").exists()
+
+
+def test_tenant_contacts_and_webhook_by_api_and_form_the_secret_write_only(users, client_for):
+    admin = client_for("admin")
+    resp = admin.post(
+        "/api/pools/tenants/",
+        {"name": "team-c", "contacts": ["ops@c.example", "OPS@c.example", "lead@c.example"],
+         "webhook_url": "https://runner.c.example/hook", "webhook_secret": "k3y"},
+        format="json",
+    )  # fmt: skip
+    assert resp.status_code == 201, resp.content
+    body = resp.json()
+    assert body["contacts"] == ["ops@c.example", "lead@c.example"] and "webhook_secret" not in body
+    assert body["webhook_secret_set"] is True and body["webhook_url"] == "https://runner.c.example/hook"
+    t = Tenant.objects.get(name="team-c")
+    assert t.webhook_secret == "k3y"
+    entry = AuditEntry.objects.get(action="tenant.create", object_id=str(t.pk))
+    assert entry.changes["webhook_secret"] == "(set)" and "k3y" not in str(entry.changes)
+    bad = admin.patch(f"/api/pools/tenants/{t.pk}/", {"contacts": ["not-an-address"]}, format="json")
+    assert bad.status_code == 400 and "contacts" in bad.json()
+    # the form: contacts one per line, the secret blank = unchanged
+    form = text(admin.get(f"/pools/tenants/{t.pk}/edit/"))
+    assert "ops@c.example\nlead@c.example" in form and "k3y" not in form
+    resp = admin.post(
+        f"/pools/tenants/{t.pk}/edit/",
+        {"name": "team-c", "description": "", "members": "", "contacts": "ops@c.example, new@c.example",
+         "webhook_url": "https://runner.c.example/hook", "webhook_secret": ""},
+    )  # fmt: skip
+    assert resp.status_code == 302, text(resp)[:2000]
+    t.refresh_from_db()
+    assert t.contacts == ["ops@c.example", "new@c.example"] and t.webhook_secret == "k3y"

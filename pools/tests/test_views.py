@@ -1,7 +1,7 @@
 """Pool and host pages: tenant-scoped rows, used / borrowed / free bars, the pool's allocations,
 hosts and history, a host's GPUs, MIG slices, HCAs with their leaves, and the dashboard's card.
 
-The data is real: the ``rails`` topology (``weft.testing.topologies.RAILS``: host001 and host002
+The data is real: the ``rails`` topology (``tests.support.topologies.RAILS``: host001 and host002
 each with mlx5_0 on rail0-leaf and mlx5_1 on rail1-leaf, LIDs 10-13), imported by the ingest and
 seeded by the lab seed with 8 GPUs per host (GPU i on mlx5_<i mod 2>; host001's GPU7 in MIG mode
 with a 3g.40gb, a 2g.20gb and two 1g.10gb slices), and allocations made through the allocation
@@ -22,8 +22,8 @@ from pools.lab import seed_lab_gpus
 from pools.models import Gpu, Pool, Tenant, TenantMembership
 from pools.services.allocation import AllocationRequest, allocate, pool_usage, release
 from pools.views import bar, bar_segments, fitting_range
-from weft.testing.gpus import make_gpu_fabric
-from weft.testing.topologies import RAILS
+from tests.support.gpus import make_gpu_fabric
+from tests.support.topologies import RAILS
 
 
 def test_bar_segments():

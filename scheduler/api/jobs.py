@@ -116,6 +116,7 @@ class JobViewSet(BriefModeMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
             compute_pct=v["compute_pct"], gpus_per_host=v["gpus_per_host"], segments=v["segments"],
             segment_hosts=v["segment_hosts"], segment_tier=v["segment_tier"], priority_class=v["priority_class"],
             preemptible=v["preemptible"], requeue=v["requeue"], tier=v["tier"], tier_mode=v["tier_mode"], time_limit_s=v["time_limit_s"],
+            on_fault=v["on_fault"], webhook_url=v["webhook_url"], webhook_secret=v["webhook_secret"],
         )  # fmt: skip
         key = request.headers.get(queue.IDEMPOTENCY_FIELD)
         created = True

@@ -12,7 +12,7 @@ from core.validators import printable_text
 from fabric.api.serializers import BriefPartitionSerializer
 from pools.api.serializers import BriefAllocationSerializer, BriefPoolSerializer, BriefTenantSerializer
 
-from ..choices import JobKind, PriorityClass, TopologyMode
+from ..choices import JobKind, OnFault, PriorityClass, TopologyMode
 from ..locality import TIER_NAMES
 from ..models import Job, JobDecision
 from ..services.queue import MAX_COUNT, MAX_SEGMENTS, MAX_TIME_LIMIT_S, describe
@@ -41,7 +41,11 @@ class JobSerializer(serializers.ModelSerializer):
     decision with its explanation, and the reservation when it is the queue's head. In a pool with
     job isolation: ``pkey``/``pkey_hex`` (the job PKey it was given, kept after it ends) and
     ``partition`` (its own partition and applied state while it holds GPUs; null after).
-    ``idempotency_key``: the ``Idempotency-Key`` its owner submitted it with (empty: none)."""
+    ``idempotency_key``: the ``Idempotency-Key`` its owner submitted it with (empty: none).
+    ``faults``: why a ``degraded`` job is degraded (``[{"code", "object_type", "object_key",
+    "host", "message", "details"}]``, codes ``scheduler.services.faults.REASON_CODES``; empty
+    otherwise), ``degraded_at``; ``on_fault`` as submitted (blank: the pool's) and
+    ``effective_on_fault``; ``webhook_url`` (the secret is never shown)."""
 
     url = IdentityUrlField(view_name="scheduler-api:job-detail")
     display = serializers.CharField(source="__str__", read_only=True)
@@ -59,6 +63,8 @@ class JobSerializer(serializers.ModelSerializer):
     partition = BriefPartitionSerializer(
         read_only=True, allow_null=True, help_text="the job's own partition while it holds GPUs"
     )
+    faults = serializers.JSONField(read_only=True, help_text="why it is degraded now")
+    effective_on_fault = serializers.CharField(read_only=True, help_text="on_fault, else its pool's")
 
     class Meta:
         model = Job
@@ -68,7 +74,8 @@ class JobSerializer(serializers.ModelSerializer):
             "segment_tier_name", "request", "priority_class", "priority", "preemptible", "requeue", "preemptions", "tier", "tier_name",
             "tier_mode", "time_limit_s", "state", "reason", "pending_code", "submitted_at", "placed_at", "started_at",
             "ended_at", "allocation", "placement", "decision", "decided_at", "reserved_start", "reserved_hosts",
-            "pkey", "pkey_hex", "partition", "idempotency_key",
+            "pkey", "pkey_hex", "partition", "idempotency_key", "faults", "degraded_at", "on_fault",
+            "effective_on_fault", "webhook_url",
         ]  # fmt: skip
 
     def get_pkey_hex(self, job: Job) -> str | None:
@@ -134,6 +141,18 @@ class SubmitJobSerializer(serializers.Serializer):
     )  # fmt: skip
     tier_mode = serializers.ChoiceField(choices=TopologyMode.choices, default=TopologyMode.PREFERRED)
     time_limit_s = serializers.IntegerField(min_value=1, max_value=MAX_TIME_LIMIT_S, required=False, allow_null=True, default=None)  # fmt: skip
+    on_fault = serializers.ChoiceField(
+        choices=OnFault.choices, required=False, allow_blank=True, default="",
+        help_text="when its fabric fails: notify, requeue or replace (blank: the pool's)",
+    )  # fmt: skip
+    webhook_url = serializers.URLField(
+        max_length=500, required=False, allow_blank=True, default="",
+        help_text="POSTed, signed, on each state change (blank: the tenant's webhook)",
+    )  # fmt: skip
+    webhook_secret = serializers.CharField(
+        max_length=200, required=False, allow_blank=True, default="", write_only=True,
+        help_text="HMAC-SHA256 key of X-Weft-Signature (write-only)",
+    )  # fmt: skip
 
 
 class CancelJobSerializer(serializers.Serializer):

@@ -43,8 +43,10 @@ per time step; both ends are read whichever end gives the traffic. Nothing is re
 module only aligns, swaps, sums and takes maxima of what the history returns.
 
 The alarms are those of the window (first seen before its end, not cleared before its start) on
-any of the job's CA nodes (by row or, once gone from the fabric, by GUID), the units' leaf
-switches, any port of its links (both ends), or one of its links (by link key).
+any of the job's CA nodes (by row or, once gone from the fabric, by GUID and by the host its
+``node.removed`` names), the units' leaf switches, any port of its links (both ends), one of its
+links (by link key), or a link of one of its HCAs that is gone (a pulled cable: its ``link.down``
+names it by key, the row is deleted).
 
 Pure reads; nothing is written.
 """
@@ -60,8 +62,9 @@ from django.utils import timezone
 
 from events.models import Alarm
 from fabric.choices import NodeType
-from fabric.keys import link_key, port_name
+from fabric.keys import link_key, port_name, split_link_key
 from fabric.models import Fabric, Link, Node, Port
+from fabric.services.derive import host_for
 from pools.models import AllocationItem
 from telemetry.services.history import port_series
 
@@ -405,17 +408,35 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
             "no counter history of these links in the window (no sweep stored, or rolled off)"
         )
 
-    # alarms of the window on those nodes and ports
+    # alarms of the window on those nodes and ports, and on the links of its HCAs that are gone
+    # (a pulled cable's link row is deleted: its link.down alarm names it by key) and on its
+    # HCAs gone from the fabric (node.removed names them by GUID and name)
     node_ids = set(ca_ids) | switch_ids
+    window = Q(first_seen__lte=end) & (Q(cleared_at__isnull=True) | Q(cleared_at__gte=start))
+    ca_guids = {ca.node_guid for ca in cas}
+    fabric_ids = list(fabric_counts) or [job.pool.fabric_id or 0]
+    for key, otype, text in (
+        Alarm.objects.filter(window, object_type__in=["link", "node"], fabric_id__in=fabric_ids)
+        .exclude(object_key__in=link_keys)
+        .values_list("object_key", "object_type", "object_repr")
+    ):  # fmt: skip
+        if otype == "link":
+            try:
+                ends = split_link_key(key)
+            except ValueError:
+                continue
+            if any(g in ca_guids for g, _ in ends):
+                link_keys.append(key)
+        elif host_for(NodeType.CA, text, text) in names:
+            ca_guids.add(key)
     alarms = (
         Alarm.objects.filter(
             Q(node_id__in=node_ids)
             | Q(port_id__in=port_ids)
             | Q(object_type="link", object_key__in=link_keys)
-            | Q(object_type="node", object_key__in=[ca.node_guid for ca in cas])
+            | Q(object_type="node", object_key__in=sorted(ca_guids))
         )
-        .filter(first_seen__lte=end)
-        .filter(Q(cleared_at__isnull=True) | Q(cleared_at__gte=start))
+        .filter(window)
         .order_by("-first_seen", "-id")[:MAX_ALARMS]
     )
     out["alarms"] = [

@@ -106,9 +106,11 @@ from pools.services.partitions import (
 from ..choices import (
     HOLDING,
     PRIORITY,
+    RUNNING_STATES,
     TRANSITIONS,
     JobKind,
     JobState,
+    OnFault,
     PendingCode,
     PriorityClass,
     TopologyMode,
@@ -203,6 +205,11 @@ class JobSpec:
     tier: int | str | None = None
     tier_mode: str = TopologyMode.PREFERRED
     time_limit_s: int | None = None
+    #: what to do when its fabric fails (blank: the pool's; ``scheduler.services.faults``)
+    on_fault: str = ""
+    #: the runner's signed webhook (blank: the tenant's); the secret is its HMAC key
+    webhook_url: str = ""
+    webhook_secret: str = ""
 
     def validate(self) -> tuple[int | None, int | None]:
         """Check every field; returns ``(tier, segment_tier)`` as numbers. Raises
@@ -227,6 +234,18 @@ class JobSpec:
             raise InvalidJob(f"time_limit_s must be 1..{MAX_TIME_LIMIT_S}", field="time_limit_s")
         if len(self.gpu_model) > 96:
             raise InvalidJob("gpu_model is at most 96 characters", field="gpu_model")
+        if self.on_fault and self.on_fault not in OnFault.values:
+            raise InvalidJob(
+                f"on_fault must be one of {', '.join(OnFault.values)} (blank: the pool's)", field="on_fault"
+            )
+        if self.webhook_url and (
+            len(self.webhook_url) > 500 or not self.webhook_url.startswith(("http://", "https://"))
+        ):
+            raise InvalidJob(
+                "webhook_url is an http:// or https:// URL of at most 500 characters", field="webhook_url"
+            )
+        if len(self.webhook_secret or "") > 200:
+            raise InvalidJob("webhook_secret is at most 200 characters", field="webhook_secret")
         tier = seg_tier = None
         if self.tier not in (None, ""):
             try:
@@ -302,12 +321,20 @@ def _fabric_for(job: Job) -> Fabric | None:
 
 
 def _event_spec(job: Job, code: str, message: str, details: dict | None = None) -> EventSpec:
-    """A job event: keyed by the job, its tenant and pool in the details beside ``details``."""
+    """A job event: keyed by the job, its tenant and pool in the details beside ``details``;
+    those the tenant hears of (``faults.TENANT_MAIL_CODES``) name its contacts in ``notify``
+    (the alarm engine mails them)."""
+    notify = {"notify": job.tenant.contacts} if code in TENANT_MAIL_CODES and job.tenant.contacts else {}
     return EventSpec(
         code=code, object_type="job", object_key=str(job.pk), object_repr=f"{job} ({job.tenant.name})",
-        message=message, details={"job": job.pk, "tenant": job.tenant_id, "pool": job.pool_id, **(details or {})},
+        message=message, details={"job": job.pk, "tenant": job.tenant_id, "pool": job.pool_id, **(details or {}),
+                                  **notify},
         tenant_id=job.tenant_id,
     )  # fmt: skip
+
+
+#: job event codes whose mail goes to the tenant's contacts too (``scheduler.services.faults``)
+TENANT_MAIL_CODES = frozenset({"job.degraded", "job.requeued", "job.replaced", "job.failed"})
 
 
 def job_event(job: Job, code: str, message: str, now: datetime, details: dict | None = None) -> None:
@@ -501,7 +528,7 @@ IDEMPOTENCY_KEY_MAX = 255
 REQUEST_FIELDS = (
     "name", "tenant_id", "pool_id", "kind", "count", "gpu_model", "mig_profile", "memory_mib", "compute_pct",
     "gpus_per_host", "segments", "segment_hosts", "segment_tier", "priority_class", "preemptible", "requeue",
-    "tier", "tier_mode", "time_limit_s",
+    "tier", "tier_mode", "time_limit_s", "on_fault", "webhook_url",
 )  # fmt: skip
 
 
@@ -609,7 +636,8 @@ def _submit(spec: JobSpec, user, now: datetime | None, key: str) -> tuple[Job, b
             segments=spec.segments, segment_hosts=spec.segment_hosts, segment_tier=seg_tier,
             priority_class=spec.priority_class, preemptible=spec.preemptible,
             requeue=spec.preemptible if spec.requeue is None else spec.requeue,
-            tier=tier, tier_mode=spec.tier_mode, time_limit_s=spec.time_limit_s,
+            tier=tier, tier_mode=spec.tier_mode, time_limit_s=spec.time_limit_s, on_fault=spec.on_fault,
+            webhook_url=spec.webhook_url,
         )  # fmt: skip
         if key:
             existing = Job.objects.filter(owner=owner, idempotency_key=key).first()
@@ -622,6 +650,7 @@ def _submit(spec: JobSpec, user, now: datetime | None, key: str) -> tuple[Job, b
             with transaction.atomic():  # a retry racing the first request: the unique key decides
                 job = Job.objects.create(
                     **fields, owner=owner, idempotency_key=key, priority=PRIORITY[spec.priority_class],
+                    webhook_secret=spec.webhook_secret,
                     submitted_at=now, reason="waiting for a scheduling pass",
                 )  # fmt: skip
         except IntegrityError:
@@ -682,7 +711,8 @@ def start(job_id: int, *, user=None, now: datetime | None = None) -> Job:
     now = now or timezone.now()
     with transaction.atomic():
         job = _locked(job_id)
-        _check_transition(job, JobState.RUNNING)
+        if job.state != JobState.PLACED:  # (degraded → running is the fault service's)
+            raise JobConflict(f"job {job.pk} is {job.state}: it cannot become running", state=job.state)
         job.state, job.started_at, job.reason = JobState.RUNNING, now, ""
         job.save(update_fields=["state", "started_at", "reason"])
         _record_decision(job, JobState.RUNNING, ["started"], {}, now)
@@ -854,7 +884,7 @@ def expire_time_limits(now: datetime | None = None) -> int:
     now = now or timezone.now()
     n = 0
     overdue = (
-        Job.objects.filter(state=JobState.RUNNING, time_limit_s__isnull=False, started_at__lt=now)
+        Job.objects.filter(state__in=RUNNING_STATES, time_limit_s__isnull=False, started_at__lt=now)
         .order_by("pk")
         .values_list("pk", "started_at", "time_limit_s")
     )
@@ -863,7 +893,7 @@ def expire_time_limits(now: datetime | None = None) -> int:
             continue
         with transaction.atomic():
             job = _locked(pk)
-            if job.state != JobState.RUNNING or job.started_at != started:
+            if job.state not in RUNNING_STATES or job.started_at != started:
                 continue
             ran = (now - started).total_seconds()
             _end(
@@ -972,10 +1002,27 @@ def set_reclaimer(reclaim: Callable[[datetime], list[dict]]) -> None:
     _reclaimer = reclaim
 
 
+def _no_replace(now: datetime) -> dict[str, int]:
+    return {"replaced": 0, "requeued": 0}
+
+
+#: a pass's first step: degraded jobs with ``on_fault=replace`` get healthy hosts
+#: (``scheduler.services.faults.replace_faulted``), set by ``SchedulerConfig.ready``
+_replacer: Callable[[datetime], dict[str, int]] = _no_replace
+
+
+def set_replacer(replace: Callable[[datetime], dict[str, int]]) -> None:
+    """Make every pass begin with ``replace(now)`` (the fault service imports this module, the
+    one writer of jobs, so it is handed over at start instead of imported here)."""
+    global _replacer
+    _replacer = replace
+
+
 def _one_pass(now: datetime | None) -> dict[str, Any]:
     t0 = time.perf_counter()
     now = now or timezone.now()
     expired = expire_time_limits(now)
+    replaced = _replacer(now)  # before the free state is read: a host goes to one of them
     pending = list(Job.objects.filter(state=JobState.PENDING).select_related("pool", "tenant").order_by("pk"))
     if not pending:
         Job.objects.filter(reserved_start__isnull=False).update(reserved_start=None, reserved_hosts=[])
@@ -983,6 +1030,7 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
             "pending": 0,
             "placed": 0,
             "expired": expired,
+            **replaced,
             "duration_s": round(time.perf_counter() - t0, 4),
         }
     loc = state.current_locality()
@@ -1041,6 +1089,7 @@ def _one_pass(now: datetime | None) -> dict[str, Any]:
         "placed": 0,
         **plan.summary(),
         "reclaimed": reclaimed,
+        **replaced,
     }
     summary["engine_calls"] = plan.engine_calls
     summary |= {

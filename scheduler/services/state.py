@@ -35,10 +35,10 @@ from django.db.models import Count, Max, Q, Sum
 
 from events.models import Alarm
 from fabric.choices import NodeType
-from fabric.keys import link_name, split_port_key
+from fabric.keys import link_name
 from fabric.models import Discovery, Fabric, Host, Link, Node
-from fabric.services.derive import host_for
 from pools.choices import AllocationKind, GpuState
+from pools.fabric_faults import host_fabric_faults
 from pools.models import AllocationItem, Gpu, HostInventory, MigSlice, Pool
 from pools.services.allocation import gpu_capacity, pool_usage
 
@@ -187,58 +187,12 @@ def free_gpu_ids(host_ids, pool_model: str, job_model: str) -> dict[int, list[in
     return out
 
 
-def _link_key_guids(key: str) -> list[str]:
-    """The node GUIDs of a link key ``<guid>/<port>-<guid>/<port>`` (``fabric.keys``); [] when
-    the key is not one."""
-    a, sep, b = key.partition("-")
-    out = []
-    for part in (a, b) if sep else ():
-        try:
-            out.append(split_port_key(part)[0])
-        except ValueError:
-            return []
-    return out
-
-
 def unusable_hosts(loc: Locality) -> dict[str, str]:
-    """Host name → why it is not placed on now (module docstring)."""
+    """Host name → why it is not placed on now (module docstring), the first reason of
+    ``pools.fabric_faults.host_fabric_faults`` (shared with the host pages)."""
     names = _host_names(loc)
-    fabrics = _fabric_ids(loc)
-    out: dict[str, str] = {}
-    cas = Node.objects.filter(fabric_id__in=fabrics, host__isnull=False).exclude(node_type=NodeType.SWITCH)
-    for host_id, name, since in cas.filter(unreachable_since__isnull=False).values_list(
-        "host_id", "name", "unreachable_since"
-    ):
-        if host_id in names:
-            out.setdefault(names[host_id], f"HCA {name} unreachable since {since:%Y-%m-%d %H:%M:%S}")
-    # an HCA the discovery no longer sees (its only cable pulled) has no row: its node.removed
-    # alarm names it, and the host comes from that name (fabric.services.derive.host_for)
-    by_name = {(s.fabric_id, name) for name, s in loc.hosts.items()}
-    for fabric_id, text in (
-        Alarm.objects.open()
-        .filter(code="node.removed", fabric_id__in=fabrics)
-        .values_list("fabric_id", "object_repr")
-    ):
-        host = host_for(NodeType.CA, text, text)
-        if host and (fabric_id, host) in by_name:
-            out.setdefault(host, f"HCA {text} is no longer on the fabric")
-    alarms = list(
-        Alarm.objects.open()
-        .filter(code="link.down", fabric_id__in=fabrics)
-        .values_list("fabric_id", "object_key", "object_repr")
-    )
-    if alarms:
-        guids = {g for _, key, _ in alarms for g in _link_key_guids(key)}
-        host_of = {
-            (f, g): h
-            for f, g, h in cas.filter(node_guid__in=guids).values_list("fabric_id", "node_guid", "host_id")
-        }
-        for fabric_id, key, text in alarms:
-            for g in _link_key_guids(key):
-                host_id = host_of.get((fabric_id, g))
-                if host_id in names:
-                    out.setdefault(names[host_id], f"HCA link down: {text or key}")
-    return out
+    faults = host_fabric_faults(fabric_ids=_fabric_ids(loc))
+    return {names[h]: reasons[0] for h, reasons in faults.items() if h in names}
 
 
 def _uplinks(loc: Locality) -> dict[int, list[str]]:

@@ -10,7 +10,7 @@ from django.urls import include, path
 from pools.models import Pool, Tenant, TenantMembership
 from scheduler.models import Job, TenantShare
 from scheduler.services.queue import JobSpec, run_pass, submit
-from weft.testing.jobs import gpu_cluster
+from tests.support.jobs import gpu_cluster
 
 
 @pytest.fixture

@@ -13,7 +13,9 @@ from scheduler.choices import JobState
 from scheduler.models import Job
 from scheduler.services import queue
 from scheduler.services.queue import JobSpec, run_pass, submit
-from weft.testing.jobs import gpu_cluster
+from tests.support.jobs import gpu_cluster
+
+pytestmark = pytest.mark.backend  # bulk binds (COPY / nextval on PostgreSQL)
 
 
 @pytest.fixture

@@ -10,10 +10,20 @@ from datetime import timedelta
 from django.utils import timezone
 
 from pools.lab import seed_demo_pools
-from scheduler.demo import FILL_JOB, FILL_POOL, PREFIX, DemoJob, JobStream, kind_of
+from pools.models import Tenant
+from scheduler.demo import (
+    DEMO_JOBS,
+    FILL_JOB,
+    FILL_POOL,
+    PREFIX,
+    DemoJob,
+    JobStream,
+    kind_of,
+    running_job_hcas,
+)
 from scheduler.models import Job, JobDecision
 from scheduler.services.queue import run_pass
-from weft.testing.jobs import gpu_cluster
+from tests.support.jobs import gpu_cluster
 
 
 def test_the_stream_submits_mixed_jobs_that_are_placed_run_and_end(db):
@@ -57,6 +67,18 @@ def test_the_stream_submits_mixed_jobs_that_are_placed_run_and_end(db):
         <= 6
     )
     assert FILL_JOB.count == 64  # the demo's own fill jobs are 8 whole hosts
+    # a mix of fault policies, tenants with contacts (their fault mail), and the hosts of running
+    # stream jobs (not fill jobs) offered to the fault injector's HCA pulls
+    assert {j.on_fault for j in jobs} >= {"replace", ""} and {k.on_fault for k in DEMO_JOBS} >= {
+        "replace", "requeue", ""}  # fmt: skip
+    assert all(t.contacts == [f"{t.name}-team@tenants.weft.local"] for t in Tenant.objects.all())
+    running_hosts = {
+        h for j in Job.objects.filter(name__startswith=PREFIX, state="running").exclude(pool__name=FILL_POOL)
+        for h in j.placement
+    }  # fmt: skip
+    hcas = running_job_hcas(c.fabric.pk)
+    assert running_hosts and {n.split()[0] for n, _ in hcas} == running_hosts and {p for _, p in hcas} == {1}
+    assert running_job_hcas(c.fabric.pk, exclude={hcas[0][0]}) == hcas[1:]
 
 
 def test_kind_of_reads_the_stream_names_only():

@@ -19,7 +19,7 @@ from scheduler.exports import (
 )
 from scheduler.hostlist import expand
 from scheduler.topology import build_from_rows
-from weft.testing.topology_rows import Builder, fat_tree_2level, fat_tree_3level, rail_pods
+from tests.support.topology_rows import Builder, fat_tree_2level, fat_tree_3level, rail_pods
 
 
 def _hosts_of_conf(lines):

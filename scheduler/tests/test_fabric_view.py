@@ -21,7 +21,7 @@ from scheduler.services.state import current_locality
 from telemetry.models import CounterChunk
 from telemetry.semantics import congestion_index, link_bytes_per_s
 from telemetry.services.history import build_chunks
-from weft.testing.jobs import gpu_cluster
+from tests.support.jobs import gpu_cluster
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from scheduler.services.fabric_view import job_fabric_view
 from scheduler.services.queue import JobSpec, submit
 from telemetry.services.history import port_series
 from telemetry.services.sweep import poll_fabric
-from weft.testing.waits import wait_for
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.django_db(transaction=True)]
 

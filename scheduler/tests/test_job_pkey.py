@@ -16,7 +16,7 @@ from pools.models import Allocation
 from scheduler.choices import JobState
 from scheduler.models import Job
 from scheduler.services.queue import JobSpec, cancel, finish, run_pass, submit
-from weft.testing.jobs import gpu_cluster
+from tests.support.jobs import gpu_cluster
 
 
 @pytest.fixture

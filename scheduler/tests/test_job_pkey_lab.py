@@ -19,7 +19,7 @@ from pools.models import Pool, Tenant
 from scheduler.choices import JobState
 from scheduler.models import Job
 from scheduler.services.queue import JobSpec, finish, run_pass, submit
-from weft.testing.waits import wait_for
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.django_db(transaction=True)]
 

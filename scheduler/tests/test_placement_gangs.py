@@ -10,8 +10,8 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from scheduler.placement import Congestion, FreeState, Mark, Request, Segments, place, place_rescanning
-from scheduler.tests.test_placement import SETTINGS, localities, states
-from weft.testing.localities import fat_tree, tree
+from tests.support.localities import fat_tree, tree
+from tests.support.placement_strategies import SETTINGS, localities, states
 
 
 @SETTINGS

@@ -18,7 +18,7 @@ from scheduler.planner import (
     gpu_equivalents,
     plan_pass,
 )
-from weft.testing.localities import fat_tree
+from tests.support.localities import fat_tree
 
 H100 = "nvidia h100 80gb hbm3"
 

@@ -23,7 +23,9 @@ from scheduler.choices import JobState
 from scheduler.models import Job, JobDecision
 from scheduler.services import queue
 from scheduler.services.queue import InvalidJob, JobConflict, JobSpec, cancel, finish, run_pass, start, submit
-from weft.testing.jobs import gpu_cluster
+from tests.support.jobs import gpu_cluster
+
+pytestmark = pytest.mark.backend  # the queue's bulk updates, row locks and leases (Redis)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from scheduler import receivers
 from scheduler.models import Job
 from scheduler.services import queue
 from scheduler.services.queue import JobSpec, submit
-from weft.testing.jobs import gpu_cluster
+from tests.support.jobs import gpu_cluster
 
 
 @pytest.mark.integration

@@ -25,7 +25,7 @@ from scheduler.services import queue
 from scheduler.services.queue import PASS_LOCK, JobSpec, finish, run_pass, submit
 from scheduler.services.rebalance import plan_rebalance, run_rebalance
 from telemetry.models import PortCounters, Sweep
-from weft.testing.jobs import gpu_cluster
+from tests.support.jobs import gpu_cluster
 
 
 @pytest.fixture

@@ -19,9 +19,9 @@ from pools.services import tenancy
 from scheduler.models import Job
 from scheduler.services import queue
 from scheduler.services.queue import JobSpec
-from weft.testing.gpus import make_gpu_fabric
-from weft.testing.pglocks import backend_pid, waits_for_a_lock
-from weft.testing.waits import wait_for
+from tests.support.gpus import make_gpu_fabric
+from tests.support.pglocks import backend_pid, waits_for_a_lock
+from tests.support.waits import wait_for
 
 
 @pytest.mark.integration

@@ -14,7 +14,7 @@ from events.models import Event
 from pools.models import TenantMembership
 from scheduler.models import Job
 from scheduler.services.queue import IdempotencyConflict, InvalidJob, JobSpec, submit_with_key
-from weft.testing.jobs import gpu_cluster
+from tests.support.jobs import gpu_cluster
 
 URL = "/api/scheduler/jobs/"
 KEY = "8e03978e-40d5-43e8-bc93-6894a57f9324"

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from scheduler.locality import TIERS
 from scheduler.topology import build_from_rows, group_name
-from weft.testing.topology_rows import Builder, fat_tree_2level, fat_tree_3level, rail_pods
+from tests.support.topology_rows import Builder, fat_tree_2level, fat_tree_3level, rail_pods
 
 
 def _names(loc, tier):

@@ -13,7 +13,7 @@ from django.utils.html import escape
 from pools.models import Pool, Tenant, TenantMembership
 from scheduler.models import Job
 from scheduler.services.queue import JobSpec, run_pass, submit
-from weft.testing.jobs import gpu_cluster
+from tests.support.jobs import gpu_cluster
 
 
 @pytest.fixture

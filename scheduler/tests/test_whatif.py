@@ -9,7 +9,7 @@ from pools.models import Allocation
 from scheduler.models import Job, JobDecision
 from scheduler.services.queue import InvalidJob, JobSpec, run_pass, submit
 from scheduler.services.whatif import dry_run
-from weft.testing.jobs import gpu_cluster
+from tests.support.jobs import gpu_cluster
 
 
 def _state():

@@ -22,9 +22,11 @@ from django.test import override_settings
 from accounts.roles import set_role
 from telemetry.models import Sweep
 from telemetry.signals import sweep_committed
+from tests.support.telemetry import make_fabric, write_sweep
+from tests.support.ws import HOST, ORIGIN, session_headers
 from weft.asgi import application
-from weft.testing.telemetry import make_fabric, write_sweep
-from weft.testing.ws import HOST, ORIGIN, session_headers
+
+pytestmark = pytest.mark.backend  # the channel layer and cache (Redis in production)
 
 
 def make_viewer(name: str = "vic", active: bool = True):

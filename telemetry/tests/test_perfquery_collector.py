@@ -11,7 +11,7 @@ from fabric.models import Fabric, Node, Port
 from telemetry.collectors.counters import run_perfquery
 from telemetry.models import PortCounters
 from telemetry.services.sweep import poll_fabric
-from telemetry.tests.test_parsers import PLAIN_LID133
+from tests.support.perfquery_text import PLAIN_LID133
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ from fabric.models import Port
 from fabric.services.ingest import import_topology_text
 from telemetry.models import PortCounters
 from telemetry.porttable import BadParam, PortTableQuery, fabric_norm, port_table
-from weft.testing.topologies import BASE
+from tests.support.topologies import BASE
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.backend]  # backend: query counts of the port table
 
 #: BASE with host002's cable at 4x EDR (100 Gb/s) instead of HDR: the one link below the norm
 SLOW = BASE.replace(

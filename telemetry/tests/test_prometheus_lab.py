@@ -23,7 +23,7 @@ from fabric.models import Fabric
 from fabric.services.discovery import discover
 from telemetry.models import PortCounters
 from telemetry.services.sweep import poll_fabric
-from weft.testing.waits import wait_for
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

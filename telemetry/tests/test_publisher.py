@@ -15,7 +15,7 @@ import pytest
 from telemetry.models import Sweep
 from telemetry.services import publisher
 from telemetry.signals import sweep_committed
-from weft.testing.telemetry import make_fabric, write_sweep
+from tests.support.telemetry import make_fabric, write_sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

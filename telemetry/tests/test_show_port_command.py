@@ -6,7 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from fabric.services.ingest import import_topology_text
-from weft.testing.topologies import BASE
+from tests.support.topologies import BASE
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from telemetry.models import PortCounters, Sweep
 from telemetry.parsers.ibqueryerrors import parse_ibqueryerrors
 from telemetry.parsers.perfquery import merge_port_counters, parse_perfquery
 from telemetry.services.sweep import poll_fabric
-from weft.testing.waits import wait_for
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.django_db(transaction=True)]
 

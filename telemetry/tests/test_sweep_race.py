@@ -10,7 +10,9 @@ from fabric.services.ingest import import_topology_text
 from telemetry.collectors.counters import Collected
 from telemetry.models import PortCounters, Sweep
 from telemetry.services import sweep as sweep_mod
-from weft.testing.topologies import BASE
+from tests.support.topologies import BASE
+
+pytestmark = pytest.mark.backend  # a sweep's commit against a concurrent removal (foreign keys)
 
 WITHOUT_H2 = BASE.replace('[2] "h2"[1] # "host001 mlx5_1" lid 11 4xHDR\n', "").replace(
     'Hca 1 "h2" # "host001 mlx5_1"\n[1] "leaf1"[2] # lid 11 lmc 0 "leaf-1" lid 2 4xHDR\n', ""

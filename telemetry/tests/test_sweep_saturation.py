@@ -14,7 +14,7 @@ from telemetry.collectors.counters import Collected, PortRead
 from telemetry.models import PortCounters
 from telemetry.services import sweep as sweep_mod
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.backend]  # backend: the sweep store (COPY on PostgreSQL)
 
 TOP = 0xFFFFFFFF
 

@@ -12,7 +12,9 @@ from telemetry import semantics
 from telemetry.collectors.counters import Collected, PortRead
 from telemetry.models import PortCounters
 from telemetry.services import sweep as sweep_mod
-from weft.testing.topologies import BASE
+from tests.support.topologies import BASE
+
+pytestmark = pytest.mark.backend  # the sweep store: COPY into a staging table on PostgreSQL
 
 # the same fabric after an SM restart handed out other LIDs (same nodes, ports, links)
 RELIDDED = BASE.replace("lid 10 ", "lid 20 ").replace("lid 11 ", "lid 21 ").replace("lid 12 ", "lid 22 ")

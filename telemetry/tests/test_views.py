@@ -15,7 +15,9 @@ from fabric.choices import PortState
 from fabric.models import Port
 from telemetry import producer
 from telemetry.models import Sweep, SweepStatus
-from weft.testing.telemetry import make_fabric, write_sweep
+from tests.support.telemetry import make_fabric, write_sweep
+
+pytestmark = pytest.mark.backend  # the cache (Redis in production)
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.test_heatmap import admin_token, api
-from tests.browser.test_map import api_get, login
+from tests.support.map_pages import api_get, login
+from tests.support.server_api import admin_token, api
 
 pytestmark = pytest.mark.browser
 

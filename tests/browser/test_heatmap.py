@@ -12,34 +12,16 @@ import json
 import re
 import threading
 import time
-import urllib.request
 
 import pytest
 
 from lab import netgen
 from tests.browser_support import login
+from tests.support.server_api import admin_token, api
 
 pytestmark = [pytest.mark.browser, pytest.mark.lab, pytest.mark.slow]
 
 POLL_S = 1.0
-
-
-def api(server, token: str, method: str, path: str, body: dict | None = None) -> dict:
-    req = urllib.request.Request(
-        f"{server.url}{path}",
-        method=method,
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        return json.loads(resp.read() or b"{}")
-
-
-def admin_token(server) -> str:
-    out = server.manage("drf_create_token", "admin").stdout
-    match = re.search(r"Generated token (\w+)", out)
-    assert match, out
-    return match.group(1)
 
 
 def lab_fabric(lab_factory, weft_server_factory):

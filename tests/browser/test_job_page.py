@@ -1,7 +1,7 @@
 """Browser test of the job page (real server, Debian Chromium): the job's hosts are marked on the
 embedded fabric map and the fabric view's charts are drawn from the stored counter history.
 
-Data goes through the real paths: ``import_topology`` (``weft.testing.topologies.RAILS``: host001
+Data goes through the real paths: ``import_topology`` (``tests.support.topologies.RAILS``: host001
 and host002, each with mlx5_0 on rail0-leaf and mlx5_1 on rail1-leaf), ``seed_gpus``, a tenant and
 pool through the REST API, a job submitted through ``POST /api/scheduler/jobs/`` and placed by the
 server's own scheduling pass. Counter history of the job's HCA ports is stored as a sweep stores it
@@ -18,11 +18,11 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from lab import netgen
-from tests.browser.test_map import overlapping
-from tests.browser.test_pools import DIM, HIGHLIGHT, api, token
 from tests.browser_support import login
-from weft.testing.topologies import RAILS
-from weft.testing.waits import wait_for
+from tests.support.map_pages import overlapping
+from tests.support.pool_pages import DIM, HIGHLIGHT, api, token
+from tests.support.topologies import RAILS
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.browser
 

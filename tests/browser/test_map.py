@@ -8,46 +8,14 @@ clicks on the WebGL canvas go to the position sigma.js gives for the node.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.browser_support import PASSWORD
+from tests.support.map_pages import SELENE, api_get, import_file, login, open_map, overlapping
 
 pytestmark = pytest.mark.browser
 
 NDR = "ibnetdiscover/nvidia_topograph_ndr_dgx.ibnetdiscover.out"  # 40 switches + 582 CAs
 SMALL = "ibnetdiscover/ufm_small_topo_file.ibnetdiscover.txt"
-SELENE = "ibnetdiscover/selene_compute.ibnetdiscover.txt.gz"
-
-
-def login(page, server, user: str, next_url: str = "/fabric/") -> None:
-    """Sign in through the login form, landing on ``next_url`` (not the dashboard, another app's
-    page that these tests do not depend on)."""
-    page.goto(f"{server.url}/accounts/login/?next={next_url}")
-    page.fill("input[name=username]", user)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("#login-form button[type=submit]")
-    page.wait_for_url(f"{server.url}{next_url}")
-
-
-def import_file(server, path, fabric: str) -> dict:
-    proc = server.manage("import_topology", str(path), "--fabric", fabric)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def api_get(page, server, url: str) -> dict:
-    resp = page.request.get(server.url + url, headers={"Accept": "application/json"})
-    assert resp.ok, f"{url}: HTTP {resp.status}"
-    return resp.json()
-
-
-def open_map(page, server, fabric: str, timeout: float = 60000) -> dict:
-    page.goto(f"{server.url}/fabric/map/?fabric={fabric}")
-    page.wait_for_selector("#map[data-state=ready], #map[data-state=error]", timeout=timeout)
-    data = page.eval_on_selector("#map", "el => ({...el.dataset})")
-    assert data["state"] == "ready", page.inner_text("#map")
-    return data
 
 
 def test_map_draws_fabric_search_and_click(weft_server, browser_page, realdata):
@@ -160,19 +128,6 @@ def test_admin_imports_a_second_fabric_from_the_ui(weft_server, browser_page, re
     assert line and int(line) >= 1
     assert bad.name in page.inner_text("#import-error")
     assert api_get(page, server, "/api/fabric/fabrics/?name=broken")["count"] == 0
-
-
-def overlapping(boxes: list[dict]) -> list[tuple[str, str]]:
-    """Pairs of label boxes (``weftMap.labelBoxes()``) whose text boxes intersect."""
-    return [
-        (a["label"], b["label"])
-        for i, a in enumerate(boxes)
-        for b in boxes[i + 1 :]
-        if a["left"] < b["right"]
-        and b["left"] < a["right"]
-        and a["top"] < b["bottom"]
-        and b["top"] < a["bottom"]
-    ]
 
 
 def test_collapsed_group_labels_stay_inside_the_canvas(weft_server, browser_page, realdata):

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.browser.test_map import api_get, import_file, login, open_map
+from tests.support.map_pages import api_get, import_file, login, open_map
 
 pytestmark = [pytest.mark.browser, pytest.mark.snmpsim]
 

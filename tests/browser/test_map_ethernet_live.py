@@ -15,9 +15,9 @@ import time
 import pytest
 
 from devices import mibs
-from tests.browser.test_heatmap import admin_token, api
-from tests.browser.test_map import api_get, import_file, login, open_map
-from weft.testing import snmprec
+from tests.support import snmprec
+from tests.support.map_pages import api_get, import_file, login, open_map
+from tests.support.server_api import admin_token, api
 
 pytestmark = [pytest.mark.browser, pytest.mark.snmpsim]
 

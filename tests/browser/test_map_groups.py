@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.browser.test_map import SELENE, api_get, import_file, login, open_map
+from tests.support.map_pages import SELENE, api_get, import_file, login, open_map
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from lab import netgen
-from tests.browser.test_heatmap import admin_token, api
 from tests.browser_support import login
+from tests.support.server_api import admin_token, api
 
 pytestmark = [pytest.mark.browser, pytest.mark.lab, pytest.mark.slow]
 

@@ -1,51 +1,25 @@
 """Browser test of the pool page (real server, Debian Chromium): the pool's hosts are marked on
 the embedded fabric map and the history chart is drawn.
 
-Data goes through the real paths: ``import_topology`` (``weft.testing.topologies.RAILS``: host001 and
+Data goes through the real paths: ``import_topology`` (``tests.support.topologies.RAILS``: host001 and
 host002, each with mlx5_0 on rail0-leaf and mlx5_1 on rail1-leaf), ``seed_gpus`` (8 GPUs per host), then tenants, the pool and
 its allocations through the REST API. Expected GUIDs and GPU ids come from the API.
 """
 
 from __future__ import annotations
 
-import json
-import re
-import urllib.error
-import urllib.request
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from tests.browser_support import login
-from weft.testing.topologies import RAILS
+from tests.support.pool_pages import DIM, HIGHLIGHT, api, token
+from tests.support.topologies import RAILS
 
 pytestmark = pytest.mark.browser
 
-#: colours of map.js (highlighted host, dimmed node) and pool.js (the "GPUs held" line)
-HIGHLIGHT, DIM = "#ffa657", "#26303a"
 HELD_RGB = (0x4A, 0xA3, 0xFF)
-
-
-def token(server) -> str:
-    out = server.manage("drf_create_token", "admin").stdout
-    match = re.search(r"Generated token (\w+)", out)
-    assert match, out
-    return match.group(1)
-
-
-def api(server, tok: str, method: str, path: str, body: dict | None = None) -> dict:
-    req = urllib.request.Request(
-        f"{server.url}{path}",
-        method=method,
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"Authorization": f"Token {tok}", "Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return json.loads(resp.read() or b"{}")
-    except urllib.error.HTTPError as exc:
-        raise AssertionError(f"{method} {path}: HTTP {exc.code} {exc.read()[:500]!r}") from None
 
 
 def test_pool_page_marks_its_hosts_on_the_map_and_draws_its_history(weft_server, browser_page, tmp_path):

@@ -174,6 +174,7 @@ def test_503_before_anything_is_known(db, ufm, settings):
     assert "names fabric 'gone'" in c.get("/ufmRest/resources/pkeys").json()["error"]
 
 
+@pytest.mark.backend
 def test_database_fault_is_503_not_an_empty_list(fat_tree, ufm):
     c = ufm("viewer")
     assert len(c.get("/ufmRest/resources/ports").json()) > 0

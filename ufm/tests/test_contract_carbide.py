@@ -20,7 +20,7 @@ from django.test import Client
 
 from accounts.tokens import create_token
 from fabric.models import Partition, Port
-from weft.testing.typed_json import DecodeError, Enum, Opt, serde_decode
+from tests.support.typed_json import DecodeError, Enum, Opt, serde_decode
 
 pytestmark = pytest.mark.django_db
 

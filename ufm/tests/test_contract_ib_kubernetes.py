@@ -22,7 +22,7 @@ import pytest
 from django.test import Client
 
 from fabric.models import Partition, Port
-from weft.testing.typed_json import go_decode
+from tests.support.typed_json import go_decode
 
 from .conftest import basic
 

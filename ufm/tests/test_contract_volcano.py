@@ -25,8 +25,8 @@ from django.test import Client
 from fabric.choices import NodeType
 from fabric.models import Fabric, Port
 from fabric.services.ingest import import_topology_text
-from weft.testing.topologies import RAILS
-from weft.testing.typed_json import DecodeError, go_decode
+from tests.support.topologies import RAILS
+from tests.support.typed_json import DecodeError, go_decode
 
 from .conftest import basic
 

@@ -24,8 +24,8 @@ from fabric.parsers.partitions import parse_smpquery_pkeys
 from fabric.services.discovery import discover
 from fabric.services.requests import set_node_name_map
 from lab import netgen
+from tests.support.waits import wait_for
 from ufm.models import UnhealthyPort
-from weft.testing.waits import wait_for
 
 from .conftest import basic
 
@@ -141,7 +141,9 @@ def test_isolating_a_switch_port_takes_its_link_down_and_healthy_brings_it_back(
     process_pending_events(fabric.pk)
     assert Alarm.objects.open().filter(code="port.isolated").count() == 1
     listed = admin().get("/ufmRest/app/unhealthy_ports").json()
-    assert [(u["port"], u["node"]) for u in listed] == [(name, leaf.name)]
+    assert [(f"{u['PeerGUID']}_{u['PeerPortDname']}", u["PeerNode"], u["UnhealthyGUID"]) for u in listed] == [
+        (name, leaf.name, host_port.node.node_guid[2:])
+    ]
     row = next(p for p in admin().get("/ufmRest/resources/ports").json() if p["name"] == name)
     assert (row["physical_state"], row["logical_state"], row["peer_node_name"]) == ("Disabled", "Down", "")
 
@@ -159,3 +161,45 @@ def test_isolating_a_switch_port_takes_its_link_down_and_healthy_brings_it_back(
     assert _phys(lab, leaf.lid, num) == "LinkUp"
     discover(fabric)
     assert Link.objects.filter(port_a__in=[leaf_port, host_port], port_b__in=[leaf_port, host_port]).exists()
+
+
+def test_batch_isolate_devices_isolates_a_switch_and_brings_one_port_back(lab_fabric):
+    """``batch_isolate_devices.py``'s calls (``test_contract_ufm_sdk_scripts``) on a lab switch:
+    every cabled port of the leaf without the SM goes down except the one the SM reaches it
+    through, the job is Completed, one port put back HEALTHY polls again and leaves the list."""
+    lab, fabric = lab_fabric
+    leaf = fabric.nodes.get(node_type="switch", name__contains="leaf-02")  # the SM is under leaf-01
+    guid = leaf.node_guid[2:]
+    payload = {"params": {"action": "isolate", "device_policy": "UNHEALTHY"}, "action": "mark_device_unhealthy",
+               "object_ids": [guid], "object_type": "System", "identifier": "id"}  # fmt: skip
+    resp = send(admin(), "post", "/ufmRest/actions", payload)
+    assert resp.status_code == 202, resp.content
+    job = admin().get(f"/ufmRest/jobs/{resp['Location'].split('/')[-1]}").json()
+    assert job["Status"] == "Completed", job
+    assert job["Description"]["kept"] == [f"{guid}_5"]  # its uplink: the SM's path to it
+    kept = f"{guid}_5"
+    isolated = [p["port"] for p in job["Description"]["ports"]]
+    assert isolated == [f"{guid}_{n}" for n in (1, 2, 3, 4)] and all(
+        p["physical_state"] == "Disabled" for p in job["Description"]["ports"]
+    )
+    assert all(_phys(lab, leaf.lid, int(p.split("_")[1])) == "Disabled" for p in isolated)
+    assert _phys(lab, leaf.lid, int(kept.split("_")[1])) == "LinkUp"
+    listed = admin().get("/ufmRest/app/unhealthy_ports").json()
+    assert sorted(f"{u['PeerGUID']}_{u['PeerPortDname']}" for u in listed) == sorted(isolated)
+
+    back = isolated[0]
+    healthy = send(
+        admin(), "put", "/ufmRest/app/unhealthy_ports", {"ports": [back], "ports_policy": "HEALTHY"}
+    )
+    assert healthy.status_code == 200, healthy.content
+    assert _phys(lab, leaf.lid, int(back.split("_")[1])) == "Polling"
+    still = admin().get("/ufmRest/app/unhealthy_ports").json()
+    assert sorted(f"{u['PeerGUID']}_{u['PeerPortDname']}" for u in still) == sorted(isolated[1:])
+
+    # mark_device_healthy puts the rest back
+    payload.update(action="mark_device_healthy", params={"action": "isolate", "device_policy": "HEALTHY"})
+    resp = send(admin(), "post", "/ufmRest/actions", payload)
+    assert resp.status_code == 202
+    assert admin().get(resp["Location"]).json()["Status"] == "Completed"
+    assert admin().get("/ufmRest/app/unhealthy_ports").json() == []
+    assert all(_phys(lab, leaf.lid, int(p.split("_")[1])) == "Polling" for p in isolated)

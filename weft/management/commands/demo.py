@@ -272,6 +272,22 @@ class Command(BaseCommand):
         )
         return [stream]
 
+    def _hca_faults(self, lab, fabric, opts) -> dict:
+        """The injector's HCA cable pulls: cables of hosts running demo jobs (not the SM's), so the
+        admin sees a job degraded, then requeued or replaced per its on_fault (none with --no-jobs)."""
+        if opts["no_jobs"]:
+            return {}
+        from scheduler.demo import running_job_hcas
+
+        sm = lab.tool_env.get("SIM_HOST", "")
+        net = getattr(lab, "net", None)
+        sm_names = {n.description for n in (net.nodes if net is not None else []) if n.node_id == sm} | {sm}
+        self.stdout.write(
+            "Faults sometimes pull an HCA cable of a host running a demo job: watch the job page go degraded, "
+            "then requeued or replaced per its on_fault, and the tenant's mail below"
+        )
+        return {"hca_targets": lambda: running_job_hcas(fabric.pk, sm_names)}
+
     def _background(self, lab, fabric, opts) -> list:
         threads = []
         if not opts["no_traffic"]:
@@ -279,7 +295,7 @@ class Command(BaseCommand):
             player.start()
             threads.append(player)
         if not opts["no_faults"]:
-            injector = FaultInjector(lab, interval=90.0)
+            injector = FaultInjector(lab, interval=90.0, **self._hca_faults(lab, fabric, opts))
             injector.start()
             threads.append(injector)
         return threads

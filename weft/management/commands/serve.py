@@ -6,7 +6,7 @@ fabrics (``fabric.services.notices``, unless ``WEFT_NOTICES`` is off), until Ctr
 With ``--snmp-trap-port`` (default ``WEFT_SNMP_TRAP_PORT``; 0: off) it also receives SNMP traps
 (``devices.services.traps.BackgroundReceiver``, on the host of ``WEFT_SNMP_TRAP_LISTEN``): a
 port that cannot be bound stops the command with one clear line before anything else starts.
-In production run ``daphne weft.asgi:application``, ``celery -A weft worker``,
+In production run ``daphne weft.asgi:application``, ``celery -A weft worker -Q control`` and ``-Q fabric``,
 ``celery -A weft beat``, ``manage.py listen_notices`` and ``manage.py snmp_traps`` instead (README).
 """
 

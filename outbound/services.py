@@ -1,0 +1,189 @@
+"""Signed outbound webhooks: queue a message in the caller's transaction, send it after commit,
+retry with back-off (issue 24; issue 26 sends alarms through the same path).
+
+Use it from any app::
+
+    from outbound.services import queue_webhook
+    queue_webhook(url, secret, "job.degraded", {"job": {...}}, source="job:33")
+
+inside the transaction of the change it announces. The message is a JSON object
+``{"event", "timestamp", "delivery", "data"}``; the request is ``POST url`` with
+``Content-Type: application/json`` and the headers
+
+* ``X-Weft-Event``: the event name;
+* ``X-Weft-Delivery``: the delivery id (a receiver drops a repeat it has seen);
+* ``X-Weft-Timestamp``: epoch seconds when queued (also in the body: a receiver may refuse old
+  messages, a replay);
+* ``X-Weft-Signature``: ``sha256=`` and the hex HMAC-SHA256 of the raw body under the shared
+  secret (RFC 2104; the form GitHub's ``X-Hub-Signature-256`` uses). A receiver recomputes it
+  over the bytes it got and compares in constant time (``hmac.compare_digest``):
+  :func:`verify` does exactly that.
+
+Delivery (:func:`deliver`): one attempt per call; a 2xx answer is delivered; a network error, a
+timeout (``WEFT_WEBHOOK_TIMEOUT_S``), a 408, 429 or 5xx is tried again after
+``WEFT_WEBHOOK_BACKOFF_S`` × 2^(attempts-1) seconds (at most an hour) until
+``WEFT_WEBHOOK_MAX_ATTEMPTS`` attempts; any other answer (the receiver refuses it) gives up at
+once. Every attempt updates the delivery row (status, attempts, response code, error). The first
+attempt is queued on commit (``outbound.tasks.deliver_task``); retries are picked up by
+``outbound.tasks.retry_due_task`` (beat, every ``WEFT_WEBHOOK_RETRY_INTERVAL_S``). An attempt
+claims its row for the timeout (``next_attempt_at`` moved past it) so two workers never send
+one delivery at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
+from django.utils import timezone
+
+from core import enqueue
+
+from .models import DeliveryStatus, WebhookDelivery
+
+log = logging.getLogger(__name__)
+
+SIGNATURE_HEADER = "X-Weft-Signature"
+TIMESTAMP_HEADER = "X-Weft-Timestamp"
+EVENT_HEADER = "X-Weft-Event"
+DELIVERY_HEADER = "X-Weft-Delivery"
+#: answers that are tried again (besides no answer at all)
+RETRY_STATUSES = frozenset({408, 429})
+#: the longest wait between two attempts, seconds
+MAX_BACKOFF_S = 3600.0
+
+
+def sign(secret: str, body: bytes) -> str:
+    """``sha256=<hex>``: HMAC-SHA256 of ``body`` under ``secret`` (UTF-8), RFC 2104."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def verify(secret: str, body: bytes, signature: str) -> bool:
+    """Whether ``signature`` (the ``X-Weft-Signature`` value) is ``body``'s under ``secret``
+    (constant-time compare): what a receiver does."""
+    return hmac.compare_digest(sign(secret, body), signature or "")
+
+
+def queue_webhook(
+    url: str, secret: str, event: str, data: dict[str, Any], *, source: str = "", now: datetime | None = None
+) -> WebhookDelivery | None:
+    """Write a pending delivery of ``data`` to ``url`` in the caller's transaction and queue its
+    first attempt on commit. ``secret`` signs it (an empty secret: ``sha256=`` of the empty key,
+    still a checksum). Returns the row, or None when ``url`` is empty (nothing to send)."""
+    if not url:
+        return None
+    now = now or timezone.now()
+    ts = int(now.timestamp())
+    with transaction.atomic():
+        row = WebhookDelivery.objects.create(
+            url=url, event=event[:64], source=source[:64], body="", signature="", timestamp=ts,
+            next_attempt_at=now,
+        )  # fmt: skip
+        body = json.dumps(
+            {"event": event, "timestamp": ts, "delivery": row.pk, "data": data},
+            cls=DjangoJSONEncoder, separators=(",", ":"), sort_keys=True,
+        )  # fmt: skip
+        row.body, row.signature = body, sign(secret or "", body.encode())
+        row.save(update_fields=["body", "signature"])
+
+    def send() -> None:
+        try:
+            enqueue.send("outbound.deliver", row.pk)
+        except Exception:  # the broker may be down: the retry sweep sends it
+            log.warning("could not queue webhook delivery %s", row.pk, exc_info=True)
+
+    transaction.on_commit(send)
+    return row
+
+
+def backoff_s(attempts: int) -> float:
+    """Seconds before the next attempt after ``attempts`` failed ones."""
+    return min(settings.WEFT_WEBHOOK_BACKOFF_S * 2 ** max(attempts - 1, 0), MAX_BACKOFF_S)
+
+
+def _claim(delivery_id: int, now: datetime) -> WebhookDelivery | None:
+    """The pending row, if due, claimed for one attempt (its ``next_attempt_at`` moved past the
+    timeout); None when delivered, given up, not due, or claimed by another worker."""
+    with transaction.atomic():
+        row = (
+            WebhookDelivery.objects.select_for_update(skip_locked=True)
+            .filter(pk=delivery_id, status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
+            .first()
+        )
+        if row is None:
+            return None
+        row.next_attempt_at = now + timedelta(seconds=settings.WEFT_WEBHOOK_TIMEOUT_S + 30)
+        row.save(update_fields=["next_attempt_at"])
+        return row
+
+
+def deliver(delivery_id: int, *, now: datetime | None = None) -> str:
+    """One attempt of delivery ``delivery_id`` (module docstring). Returns the status after it
+    (``delivered``, ``pending`` = will be tried again, ``failed`` = gave up) or ``skipped`` (not
+    due, taken by another worker, or already done)."""
+    now = now or timezone.now()
+    row = _claim(delivery_id, now)
+    if row is None:
+        return "skipped"
+    body = row.body.encode()
+    req = urllib.request.Request(row.url, data=body, method="POST", headers={
+        "Content-Type": "application/json", "User-Agent": "Weft-Webhook/1",
+        SIGNATURE_HEADER: row.signature, TIMESTAMP_HEADER: str(row.timestamp), EVENT_HEADER: row.event,
+        DELIVERY_HEADER: str(row.pk),
+    })  # fmt: skip
+    code: int | None = None
+    error = ""
+    t0 = time.monotonic()
+    try:
+        with urllib.request.urlopen(req, timeout=settings.WEFT_WEBHOOK_TIMEOUT_S) as resp:
+            code = resp.status
+    except urllib.error.HTTPError as exc:
+        code, error = exc.code, f"HTTP {exc.code} {exc.reason}"
+    except Exception as exc:  # refused, unreachable, timeout, TLS...
+        error = f"{type(exc).__name__}: {exc}"
+    attempts = row.attempts + 1
+    done = now + timedelta(seconds=time.monotonic() - t0)
+    if code is not None and 200 <= code < 300:
+        status, nxt, error = DeliveryStatus.DELIVERED, None, ""
+    elif attempts >= settings.WEFT_WEBHOOK_MAX_ATTEMPTS or (
+        code is not None and code < 500 and code not in RETRY_STATUSES
+    ):
+        status, nxt = DeliveryStatus.FAILED, None
+    else:
+        status, nxt = DeliveryStatus.PENDING, done + timedelta(seconds=backoff_s(attempts))
+    WebhookDelivery.objects.filter(pk=row.pk).update(
+        status=status, attempts=attempts, response_code=code, last_error=error[:500], next_attempt_at=nxt,
+        delivered_at=done if status == DeliveryStatus.DELIVERED else None,
+    )  # fmt: skip
+    if status != DeliveryStatus.DELIVERED:
+        log.info("webhook %s to %s: attempt %d %s (%s)", row.pk, row.url, attempts, status, error or code)
+    return status
+
+
+def due(now: datetime | None = None, limit: int = 100) -> list[int]:
+    """Ids of pending deliveries whose next attempt is due at ``now`` (oldest first)."""
+    now = now or timezone.now()
+    return list(
+        WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
+        .order_by("next_attempt_at", "pk")
+        .values_list("pk", flat=True)[:limit]
+    )
+
+
+def retry_due(now: datetime | None = None) -> dict[str, int]:
+    """Attempt every due delivery once (the beat's retry sweep); returns counts per status."""
+    out: dict[str, int] = {}
+    for pk in due(now):
+        status = deliver(pk, now=now)
+        out[status] = out.get(status, 0) + 1
+    return out

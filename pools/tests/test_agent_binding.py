@@ -314,7 +314,7 @@ def test_a_non_finite_hca_rate_is_a_400_on_the_field(agent, caplog, rate):
     NaN the inventory's readers could not serialise)."""
     hcas = [{"name": "mlx5_0", "ports": [{"port_num": 1, "rate_gbps": rate}]}]
     with caplog.at_level(logging.INFO):
-        r = agent.post("/api/pools/agent/", _body(hcas=hcas), format="json")
+        r = agent.post("/api/pools/agent/", body(hcas=hcas), format="json")
     assert r.status_code == 400, r.content
     assert "rate_gbps" in r.json()["hcas"][0]["ports"][0], r.json()
     assert not HostInventory.objects.exists() and not AgentBinding.objects.exists()

@@ -313,7 +313,10 @@ def test_metrics_answer_with_the_cache_down(stored, settings, caplog):
     import logging
 
     settings.CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:1/0"}
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",
+        }
     }
     with caplog.at_level(logging.INFO):
         resp = Client().get("/metrics")

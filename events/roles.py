@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from core.models import Lease
@@ -26,6 +26,8 @@ from .engine import AlarmEngine
 from .recording import EventSpec
 
 DOWN, UP = "system.role_down", "system.role_up"
+#: the advisory lock of :func:`check_roles` (an arbitrary 64-bit key: "weftrole")
+ADVISORY_KEY = 0x77656674726F6C65
 
 
 @dataclass
@@ -52,20 +54,24 @@ def _retired(role: str) -> bool:
 
 def check_roles(now: datetime | None = None) -> list[RoleState]:
     """Check every role's lease; write ``system.role_down``/``system.role_up`` and apply them (one
-    transaction, the lease rows locked so two checkers never both write). Returns one
-    :class:`RoleState` per role still tracked."""
+    transaction under a transaction-scoped advisory lock on PostgreSQL, so two checkers never both
+    write; the lease rows themselves are not locked: renewals never wait for a check). Returns
+    one :class:`RoleState` per role still tracked."""
     grace = timedelta(seconds=float(settings.WEFT_LEASE_TTL_S))
     out: list[RoleState] = []
     with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_KEY])
         now = now or timezone.now()
         engine = AlarmEngine(None)
-        rows = list(Lease.objects.select_for_update().order_by("role"))
+        rows = list(Lease.objects.order_by("role"))
         specs: list[EventSpec] = []
         for row in rows:
             is_open = (DOWN, row.role) in engine.open_alarms
             where = {"object_type": "role", "object_key": row.role, "object_repr": f"role {row.role}"}
             if _retired(row.role):
-                row.delete()
+                Lease.objects.filter(role=row.role, expires_at__lt=now).delete()  # unless renewed since
                 if is_open:
                     specs.append(
                         EventSpec(code=UP, message=f"Role {row.role} retired (its fabric is gone)", **where)

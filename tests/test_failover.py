@@ -298,3 +298,62 @@ def test_role_without_a_live_leader_raises_role_down_and_weft_role_up_is_0(setti
     assert not Alarm.objects.open().filter(code="system.role_down").exists()
     assert standby.acquire() and role_up().endswith(" 1.0")
     assert LeaseRow.objects.get(role="snmp_traps").fencing == 2
+
+
+def _udp_port_taken(port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def test_trap_receiver_standby_binds_only_after_the_leader_died(tmp_path):
+    """Two ``manage.py snmp_traps`` on one address: only the lease holder binds it (the standby
+    waits, no "address in use"); kill -9 of the leader → the standby holds the lease (next fencing
+    number) and the socket within the lease's time to live plus 10 s."""
+    port = 8262
+    assert not _udp_port_taken(port)
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}",
+        "REDIS_URL": os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/7"),
+        "WEFT_PRODUCTION": "0",
+        "WEFT_DATA_DIR": str(tmp_path),
+        "WEFT_LEASE_TTL_S": "2",
+    }
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "manage.py", "snmp_traps", "--listen", f"127.0.0.1:{port}"],
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=(tmp_path / f"traps{i}.log").open("w"),
+        )  # fmt: skip
+        for i in range(2)
+    ]
+    try:
+        first = wait_for(lambda: LeaseRow.objects.filter(role="snmp_traps").first(), 60, "a leader")
+        leader_pid = int(first.holder.split(":")[1])
+        wait_for(lambda: _udp_port_taken(port), 30, "the leader's socket")
+        assert all(p.poll() is None for p in procs)  # the standby did not fail on "address in use"
+        os.kill(leader_pid, signal.SIGKILL)
+        killed = time.monotonic()
+        row = wait_for(
+            lambda: LeaseRow.objects.filter(role="snmp_traps", fencing=first.fencing + 1).first(),
+            12,
+            "take-over",
+        )
+        assert int(row.holder.split(":")[1]) != leader_pid
+        wait_for(lambda: _udp_port_taken(port), 12 - (time.monotonic() - killed), "the standby's socket")
+    finally:
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait(10)

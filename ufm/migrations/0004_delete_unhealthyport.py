@@ -7,10 +7,10 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('ufm', '0003_integration_group'),
-        ('fabric', '0019_isolatedport'),
+        ('fabric', '0020_isolatedport'),
     ]
 
-    # the table is fabric.IsolatedPort's now (fabric 0019): state only
+    # the table is fabric.IsolatedPort's now (fabric 0020): state only
     operations = [
         migrations.SeparateDatabaseAndState(state_operations=[migrations.DeleteModel(name='UnhealthyPort')]),
     ]

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('fabric', '0018_fabric_setting_bounds'),
+        ('fabric', '0019_sharp_aggregation_nodes'),
         ('ufm', '0003_integration_group'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -286,3 +286,17 @@ def test_tenant_contacts_and_webhook_by_api_and_form_the_secret_write_only(users
     assert resp.status_code == 302, text(resp)[:2000]
     t.refresh_from_db()
     assert t.contacts == ["ops@c.example", "new@c.example"] and t.webhook_secret == "k3y"
+
+
+@pytest.mark.parametrize("method", ["put", "patch"])
+def test_tenant_members_by_username_is_a_400_for_put_and_patch_alike(users, client_for, method):
+    """Members must be given by user id; ``username`` is read-only. PATCH once crashed (500,
+    ``KeyError: 'user'``) because a partial update does not make nested fields required."""
+    admin = client_for("admin")
+    t = Tenant.objects.create(name="team-p")
+    TenantMembership.objects.create(tenant=t, user=users["viewer"], role="viewer")
+    body = {"name": "team-p", "members": [{"username": "olga", "role": "operator"}]}
+    resp = getattr(admin, method)(f"/api/pools/tenants/{t.pk}/", body, format="json")
+    assert resp.status_code == 400, resp.content
+    assert resp.json() == {"members": [{"user": ["This field is required."]}]}
+    assert list(t.memberships.values_list("user__username", "role")) == [("vic", "viewer")]

@@ -904,6 +904,28 @@ def expire_time_limits(now: datetime | None = None) -> int:
     return n
 
 
+def end_previous_run(fabric: Fabric, reason: str, *, now: datetime | None = None) -> list[int]:
+    """End the jobs that hold GPUs (placed, running, degraded) in pools of ``fabric`` as ``failed``
+    with ``reason``: for a fabric whose hosts are new (the demo restarted on an existing database
+    with a new lab: the previous run's jobs cannot be running there). Each job in its own
+    transaction through :func:`_end` (allocation released, own partition closed, ``job.failed``
+    event with ``reason``, audit, ``job_changed`` on commit); pending jobs stay queued. A job
+    that ended between the read and its lock is left alone. Returns the ended jobs' ids."""
+    now = now or timezone.now()
+    ended: list[int] = []
+    held = (
+        Job.objects.filter(state__in=HOLDING, pool__fabric=fabric).order_by("pk").values_list("pk", flat=True)
+    )
+    for pk in held:
+        with transaction.atomic():
+            job = _locked(pk)
+            if job.state not in HOLDING:
+                continue
+            _end(job, JobState.FAILED, reason, now, None, "restart", {"previous_run": True})
+            ended.append(pk)
+    return ended
+
+
 # --- the pass ------------------------------------------------------------------------------------
 
 

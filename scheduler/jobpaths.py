@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from routing.paths import group_loads, port_loads
-from routing.tables import RouteTables
+from routing.parsers import UNASSIGNED
+from routing.paths import MAX_HOPS, group_loads, pair_paths, port_loads
+from routing.tables import CA, NONE, RouteTables
 
 ALL_TO_ALL, RING = "all-to-all", "ring"
 
@@ -68,3 +69,39 @@ def job_port_loads(
         unrouted += bad
         out[rail] = Counter({k: v for k, v in loads.items() if v})
     return out, unrouted
+
+
+def dead_ends(t: RouteTables, pairs: Sequence[tuple[int, int]]) -> Counter:
+    """Where the pairs without a path stop at a port with no link: ``{port id: pairs}`` — the
+    switch out port (``s * 256 + p``) an LFT forwards to whose cable is down or gone from the
+    topology (``routing.paths.RouteError`` ``"dead_end"``), or the source CA's own port when the
+    CA is not cabled. Pairs without a path for another reason (no LFT entry, loop) are not
+    counted. Only the unrouted pairs are walked (``pair_paths`` first)."""
+    out: Counter = Counter()
+    for (src, dst), path in zip(pairs, pair_paths(t, pairs), strict=True):
+        if path is not None:
+            continue
+        own = t.lid_owner.get(src)
+        if own is None:
+            continue
+        if own[0] == CA:
+            att = t.ca_attach[own[1]]
+            if att is None:
+                out[-1 - own[1]] += 1
+                continue
+            s = att[0]
+        else:
+            s = own[1]
+        for _ in range(MAX_HOPS):
+            p = t.out_port(s, dst)
+            if p in (UNASSIGNED, 0):
+                break
+            ports = t.peer[s]
+            kind, idx, _pp = ports[p] if p < len(ports) else (NONE, -1, 0)
+            if kind == NONE:
+                out[s * 256 + p] += 1
+                break
+            if kind == CA:
+                break
+            s = idx
+    return out

@@ -228,7 +228,9 @@ class JobLink(models.Model):
     ``port_key`` is the egress port of the link (``fabric.keys.port_key``: ``"<guid>/<port>"``,
     a switch out port or an HCA's port); ``rail`` the rail (1-based HCA position on its hosts);
     ``paths`` how many of the rail's ordered HCA pairs cross it (the job's path count);
-    ``snapshot_id`` the ``routing.RoutingSnapshot`` it was computed from. Queried both ways:
+    ``snapshot_id`` the ``routing.RoutingSnapshot`` it was computed from; ``dead_end``: the
+    routes forward the rail's pairs to this port but its link is gone from the topology (down,
+    until the SM re-routes: ``scheduler.jobpaths.dead_ends``). Queried both ways:
     a job's links (``job``), a port's jobs (``port_key``).
     """
 
@@ -238,6 +240,9 @@ class JobLink(models.Model):
     rail = models.PositiveSmallIntegerField()
     paths = models.PositiveIntegerField()
     snapshot_id = models.IntegerField(null=True, blank=True)
+    dead_end = models.BooleanField(
+        default=False, help_text="its paths stop here: the routes forward to this port, whose link is down"
+    )
 
     class Meta:
         ordering = ["job", "rail", "port_key"]

@@ -35,7 +35,7 @@ from routing.services.current import current_routes
 from telemetry.models import PortCounters
 
 from ..choices import HOLDING
-from ..jobpaths import job_port_loads
+from ..jobpaths import ALL_TO_ALL, dead_ends, job_port_loads, rail_pairs
 from ..models import Job, JobLink
 from ..signals import job_links_changed
 from .faults import job_scopes
@@ -66,9 +66,10 @@ def job_rails(jobs: Iterable[Job]) -> dict[int, dict[int, dict[int, list[int]]]]
     return out
 
 
-def compute(jobs: Iterable[Job]) -> dict[int, dict[tuple[str, int], tuple[int, int, int | None]]]:
-    """``{job id: {(port key, rail): (fabric id, paths, snapshot id)}}``: what the index should
-    hold for ``jobs`` now (nothing for a fabric without routes)."""
+def compute(jobs: Iterable[Job]) -> dict[int, dict[tuple[str, int], tuple[int, int, int | None, bool]]]:
+    """``{job id: {(port key, rail): (fabric id, paths, snapshot id, dead end)}}``: what the index
+    should hold for ``jobs`` now (nothing for a fabric without routes). A rail with pairs without
+    a path gets rows for the ports where they stop (``jobpaths.dead_ends``, ``dead end`` True)."""
     jobs = list(jobs)
     rails = job_rails(jobs)
     routes: dict[int, Any] = {}
@@ -81,10 +82,16 @@ def compute(jobs: Iterable[Job]) -> dict[int, dict[tuple[str, int], tuple[int, i
             cur = routes[fabric_id]
             if cur is None:
                 continue
-            per_rail, _unrouted = job_port_loads(cur.tables, by_rail, job.traffic)
+            t = cur.tables
+            per_rail, unrouted = job_port_loads(t, by_rail, job.traffic)
             for rail, loads in per_rail.items():
                 for code, n in loads.items():
-                    rows[port_key(*cur.tables.port_key(code)), rail] = (fabric_id, n, cur.snapshot.pk)
+                    rows[port_key(*t.port_key(code)), rail] = (fabric_id, n, cur.snapshot.pk, False)
+            for rail, lids in by_rail.items() if unrouted else ():
+                for code, n in dead_ends(t, rail_pairs(lids, job.traffic or ALL_TO_ALL)).items():
+                    k = port_key(*t.port_key(code))
+                    old = rows.get((k, rail))
+                    rows[k, rail] = (fabric_id, n + (old[1] if old else 0), cur.snapshot.pk, True)
         out[job.pk] = rows
     return out
 
@@ -114,27 +121,27 @@ def refresh(job_ids: Iterable[int] | None = None, fabric_id: int | None = None) 
     return counts
 
 
-def _write(job_id: int, rows: dict[tuple[str, int], tuple[int, int, int | None]]) -> int | None:
+def _write(job_id: int, rows: dict[tuple[str, int], tuple[int, int, int | None, bool]]) -> int | None:
     """Replace one job's rows when they differ (its own transaction); None when unchanged."""
     with transaction.atomic():
         if not Job.objects.select_for_update().filter(pk=job_id).exists():
             return None
         have = {
-            (k, r): (f, n, s)
-            for k, r, f, n, s in JobLink.objects.filter(job_id=job_id).values_list(
-                "port_key", "rail", "fabric_id", "paths", "snapshot_id"
+            (k, r): (f, n, s, d)
+            for k, r, f, n, s, d in JobLink.objects.filter(job_id=job_id).values_list(
+                "port_key", "rail", "fabric_id", "paths", "snapshot_id", "dead_end"
             )
         }
-        if {k: v[:2] for k, v in have.items()} == {k: v[:2] for k, v in rows.items()}:
+        if {k: v[:2] + v[3:] for k, v in have.items()} == {k: v[:2] + v[3:] for k, v in rows.items()}:
             return None
         JobLink.objects.filter(job_id=job_id).delete()
         JobLink.objects.bulk_create(
-            [JobLink(job_id=job_id, port_key=k, rail=r, fabric_id=f, paths=n, snapshot_id=s)
-             for (k, r), (f, n, s) in sorted(rows.items())]
+            [JobLink(job_id=job_id, port_key=k, rail=r, fabric_id=f, paths=n, snapshot_id=s, dead_end=d)
+             for (k, r), (f, n, s, d) in sorted(rows.items())]
         )  # fmt: skip
         changed = sorted(
             {k for k, _ in set(have) ^ set(rows)}
-            | {k for (k, r), v in rows.items() if (k, r) in have and have[k, r][:2] != v[:2]}
+            | {k for (k, r), v in rows.items() if (k, r) in have and have[k, r] != v}
         )
         transaction.on_commit(lambda: job_links_changed.send(Job, job_id=job_id, ports=changed))
         return len(rows)
@@ -193,15 +200,18 @@ def _live(keys: Iterable[str]) -> dict[str, dict[str, Any]]:
 
 
 def links_of(job_id: int) -> list[dict[str, Any]]:
-    """A job's links: ``[{"port_key", "name", "link", "rails", "paths", "utilisation",
+    """A job's links: ``[{"port_key", "name", "link", "rails", "paths", "dead_end", "utilisation",
     "congestion", "xmit_bytes_per_s", "stale"}]`` (``paths`` summed over rails; ``rails`` the
     rails crossing it; utilisation/congestion 0..1 of the egress port, telemetry's latest sweep),
     the most loaded first (congestion, utilisation, paths)."""
     per: dict[str, dict[str, Any]] = {}
-    for k, rail, n in JobLink.objects.filter(job_id=job_id).values_list("port_key", "rail", "paths"):
-        row = per.setdefault(k, {"port_key": k, "rails": [], "paths": 0})
+    for k, rail, n, dead in JobLink.objects.filter(job_id=job_id).values_list(
+        "port_key", "rail", "paths", "dead_end"
+    ):
+        row = per.setdefault(k, {"port_key": k, "rails": [], "paths": 0, "dead_end": False})
         row["rails"].append(rail)
         row["paths"] += n
+        row["dead_end"] |= dead
     live = _live(per)
     for k, row in per.items():
         row.update(live.get(k, {"port": None, "name": k, "link": None, "utilisation": None,

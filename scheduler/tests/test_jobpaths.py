@@ -10,12 +10,12 @@ import pytest
 from routing.parsers import UNASSIGNED
 from routing.paths import trace
 from routing.tables import build_tables
-from scheduler.jobpaths import ALL_TO_ALL, RING, job_port_loads, rail_pairs
+from scheduler.jobpaths import ALL_TO_ALL, RING, dead_ends, job_port_loads, rail_pairs
 
 LEAVES, SPINES, HOSTS, RAILS = 3, 2, 2, 2
 
 
-def fat_tree():
+def fat_tree(cut: tuple[str, int] | None = None):
     """Leaves 0..2 (LIDs 100+), spines (LIDs 200+); per leaf ``HOSTS`` hosts x ``RAILS`` HCAs,
     each HCA on its leaf's port 1.. ; leaf uplink ``u`` (port 9+u) to spine ``u``. d-mod-k
     routing: a leaf sends a remote LID ``d`` up to spine ``d % SPINES``; spines go down."""
@@ -45,7 +45,7 @@ def fat_tree():
         switches.append((f"0x20{s}", f"S{s}", 200 + s, bytes(lft), LEAVES))
         for leaf in range(LEAVES):
             links.append((f"0x10{leaf}", 9 + s, f"0x20{s}", 1 + leaf))
-    return build_tables(switches, cas, links), lid_of
+    return build_tables(switches, cas, [x for x in links if x[:2] != cut]), lid_of
 
 
 def traced(t, pairs) -> Counter:
@@ -91,3 +91,12 @@ def test_unrouted_pairs_are_counted_not_listed():
     t.lfts[0] = bytes(UNASSIGNED if i == lid_of[2, 1, 0] else b for i, b in enumerate(t.lfts[0]))
     per_rail, unrouted = job_port_loads(t, {1: [lid_of[0, 0, 0], lid_of[2, 1, 0]]}, ALL_TO_ALL)
     assert unrouted == 1 and per_rail[1] == traced(t, [(lid_of[2, 1, 0], lid_of[0, 0, 0])])
+
+
+def test_a_cut_uplink_is_where_the_pairs_through_it_stop():
+    t, lid_of = fat_tree(cut=("0x100", 10))  # leaf 0 -> spine 1 cable gone, the LFTs unchanged
+    lids = [lid_of[0, 0, 0], lid_of[2, 1, 0], lid_of[2, 0, 0]]  # LIDs 1, 11, 9
+    per_rail, unrouted = job_port_loads(t, {1: lids}, ALL_TO_ALL)
+    assert unrouted == 2  # 1 -> 11 and 1 -> 9 go up to spine d % 2 = 1: the cut cable
+    dead = dead_ends(t, rail_pairs(lids, ALL_TO_ALL))
+    assert dead == {t.switch_port(t.switch_index["0x100"], 10): unrouted}

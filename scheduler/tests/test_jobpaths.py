@@ -97,6 +97,11 @@ def test_a_cut_uplink_is_where_the_pairs_through_it_stop():
     t, lid_of = fat_tree(cut=("0x100", 10))  # leaf 0 -> spine 1 cable gone, the LFTs unchanged
     lids = [lid_of[0, 0, 0], lid_of[2, 1, 0], lid_of[2, 0, 0]]  # LIDs 1, 11, 9
     per_rail, unrouted = job_port_loads(t, {1: lids}, ALL_TO_ALL)
-    assert unrouted == 2  # 1 -> 11 and 1 -> 9 go up to spine d % 2 = 1: the cut cable
+    # 1 -> 11 and 1 -> 9 go up to spine d % 2 = 1 over the cut cable; 9 -> 1 and 11 -> 1 come
+    # down from spine 1 (LID 1 is odd) over it too
+    assert unrouted == 4
     dead = dead_ends(t, rail_pairs(lids, ALL_TO_ALL))
-    assert dead == {t.switch_port(t.switch_index["0x100"], 10): unrouted}
+    assert dead == {
+        t.switch_port(t.switch_index["0x100"], 10): 2,
+        t.switch_port(t.switch_index["0x201"], 1): 2,
+    }

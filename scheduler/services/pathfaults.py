@@ -10,7 +10,7 @@ traffic crosses, read from the job→links index (``scheduler.JobLink``, written
   policy's ``consecutive`` sweeps over its ``threshold``, ``events.rules``) on a port the job's
   paths leave by; ``"approximation": "routes"``, with the job's path count on it.
 
-A job without index rows (its fabric has no routes yet) gets the approximate causes of the
+A job without index rows whose fabric has no routes read yet gets the approximate causes of the
 built-in ``congestion`` source (its HCA links and its leaves' uplinks), which this source
 replaces: one source answers ``path_congested`` for every job.
 """
@@ -21,6 +21,7 @@ from collections import defaultdict
 
 from events.models import Alarm
 from fabric.keys import port_key, split_link_key
+from routing.models import RoutingSnapshot
 
 from ..models import JobLink
 from .faults import SOURCES, CongestionSource, JobScope, Reason, register_source
@@ -42,7 +43,18 @@ class PathSource:
         for jid, k, n in JobLink.objects.filter(job_id__in=ids).values_list("job_id", "port_key", "paths"):
             ports[jid][k] = ports[jid].get(k, 0) + n
         out: dict[int, list[Reason]] = {}
-        unrouted = [s for s in scopes if s.job_id not in ports]
+        routed = set(
+            RoutingSnapshot.objects.filter(
+                fabric_id__in={
+                    h.fabric_id for s in scopes for hcas in s.hosts.values() for h in hcas if h.fabric_id
+                }
+            ).values_list("fabric_id", flat=True)
+        )
+        # no rows because its fabric has no routes yet (not: a one-host job, no pair to route)
+        unrouted = [
+            s for s in scopes if s.job_id not in ports
+            and not any(h.fabric_id in routed for hcas in s.hosts.values() for h in hcas)
+        ]  # fmt: skip
         if unrouted:
             out.update(self._fallback.reasons(unrouted))
         if not ports:

@@ -134,11 +134,15 @@ def test_the_index_is_the_traced_paths_and_answers_both_ways(cluster, client, dj
     assert [e["job"] for e in on] == [job.pk] and on[0]["share"] == 1.0 and on[0]["paths"] == got[spine]
     page = client.get(f"/ports/?fabric={cluster.fabric.pk}&per_page=200").content.decode()
     assert 'data-col="jobs"' in page and "wide" in page and "% est." in page
+    guid, num = spine.rsplit("/", 1)
+    port = Port.objects.get(node__node_guid=guid, port_num=int(num))
+    card = client.get(f"/fabric/ports/{port.pk}/").content.decode()
+    assert 'id="port-jobs"' in card and f'data-job="{job.pk}"' in card and "100 % (estimated)" in card
+    job_page = client.get(f"/scheduler/jobs/{job.pk}/").content.decode()
+    assert f'data-port-key="{spine}"' in job_page and job_page.count("data-port-key=") == len(want)
 
     # path_congested from an alarm on a port of its paths; not for a port it does not cross
     now = timezone.now()
-    guid, num = spine.rsplit("/", 1)
-    port = Port.objects.get(node__node_guid=guid, port_num=int(num))
     Alarm.objects.create(fabric=cluster.fabric, code="port.congestion", severity="warning", category="performance",
                          object_type="port", object_key=spine, object_repr=str(port), message="xmit wait 0.9",
                          port=port, first_seen=now, last_seen=now)  # fmt: skip

@@ -129,7 +129,7 @@ def test_the_index_is_the_traced_paths_and_answers_both_ways(cluster, client, dj
 
     # a second job on the same port: both listed, shares estimated (no rates measured: by paths)
     other = running(cluster, "narrow", 1)
-    joblinks.refresh()
+    assert joblinks.refresh(fabric_id=cluster.fabric.pk) == {"jobs": 2, "changed": 0, "rows": 0}
     on = joblinks.jobs_on_ports([spine])[spine]
     assert [e["job"] for e in on] == [job.pk] and on[0]["share"] == 1.0 and on[0]["paths"] == got[spine]
     page = client.get(f"/ports/?fabric={cluster.fabric.pk}&per_page=200").content.decode()

@@ -52,6 +52,8 @@ from .upload import UploadError, read_limited, topology_text
 PORT_CHARTS_TEMPLATE = "telemetry/_port_charts.html"
 OBJECT_ALARMS_TEMPLATE = "events/_object_alarms.html"
 PORT_COUNTERS_TEMPLATE = "telemetry/_port_counters.html"
+#: the jobs whose routed paths cross a port (scheduler), when installed
+PORT_JOBS_TEMPLATE = "scheduler/_port_jobs.html"
 
 
 def optional_template(name: str) -> str | None:
@@ -423,6 +425,7 @@ class PortView(RoleRequiredMixin, DetailView):
         ctx["charts_template"] = optional_template(PORT_CHARTS_TEMPLATE)
         ctx["counters_template"] = optional_template(PORT_COUNTERS_TEMPLATE)
         ctx["alarms_template"] = optional_template(OBJECT_ALARMS_TEMPLATE)
+        ctx["jobs_template"] = optional_template(PORT_JOBS_TEMPLATE)
         ctx["port_actions"] = PORT_ACTIONS if port.node.node_type == NodeType.SWITCH and port.port_num else {}
         ctx["may_act"] = has_role(self.request.user, Role.OPERATOR)
         ctx["isolation"] = (

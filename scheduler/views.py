@@ -34,7 +34,7 @@ from .access import scope_jobs, submit_tenant
 from .choices import FINAL, HOLDING, JobState
 from .forms import JobForm
 from .models import Job
-from .services import queue
+from .services import joblinks, queue
 from .services.fabric_view import job_fabric_view
 from .services.whatif import dry_run
 
@@ -282,6 +282,7 @@ class JobView(RoleRequiredMixin, TemplateView):
             page_data={k: v for k, v in view.items() if k != "links"}
             | {"links": [{k: v for k, v in e.items() if k != "series"} for e in view["links"]]},
             fabric_api=reverse("scheduler-api:job-fabric", args=[job.pk]),
+            path_links=joblinks.links_of(job.pk),
         )  # fmt: skip
         if view["fabric"]:
             fid = view["fabric"]["id"]

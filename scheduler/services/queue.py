@@ -114,6 +114,7 @@ from ..choices import (
     PendingCode,
     PriorityClass,
     TopologyMode,
+    Traffic,
 )
 from ..locality import TIER_NAMES, UnknownTier, tier_number
 from ..models import Job, JobDecision
@@ -207,6 +208,8 @@ class JobSpec:
     time_limit_s: int | None = None
     #: what to do when its fabric fails (blank: the pool's; ``scheduler.services.faults``)
     on_fault: str = ""
+    #: the collective on each rail (``scheduler.choices.Traffic``; the job→links index)
+    traffic: str = Traffic.ALL_TO_ALL
     #: the runner's signed webhook (blank: the tenant's); the secret is its HMAC key
     webhook_url: str = ""
     webhook_secret: str = ""
@@ -234,6 +237,8 @@ class JobSpec:
             raise InvalidJob(f"time_limit_s must be 1..{MAX_TIME_LIMIT_S}", field="time_limit_s")
         if len(self.gpu_model) > 96:
             raise InvalidJob("gpu_model is at most 96 characters", field="gpu_model")
+        if self.traffic not in Traffic.values:
+            raise InvalidJob(f"traffic must be one of {', '.join(Traffic.values)}", field="traffic")
         if self.on_fault and self.on_fault not in OnFault.values:
             raise InvalidJob(
                 f"on_fault must be one of {', '.join(OnFault.values)} (blank: the pool's)", field="on_fault"
@@ -528,7 +533,7 @@ IDEMPOTENCY_KEY_MAX = 255
 REQUEST_FIELDS = (
     "name", "tenant_id", "pool_id", "kind", "count", "gpu_model", "mig_profile", "memory_mib", "compute_pct",
     "gpus_per_host", "segments", "segment_hosts", "segment_tier", "priority_class", "preemptible", "requeue",
-    "tier", "tier_mode", "time_limit_s", "on_fault", "webhook_url",
+    "tier", "tier_mode", "time_limit_s", "on_fault", "webhook_url", "traffic",
 )  # fmt: skip
 
 
@@ -637,7 +642,7 @@ def _submit(spec: JobSpec, user, now: datetime | None, key: str) -> tuple[Job, b
             priority_class=spec.priority_class, preemptible=spec.preemptible,
             requeue=spec.preemptible if spec.requeue is None else spec.requeue,
             tier=tier, tier_mode=spec.tier_mode, time_limit_s=spec.time_limit_s, on_fault=spec.on_fault,
-            webhook_url=spec.webhook_url,
+            webhook_url=spec.webhook_url, traffic=spec.traffic,
         )  # fmt: skip
         if key:
             existing = Job.objects.filter(owner=owner, idempotency_key=key).first()

@@ -180,6 +180,10 @@ class NodeFilterSet(filters.FilterSet):
     reachable = filters.BooleanFilter(
         field_name="unreachable_since", lookup_expr="isnull", label="reached by the last discovery"
     )
+    aggregation_node = filters.BooleanFilter(label="a SHARP Aggregation Node (the CA inside a switch)")
+    aggregation_switch = GUIDFilter(
+        label="the SHARP Aggregation Nodes of this switch GUID", field_name="aggregation_switch_guid"
+    )
 
     class Meta:
         model = Node

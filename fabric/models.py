@@ -223,6 +223,13 @@ class Node(models.Model):
         max_length=10, choices=FabricRole.choices, default=FabricRole.COMPUTE, db_default=FabricRole.COMPUTE
     )
     host = models.ForeignKey(Host, null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes")
+    #: CAs only: True for a SHARP Aggregation Node (the CA inside a SHARP-capable switch; no host,
+    #: no leaf: ``fabric.services.derive.aggregation_nodes``); written by the ingest only
+    aggregation_node = models.BooleanField(default=False, db_default=False)
+    #: an Aggregation Node's switch: the node GUID of the switch it hangs off (``""`` for any other
+    #: node, or an AN cabled to no switch). A GUID, not a key: the ingest writes nodes in one bulk
+    #: insert, before the switch's row id is known
+    aggregation_switch_guid = models.CharField(max_length=18, blank=True, default="", db_default="")
     first_seen = models.DateTimeField(auto_now_add=True)
     last_seen = models.DateTimeField(null=True, blank=True)
     #: set by a partial discovery that could not reach this node (a MAD behind it failed): the row
@@ -268,6 +275,20 @@ class Node(models.Model):
     def device_name(self) -> str:
         """The ``pci.ids`` name of ``device_id`` under the vendor, else its hex (``fabric.vendors``)."""
         return device_name(self.vendor_id, self.device_id)
+
+    @property
+    def aggregation_switch(self) -> Node | None:
+        """The switch this SHARP Aggregation Node hangs off (None for other nodes)."""
+        if not self.aggregation_switch_guid:
+            return None
+        return Node.objects.filter(fabric_id=self.fabric_id, node_guid=self.aggregation_switch_guid).first()
+
+    @property
+    def sharp_aggregation_nodes(self) -> models.QuerySet[Node]:
+        """The SHARP Aggregation Nodes of this switch (empty for a switch without SHARP, and for
+        CAs and routers)."""
+        return Node.objects.filter(fabric_id=self.fabric_id, aggregation_switch_guid=self.node_guid,
+                                   aggregation_node=True)  # fmt: skip
 
     @property
     def reachable(self) -> bool:

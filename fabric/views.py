@@ -105,6 +105,12 @@ class FabricView(RoleRequiredMixin, DetailView):
             .annotate(n=Count("id"))
         )
         ctx["host_count"] = fabric.hosts.count()
+        # SHARP capability per switch: the switches with an Aggregation Node, and the ANs (no hosts)
+        ans = fabric.nodes.filter(aggregation_node=True)
+        ctx["aggregation_count"] = ans.count()
+        ctx["sharp_switches"] = (
+            ans.exclude(aggregation_switch_guid="").values("aggregation_switch_guid").distinct().count()
+        )
         ctx["live"] = fabric.has_live_access
         if not ctx["live"]:
             ctx["last_import"] = fabric.discoveries.filter(source__in=("file", "upload")).first()
@@ -391,6 +397,10 @@ class NodeView(RoleRequiredMixin, DetailView):
         ctx["linked"] = sum(1 for r in rows if r["link"] is not None)
         ctx["siblings"] = node.host.nodes.exclude(pk=node.pk).order_by("name") if node.host_id else []
         ctx["mapped"] = bool(node.name) and node.name != node.description.strip()
+        # SHARP: a switch's Aggregation Node(s), an AN's switch (fabric.services.derive.aggregation_nodes)
+        if node.node_type == NodeType.SWITCH:
+            ctx["aggregation_nodes"] = list(node.sharp_aggregation_nodes.order_by("node_guid"))
+        ctx["aggregation_switch"] = node.aggregation_switch if node.aggregation_node else None
         ctx["alarms_template"] = optional_template(OBJECT_ALARMS_TEMPLATE)
         return ctx
 

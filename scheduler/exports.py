@@ -8,17 +8,28 @@ Formats (:data:`FORMATS`):
   unique, at most 64 characters; no line with both ``Nodes=`` and ``Switches=``; every child
   switch defined; nodes in Slurm's host-list syntax (``scheduler.hostlist``). Switch and block
   names are the domains' names made safe (:func:`slurm_names`: ``[A-Za-z0-9._-]`` only, a short
-  GUID tag when the description had to change or is shared, stable across exports). A domain with one
-  child adds nothing and is left out (its child goes up a level). Each fabric is its own tree with
+  GUID tag when the description had to change or is shared, stable across exports). Every switch
+  level is kept, even with one child (Selene's management leaf ``MLG01-04`` under its own spine
+  ``MSPINE3-01``, under the core): a job on that leaf's hosts then knows it has a spine between it
+  and the rest, as the Volcano export says. Only a domain with no switch of its own (the fabric,
+  the spine group of a two-level tree) and one child adds nothing and is left out (its child goes
+  up a level). Each fabric is its own tree with
   no common root: Slurm then never places a job across two fabrics, which cannot talk to each
   other (it logs "no switch can reach all nodes", as its docs say it should for such clusters).
 - ``slurm-block``: ``topology/block`` — ``BlockName=… Nodes=…`` per unit, ``BlockSizes=``. Slurm
   (``topology.conf(5)``, ``src/plugins/topology/block/block_record.c``) takes the first size as
-  the planning base block (every block needs at least that many nodes: Weft writes the smallest
-  unit's count) and aggregates *consecutive* blocks of the file in groups of 2^k for each larger
-  size base·2^k. Weft writes the units ordered by fabric, spine group and block, and lists a size
-  only when every aggregate of that size lies inside one block (or is whole blocks inside one
-  spine group, or whole spine groups) of one fabric.
+  the node count of every base block (``bblock_node_cnt``; a block with fewer nodes is fatal to
+  slurmctld) and plans a job of *n* nodes as ``ceil(n / base)`` base blocks rounded up to a power
+  of two (``eval_nodes_block.c``, ``_get_block_level``); it aggregates *consecutive* blocks of the
+  file in groups of 2^k for each larger size base·2^k. So the base is the host count of one leaf
+  unit of the fabric (:func:`block_units`): the smallest unit among the *full* units (those with
+  at least half the hosts of the largest: a pod missing a few hosts is still a pod), never a
+  two-host management leaf (Selene: 17, not 2, so a 20-node job is one or two base blocks, not
+  16). Units with fewer hosts than the base cannot be Slurm blocks: they are left out of the block
+  form, named in its header comment and in the warnings (their hosts stay in the tree form).
+  Weft writes the units ordered by fabric, spine group and block, and lists a size only when every
+  aggregate of that size lies inside one block (or is whole blocks inside one spine group, or
+  whole spine groups) of one fabric.
 - ``slurm-yaml``: Slurm 25.05 ``topology.yaml`` (``topology.yaml(5)``; field types from
   ``src/plugins/data_parser/*/parsers.c``): a list of topologies, ``topology`` first, then
   ``cluster_default``, then ``tree: {switches: [{switch, children | nodes}]}`` or ``block:
@@ -316,7 +327,7 @@ def _emit(view: _View, d: Domain, names: dict[str, str], switches: list[_Switch]
         return [s.name]
     children = sorted(_children(view, d), key=lambda c: _natural(c.name))
     tops = [t for c in children for t in _emit(view, c, names, switches)]
-    if len(tops) == 1:
+    if len(tops) == 1 and not d.switches:  # a switch level is kept even above one child
         return tops
     s = _Switch(names[d.key], d, children=tops)
     switches.append(s)
@@ -347,11 +358,54 @@ def _fabric_key(d: Domain) -> str:
     return f"f{d.fabric_id}/fabric"
 
 
-def block_sizes(view: _View, units: Sequence[Domain]) -> list[int]:
-    """``BlockSizes``: the smallest unit's node count, then base·2^k for each k whose aggregates
-    of 2^k consecutive units stay inside one domain, or are whole domains, at every tier, and
-    never span two fabrics (see the module docstring)."""
-    base = min(len(view.hosts[u.key]) for u in units)
+@dataclass(slots=True)
+class _Blocks:
+    """The block form's units: ``units`` written as blocks (fabric/spine group/block order),
+    ``left_out`` the units with fewer hosts than ``base`` (the base block's node count)."""
+
+    units: list[Domain]
+    left_out: list[Domain]
+    base: int
+
+
+def block_units(view: _View) -> _Blocks:
+    """The base block size and the units the block form writes (see the module docstring).
+
+    ``base``: the smallest host count among the full units, a unit being full when it has at
+    least half the hosts of the largest unit; every unit with at least ``base`` hosts is a block,
+    the others are ``left_out`` (Slurm refuses a block smaller than the base)."""
+    units = _units_in_order(view)
+    largest = max(len(view.hosts[u.key]) for u in units)
+    base = min(n for u in units if 2 * (n := len(view.hosts[u.key])) >= largest)
+    kept = [u for u in units if len(view.hosts[u.key]) >= base]
+    return _Blocks(kept, [u for u in units if len(view.hosts[u.key]) < base], base)
+
+
+def _block_notes(view: _View, blocks: _Blocks) -> list[str]:
+    """The block form's header lines on how uneven units were handled."""
+    sizes = sorted({len(view.hosts[u.key]) for u in blocks.units})
+    out = [
+        f"# base block: {blocks.base} nodes, the smallest full leaf unit (units hold "
+        f"{sizes[0]}-{sizes[-1]} nodes; a unit with more than the base counts as one base block "
+        f"that Slurm may fill beyond the base)"
+    ]
+    if blocks.left_out:
+        hosts = sum(len(view.hosts[u.key]) for u in blocks.left_out)
+        out.append(
+            f"# left out: {len(blocks.left_out)} units with fewer than {blocks.base} nodes ({hosts} nodes, "
+            f"e.g. management leaves), which Slurm cannot hold as blocks: "
+            + ", ".join(f"{u.name} ({len(view.hosts[u.key])})" for u in blocks.left_out[:WARN_NAMES])
+            + (" ..." if len(blocks.left_out) > WARN_NAMES else "")
+        )
+    return out
+
+
+def block_sizes(view: _View, units: Sequence[Domain], base: int | None = None) -> list[int]:
+    """``BlockSizes``: ``base`` (default: the smallest unit's node count), then base·2^k for each
+    k whose aggregates of 2^k consecutive units stay inside one domain, or are whole domains, at
+    every tier, and never span two fabrics (see the module docstring)."""
+    if base is None:
+        base = min(len(view.hosts[u.key]) for u in units)
     sizes = [base]
     n = len(units)
     loc = view.locality
@@ -384,16 +438,17 @@ def block_sizes(view: _View, units: Sequence[Domain]) -> list[int]:
     return sizes
 
 
-def slurm_block(view: _View) -> str:
-    units = _units_in_order(view)
+def slurm_block(view: _View, blocks: _Blocks | None = None) -> str:
+    blocks = blocks or block_units(view)
     names = _slurm_names(view)
     lines = _header(view, "Slurm topology.conf (topology/block)")
     lines.append(
         "# blocks: one per unit (leaf switch or rail-optimised pod), in fabric/spine group/block order"
     )
-    for u in units:
+    lines += _block_notes(view, blocks)
+    for u in blocks.units:
         lines.append(f"BlockName={names[u.key]} Nodes={fold(view.hosts[u.key])}")
-    lines.append(f"BlockSizes={','.join(str(s) for s in block_sizes(view, units))}")
+    lines.append(f"BlockSizes={','.join(str(s) for s in block_sizes(view, blocks.units, blocks.base))}")
     return "\n".join(lines) + "\n"
 
 
@@ -407,15 +462,15 @@ def slurm_yaml(view: _View, name: str = "weft") -> str:
             else:
                 entry["children"] = fold(s.children or [])
             tree.append(entry)
-    units = _units_in_order(view)
+    chosen = block_units(view)
     names = _slurm_names(view)
-    blocks = [{"block": names[u.key], "nodes": fold(view.hosts[u.key])} for u in units]
+    blocks = [{"block": names[u.key], "nodes": fold(view.hosts[u.key])} for u in chosen.units]
     doc = [
         {"topology": f"{name}-tree", "cluster_default": True, "tree": {"switches": tree}},
         {"topology": f"{name}-block", "cluster_default": False,
-         "block": {"block_sizes": block_sizes(view, units), "blocks": blocks}},
+         "block": {"block_sizes": block_sizes(view, chosen.units, chosen.base), "blocks": blocks}},
     ]  # fmt: skip
-    head = "\n".join(_header(view, "Slurm topology.yaml (25.05)")) + "\n"
+    head = "\n".join(_header(view, "Slurm topology.yaml (25.05)") + _block_notes(view, chosen)) + "\n"
     return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
 
 
@@ -569,6 +624,14 @@ def export(locality: Locality, fmt: str, *, fabric_ids: Iterable[int] | None = N
     view = _view(locality, fabric_ids, nodes, warnings,
                  name_rule=k8s_name_problem if k8s else check_name,
                  target="Kubernetes" if k8s else "Slurm")  # fmt: skip
+    if fmt in ("slurm-block", "slurm-yaml"):
+        left_out = block_units(view).left_out
+        if left_out:
+            hosts = sum(len(view.hosts[u.key]) for u in left_out)
+            warnings.append(
+                f"block form: {len(left_out)} units smaller than the base block left out ({hosts} hosts): "
+                + _listed(u.name for u in left_out)
+            )
     if fmt == "slurm-tree":
         text = slurm_tree(view)
     elif fmt == "slurm-block":
@@ -606,8 +669,10 @@ def parse_topology_conf(text: str, source: str = "topology.conf") -> list[ConfLi
     """Read a Slurm ``topology.conf`` (tree or block form) as Slurm would: keys case-insensitive,
     ``#`` to the end of the line a comment, host lists expanded (:func:`scheduler.hostlist.expand`).
     Checks Slurm's rules: a name on every line, ≤ 64 characters, unique; not both ``Nodes=`` and
-    ``Switches=``; every child switch defined; ``BlockSizes`` positive multiples of the first by
-    powers of two. Raises :class:`~core.errors.LocatedError` (source, line) at the first break."""
+    ``Switches=``; every child switch defined; no switch below itself (a tree); no block smaller
+    than the first of ``BlockSizes`` (``block_record.c``); ``BlockSizes`` positive multiples of the
+    first by powers of two. Raises :class:`~core.errors.LocatedError` (source, line) at the first
+    break."""
     out: list[ConfLine] = []
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
@@ -662,4 +727,43 @@ def parse_topology_conf(text: str, source: str = "topology.conf") -> list[ConfLi
         for child in c.switches or []:
             if child not in names:
                 raise LocatedError(f"switch {c.name} has undefined child {child!r}", source, c.line)
+    _check_tree(out, source)
+    sizes = next((c.sizes for c in out if c.kind == "block_sizes" and c.sizes), None)
+    for c in out:
+        if sizes and c.kind == "block" and len(set(c.nodes or [])) < sizes[0]:
+            raise LocatedError(
+                f"block {c.name} has {len(set(c.nodes or []))} nodes, fewer than the base block size "
+                f"{sizes[0]} (slurmctld: children count lower than bblock_node_cnt)", source, c.line
+            )  # fmt: skip
     return out
+
+
+def _check_tree(lines: list[ConfLine], source: str) -> None:
+    """Slurm's tree rule (``switch_record.c``: a switch's level is one more than its highest
+    child's, resolved in at most 20 passes, else ``fatal: Switch configuration is not a tree``):
+    no switch below itself.
+
+    Raises:
+        LocatedError: at the first switch found on a cycle of ``Switches=``.
+    """
+    children = {c.name: c.switches or [] for c in lines if c.kind == "switch"}
+    line_of = {c.name: c.line for c in lines if c.kind == "switch"}
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    for root in children:
+        if root in state:
+            continue
+        stack = [(root, iter(children[root]))]
+        state[root] = 1
+        while stack:
+            name, it = stack[-1]
+            child = next(it, None)
+            if child is None:
+                state[name] = 2
+                stack.pop()
+            elif state.get(child) == 1:
+                raise LocatedError(
+                    f"switch {child} is below itself (through {name}): not a tree", source, line_of[child]
+                )
+            elif child not in state:
+                state[child] = 1
+                stack.append((child, iter(children[child])))

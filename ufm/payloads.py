@@ -9,7 +9,13 @@ Shapes:
   integer, ``lid`` an integer, 0 when unknown, ``system_name`` the host name of a CA port (through
   the node-name map: ``Host.name``/``Node.name``), ``description`` ``"Computer IB Port"`` /
   ``"Switch IB Port"`` / ``"Router IB Port"``, ``peer_node_name`` the system name of the node at
-  the other end of the cable, ``""`` when unconnected);
+  the other end of the cable, ``""`` when unconnected). A SHARP Aggregation Node (the CA inside a
+  SHARP-capable switch, ``Node.aggregation_node``) is part of its switch's system, as UFM groups
+  nodes into systems by system image GUID (UFM REST API guide, Systems: a system's ``guid`` is the
+  system GUID; the AN reports its switch's): its port is a ``"Switch IB Port"`` of the switch's
+  ``system_name``/``systemID``/``tier``, never a ``"Computer IB Port"`` (Volcano's discoverer and
+  Carbide's ``?sys_type=Computer`` take every Computer port for a compute host's), and its
+  ``node_description`` stays ``"Mellanox Technologies Aggregation Node"``;
 * systems, links: arrays, or ``{"data": [...], "page_number", "rpp", "total"}`` when a page is
   asked for;
 * PKeys: an object keyed by the PKey (``"0x5"``, lowercase, unpadded) with ``partition``,
@@ -70,10 +76,11 @@ EVENT_LIMIT = 1000
 _PORT_VALUES = (
     "id", "port_num", "port_guid", "lid", "state", "phys_state", "width", "speed", "label",
     "node__node_guid", "node__node_type", "node__system_image_guid", "node__description", "node__name",
-    "node__lid", "node__tier", "node__host__name",
+    "node__lid", "node__tier", "node__host__name", "node__aggregation_switch_guid",
 )  # fmt: skip
 _PEER_FIELDS = ("port_num", "port_guid", "label", "lid", "node__node_guid", "node__node_type",
-                "node__description", "node__name", "node__lid", "node__host__name")  # fmt: skip
+                "node__description", "node__name", "node__lid", "node__host__name",
+                "node__aggregation_switch_guid")  # fmt: skip
 _PEER_VIA = ("link_as_a__port_b__", "link_as_b__port_a__")
 
 
@@ -92,6 +99,24 @@ def _system_name(node_type: str, name: str, host: str | None, guid: str) -> str:
     if node_type != NodeType.SWITCH and host:
         return host
     return name or ufm_guid(guid)
+
+
+class _Switches:
+    """The switches of a fabric by node GUID (``name``, ``system_image_guid``, ``tier``, ``lid``),
+    read once: what a SHARP Aggregation Node's rows borrow from the switch it hangs off."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        rows = Node.objects.filter(fabric=fabric, node_type=NodeType.SWITCH).values_list(
+            "node_guid", "name", "system_image_guid", "tier", "lid"
+        )
+        self.by_guid = {r[0]: r[1:] for r in rows}
+
+    def system_name(self, node_type: str, name: str, host: str | None, guid: str, an_switch: str) -> str:
+        """``_system_name``, but an Aggregation Node's is its switch's."""
+        if an_switch and an_switch in self.by_guid:
+            sw_name = self.by_guid[an_switch][0]
+            return sw_name or ufm_guid(an_switch)
+        return _system_name(node_type, name, host, guid)
 
 
 def _dname(port_num: int | None, label: str | None) -> str:
@@ -129,7 +154,11 @@ def ports(
     not), ``system`` (a canonical GUID: the node's, its system image's or the port's)."""
     peer_values = [via + f for via in _PEER_VIA for f in _PEER_FIELDS]
     rows = Port.objects.filter(node__fabric=fabric).exclude(node__node_type=NodeType.SWITCH, port_num=0)
-    if node_type:
+    if node_type == NodeType.CA:  # Computer ports: no SHARP Aggregation Node's
+        rows = rows.filter(node__node_type=node_type, node__aggregation_node=False)
+    elif node_type == NodeType.SWITCH:  # the switch systems' ports, their ANs' included
+        rows = rows.filter(Q(node__node_type=node_type) | Q(node__aggregation_node=True))
+    elif node_type:
         rows = rows.filter(node__node_type=node_type)
     if active is not None:
         rows = rows.filter(state=PortState.ACTIVE) if active else rows.exclude(state=PortState.ACTIVE)
@@ -138,6 +167,7 @@ def ports(
             Q(node__node_guid=system) | Q(node__system_image_guid=system) | Q(port_guid=system)
         )
     severities = port_severities(fabric)
+    switches = _Switches(fabric)
     out = []
     for r in rows.order_by("node__node_guid", "port_num").values(*_PORT_VALUES, *peer_values):
         node_guid = r["node__node_guid"]
@@ -145,25 +175,32 @@ def ports(
                      if r[via + "port_num"] is not None), None)  # fmt: skip
         node_type_ = r["node__node_type"]
         lid = r["node__lid"] if node_type_ == NodeType.SWITCH else r["lid"]
+        system_id, tier, kind = r["node__system_image_guid"] or node_guid, r["node__tier"], node_type_
+        an_switch = r["node__aggregation_switch_guid"]
+        if an_switch in switches.by_guid:  # a SHARP Aggregation Node: a port of its switch's system
+            _, sw_image, tier, _ = switches.by_guid[an_switch]
+            system_id, kind = sw_image or an_switch, NodeType.SWITCH
         out.append(
             {
                 "name": f"{ufm_guid(node_guid)}_{r['port_num']}",
                 "guid": ufm_guid(r["port_guid"] or node_guid),
-                "systemID": ufm_guid(r["node__system_image_guid"] or node_guid),
-                "system_name": _system_name(node_type_, r["node__name"], r["node__host__name"], node_guid),
+                "systemID": ufm_guid(system_id),
+                "system_name": switches.system_name(node_type_, r["node__name"], r["node__host__name"],
+                                                    node_guid, an_switch),
                 "node_description": (r["node__description"] or "").strip(),
-                "description": PORT_DESCRIPTION.get(node_type_, "IB Port"),
+                "description": PORT_DESCRIPTION.get(kind, "IB Port"),
                 "number": r["port_num"],
                 "external_number": _external(r["port_num"], r["label"]),
                 "dname": _dname(r["port_num"], r["label"]),
-                "tier": int(r["node__tier"]),
+                "tier": int(tier),
                 "lid": int(lid or 0),
                 "logical_state": STATE_TEXT.get(r["state"], "Unknown"),
                 "physical_state": PHYS_TEXT.get(r["phys_state"], "Unknown"),
                 "active_width": r["width"] or "",
                 "active_speed": r["speed"] or "",
-                "peer_node_name": _system_name(peer["node__node_type"], peer["node__name"],
-                                               peer["node__host__name"], peer["node__node_guid"])
+                "peer_node_name": switches.system_name(peer["node__node_type"], peer["node__name"],
+                                                       peer["node__host__name"], peer["node__node_guid"],
+                                                       peer["node__aggregation_switch_guid"])
                 if peer else "",
                 "peer_guid": ufm_guid(peer["port_guid"] or peer["node__node_guid"]) if peer else "",
                 "peer_lid": int((peer["node__lid"] if peer["node__node_type"] == NodeType.SWITCH
@@ -179,13 +216,22 @@ def ports(
 
 def systems(fabric: Fabric, *, node_type: str | None = None) -> list[dict]:
     """The systems of ``fabric`` as UFM system objects: one per switch (and router), one per host
-    (its CAs' ports together; a CA without a host is a system of its own). ``node_type`` keeps
-    one kind (``?type=switch``)."""
+    (its CAs' ports together; a CA without a host is a system of its own). A SHARP Aggregation
+    Node is part of its switch's system (its port is listed with the switch's), never a host.
+    ``node_type`` keeps one kind (``?type=switch``)."""
     nodes = Node.objects.filter(fabric=fabric).order_by("node_type", "name", "node_guid")
-    if node_type:
+    # an AN cabled to a switch joins that switch's system; one cabled to none stays its own
+    in_switch = Q(aggregation_node=True) & ~Q(aggregation_switch_guid="")
+    ans = nodes.filter(in_switch) if node_type in (None, NodeType.SWITCH) else nodes.none()
+    nodes = nodes.exclude(in_switch)
+    if node_type == NodeType.CA:
+        nodes = nodes.filter(node_type=node_type, aggregation_node=False)
+    elif node_type:
         nodes = nodes.filter(node_type=node_type)
     port_names: dict[int, list[str]] = defaultdict(list)
-    port_rows = Port.objects.filter(node__in=nodes).exclude(node__node_type=NodeType.SWITCH, port_num=0)
+    port_rows = Port.objects.filter(Q(node__in=nodes) | Q(node__in=ans)).exclude(
+        node__node_type=NodeType.SWITCH, port_num=0
+    )
     for node_id, guid, num in port_rows.order_by("port_num").values_list(
         "node_id", "node__node_guid", "port_num"
     ):
@@ -214,14 +260,20 @@ def systems(fabric: Fabric, *, node_type: str | None = None) -> list[dict]:
                 "severity": "Info",
             }
         system["ports"].extend(port_names.get(n["id"], []))
+    for node_id, switch in ans.values_list("id", "aggregation_switch_guid"):
+        system = groups.get(("node", switch))
+        if system is not None:
+            system["ports"].extend(port_names.get(node_id, []))
     return list(groups.values())
 
 
 def links(fabric: Fabric) -> list[dict]:
-    """The cables of ``fabric`` as UFM link objects (``source_*`` the lower port id)."""
+    """The cables of ``fabric`` as UFM link objects (``source_*`` the lower port id); a SHARP
+    Aggregation Node's end is described by its switch's name, as its ports are."""
     out = []
+    switches = _Switches(fabric)
     fields = ("port_num", "port_guid", "label", "node__node_guid", "node__name", "node__description",
-              "node__node_type", "node__host__name")  # fmt: skip
+              "node__node_type", "node__host__name", "node__aggregation_switch_guid")  # fmt: skip
     values = [f"port_{end}__{f}" for end in "ab" for f in fields]
     for r in (
         Link.objects.filter(fabric=fabric).order_by("port_a").values("width", "speed", "rate_gbps", *values)
@@ -235,13 +287,15 @@ def links(fabric: Fabric) -> list[dict]:
                 "source_guid": ufm_guid(a["node__node_guid"]),
                 "source_port": a["port_num"],
                 "source_port_dname": _dname(a["port_num"], a["label"]),
-                "source_port_node_description": _system_name(a["node__node_type"], a["node__name"],
-                                                             a["node__host__name"], a["node__node_guid"]),
+                "source_port_node_description": switches.system_name(
+                    a["node__node_type"], a["node__name"], a["node__host__name"], a["node__node_guid"],
+                    a["node__aggregation_switch_guid"]),
                 "destination_guid": ufm_guid(b["node__node_guid"]),
                 "destination_port": b["port_num"],
                 "destination_port_dname": _dname(b["port_num"], b["label"]),
-                "destination_port_node_description": _system_name(b["node__node_type"], b["node__name"],
-                                                                  b["node__host__name"], b["node__node_guid"]),
+                "destination_port_node_description": switches.system_name(
+                    b["node__node_type"], b["node__name"], b["node__host__name"], b["node__node_guid"],
+                    b["node__aggregation_switch_guid"]),
                 "width": r["width"] or "",
                 "speed": r["speed"] or "",
                 "rate_gbps": r["rate_gbps"],

@@ -358,10 +358,14 @@ class NodeSerializer(serializers.ModelSerializer):
             "tier",
             "role",
             "host",
+            "aggregation_node",
+            "aggregation_switch_guid",
             "first_seen",
             "last_seen",
             "unreachable_since",
         ]
+        # SHARP Aggregation Node and its switch: the ingest's (fabric.services.derive.aggregation_nodes)
+        read_only_fields = ["aggregation_node", "aggregation_switch_guid"]
 
 
 class NodeDetailSerializer(NodeSerializer):

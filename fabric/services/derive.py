@@ -23,11 +23,59 @@ _DEVICE = re.compile(
     re.IGNORECASE,
 )
 _AGGREGATION = "aggregation node"
+#: PCI device IDs of NVIDIA/Mellanox switch ASICs (``pci.ids``, vendor 15b3: cf08 Switch-IB 2,
+#: d2f0 Quantum, d2f2 Quantum-2, d2f4 Quantum-3) and of the Quantum SHARP Aggregation Node function
+#: (cf09, as Selene's ibnetdiscover reports it for all 666 of them): a CA with one of these is the
+#: SHARP Aggregation Node inside a switch, never a host adapter (ConnectX CAs are 0x1003-0x1023...)
+SWITCH_ASIC_DEVICE_IDS = frozenset({0xCF08, 0xCF09, 0xD2F0, 0xD2F2, 0xD2F4})
 
 
 def is_aggregation_node(description: str) -> bool:
-    """True for a SHARP Aggregation Node CA (not a host)."""
+    """True for a CA whose NodeDescription says it is a SHARP Aggregation Node (the firmware's
+    default, ``"Mellanox Technologies Aggregation Node"``). :func:`aggregation_nodes` also
+    recognises one by its device ID and the switch it hangs off."""
     return _AGGREGATION in description.lower()
+
+
+def aggregation_nodes(topology: Topology) -> dict[str, str]:
+    """The SHARP Aggregation Nodes of ``topology``: CA GUID → GUID of the switch it hangs off
+    (``""`` when it is cabled to no switch).
+
+    A SHARP-capable switch (Switch-IB 2, Quantum and later) exposes an Aggregation Node: a CA
+    function inside the switch, cabled to the switch's last, internal port (port 41 of a
+    QM8700, 37 of an MSB7800), that the SHARP Aggregation Manager drives (NVIDIA SHARP
+    deployment guide; UFM user manual, "Appendix – NVIDIA SHARP Integration"). It is no host:
+    it runs no jobs and makes no leaf. A CA is one when any of these holds:
+
+    * its NodeDescription says so (:func:`is_aggregation_node`);
+    * its device ID is a switch ASIC's (:data:`SWITCH_ASIC_DEVICE_IDS`);
+    * it shares its system image GUID (NodeInfo:SystemImageGUID, IBTA Vol 1 14.2.5.3: the same
+      for every node of one chassis) with the switch it is cabled to, or that GUID is the
+      switch's node GUID (Selene: the AN of ``S-1c34da0300728866`` reports
+      ``sysimgguid=0x1c34da0300728866``): a CA in the switch's own box.
+
+    The switch is the one its first linked port reaches (an AN has one port).
+    """
+    nodes = topology.nodes
+    peer: dict[str, str] = {}
+    for (a, _pa), (b, _pb) in topology.links:
+        if a == b:
+            continue
+        for here, there in ((a, b), (b, a)):
+            if here not in peer and nodes[here].node_type == CA and nodes[there].node_type == SWITCH:
+                peer[here] = there
+    out: dict[str, str] = {}
+    for guid, node in nodes.items():
+        if node.node_type != CA:
+            continue
+        switch = peer.get(guid, "")
+        found = is_aggregation_node(node.description) or node.device_id in SWITCH_ASIC_DEVICE_IDS
+        if not found and switch and node.system_image_guid:
+            sw = nodes[switch]
+            found = node.system_image_guid in (sw.guid, sw.system_image_guid)
+        if found:
+            out[guid] = switch
+    return out
 
 
 def host_from_description(description: str) -> str | None:
@@ -78,13 +126,16 @@ def host_for(node_type: str, description: str, name: str) -> str | None:
     return host_from_description(name)
 
 
-def derive_tiers(topology: Topology) -> dict[str, int]:
+def derive_tiers(topology: Topology, aggregation: dict[str, str] | None = None) -> dict[str, int]:
     """Tier of every node (GUID → ``fabric.choices.Tier`` value): CAs 0, leaf 1, spine 2, core 3.
 
-    Switches are ranked by hop distance from the leaves over switch-switch links (0 → leaf,
+    ``aggregation``: :func:`aggregation_nodes` of ``topology`` (computed when None); a switch
+    whose only CA is its SHARP Aggregation Node is no leaf. Switches are ranked by hop distance from the leaves over switch-switch links (0 → leaf,
     1 → spine, ≥2 → core); switches with no path to a leaf and routers are 9 (unknown).
     """
     nodes = topology.nodes
+    if aggregation is None:
+        aggregation = aggregation_nodes(topology)
     neighbours: dict[str, set[str]] = {g: set() for g in nodes}
     for (a, _pa), (b, _pb) in topology.links:
         if a != b:
@@ -96,10 +147,7 @@ def derive_tiers(topology: Topology) -> dict[str, int]:
         if node.node_type == CA:
             tiers[guid] = HOST
         elif node.node_type == SWITCH:
-            if any(
-                nodes[n].node_type == CA and not is_aggregation_node(nodes[n].description)
-                for n in neighbours[guid]
-            ):
+            if any(nodes[n].node_type == CA and n not in aggregation for n in neighbours[guid]):
                 tiers[guid] = LEAF
                 queue.append(guid)
         else:

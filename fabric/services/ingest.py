@@ -90,7 +90,7 @@ from ..parsers.records import (
 )
 from ..signals import discovery_committed
 from . import sm as sm_service
-from .derive import derive_tiers, host_for
+from .derive import aggregation_nodes, derive_tiers, host_for
 from .names import MapUnreadable, label_topology, read_map_path
 
 #: at most this many natural keys per list in ``Discovery.diff`` (the counts are always complete).
@@ -100,24 +100,26 @@ WARNINGS_LIMIT = 1000
 BATCH = 2000
 # The columns the ingest writes from a parse, one line each: ``column: how``, where ``how`` is the
 # record attribute stored as is (a str) or a function of the record (nodes: of the record, its
-# tier and its host id). The row tuples (the attribute columns first, then the computed ones, see
+# tier, its host id and, for a SHARP Aggregation Node, its switch's GUID, else None). The row tuples (the attribute columns first, then the computed ones, see
 # :func:`_row_maker`), the diffs (and the events' field names) and the per-node digests all follow
 # these tables, so a new stored column is one line here (plus its model field and migration) and
 # joins the digest by construction (:func:`_plan`; the column names salt the digest, so every
 # stored digest changes with a table and the first discovery after such a change diffs all).
-_NODE_COLUMNS: dict[str, str | Callable[[NodeRecord, int, int | None], Any]] = {
+_NODE_COLUMNS: dict[str, str | Callable[[NodeRecord, int, int | None, str | None], Any]] = {
     "node_type": "node_type",
     "system_image_guid": "system_image_guid",
     "vendor_id": "vendor_id",
     "device_id": "device_id",
     "num_ports": "num_ports",
     "enhanced_port0": "enhanced_port0",
-    "description": lambda n, tier, host: n.description[:128],
-    "name": lambda n, tier, host: n.label,
-    "lid": lambda n, tier, host: n.lid if n.node_type == SWITCH else None,
-    "lmc": lambda n, tier, host: n.lmc if n.node_type == SWITCH else 0,
-    "tier": lambda n, tier, host: tier,
-    "host_id": lambda n, tier, host: host,
+    "description": lambda n, tier, host, an: n.description[:128],
+    "name": lambda n, tier, host, an: n.label,
+    "lid": lambda n, tier, host, an: n.lid if n.node_type == SWITCH else None,
+    "lmc": lambda n, tier, host, an: n.lmc if n.node_type == SWITCH else 0,
+    "tier": lambda n, tier, host, an: tier,
+    "aggregation_node": lambda n, tier, host, an: an is not None,
+    "aggregation_switch_guid": lambda n, tier, host, an: an or "",
+    "host_id": lambda n, tier, host, an: host,
 }
 _PORT_COLUMNS: dict[str, str | Callable[[PortRecord], Any]] = {
     "port_guid": "port_guid",
@@ -375,9 +377,10 @@ def ingest_topology(
         ch = _Changes(initial=initial)
         reach = Reach.of(locked, topology, partial, unknown_ports, started=started, stored=stored.keys())
         label_topology(locked, topology)  # node.label: the map's name or the trimmed description
-        hosts = _host_names(topology)
+        aggregation = aggregation_nodes(topology)
+        hosts = _host_names(topology, aggregation)
         host_ids = _sync_hosts(locked, hosts, ch)
-        plan = _plan(topology, hosts, host_ids)
+        plan = _plan(topology, hosts, host_ids, aggregation)
         scope = _scope(stored, plan, reach, partial)
         if scope is None or scope:
             node_ids = _sync_nodes(locked, topology, plan, stored, scope, reach, ch)
@@ -578,11 +581,15 @@ def _mark_reachability(fabric: Fabric, topo: Topology, reach: Reach, marked: set
     return rows
 
 
-def _host_names(topo: Topology) -> dict[str, str]:
-    """Node GUID → host name, for the CAs and routers whose NodeDescription names a host."""
+def _host_names(topo: Topology, aggregation: dict[str, str] | None = None) -> dict[str, str]:
+    """Node GUID → host name, for the CAs and routers whose NodeDescription names a host (never a
+    SHARP Aggregation Node: ``aggregation``, :func:`~fabric.services.derive.aggregation_nodes`,
+    computed when None)."""
+    if aggregation is None:
+        aggregation = aggregation_nodes(topo)
     out = {}
     for guid, node in topo.nodes.items():
-        if node.node_type != SWITCH:
+        if node.node_type != SWITCH and guid not in aggregation:
             name = host_for(node.node_type, node.description, node.label)
             if name:
                 out[guid] = name
@@ -623,7 +630,9 @@ class _Plan:
 _first = itemgetter(0)
 
 
-def _plan(topo: Topology, hosts: dict[str, str], host_ids: dict[str, int]) -> _Plan:
+def _plan(
+    topo: Topology, hosts: dict[str, str], host_ids: dict[str, int], aggregation: dict[str, str] | None = None
+) -> _Plan:
     """Row values of every node, port and link of ``topo``, and the per-node digests.
 
     A node's digest is BLAKE2b (8 bytes) of the ``repr`` of its row tuple, its ports' ``(port
@@ -640,11 +649,14 @@ def _plan(topo: Topology, hosts: dict[str, str], host_ids: dict[str, int]) -> _P
     link_fields, link_rows = _row_maker(_LINK_COLUMNS)
     # salt: the column names (a column added or renamed changes every digest)
     salt = repr((node_fields, port_fields, link_fields)).encode()
-    tiers = derive_tiers(topo)
+    if aggregation is None:
+        aggregation = aggregation_nodes(topo)
+    tiers = derive_tiers(topo, aggregation)
     guids = list(topo.nodes)
     nodes = dict(
         zip(guids, node_rows(list(topo.nodes.values()), [tiers[g] for g in guids],
-                             [host_ids.get(hosts.get(g)) for g in guids]), strict=True)
+                             [host_ids.get(hosts.get(g)) for g in guids],
+                             [aggregation.get(g) for g in guids]), strict=True)
     )  # fmt: skip
     ports = dict(zip(topo.ports, port_rows(list(topo.ports.values())), strict=True))
     links = dict(zip(topo.links, link_rows(list(topo.links.values())), strict=True))

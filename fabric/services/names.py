@@ -97,19 +97,20 @@ def rename_nodes(fabric: Fabric, names: dict[str, str]) -> dict[str, int]:
         "hosts_created": n}``.
     """
     rows = list(Node.objects.filter(fabric=fabric).values_list("id", "node_guid", "node_type", "description",
-                                                                "name", "host_id"))  # fmt: skip
+                                                                "name", "host_id", "aggregation_node"))  # fmt: skip
     hosts = dict(Host.objects.filter(fabric=fabric).values_list("name", "id"))
     wanted: dict[int, tuple[str, str | None]] = {}
-    for node_id, guid, node_type, description, _, _ in rows:
+    for node_id, guid, node_type, description, _, _, aggregation in rows:
         name = display_name(guid, description, names)
-        wanted[node_id] = (name, host_for(node_type, description, name))
+        # a SHARP Aggregation Node (stored so by the ingest) stays host-less whatever its name
+        wanted[node_id] = (name, None if aggregation else host_for(node_type, description, name))
     missing = sorted({h for _, h in wanted.values() if h and h not in hosts})
     if missing:
         Host.objects.bulk_create([Host(fabric=fabric, name=h) for h in missing])
         hosts = dict(Host.objects.filter(fabric=fabric).values_list("name", "id"))
     updates: list[Node] = []
     renamed = rehosted = 0
-    for node_id, _, _, _, old_name, old_host in rows:
+    for node_id, _, _, _, old_name, old_host, _ in rows:
         name, host = wanted[node_id]
         host_id = hosts[host] if host else None
         if name == old_name and host_id == old_host:

@@ -139,7 +139,7 @@ def test_every_column_is_in_the_digest_and_a_new_column_joins_it(db, monkeypatch
             monkeypatch.undo()
             assert {g for g in moved if moved[g] != plan.digests[g]} == owners, column
     # a column added to a table (one line) changes every digest: the next discovery diffs everything
-    monkeypatch.setitem(ingest._NODE_COLUMNS, "display_name", lambda n, tier, host: n.description)
+    monkeypatch.setitem(ingest._NODE_COLUMNS, "display_name", lambda n, tier, host, an: n.description)
     added = ingest._plan(topo, hosts, {"host001": 1, "host002": 2})
     assert all(added.digests[g] != plan.digests[g] for g in plan.digests)
     assert added.nodes[G("leaf1")][-1] == "leaf-1"

@@ -26,7 +26,7 @@ from fabric.parsers import (
 from fabric.parsers.ibnetdiscover import derived_guid
 from fabric.parsers.records import STATE_ACTIVE, STATE_DOWN, STATE_INIT
 from fabric.parsers.sminfo import parse_sminfo
-from fabric.services.derive import derive_tiers, host_from_description
+from fabric.services.derive import aggregation_nodes, derive_tiers, host_from_description
 
 SMALL = """#
 # Topology file: generated on Tue Feb 23 14:02:06 2021
@@ -511,6 +511,56 @@ Hca 1 "agg2" # "Mellanox Technologies Aggregation Node"
         "agg-only": 9,
         "agg2": 0,
     }
+
+
+def test_aggregation_nodes_are_recognised_by_device_id_and_by_their_switch(realdata):
+    """A SHARP AN renamed by its site (no "Aggregation Node" in the description) is still found:
+    by its switch-ASIC device ID, or by sharing its switch's system image GUID; a ConnectX host
+    on the same switch is not. Selene: 666, one per switch, each on the switch's port 41."""
+    text = """
+vendid=0x2c9
+devid=0xd2f0
+sysimgguid=0x1c34da0300728866
+switchguid=0x1c34da0300728866(1c34da0300728866)
+Switch	41 "S-1c34da0300728866"		# "leaf-a" enhanced port 0 lid 2 lmc 0
+[1]	"H-0000000000000001"[1](0000000000000001) 		# "gpu01 mlx5_0" lid 3 4xHDR
+[40]	"H-0000000000000002"[1](0000000000000002) 		# "leaf-a-an" lid 4 4xHDR
+[41]	"H-0000000000000003"[1](0000000000000003) 		# "leaf-a sharp" lid 5 4xHDR
+
+vendid=0x2c9
+devid=0x101b
+sysimgguid=0x0000000000000001
+caguid=0x0000000000000001
+Ca	1 "H-0000000000000001"		# "gpu01 mlx5_0"
+[1](0000000000000001) 	"S-1c34da0300728866"[1]		# lid 3 lmc 0 "leaf-a" lid 2 4xHDR
+
+vendid=0x2c9
+devid=0xcf09
+sysimgguid=0x0000000000000002
+caguid=0x0000000000000002
+Ca	1 "H-0000000000000002"		# "leaf-a-an"
+[1](0000000000000002) 	"S-1c34da0300728866"[40]		# lid 4 lmc 0 "leaf-a" lid 2 4xHDR
+
+vendid=0x2c9
+devid=0x101b
+sysimgguid=0x1c34da0300728866
+caguid=0x0000000000000003
+Ca	1 "H-0000000000000003"		# "leaf-a sharp"
+[1](0000000000000003) 	"S-1c34da0300728866"[41]		# lid 5 lmc 0 "leaf-a" lid 2 4xHDR
+"""
+    topo = parse_ibnetdiscover(text)
+    switch = "0x1c34da0300728866"
+    assert aggregation_nodes(topo) == {"0x0000000000000002": switch, "0x0000000000000003": switch}
+    assert derive_tiers(topo)[switch] == 1  # gpu01 still makes it a leaf
+    selene = parse_ibnetdiscover(
+        gzip.decompress(
+            (realdata / "ibnetdiscover/selene_compute.ibnetdiscover.txt.gz").read_bytes()
+        ).decode()
+    )
+    ans = aggregation_nodes(selene)
+    assert len(ans) == 666 and len(set(ans.values())) == 666
+    switch_port = {here: end for a, b in selene.links for here, end in ((a[0], b), (b[0], a)) if here in ans}
+    assert all(switch_port[an] == (sw, 41) for an, sw in ans.items())
 
 
 _fuzz_lines = st.sampled_from(

@@ -228,3 +228,35 @@ def test_pages_import_nothing_from_the_rest_api(module):
             names |= {a.name for a in node.names}
     assert names, module
     assert not [n for n in names if "api" in n.replace("_", ".").split(".")], sorted(names)
+
+
+def test_sharp_aggregation_nodes_on_the_switch_page_and_the_fabric_page(realdata, db, client_for):
+    """hk_topo1: 4 MSB7800 (Switch-IB 2), each with its SHARP Aggregation Node on port 37: the
+    switch page names its AN, the AN's page its switch, the fabric page counts them apart from
+    the hosts."""
+    path = "ibnetdiscover/hk_topo1_anonymized_edr_sharp.ibnetdiscover.txt"
+    fabric = import_topology_text("sharp", (realdata / path).read_text(), filename=path).fabric
+    ans = Node.objects.filter(fabric=fabric, aggregation_node=True)
+    assert ans.count() == 4 and not ans.filter(host__isnull=False).exists()
+    an = ans.get(node_guid="0x7cfe900300ac2d58")
+    switch = an.aggregation_switch
+    assert switch.name == "MF0;IB_switch_4:MSB7800/U1"
+    viewer = client_for("viewer")
+    html = viewer.get(f"/fabric/nodes/{switch.pk}/").content.decode()
+    sharp = re.search(r'<dd id="node-sharp">(.*?)</dd>', html, re.S).group(1)
+    assert f'href="/fabric/nodes/{an.pk}/"' in sharp and an.node_guid in sharp
+    html = viewer.get(f"/fabric/nodes/{an.pk}/").content.decode()
+    sharp = re.search(r'<dd id="node-sharp">(.*?)</dd>', html, re.S).group(1)
+    assert "no host" in sharp and f'href="/fabric/nodes/{switch.pk}/"' in sharp
+    html = viewer.get(f"/fabric/{fabric.pk}/").content.decode()
+    assert re.search(r'id="sharp-switches">4 with SHARP<', html)
+    assert re.search(r'id="aggregation-nodes">4 SHARP Aggregation Nodes<', html)
+    assert f"{fabric.hosts.count()} hosts" in html and fabric.hosts.count() == 4  # 8 CAs, 4 of them ANs
+    # the API: the kind and the switch, and filters on both
+    rows = viewer.get("/api/fabric/nodes/", {"fabric": fabric.pk, "aggregation_node": "true"}).json()[
+        "results"
+    ]
+    assert sorted(r["node_guid"] for r in rows) == sorted(ans.values_list("node_guid", flat=True))
+    assert all(r["host"] is None and r["aggregation_switch_guid"] for r in rows)
+    rows = viewer.get("/api/fabric/nodes/", {"aggregation_switch": switch.node_guid}).json()["results"]
+    assert [(r["node_guid"], r["aggregation_node"]) for r in rows] == [(an.node_guid, True)]

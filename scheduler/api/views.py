@@ -18,9 +18,9 @@ from rest_framework.views import APIView
 from accounts.roles import Role
 from fabric.models import Fabric
 
-from ..exports import FORMATS, ExportError, export, notes_for
+from ..exports import FORMATS, ExportError
 from ..hostlist import HostlistError, expand
-from ..topology import build_locality
+from ..services.topology_export import export_fabrics
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
 
@@ -102,14 +102,11 @@ class TopologyExportView(APIView):
                 nodes = set(expand(params["nodes"]))
             except HostlistError as exc:
                 raise ValidationError({"nodes": [str(exc)]}) from None
-        # the whole tree, as the scheduler sees it (a host on two fabrics is placed on one), then
-        # the fabrics asked for
-        locality = build_locality()
-        notes = notes_for(locality.warnings, [f.name for f in fabrics])
+        # the tree of the fabrics asked for (scheduler.services.topology_export)
         try:
-            result = export(locality, fmt, fabric_ids=[f.pk for f in fabrics], nodes=nodes, name=name)
+            result, notes = export_fabrics(fabrics, fmt, nodes=nodes, name=name)
         except ExportError as exc:
-            raise ValidationError({"error": str(exc), "warnings": notes}) from None
+            raise ValidationError({"error": str(exc), "warnings": getattr(exc, "notes", [])}) from None
         warnings = notes + result.warnings
         head = "".join(f"# warning: {' '.join(w.split())}\n" for w in warnings)
         response = HttpResponse(head + result.text, content_type=f"{result.media_type}; charset=utf-8")

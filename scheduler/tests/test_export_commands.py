@@ -115,13 +115,32 @@ def test_api_error_as_text_when_text_was_asked(fabric, viewer):
     assert resp.status_code == 400 and "format" in resp.content.decode()
 
 
-def test_export_sees_the_whole_tree(fabric):
-    # a second fabric reaching the same hosts with fewer HCAs: they are placed on the first only
+def test_fabrics_with_the_same_host_names_each_export_their_own(fabric, viewer):
+    """A second fabric with the same host names (a storage fabric, another site): exporting it
+    alone writes its own hosts and says which names clash with the other fabric; it is never
+    refused because Weft's own scheduler places those hosts on the first fabric."""
     import_topology_text("ft-storage", netgen.fat_tree_2level(1, 1, 6), filename="s.topo")
-    with pytest.raises(
-        CommandError, match=r"no fabric with placed hosts.*6 hosts of fabric ft-storage are also on fabric ft"
-    ):
-        _run("--fabric", "ft-storage", "--format", "slurm-tree")
+    out, err = _run("--fabric", "ft-storage", "--format", "slurm-tree")
+    (leaf,) = [c for c in parse_topology_conf(out) if c.nodes]
+    assert leaf.nodes == [f"host{i:03d}" for i in range(1, 7)]  # one leaf of ft-storage, all 6
+    assert re.search(
+        r"warning: 6 hosts of fabric ft-storage have the same names as hosts of fabric ft \(two sites.*host001, "
+        r"host002, host003, host004, host005, host006",
+        err,
+    )
     out, err = _run("--fabric", "ft", "--format", "slurm-tree")
+    conf = parse_topology_conf(out)
+    assert [len(c.nodes) for c in conf if c.nodes] == [2, 2, 2]  # ft's own three leaves
+    assert "6 hosts of fabric ft have the same names as hosts of fabric ft-storage" in err
+    # both named together: one tree, as Weft's scheduler sees it (placed on ft, the rule-5 note)
+    out, err = _run("--fabric", "ft,ft-storage", "--format", "slurm-tree")
     assert len({h for c in parse_topology_conf(out) if c.nodes for h in c.nodes}) == 6
-    assert "also on fabric ft" in err
+    assert "also on fabric ft" in err and "same names" not in err
+    # the API: the same export, the clash as a warning line and counted
+    resp = viewer.get(URL, {"fabric": "ft-storage", "format": "slurm-tree"})
+    body = resp.content.decode()
+    assert resp.status_code == 200 and resp["X-Weft-Warnings"] == "1"
+    assert body.startswith(
+        "# warning: 6 hosts of fabric ft-storage have the same names as hosts of fabric ft "
+    )
+    assert "Nodes=host[001-006]" in body

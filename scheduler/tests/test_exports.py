@@ -40,13 +40,15 @@ def test_slurm_tree_of_a_three_level_tree():
     assert out.media_type == "text/plain" and out.warnings == []
 
 
-def test_single_child_levels_are_left_out():
+def test_single_child_levels_without_switches_are_left_out_switch_levels_kept():
     loc = build_from_rows([fat_tree_2level(leaves=3)])
     lines = parse_topology_conf(export(loc, "slurm-tree").text)
     # leaves, and the block (spines) as the root; no spine group or fabric switch above one child
     assert [c.name for c in lines] == ["leaf-01", "leaf-02", "leaf-03", "spine-01-02"]
+    # one leaf under its spines: the spines are a switch level of their own, kept
     one = build_from_rows([fat_tree_2level(leaves=1)])
-    assert [c.name for c in parse_topology_conf(export(one, "slurm-tree").text)] == ["leaf-01"]
+    lines = parse_topology_conf(export(one, "slurm-tree").text)
+    assert [(c.name, c.switches) for c in lines] == [("leaf-01", None), ("spine-01-02", ["leaf-01"])]
 
 
 def test_two_fabrics_are_two_trees_without_a_common_root():
@@ -188,6 +190,35 @@ def test_block_sizes_never_straddle_blocks_or_fabrics():
     assert [c.sizes for c in out if c.sizes] == [[4, 8]]
 
 
+def test_block_base_is_a_full_leaf_unit_and_smaller_units_are_left_out_and_said():
+    """Leaves of 20, 18 and 20 hosts and a 2-host management leaf: the base is 18 (the smallest
+    full unit), not 2 (Slurm would plan a 20-node job as 16 base blocks); the management leaf
+    cannot be a block of 18 (slurmctld: "children count lower than bblock_node_cnt"), so it is
+    left out of the block form, and the header and warnings say so; the tree form keeps it."""
+    b = Builder()
+    spine = b.switch("spine", 2)
+    for leaf_name, n in (("leaf-a", 20), ("leaf-b", 18), ("leaf-c", 20), ("mgmt", 2)):
+        leaf = b.switch(leaf_name, 1)
+        b.cable(leaf, spine)
+        for i in range(n):
+            b.host(f"{leaf_name}-h{i:02d}", [leaf])
+    loc = build_from_rows([b.rows])
+    out = export(loc, "slurm-block")
+    lines = parse_topology_conf(out.text)
+    blocks = [c for c in lines if c.kind == "block"]
+    (sizes,) = [c.sizes for c in lines if c.kind == "block_sizes"]
+    assert [c.name for c in blocks] == ["leaf-a", "leaf-b", "leaf-c"] and sizes[0] == 18
+    assert all(len(c.nodes) >= sizes[0] for c in blocks)  # slurmctld's rule
+    assert (
+        "# base block: 18 nodes" in out.text
+        and "# left out: 1 units with fewer than 18 nodes (2 nodes" in out.text
+    )
+    assert any("mgmt" in w and "left out" in w for w in out.warnings)
+    assert "mgmt-h[00-01]" in export(loc, "slurm-tree").text
+    doc = yaml.safe_load(export(loc, "slurm-yaml").text)
+    assert doc[1]["block"]["block_sizes"][0] == 18 and len(doc[1]["block"]["blocks"]) == 3
+
+
 def test_slurm_yaml_has_25_05_fields():
     loc = build_from_rows([rail_pods(units=2, hosts_per_unit=3, rails=4)])
     out = export(loc, "slurm-yaml", name="gpu")
@@ -281,8 +312,16 @@ def test_read_node_list():
         ("SwitchName=s0 Nodes=a\nSwitchName=s0 Nodes=b", "already defined on line 1"),
         ("SwitchName=" + "x" * 65 + " Nodes=a", "longer than 64"),
         ("BlockSizes=4,12", "powers of two"),
+        (
+            "BlockName=b1 Nodes=a[1-4]\nBlockName=b2 Nodes=c[1-2]\nBlockSizes=4,8",
+            "b2 has 2 nodes, fewer than the base",
+        ),
         ("Nodes=a", "needs SwitchName"),
         ("SwitchName=s0 Nodes=a[1-", "unclosed"),
+        (
+            "SwitchName=l Nodes=a\nSwitchName=s1 Switches=l,s2\nSwitchName=s2 Switches=s1",
+            "s1 is below itself.*not a tree",
+        ),
     ],
 )
 def test_parse_topology_conf_refuses_what_slurm_refuses(text, message):
@@ -295,6 +334,12 @@ def test_real_topology_conf_files(realdata):
     assert len(files) >= 5
     counts = {}
     for path in files:
+        if path.name == "psmn_X5.topology.conf":  # two switches each listing the other: Slurm's
+            # "Switch configuration is not a tree" (test_slurmctld loads it into slurmctld)
+            with pytest.raises(LocatedError, match="not a tree") as err:
+                parse_topology_conf(path.read_text(), path.name)
+            assert err.value.line == 4
+            continue
         lines = parse_topology_conf(path.read_text(), path.name)
         # the form of every real switch/block name is the one Weft writes (REAL_NAME)
         assert all(REAL_NAME.match(c.name) for c in lines if c.kind in ("switch", "block")), path.name

@@ -158,3 +158,47 @@ def test_a_string_tier_would_make_volcano_drop_the_answer():
     assert go_decode([{"Description": "Computer IB Port", "tier": None, "extra": 1}], [UFM_INTERFACE])[0] == {
         "description": "Computer IB Port", "tier": 0, "system_name": "", "node_description": "", "peer_node_name": "",
     }  # fmt: skip
+
+
+@pytest.mark.slow
+def test_selene_aggregation_nodes_do_not_join_the_leaves(realdata, users, committed_signals):
+    """Selene (666 QM8700, each with its SHARP Aggregation Node CA on port 41): Volcano's
+    discoverer over Weft's ports makes one group per scalable unit (28), with the same hosts as
+    Weft's own Slurm tree export; before, every AN was a ``Computer IB Port`` named "Mellanox
+    Technologies Aggregation Node" on every switch, and all 666 switches made one group."""
+    import gzip
+
+    from fabric.models import Node
+    from scheduler.exports import export, parse_topology_conf
+    from scheduler.topology import build_locality
+
+    text = gzip.decompress(
+        (realdata / "ibnetdiscover/selene_compute.ibnetdiscover.txt.gz").read_bytes()
+    ).decode()
+    fabric = import_topology_text("selene", text, filename="selene.compute.txt").fabric
+    client = volcano_client(users)
+    rows = fetch(client)
+    assert rows is not None
+    an_rows = [r for r in rows if r["node_description"] == "Mellanox Technologies Aggregation Node"]
+    assert len(an_rows) == 666 and not any("Computer" in r["description"] for r in an_rows)
+    # an AN's port is a port of its switch's system (its system_name is the switch's)
+    switches = set(
+        Node.objects.filter(fabric=fabric, node_type=NodeType.SWITCH).values_list("name", flat=True)
+    )
+    assert {r["system_name"] for r in an_rows} == switches
+    hns = hypernodes(rows)
+    groups = sorted(v["members"] for v in hns.values() if v["tier"] == 1)
+    tree = parse_topology_conf(export(build_locality([fabric]), "slurm-tree").text)
+    slurm_units = sorted(sorted(c.nodes) for c in tree if c.nodes is not None)
+    assert len(groups) == 28 and groups == slurm_units
+    assert sum(len(g) for g in groups) == 469
+    # systems: 469 hosts (not 1,135), the ANs inside their switches' systems
+    hosts = client.get("/ufmRest/resources/systems?type=host").json()
+    assert len(hosts) == 469 and not any("Aggregation" in s["description"] for s in hosts)
+    sw = {s["system_name"]: s for s in client.get("/ufmRest/resources/systems?type=switch").json()}
+    an = Node.objects.get(fabric=fabric, node_guid="0x1c34da030072886e")
+    assert an.aggregation_node and an.host is None and an.aggregation_switch.name == "MF0;MLG01-02:MQM8700/U1"
+    assert "1c34da030072886e_1" in sw["MF0;MLG01-02:MQM8700/U1"]["ports"]
+    assert len(client.get("/ufmRest/resources/ports?sys_type=Computer").json()) == sum(
+        1 for r in rows if "Computer" in r["description"]
+    )

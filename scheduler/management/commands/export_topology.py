@@ -10,8 +10,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import LocatedError
 from fabric.models import Fabric
-from scheduler.exports import FORMATS, ExportError, export, notes_for, read_node_list
-from scheduler.topology import build_locality
+from scheduler.exports import FORMATS, ExportError, read_node_list
+from scheduler.services.topology_export import export_fabrics
 
 
 class Command(BaseCommand):
@@ -54,13 +54,13 @@ class Command(BaseCommand):
         if missing:
             known = ", ".join(Fabric.objects.values_list("name", flat=True)) or "none"
             raise CommandError(f"no fabric {', '.join(repr(n) for n in missing)}; fabrics: {known}")
-        # the whole tree, as the scheduler sees it (a host on two fabrics is placed on one), then
-        # the fabrics asked for
-        locality = build_locality()
-        notes = notes_for(locality.warnings, names)
+        # the tree of the fabrics asked for (a host name another fabric also has is said, and
+        # exported for these: scheduler.services.topology_export)
+        fabrics = list(Fabric.objects.filter(pk__in=found.values()).order_by("pk"))
         try:
-            result = export(locality, fmt, fabric_ids=list(found.values()), nodes=node_set, name=name)
+            result, notes = export_fabrics(fabrics, fmt, nodes=node_set, name=name)
         except ExportError as exc:
+            notes = getattr(exc, "notes", [])
             raise CommandError(f"{exc}" + (f" ({'; '.join(notes)})" if notes else "")) from None
         for w in notes + result.warnings:
             self.stderr.write(f"warning: {w}")

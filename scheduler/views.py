@@ -168,6 +168,7 @@ class QueueView(RoleRequiredMixin, TemplateView):
         )
         ctx.update(
             tenants=tenants, tenant_id=tenant_id, want_state=want_state,
+            holding_empty=f"No {want_state} job." if want_state in HOLDING else "No job holds GPUs.",
             state_choices=["active", "pending", "placed", "running", "degraded", "ended", *[s.value for s in FINAL]],
             can_submit=bool(operate), form=_form_context(user) if operate else None,
             dry_run_url=f"{reverse('scheduler:dry_run')}?{urlencode(DEMO_DRY_RUN)}",

@@ -281,6 +281,9 @@ def test_pages_show_the_degraded_job_its_alarm_and_the_host_not_free(cluster, cl
     assert api["effective_on_fault"] == "notify" and "webhook_secret" not in api
     queue_page = admin.get("/scheduler/?state=degraded").content.decode()
     assert f'data-job="{job.pk}" data-state="degraded"' in queue_page
+    # none running now: the filtered list says so (it said "No job holds GPUs." while one did)
+    running_page = admin.get("/scheduler/?state=running").content.decode()
+    assert "No running job." in running_page and "No job holds GPUs." not in running_page
     host_id = Gpu.objects.filter(host__name=host).values_list("host_id", flat=True).first()
     mate = next(h for h in cluster.hosts if h != host)
     mate_id = Gpu.objects.filter(host__name=mate).values_list("host_id", flat=True).first()

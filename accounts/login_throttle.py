@@ -37,6 +37,28 @@ def client_ip(request: HttpRequest) -> str | None:
     return request.META.get("REMOTE_ADDR") or None
 
 
+#: the longest user name recorded for a failure: ``auth.User.username``'s (no user has a longer one;
+#: the audit's column is as long, axes' ``AccessAttempt.username`` 255)
+USERNAME_MAX = 150
+
+
+def recorded_username(name) -> str:
+    """The user name a failed sign-in is counted and audited under: ``name`` as sent, cut to
+    :data:`USERNAME_MAX` characters, a NUL shown as U+FFFD. ``/dologin`` and HTTP Basic pass it
+    unchecked: a longer name or a NUL made the failure's rows a DataError on PostgreSQL (a 500)."""
+    return str(name or "").replace("\x00", "\ufffd")[:USERNAME_MAX]
+
+
+def client_username(request: HttpRequest, credentials: dict | None) -> str:
+    """``AXES_USERNAME_CALLABLE``: axes' own lookup (the credentials' ``username``, else the
+    request's form field) through :func:`recorded_username`."""
+    if credentials:
+        name = credentials.get(settings.AXES_USERNAME_FORM_FIELD)
+    else:
+        name = getattr(request, "data", request.POST).get(settings.AXES_USERNAME_FORM_FIELD)
+    return recorded_username(name)
+
+
 def cooloff_seconds() -> int:
     """The lock-out duration in whole seconds (rounded up; at least 1)."""
     return max(1, math.ceil(settings.AXES_COOLOFF_TIME.total_seconds()))

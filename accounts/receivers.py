@@ -41,8 +41,9 @@ def audit_login_failure(sender, credentials, request=None, **kwargs) -> None:
     from django.contrib.auth import get_user_model
 
     from .audit import record
+    from .login_throttle import recorded_username
 
-    username = str(credentials.get("username") or "")[:150]
+    username = recorded_username(credentials.get("username"))
     address = _remote_addr(request)
     path = getattr(request, "path", "")
     log.warning("failed sign-in for user name %r from %s at %s", username, address or "?", path or "?")

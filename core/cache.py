@@ -13,6 +13,16 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+def get_quietly(key: str, default=None):
+    """``cache.get(key, default)``; ``default`` when the cache backend is down (a warning logged,
+    never raised): for optional figures read on a request path (``/metrics``)."""
+    try:
+        return cache.get(key, default)
+    except Exception as exc:  # redis.ConnectionError and friends: the backend is down
+        log.warning("cache get %s failed (%s); answering without it", key, exc)
+        return default
+
+
 def get_or_compute(key: str, compute: Callable[[], T], timeout: float) -> T:
     """``cache.get(key)``, else ``compute()`` stored for ``timeout`` seconds. A cache error (Redis
     down, a timeout) is logged once per call as a warning and the value computed; never raised."""

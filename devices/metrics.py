@@ -58,7 +58,7 @@ class DeviceCollector:
         return []
 
     def collect(self) -> Iterator:
-        from django.core.cache import cache
+        from core.cache import get_quietly
 
         from .models import Device, Interface, Sensor
         from .services.traps import STATS_KEY
@@ -112,7 +112,7 @@ class DeviceCollector:
         ).values_list("device_id", "name", "kind", "unit", "value"):
             sensors.add_metric([*by_id[dev_id], name, kind, unit], value)
         yield sensors
-        stats = cache.get(STATS_KEY)
+        stats = get_quietly(STATS_KEY)  # Redis down: no trap counters, the scrape still answers
         if stats:
             traps = CounterMetricFamily(
                 "weft_snmp_traps", "Notifications the trap receiver handled", labels=["outcome"]

@@ -268,7 +268,7 @@ INSTALLED_APPS += ["axes", "csp"]
 MIDDLEWARE += ["csp.middleware.CSPMiddleware", "axes.middleware.AxesMiddleware"]
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # refuses a locked-out sign-in before the password check
-    "django.contrib.auth.backends.ModelBackend",
+    "accounts.backends.UserNameCheckedBackend",  # ModelBackend; a NUL in a name: no lookup
 ]
 # Token first: DRF answers an unauthenticated API request with the first class's challenge, so a
 # missing, bad or expired token is 401 with WWW-Authenticate (not 403).
@@ -290,6 +290,7 @@ AXES_FAILURE_LIMIT = WEFT_LOGIN_FAILURE_LIMIT
 AXES_COOLOFF_TIME = timedelta(minutes=WEFT_LOGIN_COOLOFF_MIN)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_CLIENT_IP_CALLABLE = "accounts.login_throttle.client_ip"
+AXES_USERNAME_CALLABLE = "accounts.login_throttle.client_username"  # bounded, no NUL
 AXES_LOCKOUT_CALLABLE = "accounts.login_throttle.lockout_response"
 AXES_DISABLE_ACCESS_LOG = True  # successful sign-ins are in the audit log (user.login)
 AXES_VERBOSE = False  # no start-up banner; failures are still logged (axes, weft.auth)

@@ -148,3 +148,22 @@ def test_locked_out_attempts_are_never_a_server_error(people, username):
     for i in range(settings.AXES_FAILURE_LIMIT + 2):
         resp = client.post(LOGIN, {"username": username, "password": "wrong"}, REMOTE_ADDR="192.0.2.200")
         assert resp.status_code == (200 if i < settings.AXES_FAILURE_LIMIT - 1 else 429)
+
+
+@pytest.mark.parametrize("name", ["u" * 400, "a\x00b"])
+def test_a_user_name_no_user_can_have_is_a_plain_failure_counted_and_audited(db, name, caplog):
+    """``/dologin`` and the UFM API's Basic pass the user name as sent: 400 characters (the
+    lock-out's column is 255, the audit's 150) or a NUL (PostgreSQL refuses it in text) made the
+    failure's records a DataError, a 500 with a traceback. Now the name is recorded cut to 150
+    characters with a NUL shown as U+FFFD; each attempt still counts toward the lock-out."""
+    import base64
+
+    cred = base64.b64encode(f"{name}:pw".encode()).decode()
+    with caplog.at_level(logging.INFO):
+        codes = [Client().post("/dologin", {"httpd_username": name, "httpd_password": "pw"}).status_code,
+                 Client().get("/ufmRest/resources/systems", HTTP_AUTHORIZATION=f"Basic {cred}").status_code]  # fmt: skip
+    assert codes == [401, 401] and not [r for r in caplog.records if r.exc_info]
+    attempt = AccessAttempt.objects.get()
+    assert attempt.failures_since_start == 2 and attempt.username == name.replace("\x00", "\ufffd")[:150]
+    audited = AuditEntry.objects.filter(action="user.login_failed")
+    assert audited.count() == 2 and {e.username for e in audited} == {attempt.username}

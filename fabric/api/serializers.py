@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from core.fields import IdentityUrlField
+from accounts.scoping import scope_rows, visible_tenant_ids
+from core.fields import FiniteFloatField, IdentityUrlField
 
 from ..choices import FabricRole, PortState
 from ..guid import normalize_guid
@@ -706,7 +707,7 @@ class MemberChangeSerializer(serializers.Serializer):
 
 class ApplyRequestSerializer(serializers.Serializer):
     fabric = serializers.PrimaryKeyRelatedField(queryset=Fabric.objects.all())
-    timeout = serializers.FloatField(min_value=1, max_value=300, required=False)
+    timeout = FiniteFloatField(min_value=1, max_value=300, required=False)
 
 
 class PartitionApplySerializer(serializers.ModelSerializer):
@@ -724,6 +725,29 @@ class PartitionApplySerializer(serializers.ModelSerializer):
         fields = ["id", "url", "display", "fabric", "state", "source", "force", "timeout_s", "requested_by",
                   "created", "started", "finished", "ok", "result"]  # fmt: skip
         read_only_fields = fields
+
+    #: result keys holding rows that name a partition (``{"partition", "pkey", "guid", …}``)
+    PARTITION_ROWS = ("drift", "unverified")
+
+    def to_representation(self, instance):
+        """The record; for a tenant-scoped reader (``accounts.scoping``) its ``drift``/``unverified``
+        rows keep only the partitions that reader sees (another tenant's pool or job partition
+        does not exist for them: issue 22)."""
+        data = super().to_representation(instance)
+        result = data.get("result")
+        request = self.context.get("request")
+        if not isinstance(result, dict) or request is None or visible_tenant_ids(request.user) is None:
+            return data
+        seen = self.context.setdefault("_visible_pkeys", {})
+        if instance.fabric_id not in seen:
+            rows = scope_rows(Partition.objects.filter(fabric_id=instance.fabric_id), request.user)
+            seen[instance.fabric_id] = {f"0x{pkey:04x}" for pkey in rows.values_list("pkey", flat=True)}
+        visible = seen[instance.fabric_id]
+        data["result"] = result = dict(result)
+        for key in self.PARTITION_ROWS:
+            if isinstance(result.get(key), list):
+                result[key] = [r for r in result[key] if isinstance(r, dict) and r.get("pkey") in visible]
+        return data
 
 
 class BriefPartitionApplySerializer(serializers.ModelSerializer):

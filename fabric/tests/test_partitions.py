@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from django.core.management import call_command
@@ -12,7 +13,7 @@ from django.core.management.base import CommandError
 from accounts.models import AuditEntry
 from events.models import Event
 from fabric.choices import ApplyState
-from fabric.models import Fabric, Partition, PartitionMember
+from fabric.models import Fabric, Partition, PartitionApply, PartitionMember
 from fabric.parsers.partitions import PartitionsParseError, parse_partitions
 from fabric.services.partitions import (
     MERGE,
@@ -344,6 +345,46 @@ def test_api_import_located_error_and_apply_failure(
     assert Partition.objects.get(fabric=fabric, pkey=0x0001).applied_state == "failed"
     default = Partition.objects.get(fabric=fabric, pkey=0x7FFF)
     assert admin.delete(f"/api/fabric/partitions/{default.pk}/").status_code == 400
+
+
+@pytest.mark.parametrize("timeout", ["NaN", "nan", "-inf", "inf"])
+def test_api_apply_refuses_a_non_finite_timeout(fabric, client_for, users, timeout, caplog):
+    """``{"timeout": "NaN"}`` passed DRF's FloatField and its min/max checks (NaN compares false):
+    the record was written and its answer a 500 (JSON has no NaN). Now a 400 on the field, and no
+    apply recorded."""
+    with caplog.at_level(logging.INFO):
+        resp = client_for("admin").post(
+            "/api/fabric/partitions/apply/", {"fabric": fabric.pk, "timeout": timeout}, format="json"
+        )
+    assert resp.status_code == 400 and "timeout" in resp.json(), resp.content
+    assert not PartitionApply.objects.exists()
+    assert not [r for r in caplog.records if r.exc_info]
+
+
+def test_api_the_name_default_is_the_default_partitions_only(fabric, client_for):
+    """Weft writes ``Default=0x7fff`` first when no default partition is stored: a partition named
+    ``Default`` with another PKey made a file with two ``Default`` partitions, which Weft's own
+    import then refused ("name 'Default' is already PKey 0x0009's"): the export no longer imported
+    back. The name is refused for any other PKey (an import's ``Default=0x7fff`` still takes it)."""
+    admin = client_for("admin")
+    resp = admin.post(
+        "/api/fabric/partitions/", {"fabric": fabric.pk, "name": "Default", "pkey": 9}, format="json"
+    )
+    assert resp.status_code == 400 and "0x7fff" in resp.json()["name"][0], resp.content
+    assert not Partition.objects.filter(fabric=fabric, name="Default").exists()
+    renamed = admin.post(
+        "/api/fabric/partitions/", {"fabric": fabric.pk, "name": "storage", "pkey": 9}, format="json"
+    )
+    assert renamed.status_code == 201
+    moved = admin.patch(f"/api/fabric/partitions/{renamed.json()['id']}/", {"name": "Default"}, format="json")
+    assert moved.status_code == 400 and Partition.objects.get(pkey=9).name == "storage"
+    text = "Default=0x7fff, ipoib : ALL=full, SELF=full ;\nstorage=0x0009 : ;\n"
+    imported = admin.post(
+        "/api/fabric/partitions/import/", {"fabric": fabric.pk, "text": text}, format="json"
+    )
+    assert imported.status_code == 201 and Partition.objects.get(pkey=0x7FFF).name == "Default", (
+        imported.content
+    )
 
 
 # --- pages --------------------------------------------------------------------------------------

@@ -130,7 +130,7 @@ class AgentPortSerializer(serializers.Serializer):
     port_guid = serializers.CharField(max_length=32, allow_blank=True, required=False, default="")
     link_layer = serializers.ChoiceField(choices=["InfiniBand", "Ethernet", "Unknown"], default="Unknown")
     state = serializers.CharField(max_length=32, allow_blank=True, required=False, default="")
-    rate_gbps = serializers.FloatField(min_value=0, allow_null=True, required=False, default=None)
+    rate_gbps = FiniteFloatField(min_value=0, allow_null=True, required=False, default=None)
 
 
 class AgentHcaSerializer(serializers.Serializer):

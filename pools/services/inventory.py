@@ -13,8 +13,10 @@ Rules (issue 11, "Inventory"):
   ``allow_moves=True``).
 * bounded (:class:`ReportRejected`, HTTP 400, nothing written): at most
   ``WEFT_GPUS_PER_REPORT_MAX`` GPUs in one report, at most ``WEFT_GPUS_PER_HOST_MAX`` GPU rows kept
-  on one host (present and missing), and every number within its column's range (a memory of
-  10^30 MiB is the agent's mistake, not a database error).
+  on one host (present and missing), every number within its column's range (a memory of
+  10^30 MiB is the agent's mistake, not a database error), and every text (UUID, PCI bus id,
+  product name…) within its column's length and free of the characters ``core.validators``
+  refuses in names (a bidi override, a NUL).
 * idempotent: an unchanged report writes no GPU or slice row and no event (``rows_written`` 0);
   the :class:`~pools.models.HostInventory` row (report time, warnings) and the audit entry are
   still written, as a Discovery is for an unchanged rediscovery.
@@ -41,6 +43,7 @@ it (``on_delete=SET_NULL``) while ``rail_device`` stays. When a later discovery 
 from __future__ import annotations
 
 import logging
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +54,7 @@ from django.utils import timezone
 
 from accounts import audit
 from core.realtime import group_name, publish
+from core.validators import first_unprintable
 from events.engine import process_pending_events
 from events.services import EventSpec, record_events
 from fabric.choices import NodeType
@@ -316,6 +320,9 @@ def ingest_gpu_report(
 _GPU_NUMBERS = ("index", "minor_number", "memory_total_mib", "memory_reserved_mib", "numa_node")
 _SLICE_NUMBERS = ("gpu_instance_id", "compute_instance_id", "mig_index", "profile_id", "placement_start",
                   "placement_size", "memory_total_mib", "sm_count")  # fmt: skip
+#: text record fields → the model column whose length bounds them (and no control/bidi characters)
+_GPU_TEXTS = ("uuid", "pci_bus_id", "product_name", "architecture", "serial", "rail_device", "rail_affinity")
+_SLICE_TEXTS = ("profile", "uuid")
 
 
 def _column_range(model, name: str) -> tuple[int, int]:
@@ -344,6 +351,9 @@ def check_bounds(report: GpuReport) -> None:
         if g.uuid in seen:
             raise ReportRejected(f"gpu[{i}]: UUID {g.uuid} is listed twice", where=f"gpu[{i}]")
         seen.add(g.uuid)
+        _check_texts(Gpu, _GPU_TEXTS, g, f"gpu[{i}]")
+        for j, m in enumerate(g.mig_devices):
+            _check_texts(MigSlice, _SLICE_TEXTS, m, f"gpu[{i}] mig[{j}]")
         checks = [(Gpu, f, getattr(g, f), f"gpu[{i}] {g.uuid}") for f in _GPU_NUMBERS]
         checks += [
             (MigSlice, f, getattr(m, f), f"gpu[{i}] {g.uuid} mig[{j}]")
@@ -360,6 +370,27 @@ def check_bounds(report: GpuReport) -> None:
                 raise ReportRejected(
                     f"{where}: {name} = {value} is outside {low}..{high}", where=f"{where} {name}"
                 )
+
+
+def _check_texts(model, names: tuple[str, ...], record, where: str) -> None:
+    """Refuse a text of ``record`` longer than its column of ``model`` (PostgreSQL: a DataError;
+    SQLite stored it whole) or holding a character ``core.validators`` refuses in names (a bidi
+    override makes a UUID read reversed on every page; a NUL is a 500 on PostgreSQL)."""
+    for name in names:
+        value = getattr(record, name) or ""
+        limit = model._meta.get_field(name).max_length
+        if len(value) > limit:
+            raise ReportRejected(
+                f"{where}: {name} {value[:40]!r}… is longer than {limit} characters", where=f"{where} {name}"
+            )
+        found = first_unprintable(value)
+        if found is not None:
+            pos, ch = found
+            raise ReportRejected(
+                f"{where}: {name} {value!r} holds U+{ord(ch):04X} {unicodedata.name(ch, '')} at character "
+                f"{pos + 1} (control or invisible formatting characters are refused)",
+                where=f"{where} {name}",
+            )
 
 
 def record_conflict(exc: GpuConflict, *, source: str, user=None) -> None:

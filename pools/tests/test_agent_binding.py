@@ -305,3 +305,37 @@ def test_gpus_per_report_and_per_host_are_bounded(agent, settings):
     assert r.status_code == 400 and "would keep 6 GPU rows" in r.json()["detail"]
     assert post(["GPU-3", "GPU-4"]).status_code == 200
     assert Gpu.objects.filter(host__name="host001").count() == 5
+
+
+@pytest.mark.parametrize("rate", ["NaN", "inf", "-inf"])
+def test_a_non_finite_hca_rate_is_a_400_on_the_field(agent, caplog, rate):
+    """A port rate of "NaN"/"inf" (DRF's FloatField takes them) is refused on its field, not stored
+    (JSON has no NaN: it was a misleading 409 "conflict" on SQLite, and on PostgreSQL a stored
+    NaN the inventory's readers could not serialise)."""
+    hcas = [{"name": "mlx5_0", "ports": [{"port_num": 1, "rate_gbps": rate}]}]
+    with caplog.at_level(logging.INFO):
+        r = agent.post("/api/pools/agent/", body(hcas=hcas), format="json")
+    assert r.status_code == 400, r.content
+    assert "rate_gbps" in r.json()["hcas"][0]["ports"][0], r.json()
+    assert not HostInventory.objects.exists() and not AgentBinding.objects.exists()
+    assert not _tracebacks(caplog)
+
+
+@pytest.mark.parametrize(
+    "uuid, total, where, says",
+    [
+        ("GPU-\u202eabc", "81559 MiB", "gpu[0] uuid", "U+202E"),  # reads reversed on every page
+        ("GPU-" + "a" * 200, "81559 MiB", "gpu[0] uuid", "longer than 64"),  # varchar(64): a DataError
+    ],
+)
+def test_a_reported_string_that_does_not_fit_is_a_located_400(agent, caplog, uuid, total, where, says):
+    """The report's own strings are bounded like its numbers: a UUID with a bidirectional override
+    (or any character ``core.validators`` refuses in names) or longer than its column is a 400
+    naming the GPU's field; nothing is written."""
+    with caplog.at_level(logging.INFO):
+        r = agent.post("/api/pools/agent/", {"host": "host001", "nvidia_smi_xml": _xml([uuid], total)},
+                       format="json")  # fmt: skip
+    assert r.status_code == 400, r.content
+    assert r.json()["field"] == "nvidia_smi_xml" and r.json()["where"] == where, r.json()
+    assert says in r.json()["detail"] and "\u202e" not in r.json()["detail"]
+    assert not Gpu.objects.exists() and not AgentBinding.objects.exists() and not _tracebacks(caplog)

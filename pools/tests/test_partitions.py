@@ -4,6 +4,8 @@ pool API sets the PKey (Admin, validated). OpenSM itself: test_partitions_lab.py
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from accounts.models import AuditEntry
@@ -381,3 +383,30 @@ def test_api_a_pool_partition_is_changed_only_through_its_pool(pod, admin):
     # through the pool it goes
     assert admin.patch(f"/api/pools/pools/{pool.pk}/", {"pkey": None}, format="json").status_code == 200
     assert not Partition.objects.filter(pk=part.pk).exists()
+
+
+def test_an_apply_record_shows_a_tenant_user_only_the_partitions_they_see(pod, client_for, users, admin):
+    """An apply's ``drift``/``unverified`` rows name partitions: a tenant member (issue 22: another
+    tenant's pool partitions do not exist for them) gets the rows of fabric-wide partitions and of
+    their own tenant's, never another tenant's name, PKey or member GUIDs; staff see every row."""
+    from fabric.models import PartitionApply
+
+    fabric, pool = pod
+    other = Pool.objects.create(name="rival", tenant=Tenant.objects.create(name="rival-t"), fabric=fabric)
+    mine, theirs = set_pool_pkey(pool, 0x0A40), set_pool_pkey(other, 0x0A41)
+    shared = Partition.objects.create(fabric=fabric, name="storage", pkey=0x0B00)
+    rows = [
+        {"partition": p.name, "pkey": p.pkey_hex, "guid": STORAGE, "expected": "full"}
+        for p in (mine, theirs, shared)
+    ]
+    rec = PartitionApply.objects.create(fabric=fabric, state="done", ok=False,
+                                        result={"drift": rows, "unverified": rows, "state": "drift"})  # fmt: skip
+    TenantMembership.objects.create(tenant=pool.tenant, user=users["viewer"])
+    for url in (f"/api/fabric/partition-applies/{rec.pk}/", "/api/fabric/partition-applies/"):
+        body = client_for("viewer").get(url).json()
+        result = body["result"] if "result" in body else body["results"][0]["result"]
+        for key in ("drift", "unverified"):
+            assert [r["pkey"] for r in result[key]] == ["0x0a40", "0x0b00"], (url, result)
+        assert "0x0a41" not in json.dumps(body) and theirs.name not in json.dumps(body)
+    staff = admin.get(f"/api/fabric/partition-applies/{rec.pk}/").json()["result"]
+    assert [r["pkey"] for r in staff["drift"]] == ["0x0a40", "0x0a41", "0x0b00"]

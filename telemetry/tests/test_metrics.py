@@ -304,3 +304,24 @@ def test_the_metrics_bench_runs_tiny():
     assert out["samples"] > 5 * out["ports"] and out["server_s"] > 0 and out["server_cold_s"] > 0
     assert len(out["load_average"]["start"]) == 3
     assert out["quiet"] == (out["load_average"]["start"][0] <= 0.5)
+
+
+def test_metrics_answer_with_the_cache_down(stored, settings, caplog):
+    """Redis down (the cache of a production deployment): the trap receiver's counters (the only
+    family read from the cache) are left out and the scrape answers from the database, never a
+    500 — a scrape is how an outage is seen."""
+    import logging
+
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",
+        }
+    }
+    with caplog.at_level(logging.INFO):
+        resp = Client().get("/metrics")
+    assert resp.status_code == 200, resp.content[:300]
+    got = samples(resp.content.decode())
+    assert got[("weft_sweep_ports", (("fabric", "f1"),))] == 2
+    assert not any(name.startswith("weft_snmp_traps") for name, _ in got)
+    assert not [r for r in caplog.records if r.exc_info]

@@ -17,6 +17,7 @@ from ...parsers.partitions import (
     DEFAULT_PKEY,
     MAX_PKEY,
     MIN_PKEY,
+    default_partition,
 )
 from .common import (
     OWNER_NAME_RE,
@@ -45,6 +46,14 @@ def _check_name(partition: Partition, as_owner: bool) -> None:
         raise PartitionError(
             f"name {partition.name!r}: pool_<n> and job_<n> are the names of the partitions Weft makes "
             "for pools and jobs; choose another",
+            field="name",
+        )
+    default = default_partition()
+    if partition.name == default.name and partition.pkey != DEFAULT_PKEY:
+        raise PartitionError(
+            f"name {default.name!r} is the default partition's (PKey 0x{DEFAULT_PKEY:04x}), which Weft "
+            f"writes when none is stored: a second {default.name!r} would make a file Weft cannot "
+            "import back; choose another",
             field="name",
         )
     same = Partition.objects.filter(fabric=partition.fabric_id, name=partition.name)

@@ -200,6 +200,10 @@ def test_bad_input_shows_the_serializers_messages_under_their_fields_and_writes_
     assert 'value="taken"' in html and "ghost operator" in html  # what was typed is kept
     resp = admin.post("/pools/tenants/new/", {"name": "t2", "members": "vic\nvic operator"})
     assert errors_of(text(resp), "members") == ["a user is listed twice"]
+    # a bad contact is named by what was typed (it was "1: Enter a valid email address.")
+    resp = admin.post("/pools/tenants/new/", {"name": "t3", "contacts": "ops@example.org, not-an-email"})
+    assert resp.status_code == 400
+    assert errors_of(text(resp), "contacts") == ["'not-an-email': Enter a valid email address."]
     assert not Pool.objects.exists() and list(Tenant.objects.values_list("name", flat=True)) == ["taken"]
     assert AuditEntry.objects.count() == entries
 

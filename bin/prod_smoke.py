@@ -2,7 +2,8 @@
 as written, against the local PostgreSQL and Redis, then what a user and an integration do.
 
 1. The environment of README "Production deployment" with local values: a fresh database
-   ``weft_smoke_<pid>`` on 127.0.0.1:5432 (user postgres, trust), Redis db 12, a generated
+   ``weft_smoke_<pid>`` on 127.0.0.1:5432 (user postgres, trust), Redis db 12 (``--redis-db N``:
+   another, so that two smoke runs on one machine do not flush each other's broker), a generated
    ``SECRET_KEY`` and superuser password, ``ALLOWED_HOSTS=weft.example.org``, a free ``PORT``,
    ``EMAIL_URL`` a real SMTP server on loopback (aiosmtpd, started here; ``WEFT_ALERT_EMAILS``
    unset, as in the README, so alarm mail goes to the Admin the block creates), and short beat
@@ -20,7 +21,7 @@ as written, against the local PostgreSQL and Redis, then what a user and an inte
    Critical "Link down" mail reaches the SMTP server, addressed to the Admin
    (``admin@example.org``, ``createsuperuser --email`` of the block).
 5. Everything stopped by process group (SIGTERM, SIGKILL after 20 s; a worker must be gone within
-   its grace), the database dropped, Redis db 12 flushed, the temp folder removed.
+   its grace), the database dropped, its Redis db flushed, the temp folder removed.
 
 Prints one line per step with its time; exit status 0 when everything passed. ``--keep`` keeps the
 temp folder (logs) for a look.
@@ -345,7 +346,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keep", action="store_true", help="keep the temp folder (logs)")
     ap.add_argument("--timeout", type=float, default=90.0, help="seconds for each wait")
+    ap.add_argument(
+        "--redis-db", type=int, default=REDIS_DB, metavar="N",
+        help=f"the Redis db to use and flush (default {REDIS_DB}; another for a second run on one machine)",
+    )  # fmt: skip
     args = ap.parse_args(argv)
+    redis_db = args.redis_db
 
     tmp = Path(tempfile.mkdtemp(prefix="weft-prod-smoke."))
     db = f"weft_smoke_{os.getpid()}"
@@ -357,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     env.update(
         WEFT_PRODUCTION="1",
         DATABASE_URL=f"postgres://postgres@127.0.0.1:5432/{db}",
-        REDIS_URL=f"redis://127.0.0.1:6379/{REDIS_DB}",
+        REDIS_URL=f"redis://127.0.0.1:6379/{redis_db}",
         SECRET_KEY=secrets.token_urlsafe(50),
         ALLOWED_HOSTS=HOST,
         CSRF_TRUSTED_ORIGINS=ORIGIN,
@@ -376,12 +382,12 @@ def main(argv: list[str] | None = None) -> int:
     (tmp / "logs").mkdir()
     procs = Processes(tmp / "logs")
     psql = ["psql", "-h", "127.0.0.1", "-U", "postgres", "-w", "-v", "ON_ERROR_STOP=1", "-qc"]
-    redis_flush = [PY, "-c", f"import redis; redis.Redis(db={REDIS_DB}).flushdb()"]
+    redis_flush = [PY, "-c", f"import redis; redis.Redis(db={redis_db}).flushdb()"]
     ok = False
     try:
         subprocess.run([*psql, f'CREATE DATABASE "{db}"', "postgres"], check=True, timeout=60)
         subprocess.run(redis_flush, check=True, timeout=30)
-        say(f"database {db}, Redis db {REDIS_DB}, port {port}, temp {tmp}")
+        say(f"database {db}, Redis db {redis_db}, port {port}, temp {tmp}")
         for n, line in enumerate(readme_commands()):
             program = Path(line.split()[0]).name
             if program in SERVERS or "listen_notices" in line.split("#")[0]:

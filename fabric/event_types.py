@@ -22,6 +22,14 @@ EVENT_TYPES = [
               description="The first discovery or import of an empty fabric (one event with the counts)."),
     EventType("link.down", "Link down", T, CR, raise_alarm=True, email=True,
               description="A cable between two ports disappeared (port went down or was unplugged)."),
+    EventType("port.isolated", "Port isolated", T, IN, raise_alarm=True,
+              description="A switch port was isolated on purpose (disabled with ibportstate from the port "
+                          "page or through the UFM-compatible API's unhealthy ports): its link's loss is "
+                          "expected, so no link.down is written for it until it is enabled again. "
+                          "fabric.services.isolation writes it."),
+    EventType("port.isolation_cleared", "Port no longer isolated", T, IN, clears=("port.isolated",),
+              description="An isolated port was enabled again (port page Enable, or marked healthy through "
+                          "the UFM-compatible API); the link trains and the SM brings it up."),
     EventType("link.up", "Link up", T, IN, clears=("link.down", "link.degraded"),
               description="A link appeared or came back."),
     EventType("link.degraded", "Link below capability", T, MI, raise_alarm=True, email=True,

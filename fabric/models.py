@@ -31,7 +31,7 @@ from .choices import (
     SMState,
     Tier,
 )
-from .keys import link_name, port_name
+from .keys import link_name, port_key, port_name
 from .querysets import (
     FabricQuerySet,
     FabricScopedQuerySet,
@@ -644,3 +644,46 @@ class TopologyReference(models.Model):
     @property
     def counts(self) -> dict[str, int]:
         return {"nodes": len(self.snapshot.get("nodes", {})), "links": len(self.snapshot.get("links", []))}
+
+
+class IsolatedPort(models.Model):
+    """A switch port isolated on purpose: disabled with ``ibportstate`` from the port page
+    (Disable) or through the UFM-compatible API (``PUT /app/unhealthy_ports`` ``UNHEALTHY``,
+    ``mark_device_unhealthy``), until it is enabled again (the row is then deleted). Its link's
+    loss is expected: no ``link.down`` while the row exists. One writer:
+    ``fabric.services.isolation``. The table keeps its first name, ``ufm_unhealthyport``. Keyed by the switch's node GUID and
+    the port number, so it outlives rediscoveries (the port row itself may lose its link)."""
+
+    fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="isolated_ports")
+    node_guid = models.CharField(max_length=18)
+    port_num = models.PositiveSmallIntegerField()
+    #: the node's name when it was isolated (shown when the node is gone)
+    node_name = models.CharField(max_length=128, blank=True)
+    #: the peer of the port when it was isolated, ``"<name> <port>"`` (its link is down since)
+    peer = models.CharField(max_length=200, blank=True)
+    #: the peer port's node GUID and port number when it was isolated (UFM's ``UnhealthyGUID``,
+    #: ``UnhealthyPortNumber`` of ``GET /app/unhealthy_ports``); empty when it had no link
+    peer_guid = models.CharField(max_length=18, blank=True)
+    peer_port_num = models.PositiveSmallIntegerField(null=True, blank=True)
+    since = models.DateTimeField(auto_now_add=True)
+    by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    #: where it was isolated: ``page`` (the port page's Disable) or ``ufm`` (the UFM API)
+    via = models.CharField(max_length=8, default="ufm")
+
+    class Meta:
+        db_table = "ufm_unhealthyport"
+        ordering = ["fabric", "node_guid", "port_num"]
+        constraints = [
+            models.UniqueConstraint(fields=["fabric", "node_guid", "port_num"], name="unhealthy_port_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node_name or self.node_guid} port {self.port_num}"
+
+    @property
+    def key(self) -> str:
+        """The port's natural key ``"<node guid>/<port>"`` (``fabric.keys``)."""
+        return port_key(self.node_guid, self.port_num)

@@ -20,6 +20,7 @@ urlpatterns = [
     path("fabric/ports/<pk:pk>/", views.PortView.as_view(), name="port"),
     path("fabric/ports/<pk:pk>/action/", views.PortActionView.as_view(), name="port_action"),
     path("fabric/changes/", views.ChangesView.as_view(), name="changes"),
+    path("fabric/isolated/", views.IsolatedPortsView.as_view(), name="isolated"),
     path("fabric/import/", views.ImportView.as_view(), name="import"),
     path("fabric/partitions/", views.PartitionListView.as_view(), name="partition_list"),
     path("fabric/partitions/<pk:pk>/", views.PartitionView.as_view(), name="partition"),

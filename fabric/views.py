@@ -32,7 +32,7 @@ from core.params import int_param
 from . import upload
 from .choices import NodeType
 from .guid import is_guid, normalize_guid
-from .models import Discovery, Fabric, Node, Partition, Port
+from .models import Discovery, Fabric, IsolatedPort, Node, Partition, Port
 from .parsers.node_name_map import NodeNameMapError
 from .parsers.records import TopologyParseError
 from .services.names import MapUnreadable, fabric_names
@@ -52,6 +52,8 @@ from .upload import UploadError, read_limited, topology_text
 PORT_CHARTS_TEMPLATE = "telemetry/_port_charts.html"
 OBJECT_ALARMS_TEMPLATE = "events/_object_alarms.html"
 PORT_COUNTERS_TEMPLATE = "telemetry/_port_counters.html"
+#: the jobs whose routed paths cross a port (scheduler), when installed
+PORT_JOBS_TEMPLATE = "scheduler/_port_jobs.html"
 
 
 def optional_template(name: str) -> str | None:
@@ -423,8 +425,16 @@ class PortView(RoleRequiredMixin, DetailView):
         ctx["charts_template"] = optional_template(PORT_CHARTS_TEMPLATE)
         ctx["counters_template"] = optional_template(PORT_COUNTERS_TEMPLATE)
         ctx["alarms_template"] = optional_template(OBJECT_ALARMS_TEMPLATE)
+        ctx["jobs_template"] = optional_template(PORT_JOBS_TEMPLATE)
         ctx["port_actions"] = PORT_ACTIONS if port.node.node_type == NodeType.SWITCH and port.port_num else {}
         ctx["may_act"] = has_role(self.request.user, Role.OPERATOR)
+        ctx["isolation"] = (
+            IsolatedPort.objects.filter(
+                fabric_id=port.node.fabric_id, node_guid=port.node.node_guid, port_num=port.port_num
+            )
+            .select_related("by")
+            .first()
+        )
         return ctx
 
 
@@ -465,6 +475,28 @@ class PortActionView(PortView):
         state = f": now {done['state']} / {done['phys_state']}" if done["state"] else "."
         messages.success(request, f"{PORT_ACTIONS[action].split(' (')[0]} {result.port} done{state}")
         return redirect(port.get_absolute_url())
+
+
+class IsolatedPortsView(RoleRequiredMixin, ListView):
+    """The ports isolated on purpose (``fabric.IsolatedPort``, written by
+    ``fabric.services.isolation``): fabric, port, its peer when it was isolated, who isolated it,
+    when, and from where (the port page or the UFM API). Their links are down by intent, so no
+    ``link.down`` is raised for them; enable a port (port page, UFM ``HEALTHY``) to end it."""
+
+    template_name = "fabric/isolated.html"
+    context_object_name = "isolated"
+
+    def get_queryset(self):
+        rows = list(IsolatedPort.objects.select_related("fabric", "by").order_by("-since", "-id"))
+        ports = {
+            (p.node.fabric_id, p.node.node_guid, p.port_num): p
+            for p in Port.objects.filter(node__node_guid__in={r.node_guid for r in rows}).select_related(
+                "node"
+            )
+        }
+        for r in rows:
+            r.port = ports.get((r.fabric_id, r.node_guid, r.port_num))
+        return rows
 
 
 class ChangesView(RoleRequiredMixin, ListView):

@@ -10,7 +10,7 @@
   through the pulled cable meanwhile (``lab.Lab.is_linked``);
 * **error burst** (``lab.perf_set``): SymbolErrorCounter raised by ``burst`` and LinkDownedCounter
   by 1 on a switch port (added to the values ``perfquery`` reads first), so the next sweep's deltas raise ``port.symbol_errors`` and
-  ``port.link_downed``; later sweeps without new errors clear the symbol-error alarm.
+  ``port.link_downed``; three later sweeps without new errors clear both (``WEFT_COUNTER_CLEAR_SWEEPS``).
 
 * **HCA cable pull** (kind ``hca``, when ``hca_targets`` is given): the same unlink/relink of
   one HCA port of a host a job is running on (``hca_targets()`` names them: the demo passes

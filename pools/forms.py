@@ -133,7 +133,8 @@ class TenantForm(_SerializerForm):
 
     def value(self, name: str):
         if name == "contacts":
-            return [a for a in self.cleaned_data["contacts"].replace(",", "\n").split() if a]
+            self.contact_list = [a for a in self.cleaned_data["contacts"].replace(",", "\n").split() if a]
+            return self.contact_list
         if name != "members":
             return self.cleaned_data[name]
         lines = self.cleaned_data["members"]
@@ -148,6 +149,13 @@ class TenantForm(_SerializerForm):
         return [{"user": users.get(u, 0), "role": role} for _, u, role in lines]
 
     def field_messages(self, field: str, errs) -> list[str]:
+        if field == "contacts" and isinstance(errs, dict):  # {index of the address: [messages]}
+            sent = getattr(self, "contact_list", [])  # named by the address typed, not "0: ..."
+            return [
+                f"{sent[i]!r}: {m}" if isinstance(i, int) and 0 <= i < len(sent) else f"{i}: {m}"
+                for i, v in errs.items()
+                for m in _messages(v)
+            ]
         if field == "members" and isinstance(errs, list):  # one error dict per line sent
             lines = getattr(self, "member_lines", [])
             out = []

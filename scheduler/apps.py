@@ -18,6 +18,14 @@ class SchedulerConfig(AppConfig):
         from . import maplayer
 
         maplayer.register()  # its overlay on the fabric map
+        from .services import pathfaults
+
+        pathfaults.register()  # path_link_down / path_congested over the job→links index
+        from telemetry.porttable import register_port_annotation
+
+        from .services.joblinks import jobs_on_ports
+
+        register_port_annotation("jobs", jobs_on_ports)  # the ports table's Jobs column
         # a pass's last step reclaims borrowed GPUs for guaranteed shares; the rebalancer sits above
         # the queue (it binds and moves jobs through it), so the queue is handed it here
         queue.set_reclaimer(rebalance.reclaim_for_guarantees)

@@ -109,3 +109,13 @@ class PendingCode(models.TextChoices):
 #: what the queue does when a running job's fabric fails (declared with the pools, whose
 #: ``Pool.on_fault`` is a job's default)
 OnFault = _PoolsOnFault
+
+
+class Traffic(models.TextChoices):
+    """The collective a job's traffic model assumes on each rail (``scheduler.jobpaths``):
+    ``all-to-all`` every HCA of the rail sends to every other (the default: all-to-all and the
+    tree/halving-doubling phases of all-reduce touch every pair); ``ring`` each HCA sends to the
+    next one of the rail in host-name order, the last to the first (NCCL's ring all-reduce)."""
+
+    ALL_TO_ALL = "all-to-all", "all-to-all"
+    RING = "ring", "ring"

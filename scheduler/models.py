@@ -25,7 +25,7 @@ from core.validators import printable_text
 from fabric.models import Partition
 from pools.models import Allocation, Pool, Tenant
 
-from .choices import JobKind, JobState, OnFault, PendingCode, PriorityClass, TopologyMode
+from .choices import JobKind, JobState, OnFault, PendingCode, PriorityClass, TopologyMode, Traffic
 
 
 class Job(models.Model):
@@ -142,6 +142,10 @@ class Job(models.Model):
         max_length=500, blank=True, help_text="the runner's webhook (blank: the tenant's)"
     )
     webhook_secret = models.CharField(max_length=200, blank=True, help_text="HMAC-SHA256 key of the webhook")
+    traffic = models.CharField(
+        max_length=10, choices=Traffic.choices, default=Traffic.ALL_TO_ALL,
+        help_text="the collective on each rail: which HCA pairs exchange data (scheduler.jobpaths)",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["-id"]
@@ -213,3 +217,38 @@ class TenantShare(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant} weight {self.weight}"
+
+
+class JobLink(models.Model):
+    """The job→links index (issue 24 §2): one row per (running job, directed port, rail) its
+    traffic crosses, written only by ``scheduler.services.joblinks`` (one transaction per job,
+    ``job_links_changed`` on commit) from the routes (``routing``) and the job's rails and
+    traffic model (``scheduler.jobpaths``).
+
+    ``port_key`` is the egress port of the link (``fabric.keys.port_key``: ``"<guid>/<port>"``,
+    a switch out port or an HCA's port); ``rail`` the rail (1-based HCA position on its hosts);
+    ``paths`` how many of the rail's ordered HCA pairs cross it (the job's path count);
+    ``snapshot_id`` the ``routing.RoutingSnapshot`` it was computed from; ``dead_end``: the
+    routes forward the rail's pairs to this port but its link is gone from the topology (down,
+    until the SM re-routes: ``scheduler.jobpaths.dead_ends``). Queried both ways:
+    a job's links (``job``), a port's jobs (``port_key``).
+    """
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="links")
+    fabric_id = models.IntegerField(help_text="the fabric of the port (fabric.Fabric id)")
+    port_key = models.CharField(max_length=64, db_index=True)
+    rail = models.PositiveSmallIntegerField()
+    paths = models.PositiveIntegerField()
+    snapshot_id = models.IntegerField(null=True, blank=True)
+    dead_end = models.BooleanField(
+        default=False, help_text="its paths stop here: the routes forward to this port, whose link is down"
+    )
+
+    class Meta:
+        ordering = ["job", "rail", "port_key"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "port_key", "rail"], name="joblink_job_port_rail"),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} rail {self.rail} {self.port_key} x{self.paths}"

@@ -23,6 +23,11 @@ on commit): ``alarms_changed`` with an alarm of a reason source's ``triggers`` o
 that started. Every ``job_changed`` is pushed to ``ws/jobs/`` and, for a job with a webhook,
 posted to its runner (``faults.announce``), before the pass it queues.
 
+The job→links index (``scheduler.services.joblinks``, through ``refresh_job_links_task`` on
+commit): ``routing.signals.routes_changed`` and ``discovery_committed`` (the jobs of that
+fabric), every ``job_changed`` (that job); ``job_links_changed`` of a running job re-evaluates its
+faults (its path causes follow its paths).
+
 Also received (no pass): ``events.signals.prune_due`` (the daily prune) clears idempotency keys
 past ``WEFT_IDEMPOTENCY_TTL_S`` (``queue.expire_idempotency_keys``).
 """
@@ -38,14 +43,15 @@ from core import realtime
 from events.signals import alarms_changed, prune_due
 from fabric.signals import discovery_committed, partitions_changed
 from pools.signals import allocation_changed, inventory_committed
+from routing.signals import routes_changed
 
-from .choices import HOLDING
+from .choices import HOLDING, RUNNING_STATES
 from .models import Job
 from .services.faults import announce, trigger_codes
 from .services.queue import allocation_lost, expire_idempotency_keys, sync_job_partitions
 from .services.state import forget_locality
-from .signals import job_changed
-from .tasks import evaluate_faults_task, run_pass_task
+from .signals import job_changed, job_links_changed
+from .tasks import evaluate_faults_task, refresh_job_links_task, run_pass_task
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +86,29 @@ def _publish(job_id: int, state: str, previous: str, source: str, tenant: int | 
             realtime.publish(realtime.group_name("jobs", key), "job.changed", payload)
 
 
+def queue_job_links(job_ids: list[int] | None = None, fabric_id: int | None = None) -> None:
+    """Queue ``refresh_job_links_task`` once the current transaction commits."""
+
+    def send() -> None:
+        try:
+            refresh_job_links_task.delay(job_ids, fabric_id)
+        except Exception:  # the broker may be down: the next change refreshes again
+            log.warning("could not queue a job links refresh", exc_info=True)
+
+    transaction.on_commit(send)
+
+
+@receiver(routes_changed, dispatch_uid="scheduler.routes_changed")
+def on_routes_changed(sender, fabric_id: int, **kwargs) -> None:
+    queue_job_links(fabric_id=fabric_id)
+
+
+@receiver(job_links_changed, dispatch_uid="scheduler.job_links_changed")
+def on_job_links_changed(sender, job_id: int, **kwargs) -> None:
+    if Job.objects.filter(pk=job_id, state__in=RUNNING_STATES).exists():
+        queue_fault_evaluation([job_id])  # its path causes follow its paths
+
+
 def queue_fault_evaluation(job_ids: list[int] | None = None) -> None:
     """Queue ``evaluate_faults_task`` once the current transaction commits (at once outside one)."""
 
@@ -101,6 +130,7 @@ def on_job_changed(sender, job_id: int, state: str, source: str = "", previous: 
         queue_pass()
     if source == "start":
         queue_fault_evaluation([job_id])
+    queue_job_links(job_ids=[job_id])
 
 
 def _tell(job_id: int, state: str, previous: str, source: str) -> None:
@@ -144,6 +174,7 @@ def on_discovery_committed(sender, fabric_id: int, **kwargs) -> None:
         log.exception("could not update the job partitions of fabric %s", fabric_id)
     queue_pass()
     queue_fault_evaluation()
+    queue_job_links(fabric_id=fabric_id)
 
 
 @receiver(partitions_changed, dispatch_uid="scheduler.partitions_changed")

@@ -12,3 +12,6 @@ from __future__ import annotations
 from django.dispatch import Signal
 
 job_changed = Signal()  # kwargs: job_id: int, state: str, previous: str, source: str
+#: the job→links index of a job changed (``scheduler.services.joblinks``, on commit); kwargs
+#: ``job_id``, ``ports`` (the port keys added or removed)
+job_links_changed = Signal()

@@ -6,6 +6,7 @@ from celery import shared_task
 from django.db import DatabaseError
 
 from .services.faults import evaluate
+from .services.joblinks import refresh
 from .services.queue import PASS_LIMIT_S, run_pass
 from .services.rebalance import run_rebalance
 
@@ -53,3 +54,17 @@ def evaluate_faults_task(job_ids: list[int] | None = None) -> dict:
     (``scheduler.services.faults.evaluate``): queued on commit of alarm changes, discoveries,
     partition applies and job starts (``scheduler.signals``)."""
     return evaluate(job_ids)
+
+
+@shared_task(
+    name="scheduler.tasks.refresh_job_links_task",
+    soft_time_limit=120,
+    time_limit=150,
+    autoretry_for=(DatabaseError,),
+    retry_backoff=1,
+    retry_kwargs={"max_retries": 2},
+)
+def refresh_job_links_task(job_ids: list[int] | None = None, fabric_id: int | None = None) -> dict:
+    """Update the job→links index (``scheduler.services.joblinks.refresh``): queued when routes
+    changed, a discovery committed, or a job was placed, moved or ended (``scheduler.receivers``)."""
+    return refresh(job_ids, fabric_id)

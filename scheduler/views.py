@@ -34,7 +34,7 @@ from .access import scope_jobs, submit_tenant
 from .choices import FINAL, HOLDING, JobState
 from .forms import JobForm
 from .models import Job
-from .services import queue
+from .services import faults, joblinks, queue
 from .services.fabric_view import job_fabric_view
 from .services.whatif import dry_run
 
@@ -168,6 +168,7 @@ class QueueView(RoleRequiredMixin, TemplateView):
         )
         ctx.update(
             tenants=tenants, tenant_id=tenant_id, want_state=want_state,
+            holding_empty=f"No {want_state} job." if want_state in HOLDING else "No job holds GPUs.",
             state_choices=["active", "pending", "placed", "running", "degraded", "ended", *[s.value for s in FINAL]],
             can_submit=bool(operate), form=_form_context(user) if operate else None,
             dry_run_url=f"{reverse('scheduler:dry_run')}?{urlencode(DEMO_DRY_RUN)}",
@@ -267,8 +268,8 @@ class JobView(RoleRequiredMixin, TemplateView):
             timeline.append(("placed", job.placed_at, ((job.decision or {}).get("reasons") or [""])[0]))
         if job.started_at:
             timeline.append(("running", job.started_at, ""))
-        if job.degraded_at:
-            timeline.append(("degraded", job.degraded_at, job.reason))
+        if job.degraded_at:  # its faults: ``reason`` is the end's once the job ended degraded
+            timeline.append(("degraded", job.degraded_at, faults.summary(job.faults) or job.reason))
         if job.ended_at:
             timeline.append((job.state, job.ended_at, job.reason))
         decisions = list(job.decisions.order_by("-id"))
@@ -277,11 +278,12 @@ class JobView(RoleRequiredMixin, TemplateView):
             ctx["window_start"] = datetime.fromtimestamp(window["start_epoch"], tz=UTC)
             ctx["window_end"] = datetime.fromtimestamp(window["end_epoch"], tz=UTC)
         ctx.update(
-            job=job, request_text=queue.describe(job), timeline=timeline, decisions=decisions,
+            job=job, ended=job.state in FINAL, request_text=queue.describe(job), timeline=timeline, decisions=decisions,
             view=view, table=fabric_view_table(view), can_cancel=job.state not in FINAL and access.can_operate(user, job.tenant_id),
             page_data={k: v for k, v in view.items() if k != "links"}
             | {"links": [{k: v for k, v in e.items() if k != "series"} for e in view["links"]]},
             fabric_api=reverse("scheduler-api:job-fabric", args=[job.pk]),
+            path_links=joblinks.links_of(job.pk),
         )  # fmt: skip
         if view["fabric"]:
             fid = view["fabric"]["id"]

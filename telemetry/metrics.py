@@ -63,7 +63,7 @@ from collections.abc import Iterable
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 
@@ -434,9 +434,10 @@ def _text(status: int, message: str) -> HttpResponse:
     return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
 
 
-@require_GET
+@require_safe
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """Serve the Prometheus exposition (text format 0.0.4), gzip-compressed when the client accepts it.
+    ``HEAD`` (an uptime check) answers the same status and headers with no body and renders nothing.
 
     ``?fabric=NAME`` (repeatable) limits the output to those fabrics, ``collect[]=GROUP|FAMILY``
     (repeatable) to those groups or metric families (see the module docstring). 403 without a
@@ -460,6 +461,10 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
             if name not in by_name:
                 return _text(404, f"no fabric {name!r}\n")
         fabrics = {by_name[n]: n for n in names}
+    if request.method == "HEAD":
+        resp = HttpResponse(content_type=CONTENT_TYPE)
+        resp["Vary"] = "Accept-Encoding"
+        return resp
     body = render(fabrics, sel)
     extra = [(f, g) for f, g in _EXTRA.items() if sel.everything or g in sel.groups]
     data = body.encode()

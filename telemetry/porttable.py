@@ -21,17 +21,23 @@ Parameters (GET, all optional; bad values raise :class:`BadParam`, a 400 naming 
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db.models import Count, F, IntegerField, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 
 from core.csvcells import spreadsheet_safe
 from fabric.choices import FabricRole, NodeType, PortState, Tier
+from fabric.keys import port_key
 from fabric.models import Fabric, Port
 from fabric.querysets import PORT_LINK_RELATED
 
 from .models import ERROR_COUNTERS
+
+log = logging.getLogger(__name__)
 
 #: default congestion index (0..1) from which a port counts as congested: the default threshold
 #: of the ``port.congestion`` event rule (``events.event_types``)
@@ -52,6 +58,33 @@ SORTS: dict[str, tuple[str, ...]] = {
     "xmit_wait": ("counters__xmit_wait_per_s", "node__name", "port_num"),
     "errors": ("error_total", "node__name", "port_num"),
 }
+
+
+#: annotations of port rows by apps above telemetry (it never imports them): name → provider
+#: ``fn(port keys) -> {port key: value}`` (``fabric.keys.port_key``); registered from their
+#: ``AppConfig.ready()`` (the scheduler's ``jobs``: which jobs cross each port)
+PORT_ANNOTATIONS: dict[str, Callable[[list[str]], dict[str, Any]]] = {}
+
+
+def register_port_annotation(name: str, provider: Callable[[list[str]], dict[str, Any]]) -> None:
+    """Add (or replace) the provider of ``row[name]`` on the ports table and the port page."""
+    PORT_ANNOTATIONS[name] = provider
+
+
+def annotate_rows(rows: list[dict]) -> list[dict]:
+    """Set each registered annotation on ``rows`` (``row_values`` dicts; one provider call per
+    page): ``row[name]`` = the provider's value for the row's port, else ``[]``. A provider that
+    fails leaves ``[]`` (logged): the table still shows."""
+    keys = [port_key(r["node_guid"], r["port"]) for r in rows]
+    for name, provider in list(PORT_ANNOTATIONS.items()):
+        try:
+            got = provider(keys) if keys else {}
+        except Exception:
+            log.exception("port annotation %s failed", name)
+            got = {}
+        for r, k in zip(rows, keys, strict=True):
+            r[name] = got.get(k, [])
+    return rows
 
 
 class BadParam(ValueError):

@@ -28,6 +28,7 @@ from .porttable import (
     SORTS,
     BadParam,
     PortTableQuery,
+    annotate_rows,
     csv_cell,
     fabric_norm,
     port_table,
@@ -119,7 +120,7 @@ def port_list(request: HttpRequest) -> HttpResponse:
         norm=norm,
         page_obj=page,
         paginator=paginator,
-        rows=[row_values(p, norm) for p in page.object_list],
+        rows=annotate_rows([row_values(p, norm) for p in page.object_list]),
         qs=urlencode(params),
         sort_links={
             key: "?" + urlencode({**base, "sort": f"-{key}" if query.sort == key else key}) for key in SORTS

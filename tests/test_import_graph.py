@@ -65,7 +65,7 @@ ALLOWED = {
     "pools": {"core", "accounts", "fabric", "events"},
     "devices": {"core", "accounts", "fabric", "telemetry", "events"},
     "routing": {"core", "fabric", "events"},
-    "scheduler": {"core", "accounts", "fabric", "telemetry", "events", "pools", "outbound"},
+    "scheduler": {"core", "accounts", "fabric", "telemetry", "events", "pools", "outbound", "routing"},
     "ufm": {"core", "accounts", "fabric", "events", "scheduler"},
     "weft": {
         "core",

@@ -2,10 +2,11 @@
 
 ``ports_policy`` ``UNHEALTHY`` disables each named switch port in the fabric
 (``ibportstate <switch lid> <port> disable`` through the fabric's HCA port and tool environment,
-``fabric.collectors.portstate``), marks it unhealthy in Weft (a ``ufm.UnhealthyPort`` row), raises
-``port.isolated`` (an alarm on the port) and stores the state the port answered through the
-topology's one writer of port states (``fabric.services.ingest.apply_port_states``: the port is
-Down, its link is gone, ``link.down``). ``HEALTHY`` enables it again (``ibportstate ... enable``:
+``fabric.collectors.portstate``), marks it isolated through the one writer of isolated ports
+(``fabric.services.isolation``: a ``fabric.IsolatedPort`` row, the Info alarm ``port.isolated``) and
+stores the state the port answered through the topology's one writer of port states
+(``fabric.services.ingest.apply_port_states``: the port is Down, its link is gone; no
+``link.down``, the loss is expected). ``HEALTHY`` enables it again (``ibportstate ... enable``:
 the port polls and its link trains; the SM brings it to Active, and a notice or the next
 discovery stores the link again), deletes the row and writes ``port.isolation_cleared``, which
 clears the alarm. Both are audited (``ufm.port_isolate``, ``ufm.port_healthy``).
@@ -25,13 +26,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts import audit
-from events.services import EventSpec, record_events
 from fabric.choices import NodeType, PhysState
 from fabric.collectors.portstate import set_port_state
 from fabric.collectors.tools import ToolError
 from fabric.keys import port_key, port_name
 from fabric.models import Fabric, Link, Node, Port
 from fabric.services.ingest import PortObservation, apply_port_states
+from fabric.services.isolation import IsolationTarget, set_isolated
 
 from .inputs import HEALTHY, UNHEALTHY, DeviceHealth, UfmInputError, UnhealthyPorts, ufm_guid
 from .models import UfmJob, UnhealthyPort
@@ -142,42 +143,27 @@ def set_port_health(fabric: Fabric, req: UnhealthyPorts, *, user=None) -> dict:
 
 
 def _record(fabric: Fabric, policy: str, done: list[_Target], user) -> None:
-    """Store what was done in one transaction: the unhealthy rows, the events, the audit."""
+    """Store what was done in one transaction: the isolated ports through their one writer
+    (``fabric.services.isolation``: rows, ``port.isolated``/``port.isolation_cleared``), the audit."""
     if not done:
         return
-    specs = []
+    isolate = policy == UNHEALTHY
+    targets = [
+        IsolationTarget(t.node, t.port_num, t.peer, t.peer_guid, t.peer_port_num) if isolate
+        else IsolationTarget(t.node, t.port_num)
+        for t in done
+    ]  # fmt: skip
     with transaction.atomic():
-        for t in done:
+        changed = set_isolated(fabric, targets, isolated=isolate, via="ufm", user=user)
+        for t, new in zip(done, changed, strict=True):
             key = port_key(t.node.node_guid, t.port_num)
-            shown = port_name(t.node.name or t.node.node_guid, t.port_num)
-            if policy == UNHEALTHY:
-                row, created = UnhealthyPort.objects.get_or_create(
-                    fabric=fabric, node_guid=t.node.node_guid, port_num=t.port_num,
-                    defaults={"node_name": t.node.name, "peer": t.peer, "peer_guid": t.peer_guid,
-                              "peer_port_num": t.peer_port_num, "by": user},
-                )  # fmt: skip
-                audit.record(
-                    "ufm.port_isolate", row, {"port": key, "peer": t.peer, "new": created}, user=user
-                )
-                if created:
-                    specs.append(EventSpec(
-                        code="port.isolated", message=f"port {shown} isolated (disabled) through the UFM API"
-                        + (f"; its link to {t.peer} is down" if t.peer else ""),
-                        object_type="port", object_key=key, object_repr=shown, node_id=t.node.pk,
-                        details={"peer": t.peer},
-                    ))  # fmt: skip
-            else:
-                gone, _ = UnhealthyPort.objects.filter(
+            if isolate:
+                row = UnhealthyPort.objects.get(
                     fabric=fabric, node_guid=t.node.node_guid, port_num=t.port_num
-                ).delete()
-                audit.record("ufm.port_healthy", fabric, {"port": key, "was_isolated": bool(gone)}, user=user)
-                if gone:
-                    specs.append(EventSpec(
-                        code="port.isolation_cleared", message=f"port {shown} enabled again through the UFM API",
-                        object_type="port", object_key=key, object_repr=shown, node_id=t.node.pk,
-                    ))  # fmt: skip
-        if specs:
-            record_events(fabric, specs)
+                )
+                audit.record("ufm.port_isolate", row, {"port": key, "peer": t.peer, "new": new}, user=user)
+            else:
+                audit.record("ufm.port_healthy", fabric, {"port": key, "was_isolated": new}, user=user)
 
 
 def _sm_entry_ports(fabric: Fabric) -> dict[int, int]:

@@ -401,6 +401,9 @@ WEFT_BASE_URL = env_str("WEFT_BASE_URL", "http://127.0.0.1:8000")
 WEFT_ALERT_EMAILS = env_list(
     "WEFT_ALERT_EMAILS", ["oncall@localhost"] if EMAIL_URL.startswith("console:") else []
 )
+#: Counter alarms' clear hysteresis: an open error-counter, link-downed, congestion or saturated
+#: counters alarm clears only after this many sweeps in a row without the condition (events.rules.counters)
+WEFT_COUNTER_CLEAR_SWEEPS = env_int("WEFT_COUNTER_CLEAR_SWEEPS", 3, min_value=1)
 WEFT_MAIL_STORM_THRESHOLD = env_int("WEFT_MAIL_STORM_THRESHOLD", 5, min_value=1)
 WEFT_MAIL_RATE_LIMIT = env_int("WEFT_MAIL_RATE_LIMIT", 10, min_value=0)
 # Critical alarms have their own budget: lower-severity mail never delays them (events.notify).

@@ -25,9 +25,9 @@ def evaluate_sweep(fabric_id: int, sweep_id: int) -> Outcome:
     """Rules after a counter sweep committed (``telemetry.models.Sweep``/``PortCounters``).
 
     Per port read in this sweep: LinkDownedCounter delta above threshold raises
-    ``port.link_downed`` (an event each time; the alarm clears by TTL); SymbolErrorCounter and
-    PortRcvErrors rates (errors/min = delta / ``Sweep.interval_s`` × 60) above threshold raise,
-    and below clear; the congestion index above threshold for ``consecutive`` sweeps raises and
+    ``port.link_downed``; SymbolErrorCounter and PortRcvErrors rates (errors/min = delta /
+    ``Sweep.interval_s`` × 60) above threshold raise; each clears after its policy's
+    ``clear_consecutive`` sweeps in a row at or below (``WEFT_COUNTER_CLEAR_SWEEPS``, default 3); the congestion index above threshold for ``consecutive`` sweeps raises and
     a sweep below clears; saturated counters raise and clear when no longer saturated. Ports
     whose rates could not be computed (``error_deltas``/``congestion`` null: first sample,
     reset, PortXmitWait saturated) keep their streaks, and so does a rule whose own counter is
@@ -93,12 +93,6 @@ def evaluate_sweep(fabric_id: int, sweep_id: int) -> Outcome:
                     measured[key] = (True, value, {"message": msg.format(port=row.port), "delta": delta})
                 else:
                     measured[key] = (False, value, {})
-            if kind == "delta":
-                # An event per occurrence; the alarm clears through its TTL, not per sweep.
-                for key, (over, value, info) in measured.items():
-                    if over and policy.enabled:
-                        specs.append(port_spec(code, key, True, value, info))
-                continue
             specs += engine.conditions(
                 code,
                 measured,

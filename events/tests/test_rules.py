@@ -167,13 +167,38 @@ def test_symbol_error_rate_and_link_downed(topo):
     assert codes == [("port.link_downed", "leaf01 [2]"), ("port.symbol_errors", "leaf01 [2]")]
     sym = Alarm.objects.get(code="port.symbol_errors")
     assert sym.details["value"] == pytest.approx(30.0)
-    s2 = sweep(topo, interval_s=10.0)
-    counters(topo, s2, ("leaf01", 2), error_deltas={})
-    evaluate_sweep(topo.fabric.pk, s2.pk)
+    # both clear after WEFT_COUNTER_CLEAR_SWEEPS (3) quiet sweeps, not at the first nor by a TTL
+    for n in range(3):
+        s2 = sweep(topo, interval_s=10.0)
+        counters(topo, s2, ("leaf01", 2), error_deltas={})
+        evaluate_sweep(topo.fabric.pk, s2.pk)
+        states = sorted(Alarm.objects.values_list("code", "state"))
+        expected = "cleared" if n == 2 else "active"
+        assert states == [("port.link_downed", expected), ("port.symbol_errors", expected)], n
     sym.refresh_from_db()
-    assert sym.state == "cleared" and sym.cleared_event.code == "port.symbol_errors_cleared"
-    # link_downed is an occurrence: it stays open until its TTL.
-    assert Alarm.objects.get(code="port.link_downed").state == "active"
+    assert sym.cleared_event.code == "port.symbol_errors_cleared"
+    assert Alarm.objects.get(code="port.link_downed").cleared_event.code == "port.link_downed_cleared"
+    assert Alarm.objects.get(code="port.link_downed").ttl_s == 0  # no hour-long TTL: quiet sweeps clear it
+
+
+@pytest.mark.parametrize("rule", ["symbol_errors", "rcv_errors", "link_downed"])
+def test_a_steady_bursty_error_rate_gives_one_alarm_not_one_per_burst(topo, rule, settings):
+    """Issue 26: one spine port raised and cleared 8 times in 3 minutes, its errors arriving in
+    most sweeps but not all. Every counter rule now clears only after the quiet sweeps of
+    ``WEFT_COUNTER_CLEAR_SWEEPS`` (its event type's ``clear_consecutive``)."""
+    from events import registry
+
+    assert registry.get(f"port.{rule}").clear_consecutive == settings.WEFT_COUNTER_CLEAR_SWEEPS == 3
+    bursts = [30, 0, 30, 30, 0, 0, 30, 0, 30, 0, 0, 0]  # errors per 10 s sweep: 180/min when any
+    states = []
+    for errors in bursts:
+        s = sweep(topo, interval_s=10.0)
+        counters(topo, s, ("spine01", 1), error_deltas={rule: errors})
+        evaluate_sweep(topo.fabric.pk, s.pk)
+        states.append(Alarm.objects.filter(code=f"port.{rule}").values_list("state", flat=True).first())
+    assert states[:-1] == ["active"] * 11 and states[-1] == "cleared"
+    assert Alarm.objects.filter(code=f"port.{rule}").count() == 1
+    assert Event.objects.filter(code=f"port.{rule}").count() == 1
 
 
 def test_rates_unknown_keep_streak(topo):
@@ -188,7 +213,7 @@ def test_rates_unknown_keep_streak(topo):
     # A sweep whose rate cannot be computed (no interval) neither counts towards nor breaks the
     # streak of a rule that needs two sweeps over the threshold, and does not clear its alarm.
     ensure_policies()
-    EventPolicy.objects.filter(code="port.symbol_errors").update(consecutive=2)
+    EventPolicy.objects.filter(code="port.symbol_errors").update(consecutive=2, clear_consecutive=1)
     leaf = topo.ports[("leaf01", 2)]
     key = port_key(leaf.node.node_guid, leaf.port_num)
 

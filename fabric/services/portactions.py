@@ -26,6 +26,9 @@ Refused (``PortActionRefused``, nothing sent) — the rule, checked before any M
 After ``disable``/``enable``/``reset`` the state the port answered is stored through the one writer
 of port states (``fabric.services.ingest.apply_port_states``: ``port.state_changed``,
 ``link.down``); a reset port comes back through the SM's sweep, its notice or the next discovery.
+A disable is a deliberate isolation: it is recorded first through the one writer of isolated ports
+(``fabric.services.isolation``: Info ``port.isolated``, listed at ``/fabric/isolated/``), so the
+link's loss writes no Critical ``link.down`` and mails nobody; an enable clears it.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from ..collectors.tools import ToolError
 from ..keys import port_key, port_name
 from ..models import Port
 from .ingest import PortObservation, apply_port_states
+from .isolation import IsolationTarget, set_isolated
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +156,21 @@ def check_port_action(port: Port, action: str) -> None:
         )
 
 
+def _peer(port: Port) -> Port | None:
+    """The port cabled to ``port`` (None when it has no stored link)."""
+    linked = Port.objects.with_link().select_related("node").get(pk=port.pk)
+    return linked.remote
+
+
+def _isolation_target(port: Port, peer: Port | None) -> IsolationTarget:
+    if peer is None:
+        return IsolationTarget(port.node, port.port_num)
+    return IsolationTarget(
+        port.node, port.port_num, port_name(peer.node.name or peer.node.node_guid, peer.port_num),
+        peer.node.node_guid, peer.port_num,
+    )  # fmt: skip
+
+
 def run_port_action(port: Port, action: str, *, user=None) -> PortActionResult:
     """Check (:func:`check_port_action`), run the tool, store what the port answered, audit
     (``port.<action>``; refused and failed attempts too, with ``done: false`` and why).
@@ -172,6 +191,7 @@ def run_port_action(port: Port, action: str, *, user=None) -> PortActionResult:
                 f"port.{action}", port, {"port": key, "done": False, "refused": str(exc)[:300]}, user=user
             )
         raise
+    peer = _peer(port)  # read before the disable removes the link
     try:
         if action == "clear_counters":
             reset_port_counters(fabric, node.lid, port.port_num, timeout=TOOL_TIMEOUT_S)
@@ -186,8 +206,12 @@ def run_port_action(port: Port, action: str, *, user=None) -> PortActionResult:
                 f"port.{action}", port, {"port": key, "done": False, "error": str(exc)[:300]}, user=user
             )
         raise PortActionFailed(str(exc)) from None
-    with transaction.atomic():  # the audit entry and the state the port answered, together
+    with transaction.atomic():  # the audit entry, the isolation and the state the port answered, together
         audit.record(f"port.{action}", port, {"port": key, "done": True, **result.as_dict()}, user=user)
+        if action in ("disable", "enable"):
+            set_isolated(
+                fabric, [_isolation_target(port, peer)], isolated=action == "disable", via="page", user=user
+            )
         if result.state is not None:
             observed = {(node.node_guid, port.port_num): PortObservation(result.state, result.phys_state)}
             note = f"port {shown} {action} by {getattr(user, 'username', '') or 'Weft'}"

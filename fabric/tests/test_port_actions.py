@@ -19,7 +19,7 @@ from accounts.models import AuditEntry
 from events.models import Event
 from fabric.choices import NodeType, PhysState, PortState
 from fabric.collectors.route import local_port, route_ports
-from fabric.models import Fabric, Port
+from fabric.models import Fabric, IsolatedPort, Port
 from fabric.parsers.route import parse_ibaddr, parse_ibtracert
 from fabric.services.discovery import discover
 from lab import netgen
@@ -125,14 +125,21 @@ def test_disable_enable_clear_and_refusals(lab_fabric, client_for):
     target.refresh_from_db()
     assert (target.state, target.phys_state) == (PortState.DOWN, PhysState.DISABLED)
     assert target.link is None
-    down = Event.objects.get(code="link.down")
-    assert "host005" in down.message, down.message
+    # a deliberate isolation: Info port.isolated, no Critical link.down, listed with who and when
+    assert not Event.objects.filter(code="link.down").exists()
+    isolated = Event.objects.get(code="port.isolated")
+    assert isolated.severity == "info" and "host005" in isolated.message, isolated.message
+    row = IsolatedPort.objects.get(node_guid=leaf2.node_guid, port_num=target.port_num)
+    assert (row.by.username, row.via) == ("olga", "page") and "host005" in row.peer
     entry = AuditEntry.objects.filter(action="port.disable").latest("pk")
     assert entry.changes["done"] is True and entry.changes["phys_state"] == "Disabled"
 
     # enable: Polling (ibsim does not train the link; a real cable would come up)
     assert _post(operator, target, "enable").status_code == 302
     assert _phys(lab, leaf2.lid, target.port_num) == "Polling"
+    assert (
+        not IsolatedPort.objects.exists() and Event.objects.filter(code="port.isolation_cleared").count() == 1
+    )
     # the two PHYs of the cable would now train: the lab does it through its console
     lab.unlink(lab_node(lab, ca.node.node_guid))
     lab.relink(lab_node(lab, ca.node.node_guid))

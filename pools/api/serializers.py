@@ -279,6 +279,13 @@ class TenantMemberSerializer(serializers.ModelSerializer):
         model = TenantMembership
         fields = ["user", "username", "role"]
 
+    def validate(self, attrs):
+        # A member is always whole: a PATCH of the tenant (``partial``) makes DRF skip the
+        # ``required`` check of nested fields, so say here what a PUT says.
+        if "user" not in attrs:
+            raise serializers.ValidationError({"user": [self.fields["user"].error_messages["required"]]})
+        return attrs
+
 
 class TenantSerializer(serializers.ModelSerializer):
     """A tenant and its members (Admin writes; ``members`` replaces the whole list when sent).

@@ -339,3 +339,19 @@ def test_a_reported_string_that_does_not_fit_is_a_located_400(agent, caplog, uui
     assert r.json()["field"] == "nvidia_smi_xml" and r.json()["where"] == where, r.json()
     assert says in r.json()["detail"] and "\u202e" not in r.json()["detail"]
     assert not Gpu.objects.exists() and not AgentBinding.objects.exists() and not _tracebacks(caplog)
+
+
+def test_the_host_agent_group_is_created_by_migrate(db):
+    """The README tells an admin to add agent accounts to "Host agent": ``migrate`` creates it
+    (pools 0008; it had to be made by hand). The migration's own function is run here, as the test
+    database's migrations may have been flushed by a transactional test."""
+    import importlib
+
+    from django.apps import apps
+
+    Group.objects.filter(name=AGENT_GROUP).delete()
+    migration = importlib.import_module("pools.migrations.0008_host_agent_group")
+    assert migration.GROUP == AGENT_GROUP
+    migration.create_group(apps, None)
+    migration.create_group(apps, None)  # idempotent
+    assert Group.objects.filter(name=AGENT_GROUP).count() == 1

@@ -200,6 +200,10 @@ def test_bad_input_shows_the_serializers_messages_under_their_fields_and_writes_
     assert 'value="taken"' in html and "ghost operator" in html  # what was typed is kept
     resp = admin.post("/pools/tenants/new/", {"name": "t2", "members": "vic\nvic operator"})
     assert errors_of(text(resp), "members") == ["a user is listed twice"]
+    # a bad contact is named by what was typed (it was "1: Enter a valid email address.")
+    resp = admin.post("/pools/tenants/new/", {"name": "t3", "contacts": "ops@example.org, not-an-email"})
+    assert resp.status_code == 400
+    assert errors_of(text(resp), "contacts") == ["'not-an-email': Enter a valid email address."]
     assert not Pool.objects.exists() and list(Tenant.objects.values_list("name", flat=True)) == ["taken"]
     assert AuditEntry.objects.count() == entries
 
@@ -286,3 +290,17 @@ def test_tenant_contacts_and_webhook_by_api_and_form_the_secret_write_only(users
     assert resp.status_code == 302, text(resp)[:2000]
     t.refresh_from_db()
     assert t.contacts == ["ops@c.example", "new@c.example"] and t.webhook_secret == "k3y"
+
+
+@pytest.mark.parametrize("method", ["put", "patch"])
+def test_tenant_members_by_username_is_a_400_for_put_and_patch_alike(users, client_for, method):
+    """Members must be given by user id; ``username`` is read-only. PATCH once crashed (500,
+    ``KeyError: 'user'``) because a partial update does not make nested fields required."""
+    admin = client_for("admin")
+    t = Tenant.objects.create(name="team-p")
+    TenantMembership.objects.create(tenant=t, user=users["viewer"], role="viewer")
+    body = {"name": "team-p", "members": [{"username": "olga", "role": "operator"}]}
+    resp = getattr(admin, method)(f"/api/pools/tenants/{t.pk}/", body, format="json")
+    assert resp.status_code == 400, resp.content
+    assert resp.json() == {"members": [{"user": ["This field is required."]}]}
+    assert list(t.memberships.values_list("user__username", "role")) == [("vic", "viewer")]

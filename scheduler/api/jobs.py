@@ -22,7 +22,7 @@ from pools.models import Pool
 from .. import filtersets
 from ..access import scope_jobs, submit_tenant
 from ..models import Job, JobDecision
-from ..services import queue, rebalance
+from ..services import joblinks, queue, rebalance
 from ..services.fabric_view import job_fabric_view
 from . import serializers
 
@@ -116,7 +116,7 @@ class JobViewSet(BriefModeMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
             compute_pct=v["compute_pct"], gpus_per_host=v["gpus_per_host"], segments=v["segments"],
             segment_hosts=v["segment_hosts"], segment_tier=v["segment_tier"], priority_class=v["priority_class"],
             preemptible=v["preemptible"], requeue=v["requeue"], tier=v["tier"], tier_mode=v["tier_mode"], time_limit_s=v["time_limit_s"],
-            on_fault=v["on_fault"], webhook_url=v["webhook_url"], webhook_secret=v["webhook_secret"],
+            on_fault=v["on_fault"], traffic=v["traffic"], webhook_url=v["webhook_url"], webhook_secret=v["webhook_secret"],
         )  # fmt: skip
         key = request.headers.get(queue.IDEMPOTENCY_FIELD)
         created = True
@@ -200,6 +200,19 @@ class JobViewSet(BriefModeMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
     def fabric(self, request, pk=None):
         """``job_fabric_view`` of a job the caller may read (another tenant's job: 404)."""
         return Response(job_fabric_view(self.get_object()))
+
+    @extend_schema(
+        responses={200: OpenApiTypes.OBJECT},
+        summary="The links the job's traffic crosses (its routed paths under its traffic model), with "
+        "their live utilisation and congestion",
+    )
+    @action(detail=True, methods=["get"])
+    def links(self, request, pk=None):
+        """``{"traffic", "links": joblinks.links_of(job)}`` of a job the caller may read: every
+        directed port its rails' pairs cross, the path count, rails, and telemetry's latest
+        utilisation/congestion (0..1) of the port."""
+        job = self.get_object()
+        return Response({"job": job.pk, "traffic": job.traffic, "links": joblinks.links_of(job.pk)})
 
 
 @extend_schema_view(

@@ -12,7 +12,7 @@ from core.validators import printable_text
 from fabric.api.serializers import BriefPartitionSerializer
 from pools.api.serializers import BriefAllocationSerializer, BriefPoolSerializer, BriefTenantSerializer
 
-from ..choices import JobKind, OnFault, PriorityClass, TopologyMode
+from ..choices import JobKind, OnFault, PriorityClass, TopologyMode, Traffic
 from ..locality import TIER_NAMES
 from ..models import Job, JobDecision
 from ..services.queue import MAX_COUNT, MAX_SEGMENTS, MAX_TIME_LIMIT_S, describe
@@ -75,7 +75,7 @@ class JobSerializer(serializers.ModelSerializer):
             "tier_mode", "time_limit_s", "state", "reason", "pending_code", "submitted_at", "placed_at", "started_at",
             "ended_at", "allocation", "placement", "decision", "decided_at", "reserved_start", "reserved_hosts",
             "pkey", "pkey_hex", "partition", "idempotency_key", "faults", "degraded_at", "on_fault",
-            "effective_on_fault", "webhook_url",
+            "effective_on_fault", "webhook_url", "traffic",
         ]  # fmt: skip
 
     def get_pkey_hex(self, job: Job) -> str | None:
@@ -141,6 +141,10 @@ class SubmitJobSerializer(serializers.Serializer):
     )  # fmt: skip
     tier_mode = serializers.ChoiceField(choices=TopologyMode.choices, default=TopologyMode.PREFERRED)
     time_limit_s = serializers.IntegerField(min_value=1, max_value=MAX_TIME_LIMIT_S, required=False, allow_null=True, default=None)  # fmt: skip
+    traffic = serializers.ChoiceField(
+        choices=Traffic.choices, default=Traffic.ALL_TO_ALL,
+        help_text="the collective on each rail: all-to-all (default) or ring (the job's links)",
+    )  # fmt: skip
     on_fault = serializers.ChoiceField(
         choices=OnFault.choices, required=False, allow_blank=True, default="",
         help_text="when its fabric fails: notify, requeue or replace (blank: the pool's)",

@@ -114,6 +114,7 @@ from ..choices import (
     PendingCode,
     PriorityClass,
     TopologyMode,
+    Traffic,
 )
 from ..locality import TIER_NAMES, UnknownTier, tier_number
 from ..models import Job, JobDecision
@@ -207,6 +208,8 @@ class JobSpec:
     time_limit_s: int | None = None
     #: what to do when its fabric fails (blank: the pool's; ``scheduler.services.faults``)
     on_fault: str = ""
+    #: the collective on each rail (``scheduler.choices.Traffic``; the job→links index)
+    traffic: str = Traffic.ALL_TO_ALL
     #: the runner's signed webhook (blank: the tenant's); the secret is its HMAC key
     webhook_url: str = ""
     webhook_secret: str = ""
@@ -234,6 +237,8 @@ class JobSpec:
             raise InvalidJob(f"time_limit_s must be 1..{MAX_TIME_LIMIT_S}", field="time_limit_s")
         if len(self.gpu_model) > 96:
             raise InvalidJob("gpu_model is at most 96 characters", field="gpu_model")
+        if self.traffic not in Traffic.values:
+            raise InvalidJob(f"traffic must be one of {', '.join(Traffic.values)}", field="traffic")
         if self.on_fault and self.on_fault not in OnFault.values:
             raise InvalidJob(
                 f"on_fault must be one of {', '.join(OnFault.values)} (blank: the pool's)", field="on_fault"
@@ -528,7 +533,7 @@ IDEMPOTENCY_KEY_MAX = 255
 REQUEST_FIELDS = (
     "name", "tenant_id", "pool_id", "kind", "count", "gpu_model", "mig_profile", "memory_mib", "compute_pct",
     "gpus_per_host", "segments", "segment_hosts", "segment_tier", "priority_class", "preemptible", "requeue",
-    "tier", "tier_mode", "time_limit_s", "on_fault", "webhook_url",
+    "tier", "tier_mode", "time_limit_s", "on_fault", "webhook_url", "traffic",
 )  # fmt: skip
 
 
@@ -637,7 +642,7 @@ def _submit(spec: JobSpec, user, now: datetime | None, key: str) -> tuple[Job, b
             priority_class=spec.priority_class, preemptible=spec.preemptible,
             requeue=spec.preemptible if spec.requeue is None else spec.requeue,
             tier=tier, tier_mode=spec.tier_mode, time_limit_s=spec.time_limit_s, on_fault=spec.on_fault,
-            webhook_url=spec.webhook_url,
+            webhook_url=spec.webhook_url, traffic=spec.traffic,
         )  # fmt: skip
         if key:
             existing = Job.objects.filter(owner=owner, idempotency_key=key).first()
@@ -902,6 +907,28 @@ def expire_time_limits(now: datetime | None = None) -> int:
             )  # fmt: skip
             n += 1
     return n
+
+
+def end_previous_run(fabric: Fabric, reason: str, *, now: datetime | None = None) -> list[int]:
+    """End the jobs that hold GPUs (placed, running, degraded) in pools of ``fabric`` as ``failed``
+    with ``reason``: for a fabric whose hosts are new (the demo restarted on an existing database
+    with a new lab: the previous run's jobs cannot be running there). Each job in its own
+    transaction through :func:`_end` (allocation released, own partition closed, ``job.failed``
+    event with ``reason``, audit, ``job_changed`` on commit); pending jobs stay queued. A job
+    that ended between the read and its lock is left alone. Returns the ended jobs' ids."""
+    now = now or timezone.now()
+    ended: list[int] = []
+    held = (
+        Job.objects.filter(state__in=HOLDING, pool__fabric=fabric).order_by("pk").values_list("pk", flat=True)
+    )
+    for pk in held:
+        with transaction.atomic():
+            job = _locked(pk)
+            if job.state not in HOLDING:
+                continue
+            _end(job, JobState.FAILED, reason, now, None, "restart", {"previous_run": True})
+            ended.append(pk)
+    return ended
 
 
 # --- the pass ------------------------------------------------------------------------------------

@@ -752,7 +752,7 @@ def _plan_congested(st: _State) -> list[Action]:
         return out
     blocked = dict(st.blocked())
     for host, links in st.hca.items():
-        blocked.setdefault(host, f"HCA link congested: {links[0].name}")
+        blocked.setdefault(host, f"HCA link with a congestion or error alarm: {links[0].name}")
     for pk in sorted(st.held):
         job = st.jobs.get(pk)
         if job is None or job.kind != JobKind.GPU or pk in st.touched:
@@ -785,9 +785,13 @@ def _plan_congested(st: _State) -> list[Action]:
             marks = "; ".join(
                 f"{st.loc.domains[k].name}: {m.reason} ({m.score:g}× the alarm's threshold)" for k, m in hot
             )
-            why.append(f"crosses congested uplinks ({marks})")
+            # the alarms are congestion, error-rate or link-went-down-and-up ones: each is named by its
+            # own message, none is called "congested" unless it is (issue 26)
+            why.append(f"crosses uplinks with congestion or error alarms ({marks})")
         if links:
-            why.append(f"runs over congested HCA links ({'; '.join(m.text() for _, m in links)})")
+            why.append(
+                f"runs over HCA links with congestion or error alarms ({'; '.join(m.text() for _, m in links)})"
+            )
         reason = (
             f"{_label(job)} on {_hosts_text(before)} {' and '.join(why)}; a placement on "
             f"{_hosts_text(d.placed)} within one {TIER_NAMES[d.tier]} avoids them (reported, not moved)"

@@ -178,7 +178,7 @@ def test_openapi_schema_of_scheduler_endpoints_has_no_warnings(db, capsys):
     submit_body = schema["components"]["schemas"]["SubmitJob"]["properties"]
     assert {"tier", "tier_mode", "segments", "priority_class", "time_limit_s"} <= set(submit_body)
     submit_op = schema["paths"]["/api/scheduler/jobs/"]["post"]
-    assert set(submit_op["responses"]) == {"200", "201", "400", "403", "409"}
+    assert set(submit_op["responses"]) == {"200", "201", "400", "401", "403", "409", "415"}
     assert [(p["name"], p["in"]) for p in submit_op["parameters"]] == [("Idempotency-Key", "header")]
 
 

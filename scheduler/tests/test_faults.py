@@ -115,7 +115,7 @@ def test_an_hca_link_down_degrades_the_job_with_its_cause_mails_the_tenant_and_c
     assert job.state == JobState.COMPLETED
 
 
-def test_a_host_with_every_hca_gone_is_host_removed_and_a_job_failing_mails_the_tenant(cluster):
+def test_a_host_with_every_hca_gone_is_host_removed_and_a_job_failing_mails_the_tenant(cluster, client_for):
     job = running_job(cluster)
     (host,) = job.placement
     link = host_link(cluster, host)
@@ -130,6 +130,13 @@ def test_a_host_with_every_hca_gone_is_host_removed_and_a_job_failing_mails_the_
     finish(job.pk, ok=False, reason="NCCL timeout")
     ev = Event.objects.get(code="job.failed", object_key=str(job.pk))
     assert ev.details["notify"] == ["ops@tenant.example", "lead@tenant.example"]
+    # the ended job's page: its faults as a record (not "keeps running"), the timeline's degraded
+    # step names them, not the end's reason (it said "degraded — NCCL timeout")
+    page = client_for("admin").get(f"/scheduler/jobs/{job.pk}/").content.decode()
+    assert "Its fabric failed under it while it ran" in page and "The job keeps running" not in page
+    step = page.split('data-step="degraded"')[1].split("</li>")[0]
+    assert f"{host}: every HCA is gone from the fabric" in step and "NCCL timeout" not in step
+    assert "NCCL timeout" in page.split('data-step="failed"')[1].split("</li>")[0]
 
 
 def test_on_fault_requeue_frees_the_gpus_and_keeps_submit_time_and_priority(cluster):
@@ -274,6 +281,9 @@ def test_pages_show_the_degraded_job_its_alarm_and_the_host_not_free(cluster, cl
     assert api["effective_on_fault"] == "notify" and "webhook_secret" not in api
     queue_page = admin.get("/scheduler/?state=degraded").content.decode()
     assert f'data-job="{job.pk}" data-state="degraded"' in queue_page
+    # none running now: the filtered list says so (it said "No job holds GPUs." while one did)
+    running_page = admin.get("/scheduler/?state=running").content.decode()
+    assert "No running job." in running_page and "No job holds GPUs." not in running_page
     host_id = Gpu.objects.filter(host__name=host).values_list("host_id", flat=True).first()
     mate = next(h for h in cluster.hosts if h != host)
     mate_id = Gpu.objects.filter(host__name=mate).values_list("host_id", flat=True).first()

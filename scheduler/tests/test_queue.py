@@ -5,6 +5,7 @@ the pass lock and a pass that dies half way."""
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 
 import pytest
@@ -582,3 +583,37 @@ def test_describe_says_host_for_one_host_and_hosts_for_more():
     two = Job(kind=JobKind.GPU, count=16, gpus_per_host=8, tier=1, tier_mode="preferred")
     assert queue.describe(one) == "8 GPUs (1 host × 8)"
     assert queue.describe(two) == "16 GPUs (2 hosts × 8), within one leaf (preferred)"
+
+
+def test_a_restarted_demo_ends_the_previous_runs_held_jobs_failed_with_the_reason(cluster, capsys):
+    """Issue 26: a demo restarted on an existing database kept the previous run's jobs "running"
+    against a new lab. ``end_previous_run`` (and the demo command's step that calls it) ends every
+    job holding GPUs in the fabric's pools as ``failed`` with the reason; pending jobs stay."""
+    from weft.management.commands.demo import Command
+
+    running, placed = submit(spec(cluster, 8, name="old-run")), submit(spec(cluster, 4, name="old-placed"))
+    run_pass()
+    start(running.pk)
+    waiting = submit(spec(cluster, 32, name="waits"))  # more than is free: stays pending
+    run_pass()
+    out = io.StringIO()
+    ended = Command(stdout=out)._end_previous_run(cluster.fabric)
+    assert ended == [running.pk, placed.pk]
+    for job in (running, placed):
+        job.refresh_from_db()
+        assert job.state == "failed" and "demo restarted on a new lab" in job.reason
+        assert job.allocation.state == "released"
+    waiting.refresh_from_db()
+    assert waiting.state in ("pending", "placed")  # not ended (a pass may place it on the freed GPUs)
+    assert not AllocationItem.objects.filter(
+        allocation__in=[running.allocation_id, placed.allocation_id], active=True
+    ).exists()
+    assert Event.objects.filter(code="job.failed", message__contains="old-run").exists()
+    assert (
+        f"ended 2 job(s) of the previous demo run still placed or running (now failed, reason given on each job page): {running.pk}, {placed.pk}"
+        in out.getvalue()
+    )
+    # a fabric whose pools hold nothing: nothing ended, nothing said
+    finish(waiting.pk, ok=True) if waiting.state == "placed" else cancel(waiting.pk)
+    quiet = io.StringIO()
+    assert Command(stdout=quiet)._end_previous_run(cluster.fabric) == [] and quiet.getvalue() == ""

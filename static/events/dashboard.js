@@ -7,6 +7,8 @@
   const fabric = root.dataset.fabric;
   const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
   const num = (v, d) => (v === null || v === undefined ? "" : Number(v).toFixed(d));
+  // a 0..1 ratio as the heatmap shows it (events_tags.percent): "38.4 %"
+  const pct = (v) => (v === null || v === undefined ? "–" : `${(Number(v) * 100).toFixed(1)} %`);
   let timer = null;
 
   function rows(tbody, items, render, emptyText, cols) {
@@ -26,7 +28,7 @@
       `<td>${f.master_sm_guid ? `${esc(f.master_sm || "")} <span class="mono muted">${esc(f.master_sm_guid)}</span> lid ${f.master_sm_lid}` : f.live ? '<span class="sev-critical">none known</span>' : '<span class="muted" title="imported from a file: no live data">imported snapshot</span>'}</td>` +
       `<td>${esc(f.last_discovery_display || "never")}</td></tr>`, "No fabric yet.", 6);
     rows(document.querySelector("#top-congested tbody"), s.top_congested, (p) =>
-      `<tr><td>${esc(p.fabric_name)}</td><td><a href="${esc(p.url)}">${esc(p.port)}</a></td><td>${num(p.congestion, 2)}</td><td>${num(p.utilisation, 2)}</td><td>${num(p.xmit_wait_per_s, 0)}</td></tr>`,
+      `<tr><td>${esc(p.fabric_name)}</td><td><a href="${esc(p.url)}">${esc(p.port)}</a></td><td>${pct(p.congestion)}</td><td>${pct(p.utilisation)}</td><td>${num(p.xmit_wait_per_s, 0)}</td></tr>`,
       "no congestion measured", 5);
     rows(document.querySelector("#top-errors tbody"), s.top_errors, (p) =>
       `<tr><td>${esc(p.fabric_name)}</td><td><a href="${esc(p.url)}">${esc(p.port)}</a></td><td>${p.errors_last_sweep}</td><td>${p.errors_total}</td></tr>`,

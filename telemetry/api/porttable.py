@@ -14,7 +14,7 @@ from core.pagination import WeftLimitOffsetPagination
 from core.params import int_param
 from fabric.models import Fabric
 
-from ..porttable import SORTS, BadParam, PortTableQuery, fabric_norm, port_table, row_values
+from ..porttable import SORTS, BadParam, PortTableQuery, annotate_rows, fabric_norm, port_table, row_values
 
 
 class PortTableView(APIView):
@@ -57,6 +57,6 @@ class PortTableView(APIView):
         norm = fabric_norm(fabric)
         paginator = WeftLimitOffsetPagination()
         page = paginator.paginate_queryset(port_table(fabric, query, norm), request, view=self)
-        response = paginator.get_paginated_response([row_values(p, norm) for p in page])
+        response = paginator.get_paginated_response(annotate_rows([row_values(p, norm) for p in page]))
         response.data["norm"] = {"width": norm.width, "speed": norm.speed, "rate_gbps": norm.rate_gbps}
         return response

@@ -325,3 +325,15 @@ def test_metrics_answer_with_the_cache_down(stored, settings, caplog):
     assert got[("weft_sweep_ports", (("fabric", "f1"),))] == 2
     assert not any(name.startswith("weft_snmp_traps") for name, _ in got)
     assert not [r for r in caplog.records if r.exc_info]
+
+
+def test_head_answers_an_uptime_check_without_a_body(stored, settings):
+    """``HEAD /metrics`` (uptime checks) is 200 with the exposition's content type and no body; an
+    unknown fabric is still a 404 and another method a 405 (it used to be a 405 for HEAD too)."""
+    settings.WEFT_METRICS_ALLOW = ["127.0.0.1"]
+    client = Client(REMOTE_ADDR="127.0.0.1")
+    head = client.head("/metrics", secure=True)
+    assert head.status_code == 200 and head.content == b""
+    assert head["Content-Type"].startswith("text/plain; version=0.0.4")
+    assert client.head("/metrics?fabric=nope", secure=True).status_code == 404
+    assert client.post("/metrics", secure=True).status_code == 405

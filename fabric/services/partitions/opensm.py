@@ -258,16 +258,20 @@ def apply(
     try:
         drift, unverified = _verify(fabric, parts, checks, min(timeout, RESIGNAL_AFTER_S))
         left = timeout - (time.monotonic() - t_signalled)
-        if drift and left >= MIN_READ_S:
-            # OpenSM folds a SIGHUP that arrives during a sweep into that sweep, which may have read
-            # the file before it was written: no sweep follows and the ports keep the old PKeys.
-            # Ask once more, then wait out the rest of the verification time.
-            try:
-                result.signalled += f"; again after {RESIGNAL_AFTER_S:g} s: " + signal_opensm(
-                    fabric, timeout=signal_timeout
-                )
-            except ApplyError as exc:
-                log.warning("re-signalling OpenSM for %s: %s", fabric.name, exc)
+        if (drift or unverified) and left >= MIN_READ_S:
+            if drift:
+                # OpenSM folds a SIGHUP that arrives during a sweep into that sweep, which may have
+                # read the file before it was written: no sweep follows and the ports keep the old
+                # PKeys. Ask once more.
+                try:
+                    result.signalled += f"; again after {RESIGNAL_AFTER_S:g} s: " + signal_opensm(
+                        fabric, timeout=signal_timeout
+                    )
+                except ApplyError as exc:
+                    log.warning("re-signalling OpenSM for %s: %s", fabric.name, exc)
+            # then the rest of the verification time, for ports that disagree and for ports not
+            # read yet (a slow fabric reads fewer than the sample in the first RESIGNAL_AFTER_S:
+            # giving up then failed the apply "within <timeout> s" after only that)
             drift, unverified = _verify(fabric, parts, checks, left)
     except ToolAborted as exc:
         return _interrupted(fabric, result, exc, t0)

@@ -142,6 +142,7 @@ class Command(BaseCommand):
         console = ConsoleServer(lab, workdir / "console.sock").start()
         try:
             fabric = self._fabric(opts["fabric"], lab)
+            self._end_previous_run(fabric)
             from fabric.services.discovery import discover
 
             discovery = discover(fabric)
@@ -238,6 +239,23 @@ class Command(BaseCommand):
         fabric.sm_reload_command = []
         fabric.save()
         return fabric
+
+    def _end_previous_run(self, fabric) -> list[int]:
+        """On an existing database the previous run's jobs still hold GPUs "running" on hosts of a
+        lab that is gone: end them (``failed``, with the reason) through the one writer of jobs,
+        ``scheduler.services.queue.end_previous_run``, and say so on the console."""
+        from scheduler.services.queue import end_previous_run
+
+        ended = end_previous_run(
+            fabric, "the demo restarted on a new lab fabric: this job's hosts and run are gone"
+        )
+        if ended:
+            ids = ", ".join(str(pk) for pk in ended[:10]) + (" ..." if len(ended) > 10 else "")
+            self.stdout.write(
+                f"Existing database: ended {len(ended)} job(s) of the previous demo run still placed or "
+                f"running (now failed, reason given on each job page): {ids}"
+            )
+        return ended
 
     def _pools(self, fabric) -> None:
         """Two tenants with a pool each (a PKey each, a few allocations) and a shared pool

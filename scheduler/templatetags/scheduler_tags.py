@@ -1,0 +1,19 @@
+"""Template tags of the scheduler app: the jobs whose routed paths cross a port (the port page)."""
+
+from __future__ import annotations
+
+from django import template
+
+from fabric.keys import port_key
+
+from ..services.joblinks import jobs_on_ports
+
+register = template.Library()
+
+
+@register.inclusion_tag("scheduler/_port_jobs_table.html")
+def port_jobs(port) -> dict:
+    """``{"jobs": [...], "key"}`` for a ``fabric.Port``: ``joblinks.jobs_on_ports`` of its key
+    (job, name, state, path count, estimated share of the port's traffic)."""
+    key = port_key(port.node.node_guid, port.port_num)
+    return {"jobs": jobs_on_ports([key]).get(key, []), "key": key}

@@ -767,9 +767,12 @@ class NoticeSupervisor(threading.Thread):
                 close_old_connections()
             self._wake.wait(self.rescan_s)
             self._wake.clear()
-        self.leases.stop()
-        for _, listener in self.listeners.values():
+        with self._lock:  # stopped here once (the leases' on_lost then finds none to stop again)
+            entries = list(self.listeners.values())
+            self.listeners.clear()
+        for _, listener in entries:
             listener.stop()
+        self.leases.stop()  # released: a standby takes over at its next poll
 
     def rescan(self) -> list[int]:
         """Start/stop listeners to match the live fabrics this process leads now; returns the

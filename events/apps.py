@@ -24,4 +24,4 @@ class EventsConfig(AppConfig):
 
         from .roles import RoleCollector
 
-        register_collector(RoleCollector)  # weft_role_up{role}
+        register_collector(RoleCollector, group="roles")  # weft_role_up{role}: collect[]=roles

@@ -681,6 +681,9 @@ READ_CHECKS: dict[str, Callable[[World, Any, str], bool]] = {
     and [h["name"] for h in b["hosts"]]
     == [Job.objects.get(pk=w.placed_job.pk).allocation.items.first().gpu.host.name]
     and len(b["highlight"]) == len(b["hosts"][0]["cas"]) >= 1,
+    # the placed MIG job is on one host (no pairs) and the world's fabric has no routes read: no links
+    "scheduler-api:job-links GET": lambda w, b, role: (b["job"], b["traffic"], b["links"])
+    == (w.placed_job.pk, "all-to-all", []),
     # the world's device was never polled: no samples in the default window
     "devices-api:device-history GET": lambda w, b, role: b["device"] == w.device.pk and b["start"] < b["end"],
     "accounts-api:user-me GET": lambda w, b, role: b["username"] == w.users[role].username

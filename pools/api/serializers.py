@@ -12,7 +12,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.models import ApiToken
-from core.fields import FiniteFloatField, IdentityUrlField
+from core.fields import FiniteFloatField, IdentityUrlField, OptionalWebUrlField
 from core.validators import printable_text
 from fabric.api.serializers import BriefFabricSerializer, BriefHostSerializer, BriefNodeSerializer, PKeyField
 from fabric.models import Fabric, Host, Partition
@@ -300,7 +300,7 @@ class TenantSerializer(serializers.ModelSerializer):
         child=serializers.EmailField(max_length=254), required=False, max_length=50,
         help_text="e-mail addresses told when its jobs are degraded, requeued, replaced or failed",
     )  # fmt: skip
-    webhook_url = serializers.URLField(max_length=500, required=False, allow_blank=True)
+    webhook_url = OptionalWebUrlField(required=False)
     webhook_secret = serializers.CharField(
         max_length=200, required=False, allow_blank=True, write_only=True,
         help_text="HMAC-SHA256 key of the webhook's X-Weft-Signature (write-only)",

@@ -279,6 +279,17 @@ def test_tenant_contacts_and_webhook_by_api_and_form_the_secret_write_only(users
     assert entry.changes["webhook_secret"] == "(set)" and "k3y" not in str(entry.changes)
     bad = admin.patch(f"/api/pools/tenants/{t.pk}/", {"contacts": ["not-an-address"]}, format="json")
     assert bad.status_code == 400 and "contacts" in bad.json()
+    # only http(s) targets (no delivery could use ftp:); "" means none, and answers as ""
+    ftp = admin.patch(
+        f"/api/pools/tenants/{t.pk}/", {"webhook_url": "ftp://runner.c.example/x"}, format="json"
+    )
+    assert ftp.status_code == 400 and "webhook_url" in ftp.json()
+    none = admin.patch(f"/api/pools/tenants/{t.pk}/", {"webhook_url": ""}, format="json")
+    assert none.status_code == 200 and none.json()["webhook_url"] == ""
+    t.refresh_from_db()
+    assert t.webhook_url == ""
+    assert admin.patch(f"/api/pools/tenants/{t.pk}/", {"webhook_url": "https://runner.c.example/hook"},
+                       format="json").status_code == 200  # fmt: skip
     # the form: contacts one per line, the secret blank = unchanged
     form = text(admin.get(f"/pools/tenants/{t.pk}/edit/"))
     assert "ops@c.example\nlead@c.example" in form and "k3y" not in form

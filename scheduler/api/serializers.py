@@ -7,7 +7,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from core.fields import IdentityUrlField
+from core.fields import IdentityUrlField, OptionalWebUrlField
 from core.validators import printable_text
 from fabric.api.serializers import BriefPartitionSerializer
 from pools.api.serializers import BriefAllocationSerializer, BriefPoolSerializer, BriefTenantSerializer
@@ -58,6 +58,7 @@ class JobSerializer(serializers.ModelSerializer):
     segment_tier_name = serializers.SerializerMethodField()
     placement = serializers.DictField(child=serializers.IntegerField(), read_only=True)
     reserved_hosts = serializers.ListField(child=serializers.CharField(), read_only=True)
+    webhook_url = OptionalWebUrlField(read_only=True)
     decision = DecisionField(read_only=True)
     pkey_hex = serializers.SerializerMethodField(help_text="the job PKey as 0x hex (null: not isolated)")
     partition = BriefPartitionSerializer(
@@ -149,8 +150,8 @@ class SubmitJobSerializer(serializers.Serializer):
         choices=OnFault.choices, required=False, allow_blank=True, default="",
         help_text="when its fabric fails: notify, requeue or replace (blank: the pool's)",
     )  # fmt: skip
-    webhook_url = serializers.URLField(
-        max_length=500, required=False, allow_blank=True, default="",
+    webhook_url = OptionalWebUrlField(
+        required=False, default="",
         help_text="POSTed, signed, on each state change (blank: the tenant's webhook)",
     )  # fmt: skip
     webhook_secret = serializers.CharField(

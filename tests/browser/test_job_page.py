@@ -131,14 +131,15 @@ def test_job_page_marks_its_hosts_and_draws_its_links(weft_server, browser_page,
     assert view["totals"]["hca"]["summary"]["samples"] == 3 and view["highlight"] == mine
     assert page.csp_violations == []
 
-    # the queue lists it with its host; its dry-run button explains where 64 GPUs would go (the
-    # fabric has 16: capacity), and the job is still the only one
+    # the queue lists it with its host; its dry-run button says why 64 GPUs cannot go anywhere (the
+    # pool can never hold them: a job above its pool's capacity is refused, naming count), and
+    # the job is still the only one
     page.goto(f"{server.url}/scheduler/")
     assert host in page.inner_text(f"#holding-jobs tr[data-job='{job['id']}']")
     page.click("#dry-run-64")
-    page.wait_for_selector("#dry-run-result")
-    assert page.get_attribute("#dry-run-result", "data-code") == "capacity"
-    assert "64 GPUs asked, 8 free" in page.inner_text("#dry-run-result")
+    page.wait_for_selector("#dry-run-error")
+    said = page.inner_text("#dry-run-error")
+    assert said.startswith("count: count 64 is more than pool") and "can ever hold: 16 GPUs" in said, said
     assert api(server, tok, "GET", "/api/scheduler/jobs/")["count"] == 1
     assert page.csp_violations == []
 

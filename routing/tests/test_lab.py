@@ -96,12 +96,16 @@ def test_routes_match_the_diags_and_follow_a_reroute(lab_factory, committed_sign
         .order_by("lid")
         .values_list("node_guid", "lid")
     )
-    records = _lftpoll(fabric, [lid for _g, lid in switches], 30)
-    by_mad = {
-        g: (f"0x{rg:016x}", t)
-        for (g, _lid), (_l, st, rg, t) in zip(switches, records, strict=True)
-        if st == 0
-    }
+    by_mad: dict = {}
+    for _attempt in range(3):  # the lab's lost SMPs (above) come and go: up to three reads
+        records = _lftpoll(fabric, [lid for _g, lid in switches], 30)
+        by_mad = {
+            g: (f"0x{rg:016x}", t)
+            for (g, _lid), (_l, st, rg, t) in zip(switches, records, strict=True)
+            if st == 0
+        }
+        if len(by_mad) >= len(switches) - 1:
+            break
     assert len(by_mad) >= len(switches) - 1, records
     oracle = _tables(lab)
     stored = {r.node_guid: bytes(r.lft) for r in SwitchRoute.objects.filter(snapshot=snap)}

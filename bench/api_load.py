@@ -349,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pool-max", type=int, default=10, help="the server's WEFT_DB_POOL_MAX")
     parser.add_argument("--port", type=int, default=None, help="daphne's port (default: a free one)")
     parser.add_argument("--tiny", action="store_true", help="20 clients x 5 requests, pool of 3 (CI)")
+    parser.add_argument("--json", action="store_true", help="the figures as JSON (always the last line)")
     args = parser.parse_args(argv)
     if args.tiny:
         args.clients, args.requests, args.pool_max = 20, 5, 3

@@ -125,6 +125,7 @@ def main() -> None:
     parser.add_argument("--ttl", type=float, default=3.0, help="lease time to live (s)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--tiny", action="store_true", help="one round each, a 1 s lease")
+    parser.add_argument("--json", action="store_true", help="the figures as JSON (always the last line)")
     parser.add_argument("--pg-url", default=benchkit.pg_server_from_env() or benchkit.DEFAULT_PG)
     args = parser.parse_args()
     if args.candidate:

@@ -681,13 +681,9 @@ class _Engine:
         """Segments of M hosts each inside one tier-``s`` domain (s < ``tier``), greedily: each
         segment goes where it needs the fewest units (then best fit); a segment of M hosts always
         leaves ⌊cap/M⌋ − 1 segments' room in its domain, so the greedy never fails once the
-        count ⌊cap(E)/M⌋ summed over the domains E covers the segments.
-
-        Each tier-``s`` group's rank depends only on its own units' free capacity, and a segment
-        takes hosts from one group only: the ranks are kept in a heap and only the group a
-        segment was taken from is ranked again (the greedy's choices are those of re-ranking
-        every group for every segment, :meth:`_RescanEngine.try_gang`, in
-        O((groups + segments) · log groups) rankings instead of groups × segments)."""
+        count ⌊cap(E)/M⌋ summed over the domains E covers the segments. Which group takes the
+        next segment is :meth:`_segment_picks`'s; the rest (the domains, the hosts taken, the
+        best domain) is shared with :class:`_RescanEngine`."""
         seg = self.req.segments
         best = None
         for key, units in cands:
@@ -699,29 +695,23 @@ class _Engine:
             ucap = {u: caps[u] for g in groups.values() for u in g}
             if sum(sum(ucap[u] for u in g) // seg.hosts for g in groups.values()) < seg.count:
                 continue
-            flags = {u: self.flagged(u, tier) for u in ucap}
-
-            heap = [r for gk, g in groups.items() if (r := _rank_group(gk, g, ucap, flags, seg.hosts))]
-            heapify(heap)
+            picks = self._segment_picks(tier, groups, ucap)
             taken: set[str] = set()
             segments: list[list[str]] = []
             used_units: list[str] = []
             flagged_used = 0
+            sites = self.loc.hosts
             for _ in range(seg.count):
-                (_, x, _, _, gk), chosen, slack = heappop(heap)
+                x, chosen, slack = next(picks)
                 flagged_used += x
                 hosts = self._take_hosts(chosen, slack, taken)
                 segments.append(sorted(hosts))
-                sites = self.loc.hosts
                 for h in hosts:
                     taken.add(h)
                 for _, u in chosen:
                     ucap[u] -= sum(1 for h in hosts if sites[h].unit == u)
                     if u not in used_units:
                         used_units.append(u)
-                again = _rank_group(gk, groups[gk], ucap, flags, seg.hosts)
-                if again is not None:
-                    heappush(heap, again)
             items = [(caps[u], False, u) for u in units if u in caps]
             lb = _cover_count(sorted((c for c, _, _ in items), reverse=True), self.need)
             rank = (len(used_units), flagged_used, key)
@@ -739,6 +729,25 @@ class _Engine:
             "alt": None,
             "segments": segments,
         }
+
+    def _segment_picks(self, tier: int, groups: dict[str, list[str]], ucap: dict[str, int]):
+        """Yield ``(flagged, chosen units, slack)`` for each next segment, the best-ranked group's
+        (:func:`_rank_group`); the caller takes the hosts and lowers ``ucap`` before asking for the
+        next. Each group's rank depends only on its own units' free capacity, and a segment takes
+        hosts from one group only: the ranks are kept in a heap and only the group a segment was
+        taken from is ranked again — the choices of re-ranking every group for every segment
+        (:meth:`_RescanEngine._segment_picks`), in O((groups + segments) · log groups) rankings
+        instead of groups × segments."""
+        m = self.req.segments.hosts
+        flags = {u: self.flagged(u, tier) for u in ucap}
+        heap = [r for gk, g in groups.items() if (r := _rank_group(gk, g, ucap, flags, m))]
+        heapify(heap)
+        while True:
+            (_, x, _, _, gk), chosen, slack = heappop(heap)
+            yield x, chosen, slack
+            again = _rank_group(gk, groups[gk], ucap, flags, m)
+            if again is not None:
+                heappush(heap, again)
 
     def _take_hosts(self, chosen: list[tuple[int, str]], slack: int, taken: set[str]) -> list[str]:
         """Hosts (slots of 1) from the chosen units, all but ``slack`` of them, skipping taken."""
@@ -987,64 +996,26 @@ def place(
 class _RescanEngine(_Engine):
     """The engine with the gang greedy as it was before issue 24 (every group ranked again for
     every segment: groups × segments rankings): the reference the property test compares
-    :meth:`_Engine.try_gang` with, and the baseline ``bench/placement.py`` times. Same answers,
-    slower."""
+    :meth:`_Engine._segment_picks` with (through the shared :meth:`_Engine.try_gang`), and the
+    baseline ``bench/placement.py`` times. Same answers, slower."""
 
-    def try_gang(self, tier: int, cands, caps: dict[str, int]):
-        seg = self.req.segments
-        best = None
-        for key, units in cands:
-            groups: dict[str, list[str]] = {}
-            for u in units:
-                if u in caps:
-                    gk = u if seg.tier == UNIT_TIER else self.idx.unit_path[u][seg.tier - 1]
-                    groups.setdefault(gk, []).append(u)
-            ucap = {u: caps[u] for g in groups.values() for u in g}
-            if sum(sum(ucap[u] for u in g) // seg.hosts for g in groups.values()) < seg.count:
-                continue
-            taken: set[str] = set()
-            segments: list[list[str]] = []
-            used_units: list[str] = []
-            flagged_used = 0
-            for _ in range(seg.count):
-                pick = None
-                for gk, g in groups.items():
-                    gcap = sum(ucap[u] for u in g)
-                    if gcap < seg.hosts:
-                        continue
-                    items = [(ucap[u], self.flagged(u, tier), u) for u in g if ucap[u]]
-                    k = _cover_count(sorted((c for c, _, _ in items), reverse=True), seg.hosts)
-                    x, chosen, slack = _pick(items, seg.hosts, k)
-                    rank = (k, x, slack, gcap, gk)
-                    if pick is None or rank < pick[0]:
-                        pick = (rank, chosen, slack)
-                (_, x, _, _, _), chosen, slack = pick
-                flagged_used += x
-                hosts = self._take_hosts(chosen, slack, taken)
-                segments.append(sorted(hosts))
-                for h in hosts:
-                    taken.add(h)
-                for _, u in chosen:
-                    ucap[u] -= sum(1 for h in hosts if self.loc.hosts[h].unit == u)
-                    if u not in used_units:
-                        used_units.append(u)
-            items = [(caps[u], False, u) for u in units if u in caps]
-            lb = _cover_count(sorted((c for c, _, _ in items), reverse=True), self.need)
-            rank = (len(used_units), flagged_used, key)
-            if best is None or rank < best[0]:
-                best = (rank, key, segments, used_units, lb)
-        if best is None:
-            return None
-        _, key, segments, used_units, lb = best
-        placed = {h: 1 for s in segments for h in s}
-        return {
-            "placed": placed,
-            "units": used_units,
-            "domain": key,
-            "lb": lb,
-            "alt": None,
-            "segments": segments,
-        }
+    def _segment_picks(self, tier: int, groups: dict[str, list[str]], ucap: dict[str, int]):
+        """Every group ranked again for every segment (groups × segments rankings)."""
+        m = self.req.segments.hosts
+        while True:
+            pick = None
+            for gk, g in groups.items():
+                gcap = sum(ucap[u] for u in g)
+                if gcap < m:
+                    continue
+                items = [(ucap[u], self.flagged(u, tier), u) for u in g if ucap[u]]
+                k = _cover_count(sorted((c for c, _, _ in items), reverse=True), m)
+                x, chosen, slack = _pick(items, m, k)
+                rank = (k, x, slack, gcap, gk)
+                if pick is None or rank < pick[0]:
+                    pick = (rank, chosen, slack)
+            (_, x, _, _, _), chosen, slack = pick
+            yield x, chosen, slack
 
 
 def place_rescanning(

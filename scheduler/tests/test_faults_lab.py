@@ -10,25 +10,15 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 
 import pytest
 
 from lab import netgen
 from lab.faults import FaultInjector
+from tests.support.server_api import call as _call
 from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
-
-
-def _call(server, token: str, path: str, body: dict | None = None) -> dict:
-    req = urllib.request.Request(
-        f"{server.url}{path}", data=json.dumps(body).encode() if body is not None else None,
-        headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
-        method="POST" if body is not None else "GET",
-    )  # fmt: skip
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return json.loads(resp.read())
 
 
 def test_a_pulled_hca_cable_degrades_the_running_job_and_requeues_per_policy(

@@ -6,26 +6,16 @@ it; pulling a leaf-spine cable on its paths degrades it with ``path_link_down``.
 from __future__ import annotations
 
 import json
-import urllib.request
 
 import pytest
 
 from fabric.keys import port_key
 from fabric.parsers.route import parse_ibtracert
 from lab import netgen
+from tests.support.server_api import call as _call
 from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
-
-
-def _call(server, token: str, path: str, body: dict | None = None) -> dict:
-    req = urllib.request.Request(
-        f"{server.url}{path}", data=json.dumps(body).encode() if body is not None else None,
-        headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
-        method="POST" if body is not None else "GET",
-    )  # fmt: skip
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return json.loads(resp.read())
 
 
 def test_a_jobs_links_are_its_traced_paths_and_a_pulled_spine_cable_degrades_it(

@@ -21,6 +21,11 @@ def api(server, token: str, method: str, path: str, body: dict | None = None) ->
         return json.loads(resp.read() or b"{}")
 
 
+def call(server, token: str, path: str, body: dict | None = None) -> dict:
+    """GET ``path``, or POST ``body`` to it: :func:`api` with the method the body implies."""
+    return api(server, token, "GET" if body is None else "POST", path, body)
+
+
 def admin_token(server) -> str:
     """An API token of ``admin`` (``manage.py drf_create_token``) on ``server``."""
     out = server.manage("drf_create_token", "admin").stdout

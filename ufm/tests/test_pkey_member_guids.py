@@ -8,22 +8,13 @@ import json
 
 import pytest
 
-from fabric.choices import NodeType
-from fabric.models import Fabric, Node, Partition, Port
-
-NODE = "0x0002c90300001000"  # a CA's node GUID
-PORT1, PORT2 = "0x0002c90300001001", "0x0002c90300001002"
-VF = "0xdeadbeefdeadbeef"  # not in the fabric (a VF GUID, or made up)
+from fabric.models import Fabric, Partition
+from tests.support.member_guids import NODE, PORT1, VF, one_ca_fabric
 
 
 @pytest.fixture
 def fabric(db) -> Fabric:
-    fabric = Fabric.objects.create(name="site")
-    node = Node.objects.create(fabric=fabric, node_guid=NODE, node_type=NodeType.CA, name="gpu01 mlx5_0",
-                               num_ports=2)  # fmt: skip
-    Port.objects.create(node=node, port_num=1, port_guid=PORT1, lid=10)
-    Port.objects.create(node=node, port_num=2, port_guid=PORT2, lid=11)
-    return fabric
+    return one_ca_fabric()
 
 
 def test_ufm_pkeys_refuse_a_node_guid_with_a_400_naming_it(fabric, ufm):

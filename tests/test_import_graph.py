@@ -263,3 +263,24 @@ def test_each_events_module_imports_alone():
             failures.append(f"{name}: {proc.stderr.strip().splitlines()[-1:]}")
     assert failures == []
     assert "events.engine" in names and "events.rules.counters" in names
+
+
+def test_test_modules_import_only_support_modules():
+    """Shared test data and helpers live in ``tests/support`` (or the conftest/``*_support``
+    plugins), never in another test module: importing a ``test_*`` module runs its collection-time
+    code again and couples two files' fixtures (issue 27). Every import of every test module, at
+    module level and inside functions, relative ones included."""
+    offenders = []
+    for path in sorted(ROOT.rglob("test_*.py")):
+        if ".venv" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + ([a.name for a in node.names] if node.level else [])
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            if any(part.startswith("test_") for name in names for part in name.split(".")):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == [], offenders

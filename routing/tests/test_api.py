@@ -16,8 +16,7 @@ from lab.netgen import fat_tree_2level
 from routing.models import RouteSource, RoutingSnapshot, SwitchRoute
 from routing.services.collect import snapshot_digest, table_digest
 from routing.services.current import clear_cache, current_routes
-
-from .test_pure import lft
+from tests.support.lft_rows import lft
 
 pytestmark = pytest.mark.django_db
 

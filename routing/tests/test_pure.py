@@ -9,6 +9,7 @@ from routing.paths import RouteError, group_loads, pair_paths, port_loads, trace
 from routing.report import routing_report
 from routing.services.collect import moved_lids, snapshot_digest, table_digest
 from routing.tables import CA, SWITCH, build_tables
+from tests.support.lft_rows import lft
 
 DUMP = """\
 Unicast lids [0x0-0x4] of switch DR path slid 0; dlid 0; 0,1 guid 0x0C42A10300A00100 (MF0;leaf-01:MQM8700/U1):
@@ -51,10 +52,6 @@ LINKS = [
     ("0xl1", 3, "0xs1", 1), ("0xl1", 4, "0xs2", 1), ("0xl2", 3, "0xs1", 2), ("0xl2", 4, "0xs2", 2),
 ]  # fmt: skip
 CAS = [("0xa", 1, "A", 1, 0), ("0xb", 1, "B", 2, 0), ("0xc", 1, "C", 3, 0), ("0xd", 1, "D", 4, 0)]
-
-
-def lft(entries: dict[int, int], top: int = 21) -> bytes:
-    return bytes(entries.get(i, UNASSIGNED) for i in range(top + 1))
 
 
 def tree(l1=None, l2=None, s1=None, s2=None):

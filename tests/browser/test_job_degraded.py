@@ -14,8 +14,8 @@ import json
 
 import pytest
 
-from tests.browser.test_pools import api, token
 from tests.browser_support import login
+from tests.support.pool_pages import api, token
 from tests.support.topologies import RAILS
 from tests.support.waits import wait_for
 

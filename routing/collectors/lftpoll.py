@@ -113,7 +113,9 @@ def read_lfts(umad: Umad, lids: list[int], window: int, timeout_s: float, retrie
         got = umad.recv(recv_ms)
         if got is not None:
             ustatus, mad = got
-            seq = struct.unpack_from(">Q", mad, 8)[0] - 1
+            # the low 32 bits are ours: the sender puts its agent (bits 32..47) and ibsim its client
+            # id (48..63) above them (umad2sim.c, sim_mad.c update_trid), as a kernel puts its agent
+            seq = (struct.unpack_from(">Q", mad, 8)[0] & 0xFFFFFFFF) - 1
             if pending.pop(seq, None) is not None:
                 i, attr, block = reqs[seq]
                 mstatus = struct.unpack_from(">H", mad, 4)[0] & 0x7FFF  # bit 15: D (direction), DR only

@@ -30,8 +30,8 @@ check, queries, rendering, gzip), ``--runs`` times each, medians:
   rendered here from the same rows (counters Weft does not read, multicast/unicast/QP1/relay, as 0),
   and ``ratio_bytes_per_port_vs_treydock``.
 
-``load_average`` (``os.getloadavg()``) at the start and the end; ``quiet`` is false when the
-1-minute load at the start was above 0.5. Targets (issue 23): ``bytes`` ≤ 20 MB, ``gzip_bytes`` ≤
+``load`` (start, end, and the peak during the run) and ``quiet`` as every bench
+(``benchkit.LoadWatch``). Targets (issue 23): ``bytes`` ≤ 20 MB, ``gzip_bytes`` ≤
 3 MB, ``server_s`` ≤ 1.5 s; ``targets_met`` says which hold. Not a test: nothing is asserted.
 
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/weft_bench python bench/metrics.py [--runs 3] [--json]
@@ -60,13 +60,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "weft.settings")
 
 OLD_COMMIT = "d179e6d"  # telemetry/metrics.py before issue 23 (the baseline)
 TARGETS = {"bytes": 20e6, "gzip_bytes": 3e6, "server_s": 1.5}
-
-
-def load_average() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
 
 
 def _django(tiny: bool) -> None:
@@ -268,7 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiny", action="store_true", help="generated 144-host fat tree, SQLite: seconds (CI)")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     args = ap.parse_args(argv)
-    avg_start = load_average()
+    import benchkit
+
+    watch = benchkit.LoadWatch()
 
     def say(msg: str) -> None:
         if not args.json:
@@ -312,8 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         out["ratio_s_vs_old"] = round(out["server_s"] / took, 4)
     out["targets_met"] = {k: out[k] <= v for k, v in TARGETS.items()}
     out["counters"] = "ingested directly (one sweep's rows, seeded random values), not read from a lab"
-    out["load_average"] = {"start": avg_start, "end": load_average()}
-    out["quiet"] = avg_start is not None and avg_start[0] <= 0.5
+    out.update(watch.verdict())  # load (start, end, peak) and quiet
     out["tiny"] = args.tiny
     print(json.dumps(out))
     return 0

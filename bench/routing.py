@@ -70,10 +70,6 @@ def _django():
     call_command("migrate", verbosity=0)
 
 
-def _load() -> float:
-    return round(os.getloadavg()[0], 2)
-
-
 def _spread(values: list[float]) -> list[float]:
     return [round(min(values), 4), round(max(values), 4)]
 
@@ -230,9 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rail-hosts", type=int, default=None, help="hosts of the rail-pod job (0: skip)")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     args = ap.parse_args(argv)
-    load_start = _load()
+    import benchkit
+
+    watch = benchkit.LoadWatch()
     if not args.json:
-        print(f"load average (1 min) at start: {load_start}", flush=True)
+        print(f"load average (1 min) at start: {watch.start['1m']}", flush=True)
     _django()
     from lab import netgen
 
@@ -257,13 +255,10 @@ def main(argv: list[str] | None = None) -> int:
         result["rail_job"] = bench_rail_job(rail_hosts, rails, runs)
     from django.db import connection
 
-    load_end = _load()
+    result.update(watch.verdict())  # load (start, end, peak) and quiet
     result.update(
         {
             "database": connection.vendor,
-            "load_average_start": load_start,
-            "load_average_end": load_end,
-            "quiet": load_start <= 0.5,
             "ratio": result["collect"]["ratio"],
             "ratio_target": 0.25,
             "rail_job_all_to_all_s": result.get("rail_job", {}).get("paths", {}).get("all_to_all_s"),
@@ -271,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         }
     )
     if not args.json:
-        print(f"load average (1 min) at end: {load_end}", flush=True)
+        print(f"load average (1 min) at end: {result['load']['end']['1m']}", flush=True)
         print(json.dumps(result, indent=1), flush=True)
     print(json.dumps(result))
     return 0

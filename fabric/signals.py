@@ -11,6 +11,10 @@ Sent (always from ``transaction.on_commit``):
   :func:`fabric.receivers.rediscover_after_sm_move`.
 * ``partitions_changed`` after the partitions service committed (kwargs ``fabric_id``,
   ``events``, ``applied``). Listener: the events app (applies the ``partition.*`` events).
+* ``ports_enabled`` after switch ports were enabled (``ibportstate ... enable`` succeeded: the
+  port page's Enable, UFM's healthy ports; ``fabric.services.isolation.set_isolated``); kwargs
+  ``fabric_id``, ``ports`` (``[(node GUID, port number)]``). Listener: the lab
+  (``lab.receivers``: a lab port does no link training, the lab trains it).
 
 Nothing in the fabric app depends on who else listens.
 """
@@ -24,3 +28,6 @@ sm_state_changed = Signal()  # kwargs: fabric_id: int, events: list[str], moved:
 #: after a partitions change or apply commits (``fabric.services.partitions``); kwargs ``fabric_id``,
 #: ``events`` (codes written), ``applied`` (bool: an apply ran)
 partitions_changed = Signal()
+#: after switch ports were enabled (``fabric.services.isolation.set_isolated``, ``isolated=False``);
+#: kwargs ``fabric_id``, ``ports`` (``[(node GUID, port number)]``)
+ports_enabled = Signal()

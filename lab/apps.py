@@ -5,3 +5,6 @@ class LabConfig(AppConfig):
     """The fabric lab (ibsim + OpenSM + infiniband-diags) as a library, and its command."""
 
     name = "lab"
+
+    def ready(self) -> None:
+        from . import receivers  # noqa: F401  (connects them)

@@ -12,6 +12,10 @@ Requests, one line each (shell-like quoting, so descriptions with spaces work):
   (ibsim ``Unlink``/``ReLink``: the SM gets trap 128, the traffic player stops writing into the
   cable). NODE is a node id, description or GUID of the lab's netfile; PORT the port number (all
   the node's linked ports when absent).
+  ``relink NODE PORT`` of a port whose cable is in place (disabled with ``ibportstate``) trains
+  its link again (:meth:`lab.Lab.retrain`).
+- ``retrain NODE PORT``: :meth:`lab.Lab.retrain` (what a real port does once enabled; Weft asks
+  for it after a port enable on a lab fabric, ``lab.receivers``).
 - ``raw COMMAND``: any ibsim console command (``PerformanceSet``, ``Error``...), as
   :meth:`lab.Lab.console`.
 
@@ -48,9 +52,14 @@ def handle_request(lab, line: str) -> str:
     except ValueError as exc:
         return f"error: {exc}"
     if not words:
-        return "error: empty request (unlink NODE [PORT], relink NODE [PORT], raw COMMAND)"
+        return "error: empty request (unlink NODE [PORT], relink NODE [PORT], retrain NODE PORT, raw COMMAND)"
     verb, args = words[0].lower(), words[1:]
     try:
+        if verb == "retrain":
+            if len(args) != 2 or not args[1].isdigit():
+                return "error: retrain NODE PORT"
+            lab.retrain(args[0], int(args[1]))
+            return "ok"
         if verb in ("unlink", "relink"):
             if not 1 <= len(args) <= 2:
                 return f"error: {verb} NODE [PORT]"
@@ -69,7 +78,7 @@ def handle_request(lab, line: str) -> str:
             return f"ok: {answer}" if answer else "ok"
     except LabError as exc:  # LabConsoleError too: ibsim refused it
         return f"error: {exc}"
-    return f"error: unknown request {verb!r} (unlink NODE [PORT], relink NODE [PORT], raw COMMAND)"
+    return f"error: unknown request {verb!r} (unlink NODE [PORT], relink NODE [PORT], retrain NODE PORT, raw COMMAND)"
 
 
 class ConsoleServer:
@@ -94,6 +103,7 @@ class ConsoleServer:
             os.umask(old)
         sock.listen(8)
         self._sock = sock
+        self.lab.console_socket = str(self.path)
         self._thread = threading.Thread(target=self._serve, name="weft-lab-console", daemon=True)
         self._thread.start()
         return self
@@ -122,6 +132,8 @@ class ConsoleServer:
 
     def stop(self) -> None:
         sock, self._sock = self._sock, None
+        if getattr(self.lab, "console_socket", None) == str(self.path):
+            self.lab.console_socket = None
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)

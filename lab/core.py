@@ -43,6 +43,9 @@ from .netfile import CA, NetfileError, NetNode, parse_netfile
 
 logger = logging.getLogger("weft.lab")
 
+#: The ``Fabric.tool_env`` variable naming a lab's console socket (``lab.console_server``): after a
+#: port enable Weft asks the lab through it to train the link again (``lab.receivers``).
+CONSOLE_SOCKET_ENV = "IBSIM_CONSOLE_SOCKET"
 #: The umad2sim library (defined with the tool runner: ``Fabric.tool_env`` may preload only it).
 UMAD2SIM = UMAD2SIM_LIB
 
@@ -243,6 +246,8 @@ class Lab:
         socket_name: str | None = None,
     ):
         self.programs = check_tools()
+        #: the UNIX socket of the ConsoleServer serving this lab (set by it), else None
+        self.console_socket: str | None = None
         if isinstance(netfile, str) and "\n" in netfile:
             self._net_text, self._net_source = netfile, None
         else:
@@ -342,7 +347,8 @@ class Lab:
         """The variables that point an infiniband-diags tool at this lab (what ``Fabric.tool_env`` stores).
 
         ``LD_PRELOAD`` (umad2sim), ``IBSIM_SOCKNAME`` (this lab's ibsim) and ``SIM_HOST`` (tools run
-        from the master SM's CA, as on the SM host of a real fabric).
+        from the master SM's CA, as on the SM host of a real fabric); ``IBSIM_CONSOLE_SOCKET``
+        (:data:`CONSOLE_SOCKET_ENV`) while a ``lab.console_server.ConsoleServer`` serves the lab.
         """
         env = {
             "LD_PRELOAD": UMAD2SIM,
@@ -351,6 +357,8 @@ class Lab:
         }
         if self.socket_name == IBSIM_DEFAULT_SOCKET:
             del env["IBSIM_SOCKNAME"]  # as a lab started by hand: the tools find ibsim's default
+        if self.console_socket:  # a ConsoleServer serves this lab: Weft retrains enabled ports through it
+            env[CONSOLE_SOCKET_ENV] = self.console_socket
         return env
 
     @property
@@ -709,11 +717,38 @@ class Lab:
             self._pulled.update(self._cable_ends(rec, port))
 
     def relink(self, node: str, port: int | None = None) -> None:
-        """Put back the cable(s) removed by :meth:`unlink` (``ReLink``)."""
+        """Put back the cable(s) removed by :meth:`unlink` (``ReLink``). A ``port`` whose cable
+        is in place (a port disabled with ``ibportstate``, not pulled) is trained again instead
+        (:meth:`retrain`): ``ReLink`` alone has no stored link to put back there."""
         rec, target = self._node_port(node, port)
+        if port is not None:
+            with self._links_lock:
+                pulled = bool(self._cable_ends(rec, port) & self._pulled)
+            if not pulled:
+                self.retrain(node, port)
+                return
         self.console(f"ReLink {target}")
         with self._links_lock:
             self._pulled.difference_update(self._cable_ends(rec, port))
+
+    def retrain(self, node: str, port: int) -> None:
+        """Train the link of ``port`` of ``node`` again, as a real port does once it is enabled:
+        ``ibportstate ... enable`` sets an ibsim port's PhysState to Polling and it stays there
+        (ibsim does no link training), so the link an admin disabled would stay down for good.
+        ``Unlink`` then ``ReLink`` of that port bring both ends to Init/LinkUp and send trap 128
+        to the SM (ibsim ``sim_net.c`` ``link_ports``), which makes the link Active again.
+
+        Raises:
+            LabError: the cable is pulled (:meth:`relink` puts it back), or ``port`` is not one
+                of the node's ports.
+            LabConsoleError: ibsim refused it (the port has no cable).
+        """
+        rec, target = self._node_port(node, port)
+        with self._links_lock:
+            if self._cable_ends(rec, port) & self._pulled:
+                raise LabError(f"the cable at {target} is pulled: relink it")
+        self.console(f"Unlink {target}")
+        self.console(f"ReLink {target}")
 
     def _cable_ends(self, rec: NetNode, port: int | None) -> set[tuple[str, int]]:
         """Both ends ``(node id, port)`` of the netfile's cables at ``port`` of ``rec`` (all its

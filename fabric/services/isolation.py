@@ -25,6 +25,7 @@ from events.services import EventSpec, record_events
 
 from ..keys import port_key, port_name
 from ..models import Fabric, IsolatedPort, Node
+from ..signals import ports_enabled
 
 #: ``via`` → how the event message names the place it was done
 VIA = {"page": "from the port page", "ufm": "through the UFM API"}
@@ -48,6 +49,9 @@ def set_isolated(
     """Record ``targets`` as isolated (a row each, ``port.isolated``) or no longer isolated (rows
     deleted, ``port.isolation_cleared``), in one transaction (joins the caller's). ``via`` is
     ``"page"`` or ``"ufm"`` (:data:`VIA`); ``user`` is who did it (kept as ``IsolatedPort.by``).
+
+    Enabling (``isolated=False``: the tool enabled the ports) sends ``fabric.signals.ports_enabled``
+    for every target on commit, isolated before or not.
 
     Returns, per target, whether it changed anything (a port isolated twice keeps its first
     row, who and when; enabling a port that was not isolated writes no event).
@@ -90,6 +94,9 @@ def set_isolated(
                     ))  # fmt: skip
         if specs:
             record_events(fabric, specs)
+        if not isolated and targets:
+            ports = [(t.node.node_guid, t.port_num) for t in targets]
+            transaction.on_commit(lambda: ports_enabled.send(sender=Fabric, fabric_id=fabric.pk, ports=ports))
     return changed
 
 

@@ -5,8 +5,10 @@ reason (409) for a CA port, the SM's own path and the port Weft reaches a switch
 Viewer, 400 without confirmation. The route parsers are tested on the lab's own output too.
 
 The lab: 2 leaves × 4 single-HCA hosts, 1 spine; OpenSM and the diags both on host001's HCA, so
-the SM's path is the cable host001 ↔ leaf-01 [1]. ibsim has no link training: an enabled port
-stays Polling (as in ``ufm/tests/test_lab.py``).
+the SM's path is the cable host001 ↔ leaf-01 [1]. ibsim has no link training (an enabled port
+stays Polling): the lab's console server is running, as under the demo, so Weft asks the lab to
+train an enabled port (``lab.receivers``) and the link comes back LinkUp, as a real one would;
+``relink`` of a disabled port through the console trains it too.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from fabric.models import Fabric, IsolatedPort, Port
 from fabric.parsers.route import parse_ibaddr, parse_ibtracert
 from fabric.services.discovery import discover
 from lab import netgen
+from lab.console_server import ConsoleServer, request
+from lab.core import CONSOLE_SOCKET_ENV
+from tests.support.waits import wait_for
 
 TRACE = """From ca {0x1c34da0300400010} portnum 1 lid 1-1 "host001 mlx5_0"
 [1] -> switch port {0x0c42a10300a00100}[1] lid 3-3 "leaf-01"
@@ -50,18 +55,26 @@ def test_parse_ibaddr_port_guid_from_the_gid():
 
 
 @pytest.fixture
-def lab_fabric(lab_factory, committed_signals, users):
+def lab_fabric(lab_factory, committed_signals, users, tmp_path):
     lab = lab_factory(netgen.fat_tree_2level(2, 1, 4))
+    console = ConsoleServer(lab, tmp_path / "console.sock").start()  # as the demo and fabric_lab do
+    assert lab.tool_env[CONSOLE_SOCKET_ENV] == str(tmp_path / "console.sock")
     fabric = Fabric.objects.create(name="actions-lab", tool_env=dict(lab.tool_env))
     discover(fabric)
     fabric.refresh_from_db()
     assert fabric.master_sm_lid, "the discovery read the master SM"
-    return lab, fabric
+    yield lab, fabric
+    console.stop()
 
 
 def _phys(lab, lid: int, port: int) -> str:
     out = lab.run(["smpquery", "portinfo", str(lid), str(port)]).stdout
     return next(line.split(".")[-1] for line in out.splitlines() if line.startswith("PhysLinkState"))
+
+
+def _state(lab, lid: int, port: int) -> str:
+    out = lab.run(["smpquery", "portinfo", str(lid), str(port)]).stdout
+    return next(line.split(".")[-1] for line in out.splitlines() if line.startswith("LinkState"))
 
 
 def _switch_port_of(fabric, host: str) -> Port:
@@ -134,15 +147,18 @@ def test_disable_enable_clear_and_refusals(lab_fabric, client_for):
     entry = AuditEntry.objects.filter(action="port.disable").latest("pk")
     assert entry.changes["done"] is True and entry.changes["phys_state"] == "Disabled"
 
-    # enable: Polling (ibsim does not train the link; a real cable would come up)
+    # enable: the lab trains the link again (asked by Weft through its console), as a cable would
     assert _post(operator, target, "enable").status_code == 302
-    assert _phys(lab, leaf2.lid, target.port_num) == "Polling"
+    wait_for(lambda: _phys(lab, leaf2.lid, target.port_num) == "LinkUp", 30, "the enabled link to train")
+    wait_for(lambda: _state(lab, leaf2.lid, target.port_num) == "Active", 60, "the SM to bring it Active")
     assert (
         not IsolatedPort.objects.exists() and Event.objects.filter(code="port.isolation_cleared").count() == 1
     )
-    # the two PHYs of the cable would now train: the lab does it through its console
-    lab.unlink(lab_node(lab, ca.node.node_guid))
-    lab.relink(lab_node(lab, ca.node.node_guid))
+    # disabled again with ibportstate (no Weft), then "relink" through the console trains it
+    lab.run(["ibportstate", str(leaf2.lid), str(target.port_num), "disable"])
+    assert _phys(lab, leaf2.lid, target.port_num) == "Disabled"
+    assert request(lab.console_socket, f"relink {leaf2.node_guid} {target.port_num}") == "ok"
+    assert _phys(lab, leaf2.lid, target.port_num) == "LinkUp"
 
     # counter reset on another leaf-02 port: perfquery reads the set value, then 0
     other = _switch_port_of(fabric, "host006")

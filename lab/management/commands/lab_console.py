@@ -1,5 +1,6 @@
-"""``manage.py lab_console SOCKET unlink|relink NODE [PORT]`` or ``... SOCKET raw COMMAND``: pull
-or put back a cable of a running lab (the demo's or ``fabric_lab``'s) from another shell, through
+"""``manage.py lab_console SOCKET unlink|relink NODE [PORT]``, ``... SOCKET retrain NODE PORT`` or
+``... SOCKET raw COMMAND``: pull or put back a cable of a running lab (``relink`` of a port disabled
+with ``ibportstate`` trains its link again, as ``retrain``) (the demo's or ``fabric_lab``'s) from another shell, through
 the lab's console socket (``lab.console_server``; the demo and ``fabric_lab`` print its path).
 Prints the answer; exit status 1 with the reason when the lab refused it or is not there."""
 
@@ -19,7 +20,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("socket", help="the lab's console socket (printed by the demo / fabric_lab)")
-        parser.add_argument("verb", choices=["unlink", "relink", "raw"])
+        parser.add_argument("verb", choices=["unlink", "relink", "retrain", "raw"])
         parser.add_argument(
             "words", nargs="+", metavar="ARG", help="NODE [PORT] (node id, description or GUID), or COMMAND"
         )

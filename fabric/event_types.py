@@ -95,4 +95,20 @@ EVENT_TYPES = [
                           "reference's width/speed); raised when the differences change."),
     EventType("topology.matches", "Topology matches reference", T, IN, clears=("topology.mismatch",),
               clear_scope=ClearScope.FABRIC, description="The fabric matches its reference topology again."),
+    EventType("switch.psu_failed", "Switch power supply failed", Category.HEALTH, CR, raise_alarm=True, email=True,
+              description="A switch PSU reports a status, DC power or PSU fan other than OK (ibswinfo.sh; "
+                          "fabric.services.switchhealth)."),
+    EventType("switch.psu_ok", "Switch power supply OK", Category.HEALTH, IN, clears=("switch.psu_failed",),
+              description="A switch PSU that had failed reports OK again."),
+    EventType("switch.fan_failed", "Switch fans failed", Category.HEALTH, MI, raise_alarm=True, email=True,
+              description="A switch's chassis fan status is not OK, or a fan reads 0 rpm (ibswinfo.sh)."),
+    EventType("switch.fan_ok", "Switch fans OK", Category.HEALTH, IN, clears=("switch.fan_failed",),
+              description="A switch's fans that had failed report OK again."),
+    EventType("switch.temperature_high", "Switch temperature high", Category.HEALTH, CR, raise_alarm=True,
+              email=True,
+              description="A switch's ASIC temperature reached its high warning threshold (MTMP "
+                          "temperature_threshold_hi, when ibswinfo.sh prints it) or WEFT_SWITCH_TEMP_MAX_C."),
+    EventType("switch.temperature_ok", "Switch temperature OK", Category.HEALTH, IN,
+              clears=("switch.temperature_high",),
+              description="A switch's temperature is below its limit again."),
 ]  # fmt: skip

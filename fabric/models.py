@@ -105,6 +105,15 @@ class Fabric(models.Model):
         help_text="pid file of each OpenSM by its port GUID ({'0x...': '/run/opensm.pid'}): the apply "
         "signals the one sminfo names master (an SM fail-over moves it)",
     )
+    #: how its switches' health (PSUs, fans, temperature, inventory) is read: "" none, "ibswinfo"
+    #: (``ibswinfo.sh -d lid-<LID>`` per switch, the script at ``WEFT_IBSWINFO``; needs MFT)
+    switch_info_tool = models.CharField(
+        max_length=16,
+        choices=[("", "none"), ("ibswinfo", "ibswinfo.sh (MFT, unmanaged switches)")],
+        default="",
+        blank=True,
+        help_text="read every switch's PSUs, fans, temperature and inventory with this tool (fabric.services.switchhealth)",
+    )
     #: what the fabric carries: only compute fabrics place GPU jobs (``scheduler.topology``)
     role = models.CharField(
         max_length=10,
@@ -687,3 +696,24 @@ class IsolatedPort(models.Model):
     def key(self) -> str:
         """The port's natural key ``"<node guid>/<port>"`` (``fabric.keys``)."""
         return port_key(self.node_guid, self.port_num)
+
+
+class SwitchHealth(models.Model):
+    """One reading of a switch's health: its PSUs, fans, temperature, part/serial numbers and
+    firmware (``fabric.parsers.ibswinfo.SwitchInfo.as_dict()`` in ``data``), collected with
+    ``ibswinfo.sh`` or imported from a file. The history is kept (``WEFT_SWITCH_HEALTH_KEEP``
+    readings per switch); the latest is what the switch page and ``/metrics`` show. One writer:
+    ``fabric.services.switchhealth``."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="health_readings")
+    taken = models.DateTimeField(default=timezone.now)
+    #: ``ibswinfo`` (collected) or ``file`` (imported with ``manage.py switch_health --file``)
+    source = models.CharField(max_length=16)
+    data = models.JSONField()
+
+    class Meta:
+        ordering = ["-taken", "-pk"]
+        indexes = [models.Index(fields=["node", "-taken"], name="switchhealth_node_taken")]
+
+    def __str__(self) -> str:
+        return f"{self.node} health at {self.taken:%Y-%m-%d %H:%M:%S}"

@@ -199,3 +199,24 @@ def compare_reference_task(fabric_id: int) -> dict | None:
     from .services.reference import compare_after_discovery
 
     return compare_after_discovery(fabric_id)
+
+
+@shared_task(name="fabric.tasks.collect_switch_health_task")
+def collect_switch_health_task() -> list[dict]:
+    """Beat task (every ``WEFT_SWITCH_HEALTH_INTERVAL_S``): read the switch health of every fabric
+    whose ``switch_info_tool`` is set (``fabric.services.switchhealth.collect``). One fabric's
+    error is logged and in its summary; never overlaps itself (lock ``fabric.switch_health``)."""
+    from .models import Fabric
+    from .services.switchhealth import collect
+
+    out: list[dict] = []
+    with single_instance("fabric.switch_health", 3600) as mine:
+        if not mine:
+            return out
+        for fabric in Fabric.objects.exclude(switch_info_tool="").order_by("name"):
+            try:
+                out.append({"fabric": fabric.name, **collect(fabric)})
+            except Exception as exc:  # one fabric's failure is its own (logged), not the others'
+                log.exception("reading the switch health of %s failed", fabric.name)
+                out.append({"fabric": fabric.name, "error": f"{type(exc).__name__}: {exc}"[:300]})
+    return out

@@ -35,6 +35,7 @@ from .guid import is_guid, normalize_guid
 from .models import Discovery, Fabric, IsolatedPort, Node, Partition, Port
 from .parsers.node_name_map import NodeNameMapError
 from .parsers.records import TopologyParseError
+from .services import switchhealth
 from .services.names import MapUnreadable, fabric_names
 from .services.portactions import ACTIONS as PORT_ACTIONS
 from .services.portactions import PortActionFailed, PortActionRefused, run_port_action
@@ -403,6 +404,8 @@ class NodeView(RoleRequiredMixin, DetailView):
         if node.node_type == NodeType.SWITCH:
             ctx["aggregation_nodes"] = list(node.sharp_aggregation_nodes.order_by("node_guid"))
         ctx["aggregation_switch"] = node.aggregation_switch if node.aggregation_node else None
+        if node.node_type == NodeType.SWITCH and not node.aggregation_node:
+            ctx.update(switchhealth.page_context(node))
         ctx["alarms_template"] = optional_template(OBJECT_ALARMS_TEMPLATE)
         return ctx
 

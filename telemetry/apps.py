@@ -17,3 +17,8 @@ class TelemetryConfig(AppConfig):
         from . import maplayer
 
         maplayer.register()  # its overlay on the fabric map
+
+        from .metrics import register_collector
+        from .switchmetrics import SwitchHealthCollector
+
+        register_collector(SwitchHealthCollector, group="switches")  # weft_switch_*: collect[]=switches

@@ -40,6 +40,7 @@ FABRIC_IO_TASKS = PER_FABRIC_TASKS | frozenset(
         "fabric.tasks.discover_all_task",
         "fabric.tasks.sm_watch_task",
         "fabric.tasks.reconcile_partitions_task",
+        "fabric.tasks.collect_switch_health_task",
         "telemetry.tasks.poll_all_task",
         "devices.tasks.poll_devices_task",
         "routing.tasks.collect_all_task",

@@ -404,6 +404,13 @@ WEFT_ALERT_EMAILS = env_list(
 #: Counter alarms' clear hysteresis: an open error-counter, link-downed, congestion or saturated
 #: counters alarm clears only after this many sweeps in a row without the condition (events.rules.counters)
 WEFT_COUNTER_CLEAR_SWEEPS = env_int("WEFT_COUNTER_CLEAR_SWEEPS", 3, min_value=1)
+#: Switch health (fabric.services.switchhealth): the ibswinfo.sh script ("" = not installed: fabrics
+#: whose switch_info_tool is "ibswinfo" say so on their switch pages), readings kept per switch,
+#: and the temperature alarm's limit for switches that print no warning threshold of their own
+WEFT_IBSWINFO = env_str("WEFT_IBSWINFO", "")
+WEFT_SWITCH_HEALTH_KEEP = env_int("WEFT_SWITCH_HEALTH_KEEP", 288, min_value=1)
+WEFT_SWITCH_TEMP_MAX_C = env_int("WEFT_SWITCH_TEMP_MAX_C", 80, min_value=20)
+WEFT_SWITCH_HEALTH_INTERVAL_S = env_int("WEFT_SWITCH_HEALTH_INTERVAL_S", 300, min_value=30)
 WEFT_MAIL_STORM_THRESHOLD = env_int("WEFT_MAIL_STORM_THRESHOLD", 5, min_value=1)
 WEFT_MAIL_RATE_LIMIT = env_int("WEFT_MAIL_RATE_LIMIT", 10, min_value=0)
 # Critical alarms have their own budget: lower-severity mail never delays them (events.notify).
@@ -597,6 +604,10 @@ CELERY_BEAT_SCHEDULE = {
     "scheduler-rebalance": {
         "task": "scheduler.tasks.rebalance_task",
         "schedule": timedelta(seconds=WEFT_SCHEDULER_REBALANCE_INTERVAL_S),
+    },
+    "switch-health": {
+        "task": "fabric.tasks.collect_switch_health_task",
+        "schedule": timedelta(seconds=WEFT_SWITCH_HEALTH_INTERVAL_S),
     },
     "routing-collect": {
         "task": "routing.tasks.collect_all_task",

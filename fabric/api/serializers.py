@@ -160,6 +160,7 @@ class FabricSerializer(serializers.ModelSerializer):
             "discovery_timeout_s",
             "discovery_enabled",
             "polling_enabled",
+            "switch_info_tool",
             "master_sm_guid",
             "master_sm_lid",
             "node_name_map_source",

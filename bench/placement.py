@@ -39,7 +39,9 @@ leaf again for every segment), alternating which goes first; the two decisions m
 Path-aware placement (issue 24 §2): the same tree as the gang's with ``--path-spines`` (16) spines
 and d-mod-k routes (``tests.support.routed_trees``: every destination reached through one spine from
 every leaf, as OpenSM's min-hop routes the lab's fat trees), spine-01's down ports hot (congestion
-90 %). ``path_incidence_s``: the port → host incidence over the routes (once per routes snapshot),
+90 %). ``path_incidence_s``: the port → host incidence over the routes of every host (what a whole
+hot spine needs, once per routes snapshot); ``path_incidence_one_port_s``/``_hosts``: the same for
+one hot spine port (``pathcost.candidates``: the hosts of one leaf), as a pass pays it the first time;
 ``path_costs_per_pass_ms``: the hot ports looked up per host (each pass). For the gang and for a
 ``--path-job-hosts`` (48) whole-host job, ``--path-trials`` (100) free states as the gang's, placed
 with the paths (``PathCosts``) and with today's leaf-level marks only (the block marked: every leaf's
@@ -92,7 +94,7 @@ import time
 import benchkit
 
 from scheduler.jobpaths import job_port_loads
-from scheduler.pathcost import hot_ports_by_host, route_incidence
+from scheduler.pathcost import candidates, hot_ports_by_host, route_incidence
 from scheduler.placement import (
     Congestion,
     FreeState,
@@ -203,6 +205,10 @@ def path_bench(args, say) -> dict:
     inc = route_incidence(t, lids, {h: s.path for h, s in loc.hosts.items()})
     incidence_s = time.perf_counter() - c0
     g = spine_guid(0)
+    c0 = time.perf_counter()  # one hot port: only the hosts its switch's LFT sends through it
+    one = candidates(t, lids, [(g, 1)])
+    route_incidence(t, lids, {h: s.path for h, s in loc.hosts.items()}, only=one)
+    one_port_s = time.perf_counter() - c0
     hot = {(g, p): HotPort(f"{g}/{p}", f"spine-01 [{p}]", 0.4, 0.9) for p in range(1, leaves + 1)}
     c0 = time.perf_counter()
     by_host = hot_ports_by_host(inc, hot)
@@ -239,6 +245,8 @@ def path_bench(args, say) -> dict:
             "hot_ports": len(hot),
         },
         "path_incidence_s": round(incidence_s, 3),
+        "path_incidence_one_port_s": round(one_port_s, 4),
+        "path_incidence_one_port_hosts": len(one),
         "path_costs_per_pass_ms": round(per_pass_ms, 3),
         "path_hot_hosts": len(by_host),
     }

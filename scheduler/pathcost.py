@@ -25,7 +25,7 @@ it); a pass then only looks up the few hot ports (:func:`hot_ports_by_host`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from routing.paths import pair_paths
@@ -57,6 +57,7 @@ def route_incidence(
     t: RouteTables,
     host_lids: Mapping[str, Sequence[int]],
     host_paths: Mapping[str, Sequence[str]],
+    only: Collection[str] | None = None,
 ) -> Incidence:
     """The port → host → lowest-tier incidence of the module docstring.
 
@@ -64,7 +65,9 @@ def route_incidence(
     ``host_paths``: host name → its locality path (``HostSite.path``: unit key first). Ingress
     switches are the switches the given hosts' HCAs are cabled to; each is represented by one
     LID cabled to it (the route from a switch depends on the switch and the destination only).
-    LIDs the tables do not know and HCAs not cabled to a switch are left out.
+    LIDs the tables do not know and HCAs not cabled to a switch are left out. ``only``: compute
+    the ports of these hosts only (the ingress switches are still every given host's), e.g. the
+    :func:`candidates` of the hot ports; ``Incidence.hosts`` are then those of them with a LID.
     """
     switch_path: dict[int, Sequence[str]] = {}
     rep: dict[int, int] = {}
@@ -86,6 +89,8 @@ def route_incidence(
     by_code: dict[int, dict[str, int]] = {}
     tiers_from: dict[int, list[int]] = {}  # home switch -> the tier of each ingress switch
     for h, mine in own.items():
+        if only is not None and h not in only:
+            continue
         path = host_paths[h]
         for lid, e in mine:
             home, port = t.ca_attach[e]
@@ -107,7 +112,37 @@ def route_incidence(
                 elif per.get(h, _NO_TIER) > tier:
                     per[h] = tier
     ports = {t.port_key(code): per for code, per in by_code.items()}
-    return Incidence(ports, frozenset(own))
+    return Incidence(ports, frozenset(own) if only is None else frozenset(own).intersection(only))
+
+
+def candidates(
+    t: RouteTables, host_lids: Mapping[str, Sequence[int]], ports: Iterable[tuple[str, int]]
+) -> set[str]:
+    """The hosts whose routes can cross one of ``ports`` (``(node GUID, port number)``): a packet
+    for LID ``d`` leaves switch ``s`` by ``lfts[s][d]`` only, so a switch port ``p`` is on a route
+    toward a host only when ``lfts[s][d] == p`` for one of its LIDs ``d``; a CA port only for its
+    own host. Exact filter, one scan of the switch's LFT per port: :func:`route_incidence` with
+    ``only`` then walks the routes toward these hosts alone."""
+    owner: dict[int, str] = {lid: h for h, lids in host_lids.items() for lid in lids}
+    ca_host: dict[tuple[str, int], str] = {}
+    for e, lid in enumerate(t.ca_lids):
+        if lid in owner:
+            ca_host[t.ca_guids[e], t.ca_ports[e]] = owner[lid]
+    out: set[str] = set()
+    for guid, p in ports:
+        s = t.switch_index.get(guid)
+        if s is None:
+            if (guid, p) in ca_host:
+                out.add(ca_host[guid, p])
+            continue
+        lft, b = t.lfts[s], bytes([p])
+        i = lft.find(b)
+        while i >= 0:
+            h = owner.get(i)
+            if h is not None:
+                out.add(h)
+            i = lft.find(b, i + 1)
+    return out
 
 
 def hot_ports_by_host(

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from datetime import datetime
 from types import SimpleNamespace
 
@@ -53,7 +54,7 @@ from telemetry.models import PortCounters
 from ..choices import HOLDING
 from ..locality import Locality
 from ..models import Job, TenantShare
-from ..pathcost import Incidence, hot_ports_by_host, route_incidence
+from ..pathcost import Incidence, candidates, hot_ports_by_host, route_incidence
 from ..placement import Congestion, HotPort, Mark, PathCosts
 from ..planner import HeldJob, Inventory, PoolInfo, gpu_equivalents
 from ..topology import build_locality
@@ -65,7 +66,7 @@ _NOT_MIG = ["disabled", "unsupported"]
 _cache_lock = threading.Lock()
 _cached: tuple[tuple, Locality] | None = None
 _uplink_index: dict[int, dict[int, list[str]]] = {}
-_incidence: dict[tuple, Incidence] = {}
+_incidence: dict[tuple, _HostIncidence] = {}
 
 
 def topology_key() -> tuple:
@@ -270,33 +271,54 @@ def congestion_marks(loc: Locality) -> Congestion:
     return Congestion(marks, threshold=0.0, paths=paths)
 
 
-def incidence(loc: Locality, fabric_id: int) -> Incidence | None:
-    """The port → host → tier incidence of ``fabric_id``'s hosts in ``loc`` over its current
-    routes (``scheduler.pathcost.route_incidence``), None while its routes are not read. Built
-    once per (routes snapshot, topology discovery, locality) and kept in this process: seconds on
-    a 4,000-host fabric (``bench/placement.py``), a dictionary lookup after."""
+def incidence(loc: Locality, fabric_id: int, hot: Collection[tuple[str, int]]) -> Incidence | None:
+    """The port → host → tier incidence over ``fabric_id``'s current routes
+    (``scheduler.pathcost.route_incidence``) of the hosts of ``loc`` whose routes can cross one of
+    the ``hot`` ports (``pathcost.candidates``: the others cannot, whatever the placement); None
+    while the fabric's routes are not read. Each host's part is computed once per (routes
+    snapshot, topology discovery, locality) and kept in this process: a whole hot spine needs
+    every host (seconds on a 4,000-host fabric, ``bench/placement.py``), a few hot ports a few."""
     cur = current_routes(Fabric(pk=fabric_id))
     if cur is None:
         return None
     key = (fabric_id, cur.key, id(loc))
     with _cache_lock:
         got = _incidence.get(key)
-    if got is not None:
-        return got
-    names = _host_names(loc)
-    host_lids: dict[str, list[int]] = defaultdict(list)
-    for host_id, lid in (
-        Port.objects.filter(node__fabric_id=fabric_id, node__node_type=NodeType.CA, lid__gt=0,
-                            node__host_id__in=list(names))
-        .order_by("lid").values_list("node__host_id", "lid")
-    ):  # fmt: skip
-        host_lids[names[host_id]].append(lid)
-    built = route_incidence(cur.tables, host_lids, {h: loc.hosts[h].path for h in host_lids})
-    with _cache_lock:
-        if len(_incidence) >= 8:
-            _incidence.clear()
-        _incidence[key] = built
-    return built
+    if got is None:
+        names = _host_names(loc)
+        host_lids: dict[str, list[int]] = defaultdict(list)
+        for host_id, lid in (
+            Port.objects.filter(node__fabric_id=fabric_id, node__node_type=NodeType.CA, lid__gt=0,
+                                node__host_id__in=list(names))
+            .order_by("lid").values_list("node__host_id", "lid")
+        ):  # fmt: skip
+            host_lids[names[host_id]].append(lid)
+        got = _HostIncidence(dict(host_lids), {h: loc.hosts[h].path for h in host_lids}, set(), {})
+        with _cache_lock:
+            if len(_incidence) >= 8:
+                _incidence.clear()
+            _incidence[key] = got
+    t = cur.tables
+    with got.lock:
+        todo = candidates(t, got.lids, hot) - got.done
+        if todo:
+            part = route_incidence(t, got.lids, got.paths, only=todo)
+            for k, per in part.ports.items():
+                got.ports.setdefault(k, {}).update(per)
+            got.done.update(todo)
+        return Incidence({k: dict(v) for k, v in got.ports.items() if k in hot}, frozenset(got.done))
+
+
+@dataclass
+class _HostIncidence:
+    """What :func:`incidence` keeps per (fabric, routes, locality): hosts' LIDs and paths, the
+    hosts computed so far and their ports."""
+
+    lids: dict[str, list[int]]
+    paths: dict[str, tuple[str, ...]]
+    done: set[str]
+    ports: dict[tuple[str, int], dict[str, int]]
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def hot_ports(fabric_id: int) -> dict[tuple[str, int], HotPort]:
@@ -329,7 +351,7 @@ def path_costs(loc: Locality) -> PathCosts:
             if current_routes(Fabric(pk=fid)) is not None:
                 routed.add(fid)
             continue
-        inc = incidence(loc, fid)
+        inc = incidence(loc, fid, hot)
         if inc is None:
             continue
         routed.add(fid)

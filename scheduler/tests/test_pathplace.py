@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from routing.tables import RouteTables
 from scheduler.jobpaths import job_port_loads
-from scheduler.pathcost import hot_ports_by_host, route_incidence
+from scheduler.pathcost import candidates, hot_ports_by_host, route_incidence
 from scheduler.placement import (
     PENDING_CONGESTION,
     Congestion,
@@ -138,3 +138,18 @@ def test_routes_not_read_fall_back_to_the_leaf_marks_and_say_so():
         "congestion scored per leaf and spine block (the uplinks' alarms): this fabric's routes are not read yet"
         in d.reasons
     )
+
+
+def test_candidates_are_the_hosts_an_lft_sends_through_the_port_and_only_computes_those():
+    loc, t, lids, inc = _tree()
+    leaf1 = loc.hosts["f1n00001"].rails[0]
+    up = (leaf1, HOSTS + 1)  # leaf 1's uplink to spine-01: remote host 0 of each other leaf
+    down = (spine_guid(0), 2)  # spine-01 toward leaf 2: every LID of leaf 2 in its LFT
+    assert candidates(t, lids, [up]) == {"f1n00003", "f1n00005"}
+    assert candidates(t, lids, [down]) == {"f1n00003", "f1n00004"}
+    ca = (t.ca_guids[0], t.ca_ports[0])  # an HCA port: its own host
+    assert candidates(t, lids, [ca]) == {t.ca_names[0].split()[0]}
+    part = route_incidence(t, lids, {h: s.path for h, s in loc.hosts.items()}, only={"f1n00003", "f1n00005"})
+    assert part.hosts == {"f1n00003", "f1n00005"}
+    assert part.ports[up] == inc.ports[up] == {"f1n00003": 2, "f1n00005": 2}
+    assert part.ports[down] == {"f1n00003": 2} == inc.ports[down]

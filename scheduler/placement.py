@@ -19,7 +19,10 @@ The objective, lexicographic (issue 12, "Placement engine"):
    its own domain, so a gang may use more units than the bound (the decision says how many);
 3. congestion: units marked congested (score above the threshold), and units under a marked
    block or spine group whose uplinks the job would cross, are used only when no placement equal in
-   1-2 avoids them (``Congestion.avoid`` makes them unusable instead);
+   1-2 avoids them (``Congestion.avoid`` makes them unusable instead); on a fabric whose routes
+   are read (``Congestion.paths``) hosts are scored instead by the hot ports on the routes toward
+   them (path-aware: a spine port carrying a candidate's routes counts, an idle parallel one does
+   not; see :func:`place`);
 4. the fewest hosts (the tier below units: a one-unit job goes where it needs the fewest hosts;
    a multi-unit job takes every free GPU of its units but one, and that partly used unit is the
    one where the rest needs the fewest hosts), then best fit: the smallest host that holds a
@@ -518,6 +521,7 @@ class _Engine:
         request: Request,
         congestion: Congestion | None,
         exclude: Collection[str] = (),
+        last: Collection[str] = (),
     ):
         self.idx = idx = _index(locality)
         self.loc = locality
@@ -528,6 +532,8 @@ class _Engine:
         self.weight = request.gpus_per_host or 1
         self.tmax = TOP_TIER if request.tier is None else request.tier
         self.skipped: list[str] = []  # unusable hosts that had free capacity
+        #: whole-host requests: hosts taken last inside a unit (path-aware step: routes cross hot ports)
+        self.last = last
         # host slot capacities per unit: unit → [(cap, host)], and unit capacities
         self.hcap: dict[str, list[tuple[int, str]]] = {}
         self.ucap: dict[str, int] = {}
@@ -602,7 +608,8 @@ class _Engine:
         lst = self.hcap[u]
         if self.req.gpus_per_host:
             g = self.free.gpus.get
-            order = sorted(lst, key=lambda ch: (g(ch[1], 0), ch[1]))[:need]
+            last = self.last
+            order = sorted(lst, key=lambda ch: (ch[1] in last, g(ch[1], 0), ch[1]))[:need]
             return {h: 1 for _, h in order}, len(order)
         ordered = sorted(lst, key=lambda ch: (-ch[0], ch[1]))
         m = _cover_count([c for c, _ in ordered], need)
@@ -835,8 +842,9 @@ class _Engine:
         out: list[str] = []
         need = sum(c for c, _ in chosen) - slack
         for _, u in sorted(chosen, reverse=True):
-            free_hosts = sorted((g(h, 0), h) for c, h in self.hcap[u] if h not in taken)
-            for _, h in free_hosts:
+            last = self.last
+            free_hosts = sorted((h in last, g(h, 0), h) for c, h in self.hcap[u] if h not in taken)
+            for _, _, h in free_hosts:
                 if len(out) == need:
                     break
                 out.append(h)
@@ -1076,7 +1084,8 @@ def place(
     the leaf/spine-block marks: when the placement's hosts may cross hot ports, the engine runs
     again without the hosts whose routes cross any at that tier, and takes that placement when it
     spans the same tier and no more units (always, with ``avoid``: then a job that only fits on
-    such hosts is pending ``congestion``). The decision lists the hot ports avoided and those
+    such hosts is pending ``congestion``); failing that, a whole-host request takes those hosts last
+    inside the same units. The decision lists the hot ports avoided and those
     still crossed, with their utilisation and congestion in %. On a fabric whose routes are not
     read yet the marks are used, and the reasons say so.
     """
@@ -1132,7 +1141,22 @@ def _decide(engine, locality, free, request, congestion) -> Decision:
                 f"ports: {_port_list(crossed.values())}"
             ],
         )
+    avoided: list[HotPort] = []
+    if request.gpus_per_host:  # the same units, their hosts off hot routes first
+        fewer = engine(locality, free, request, congestion, last=hot_hosts).run()
+        if fewer.ok and (fewer.tier, fewer.units) == (d.tier, d.units):
+            less = paths.crossed(fewer.placed, fewer.tier)
+            if len(less) < len(crossed):
+                avoided = sorted((p for k, p in crossed.items() if k not in less), key=lambda p: p.key)
+                d, crossed = fewer, less
+                d.scoring = "paths"
     d.hot_ports = sorted(crossed.values(), key=lambda p: p.key)
+    d.avoided_ports = avoided
+    if avoided:
+        d.reasons.append(
+            f"paths: avoided hot ports {_port_list(avoided)} by taking, in the same units, hosts whose "
+            "routes do not cross them"
+        )
     d.reasons.append(
         f"paths: its routes may cross hot ports {_port_list(d.hot_ports)}: no placement equal in "
         "tier and units avoids them"

@@ -153,3 +153,26 @@ def test_candidates_are_the_hosts_an_lft_sends_through_the_port_and_only_compute
     assert part.hosts == {"f1n00003", "f1n00005"}
     assert part.ports[up] == inc.ports[up] == {"f1n00003": 2, "f1n00005": 2}
     assert part.ports[down] == {"f1n00003": 2} == inc.ports[down]
+
+
+def test_when_the_units_must_cross_it_their_hosts_off_the_hot_spine_are_taken_first():
+    loc, t, lids, inc = _tree()
+    paths = PathCosts(
+        frozenset({1}), {h: tuple(v) for h, v in hot_ports_by_host(inc, _hot_spine(t, 0)).items()}
+    )
+    # 3 hosts: all of one leaf and one of another; the full leaf's host 0 is reached over spine-01
+    free = FreeState(gpus={"f1n00001": 8, "f1n00002": 8, "f1n00003": 8, "f1n00004": 8})
+    req = Request(24, gpus_per_host=8)
+    assert place(loc, free, req).placed == {"f1n00001": 8, "f1n00003": 8, "f1n00004": 8}
+    d = place(loc, free, req, Congestion(paths=paths))
+    assert d.placed == {"f1n00002": 8, "f1n00003": 8, "f1n00004": 8}  # leaf 1's host off spine-01
+    assert [p.name for p in d.avoided_ports] == ["spine-01 [1]"]
+    assert [p.name for p in d.hot_ports] == ["spine-01 [2]"]  # toward f1n00003: leaf 2 is taken whole
+    assert not {k for k in _crossed(t, lids, d.placed) if k[0] == spine_guid(0)} - {(spine_guid(0), 2)}
+    assert d.reasons[-2:] == [
+        "paths: avoided hot ports spine-01 [1] (utilisation 35%, congestion 90%) by taking, in the same "
+        "units, hosts whose routes do not cross them",
+        "paths: its routes may cross hot ports spine-01 [2] (utilisation 35%, congestion 90%): no placement "
+        "equal in tier and units avoids them",
+    ]
+    assert place_rescanning(loc, free, req, Congestion(paths=paths)) == d

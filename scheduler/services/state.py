@@ -48,7 +48,7 @@ from pools.choices import AllocationKind, GpuState
 from pools.fabric_faults import host_fabric_faults
 from pools.models import AllocationItem, Gpu, HostInventory, MigSlice, Pool
 from pools.services.allocation import gpu_capacity, pool_usage
-from routing.services.current import current_routes
+from routing.services.current import current_routes, latest_snapshot
 from telemetry.models import PortCounters
 
 from ..choices import HOLDING
@@ -306,7 +306,7 @@ def incidence(loc: Locality, fabric_id: int, hot: Collection[tuple[str, int]]) -
             for k, per in part.ports.items():
                 got.ports.setdefault(k, {}).update(per)
             got.done.update(todo)
-        return Incidence({k: dict(v) for k, v in got.ports.items() if k in hot}, frozenset(got.done))
+        return Incidence({k: dict(got.ports[k]) for k in hot if k in got.ports}, frozenset(got.done))
 
 
 @dataclass
@@ -348,7 +348,7 @@ def path_costs(loc: Locality) -> PathCosts:
     for fid in _fabric_ids(loc):
         hot = hot_ports(fid)
         if not hot:  # nothing to avoid; still scored by paths when the routes are read
-            if current_routes(Fabric(pk=fid)) is not None:
+            if latest_snapshot(Fabric(pk=fid)) is not None:
                 routed.add(fid)
             continue
         inc = incidence(loc, fid, hot)

@@ -36,6 +36,21 @@ leaf again for every segment), alternating which goes first; the two decisions m
 ``gang_p50_ms``/``gang_p99_ms`` (wall), ``gang_p50_cpu_ms``/``gang_p99_cpu_ms``, the same for
 ``gang_baseline_*``, and ``gang_speedup_p50``/``gang_speedup_p99`` (baseline ÷ engine, CPU).
 
+Path-aware placement (issue 24 §2): the same tree as the gang's with ``--path-spines`` (16) spines
+and d-mod-k routes (``tests.support.routed_trees``: every destination reached through one spine from
+every leaf, as OpenSM's min-hop routes the lab's fat trees), spine-01's down ports hot (congestion
+90 %). ``path_incidence_s``: the port → host incidence over the routes of every host (what a whole
+hot spine needs, once per routes snapshot); ``path_incidence_one_port_s``/``_hosts``: the same for
+one hot spine port (``pathcost.candidates``: the hosts of one leaf), as a pass pays it the first time;
+``path_costs_per_pass_ms``: the hot ports looked up per host (each pass). For the gang and for a
+``--path-job-hosts`` (48) whole-host job, ``--path-trials`` (100) free states as the gang's, placed
+with the paths (``PathCosts``) and with today's leaf-level marks only (the block marked: every leaf's
+uplinks include the hot spine), alternating; both must span the same tier and units. For the first
+``--path-quality-trials`` (10) the chosen hosts' all-to-all routes are walked (``scheduler.jobpaths``,
+as the JobLink index): ``hot_ports`` crossed, ``hot_paths`` (pairs over them), ``hot_load`` (pairs ×
+congestion), medians per scoring, ``hot_load_ratio`` (paths ÷ leaf level); decision times
+``p50_ms``/``p99_ms`` (wall, and CPU) against ``leaf_level_*``.
+
 ``load`` (``{"1m", "5m", "15m"}``) and ``load_average`` (the same as ``os.getloadavg()`` lists)
 at the start and the end; ``quiet`` is false when the 1-minute load at the start was above 0.5
 (the figures of a busy machine are not the machine's). ``--tiny``: every size small, no
@@ -78,9 +93,23 @@ import time
 
 import benchkit
 
-from scheduler.placement import FreeState, Request, Segments, first_fit, place, place_rescanning
+from scheduler.jobpaths import job_port_loads
+from scheduler.pathcost import candidates, hot_ports_by_host, route_incidence
+from scheduler.placement import (
+    Congestion,
+    FreeState,
+    HotPort,
+    Mark,
+    PathCosts,
+    Request,
+    Segments,
+    first_fit,
+    place,
+    place_rescanning,
+)
 from scheduler.planner import HeldJob, Inventory, PoolInfo, QueuedJob, plan_pass
 from tests.support.localities import fat_tree
+from tests.support.routed_trees import routed_fat_tree, spine_guid
 
 MODEL = "nvidia h100 80gb hbm3"
 TENANTS = 8
@@ -163,6 +192,104 @@ def gang_bench(args, say) -> dict:
         "gang_speedup_p50": round(statistics.median(bcpu) / max(statistics.median(cpu), 1e-9), 2),
         "gang_speedup_p99": round(pct(bcpu, 0.99) / max(pct(cpu, 0.99), 1e-9), 2),
     }
+
+
+def path_bench(args, say) -> dict:
+    """Path-aware placement vs today's leaf-level scores (issue 24 §2; module docstring)."""
+    per_leaf = args.gang_hosts_per_leaf
+    leaves = args.gang_hosts // per_leaf
+    spines = args.path_spines
+    loc, t, lids = routed_fat_tree(leaves, spines, per_leaf, gpus=args.per_host)
+    say(f"paths: {leaves} leaves × {per_leaf} hosts, {spines} spines, d-mod-k routes; spine-01's ports hot")
+    c0 = time.perf_counter()
+    inc = route_incidence(t, lids, {h: s.path for h, s in loc.hosts.items()})
+    incidence_s = time.perf_counter() - c0
+    g = spine_guid(0)
+    c0 = time.perf_counter()  # one hot port: only the hosts its switch's LFT sends through it
+    one = candidates(t, lids, [(g, 1)])
+    route_incidence(t, lids, {h: s.path for h, s in loc.hosts.items()}, only=one)
+    one_port_s = time.perf_counter() - c0
+    hot = {(g, p): HotPort(f"{g}/{p}", f"spine-01 [{p}]", 0.4, 0.9) for p in range(1, leaves + 1)}
+    c0 = time.perf_counter()
+    by_host = hot_ports_by_host(inc, hot)
+    paths = PathCosts(frozenset({1}), {h: tuple(v) for h, v in by_host.items()})
+    per_pass_ms = (time.perf_counter() - c0) * 1000
+    # today's score: every leaf's uplinks include the hot spine, so the alarm marks the block
+    block = next(iter(loc.hosts.values())).path[1]
+    marks = {block: Mark(1.8, "Congestion on spine-01 ports")}
+    leaf_cong = Congestion(marks, threshold=0.0)
+    path_cong = Congestion(marks, threshold=0.0, paths=paths)
+    seg = Segments(args.gang_segments, args.gang_segment_hosts, "leaf")
+    jobs = {
+        "gang": Request(seg.count * seg.hosts * args.per_host, gpus_per_host=args.per_host, segments=seg),
+        "hosts": Request(args.path_job_hosts * args.per_host, gpus_per_host=args.per_host),
+    }
+    lid_of = {h: v[0] for h, v in lids.items()}
+
+    def quality(placed) -> dict:
+        """Hot ports the placement's all-to-all routes cross (scheduler.jobpaths, as JobLink)."""
+        loads, _ = job_port_loads(t, {1: [lid_of[h] for h in sorted(placed)]})
+        crossed = {t.port_key(c): n for c, n in loads[1].items() if t.port_key(c) in hot}
+        return {
+            "hot_ports": len(crossed),
+            "hot_paths": sum(crossed.values()),
+            "hot_load": round(sum(n * hot[k].congestion for k, n in crossed.items()), 1),
+        }
+
+    rng = random.Random(args.seed + 5)
+    out: dict = {
+        "path_fabric": {
+            "leaves": leaves,
+            "spines": spines,
+            "hosts": leaves * per_leaf,
+            "hot_ports": len(hot),
+        },
+        "path_incidence_s": round(incidence_s, 3),
+        "path_incidence_one_port_s": round(one_port_s, 4),
+        "path_incidence_one_port_hosts": len(one),
+        "path_costs_per_pass_ms": round(per_pass_ms, 3),
+        "path_hot_hosts": len(by_host),
+    }
+    for name, req in jobs.items():
+        wall, cpu, lwall, lcpu, q_leaf, q_path, units = [], [], [], [], [], [], []
+        place(loc, FreeState(gpus=gang_state(loc, rng, seg.hosts, args.per_host)), req, path_cong)
+        for trial in range(args.path_trials):
+            free = FreeState(gpus=gang_state(loc, rng, seg.hosts, args.per_host))
+            order = ("paths", "leaf") if trial % 2 == 0 else ("leaf", "paths")
+            for which in order:
+                if which == "paths":
+                    d, ms, cms = timed(place, loc, free, req, path_cong)
+                    wall.append(ms)
+                    cpu.append(cms)
+                else:
+                    b, ms, cms = timed(place, loc, free, req, leaf_cong)
+                    lwall.append(ms)
+                    lcpu.append(cms)
+            if not d.ok or not b.ok or (d.tier, d.units) != (b.tier, b.units):
+                raise SystemExit(f"paths {name} trial {trial}: {d.code}/{b.code} {d.units}/{b.units} units")
+            units.append(d.units)
+            if trial < args.path_quality_trials:
+                q_leaf.append(quality(b.placed))
+                q_path.append(quality(d.placed))
+        ql = {k: statistics.median(q[k] for q in q_leaf) for k in q_leaf[0]}
+        qp = {k: statistics.median(q[k] for q in q_path) for k in q_path[0]}
+        out[f"path_{name}"] = {
+            "job_gpus": req.count,
+            "units": statistics.median(units),
+            "leaf_level": ql,
+            "path_aware": qp,
+            "hot_load_ratio": round(qp["hot_load"] / ql["hot_load"], 4) if ql["hot_load"] else None,
+            "quality_trials": len(q_leaf),
+            "p50_ms": round(statistics.median(wall), 3),
+            "p99_ms": round(pct(wall, 0.99), 3),
+            "p50_cpu_ms": round(statistics.median(cpu), 3),
+            "p99_cpu_ms": round(pct(cpu, 0.99), 3),
+            "leaf_level_p50_ms": round(statistics.median(lwall), 3),
+            "leaf_level_p99_ms": round(pct(lwall, 0.99), 3),
+            "leaf_level_p99_cpu_ms": round(pct(lcpu, 0.99), 3),
+        }
+        say(f"paths {name}: {json.dumps(out[f'path_{name}'])}")
+    return out
 
 
 def pct(values: list[float], p: float) -> float:
@@ -418,6 +545,10 @@ def main() -> int:
     ap.add_argument("--gang-segments", type=int, default=100)
     ap.add_argument("--gang-segment-hosts", type=int, default=10)
     ap.add_argument("--gang-trials", type=int, default=200)
+    ap.add_argument("--path-spines", type=int, default=16, help="spines of the path-aware scenario's tree")
+    ap.add_argument("--path-job-hosts", type=int, default=48, help="whole hosts of its plain job")
+    ap.add_argument("--path-trials", type=int, default=100)
+    ap.add_argument("--path-quality-trials", type=int, default=10, help="trials whose routes are walked")
     ap.add_argument("--tiny", action="store_true", help="small sizes, no PostgreSQL: seconds (CI)")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     args = ap.parse_args()
@@ -425,6 +556,7 @@ def main() -> int:
         args.hosts, args.hosts_per_leaf, args.job, args.trials = 256, 16, 256, 20
         args.pass_jobs, args.pass_rounds, args.no_pg = 100, 1, True
         args.gang_hosts, args.gang_hosts_per_leaf, args.gang_segments, args.gang_trials = 512, 32, 12, 10
+        args.path_spines, args.path_job_hosts, args.path_trials, args.path_quality_trials = 8, 24, 10, 3
 
     def say(msg: str) -> None:
         if not args.json:
@@ -484,6 +616,7 @@ def main() -> int:
         plans.append(plan.summary() | {"engine_calls": plan.engine_calls})
         say(f"pass {r}: {secs:.3f} s planned, {json.dumps(plans[-1])}")
     gang_out = gang_bench(args, say)
+    path_out = path_bench(args, say)
     queue_out = {}
     if not args.no_pg:
         queue_out = pg_queue(args, say, kit)
@@ -519,6 +652,7 @@ def main() -> int:
         "pass_1000_plan_s_range": [round(min(plan_s), 3), round(max(plan_s), 3)],
         "pass_1000_plan": plans[plan_s.index(statistics.median_low(plan_s))],
         **gang_out,
+        **path_out,
         "pass_1000_s": None,
         "submit_to_placed_p99_ms": None,
         **queue_out,

@@ -19,7 +19,10 @@ The objective, lexicographic (issue 12, "Placement engine"):
    its own domain, so a gang may use more units than the bound (the decision says how many);
 3. congestion: units marked congested (score above the threshold), and units under a marked
    block or spine group whose uplinks the job would cross, are used only when no placement equal in
-   1-2 avoids them (``Congestion.avoid`` makes them unusable instead);
+   1-2 avoids them (``Congestion.avoid`` makes them unusable instead); on a fabric whose routes
+   are read (``Congestion.paths``) hosts are scored instead by the hot ports on the routes toward
+   them (path-aware: a spine port carrying a candidate's routes counts, an idle parallel one does
+   not; see :func:`place`);
 4. the fewest hosts (the tier below units: a one-unit job goes where it needs the fewest hosts;
    a multi-unit job takes every free GPU of its units but one, and that partly used unit is the
    one where the rest needs the fewest hosts), then best fit: the smallest host that holds a
@@ -72,7 +75,9 @@ __all__ = [
     "Decision",
     "Fraction",
     "FreeState",
+    "HotPort",
     "Mark",
+    "PathCosts",
     "Preemption",
     "Request",
     "RequestError",
@@ -232,17 +237,74 @@ class Mark:
 
 
 @dataclass(frozen=True, slots=True)
+class HotPort:
+    """A directed port (a link's egress) measured hot in telemetry's latest sweep: ``key``
+    ``"<node GUID>/<port>"`` (``fabric.keys.port_key``), ``name`` as people read it
+    (``"spine-01 [3]"``), ``utilisation`` and ``congestion`` 0..1 (``telemetry.PortCounters``:
+    data rate over the link rate; the PortXmitWait congestion index) or None when not measured."""
+
+    key: str
+    name: str
+    utilisation: float | None = None
+    congestion: float | None = None
+
+    def text(self) -> str:
+        """``spine-01 [3] (utilisation 12%, congestion 87%)``."""
+        parts = [
+            f"{label} {round(v * 100):d}%"
+            for label, v in (("utilisation", self.utilisation), ("congestion", self.congestion))
+            if v is not None
+        ]
+        return f"{self.name} ({', '.join(parts)})" if parts else self.name
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "name": self.name, "utilisation": self.utilisation,
+                "congestion": self.congestion}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class PathCosts:
+    """Path-aware congestion (issue 24 §2): the hot ports on each host's routes.
+
+    ``routed``: the fabric ids whose routes (the SM's LFTs) are read — on those, placement scores
+    hosts by the hot ports their routes would cross and ignores the leaf/spine-block marks of
+    :class:`Congestion`; on the others it falls back to the marks and says so. ``hosts``: host →
+    ``((tier, HotPort), ...)``: a job spanning tier ``T`` may cross the port on the routes toward
+    the host's LIDs when ``tier <= T`` (``scheduler.pathcost``: 1 for the host's own HCA link,
+    the tier of the smallest domain holding a source whose route crosses it otherwise). Hosts
+    crossing no hot port are not listed."""
+
+    routed: frozenset[int] = frozenset()
+    hosts: Mapping[str, Sequence[tuple[int, HotPort]]] = field(default_factory=dict)
+
+    def hot(self, host: str, tier: int) -> list[HotPort]:
+        """The hot ports a job spanning ``tier`` may cross because it holds ``host``."""
+        return [p for t, p in self.hosts.get(host, ()) if t <= tier]
+
+    def crossed(self, hosts: Iterable[str], tier: int) -> dict[str, HotPort]:
+        """Port key → hot port, over ``hosts`` (a placement spanning ``tier``)."""
+        out: dict[str, HotPort] = {}
+        for h in hosts:
+            for p in self.hot(h, tier):
+                out.setdefault(p.key, p)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class Congestion:
     """Congestion marks by domain key and the threshold above which a domain counts as congested.
 
     A marked unit is penalised (or, with ``avoid``, not used) by every job; a marked block or spine
     group only by jobs that span above it (they cross its uplinks). Marks on a fabric, or on keys
-    the locality does not know, have no effect.
+    the locality does not know, have no effect. With ``paths`` (:class:`PathCosts`), units of a
+    fabric whose routes are read are scored by the hot ports of their hosts' routes instead of
+    the marks (:func:`place`, step 3).
     """
 
     marks: Mapping[str, Mark] = field(default_factory=dict)
     threshold: float = 0.5
     avoid: bool = False
+    paths: PathCosts | None = None
 
     def hot(self, key: str) -> Mark | None:
         mark = self.marks.get(key)
@@ -258,8 +320,11 @@ class Decision:
     (the fewest units any placement at that tier could use), ``domain`` (the key of the tier-
     ``tier`` domain holding it; a host name at tier 0), ``segments`` (host lists, gangs only).
     ``congested``: marked domains the placement uses; ``avoided``: marked domains that an equal
-    placement ignoring congestion would have used. ``reasons``: what a person reads, first the
-    outcome.
+    placement ignoring congestion would have used. ``hot_ports``/``avoided_ports``: with path-aware
+    scoring, the hot ports (:class:`HotPort`) the chosen hosts' routes may cross, and those the
+    routes of the equal placement that ignores them would have crossed and the chosen one does
+    not; ``scoring``: ``"paths"``, ``"leaf"`` (routes not read: the marks), or ``""`` (no path
+    data given). ``reasons``: what a person reads, first the outcome.
     """
 
     code: str
@@ -272,6 +337,9 @@ class Decision:
     congested: list[str] = field(default_factory=list)
     avoided: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
+    hot_ports: list[HotPort] = field(default_factory=list)
+    avoided_ports: list[HotPort] = field(default_factory=list)
+    scoring: str = ""
 
     @property
     def ok(self) -> bool:
@@ -291,6 +359,9 @@ class Decision:
             "congested": list(self.congested),
             "avoided": list(self.avoided),
             "reasons": list(self.reasons),
+            "hot_ports": [p.as_dict() for p in self.hot_ports],
+            "avoided_ports": [p.as_dict() for p in self.avoided_ports],
+            "scoring": self.scoring,
         }
 
 
@@ -443,7 +514,15 @@ def _slot_capacity(req: Request, free: FreeState):
 class _Engine:
     """One call of :func:`place`: the slot capacity of every eligible host and unit."""
 
-    def __init__(self, locality: Locality, free: FreeState, request: Request, congestion: Congestion | None):
+    def __init__(
+        self,
+        locality: Locality,
+        free: FreeState,
+        request: Request,
+        congestion: Congestion | None,
+        exclude: Collection[str] = (),
+        last: Collection[str] = (),
+    ):
         self.idx = idx = _index(locality)
         self.loc = locality
         self.free = free
@@ -453,6 +532,8 @@ class _Engine:
         self.weight = request.gpus_per_host or 1
         self.tmax = TOP_TIER if request.tier is None else request.tier
         self.skipped: list[str] = []  # unusable hosts that had free capacity
+        #: whole-host requests: hosts taken last inside a unit (path-aware step: routes cross hot ports)
+        self.last = last
         # host slot capacities per unit: unit → [(cap, host)], and unit capacities
         self.hcap: dict[str, list[tuple[int, str]]] = {}
         self.ucap: dict[str, int] = {}
@@ -480,6 +561,8 @@ class _Engine:
                 if bad:
                     self.skipped.extend(h for _, h in bad)
                     lst = [ch for ch in lst if ch[1] not in unusable]
+            if exclude and lst:  # path-aware step: hosts whose routes cross hot ports
+                lst = [ch for ch in lst if ch[1] not in exclude]
             if lst:
                 if p is not None and gpu:
                     top, self.ucap[u] = 1, len(lst)
@@ -493,7 +576,10 @@ class _Engine:
         self.flag_from: dict[str, int] = {}
         self.flag_why: dict[str, list[tuple[int, str]]] = {}  # unit → marked (tier, key) on its path
         if congestion is not None and congestion.marks:
+            routed = congestion.paths.routed if congestion.paths is not None else ()
             for u in self.ucap:
+                if idx.unit_fabric[u] in routed:
+                    continue  # scored by its hosts' routes (place(), step 3)
                 path = idx.unit_path[u]
                 for t in range(UNIT_TIER, TOP_TIER):
                     if congestion.hot(path[t - 1]) is not None:
@@ -522,7 +608,8 @@ class _Engine:
         lst = self.hcap[u]
         if self.req.gpus_per_host:
             g = self.free.gpus.get
-            order = sorted(lst, key=lambda ch: (g(ch[1], 0), ch[1]))[:need]
+            last = self.last
+            order = sorted(lst, key=lambda ch: (ch[1] in last, g(ch[1], 0), ch[1]))[:need]
             return {h: 1 for _, h in order}, len(order)
         ordered = sorted(lst, key=lambda ch: (-ch[0], ch[1]))
         m = _cover_count([c for c, _ in ordered], need)
@@ -755,8 +842,9 @@ class _Engine:
         out: list[str] = []
         need = sum(c for c, _ in chosen) - slack
         for _, u in sorted(chosen, reverse=True):
-            free_hosts = sorted((g(h, 0), h) for c, h in self.hcap[u] if h not in taken)
-            for _, h in free_hosts:
+            last = self.last
+            free_hosts = sorted((h in last, g(h, 0), h) for c, h in self.hcap[u] if h not in taken)
+            for _, _, h in free_hosts:
                 if len(out) == need:
                     break
                 out.append(h)
@@ -989,8 +1077,97 @@ def place(
     the objective and the pending codes). Pure: reads its arguments, changes nothing; the same
     inputs give the same decision. ``locality`` must not be changed once placed on (its index is
     cached by identity). Raises :class:`RequestError`/:class:`UnknownTier` only when
-    the :class:`Request` is built, never here."""
-    return _Engine(locality, free, request, congestion).run()
+    the :class:`Request` is built, never here.
+
+    Path-aware congestion (``congestion.paths``, :class:`PathCosts`): on a fabric whose routes are
+    read, step 3 of the objective is scored by the hot ports on the chosen hosts' routes, not by
+    the leaf/spine-block marks: when the placement's hosts may cross hot ports, the engine runs
+    again without the hosts whose routes cross any at that tier, and takes that placement when it
+    spans the same tier and no more units (always, with ``avoid``: then a job that only fits on
+    such hosts is pending ``congestion``); failing that, a whole-host request takes those hosts last
+    inside the same units. The decision lists the hot ports avoided and those
+    still crossed, with their utilisation and congestion in %. On a fabric whose routes are not
+    read yet the marks are used, and the reasons say so.
+    """
+    return _decide(_Engine, locality, free, request, congestion)
+
+
+def _decide(engine, locality, free, request, congestion) -> Decision:
+    """One engine run, then the path-aware step of :func:`place` (``engine``: the class)."""
+    d = engine(locality, free, request, congestion).run()
+    paths = congestion.paths if congestion is not None else None
+    if paths is None or not d.ok:
+        return d
+    sites = locality.hosts
+    if sites[next(iter(d.placed))].fabric_id not in paths.routed:
+        d.scoring = "leaf"
+        d.reasons.append(
+            "congestion scored per leaf and spine block (the uplinks' alarms): this fabric's routes "
+            "are not read yet"
+        )
+        return d
+    d.scoring = "paths"
+    if d.tier == 0:
+        return d  # one host: its GPUs talk over NVLink/PCIe, no fabric link
+    crossed = paths.crossed(d.placed, d.tier)
+    if not crossed:
+        d.reasons.append(f"paths: the routes of its {len(d.placed)} hosts cross no hot port")
+        return d
+    hot_hosts = {h for h in paths.hosts if paths.hot(h, d.tier)}
+    alt = engine(locality, free, request, congestion, exclude=hot_hosts).run()
+    if alt.ok and (congestion.avoid or (alt.tier == d.tier and alt.units <= d.units)):
+        still = paths.crossed(alt.placed, alt.tier)
+        alt.scoring = "paths"
+        alt.hot_ports = sorted(still.values(), key=lambda p: p.key)
+        alt.avoided_ports = sorted((p for k, p in crossed.items() if k not in still), key=lambda p: p.key)
+        if alt.avoided_ports:
+            alt.reasons.append(
+                f"paths: avoided hot ports {_port_list(alt.avoided_ports)} that the routes of an "
+                "equal placement would cross"
+            )
+        alt.reasons.append(
+            f"paths: the routes of its {len(alt.placed)} hosts cross no hot port"
+            if not still
+            else f"paths: its routes may cross hot ports {_port_list(alt.hot_ports)}"
+        )
+        return alt
+    if congestion.avoid:
+        return Decision(
+            code=PENDING_CONGESTION,
+            scoring="paths",
+            hot_ports=sorted(crossed.values(), key=lambda p: p.key),
+            reasons=[
+                f"{request.count_words(request.count)} fits only on hosts whose routes cross hot "
+                f"ports: {_port_list(crossed.values())}"
+            ],
+        )
+    avoided: list[HotPort] = []
+    if request.gpus_per_host:  # the same units, their hosts off hot routes first
+        fewer = engine(locality, free, request, congestion, last=hot_hosts).run()
+        if fewer.ok and (fewer.tier, fewer.units) == (d.tier, d.units):
+            less = paths.crossed(fewer.placed, fewer.tier)
+            if len(less) < len(crossed):
+                avoided = sorted((p for k, p in crossed.items() if k not in less), key=lambda p: p.key)
+                d, crossed = fewer, less
+                d.scoring = "paths"
+    d.hot_ports = sorted(crossed.values(), key=lambda p: p.key)
+    d.avoided_ports = avoided
+    if avoided:
+        d.reasons.append(
+            f"paths: avoided hot ports {_port_list(avoided)} by taking, in the same units, hosts whose "
+            "routes do not cross them"
+        )
+    d.reasons.append(
+        f"paths: its routes may cross hot ports {_port_list(d.hot_ports)}: no placement equal in "
+        "tier and units avoids them"
+    )
+    return d
+
+
+def _port_list(ports: Iterable[HotPort]) -> str:
+    ports = sorted(ports, key=lambda p: -max(p.utilisation or 0, p.congestion or 0))
+    shown = ", ".join(p.text() for p in ports[:_LIST_MAX])
+    return shown + (f" and {len(ports) - _LIST_MAX} more" if len(ports) > _LIST_MAX else "")
 
 
 class _RescanEngine(_Engine):
@@ -1024,7 +1201,7 @@ def place_rescanning(
     """:func:`place` with the gang greedy of before issue 24 (:class:`_RescanEngine`): the same
     decision, slower for large gangs. For the equivalence test and ``bench/placement.py``'s
     baseline only."""
-    return _RescanEngine(locality, free, request, congestion).run()
+    return _decide(_RescanEngine, locality, free, request, congestion)
 
 
 def first_fit(locality: Locality, free: FreeState, request: Request) -> Decision:

@@ -357,6 +357,10 @@ WEFT_IDEMPOTENCY_TTL_S = env_float("WEFT_IDEMPOTENCY_TTL_S", 86400.0, positive=T
 #: the rebalancing worker (scheduler.services.rebalance: reclaim, defragmenting moves, congestion
 #: reports), seconds between runs by beat
 WEFT_SCHEDULER_REBALANCE_INTERVAL_S = env_float("WEFT_SCHEDULER_REBALANCE_INTERVAL_S", 300.0, positive=True)
+#: path-aware placement (scheduler.services.state.path_costs): a directed port is hot when its
+#: congestion index is above the ``port.congestion`` policy's threshold or its utilisation (0..1,
+#: telemetry's latest sweep) above this
+WEFT_PLACEMENT_HOT_UTILISATION = env_float("WEFT_PLACEMENT_HOT_UTILISATION", 0.8, positive=True)
 #: Outbound webhooks (``outbound.services``: a job's runner, a tenant): seconds an attempt may
 #: take, attempts before giving up, the first back-off (doubled after each failure, at most an
 #: hour) and how often the retry sweep runs (beat).

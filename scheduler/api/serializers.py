@@ -22,7 +22,9 @@ from ..services.queue import MAX_COUNT, MAX_SEGMENTS, MAX_TIME_LIMIT_S, describe
 class DecisionField(serializers.JSONField):
     """A decision as the placement engine and the queue explain it: ``code``, ``reasons`` (what
     people read), ``placed`` (host → GPUs), ``tier``/``tier_name``, ``units``, ``lower_bound``,
-    ``domain``, ``segments``, ``congested``/``avoided`` (domain keys), and when they apply
+    ``domain``, ``segments``, ``congested``/``avoided`` (domain keys), ``scoring`` (``paths`` or
+    ``leaf``), ``hot_ports``/``avoided_ports`` (``[{key, name, utilisation, congestion}]``: path-aware
+    placement's hot ports crossed / avoided), and when they apply
     ``victims``, ``backfilled``, ``reservation`` ``{start, hosts, waits_for}``, ``allocation``."""
 
 

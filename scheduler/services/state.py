@@ -16,6 +16,11 @@
   error rates, link-downed bursts) on a port of a domain's uplinks mark that domain; the same
   alarms on either end of a host's HCA link (HCA port ↔ leaf port) mark that link
   (:func:`hca_link_marks`, with the ports' latest congestion index from telemetry);
+* path-aware congestion (:func:`path_costs`): on a fabric whose routes are read
+  (``routing.services.current.current_routes``), the hot ports of telemetry's latest sweep
+  (``telemetry.PortCounters``: congestion index above the ``port.congestion`` policy's threshold,
+  or utilisation above ``WEFT_PLACEMENT_HOT_UTILISATION``) on each host's routes
+  (``scheduler.pathcost``); the engine then scores those fabrics by paths, not by the marks;
 * pools (:func:`pool_infos`, ``pools.services.allocation.pool_usage``), held jobs
   (:func:`held_jobs`; their MIG slices :func:`held_slices` and fractions :func:`held_fractions`,
   with the room left on shared GPUs :func:`shared_room`, for the rebalancer's reclaim) and
@@ -26,7 +31,8 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from datetime import datetime
 from types import SimpleNamespace
 
@@ -34,18 +40,22 @@ from django.conf import settings
 from django.db.models import Count, Max, Q, Sum
 
 from events.models import Alarm
+from events.policies import policy_for
 from fabric.choices import NodeType
-from fabric.keys import link_name
-from fabric.models import Discovery, Fabric, Host, Link, Node
+from fabric.keys import link_name, port_key, port_name
+from fabric.models import Discovery, Fabric, Host, Link, Node, Port
 from pools.choices import AllocationKind, GpuState
 from pools.fabric_faults import host_fabric_faults
 from pools.models import AllocationItem, Gpu, HostInventory, MigSlice, Pool
 from pools.services.allocation import gpu_capacity, pool_usage
+from routing.services.current import current_routes, latest_snapshot
+from telemetry.models import PortCounters
 
 from ..choices import HOLDING
 from ..locality import Locality
 from ..models import Job, TenantShare
-from ..placement import Congestion, Mark
+from ..pathcost import Incidence, candidates, hot_ports_by_host, route_incidence
+from ..placement import Congestion, HotPort, Mark, PathCosts
 from ..planner import HeldJob, Inventory, PoolInfo, gpu_equivalents
 from ..topology import build_locality
 
@@ -56,6 +66,7 @@ _NOT_MIG = ["disabled", "unsupported"]
 _cache_lock = threading.Lock()
 _cached: tuple[tuple, Locality] | None = None
 _uplink_index: dict[int, dict[int, list[str]]] = {}
+_incidence: dict[tuple, _HostIncidence] = {}
 
 
 def topology_key() -> tuple:
@@ -247,16 +258,106 @@ def congestion_marks(loc: Locality) -> Congestion:
     (module docstring). ``score``: the alarm's value over its threshold (1 when the alarm does not
     say); the mark's reason is the alarm's message. Any mark counts (threshold 0): the alarm
     engine's hysteresis already decided the port is over its policy's threshold."""
+    paths = path_costs(loc)
     hot = _alarmed_links()
     if not hot:
-        return Congestion({}, threshold=0.0)
+        return Congestion({}, threshold=0.0, paths=paths)
     index = _uplinks(loc)
     marks: dict[str, Mark] = {}
     for link_id, (score, reason) in hot.items():
         for key in index.get(link_id, ()):
             if key not in marks or marks[key].score < score:
                 marks[key] = Mark(score, reason)
-    return Congestion(marks, threshold=0.0)
+    return Congestion(marks, threshold=0.0, paths=paths)
+
+
+def incidence(loc: Locality, fabric_id: int, hot: Collection[tuple[str, int]]) -> Incidence | None:
+    """The port → host → tier incidence over ``fabric_id``'s current routes
+    (``scheduler.pathcost.route_incidence``) of the hosts of ``loc`` whose routes can cross one of
+    the ``hot`` ports (``pathcost.candidates``: the others cannot, whatever the placement); None
+    while the fabric's routes are not read. Each host's part is computed once per (routes
+    snapshot, topology discovery, locality) and kept in this process: a whole hot spine needs
+    every host (seconds on a 4,000-host fabric, ``bench/placement.py``), a few hot ports a few."""
+    cur = current_routes(Fabric(pk=fabric_id))
+    if cur is None:
+        return None
+    key = (fabric_id, cur.key, id(loc))
+    with _cache_lock:
+        got = _incidence.get(key)
+    if got is None:
+        names = _host_names(loc)
+        host_lids: dict[str, list[int]] = defaultdict(list)
+        for host_id, lid in (
+            Port.objects.filter(node__fabric_id=fabric_id, node__node_type=NodeType.CA, lid__gt=0,
+                                node__host_id__in=list(names))
+            .order_by("lid").values_list("node__host_id", "lid")
+        ):  # fmt: skip
+            host_lids[names[host_id]].append(lid)
+        got = _HostIncidence(dict(host_lids), {h: loc.hosts[h].path for h in host_lids}, set(), {})
+        with _cache_lock:
+            if len(_incidence) >= 8:
+                _incidence.clear()
+            _incidence[key] = got
+    t = cur.tables
+    with got.lock:
+        todo = candidates(t, got.lids, hot) - got.done
+        if todo:
+            part = route_incidence(t, got.lids, got.paths, only=todo)
+            for k, per in part.ports.items():
+                got.ports.setdefault(k, {}).update(per)
+            got.done.update(todo)
+        return Incidence({k: dict(got.ports[k]) for k in hot if k in got.ports}, frozenset(got.done))
+
+
+@dataclass
+class _HostIncidence:
+    """What :func:`incidence` keeps per (fabric, routes, locality): hosts' LIDs and paths, the
+    hosts computed so far and their ports."""
+
+    lids: dict[str, list[int]]
+    paths: dict[str, tuple[str, ...]]
+    done: set[str]
+    ports: dict[tuple[str, int], dict[str, int]]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def hot_ports(fabric_id: int) -> dict[tuple[str, int], HotPort]:
+    """``(node GUID, port number)`` → :class:`~scheduler.placement.HotPort` for the ports of
+    ``fabric_id`` that telemetry's latest sweep measured hot (module docstring; stale rows are
+    not counted)."""
+    pol = policy_for("port.congestion")
+    threshold = pol.threshold if pol.threshold is not None else 0.5
+    util = settings.WEFT_PLACEMENT_HOT_UTILISATION
+    out: dict[tuple[str, int], HotPort] = {}
+    for guid, num, name, u, c in (
+        PortCounters.objects.filter(port__node__fabric_id=fabric_id, stale=False)
+        .filter(Q(congestion__gt=threshold) | Q(utilisation__gt=util))
+        .values_list(
+            "port__node__node_guid", "port__port_num", "port__node__name", "utilisation", "congestion"
+        )
+    ):
+        out[guid, num] = HotPort(port_key(guid, num), port_name(name or guid, num), u, c)
+    return out
+
+
+def path_costs(loc: Locality) -> PathCosts:
+    """The hot ports on every host's routes (:class:`~scheduler.placement.PathCosts`) for the
+    fabrics of ``loc`` whose routes are read (``routed``); the others are left to the marks."""
+    routed: set[int] = set()
+    hosts: dict[str, list[tuple[int, HotPort]]] = {}
+    for fid in _fabric_ids(loc):
+        hot = hot_ports(fid)
+        if not hot:  # nothing to avoid; still scored by paths when the routes are read
+            if latest_snapshot(Fabric(pk=fid)) is not None:
+                routed.add(fid)
+            continue
+        inc = incidence(loc, fid, hot)
+        if inc is None:
+            continue
+        routed.add(fid)
+        for h, ports in hot_ports_by_host(inc, hot).items():
+            hosts.setdefault(h, []).extend(ports)
+    return PathCosts(frozenset(routed), {h: tuple(v) for h, v in hosts.items()})
 
 
 @dataclass(frozen=True, slots=True)

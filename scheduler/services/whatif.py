@@ -54,6 +54,9 @@ def _outcome_dict(out, loc) -> dict[str, Any]:
         "lower_bound": d.get("lower_bound"),
         "congested": named(d.get("congested")),
         "avoided": named(d.get("avoided")),
+        "scoring": d.get("scoring", ""),
+        "hot_ports": list(d.get("hot_ports") or ()),
+        "avoided_ports": list(d.get("avoided_ports") or ()),
         "reservation": None
         if out.reservation is None
         else {
@@ -69,7 +72,11 @@ def dry_run(spec: JobSpec, *, now: datetime | None = None) -> dict[str, Any]:
     Returns ``{"request": str (``queue.describe``), "pool": name, "pending_ahead": int (pending
     jobs the pass considers first), "outcome": {"code": "placed" | pending code, "position",
     "reasons": [str], "placed": {host: GPUs}, "hosts", "victims": [job id], "backfilled",
-    "tier_name", "units", "lower_bound", "congested", "avoided" (unit names), "reservation": {"start",
+    "tier_name", "units", "lower_bound", "congested", "avoided" (unit names), "scoring" ("paths":
+    congestion scored by the hot ports on the hosts' routes, "leaf": by the leaf/spine-block marks,
+    the fabric's routes not read yet), "hot_ports"/"avoided_ports" ([{"key", "name", "utilisation",
+    "congestion"}]: hot ports its routes may cross / that an equal placement's would have crossed),
+    "reservation": {"start",
     "hosts"} | None}, "without_quota": the same outcome with the pool's quota lifted | None}``.
 
     Raises :class:`~scheduler.services.queue.InvalidJob` (naming the field) and

@@ -78,3 +78,27 @@ def test_the_outcome_names_congested_and_avoided_units_as_admins_know_them():
     )  # fmt: skip
     d = _outcome_dict(out, loc)
     assert (d["congested"], d["avoided"], d["hosts"]) == (["leaf-07"], ["f1/leaf/0xgone"], 1)
+
+
+def test_the_outcome_shows_the_hot_ports_its_routes_avoided_in_percent():
+    """Path-aware placement's ports reach the dry run's JSON and page (``scheduler/_outcome.html``)."""
+    from types import SimpleNamespace
+
+    from django.template.loader import render_to_string
+
+    from scheduler.locality import Locality
+    from scheduler.placement import HotPort
+    from scheduler.services.whatif import _outcome_dict
+
+    hot = HotPort("0x0c42a10300a00000/2", "spine-01 [2]", 0.354, 0.9).as_dict()
+    out = SimpleNamespace(
+        code="placed", position=1, reasons=[], placed={"h1": 8, "h2": 8}, victims=[], backfilled=False,
+        reservation=None, decision={"scoring": "paths", "hot_ports": [], "avoided_ports": [hot]},
+    )  # fmt: skip
+    d = _outcome_dict(out, Locality())
+    assert (d["scoring"], d["hot_ports"], d["avoided_ports"]) == ("paths", [], [hot])
+    html = render_to_string("scheduler/_outcome.html", {"o": d})
+    assert "Hot ports avoided (routes): spine-01 [2] utilisation 35% congestion 90%" in html
+    assert "Hot ports its routes may cross" not in html and "routes are not read yet" not in html
+    leaf = render_to_string("scheduler/_outcome.html", {"o": d | {"scoring": "leaf", "avoided_ports": []}})
+    assert "Congestion scored per leaf and spine block: this fabric's routes are not read yet." in leaf

@@ -1,0 +1,251 @@
+"""Alert targets (issue 26 §2) against real receivers on loopback: a signed-webhook receiver that
+checks the HMAC and fails on purpose (retries through ``outbound``), Slack's message shape, the
+storm control shared with mail, the per-target severity filter, syslog RFC 5424 over UDP and
+TCP (octet counting) parsed strictly, and Debian's ``prometheus-alertmanager`` (firing, then
+resolved by the clear)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from events.alerting import resend_firing, send_pending_targets, send_test
+from events.engine import process_pending_events
+from events.models import Alarm, AlertTarget, Event, Notification
+from events.policies import ensure_policies
+from events.services import EventSpec, record_events
+from outbound import syslog
+from outbound.models import WebhookDelivery
+from outbound.services import retry_due
+from tests.support.receivers import (
+    ALERTMANAGER,
+    HookReceiver,
+    SyslogReceiver,
+    alertmanager,
+    alertmanager_alerts,
+    parse_5424,
+    split_octet_counted,
+)
+from tests.support.waits import wait_for
+
+pytestmark = pytest.mark.django_db
+
+
+def link_down(topo, a, b):
+    return EventSpec(code="link.down", message=f"link {a} {b} went down", category="topology",
+                     object_type="link", object_key=topo.link_key(a, b),
+                     node_id=topo.ports[a].node_id, port_id=topo.ports[a].pk)  # fmt: skip
+
+
+def link_up(topo, a, b):
+    return EventSpec(code="link.up", message="link came back", category="topology", object_type="link",
+                     object_key=topo.link_key(a, b))  # fmt: skip
+
+
+def raise_and_send(topo, specs):
+    record_events(topo.fabric, specs)
+    process_pending_events(topo.fabric.pk)
+    return send_pending_targets()
+
+
+@pytest.fixture
+def hook():
+    r = HookReceiver(secret="on-call-key")
+    yield r
+    r.close()
+
+
+# -- pure formats ----------------------------------------------------------------------------------
+def test_rfc5424_message_parses_strictly_with_escaped_structured_data():
+    from datetime import UTC, datetime
+
+    at = datetime(2026, 12, 7, 6, 1, 2, 345678, tzinfo=UTC)
+    text = syslog.format_message(
+        severity=syslog.CRITICAL, facility=16, at=at, hostname="weft-1", app_name="weft", msgid="link.down",
+        sd_id="weft@32473", msg="leaf01 [3]\nis down",
+        params={"fabric": "lab", "node": 'sw "a"]\\', "port": 3, "severity": "critical", "empty": ""},
+    )  # fmt: skip
+    assert text.startswith("<130>1 2026-12-07T06:01:02.345678Z weft-1 weft - link.down [weft@32473 ")
+    assert r'node="sw \"a\"\]\\"' in text and "empty" not in text
+    p = parse_5424(text)
+    assert (p["facility"], p["severity"], p["msgid"], p["hostname"]) == (16, 2, "link.down", "weft-1")
+    assert p["sd"] == {
+        "weft@32473": {"fabric": "lab", "node": 'sw "a"]\\', "port": "3", "severity": "critical"}
+    }
+    assert p["msg"] == "leaf01 [3] is down"  # one line: a stored batch is one message a line
+    framed = syslog.octet_frame(text) + syslog.octet_frame("<14>1 - - - - - -")
+    assert split_octet_counted(framed) == [text, "<14>1 - - - - - -"]
+    with pytest.raises(ValueError):
+        parse_5424('<14>1 - - - - - [x a="b"]')  # an SD-ID must be registered or name@number
+    with pytest.raises(ValueError):
+        syslog.format_message(severity=8, at=at, msg="x")
+
+
+# -- signed webhook -------------------------------------------------------------------------------
+def test_webhook_target_gets_signed_raise_and_clear_with_retries(topo, hook, settings):
+    settings.WEFT_WEBHOOK_BACKOFF_S = 10
+    ensure_policies()
+    hook.fail = 2  # the receiver answers 503 twice: outbound retries with back-off
+    t = AlertTarget.objects.create(name="noc", kind="webhook", url=hook.url, secret="on-call-key")
+    assert raise_and_send(topo, [link_down(topo, ("spine01", 1), ("leaf01", 1))])["single"] == 1
+    alarm = Alarm.objects.get()
+    now = timezone.now()
+    assert retry_due(now) == {"pending": 1}
+    assert retry_due(now + timedelta(seconds=11)) == {"pending": 1}
+    assert retry_due(now + timedelta(seconds=60)) == {"delivered": 1}
+    assert len(hook.got) == 3 and all(g["signed"] for g in hook.got)
+    body = hook.json()
+    assert body["event"] == "alarm.raised" and hook.got[-1]["headers"]["x-weft-event"] == "alarm.raised"
+    a = body["data"]["alarm"]
+    assert (a["id"], a["code"], a["severity"], a["fabric"], a["node"], a["port"]) == (
+        alarm.pk, "link.down", "critical", "lab", "spine01", 1)  # fmt: skip
+    assert a["url"].endswith(f"/alarms/{alarm.pk}/") and "spine01 [1]" in a["object"]
+    (row,) = WebhookDelivery.objects.filter(target=t.delivery_key)
+    assert (row.status, row.attempts, row.response_code, row.source) == (
+        "delivered",
+        3,
+        200,
+        f"alarm:{alarm.pk}",
+    )
+    # the clear (link.up) goes too, whatever the policy's notify_clear
+    raise_and_send(topo, [link_up(topo, ("spine01", 1), ("leaf01", 1))])
+    assert retry_due(timezone.now() + timedelta(seconds=1)) == {"delivered": 1}
+    assert hook.json()["event"] == "alarm.cleared" and hook.json()["data"]["alarm"]["state"] == "cleared"
+    # a wrong secret: the receiver refuses (401), outbound gives up at once and logs it
+    t.secret = "wrong"
+    t.save()
+    row = send_test(t)
+    assert (row.status, row.response_code) == ("failed", 401) and not hook.got[-1]["signed"]
+
+
+def test_severity_filter_disabled_target_and_slack_shape(topo, hook):
+    ensure_policies()
+    slack = AlertTarget.objects.create(name="chat", kind="slack", url=hook.url, secret="on-call-key",
+                                       min_severity="critical")  # fmt: skip
+    AlertTarget.objects.create(name="off", kind="webhook", url=hook.url, enabled=False)
+    warn = AlertTarget.objects.create(
+        name="crit-hook", kind="webhook", url=hook.url, secret="on-call-key", min_severity="critical"
+    )
+    # node.removed is Minor: below both enabled targets' minimum
+    spec = EventSpec(code="node.removed", message="gone", category="topology", object_type="node",
+                     object_key=topo.nodes["host01"].node_guid)  # fmt: skip
+    assert raise_and_send(topo, [spec])["messages"] == 0
+    assert not Notification.objects.filter(target__isnull=False).exists()
+    raise_and_send(topo, [link_down(topo, ("spine01", 1), ("leaf01", 1))])
+    assert retry_due() == {"delivered": 2}
+    keys = set(WebhookDelivery.objects.values_list("target", flat=True))
+    assert keys == {slack.delivery_key, warn.delivery_key}
+    msg = next(json.loads(g["body"]) for g in hook.got if "blocks" in json.loads(g["body"]))
+    assert msg["text"].startswith("[Weft CRITICAL] Link down:") and "(fabric lab)" in msg["text"]
+    assert msg["blocks"][0]["type"] == "section" and msg["blocks"][0]["text"]["type"] == "mrkdwn"
+    alarm = Alarm.objects.get(code="link.down")
+    assert f"/alarms/{alarm.pk}/|" in msg["blocks"][0]["text"]["text"]
+
+
+def test_a_storm_goes_to_a_target_as_one_summary(topo, hook):
+    """Eight links down at once: one message (as the one summary mail), not eight."""
+    from fabric.models import Link, Node, Port
+
+    ensure_policies()
+    t = AlertTarget.objects.create(name="noc", kind="webhook", url=hook.url, secret="on-call-key")
+    leaf, specs = topo.nodes["leaf01"], []
+    for i in range(3, 11):
+        host = Node.objects.create(fabric=topo.fabric, node_guid=f"0x{0x9000 + i:016x}", node_type="ca",
+                                   description=f"host{i:02d} mlx5_0")  # fmt: skip
+        pa = Port.objects.create(node=leaf, port_num=i, state=4)
+        pb = Port.objects.create(node=host, port_num=1, state=4)
+        Link.objects.create(fabric=topo.fabric, port_a=pa, port_b=pb)
+        specs.append(EventSpec(code="link.down", message=f"leaf01 [{i}] down", category="topology",
+                               object_type="link", object_key=f"{leaf.node_guid}/{i}-{host.node_guid}/1",
+                               node_id=leaf.pk, port_id=pa.pk))  # fmt: skip
+    result = raise_and_send(topo, specs)
+    assert (result["messages"], result["summaries"], result["single"]) == (1, 1, 0)
+    assert retry_due() == {"delivered": 1}
+    body = hook.json()
+    assert body["event"] == "alarm.summary" and len(body["data"]["alarms"]) == 8
+    assert body["data"]["reason"].startswith("8 notifications arrived together (the storm threshold is 5)")
+    assert sorted(a["port"] for a in body["data"]["alarms"]) == list(range(3, 11))
+    assert Notification.objects.filter(target=t, status="summarised").count() == 8
+
+
+# -- syslog ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("proto", ["udp", "tcp"])
+def test_syslog_target_gets_every_event_as_rfc5424(topo, proto):
+    ensure_policies()
+    rx = SyslogReceiver(proto)
+    try:
+        t = AlertTarget.objects.create(name=f"log-{proto}", kind="syslog", url=rx.url, min_severity="info")
+        record_events(topo.fabric, [
+            link_down(topo, ("spine01", 1), ("leaf01", 1)),
+            EventSpec(code="node.added", message="new node", category="topology", object_type="node",
+                      object_key=topo.nodes["host02"].node_guid, node_id=topo.nodes["host02"].pk),
+        ])  # fmt: skip
+        process_pending_events(topo.fabric.pk)
+        (row,) = WebhookDelivery.objects.filter(target=t.delivery_key)
+        assert row.url == f"syslog+{rx.url}"
+        assert retry_due() == {"delivered": 1}
+        wait_for(lambda: len(rx.messages) == 2, timeout=5, what="two syslog messages")
+        assert rx.errors == []
+        down, added = sorted(rx.messages, key=lambda m: m["msgid"] != "link.down")
+        assert (down["msgid"], down["severity"], down["facility"], down["app"]) == (
+            "link.down",
+            2,
+            16,
+            "weft",
+        )
+        assert down["sd"]["weft@32473"] == {"fabric": "lab", "node": "spine01", "port": "1",
+                                            "severity": "critical", "code": "link.down",
+                                            "object": topo.link_key(("spine01", 1), ("leaf01", 1))}  # fmt: skip
+        assert added["msgid"] == "node.added" and added["severity"] == 6 and added["sd"]["weft@32473"]["node"]
+        # the clear, as an alarm.cleared notice with the link.up event
+        record_events(topo.fabric, [link_up(topo, ("spine01", 1), ("leaf01", 1))])
+        process_pending_events(topo.fabric.pk)
+        assert retry_due() == {"delivered": 1}
+        wait_for(lambda: len(rx.messages) == 4, timeout=5, what="the clear's messages")
+        assert {m["msgid"] for m in rx.messages[2:]} == {"link.up", "alarm.cleared"}
+        assert send_test(t).status == "delivered"
+        wait_for(lambda: rx.messages[-1]["msgid"] == "weft.test", timeout=5, what="the test message")
+    finally:
+        rx.close()
+
+
+def test_syslog_tcp_receiver_down_is_retried():
+    rx = SyslogReceiver("tcp")
+    url = rx.url
+    rx.close()  # nobody listens there now
+    t = AlertTarget.objects.create(name="log", kind="syslog", url=url)
+    row = send_test(t)
+    assert row.status == "pending" and "refused" in row.last_error.lower() and row.next_attempt_at
+
+
+# -- Alertmanager ---------------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.skipif(ALERTMANAGER is None, reason="prometheus-alertmanager is not installed (bin/setup)")
+def test_alertmanager_gets_firing_alert_with_labels_and_the_clear_resolves_it(topo):
+    ensure_policies()
+    with alertmanager() as am:
+        t = AlertTarget.objects.create(name="am", kind="alertmanager", url=am, min_severity="warning")
+        assert send_test(t).response_code == 200
+        raise_and_send(topo, [link_down(topo, ("spine01", 1), ("leaf01", 1))])
+        assert retry_due() == {"delivered": 1}
+        alarm = Alarm.objects.get(code="link.down")
+        (alert,) = [a for a in alertmanager_alerts(am) if a["labels"]["alertname"] == "link.down"]
+        assert alert["labels"] == {
+            "alertname": "link.down", "fabric": "lab", "node": "spine01", "port": "1", "severity": "critical",
+            "object": alarm.object_key, "source": "weft",
+        }  # fmt: skip
+        assert alert["status"]["state"] == "active"
+        assert alert["generatorURL"].endswith(f"/alarms/{alarm.pk}/")
+        assert alert["annotations"]["summary"].startswith("[Weft CRITICAL] Link down:")
+        # re-posting keeps it firing (and does not duplicate it)
+        assert resend_firing() == 1 and retry_due() == {"delivered": 1}
+        assert len([a for a in alertmanager_alerts(am) if a["labels"]["alertname"] == "link.down"]) == 1
+        raise_and_send(topo, [link_up(topo, ("spine01", 1), ("leaf01", 1))])
+        assert retry_due() == {"delivered": 1}
+        assert Alarm.objects.get(pk=alarm.pk).state == "cleared"
+        # Alertmanager lists only unresolved alerts: the clear's endsAt resolved it
+        assert not [a for a in alertmanager_alerts(am) if a["labels"]["alertname"] == "link.down"]
+        assert Event.objects.filter(code="link.up").exists()

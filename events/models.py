@@ -289,6 +289,26 @@ class AlertTargetKind(models.TextChoices):
     SYSLOG = "syslog", "Syslog (RFC 5424, UDP or TCP)"
 
 
+def target_url_error(kind: str, url: str) -> str | None:
+    """Why ``url`` is not a receiver address for a target of ``kind`` (None when it is): HTTP
+    kinds need an ``http://`` or ``https://`` URL with a host; syslog ``udp://host:port`` or
+    ``tcp://host:port``."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError as exc:
+        return f"not a URL: {exc}"
+    if kind == AlertTargetKind.SYSLOG:
+        if parts.scheme not in ("udp", "tcp") or not parts.hostname or not port:
+            return "a syslog receiver is udp://host:port or tcp://host:port"
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "an http:// or https:// URL with a host"
+    return None
+
+
 class AlertTarget(models.Model):
     """A receiver of alarms beside mail (issue 26), managed by Admins.
 
@@ -324,6 +344,13 @@ class AlertTarget(models.Model):
     def delivery_key(self) -> str:
         """The ``target`` of its rows in ``outbound``'s delivery log."""
         return f"alert-target:{self.pk}"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        error = target_url_error(self.kind, self.url or "")
+        if error:
+            raise ValidationError({"url": error})
 
     def accepts(self, severity: str) -> bool:
         """Whether an alarm or event of ``severity`` reaches this target."""

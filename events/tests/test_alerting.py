@@ -249,3 +249,73 @@ def test_alertmanager_gets_firing_alert_with_labels_and_the_clear_resolves_it(to
         # Alertmanager lists only unresolved alerts: the clear's endsAt resolved it
         assert not [a for a in alertmanager_alerts(am) if a["labels"]["alertname"] == "link.down"]
         assert Event.objects.filter(code="link.up").exists()
+
+
+# -- API and page ---------------------------------------------------------------------------------
+def test_api_manages_targets_admin_only_audited_and_sends_a_test(users, client_for, hook):
+    from accounts.models import AuditEntry
+
+    assert client_for("operator").get("/api/fabric/alert-targets/").status_code == 403
+    admin = client_for("admin")
+    bad = admin.post(
+        "/api/fabric/alert-targets/", {"name": "x", "kind": "syslog", "url": "http://h/"}, format="json"
+    )
+    assert bad.status_code == 400 and "udp://host:port" in str(bad.json()["url"])
+    bad = admin.post(
+        "/api/fabric/alert-targets/", {"name": "x", "kind": "slack", "url": "ftp://h/"}, format="json"
+    )
+    assert bad.status_code == 400 and "http" in str(bad.json()["url"])
+    resp = admin.post("/api/fabric/alert-targets/", {"name": "noc", "kind": "webhook", "url": hook.url,
+                      "secret": "on-call-key", "min_severity": "minor"}, format="json")  # fmt: skip
+    assert resp.status_code == 201, resp.content
+    body = resp.json()
+    assert body["secret_set"] is True and "secret" not in body and body["min_severity"] == "minor"
+    entry = AuditEntry.objects.get(action="alert_target.create")
+    assert "on-call-key" not in json.dumps(entry.changes) and entry.changes["secret_set"] is True
+    pk = body["id"]
+    result = admin.post(f"/api/fabric/alert-targets/{pk}/test/").json()
+    assert (result["status"], result["response_code"], result["event"]) == ("delivered", 200, "alarm.test")
+    assert hook.got[-1]["signed"] and hook.json()["data"]["alarm"]["code"] == "weft.test"
+    assert (
+        admin.patch(f"/api/fabric/alert-targets/{pk}/", {"secret": "rotated"}, format="json").status_code
+        == 200
+    )
+    assert AuditEntry.objects.get(action="alert_target.update").changes == {"secret": "changed"}
+    result = admin.post(f"/api/fabric/alert-targets/{pk}/test/").json()
+    assert (result["status"], result["response_code"]) == (
+        "failed",
+        401,
+    )  # the receiver still has the old key
+    log = admin.get(f"/api/fabric/alert-targets/{pk}/deliveries/").json()
+    assert [(d["event"], d["status"]) for d in log] == [("alarm.test", "failed"), ("alarm.test", "delivered")]
+    assert admin.get(f"/api/fabric/alert-targets/{pk}/deliveries/?limit=x").status_code == 400
+    assert admin.delete(f"/api/fabric/alert-targets/{pk}/").status_code == 204
+
+
+def test_page_adds_a_target_sends_a_test_and_shows_the_log(users, client_for):
+    rx = SyslogReceiver("udp")
+    try:
+        assert client_for("operator").get("/alert-targets/").status_code == 403
+        admin = client_for("admin")
+        page = admin.get("/alert-targets/").content.decode()
+        assert "No alert targets" in page and 'id="target-add"' in page
+        resp = admin.post("/alert-targets/add/", {"name": "log", "kind": "syslog", "url": "udp://nohost",
+                                                  "min_severity": "info", "enabled": "on"})  # fmt: skip
+        assert resp.status_code == 400 and "udp://host:port" in resp.content.decode()
+        resp = admin.post("/alert-targets/add/", {"name": "log", "kind": "syslog", "url": rx.url,
+                                                  "min_severity": "info", "enabled": "on"})  # fmt: skip
+        t = AlertTarget.objects.get(name="log")
+        assert resp.status_code == 302 and resp["Location"] == f"/alert-targets/{t.pk}/"
+        resp = admin.post(f"/alert-targets/{t.pk}/test/")
+        page = admin.get(resp["Location"]).content.decode()
+        assert (
+            'id="test-result"' in page and "Test delivered" in page and "the syslog transport took it" in page
+        )
+        wait_for(lambda: rx.messages, timeout=5, what="the test message")
+        assert rx.messages[0]["msgid"] == "weft.test" and rx.errors == []
+        assert page.count('data-status="delivered"') == 1
+        assert "log" in admin.get("/alert-targets/").content.decode()
+        resp = admin.post(f"/alert-targets/{t.pk}/delete/")
+        assert resp.status_code == 302 and not AlertTarget.objects.exists()
+    finally:
+        rx.close()

@@ -22,11 +22,13 @@ from outbound.models import WebhookDelivery
 from outbound.services import retry_due
 from tests.support.receivers import (
     ALERTMANAGER,
+    RSYSLOGD,
     HookReceiver,
     SyslogReceiver,
     alertmanager,
     alertmanager_alerts,
     parse_5424,
+    rsyslogd,
     split_octet_counted,
 )
 from tests.support.waits import wait_for
@@ -219,6 +221,35 @@ def test_syslog_tcp_receiver_down_is_retried():
     t = AlertTarget.objects.create(name="log", kind="syslog", url=url)
     row = send_test(t)
     assert row.status == "pending" and "refused" in row.last_error.lower() and row.next_attempt_at
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(RSYSLOGD is None, reason="rsyslogd is not installed (bin/setup)")
+def test_rsyslogd_parses_weft_messages_over_udp_and_tcp(topo):
+    """Debian's rsyslogd, its RFC 5424 parser reading what Weft sends over UDP and over TCP with
+    octet counting (two events in one TCP delivery: two messages, not one)."""
+    ensure_policies()
+    with rsyslogd() as rs:
+        AlertTarget.objects.create(name="udp", kind="syslog", url=rs.udp_url, min_severity="info")
+        AlertTarget.objects.create(name="tcp", kind="syslog", url=rs.tcp_url, min_severity="info")
+        record_events(topo.fabric, [
+            link_down(topo, ("spine01", 1), ("leaf01", 1)),
+            EventSpec(code="node.added", message='new node "x" [y]', category="topology", object_type="node",
+                      object_key=topo.nodes["host02"].node_guid),
+        ])  # fmt: skip
+        process_pending_events(topo.fabric.pk)
+        assert retry_due() == {"delivered": 2}
+        got = wait_for(
+            lambda: len(rs.received()) == 4 and rs.received(), timeout=10, what="4 messages in rsyslogd"
+        )
+        assert sorted(r["msgid"] for r in got) == ["link.down", "link.down", "node.added", "node.added"]
+        down = next(r for r in got if r["msgid"] == "link.down")
+        assert (down["version"], down["facility"], down["severity"], down["app"]) == ("1", "16", "2", "weft")
+        key = topo.link_key(("spine01", 1), ("leaf01", 1))
+        assert down["sd"] == (f'[weft@32473 fabric="lab" node="spine01" port="1" severity="critical" '
+                              f'code="link.down" object="{key}"]')  # fmt: skip
+        assert down["msg"] == "link ('spine01', 1) ('leaf01', 1) went down"
+        assert next(r for r in got if r["msgid"] == "node.added")["msg"] == 'new node "x" [y]'
 
 
 # -- Alertmanager ---------------------------------------------------------------------------------

@@ -279,3 +279,77 @@ def alertmanager_alerts(url: str) -> list[dict]:
     """``GET /api/v2/alerts`` of an Alertmanager (the alerts it holds, resolved ones left out)."""
     with urllib.request.urlopen(f"{url}/api/v2/alerts", timeout=5) as r:
         return json.loads(r.read())
+
+
+# -- rsyslogd --------------------------------------------------------------------------------------
+RSYSLOGD = shutil.which("rsyslogd") or (os.path.exists("/usr/sbin/rsyslogd") and "/usr/sbin/rsyslogd") or None
+#: what rsyslogd parsed of each message, one line each (its RFC 5424 parser's properties)
+RSYSLOG_FIELDS = ("facility", "severity", "hostname", "app", "msgid", "sd", "msg", "version")
+RSYSLOG_CONFIG = """\
+global(workDirectory="{tmp}")
+module(load="imudp")
+module(load="imtcp")
+input(type="imudp" port="{udp}" address="127.0.0.1")
+input(type="imtcp" port="{tcp}" address="127.0.0.1")
+template(name="fields" type="string"
+         string="%syslogfacility%|%syslogseverity%|%hostname%|%app-name%|%msgid%|%structured-data%|%msg%|%protocol-version%\\n")
+action(type="omfile" file="{tmp}/out.log" template="fields")
+"""
+
+
+class Rsyslog:
+    """A running ``rsyslogd``: ``udp_url``/``tcp_url`` (target addresses) and :meth:`received`."""
+
+    def __init__(self, tmp: str, udp: int, tcp: int):
+        self.tmp, self.udp_url, self.tcp_url = tmp, f"udp://127.0.0.1:{udp}", f"tcp://127.0.0.1:{tcp}"
+
+    def received(self) -> list[dict]:
+        """The messages written so far, as ``dict(zip(RSYSLOG_FIELDS, …))`` (MSG without its BOM)."""
+        path = os.path.join(self.tmp, "out.log")
+        if not os.path.exists(path):
+            return []
+        with open(path, encoding="utf-8") as fh:
+            rows = [
+                dict(zip(RSYSLOG_FIELDS, line.rstrip("\n").split("|"), strict=True))
+                for line in fh
+                if line.strip()
+            ]
+        for r in rows:
+            r["msg"] = r["msg"].removeprefix("\ufeff")
+        return rows
+
+
+@contextlib.contextmanager
+def rsyslogd():
+    """Run Debian's ``rsyslogd`` in the foreground (``-n``) with a temp config, work directory and
+    pid file, listening on free loopback UDP and TCP ports (imudp, imtcp: octet-counted framing is
+    on by default) and writing what it parsed to a file; stops it by its pid."""
+    tmp = tempfile.mkdtemp(prefix="weft-rsyslog-")
+    udp, tcp = _free_port(), _free_port()
+    with open(os.path.join(tmp, "rsyslog.conf"), "w") as fh:
+        fh.write(RSYSLOG_CONFIG.format(tmp=tmp, udp=udp, tcp=tcp))
+    log = open(os.path.join(tmp, "rsyslogd.log"), "w")
+    proc = subprocess.Popen(
+        [RSYSLOGD, "-n", "-f", f"{tmp}/rsyslog.conf", "-i", f"{tmp}/rsyslogd.pid"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+
+    def listening():
+        if proc.poll() is not None:
+            raise RuntimeError(f"rsyslogd exited: {open(log.name).read()[-2000:]}")
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", tcp)) == 0
+
+    try:
+        wait_for(listening, timeout=20, what="rsyslogd listening")
+        yield Rsyslog(tmp, udp, tcp)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)

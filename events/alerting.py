@@ -30,7 +30,7 @@ Formats (each a pure function of :func:`alarm_record` dicts):
 * ``alertmanager``: the body of ``POST /api/v2/alerts``, a list of ``postableAlert``
   (``labels``, ``annotations``, ``startsAt``, ``endsAt``, ``generatorURL``; Alertmanager's
   ``api/v2/openapi.yaml``), labels ``alertname`` (the event type, e.g. ``link.down``),
-  ``fabric``, ``node``, ``port``, ``severity``, ``object`` (the natural key: one alert per
+  ``fabric``, ``node``, ``port`` (a link: ``peer_node``, ``peer_port`` too), ``severity``, ``object`` (the natural key: one alert per
   object), ``source="weft"``;
 * ``syslog``: ``outbound.syslog.format_message`` with MSGID the event code and the SD-ELEMENT
   ``[weft@32473 fabric= node= port= severity= code= object=]`` (``WEFT_SYSLOG_SD_ID``).
@@ -53,6 +53,8 @@ from django.db.models import prefetch_related_objects
 from django.utils import timezone
 
 from core.locks import single_instance
+from fabric.keys import split_link_key, split_port_key
+from fabric.models import Node
 from outbound import syslog
 from outbound.models import WebhookDelivery
 from outbound.services import deliver, queue_message, queue_webhook
@@ -88,11 +90,11 @@ SLACK_LINES = 20
 def alarm_record(alarm: Alarm, kind: str) -> dict[str, Any]:
     """An alarm as the targets see it (JSON-able): ``kind`` ``raised``/``cleared``, ``id``,
     ``code``, ``name``, ``severity``, ``state``, ``fabric`` (name, ``system`` without one),
-    ``node`` (name or GUID, ``""``), ``port`` (number or None), ``object_type``, ``object_key``,
+    ``node`` (name or GUID, ``""``), ``port`` (number or None), ``peer_node``/``peer_port`` (a
+    link's other end, else ``""``/None; :func:`where`), ``object_type``, ``object_key``,
     ``object`` (human name), ``message``, ``count``, ``first_seen``/``last_seen``/``cleared_at``
     (ISO 8601 UTC), ``url`` (the alarm page under ``WEFT_BASE_URL``)."""
-    node = alarm.node if alarm.node_id else None
-    port = alarm.port if alarm.port_id else None
+    node, port, peer_node, peer_port = where(alarm)
     return {
         "kind": kind,
         "id": alarm.pk,
@@ -101,8 +103,10 @@ def alarm_record(alarm: Alarm, kind: str) -> dict[str, Any]:
         "severity": alarm.severity,
         "state": alarm.state,
         "fabric": alarm.fabric.name if alarm.fabric_id else "system",
-        "node": (node.name or node.description or node.node_guid) if node else "",
-        "port": port.port_num if port else None,
+        "node": node,
+        "port": port,
+        "peer_node": peer_node,
+        "peer_port": peer_port,
         "object_type": alarm.object_type,
         "object_key": alarm.object_key,
         "object": describe_object(alarm),
@@ -113,6 +117,37 @@ def alarm_record(alarm: Alarm, kind: str) -> dict[str, Any]:
         "cleared_at": alarm.cleared_at.isoformat() if alarm.cleared_at else None,
         "url": f"{base_url()}{alarm.get_absolute_url()}",
     }
+
+
+def _node_name(node) -> str:
+    return node.name or node.description or node.node_guid
+
+
+def where(alarm: Alarm) -> tuple[str, int | None, str, int | None]:
+    """``(node, port, peer node, peer port)`` of an alarm: its node and port when it names them,
+    else from its natural key (``fabric.keys``): a link's lower end then its other end, a port's
+    node and number, a node's GUID; nodes by name (``Node.name``, else the description, else the
+    GUID). Unknown parts are ``""``/None."""
+    if alarm.node_id or alarm.port_id:
+        port = alarm.port if alarm.port_id else None
+        node = alarm.node if alarm.node_id else (port.node if port else None)
+        return (_node_name(node) if node else "", port.port_num if port else None, "", None)
+    try:
+        if alarm.object_type == "link":
+            (ga, pa), (gb, pb) = split_link_key(alarm.object_key)
+        elif alarm.object_type == "port":
+            (ga, pa), (gb, pb) = split_port_key(alarm.object_key), ("", None)
+        elif alarm.object_type == "node":
+            (ga, pa), (gb, pb) = (alarm.object_key, None), ("", None)
+        else:
+            return "", None, "", None
+    except ValueError:
+        return "", None, "", None
+    names = {}
+    if alarm.fabric_id:
+        names = {n.node_guid: _node_name(n) for n in Node.objects.filter(fabric_id=alarm.fabric_id,
+                                                                         node_guid__in=[ga, gb])}  # fmt: skip
+    return names.get(ga, ga), pa, names.get(gb, gb), pb
 
 
 def title(record: dict[str, Any]) -> str:
@@ -154,7 +189,8 @@ def alertmanager_alerts(records: list[dict[str, Any]], now: datetime) -> list[di
     for r in records:
         labels = {
             "alertname": r["code"], "fabric": r["fabric"], "node": r["node"],
-            "port": "" if r["port"] is None else str(r["port"]), "severity": r["severity"],
+            "port": "" if r["port"] is None else str(r["port"]), "peer_node": r["peer_node"],
+            "peer_port": "" if r["peer_port"] is None else str(r["peer_port"]), "severity": r["severity"],
             "object": r["object_key"], "source": "weft",
         }  # fmt: skip
         ends = r["cleared_at"] if r["kind"] == "cleared" and r["cleared_at"] else until.isoformat()
@@ -372,6 +408,7 @@ def test_record(now: datetime) -> dict[str, Any]:
     return {
         "kind": "raised", "id": 0, "code": "weft.test", "name": "Test message from Weft",
         "severity": Severity.INFO, "state": "active", "fabric": "test", "node": "", "port": None,
+        "peer_node": "", "peer_port": None,
         "object_type": "", "object_key": "test", "object": "alert target test",
         "message": "A test of this alert target, sent from Weft's alert targets page or API.",
         "count": 1, "first_seen": now.isoformat(), "last_seen": now.isoformat(), "cleared_at": None,

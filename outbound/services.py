@@ -225,3 +225,14 @@ def retry_due(now: datetime | None = None) -> dict[str, int]:
         status = deliver(pk, now=now)
         out[status] = out.get(status, 0) + 1
     return out
+
+
+def prune(now: datetime | None = None) -> int:
+    """Delete deliveries no longer pending (delivered or given up) created more than
+    ``WEFT_WEBHOOK_RETENTION_DAYS`` ago (daily, by beat); pending ones stay. Returns the count."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=settings.WEFT_WEBHOOK_RETENTION_DAYS)
+    deleted, _ = (
+        WebhookDelivery.objects.exclude(status=DeliveryStatus.PENDING).filter(created__lt=cutoff).delete()
+    )
+    return deleted

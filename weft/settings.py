@@ -368,6 +368,7 @@ WEFT_WEBHOOK_RETRY_INTERVAL_S = env_float("WEFT_WEBHOOK_RETRY_INTERVAL_S", 15.0,
 #: seconds after each post and are re-posted every minute; syslog's facility (16 = local0), the
 #: HOSTNAME field (empty: this host's name) and the SD-ID of the STRUCTURED-DATA (name@enterprise
 #: number; 32473 is the documentation example number of RFC 5612, set your own).
+WEFT_WEBHOOK_RETENTION_DAYS = env_float("WEFT_WEBHOOK_RETENTION_DAYS", 30.0, min_value=0)
 WEFT_ALERTMANAGER_RESEND_S = env_float("WEFT_ALERTMANAGER_RESEND_S", 60.0, positive=True)
 WEFT_SYSLOG_FACILITY = env_int("WEFT_SYSLOG_FACILITY", 16, min_value=0)
 WEFT_SYSLOG_HOSTNAME = env_str("WEFT_SYSLOG_HOSTNAME", "")
@@ -587,6 +588,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "outbound.tasks.retry_due_task",
         "schedule": timedelta(seconds=WEFT_WEBHOOK_RETRY_INTERVAL_S),
     },
+    "webhook-prune": {"task": "outbound.tasks.prune_task", "schedule": timedelta(days=1)},
     "alarm-mail-flush": {"task": "events.tasks.flush_notifications_task", "schedule": timedelta(seconds=60)},
     "alarm-mail-digest": {"task": "events.tasks.daily_digest_task", "schedule": timedelta(days=1)},
     "events-prune": {"task": "events.tasks.prune_task", "schedule": timedelta(days=1)},

@@ -79,12 +79,13 @@ def verify(secret: str, body: bytes, signature: str) -> bool:
 
 def queue_webhook(
     url: str, secret: str, event: str, data: dict[str, Any], *, source: str = "", target: str = "",
-    now: datetime | None = None,
+    now: datetime | None = None, send_on_commit: bool = True,
 ) -> WebhookDelivery | None:  # fmt: skip
     """Write a pending delivery of ``data`` to ``url`` in the caller's transaction and queue its
     first attempt on commit. ``secret`` signs it (an empty secret: ``sha256=`` of the empty key,
-    still a checksum); ``target`` names the configured receiver (its delivery log). Returns the
-    row, or None when ``url`` is empty (nothing to send)."""
+    still a checksum); ``target`` names the configured receiver (its delivery log);
+    ``send_on_commit`` as for :func:`queue_message`. Returns the row, or None when ``url`` is
+    empty (nothing to send)."""
     if not url:
         return None
     now = now or timezone.now()
@@ -96,23 +97,27 @@ def queue_webhook(
             cls=DjangoJSONEncoder, separators=(",", ":"), sort_keys=True,
         )  # fmt: skip
 
-    return _queue(url, secret, event, envelope, source=source, target=target, now=now)
+    return _queue(url, secret, event, envelope, source=source, target=target, now=now,
+                  send_on_commit=send_on_commit)  # fmt: skip
 
 
 def queue_message(
     url: str, secret: str, event: str, body: str, *, source: str = "", target: str = "",
-    content_type: str = "application/json", now: datetime | None = None,
+    content_type: str = "application/json", now: datetime | None = None, send_on_commit: bool = True,
 ) -> WebhookDelivery | None:  # fmt: skip
     """As :func:`queue_webhook`, with the body given as it is to be sent (a receiver's own
     format: Slack's message, Alertmanager's alert list, syslog lines for a ``syslog+udp://`` or
-    ``syslog+tcp://`` URL). It is signed the same way (``X-Weft-Signature``) for HTTP."""
+    ``syslog+tcp://`` URL). It is signed the same way (``X-Weft-Signature``) for HTTP.
+    ``send_on_commit=False``: the caller makes the first attempt itself (:func:`deliver`, e.g.
+    a "send test" that shows its result); the retry sweep sends it if the caller does not."""
     if not url:
         return None
     return _queue(url, secret, event, lambda row: body, source=source, target=target,
-                  content_type=content_type, now=now or timezone.now())  # fmt: skip
+                  content_type=content_type, now=now or timezone.now(), send_on_commit=send_on_commit)  # fmt: skip
 
 
-def _queue(url, secret, event, make_body, *, source, target, now, content_type="application/json"):
+def _queue(url, secret, event, make_body, *, source, target, now, content_type="application/json",
+           send_on_commit=True):  # fmt: skip
     with transaction.atomic():
         row = WebhookDelivery.objects.create(
             url=url, event=event[:64], source=source[:64], target=target[:64], body="", signature="",
@@ -128,7 +133,8 @@ def _queue(url, secret, event, make_body, *, source, target, now, content_type="
         except Exception:  # the broker may be down: the retry sweep sends it
             log.warning("could not queue webhook delivery %s", row.pk, exc_info=True)
 
-    transaction.on_commit(send)
+    if send_on_commit:
+        transaction.on_commit(send)
     return row
 
 

@@ -173,6 +173,32 @@ def test_a_storm_goes_to_a_target_as_one_summary(topo, hook):
     assert Notification.objects.filter(target=t, status="summarised").count() == 8
 
 
+def test_a_targets_rate_limit_holds_then_sends_and_a_disabled_target_drops(topo, hook, settings):
+    """Mail's per-recipient budget, per target: with one critical message per window the second
+    raise waits until the window has passed; rows of a target disabled meanwhile are dropped."""
+    ensure_policies()
+    settings.WEFT_MAIL_CRITICAL_RATE_LIMIT = 1
+    t = AlertTarget.objects.create(name="noc", kind="webhook", url=hook.url, secret="on-call-key")
+    assert raise_and_send(topo, [link_down(topo, ("spine01", 1), ("leaf01", 1))])["single"] == 1
+    result = raise_and_send(topo, [link_down(topo, ("spine01", 2), ("leaf02", 1))])
+    assert (result["messages"], result["held"]) == (0, 1)
+    later = timezone.now() + timedelta(seconds=settings.WEFT_MAIL_RATE_WINDOW_S + 1)
+    assert send_pending_targets(now=later)["single"] == 1
+    assert retry_due(later) == {"delivered": 2}
+    assert [json.loads(g["body"])["data"]["alarm"]["port"] for g in hook.got] == [1, 2]
+    assert not Notification.objects.filter(target=t, status="pending").exists()
+    # a clear queued while the target was enabled, the target disabled before the send: dropped
+    record_events(topo.fabric, [link_up(topo, ("spine01", 1), ("leaf01", 1))])
+    process_pending_events(topo.fabric.pk)
+    assert Notification.objects.filter(target=t, status="pending", kind="cleared").count() == 1
+    AlertTarget.objects.filter(pk=t.pk).update(enabled=False)
+    assert send_pending_targets()["dropped"] == 1
+    assert Notification.objects.get(target=t, kind="cleared").error == "target disabled"
+    record_events(topo.fabric, [link_up(topo, ("spine01", 2), ("leaf02", 1))])
+    process_pending_events(topo.fabric.pk)  # the engine queues nothing for a disabled target
+    assert Notification.objects.filter(target=t, kind="cleared").count() == 1
+
+
 # -- syslog ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("proto", ["udp", "tcp"])
 def test_syslog_target_gets_every_event_as_rfc5424(topo, proto):

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from fabric.models import Fabric
 
+from . import alerting
 from .models import Alarm, AlarmState, ConditionState, Event, Notification, NotificationKind
 from .policies import Policy, load_policies, policy_for
 from .recording import EventSpec, record_events
@@ -69,6 +70,8 @@ class AlarmEngine:
             None if open_alarms is None else {(a.code, a.object_key): a for a in open_alarms}
         )
         self._notifications: list[Notification] = []
+        self._targets: list | None = None  # enabled alert targets, read on first use
+        self._syslog_events: list[Event] = []
 
     def policy(self, code: str) -> Policy:
         """The effective policy of ``code`` (``events.policies.policy_for``), cached."""
@@ -76,6 +79,13 @@ class AlarmEngine:
         if found is None:
             found = self.policies[code] = policy_for(code, self.policies)
         return found
+
+    @property
+    def targets(self) -> list:
+        """The enabled alert targets (``events.alerting``), read once per evaluation."""
+        if self._targets is None:
+            self._targets = alerting.enabled_targets()
+        return self._targets
 
     @property
     def open_alarms(self) -> dict[tuple[str, str], Alarm]:
@@ -104,6 +114,7 @@ class AlarmEngine:
             self.outcome.events += 1
             if not policy.enabled:
                 continue
+            self._syslog_events.append(event)
             for code in policy.clears:
                 for alarm in self._matching_open(code, event.object_key, policy.clear_scope):
                     self.clear(alarm, at=event.at, event=event, reason=f"{event.code} ({policy.name})")
@@ -184,6 +195,7 @@ class AlarmEngine:
         self.outcome.raised.append(alarm)
         if policy.email:
             self._queue(policy.recipients, NotificationKind.RAISED, alarm=alarm)
+        self._queue_targets(NotificationKind.RAISED, alarm)
         return alarm
 
     def clear(self, alarm: Alarm, *, at: datetime, event: Event | None = None, reason: str = "", user=None):
@@ -199,6 +211,13 @@ class AlarmEngine:
         policy = self.policy(alarm.code)
         if policy.email and policy.notify_clear and policy.enabled:
             self._queue(policy.recipients, NotificationKind.CLEARED, alarm=alarm)
+        self._queue_targets(NotificationKind.CLEARED, alarm)
+
+    def _queue_targets(self, kind: str, alarm: Alarm) -> None:
+        """Outbox rows of a raise or clear for the alert targets it reaches (``events.alerting``)."""
+        rows = alerting.notifications_for(self.targets, kind, alarm) if self.targets else []
+        self._notifications.extend(rows)
+        self.outcome.notifications += len(rows)
 
     def expire(self, now: datetime) -> None:
         """Clear open alarms whose ``ttl_s`` passed since they were last raised."""
@@ -296,6 +315,8 @@ class AlarmEngine:
         """Store the queued mail; on commit, send :data:`alarms_changed` when anything changed."""
         if self._notifications:
             Notification.objects.bulk_create(self._notifications)
+        if (self._syslog_events or self.outcome.cleared) and self.targets:
+            alerting.queue_syslog(self.targets, self._syslog_events, self.outcome.cleared, self.fabric)
         outcome = self.outcome
         if outcome.raised or outcome.updated or outcome.cleared or outcome.notifications:
             transaction.on_commit(lambda: send_alarms_changed(outcome))

@@ -6,7 +6,7 @@ from django import forms
 from django.core.validators import validate_email
 
 from . import registry
-from .models import EventPolicy
+from .models import AlertTarget, EventPolicy
 
 #: Labels of the policy form in the field's terms (Django's defaults read "Ttl s", "Clear factor").
 LABELS = {
@@ -79,3 +79,25 @@ class EventPolicyForm(forms.ModelForm):
         if value < 1:
             raise forms.ValidationError("at least 1 sweep")
         return value
+
+
+class AlertTargetForm(forms.ModelForm):
+    """Create or edit an alert target; the URL is checked against the kind (``AlertTarget.clean``).
+    An empty secret on edit keeps the stored one."""
+
+    secret = forms.CharField(
+        required=False, max_length=200, widget=forms.PasswordInput(render_value=False),
+        help_text="HMAC-SHA256 key of X-Weft-Signature (HTTP kinds); empty on edit keeps the stored one",
+    )  # fmt: skip
+
+    class Meta:
+        model = AlertTarget
+        fields = ["name", "kind", "url", "secret", "min_severity", "enabled"]
+        labels = {
+            "url": "URL (syslog: udp://host:port or tcp://host:port)",
+            "min_severity": "Minimum severity",
+        }
+
+    def clean_secret(self) -> str:
+        value = self.cleaned_data["secret"]
+        return value if value or not self.instance.pk else self.instance.secret

@@ -280,16 +280,99 @@ class NotificationStatus(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
+class AlertTargetKind(models.TextChoices):
+    """Payload formats of an alert target (``events.alerting``)."""
+
+    WEBHOOK = "webhook", "Signed JSON webhook"
+    SLACK = "slack", "Slack-compatible incoming webhook"
+    ALERTMANAGER = "alertmanager", "Prometheus Alertmanager (/api/v2/alerts)"
+    SYSLOG = "syslog", "Syslog (RFC 5424, UDP or TCP)"
+
+
+def target_url_error(kind: str, url: str) -> str | None:
+    """Why ``url`` is not a receiver address for a target of ``kind`` (None when it is): HTTP
+    kinds need an ``http://`` or ``https://`` URL with a host; syslog ``udp://host:port`` or
+    ``tcp://host:port``."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError as exc:
+        return f"not a URL: {exc}"
+    if kind == AlertTargetKind.SYSLOG:
+        if parts.scheme not in ("udp", "tcp") or not parts.hostname or not port:
+            return "a syslog receiver is udp://host:port or tcp://host:port"
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "an http:// or https:// URL with a host"
+    return None
+
+
+class AlertTarget(models.Model):
+    """A receiver of alarms beside mail (issue 26), managed by Admins.
+
+    ``kind``: the payload format (:class:`AlertTargetKind`); ``url``: for the HTTP kinds the
+    receiver's URL (Alertmanager: its base URL, ``/api/v2/alerts`` is added), for syslog
+    ``udp://host:port`` or ``tcp://host:port``; ``secret``: the HMAC-SHA256 key of
+    ``X-Weft-Signature`` (HTTP kinds); ``min_severity``: alarms (syslog: events) below it are not
+    sent; ``enabled``. Alarm raises and clears are queued as :class:`Notification` rows (storm
+    control as mail) and sent through ``outbound``; syslog gets every event
+    (``events.alerting``).
+    """
+
+    name = models.CharField(max_length=100, unique=True)
+    kind = models.CharField(max_length=12, choices=AlertTargetKind.choices)
+    url = models.CharField(
+        max_length=500, help_text="http(s)://… ; syslog: udp://host:port or tcp://host:port"
+    )
+    secret = models.CharField(max_length=200, blank=True, help_text="HMAC-SHA256 key of X-Weft-Signature")
+    min_severity = models.CharField(max_length=8, choices=Severity.choices, default=Severity.WARNING)
+    enabled = models.BooleanField(default=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_kind_display()})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("events:alerttarget", args=[self.pk])
+
+    @property
+    def delivery_key(self) -> str:
+        """The ``target`` of its rows in ``outbound``'s delivery log."""
+        return f"alert-target:{self.pk}"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        error = target_url_error(self.kind, self.url or "")
+        if error:
+            raise ValidationError({"url": error})
+
+    def accepts(self, severity: str) -> bool:
+        """Whether an alarm or event of ``severity`` reaches this target."""
+        return SEVERITY_RANK.get(severity, 0) >= SEVERITY_RANK.get(self.min_severity, 0)
+
+
 class Notification(models.Model):
-    """Outbox of alert mails, one row per (recipient, alarm or event, kind).
+    """Outbox of alert mails and alert-target messages, one row per (recipient or target, alarm
+    or event, kind).
 
     Rows are written in the rules engine's transaction, so a notification is never lost when
-    the mail server is down; ``events.notify.send_pending`` sends them with storm control and a
-    per-recipient rate limit. ``mail_id`` groups the rows sent in one message.
+    the mail server or a receiver is down; ``events.notify.send_pending`` sends the mail and
+    ``events.alerting.send_pending_targets`` the targets' messages, with the same storm control
+    and rate limit per recipient or target. ``mail_id`` groups the rows sent in one message (for
+    a target: the ``outbound`` delivery id).
     """
 
     created = models.DateTimeField(auto_now_add=True, db_index=True)
-    recipient = models.EmailField()
+    recipient = models.EmailField(blank=True)
+    target = models.ForeignKey(
+        AlertTarget, null=True, blank=True, on_delete=models.CASCADE, related_name="notifications"
+    )
     kind = models.CharField(max_length=8, choices=NotificationKind.choices)
     alarm = models.ForeignKey(Alarm, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     event = models.ForeignKey(Event, null=True, blank=True, on_delete=models.CASCADE, related_name="+")

@@ -163,6 +163,21 @@ def summary_reason(reason: dict[str, Any]) -> str:
     )
 
 
+def storm_reason(items: list[Notification], budget: int, storm: int, now: datetime) -> dict[str, Any] | None:
+    """Whether the pending ``items`` of one recipient (or alert target) and class go out as one
+    summary, and why: rows held past a minute by the rate limit (``rate_limit``), more rows than
+    mails left in the window (``budget``), or a burst at or over ``storm`` (``burst``); None: one
+    message each. The same rule for mail and for alert targets (``events.alerting``)."""
+    held = [n for n in items if n.created < now - HELD_AFTER]
+    if len(items) > 1 and held:
+        return {"kind": "rate_limit", "held": len(held), "since": min(n.created for n in held)}
+    if len(items) > budget:
+        return {"kind": "budget", "held": len(items), "budget": budget}
+    if len(items) >= storm:
+        return {"kind": "burst", "count": len(items)}
+    return None
+
+
 def send_pending(now: datetime | None = None) -> dict[str, int]:
     """Send the pending outbox rows (storm control and rate limit as in the module doc).
 
@@ -176,7 +191,7 @@ def send_pending(now: datetime | None = None) -> dict[str, int]:
         if not mine:
             return result
         pending = list(
-            Notification.objects.filter(status=NotificationStatus.PENDING)
+            Notification.objects.filter(status=NotificationStatus.PENDING, target__isnull=True)
             .select_related("alarm__fabric", "event__fabric")
             .order_by("id")
         )
@@ -195,7 +210,9 @@ def send_pending(now: datetime | None = None) -> dict[str, int]:
                     continue
                 limit = settings.WEFT_MAIL_CRITICAL_RATE_LIMIT if critical else settings.WEFT_MAIL_RATE_LIMIT
                 sent_recently = (
-                    Notification.objects.filter(recipient__iexact=recipient, sent_at__gte=now - window)
+                    Notification.objects.filter(
+                        recipient__iexact=recipient, target__isnull=True, sent_at__gte=now - window
+                    )
                     .filter(CRITICAL_Q if critical else ~CRITICAL_Q)
                     .exclude(mail_id="")
                     .values("mail_id")
@@ -207,15 +224,7 @@ def send_pending(now: datetime | None = None) -> dict[str, int]:
                     result["held"] += len(items)
                     continue
                 to = items[0].recipient
-                # Rows older than a minute were held by the rate limit: they go out together.
-                held = [n for n in items if n.created < now - HELD_AFTER]
-                reason = None
-                if len(items) > 1 and held:
-                    reason = {"kind": "rate_limit", "held": len(held), "since": min(n.created for n in held)}
-                elif len(items) > budget:
-                    reason = {"kind": "budget", "held": len(items), "budget": budget}
-                elif len(items) >= storm:
-                    reason = {"kind": "burst", "count": len(items)}
+                reason = storm_reason(items, budget, storm, now)
                 if reason:
                     reason.update(
                         limit=limit, window_s=window.total_seconds(), critical=critical, storm=storm

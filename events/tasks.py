@@ -7,6 +7,7 @@ from celery import shared_task
 from fabric.models import Fabric
 from telemetry.models import Sweep
 
+from .alerting import resend_firing, send_pending_targets
 from .engine import process_pending_events
 from .health import run_report
 from .models import Alarm, Event
@@ -51,19 +52,22 @@ def process_pending_task(fabric_id: int) -> dict:
 
 @shared_task(name="events.tasks.send_notifications_task")
 def send_notifications_task() -> dict:
-    """Send pending alert mail (``events.notify.send_pending``); also the periodic flush."""
-    return send_pending()
+    """Send pending alert mail (``events.notify.send_pending``) and alert-target messages
+    (``events.alerting.send_pending_targets``); also the periodic flush."""
+    return {**send_pending(), "targets": send_pending_targets()}
 
 
 @shared_task(name="events.tasks.flush_notifications_task")
 def flush_notifications_task() -> dict:
-    """Every minute: apply pending events, expire alarms past their TTL, send held mail."""
+    """Every minute: apply pending events, expire alarms past their TTL, send held mail and
+    target messages, re-post the firing alarms to Alertmanager targets."""
     fabric_ids = set(Alarm.objects.open().filter(ttl_s__gt=0).values_list("fabric_id", flat=True))
     # Events written outside a discovery/sweep flow (a failed discovery, another app) too.
     fabric_ids |= set(Event.objects.filter(evaluated=False).values_list("fabric_id", flat=True).distinct())
     for fabric_id in fabric_ids & set(Fabric.objects.values_list("pk", flat=True)):
         process_pending_events(fabric_id)
-    return send_pending()
+    resend_firing()
+    return {**send_pending(), "targets": send_pending_targets()}
 
 
 @shared_task(name="events.tasks.daily_digest_task")

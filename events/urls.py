@@ -21,4 +21,8 @@ urlpatterns = [
     path("health/<pk:pk>.json", views.HealthReportJSONView.as_view(), name="healthreport_json"),
     path("event-policies/", views.EventPolicyListView.as_view(), name="eventpolicy_list"),
     path("event-policies/<pk:pk>/", views.EventPolicyEditView.as_view(), name="eventpolicy"),
+    path("alert-targets/", views.AlertTargetListView.as_view(), name="alerttarget_list"),
+    path("alert-targets/add/", views.AlertTargetCreateView.as_view(), name="alerttarget_add"),
+    path("alert-targets/<pk:pk>/", views.AlertTargetView.as_view(), name="alerttarget"),
+    path("alert-targets/<pk:pk>/<str:op>/", views.AlertTargetActionView.as_view(), name="alerttarget_action"),
 ]

@@ -14,7 +14,7 @@ from django.http import Http404, HttpResponse, HttpResponseBadRequest, JsonRespo
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.views import View
-from django.views.generic import DetailView, ListView, TemplateView, UpdateView
+from django.views.generic import CreateView, DetailView, ListView, TemplateView, UpdateView
 
 from accounts import audit
 from accounts.audit import model_changes
@@ -26,9 +26,10 @@ from fabric.models import Fabric
 from fabric.views import optional_template
 
 from . import dashboard, health, registry, services
+from .alerting import deliveries, send_test
 from .filtersets import AlarmFilterSet, EventFilterSet
-from .forms import EventPolicyForm
-from .models import Alarm, Event, EventPolicy, HealthReport, Severity
+from .forms import AlertTargetForm, EventPolicyForm
+from .models import Alarm, AlertTarget, Event, EventPolicy, HealthReport, Severity
 from .policies import default_recipients
 from .reports import run_health_report
 from .scoping import scope_events
@@ -314,3 +315,97 @@ class EventPolicyEditView(RoleMixin, UpdateView):
 
     def get_success_url(self):
         return reverse("events:eventpolicy_list")
+
+
+class AlertTargetListView(RoleMixin, ListView):
+    """Alert targets beside mail (Admin): each with its kind, address, minimum severity, and its
+    last delivery; a form adds one (``events.alerting``)."""
+
+    template_name = "events/alerttarget_list.html"
+    context_object_name = "targets"
+    required_role = Role.ADMIN
+    model = AlertTarget
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        for t in ctx["targets"]:
+            t.last = deliveries(t, 1).first()
+        ctx["form"] = kwargs.get("form") or AlertTargetForm()
+        return ctx
+
+
+class AlertTargetCreateView(RoleMixin, CreateView):
+    """Add a target (Admin, audited ``alert_target.create``, the secret left out)."""
+
+    form_class = AlertTargetForm
+    model = AlertTarget
+    required_role = Role.ADMIN
+    template_name = "events/alerttarget_list.html"
+
+    def form_invalid(self, form):
+        view = AlertTargetListView()
+        view.setup(self.request)
+        view.object_list = view.get_queryset()
+        return view.render_to_response(view.get_context_data(form=form), status=400)
+
+    def form_valid(self, form):
+        with transaction.atomic():
+            response = super().form_valid(form)
+            fields = ["name", "kind", "url", "min_severity", "enabled"]
+            audit.record("alert_target.create", self.object,
+                         {**{f: getattr(self.object, f) for f in fields}, "secret_set": bool(self.object.secret)})  # fmt: skip
+        messages.success(self.request, f"Alert target {self.object.name} added.")
+        return response
+
+
+class AlertTargetView(RoleMixin, UpdateView):
+    """One target (Admin): edit it, "Send test" (the result shown here), delete it, and its
+    delivery log (the last 50 messages with status, attempts, answer and error)."""
+
+    template_name = "events/alerttarget.html"
+    form_class = AlertTargetForm
+    model = AlertTarget
+    context_object_name = "target"
+    required_role = Role.ADMIN
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        ctx["deliveries"] = list(deliveries(self.object, 50))
+        test_id = self.request.session.pop(f"alert-target-test-{self.object.pk}", None)
+        ctx["test"] = next((d for d in ctx["deliveries"] if d.pk == test_id), None)
+        return ctx
+
+    def form_valid(self, form):
+        with transaction.atomic():
+            old = AlertTarget.objects.select_for_update().get(pk=self.object.pk)
+            response = super().form_valid(form)
+            changes = model_changes(old, self.object, ["name", "kind", "url", "min_severity", "enabled"])
+            if old.secret != self.object.secret:
+                changes["secret"] = "changed"
+            audit.record("alert_target.update", self.object, changes)
+        messages.success(self.request, f"Alert target {self.object.name} saved.")
+        return response
+
+    def get_success_url(self):
+        return reverse("events:alerttarget", args=[self.object.pk])
+
+
+class AlertTargetActionView(RoleMixin, View):
+    """POST ``test`` (send a test message now; the page shows its delivery) or ``delete`` (Admin)."""
+
+    required_role = Role.ADMIN
+
+    def post(self, request, pk: int, op: str):
+        target = get_object_or_404(AlertTarget, pk=pk)
+        if op == "test":
+            row = send_test(target)
+            request.session[f"alert-target-test-{target.pk}"] = row.pk
+            return redirect("events:alerttarget", pk=target.pk)
+        if op == "delete":
+            with transaction.atomic():
+                audit.record("alert_target.delete", target)
+                name = target.name
+                target.delete()
+            messages.success(request, f"Alert target {name} deleted.")
+            return redirect("events:alerttarget_list")
+        raise Http404(f"no action {op!r}")

@@ -20,9 +20,11 @@ class DeliveryStatus(models.TextChoices):
 class WebhookDelivery(models.Model):
     """One webhook message and its delivery attempts.
 
-    ``url``: the receiver; ``event``: what it announces (``job.degraded``…), also sent as the
+    ``url``: the receiver (an HTTP URL, or ``syslog+udp://host:port`` / ``syslog+tcp://host:port``
+    for syslog, ``outbound.syslog``); ``event``: what it announces (``job.degraded``…), also sent as the
     ``X-Weft-Event`` header; ``source``: the sender's object (``job:33``) for filtering;
-    ``body``: the JSON sent (UTF-8 text, exactly the bytes signed); ``signature``:
+    ``target``: the configured receiver it goes to (``alert-target:4``; the delivery log of one
+    target); ``content_type``: the ``Content-Type`` sent; ``body``: the JSON sent (UTF-8 text, exactly the bytes signed; for syslog the RFC 5424 messages, one a line); ``signature``:
     ``sha256=<hex HMAC-SHA256(secret, body)>`` (``X-Weft-Signature``); ``timestamp``: epoch seconds
     when queued (``X-Weft-Timestamp``, also in the body). ``status``/``attempts``/
     ``response_code`` (the last HTTP status, null when no answer)/``last_error``/
@@ -30,9 +32,12 @@ class WebhookDelivery(models.Model):
     """
 
     created = models.DateTimeField(auto_now_add=True, db_index=True)
-    url = models.URLField(max_length=500)
+    #: ``http(s)://…`` (POST) or ``syslog+udp://host:port`` / ``syslog+tcp://host:port``
+    url = models.CharField(max_length=500)
     event = models.CharField(max_length=64)
     source = models.CharField(max_length=64, blank=True, db_index=True)
+    target = models.CharField(max_length=64, blank=True, db_index=True)
+    content_type = models.CharField(max_length=64, default="application/json")
     body = models.TextField()
     signature = models.CharField(max_length=80)
     timestamp = models.BigIntegerField()

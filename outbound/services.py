@@ -1,4 +1,4 @@
-"""Signed outbound webhooks: queue a message in the caller's transaction, send it after commit,
+"""Signed outbound webhooks (and syslog): queue a message in the caller's transaction, send it after commit,
 retry with back-off (issue 24; issue 26 sends alarms through the same path).
 
 Use it from any app::
@@ -23,7 +23,9 @@ Delivery (:func:`deliver`): one attempt per call; a 2xx answer is delivered; a n
 timeout (``WEFT_WEBHOOK_TIMEOUT_S``), a 408, 429 or 5xx is tried again after
 ``WEFT_WEBHOOK_BACKOFF_S`` × 2^(attempts-1) seconds (at most an hour) until
 ``WEFT_WEBHOOK_MAX_ATTEMPTS`` attempts; any other answer (the receiver refuses it) gives up at
-once. Every attempt updates the delivery row (status, attempts, response code, error). The first
+once. A ``syslog+udp://`` or ``syslog+tcp://`` URL sends the body's lines as RFC 5424
+messages instead (``outbound.syslog``): delivered when the transport took them (``response_code``
+0), retried the same way on a refused connection or a timeout. Every attempt updates the delivery row (status, attempts, response code, error). The first
 attempt is queued on commit (``outbound.tasks.deliver_task``); retries are picked up by
 ``outbound.tasks.retry_due_task`` (beat, every ``WEFT_WEBHOOK_RETRY_INTERVAL_S``). An attempt
 claims its row for the timeout (``next_attempt_at`` moved past it) so two workers never send
@@ -49,6 +51,7 @@ from django.utils import timezone
 
 from core import enqueue
 
+from . import syslog
 from .models import DeliveryStatus, WebhookDelivery
 
 log = logging.getLogger(__name__)
@@ -75,24 +78,52 @@ def verify(secret: str, body: bytes, signature: str) -> bool:
 
 
 def queue_webhook(
-    url: str, secret: str, event: str, data: dict[str, Any], *, source: str = "", now: datetime | None = None
-) -> WebhookDelivery | None:
+    url: str, secret: str, event: str, data: dict[str, Any], *, source: str = "", target: str = "",
+    now: datetime | None = None, send_on_commit: bool = True,
+) -> WebhookDelivery | None:  # fmt: skip
     """Write a pending delivery of ``data`` to ``url`` in the caller's transaction and queue its
     first attempt on commit. ``secret`` signs it (an empty secret: ``sha256=`` of the empty key,
-    still a checksum). Returns the row, or None when ``url`` is empty (nothing to send)."""
+    still a checksum); ``target`` names the configured receiver (its delivery log);
+    ``send_on_commit`` as for :func:`queue_message`. Returns the row, or None when ``url`` is
+    empty (nothing to send)."""
     if not url:
         return None
     now = now or timezone.now()
     ts = int(now.timestamp())
-    with transaction.atomic():
-        row = WebhookDelivery.objects.create(
-            url=url, event=event[:64], source=source[:64], body="", signature="", timestamp=ts,
-            next_attempt_at=now,
-        )  # fmt: skip
-        body = json.dumps(
+
+    def envelope(row: WebhookDelivery) -> str:
+        return json.dumps(
             {"event": event, "timestamp": ts, "delivery": row.pk, "data": data},
             cls=DjangoJSONEncoder, separators=(",", ":"), sort_keys=True,
         )  # fmt: skip
+
+    return _queue(url, secret, event, envelope, source=source, target=target, now=now,
+                  send_on_commit=send_on_commit)  # fmt: skip
+
+
+def queue_message(
+    url: str, secret: str, event: str, body: str, *, source: str = "", target: str = "",
+    content_type: str = "application/json", now: datetime | None = None, send_on_commit: bool = True,
+) -> WebhookDelivery | None:  # fmt: skip
+    """As :func:`queue_webhook`, with the body given as it is to be sent (a receiver's own
+    format: Slack's message, Alertmanager's alert list, syslog lines for a ``syslog+udp://`` or
+    ``syslog+tcp://`` URL). It is signed the same way (``X-Weft-Signature``) for HTTP.
+    ``send_on_commit=False``: the caller makes the first attempt itself (:func:`deliver`, e.g.
+    a "send test" that shows its result); the retry sweep sends it if the caller does not."""
+    if not url:
+        return None
+    return _queue(url, secret, event, lambda row: body, source=source, target=target,
+                  content_type=content_type, now=now or timezone.now(), send_on_commit=send_on_commit)  # fmt: skip
+
+
+def _queue(url, secret, event, make_body, *, source, target, now, content_type="application/json",
+           send_on_commit=True):  # fmt: skip
+    with transaction.atomic():
+        row = WebhookDelivery.objects.create(
+            url=url, event=event[:64], source=source[:64], target=target[:64], body="", signature="",
+            timestamp=int(now.timestamp()), next_attempt_at=now, content_type=content_type[:64],
+        )  # fmt: skip
+        body = make_body(row)
         row.body, row.signature = body, sign(secret or "", body.encode())
         row.save(update_fields=["body", "signature"])
 
@@ -102,7 +133,8 @@ def queue_webhook(
         except Exception:  # the broker may be down: the retry sweep sends it
             log.warning("could not queue webhook delivery %s", row.pk, exc_info=True)
 
-    transaction.on_commit(send)
+    if send_on_commit:
+        transaction.on_commit(send)
     return row
 
 
@@ -135,25 +167,21 @@ def deliver(delivery_id: int, *, now: datetime | None = None) -> str:
     row = _claim(delivery_id, now)
     if row is None:
         return "skipped"
-    body = row.body.encode()
-    req = urllib.request.Request(row.url, data=body, method="POST", headers={
-        "Content-Type": "application/json", "User-Agent": "Weft-Webhook/1",
-        SIGNATURE_HEADER: row.signature, TIMESTAMP_HEADER: str(row.timestamp), EVENT_HEADER: row.event,
-        DELIVERY_HEADER: str(row.pk),
-    })  # fmt: skip
     code: int | None = None
     error = ""
     t0 = time.monotonic()
-    try:
-        with urllib.request.urlopen(req, timeout=settings.WEFT_WEBHOOK_TIMEOUT_S) as resp:
-            code = resp.status
-    except urllib.error.HTTPError as exc:
-        code, error = exc.code, f"HTTP {exc.code} {exc.reason}"
-    except Exception as exc:  # refused, unreachable, timeout, TLS...
-        error = f"{type(exc).__name__}: {exc}"
+    if row.url.startswith(syslog.SCHEMES):
+        try:
+            syslog.send(row.url, row.body.splitlines(), settings.WEFT_WEBHOOK_TIMEOUT_S)
+        except Exception as exc:  # refused (TCP), unreachable, timeout, a bad address
+            error = f"{type(exc).__name__}: {exc}"
+        else:
+            code = 0  # sent: syslog has no answer; 0 stands for "accepted by the transport"
+    else:
+        code, error = _post(row)
     attempts = row.attempts + 1
     done = now + timedelta(seconds=time.monotonic() - t0)
-    if code is not None and 200 <= code < 300:
+    if code == 0 or (code is not None and 200 <= code < 300):
         status, nxt, error = DeliveryStatus.DELIVERED, None, ""
     elif attempts >= settings.WEFT_WEBHOOK_MAX_ATTEMPTS or (
         code is not None and code < 500 and code not in RETRY_STATUSES
@@ -168,6 +196,22 @@ def deliver(delivery_id: int, *, now: datetime | None = None) -> str:
     if status != DeliveryStatus.DELIVERED:
         log.info("webhook %s to %s: attempt %d %s (%s)", row.pk, row.url, attempts, status, error or code)
     return status
+
+
+def _post(row: WebhookDelivery) -> tuple[int | None, str]:
+    """POST the row's body with the Weft headers; ``(HTTP status or None, error text)``."""
+    req = urllib.request.Request(row.url, data=row.body.encode(), method="POST", headers={
+        "Content-Type": row.content_type or "application/json", "User-Agent": "Weft-Webhook/1",
+        SIGNATURE_HEADER: row.signature, TIMESTAMP_HEADER: str(row.timestamp), EVENT_HEADER: row.event,
+        DELIVERY_HEADER: str(row.pk),
+    })  # fmt: skip
+    try:
+        with urllib.request.urlopen(req, timeout=settings.WEFT_WEBHOOK_TIMEOUT_S) as resp:
+            return resp.status, ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, f"HTTP {exc.code} {exc.reason}"
+    except Exception as exc:  # refused, unreachable, timeout, TLS...
+        return None, f"{type(exc).__name__}: {exc}"
 
 
 def due(now: datetime | None = None, limit: int = 100) -> list[int]:
@@ -187,3 +231,14 @@ def retry_due(now: datetime | None = None) -> dict[str, int]:
         status = deliver(pk, now=now)
         out[status] = out.get(status, 0) + 1
     return out
+
+
+def prune(now: datetime | None = None) -> int:
+    """Delete deliveries no longer pending (delivered or given up) created more than
+    ``WEFT_WEBHOOK_RETENTION_DAYS`` ago (daily, by beat); pending ones stay. Returns the count."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=settings.WEFT_WEBHOOK_RETENTION_DAYS)
+    deleted, _ = (
+        WebhookDelivery.objects.exclude(status=DeliveryStatus.PENDING).filter(created__lt=cutoff).delete()
+    )
+    return deleted

@@ -61,7 +61,7 @@ ALLOWED = {
     "fabric": {"core", "accounts", "events"},
     "lab": {"core", "fabric"},
     "telemetry": {"core", "accounts", "fabric", "events"},
-    "events": {"core", "accounts", "fabric", "telemetry"},
+    "events": {"core", "accounts", "fabric", "telemetry", "outbound"},
     "pools": {"core", "accounts", "fabric", "events"},
     "devices": {"core", "accounts", "fabric", "telemetry", "events"},
     "routing": {"core", "fabric", "events"},

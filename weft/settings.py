@@ -368,6 +368,15 @@ WEFT_WEBHOOK_TIMEOUT_S = env_float("WEFT_WEBHOOK_TIMEOUT_S", 5.0, positive=True)
 WEFT_WEBHOOK_MAX_ATTEMPTS = env_int("WEFT_WEBHOOK_MAX_ATTEMPTS", 6, min_value=1)
 WEFT_WEBHOOK_BACKOFF_S = env_float("WEFT_WEBHOOK_BACKOFF_S", 10.0, positive=True)
 WEFT_WEBHOOK_RETRY_INTERVAL_S = env_float("WEFT_WEBHOOK_RETRY_INTERVAL_S", 15.0, positive=True)
+#: Alert targets (events.alerting, README "Alerting"): Alertmanager's firing alerts end this × 4
+#: seconds after each post and are re-posted every minute; syslog's facility (16 = local0), the
+#: HOSTNAME field (empty: this host's name) and the SD-ID of the STRUCTURED-DATA (name@enterprise
+#: number; 32473 is the documentation example number of RFC 5612, set your own).
+WEFT_WEBHOOK_RETENTION_DAYS = env_float("WEFT_WEBHOOK_RETENTION_DAYS", 30.0, min_value=0)
+WEFT_ALERTMANAGER_RESEND_S = env_float("WEFT_ALERTMANAGER_RESEND_S", 60.0, positive=True)
+WEFT_SYSLOG_FACILITY = env_int("WEFT_SYSLOG_FACILITY", 16, min_value=0)
+WEFT_SYSLOG_HOSTNAME = env_str("WEFT_SYSLOG_HOSTNAME", "")
+WEFT_SYSLOG_SD_ID = env_str("WEFT_SYSLOG_SD_ID", "weft@32473")
 
 # Dead workers and hung fabrics (README "Configuration"). Task locks are leases of WEFT_LOCK_TTL_S
 # renewed by their holder (core.locks): a killed worker frees them within that. A task whose pool
@@ -590,6 +599,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "outbound.tasks.retry_due_task",
         "schedule": timedelta(seconds=WEFT_WEBHOOK_RETRY_INTERVAL_S),
     },
+    "webhook-prune": {"task": "outbound.tasks.prune_task", "schedule": timedelta(days=1)},
     "alarm-mail-flush": {"task": "events.tasks.flush_notifications_task", "schedule": timedelta(seconds=60)},
     "alarm-mail-digest": {"task": "events.tasks.daily_digest_task", "schedule": timedelta(days=1)},
     "events-prune": {"task": "events.tasks.prune_task", "schedule": timedelta(days=1)},

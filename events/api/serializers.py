@@ -7,8 +7,10 @@ from django.contrib.auth.models import Group
 from django.core.validators import validate_email
 from rest_framework import serializers
 
+from outbound.models import WebhookDelivery
+
 from .. import registry
-from ..models import Alarm, Event, EventPolicy, HealthReport
+from ..models import Alarm, AlertTarget, Event, EventPolicy, HealthReport, target_url_error
 
 
 class EventSerializer(serializers.ModelSerializer):
@@ -106,3 +108,36 @@ class HealthReportSerializer(serializers.ModelSerializer):
         fields = ["id", "fabric", "fabric_name", "created", "created_by", "trigger", "status", "duration_s",
                   "summary", "findings"]  # fmt: skip
         read_only_fields = fields
+
+
+class AlertTargetSerializer(serializers.ModelSerializer):
+    """An alert target (``events.models.AlertTarget``). ``secret`` is write-only; ``secret_set``
+    says whether one is stored. ``url`` is checked against ``kind`` (``target_url_error``)."""
+
+    secret = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=200)
+    secret_set = serializers.SerializerMethodField()
+
+    class Meta:
+        model = AlertTarget
+        fields = ["id", "name", "kind", "url", "secret", "secret_set", "min_severity", "enabled", "created"]
+        read_only_fields = ["created"]
+
+    def get_secret_set(self, obj) -> bool:
+        return bool(obj.secret)
+
+    def validate(self, attrs):
+        kind = attrs.get("kind", getattr(self.instance, "kind", ""))
+        url = attrs.get("url", getattr(self.instance, "url", ""))
+        error = target_url_error(kind, url)
+        if error:
+            raise serializers.ValidationError({"url": error})
+        return attrs
+
+
+class DeliverySerializer(serializers.ModelSerializer):
+    """One message to a target and its attempts (``outbound.models.WebhookDelivery``)."""
+
+    class Meta:
+        model = WebhookDelivery
+        fields = ["id", "created", "event", "source", "status", "attempts", "response_code", "last_error",
+                  "next_attempt_at", "delivered_at", "body"]  # fmt: skip

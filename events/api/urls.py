@@ -1,4 +1,4 @@
-"""``/api/fabric/``: events, alarms, event-policies, health-reports."""
+"""``/api/fabric/``: events, alarms, event-policies, health-reports, alert-targets."""
 
 from rest_framework.routers import DefaultRouter
 
@@ -10,4 +10,5 @@ router.register("events", views.EventViewSet)
 router.register("alarms", views.AlarmViewSet)
 router.register("event-policies", views.EventPolicyViewSet)
 router.register("health-reports", views.HealthReportViewSet)
+router.register("alert-targets", views.AlertTargetViewSet)
 urlpatterns = router.urls

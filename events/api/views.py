@@ -15,13 +15,16 @@ from accounts.roles import Role
 from fabric.models import Fabric
 
 from .. import services
+from ..alerting import deliveries, send_test
 from ..filtersets import AlarmFilterSet, EventFilterSet, EventPolicyFilterSet
-from ..models import Alarm, Event, EventPolicy, HealthReport, severity_rank
+from ..models import Alarm, AlertTarget, Event, EventPolicy, HealthReport, severity_rank
 from ..reports import run_health_report
 from ..scoping import scope_events
 from .serializers import (
     AlarmClearSerializer,
     AlarmSerializer,
+    AlertTargetSerializer,
+    DeliverySerializer,
     EventPolicySerializer,
     EventSerializer,
     HealthReportSerializer,
@@ -133,3 +136,45 @@ class HealthReportViewSet(viewsets.ReadOnlyModelViewSet):
             return Response({"fabric": ["a fabric id is required"]}, status=status.HTTP_400_BAD_REQUEST)
         report = run_health_report(fabric, request.user)
         return Response(HealthReportSerializer(report).data, status=status.HTTP_201_CREATED)
+
+
+class AlertTargetViewSet(AuditedWritesMixin, viewsets.ModelViewSet):
+    """Alert targets beside mail (Admin): signed webhooks, Slack, Alertmanager, syslog
+    (``events.alerting``). ``test`` (POST) sends a test message now and answers its delivery
+    (``status``, ``response_code``, ``last_error``); ``deliveries`` (GET) is the target's
+    delivery log, newest first (``?limit=``, at most 200). Writes are audited
+    (``alert_target.*``; the secret is never written to the audit log)."""
+
+    queryset = AlertTarget.objects.all()
+    serializer_class = AlertTargetSerializer
+    filterset_fields = ["kind", "enabled"]
+    read_role = Role.ADMIN
+    write_role = Role.ADMIN
+    action_roles = {"test": Role.ADMIN, "deliveries": Role.ADMIN}
+    audit_prefix = "alert_target"
+
+    def audit_create_changes(self, serializer, instance):
+        data = {k: v for k, v in serializer.validated_data.items() if k != "secret"}
+        return {**data, "secret_set": bool(instance.secret)}
+
+    def audit_update_changes(self, serializer, before, after):
+        fields = [f for f in serializer.validated_data if f != "secret"]
+        changes = model_changes(before, after, fields)
+        if before.secret != after.secret:
+            changes["secret"] = "changed"
+        return changes
+
+    @extend_schema(request=None, responses=DeliverySerializer)
+    @action(detail=True, methods=["post"])
+    def test(self, request, pk=None):
+        row = send_test(self.get_object())
+        return Response(DeliverySerializer(row).data)
+
+    @extend_schema(responses=DeliverySerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def deliveries(self, request, pk=None):
+        try:
+            limit = min(max(int(request.query_params.get("limit", 50)), 1), 200)
+        except ValueError:
+            return Response({"limit": "an integer"}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(DeliverySerializer(deliveries(self.get_object(), limit), many=True).data)

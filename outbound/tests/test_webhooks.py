@@ -15,7 +15,7 @@ import pytest
 from django.utils import timezone
 
 from outbound.models import WebhookDelivery
-from outbound.services import backoff_s, deliver, queue_webhook, retry_due, sign, verify
+from outbound.services import backoff_s, deliver, prune, queue_webhook, retry_due, sign, verify
 
 
 class Receiver:
@@ -157,3 +157,16 @@ def test_a_jobs_state_changes_go_to_its_tenants_webhook(db, receiver):
     assert verify("job-key", second["body"], second["headers"]["X-Weft-Signature"])
     data = json.loads(second["body"])["data"]
     assert data["job"]["id"] == job.pk and data["job"]["previous"] == "running" and data["source"] == "fault"
+
+
+def test_prune_keeps_pending_and_recent_deliveries(db, settings):
+    settings.WEFT_WEBHOOK_RETENTION_DAYS = 10
+    old, recent, waiting = (queue_webhook("http://127.0.0.1:9/x", "k", "job.failed", {}) for _ in range(3))
+    WebhookDelivery.objects.filter(pk__in=[old.pk, waiting.pk]).update(
+        created=timezone.now() - timedelta(days=11)
+    )
+    WebhookDelivery.objects.filter(pk__in=[old.pk, recent.pk]).update(
+        status="delivered", next_attempt_at=None
+    )
+    assert prune() == 1
+    assert set(WebhookDelivery.objects.values_list("pk", flat=True)) == {recent.pk, waiting.pk}

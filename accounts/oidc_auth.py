@@ -236,7 +236,20 @@ class SignInStartView(_Configured, OIDCAuthenticationRequestView):
 
 
 class SignInCallbackView(_Configured, OIDCAuthenticationCallbackView):
-    """``/oidc/callback/``: mozilla-django-oidc's, telling the sign-in page why a sign-in failed."""
+    """``/oidc/callback/``: mozilla-django-oidc's, telling the sign-in page why a sign-in failed.
+    A callback whose ``state`` is not this session's (an old link from the history, a sign-in
+    started in another browser) is refused with a message and one log line, not Django's 400
+    with a traceback."""
+
+    def get(self, request):
+        try:
+            return super().get(request)
+        except SuspiciousOperation as exc:
+            log.warning("OIDC callback refused: %s", exc)
+            note_problem(
+                request, "This sign-in link is not from this browser's sign-in or has expired: sign in again."
+            )
+            return self.login_failure()
 
     def login_failure(self):
         problems = problems_of(self.request) or [

@@ -83,3 +83,27 @@ def ldap_signin(settings, slapd_directory, db):
     for name, value in ldap_settings(slapd_directory.uri).items():
         setattr(settings, name, value)
     return slapd_directory
+
+
+@pytest.fixture(scope="module")
+def oidc_provider(tmp_path_factory):
+    """A real OpenID Connect provider (django-oidc-provider) in a subprocess on loopback
+    (``tests.support.oidc_provider``), stopped by its pid after the module. A process fixture."""
+    from tests.support.oidc_provider import start_provider
+    from tests.support.slapd import free_port
+
+    provider = start_provider(tmp_path_factory.mktemp("oidc"), free_port())
+    yield provider
+    provider.stop()
+
+
+@pytest.fixture
+def oidc_signin(settings, oidc_provider, db):
+    """The OIDC sign-in against :func:`oidc_provider`, configured as ``WEFT_OIDC_*`` would
+    (``tests.support.directory_settings``)."""
+    from tests.support.directory_settings import oidc_settings
+    from tests.support.oidc_provider import CLIENT_ID, CLIENT_SECRET
+
+    for name, value in oidc_settings(oidc_provider.issuer, CLIENT_ID, CLIENT_SECRET).items():
+        setattr(settings, name, value)
+    return oidc_provider

@@ -69,7 +69,12 @@ class UserListView(AdminRequiredMixin, View):
     template_name = "accounts/user_list.html"
 
     def _render(self, request, status=200, errors=(), form=None):
-        users = get_user_model().objects.order_by("username").annotate(n_tokens=Count("api_tokens"))
+        users = (
+            get_user_model()
+            .objects.order_by("username")
+            .select_related("directory_account")
+            .annotate(n_tokens=Count("api_tokens"))
+        )
         rows = [{"user": u, "role": role_of(u).name.lower() if u.is_active else "inactive"} for u in users]
         ctx = {"rows": rows, "roles": ROLE_CHOICES, "errors": errors, "form": form or {"role": "viewer"}}
         return render(request, self.template_name, ctx, status=status)

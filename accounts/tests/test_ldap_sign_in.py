@@ -67,6 +67,18 @@ def test_directory_groups_give_roles_and_tenants(ldap_signin, research):
     assert AuditEntry.objects.filter(action="tenant.member_sync", object_repr="research").count() == 2
 
 
+def test_users_pages_mark_directory_accounts(ldap_signin, people):
+    sign_in("bob", "pw-bob-dir")
+    admin = Client()
+    admin.force_login(people.ada)
+    listing = admin.get("/accounts/users/").content.decode()
+    assert 'title="signs in through the directory">ldap</span>' in listing
+    assert listing.count("signs in through the directory") == 1  # bob only, not the local users
+    page = admin.get(f"/accounts/users/{user('bob').pk}/").content.decode()
+    assert f"uid=bob,{PEOPLE}" in page and "Role and tenants follow its groups" in page
+    assert "user-directory" not in admin.get(f"/accounts/users/{people.vic.pk}/").content.decode()
+
+
 def test_wrong_password_is_refused_and_counted(ldap_signin):
     client, response = sign_in("alice", "not-her-password")
     assert response.status_code == 200 and not signed_in(client)
@@ -90,6 +102,7 @@ def test_user_in_no_weft_group_is_refused_with_a_reason(ldap_signin):
     assert not get_user_model().objects.filter(username="erin").exists()
 
 
+@pytest.mark.backend  # the sign-in's row lock and transaction, on PostgreSQL too
 def test_group_change_counts_at_the_next_sign_in(ldap_signin, research):
     """alice loses weft-admins: a Viewer at her next sign-in; loses weft-viewers too: refused,
     deactivated, her open session ends; back in a group: signed in and active again. bob moves

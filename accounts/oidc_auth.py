@@ -252,9 +252,13 @@ class SignInCallbackView(_Configured, OIDCAuthenticationCallbackView):
             return self.login_failure()
 
     def login_failure(self):
-        problems = problems_of(self.request) or [
-            f"Single sign-on through {provider_name()} did not complete."
-        ]
+        problems = problems_of(self.request)
+        if not problems:  # the provider answered an error, or the session holds no sign-in started
+            log.warning(
+                "OIDC sign-in did not complete: %s",
+                self.request.GET.get("error", "no sign-in started in this session")[:200],
+            )
+            problems = [f"Single sign-on through {provider_name()} did not complete."]
         for problem in problems:
             messages.error(self.request, problem)
         return HttpResponseRedirect(reverse(settings.LOGIN_URL))

@@ -58,9 +58,12 @@ class Provider:
                 self.process.wait(timeout=10)
 
 
-def start_provider(folder: Path, port: int, timeout: float = 90.0) -> Provider:
-    """Migrate a fresh SQLite database in ``folder``, load the users and the client, and serve on
-    ``127.0.0.1:port`` (``serve.py``); returns once the discovery document answers.
+def start_provider(
+    folder: Path, port: int, timeout: float = 90.0, redirect_uri: str = REDIRECT_URI
+) -> Provider:
+    """Migrate a fresh SQLite database in ``folder``, load the users and the client (whose redirect
+    URI is ``redirect_uri``: a Weft server's ``<url>/oidc/callback/`` for browser tests), and serve
+    on ``127.0.0.1:port`` (``serve.py``); returns once the discovery document answers.
 
     Raises:
         RuntimeError: the provider exited or did not answer within ``timeout`` s (its log in the
@@ -79,6 +82,7 @@ def start_provider(folder: Path, port: int, timeout: float = 90.0) -> Provider:
         DJANGO_SETTINGS_MODULE="tests.support.oidc_provider.settings",
         OIDC_TEST_DB=str(folder / "provider.sqlite3"),
         OIDC_TEST_SITE_URL=f"http://127.0.0.1:{port}",
+        OIDC_TEST_REDIRECT_URI=redirect_uri,
         PYTHONPATH=str(ROOT),
     )
     with log.open("w") as out:

@@ -2,6 +2,7 @@
 its users, groups, RSA key and client (``tests.support.oidc_provider``), then serve on
 ``127.0.0.1:PORT`` (Django's development server, threaded, no reloader)."""
 
+import os
 import sys
 
 import django
@@ -30,7 +31,7 @@ def main(port: str) -> None:
         jwt_alg="RS256",
         require_consent=False,
         reuse_consent=True,
-        _redirect_uris=REDIRECT_URI,
+        _redirect_uris=os.environ.get("OIDC_TEST_REDIRECT_URI", REDIRECT_URI),
         _scope="openid email profile groups",
     )
     client.response_types.set(ResponseType.objects.filter(value="code"))

@@ -32,6 +32,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 USE_TZ = True
 LOGIN_URL = "/accounts/login/"
+# cookies are per host, not per port: with Weft's names on the same 127.0.0.1 the provider's
+# session would replace Weft's in a browser
+SESSION_COOKIE_NAME = "idp_sessionid"
+CSRF_COOKIE_NAME = "idp_csrftoken"
 SITE_URL = os.environ["OIDC_TEST_SITE_URL"]
 OIDC_USERINFO = "tests.support.oidc_provider.claims.userinfo"
 OIDC_EXTRA_SCOPE_CLAIMS = "tests.support.oidc_provider.claims.GroupsScopeClaims"

@@ -364,6 +364,10 @@ def test_directory_sign_in_settings(load, monkeypatch):
         fresh(WEFT_LDAP_URI="ldap://dc1.example.org")
     with pytest.raises(ImproperlyConfigured, match="must contain %\\(user\\)s"):
         fresh(**ldap, WEFT_LDAP_USER_FILTER="(uid=bob)")
+    with pytest.raises(
+        ImproperlyConfigured, match="'http://dc1' is not an ldap://, ldaps:// or ldapi:// URI"
+    ):
+        fresh(**{**ldap, "WEFT_LDAP_URI": "ldaps://dc2 http://dc1"})
     with pytest.raises(ImproperlyConfigured, match="WEFT_LDAP_GROUP_TYPE='ldap' is not one of"):
         fresh(WEFT_LDAP_GROUP_TYPE="ldap")
     with pytest.raises(ImproperlyConfigured, match="set WEFT_OIDC_ROLE_GROUPS"):

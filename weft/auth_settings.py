@@ -48,7 +48,8 @@ def ldap_auth_settings(
     ``timeout_s``; referrals are not chased (Active Directory's make searches hang).
 
     Raises:
-        ImproperlyConfigured: a base or the role groups missing, a filter without ``%(user)s``.
+        ImproperlyConfigured: a base or the role groups missing, a URI of another scheme, a filter
+            without ``%(user)s``.
     """
     import ldap
     from django_auth_ldap import config
@@ -66,6 +67,9 @@ def ldap_auth_settings(
         raise ImproperlyConfigured(
             f"WEFT_LDAP_URI is set: set {', '.join(missing)} too (README 'Configuration')"
         )
+    bad = [u for u in uri.split() if not u.lower().startswith(("ldap://", "ldaps://", "ldapi://"))]
+    if bad:
+        raise ImproperlyConfigured(f"WEFT_LDAP_URI: {bad[0]!r} is not an ldap://, ldaps:// or ldapi:// URI")
     if "%(user)s" not in user_filter:
         raise ImproperlyConfigured(f"WEFT_LDAP_USER_FILTER={user_filter!r} must contain %(user)s")
     type_name, type_kwargs, group_filter = LDAP_GROUP_TYPES[group_type]

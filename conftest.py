@@ -52,7 +52,7 @@ PROCESS_MARKERS = ("lab", "browser", "slow", "snmpsim")
 #: ``default_socket_lab_factory`` uses ibsim's default socket name: two at once would share it)
 PROCESS_FIXTURES = (
     "lab_factory", "small_lab", "default_socket_lab_factory", "weft_server", "weft_server_factory",
-    "browser_page", "_chromium",
+    "browser_page", "_chromium", "slapd_directory", "slapd_factory", "oidc_provider",
 )  # fmt: skip
 
 

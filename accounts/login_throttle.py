@@ -85,7 +85,10 @@ def lockout_response(request: HttpRequest, original_response=None, credentials=N
     if request.path.startswith(("/api/", "/ufmRest", "/dologin")):
         response: HttpResponse = JsonResponse({"detail": message}, status=429)
     else:
+        from .sign_in import sign_in_context
+
         context = {
+            **sign_in_context(request),
             "form": AuthenticationForm(request),
             "lockout": message,
             "next": request.POST.get("next", request.GET.get("next", "")),

@@ -139,3 +139,33 @@ class ApiToken(models.Model):
     def expired(self) -> bool:
         """True when ``expires_at`` has passed."""
         return self.expires_at is not None and self.expires_at <= timezone.now()
+
+
+class DirectorySource(models.TextChoices):
+    """Where a directory user signs in (issue 26)."""
+
+    LDAP = "ldap", "LDAP / Active Directory"
+    OIDC = "oidc", "OpenID Connect"
+
+
+class DirectoryAccount(models.Model):
+    """Marks a user whose identity and role come from the site's directory (``accounts.directory``).
+
+    Written at each of their sign-ins by :func:`accounts.directory.apply_groups` only. A user
+    without this row is a local account: the directory backends never sign it in or change it
+    (break-glass accounts keep their Weft password). ``subject``: the LDAP DN or the OIDC ``sub``;
+    ``groups``: the mapped groups the last sign-in found; ``suspended``: Weft deactivated the user
+    because the directory gave them none of Weft's groups (the next sign-in in a group activates
+    them again; a user an Admin deactivated stays so)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="directory_account"
+    )
+    source = models.CharField(max_length=8, choices=DirectorySource.choices)
+    subject = models.CharField(max_length=500)
+    groups = models.JSONField(default=list, blank=True)
+    synced = models.DateTimeField(default=timezone.now)
+    suspended = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.source}: {self.subject})"

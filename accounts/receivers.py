@@ -1,5 +1,6 @@
 """Create the role groups after migrations; audit sign-ins, failed sign-ins and lock-outs;
-revoke a user's API tokens when their password changes or when they are deactivated."""
+revoke a user's API tokens when their password changes or when they are deactivated; tell the
+sign-in page and the log (one line) when the LDAP directory fails (``accounts.ldap_auth``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from django.conf import settings
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.db.models.signals import post_migrate, post_save, pre_save
 from django.dispatch import receiver
+from django_auth_ldap.backend import ldap_error
 
 log = logging.getLogger("weft.auth")
 
@@ -124,3 +126,12 @@ def revoke_tokens_on_deactivation(sender, instance, created, raw=False, **kwargs
     from .tokens import revoke_user_tokens
 
     revoke_user_tokens(instance, reason="user deactivated")
+
+
+@receiver(ldap_error)
+def directory_error(sender, context, user=None, request=None, exception=None, **kwargs) -> None:
+    """django-auth-ldap caught an LDAP error (the directory down, a refused service bind): one
+    WARNING line and a message for the sign-in page; the sign-in goes on to the next backend."""
+    from .ldap_auth import note_ldap_error
+
+    note_ldap_error(request, exception, context)

@@ -7,7 +7,7 @@ from . import views
 
 app_name = "accounts"
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(template_name="accounts/login.html"), name="login"),
+    path("login/", views.SignInView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("users/", views.UserListView.as_view(), name="user_list"),
     path("users/<pk:pk>/", views.UserView.as_view(), name="user"),

@@ -9,6 +9,7 @@ import re
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.mixins import LoginRequiredMixin
+from django.contrib.auth.views import LoginView
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count
@@ -21,10 +22,26 @@ from core.validators import printable_text
 
 from . import services
 from .api.serializers import UserSerializer
+from .directory import problems_of
 from .models import ApiToken, AuditEntry
 from .roles import Role, has_role, role_of
+from .sign_in import sign_in_context
 
 ROLE_CHOICES = [("viewer", "Viewer"), ("operator", "Operator"), ("admin", "Admin")]
+
+
+class SignInView(LoginView):
+    """The sign-in page: Django's, with why a directory sign-in did not happen (the directory
+    down, no Weft group: ``accounts.directory.note_problem``) and the "Sign in with <provider>"
+    link when OpenID Connect is configured."""
+
+    template_name = "accounts/login.html"
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context.update(sign_in_context(self.request))
+        context["directory_problems"] = problems_of(self.request)
+        return context
 
 
 class AdminRequiredMixin(LoginRequiredMixin):
@@ -52,7 +69,12 @@ class UserListView(AdminRequiredMixin, View):
     template_name = "accounts/user_list.html"
 
     def _render(self, request, status=200, errors=(), form=None):
-        users = get_user_model().objects.order_by("username").annotate(n_tokens=Count("api_tokens"))
+        users = (
+            get_user_model()
+            .objects.order_by("username")
+            .select_related("directory_account")
+            .annotate(n_tokens=Count("api_tokens"))
+        )
         rows = [{"user": u, "role": role_of(u).name.lower() if u.is_active else "inactive"} for u in users]
         ctx = {"rows": rows, "roles": ROLE_CHOICES, "errors": errors, "form": form or {"role": "viewer"}}
         return render(request, self.template_name, ctx, status=status)

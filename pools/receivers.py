@@ -11,8 +11,11 @@ services they call import the allocation service, which sends those signals.
   the GPUs whose rail was lost with it their rail again) and
   :func:`pools.services.partitions.sync_fabric_pools` (a host's CA ports may have changed).
   Each part runs in a savepoint, so a failure of one is logged and rolled back alone.
+* ``accounts.signals.directory_groups_applied`` → :func:`pools.services.tenancy.sync_directory_memberships`:
+  a directory user's tenant memberships follow their groups (issue 26), inside the sign-in's
+  transaction (a failure there refuses the sign-in rather than leave memberships half-applied).
 
-Both run on commit of the sender's transaction, in their own transaction, and never raise: the
+The first two run on commit of the sender's transaction, in their own transaction, and never raise: the
 allocation or discovery is already stored; a failure is logged and the next change or
 discovery catches up.
 """
@@ -24,10 +27,12 @@ import logging
 from django.db import transaction
 from django.dispatch import receiver
 
+from accounts.signals import directory_groups_applied
 from fabric.signals import discovery_committed
 
 from .services.inventory import resolve_lost_rails
 from .services.partitions import sync_fabric_pools, sync_pool_members
+from .services.tenancy import sync_directory_memberships
 from .signals import allocation_changed
 
 log = logging.getLogger(__name__)
@@ -61,3 +66,10 @@ def after_discovery(sender, fabric_id: int, **kwargs) -> None:
                     log.exception("could not %s of fabric %s", what, fabric_id)
     except Exception:
         log.exception("could not commit the pools' aftermath of a discovery of fabric %s", fabric_id)
+
+
+@receiver(directory_groups_applied, dispatch_uid="pools.directory_memberships")
+def directory_memberships(sender, user, source: str, tenants: dict, **kwargs) -> None:
+    """A directory user's tenant memberships follow their groups (module docstring)."""
+    if tenants:
+        sync_directory_memberships(user, tenants, source=source)

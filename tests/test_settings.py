@@ -286,3 +286,93 @@ def test_production_does_not_redirect_a_local_prometheus(load, db):
         page = Client(REMOTE_ADDR="127.0.0.1").get("/accounts/login/")
     assert metrics.status_code == 200 and b"weft_" in metrics.content
     assert page.status_code == 301 and page["Location"] == "https://testserver/accounts/login/"
+
+
+# -- the directory sign-in (issue 26) ----------------------------------------------------------------
+
+
+def test_env_pairs_reads_dns_with_commas_and_equal_signs(monkeypatch):
+    from weft.env import env_pairs
+
+    monkeypatch.setenv("X_PAIRS", "admin=cn=a,ou=g,dc=x; Operator = cn=b,dc=x\nadmin=cn=c,dc=x;")
+    assert env_pairs("X_PAIRS", keys=("viewer", "operator", "admin")) == (
+        ("admin", "cn=a,ou=g,dc=x"),
+        ("operator", "cn=b,dc=x"),
+        ("admin", "cn=c,dc=x"),
+    )
+    for bad, message in (
+        ("boss=cn=a", r"'boss' is not one of viewer, operator, admin"),
+        ("admin", r"'admin' is not key=value"),
+        ("admin=", r"is not key=value"),
+        ("admin=cn=a; admin=cn=a", r"given twice"),
+    ):
+        monkeypatch.setenv("X_PAIRS", bad)
+        with pytest.raises(ImproperlyConfigured, match=message):
+            env_pairs("X_PAIRS", keys=("viewer", "operator", "admin"))
+    monkeypatch.setenv("X_PAIRS", "research:owner=cn=r")
+    with pytest.raises(ImproperlyConfigured, match="'research:owner' is not a valid key"):
+        env_pairs("X_PAIRS", key_pattern=r"[^:\s][^:]{0,63}(:(viewer|operator))?")
+
+
+def test_directory_sign_in_settings(load, monkeypatch):
+    """Unset: local accounts only. LDAP and OIDC set: their backends between axes and the password
+    backend, django-auth-ldap's and mozilla-django-oidc's settings filled; missing parts refused."""
+    s = load()
+    assert s["AUTHENTICATION_BACKENDS"] == [
+        "axes.backends.AxesStandaloneBackend",
+        "accounts.backends.UserNameCheckedBackend",
+    ]
+    assert "AUTH_LDAP_SERVER_URI" not in s and s["OIDC_RP_CLIENT_ID"] == ""
+    s = load(
+        WEFT_LDAP_URI="ldap://dc1.example.org",
+        WEFT_LDAP_USER_BASE="ou=people,dc=example,dc=org",
+        WEFT_LDAP_GROUP_BASE="ou=groups,dc=example,dc=org",
+        WEFT_LDAP_GROUP_TYPE="activedirectory",
+        WEFT_LDAP_ROLE_GROUPS="admin=cn=weft-admins,ou=groups,dc=example,dc=org",
+        WEFT_LDAP_TIMEOUT_S="2.5",
+        WEFT_OIDC_ISSUER="https://sso.example.org/realms/hpc",
+        WEFT_OIDC_CLIENT_ID="weft",
+        WEFT_OIDC_CLIENT_SECRET="s3cret",
+        WEFT_OIDC_ROLE_GROUPS="viewer=hpc",
+    )
+    assert s["AUTHENTICATION_BACKENDS"] == [
+        "axes.backends.AxesStandaloneBackend",
+        "accounts.ldap_auth.WeftLDAPBackend",
+        "accounts.oidc_auth.WeftOIDCBackend",
+        "accounts.backends.UserNameCheckedBackend",
+    ]
+    assert s["AUTH_LDAP_SERVER_URI"] == "ldap://dc1.example.org"
+    assert type(s["AUTH_LDAP_GROUP_TYPE"]).__name__ == "ActiveDirectoryGroupType"
+    assert s["AUTH_LDAP_GROUP_SEARCH"].filterstr == "(objectClass=group)"
+    assert 2.5 in s["AUTH_LDAP_CONNECTION_OPTIONS"].values()
+    assert (s["OIDC_RP_CLIENT_ID"], s["OIDC_RP_SIGN_ALGO"], s["OIDC_USE_PKCE"]) == ("weft", "RS256", True)
+
+    def fresh(**env):
+        for name in [n for n in os.environ if n.startswith(("WEFT_LDAP_", "WEFT_OIDC_"))]:
+            monkeypatch.delenv(name)
+        return load(**env)
+
+    ldap = {
+        "WEFT_LDAP_URI": "ldap://dc1.example.org",
+        "WEFT_LDAP_USER_BASE": "ou=people,dc=example,dc=org",
+        "WEFT_LDAP_GROUP_BASE": "ou=groups,dc=example,dc=org",
+        "WEFT_LDAP_ROLE_GROUPS": "admin=cn=weft-admins,ou=groups,dc=example,dc=org",
+    }
+    with pytest.raises(
+        ImproperlyConfigured, match="set WEFT_LDAP_USER_BASE, WEFT_LDAP_GROUP_BASE, WEFT_LDAP_ROLE_GROUPS"
+    ):
+        fresh(WEFT_LDAP_URI="ldap://dc1.example.org")
+    with pytest.raises(ImproperlyConfigured, match="must contain %\\(user\\)s"):
+        fresh(**ldap, WEFT_LDAP_USER_FILTER="(uid=bob)")
+    with pytest.raises(
+        ImproperlyConfigured, match="'http://dc1' is not an ldap://, ldaps:// or ldapi:// URI"
+    ):
+        fresh(**{**ldap, "WEFT_LDAP_URI": "ldaps://dc2 http://dc1"})
+    with pytest.raises(ImproperlyConfigured, match="WEFT_LDAP_GROUP_TYPE='ldap' is not one of"):
+        fresh(WEFT_LDAP_GROUP_TYPE="ldap")
+    with pytest.raises(ImproperlyConfigured, match="set WEFT_OIDC_ROLE_GROUPS"):
+        fresh(
+            WEFT_OIDC_ISSUER="https://sso.example.org", WEFT_OIDC_CLIENT_ID="w", WEFT_OIDC_CLIENT_SECRET="s"
+        )
+    with pytest.raises(ImproperlyConfigured, match="set WEFT_OIDC_CLIENT_ID and WEFT_OIDC_CLIENT_SECRET"):
+        fresh(WEFT_OIDC_ISSUER="https://sso.example.org", WEFT_OIDC_ROLE_GROUPS="admin=x")

@@ -215,3 +215,41 @@ def env_fernet_keys(name: str) -> list[str]:
                 'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())")'
             ) from exc
     return keys
+
+
+def env_pairs(name: str, *, keys: tuple[str, ...] = (), key_pattern: str = "") -> tuple[tuple[str, str], ...]:
+    """Return ``$name`` read as ``key=value; key=value`` (``;`` or newlines between items, the
+    first ``=`` of an item splits it) as ``((key, value), ...)`` in order; a key may repeat.
+
+    Made for values that hold commas and ``=`` themselves, such as LDAP DNs
+    (``admin=cn=weft-admins,ou=groups,dc=example,dc=org``). ``keys``, when given, are the keys
+    allowed (compared lower-cased; returned lower-cased); ``key_pattern``, a regular expression a
+    key must match in full. An unset/empty variable gives ``()``.
+
+    Raises:
+        ImproperlyConfigured: an item without ``=``, an empty key or value, a key outside
+            ``keys`` or not matching ``key_pattern``, or the same pair twice; the message names
+            the variable and the item.
+    """
+    import re
+
+    value = env_str(name)
+    out: list[tuple[str, str]] = []
+    for item in (part.strip() for part in value.replace("\n", ";").split(";")):
+        if not item:
+            continue
+        key, sep, rest = (x.strip() for x in item.partition("="))
+        if not sep or not key or not rest:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not key=value (e.g. admin=cn=weft-admins,dc=example)"
+            )
+        if keys:
+            key = key.lower()
+            if key not in keys:
+                raise ImproperlyConfigured(f"{name}: {key!r} is not one of {', '.join(keys)}")
+        if key_pattern and not re.fullmatch(key_pattern, key):
+            raise ImproperlyConfigured(f"{name}: {key!r} is not a valid key here")
+        if (key, rest) in out:
+            raise ImproperlyConfigured(f"{name}: {item!r} is given twice")
+        out.append((key, rest))
+    return tuple(out)

@@ -22,6 +22,7 @@ from csp.constants import SELF as CSP_SELF
 from django.core.exceptions import ImproperlyConfigured
 
 # Pure modules (no Django import) that own a default or a list a setting is checked against.
+from weft.auth_settings import authentication_backends, ldap_auth_settings, oidc_auth_settings
 from weft.env import (
     env_bool,
     env_choice,
@@ -30,6 +31,7 @@ from weft.env import (
     env_int,
     env_int_map,
     env_list,
+    env_pairs,
     env_str,
     parse_email_url,
 )
@@ -266,10 +268,103 @@ SPECTACULAR_SETTINGS = {
 INSTALLED_APPS += ["axes", "csp"]
 # Axes last (its docs): it turns a lock-out flagged during the view into its response.
 MIDDLEWARE += ["csp.middleware.CSPMiddleware", "axes.middleware.AxesMiddleware"]
-AUTHENTICATION_BACKENDS = [
-    "axes.backends.AxesStandaloneBackend",  # refuses a locked-out sign-in before the password check
-    "accounts.backends.UserNameCheckedBackend",  # ModelBackend; a NUL in a name: no lookup
-]
+# --- Sign-in through the site's directory (issue 26; accounts.directory, README "Configuration") ---
+# Both optional: unset WEFT_LDAP_URI and WEFT_OIDC_ISSUER leave only local accounts. Directory users'
+# roles and tenants follow their groups at each sign-in; local accounts keep signing in with their
+# Weft password (break-glass), also while the directory is down.
+#: LDAP / Active Directory: the server URI(s) (``ldap://dc1.example.org ldaps://dc2.example.org``,
+#: space-separated, tried in turn), STARTTLS on ``ldap://``, the service account that searches
+#: (empty: anonymous search), where users are (the filter's ``%(user)s`` is the typed name; Active
+#: Directory: ``(sAMAccountName=%(user)s)``, with
+#: ``(!(userAccountControl:1.2.840.113556.1.4.803:=2))`` to leave out disabled accounts), where
+#: groups are and their schema, the seconds one LDAP operation may take, and a group whose members
+#: are refused.
+WEFT_LDAP_URI = env_str("WEFT_LDAP_URI", "")
+WEFT_LDAP_START_TLS = env_bool("WEFT_LDAP_START_TLS", False)
+WEFT_LDAP_BIND_DN = env_str("WEFT_LDAP_BIND_DN", "")
+WEFT_LDAP_BIND_PASSWORD = env_str("WEFT_LDAP_BIND_PASSWORD", "")
+WEFT_LDAP_USER_BASE = env_str("WEFT_LDAP_USER_BASE", "")
+WEFT_LDAP_USER_FILTER = env_str("WEFT_LDAP_USER_FILTER", "(uid=%(user)s)")
+WEFT_LDAP_GROUP_BASE = env_str("WEFT_LDAP_GROUP_BASE", "")
+WEFT_LDAP_GROUP_TYPE = env_choice(
+    "WEFT_LDAP_GROUP_TYPE",
+    "groupofnames",
+    (
+        "groupofnames",
+        "nestedgroupofnames",
+        "groupofuniquenames",
+        "posixgroup",
+        "activedirectory",
+        "nestedactivedirectory",
+    ),
+)
+WEFT_LDAP_TIMEOUT_S = env_float("WEFT_LDAP_TIMEOUT_S", 5.0, positive=True)
+WEFT_LDAP_DENY_GROUP = env_str("WEFT_LDAP_DENY_GROUP", "")
+#: Directory groups → Weft roles, ``role=group DN`` items separated by ``;`` (a role may repeat:
+#: ``admin=cn=weft-admins,ou=groups,dc=example,dc=org; operator=cn=noc,ou=groups,dc=example,dc=org``);
+#: the highest role wins; in none of them, no sign-in.
+WEFT_LDAP_ROLE_GROUPS = env_pairs("WEFT_LDAP_ROLE_GROUPS", keys=("viewer", "operator", "admin"))
+#: Directory groups → tenant members, ``tenant=group DN`` (a viewer) or ``tenant:operator=group DN``;
+#: tenants named here have exactly the members their groups give (others are left as set in Weft).
+WEFT_LDAP_TENANT_GROUPS = env_pairs(
+    "WEFT_LDAP_TENANT_GROUPS", key_pattern=r"[^:\s][^:]{0,63}(:(viewer|operator))?"
+)
+#: OpenID Connect: the provider's issuer URL (its discovery document is read at sign-in), this
+#: client's id and secret at the provider, the name on the "Sign in with ..." button, the scopes
+#: asked, the claim that is the user name and the one that lists groups, the ID token's signing
+#: algorithm, the seconds a request to the provider may take, and TLS certificate checks.
+WEFT_OIDC_ISSUER = env_str("WEFT_OIDC_ISSUER", "")
+WEFT_OIDC_CLIENT_ID = env_str("WEFT_OIDC_CLIENT_ID", "")
+WEFT_OIDC_CLIENT_SECRET = env_str("WEFT_OIDC_CLIENT_SECRET", "")
+WEFT_OIDC_PROVIDER_NAME = env_str("WEFT_OIDC_PROVIDER_NAME", "single sign-on")[:64]
+WEFT_OIDC_SCOPES = env_str("WEFT_OIDC_SCOPES", "openid email profile")
+WEFT_OIDC_USERNAME_CLAIM = env_str("WEFT_OIDC_USERNAME_CLAIM", "preferred_username")
+WEFT_OIDC_GROUPS_CLAIM = env_str("WEFT_OIDC_GROUPS_CLAIM", "groups")
+WEFT_OIDC_SIGN_ALGO = env_choice("WEFT_OIDC_SIGN_ALGO", "rs256", ("rs256", "es256", "hs256"))
+WEFT_OIDC_TIMEOUT_S = env_float("WEFT_OIDC_TIMEOUT_S", 10.0, positive=True)
+WEFT_OIDC_VERIFY_TLS = env_bool("WEFT_OIDC_VERIFY_TLS", True)
+#: Claim values (the groups claim) → roles and tenants, as WEFT_LDAP_ROLE_GROUPS / _TENANT_GROUPS.
+WEFT_OIDC_ROLE_GROUPS = env_pairs("WEFT_OIDC_ROLE_GROUPS", keys=("viewer", "operator", "admin"))
+WEFT_OIDC_TENANT_GROUPS = env_pairs(
+    "WEFT_OIDC_TENANT_GROUPS", key_pattern=r"[^:\s][^:]{0,63}(:(viewer|operator))?"
+)
+if WEFT_LDAP_URI:
+    globals().update(
+        ldap_auth_settings(
+            uri=WEFT_LDAP_URI,
+            user_base=WEFT_LDAP_USER_BASE,
+            user_filter=WEFT_LDAP_USER_FILTER,
+            group_base=WEFT_LDAP_GROUP_BASE,
+            group_type=WEFT_LDAP_GROUP_TYPE,
+            role_groups=WEFT_LDAP_ROLE_GROUPS,
+            bind_dn=WEFT_LDAP_BIND_DN,
+            bind_password=WEFT_LDAP_BIND_PASSWORD,
+            start_tls=WEFT_LDAP_START_TLS,
+            deny_group=WEFT_LDAP_DENY_GROUP,
+            timeout_s=WEFT_LDAP_TIMEOUT_S,
+        )
+    )
+# mozilla-django-oidc's settings exist in any case (empty client: the pages answer 404)
+OIDC_RP_CLIENT_ID = OIDC_RP_CLIENT_SECRET = ""
+OIDC_RP_SIGN_ALGO = "RS256"
+if WEFT_OIDC_ISSUER:
+    if not WEFT_OIDC_ISSUER.startswith(("https://", "http://")):
+        raise ImproperlyConfigured(f"WEFT_OIDC_ISSUER={WEFT_OIDC_ISSUER!r} is not an http(s) URL")
+    if not WEFT_OIDC_ROLE_GROUPS:
+        raise ImproperlyConfigured(
+            "WEFT_OIDC_ISSUER is set: set WEFT_OIDC_ROLE_GROUPS too (README 'Configuration')"
+        )
+    globals().update(
+        oidc_auth_settings(
+            client_id=WEFT_OIDC_CLIENT_ID,
+            client_secret=WEFT_OIDC_CLIENT_SECRET,
+            sign_algo=WEFT_OIDC_SIGN_ALGO,
+            scopes=WEFT_OIDC_SCOPES,
+            timeout_s=WEFT_OIDC_TIMEOUT_S,
+            verify_tls=WEFT_OIDC_VERIFY_TLS,
+        )
+    )
+AUTHENTICATION_BACKENDS = authentication_backends(ldap=bool(WEFT_LDAP_URI), oidc=bool(WEFT_OIDC_ISSUER))
 # Token first: DRF answers an unauthenticated API request with the first class's challenge, so a
 # missing, bad or expired token is 401 with WWW-Authenticate (not 403).
 REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [
@@ -678,6 +773,8 @@ LOGGING = {
         "django.request": {"filters": ["permission_denied"]},
         # a Host not in ALLOWED_HOSTS: one WARNING line, not an ERROR with a traceback per request
         "django.security.DisallowedHost": {"filters": ["one_line_warning"]},
+        # a directory error is one WARNING line of weft.auth (accounts.ldap_auth), not also theirs
+        "django_auth_ldap": {"level": "ERROR"},
     },
 }
 if EMBEDDED:

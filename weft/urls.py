@@ -20,6 +20,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("metrics", metrics_view, name="metrics"),
     path("accounts/", include("accounts.urls")),
+    path("oidc/", include("accounts.oidc_urls")),  # single sign-on (404 unless WEFT_OIDC_ISSUER is set)
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # the schema answers 401 to anonymous clients (SERVE_PERMISSIONS); the doc pages send them to log
     # in. Swagger UI's split view serves its start-up script as a file (no inline script: the CSP);

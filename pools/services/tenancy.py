@@ -173,3 +173,50 @@ def delete_pool(pool: Pool, *, user=None) -> None:
             set_pool_pkey(pool, None, user=user)
         audit.record("pool.delete", pool, user=user)
         pool.delete()
+
+
+def sync_directory_memberships(user, tenants: dict[str, str | None], *, source: str) -> list[str]:
+    """Make ``user``'s memberships of the tenants named in ``tenants`` what a directory sign-in
+    gave (``accounts.directory.apply_groups``, through ``accounts.signals.directory_groups_applied``):
+    ``{tenant name: "viewer" | "operator" | None}``, None meaning no membership. Tenants not named
+    are left alone; a named tenant that does not exist is logged and skipped (the mapping may name
+    it before an Admin creates it). Each change is audited ``tenant.member_sync`` (``source``:
+    ``ldap``/``oidc``), in the caller's transaction.
+
+    Returns the names of the tenants whose membership changed.
+    """
+    import logging
+
+    from ..models import TenantMembership
+
+    changed = []
+    by_name = {t.name: t for t in Tenant.objects.filter(name__in=list(tenants))}
+    current = {
+        m.tenant_id: m for m in TenantMembership.objects.filter(user=user, tenant__in=by_name.values())
+    }
+    for name, wanted in tenants.items():
+        tenant = by_name.get(name)
+        if tenant is None:
+            logging.getLogger("weft.auth").warning(
+                "%s tenant mapping names tenant %r, which does not exist: skipped", source, name
+            )
+            continue
+        membership = current.get(tenant.pk)
+        before = membership.role if membership else None
+        if before == wanted:
+            continue
+        if wanted is None:
+            membership.delete()
+        elif membership is None:
+            TenantMembership.objects.create(tenant=tenant, user=user, role=wanted)
+        else:
+            membership.role = wanted
+            membership.save(update_fields=["role"])
+        audit.record(
+            "tenant.member_sync",
+            tenant,
+            {"user": user.get_username(), "role": [before, wanted], "source": source},
+            user=user,
+        )
+        changed.append(name)
+    return changed

@@ -20,4 +20,8 @@ running application (benches may use it).
 - :mod:`tests.support.placement_strategies`: Hypothesis strategies of the placement tests.
 - :mod:`tests.support.map_pages`, :mod:`tests.support.pool_pages`, :mod:`tests.support.server_api`:
   browser-test helpers (sign in, import, open the map, the server's REST API).
+- :mod:`tests.support.slapd` (entries in ``directory/weft.ldif``), :mod:`tests.support.oidc_provider`,
+  :mod:`tests.support.oidc_flow`, :mod:`tests.support.directory_settings`: a real slapd and a real
+  OpenID Connect provider on loopback, the browser's side of the code flow, and the directory
+  sign-in settings of those tests (issue 26).
 """

@@ -20,8 +20,11 @@ as written, against the local PostgreSQL and Redis, then what a user and an inte
    Then a lab cable is pulled (the ``lab_console ... unlink`` line ``fabric_lab`` prints) and the
    Critical "Link down" mail reaches the SMTP server, addressed to the Admin
    (``admin@example.org``, ``createsuperuser --email`` of the block).
-5. Everything stopped by process group (SIGTERM, SIGKILL after 20 s; a worker must be gone within
-   its grace), the database dropped, its Redis db flushed, the temp folder removed.
+5. Everything stopped as the systemd units of ``deploy/systemd`` stop it (``KillMode=mixed``:
+   SIGTERM to each main process, SIGKILL to its process group once it exited or after 20 s; a
+   worker must be gone within its grace); what each README role logged from its SIGTERM on has no
+   ERROR line and no traceback (issue 25: a stopped worker logged ``WorkerLostError``); the
+   database dropped, its Redis db flushed, the temp folder removed.
 
 Prints one line per step with its time; exit status 0 when everything passed. ``--keep`` keeps the
 temp folder (logs) for a look.
@@ -102,6 +105,20 @@ class Processes:
     def __init__(self, logs: Path) -> None:
         self.logs = logs
         self.procs: list[tuple[str, subprocess.Popen]] = []
+        self.marks: dict[str, int] = {}
+
+    def stop_errors(self, names) -> dict[str, list[str]]:
+        """The ERROR and traceback lines each of ``names`` logged after its SIGTERM (:meth:`stop`)."""
+        out = {}
+        for name in names:
+            path = self.logs / f"{name}.log"
+            with path.open("rb") as f:
+                f.seek(self.marks.get(name, 0))
+                text = f.read().decode(errors="replace")
+            bad = [line for line in text.splitlines() if re.search(r"\bERROR\b|Traceback", line)]
+            if bad:
+                out[name] = bad[:20]
+        return out
 
     def start(self, name: str, command: str, env: dict[str, str]) -> subprocess.Popen:
         log = (self.logs / f"{name}.log").open("wb")
@@ -127,14 +144,19 @@ class Processes:
                 raise SmokeError(f"{name} exited with {proc.returncode}:\n{self.tail(name)}")
 
     def stop(self, timeout: float = 20.0) -> dict[str, float]:
-        """SIGTERM every group (newest first), SIGKILL what is left after ``timeout``; returns
-        the seconds each took to exit."""
+        """SIGTERM every main process (newest first, the lab last), SIGKILL its group once it exited or after
+        ``timeout`` (systemd's ``KillMode=mixed``); returns the seconds each took to exit. Where
+        each log stood at the SIGTERM is kept for :meth:`stop_errors`."""
         took: dict[str, float] = {}
-        for name, proc in reversed(self.procs):
+        # the lab (the fabric) last: Weft's roles stop while their fabric still answers, as on a site
+        order = [p for p in reversed(self.procs) if p[0] != "lab"] + [p for p in self.procs if p[0] == "lab"]
+        for name, proc in order:
+            path = self.logs / f"{name}.log"
+            self.marks[name] = path.stat().st_size if path.exists() else 0
             if proc.poll() is None:
                 t0 = time.monotonic()
                 try:
-                    os.killpg(proc.pid, signal.SIGTERM)
+                    os.kill(proc.pid, signal.SIGTERM)  # ``exec``: the program itself
                 except ProcessLookupError:
                     pass
                 try:
@@ -430,6 +452,10 @@ def main(argv: list[str] | None = None) -> int:
         slow = [k for k, v in took.items() if v == float("inf")]
         if slow:
             say(f"FAILED: did not stop within 20 s of SIGTERM: {', '.join(slow)}")
+            ok = False
+        errors = procs.stop_errors(name for name, _ in procs.procs if name != "lab")
+        for name, lines in errors.items():
+            say(f"FAILED: {name} logged errors after SIGTERM:\n" + "\n".join(lines))
             ok = False
         subprocess.run([*psql, f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)', "postgres"], timeout=60)
         subprocess.run(redis_flush, timeout=30)

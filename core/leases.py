@@ -22,6 +22,12 @@ advisory lock: ``docs/design.md`` "Leaders with standbys".
   waiting) in a thread, and a second thread that calls ``on_lost(role)`` as soon as a held role is
   no longer :meth:`~Lease.held`, so the role's work stops even when the renewing thread hangs in
   the database.
+* **Fencing on the database's side**: a write a leader makes on behalf of its role carries the
+  fencing number it was elected with (``Fence(role, number)``, :meth:`LeaseKeeper.fence`) and
+  calls :func:`check_fence` inside its transaction: refused (:class:`StaleLeader`) when the
+  role's lease has since been taken over (a higher number), whatever the old leader's clock and
+  threads believe. The check share-locks the lease row until the write commits, so a take-over
+  waits for a write that passed it (and the write is ordered before it).
 * The row is the role's heartbeat: :func:`role_states` (``/metrics`` ``weft_role_up``, the
   ``system.role_down`` alarm of ``events.services.roles``).
 """
@@ -35,6 +41,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -42,6 +49,48 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 log = logging.getLogger(__name__)
+
+
+class StaleLeader(RuntimeError):
+    """A write on behalf of ``role`` by a leader elected with fencing number ``fencing`` was
+    refused: the lease is at ``current`` now (taken over), or gone (None)."""
+
+    def __init__(self, role: str, fencing: int, current: int | None) -> None:
+        self.role, self.fencing, self.current = role, fencing, current
+        super().__init__(
+            f"lease {role}: a write of the leader elected with fencing {fencing} was refused "
+            f"(the lease is at {current if current is not None else 'no holder'}: taken over)"
+        )
+
+
+@dataclass(frozen=True)
+class Fence:
+    """The fencing number ``number`` a leader of ``role`` was elected with (``core_lease.fencing``)."""
+
+    role: str
+    number: int
+
+
+def check_fence(fence: Fence | None) -> None:
+    """Refuse a leader's write whose lease was taken over since it was elected.
+
+    Call it inside the writer's transaction, before its writes (``fence`` None: not a leader's
+    write, nothing checked). On PostgreSQL the lease row is read ``FOR SHARE``: a take-over
+    (its UPDATE of the row) waits until this transaction ends, so no write passes the check after
+    a take-over committed. Keep such transactions short (a renewal of the same lease waits too).
+
+    Raises:
+        StaleLeader: the role's lease is at another fencing number (a newer leader), or has no row.
+    """
+    if fence is None:
+        return
+    lock = " FOR SHARE" if connection.vendor == "postgresql" else ""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT fencing FROM core_lease WHERE role = %s{lock}", [fence.role])
+        row = cursor.fetchone()
+    current = int(row[0]) if row else None
+    if current != fence.number:
+        raise StaleLeader(fence.role, fence.number, current)
 
 
 def holder_id() -> str:
@@ -221,6 +270,14 @@ class LeaseKeeper:
         """True while this process leads ``role`` (local check)."""
         lease = self._leases.get(role)
         return lease is not None and lease.held()
+
+    def fence(self, role: str) -> Fence | None:
+        """The :class:`Fence` of ``role`` while this process leads it (to pass into the role's
+        writes, :func:`check_fence`), else None."""
+        lease = self._leases.get(role)
+        if lease is None or not lease.held() or lease.fencing is None:
+            return None
+        return Fence(role, lease.fencing)
 
     def leading(self) -> list[str]:
         """The roles this process leads now."""

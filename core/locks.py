@@ -220,6 +220,10 @@ class _Renewer:
                     log.warning("lock %s: renewal failed: %s", lease.name, exc)
                     continue
                 if not ok:
+                    with self._mutex:
+                        released = lease not in self._leases
+                    if released:  # its holder released it while this round ran: not lost
+                        continue
                     log.error(
                         "lock %s expired while held (process stalled longer than %g s)", lease.name, lease.ttl
                     )

@@ -14,8 +14,11 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from accounts.roles import Role, role_of
+from accounts.scoping import visible_tenant_ids
 from core import realtime
 from fabric.models import Fabric
+
+from .scoping import may_read
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -33,10 +36,17 @@ def _close_code(user: Any, fabric_id: int | None) -> int | None:
     return None
 
 
+@database_sync_to_async
+def _tenants(user: Any) -> set[int] | None:
+    return visible_tenant_ids(user)
+
+
 class AlarmConsumer(realtime.ListenOnlyJsonConsumer):
     """Relays alarm changes of one fabric (or all) to a signed-in Viewer or above."""
 
     group: str | None = None
+    #: the tenants whose alarms this user reads (None: all; ``accounts.scoping``)
+    tenants: set[int] | None = None
 
     async def connect(self) -> None:
         realtime.remember_loop()
@@ -46,6 +56,7 @@ class AlarmConsumer(realtime.ListenOnlyJsonConsumer):
         if code is not None:
             await self.close(code=code)
             return
+        self.tenants = await _tenants(self.scope.get("user"))
         self.group = realtime.group_name("alarms", fabric_id if fabric_id is not None else "all")
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.send_json({"type": "hello", "payload": {"group": self.group}})
@@ -60,6 +71,9 @@ class AlarmConsumer(realtime.ListenOnlyJsonConsumer):
             await self.send_json({"type": "pong", "payload": {}})
 
     async def alarm_changed(self, message: dict) -> None:
+        """Relay, unless the alarm carries another tenant's data (``events.scoping.may_read``)."""
+        if not may_read(message["payload"]["alarm"].get("tenant"), self.tenants):
+            return
         await self.send_json({"type": "alarm.changed", "payload": message["payload"]})
 
     async def alarms_reload(self, message: dict) -> None:

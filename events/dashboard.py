@@ -11,6 +11,7 @@ from telemetry.models import PortCounters
 
 from .models import Alarm
 from .payloads import alarm_payload
+from .scoping import scope_alarms
 
 ERROR_COUNTERS = ("symbol_errors", "link_error_recovery", "link_downed", "rcv_errors", "rcv_remote_phys_errors",
                   "xmit_discards", "local_link_integrity_errors", "excessive_buffer_overrun_errors",
@@ -40,7 +41,7 @@ def _port_row(row) -> dict[str, Any]:
 RECENT_ALARMS = 10
 
 
-def summary(fabric_id: int | None = None, top: int = 10) -> dict[str, Any]:
+def summary(fabric_id: int | None = None, top: int = 10, user=None) -> dict[str, Any]:
     """Dashboard data for one fabric (or all).
 
     Returns ``{"fabrics": [{id, name, switches, cas, links, master_sm_guid, master_sm,
@@ -93,6 +94,8 @@ def summary(fabric_id: int | None = None, top: int = 10) -> dict[str, Any]:
             "url": f.get_absolute_url(),
         })  # fmt: skip
     alarms = Alarm.objects.open()
+    if user is not None:  # a tenant member: not another tenant's alarms (events.scoping)
+        alarms = scope_alarms(alarms, user)
     counters = PortCounters.objects.select_related("port__node__fabric").filter(stale=False)
     if fabric_id:
         alarms = alarms.filter(fabric_id=fabric_id)

@@ -159,8 +159,10 @@ class AlarmEngine:
             alarm.ttl_s = policy.ttl_s
             alarm.node_id = event.node_id or alarm.node_id
             alarm.port_id = event.port_id or alarm.port_id
+            alarm.tenant_id = event.tenant_id  # whose data the message (the latest event's) carries
             alarm.save(
                 update_fields=[
+                    "tenant_id",
                     "count",
                     "last_seen",
                     "severity",
@@ -190,6 +192,7 @@ class AlarmEngine:
             last_seen=event.at,
             ttl_s=policy.ttl_s,
             raised_event=event,
+            tenant_id=event.tenant_id,
         )
         self.open_alarms[key] = alarm
         self.outcome.raised.append(alarm)

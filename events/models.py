@@ -149,6 +149,10 @@ class Alarm(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     clear_reason = models.CharField(max_length=200, blank=True)
+    #: the tenant whose data the alarm's message and object carry: its raising event's
+    #: ``tenant_id`` (a ``partition.drift`` of a tenant's pool; ``accounts.scoping.STAFF_ONLY`` when
+    #: several tenants' data meet in it); None: fabric-wide. Read through ``events.scoping``.
+    tenant_id = models.BigIntegerField(null=True, blank=True, db_index=True)
 
     objects = AlarmQuerySet.as_manager()
 

@@ -31,4 +31,5 @@ def alarm_payload(alarm: Alarm) -> dict[str, Any]:
         "cleared_at": alarm.cleared_at.isoformat() if alarm.cleared_at else None,
         "clear_reason": alarm.clear_reason,
         "url": alarm.get_absolute_url(),
+        "tenant": alarm.tenant_id,  # whose data it carries (events.scoping; ws/alarms/ filters by it)
     }

@@ -32,7 +32,7 @@ from .forms import AlertTargetForm, EventPolicyForm
 from .models import Alarm, AlertTarget, Event, EventPolicy, HealthReport, Severity
 from .policies import default_recipients
 from .reports import run_health_report
-from .scoping import scope_events
+from .scoping import scope_alarms, scope_events
 
 
 class RoleMixin(LoginRequiredMixin):
@@ -66,7 +66,7 @@ class DashboardView(RoleMixin, TemplateView):
         ctx = super().get_context_data(**kwargs)
         fabric_id = self.request.GET.get("fabric")
         ctx["fabric_id"] = int_param(fabric_id)
-        ctx["summary"] = dashboard.summary(ctx["fabric_id"])
+        ctx["summary"] = dashboard.summary(ctx["fabric_id"], user=self.request.user)
         ctx["severities"] = [(s.value, s.label) for s in reversed(Severity)]
         ctx["pools_template"] = optional_template(POOLS_TEMPLATE)
         ctx["devices_template"] = optional_template(DEVICES_TEMPLATE)
@@ -78,7 +78,7 @@ class DashboardSummaryView(RoleMixin, View):
 
     def get(self, request):
         fabric_id = request.GET.get("fabric")
-        return JsonResponse(dashboard.summary(int_param(fabric_id)))
+        return JsonResponse(dashboard.summary(int_param(fabric_id), user=request.user))
 
 
 class AlarmListView(RoleMixin, ListView):
@@ -90,7 +90,9 @@ class AlarmListView(RoleMixin, ListView):
     paginate_by = 200
 
     def get_queryset(self):
-        qs = Alarm.objects.select_related("fabric", "acknowledged_by", "cleared_by")
+        qs = scope_alarms(
+            Alarm.objects.select_related("fabric", "acknowledged_by", "cleared_by"), self.request.user
+        )
         params = self.request.GET.copy()
         if "state" not in params and "open" not in params:
             params["open"] = "true"
@@ -104,7 +106,7 @@ class AlarmListView(RoleMixin, ListView):
         ctx["filter"] = self.filterset
         ctx["severities"] = [(s.value, s.label) for s in reversed(Severity)]
         ctx["fabrics"] = _fabrics()
-        ctx["counts"] = Alarm.objects.open().counts_by_severity()
+        ctx["counts"] = scope_alarms(Alarm.objects.open(), self.request.user).counts_by_severity()
         ctx["showing_open"] = self.filterset.data.get("open") in ("true", "True", "1")
         return ctx
 
@@ -180,6 +182,10 @@ class AlarmView(RoleMixin, DetailView):
     template_name = "events/alarm.html"
     context_object_name = "alarm"
     queryset = Alarm.objects.select_related("fabric", "acknowledged_by", "cleared_by", "node", "port__node")
+
+    def get_queryset(self):
+        """Another tenant's alarm does not exist for a tenant member (``events.scoping``)."""
+        return scope_alarms(super().get_queryset(), self.request.user)
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from django.db.models import Q
 
 from accounts.roles import Role, has_role
+from fabric.models import Partition
 
 from .api.permissions import AGENT_GROUP
 from .choices import TenantRole
@@ -85,6 +86,14 @@ def pool_tenant_mismatch(pool, tenant_id: int | None) -> str | None:
             "or name the pool's own"
         )
     return None
+
+
+def partition_tenants(pks: list[int]) -> dict[int, int | None]:
+    """``{partition pk: tenant id}`` for the partitions among ``pks`` owned by a tenant's pool or
+    by a job (``accounts.scoping.register_row_tenant``); a shared pool's or a fabric's own
+    partition is absent (fabric-wide)."""
+    rows = Partition.objects.filter(pk__in=pks).values_list("pk", "pool__tenant_id", "job__tenant_id")
+    return {pk: pool_t or job_t for pk, pool_t, job_t in rows if (pool_t or job_t) is not None}
 
 
 def scoped_tenant_ids(user) -> set[int] | None:

@@ -13,11 +13,12 @@ class PoolsConfig(AppConfig):
 
         registry.register(self.label, EVENT_TYPES)
 
-        from accounts.scoping import register_row_scope, register_tenant_scope
+        from accounts.scoping import register_row_scope, register_row_tenant, register_tenant_scope
 
-        from .access import narrow_partitions, scoped_tenant_ids
+        from .access import narrow_partitions, partition_tenants, scoped_tenant_ids
 
         register_tenant_scope(scoped_tenant_ids)  # tenant members read their tenants' rows only
         register_row_scope("fabric.Partition", narrow_partitions)
+        register_row_tenant("fabric.Partition", partition_tenants)  # a partition.drift event's tenant
 
         from . import checks, receivers  # noqa: F401  (registers the checks, connects the receivers)

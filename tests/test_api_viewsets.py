@@ -20,6 +20,7 @@ Writes need a payload: a new write route fails :func:`test_every_route_has_a_cas
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -927,6 +928,7 @@ TENANT_OF = {
     "scheduler.Job": ["tenant_id"],
     "scheduler.JobDecision": ["job__tenant_id"],
     "events.Event": ["tenant_id"],
+    "events.Alarm": ["tenant_id"],
     "fabric.Partition": ["pool__tenant_id", "job__tenant_id"],
     "fabric.Fabric": [],  # a fabric's pools are listed by the pools API, not in the fabric's row
     "auth.User": [],  # Admin only
@@ -941,6 +943,52 @@ def _tenant_user(name: str, tenant) -> APIClient:
     client = APIClient()
     client.force_authenticate(user)
     return client
+
+
+def _tenant_partitions(world) -> None:
+    """Each of the world's two tenants gets a pool with a partition on the world's fabric, and the
+    partitions service records what an apply of them writes: a ``partition.drift`` per partition
+    and a ``partition.apply_failed`` naming both (through its own writers, then the alarm engine)."""
+    from events.engine import process_pending_events
+    from fabric.services.partitions.opensm import ApplyResult, record_failure, record_outcome
+    from pools.services.partitions import set_pool_pkey
+
+    parts = []
+    for n, tenant in enumerate((world.tenant, world.other_tenant)):
+        pool = Pool.objects.create(name=f"p-pkey-{n}", tenant=tenant, fabric=world.fabric)
+        set_pool_pkey(pool, 0x0A01 + n)
+        parts.append(Partition.objects.get(pk=Pool.objects.get(pk=pool.pk).partition_id))
+    rows = [
+        {
+            "partition": p.name,
+            "pkey": p.pkey_hex,
+            "guid": "0x0002c90300000011",
+            "expected": "full",
+            "seen": "",
+        }
+        for p in parts
+    ]
+    fabric = world.fabric
+    record_outcome(fabric, parts, ApplyResult(fabric=fabric.name, drift=rows, sha256="ab" * 32), None)
+    failed = ApplyResult(
+        fabric=fabric.name, error="not verified", unverified=[r | {"error": "timeout"} for r in rows]
+    )
+    record_failure(fabric, parts, failed, None)
+    process_pending_events(fabric.pk)
+    assert Alarm.objects.filter(code="partition.drift").count() == 2  # one per partition
+
+
+def _tenant_names(world) -> dict[int, set[str]]:
+    """The names only a tenant's members may read, by tenant: its pools', jobs' and partitions'."""
+    out: dict[int, set[str]] = {}
+    for pk, name in Pool.objects.filter(tenant__isnull=False).values_list("tenant_id", "name"):
+        out.setdefault(pk, set()).add(name)
+    for pk, name in Job.objects.values_list("tenant_id", "name"):
+        out.setdefault(pk, set()).add(name)
+    for pool_t, job_t, name in Partition.objects.values_list("pool__tenant_id", "job__tenant_id", "name"):
+        if (pool_t or job_t) is not None:
+            out.setdefault(pool_t or job_t, set()).add(name)
+    return out
 
 
 def test_every_listed_model_with_tenant_data_says_whose_rows_they_are():
@@ -966,12 +1014,8 @@ def test_a_tenant_user_sees_none_of_another_tenants_rows(route, world, admin):
     pool_b = Pool.objects.create(name="p-b", tenant=world.other_tenant, quota_gpus=2)
     submit(JobSpec(name="job-b", pool_id=pool_b.pk, count=1), user=world.users["admin"])
     run_pass()
-    if model is Partition:  # each tenant's pool gets its PKey (a partition pool_<id>)
-        from pools.services.partitions import set_pool_pkey
-
-        for n, tenant in enumerate((world.tenant, world.other_tenant)):
-            pool = Pool.objects.create(name=f"p-pkey-{n}", tenant=tenant, fabric=world.fabric)
-            set_pool_pkey(pool, 0x0A01 + n)
+    if model in (Partition, Event, Alarm):  # each tenant's pool gets its PKey (a partition pool_<id>)
+        _tenant_partitions(world)
     users = {world.tenant.pk: _tenant_user("only-a", world.tenant),
              world.other_tenant.pk: _tenant_user("only-b", world.other_tenant)}  # fmt: skip
     url = url_of(route, world)
@@ -980,6 +1024,7 @@ def test_a_tenant_user_sees_none_of_another_tenants_rows(route, world, admin):
     for lookup in lookups:
         for pk, tenant_id in model._default_manager.filter(pk__in=all_rows).values_list("pk", lookup):
             owner[pk] = owner.get(pk) or tenant_id
+    secrets = _tenant_names(world)
     for tenant_id, client in users.items():
         resp = client.get(url, {"limit": 1000})
         if resp.status_code == 403:  # an Admin-only list: no rows at all
@@ -989,6 +1034,19 @@ def test_a_tenant_user_sees_none_of_another_tenants_rows(route, world, admin):
         foreign = {pk for pk in seen if owner.get(pk) not in (None, tenant_id)}
         assert not foreign, (
             f"{route.id}: tenant {tenant_id}'s user sees rows {sorted(foreign)} of another tenant"
+        )
+        # and no row names another tenant's pool, job or partition, whoever it says it belongs to
+        # (a fabric-wide partition.drift event named a tenant's partition, issue 22)
+        named = {
+            (r["id"], name)
+            for r in resp.json()["results"]
+            for other, names in secrets.items()
+            if other != tenant_id
+            for name in names
+            if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", json.dumps(r))
+        }
+        assert not named, (
+            f"{route.id}: tenant {tenant_id}'s user reads another tenant's names {sorted(named)}"
         )
     if lookups:  # the world gives both tenants rows here, visible to the Admin
         assert {owner.get(pk) for pk in all_rows} >= set(users), (route.id, owner)

@@ -196,3 +196,31 @@ def test_sigterm_stops_a_hanging_discovery_within_the_grace_period(worker_factor
     assert "the worker is shutting down" in failed.error, failed.error
     assert not alive(tool) and children_tagged(f"{pool}:") == []
     assert lock_remaining_s(f"fabric.discover.{hung_fabric.pk}") is None
+
+
+def test_sigterm_to_the_process_group_mid_task_logs_no_error(worker_factory, hung_fabric):
+    """The whole group gets SIGTERM (``kill -- -<pgid>``, systemd's default
+    ``KillMode=control-group``) while a discovery hangs: the pool process ignores it and the main
+    process's warm shutdown ends the task after the grace, as for a SIGTERM of the main process
+    alone; nothing at ERROR, no traceback (issue 25: the pool process died at once and the worker
+    logged ``WorkerLostError: Worker exited prematurely: signal 15 (SIGTERM)``)."""
+    hung_fabric.discovery_timeout_s = 300.0
+    hung_fabric.save(update_fields=["discovery_timeout_s"])
+    worker = worker_factory(WEFT_SHUTDOWN_GRACE_S="2")
+    worker.send("fabric.tasks.discover_fabric_task", hung_fabric.pk)
+    pool = worker.pool_pid()
+    tool = poller_of(pool)
+    assert tool and "ibnetdiscover" in Path(f"/proc/{tool}/cmdline").read_text(), worker.text()[-3000:]
+    mark = len(worker.text())
+    t0 = time.monotonic()
+    os.killpg(worker.proc.pid, signal.SIGTERM)
+    worker.proc.wait(30)
+    elapsed = time.monotonic() - t0
+    after = worker.text()[mark:]
+    assert elapsed < 2 + 10, (elapsed, after)
+    assert worker.proc.returncode == 0, after
+    for bad in ("ERROR", "Traceback", "WorkerLostError", "exited prematurely"):
+        assert bad not in after, after
+    failed = Discovery.objects.get(fabric=hung_fabric, status=DiscoveryStatus.FAILED)
+    assert "the worker is shutting down" in failed.error, failed.error  # ended by the main process
+    assert not alive(pool) and not alive(tool)

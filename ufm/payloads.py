@@ -41,7 +41,7 @@ from core.cache import get_or_compute
 from events.choices import SEVERITY_RANK, Category, Severity
 from events.models import Alarm, Event
 from events.registry import get as event_type
-from events.scoping import scope_events
+from events.scoping import scope_alarms, scope_events
 from fabric.choices import Membership, NodeType, PhysState, PortState
 from fabric.keys import port_key
 from fabric.models import Discovery, Fabric, Link, Node, Partition, Port
@@ -495,11 +495,14 @@ def events(fabric: Fabric, *, severity: str | None = None, object_name: str | No
     return out
 
 
-def alarms(fabric: Fabric) -> list[dict]:
+def alarms(fabric: Fabric, user=None) -> list[dict]:
     """The open alarms of ``fabric`` (active and acknowledged) as UFM alarm objects, most
-    severe first."""
+    severe first; with ``user``, only those the user may read (``events.scoping``)."""
     out = []
-    for a in Alarm.objects.open().filter(fabric=fabric).by_severity().values(
+    rows = Alarm.objects.open().filter(fabric=fabric)
+    if user is not None:
+        rows = scope_alarms(rows, user)
+    for a in rows.by_severity().values(
         "id", "code", "severity", "category", "state", "object_repr", "object_key", "message",
         "first_seen", "last_seen", "count",
     ):  # fmt: skip

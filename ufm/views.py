@@ -220,7 +220,7 @@ class AlarmsView(UfmView):
     """``GET /app/alarms``: the open alarms, UFM's alarm objects."""
 
     def get(self, request):
-        return Response(payloads.alarms(self.fabric()))
+        return Response(payloads.alarms(self.fabric(), user=request.user))
 
 
 class UnhealthyPortsView(UfmView):

@@ -9,6 +9,12 @@ Celery's ``PersistentScheduler`` (the shelve file of ``-s``/``CELERY_BEAT_SCHEDU
 per host): a standby taking over sends what is due by its own schedule file, so the next run of
 each entry comes at most one interval after the take-over.
 
+Fencing: before each send the leader checks its fencing number against the lease row
+(:func:`core.leases.check_fence`): a beat whose lease was taken over (a standby leads with a higher
+number) sends nothing more, even while its local deadline has not passed yet, and one that cannot
+read the row does not send either (a sweep or a pass missed is sent by the next leader; one sent
+twice at once is what the lease is there to prevent).
+
 Why not celery-redbeat (a Redis lock) or django-celery-beat (no leader election): docs/design.md
 "Leaders with standbys". The embedded deployment (``weft.inprocess``) has its own in-process
 timer and no lease: one process.
@@ -51,6 +57,27 @@ class LeaderScheduler(PersistentScheduler):
 
     def _lost(self, role: str) -> None:
         log.warning("beat: no longer leading (lease %s): standing by", role)
+
+    def apply_entry(self, entry, producer=None) -> None:
+        """Send ``entry`` (Celery's), only while the lease row still carries this leader's fencing
+        number (module docstring); a stale leader logs one warning and stands by."""
+        from django.db import DatabaseError, close_old_connections
+
+        from core.leases import StaleLeader, check_fence
+
+        fence = self.leases.fence(ROLE)
+        try:
+            if fence is None:
+                raise StaleLeader(ROLE, 0, None)
+            check_fence(fence)
+        except StaleLeader as exc:
+            log.warning("beat: %s not sent: %s", entry.name, exc)
+            return
+        except DatabaseError as exc:
+            log.warning("beat: %s not sent: the lease could not be read (%s)", entry.name, exc)
+            close_old_connections()
+            return
+        super().apply_entry(entry, producer=producer)
 
     def tick(self, *args, **kwargs) -> float:
         """One scheduler iteration while leading (Celery's), else a standby's short sleep. The

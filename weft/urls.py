@@ -12,6 +12,7 @@ from core.content_security import third_party_ui
 from telemetry.metrics import metrics_view
 from ufm import urls as ufm_urls
 from ufm.views import dologin
+from weft.api_root import ApiRootView
 
 urlpatterns = [
     path(
@@ -21,6 +22,7 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     path("accounts/", include("accounts.urls")),
     path("oidc/", include("accounts.oidc_urls")),  # single sign-on (404 unless WEFT_OIDC_ISSUER is set)
+    path("api/", ApiRootView.as_view(), name="api-root"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # the schema answers 401 to anonymous clients (SERVE_PERMISSIONS); the doc pages send them to log
     # in. Swagger UI's split view serves its start-up script as a file (no inline script: the CSP);

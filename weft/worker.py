@@ -12,6 +12,16 @@ period (systemd 90 s, Kubernetes 30 s), which then SIGKILLs it mid-task. So:
   :data:`ABORT_SIGNAL`, whose handler (installed at ``worker_process_init``) does the same. The
   tasks then record their failure (a failed Discovery or Sweep row saying the worker is stopping)
   and end, and the warm shutdown completes.
+* A pool process ignores SIGTERM (``worker_process_init``). Stopping a worker by its process group (``kill -- -<pgid>``,
+  systemd's default ``KillMode=control-group``, a supervisor's group stop) sends SIGTERM to the
+  pool processes too: Celery resets their SIGTERM to the default, so each died at once, mid-task,
+  and the main process's warm shutdown logged ``WorkerLostError: Worker exited prematurely:
+  signal 15 (SIGTERM)`` with a traceback (issue 25). The main process drives the shutdown (the
+  running task ends, or its tools are stopped after the grace above); a pool process whose main
+  process died gets SIGKILL from the kernel (Celery sets its parent-death signal). Celery ignores SIGTERM in its pool processes
+  itself when ``REMAP_SIGTERM`` is set, for the same reason. The units in ``deploy/systemd/``
+  use ``KillMode=mixed`` (SIGTERM to the main process only, SIGKILL to what is left after
+  ``TimeoutStopSec``), the right way to stop a worker.
 * ``worker_process_init`` and ``worker_ready``: ``tools.reap_orphans`` kills tools whose owner
   process died (a pool process killed at its hard time limit cannot kill its children itself).
 
@@ -103,6 +113,9 @@ def _abort_handler(signum, frame) -> None:
 @worker_process_init.connect
 def _on_process_init(**_kw) -> None:
     signal.signal(ABORT_SIGNAL, _abort_handler)
+    # ignored, not handled: billiard replaces any other SIGTERM handler of a pool process after
+    # this signal (billiard.common.reset_signals keeps only SIG_IGN), as with REMAP_SIGTERM
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _forget_inherited_db_pools()
     _reap("pool process start")
 

@@ -13,6 +13,7 @@ under ``/api/`` (an unknown endpoint is a JSON 404, not the HTML page), the styl
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 
 from django.db import IntegrityError
@@ -23,6 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
+from core.busy import busy_response, pool_timeout
 from core.errors import DomainError
 
 log = logging.getLogger(__name__)
@@ -123,7 +125,11 @@ def bad_request(request, exception=None):
 
 def server_error(request):
     """``handler500``: ``{"detail": "Server error."}`` (500; the traceback is logged, never sent)
-    under :data:`API_PREFIX`, ``templates/500.html`` elsewhere."""
+    under :data:`API_PREFIX`, ``templates/500.html`` elsewhere; a database pool timeout met
+    before the view (in a middleware) is the 503 of :func:`core.busy.busy_response`."""
+    exc = pool_timeout(sys.exc_info()[1])
+    if exc is not None:
+        return busy_response(request, exc)
     if _is_api(request):
         return JsonResponse({"detail": "Server error."}, status=500)
     return defaults.server_error(request)

@@ -19,7 +19,7 @@ from ..alerting import deliveries, send_test
 from ..filtersets import AlarmFilterSet, EventFilterSet, EventPolicyFilterSet
 from ..models import Alarm, AlertTarget, Event, EventPolicy, HealthReport, severity_rank
 from ..reports import run_health_report
-from ..scoping import scope_events
+from ..scoping import scope_alarms, scope_events
 from .serializers import (
     AlarmClearSerializer,
     AlarmSerializer,
@@ -76,6 +76,10 @@ class AlarmViewSet(viewsets.ReadOnlyModelViewSet):
     filter_backends = _FILTERS
     ordering_fields = ["last_seen", "first_seen", "severity", "count", "id"]
     action_roles = {"acknowledge": Role.OPERATOR, "clear": Role.OPERATOR}
+
+    def get_queryset(self):
+        """Another tenant's alarms do not exist for a tenant member (``events.scoping``)."""
+        return scope_alarms(super().get_queryset(), self.request.user)
 
     @extend_schema(request=None, responses=AlarmSerializer)
     @action(detail=True, methods=["post"])

@@ -93,3 +93,57 @@ def test_new_changed_cleared_reach_the_page(topo):
 
     with override_settings(CHANNEL_LAYERS=MEMORY):
         asyncio.run(run())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_tenant_member_gets_no_push_of_another_tenants_alarm(topo):
+    """``ws/alarms/`` relays an alarm carrying tenant A's data (its raising event's ``tenant_id``:
+    a ``partition.drift`` of A's pool) to A's member and the fabric-wide Viewer, never to B's
+    member (issue 22); the fabric-wide alarm after it reaches all three."""
+    from pools.models import Tenant, TenantMembership
+
+    t_a, t_b = Tenant.objects.create(name="t-a"), Tenant.objects.create(name="t-b")
+    users = {}
+    for name, tenant in (("only-a", t_a), ("only-b", t_b), ("staff", None)):
+        users[name] = get_user_model().objects.create_user(name, password="x")
+        set_role(users[name], "viewer")
+        if tenant is not None:
+            TenantMembership.objects.create(tenant=tenant, user=users[name], role="viewer")
+    fabric_id = topo.fabric.pk
+    headers = {name: session_headers(user) for name, user in users.items()}
+
+    def raise_alarms():
+        drift = EventSpec(code="partition.drift", message="partition pool_a drifts", object_type="partition",
+                          object_key=f"{topo.fabric.name}:0x0a01:pool_a", tenant_id=t_a.pk)  # fmt: skip
+        record_events(topo.fabric, [drift])
+        process_pending_events(fabric_id)
+        wide = EventSpec(code="sm.master_lost", message="no master", object_type="fabric", object_key="f")
+        record_events(topo.fabric, [wide])
+        process_pending_events(fabric_id)
+
+    async def run():
+        comms = {}
+        for name in users:
+            comms[name] = WebsocketCommunicator(application, "/ws/alarms/", headers=headers[name])
+            assert (await comms[name].connect(timeout=5))[0]
+            assert (await comms[name].receive_json_from(timeout=5))["type"] == "hello"
+        await in_thread(raise_alarms)
+        got = {}
+        for name, comm in comms.items():
+            got[name] = []
+            while True:
+                msg = await comm.receive_json_from(timeout=5)
+                if msg["type"] == "alarm.changed":
+                    got[name].append(msg["payload"]["alarm"]["type"])
+                    if msg["payload"]["alarm"]["type"] == "sm.master_lost":
+                        break
+            await comm.disconnect()
+        return got
+
+    with override_settings(CHANNEL_LAYERS=MEMORY):
+        got = asyncio.run(run())
+    assert got == {
+        "only-a": ["partition.drift", "sm.master_lost"],
+        "only-b": ["sm.master_lost"],
+        "staff": ["partition.drift", "sm.master_lost"],
+    }

@@ -72,6 +72,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core.bulk import insert_rows
+from core.leases import Fence, check_fence
 from events.services import EventSpec, record_events
 
 from .. import rates
@@ -1208,6 +1209,7 @@ def apply_port_states(
     *,
     source: str = DiscoverySource.NOTICE,
     note: str = "",
+    fence: Fence | None = None,
 ) -> PortRefresh:
     """Store the port states read by a targeted refresh (an SM notice, the port-state fallback)
     and write their events, in one transaction with the Fabric row locked (as :func:`ingest_topology`).
@@ -1224,12 +1226,16 @@ def apply_port_states(
     in ``diff["note"]``) records the diff and becomes ``Fabric.last_discovery``, and
     ``discovery_committed`` is sent on commit, so alarms, the map and the heatmap follow as after
     a discovery. Returns a :class:`PortRefresh`.
+
+    ``fence``: the lease of the notice listener that read the states (``core.leases``): nothing is
+    written when it was taken over since (raises :class:`core.leases.StaleLeader`).
     """
     out = PortRefresh()
     if not observed:
         return out
     started = timezone.now()
     with transaction.atomic():
+        check_fence(fence)
         locked = Fabric.objects.select_for_update().get(pk=fabric.pk)
         guids = {g for g, _ in observed}
         ports = {

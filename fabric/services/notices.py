@@ -62,7 +62,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import DatabaseError, close_old_connections, transaction
 
-from core.leases import LeaseKeeper
+from core.leases import Fence, LeaseKeeper, StaleLeader, check_fence
 from core.locks import single_instance
 from core.repeatlog import RepeatLog
 from events.roles import check_roles
@@ -206,8 +206,10 @@ def fallback_targets(fabric: Fabric) -> dict[int, list[int]]:
     return {lid: sorted(ports) for lid, ports in sorted(out.items())}
 
 
-def record_error_trap(fabric: Fabric, notice: dict) -> None:
-    """Write ``port.error_trap`` for a trap 129-131 notice (the port named by its LID and port)."""
+def record_error_trap(fabric: Fabric, notice: dict, *, fence: Fence | None = None) -> None:
+    """Write ``port.error_trap`` for a trap 129-131 notice (the port named by its LID and port).
+    ``fence``: the listener's lease (:func:`core.leases.check_fence`; raises
+    :class:`~core.leases.StaleLeader` when taken over, nothing written)."""
     lid, num, trap = notice.get("lid"), notice.get("port"), notice.get("trap")
     port = (
         Port.objects.filter(node__fabric=fabric, node__lid=lid, port_num=num).select_related("node").first()
@@ -215,6 +217,7 @@ def record_error_trap(fabric: Fabric, notice: dict) -> None:
     )
     key = port_key(port.node.node_guid, port.port_num) if port else f"lid {lid}/{num}"
     with transaction.atomic():
+        check_fence(fence)
         record_events(fabric, [EventSpec(
             code="port.error_trap", object_type="port", object_key=key,
             object_repr=str(port) if port else key, port_id=port.pk if port else None,
@@ -343,9 +346,13 @@ class NoticeListener(threading.Thread):
         fallback: str | None = None,
         interval: float | None = None,
         traps: tuple[int, ...] | None = None,
+        fence: Fence | None = None,
     ):
         super().__init__(name=f"weft-notices-{fabric_id}", daemon=True)
         self.fabric_id = fabric_id
+        #: the fencing number of the lease this listener was started under: its writes carry it
+        #: (``core.leases.check_fence``), so a listener whose fabric was taken over writes nothing
+        self.fence = fence
         self.traps = traps
         self.fallback = fallback or settings.WEFT_PORT_STATE_FALLBACK
         self.interval = float(interval or settings.WEFT_PORT_STATE_INTERVAL_S)
@@ -401,6 +408,10 @@ class NoticeListener(threading.Thread):
                 self.repeats.warning("notice listener of fabric %s: %s", self.fabric_id, exc)
             except Fabric.DoesNotExist:
                 return
+            except StaleLeader as exc:  # another listen_notices took the fabric over: its writes count
+                log.warning("notice listener of fabric %s: stopped: %s", self.fabric_id, exc)
+                self._set(state="down", error=str(exc), pid=None)
+                self._stop_event.set()
             except LookupError as exc:
                 self._set(state="starting", error=str(exc), pid=None)
             except Exception as exc:  # never let a bug end the listening for good
@@ -523,7 +534,7 @@ class NoticeListener(threading.Thread):
                     self._refresh_at = time.monotonic() + BATCH_S
                 self._refresh[int(lid)] = why
             if trap in ERROR_TRAPS:
-                record_error_trap(self._fabric(), msg)
+                record_error_trap(self._fabric(), msg, fence=self.fence)
         elif trap in (64, 65):
             self._want_discovery(why)
         elif trap == 144 and (msg.get("details") or {}).get("change_flags", 0) & 0x1:
@@ -589,7 +600,7 @@ class NoticeListener(threading.Thread):
             for (lid, port), (state, phys) in states.items()
             if lid in guid_of and lid not in moved
         }
-        result = apply_port_states(fabric, observed, note=note)
+        result = apply_port_states(fabric, observed, note=note, fence=self.fence)
         came_up = result.came_up
         if recheck:
             came_up = [k for k in came_up if k not in self._asked_up]
@@ -796,7 +807,8 @@ class NoticeSupervisor(threading.Thread):
                     continue
                 if fabric_id in self.listeners:
                     continue
-                listener = NoticeListener(fabric_id, **self.listener_kw)
+                fence = self.leases.fence(self.role(fabric_id))
+                listener = NoticeListener(fabric_id, fence=fence, **self.listener_kw)
                 self.listeners[fabric_id] = (access, listener)
                 listener.start()
             return sorted(self.listeners)

@@ -2,7 +2,7 @@
 node GUID is refused naming the node's port GUIDs (Weft API, UFM API, import), a GUID the fabric
 does not have (an SR-IOV virtual function's) is taken and reported ``unverified: not in fabric``,
 and the partition's state then says "applied to N of M members, K not verifiable", never plain
-"applied" (``fabric.services.partitions.opensm._record_outcome``)."""
+"applied" (``fabric.services.partitions.opensm.record_outcome``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from fabric.services.partitions import (
     save_partition,
     set_members,
 )
-from fabric.services.partitions.opensm import ApplyResult, _record_outcome
+from fabric.services.partitions.opensm import ApplyResult, record_outcome
 from tests.support.member_guids import NODE, PORT1, PORT2, VF, one_ca_fabric
 
 
@@ -60,7 +60,7 @@ def test_members_not_in_the_fabric_make_the_state_partial_never_plain_applied(fa
     parts = list(
         Partition.objects.filter(pk__in=[part.pk, whole.pk]).prefetch_related("members").order_by("pkey")
     )
-    _record_outcome(fabric, parts, ApplyResult(fabric=fabric.name, ok=True, sha256="ab" * 32), None)
+    record_outcome(fabric, parts, ApplyResult(fabric=fabric.name, ok=True, sha256="ab" * 32), None)
     part.refresh_from_db()
     whole.refresh_from_db()
     assert part.applied_state == ApplyState.PARTIAL

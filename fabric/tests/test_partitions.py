@@ -453,7 +453,7 @@ def test_drift_alarms_are_per_partition_not_per_pkey(fabric, django_capture_on_c
     """A PKey freed by one partition and reused by the next (job 25's, then job 26's): each drift
     is its own alarm named after its partition, and the applied event clears both by name."""
     from events.models import Alarm
-    from fabric.services.partitions.opensm import ApplyResult, _record_outcome
+    from fabric.services.partitions.opensm import ApplyResult, record_outcome
 
     def drift(part):
         d = {"partition": part.name, "pkey": part.pkey_hex, "guid": "0x0000000000000010", "expected": "full",
@@ -462,7 +462,7 @@ def test_drift_alarms_are_per_partition_not_per_pkey(fabric, django_capture_on_c
             fabric=fabric.name, ok=False, state=ApplyState.DRIFT, sha256="ab" * 32, drift=[d]
         )
         with django_capture_on_commit_callbacks(execute=True):
-            _record_outcome(fabric, [part], result, None)
+            record_outcome(fabric, [part], result, None)
 
     first = save_partition(Partition(fabric=fabric, name="train25", pkey=0x6000))
     drift(first)
@@ -476,7 +476,7 @@ def test_drift_alarms_are_per_partition_not_per_pkey(fabric, django_capture_on_c
     ]
     ok = ApplyResult(fabric=fabric.name, ok=True, state=ApplyState.APPLIED, sha256="cd" * 32)
     with django_capture_on_commit_callbacks(execute=True):
-        _record_outcome(fabric, [second], ok, None)
+        record_outcome(fabric, [second], ok, None)
     assert sorted(Alarm.objects.filter(fabric=fabric, code="partition.drift").values_list("state", flat=True)) == [
         "cleared", "cleared"
     ]  # fmt: skip

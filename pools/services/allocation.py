@@ -779,6 +779,14 @@ def _fraction_plan(pool: Pool, mem: int, pct: int, locked: _Locked) -> tuple[int
     return gpu_id, victims, pools
 
 
+def _pool_seen_by(pool: Pool, tenant_id: int | None) -> str:
+    """``pool`` as a message for tenant ``tenant_id`` says it: by name when it is that tenant's
+    or shared, else "another tenant's pool" (issue 22: an event of one tenant named another's)."""
+    if pool.tenant_id is None or pool.tenant_id == tenant_id:
+        return f"pool {pool.name}"
+    return "another tenant's pool"
+
+
 def _end_reclaimed(pool: Pool, allocation_ids: list[int], now, user) -> list[Allocation]:
     """Lock these allocations (pk order), then all their GPUs (pk order, one statement), and end
     the ones still active as reclaimed for ``pool``; their pools' rows are held by the caller."""
@@ -798,7 +806,8 @@ def _end_reclaimed(pool: Pool, allocation_ids: list[int], now, user) -> list[All
             AllocationState.RECLAIMED,
             now,
             user,
-            reason=f"reclaimed for pool {pool.name}'s guaranteed share",
+            # the victim's tenant reads this (its allocation's event): another tenant's pool unnamed
+            reason=f"reclaimed for the guaranteed share of {_pool_seen_by(pool, alloc.tenant_id)}",
         )
     return allocs
 

@@ -187,7 +187,10 @@ def test_mig_request_reclaims_borrowed_slices_lowest_weight_newest_first(tenants
     states = dict(Allocation.objects.filter(pk__in=[h1.pk, l1.pk, l2.pk, l3.pk]).values_list("pk", "state"))
     assert states == {h1.pk: "active", l1.pk: "active", l2.pk: "reclaimed", l3.pk: "active"}
     l2.refresh_from_db()
-    assert l2.end_reason == "reclaimed for pool owner's guaranteed share" and l2.ended_at is not None
+    assert (
+        l2.end_reason == "reclaimed for the guaranteed share of another tenant's pool"
+        and l2.ended_at is not None
+    )
     assert got.items.count() == 2 and not got.borrowed
     assert set(got.items.values_list("mig_slice__profile", flat=True)) == {"1g.10gb"}
     assert Event.objects.get(code="allocation.reclaimed").details["allocation"] == l2.pk

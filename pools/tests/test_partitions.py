@@ -246,7 +246,7 @@ def test_apply_pending_coalesces_and_never_loses_a_change(portless):
 def test_a_partition_changed_while_its_apply_ran_stays_pending(portless):
     """The outcome of an apply that read a partition before a change (``updated`` moved on) does
     not mark the changed partition applied: it stays pending for the next apply."""
-    from fabric.services.partitions.opensm import ApplyResult, _record_outcome
+    from fabric.services.partitions.opensm import ApplyResult, record_outcome
 
     fabric = portless
     part = Partition.objects.create(fabric=fabric, name="p", pkey=0x0A06)
@@ -255,7 +255,7 @@ def test_a_partition_changed_while_its_apply_ran_stays_pending(portless):
     set_members(part, [STORAGE, "0x0002c90300aa0003"])
     other = Partition.objects.create(fabric=fabric, name="q", pkey=0x0A07)
     result = ApplyResult(fabric=fabric.name, ok=True, state=ApplyState.APPLIED, sha256="ab" * 32)
-    _record_outcome(fabric, [read_by_the_apply, other], result, None)
+    record_outcome(fabric, [read_by_the_apply, other], result, None)
     assert Partition.objects.get(pk=part.pk).applied_state == ApplyState.PENDING
     assert Partition.objects.get(pk=other.pk).applied_state == ApplyState.APPLIED
 

@@ -315,3 +315,24 @@ def test_tenant_members_by_username_is_a_400_for_put_and_patch_alike(users, clie
     assert resp.status_code == 400, resp.content
     assert resp.json() == {"members": [{"user": ["This field is required."]}]}
     assert list(t.memberships.values_list("user__username", "role")) == [("vic", "viewer")]
+
+
+def test_the_tenant_list_shows_contacts_and_the_webhook_never_its_secret(users, client_for):
+    """The walkthrough: the tenant list had no contacts or webhook columns. Each tenant's row shows
+    its contacts (mailto links) and its webhook URL, signed or not; the HMAC key never."""
+    signed = Tenant.objects.create(name="t-hook", contacts=["ops@example.org", "oncall@example.org"],
+                                   webhook_url="https://hooks.example.org/weft", webhook_secret="s3cr3t-key")  # fmt: skip
+    bare = Tenant.objects.create(name="t-bare")
+    page = text(client_for("admin").get("/pools/tenants/"))
+    row = re.search(rf'<tr id="tenant-{signed.pk}".*?</tr>', page, re.S).group(0)
+    contacts = re.search(r'<td class="tenant-contacts">(.*?)</td>', row, re.S).group(1)
+    assert re.findall(r'href="mailto:([^"]+)"', contacts) == ["ops@example.org", "oncall@example.org"]
+    webhook = re.search(r'<td class="tenant-webhook">(.*?)</td>', row, re.S).group(1)
+    assert "https://hooks.example.org/weft" in webhook and "(signed)" in webhook
+    assert "s3cr3t-key" not in page
+    other = re.search(rf'<tr id="tenant-{bare.pk}".*?</tr>', page, re.S).group(0)
+    assert (
+        re.findall(r'<td class="tenant-(?:contacts|webhook)"><span class="muted">none</span></td>', other)
+        != []
+    )
+    assert other.count('<span class="muted">none</span>') == 2

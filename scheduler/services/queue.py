@@ -342,6 +342,12 @@ def _event_spec(job: Job, code: str, message: str, details: dict | None = None) 
 TENANT_MAIL_CODES = frozenset({"job.degraded", "job.requeued", "job.replaced", "job.failed"})
 
 
+def seen_by(job: Job, other: Job) -> str:
+    """``job`` as an event of ``other`` names it: itself when both are one tenant's, else
+    "a job of another tenant" (issue 22: a preempted job's event named the other tenant's job)."""
+    return str(job) if job.tenant_id == other.tenant_id else "a job of another tenant"
+
+
 def job_event(job: Job, code: str, message: str, now: datetime, details: dict | None = None) -> None:
     record_events(_fabric_for(job), [_event_spec(job, code, message, details)], at=now)
 
@@ -1167,7 +1173,7 @@ def bind_job(
     loc,
     now: datetime,
     *,
-    victim_reason: Callable[[Job], str] | None = None,
+    victim_reason: Callable[[Job, Job], str] | None = None,
     source: str = "pass",
     user=None,
     also: Callable[[Job], None] | None = None,
@@ -1176,7 +1182,7 @@ def bind_job(
     pending code and reasons (nothing written then).
 
     The rebalancer (``scheduler.services.rebalance``) binds its reclaims here too: its
-    ``victim_reason(job)`` says why the victims lose their GPUs (default: preempted for the
+    ``victim_reason(job, victim)`` says why a victim loses its GPUs (default: preempted for the
     job's priority), ``source`` goes with the signals, ``user`` into the audit entries, and
     ``also(job)`` writes its own event and audit entry in the same transaction once the job is
     placed."""
@@ -1199,9 +1205,9 @@ def bind_job(
                 _lock_pools([job.pool_id, *(v.pool_id for v in victims)])
             for v in victims:
                 why = (
-                    victim_reason(job)
+                    victim_reason(job, v)
                     if victim_reason
-                    else f"preempted by {job} ({job.priority_class} priority)"
+                    else f"preempted by {seen_by(job, v)} ({job.priority_class} priority)"
                 )
                 _end(v, JobState.PREEMPTED, why, now, user, source)
             req = AllocationRequest(

@@ -102,6 +102,7 @@ from .queue import (  # the queue stays the one writer of jobs: the rebalancer b
     job_event,
     move,
     queued_job,
+    seen_by,
 )
 
 log = logging.getLogger(__name__)
@@ -392,7 +393,13 @@ def _reclaim_reason(
     """A reclaim's reason: the pool's guarantee and holding (``share``: held, guaranteed, unit),
     what ``job`` waits for (``wants``), what is taken back (``taken``) and from which jobs."""
     held, guaranteed, unit = share
-    names = "; ".join(f"{_label(st.jobs[v])} in pool {st.jobs[v].pool.name}" for v in victims)
+    # the reason goes into ``job``'s events (its tenant reads them): other tenants' jobs unnamed
+    names = "; ".join(
+        f"{_label(st.jobs[v])} in pool {st.jobs[v].pool.name}"
+        if st.jobs[v].tenant_id == job.tenant_id
+        else "a job of another tenant"
+        for v in victims
+    )
     jobs = f"{len(victims)} preemptible job{'s' if len(victims) != 1 else ''}"
     return (
         f"pool {pool.name} holds {held} of the {guaranteed} {unit} guaranteed to it and {_label(job)} "
@@ -899,7 +906,11 @@ def _reclaim(a: Action, loc, now: datetime, user) -> str:
 
     refused = bind_job(
         out, loc, now,
-        victim_reason=lambda job: f"reclaimed for {job}: pool {job.pool.name}'s guaranteed {unit}",
+        victim_reason=lambda job, victim: (
+            f"reclaimed for {seen_by(job, victim)}: "
+            + (f"pool {job.pool.name}'s" if job.tenant_id == victim.tenant_id else "its pool's")
+            + f" guaranteed {unit}"
+        ),
         source=_SOURCE, user=user, also=recorded,
     )  # fmt: skip
     return "done" if refused is None else f"refused: {' '.join(refused[1])}"

@@ -101,9 +101,10 @@ def test_reclaim_preempts_the_fewest_borrowers_and_places_the_owner(borrowed, us
     assert owner.allocation.borrowed is False  # within its guarantee
     for v in victims:
         assert v.state == "pending" and v.preemptions == 1  # requeued (preemptible: the default)
-        assert (
-            v.reason == f"requeued: reclaimed for {owner}: pool {cluster_pool_name(owner)}'s guaranteed GPUs"
-        )
+        assert v.tenant_id != owner.tenant_id
+        # the victim's tenant reads this: the owner's job and pool are another tenant's (issue 22)
+        assert v.reason == "requeued: reclaimed for a job of another tenant: its pool's guaranteed GPUs"
+        assert cluster_pool_name(owner) not in v.reason
         assert Allocation.objects.filter(job=v.reference, state="released").count() == 1
         assert _codes(v)[-2:] == ["job.preempted", "job.requeued"]
     assert {b.state for b in borrowers if b not in victims} == {"placed"}
@@ -129,7 +130,9 @@ def test_a_pass_reclaims_for_a_pool_below_its_guarantee_at_once(borrowed):
     assert summary["preempted"] == 0 and summary["reclaimed"] == 1
     assert owner.state == "placed" and owner.allocation.borrowed is False
     victims = [b for b in borrowers if b.state == "pending"]
-    assert len(victims) == 2 and all(v.reason.startswith(f"requeued: reclaimed for {owner}") for v in victims)
+    assert len(victims) == 2 and all(
+        v.reason.startswith("requeued: reclaimed for a job of another tenant") for v in victims
+    )
     assert Event.objects.filter(code="job.reclaimed", object_key=str(owner.pk)).count() == 1
     assert run_rebalance(dry_run=True)["actions"] == []  # nothing left for the periodic run
     assert run_pass()["reclaimed"] == 0  # the requeued borrowers wait (no guarantee of theirs)
@@ -200,7 +203,9 @@ def test_reclaim_of_borrowed_mig_slices_preempts_one_borrower_and_places_the_own
     assert (
         "waits for 2 × 1g.10gb: reclaim 2 borrowed 1g.10gb slices from 1 preemptible job" in action["reason"]
     )
-    assert f"{first_borrowed} (t-mig-borrow) in pool p-mig-borrow" in action["reason"]
+    # the reason goes into the owner's events: the borrower is another tenant's, so unnamed
+    assert action["reason"].endswith("(the fewest): a job of another tenant")
+    assert "p-mig-borrow" not in action["reason"] and str(first_borrowed) not in action["reason"]
     assert (
         Job.objects.get(pk=owner.pk).state == "pending"
         and not Event.objects.filter(code="job.reclaimed").exists()
@@ -215,7 +220,9 @@ def test_reclaim_of_borrowed_mig_slices_preempts_one_borrower_and_places_the_own
     assert owner.allocation.items.filter(active=True, mig_slice__profile="1g.10gb").count() == 2
     victim = first_borrowed
     assert victim.state == "pending" and victim.preemptions == 1
-    assert victim.reason == f"requeued: reclaimed for {owner}: pool p-mig's guaranteed MIG slices"
+    assert (
+        victim.reason == "requeued: reclaimed for a job of another tenant: its pool's guaranteed MIG slices"
+    )
     assert Allocation.objects.filter(job=victim.reference, state="released").count() == 1
     assert _codes(victim)[-2:] == ["job.preempted", "job.requeued"]
     assert [b.state for b in borrowers if b != victim] == ["placed"] * 3
@@ -290,7 +297,7 @@ def test_reclaim_of_borrowed_fractions_ends_the_fewest_on_one_gpu(db, users):
     assert owner.state == "placed" and owner.allocation.items.get(active=True).gpu_id == gpu["m1"]
     assert owner.allocation.borrowed is False
     assert (m0.state, m1.state, m2.state) == ("placed", "pending", "placed")
-    assert m1.reason == f"requeued: reclaimed for {owner}: pool p-frac's guaranteed GPUs"
+    assert m1.reason == "requeued: reclaimed for a job of another tenant: its pool's guaranteed GPUs"
     assert Event.objects.get(code="job.reclaimed", object_key=str(owner.pk)).details["victims"] == [m1.pk]
     assert run_rebalance(dry_run=False)["actions"] == []
 

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from django.db import transaction
 
+from accounts.scoping import row_tenants, tenant_of_rows
 from events.services import EventSpec
 
 from ...choices import ApplyState, Membership
@@ -174,6 +175,24 @@ def _mark_pending(partition: Partition) -> None:
     partition.drift = []
 
 
-def _fabric_event(fabric: Fabric, code: str, message: str, details: dict) -> EventSpec:
+def partition_tenants(parts) -> dict[int, int | None]:
+    """``{partition pk: tenant id or None}`` of ``parts`` (a tenant's pool's or a job's partition
+    is that tenant's: ``accounts.scoping.row_tenants``, registered by pools)."""
+    return row_tenants("fabric.Partition", [p.pk for p in parts])
+
+
+def named_in(parts, rows: list[dict]) -> list:
+    """The partitions of ``parts`` that rows of a verification (``{"partition": name, "pkey"…}``)
+    name."""
+    names = {r.get("partition") for r in rows}
+    return [p for p in parts if p.name in names]
+
+
+def _fabric_event(fabric: Fabric, code: str, message: str, details: dict, parts=()) -> EventSpec:
+    """A fabric-wide partitions event whose message and details name ``parts``: its ``tenant_id``
+    is theirs (``accounts.scoping.tenant_of_rows``: fabric-wide, one tenant's, or staff only when
+    several tenants' partitions meet in it; issue 22: tenant users read other tenants' partition
+    names in these events)."""
+    tenant_id = tenant_of_rows(partition_tenants(parts).values())
     return EventSpec(code=code, message=message, object_type="fabric", object_key=fabric.name,
-                     object_repr=fabric.name, details=details)  # fmt: skip
+                     object_repr=fabric.name, details=details, tenant_id=tenant_id)  # fmt: skip

@@ -29,11 +29,15 @@ from ...models import Fabric, Partition
 from ...parsers.partitions import (
     generate,
 )
-from .common import ApplyError, _fabric_event, _notify
+from .common import ApplyError, _fabric_event, _notify, named_in, partition_tenants
 from .conf import _comment, partitions_path, to_record
 from .verify import MIN_READ_S, _plan_checks, _verify, member_counts
 
 log = logging.getLogger(__name__)
+
+#: how an apply's error starts when the stored partitions could not be written as a file (the
+#: message may name one of them)
+GENERATE_ERROR = "cannot generate the partitions file"
 
 
 def write_atomically(path: str | Path, text: str) -> None:
@@ -227,7 +231,7 @@ def apply(
             try:
                 text = generate([to_record(p) for p in parts], comment=_comment(fabric))
             except ValueError as exc:  # a stored row the file cannot say (set outside the services)
-                raise ApplyError(f"cannot generate the partitions file: {exc}") from None
+                raise ApplyError(f"{GENERATE_ERROR}: {exc}") from None
             lines = text.splitlines()
             result.sha256 = hashlib.sha256(text.encode()).hexdigest()
             result.bytes, result.lines = len(text.encode()), len(lines)
@@ -248,7 +252,7 @@ def apply(
     except ApplyError as exc:
         result.error = str(exc)
         result.seconds = round(time.monotonic() - t0, 3)
-        _record_failure(fabric, parts, result, user)
+        record_failure(fabric, parts, result, user)
         return result
     except ToolAborted as exc:  # the reload command was refused: the worker is stopping
         return _interrupted(fabric, result, exc, t0)
@@ -288,11 +292,11 @@ def apply(
             f"{ports} of the {result.checked_ports} sampled port(s) could not be read "
             f"within {timeout:g} s (e.g. {first['guid']}: {first['error']})"
         )
-        _record_failure(fabric, parts, result, user)
+        record_failure(fabric, parts, result, user)
         return result
     result.ok = not drift
     result.state = ApplyState.APPLIED if not drift else ApplyState.DRIFT
-    _record_outcome(fabric, parts, result, user)
+    record_outcome(fabric, parts, result, user)
     return result
 
 
@@ -307,7 +311,10 @@ def _interrupted(fabric: Fabric, result: ApplyResult, exc: ToolAborted, t0: floa
     return result
 
 
-def _record_failure(fabric: Fabric, parts: list[Partition], result: ApplyResult, user) -> None:
+def record_failure(fabric: Fabric, parts: list[Partition], result: ApplyResult, user) -> None:
+    """Store a failed apply of ``parts`` (``result.error``): the partitions ``failed``, one
+    ``partition.apply_failed`` event (its tenant: the partitions it names, see
+    :func:`~.common._fabric_event`), an audit entry; in one transaction."""
     log.warning("applying the partitions of %s failed: %s", fabric.name, result.error)
     with transaction.atomic():
         written = {}
@@ -319,13 +326,15 @@ def _record_failure(fabric: Fabric, parts: list[Partition], result: ApplyResult,
         spec = _fabric_event(
             fabric, "partition.apply_failed", f"partitions of {fabric.name} not applied: {result.error}",
             {"path": result.path, "error": result.error, "unverified": result.unverified[:20]},
+            # the partitions its rows (or a file that could not be generated) name: their tenants'
+            parts=parts if result.error.startswith(GENERATE_ERROR) else named_in(parts, result.unverified),
         )  # fmt: skip
         record_events(fabric, [spec])
         audit.record("partition.apply", fabric, {"ok": False, "error": result.error[:500]}, user=user)
         _notify(fabric, [spec.code], applied=True)
 
 
-def _record_outcome(fabric: Fabric, parts: list[Partition], result: ApplyResult, user) -> None:
+def record_outcome(fabric: Fabric, parts: list[Partition], result: ApplyResult, user) -> None:
     """Store what the apply found. A partition changed while the apply ran (``updated`` moved on:
     new members, flags) stays ``pending``: the file written was not its current state. A partition
     with GUID members the fabric does not have is ``partial`` (``applied_members`` says "applied to
@@ -336,6 +345,7 @@ def _record_outcome(fabric: Fabric, parts: list[Partition], result: ApplyResult,
         by_pkey.setdefault(d["pkey"], []).append(d)
     specs: list[EventSpec] = []
     counts = member_counts(fabric, parts, result.drift)
+    tenants = partition_tenants(parts)
     with transaction.atomic():
         for p in parts:
             mine = by_pkey.get(p.pkey_hex, [])
@@ -363,6 +373,7 @@ def _record_outcome(fabric: Fabric, parts: list[Partition], result: ApplyResult,
                         object_key=f"{fabric.name}:{p.pkey_hex}:{p.name}"[:120],
                         object_repr=str(p),
                         details={"drift": mine[:20]},
+                        tenant_id=tenants[p.pk],  # the partition's pool's or job's tenant (issue 22)
                     )
                 )
         if not specs:

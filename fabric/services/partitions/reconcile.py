@@ -46,7 +46,7 @@ from ...choices import ApplyState, NodeType
 from ...models import Fabric, Partition, Port
 from ...parsers.partitions import KEYWORDS
 from .coalesce import apply_pending, auto_apply_enabled, expire_stale_applies
-from .common import _fabric_event, _notify
+from .common import _fabric_event, _notify, named_in
 from .conf import conf_digest, partitions_path
 from .verify import _Check, _verify
 
@@ -180,6 +180,7 @@ def reconcile(fabric: Fabric, *, sample: int | None = None, read_timeout: float 
                     "oldest": oldest.isoformat(),
                     "states": sorted({p.applied_state for p in stuck}),
                 },
+                parts=stuck,  # their PKeys: the event is their tenants' (issue 22)
             )  # fmt: skip
         )
     if out.file or out.drift:
@@ -194,6 +195,7 @@ def reconcile(fabric: Fabric, *, sample: int | None = None, read_timeout: float 
                 "partition.reconcile_drift",
                 f"OpenSM does not run the partitions Weft stores for {fabric.name}: {what}; re-applying",
                 {"file": out.file, "drift": out.drift, "checked_ports": out.checked_ports},
+                parts=named_in(claimed, out.drift),  # the partitions its drift rows name
             )
         )
     if specs:

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('events', '0005_event_tenant'),
+        ('events', '0006_alarm_tenant'),
     ]
 
     operations = [

@@ -51,6 +51,7 @@ from django.db import transaction
 from django.db.models import prefetch_related_objects
 from django.utils import timezone
 
+from accounts import audit
 from core.locks import single_instance
 from fabric.keys import split_link_key, split_port_key
 from fabric.models import Node
@@ -417,13 +418,15 @@ def test_record(now: datetime) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def send_test(target: AlertTarget, now: datetime | None = None) -> WebhookDelivery:
+def send_test(target: AlertTarget, now: datetime | None = None, *, user=None) -> WebhookDelivery:
     """Send a test message to ``target`` now (one attempt, in this process, whether enabled or
     not) and return its delivery row (``status``, ``response_code``, ``last_error``); a failed
-    attempt is retried by ``outbound`` like any other."""
+    attempt is retried by ``outbound`` like any other. Audited (``alert_target.test``, ``user``)
+    in the transaction that queues it: no audit entry, nothing sent."""
     now = now or timezone.now()
     record = test_record(now)
     with transaction.atomic():
+        audit.record("alert_target.test", target, {"kind": target.kind}, user=user)
         if target.kind == AlertTargetKind.SYSLOG:
             line = syslog_line(code="weft.test", severity=Severity.INFO, at=now, message=record["message"],
                                fabric="test", object_key="test")  # fmt: skip

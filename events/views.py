@@ -404,7 +404,7 @@ class AlertTargetActionView(RoleMixin, View):
     def post(self, request, pk: int, op: str):
         target = get_object_or_404(AlertTarget, pk=pk)
         if op == "test":
-            row = send_test(target)
+            row = send_test(target, user=request.user)
             request.session[f"alert-target-test-{target.pk}"] = row.pk
             return redirect("events:alerttarget", pk=target.pk)
         if op == "delete":

@@ -42,7 +42,7 @@ from accounts.permissions import RolePermission
 from accounts.roles import set_role
 from accounts.tokens import check_key, create_token
 from devices.models import Device, Interface, Neighbour, Sensor
-from events.models import Alarm, Event, EventPolicy, HealthReport
+from events.models import Alarm, AlertTarget, Event, EventPolicy, HealthReport
 from fabric.choices import SMState
 from fabric.models import (
     Fabric,
@@ -79,6 +79,9 @@ LEAST_ROLE = {
     "events-api:healthreport-run POST": "operator",
     "events-api:eventpolicy-list GET": "admin",
     "events-api:eventpolicy-detail GET": "admin",
+    "events-api:alerttarget-list GET": "admin",
+    "events-api:alerttarget-detail GET": "admin",
+    "events-api:alerttarget-deliveries GET": "admin",
     "accounts-api:user-list GET": "admin",
     "accounts-api:user-detail GET": "admin",
     "accounts-api:user-token POST": "viewer",
@@ -126,6 +129,16 @@ class World:
     placed_job: Any = None  # a job the queue placed (a MIG slice in ``pool``)
     pending_job: Any = None  # a job the queue could not place (whole GPUs: the world's are MIG)
     device: Any = None  # an SNMP device of ``fabric`` with an interface, a sensor, a neighbour
+    alert_target: Any = None  # a webhook alert target (its URL answers nothing: port 9 refuses)
+
+
+def _alert_targets():
+    """Two alert targets of different kinds, one disabled (the list filters need both); returns the
+    webhook (its URL answers nothing: port 9 refuses)."""
+    AlertTarget.objects.create(name="syslog", kind="syslog", url="udp://127.0.0.1:9", enabled=False)
+    return AlertTarget.objects.create(
+        name="on-call", kind="webhook", url="http://127.0.0.1:9/hook", secret="s3cret"
+    )
 
 
 @pytest.fixture
@@ -230,7 +243,8 @@ def world(users) -> World:
     return World(users=users, fabric=fabric, other=other, alarm=alarm, policy=policy, target=target,
                  partition=partition, tenant=tenant, other_tenant=other_tenant, pool=pool, shared_pool=shared,
                  allocation=allocation, placed_job=placed_job, pending_job=pending_job,
-                 device=devices[0])  # fmt: skip
+                 device=devices[0],
+                 alert_target=_alert_targets())  # fmt: skip
 
 
 @pytest.fixture
@@ -442,6 +456,35 @@ WRITES: dict[str, Write] = {
         target=lambda w: w.policy,
         body={"severity": "minor"},
         check=lambda w, b: b["severity"] == EventPolicy.objects.get(pk=w.policy.pk).severity == "minor",
+    ),
+    "events-api:alerttarget-list POST": Write(
+        201,
+        body={"name": "am", "kind": "alertmanager", "url": "http://127.0.0.1:9", "min_severity": "critical"},
+        check=lambda w, b: AlertTarget.objects.get(pk=b["id"]).min_severity == "critical"
+        and "secret" not in b,
+    ),
+    "events-api:alerttarget-detail PUT": Write(
+        200,
+        target=lambda w: w.alert_target,
+        body={"name": "on-call-slack", "kind": "slack", "url": "https://hooks.example.org/T1"},
+        check=lambda w, b: AlertTarget.objects.get(pk=w.alert_target.pk).kind == "slack" == b["kind"],
+    ),
+    "events-api:alerttarget-detail PATCH": Write(
+        200,
+        target=lambda w: w.alert_target,
+        body={"enabled": False},
+        check=lambda w, b: b["enabled"] is False
+        and not AlertTarget.objects.get(pk=w.alert_target.pk).enabled,
+    ),
+    "events-api:alerttarget-detail DELETE": Write(
+        204,
+        target=lambda w: w.alert_target,
+        check=lambda w, b: not AlertTarget.objects.filter(pk=w.alert_target.pk).exists(),
+    ),
+    "events-api:alerttarget-test POST": Write(
+        200,
+        target=lambda w: w.alert_target,
+        check=lambda w, b: b["event"] == "alarm.test" and b["status"] != "delivered" and b["attempts"] == 1,
     ),
     "events-api:healthreport-run POST": Write(
         201,
@@ -661,6 +704,8 @@ WRITES: dict[str, Write] = {
 
 #: Checks of GET actions other than list and retrieve: (world, body, role) -> True when right.
 READ_CHECKS: dict[str, Callable[[World, Any, str], bool]] = {
+    # the world's webhook target was never sent to: an empty log
+    "events-api:alerttarget-deliveries GET": lambda w, b, role: b == [],
     "fabric-api:fabric-compare GET": lambda w, b, role: b["reference"] is None
     and "no reference" in b["detail"],
     "fabric-api:fabric-node-name-map GET": lambda w, b, role: (b["source"], b["entries"]) == ("none", 0),

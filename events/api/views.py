@@ -171,7 +171,7 @@ class AlertTargetViewSet(AuditedWritesMixin, viewsets.ModelViewSet):
     @extend_schema(request=None, responses=DeliverySerializer)
     @action(detail=True, methods=["post"])
     def test(self, request, pk=None):
-        row = send_test(self.get_object())
+        row = send_test(self.get_object(), user=request.user)
         return Response(DeliverySerializer(row).data)
 
     @extend_schema(responses=DeliverySerializer(many=True))

@@ -5,8 +5,8 @@ ports its traffic crosses from the routes (``routing.services.current.current_ro
 switches' LFTs over the stored topology) and its rails under its traffic model
 (``scheduler.jobpaths``), and stores one row per (job, port, rail) with the path count.
 
-Rails: rail ``r`` of a job is the ``r``-th HCA (by name) of each of its hosts, as
-``faults.job_scopes`` numbers them; an HCA's LID is that of its lowest-numbered port that has
+Rails: rail ``r`` of a job is the HCA of index ``r`` (``mlx5_3`` is rail 3) of each of its
+hosts, as ``faults.job_scopes`` numbers them (``faults.rails``); an HCA's LID is that of its lowest-numbered port that has
 one (``fabric.Port.lid``). HCAs of different fabrics form separate rails per fabric.
 
 Kept current (``scheduler.receivers``): on ``routing.signals.routes_changed`` every holding job

@@ -137,3 +137,25 @@ def test_map_link_panel_lists_the_jobs_per_direction(cluster, admin):
             f"/api/fabric/fabrics/{cluster.fabric.pk}/map-edge/?a={idle.port_a.node_id}&b={idle.port_b.node_id}"
         ).json()
         assert e["jobs"] == []
+
+
+def test_the_demo_keeps_the_jobs_busiest_switch_ports_hot(cluster):
+    """``scheduler.demo.BusyJobPorts``: the demo traffic player's busy ports are the running jobs'
+    switch egress ports with the most paths (never an HCA's own port)."""
+    from scheduler.demo import BusyJobPorts
+
+    wide = running(cluster, "wide", 3)
+    joblinks.refresh()
+    switches = set(Node.objects.filter(node_type="switch").values_list("node_guid", flat=True))
+    per = {}
+    for k, n in JobLink.objects.filter(job=wide).values_list("port_key", "paths"):
+        if k.rsplit("/", 1)[0] in switches:
+            per[k] = per.get(k, 0) + n
+    want = sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+    got = BusyJobPorts(cluster.fabric.pk, count=3).read()
+    assert got == [(k.rsplit("/", 1)[0], int(k.rsplit("/", 1)[1])) for k, _ in want] and len(got) == 3
+    busy = BusyJobPorts(cluster.fabric.pk, count=3, every_s=3600)
+    assert busy() == got
+    Job.objects.filter(pk=wide.pk).update(state="completed")
+    assert busy() == got  # read again only every every_s
+    assert BusyJobPorts(cluster.fabric.pk).read() == []  # no running job: nothing kept hot

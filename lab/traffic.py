@@ -87,8 +87,10 @@ class Load(NamedTuple):
     congestion: float
 
 
-#: the least load of a port a running job's traffic crosses (``traffic_pattern``'s ``busy``)
-BUSY = Load(0.92, 0.75)
+#: the least load of a port a running job's traffic crosses (``traffic_pattern``'s ``busy``):
+#: busy, but its congestion below the ``port.congestion`` rule's default threshold (0.5), or every
+#: job of the demo would be degraded ``path_congested`` by its own traffic
+BUSY = Load(0.92, 0.45)
 
 
 def _hot_links(links: Sequence[TrafficLink], t: float, seed: int, count: int, period_s: float) -> set[int]:

@@ -285,10 +285,11 @@ class BusyJobPorts:
     ``JobLink``, summed paths), as ``(node GUID, port)``; read again every ``every_s`` seconds
     (the player asks every tick). The hot spots then carry jobs: the heatmap's hot-spot list and
     the map's link panel name them (issue 24 §5). Called from the player's thread: its database
-    connection is closed after each read; a failed read keeps the last answer."""
+    connection is closed after each read (``close``; False for a caller that owns its
+    connection, e.g. inside a transaction); a failed read keeps the last answer."""
 
-    def __init__(self, fabric_id: int, count: int = 4, every_s: float = 10.0):
-        self.fabric_id, self.count, self.every_s = fabric_id, count, every_s
+    def __init__(self, fabric_id: int, count: int = 4, every_s: float = 10.0, *, close: bool = True):
+        self.fabric_id, self.count, self.every_s, self.close = fabric_id, count, every_s, close
         self._at = float("-inf")
         self._ports: list[tuple[str, int]] = []
 
@@ -301,7 +302,8 @@ class BusyJobPorts:
             except Exception:  # the demo goes on with the last ports
                 log.warning("could not read the jobs' busiest ports", exc_info=True)
             finally:
-                close_old_connections()
+                if self.close:
+                    close_old_connections()
         return self._ports
 
     def read(self) -> list[tuple[str, int]]:

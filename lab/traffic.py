@@ -36,7 +36,7 @@ import math
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -85,6 +85,12 @@ class Load(NamedTuple):
 
     utilisation: float
     congestion: float
+
+
+#: the least load of a port a running job's traffic crosses (``traffic_pattern``'s ``busy``):
+#: busy, but its congestion below the ``port.congestion`` rule's default threshold (0.5), or every
+#: job of the demo would be degraded ``path_congested`` by its own traffic
+BUSY = Load(0.92, 0.45)
 
 
 def _hot_links(links: Sequence[TrafficLink], t: float, seed: int, count: int, period_s: float) -> set[int]:
@@ -154,8 +160,14 @@ def traffic_pattern(
     ticks_per_s_full: float = DEFAULT_TICKS_PER_S_FULL,
     packet_bytes: float = PACKET_BYTES,
     down: Callable[[int], bool] | None = None,
+    busy: Callable[[], Iterable[tuple[str, int]]] | None = None,
 ) -> Iterator[list[PerfStep]]:
     """Yield, every ``interval_s`` of pattern time, the ``PerformanceSet`` steps of that tick.
+
+    ``busy``: called every tick, the egress ports ``(node, port)`` (as :class:`LinkEnd` names
+    them) that carry a running job's traffic now (the demo: the job→links index's busiest
+    ports); each sends at least :data:`BUSY` (utilisation, congestion), so the hot spots the
+    admin sees are those a job crosses, and its page, the heatmap and the map name it.
 
     Each step sets an absolute counter value (counters only rise, except the PortXmitWait wrap
     described in the module docstring): data in words, packets (data bytes / ``packet_bytes``),
@@ -166,6 +178,10 @@ def traffic_pattern(
     if interval_s <= 0:
         raise ValueError(f"interval_s must be > 0, not {interval_s}")
     counters: dict[tuple[str, int, str], float] = {}
+    egress: dict[tuple[str, int], list[tuple[int, str]]] = {}
+    for i, link in enumerate(links):
+        egress.setdefault((link.a.node, link.a.port), []).append((i, "ab"))
+        egress.setdefault((link.b.node, link.b.port), []).append((i, "ba"))
     t = 0.0
     while True:
         t += interval_s
@@ -177,6 +193,10 @@ def traffic_pattern(
             hot_spot_period_s=hot_spot_period_s,
             wave_period_s=wave_period_s,
         )
+        for key in busy() if busy is not None else ():
+            for i, direction in egress.get(tuple(key), ()):
+                u, c = loads[(i, direction)]
+                loads[(i, direction)] = Load(max(u, BUSY.utilisation), max(c, BUSY.congestion))
         steps: list[PerfStep] = []
         for i, link in enumerate(links):
             if down is not None and down(i):

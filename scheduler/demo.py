@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -39,7 +40,7 @@ from pools.models import Pool, Tenant
 from pools.services.allocation import pool_summary
 
 from .choices import RUNNING_STATES, JobState
-from .models import Job
+from .models import Job, JobLink
 from .services import queue
 
 log = logging.getLogger(__name__)
@@ -276,3 +277,49 @@ def _running_job_hcas(fabric_id: int, exclude) -> list[tuple[str, int]]:
         hosts.update(placement or {})
     names = Node.objects.filter(fabric_id=fabric_id, host__name__in=hosts).exclude(node_type=NodeType.SWITCH)
     return sorted((n, 1) for n in names.values_list("name", flat=True) if n not in exclude)
+
+
+class BusyJobPorts:
+    """The demo traffic player's ``busy`` ports (``lab.traffic.traffic_pattern``): the ``count``
+    switch egress ports that the running jobs' routed paths cross most (the job→links index,
+    ``JobLink``, summed paths), as ``(node GUID, port)``; read again every ``every_s`` seconds
+    (the player asks every tick). The hot spots then carry jobs: the heatmap's hot-spot list and
+    the map's link panel name them (issue 24 §5). Called from the player's thread: its database
+    connection is closed after each read (``close``; False for a caller that owns its
+    connection, e.g. inside a transaction); a failed read keeps the last answer."""
+
+    def __init__(self, fabric_id: int, count: int = 4, every_s: float = 10.0, *, close: bool = True):
+        self.fabric_id, self.count, self.every_s, self.close = fabric_id, count, every_s, close
+        self._at = float("-inf")
+        self._ports: list[tuple[str, int]] = []
+
+    def __call__(self) -> list[tuple[str, int]]:
+        now = time.monotonic()
+        if now - self._at >= self.every_s:
+            self._at = now
+            try:
+                self._ports = self.read()
+            except Exception:  # the demo goes on with the last ports
+                log.warning("could not read the jobs' busiest ports", exc_info=True)
+            finally:
+                if self.close:
+                    close_old_connections()
+        return self._ports
+
+    def read(self) -> list[tuple[str, int]]:
+        """The busiest switch egress ports of the running jobs now (see the class docstring)."""
+        paths: dict[str, int] = {}
+        for key, n in JobLink.objects.filter(
+            fabric_id=self.fabric_id, job__state__in=RUNNING_STATES, dead_end=False
+        ).values_list("port_key", "paths"):
+            paths[key] = paths.get(key, 0) + n
+        switches = set(
+            Node.objects.filter(fabric_id=self.fabric_id, node_type=NodeType.SWITCH).values_list(
+                "node_guid", flat=True
+            )
+        )
+        ranked = sorted(
+            ((n, k) for k, n in paths.items() if k.rpartition("/")[0] in switches),
+            key=lambda x: (-x[0], x[1]),
+        )
+        return [(k.rpartition("/")[0], int(k.rpartition("/")[2])) for _, k in ranked[: self.count]]

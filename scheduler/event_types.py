@@ -61,7 +61,7 @@ EVENT_TYPES = [
     EventType("job.move_proposed", "Job move proposed", S, IN,
               description="The rebalancer found a move that would free a whole unit but does not make it (the job is "
                           "not preemptible, or no job waits for that shape)."),
-    EventType("job.congested", "Job on congested links", S, W,
+    EventType("job.congested", "Job on links with congestion or error alarms", S, W,
               description="A placed or running job crosses uplinks with open congestion or error alarms, and a "
                           "placement that avoids them is free now (reported, not moved)."),
 ]  # fmt: skip

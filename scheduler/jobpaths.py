@@ -1,7 +1,7 @@
 """The links a job's traffic crosses (pure, no Django): its rails' collectives over the routes.
 
-A job's *rails*: rail ``r`` is the ``r``-th HCA (by name, 1-based) of each of its hosts, as
-``scheduler.services.faults.JobScope`` numbers them; its members are those HCAs' port LIDs, in
+A job's *rails*: rail ``r`` is the HCA of index ``r`` of each of its hosts (``mlx5_3`` is rail 3,
+as the fabric names it: ``scheduler.services.faults.rails``); its members are those HCAs' port LIDs, in
 host-name order. The traffic model (``Job.traffic``, :class:`scheduler.choices.Traffic`) says
 which ordered pairs of a rail exchange data:
 

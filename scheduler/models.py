@@ -226,7 +226,7 @@ class JobLink(models.Model):
     traffic model (``scheduler.jobpaths``).
 
     ``port_key`` is the egress port of the link (``fabric.keys.port_key``: ``"<guid>/<port>"``,
-    a switch out port or an HCA's port); ``rail`` the rail (1-based HCA position on its hosts);
+    a switch out port or an HCA's port); ``rail`` the rail (the HCA's own index, ``mlx5_3`` → 3: ``faults.rails``);
     ``paths`` how many of the rail's ordered HCA pairs cross it (the job's path count);
     ``snapshot_id`` the ``routing.RoutingSnapshot`` it was computed from; ``dead_end``: the
     routes forward the rail's pairs to this port but its link is gone from the topology (down,

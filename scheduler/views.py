@@ -59,6 +59,7 @@ def _worst_first(entry: dict) -> tuple:
 
 def fabric_view_table(view: dict, limit: int = MAX_UPLINK_ROWS) -> dict:
     """The job page's link table from ``job_fabric_view``: every HCA link of the job, then the
+    job's HCAs without a link now (``hcas_down``: ``"down": True``, with their alarm), then the
     uplinks of the leaves its HCAs are cabled to (``job_leaf``), worst first, at most ``limit``
     (a rail group's unit has a hundred uplinks or more). Returns ``{"rows": [link entry],
     "uplinks_shown": n listed, "uplinks_more": n of its leaves' uplinks not listed, "uplinks_other": n of the units' uplinks
@@ -73,7 +74,8 @@ def fabric_view_table(view: dict, limit: int = MAX_UPLINK_ROWS) -> dict:
              + urlencode({"fabric": fabric_id, "node": leaf["node_guid"], "sort": "-congestion"}))
         for leaf in view["leaves"][:MAX_LEAF_LINKS]
     ] if fabric_id else []  # fmt: skip
-    return {"rows": hca + mine[:limit], "uplinks_shown": len(mine[:limit]),
+    down = [{"kind": "hca", "down": True, **d} for d in view.get("hcas_down", [])]
+    return {"rows": hca + down + mine[:limit], "uplinks_shown": len(mine[:limit]),
             "uplinks_more": max(0, len(mine) - limit), "uplinks_other": other, "leaves": leaves,
             "leaves_more": len(view["leaves"]) - len(leaves) if leaves else 0}  # fmt: skip
 

@@ -71,19 +71,31 @@ def register_port_annotation(name: str, provider: Callable[[list[str]], dict[str
     PORT_ANNOTATIONS[name] = provider
 
 
+def annotations(keys: list[str]) -> dict[str, dict[str, Any]]:
+    """``{port key: {name: value}}`` of every registered annotation for the ports ``keys``
+    (``fabric.keys.port_key``; one provider call each): the heatmap's tooltip and hot-spot list
+    read it (``telemetry.api.heatmap``). A port without a value gets ``[]``; a provider that fails
+    gives ``[]`` for all (logged)."""
+    out: dict[str, dict[str, Any]] = {k: {} for k in keys}
+    for name, provider in list(PORT_ANNOTATIONS.items()):
+        try:
+            got = provider(list(keys)) if keys else {}
+        except Exception:
+            log.exception("port annotation %s failed", name)
+            got = {}
+        for k in keys:
+            out[k][name] = got.get(k, [])
+    return out
+
+
 def annotate_rows(rows: list[dict]) -> list[dict]:
     """Set each registered annotation on ``rows`` (``row_values`` dicts; one provider call per
     page): ``row[name]`` = the provider's value for the row's port, else ``[]``. A provider that
     fails leaves ``[]`` (logged): the table still shows."""
     keys = [port_key(r["node_guid"], r["port"]) for r in rows]
-    for name, provider in list(PORT_ANNOTATIONS.items()):
-        try:
-            got = provider(keys) if keys else {}
-        except Exception:
-            log.exception("port annotation %s failed", name)
-            got = {}
-        for r, k in zip(rows, keys, strict=True):
-            r[name] = got.get(k, [])
+    got = annotations(keys)
+    for r, k in zip(rows, keys, strict=True):
+        r.update(got[k])
     return rows
 
 

@@ -71,6 +71,7 @@ def heatmap(request: HttpRequest, fabric_id: int) -> HttpResponse:
         "cell_url": reverse("telemetry-api:heatmap-cell", args=[fabric.pk, 987654321]).replace(
             "987654321", "{id}"
         ),
+        "annotations_url": reverse("telemetry-api:heatmap-annotations", args=[fabric.pk]),
         "ws_path": f"/ws/heatmap/{fabric.pk}/",
         "port_url": port_url_template(),
         "mode": "utilisation" if request.GET.get("mode") == "utilisation" else "congestion",

@@ -210,6 +210,10 @@ OVERLAYS: dict[str, object] = {
     "edge_alarms": _no_rows,
     # telemetry: ``(port_id, utilisation, congestion)`` of the ports with a rate (``live``)
     "port_rates": _no_rows,
+    # scheduler: ``{port key: [{"job", "name", "state", "paths", "share", "url"}]}`` of the jobs
+    # whose routed paths leave by ``port keys`` (``fabric.keys.port_key``; share estimated), asked
+    # only for the cables of the link panel (``map_edge_detail``'s ``jobs``), never for the map
+    "edge_jobs": lambda fabric, keys: {},
     # scheduler: the locality domains of a fabric (``key``, ``name``, ``tier``, ``switches``,
     # ``hosts``: ``scheduler.locality.Domain``), the map's groups
     "domains": _no_rows,
@@ -613,7 +617,7 @@ def map_edge_detail(fabric, params) -> dict:
     from django.db.models import Q
     from rest_framework.exceptions import NotFound, ValidationError
 
-    from ..keys import link_key
+    from ..keys import link_key, port_key
     from ..models import Link, Node
 
     ids = {}
@@ -650,14 +654,23 @@ def map_edge_detail(fabric, params) -> dict:
     cables = []
     ports: list[int] = []
     keys: list[str] = []
+    ends: list[tuple[str, str, str]] = []  # (egress port key, from end, to end) of each direction
     for link in links:
         pa, pb = (link.port_a, link.port_b) if link.port_a.node_id == a.pk else (link.port_b, link.port_a)
         cables.append({"a": end(pa), "b": end(pb)})
         ports += [pa.pk, pb.pk]
+        ka, kb = port_key(pa.node.node_guid, pa.port_num), port_key(pb.node.node_guid, pb.port_num)
         keys.append(link_key((pa.node.node_guid, pa.port_num), (pb.node.node_guid, pb.port_num)))
+        ends += [
+            (ka, f"{a} [{pa.port_num}]", f"{b} [{pb.port_num}]"),
+            (kb, f"{b} [{pb.port_num}]", f"{a} [{pa.port_num}]"),
+        ]
+    crossing = OVERLAYS["edge_jobs"](fabric, [k for k, _, _ in ends]) if ends else {}
+    jobs = [{**j, "port_key": k, "from": frm, "to": to} for k, frm, to in ends for j in crossing.get(k, ())]
     return {
         "a": {"id": a.pk, "name": str(a), "guid": a.node_guid},
         "b": {"id": b.pk, "name": str(b), "guid": b.node_guid},
         "cables": cables,
         "alarms": list(OVERLAYS["edge_alarms"](fabric, ports, keys)),
+        "jobs": sorted(jobs, key=lambda j: (-j["share"], j["job"], j["from"])),
     }

@@ -502,8 +502,11 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
         where an end is ``{port_id, port_num, state, width, speed, rate_gbps, utilisation,
         congestion, xmit_wait_per_s, error_deltas, stale}`` (utilisation and congestion 0..1,
         ``telemetry.PortCounters``; None without a rate) and ``alarms`` the open alarms on those
-        ports or keyed by one of those cables (id, code, severity, message, object). 400 for a
-        missing or non-integer id; 404 when a node is not on this fabric."""
+        ports or keyed by one of those cables (id, code, severity, message, object); ``jobs`` the
+        jobs whose routed paths cross those cables, one entry per direction (``{job, name, state,
+        url, paths, share, port_key, from, to}``, ``share`` the *estimated* part of that port's
+        traffic; the scheduler's overlay ``edge_jobs``). 400 for a missing or non-integer id; 404
+        when a node is not on this fabric."""
         fabric = self.get_object()
         return Response(map_edge_detail(fabric, request.query_params))
 

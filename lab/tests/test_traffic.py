@@ -120,3 +120,21 @@ def test_a_down_link_gets_no_traffic_and_resumes_without_a_jump():
     after = value(next(gen))
     # one tick of traffic after the gap, not the five it missed
     assert 0 < after - before <= 1.0 * links[0].rate_bytes_per_s / 4
+
+
+def test_busy_ports_send_at_least_the_busy_load():
+    """The ports a running job crosses (``busy``) are hot whatever the pattern says: at least
+    ``BUSY`` utilisation and congestion, in the direction asked only."""
+    from lab.traffic import BUSY
+
+    links = fat_tree()
+    asked = [("spine1", 3)]  # spine1's port 3: down to leaf2 (link 2*3+1, direction "ba")
+    gen = traffic_pattern(links, 2.0, seed=7, hot_spots=0, busy=lambda: asked)
+    first, second = next(gen), next(gen)
+    by_key = {(s.node, s.port, s.field): s.value for s in first}
+    delta = {(s.node, s.port, s.field): s.value - by_key[(s.node, s.port, s.field)] for s in second}
+    xmit = delta[("spine1", 3, "PortCountersExtended.PortXmitData")]
+    assert xmit == pytest.approx(BUSY.utilisation * RATE * 2.0 / 4, rel=0.01)
+    assert delta[("spine1", 3, "PortXmitWait")] == pytest.approx(BUSY.congestion * 1.0e6 * 2.0, rel=0.01)
+    # the other direction of that cable (leaf2 → spine1) keeps the pattern's background load
+    assert delta[("leaf2", 2, "PortCountersExtended.PortXmitData")] < 0.2 * RATE * 2.0 / 4

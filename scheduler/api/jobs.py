@@ -14,7 +14,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from accounts.roles import Role
+from accounts.roles import Role, has_role
 from core.api.views import BRIEF_PARAM, BriefModeMixin
 from pools import access
 from pools.models import Pool
@@ -22,7 +22,7 @@ from pools.models import Pool
 from .. import filtersets
 from ..access import scope_jobs, submit_tenant
 from ..models import Job, JobDecision
-from ..services import joblinks, queue, rebalance
+from ..services import faults, joblinks, queue, rebalance
 from ..services.fabric_view import job_fabric_view
 from . import serializers
 
@@ -183,6 +183,27 @@ class JobViewSet(BriefModeMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
         v = body.validated_data
         try:
             job = queue.finish(job.pk, ok=v["ok"], reason=v["reason"], user=request.user)
+        except queue.JobError as exc:
+            return _refusal(exc)
+        return self._answer(job)
+
+    @extend_schema(
+        request=None,
+        responses={200: serializers.JobSerializer, **_WRITE_REFUSALS},
+        summary="Replace a degraded job's failed hosts by healthy ones of the same unit (site Operator)",
+    )
+    @action(detail=True, methods=["post"])
+    def replace(self, request, pk=None):
+        """The admin's option the rebalancer's dry run proposes for a degraded ``notify`` job (any
+        ``on_fault``): each host that lost its fabric is swapped for a healthy host of the same
+        placement unit with the GPUs, by the scheduler's own replacement
+        (``faults.replace_now``). 409 when the job is not degraded by such a host, no host has the
+        GPUs, or a pass holds the lock. It moves GPUs across the pool: the site Operator role."""
+        job = self.get_object()
+        if not has_role(request.user, Role.OPERATOR):
+            raise PermissionDenied("replacing a job's hosts needs the site Operator role")
+        try:
+            job = faults.replace_now(job.pk, user=request.user)
         except queue.JobError as exc:
             return _refusal(exc)
         return self._answer(job)

@@ -235,7 +235,13 @@ class RebalanceRequestSerializer(serializers.Serializer):
 class RebalanceActionSerializer(serializers.Serializer):
     """One action of the rebalancer (``scheduler.services.rebalance.Action.as_dict``)."""
 
-    kind = serializers.CharField(help_text="reclaim, move or congested")
+    kind = serializers.CharField(
+        help_text="replace or requeue (a degraded job's on_fault), reclaim, move or congested"
+    )
+    label = serializers.CharField(
+        help_text="what it is, in words: the kind, 'replace (admin option)', or for a congested report "
+        "the alarms' real cause ('on links with symbol errors')"
+    )
     job = serializers.IntegerField()
     execute = serializers.BooleanField(help_text="a real run carries it out (false: proposal or report)")
     reason = serializers.CharField()

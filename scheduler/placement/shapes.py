@@ -150,10 +150,12 @@ class FreeState:
 @dataclass(frozen=True, slots=True)
 class Mark:
     """A congestion mark on a domain from recent sweeps: ``score`` (the worst congestion index
-    or error rate of its uplinks, in the unit of the threshold) and a ``reason`` people read."""
+    or error rate of its uplinks, in the unit of the threshold), a ``reason`` people read and the
+    ``code`` of the alarm behind it (``port.congestion``, ``port.symbol_errors``…; "" unknown)."""
 
     score: float
     reason: str = ""
+    code: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,7 @@ from telemetry.services.history import port_series
 
 from ..models import Job
 from . import state
+from .faults import job_scopes
 
 #: alarms listed at most (newest first)
 MAX_ALARMS = 100
@@ -198,6 +199,50 @@ def _port_dict(port: Port | None) -> dict[str, Any] | None:
     }
 
 
+def _job_hcas(job: Job) -> dict[str, tuple[str, int, Any]]:
+    """The HCAs of a running job's hosts now, gone ones included: ``{node GUID: (host, rail,
+    faults.Hca)}`` (``faults.job_scopes``: the one numbering of rails, ``faults.rails``)."""
+    out = {}
+    for scope in job_scopes([job]):
+        for host, hcas in scope.hosts.items():
+            for h in hcas:
+                out[h.guid] = (host, h.rail, h)
+    return out
+
+
+def _hcas_down(hcas: dict[str, tuple[str, int, Any]], linked: set[str]) -> list[dict[str, Any]]:
+    """The job's HCAs without a link now (a cable pulled: its link row is gone with it, or the
+    HCA vanished from the fabric): ``[{"host", "hca", "guid", "rail", "gone", "alarm": {"id",
+    "code", "severity", "message", "url"} | None}]`` by host and rail; the alarm is the open
+    ``link.down`` naming the HCA's GUID, else its open ``node.removed``."""
+    missing = {g: v for g, v in hcas.items() if g not in linked}
+    if not missing:
+        return []
+    alarm_of: dict[str, Alarm] = {}
+    for a in (
+        Alarm.objects.open().filter(code__in=["link.down", "node.removed"]).order_by("-first_seen", "-id")
+    ):
+        if a.code == "node.removed":
+            guids = [a.object_key]
+        else:
+            try:
+                guids = [g for g, _ in split_link_key(a.object_key)]
+            except ValueError:
+                continue
+        for g in guids:
+            if g in missing and (g not in alarm_of or alarm_of[g].code != "link.down"):
+                alarm_of[g] = a
+    out = []
+    for guid, (host, rail, h) in missing.items():
+        a = alarm_of.get(guid)
+        out.append({
+            "host": host, "hca": h.name, "guid": guid, "rail": rail, "gone": h.gone,
+            "alarm": {"id": a.pk, "code": a.code, "severity": a.severity, "message": a.message,
+                      "object": a.object_repr, "url": a.get_absolute_url()} if a else None,
+        })  # fmt: skip
+    return sorted(out, key=lambda d: (d["host"], d["rail"], d["guid"]))
+
+
 def job_hosts(job: Job) -> list[dict[str, Any]]:
     """The hosts a job was given, by name: ``[{"name", "host_id", "gpus": [GPU indexes],
     "units": ["GPU3", "GPU7 MIG 1g.10gb gi1", …]}]`` from its allocation's items (all of them: an
@@ -259,6 +304,8 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
                                        utilisation (max), congestion (max), errors (sum)},
                             "summary": {... as a link's, "links": n}},
                     "uplink": {...}},
+         "hcas_down": [{"host", "hca", "guid", "rail", "gone", "alarm": {...} | None}],  # HCAs of a
+                                                 # running job without a link now (pulled, vanished)
          "alarms": [{"id", "code", "severity", "state", "object", "message", "first_seen",
                      "last_seen", "cleared_at", "url"}],   # newest first, at most MAX_ALARMS
          "notes": [str]}
@@ -281,6 +328,7 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
         "links": [],
         "totals": {k: _aggregate([]) for k in KINDS},
         "alarms": [],
+        "hcas_down": [],
         "notes": [],
     }
     # a pending job holds nothing (a requeued one keeps its ended allocation: not its hosts now)
@@ -401,6 +449,12 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
             "traffic_end": traffic_end, "series": series, "summary": _summary(series),
             "job_leaf": kind == "uplink" and near.node_id in job_leaf_ids,
         })  # fmt: skip
+    hcas = _job_hcas(job) if job.ended_at is None and job.allocation_id else {}
+    for e in out["links"]:
+        if e["kind"] == "hca":
+            e["rail"] = hcas.get(e["near"]["node_guid"], (None, None))[1]
+    linked = {e["near"]["node_guid"] for e in out["links"] if e["kind"] == "hca"}
+    out["hcas_down"] = _hcas_down(hcas, linked)
     out["links"].sort(key=lambda e: (KINDS.index(e["kind"]), e["host"] or e["unit"] or "", e["near"]["name"]))
     out["totals"] = {k: _aggregate([e for e in out["links"] if e["kind"] == k]) for k in KINDS}
     if not any(e["summary"]["samples"] for e in out["links"]):

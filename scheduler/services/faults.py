@@ -10,8 +10,8 @@ Sources only read (alarms are the alarm engine's, partitions' drift the partitio
 this module decides. The built-in sources:
 
 * ``hca`` — an HCA link of one of its hosts is down: an open ``link.down`` alarm on a link with
-  an end on one of its HCAs (``hca_link_down``, per HCA: host, HCA name, rail = the HCA's
-  position among the host's HCAs by name, 1-based, port), an HCA gone from the fabric while its
+  an end on one of its HCAs (``hca_link_down``, per HCA: host, HCA name, rail (:func:`rails`:
+  the HCA's index as the fabric names it, ``mlx5_3`` is rail 3), port), an HCA gone from the fabric while its
   host has others (``hca_link_down`` too: its only cable pulled), an HCA the last discovery could
   not reach (``hca_unreachable``), or every HCA of a host gone (``host_removed``);
 * ``pkey`` — partition drift: the job's own partition (job isolation), or its pool's, applied
@@ -66,6 +66,7 @@ Every state change of a job with a webhook (the job's, else its tenant's) is pos
 from __future__ import annotations
 
 import logging
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -78,6 +79,7 @@ from django.utils import timezone
 
 from accounts import audit
 from core import enqueue
+from core.locks import single_instance
 from events.engine import process_pending_events
 from events.models import Alarm
 from fabric.choices import NodeType
@@ -86,6 +88,7 @@ from fabric.models import Link, Node, Partition, Port
 from fabric.services.derive import host_for
 from outbound.services import queue_webhook
 from pools.models import AllocationItem
+from pools.services.allocation import AllocationError
 
 from ..choices import RUNNING_STATES, JobKind, JobState, OnFault
 from ..models import Job
@@ -131,8 +134,9 @@ class Reason:
 @dataclass
 class Hca:
     """One HCA of a job's host: ``guid`` (node GUID), ``name`` (``Node.name``, or the removed
-    node's alarm text), ``node_id`` (None when gone from the fabric), ``rail`` (1-based position
-    among the host's HCAs by name), ``gone`` (open ``node.removed``), ``unreachable_since``."""
+    node's alarm text), ``node_id`` (None when gone from the fabric), ``rail`` (:func:`rails`:
+    the HCA's own index, ``mlx5_3`` → 3), ``gone`` (open ``node.removed``),
+    ``unreachable_since``."""
 
     guid: str
     name: str
@@ -194,6 +198,27 @@ def trigger_codes() -> frozenset[str]:
 
 # --- scopes --------------------------------------------------------------------------------------
 
+_DEVICE_INDEX = re.compile(r"(\d+)\s*$")
+
+
+def rails(names: list[str]) -> list[int]:
+    """The rail of each of one host's HCAs (``names``: their node names, ``"host008 mlx5_3"``, in
+    :func:`hca_order`): the index the fabric gives the HCA — the number its device name ends with
+    (``mlx5_3`` is rail 3, as the rail leaves ``rail3-leaf-01``, the GPUs' ``rail_device`` and the
+    demo name it; 0-based) — when every HCA of the host has a distinct one; else each HCA's
+    0-based position in that order. One numbering for every message, page and API field (the
+    faults' ``details["rail"]``, ``JobLink.rail``, the job page's HCA table)."""
+    idx = [int(m.group(1)) if (m := _DEVICE_INDEX.search(n or "")) else None for n in names]
+    if all(i is not None for i in idx) and len(set(idx)) == len(idx):
+        return idx  # type: ignore[return-value]
+    return list(range(len(names)))
+
+
+def hca_order(h: Hca) -> tuple:
+    """Sort key of a host's HCAs: their names in natural order (``mlx5_2`` before ``mlx5_10``),
+    then the GUID."""
+    return (tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", h.name or "")), h.guid)
+
 
 def job_scopes(jobs) -> list[JobScope]:
     """:class:`JobScope` of each job of ``jobs`` (rows with ``allocation_id``, ``pool``)."""
@@ -238,9 +263,9 @@ def job_scopes(jobs) -> list[JobScope]:
             hcas = list(cas.get(host_id, []))
             known = {h.guid for h in hcas}
             hcas += [h for h in gone.get(name, []) if h.guid not in known]
-            hcas.sort(key=lambda h: (h.name, h.guid))
-            for i, h in enumerate(hcas, 1):
-                h.rail = i
+            hcas.sort(key=hca_order)
+            for h, rail in zip(hcas, rails([h.name for h in hcas]), strict=True):
+                h.rail = rail
                 if h.node_id is not None:
                     scope.port_guids |= guids_by_node.get(h.node_id, set())
             scope.hosts[name] = hcas
@@ -563,16 +588,167 @@ def _free_whole(inv, host: str, pool_model: str, job_model: str) -> int:
     )  # fmt: skip
 
 
+@dataclass
+class Replacement:
+    """What replacing a degraded job's failed hosts would do (:func:`plan_replacement`).
+
+    ``failed``: its hosts with a failing cause (:data:`FAILING_CODES`), by name; ``picks``:
+    failed host → the healthy host of the same placement unit that takes its GPUs (empty when
+    none); ``placement``: the job's placement now (host → GPUs); ``new``: its placement after
+    (host → GPUs; ``{}`` when no replacement exists); ``why``: why there is none ("" when there
+    is); ``causes``: the failing causes' summary."""
+
+    job_id: int
+    failed: list[str]
+    picks: dict[str, str]
+    placement: dict[str, int]
+    new: dict[str, int]
+    why: str
+    causes: str
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.new)
+
+
+def failing_hosts(job) -> list[str]:
+    """The job's hosts named by a failing cause (:data:`FAILING_CODES`), sorted."""
+    return sorted(
+        {f.get("host") for f in job.faults or () if f.get("code") in FAILING_CODES and f.get("host")}
+    )
+
+
+def plan_replacement(
+    job, loc, unusable: dict[str, str], inv, taken: dict[str, int] | None = None
+) -> Replacement:
+    """Plan the replacement of ``job``'s failed hosts (read only): for each, a host of the same
+    placement unit (``loc.hosts[...].unit``), not the job's, not unusable (``unusable``:
+    ``state.unusable_hosts``), with at least as many free whole GPUs of the pool's and the job's
+    models (``inv``: ``state.load_inventory``, minus ``taken``: host → GPUs already promised in
+    this plan) as it held on the failed host: the fewest such first, then by name. The one rule
+    of the scheduling pass's replacement (:func:`replace_faulted`) and the rebalancer's dry run
+    (``rebalance``). ``taken`` is updated with the picks."""
+    taken = taken if taken is not None else {}
+    failed = failing_hosts(job)
+    placement = dict(job.placement or {})
+    causes = summary([f for f in job.faults or () if f.get("host") in failed])
+    if job.kind != JobKind.GPU:
+        return Replacement(
+            job.pk, failed, {}, placement, {}, f"a {job.kind} job is not moved host by host", causes
+        )
+    if not failed:
+        return Replacement(job.pk, failed, {}, placement, {}, "no host of it lost its fabric", causes)
+    new = {h: n for h, n in placement.items() if h not in failed}
+    picks: dict[str, str] = {}
+    mine: dict[str, int] = {}
+    for host in failed:
+        need, site = placement.get(host, 0), loc.hosts.get(host)
+        cands = sorted(
+            (free, name) for name, s in loc.hosts.items()
+            if site is not None and s.unit == site.unit and name not in placement and name not in new
+            and name not in unusable
+            and (free := _free_whole(inv, name, job.pool.gpu_model, job.gpu_model)
+                 - taken.get(name, 0) - mine.get(name, 0)) >= need
+        )  # fmt: skip
+        if not need or not cands:
+            unit = site.unit if site is not None else "its unit"
+            return Replacement(
+                job.pk, failed, {}, placement, {},
+                f"no healthy host of {loc.domains[unit].name if unit in loc.domains else unit} has {need} free "
+                f"GPUs to replace {host}", causes,
+            )  # fmt: skip
+        pick = cands[0][1]
+        new[pick] = need
+        picks[host] = pick
+        mine[pick] = mine.get(pick, 0) + need
+    for name, n in mine.items():
+        taken[name] = taken.get(name, 0) + n
+    return Replacement(job.pk, failed, picks, placement, new, "", causes)
+
+
+def replace_hosts(plan: Replacement, loc, now: datetime, *, user=None, source: str = "replace") -> None:
+    """Carry out ``plan`` (:func:`plan_replacement`): move the job to ``plan.new`` through the
+    queue (``queue.move``, refused when its allocation or placement changed since the plan),
+    clear its causes, and record ``job.replaced`` (tenant mail) with the failed hosts and their
+    replacements; one transaction. Raises what ``queue.move`` raises (``JobError``,
+    ``AllocationError``, ``Job.DoesNotExist``). The scheduling pass (:func:`replace_faulted`), the
+    rebalancer's real run and the admin's ``replace/`` all replace through it."""
+    failed, added = plan.failed, sorted(set(plan.new) - set(plan.placement))
+    why = f"replaced {', '.join(failed)} ({plan.causes})"
+    job = Job.objects.get(pk=plan.job_id)
+    with transaction.atomic():
+        moved = queue.move(
+            plan.job_id, plan.new, loc, expected_allocation=job.allocation_id, expected_placement=plan.placement,
+            reason=why[:300], details={"replaced": failed}, now=now, user=user,
+        )  # fmt: skip
+        moved.faults, moved.degraded_at = [], None
+        moved.save(update_fields=["faults", "degraded_at"])
+        queue.job_event(moved, "job.replaced", f"{moved}: {', '.join(failed)} replaced by {', '.join(added)}",
+                        now, {"failed": failed, "replacements": added, "placement": plan.new, "by": source})  # fmt: skip
+        queue._send(moved, JobState.DEGRADED, "replace")
+
+
+def requeue_degraded(job_id: int, now: datetime, why: str) -> bool:
+    """Requeue a degraded job (its locked row; pending again with its submit time and priority,
+    ``queue._requeue``). False when it is no longer degraded."""
+    with transaction.atomic():
+        locked = queue._locked(job_id)
+        if locked.state != JobState.DEGRADED:
+            return False
+        _requeue(locked, locked.faults, now, why=why)
+        return True
+
+
+def flush_job_events(jobs) -> None:
+    """Apply the job events of ``jobs``' fabrics now (their mail), not on the minute flush."""
+    for fabric_id in sorted({f.pk for j in jobs if (f := queue._fabric_for(j)) is not None}):
+        try:
+            process_pending_events(fabric_id)
+        except Exception:  # the flush applies them within a minute
+            log.exception("could not apply the job events of fabric %s", fabric_id)
+
+
+def replace_now(job_id: int, *, user=None, now: datetime | None = None) -> Job:
+    """The admin's replacement of a degraded job's failed hosts, whatever its ``on_fault`` (the
+    rebalancer proposes it for a ``notify`` job): planned and carried out by the scheduler's own
+    rule (:func:`plan_replacement`, :func:`replace_hosts`) under the pass lock, so a host goes
+    to it or to a pass's new job, never both. Returns the moved job.
+
+    Raises:
+        queue.JobConflict: the job is not degraded by a failing cause, or a pass holds the lock
+            (409, nothing done).
+        queue.JobError: no healthy host of its unit has the GPUs, or the move was refused.
+    """
+    now = now or timezone.now()
+    with single_instance(queue.PASS_LOCK, queue.PASS_LIMIT_S) as mine:
+        if not mine:
+            raise queue.JobConflict("a scheduling pass or rebalancing run is running: try again")
+        job = Job.objects.select_related("pool", "tenant").get(pk=job_id)
+        if job.state != JobState.DEGRADED or not failing_hosts(job):
+            raise queue.JobConflict(
+                f"{job} is {job.state}, not degraded by a host that lost its fabric: nothing to replace",
+                state=job.state,
+            )
+        loc = state.current_locality()
+        plan = plan_replacement(job, loc, state.unusable_hosts(loc), state.load_inventory(loc, {"gpu"}))
+        if not plan.ok:
+            raise queue.JobConflict(f"{job}: {plan.why}", state=job.state)
+        try:
+            replace_hosts(plan, loc, now, user=user, source="admin")
+        except AllocationError as exc:
+            raise queue.JobConflict(f"the pools refused the replacement ({exc})", state=job.state) from None
+    flush_job_events([job])
+    return Job.objects.get(pk=job_id)
+
+
 def replace_faulted(now: datetime, loc=None) -> dict[str, int]:
     """Give each degraded job whose ``on_fault`` is ``replace`` and whose causes include a
-    failing one (:data:`FAILING_CODES`) healthy hosts for its failed ones: a host of the same
-    placement unit (``loc.hosts[...].unit``), not the job's, not unusable
-    (``state.unusable_hosts``), with at least as many free whole GPUs of the pool's and the
-    job's models as it held on the failed host (the fewest such first, then by name). Called by
-    the scheduling pass under its lock before it reads the free inventory for the pending jobs,
-    so a host goes to the replacement or to a new job, never both. A job that cannot be given
-    such hosts (none free, not whole GPUs, the move refused) is requeued. Returns
-    ``{"replaced", "requeued"}``. ``loc``: the locality tree (default: the current one)."""
+    failing one (:data:`FAILING_CODES`) healthy hosts for its failed ones
+    (:func:`plan_replacement`, carried out by :func:`replace_hosts`). Called by the scheduling
+    pass under its lock before it reads the free inventory for the pending jobs, so a host goes
+    to the replacement or to a new job, never both. A job that cannot be given such hosts (none
+    free, not whole GPUs, the move refused) is requeued. Returns ``{"replaced", "requeued"}``.
+    ``loc``: the locality tree (default: the current one)."""
     out = {"replaced": 0, "requeued": 0}
     jobs = [
         j for j in Job.objects.filter(state=JobState.DEGRADED, allocation__isnull=False).select_related("pool", "tenant")
@@ -585,61 +761,22 @@ def replace_faulted(now: datetime, loc=None) -> dict[str, int]:
     unusable = state.unusable_hosts(loc)
     inv = state.load_inventory(loc, {"gpu"})
     for job in jobs:
-        failed = sorted(
-            {f.get("host") for f in job.faults if f.get("code") in FAILING_CODES and f.get("host")}
-        )
-        placement = dict(job.placement or {})
-        new = {h: n for h, n in placement.items() if h not in failed}
-        taken: dict[str, int] = {}
-        ok = job.kind == JobKind.GPU and bool(failed)
-        for host in failed if ok else ():
-            need, site = placement.get(host, 0), loc.hosts.get(host)
-            cands = sorted(
-                (free, name) for name, s in loc.hosts.items()
-                if site is not None and s.unit == site.unit and name not in placement and name not in new
-                and name not in unusable
-                and (free := _free_whole(inv, name, job.pool.gpu_model, job.gpu_model) - taken.get(name, 0)) >= need
-            )  # fmt: skip
-            if not need or not cands:
-                ok = False
-                break
-            pick = cands[0][1]
-            new[pick] = need
-            taken[pick] = taken.get(pick, 0) + need
-        why = f"replaced {', '.join(failed)} ({summary([f for f in job.faults if f.get('host') in failed])})"
-        if ok:
+        plan = plan_replacement(job, loc, unusable, inv)
+        why = plan.why
+        if plan.ok:
             try:
-                with transaction.atomic():
-                    moved = queue.move(
-                        job.pk, new, loc, expected_allocation=job.allocation_id, expected_placement=placement,
-                        reason=why[:300], details={"replaced": failed}, now=now,
-                    )  # fmt: skip
-                    moved.faults, moved.degraded_at = [], None
-                    moved.save(update_fields=["faults", "degraded_at"])
-                    added = sorted(set(new) - set(placement))
-                    queue.job_event(moved, "job.replaced", f"{moved}: {', '.join(failed)} replaced by {', '.join(added)}",
-                                 now, {"failed": failed, "replacements": added, "placement": new})  # fmt: skip
-                    queue._send(moved, JobState.DEGRADED, "replace")
-                for name in set(new) - set(placement):  # this pass's inventory: taken
+                replace_hosts(plan, loc, now)
+                for name in set(plan.new) - set(plan.placement):  # this pass's inventory: taken
                     for model in list(inv.gpus.get(name, {})):
                         inv.gpus[name][model] = 0
                 out["replaced"] += 1
                 continue
             except Exception as exc:  # the move refused (changed meanwhile, GPUs taken): requeue
                 why = f"no replacement could be bound ({exc})"
-        else:
-            why = "no healthy host of its unit has the GPUs to replace " + ", ".join(failed or ["its host"])
-        with transaction.atomic():
-            locked = queue._locked(job.pk)
-            if locked.state == JobState.DEGRADED:
-                _requeue(locked, locked.faults, now, why=f"fabric fault: {why}")
-                out["requeued"] += 1
-    if out["replaced"] or out["requeued"]:  # their events' mail now, not on the minute flush
-        for fabric_id in sorted({f.pk for j in jobs if (f := queue._fabric_for(j)) is not None}):
-            try:
-                process_pending_events(fabric_id)
-            except Exception:  # the flush applies them within a minute
-                log.exception("could not apply the job events of fabric %s", fabric_id)
+        if requeue_degraded(job.pk, now, f"fabric fault: {why}"):
+            out["requeued"] += 1
+    if out["replaced"] or out["requeued"]:
+        flush_job_events(jobs)
     return out
 
 

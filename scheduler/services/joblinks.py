@@ -5,8 +5,8 @@ ports its traffic crosses from the routes (``routing.services.current.current_ro
 switches' LFTs over the stored topology) and its rails under its traffic model
 (``scheduler.jobpaths``), and stores one row per (job, port, rail) with the path count.
 
-Rails: rail ``r`` of a job is the ``r``-th HCA (by name) of each of its hosts, as
-``faults.job_scopes`` numbers them; an HCA's LID is that of its lowest-numbered port that has
+Rails: rail ``r`` of a job is the HCA of index ``r`` (``mlx5_3`` is rail 3) of each of its
+hosts, as ``faults.job_scopes`` numbers them (``faults.rails``); an HCA's LID is that of its lowest-numbered port that has
 one (``fabric.Port.lid``). HCAs of different fabrics form separate rails per fabric.
 
 Kept current (``scheduler.receivers``): on ``routing.signals.routes_changed`` every holding job
@@ -28,6 +28,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Q
+from django.urls import reverse
 
 from fabric.keys import link_key, port_key, port_name, split_link_key
 from fabric.models import Fabric, Link, Port
@@ -223,8 +224,8 @@ def links_of(job_id: int) -> list[dict[str, Any]]:
 
 
 def jobs_on_ports(keys: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
-    """Which jobs cross each port: ``{port key: [{"job", "name", "state", "paths", "share"}]}``,
-    the largest estimated share first. ``share`` (0..1) is the *estimated* part of the port's
+    """Which jobs cross each port: ``{port key: [{"job", "name", "state", "paths", "share",
+    "url"}]}`` (``url`` the job's page), the largest estimated share first. ``share`` (0..1) is the *estimated* part of the port's
     traffic the job causes: its path count on the port × its measured HCA rate (the mean
     ``xmit_bytes_per_s`` of its HCA ports, telemetry's latest sweep; 1 when none is measured),
     normalised over the jobs on the port. An estimate: routes say where a job's pairs go, not
@@ -239,7 +240,9 @@ def jobs_on_ports(keys: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
     rate = job_rates(jobs)
     per: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
     for k, j, name, st, n in rows:
-        e = per[k].setdefault(j, {"job": j, "name": name, "state": st, "paths": 0})
+        e = per[k].setdefault(
+            j, {"job": j, "name": name, "state": st, "paths": 0, "url": reverse("scheduler:job", args=[j])}
+        )
         e["paths"] += n
     out: dict[str, list[dict[str, Any]]] = {}
     for k, by_job in per.items():

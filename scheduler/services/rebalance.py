@@ -12,6 +12,15 @@ on the same state (both call :func:`plan_rebalance`; the plan is deterministic).
 Actions, planned in this order on one in-memory copy of the free GPUs (each sees the GPUs the
 ones before it took or freed, as a pass does):
 
+* ``replace`` / ``requeue`` — a ``degraded`` job one of whose hosts lost its fabric (a failing
+  cause, ``faults.FAILING_CODES``: an HCA link down, an HCA or the host gone): what its
+  ``on_fault`` does, by the scheduler's own rule (``faults.plan_replacement``). ``replace``: each
+  failed host by a healthy host of the same placement unit with the GPUs (executed through
+  ``faults.replace_hosts``, the pass's own writer), else ``requeue``; ``requeue``: executed
+  (``faults.requeue_degraded``); ``notify``: the job keeps running degraded, and the replacement
+  (or, without one, a requeue) is *proposed* as the admin's option — applied with ``POST
+  /api/scheduler/jobs/{id}/replace/`` (``faults.replace_now``, the same writer). Planned first: a
+  pass replaces before it places new jobs too.
 * ``reclaim`` (executed) — the pools' guarantee (issue 11): a pending job that fits in its
   pool's guaranteed share on top of what the pool holds (the pools' own counting: whole GPUs
   and a fraction — one GPU more — against ``Pool.guaranteed_gpus``, MIG slices against
@@ -79,7 +88,7 @@ from events.models import Event
 from pools.models import Pool
 from pools.services.allocation import AllocationError
 
-from ..choices import HOLDING, JobKind, JobState, PendingCode
+from ..choices import HOLDING, JobKind, JobState, OnFault, PendingCode
 from ..locality import TIER_NAMES, UNIT_TIER, Locality
 from ..models import Job
 from ..placement import (
@@ -93,7 +102,7 @@ from ..placement import (
     select_victims,
 )
 from ..planner import PREEMPT_CANDIDATES, HeldJob, Inventory, Outcome, fair_order
-from . import state
+from . import faults, state
 from .queue import (  # the queue stays the one writer of jobs: the rebalancer binds through it
     PASS_LIMIT_S,
     PASS_LOCK,
@@ -108,6 +117,7 @@ from .queue import (  # the queue stays the one writer of jobs: the rebalancer b
 log = logging.getLogger(__name__)
 
 RECLAIM, MOVE, CONGESTED = "reclaim", "move", "congested"
+REPLACE, REQUEUE = "replace", "requeue"
 #: jobs moved per run at most (each move restarts a job), and jobs in proposed moves at most
 MAX_MOVES = 8
 _SOURCE = "rebalance"
@@ -138,11 +148,14 @@ class Action:
     victims: list[int] = field(default_factory=list)
     frees: list[str] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready (the API's action list)."""
+        """JSON-ready (the API's action list); ``label`` what the action is, in words (a
+        ``congested`` report on links whose alarms are errors says so, not "congested")."""
         return {
             "kind": self.kind,
+            "label": self.label or self.kind,
             "job": self.job_id,
             "execute": self.execute,
             "reason": self.reason,
@@ -302,7 +315,64 @@ def plan_rebalance(now: datetime | None = None) -> list[Action]:
     """The actions a rebalancing run takes now (module docstring), in execution order. Reads the
     database, writes nothing; the same stored state gives the same list."""
     st = _load(now or timezone.now())
-    return [*_plan_reclaims(st), *_plan_moves(st), *_plan_congested(st)]
+    return [*_plan_faults(st), *_plan_reclaims(st), *_plan_moves(st), *_plan_congested(st)]
+
+
+def _plan_faults(st: _State) -> list[Action]:
+    """The ``replace`` / ``requeue`` actions for degraded jobs whose hosts lost their fabric
+    (module docstring): what the job's ``on_fault`` does, by the scheduler's own rule
+    (``faults.plan_replacement``: a healthy host of the same placement unit with the GPUs),
+    executed by a real run; for a ``notify`` job the same, proposed as the admin's option
+    (``POST /api/scheduler/jobs/{id}/replace/``). The hosts a replacement takes are taken from
+    this plan's free GPUs, so no later action counts them."""
+    out: list[Action] = []
+    taken: dict[str, int] = {}
+    degraded = sorted(
+        (j for j in st.jobs.values() if j.state == JobState.DEGRADED and j.allocation_id and faults.failing_hosts(j)),
+        key=lambda j: (-j.priority, j.submitted_at, j.pk),
+    )  # fmt: skip
+    for job in degraded:
+        policy = job.effective_on_fault
+        plan = faults.plan_replacement(job, st.loc, st.unusable, st.inv, taken)
+        head = f"{_label(job)} is degraded ({plan.causes}); its on_fault is {policy}"
+        where = {
+            h: st.loc.domains[s.unit].name
+            for h in plan.failed
+            if (s := st.loc.hosts.get(h)) and s.unit in st.loc.domains
+        }
+        swaps = "; ".join(
+            f"{h} by {p}" + (f" in {where[h]}" if h in where else "") for h, p in sorted(plan.picks.items())
+        )  # fmt: skip
+        details = {
+            "on_fault": policy, "failed": plan.failed, "picks": plan.picks, "placement": plan.placement,
+            "new": plan.new, "causes": [f.get("code") for f in job.faults or ()], "summary": plan.causes, "allocation": job.allocation_id,
+        }  # fmt: skip
+        if policy == OnFault.REQUEUE:
+            a = Action(REQUEUE, job.pk, f"{head}: release its GPUs and queue it again with its submit time and "
+                       "priority", True, before=dict(plan.placement), details=details)  # fmt: skip
+        elif plan.ok:
+            if policy == OnFault.REPLACE:
+                reason = f"{head}: replace {swaps}"
+            else:
+                reason = (f"{head} (it keeps running degraded); admin option: replace {swaps} "
+                          f"(POST /api/scheduler/jobs/{job.pk}/replace/)")  # fmt: skip
+                details["apply"] = f"/api/scheduler/jobs/{job.pk}/replace/"
+            a = Action(REPLACE, job.pk, reason, policy == OnFault.REPLACE, placed=dict(plan.new),
+                       before=dict(plan.placement), details=details)  # fmt: skip
+            key = st.key(job)
+            for h, p in plan.picks.items():
+                _take(st.inv, {p: plan.placement[h]}, key)
+        elif policy == OnFault.REPLACE:
+            a = Action(REQUEUE, job.pk, f"{head}, but {plan.why}: requeue it, as the scheduler does", True,
+                       before=dict(plan.placement), details=details)  # fmt: skip
+        else:
+            a = Action(REQUEUE, job.pk, f"{head} (it keeps running degraded); {plan.why}; admin option: "
+                       "requeue it", False, before=dict(plan.placement), details=details)  # fmt: skip
+        if not a.execute:
+            a.label = f"{a.kind} (admin option)"
+        st.touched.add(job.pk)
+        out.append(a)
+    return out
 
 
 #: at most this many victims per reclaim, and engine checks per MIG / fraction victim search
@@ -737,6 +807,14 @@ def _plan_moves(st: _State) -> list[Action]:
     return out
 
 
+def _alarm_label(codes) -> str:
+    """A congestion report's label: ``congested`` when every alarm behind it is a congestion
+    one, else what they are (``on links with symbol errors``)."""
+    if set(codes) <= {"port.congestion"}:
+        return "congested"
+    return f"on links with {state.alarm_causes(codes)}"
+
+
 def _crossed(loc: Locality, hosts: list[str], tier: int) -> list[str]:
     """Domain keys whose marks count for a job on ``hosts`` spanning ``tier`` (as the engine
     counts them: its units always, a block or spine group when the job spans above it)."""
@@ -759,7 +837,9 @@ def _plan_congested(st: _State) -> list[Action]:
         return out
     blocked = dict(st.blocked())
     for host, links in st.hca.items():
-        blocked.setdefault(host, f"HCA link with a congestion or error alarm: {links[0].name}")
+        blocked.setdefault(
+            host, f"HCA link with a {state.alarm_causes([links[0].code])} alarm: {links[0].name}"
+        )
     for pk in sorted(st.held):
         job = st.jobs.get(pk)
         if job is None or job.kind != JobKind.GPU or pk in st.touched:
@@ -792,13 +872,17 @@ def _plan_congested(st: _State) -> list[Action]:
             marks = "; ".join(
                 f"{st.loc.domains[k].name}: {m.reason} ({m.score:g}× the alarm's threshold)" for k, m in hot
             )
-            # the alarms are congestion, error-rate or link-went-down-and-up ones: each is named by its
-            # own message, none is called "congested" unless it is (issue 26)
-            why.append(f"crosses uplinks with congestion or error alarms ({marks})")
+            # the alarms are congestion, error-rate or link-went-down-and-up ones: each is named by what
+            # it is (state.alarm_causes), none is called "congestion" unless it is (issues 24, 26)
+            why.append(
+                f"crosses uplinks with {state.alarm_causes({m.code for _, m in hot})} alarms ({marks})"
+            )
         if links:
             why.append(
-                f"runs over HCA links with congestion or error alarms ({'; '.join(m.text() for _, m in links)})"
+                f"runs over HCA links with {state.alarm_causes({m.code for _, m in links})} alarms "
+                f"({'; '.join(m.text() for _, m in links)})"
             )
+        codes = sorted({m.code for _, m in hot} | {m.code for _, m in links})
         reason = (
             f"{_label(job)} on {_hosts_text(before)} {' and '.join(why)}; a placement on "
             f"{_hosts_text(d.placed)} within one {TIER_NAMES[d.tier]} avoids them (reported, not moved)"
@@ -818,7 +902,8 @@ def _plan_congested(st: _State) -> list[Action]:
             Action(
                 CONGESTED, pk, reason, False, placed=dict(d.placed), before=before,
                 details={"decision": d.as_dict(), "congested": [k for k, _ in hot], "hca_links": hca,
-                         "allocation": job.allocation_id},
+                         "allocation": job.allocation_id, "alarms": codes},
+                label=_alarm_label(codes),
             )
         )  # fmt: skip
     return out
@@ -882,6 +967,11 @@ def _execute(a: Action, loc, now: datetime, user) -> str:
             return _passive(a)
         if a.kind == RECLAIM:
             return _reclaim(a, loc, now, user)
+        if a.kind == REPLACE:
+            return _replace(a, loc, now, user)
+        if a.kind == REQUEUE:
+            ok = faults.requeue_degraded(a.job_id, now, f"fabric fault (rebalance): {a.reason}"[:300])
+            return "done" if ok else "refused: the job is no longer degraded"
         return _move(a, loc, now, user)
     except Exception:  # one action's failure must not stop the others; the next run plans again
         log.exception("rebalance action %s of job %s failed", a.kind, a.job_id)
@@ -916,6 +1006,22 @@ def _reclaim(a: Action, loc, now: datetime, user) -> str:
     return "done" if refused is None else f"refused: {' '.join(refused[1])}"
 
 
+def _replace(a: Action, loc, now: datetime, user) -> str:
+    """A degraded job's replacement, through the scheduler's own (``faults.replace_hosts``)."""
+    d = a.details
+    plan = faults.Replacement(a.job_id, d["failed"], d["picks"], d["placement"], d["new"], "",
+                              d.get("summary", ""))  # fmt: skip
+    try:
+        faults.replace_hosts(plan, loc, now, user=user, source=_SOURCE)
+    except JobError as exc:
+        return f"refused: {exc}"
+    except AllocationError as exc:
+        return f"refused: the pools refused the replacement ({exc})"
+    except Job.DoesNotExist:
+        return "refused: the job is gone"
+    return "done"
+
+
 def _move(a: Action, loc, now: datetime, user) -> str:
     try:
         move(
@@ -932,7 +1038,10 @@ def _move(a: Action, loc, now: datetime, user) -> str:
 
 
 def _note(a: Action, now: datetime) -> None:
-    """A proposal's or report's event, once per job and target since the job was placed."""
+    """A proposal's or report's event, once per job and target since the job was placed (a
+    proposed requeue has none: the job's ``job.degraded`` event already says why)."""
+    if a.kind == REQUEUE:
+        return
     code = "job.congested" if a.kind == CONGESTED else "job.move_proposed"
     with transaction.atomic():
         job = Job.objects.select_related("pool", "tenant").filter(pk=a.job_id, state__in=HOLDING).first()
@@ -952,6 +1061,8 @@ __all__ = [
     "CONGESTED",
     "MOVE",
     "RECLAIM",
+    "REPLACE",
+    "REQUEUE",
     "Action",
     "plan_rebalance",
     "reclaim_for_guarantees",

@@ -61,6 +61,24 @@ from ..topology import build_locality
 
 #: alarm codes (events.rules.counters) that mark the domains whose uplinks carry the port
 CONGESTION_CODES = ("port.congestion", "port.symbol_errors", "port.rcv_errors", "port.link_downed")
+#: what each of those alarms says of a link, in the words reports use (a link with symbol errors
+#: is not "congested": issue 24)
+ALARM_CAUSES = {
+    "port.congestion": "congestion",
+    "port.symbol_errors": "symbol errors",
+    "port.rcv_errors": "receive errors",
+    "port.link_downed": "link flaps",
+}
+
+
+def alarm_causes(codes) -> str:
+    """The causes of ``codes`` (:data:`ALARM_CAUSES`), in that order, joined: ``"congestion and
+    symbol errors"``; unknown codes by their own name."""
+    names = [ALARM_CAUSES[c] for c in ALARM_CAUSES if c in set(codes)]
+    names += sorted(c for c in set(codes) if c not in ALARM_CAUSES and c)
+    return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 _NOT_MIG = ["disabled", "unsupported"]
 
 _cache_lock = threading.Lock()
@@ -220,11 +238,11 @@ def _uplinks(loc: Locality) -> dict[int, list[str]]:
     return idx
 
 
-def _alarmed_links() -> dict[int, tuple[float, str]]:
-    """``fabric.Link`` id → ``(score, reason)`` of the worst open congestion or error alarm
+def _alarmed_links() -> dict[int, tuple[float, str, str]]:
+    """``fabric.Link`` id → ``(score, reason, code)`` of the worst open congestion or error alarm
     (:data:`CONGESTION_CODES`) on one of its ports: ``score`` the alarm's value over its
-    threshold (at least 1; 1 when the alarm does not say), ``reason`` its message. Empty when
-    no such alarm is open."""
+    threshold (at least 1; 1 when the alarm does not say), ``reason`` its message, ``code`` its
+    code. Empty when no such alarm is open."""
     alarms = list(
         Alarm.objects.open()
         .filter(code__in=CONGESTION_CODES, port_id__isnull=False)
@@ -239,7 +257,7 @@ def _alarmed_links() -> dict[int, tuple[float, str]]:
     ):
         links[a].append(pk)
         links[b].append(pk)
-    out: dict[int, tuple[float, str]] = {}
+    out: dict[int, tuple[float, str, str]] = {}
     for code, port_id, message, details in alarms:
         value, threshold = (details or {}).get("value"), (details or {}).get("threshold")
         try:
@@ -249,7 +267,7 @@ def _alarmed_links() -> dict[int, tuple[float, str]]:
         score = round(max(score, 1.0), 3)
         for link_id in links.get(port_id, ()):
             if link_id not in out or out[link_id][0] < score:
-                out[link_id] = (score, message or code)
+                out[link_id] = (score, message or code, code)
     return out
 
 
@@ -264,10 +282,10 @@ def congestion_marks(loc: Locality) -> Congestion:
         return Congestion({}, threshold=0.0, paths=paths)
     index = _uplinks(loc)
     marks: dict[str, Mark] = {}
-    for link_id, (score, reason) in hot.items():
+    for link_id, (score, reason, code) in hot.items():
         for key in index.get(link_id, ()):
             if key not in marks or marks[key].score < score:
-                marks[key] = Mark(score, reason)
+                marks[key] = Mark(score, reason, code)
     return Congestion(marks, threshold=0.0, paths=paths)
 
 
@@ -377,6 +395,7 @@ class HcaMark:
     score: float
     reason: str
     index: float | None = None
+    code: str = ""
 
     def text(self) -> str:
         """``<name>: <reason> (1.9× the alarm's threshold; congestion index now 0.95)``."""
@@ -408,10 +427,10 @@ def hca_link_marks(loc: Locality) -> dict[str, list[HcaMark]]:
             for p in ends
             if (c := getattr(p, "counters", None)) is not None and c.congestion is not None and not c.stale
         ]
-        score, reason = hot[link.pk]
+        score, reason, code = hot[link.pk]
         name = link_name((str(ca.node), ca.port_num), (str(sw.node), sw.port_num))
         out[names[ca.node.host_id]].append(
-            HcaMark(link.pk, name, score, reason, max(index) if index else None)
+            HcaMark(link.pk, name, score, reason, max(index) if index else None, code)
         )
     return {h: sorted(v, key=lambda m: m.name) for h, v in out.items()}
 

@@ -86,9 +86,11 @@ def test_an_hca_link_down_degrades_the_job_with_its_cause_mails_the_tenant_and_c
     ca = hca.port_a if hca.port_a.node.host_id else hca.port_b
     assert reason["code"] == "hca_link_down" and reason["host"] == host
     assert reason["object_type"] == "node" and reason["object_key"] == ca.node.node_guid
-    assert reason["details"]["rail"] == 1 and reason["details"]["port"] == ca.port_num
+    # rails as the fabric names the HCAs: host001 mlx5_0 is rail 0 (faults.rails)
+    assert ca.node.name.endswith("mlx5_0")
+    assert reason["details"]["rail"] == 0 and reason["details"]["port"] == ca.port_num
     assert reason["details"]["alarm"] == alarm.pk
-    assert f"{host}: HCA link of rail 1 down" in job.reason
+    assert f"{host}: HCA link of rail 0 down ({ca.node.name} port" in job.reason
     ev = Event.objects.get(code="job.degraded", object_key=str(job.pk))
     assert ev.details["faults"][0]["code"] == "hca_link_down"
     assert ev.details["notify"] == ["ops@tenant.example", "lead@tenant.example"]
@@ -274,7 +276,7 @@ def test_pages_show_the_degraded_job_its_alarm_and_the_host_not_free(cluster, cl
         and 'id="job-faults"' in page
         and "hidden" not in page.split('id="job-faults"')[0][-40:]
     )
-    assert 'data-code="hca_link_down"' in page and f"{host}: HCA link of rail 1 down" in page
+    assert 'data-code="hca_link_down"' in page and f"{host}: HCA link of rail 0 down" in page
     assert f'data-alarm="{alarm.pk}"' in page  # the job's alarms list has the gone link's alarm
     api = admin.get(f"/api/scheduler/jobs/{job.pk}/").json()
     assert api["state"] == "degraded" and api["faults"][0]["code"] == "hca_link_down"

@@ -70,7 +70,13 @@ def test_a_pulled_hca_cable_degrades_the_running_job_and_requeues_per_policy(
     codes = {(f["code"], f["host"]) for f in got["faults"]}
     assert ("hca_link_down", host) in codes, got["faults"]
     hca_fault = next(f for f in got["faults"] if f["code"] == "hca_link_down")
-    assert hca_fault["details"]["rail"] in (1, 2) and hca_fault["details"]["hca"].startswith(host)
+    # the rail as the fabric names the pulled HCA ("host003 mlx5_1" is rail 1: faults.rails)
+    rail = int(hca.rsplit("_", 1)[1])
+    assert hca_fault["details"]["rail"] == rail and hca_fault["details"]["hca"].startswith(host)
+    assert (
+        hca_fault["details"]["hca"].endswith(f"mlx5_{rail}")
+        and f"HCA link of rail {rail} down" in got["reason"]
+    )
     assert got["allocation"] is not None and got["placement"] == {host: 8}  # it keeps running there
     lab.relink(hca, 1)
     wait_for(lambda: _call(server, token, f"/api/scheduler/jobs/{job['id']}/")["state"] == "running", 30,

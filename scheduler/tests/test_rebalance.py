@@ -513,10 +513,8 @@ def test_a_job_on_persistently_congested_uplinks_is_reported_with_a_better_place
     assert report["before"] == job.placement and not report["execute"]
     other_leaf = {"host001", "host002"} if host in ("host003", "host004") else {"host003", "host004"}
     assert set(report["placed"]) <= other_leaf and sum(report["placed"].values()) == 8
-    assert (
-        "crosses uplinks with congestion or error alarms" in report["reason"]
-        and "index 0.95" in report["reason"]
-    )
+    assert "crosses uplinks with congestion alarms" in report["reason"] and "index 0.95" in report["reason"]
+    assert report["label"] == "congested" and report["details"]["alarms"] == ["port.congestion"]
     # the mark's score (0.95 over the policy's 0.5) says what it is and its unit, not a bare "score 1.9"
     assert "(1.9× the alarm's threshold)" in report["reason"] and "score" not in report["reason"]
     job.refresh_from_db()
@@ -575,9 +573,9 @@ def test_a_job_on_a_persistently_congested_hca_link_is_reported_naming_the_link(
     (hca,) = report["details"]["hca_links"]
     assert (hca["host"], hca["link"], hca["name"], hca["index"]) == (host, link.pk, name, 0.95)
     assert hca["score"] == round(0.95 / 0.5, 3)
-    assert "crosses uplinks with congestion or error alarms" not in report["reason"]
+    assert "crosses uplinks" not in report["reason"]
     assert (
-        f"runs over HCA links with congestion or error alarms ({name}: Congestion on {leaf}: index 0.95 above 0.5"
+        f"runs over HCA links with congestion alarms ({name}: Congestion on {leaf}: index 0.95 above 0.5"
         in report["reason"]
     )
     assert "(1.9× the alarm's threshold; congestion index now 0.95)" in report["reason"]

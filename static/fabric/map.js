@@ -893,6 +893,31 @@
       al.append(li);
     }
     box.append(el("h4", d.alarms.length + " open alarm" + (d.alarms.length === 1 ? "" : "s")), al);
+    renderEdgeJobs(d.jobs || [], box);
+  }
+
+  /** The jobs whose routed paths cross the cables of the panel's link, per direction, with the
+   * estimated share of that direction's traffic each causes (the scheduler's job→links index). */
+  function renderEdgeJobs(jobs, box) {
+    const ids = new Set(jobs.map((j) => j.job));
+    box.append(el("h4", ids.size + " job" + (ids.size === 1 ? "" : "s") + " crossing this link"));
+    if (!jobs.length) { box.append(el("p", "no running job's routes cross it", "muted")); return; }
+    const table = el("table"); table.id = "panel-edge-jobs";
+    const head = el("tr");
+    for (const c of ["job", "state", "direction", "paths", "share (estimated)"]) head.append(el("th", c));
+    table.append(head);
+    for (const j of jobs.slice(0, 50)) {
+      const tr = el("tr", null, "edge-job");
+      tr.dataset.job = j.job;
+      const name = el("td");
+      name.append(link(j.url, j.name), " #" + j.job);
+      tr.append(name, el("td", j.state), el("td", j.from + " → " + j.to), el("td", String(j.paths)),
+        el("td", Math.round(j.share * 100) + " % estimated"));
+      table.append(tr);
+    }
+    box.append(table);
+    if (jobs.length > 50) box.append(el("p", (jobs.length - 50) + " more: the port pages list them all", "muted"));
+    box.append(el("p", "share: the job's paths on the port × its measured HCA rate, over the jobs on it — an estimate", "muted"));
   }
 
   /** The panel of an Ethernet node: kind, its device page, its Ethernet links. */

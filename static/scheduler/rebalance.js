@@ -14,14 +14,43 @@
     body.replaceChildren();
     for (const a of data.actions || []) {
       const tr = document.createElement("tr");
-      for (const text of [a.kind, `job ${a.job}`, a.reason, a.outcome]) {
+      tr.dataset.kind = a.kind;
+      tr.dataset.job = a.job;
+      for (const text of [a.label || a.kind, `job ${a.job}`, a.reason, a.outcome]) {
         const td = document.createElement("td");
         td.textContent = text;
         tr.appendChild(td);
       }
+      const apply = (a.details || {}).apply;
+      if (apply && !a.execute) {
+        // a proposal the admin may take alone (a notify job's replacement): its own button
+        const b = document.createElement("button");
+        b.type = "button";
+        b.className = "rebalance-apply";
+        b.textContent = "Replace now";
+        b.addEventListener("click", () => applyOne(apply, b, tr));
+        tr.lastChild.append(" ", b);
+      }
       body.appendChild(tr);
     }
     table.hidden = !(data.actions || []).length;
+  }
+
+  async function applyOne(url, button, tr) {
+    button.disabled = true;
+    let resp, data;
+    try {
+      resp = await fetch(url, {
+        method: "POST", credentials: "same-origin",
+        headers: { "X-CSRFToken": token, "Accept": "application/json" },
+      });
+      data = await resp.json();
+    } catch (err) {
+      status.textContent = `The replacement could not be sent (${err}).`;
+      button.disabled = false;
+      return;
+    }
+    tr.lastChild.textContent = resp.ok ? `done: now on ${Object.keys(data.placement || {}).join(", ")}` : `refused: ${data.detail || resp.status}`;
   }
 
   async function run(dry) {

@@ -43,6 +43,7 @@
     snapshotUrl: root.dataset.snapshotUrl,
     cellUrl: root.dataset.cellUrl,
     portUrl: root.dataset.portUrl,
+    annotationsUrl: root.dataset.annotationsUrl,
     wsPath: root.dataset.wsPath,
     loginUrl: root.dataset.loginUrl,
     pollInterval: Number(root.dataset.pollInterval) || 10,
@@ -58,6 +59,8 @@
     sweep: null, snapshotSweep: 0, lastAtMs: null, clockOffsetMs: 0,
     loaded: false, buffered: [], deltas: 0, hover: null,
     ws: null, wsRetry: 0, reloading: false, detailCache: new Map(),
+    hotJobs: new Map(),         // port_id -> [{job, name, state, paths, share, url}] of the hot list
+    hotAsked: "",               // "sweep|ids" of the last annotations request
   };
 
   // ---- colours -------------------------------------------------------------------------------
@@ -423,8 +426,10 @@
     }
     hot.sort((a, b) => metric(b) - metric(a));
     const list = el("hm-hot");
-    list.replaceChildren(...hot.slice(0, 12).map((cell) => {
+    const shown = hot.slice(0, 12);
+    list.replaceChildren(...shown.map((cell) => {
       const li = document.createElement("li");
+      li.dataset.port = cell.port;
       const a = document.createElement("a");
       const row = state.rows[cell.row];
       a.href = row.url || cfg.portUrl.replace("{id}", cell.port);
@@ -439,12 +444,55 @@
       value.className = "hm-hot-value";
       value.textContent = pct(metric(cell));
       li.append(a, value);
+      const jobs = state.hotJobs.get(cell.port);
+      if (jobs && jobs.length) li.append(hotJobsList(jobs));
       return li;
     }));
+    askHotJobs(shown.filter((c) => c.port > 0).map((c) => c.port));
     list.hidden = !hot.length;  // an empty ordered list would read "1. none"
     el("hm-hot-empty").hidden = hot.length > 0;
     el("hm-summary").textContent =
       `${state.rows.length} switches, ${state.cells.size} ports; ${down} down, ${stale} stale, ${errors} with rising errors, ${nodata} without a rate.`;
+  }
+
+  /** The jobs crossing a hot port: name (a link to the job page) and its estimated share. */
+  function hotJobsList(jobs) {
+    const box = document.createElement("div");
+    box.className = "hm-hot-jobs";
+    box.append("jobs: ");
+    jobs.slice(0, 3).forEach((j, i) => {
+      if (i) box.append(", ");
+      const a = document.createElement("a");
+      a.href = j.url;
+      a.dataset.job = j.job;
+      a.textContent = j.name;
+      a.title = `${j.paths} paths of job ${j.job} (${j.state}) leave by this port`;
+      box.append(a, ` ${Math.round(j.share * 100)} % estimated`);
+    });
+    if (jobs.length > 3) box.append(` and ${jobs.length - 3} more`);
+    return box;
+  }
+
+  let hotTimer = null;
+  /** Ask the annotations API for the jobs of the listed hot ports: once per sweep and list. */
+  function askHotJobs(ports) {
+    if (!cfg.annotationsUrl || !ports.length) return;
+    const ask = `${state.sweep ? state.sweep.id : ""}|${[...ports].sort((a, b) => a - b).join(",")}`;
+    if (ask === state.hotAsked) return;
+    state.hotAsked = ask;
+    clearTimeout(hotTimer);
+    hotTimer = setTimeout(async () => {
+      try {
+        const resp = await fetch(`${cfg.annotationsUrl}?ports=${ports.join(",")}`,
+          { credentials: "same-origin", headers: { Accept: "application/json" } });
+        if (!resp.ok) return;
+        const doc = await resp.json();
+        state.hotJobs = new Map(Object.entries(doc.ports || {}).map(([id, a]) => [Number(id), a.jobs || []]));
+        el("hm-hot-note").hidden = ![...state.hotJobs.values()].some((j) => j.length);
+        updateSide();
+        root.dataset.hotJobs = String([...state.hotJobs.values()].reduce((n, j) => n + j.length, 0));
+      } catch (_) { /* the jobs are best effort: the list stands without them */ }
+    }, 150);
   }
 
   // ---- tooltip and click -----------------------------------------------------------------------
@@ -524,6 +572,12 @@
         ? `${esc(detail.remote.name || detail.remote.node_guid)} port ${detail.remote.port_num}${detail.remote.width ? ` · ${esc(detail.remote.width)} ${esc(detail.remote.speed)}` : ""}`
         : "no link";
       html += `<tr><th>remote end</th><td>${link}</td></tr>`;
+      const jobs = (detail.annotations || {}).jobs || [];
+      if (jobs.length) {
+        const names = jobs.slice(0, 5).map((j) => `${esc(j.name)} <span class="muted">#${esc(j.job)}</span> ${Math.round(j.share * 100)} %`);
+        if (jobs.length > 5) names.push(`and ${jobs.length - 5} more`);
+        html += `<tr><th>jobs</th><td class="hm-tip-jobs">${names.join("<br>")}<br><span class="muted">share of the port's traffic: estimated</span></td></tr>`;
+      }
     } else {
       html += `<tr><th></th><td class="muted">loading counters…</td></tr>`;
     }

@@ -22,7 +22,15 @@ deltas, so the page applies both the same way).
 
 ``GET /api/fabric/heatmap/<fabric_id>/cells/<port_id>/`` (Viewer) returns one cell's tooltip:
 raw counters as read (data in 4-byte words, PortXmitWait in ticks), rates (bytes/s, packets/s,
-ticks/s), utilisation, congestion, error deltas, flags, and the remote end of the link.
+ticks/s), utilisation, congestion, error deltas, flags, the remote end of the link, and what the
+apps above telemetry say about the port (``annotations``, ``telemetry.porttable``: the
+scheduler's ``jobs``, the jobs whose routed paths leave by this port with their *estimated*
+share of its traffic).
+
+``GET /api/fabric/heatmap/<fabric_id>/annotations/?ports=<id>,<id>…`` (Viewer): the same
+``annotations`` for up to :data:`MAX_ANNOTATED` ports of the fabric at once,
+``{"ports": {"<port id>": {"jobs": [...]}}}`` — the hot-spot list asks it for the ports it
+shows, so the snapshot and the deltas never grow with the number of jobs.
 """
 
 from __future__ import annotations
@@ -32,16 +40,22 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from fabric.choices import NodeType, Tier
+from fabric.keys import port_key
 from fabric.models import Fabric, Link, Node, Port
 
 from ..models import RAW_COUNTERS, PortCounters, Sweep
+from ..porttable import annotations
 from ..producer import switch_port_cells
 from ..semantics import DERIVED_FIELDS
+
+#: ports per ``annotations/`` request at most (the hot-spot list shows 12)
+MAX_ANNOTATED = 50
 
 #: Row group order of the heatmap: core at the top, leaves at the bottom, unknown last.
 TIER_ORDER: tuple[int, ...] = (Tier.CORE, Tier.SPINE, Tier.LEAF, Tier.UNKNOWN, Tier.HOST)
@@ -170,6 +184,8 @@ def cell_detail(port: Port) -> dict:
         "remote": remote_end(port),
         "counters": None,
     }
+    key = port_key(port.node.node_guid, port.port_num)
+    doc["annotations"] = annotations([key])[key]
     if counters is not None:
         doc["counters"] = {
             "sampled_at": _iso(counters.sampled_at),
@@ -212,3 +228,31 @@ class HeatmapCellView(APIView):
     def get(self, request: Request, fabric_id: int, port_id: int) -> Response:
         port = get_object_or_404(Port.objects.select_related("node"), pk=port_id, node__fabric_id=fabric_id)
         return Response(cell_detail(port))
+
+
+class HeatmapAnnotationsView(APIView):
+    """What the apps above telemetry say about some ports of the fabric (the hot-spot list's
+    jobs); Viewer and above. ``?ports=`` comma-separated port ids (at most
+    :data:`MAX_ANNOTATED`); ids not on this fabric are left out. 400 naming ``ports`` for a
+    missing, non-integer or too long list."""
+
+    read_role = "viewer"
+
+    @extend_schema(
+        responses=OpenApiTypes.OBJECT,
+        description='{"ports": {"<port id>": {"jobs": [{"job", "name", "state", "paths", "share", "url"}]}}} '
+        "(share: estimated, 0..1).",
+    )
+    def get(self, request: Request, fabric_id: int) -> Response:
+        fabric = get_object_or_404(Fabric, pk=fabric_id)
+        raw = [p.strip() for p in request.query_params.get("ports", "").split(",") if p.strip()]
+        if not raw or not all(p.isascii() and p.isdigit() for p in raw):
+            raise ValidationError({"ports": ["comma-separated port ids (integers) are required"]})
+        if len(raw) > MAX_ANNOTATED:
+            raise ValidationError({"ports": [f"at most {MAX_ANNOTATED} ports per request, got {len(raw)}"]})
+        rows = Port.objects.filter(node__fabric=fabric, pk__in=[int(p) for p in raw]).values_list(
+            "pk", "node__node_guid", "port_num"
+        )
+        keys = {pk: port_key(guid, num) for pk, guid, num in rows}
+        got = annotations(list(keys.values()))
+        return Response({"ports": {str(pk): got[k] for pk, k in sorted(keys.items())}})

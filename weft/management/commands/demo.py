@@ -309,7 +309,12 @@ class Command(BaseCommand):
     def _background(self, lab, fabric, opts) -> list:
         threads = []
         if not opts["no_traffic"]:
-            player = TrafficPlayer(lab, fabric, interval=min(0.5, opts["poll_interval"] / 4))
+            busy = {}
+            if not opts["no_jobs"]:  # the hot spots carry the jobs: their busiest ports stay hot
+                from scheduler.demo import BusyJobPorts
+
+                busy = {"busy": BusyJobPorts(fabric.pk)}
+            player = TrafficPlayer(lab, fabric, interval=min(0.5, opts["poll_interval"] / 4), **busy)
             player.start()
             threads.append(player)
         if not opts["no_faults"]:

@@ -32,9 +32,16 @@ def test_beat_task_polls_due_devices_once(make_device, settings):
     settings.WEFT_SNMP_GROUPS = 1
     make_device("nxos")
     make_device("nohc")
-    out = poll_devices_task()
+    out = poll_devices_task()  # the beat's fan-out: one call per site (run at once here)
+    assert out["queued"] == 1 and out["sites"] == ["default"]
     assert sorted((r["device"], r["status"], r["interfaces"]) for r in out["polled"]) == [
         ("nohc", "ok", 69),
         ("nxos", "ok", 59),
     ]
-    assert poll_devices_task() == {"group": 0, "polled": []}  # polled a moment ago: not due
+    # polled a moment ago: not due
+    assert poll_devices_task(0, 1, site="default") == {
+        "site": "default",
+        "group": 0,
+        "polled": [],
+        "busy": [],
+    }

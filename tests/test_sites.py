@@ -288,3 +288,8 @@ def test_two_sites_each_fabric_runs_only_on_its_worker_and_a_dead_one_stalls_onl
     assert set(Sweep.objects.filter(fabric=fabrics["east"]).values_list("worker", flat=True)) == {
         f"east@{host}"
     }
+    # a clean stop (SIGTERM) releases the heartbeat at once: expired before a lapse would have
+    assert workers["east"].terminate() == 0
+    row = LeaseRow.objects.get(role=worker_role("east", f"east@{host}"))
+    assert (row.expires_at - row.renewed_at).total_seconds() < TTL_S - 0.2
+    assert "Traceback" not in workers["east"].text() and "ERROR" not in workers["east"].text()

@@ -11,7 +11,13 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        # rows written before: who ran them is not known ("", not this migration's process)
         migrations.AddField(
+            model_name='sweep',
+            name='worker',
+            field=models.CharField(blank=True, default='', editable=False, max_length=100),
+        ),
+        migrations.AlterField(
             model_name='sweep',
             name='worker',
             field=models.CharField(blank=True, default=core.procs.worker_name, editable=False, max_length=100),

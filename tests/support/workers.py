@@ -60,6 +60,11 @@ class CeleryWorker:
     def text(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def terminate(self, timeout: float = 60) -> int:
+        """SIGTERM the worker (a warm shutdown, as a supervisor stops it); returns its exit status."""
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        return self.proc.wait(timeout)
+
     def kill(self) -> None:
         """SIGKILL the worker and its pool processes (its session), as a dead host would."""
         if self.proc.poll() is None:

@@ -185,6 +185,49 @@ def live_sites(sites: list[str]) -> set[str]:
     return {s for s, st in site_states(sorted(set(sites))).items() if st.up}
 
 
+#: seconds a fan-out's "queued, not started yet" mark lasts when the task sets no time limit
+PENDING_TTL_S = 600.0
+
+
+def pending_key(task_name: str, args) -> str:
+    """The cache key marking a fan-out's call of ``task_name(*args)`` queued and not started yet
+    (set by :func:`fan_out`, deleted by the task when it starts: ``weft.celery.WeftTask``)."""
+    return "weft:pending:" + task_name + ":" + ":".join(str(a) for a in args)
+
+
+def mark_pending(task_name: str, args, ttl: float = PENDING_TTL_S) -> bool:
+    """Mark ``task_name(*args)`` queued for ``ttl`` seconds; False when it already is (its previous
+    call has not started: do not queue another)."""
+    return _mark_pending(pending_key(task_name, args), ttl)
+
+
+def _mark_pending(key: str, ttl: float) -> bool:
+    """Set the pending mark; False when it is already set (a cache that is down: True, logged)."""
+    from django.core.cache import cache
+
+    try:
+        return bool(cache.add(key, 1, timeout=ttl))
+    except Exception as exc:  # Redis down: queue anyway (the task's own lock still holds)
+        import logging
+
+        logging.getLogger(__name__).warning("pending mark %s not set: %s", key, exc)
+        return True
+
+
+def _clear_pending(key: str) -> None:
+    from django.core.cache import cache
+
+    try:
+        cache.delete(key)
+    except Exception:
+        pass
+
+
+def clear_pending(task_name: str, args) -> None:
+    """Delete the pending mark of ``task_name(*args)`` (the call has started); never raises."""
+    _clear_pending(pending_key(task_name, args))
+
+
 def fan_out(task, fabrics, *, args=None, log=None) -> list[dict]:
     """Queue ``task(*args(fabric))`` (default ``(fabric.pk,)``) once per fabric of ``fabrics``
     (objects with ``pk``, ``name``, ``site``), each to its site's queue (``weft.queues``): the
@@ -192,7 +235,12 @@ def fan_out(task, fabrics, *, args=None, log=None) -> list[dict]:
     the fabrics in parallel, and a fabric's I/O runs only where its site's workers are.
 
     A fabric whose site has no live worker is skipped (``{"fabric", "site", "skipped"}``): its
-    ``system.site_down`` alarm says so, and nothing piles up in a queue no worker reads. Where no
+    ``system.site_down`` alarm says so, and nothing piles up in a queue no worker reads. A call
+    whose previous one is still waiting in the queue (not started: a mark in the cache, deleted
+    when the task starts, lasting at most the task's time limit or :data:`PENDING_TTL_S`) is not
+    queued again (``{"fabric", "site", "skipped": "… still queued"}``): a fabric whose sweeps take
+    longer than the beat's interval (a hung one) has at most one call waiting, never a backlog
+    that grows at every tick. Where no
     worker runs at all (eager runs, a one-shot command: the call ran at once) the task's own result
     is returned in its place, else ``{"fabric", "site", "queued": True}``; a call that raised is
     ``{"fabric", "error"}`` (logged), and the other fabrics go on.
@@ -207,11 +255,20 @@ def fan_out(task, fabrics, *, args=None, log=None) -> list[dict]:
         if fabric.site not in live:
             out.append({"fabric": fabric.name, "site": fabric.site, "skipped": "its site has no live worker"})
             continue
+        call = tuple(args(fabric) if args else (fabric.pk,))
+        key = pending_key(task.name, call)
+        if not _mark_pending(key, float(getattr(task, "time_limit", None) or PENDING_TTL_S)):
+            out.append(
+                {"fabric": fabric.name, "site": fabric.site, "skipped": "its previous call is still queued"}
+            )
+            continue
         try:
-            result = task.delay(*(args(fabric) if args else (fabric.pk,)))
+            result = task.delay(*call)
         except SoftTimeLimitExceeded:
+            _clear_pending(key)
             raise
         except Exception as exc:  # one fabric's bug or bad setting: the next ones are queued
+            _clear_pending(key)
             if log is not None:
                 log.error(
                     "%s of %s failed: %s: %s", task.name, fabric.name, type(exc).__name__, exc, exc_info=exc

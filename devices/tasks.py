@@ -46,7 +46,8 @@ def poll_devices_task(group: int | None = None, groups: int | None = None, site:
     Without ``site`` (the beat's call, queue ``control``): queue ``groups`` calls per site that has
     enabled devices and a live worker (``core.sites``), each to that site's queue; returns
     ``{"queued": n, "sites": [...], "skipped_sites": [...]}`` (where no worker runs, the calls ran
-    at once: ``"polled"`` holds their summaries). With ``site``: poll group ``group`` of that
+    at once: ``"polled"`` holds their summaries; ``"still_queued"``: the ``site/group`` calls not
+    queued again because the previous one has not started yet). With ``site``: poll group ``group`` of that
     site's devices (lock ``devices.poll.<site>.<group>``), each device under its own lock
     (``devices.poll.device.<id>``: a device is never polled twice at once, whatever the groups of
     two overlapping calls); a device whose poll is still running elsewhere is left out of this
@@ -54,7 +55,7 @@ def poll_devices_task(group: int | None = None, groups: int | None = None, site:
     ``{"skipped": reason}``."""
     from celery.result import EagerResult
 
-    from core.sites import live_sites
+    from core.sites import live_sites, mark_pending
 
     from .models import Device
     from .services.poll import poll_devices
@@ -72,6 +73,10 @@ def poll_devices_task(group: int | None = None, groups: int | None = None, site:
         polled: list[dict] = []
         for s in out["sites"]:
             for i in range(groups):
+                # at most one call of a group waiting in its queue (core.sites.fan_out's rule)
+                if not mark_pending(poll_devices_task.name, (i, groups, s), HARD_LIMIT_S):
+                    out.setdefault("still_queued", []).append(f"{s}/{i}")
+                    continue
                 result = poll_devices_task.delay(i, groups, site=s)
                 out["queued"] += 1
                 value = result.result if isinstance(result, EagerResult) else result  # ran at once

@@ -74,6 +74,33 @@ def test_each_fabric_task_goes_to_its_site_queue_and_the_fan_outs_to_control():
         assert queues.queue_for(fan_out, ()) == "control", fan_out
 
 
+@pytest.mark.django_db
+def test_a_fan_out_queues_no_second_call_while_the_first_still_waits(monkeypatch, settings):
+    """A fabric whose calls take longer than the beat's interval (a hung one) has at most one call
+    waiting in its site's queue: the fan-out marks it queued, the task deletes the mark when it
+    starts (``weft.celery.WeftTask``), and only then is the next one queued."""
+    from core.sites import clear_pending
+    from fabric import tasks
+
+    settings.WEFT_SITE_CHECK = False
+    fabric = Fabric.objects.create(name="slow")
+    sent = []
+    monkeypatch.setattr(tasks.reconcile_fabric_task, "delay", lambda *a: sent.append(a))
+    name = tasks.reconcile_fabric_task.name
+    clear_pending(name, (fabric.pk,))
+    try:
+        assert tasks.reconcile_partitions_task() == [{"fabric": "slow", "site": DEFAULT_SITE, "queued": True}]
+        assert tasks.reconcile_partitions_task() == [
+            {"fabric": "slow", "site": DEFAULT_SITE, "skipped": "its previous call is still queued"}
+        ]
+        assert sent == [(fabric.pk,)]
+        assert tasks.reconcile_fabric_task(fabric.pk)["fabric"] == "slow"  # a worker started it
+        assert tasks.reconcile_partitions_task()[0].get("queued") is True
+        assert sent == [(fabric.pk,), (fabric.pk,)]
+    finally:
+        clear_pending(name, (fabric.pk,))
+
+
 def _heartbeat(site: str, node: str, *, expired_s: float | None = None) -> None:
     """A worker's heartbeat row as ``core.leases.Lease`` writes it (``expired_s`` ago, or live)."""
     Lease(worker_role(site, node), ttl_s=60).acquire()

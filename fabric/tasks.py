@@ -244,22 +244,34 @@ def compare_reference_task(fabric_id: int) -> dict | None:
     return compare_after_discovery(fabric_id)
 
 
-@shared_task(name="fabric.tasks.collect_switch_health_task")
-def collect_switch_health_task() -> list[dict]:
-    """Beat task (every ``WEFT_SWITCH_HEALTH_INTERVAL_S``): read the switch health of every fabric
-    whose ``switch_info_tool`` is set (``fabric.services.switchhealth.collect``). One fabric's
-    error is logged and in its summary; never overlaps itself (lock ``fabric.switch_health``)."""
+@shared_task(name="fabric.tasks.collect_switch_health_fabric_task")
+def collect_switch_health_fabric_task(fabric_id: int) -> dict:
+    """Read the switch health of one fabric (``fabric.services.switchhealth.collect``), at the
+    fabric's site (issue 25 §2); lock ``fabric.switch_health.<id>``."""
     from .models import Fabric
     from .services.switchhealth import collect
 
-    out: list[dict] = []
+    fabric = Fabric.objects.filter(pk=fabric_id).first()
+    if fabric is None:
+        return {"skipped": f"no fabric {fabric_id}"}
+    with single_instance(f"fabric.switch_health.{fabric_id}", 3600) as mine:
+        if not mine:
+            return {"fabric": fabric.name, "skipped": "a switch health read of this fabric is running"}
+        return {"fabric": fabric.name, **collect(fabric)}
+
+
+@shared_task(name="fabric.tasks.collect_switch_health_task")
+def collect_switch_health_task() -> list[dict]:
+    """Beat task (every ``WEFT_SWITCH_HEALTH_INTERVAL_S``, queue ``control``): one
+    :func:`collect_switch_health_fabric_task` per fabric whose ``switch_info_tool`` is set, at
+    its site (``core.sites.fan_out``). One fabric's error is logged and in its summary; never
+    overlaps itself (lock ``fabric.switch_health``)."""
+    from core.sites import fan_out
+
+    from .models import Fabric
+
     with single_instance("fabric.switch_health", 3600) as mine:
         if not mine:
-            return out
-        for fabric in Fabric.objects.exclude(switch_info_tool="").order_by("name"):
-            try:
-                out.append({"fabric": fabric.name, **collect(fabric)})
-            except Exception as exc:  # one fabric's failure is its own (logged), not the others'
-                log.exception("reading the switch health of %s failed", fabric.name)
-                out.append({"fabric": fabric.name, "error": f"{type(exc).__name__}: {exc}"[:300]})
-    return out
+            return []
+        fabrics = Fabric.objects.exclude(switch_info_tool="").order_by("name")
+        return fan_out(collect_switch_health_fabric_task, fabrics, log=log)

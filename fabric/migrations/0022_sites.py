@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('fabric', '0020_isolatedport'),
+        ('fabric', '0021_switch_health'),
     ]
 
     operations = [

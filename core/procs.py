@@ -56,3 +56,20 @@ def is_alive(tag: str) -> bool:
 def hostname() -> str:
     """This host's name (as in ``socket.gethostname``)."""
     return socket.gethostname()
+
+
+#: set by a Celery worker's main process to its nodename (``weft.worker``), inherited by its pool
+NODENAME_VAR = "WEFT_WORKER_NODENAME"
+
+
+def worker_name() -> str:
+    """Who runs the current work, for the rows it writes (``Sweep.worker``, ``Discovery.worker``):
+    the Celery worker's nodename (``-n``, e.g. ``fabric@host1``) in a worker's processes, else
+    ``<program>@<host>`` (a command, the web process). At most 100 characters."""
+    import sys
+
+    name = os.environ.get(NODENAME_VAR)
+    if not name:
+        program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+        name = f"{program}@{hostname()}"
+    return name[:100]

@@ -77,4 +77,10 @@ EVENT_TYPES = [
                           "receiver) has no live instance: its lease (core.leases) expired more than "
                           "WEFT_LEASE_TTL_S ago and no standby took over (events.roles)."),
     EventType("system.role_up", "Role up", SYS, IN, clears=("system.role_down",)),
+    EventType("system.site_down", "Site has no live worker", SYS, CR, raise_alarm=True, email=True,
+              description="No Celery worker consumes the fabric's collector site queue (core.sites: its "
+                          "workers' heartbeats lapsed more than WEFT_LEASE_TTL_S ago): the fabric's "
+                          "discoveries, sweeps, applies and port actions are refused (503) or skipped "
+                          "(events.roles.check_sites)."),
+    EventType("system.site_up", "Site has a live worker", SYS, IN, clears=("system.site_down",)),
 ]  # fmt: skip

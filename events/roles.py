@@ -7,6 +7,13 @@ only instance stopped) raises the Critical alarm ``system.role_down`` (object ke
 (``events.tasks.role_watch_task``) and by every ``listen_notices`` at each rescan, so a dead beat
 is alarmed by a notice listener and the other way round. A notice listener's role of a fabric that
 no longer exists or is no longer live is retired (its row deleted, its alarm cleared).
+
+Site workers' heartbeats (rows ``worker:<site>:<nodename>``, ``core.sites``) are not singleton
+roles: a site may run several workers, and one of them stopping is no fault while another runs.
+They are checked per **site** instead (:func:`check_sites`, from :func:`check_roles`): a live
+fabric whose site has no live worker gets the Critical ``system.site_down`` on that fabric (its
+work is refused with a 503 and its periodic work skipped; the other sites' fabrics are not
+touched); ``system.site_up`` clears it when a worker of the site reports again.
 """
 
 from __future__ import annotations
@@ -19,13 +26,15 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core.models import Lease
+from core.sites import checks_enabled, parse_worker_role, site_states
 from fabric.collectors.tools import is_live
 from fabric.models import Fabric
 
-from .engine import AlarmEngine
+from .engine import AlarmEngine, lock_fabric
 from .recording import EventSpec
 
 DOWN, UP = "system.role_down", "system.role_up"
+SITE_DOWN, SITE_UP = "system.site_down", "system.site_up"
 #: the advisory lock of :func:`check_roles` (an arbitrary 64-bit key: "weftrole")
 ADVISORY_KEY = 0x77656674726F6C65
 
@@ -68,6 +77,8 @@ def check_roles(now: datetime | None = None) -> list[RoleState]:
         rows = list(Lease.objects.order_by("role"))
         specs: list[EventSpec] = []
         for row in rows:
+            if parse_worker_role(row.role) is not None:
+                continue  # a site worker's heartbeat: check_sites
             is_open = (DOWN, row.role) in engine.open_alarms
             where = {"object_type": "role", "object_key": row.role, "object_repr": f"role {row.role}"}
             if _retired(row.role):
@@ -97,12 +108,70 @@ def check_roles(now: datetime | None = None) -> list[RoleState]:
             out.append(state)
         engine.write_events(specs)
         engine.finish()
+    check_sites(now)
+    return out
+
+
+@dataclass
+class SiteCheck:
+    """One live fabric's site check: ``fabric``, ``site``, ``up``, and the event written now."""
+
+    fabric: str
+    site: str
+    up: bool
+    wrote: str = ""
+
+
+def check_sites(now: datetime | None = None) -> list[SiteCheck]:
+    """Raise ``system.site_down`` on each live fabric whose site has no live worker, and
+    ``system.site_up`` on those whose site has one again (module docstring); one transaction per
+    fabric with its row locked (as every alarm evaluation). Nothing when site checks are off
+    (``core.sites.checks_enabled``: the embedded deployment serves every site itself)."""
+    if not checks_enabled():
+        return []
+    fabrics = [f for f in Fabric.objects.order_by("name") if is_live(f)]
+    states = site_states(sorted({f.site for f in fabrics}), now=now)
+    out: list[SiteCheck] = []
+    for fabric in fabrics:
+        state = states[fabric.site]
+        check = SiteCheck(fabric.name, fabric.site, state.up)
+        with transaction.atomic():
+            engine = AlarmEngine(lock_fabric(fabric.pk))
+            key = f"site:{fabric.site}"
+            where = {"object_type": "site", "object_key": key, "object_repr": f"site {fabric.site}"}
+            is_open = (SITE_DOWN, key) in engine.open_alarms
+            spec = None
+            if not state.up and not is_open:
+                since = (
+                    f"since {state.down_since:%Y-%m-%d %H:%M:%S} UTC"
+                    if state.down_since
+                    else "(no worker has ever reported for it)"
+                )
+                spec = EventSpec(
+                    code=SITE_DOWN,
+                    message=(f"Site {fabric.site} has no live worker {since}: the discoveries, sweeps "
+                             f"and other work of fabric {fabric.name} are not run. Start a worker on a "
+                             f"host cabled to it: celery -A weft worker -Q {state.queue}"),
+                    details=state.as_dict(), **where,
+                )  # fmt: skip
+            elif state.up and is_open:
+                spec = EventSpec(
+                    code=SITE_UP,
+                    message=f"Site {fabric.site} has a live worker again ({', '.join(state.workers)})",
+                    details=state.as_dict(), **where,
+                )  # fmt: skip
+            if spec is not None:
+                check.wrote = spec.code
+                engine.write_events([spec])
+            engine.finish()
+        out.append(check)
     return out
 
 
 class RoleCollector:
     """``weft_role_up{role}`` (1 while the role's lease runs or lapsed less than
-    ``WEFT_LEASE_TTL_S`` ago, else 0) and ``weft_role_fencing{role}`` (its take-over count), for
+    ``WEFT_LEASE_TTL_S`` ago, else 0), ``weft_role_fencing{role}`` (its take-over count), and
+    ``weft_site_up{site}`` / ``weft_site_workers{site}`` for the sites of the fabrics, for
     ``/metrics`` (``telemetry.metrics.register_collector``). Roles are not per fabric: a
     ``fabric_id`` selection keeps them all."""
 
@@ -122,7 +191,21 @@ class RoleCollector:
         )
         fencing = GaugeMetricFamily("weft_role_fencing", "Take-overs of the role's lease", labels=["role"])
         for state in role_states(grace_s=float(settings.WEFT_LEASE_TTL_S)):
+            if parse_worker_role(state["role"]) is not None:
+                continue  # a site worker's heartbeat: weft_site_up
             up.add_metric([state["role"]], 1.0 if state["up"] else 0.0)
             fencing.add_metric([state["role"]], float(state["fencing"]))
         yield up
         yield fencing
+        site_up = GaugeMetricFamily(
+            "weft_site_up", "1 while the collector site has a live worker (core.sites)", labels=["site"]
+        )
+        workers = GaugeMetricFamily(
+            "weft_site_workers", "Live workers of the collector site", labels=["site"]
+        )
+        used = set(Fabric.objects.values_list("site", flat=True))
+        for site, state in sorted(site_states(sorted(used)).items()):
+            site_up.add_metric([site], 1.0 if state.up else 0.0)
+            workers.add_metric([site], float(len(state.workers)))
+        yield site_up
+        yield workers

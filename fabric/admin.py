@@ -24,6 +24,7 @@ EDITABLE = [
     "name",
     "description",
     "subnet_prefix",
+    "site",
     "local_hca",
     "ca_name",
     "ca_port",
@@ -64,9 +65,9 @@ class FabricAdmin(admin.ModelAdmin):
     """Fabrics, audited writes (``accounts.audit.record`` in the same transaction as the change)."""
 
     form = FabricForm
-    list_display = ("name", "description", "live_access", "discovery_enabled", "polling_enabled",
+    list_display = ("name", "description", "site", "live_access", "discovery_enabled", "polling_enabled",
                     "master_sm_guid", "last_discovery", "created")  # fmt: skip
-    list_filter = ("discovery_enabled", "polling_enabled", "local_hca")
+    list_filter = ("site", "discovery_enabled", "polling_enabled", "local_hca")
     search_fields = ("name", "description", "ca_name", "master_sm_guid")
     readonly_fields = ("master_sm_guid", "master_sm_lid", "last_discovery", "created")
 

@@ -24,6 +24,12 @@ class FabricConfig(AppConfig):
             ),
         )
         enqueue.register(
+            "fabric.port_action",
+            lambda fabric_id, port_id, action, user_id: tasks.port_action_task.apply_async(
+                args=(fabric_id, port_id, action, user_id)
+            ),
+        )
+        enqueue.register(
             "fabric.apply_partitions",
             lambda fabric_id, **kw: tasks.apply_partitions_task.delay(fabric_id, **kw),
         )

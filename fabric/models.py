@@ -14,6 +14,8 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
+from core.procs import worker_name
+from core.sites import DEFAULT_SITE, validate_site
 from core.validators import printable_text
 
 from .choices import (
@@ -120,6 +122,15 @@ class Fabric(models.Model):
         choices=FabricRole.choices,
         default=FabricRole.COMPUTE,
         help_text="compute fabrics make the scheduler's locality tree; storage/management fabrics are skipped",
+    )
+    #: the collector site that can reach this fabric (``core.sites``): its I/O goes to that
+    #: site's Celery queue only (``fabric`` for the default site, ``fabric.<site>`` otherwise)
+    site = models.CharField(
+        max_length=32,
+        default=DEFAULT_SITE,
+        validators=[validate_site],
+        help_text="collector site whose workers reach this fabric (Celery queue fabric.<site>; "
+        f"'{DEFAULT_SITE}': the queue fabric)",
     )
     discovery_timeout_s = models.FloatField(
         default=300.0,
@@ -431,6 +442,8 @@ class Discovery(models.Model):
     warnings = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True)
     rows_written = models.PositiveIntegerField(default=0)
+    #: who ran it: the Celery worker's nodename, or ``<program>@<host>`` (``core.procs.worker_name``)
+    worker = models.CharField(max_length=100, blank=True, default=worker_name, editable=False)
     #: digest of the topology this discovery stored (16 hex digits, ``fabric.services.ingest``):
     #: two discoveries with the same digest found the same nodes, ports and links; blank when not
     #: computed (notice refreshes, failed runs)

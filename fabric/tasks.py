@@ -14,6 +14,7 @@ discovery and the worker exits within its grace period.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from celery import shared_task
@@ -87,47 +88,56 @@ def discover_fabric_task(fabric_id: int) -> dict:
 
 @shared_task(name="fabric.tasks.discover_all_task")
 def discover_all_task() -> list[dict]:
-    """Beat task (every ``settings.WEFT_DISCOVERY_INTERVAL_S``): discover every live-discoverable fabric
-    in turn; never overlaps itself (lock ``fabric.discover_all``). One fabric's error is that
-    fabric's alarm and summary (:func:`discover_fabric_task`); the others are discovered."""
+    """Beat task (every ``settings.WEFT_DISCOVERY_INTERVAL_S``, queue ``control``): queue one
+    :func:`discover_fabric_task` per live-discoverable fabric, each to its site's queue
+    (``core.sites.fan_out``: fabrics are discovered in parallel by their sites' workers; a fabric
+    whose site has no live worker is skipped). Never overlaps itself (lock ``fabric.discover_all``).
+    One fabric's error is that fabric's alarm and summary; the others are discovered."""
+    from core.sites import fan_out
+
     from .collectors.tools import is_live
     from .models import Fabric
 
-    out: list[dict] = []
     fabrics = [f for f in Fabric.objects.filter(discovery_enabled=True).order_by("name") if is_live(f)]
-    limit = sum(_discovery_limit_s(f) for f in fabrics) or None
+    limit = sum(_discovery_limit_s(f) for f in fabrics) or None  # eager runs discover in here
     with single_instance("fabric.discover_all", limit) as mine:
         if not mine:
             return [{"skipped": "discover_all is already running"}]
-        for fabric in fabrics:
-            out.append(discover_fabric_task(fabric.pk))
-    return out
+        return fan_out(discover_fabric_task, fabrics, log=log)
+
+
+@shared_task(name="fabric.tasks.sm_watch_fabric_task")
+def sm_watch_fabric_task(fabric_id: int) -> dict:
+    """Read one fabric's master SM (``sminfo``) and its other SMs (``saquery -s``)
+    (``fabric.services.sm.watch``), at the fabric's site; lock ``fabric.sm_watch.<id>``."""
+    from .models import Fabric
+    from .services.sm import watch
+
+    fabric = Fabric.objects.filter(pk=fabric_id).first()
+    if fabric is None:
+        return {"skipped": f"no fabric {fabric_id}"}
+    with single_instance(f"fabric.sm_watch.{fabric_id}", 120) as mine:
+        if not mine:
+            return {"fabric": fabric.name, "skipped": "an SM watch of this fabric is already running"}
+        return watch(fabric).as_dict()
 
 
 @shared_task(name="fabric.tasks.sm_watch_task")
 def sm_watch_task() -> list[dict]:
-    """Beat task (every ``WEFT_SM_WATCH_INTERVAL_S``): read the master SM (``sminfo``) and the other
-    SMs (``saquery -s``) of every live fabric (``fabric.services.sm.watch``).
+    """Beat task (every ``WEFT_SM_WATCH_INTERVAL_S``, queue ``control``): one
+    :func:`sm_watch_fabric_task` per live fabric, at its site (``core.sites.fan_out``).
     Never overlaps itself (lock ``fabric.sm_watch``). Returns one summary per fabric."""
+    from core.sites import fan_out
+
     from .collectors.tools import is_live
     from .models import Fabric
-    from .services.sm import watch
 
-    out: list[dict] = []
     with single_instance("fabric.sm_watch", 120) as mine:
         if not mine:
-            return out
-        for fabric in Fabric.objects.filter(discovery_enabled=True).order_by("name"):
-            if not is_live(fabric):  # same rule as live discovery: imported fabrics are not polled
-                continue
-            try:
-                out.append(watch(fabric).as_dict())
-            except SoftTimeLimitExceeded:
-                raise
-            except Exception as exc:  # one fabric's bug or bad setting: the others are still watched
-                log.error("SM watch of %s failed: %s: %s", fabric.name, type(exc).__name__, exc, exc_info=exc)
-                out.append({"fabric": fabric.name, "error": f"{type(exc).__name__}: {exc}"})
-    return out
+            return []
+        # same rule as live discovery: imported fabrics are not polled
+        fabrics = [f for f in Fabric.objects.filter(discovery_enabled=True).order_by("name") if is_live(f)]
+        return fan_out(sm_watch_fabric_task, fabrics, log=log)
 
 
 @shared_task(name="fabric.tasks.discovery_watchdog_task", soft_time_limit=60, time_limit=90)
@@ -170,26 +180,59 @@ def apply_partitions_task(
     return apply_pending(fabric, force=force)
 
 
-@shared_task(name="fabric.tasks.reconcile_partitions_task")
-def reconcile_partitions_task() -> list[dict]:
-    """Beat task (every ``WEFT_PARTITIONS_RECONCILE_INTERVAL_S``): compare each fabric's stored
-    partitions with what its master SM applies and re-apply on drift or a change pending too long
-    (``fabric.services.partitions.reconcile``). One fabric's error is logged and in its summary,
-    the others go on. Never overlaps itself (lock ``fabric.partitions_reconcile``)."""
+@shared_task(name="fabric.tasks.reconcile_fabric_task")
+def reconcile_fabric_task(fabric_id: int) -> dict:
+    """Compare one fabric's stored partitions with what its master SM applies and re-apply on
+    drift or a change pending too long (``fabric.services.partitions.reconcile``), at the
+    fabric's site; lock ``fabric.partitions_reconcile.<id>``."""
     from .models import Fabric
     from .services.partitions.reconcile import reconcile
 
-    out: list[dict] = []
+    fabric = Fabric.objects.filter(pk=fabric_id).first()
+    if fabric is None:
+        return {"skipped": f"no fabric {fabric_id}"}
+    with single_instance(f"fabric.partitions_reconcile.{fabric_id}", 900) as mine:
+        if not mine:
+            return {"fabric": fabric.name, "skipped": "a reconcile of this fabric is already running"}
+        return reconcile(fabric).as_dict()
+
+
+@shared_task(name="fabric.tasks.reconcile_partitions_task")
+def reconcile_partitions_task() -> list[dict]:
+    """Beat task (every ``WEFT_PARTITIONS_RECONCILE_INTERVAL_S``, queue ``control``): one
+    :func:`reconcile_fabric_task` per fabric, at its site (``core.sites.fan_out``). One fabric's
+    error is logged and in its summary, the others go on. Never overlaps itself (lock
+    ``fabric.partitions_reconcile``)."""
+    from core.sites import fan_out
+
+    from .models import Fabric
+
     with single_instance("fabric.partitions_reconcile", 900) as mine:
         if not mine:
-            return out
-        for fabric in Fabric.objects.order_by("name"):
-            try:
-                out.append(reconcile(fabric).as_dict())
-            except Exception as exc:  # one fabric's failure is its own (logged), not the others'
-                log.exception("reconciling the partitions of %s failed", fabric.name)
-                out.append({"fabric": fabric.name, "error": f"{type(exc).__name__}: {exc}"[:300]})
-    return out
+            return []
+        return fan_out(reconcile_fabric_task, Fabric.objects.order_by("name"), log=log)
+
+
+@shared_task(name="fabric.tasks.port_action_task", ignore_result=False)
+def port_action_task(fabric_id: int, port_id: int, action: str, user_id: int | None = None) -> dict:
+    """Run a port action (``fabric.services.portactions.run_port_action``) on a worker of the
+    fabric's site (``request_port_action`` waits for this result: the one task whose result is
+    kept). Returns ``{"done": result}``, ``{"refused": why}`` or ``{"failed": why}``."""
+    from django.contrib.auth import get_user_model
+
+    from .models import Port
+    from .services.portactions import PortActionFailed, PortActionRefused, run_port_action
+
+    port = Port.objects.filter(pk=port_id, node__fabric_id=fabric_id).first()
+    if port is None:
+        return {"failed": f"no port {port_id} in fabric {fabric_id} (removed by a discovery?)"}
+    user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
+    try:
+        return {"done": dataclasses.asdict(run_port_action(port, action, user=user))}
+    except PortActionRefused as exc:
+        return {"refused": str(exc)}
+    except PortActionFailed as exc:
+        return {"failed": str(exc)}
 
 
 @shared_task(name="fabric.tasks.compare_reference_task")
@@ -201,22 +244,34 @@ def compare_reference_task(fabric_id: int) -> dict | None:
     return compare_after_discovery(fabric_id)
 
 
-@shared_task(name="fabric.tasks.collect_switch_health_task")
-def collect_switch_health_task() -> list[dict]:
-    """Beat task (every ``WEFT_SWITCH_HEALTH_INTERVAL_S``): read the switch health of every fabric
-    whose ``switch_info_tool`` is set (``fabric.services.switchhealth.collect``). One fabric's
-    error is logged and in its summary; never overlaps itself (lock ``fabric.switch_health``)."""
+@shared_task(name="fabric.tasks.collect_switch_health_fabric_task")
+def collect_switch_health_fabric_task(fabric_id: int) -> dict:
+    """Read the switch health of one fabric (``fabric.services.switchhealth.collect``), at the
+    fabric's site (issue 25 §2); lock ``fabric.switch_health.<id>``."""
     from .models import Fabric
     from .services.switchhealth import collect
 
-    out: list[dict] = []
+    fabric = Fabric.objects.filter(pk=fabric_id).first()
+    if fabric is None:
+        return {"skipped": f"no fabric {fabric_id}"}
+    with single_instance(f"fabric.switch_health.{fabric_id}", 3600) as mine:
+        if not mine:
+            return {"fabric": fabric.name, "skipped": "a switch health read of this fabric is running"}
+        return {"fabric": fabric.name, **collect(fabric)}
+
+
+@shared_task(name="fabric.tasks.collect_switch_health_task")
+def collect_switch_health_task() -> list[dict]:
+    """Beat task (every ``WEFT_SWITCH_HEALTH_INTERVAL_S``, queue ``control``): one
+    :func:`collect_switch_health_fabric_task` per fabric whose ``switch_info_tool`` is set, at
+    its site (``core.sites.fan_out``). One fabric's error is logged and in its summary; never
+    overlaps itself (lock ``fabric.switch_health``)."""
+    from core.sites import fan_out
+
+    from .models import Fabric
+
     with single_instance("fabric.switch_health", 3600) as mine:
         if not mine:
-            return out
-        for fabric in Fabric.objects.exclude(switch_info_tool="").order_by("name"):
-            try:
-                out.append({"fabric": fabric.name, **collect(fabric)})
-            except Exception as exc:  # one fabric's failure is its own (logged), not the others'
-                log.exception("reading the switch health of %s failed", fabric.name)
-                out.append({"fabric": fabric.name, "error": f"{type(exc).__name__}: {exc}"[:300]})
-    return out
+            return []
+        fabrics = Fabric.objects.exclude(switch_info_tool="").order_by("name")
+        return fan_out(collect_switch_health_fabric_task, fabrics, log=log)

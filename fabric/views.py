@@ -28,6 +28,7 @@ from django.views.generic import DetailView, ListView, TemplateView
 from accounts.roles import Role, has_role
 from accounts.scoping import scope_rows
 from core.params import int_param
+from core.sites import SiteDown
 
 from . import upload
 from .choices import NodeType
@@ -38,7 +39,7 @@ from .parsers.records import TopologyParseError
 from .services import switchhealth
 from .services.names import MapUnreadable, fabric_names
 from .services.portactions import ACTIONS as PORT_ACTIONS
-from .services.portactions import PortActionFailed, PortActionRefused, run_port_action
+from .services.portactions import PortActionFailed, PortActionRefused, request_port_action
 from .services.reference import (
     ReferenceRefused,
     ReplaceNotConfirmed,
@@ -233,7 +234,7 @@ class FabricDiscoverView(RoleRequiredMixin, View):
         fabric = get_object_or_404(Fabric, pk=pk)
         try:
             request_discovery(fabric, request.user)
-        except NoLiveAccess as exc:
+        except (NoLiveAccess, SiteDown) as exc:
             messages.error(request, str(exc))
             return redirect(fabric.get_absolute_url())
         messages.success(request, f"Discovery of {fabric.name} queued; refresh in a few seconds.")
@@ -465,11 +466,13 @@ class PortActionView(PortView):
             error = "Confirm the action (tick the box)."
         else:
             try:
-                result = run_port_action(port, action, user=request.user)
+                result = request_port_action(port, action, user=request.user)
             except PortActionRefused as exc:
                 error, status = f"Refused: {exc}.", 409
             except PortActionFailed as exc:
                 error, status = f"Failed: {exc}", 502
+            except SiteDown as exc:
+                error, status = str(exc), 503
         if error:
             ctx = self.get_context_data(object=port)
             ctx["action_error"] = error

@@ -40,8 +40,11 @@ def collect_routes_task(fabric_id: int, reason: str = "interval") -> dict:
 
 @shared_task(name="routing.tasks.collect_all_task")
 def collect_all_task() -> list[dict]:
-    """Beat task (every ``WEFT_ROUTING_INTERVAL_S``): read the tables of every live fabric."""
+    """Beat task (every ``WEFT_ROUTING_INTERVAL_S``, queue ``control``): one
+    :func:`collect_routes_task` per live fabric, at its site (``core.sites.fan_out``)."""
+    from core.sites import fan_out
     from fabric.collectors.tools import is_live
     from fabric.models import Fabric
 
-    return [collect_routes_task(f.pk, "interval") for f in Fabric.objects.all() if is_live(f)]
+    fabrics = [f for f in Fabric.objects.order_by("name") if is_live(f)]
+    return fan_out(collect_routes_task, fabrics, args=lambda f: (f.pk, "interval"), log=log)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from core.procs import worker_name
+
 from . import semantics
 
 
@@ -51,6 +53,8 @@ class Sweep(models.Model):
     status = models.CharField(max_length=8, choices=SweepStatus.choices, default=SweepStatus.OK)
     error = models.TextField(blank=True)
     mechanism = models.CharField(max_length=32, blank=True)
+    #: who ran it: the Celery worker's nodename, or ``<program>@<host>`` (``core.procs.worker_name``)
+    worker = models.CharField(max_length=100, blank=True, default=worker_name, editable=False)
 
     class Meta:
         ordering = ["-started", "-id"]

@@ -1,8 +1,10 @@
 """Celery tasks of the telemetry app: thin wrappers around ``telemetry.services`` (STYLE.md).
 
-* ``poll_all_task`` (beat, every ``WEFT_POLL_INTERVAL_S``, default 10 s): one sweep per fabric with
-  ``polling_enabled`` and live access; with ``WEFT_POLL_GROUPS`` = n > 1 it fans out n
-  ``poll_fabric_task(fabric_id, group, n)`` calls per fabric so several workers share a large fabric.
+* ``poll_all_task`` (beat, every ``WEFT_POLL_INTERVAL_S``, default 10 s; queue ``control``): queues
+  one sweep per fabric with ``polling_enabled`` and live access, at the fabric's site (issue 25
+  §2: the site's workers sweep its fabrics in parallel); with ``WEFT_POLL_GROUPS`` = n > 1 it fans
+  out n ``poll_fabric_task(fabric_id, group, n)`` calls per fabric so several workers share a
+  large fabric.
 * ``poll_fabric_task(fabric_id, group=None, groups=1)``: one sweep (or one switch group of it).
 * ``rollup_task`` (beat, ``WEFT_ROLLUP_INTERVAL_S``): per-minute/per-hour rollups and retention.
 * ``poller_watchdog_task`` (beat, ``WEFT_WATCHDOG_INTERVAL_S``): ``system.poller_stalled`` when a
@@ -16,17 +18,14 @@ database errors (e.g. a PostgreSQL failover).
 
 One time budget: a sweep's collector gets ``WEFT_TOOL_TIMEOUT_S`` in total (:data:`SWEEP_BUDGET_S`),
 and the soft time limit is that plus :data:`STORE_MARGIN_S` to store the sweep, so a hung fabric
-ends in a failed Sweep row, never in ``SoftTimeLimitExceeded``; ``poll_all_task`` queues the
-fabrics it has no time left for as their own ``poll_fabric_task``.
+ends in a failed Sweep row, never in ``SoftTimeLimitExceeded``.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 
 from celery import shared_task
-from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import DatabaseError
 
@@ -75,44 +74,28 @@ def poll_fabric_task(fabric_id: int, group: int | None = None, groups: int = 1) 
     name="telemetry.tasks.poll_all_task", soft_time_limit=POLL_SOFT_LIMIT_S, time_limit=POLL_HARD_LIMIT_S
 )
 def poll_all_task() -> list[dict]:
-    """Beat task: sweep every fabric with ``polling_enabled`` and live access (``Fabric.has_live_access``).
-
-    Runs the sweeps in this worker, one after the other, when ``WEFT_POLL_GROUPS`` is 1 (default)
-    and a whole sweep budget (+ store margin) is left before this task's soft limit (always for the
-    first); a fabric with no time left is queued as its own ``poll_fabric_task`` (``{"fabric", "queued": True}``). With
-    groups it fans out one ``poll_fabric_task`` per switch group. Never overlaps itself (lock
-    ``telemetry.poll_all``)."""
+    """Beat task (queue ``control``): one :func:`poll_fabric_task` per fabric with
+    ``polling_enabled`` and live access (``Fabric.has_live_access``), each to its site's queue
+    (``core.sites.fan_out``), so the workers of a site sweep its fabrics in parallel and a fabric
+    whose site has no live worker is skipped; with ``WEFT_POLL_GROUPS`` = n > 1, n calls per fabric
+    (one per switch group). Never overlaps itself (lock ``telemetry.poll_all``). Where no worker
+    runs (eager runs) the sweeps run in here and their summaries are returned."""
+    from core.sites import fan_out
     from fabric.models import Fabric
 
     groups = settings.WEFT_POLL_GROUPS
-    out: list[dict] = []
-    t_end = time.monotonic() + POLL_SOFT_LIMIT_S
-    inline = 0
     with single_instance("telemetry.poll_all", POLL_HARD_LIMIT_S) as mine:
         if not mine:
             return [{"skipped": "poll_all is already running"}]
-        for fabric in Fabric.objects.filter(polling_enabled=True).order_by("name"):
-            if not fabric.has_live_access:
-                continue
-            if groups == 1 and inline and t_end - time.monotonic() < SWEEP_BUDGET_S + STORE_MARGIN_S:
-                poll_fabric_task.delay(fabric.pk)  # the soft limit leaves no whole budget for it here
-                out.append({"fabric": fabric.name, "queued": True})
-            elif groups == 1:
-                inline += 1  # the first always fits: the soft limit is one budget + the store margin
-                try:
-                    out.append(poll_fabric_task(fabric.pk))
-                except SoftTimeLimitExceeded:
-                    raise
-                except Exception as exc:  # one fabric's bug or bad setting: the next ones are swept
-                    log.error(
-                        "sweep of %s failed: %s: %s", fabric.name, type(exc).__name__, exc, exc_info=exc
-                    )
-                    out.append({"fabric": fabric.name, "error": f"{type(exc).__name__}: {exc}"})
-            else:
-                for g in range(groups):
-                    poll_fabric_task.delay(fabric.pk, g, groups)
-                out.append({"fabric": fabric.name, "queued_groups": groups})
-    return out
+        fabrics = [
+            f for f in Fabric.objects.filter(polling_enabled=True).order_by("name") if f.has_live_access
+        ]
+        if groups == 1:
+            return fan_out(poll_fabric_task, fabrics, log=log)
+        out: list[dict] = []
+        for g in range(groups):
+            out.extend(fan_out(poll_fabric_task, fabrics, args=lambda f, g=g: (f.pk, g, groups), log=log))
+        return out
 
 
 @shared_task(

@@ -7,7 +7,8 @@ command, so the same ``task.delay()`` works in both deployments.
 A task whose pool process dies (SIGKILL, OOM killer, hard time limit) is put back in the queue at
 once (``task_acks_late`` + ``task_reject_on_worker_lost``, settings) and so runs again; Celery
 would put it back every time, so a task that kills its worker would loop. ``WeftTask`` runs a
-redelivered message once more and drops it (logged) when it comes back again.
+redelivered message once more and drops it (logged) when it comes back again. A per-fabric task
+also deletes its periodic fan-out's "queued" mark when it starts (``core.sites.fan_out``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import threading
 
 from celery import Celery, Task
 
+from core.sites import clear_pending
 from weft import inprocess
+from weft.queues import PER_FABRIC_TASKS, PER_SITE_TASKS
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "weft.settings")
 
@@ -34,6 +37,10 @@ class WeftTask(Task):
     that was redelivered (its worker died) once only (see the module docstring)."""
 
     def __call__(self, *args, **kwargs):
+        if self.name in PER_FABRIC_TASKS:  # started: a fan-out may queue the next call (core.sites)
+            clear_pending(self.name, args)
+        elif self.name in PER_SITE_TASKS and kwargs.get("site") is not None:
+            clear_pending(self.name, (*args, kwargs["site"]))
         request = self.request
         info = request.delivery_info or {}
         if info.get("redelivered") and request.id and not request.is_eager:

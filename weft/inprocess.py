@@ -39,9 +39,12 @@ def _key(task: Task, args: tuple, kwargs: dict) -> tuple:
 
 
 def _queue(task: Task, args: tuple, kwargs: dict) -> str:
-    from weft.queues import queue_for
+    """The pool of a call: ``control``, or ``fabric`` for the I/O of every site (one process
+    reaches all the fabrics it serves)."""
+    from weft.queues import CONTROL_QUEUE, FABRIC_QUEUE, queue_for
 
-    return queue_for(task.name, args, kwargs)
+    queue = queue_for(task.name, args, kwargs)
+    return queue if queue == CONTROL_QUEUE else FABRIC_QUEUE
 
 
 def _run(task: Task, args: tuple, kwargs: dict, key: tuple) -> Any:

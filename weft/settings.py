@@ -412,7 +412,9 @@ CONTENT_SECURITY_POLICY = {
 
 # Celery: the beat schedule lives here (STYLE.md). In embedded mode weft.inprocess runs it.
 CELERY_BROKER_URL = REDIS_URL or "memory://"
-CELERY_RESULT_BACKEND = None
+#: results are kept only for the tasks that declare ``ignore_result=False`` (a port action the API
+#: waits for on a site's worker: ``fabric.tasks.port_action_task``)
+CELERY_RESULT_BACKEND = REDIS_URL or None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 #: Run ``task.delay()`` at once in the caller (tests against PostgreSQL/Redis, one-shot scripts).
@@ -637,6 +639,10 @@ WEFT_NOTICES = env_bool("WEFT_NOTICES", True)
 #: most this long (plus its poll, a fifth of it) after the leader died; a role without a live
 #: leader for this long again raises ``system.role_down``.
 WEFT_LEASE_TTL_S = env_float("WEFT_LEASE_TTL_S", 6.0, positive=True)
+#: Collector sites (``core.sites``, issue 25 §2): refuse work for a fabric whose site has no live
+#: worker (a 503) and skip it in the periodic fan-outs. On when workers are separate processes;
+#: the embedded deployment's in-process worker and eager runs serve every site themselves.
+WEFT_SITE_CHECK = env_bool("WEFT_SITE_CHECK", not EMBEDDED and not CELERY_TASK_ALWAYS_EAGER)
 WEFT_NOTICE_RESCAN_S = env_float("WEFT_NOTICE_RESCAN_S", 10.0, positive=True)
 WEFT_PORT_STATE_FALLBACK = env_choice("WEFT_PORT_STATE_FALLBACK", "auto", ("auto", "always", "off"))
 WEFT_PORT_STATE_INTERVAL_S = env_float("WEFT_PORT_STATE_INTERVAL_S", WEFT_POLL_INTERVAL_S, positive=True)

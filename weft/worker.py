@@ -25,6 +25,13 @@ period (systemd 90 s, Kubernetes 30 s), which then SIGKILLs it mid-task. So:
 * ``worker_process_init`` and ``worker_ready``: ``tools.reap_orphans`` kills tools whose owner
   process died (a pool process killed at its hard time limit cannot kill its children itself).
 
+* ``worker_ready``: a worker that consumes site queues (``core.sites``: ``fabric``,
+  ``fabric.<site>``) starts its **site heartbeat**: a ``core.leases.LeaseKeeper`` holding the role
+  ``worker:<site>:<nodename>`` per site, renewed every ``WEFT_LEASE_TTL_S / 3`` from a thread of
+  the main process (a busy pool still renews); ``worker_shutting_down`` releases it, so a stopped
+  worker's site is seen without a live worker at once, a killed one's within ``WEFT_LEASE_TTL_S``
+  (the API's 503 and ``system.site_down``, issue 25 §2).
+
 Connected from ``weft.celery`` (imported by every worker); nothing here runs in the web process.
 """
 
@@ -36,7 +43,7 @@ import signal
 import threading
 from pathlib import Path
 
-from celery.signals import worker_process_init, worker_ready, worker_shutting_down
+from celery.signals import celeryd_init, worker_process_init, worker_ready, worker_shutting_down
 
 log = logging.getLogger(__name__)
 
@@ -87,12 +94,48 @@ def stop_tools(reason: str = REASON) -> int:
     return told
 
 
+_heartbeat = None  # the site heartbeat's LeaseKeeper (main process)
+
+
+def consumed_sites(queues) -> list[str]:
+    """The sites (``core.sites.site_of_queue``) of the queue names ``queues``, sorted."""
+    from core.sites import site_of_queue
+
+    return sorted({s for s in (site_of_queue(q) for q in queues) if s})
+
+
+def start_site_heartbeat(nodename: str, queues) -> list[str]:
+    """Start renewing ``worker:<site>:<nodename>`` for each site among ``queues`` (see the
+    module docstring). Returns the roles (none: nothing started)."""
+    global _heartbeat
+    from core.leases import LeaseKeeper
+    from core.sites import worker_role
+
+    roles = [worker_role(site, nodename) for site in consumed_sites(queues)]
+    if not roles or _heartbeat is not None:
+        return roles
+    _heartbeat = LeaseKeeper(roles, name="weft-site-heartbeat")
+    _heartbeat.want(roles, now=True)  # live before the first task is taken
+    _heartbeat.start()
+    log.info("site heartbeat: %s", ", ".join(roles))
+    return roles
+
+
+def stop_site_heartbeat() -> None:
+    """Release the site heartbeat's roles (a clean stop: the sites see this worker gone at once)."""
+    global _heartbeat
+    keeper, _heartbeat = _heartbeat, None
+    if keeper is not None:
+        keeper.stop(timeout=5)
+
+
 @worker_shutting_down.connect
 def _on_shutting_down(sig=None, how=None, exitcode=None, **_kw) -> None:
-    # Runs inside the main process's signal handler: only start a timer here.
+    # Runs inside the main process's signal handler: only start timers here.
     global _shutdown_timer
     if _shutdown_timer is not None:
         return
+    threading.Thread(target=stop_site_heartbeat, name="weft-site-heartbeat-stop", daemon=True).start()
     grace = grace_s()
     _shutdown_timer = threading.Timer(grace, _stop_after_grace, args=(f"{REASON} ({sig})",))
     _shutdown_timer.daemon = True
@@ -108,6 +151,15 @@ def _abort_handler(signum, frame) -> None:
     from fabric.collectors.tools import abort_all
 
     abort_all(REASON)
+
+
+@celeryd_init.connect
+def _on_celeryd_init(sender=None, **_kw) -> None:
+    # the nodename (``-n``) for the rows this worker's tasks write (``core.procs.worker_name``)
+    from core.procs import NODENAME_VAR
+
+    if sender:
+        os.environ[NODENAME_VAR] = str(sender)
 
 
 @worker_process_init.connect
@@ -134,8 +186,17 @@ def _forget_inherited_db_pools() -> None:
 
 
 @worker_ready.connect
-def _on_ready(**_kw) -> None:
+def _on_ready(sender=None, **_kw) -> None:
     _reap("worker start")
+    try:
+        queues = [q.name for q in sender.task_consumer.queues]
+        nodename = sender.hostname
+    except AttributeError:  # not a consumer (a test's signal): no heartbeat
+        return
+    try:
+        start_site_heartbeat(nodename, queues)
+    except Exception as exc:  # the database is down: the sites show no live worker until a restart
+        log.error("site heartbeat not started: %s: %s", type(exc).__name__, exc)
 
 
 def _reap(when: str) -> None:

@@ -9,8 +9,9 @@ from django.utils import timezone
 from ..models import Device
 
 
-def due_devices(group: int = 0, groups: int = 1, now=None) -> list[Device]:
-    """Enabled devices with ``id % groups == group`` never polled or last polled at least their
+def due_devices(group: int = 0, groups: int = 1, now=None, site: str | None = None) -> list[Device]:
+    """Enabled devices with ``id % groups == group`` (and, with ``site``, of a fabric at that
+    collector site, ``Fabric.site``) never polled or last polled at least their
     ``poll_interval_s`` ago (less half a beat tick, so a 60 s device polled on a 10 s beat is not
     pushed to 70 s by scheduling jitter), ordered by id."""
     from django.conf import settings
@@ -18,7 +19,10 @@ def due_devices(group: int = 0, groups: int = 1, now=None) -> list[Device]:
     now = now or timezone.now()
     slack = timedelta(seconds=settings.WEFT_SNMP_TICK_S / 2)
     out = []
-    for d in Device.objects.filter(enabled=True).select_related("fabric").order_by("pk"):
+    rows = Device.objects.filter(enabled=True).select_related("fabric").order_by("pk")
+    if site is not None:
+        rows = rows.filter(fabric__site=site)
+    for d in rows:
         if d.pk % groups != group:
             continue
         if d.last_poll_at is None:

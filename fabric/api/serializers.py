@@ -153,6 +153,7 @@ class FabricSerializer(serializers.ModelSerializer):
             "description",
             "subnet_prefix",
             "role",
+            "site",
             "local_hca",
             "ca_name",
             "ca_port",
@@ -467,6 +468,7 @@ class DiscoverySerializer(serializers.ModelSerializer):
             "warnings",
             "error",
             "rows_written",
+            "worker",
         ]
 
 

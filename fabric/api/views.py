@@ -36,7 +36,7 @@ from ..services import partitions as partition_service
 from ..services.ingest import summary as ingest_summary
 from ..services.names import MapUnreadable, fabric_names
 from ..services.portactions import ACTIONS as PORT_ACTIONS
-from ..services.portactions import run_port_action
+from ..services.portactions import request_port_action
 from ..services.reference import compare_fabric
 from ..services.requests import (
     discover_new_fabric,
@@ -56,6 +56,14 @@ IMPORT_REQUEST = {
     "text/plain": OpenApiTypes.STR,
     "application/gzip": OpenApiTypes.BINARY,
 }
+
+
+#: the 503 of work for a fabric whose collector site has no live worker (``core.sites.SiteDown``)
+SITE_DOWN_RESPONSE = OpenApiResponse(
+    OpenApiTypes.OBJECT,
+    description="the fabric's collector site has no live worker: {detail, site, queue, up, workers, "
+    "down_since}; nothing was queued",
+)
 
 
 REPLACE_PARAM = OpenApiParameter(
@@ -123,6 +131,7 @@ class PortViewSet(ReadOnlyViewSet):
             400: OpenApiResponse(description="unknown action or no confirm"),
             409: OpenApiResponse(description="refused: a CA port, the SM's own path (the reason in detail)"),
             502: OpenApiResponse(description="the tool failed"),
+            503: SITE_DOWN_RESPONSE,
         },
         description="Run ``action`` (disable, enable, reset, clear_counters) on this switch port: body "
         '``{"action": "disable", "confirm": true}`` (Operator; audited; rules in '
@@ -138,7 +147,7 @@ class PortViewSet(ReadOnlyViewSet):
             raise ValidationError({"action": [f"one of {', '.join(PORT_ACTIONS)}"]})
         if data.get("confirm") not in (True, "1", "true", 1):
             raise ValidationError({"confirm": ["send confirm: true to run the action"]})
-        result = run_port_action(port, name, user=request.user)  # refused 409, failed 502 (api/errors.py)
+        result = request_port_action(port, name, user=request.user)  # refused 409, failed 502 (api/errors.py)
         return Response(result.as_dict())
 
 
@@ -290,6 +299,7 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
         responses={
             202: serializers.DiscoverQueuedSerializer,
             409: OpenApiResponse(description="the fabric has no live access (imported from a file)"),
+            503: SITE_DOWN_RESPONSE,
         },
     )
     @extend_schema(
@@ -632,7 +642,7 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
 
     @extend_schema(
         request=serializers.ApplyRequestSerializer,
-        responses={202: serializers.PartitionApplySerializer},
+        responses={202: serializers.PartitionApplySerializer, 503: SITE_DOWN_RESPONSE},
     )
     @action(detail=False, methods=["post"])
     def apply(self, request):

@@ -217,3 +217,43 @@ def run_port_action(port: Port, action: str, *, user=None) -> PortActionResult:
             note = f"port {shown} {action} by {getattr(user, 'username', '') or 'Weft'}"
             apply_port_states(fabric, observed, note=note)
     return result
+
+
+#: seconds the API waits for a port action run by the fabric's site worker (the route checks and
+#: the tool, each within :data:`TOOL_TIMEOUT_S`, plus the queue)
+SITE_WAIT_S = 4 * TOOL_TIMEOUT_S
+
+
+def request_port_action(port: Port, action: str, *, user=None) -> PortActionResult:
+    """:func:`run_port_action` where the fabric can be reached (issue 25 §2): at once in this
+    process when site checks are off (the embedded deployment reaches every fabric), else on a
+    worker of the fabric's collector site (``fabric.tasks.port_action_task`` on its site queue),
+    waiting up to :data:`SITE_WAIT_S` for its answer.
+
+    Raises:
+        core.sites.SiteDown: the site has no live worker (503; nothing sent).
+        PortActionRefused, PortActionFailed: as :func:`run_port_action` (on the worker); also
+            PortActionFailed when no answer came in time (the action may still run: the audit log
+            and the port's state say what happened).
+    """
+    from core import enqueue
+    from core.sites import checks_enabled, require_live
+
+    if not checks_enabled():
+        return run_port_action(port, action, user=user)
+    port = Port.objects.select_related("node__fabric").get(pk=port.pk)
+    fabric = port.node.fabric
+    require_live(fabric.site, f"The port action {action} on fabric {fabric.name} was")
+    handle = enqueue.send("fabric.port_action", fabric.pk, port.pk, action, getattr(user, "pk", None))
+    try:
+        answer = handle.get(timeout=SITE_WAIT_S, disable_sync_subtasks=False)
+    except Exception as exc:  # celery.exceptions.TimeoutError, a lost result backend
+        raise PortActionFailed(
+            f"no answer from site {fabric.site}'s worker within {SITE_WAIT_S:g} s "
+            f"({type(exc).__name__}); see the audit log for whether the action ran"
+        ) from None
+    if "refused" in answer:
+        raise PortActionRefused(answer["refused"])
+    if "failed" in answer:
+        raise PortActionFailed(answer["failed"])
+    return PortActionResult(**answer["done"])

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from accounts import audit
 from core import enqueue
+from core.sites import live_sites, require_live
 
 from ..choices import DiscoverySource
 from ..models import NO_LIVE_ACCESS, Discovery, Fabric
@@ -48,9 +49,11 @@ def request_discovery(fabric: Fabric, user: Any = None) -> str:
 
     Raises:
         NoLiveAccess: the fabric has no live access; nothing is written or queued.
+        core.sites.SiteDown: the fabric's site has no live worker (503); nothing is written or queued.
     """
     if not fabric.has_live_access:
         raise NoLiveAccess(fabric)
+    require_live(fabric.site, f"The discovery of fabric {fabric.name} was")
     task_id = str(uuid.uuid4())
     with transaction.atomic():
         audit.record("fabric.discover", fabric, {"task_id": task_id}, user=user)
@@ -64,9 +67,11 @@ def discover_new_fabric(fabric: Fabric, user: Any = None) -> str | None:
     :func:`request_discovery`, audited the same way, queued when the caller's transaction commits.
     Called by the API's create, the admin's add and ``fabric_lab --register``.
 
-    Returns the task id, or None for a fabric without live access (one imported from a file).
+    Returns the task id, or None for a fabric without live access (one imported from a file) or
+    whose site has no live worker yet (the fabric is created all the same; its ``system.site_down``
+    alarm says why nothing runs, and the periodic discovery catches up once a worker reports).
     """
-    if not fabric.has_live_access:
+    if not fabric.has_live_access or fabric.site not in live_sites([fabric.site]):
         return None
     return request_discovery(fabric, user)
 

@@ -23,6 +23,7 @@ from django.utils import timezone
 from accounts import audit
 from core import enqueue
 from core.locks import single_instance
+from core.sites import require_live
 
 from ...choices import ApplyRunState, ApplyState
 from ...models import Fabric, Partition, PartitionApply
@@ -170,7 +171,14 @@ def request_apply(
     (default): apply even when :func:`is_current` (an Admin's explicit apply). Audited
     (``partition.apply_request``) in the record's transaction. A broker that is down marks the
     record ``failed`` with the reason (nothing hangs ``queued``). ``queue`` False: only the record
-    (the command runs it itself with :func:`run_apply`)."""
+    (the command runs it itself with :func:`run_apply`).
+
+    Raises:
+        core.sites.SiteDown: ``queue`` and the fabric's site has no live worker (503): nothing is
+            recorded or queued.
+    """
+    if queue:
+        require_live(fabric.site, f"The partitions apply of fabric {fabric.name} was")
     with transaction.atomic():
         rec = PartitionApply.objects.create(
             fabric=fabric, source=source, force=force, timeout_s=timeout,

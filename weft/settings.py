@@ -254,6 +254,14 @@ SPECTACULAR_SETTINGS = {
         # two "state" enums besides the GPU's (an allocation's, a job's)
         "AllocationStateEnum": "pools.choices.AllocationState",
         "JobStateEnum": "scheduler.choices.JobState",
+        # a job's and an allocation item's unit share their values (gpu, mig, fraction)
+        "JobKindEnum": "scheduler.choices.JobKind",
+        "AllocationKindEnum": "pools.choices.AllocationKind",
+        # an alarm's severity and an alert target's min_severity: one enum
+        "SeverityEnum": "events.choices.Severity",
+        # a discovery's and a sweep's status
+        "DiscoveryStatusEnum": "fabric.choices.DiscoveryStatus",
+        "SweepStatusEnum": "telemetry.models.SweepStatus",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

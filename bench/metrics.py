@@ -14,7 +14,8 @@ its own share of those), no stale port; then ``ANALYZE`` on PostgreSQL (as autov
 Measured through Django's test client on the real view (``telemetry.metrics.metrics_view``: access
 check, queries, rendering, gzip), ``--runs`` times each, medians:
 
-* ``server_s`` / ``server_gzip_s``: whole ``/metrics`` answer without / with ``Accept-Encoding: gzip``
+* ``server_s`` / ``server_gzip_s`` (medians; ``server_spread_s`` / ``server_gzip_spread_s`` their
+  [min, max]): whole ``/metrics`` answer without / with ``Accept-Encoding: gzip``
   (the ports' labels cached, as after the first scrape of a topology), ``server_cpu_s`` the Weft
   process's CPU of it (without PostgreSQL's; on a loaded machine wall ≫ CPU), ``server_cold_s`` the
   first scrape, which builds that cache;
@@ -162,6 +163,8 @@ def measure(client, path: str, runs: int) -> dict:
         "server_s": round(statistics.median(t_plain), 3),
         "server_gzip_s": round(statistics.median(t_gz), 3),
         "server_cpu_s": round(statistics.median(cpu), 3),
+        "server_spread_s": [round(min(t_plain), 3), round(max(t_plain), 3)],
+        "server_gzip_spread_s": [round(min(t_gz), 3), round(max(t_gz), 3)],
     }
 
 

@@ -42,6 +42,8 @@ FORM = {
     "discovery_timeout_s": "300",
     "discovery_enabled": "on",
     "polling_enabled": "on",
+    "site": "default",  # the admin form's initial value (core.sites.DEFAULT_SITE)
+    "switch_info_tool": "",
 }
 
 

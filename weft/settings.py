@@ -254,9 +254,8 @@ SPECTACULAR_SETTINGS = {
         # two "state" enums besides the GPU's (an allocation's, a job's)
         "AllocationStateEnum": "pools.choices.AllocationState",
         "JobStateEnum": "scheduler.choices.JobState",
-        # a job's and an allocation item's unit share their values (gpu, mig, fraction)
+        # a job's kind (an allocation item's kind has the same values: one enum, JobKind)
         "JobKindEnum": "scheduler.choices.JobKind",
-        "AllocationKindEnum": "pools.choices.AllocationKind",
         # an alarm's severity and an alert target's min_severity: one enum
         "SeverityEnum": "events.choices.Severity",
         # a discovery's and a sweep's status

@@ -95,6 +95,7 @@ LEAST_ROLE = {
     "scheduler-api:job-cancel POST": "operator",
     "scheduler-api:job-start POST": "operator",
     "scheduler-api:job-finish POST": "operator",
+    "scheduler-api:job-replace POST": "operator",
 }
 
 ANONYMOUS_DETAIL = "Authentication credentials were not provided."
@@ -686,6 +687,14 @@ WRITES: dict[str, Write] = {
         body={"reason": "matrix"},
         check=lambda w, b: b["state"] == Job.objects.get(pk=w.pending_job.pk).state == "cancelled"
         and b["reason"] == "matrix",
+    ),
+    # refused: the placed job is not degraded (faults.replace_now; the attempt audited, nothing moved)
+    "scheduler-api:job-replace POST": Write(
+        409,
+        target=lambda w: w.placed_job,
+        check=lambda w, b: "nothing to replace" in b["detail"]
+        and AuditEntry.objects.get(action="job.replace").changes["done"] is False
+        and Job.objects.get(pk=w.placed_job.pk).state == w.placed_job.state,
     ),
     "scheduler-api:job-start POST": Write(
         200,

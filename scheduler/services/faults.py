@@ -716,27 +716,39 @@ def replace_now(job_id: int, *, user=None, now: datetime | None = None) -> Job:
 
     Raises:
         queue.JobConflict: the job is not degraded by a failing cause, or a pass holds the lock
-            (409, nothing done).
+            (409, nothing done; the refused attempt is audited as ``job.replace``, ``done`` false).
         queue.JobError: no healthy host of its unit has the GPUs, or the move was refused.
     """
     now = now or timezone.now()
-    with single_instance(queue.PASS_LOCK, queue.PASS_LIMIT_S) as mine:
-        if not mine:
-            raise queue.JobConflict("a scheduling pass or rebalancing run is running: try again")
-        job = Job.objects.select_related("pool", "tenant").get(pk=job_id)
-        if job.state != JobState.DEGRADED or not failing_hosts(job):
-            raise queue.JobConflict(
-                f"{job} is {job.state}, not degraded by a host that lost its fabric: nothing to replace",
-                state=job.state,
+    try:
+        with single_instance(queue.PASS_LOCK, queue.PASS_LIMIT_S) as mine:
+            if not mine:
+                raise queue.JobConflict("a scheduling pass or rebalancing run is running: try again")
+            job = Job.objects.select_related("pool", "tenant").get(pk=job_id)
+            if job.state != JobState.DEGRADED or not failing_hosts(job):
+                raise queue.JobConflict(
+                    f"{job} is {job.state}, not degraded by a host that lost its fabric: nothing to replace",
+                    state=job.state,
+                )
+            loc = state.current_locality()
+            plan = plan_replacement(job, loc, state.unusable_hosts(loc), state.load_inventory(loc, {"gpu"}))
+            if not plan.ok:
+                raise queue.JobConflict(f"{job}: {plan.why}", state=job.state)
+            try:
+                replace_hosts(plan, loc, now, user=user, source="admin")
+            except AllocationError as exc:
+                raise queue.JobConflict(
+                    f"the pools refused the replacement ({exc})", state=job.state
+                ) from None
+    except queue.JobConflict as exc:  # a refused attempt is audited too (who tried what, and why not)
+        with transaction.atomic():
+            audit.record(
+                "job.replace",
+                Job.objects.get(pk=job_id),
+                {"done": False, "refused": str(exc)[:300]},
+                user=user,
             )
-        loc = state.current_locality()
-        plan = plan_replacement(job, loc, state.unusable_hosts(loc), state.load_inventory(loc, {"gpu"}))
-        if not plan.ok:
-            raise queue.JobConflict(f"{job}: {plan.why}", state=job.state)
-        try:
-            replace_hosts(plan, loc, now, user=user, source="admin")
-        except AllocationError as exc:
-            raise queue.JobConflict(f"the pools refused the replacement ({exc})", state=job.state) from None
+        raise
     flush_job_events([job])
     return Job.objects.get(pk=job_id)
 

@@ -254,6 +254,57 @@ class PoolView(RoleRequiredMixin, DetailView):
                 out["result"] = {"a": result, "where": placement(result), "env": result.environment()}
         return out
 
+    def _hosts(self, pool: Pool, holding) -> dict:
+        """The hosts of the user's tenants' active allocations, the fabric map to draw (the pool's
+        fabric, else the one with most of those hosts) and its CA GUIDs to highlight."""
+        per_host = dict(
+            AllocationItem.objects.filter(active=True, allocation__in=holding)
+            .values("gpu__host_id")
+            .annotate(n=Count("gpu", distinct=True))
+            .values_list("gpu__host_id", "n")
+        )
+        hosts = list(Host.objects.filter(pk__in=per_host).select_related("fabric"))
+        for host in hosts:
+            host.held_gpus = per_host[host.pk]
+        hosts.sort(key=lambda h: (h.fabric.name, h.name))
+        fabrics = Counter(h.fabric_id for h in hosts)
+        fabric = pool.fabric if pool.fabric_id else None
+        if fabric is None and fabrics:
+            fabric = Fabric.objects.get(pk=fabrics.most_common(1)[0][0])
+        out: dict = {"hosts": hosts, "map_fabric": fabric, "other_fabrics": []}
+        if fabric is None:
+            return out
+        cas = Node.objects.filter(
+            host__in=[h for h in hosts if h.fabric_id == fabric.pk], node_type=NodeType.CA
+        )
+        rows = list(cas.order_by("node_guid").values_list("node_guid", "host_id"))
+        guids = [guid for guid, _ in rows]
+        out["highlight"] = " ".join(guids)
+        # the map counts the marked HCAs after the label: the label counts their hosts
+        n_hosts = len({host_id for _, host_id in rows})
+        out["highlight_label"] = f"HCAs of {pool.name} on {n_hosts} host{'' if n_hosts == 1 else 's'}"
+        if guids:
+            query = urlencode({"fabric": fabric.pk, "highlight": ",".join(guids)})
+            out["map_page_url"] = f"{reverse('fabric:map')}?{query}"
+        out["map_url"] = reverse("fabric-api:fabric-map", args=[fabric.pk])
+        others = Fabric.objects.filter(pk__in=fabrics).exclude(pk=fabric.pk).order_by("name")
+        out["other_fabrics"] = [{"fabric": f, "hosts": fabrics[f.pk]} for f in others]
+        return out
+
+    def _history(self, pool: Pool) -> dict:
+        wanted = self.request.GET.get("range", "")
+        until = timezone.now()
+        if wanted in HISTORY_RANGES:
+            name = wanted
+        else:
+            first = Allocation.objects.filter(pool=pool, started_at__isnull=False).aggregate(
+                t=Min("started_at")
+            )["t"]
+            name = fitting_range(until - min(t for t in (pool.created, first) if t is not None))
+        series = pool_history(pool, until - HISTORY_RANGES[name], until)
+        series |= {"quota": pool.quota_gpus, "guaranteed": pool.guaranteed_gpus, "range": name}
+        return {"history": series, "history_range": name, "history_ranges": list(HISTORY_RANGES)}
+
 
 def allocation_tenants(pool: Pool, operable: set[int]) -> list[tuple[int, str]]:
     """``[(tenant id, name)]`` a user who may operate in ``operable`` tenants
@@ -305,7 +356,7 @@ class PoolAllocateView(PoolView):
                 raise Http404("the pool was deleted meanwhile") from None
             else:
                 messages.success(
-                    request, f"Allocation #{alloc.pk} of {alloc.count} {alloc.get_kind_display()} made."
+                    request, f"Allocation #{alloc.pk} made: its hosts and environment are below."
                 )
                 return redirect(
                     reverse("pools:pool", args=[pool.pk]) + f"?allocation={alloc.pk}#allocation-result"
@@ -340,59 +391,8 @@ class ReleaseView(RoleRequiredMixin, View):
             return redirect(back)
         except Allocation.DoesNotExist:
             raise Http404(f"allocation {pk} was deleted meanwhile") from None
-        messages.success(request, f"Allocation #{alloc.pk} made.")
+        messages.success(request, f"Allocation #{alloc.pk} released: its GPUs are free.")
         return redirect(back + "#active-allocations")
-
-    def _hosts(self, pool: Pool, holding) -> dict:
-        """The hosts of the user's tenants' active allocations, the fabric map to draw (the pool's
-        fabric, else the one with most of those hosts) and its CA GUIDs to highlight."""
-        per_host = dict(
-            AllocationItem.objects.filter(active=True, allocation__in=holding)
-            .values("gpu__host_id")
-            .annotate(n=Count("gpu", distinct=True))
-            .values_list("gpu__host_id", "n")
-        )
-        hosts = list(Host.objects.filter(pk__in=per_host).select_related("fabric"))
-        for host in hosts:
-            host.held_gpus = per_host[host.pk]
-        hosts.sort(key=lambda h: (h.fabric.name, h.name))
-        fabrics = Counter(h.fabric_id for h in hosts)
-        fabric = pool.fabric if pool.fabric_id else None
-        if fabric is None and fabrics:
-            fabric = Fabric.objects.get(pk=fabrics.most_common(1)[0][0])
-        out: dict = {"hosts": hosts, "map_fabric": fabric, "other_fabrics": []}
-        if fabric is None:
-            return out
-        cas = Node.objects.filter(
-            host__in=[h for h in hosts if h.fabric_id == fabric.pk], node_type=NodeType.CA
-        )
-        rows = list(cas.order_by("node_guid").values_list("node_guid", "host_id"))
-        guids = [guid for guid, _ in rows]
-        out["highlight"] = " ".join(guids)
-        # the map counts the marked HCAs after the label: the label counts their hosts
-        n_hosts = len({host_id for _, host_id in rows})
-        out["highlight_label"] = f"HCAs of {pool.name} on {n_hosts} host{'' if n_hosts == 1 else 's'}"
-        if guids:
-            query = urlencode({"fabric": fabric.pk, "highlight": ",".join(guids)})
-            out["map_page_url"] = f"{reverse('fabric:map')}?{query}"
-        out["map_url"] = reverse("fabric-api:fabric-map", args=[fabric.pk])
-        others = Fabric.objects.filter(pk__in=fabrics).exclude(pk=fabric.pk).order_by("name")
-        out["other_fabrics"] = [{"fabric": f, "hosts": fabrics[f.pk]} for f in others]
-        return out
-
-    def _history(self, pool: Pool) -> dict:
-        wanted = self.request.GET.get("range", "")
-        until = timezone.now()
-        if wanted in HISTORY_RANGES:
-            name = wanted
-        else:
-            first = Allocation.objects.filter(pool=pool, started_at__isnull=False).aggregate(
-                t=Min("started_at")
-            )["t"]
-            name = fitting_range(until - min(t for t in (pool.created, first) if t is not None))
-        series = pool_history(pool, until - HISTORY_RANGES[name], until)
-        series |= {"quota": pool.quota_gpus, "guaranteed": pool.guaranteed_gpus, "range": name}
-        return {"history": series, "history_range": name, "history_ranges": list(HISTORY_RANGES)}
 
 
 class HostListView(RoleRequiredMixin, ListView):

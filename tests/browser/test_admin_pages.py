@@ -110,6 +110,11 @@ def test_allocate_and_release_from_the_pool_page(weft_server, browser_page):
     server, page = weft_server, browser_page
     tok, pool = _gpu_pool(server)
     login(page, server, "operator", next_url=f"/pools/{pool['id']}/")
+    # the form shows the inputs of the kind chosen (static/pools/allocate.js)
+    memory = page.locator(".alloc-field[data-field=memory_mib]")
+    assert memory.is_hidden() and page.locator(".alloc-field[data-field=count]").is_visible()
+    page.select_option("#id_kind", "fraction")
+    assert memory.is_visible() and page.locator(".alloc-field[data-field=count]").is_hidden()
     page.select_option("#id_kind", "gpu")
     page.fill("#id_count", "2")
     page.fill("#id_job", "train-42")

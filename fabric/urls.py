@@ -24,4 +24,8 @@ urlpatterns = [
     path("fabric/import/", views.ImportView.as_view(), name="import"),
     path("fabric/partitions/", views.PartitionListView.as_view(), name="partition_list"),
     path("fabric/partitions/<pk:pk>/", views.PartitionView.as_view(), name="partition"),
+    path("fabric/partitions/new/", views.PartitionFormView.as_view(), name="partition_add"),
+    path("fabric/partitions/<pk:pk>/edit/", views.PartitionFormView.as_view(), name="partition_edit"),
+    path("fabric/partitions/<pk:pk>/delete/", views.PartitionDeleteView.as_view(), name="partition_delete"),
+    path("fabric/partitions/<pk:pk>/apply/", views.PartitionApplyView.as_view(), name="partition_apply"),
 ]

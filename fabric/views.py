@@ -2,7 +2,8 @@
 partitions (PKeys) with their members and applied state.
 
 Pages read the same querysets as the API (``fabric.querysets``) and run the same use cases
-(``fabric.services.requests``); they import nothing from ``fabric.api``. The map and import pages are
+(``fabric.services.requests``, ``fabric.services.partitions``); the partition form runs the API
+serializer's checks (``fabric.forms``), nothing else comes from ``fabric.api``. The map and import pages are
 drawn/driven by JavaScript against the REST API (``/api/fabric/``); the others are plain
 server-rendered HTML. Templates of other apps are included only when they exist
 (``telemetry/_port_charts.html``, ``events/_object_alarms.html``).
@@ -16,6 +17,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
@@ -31,11 +33,13 @@ from core.params import int_param
 from core.sites import SiteDown
 
 from . import upload
-from .choices import NodeType
+from .choices import ApplyRunState, NodeType
+from .forms import PartitionForm
 from .guid import is_guid, normalize_guid
-from .models import Discovery, Fabric, IsolatedPort, Node, Partition, Port
+from .models import Discovery, Fabric, IsolatedPort, Node, Partition, PartitionApply, Port
 from .parsers.node_name_map import NodeNameMapError
 from .parsers.records import TopologyParseError
+from .services import partitions as partition_service
 from .services import switchhealth
 from .services.names import MapUnreadable, fabric_names
 from .services.portactions import ACTIONS as PORT_ACTIONS
@@ -56,6 +60,8 @@ OBJECT_ALARMS_TEMPLATE = "events/_object_alarms.html"
 PORT_COUNTERS_TEMPLATE = "telemetry/_port_counters.html"
 #: the jobs whose routed paths cross a port (scheduler), when installed
 PORT_JOBS_TEMPLATE = "scheduler/_port_jobs.html"
+#: the fabric page's topology download for other schedulers (scheduler), when installed
+FABRIC_EXPORT_TEMPLATE = "scheduler/_fabric_export.html"
 
 
 def optional_template(name: str) -> str | None:
@@ -89,7 +95,8 @@ class FabricListView(RoleRequiredMixin, ListView):
 
 
 class FabricView(RoleRequiredMixin, DetailView):
-    """One fabric: counts, subnet managers, last discoveries, and "Discover now" (Operator)."""
+    """One fabric: counts, subnet managers, last discoveries, "Discover now" (Operator), its
+    partitions, and the topology download for other schedulers (``FABRIC_EXPORT_TEMPLATE``)."""
 
     template_name = "fabric/fabric.html"
     context_object_name = "fabric"
@@ -116,6 +123,7 @@ class FabricView(RoleRequiredMixin, DetailView):
             ans.exclude(aggregation_switch_guid="").values("aggregation_switch_guid").distinct().count()
         )
         ctx["live"] = fabric.has_live_access
+        ctx["export_template"] = optional_template(FABRIC_EXPORT_TEMPLATE)
         if not ctx["live"]:
             ctx["last_import"] = fabric.discoveries.filter(source__in=("file", "upload")).first()
         try:
@@ -587,7 +595,7 @@ def _render_diff_item(item) -> str:
 
 class PartitionListView(RoleRequiredMixin, ListView):
     """Partitions (PKeys) of all fabrics, or of ``?fabric=<id>``: PKey, flags, member count and
-    what the last apply found."""
+    what the last apply found; an Admin gets "New partition" (the API's write role)."""
 
     template_name = "fabric/partition_list.html"
     context_object_name = "partitions"
@@ -605,9 +613,43 @@ class PartitionListView(RoleRequiredMixin, ListView):
         return ctx
 
 
+#: states of a requested apply that are not final (the page follows them)
+APPLY_RUNNING = (ApplyRunState.QUEUED, ApplyRunState.RUNNING, ApplyRunState.COALESCED)
+
+
+def apply_record(fabric: Fabric, wanted) -> PartitionApply | None:
+    """The requested apply a partition page shows: ``wanted`` (``?apply=<id>``) when it is one of
+    ``fabric``'s, else the fabric's latest (applies are per fabric: the file holds them all)."""
+    applies = PartitionApply.objects.filter(fabric=fabric).select_related("requested_by")
+    apply_id = int_param(wanted)
+    rec = applies.filter(pk=apply_id).first() if apply_id else None
+    return rec or applies.order_by("-created", "-id").first()
+
+
+def queue_page_apply(request: HttpRequest, fabric: Fabric) -> PartitionApply | None:
+    """After a change from a page: request an apply of ``fabric``'s partitions as the API's
+    ``POST partitions/apply/`` does (``request_apply``: a ``PartitionApply`` record, audited,
+    run by a worker), when the fabric has a partitions file (``auto_apply_enabled``); else, or
+    when its site has no live worker, say why the change stays pending. Returns the record."""
+    if not partition_service.auto_apply_enabled(fabric):
+        messages.warning(
+            request,
+            f"Not applied: fabric {fabric.name} has no partitions file (partitions_path); the change "
+            "stays pending until OpenSM is given the file.",
+        )
+        return None
+    try:
+        return partition_service.request_apply(fabric, user=request.user, source="page")
+    except SiteDown as exc:
+        messages.warning(request, f"Saved, not applied: {exc}")
+        return None
+
+
 class PartitionView(RoleRequiredMixin, DetailView):
-    """One partition: flags, applied state and drift, and its members (GUID or keyword,
-    membership, reason, the port when the topology knows it)."""
+    """One partition: flags, applied state and drift, its members (GUID or keyword, membership,
+    reason, the port when the topology knows it), who owns it (a pool, a job), and the fabric's
+    requested apply (``?apply=<id>``, else the latest) with its state, followed by
+    ``static/fabric/partition.js`` until it ends. An Admin gets Edit, Delete and Apply now."""
 
     template_name = "fabric/partition.html"
     context_object_name = "partition"
@@ -617,5 +659,169 @@ class PartitionView(RoleRequiredMixin, DetailView):
 
     def get_context_data(self, **kwargs):
         ctx = super().get_context_data(**kwargs)
-        ctx["members"] = self.object.members.select_related("port__node").order_by("port_guid")
+        p = self.object
+        ctx["members"] = p.members.select_related("port__node").order_by("port_guid")
+        ctx["owner"] = partition_service.partition_owner(p)
+        ctx["apply"] = rec = apply_record(p.fabric, self.request.GET.get("apply"))
+        ctx["apply_running"] = rec is not None and rec.state in APPLY_RUNNING
+        ctx["auto_apply"] = partition_service.auto_apply_enabled(p.fabric)
         return ctx
+
+
+class PartitionFormView(RoleRequiredMixin, TemplateView):
+    """Create (``?fabric=<id>``) or edit a partition (Admin, the API's ``write_role``): name,
+    PKey, description, IPoIB flags and members picked from the fabric's hosts (each adds its HCA
+    ports) or typed as port GUIDs (``fabric.forms.PartitionForm``: the API serializer's checks).
+
+    One transaction through the API's writers (``save_partition``, then ``set_members``: a
+    refused member list leaves nothing created or changed), each audited as the API's; then an
+    apply is requested (:func:`queue_page_apply`) and the partition page follows it. A partition
+    a pool or a job owns keeps its name, PKey and pool members (the service's ``PartitionOwned``
+    message, 409); its flags and extra members are edited here. Refusals re-render the form with
+    the message under the field (400), nothing written."""
+
+    template_name = "fabric/partition_form.html"
+    required_role = Role.ADMIN
+
+    def dispatch(self, request, *args, **kwargs):
+        self.object = None
+        if request.user.is_authenticated and has_role(request.user, self.required_role):  # 403 first
+            if "pk" in kwargs:
+                qs = scope_rows(Partition.objects.select_related("fabric"), request.user)
+                self.object = get_object_or_404(qs, pk=kwargs["pk"])
+                self.fabric = self.object.fabric
+            else:
+                fabric_id = int_param(request.POST.get("fabric") or request.GET.get("fabric"))
+                fabrics = list(Fabric.objects.order_by("name")[:2])
+                if fabric_id is None and len(fabrics) == 1:
+                    fabric_id = fabrics[0].pk
+                if fabric_id is None:
+                    return self.render_to_response({"choose": Fabric.objects.order_by("name")})
+                self.fabric = get_object_or_404(Fabric, pk=fabric_id)
+        return super().dispatch(request, *args, **kwargs)
+
+    def form(self, data=None) -> PartitionForm:
+        owner = partition_service.partition_owner(self.object) if self.object else None
+        self.owner = owner
+        return PartitionForm(data, fabric=self.fabric, instance=self.object,
+                             member_reason="extra" if owner else None)  # fmt: skip
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        form = kwargs.get("form") or self.form()
+        ctx.update(form=form, object=self.object, fabric=self.fabric, owner=self.owner)
+        picked = {str(v) for v in form["hosts"].value() or []}
+        ctx["host_options"] = [
+            {"value": v, "label": label, "ports": len(form.ports_of[int(v)]), "selected": v in picked}
+            for v, label in form.fields["hosts"].choices
+        ]
+        return ctx
+
+    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        form = self.form(request.POST)
+        if not form.is_valid():
+            return self.render_to_response(self.get_context_data(form=form), status=400)
+        try:
+            changed = self._write(form)
+        except partition_service.PartitionError as exc:  # PartitionOwned too (409)
+            if self.object is not None:
+                self.object.refresh_from_db()  # as stored: the refused values were set on it
+            owned = isinstance(exc, partition_service.PartitionOwned)
+            form.add_error(None if owned or exc.field not in form.fields else exc.field, str(exc))
+            return self.render_to_response(self.get_context_data(form=form), status=409 if owned else 400)
+        partition = self.saved
+        if not changed:
+            messages.info(request, f"Partition {partition} unchanged.")
+            return redirect(partition.get_absolute_url())
+        messages.success(request, f"Partition {partition} saved.")
+        rec = queue_page_apply(request, self.fabric)
+        return redirect(partition.get_absolute_url() + (f"?apply={rec.pk}" if rec else ""))
+
+    def _write(self, form: PartitionForm) -> bool:
+        """Save the partition and its members in one transaction (the API's writers); whether
+        anything changed. Raises the service's ``PartitionError``/``PartitionOwned``."""
+        user, created = self.request.user, self.object is None
+        partition = self.object or Partition(fabric=self.fabric)
+        changed = False
+        with transaction.atomic():
+            if form.serializer is not None:
+                for k, v in form.serializer.validated_data.items():
+                    setattr(partition, k, v)
+                action = "partition.create" if created else "partition.update"
+                partition_service.save_partition(partition, user=user, action=action)
+                changed = True
+            now = (
+                dict(form.edited_members(partition).values_list("port_guid", "membership"))
+                if not created
+                else {}
+            )
+            if dict(form.wanted_members) != now:
+                partition_service.set_members(
+                    partition, form.wanted_members, reason=form.member_reason, user=user
+                )
+                changed = True
+        self.saved = partition
+        return changed
+
+
+class PartitionDeleteView(RoleRequiredMixin, DetailView):
+    """GET asks for the confirmation; POST with ``confirm=1`` deletes the partition (Admin) through
+    ``delete_partition`` (audited ``partition.delete``, as the API's ``DELETE``), then requests an
+    apply that takes its PKey off the ports. Without the confirmation: 400; the default partition:
+    400; a pool's or a job's: 409 with the service's message; nothing deleted."""
+
+    template_name = "fabric/partition_delete.html"
+    context_object_name = "partition"
+    required_role = Role.ADMIN
+
+    def get_queryset(self):
+        return scope_rows(Partition.objects.select_related("fabric"), self.request.user)
+
+    def get_context_data(self, **kwargs):
+        ctx = super().get_context_data(**kwargs)
+        ctx["owner"] = partition_service.partition_owner(self.object)
+        ctx["member_count"] = self.object.members.count()
+        return ctx
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        self.object = partition = self.get_object()
+        error, status = "", 400
+        if request.POST.get("confirm") != "1":
+            error = "Confirm the deletion (tick the box)."
+        else:
+            try:
+                partition_service.delete_partition(partition, user=request.user)
+            except partition_service.PartitionOwned as exc:
+                error, status = str(exc), 409
+            except partition_service.PartitionError as exc:
+                error = str(exc)
+        if error:
+            return self.render_to_response(
+                self.get_context_data(object=partition, error=error), status=status
+            )
+        messages.success(request, f"Partition {partition.name} ({partition.pkey_hex}) deleted.")
+        rec = queue_page_apply(request, partition.fabric)
+        if rec is not None:
+            messages.info(request, f"Apply #{rec.pk} of fabric {partition.fabric.name} requested.")
+        return redirect(reverse("fabric:partition_list") + f"?fabric={partition.fabric_id}")
+
+
+class PartitionApplyView(PartitionView):
+    """POST (Admin): "Apply now" on a partition page: request an apply of its fabric's partitions
+    (``request_apply``, as ``POST /api/fabric/partitions/apply/``), then back to the page, which
+    follows it. GET: to the partition page, nothing requested."""
+
+    required_role = Role.ADMIN
+
+    def get(self, request: HttpRequest, pk: int) -> HttpResponse:
+        return redirect(get_object_or_404(self.get_queryset(), pk=pk).get_absolute_url())
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        partition = get_object_or_404(self.get_queryset(), pk=pk)
+        try:
+            rec = partition_service.request_apply(partition.fabric, user=request.user, source="page")
+        except SiteDown as exc:
+            messages.error(request, str(exc))
+            return redirect(partition.get_absolute_url())
+        messages.success(request, f"Apply #{rec.pk} of fabric {partition.fabric.name} requested.")
+        return redirect(partition.get_absolute_url() + f"?apply={rec.pk}")

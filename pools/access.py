@@ -88,6 +88,43 @@ def pool_tenant_mismatch(pool, tenant_id: int | None) -> str | None:
     return None
 
 
+class TenantRefused(Exception):
+    """Why a user may not allocate for a tenant in a pool (:func:`allocation_tenant`): ``status``
+    400 (a tenant the pool does not take, or none named for a shared pool: ``field`` "tenant"),
+    404 (a tenant the user does not see) or 403 (no operator membership of it)."""
+
+    def __init__(self, message: str, status: int, field: str = "tenant"):
+        super().__init__(message)
+        self.status, self.field = status, field
+
+
+def allocation_tenant(user, pool, tenant_id: int | None, *, what: str = "allocating") -> int:
+    """The tenant ``user`` allocates for in ``pool`` (a pool the user sees: :func:`scope_pools`)
+    when naming ``tenant_id`` (None: none named): a tenant's pool's own tenant; for a shared pool
+    the one named, else the user's one operator tenant. The one rule of the allocate API and the
+    pool page's form.
+
+    Raises:
+        TenantRefused: 400 (:func:`pool_tenant_mismatch`; a shared pool and no single operator
+            tenant of the user), 404 (a tenant the user does not see), 403 (the user may not
+            operate in that tenant: :func:`can_operate`).
+    """
+    mismatch = pool_tenant_mismatch(pool, tenant_id)
+    if mismatch:
+        raise TenantRefused(mismatch, 400)
+    chosen = pool.tenant_id or tenant_id
+    if chosen is None:
+        mine = operator_tenant_ids(user)
+        if len(mine) != 1:
+            raise TenantRefused(f"pool {pool.name} is shared: name the tenant", 400)
+        chosen = mine.pop()
+    if not can_operate(user, chosen):
+        if not visible_tenants(user).filter(pk=chosen).exists():
+            raise TenantRefused(f"no tenant {chosen}", 404)
+        raise TenantRefused(f"{what} needs an operator membership of the tenant", 403)
+    return chosen
+
+
 def partition_tenants(pks: list[int]) -> dict[int, int | None]:
     """``{partition pk: tenant id}`` for the partitions among ``pks`` owned by a tenant's pool or
     by a job (``accounts.scoping.register_row_tenant``); a shared pool's or a fabric's own

@@ -21,8 +21,8 @@ from django.contrib.auth import get_user_model
 
 from fabric.models import Fabric
 
-from .api.serializers import PoolSerializer, TenantSerializer
-from .choices import OnFault, TenantRole
+from .api.serializers import AllocateRequestSerializer, PoolSerializer, TenantSerializer
+from .choices import AllocationKind, OnFault, TenantRole
 from .models import Pool, Tenant
 
 
@@ -252,3 +252,56 @@ class PoolForm(_SerializerForm):
         if out.get("on_fault") == "":  # not sent (a form without it): unchanged
             out.pop("on_fault")
         return out
+
+
+class AllocateForm(forms.Form):
+    """What the pool page's "Allocate" asks (``AllocateRequestSerializer``, the allocate API's
+    checks, run in :meth:`clean`): ``kind`` (whole GPUs, MIG slices of a profile, or a fraction of
+    one GPU: memory MiB and compute %), ``count``, the job reference, a lease in hours (blank:
+    none; the API's ``lease_s``), and for a shared pool the tenant (``tenants``: ``[(id, name)]``
+    the user may allocate for; a tenant's pool takes its own). After :meth:`is_valid`:
+    ``self.request_data`` (the serializer's validated data)."""
+
+    kind = forms.ChoiceField(choices=AllocationKind.choices, initial=AllocationKind.GPU)
+    count = forms.CharField(required=False, initial="1", help_text="GPUs or MIG slices (1 for a fraction)")
+    mig_profile = forms.CharField(required=False, label="MIG profile", help_text="e.g. 1g.10gb; MIG only")
+    memory_mib = forms.CharField(required=False, label="Memory (MiB)", help_text="fraction only")
+    compute_pct = forms.CharField(required=False, label="Compute (%)", help_text="fraction only, 1-100")
+    job = forms.CharField(required=False, help_text="a job reference (Slurm id, name)")
+    lease_h = forms.CharField(required=False, label="Lease (hours)", help_text="blank: until released")
+    tenant = forms.ChoiceField(required=False, help_text="on whose behalf (a shared pool)")
+
+    def __init__(self, *args, pool: Pool, tenants: list[tuple[int, str]], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.pool = pool
+        self.fields["tenant"].choices = [(str(pk), name) for pk, name in tenants]
+        if pool.tenant_id is not None:
+            del self.fields["tenant"]
+        self.request_data: dict = {}
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        body: dict[str, Any] = {"pool": self.pool.pk, "kind": data["kind"], "job": data["job"].strip()}
+        for name in ("count", "memory_mib", "compute_pct", "mig_profile"):
+            if data[name].strip():
+                body[name] = data[name].strip()
+        lease = data["lease_h"].strip()
+        if lease:
+            try:
+                body["lease_s"] = float(lease) * 3600
+            except ValueError:
+                self.add_error("lease_h", "a number of hours, e.g. 2 or 0.5")
+                return data
+        if data.get("tenant"):
+            body["tenant"] = data["tenant"]
+        ser = AllocateRequestSerializer(data=body)
+        if not ser.is_valid():
+            for field, errs in ser.errors.items():
+                name = "lease_h" if field == "lease_s" else field
+                for m in _messages(errs):
+                    self.add_error(name if name in self.fields else None, m)
+            return data
+        self.request_data = ser.validated_data
+        return data

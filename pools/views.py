@@ -9,6 +9,14 @@ host pages alike. A pool's numbers (bars, history) are the pool's, as ``GET /api
 shows them: they come from the allocation service's reads (``pool_usage``, ``pool_summary``,
 ``eligible_gpus``).
 
+Allocate and release from the pool page (what ``POST /api/pools/allocations/allocate/`` and
+``…/<id>/release/`` allow, to the same users: the site Operator role and an operator membership
+of the tenant, ``pools.access.allocation_tenant``/``can_operate``): the request is checked by the
+API serializer (``pools.forms.AllocateForm``) and written by the allocation service
+(``pools.services.allocation.allocate``/``release``, audited there); its refusals (quota, not
+enough free GPUs) are shown as their messages, and the new allocation's hosts and
+``CUDA_VISIBLE_DEVICES`` (``Allocation.environment``, the API's ``environment``) are shown.
+
 The tenant list and the Admin's tenant and pool forms and deletes (what ``/api/pools/tenants/``
 and ``/api/pools/pools/`` allow, to the same roles: Admin writes, others read their tenants):
 the checks are the API serializers' (``pools.forms``), the writes ``pools.services.tenancy``
@@ -22,6 +30,7 @@ from datetime import timedelta
 from urllib.parse import urlencode
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError
 from django.db.models import Count, Min, Prefetch, Q
 from django.http import Http404
@@ -41,11 +50,19 @@ from fabric.views import RoleRequiredMixin
 from . import access
 from .choices import HOLDING_STATES, AllocationKind, GpuState, MigMode
 from .fabric_faults import host_fabric_faults
-from .forms import PoolForm, TenantForm
+from .forms import AllocateForm, PoolForm, TenantForm
 from .history import Span, usage_history
 from .models import Allocation, AllocationItem, Gpu, HostInventory, MigSlice, Pool, Tenant
 from .services import tenancy
-from .services.allocation import eligible_gpus, pool_summary, pool_usage
+from .services.allocation import (
+    AllocationError,
+    AllocationRequest,
+    allocate,
+    eligible_gpus,
+    pool_summary,
+    pool_usage,
+    release,
+)
 
 #: width of a bar, SVG user units (the page scales it)
 BAR_WIDTH = 300
@@ -216,7 +233,26 @@ class PoolView(RoleRequiredMixin, DetailView):
         ctx["ended"] = [{"a": a, "where": placement(a)} for a in ended]
         ctx.update(self._hosts(pool, holding))
         ctx.update(self._history(pool))
+        ctx.update(self._allocate(pool, kwargs.get("allocate_form")))
         return ctx
+
+    def _allocate(self, pool: Pool, form: AllocateForm | None) -> dict:
+        """The "Allocate" form when the user may allocate in ``pool`` (for its tenant, or for one
+        of theirs in a shared pool), the tenants whose allocations they may release, and the
+        allocation ``?allocation=<id>`` names (one of this pool's the user sees) with its hosts'
+        environment: the result of an allocation just made."""
+        user = self.request.user
+        operable = access.operator_tenant_ids(user)
+        tenants = allocation_tenants(pool, operable)
+        if form is None and tenants:
+            form = AllocateForm(pool=pool, tenants=tenants)
+        out = {"allocate_form": form, "operable": operable}
+        alloc_id = int_param(self.request.GET.get("allocation"))
+        if alloc_id is not None:
+            result = visible_allocations(user).filter(pool=pool, pk=alloc_id).first()
+            if result is not None:
+                out["result"] = {"a": result, "where": placement(result), "env": result.environment()}
+        return out
 
     def _hosts(self, pool: Pool, holding) -> dict:
         """The hosts of the user's tenants' active allocations, the fabric map to draw (the pool's
@@ -268,6 +304,95 @@ class PoolView(RoleRequiredMixin, DetailView):
         series = pool_history(pool, until - HISTORY_RANGES[name], until)
         series |= {"quota": pool.quota_gpus, "guaranteed": pool.guaranteed_gpus, "range": name}
         return {"history": series, "history_range": name, "history_ranges": list(HISTORY_RANGES)}
+
+
+def allocation_tenants(pool: Pool, operable: set[int]) -> list[tuple[int, str]]:
+    """``[(tenant id, name)]`` a user who may operate in ``operable`` tenants
+    (``access.operator_tenant_ids``) may allocate for in ``pool``: its own tenant, or for a shared
+    pool each of theirs (by name)."""
+    ids = [pool.tenant_id] if pool.tenant_id is not None else operable
+    ids = [i for i in ids if i in operable]
+    return list(Tenant.objects.filter(pk__in=ids).order_by("name").values_list("pk", "name"))
+
+
+class PoolAllocateView(PoolView):
+    """POST: allocate in the pool from its page (the allocate API's rules: the Operator role and an
+    operator membership of the tenant; another tenant's pool is a 404). Refusals re-render the
+    page with the form and the message under its field: 400 (bad input), 403 (not an operator of
+    the tenant), 409 (quota exceeded, not enough free); success: the pool page showing the new
+    allocation (``?allocation=<id>``). GET: to the pool page's form, nothing allocated."""
+
+    required_role = Role.OPERATOR
+
+    def get(self, request, *args, **kwargs):
+        pool = get_object_or_404(self.get_queryset(), pk=kwargs["pk"])
+        return redirect(reverse("pools:pool", args=[pool.pk]) + "#allocate-form")
+
+    def post(self, request, *args, **kwargs):
+        self.object = pool = get_object_or_404(self.get_queryset(), pk=kwargs["pk"])
+        tenants = allocation_tenants(pool, access.operator_tenant_ids(request.user))
+        form = AllocateForm(request.POST, pool=pool, tenants=tenants)
+        status = 400
+        if form.is_valid():
+            v = form.request_data
+            try:
+                tenant_id = access.allocation_tenant(request.user, pool, v["tenant"])
+                req = AllocationRequest(
+                    kind=v["kind"], count=v["count"], mig_profile=v["mig_profile"], memory_mib=v["memory_mib"],
+                    compute_pct=v["compute_pct"], job=v["job"], lease_s=v["lease_s"],
+                    tenant_id=tenant_id if pool.tenant_id is None else None,
+                )  # fmt: skip
+                alloc = allocate(pool.pk, req, user=request.user)
+            except access.TenantRefused as exc:
+                if exc.status == 404:
+                    raise Http404(str(exc)) from None
+                form.add_error("tenant" if "tenant" in form.fields else None, str(exc))
+                status = exc.status
+            except AllocationError as exc:
+                field = exc.details.get("field")
+                form.add_error(field if field in form.fields else None, str(exc))
+                status = exc.status
+            except Pool.DoesNotExist:
+                raise Http404("the pool was deleted meanwhile") from None
+            else:
+                messages.success(
+                    request, f"Allocation #{alloc.pk} made: its hosts and environment are below."
+                )
+                return redirect(
+                    reverse("pools:pool", args=[pool.pk]) + f"?allocation={alloc.pk}#allocation-result"
+                )
+        ctx = self.get_context_data(object=pool, allocate_form=form)
+        return self.render_to_response(ctx, status=status)
+
+
+class ReleaseView(RoleRequiredMixin, View):
+    """POST: release an allocation from its pool's page (the release API's rules: the Operator
+    role and an operator membership of its tenant; another tenant's allocation is a 404), through
+    the allocation service (audited there); back to the pool page with the outcome (an allocation
+    already ended: its state, as the API's 409 says). GET: to the pool page."""
+
+    required_role = Role.OPERATOR
+
+    def _alloc(self, request, pk: int) -> Allocation:
+        return get_object_or_404(access.scope_allocations(Allocation.objects.all(), request.user), pk=pk)
+
+    def get(self, request, pk: int):
+        return redirect(reverse("pools:pool", args=[self._alloc(request, pk).pool_id]))
+
+    def post(self, request, pk: int):
+        alloc = self._alloc(request, pk)
+        back = reverse("pools:pool", args=[alloc.pool_id])
+        if not access.can_operate(request.user, alloc.tenant_id):
+            raise PermissionDenied("releasing needs an operator membership of the tenant")
+        try:
+            release(alloc.pk, user=request.user, reason=request.POST.get("reason", "").strip()[:200])
+        except AllocationError as exc:
+            messages.error(request, f"Allocation #{alloc.pk} not released: {exc}.")
+            return redirect(back)
+        except Allocation.DoesNotExist:
+            raise Http404(f"allocation {pk} was deleted meanwhile") from None
+        messages.success(request, f"Allocation #{alloc.pk} released: its GPUs are free.")
+        return redirect(back + "#active-allocations")
 
 
 class HostListView(RoleRequiredMixin, ListView):

@@ -1,10 +1,11 @@
-"""Scheduler pages (namespace ``scheduler``): the queue, a job, submit, cancel and the dry run."""
+"""Scheduler pages (namespace ``scheduler``): the queue, a job, submit, cancel, the dry run and the
+fabric page's topology download."""
 
 from django.urls import path
 
 import core.converters  # noqa: F401  (registers <pk:>)
 
-from . import views
+from . import export_views, views
 
 app_name = "scheduler"
 urlpatterns = [
@@ -13,4 +14,5 @@ urlpatterns = [
     path("scheduler/dry-run/", views.DryRunView.as_view(), name="dry_run"),
     path("scheduler/jobs/<pk:pk>/", views.JobView.as_view(), name="job"),
     path("scheduler/jobs/<pk:pk>/cancel/", views.CancelView.as_view(), name="job_cancel"),
+    path("scheduler/topology-export/", export_views.TopologyExportView.as_view(), name="topology_export"),
 ]

@@ -71,6 +71,7 @@ def test_templates_have_no_inline_script_handler_or_style(path):
         "/fabric/changes/",
         "/fabric/import/",
         "/fabric/partitions/",
+        "/fabric/partitions/new/",
         "/heatmap/",
         "/pools/",
         "/pools/hosts/",

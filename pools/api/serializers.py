@@ -568,22 +568,7 @@ class AllocationSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(AllocationEnvSerializer(many=True))
     def get_environment(self, alloc: Allocation) -> list[dict]:
-        hosts: dict[str, list] = {}
-        for item in alloc.items.all():
-            if not item.active:
-                continue
-            uuid = item.mig_slice.uuid if item.mig_slice_id and item.mig_slice.uuid else item.gpu.uuid
-            hosts.setdefault(item.gpu.host.name, []).append(uuid)
-        out = []
-        for host, uuids in hosts.items():
-            env = {"CUDA_VISIBLE_DEVICES": ",".join(uuids)}
-            if alloc.kind == "fraction":
-                env |= {
-                    "CUDA_DEVICE_MEMORY_LIMIT": f"{alloc.memory_mib}m",
-                    "CUDA_DEVICE_SM_LIMIT": str(alloc.compute_pct),
-                }
-            out.append({"host": host, "env": env})
-        return out
+        return alloc.environment()
 
 
 class AllocateRequestSerializer(serializers.Serializer):

@@ -364,21 +364,14 @@ class AllocationViewSet(TenantScopedMixin, BriefModeMixin, viewsets.ReadOnlyMode
         pool = access.scope_pools(Pool.objects.all(), request.user).filter(pk=v["pool"]).first()
         if pool is None:
             raise NotFound(f"no pool {v['pool']}")
-        mismatch = access.pool_tenant_mismatch(pool, v["tenant"])
-        if mismatch:
-            return _refusal(InvalidRequest(mismatch, field="tenant"))
-        tenant_id = pool.tenant_id or v["tenant"]
-        if tenant_id is None:
-            mine = access.operator_tenant_ids(request.user)
-            if len(mine) != 1:
-                return _refusal(
-                    InvalidRequest(f"pool {pool.name} is shared: name the tenant", field="tenant")
-                )
-            tenant_id = mine.pop()
-        if not access.can_operate(request.user, tenant_id):
-            if not access.visible_tenants(request.user).filter(pk=tenant_id).exists():
-                raise NotFound(f"no tenant {tenant_id}")
-            raise PermissionDenied("allocating needs an operator membership of the tenant")
+        try:
+            tenant_id = access.allocation_tenant(request.user, pool, v["tenant"])
+        except access.TenantRefused as exc:
+            if exc.status == 404:
+                raise NotFound(str(exc)) from None
+            if exc.status == 403:
+                raise PermissionDenied(str(exc)) from None
+            return _refusal(InvalidRequest(str(exc), field=exc.field))
         req = AllocationRequest(
             kind=v["kind"], count=v["count"], gpu_ids=v["gpu_ids"], mig_profile=v["mig_profile"],
             memory_mib=v["memory_mib"], compute_pct=v["compute_pct"], job=v["job"], lease_s=v["lease_s"],

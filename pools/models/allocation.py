@@ -222,6 +222,29 @@ class Allocation(models.Model):
         who = self.job or (self.owner.username if self.owner_id else "")
         return f"{self.pool} #{self.pk} {self.count} {self.kind}{' ' + who if who else ''}"
 
+    def environment(self) -> list[dict]:
+        """Per host, what the GPU runtime enforces for the active items: ``[{"host": name, "env":
+        {"CUDA_VISIBLE_DEVICES": "GPU-…,MIG-…"}}]`` (GPU or MIG UUIDs, in item order), and for a
+        fraction HAMi's ``CUDA_DEVICE_MEMORY_LIMIT`` (MiB, as ``<n>m``) and
+        ``CUDA_DEVICE_SM_LIMIT`` (%). Reads ``items`` with their GPUs' hosts and slices (prefetch
+        them). The API's ``environment`` and the pool page's result."""
+        hosts: dict[str, list] = {}
+        for item in self.items.all():
+            if not item.active:
+                continue
+            uuid = item.mig_slice.uuid if item.mig_slice_id and item.mig_slice.uuid else item.gpu.uuid
+            hosts.setdefault(item.gpu.host.name, []).append(uuid)
+        out = []
+        for host, uuids in hosts.items():
+            env = {"CUDA_VISIBLE_DEVICES": ",".join(uuids)}
+            if self.kind == AllocationKind.FRACTION:
+                env |= {
+                    "CUDA_DEVICE_MEMORY_LIMIT": f"{self.memory_mib}m",
+                    "CUDA_DEVICE_SM_LIMIT": str(self.compute_pct),
+                }
+            out.append({"host": host, "env": env})
+        return out
+
 
 class AllocationItem(models.Model):
     """One GPU, slice or fraction of an allocation. ``active`` while the allocation holds it: at

@@ -20,7 +20,7 @@ from fabric.models import Fabric
 
 from ..exports import FORMATS, ExportError
 from ..hostlist import HostlistError, expand
-from ..services.topology_export import export_fabrics
+from ..services.topology_export import export_fabrics, export_text
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
 
@@ -107,8 +107,7 @@ class TopologyExportView(APIView):
             result, notes = export_fabrics(fabrics, fmt, nodes=nodes, name=name)
         except ExportError as exc:
             raise ValidationError({"error": str(exc), "warnings": getattr(exc, "notes", [])}) from None
-        warnings = notes + result.warnings
-        head = "".join(f"# warning: {' '.join(w.split())}\n" for w in warnings)
-        response = HttpResponse(head + result.text, content_type=f"{result.media_type}; charset=utf-8")
+        text, warnings = export_text(result, notes)
+        response = HttpResponse(text, content_type=f"{result.media_type}; charset=utf-8")
         response["X-Weft-Warnings"] = str(len(warnings))
         return response

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from fabric.models import Fabric, Host
 
-from ..exports import Export, ExportError, export, notes_for
+from ..exports import FORMATS, Export, ExportError, export, notes_for
 from ..topology import build_locality
 
 #: host names listed in a clash note at most
@@ -77,3 +77,36 @@ def export_fabrics(
         exc.notes = notes
         raise
     return result, notes
+
+
+#: the name of each format's file as a download offers it (``{fabric}`` the fabric's name made
+#: safe for a file name): Slurm reads ``topology.conf``/``topology.yaml``, the Kubernetes formats
+#: are manifests applied with ``kubectl apply -f``
+FILENAMES = {
+    "slurm-tree": "{fabric}-topology.conf",
+    "slurm-block": "{fabric}-topology-block.conf",
+    "slurm-yaml": "{fabric}-topology.yaml",
+    "kueue": "{fabric}-kueue-topology.yaml",
+    "volcano": "{fabric}-volcano-hypernodes.yaml",
+    "kai": "{fabric}-kai-topology.yaml",
+    "labels": "{fabric}-node-labels.yaml",
+}
+assert set(FILENAMES) == set(FORMATS)
+
+
+def export_filename(fabrics: Sequence[Fabric], fmt: str) -> str:
+    """The download's file name of ``fmt`` for ``fabrics`` (:data:`FILENAMES`; their names joined
+    by ``+``, characters other than letters, digits, ``.``, ``_`` and ``-`` as ``_``)."""
+    safe = "+".join(
+        "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in f.name) for f in fabrics
+    )
+    return FILENAMES[fmt].format(fabric=safe or "fabric")
+
+
+def export_text(result: Export, notes: list[str]) -> tuple[str, list[str]]:
+    """``(file text, warnings)``: the export's text with its warnings (``notes`` then the export's
+    own) as ``# warning:`` comment lines at the top, one line each (``#`` starts a comment in
+    ``topology.conf`` and in YAML), as the API and the fabric page's download serve it."""
+    warnings = notes + result.warnings
+    head = "".join(f"# warning: {' '.join(w.split())}\n" for w in warnings)
+    return head + result.text, warnings

@@ -1,4 +1,5 @@
-"""Template tags of the scheduler app: the jobs whose routed paths cross a port (the port page)."""
+"""Template tags of the scheduler app: the jobs whose routed paths cross a port (the port page),
+the topology download form (the fabric page)."""
 
 from __future__ import annotations
 
@@ -17,3 +18,12 @@ def port_jobs(port) -> dict:
     (job, name, state, path count, estimated share of the port's traffic)."""
     key = port_key(port.node.node_guid, port.port_num)
     return {"jobs": jobs_on_ports([key]).get(key, []), "key": key}
+
+
+@register.inclusion_tag("scheduler/_topology_export_form.html")
+def topology_export_form(fabric) -> dict:
+    """``{"fabric", "formats": [(format, label)]}`` for the fabric page's download form
+    (``scheduler.export_views``)."""
+    from ..export_views import FORMAT_LABELS
+
+    return {"fabric": fabric, "formats": FORMAT_LABELS}

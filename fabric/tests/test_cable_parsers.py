@@ -158,7 +158,7 @@ def test_db_csv_cable_info_rows():
 def test_db_csv_sections_and_refusals():
     db = read_sections(_text("ibdiagnet2_cables.db_csv"))
     assert db.sections["PHY_DB16"].rows == [
-        (28, {"NodeGuid": "0x7cfe900300aa0000", "PortGuid": "0x7cfe900300aa0000", "PortNum": "1",
+        (26, {"NodeGuid": "0x7cfe900300aa0000", "PortGuid": "0x7cfe900300aa0000", "PortNum": "1",
               "field0": "0", "field1": "12", "field2": "0", "field3": "255"})]  # fmt: skip
     cut = parse_cable_info(_text("ibdiagnet2_cut_short.db_csv"), source="cut.csv")
     assert [r.port_num for r in cut.readings] == [1] and cut.readings[0].temperature_c == 50.0

@@ -182,10 +182,10 @@ def test_port_and_switch_pages_show_the_reading_or_why_there_is_none(client_for,
     fabric = _fabric()
     viewer = client_for("viewer")
     p13 = _port(LEAF, 13)
-    page = unescape(viewer.get(f"/fabric/ports/{p13.pk}/").content.decode())
+    page = unescape(viewer.get(f"/fabric/ports/{p13.pk}/", secure=True).content.decode())
     assert "No cable data: set the fabric's cable info tool (ibdiagnet or mlxlink)" in page
     import_text(fabric, _text("mlxlink_switch_port_optic.txt"), source_name="optic.txt")
-    page = unescape(viewer.get(f"/fabric/ports/{p13.pk}/").content.decode())
+    page = unescape(viewer.get(f"/fabric/ports/{p13.pk}/", secure=True).content.decode())
     assert "Mellanox / MFS1S00-H010V / MT2217FT07781 rev A3" in page
     assert "QSFP56, Optical Module (separated), 850 nm VCSEL, 850 nm" in page and "10 m" in page
     assert '<dd id="cable-temperature" class="state-1">71 °C (limit 70 °C)</dd>' in page
@@ -194,9 +194,9 @@ def test_port_and_switch_pages_show_the_reading_or_why_there_is_none(client_for,
     assert "imported from a file" in page
     Fabric.objects.filter(pk=fabric.pk).update(cable_info_tool="mlxlink")
     settings.WEFT_MLXLINK = "/nonexistent/mlxlink"
-    page = unescape(viewer.get(f"/fabric/ports/{_port(LEAF, 12).pk}/").content.decode())
+    page = unescape(viewer.get(f"/fabric/ports/{_port(LEAF, 12).pk}/", secure=True).content.decode())
     assert "No cable data: mlxlink is not installed here (set WEFT_MLXLINK or put it on PATH" in page
-    switch = unescape(viewer.get(f"/fabric/nodes/{p13.node_id}/").content.decode())
+    switch = unescape(viewer.get(f"/fabric/nodes/{p13.node_id}/", secure=True).content.decode())
     assert '<td class="cable">MFS1S00-H010V 10 m <span class="muted">71 °C</span></td>' in switch
 
 
@@ -269,9 +269,9 @@ def test_cables_api_lists_latest_readings_with_filters(client_for):
     import_text(fabric, _text("mlxlink_switch_port_optic.txt"), source_name="optic.txt")
     import_text(fabric, _text("mlxlink_switch_port_optic.txt"), source_name="optic.txt")
     api = client_for("viewer")
-    body = api.get("/api/fabric/cables/", {"latest": "true"}).json()
+    body = api.get("/api/fabric/cables/", {"latest": "true"}, secure=True).json()
     assert body["count"] == 6  # 5 db_csv ports + port 13 once
-    one = api.get("/api/fabric/cables/", {"node_guid": LEAF, "port_num": "13"}).json()
+    one = api.get("/api/fabric/cables/", {"node_guid": LEAF, "port_num": "13"}, secure=True).json()
     assert one["count"] == 2  # the history
     r = one["results"][0]
     assert r["port"]["port_num"] == 13 and r["port"]["node"]["node_guid"] == LEAF and r["source"] == "file"
@@ -282,15 +282,11 @@ def test_cables_api_lists_latest_readings_with_filters(client_for):
         -12.4,
     )
     assert reading["effective_ber"] == 2e-15 and reading["problems"] == []
-    hot = api.get("/api/fabric/cables/", {"serial_number": "MT2231FT11109"}).json()["results"]
+    hot = api.get("/api/fabric/cables/", {"serial_number": "MT2231FT11109"}, secure=True).json()["results"]
     assert [h["reading"]["alarms"] for h in hot] == [["HighTemperatureAlarm", "HighTemperatureWarning"]]
-    assert api.get("/api/fabric/cables/", {"port_num": "x"}).status_code == 400
-    assert (
-        client_for("viewer")
-        .get(f"/api/fabric/cables/{r['id']}/")
-        .json()["reading"]["fec"]
-        .startswith("Standard")
-    )
+    assert api.get("/api/fabric/cables/", {"port_num": "x"}, secure=True).status_code == 400
+    detail = api.get(f"/api/fabric/cables/{r['id']}/", secure=True).json()
+    assert detail["reading"]["fec"].startswith("Standard")
 
 
 @pytest.mark.django_db
@@ -298,7 +294,7 @@ def test_metrics_give_the_latest_reading_per_port_in_prometheus_format(client_fo
     fabric = _fabric()
     import_text(fabric, _text("ibdiagnet2_cables.db_csv"), source_name="db.csv")
     import_text(fabric, _text("mlxlink_switch_port_optic.txt"), source_name="optic.txt")
-    body = client_for("viewer").get("/metrics?collect[]=cables").content.decode()
+    body = client_for("viewer").get("/metrics?collect[]=cables", secure=True).content.decode()
     assert (
         f'weft_cable_info{{fabric="hall",guid="{LEAF}",length_m="10",part="MFS1S00-H010V",port="13",'
         f'serial="MT2217FT07781",vendor="Mellanox"}} 1.0' in body

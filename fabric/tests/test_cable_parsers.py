@@ -209,3 +209,25 @@ def test_real_outputs_when_the_data_has_them():
             assert "no CABLE_INFO section" in str(exc), path  # ran without --get_cable_info
             continue
         assert all(r.node_guid and r.port_num is not None for r in info.readings), path
+
+
+def test_mlxlink_test_mode_sections_are_kept_as_printed_not_read_as_the_links_ber():
+    """A port in PRBS test mode carries no traffic: its PRBS BER is not the link's effective BER."""
+    text = (
+        "Test Mode Info\n--------------\n"
+        "RX PRBS Mode                       : PRBS31\n"
+        "Test Mode FSM State                : Tuning done\n\n"
+        "Physical Counters and BER Info (PRBS)\n-------------------------------------\n"
+        "Time Since Last Clear [Min]        : 12.5\n"
+        "PRBS Errors                        : 0,0,3,0\n"
+        "PRBS BER                           : 4E-13\n"
+    )
+    r = parse_mlxlink(text).reading
+    assert r.effective_ber is None and r.raw_ber is None and r.problems == []
+    assert r.raw == {
+        "Test Mode Info: RX PRBS Mode": "PRBS31",
+        "Test Mode Info: Test Mode FSM State": "Tuning done",
+        "Physical Counters and BER Info (PRBS): Time Since Last Clear [Min]": "12.5",
+        "Physical Counters and BER Info (PRBS): PRBS Errors": "0,0,3,0",
+        "Physical Counters and BER Info (PRBS): PRBS BER": "4E-13",
+    }

@@ -111,4 +111,23 @@ EVENT_TYPES = [
     EventType("switch.temperature_ok", "Switch temperature OK", Category.HEALTH, IN,
               clears=("switch.temperature_high",),
               description="A switch's temperature is below its limit again."),
+    EventType("cable.temperature_high", "Transceiver temperature high", Category.HEALTH, MI, raise_alarm=True,
+              email=True,
+              description="A port's transceiver is at or above its module's high temperature alarm threshold "
+                          "(mlxlink's Temperature [C] thresholds, ibdiagnet's AlarmTemperatureHighThresh), "
+                          "reports its HighTemperatureAlarm flag, or, without a threshold, is at or above "
+                          "WEFT_CABLE_TEMP_MAX_C (fabric.services.cables)."),
+    EventType("cable.temperature_ok", "Transceiver temperature OK", Category.HEALTH, IN,
+              clears=("cable.temperature_high",),
+              description="A transceiver that was too hot is below its limit again."),
+    EventType("cable.rx_power_low", "Transceiver receive power low", Category.HEALTH, MI, raise_alarm=True,
+              email=True,
+              description="A lane of a port's transceiver receives less light than the module's low Rx power "
+                          "threshold (or WEFT_CABLE_RX_POWER_MIN_DBM without one), or the module reports a "
+                          "LowRX<n>PowerAlarm flag: a dirty or damaged fibre, or a failing far end."),
+    EventType("cable.rx_power_ok", "Transceiver receive power OK", Category.HEALTH, IN,
+              clears=("cable.rx_power_low",),
+              description="Every lane of the transceiver receives enough light again."),
+    EventType("cable.replaced", "Cable or transceiver replaced", Category.HEALTH, IN,
+              description="The module in a port reports another serial number than at its previous reading."),
 ]  # fmt: skip

@@ -21,7 +21,7 @@ from core.params import MAX_ID, int_param
 from .choices import NodeType, PhysState, PortState, SMState, Tier
 from .guid import normalize_guid
 from .lookup import node_q
-from .models import Discovery, Fabric, Host, Link, Node, Partition, Port, SubnetManager
+from .models import CableInfo, Discovery, Fabric, Host, Link, Node, Partition, Port, SubnetManager
 
 
 class GUIDListField(forms.CharField):
@@ -351,3 +351,29 @@ class PartitionFilterSet(filters.FilterSet):
                 {"pkey": ["a PKey is 16 bits: 0-0xffff (the top bit, full membership, is ignored)"]}
             )
         return qs.filter(pkey=pkey & 0x7FFF)
+
+
+class CableInfoFilterSet(filters.FilterSet):
+    """Cable readings by fabric, node, port, node GUID and port number, source, serial or part
+    number; ``latest=true`` keeps each port's latest reading only."""
+
+    fabric = ModelIdsFilter(field_name="port__node__fabric", queryset=Fabric.objects.all())
+    node = ModelIdsFilter(field_name="port__node", queryset=Node.objects.all())
+    port = ModelIdsFilter(queryset=Port.objects.all())
+    node_guid = GUIDFilter(field_name="port__node__node_guid")
+    port_num = NumberInFilter(field_name="port__port_num")
+    serial_number = filters.CharFilter(field_name="data__serial_number", label="module serial number")
+    part_number = filters.CharFilter(field_name="data__part_number", label="module part number")
+    latest = filters.BooleanFilter(method="filter_latest", label="only each port's latest reading")
+
+    class Meta:
+        model = CableInfo
+        fields = ["id", "source"]
+
+    def filter_latest(self, qs, name, value):
+        if not value:
+            return qs
+        from django.db.models import OuterRef, Subquery
+
+        newest = CableInfo.objects.filter(port=OuterRef("port")).order_by("-taken", "-pk").values("pk")[:1]
+        return qs.filter(pk=Subquery(newest))

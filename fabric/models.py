@@ -116,6 +116,21 @@ class Fabric(models.Model):
         blank=True,
         help_text="read every switch's PSUs, fans, temperature and inventory with this tool (fabric.services.switchhealth)",
     )
+    #: how its ports' cables and transceivers are read (``fabric.services.cables``): "" none,
+    #: "ibdiagnet" (one ``ibdiagnet --get_cable_info`` run for the fabric, its ``db_csv`` read),
+    #: "mlxlink" (``mlxlink -d lid-<LID> -p <port> -m -c`` per linked switch port; needs MFT)
+    cable_info_tool = models.CharField(
+        max_length=16,
+        choices=[
+            ("", "none"),
+            ("ibdiagnet", "ibdiagnet --get_cable_info (one run per fabric)"),
+            ("mlxlink", "mlxlink -m -c per switch port (MFT)"),
+        ],
+        default="",
+        blank=True,
+        help_text="read every port's cable and transceiver (vendor, part, serial, length, temperature, "
+        "power, BER) with this tool (fabric.services.cables)",
+    )
     #: what the fabric carries: only compute fabrics place GPU jobs (``scheduler.topology``)
     role = models.CharField(
         max_length=10,
@@ -730,3 +745,25 @@ class SwitchHealth(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node} health at {self.taken:%Y-%m-%d %H:%M:%S}"
+
+
+class CableInfo(models.Model):
+    """One reading of the cable or transceiver in a port: vendor, part and serial number, length,
+    type, module temperature with its alarm thresholds, per-lane Rx/Tx power and bias, voltage,
+    and (mlxlink) the link's FEC and BER figures (``fabric.parsers.cablerecord.CableReading.as_dict()``
+    in ``data``), read with ``ibdiagnet --get_cable_info`` or ``mlxlink``, or imported from a saved
+    output. The last ``WEFT_CABLE_INFO_KEEP`` readings per port are kept; the latest is what the
+    port page, the API and ``/metrics`` show. One writer: ``fabric.services.cables``."""
+
+    port = models.ForeignKey(Port, on_delete=models.CASCADE, related_name="cable_readings")
+    taken = models.DateTimeField(default=timezone.now)
+    #: ``ibdiagnet`` or ``mlxlink`` (collected), ``file`` (``manage.py cable_info --file``)
+    source = models.CharField(max_length=16)
+    data = models.JSONField()
+
+    class Meta:
+        ordering = ["-taken", "-pk"]
+        indexes = [models.Index(fields=["port", "-taken"], name="cableinfo_port_taken")]
+
+    def __str__(self) -> str:
+        return f"{self.port} cable at {self.taken:%Y-%m-%d %H:%M:%S}"

@@ -275,3 +275,35 @@ def collect_switch_health_task() -> list[dict]:
             return []
         fabrics = Fabric.objects.exclude(switch_info_tool="").order_by("name")
         return fan_out(collect_switch_health_fabric_task, fabrics, log=log)
+
+
+@shared_task(name="fabric.tasks.collect_cable_info_fabric_task")
+def collect_cable_info_fabric_task(fabric_id: int) -> dict:
+    """Read the cables and transceivers of one fabric (``fabric.services.cables.collect``), at the
+    fabric's site; lock ``fabric.cable_info.<id>``."""
+    from .models import Fabric
+    from .services.cables import collect
+
+    fabric = Fabric.objects.filter(pk=fabric_id).first()
+    if fabric is None:
+        return {"skipped": f"no fabric {fabric_id}"}
+    with single_instance(f"fabric.cable_info.{fabric_id}", 3600) as mine:
+        if not mine:
+            return {"fabric": fabric.name, "skipped": "a cable read of this fabric is running"}
+        return {"fabric": fabric.name, **collect(fabric)}
+
+
+@shared_task(name="fabric.tasks.collect_cable_info_task")
+def collect_cable_info_task() -> list[dict]:
+    """Beat task (every ``WEFT_CABLE_INFO_INTERVAL_S``, queue ``control``): one
+    :func:`collect_cable_info_fabric_task` per fabric whose ``cable_info_tool`` is set, at its
+    site (``core.sites.fan_out``); never overlaps itself (lock ``fabric.cable_info``)."""
+    from core.sites import fan_out
+
+    from .models import Fabric
+
+    with single_instance("fabric.cable_info", 3600) as mine:
+        if not mine:
+            return []
+        fabrics = Fabric.objects.exclude(cable_info_tool="").order_by("name")
+        return fan_out(collect_cable_info_fabric_task, fabrics, log=log)

@@ -39,8 +39,8 @@ from .guid import is_guid, normalize_guid
 from .models import Discovery, Fabric, IsolatedPort, Node, Partition, PartitionApply, Port
 from .parsers.node_name_map import NodeNameMapError
 from .parsers.records import TopologyParseError
+from .services import cables, switchhealth
 from .services import partitions as partition_service
-from .services import switchhealth
 from .services.names import MapUnreadable, fabric_names
 from .services.portactions import ACTIONS as PORT_ACTIONS
 from .services.portactions import PortActionFailed, PortActionRefused, request_port_action
@@ -403,8 +403,18 @@ class NodeView(RoleRequiredMixin, DetailView):
         ctx = super().get_context_data(**kwargs)
         node = self.object
         rows = []
-        for port in node.ports.all():
-            rows.append({"port": port, "link": port.link, "remote": port.remote})
+        ports = list(node.ports.all())
+        cable_rows = cables.latest_by_port([p.pk for p in ports])  # the Cable column
+        for port in ports:
+            cable = cable_rows.get(port.pk)
+            rows.append(
+                {
+                    "port": port,
+                    "link": port.link,
+                    "remote": port.remote,
+                    "cable": cable.data if cable else None,
+                }
+            )
         ctx["port_rows"] = rows
         ctx["linked"] = sum(1 for r in rows if r["link"] is not None)
         ctx["siblings"] = node.host.nodes.exclude(pk=node.pk).order_by("name") if node.host_id else []
@@ -439,6 +449,7 @@ class PortView(RoleRequiredMixin, DetailView):
         ctx["alarms_template"] = optional_template(OBJECT_ALARMS_TEMPLATE)
         ctx["jobs_template"] = optional_template(PORT_JOBS_TEMPLATE)
         ctx["port_actions"] = PORT_ACTIONS if port.node.node_type == NodeType.SWITCH and port.port_num else {}
+        ctx.update(cables.page_context(port))
         ctx["may_act"] = has_role(self.request.user, Role.OPERATOR)
         ctx["isolation"] = (
             IsolatedPort.objects.filter(

@@ -22,3 +22,7 @@ class TelemetryConfig(AppConfig):
         from .switchmetrics import SwitchHealthCollector
 
         register_collector(SwitchHealthCollector, group="switches")  # weft_switch_*: collect[]=switches
+
+        from .cablemetrics import CableInfoCollector
+
+        register_collector(CableInfoCollector, group="cables")  # weft_cable_*: collect[]=cables

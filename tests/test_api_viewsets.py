@@ -55,6 +55,8 @@ from fabric.models import (
     Port,
     SubnetManager,
 )
+from fabric.parsers.cablerecord import CableReading
+from fabric.services.cables import record_readings
 from fabric.services.ingest import import_topology_text
 from fabric.services.requests import set_node_name_map
 from pools.models import Allocation, Pool, Tenant, TenantMembership
@@ -241,6 +243,13 @@ def world(users) -> World:
         Neighbour.objects.create(device=d, interface=i, local_port=f"swp{n}", chassis_id=f"00:00:00:00:00:0{n}",
                                  port_id="swp9", sys_name="peer")  # fmt: skip
         devices.append(d)
+    for f, source, serial in ((fabric, "mlxlink", "MT0000FT00001"), (other, "ibdiagnet", "MT0000FT00002")):
+        port = (
+            Port.objects.filter(node__fabric=f, port_num__gt=0).select_related("node").order_by("pk").first()
+        )
+        reading = CableReading(vendor="Mellanox", part_number="MFS1S00-H003V", serial_number=serial, length_m=3.0,
+                               temperature_c=40.0, rx_power_dbm=[-1.0, -1.2])  # fmt: skip
+        record_readings(f, [(port, reading)], source=source)  # the cables list (fabric.services.cables)
     return World(users=users, fabric=fabric, other=other, alarm=alarm, policy=policy, target=target,
                  partition=partition, tenant=tenant, other_tenant=other_tenant, pool=pool, shared_pool=shared,
                  allocation=allocation, placed_job=placed_job, pending_job=pending_job,

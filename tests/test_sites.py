@@ -71,6 +71,7 @@ def test_each_fabric_task_goes_to_its_site_queue_and_the_fan_outs_to_control():
         "fabric.tasks.reconcile_partitions_task",
         "routing.tasks.collect_all_task",
         "fabric.tasks.collect_switch_health_task",
+        "fabric.tasks.collect_cable_info_task",
     ):
         assert queues.queue_for(fan_out, ()) == "control", fan_out
 

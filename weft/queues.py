@@ -8,7 +8,7 @@ waited minutes behind it. And only a host cabled to a fabric can run its diags. 
 * :data:`CONTROL_QUEUE` (``control``): everything that is not one fabric's I/O — scheduling passes
   and rebalancing, watchdogs, alarm evaluation and mail, leases, rollups, pruning, and the
   periodic *fan-outs* (``discover_all_task``, ``poll_all_task``, ``sm_watch_task``,
-  ``reconcile_partitions_task``, ``collect_all_task``, ``collect_switch_health_task``,
+  ``reconcile_partitions_task``, ``collect_all_task``, ``collect_switch_health_task``, ``collect_cable_info_task``,
   ``poll_devices_task`` without a site),
   which only queue one task per fabric (or per device group of a site) and return.
 * a **site queue** per collector site (``core.sites.site_queue``: ``fabric`` for the default
@@ -41,6 +41,7 @@ PER_FABRIC_TASKS = frozenset(
         "fabric.tasks.reconcile_fabric_task",
         "fabric.tasks.port_action_task",
         "fabric.tasks.collect_switch_health_fabric_task",
+        "fabric.tasks.collect_cable_info_fabric_task",
         "telemetry.tasks.poll_fabric_task",
         "routing.tasks.collect_routes_task",
     }

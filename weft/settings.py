@@ -529,6 +529,17 @@ WEFT_IBSWINFO = env_str("WEFT_IBSWINFO", "")
 WEFT_SWITCH_HEALTH_KEEP = env_int("WEFT_SWITCH_HEALTH_KEEP", 288, min_value=1)
 WEFT_SWITCH_TEMP_MAX_C = env_int("WEFT_SWITCH_TEMP_MAX_C", 80, min_value=20)
 WEFT_SWITCH_HEALTH_INTERVAL_S = env_int("WEFT_SWITCH_HEALTH_INTERVAL_S", 300, min_value=30)
+#: Cables and transceivers (fabric.services.cables): the programs (empty: looked up on PATH and in
+#: the sbin directories; absent: fabrics whose cable_info_tool names them say so on their port
+#: pages), how long one run may take, readings kept per port, how often they are read, and the
+#: alarm limits for modules that report no threshold of their own
+WEFT_MLXLINK = env_str("WEFT_MLXLINK", "")
+WEFT_IBDIAGNET = env_str("WEFT_IBDIAGNET", "")
+WEFT_IBDIAGNET_TIMEOUT_S = env_int("WEFT_IBDIAGNET_TIMEOUT_S", 900, min_value=30)
+WEFT_CABLE_INFO_KEEP = env_int("WEFT_CABLE_INFO_KEEP", 48, min_value=1)
+WEFT_CABLE_INFO_INTERVAL_S = env_int("WEFT_CABLE_INFO_INTERVAL_S", 3600, min_value=60)
+WEFT_CABLE_TEMP_MAX_C = env_int("WEFT_CABLE_TEMP_MAX_C", 75, min_value=20)
+WEFT_CABLE_RX_POWER_MIN_DBM = env_float("WEFT_CABLE_RX_POWER_MIN_DBM", -12.0)
 WEFT_MAIL_STORM_THRESHOLD = env_int("WEFT_MAIL_STORM_THRESHOLD", 5, min_value=1)
 WEFT_MAIL_RATE_LIMIT = env_int("WEFT_MAIL_RATE_LIMIT", 10, min_value=0)
 # Critical alarms have their own budget: lower-severity mail never delays them (events.notify).
@@ -731,6 +742,10 @@ CELERY_BEAT_SCHEDULE = {
     "switch-health": {
         "task": "fabric.tasks.collect_switch_health_task",
         "schedule": timedelta(seconds=WEFT_SWITCH_HEALTH_INTERVAL_S),
+    },
+    "cable-info": {
+        "task": "fabric.tasks.collect_cable_info_task",
+        "schedule": timedelta(seconds=WEFT_CABLE_INFO_INTERVAL_S),
     },
     "routing-collect": {
         "task": "routing.tasks.collect_all_task",

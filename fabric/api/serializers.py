@@ -19,6 +19,7 @@ from core.fields import FiniteFloatField, IdentityUrlField
 from ..choices import FabricRole, PortState
 from ..guid import normalize_guid
 from ..models import (
+    CableInfo,
     Discovery,
     Fabric,
     Host,
@@ -162,6 +163,7 @@ class FabricSerializer(serializers.ModelSerializer):
             "discovery_enabled",
             "polling_enabled",
             "switch_info_tool",
+            "cable_info_tool",
             "master_sm_guid",
             "master_sm_lid",
             "node_name_map_source",
@@ -792,3 +794,66 @@ class SwitchRolesResultSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=FabricRole.choices)
     switches = serializers.IntegerField(help_text="switches named")
     changed = serializers.IntegerField(help_text="switches whose role changed")
+
+
+class CableReadingSerializer(serializers.Serializer):
+    """One reading of a port's module (``fabric.parsers.cablerecord.CableReading``): units in the
+    names (°C, m, nm, mV, mA, dBm); None / [] when the tool did not give the value."""
+
+    identifier = serializers.CharField(allow_null=True, help_text="form factor, e.g. QSFP56")
+    technology = serializers.CharField(
+        allow_null=True, help_text="e.g. 850 nm VCSEL, Copper cable unequalized"
+    )
+    cable_type = serializers.CharField(allow_null=True)
+    vendor = serializers.CharField(allow_null=True)
+    part_number = serializers.CharField(allow_null=True)
+    serial_number = serializers.CharField(allow_null=True)
+    revision = serializers.CharField(allow_null=True)
+    length_m = serializers.FloatField(allow_null=True)
+    wavelength_nm = serializers.IntegerField(allow_null=True)
+    firmware = serializers.CharField(allow_null=True, help_text="the module's own firmware")
+    supported_speeds = serializers.CharField(allow_null=True)
+    temperature_c = serializers.FloatField(allow_null=True)
+    temperature_low_c = serializers.FloatField(allow_null=True, help_text="the module's low alarm threshold")
+    temperature_high_c = serializers.FloatField(
+        allow_null=True, help_text="the module's high alarm threshold"
+    )
+    voltage_mv = serializers.FloatField(allow_null=True)
+    bias_ma = serializers.ListField(child=serializers.FloatField(), help_text="per lane")
+    rx_power_dbm = serializers.ListField(child=serializers.FloatField(), help_text="per lane")
+    rx_power_low_dbm = serializers.FloatField(allow_null=True)
+    rx_power_high_dbm = serializers.FloatField(allow_null=True)
+    tx_power_dbm = serializers.ListField(child=serializers.FloatField(), help_text="per lane")
+    tx_power_low_dbm = serializers.FloatField(allow_null=True)
+    tx_power_high_dbm = serializers.FloatField(allow_null=True)
+    alarms = serializers.ListField(child=serializers.CharField(), help_text="module alarm flags that are set")
+    state = serializers.CharField(allow_null=True, help_text="mlxlink: the link's state")
+    speed = serializers.CharField(allow_null=True)
+    width = serializers.CharField(allow_null=True)
+    fec = serializers.CharField(allow_null=True, help_text="mlxlink: the active FEC mode")
+    recommendation = serializers.CharField(allow_null=True, help_text="mlxlink Troubleshooting Info")
+    effective_ber = serializers.FloatField(allow_null=True)
+    raw_ber = serializers.FloatField(allow_null=True)
+    symbol_ber = serializers.FloatField(allow_null=True)
+    effective_errors = serializers.IntegerField(allow_null=True)
+    symbol_errors = serializers.IntegerField(allow_null=True)
+    raw_errors_per_lane = serializers.ListField(child=serializers.IntegerField())
+    raw_ber_per_lane = serializers.ListField(child=serializers.FloatField())
+    raw = serializers.DictField(
+        child=serializers.CharField(), help_text="values kept as printed (unit not established)"
+    )
+    problems = serializers.ListField(
+        child=serializers.CharField(), help_text="fields the tool gave unreadable, located"
+    )
+
+
+class CableInfoSerializer(serializers.ModelSerializer):
+    """A port's cable/transceiver reading (``fabric.CableInfo``; read with ``select_related("port__node")``)."""
+
+    url = IdentityUrlField(view_name="fabric-api:cableinfo-detail")
+    port = BriefPortSerializer(read_only=True)
+    reading = CableReadingSerializer(source="data", read_only=True)
+
+    class Meta:
+        model = CableInfo
+        fields = ["id", "url", "port", "taken", "source", "reading"]

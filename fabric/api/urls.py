@@ -1,4 +1,4 @@
-"""``/api/fabric/``: fabrics, nodes, ports, links, discoveries, hosts, subnet-managers, partitions."""
+"""``/api/fabric/``: fabrics, nodes, ports, links, discoveries, hosts, subnet-managers, partitions, cables."""
 
 from rest_framework.routers import DefaultRouter
 
@@ -15,4 +15,5 @@ router.register("hosts", views.HostViewSet)
 router.register("subnet-managers", views.SubnetManagerViewSet)
 router.register("partitions", views.PartitionViewSet)
 router.register("partition-applies", views.PartitionApplyViewSet)
+router.register("cables", views.CableInfoViewSet)
 urlpatterns = router.urls

@@ -30,7 +30,18 @@ from core.cache import get_or_compute
 from core.errors import Conflict
 
 from .. import filtersets
-from ..models import Discovery, Fabric, Host, Link, Node, Partition, PartitionApply, Port, SubnetManager
+from ..models import (
+    CableInfo,
+    Discovery,
+    Fabric,
+    Host,
+    Link,
+    Node,
+    Partition,
+    PartitionApply,
+    Port,
+    SubnetManager,
+)
 from ..parsers.node_name_map import NodeNameMapError
 from ..services import partitions as partition_service
 from ..services.ingest import summary as ingest_summary
@@ -686,3 +697,16 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
         except partition_service.PartitionError as exc:  # a concurrent change: retry
             raise Conflict(str(exc)) from exc
         return Response(summary.as_dict(), status=status.HTTP_201_CREATED)
+
+
+class CableInfoViewSet(ReadOnlyViewSet):
+    """Cable and transceiver readings of ports (``fabric.services.cables``): vendor, part and serial
+    number, length, type, temperature, per-lane Rx/Tx power and bias, and (mlxlink) FEC and BER;
+    newest first. ``?latest=true`` keeps each port's latest reading, ``?port=<id>`` one port's
+    history. Readings come from ibdiagnet ``--get_cable_info``, mlxlink, or ``manage.py cable_info
+    --file`` (the lab's simulated ports have none)."""
+
+    queryset = CableInfo.objects.select_related("port__node").order_by("-taken", "-pk")
+    serializer_class = serializers.CableInfoSerializer
+    filterset_class = filtersets.CableInfoFilterSet
+    ordering_fields = ["id", "taken"]

@@ -44,6 +44,7 @@ FORM = {
     "polling_enabled": "on",
     "site": "default",  # the admin form's initial value (core.sites.DEFAULT_SITE)
     "switch_info_tool": "",
+    "cable_info_tool": "",
 }
 
 

@@ -165,7 +165,7 @@ def test_gzip_selection_and_escaping(stored, settings):
     bad = client.get("/metrics?collect[]=nope&collect[]=info", secure=True)
     assert bad.status_code == 400
     assert bad.content.decode() == (
-        "unknown collect[] 'nope': groups are devices, errors, info, roles, sweep, switches, traffic "
+        "unknown collect[] 'nope': groups are cables, devices, errors, info, roles, sweep, switches, traffic "
         "or a metric family name of them\n"
     )
 

@@ -90,3 +90,42 @@ def test_printed_command_lines_use_this_interpreter(monkeypatch):
     assert hints.manage_py() == "/usr/local/bin/python3.11 manage.py"
     monkeypatch.setattr(hints.sys, "executable", "/opt/my env/bin/python")
     assert hints.manage_py() == "'/opt/my env/bin/python' manage.py"
+
+
+def test_the_console_lock_serves_a_one_off_command_before_a_looping_player():
+    """Issue 26 §4: ``lab_console`` took 13-17 s in the demo: the traffic player takes the ibsim
+    console lock again right after releasing it, and a plain ``threading.Lock`` let it win over
+    and over. The console's lock is first-come, first-served: a waiting command gets it after at
+    most the player's command in progress."""
+    import threading
+    import time
+
+    from lab.core import FairLock
+
+    lock = FairLock()
+    stop = threading.Event()
+    player_turns = 0
+    asked_at: list[int] = []
+    got_at: list[int] = []
+
+    def player():
+        nonlocal player_turns
+        while not stop.is_set():
+            with lock:
+                player_turns += 1
+                time.sleep(0.0005)  # the console round trip (the GIL released, as in a pipe read)
+
+    thread = threading.Thread(target=player, daemon=True)
+    thread.start()
+    try:
+        for _ in range(20):
+            while player_turns < (asked_at[-1] + 5 if asked_at else 5):
+                time.sleep(0.0005)  # let the player run a few commands
+            asked_at.append(player_turns)
+            with lock:
+                got_at.append(player_turns)
+    finally:
+        stop.set()
+        thread.join(5)
+    waited = [g - a for a, g in zip(asked_at, got_at, strict=True)]
+    assert max(waited) <= 1, waited  # served after the command in progress, every time

@@ -275,9 +275,15 @@ class Command(BaseCommand):
         out = seed_demo_pools(fabric)
         queue_apply(fabric.pk)
         pkeys = ", ".join(f"{pool} PKey {pkey}" for pool, pkey in out["pkeys"].items())
+        kept = out["allocations"] - out["created"]
+        standing = f"{out['allocations']} standing allocations holding {out['gpus']} GPUs"
+        if kept:  # a restarted demo: the previous run's standing allocations stay (its jobs were ended)
+            standing += (
+                f" ({kept} kept from the previous run, {out['created']} new; jobs' allocations not counted)"
+            )
         self.stdout.write(
-            f"Seeded {out['tenants']} tenants, {out['pools']} pools ({pkeys}), {out['allocations']} allocations "
-            f"holding {out['gpus']} GPUs; the lab's OpenSM applies the PKeys now (/pools/, /fabric/partitions/)"
+            f"Seeded {out['tenants']} tenants, {out['pools']} pools ({pkeys}), {standing}; "
+            "the lab's OpenSM applies the PKeys now (/pools/, /fabric/partitions/)"
         )
         for pool, pkeys in out["job_pkeys"].items():
             self.stdout.write(f"  each job placed in {pool} gets its own PKey ({pkeys}): see its job page")

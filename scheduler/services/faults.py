@@ -683,8 +683,17 @@ def replace_hosts(plan: Replacement, loc, now: datetime, *, user=None, source: s
         )  # fmt: skip
         moved.faults, moved.degraded_at = [], None
         moved.save(update_fields=["faults", "degraded_at"])
-        queue.job_event(moved, "job.replaced", f"{moved}: {', '.join(failed)} replaced by {', '.join(added)}",
-                        now, {"failed": failed, "replacements": added, "placement": plan.new, "by": source})  # fmt: skip
+        kept = sorted(set(plan.new) & set(plan.placement))
+        queue.job_event(
+            moved, "job.replaced",
+            # what happened and what happens next, for the tenant's mail (issue 26 §4)
+            f"{moved}: {', '.join(failed)} lost its fabric ({plan.causes}); its GPUs there were released and "
+            f"as many taken on {', '.join(added)} in the same placement unit"
+            + (f", beside {', '.join(kept)}" if kept else "")
+            + ". The job is placed on its new hosts with its quota, priority and place kept, and starts again "
+            "there (its runner restarts it from its last checkpoint); nothing else is needed.",
+            now, {"failed": failed, "replacements": added, "placement": plan.new, "by": source},
+        )  # fmt: skip
         queue._send(moved, JobState.DEGRADED, "replace")
 
 

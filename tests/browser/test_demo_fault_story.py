@@ -65,7 +65,7 @@ class _Sink:
     def __init__(self) -> None:
         self.messages: list[tuple[list[str], email.message.EmailMessage]] = []
 
-    async def handle_DATA(self, server, session, envelope):  # noqa: N802 (aiosmtpd's name)
+    async def handle_DATA(self, server, session, envelope):
         msg = email.message_from_bytes(envelope.content, policy=email_policy.default)
         self.messages.append((list(envelope.rcpt_tos), msg))
         return "250 OK"

@@ -79,6 +79,27 @@ def test_lab_console_pulls_and_puts_back_a_cable_from_another_process(lab_factor
     assert out.returncode == 1 and "no lab answers on" in out.stderr and "Traceback" not in out.stderr
 
 
+def test_lab_console_sends_its_line_without_starting_django(tmp_path):
+    """Issue 26 §4: one cable pull took 13-17 s in the demo; ``manage.py lab_console`` no longer
+    starts Django (every app, the settings) to send one line over a socket: the modules it
+    imports (``python -X importtime``) include no Django."""
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "manage.py", "lab_console", str(tmp_path / "none.sock"), "unlink",
+         "Hca4", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 1 and "no lab answers on" in out.stderr, out.stderr[-500:]
+    modules = [
+        line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")
+    ]
+    assert "lab.console_client" in modules and not [m for m in modules if m.split(".")[0] == "django"], (
+        modules
+    )
+    bad = subprocess.run([sys.executable, "manage.py", "lab_console", str(tmp_path / "none.sock"), "explode", "x"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert bad.returncode == 2 and "invalid choice: 'explode'" in bad.stderr, bad.stderr
+
+
 def test_printed_command_lines_use_this_interpreter(monkeypatch):
     """A bare ``python`` in the admin's new shell is not the virtualenv's (no Django): the lines
     the demo prints name the interpreter, relative to the project when it lies inside it."""

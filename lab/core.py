@@ -157,10 +157,11 @@ def tools_missing_reason() -> str | None:
 class FairLock:
     """A first-come, first-served lock (context manager; ``acquire``/``release``). The ibsim console
     is shared by a traffic player that sends thousands of commands a second in a loop and by
-    one-off commands (``lab_console``, a port enable's retrain): with ``threading.Lock`` the
-    player, which releases and takes the lock again while holding the GIL, won it over and over
-    and a cable pull waited 13-17 s (issue 26 §4). Here a waiter is served before any later
-    request, so a one-off command waits for at most the commands queued before it."""
+    one-off commands (``lab_console``, a port enable's retrain). ``threading.Lock`` promises no
+    order: the player, which takes the lock again right after releasing it, may win it several
+    times in a row. Here a waiter is served before any later request, so a one-off command waits
+    for at most the command in progress (issue 26 §4: a cable pull took 13-17 s in the demo;
+    most of it was Django's start-up in ``manage.py lab_console``, see ``lab.console_client``)."""
 
     def __init__(self) -> None:
         self._mutex = threading.Lock()

@@ -114,10 +114,10 @@ def test_printed_command_lines_use_this_interpreter(monkeypatch):
 
 
 def test_the_console_lock_serves_a_one_off_command_before_a_looping_player():
-    """Issue 26 §4: ``lab_console`` took 13-17 s in the demo: the traffic player takes the ibsim
-    console lock again right after releasing it, and a plain ``threading.Lock`` let it win over
-    and over. The console's lock is first-come, first-served: a waiting command gets it after at
-    most the player's command in progress."""
+    """The ibsim console's lock is first-come, first-served: a one-off command (``lab_console``)
+    waiting while the traffic player loops on the console gets it after at most the player's
+    command in progress (``threading.Lock`` promises no order: the player, taking it again right
+    after releasing it, may win it several times in a row)."""
     import threading
     import time
 

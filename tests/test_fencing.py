@@ -127,7 +127,7 @@ def test_a_beat_closed_on_sigterm_says_it_is_stopping(tmp_path, caplog):
     from weft.beat import ROLE, LeaderScheduler
     from weft.celery import app
 
-    scheduler = LeaderScheduler(app=app, schedule_filename=str(tmp_path / "schedule"), lazy=True)
+    scheduler = LeaderScheduler(app=app, schedule_filename=str(tmp_path / "schedule"))  # its shelve open
     scheduler.leases.want([ROLE], now=True)
     scheduler._campaigning = True  # as after the first tick (the threads are not needed here)
     assert scheduler.leases.held(ROLE)

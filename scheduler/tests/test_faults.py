@@ -204,6 +204,26 @@ def test_on_fault_replace_swaps_the_failed_host_inside_the_pass_before_new_jobs(
     assert twice == 0
 
 
+def test_replace_finds_the_unit_of_a_host_whose_only_cable_is_gone(cluster):
+    """A single-HCA host whose cable was pulled has no link left once the SM's notice removed it:
+    it is no longer in the locality tree. Its unit is the leaf its pulled cable's alarm names, so
+    it is still replaced there (it was requeued: "no healthy host of its unit")."""
+    from scheduler.services import state
+
+    job = running_job(cluster, count=8, on_fault="replace")
+    (host,) = job.placement
+    unit_mate = {"host001": "host002", "host002": "host001", "host003": "host004", "host004": "host003"}[host]
+    link_down(cluster, host)
+    host_link(cluster, host).delete()  # what the notice listener stores for a pulled cable
+    state.forget_locality()
+    assert host not in state.current_locality().hosts
+    faults.evaluate()
+    job.refresh_from_db()
+    assert job.state == JobState.PLACED and job.placement == {unit_mate: 8} and job.preemptions == 0, (
+        job.state, job.placement, job.reason,
+    )  # fmt: skip
+
+
 def test_replace_without_a_healthy_host_in_the_unit_requeues(cluster):
     job = running_job(cluster, count=8, on_fault="replace")
     (host,) = job.placement

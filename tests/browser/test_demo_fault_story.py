@@ -170,14 +170,17 @@ def test_a_pulled_hca_cable_degrades_and_replaces_the_job_mails_the_tenant_and_t
         )
         page.wait_for_selector('#job-live-steps li[data-step="degraded"]', timeout=15000)
         degraded_s = time.monotonic() - t0
+
+        def decisions() -> list:
+            rows = api(server, tok, "GET", f"/api/scheduler/decisions/?job={job['id']}")["results"]
+            return [(d["code"], d["reasons"][:1]) for d in rows]
+
+        replaced = page.locator('#job-live-steps li[data-step="replaced"]')
         try:
-            page.wait_for_selector('#job-live-steps li[data-step="replaced"]', timeout=30000)
-        finally:
-            steps = page.eval_on_selector_all("#job-live-steps li", "els => els.map((e) => e.dataset.step)")
-            print("steps", steps, "job", {k: v for k, v in api(server, tok, "GET", url).items()
-                                          if k in ("state", "reason", "placement", "decision", "faults")})
-            print("decisions", [(d["code"], d["reasons"][:2]) for d in api(server, tok, "GET", f"/api/scheduler/decisions/?job={job['id']}")["results"]])
-            print("placement before", placement, "victim", victim)
+            replaced.wait_for(timeout=30000)
+        except Exception:  # say what the scheduler did instead
+            raise AssertionError(f"not replaced: {victim} of {placement}; decisions {decisions()}") from None
+        steps = page.eval_on_selector_all("#job-live-steps li", "els => els.map((e) => e.dataset.step)")
         assert steps.index("degraded") < steps.index("replaced"), steps
         now = api(server, tok, "GET", url)
         assert now["state"] == "placed" and victim not in now["placement"], now
@@ -241,7 +244,7 @@ def test_a_pulled_hca_cable_degrades_and_replaces_the_job_mails_the_tenant_and_t
         page.goto(f"{server.url}/fabric/ports/{hot['id']}/")
         page.wait_for_selector("#port-counters-table")
         value = page.inner_text('#port-counters-table tr[data-counter="xmit_data"] td:nth-child(2)')
-        assert re.sub(r"\D", "", value) == str(big), value
+        assert int(re.sub(r"\D", "", value)) >= big, value  # the MADs crossing it count too
         fits = page.evaluate(
             """() => { const c = document.getElementById('port-counters');
                        const t = document.getElementById('port-counters-table');

@@ -87,8 +87,7 @@
   function onChange(p) {
     if (thisJob !== null) {
       if (p.job === thisJob) {
-        setState(badge, p.state); // the state of this change at once; the details follow
-        showStep(p);
+        showStep(p); // this change at once; the state badge and the faults follow from the API
         refreshJob();
       }
       return;

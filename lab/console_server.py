@@ -35,6 +35,7 @@ from pathlib import Path
 
 from core.hints import manage_py
 
+from .console_client import request  # noqa: F401  (the client, here as before)
 from .core import LabError
 from .netfile import SWITCH
 
@@ -142,20 +143,6 @@ class ConsoleServer:
             self.path.unlink()
         if self._thread is not None:
             self._thread.join(timeout=5)
-
-
-def request(path: str | Path, line: str, timeout: float = 30.0) -> str:
-    """Send one request ``line`` to the :class:`ConsoleServer` on ``path``; return its answer.
-    Raises ``OSError`` when no lab listens there (or it does not answer in ``timeout`` s)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        sock.connect(str(path))
-        sock.sendall(line.encode() + b"\n")
-        sock.shutdown(socket.SHUT_WR)
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    return data.decode("utf-8", "replace").strip()
 
 
 def example(lab, path: str | Path) -> str:

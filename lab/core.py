@@ -21,6 +21,7 @@ How the parts fit (linux-rdma/ibsim 0.10 source, ``ibsim/ibsim.c`` and ``umad2si
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import ctypes
 import gzip
@@ -151,6 +152,57 @@ def tools_missing_reason() -> str | None:
     except LabToolsMissing as exc:
         return str(exc)
     return None
+
+
+class FairLock:
+    """A first-come, first-served lock (context manager; ``acquire``/``release``). The ibsim console
+    is shared by a traffic player that sends thousands of commands a second in a loop and by
+    one-off commands (``lab_console``, a port enable's retrain). ``threading.Lock`` promises no
+    order: the player, which takes the lock again right after releasing it, may win it several
+    times in a row. Here a waiter is served before any later request, so a one-off command waits
+    for at most the command in progress (issue 26 §4: a cable pull took 13-17 s in the demo;
+    most of it was Django's start-up in ``manage.py lab_console``, see ``lab.console_client``)."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._locked = False
+        self._waiters: collections.deque[threading.Event] = collections.deque()
+
+    def acquire(self) -> None:
+        """Take the lock, after every thread that asked before (blocks)."""
+        with self._mutex:
+            if not self._locked:
+                self._locked = True
+                return
+            turn = threading.Event()
+            self._waiters.append(turn)
+        try:
+            turn.wait()
+        except BaseException:  # interrupted while waiting: give the turn on, or leave the queue
+            with self._mutex:
+                if turn.is_set():
+                    self._hand_over()
+                else:
+                    self._waiters.remove(turn)
+            raise
+
+    def release(self) -> None:
+        """Give the lock to the longest waiter (or free it)."""
+        with self._mutex:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        if self._waiters:
+            self._waiters.popleft().set()  # still locked: now the waiter's
+        else:
+            self._locked = False
+
+    def __enter__(self) -> FairLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 # Every started lab, so an interpreter exit (normal, or after Ctrl-C) still stops the processes.
@@ -302,7 +354,7 @@ class Lab:
         self._out = bytearray()
         self._out_cond = threading.Condition()
         self._reader: threading.Thread | None = None
-        self._console_lock = threading.Lock()
+        self._console_lock = FairLock()  # one-off commands are not starved by a traffic player
         self._stopped = True
         self._closing = False
         self._hung = False

@@ -24,6 +24,17 @@ stops at 2**32-1; the generator wraps it to 0 before that, which the poller repo
 reset (no rate for that one interval on that port) instead of a saturated counter that would
 freeze the demo.
 
+Never above the line rate (issue 26 §4: 35.6 GB/s was shown on a 4x HDR port): each tick adds
+the traffic of the time that really passed since the previous one, at most one ``interval``
+(:meth:`TrafficPlayer.tick`). The demo runs the server, the worker and the sweeps in one process:
+when the player's thread is held up (the GIL, a loaded machine), it used to catch up by playing
+every missed tick back to back, each with a full interval's bytes; a sweep that had read a port
+before the stall and read it again after the burst saw the stall's bytes in a shorter time, up to
+1.5x the line rate. Counters move in steps of one tick, so a sweep's interval of ``W`` seconds can
+still carry the traffic of ``W + interval``: with ``poll_interval_s`` (``P``) the player caps
+every load at ``1 - interval / P`` of the link, so no sweep interval of ``P - interval`` seconds
+or more can measure more than the line rate.
+
 A cable that is down carries nothing: ``down(link index)`` (the player asks the lab,
 ``lab.Lab.is_linked``) stops both directions of that link, its counters stay where they are and
 resume from there when it is back.
@@ -161,8 +172,14 @@ def traffic_pattern(
     packet_bytes: float = PACKET_BYTES,
     down: Callable[[int], bool] | None = None,
     busy: Callable[[], Iterable[tuple[str, int]]] | None = None,
+    elapsed: Callable[[], float] | None = None,
+    max_utilisation: float = 1.0,
 ) -> Iterator[list[PerfStep]]:
     """Yield, every ``interval_s`` of pattern time, the ``PerformanceSet`` steps of that tick.
+
+    ``elapsed``: called every tick, the seconds of traffic that tick carries (the player: the real
+    time since its previous tick, at most ``interval_s``); default ``interval_s``.
+    ``max_utilisation``: no link direction carries more than this share of its data rate.
 
     ``busy``: called every tick, the egress ports ``(node, port)`` (as :class:`LinkEnd` names
     them) that carry a running job's traffic now (the demo: the job→links index's busiest
@@ -184,7 +201,8 @@ def traffic_pattern(
         egress.setdefault((link.b.node, link.b.port), []).append((i, "ba"))
     t = 0.0
     while True:
-        t += interval_s
+        dt = interval_s if elapsed is None else max(0.0, float(elapsed()))
+        t += dt
         loads = link_load(
             links,
             t,
@@ -203,12 +221,12 @@ def traffic_pattern(
                 continue
             for direction, src, dst in (("ab", link.a, link.b), ("ba", link.b, link.a)):
                 load = loads[(i, direction)]
-                octets = load.utilisation * link.rate_bytes_per_s * interval_s
+                octets = min(load.utilisation, max_utilisation) * link.rate_bytes_per_s * dt
                 words, packets = octets / 4, octets / packet_bytes
                 if src.switch:
                     steps.append(_bump(counters, src, "PortCountersExtended.PortXmitData", words))
                     steps.append(_bump(counters, src, "PortCountersExtended.PortXmitPkts", packets))
-                    wait = load.congestion * ticks_per_s_full * interval_s
+                    wait = load.congestion * ticks_per_s_full * dt
                     steps.append(_bump(counters, src, "PortXmitWait", wait, wrap=XMIT_WAIT_WRAP))
                 if dst.switch:
                     steps.append(_bump(counters, dst, "PortCountersExtended.PortRcvData", words))
@@ -264,17 +282,41 @@ class TrafficPlayer(threading.Thread):
 
     Counters move in steps of one tick, so a sweep sees one tick more or less per poll interval:
     keep ``interval`` at a quarter of the poll interval or less (the default 0.5 s suits polls of
-    2 s and more) or rates jitter by ``interval / poll interval``.
+    2 s and more) or rates jitter by ``interval / poll interval``. Each tick carries the real time
+    since the previous one, at most ``interval`` (a held-up player plays no burst of missed ticks,
+    see the module docstring); with ``poll_interval_s`` (the sweeps' interval) every load is capped
+    at ``1 - interval / poll_interval_s`` so no sweep measures more than the line rate.
+    ``clock``: the monotonic clock, seconds (tests pass their own).
     """
 
-    def __init__(self, lab: Any, fabric: Any, interval: float = 0.5, *, seed: int = 0, **pattern: Any):
+    def __init__(
+        self,
+        lab: Any,
+        fabric: Any,
+        interval: float = 0.5,
+        *,
+        seed: int = 0,
+        poll_interval_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        **pattern: Any,
+    ):
         super().__init__(name=f"weft-traffic-{getattr(fabric, 'name', fabric)}", daemon=True)
         self.lab = lab
         self.interval = float(interval)
+        self.clock = clock
         self.links = fabric_links(fabric)
         ticks = pattern.pop("ticks_per_s_full", None) or _ticks_per_s_full()
+        if poll_interval_s:
+            pattern.setdefault("max_utilisation", max(0.0, 1.0 - self.interval / float(poll_interval_s)))
+        self._last_tick: float | None = None
         self.pattern = traffic_pattern(
-            self.links, self.interval, seed=seed, ticks_per_s_full=ticks, down=self.link_down, **pattern
+            self.links,
+            self.interval,
+            seed=seed,
+            ticks_per_s_full=ticks,
+            down=self.link_down,
+            elapsed=self._elapsed,
+            **pattern,
         )
         self.ticks = 0
         self.errors = 0
@@ -294,28 +336,44 @@ class TrafficPlayer(threading.Thread):
         except Exception:  # a node the lab does not know: treat as up, as before
             return False
 
+    def _elapsed(self) -> float:
+        """Seconds of traffic the tick being played carries: the time since the previous tick, at
+        most ``interval`` (the first tick: ``interval``)."""
+        now = self.clock()
+        last, self._last_tick = self._last_tick, now
+        if last is None:
+            return self.interval
+        return min(max(0.0, now - last), self.interval)
+
+    def tick(self) -> bool:
+        """Play one tick into the lab; False when the player must stop (asked to, or the lab is gone)."""
+        began = self.clock()
+        for step in next(self.pattern):
+            if self._stop_event.is_set():
+                return False
+            try:
+                self.lab.perf_set(step.node, step.port, step.field, step.value)
+            except Exception as exc:  # a vanished node: log and go on; a dead lab: stop
+                self.errors += 1
+                gone = self.lab_failure()
+                if gone is not None:
+                    self.stopped_because = gone
+                    log.warning("traffic player stopped: %s", gone)
+                    return False
+                if self.errors <= 5 or self.errors % 100 == 0:
+                    log.warning("traffic: %s: %s", step, exc)
+        self.ticks += 1
+        self.last_tick_s = self.clock() - began
+        return True
+
     def run(self) -> None:
-        next_at = time.monotonic()
+        next_at = self.clock()
         while not self._stop_event.is_set():
-            began = time.monotonic()
-            for step in next(self.pattern):
-                if self._stop_event.is_set():
-                    return
-                try:
-                    self.lab.perf_set(step.node, step.port, step.field, step.value)
-                except Exception as exc:  # a vanished node: log and go on; a dead lab: stop
-                    self.errors += 1
-                    gone = self.lab_failure()
-                    if gone is not None:
-                        self.stopped_because = gone
-                        log.warning("traffic player stopped: %s", gone)
-                        return
-                    if self.errors <= 5 or self.errors % 100 == 0:
-                        log.warning("traffic: %s: %s", step, exc)
-            self.ticks += 1
-            self.last_tick_s = time.monotonic() - began
-            next_at += self.interval
-            self._stop_event.wait(max(0.0, next_at - time.monotonic()))
+            if not self.tick():
+                return
+            # behind (a slow tick, the thread held up): the next tick now, not a burst of the missed ones
+            next_at = max(next_at + self.interval, self.clock())
+            self._stop_event.wait(max(0.0, next_at - self.clock()))
 
     def lab_failure(self) -> str | None:
         """Why the lab can take no more commands (``lab.Lab.failure``: stopped, its ibsim exited),

@@ -170,16 +170,19 @@ def seed_demo_pools(fabric: Fabric) -> dict:
     places there has its own job PKey, so the demo's job pages show one.
 
     Returns ``{"tenants", "pools", "pkeys": {pool: "0x…"}, "job_pkeys": {pool: "0x…-0x…"},
-    "allocations", "gpus", "skipped"}``
-    (what the demo pools hold after the call; ``skipped``: allocations the fabric could not give,
-    e.g. fewer than 7 CA hosts or no MIG GPU, with the reason).
+    "allocations", "created", "gpus", "skipped"}``: ``allocations``/``gpus`` the demo's standing
+    allocations (:data:`DEMO_POOLS`, by job name) the pools hold after the call and their GPUs, not
+    the scheduler's jobs' allocations (a restarted demo counted whatever its queue had placed);
+    ``created`` how many of them this call made (0 on a restart: the others were kept);
+    ``skipped``: allocations the fabric could not give, e.g. fewer than 7 CA hosts or no MIG GPU,
+    with the reason.
     """
     hosts = list(Host.objects.filter(fabric=fabric, nodes__node_type=NodeType.CA).distinct().order_by("name"))
     with transaction.atomic():
         tenants = {name: Tenant.objects.get_or_create(name=name, defaults={"description": d})[0]
                    for name, d in DEMO_TENANTS}  # fmt: skip
-        out = {"tenants": len(tenants), "pools": 0, "pkeys": {}, "job_pkeys": {}, "allocations": 0, "gpus": 0,
-               "skipped": []}  # fmt: skip
+        out = {"tenants": len(tenants), "pools": 0, "pkeys": {}, "job_pkeys": {}, "allocations": 0, "created": 0,
+               "gpus": 0, "skipped": []}  # fmt: skip
         for spec in DEMO_POOLS:
             pool, _ = Pool.objects.get_or_create(
                 name=spec.name,
@@ -203,6 +206,7 @@ def seed_demo_pools(fabric: Fabric) -> dict:
                         continue
                     try:
                         allocate(pool.pk, _demo_request(a, hosts, pool))
+                        out["created"] += 1
                     except AllocationError as exc:  # a fabric without MIG GPUs, a small one
                         out["skipped"].append(f"{a.job}: {exc}")
             if spec.pkey is not None and pool.pkey != spec.pkey:
@@ -212,7 +216,9 @@ def seed_demo_pools(fabric: Fabric) -> dict:
             if pool.job_isolation:
                 out["job_pkeys"][pool.name] = f"0x{pool.job_pkey_min:04x}-0x{pool.job_pkey_max:04x}"
             out["pools"] += 1
-            held = pool.allocations.filter(state__in=HOLDING_STATES)
+            held = pool.allocations.filter(
+                state__in=HOLDING_STATES, job__in=[a.job for a in spec.allocations]
+            )
             out["allocations"] += held.count()
             out["gpus"] += held.values("items__gpu").distinct().count()
     return out

@@ -117,3 +117,22 @@ def test_a_taken_over_beat_sends_nothing(tmp_path, caplog):
     finally:
         broker.delete(queue)
         scheduler.leases.stop()
+
+
+def test_a_beat_closed_on_sigterm_says_it_is_stopping(tmp_path, caplog):
+    """``celery beat`` closes its scheduler on SIGTERM: the lease is released and the log says the
+    beat is stopping, not that it stands by (issue 26 §4 walkthrough)."""
+    import logging
+
+    from weft.beat import ROLE, LeaderScheduler
+    from weft.celery import app
+
+    scheduler = LeaderScheduler(app=app, schedule_filename=str(tmp_path / "schedule"))  # its shelve open
+    scheduler.leases.want([ROLE], now=True)
+    scheduler._campaigning = True  # as after the first tick (the threads are not needed here)
+    assert scheduler.leases.held(ROLE)
+    with caplog.at_level(logging.INFO, logger="weft.beat"):
+        scheduler.close()
+    assert not scheduler.leases.held(ROLE)
+    assert "beat: stopping: lease beat released" in caplog.text
+    assert "standing by" not in caplog.text

@@ -50,12 +50,16 @@ class LeaderScheduler(PersistentScheduler):
             [ROLE], on_elected=self._elected, on_lost=self._lost, name="weft-beat-leases"
         )
         self._campaigning = False
+        self._closing = False  # close() gives the lease up: a stop, not a lost election
         super().__init__(*args, **kwargs)
 
     def _elected(self, role: str) -> None:
         log.info("beat: leading (lease %s, holder %s)", role, self.leases.holder)
 
     def _lost(self, role: str) -> None:
+        if self._closing:  # SIGTERM/SIGINT: celery beat closes the scheduler on its way out
+            log.info("beat: stopping: lease %s released, a standby takes over", role)
+            return
         log.warning("beat: no longer leading (lease %s): standing by", role)
 
     def apply_entry(self, entry, producer=None) -> None:
@@ -92,7 +96,9 @@ class LeaderScheduler(PersistentScheduler):
         return min(delay, STANDBY_TICK_S * 5)  # wake up often enough to notice a lost lease
 
     def close(self) -> None:
-        """Release the lease (a standby takes over at its next poll) and close the schedule."""
+        """Release the lease (a standby takes over at its next poll) and close the schedule; logs
+        that the beat is stopping (not "standing by": this process is going away)."""
+        self._closing = True
         try:
             if self._campaigning:
                 self.leases.stop()

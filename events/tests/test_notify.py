@@ -127,7 +127,7 @@ def test_storm_sends_one_summary(topo, smtp):
     assert Notification.objects.filter(status="summarised").count() == 12
 
 
-def test_rate_limit_holds_then_summarises(topo, smtp, settings):
+def test_rate_limit_holds_then_summarises(topo, smtp, settings, caplog):
     settings.WEFT_MAIL_RATE_LIMIT = 2
     _policy("node.removed", recipient_emails="noc@example.org")
     for i in range(4):
@@ -145,9 +145,16 @@ def test_rate_limit_holds_then_summarises(topo, smtp, settings):
         )
         process_pending_events(topo.fabric.pk)
         send_pending()
-    # Two single mails, then the budget is spent: the rest waits.
+    # Two single mails, then the budget is spent: the rest waits, and the log says so (issue 26
+    # §4: cleared-alarm mail was held silently).
     assert len(smtp.messages) == 2
     assert Notification.objects.filter(status="pending").count() == 2
+    held = [r.getMessage() for r in caplog.records if "held by the rate limit" in r.getMessage()]
+    assert held and held[-1] == (
+        "mail to noc@example.org held by the rate limit (2 non-critical mail(s) per 600 s): "
+        "2 notification(s) waiting, 0 of them cleared-alarm notices; they go as one summary when "
+        "the window allows"
+    ), held
     from datetime import timedelta
 
     from django.utils import timezone

@@ -137,8 +137,8 @@ def check_port_action(port: Port, action: str) -> None:
     path = sm_path_ports(node.fabric)
     if (node.node_guid, port.port_num) in path or (port.port_guid, port.port_num) in path:
         raise PortActionRefused(
-            f"{shown} is on the SM's own path (the route between this host's HCA port and the master SM, "
-            "or cabled to one of them): taking it down would cut the SM or Weft off the subnet"
+            f"{shown} is on the SM's own path: {_sm_path_why(port)}. Taking it down would cut the subnet "
+            "manager or Weft off the fabric, and nothing could enable the port again"
         )
     try:
         local = local_port(node.fabric, timeout=TOOL_TIMEOUT_S)
@@ -154,6 +154,33 @@ def check_port_action(port: Port, action: str) -> None:
             f"{shown} is the port through which this host reaches {node}: disabled, the switch could not "
             "be reached again to enable it"
         )
+
+
+def _sm_path_why(port: Port) -> str:
+    """Why ``port`` (one of :func:`sm_path_ports`) is on the SM's path, in plain words: cabled to
+    the HCA the master SM runs on, cabled to this host's HCA, or on the route between the two."""
+    fabric = port.node.fabric
+    peer = _peer(port)
+    sm = (
+        Port.objects.filter(node__fabric=fabric, port_guid=fabric.master_sm_guid)
+        .select_related("node")
+        .first()
+        if fabric.master_sm_guid
+        else None
+    )
+    if peer is not None and fabric.master_sm_guid in (peer.port_guid, peer.node.node_guid):
+        return f"it is cabled to {peer.node}, the HCA the master subnet manager runs on"
+    try:
+        local = local_port(fabric, timeout=TOOL_TIMEOUT_S)
+    except ToolError:
+        local = None
+    if peer is not None and local is not None and peer.port_guid == local.port_guid:
+        return f"it is cabled to {peer.node}, this host's HCA: every MAD Weft sends (the enable too) leaves through it"
+    between = f" ({sm.node})" if sm is not None else ""
+    return (
+        "it carries the SM's own route: the LID route between this host's HCA and the HCA the master "
+        f"subnet manager runs on{between}"
+    )
 
 
 def _peer(port: Port) -> Port | None:

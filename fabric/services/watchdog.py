@@ -10,6 +10,12 @@ write through ``events.services.record_events``:
   longest a run may take (a run that ends in failure still counts: that is the ``*_failing`` alarm);
 * ``<resumed code>`` (which clears it) once a run has finished again.
 
+The clock starts at the last finished run, the fabric's creation, or the moment this process's
+watchdog first looked (:func:`watching_since`), whichever is latest: a system started after a
+stop (a restarted demo: the last sweep is the previous run's, hours old) gets its first intervals
+before anything is called a stall (issue 26 §4: "poller stalled" at once on a restarted demo). A
+real stall is then raised at most one threshold after the start.
+
 Whether a stall is open is read from the fabric's last event of the two codes, so the watchdog keeps
 no state of its own and several watchdogs agree. The watchdog runs in a worker too: with no worker
 at all it is silent (``/metrics`` still shows the age of the last sweep to an outside monitor).
@@ -54,6 +60,18 @@ class StallCheck:
         }
 
 
+_WATCHING_SINCE: datetime | None = None
+
+
+def watching_since() -> datetime:
+    """When this process's watchdog first checked (set on the first call; UTC). Nothing is
+    expected of the periodic work before then."""
+    global _WATCHING_SINCE
+    if _WATCHING_SINCE is None:
+        _WATCHING_SINCE = timezone.now()
+    return _WATCHING_SINCE
+
+
 def stall_intervals() -> int:
     """``settings.WEFT_STALL_INTERVALS`` (at least 1)."""
     return settings.WEFT_STALL_INTERVALS
@@ -77,10 +95,11 @@ def check_stalls(
     :class:`StallCheck` per fabric.
     """
     now = now or timezone.now()
+    started = watching_since()
     out = []
     for fabric in fabrics:
         last = last_finished(fabric)
-        since = max(last, fabric.created) if last is not None else fabric.created
+        since = max(last or fabric.created, fabric.created, started)
         age = (now - since).total_seconds()
         limit = threshold_s(fabric)
         stalled = age > limit

@@ -12,12 +12,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from core.locks import single_instance
 from events.models import Event
 from fabric.choices import ApplyState
 from fabric.models import Fabric, Partition, PartitionApply
 from fabric.services.partitions import (
     ApplyError,
     conf_digest,
+    forget_applied,
     generate_conf,
     master_pid_file,
     reconcile,
@@ -144,3 +146,39 @@ def test_the_command_applies_through_the_recorded_coalesced_path_and_stores_pid_
     assert out["error"] == record.result["error"]
     assert record.result["applies"] == 1 and "no way to make OpenSM re-read" in record.result["error"]
     assert open(fabric.partitions_path).read() == generate_conf(fabric)
+
+
+def _applied_then_replaced(fabric) -> None:
+    """A partition stored applied, then the file a new OpenSM reads holds only the default."""
+    part = save_partition(Partition(fabric=fabric, name="tenant_a", pkey=0x0A01))
+    set_members(part, ["0x0002c90300001001"])
+    write_atomically(fabric.partitions_path, generate_conf(fabric))
+    Partition.objects.filter(fabric=fabric).update(
+        applied_state=ApplyState.APPLIED, applied_hash=conf_digest(fabric)
+    )
+    write_atomically(fabric.partitions_path, "Default=0x7fff, ipoib : ALL=full ;\n")
+
+
+def test_a_new_sm_runs_nothing_yet_and_the_reconcile_does_not_call_it_drift(fabric):
+    """Issue 26 §4: a restarted demo's first reconcile (the beat runs it at start) compared the
+    previous run's "applied" partitions with the new lab's OpenSM and raised drift. The demo marks
+    them pending for the new SM (``forget_applied``): no drift alarm, and they are applied again."""
+    _applied_then_replaced(fabric)
+    assert forget_applied(fabric, "a new lab") == 1
+    assert Partition.objects.get(fabric=fabric, pkey=0x0A01).applied_state == ApplyState.PENDING
+    out = reconcile(fabric)
+    assert (out.file, out.events, out.reapplied) == ("", [], None)
+    assert "partition.reconcile_drift" not in _codes(fabric)
+
+
+def test_no_drift_is_called_while_an_apply_is_changing_the_sm(fabric):
+    """An apply in flight (its lock held) is changing what OpenSM runs and verifies it: the
+    reconcile compares nothing then (it raised drift at the demo's start while the demo's PKeys
+    were being applied)."""
+    _applied_then_replaced(fabric)
+    with single_instance(f"fabric.partitions_apply.{fabric.pk}", 60) as held:
+        assert held
+        out = reconcile(fabric)
+    assert "an apply of this fabric is running" in out.skipped and out.events == []
+    assert "partition.reconcile_drift" not in _codes(fabric)
+    assert reconcile(fabric).events == ["partition.reconcile_drift"]  # after it: compared again

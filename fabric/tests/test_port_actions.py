@@ -106,7 +106,7 @@ def test_disable_enable_clear_and_refusals(lab_fabric, client_for):
     uplink = Port.objects.get(node=leaf2, port_num=route[-1][1])
     for port, status, reason in [
         (ca, 409, "is a port of a CA"),
-        (sm_side, 409, "on the SM&#x27;s own path"),
+        (sm_side, 409, "on the SM&#x27;s own path: it is cabled to host001"),
         (uplink, 409, "the port through which this host reaches"),
     ]:
         response = _post(operator, port, "disable")

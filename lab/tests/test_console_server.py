@@ -79,6 +79,27 @@ def test_lab_console_pulls_and_puts_back_a_cable_from_another_process(lab_factor
     assert out.returncode == 1 and "no lab answers on" in out.stderr and "Traceback" not in out.stderr
 
 
+def test_lab_console_sends_its_line_without_starting_django(tmp_path):
+    """Issue 26 §4: one cable pull took 13-17 s in the demo; ``manage.py lab_console`` no longer
+    starts Django (every app, the settings) to send one line over a socket: the modules it
+    imports (``python -X importtime``) include no Django."""
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "manage.py", "lab_console", str(tmp_path / "none.sock"), "unlink",
+         "Hca4", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 1 and "no lab answers on" in out.stderr, out.stderr[-500:]
+    modules = [
+        line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")
+    ]
+    assert "lab.console_client" in modules and not [m for m in modules if m.split(".")[0] == "django"], (
+        modules
+    )
+    bad = subprocess.run([sys.executable, "manage.py", "lab_console", str(tmp_path / "none.sock"), "explode", "x"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert bad.returncode == 2 and "invalid choice: 'explode'" in bad.stderr, bad.stderr
+
+
 def test_printed_command_lines_use_this_interpreter(monkeypatch):
     """A bare ``python`` in the admin's new shell is not the virtualenv's (no Django): the lines
     the demo prints name the interpreter, relative to the project when it lies inside it."""
@@ -90,3 +111,42 @@ def test_printed_command_lines_use_this_interpreter(monkeypatch):
     assert hints.manage_py() == "/usr/local/bin/python3.11 manage.py"
     monkeypatch.setattr(hints.sys, "executable", "/opt/my env/bin/python")
     assert hints.manage_py() == "'/opt/my env/bin/python' manage.py"
+
+
+def test_the_console_lock_serves_a_one_off_command_before_a_looping_player():
+    """The ibsim console's lock is first-come, first-served: a one-off command (``lab_console``)
+    waiting while the traffic player loops on the console gets it after at most the player's
+    command in progress (``threading.Lock`` promises no order: the player, taking it again right
+    after releasing it, may win it several times in a row)."""
+    import threading
+    import time
+
+    from lab.core import FairLock
+
+    lock = FairLock()
+    stop = threading.Event()
+    player_turns = 0
+    asked_at: list[int] = []
+    got_at: list[int] = []
+
+    def player():
+        nonlocal player_turns
+        while not stop.is_set():
+            with lock:
+                player_turns += 1
+                time.sleep(0.0005)  # the console round trip (the GIL released, as in a pipe read)
+
+    thread = threading.Thread(target=player, daemon=True)
+    thread.start()
+    try:
+        for _ in range(20):
+            while player_turns < (asked_at[-1] + 5 if asked_at else 5):
+                time.sleep(0.0005)  # let the player run a few commands
+            asked_at.append(player_turns)
+            with lock:
+                got_at.append(player_turns)
+    finally:
+        stop.set()
+        thread.join(5)
+    waited = [g - a for a, g in zip(asked_at, got_at, strict=True)]
+    assert max(waited) <= 1, waited  # served after the command in progress, every time

@@ -138,3 +138,59 @@ def test_busy_ports_send_at_least_the_busy_load():
     assert delta[("spine1", 3, "PortXmitWait")] == pytest.approx(BUSY.congestion * 1.0e6 * 2.0, rel=0.01)
     # the other direction of that cable (leaf2 → spine1) keeps the pattern's background load
     assert delta[("leaf2", 2, "PortCountersExtended.PortXmitData")] < 0.2 * RATE * 2.0 / 4
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _RecordingLab:
+    """Keeps every ``perf_set`` with the (fake) time it was made: what a sweep would read when."""
+
+    def __init__(self, clock: _Clock) -> None:
+        self.clock = clock
+        self.sets: dict[tuple[str, int, str], list[tuple[float, int]]] = {}
+
+    def perf_set(self, node, port, field, value) -> None:
+        self.sets.setdefault((node, port, field), []).append((self.clock.now, value))
+
+    def read(self, key, at: float) -> int:
+        return max((v for t, v in self.sets[key] if t <= at), default=0)
+
+
+def test_a_held_up_player_never_makes_a_sweep_measure_more_than_the_line_rate(monkeypatch):
+    """Issue 26 §4: 35.6 GB/s shown on a 4x HDR port (25 GB/s). The demo's player thread is held
+    up (the GIL of the one demo process, a loaded machine) and used to play the missed ticks back
+    to back, each with a full interval's bytes: a sweep that read a port before the stall and
+    again after the burst measured up to 1.5x the line rate. Every window a 5 s poll can see
+    (4.5-5.5 s, any phase) must stay at or below the line rate, and the steady rate must stay the
+    pattern's."""
+    import lab.traffic as traffic
+
+    links = fat_tree()
+    monkeypatch.setattr(traffic, "fabric_links", lambda fabric: links)
+    clock = _Clock()
+    lab = _RecordingLab(clock)
+    player = traffic.TrafficPlayer(
+        lab, "f", interval=0.5, seed=3, hot_spots=8, poll_interval_s=5.0, clock=clock
+    )
+    times = [0.5 * k for k in range(1, 21)]  # on time to 10 s
+    times += [13.2 + 0.01 * k for k in range(7)]  # held up 3.2 s, then the missed ticks at once
+    times += [13.5 + 0.5 * k for k in range(1, 40)]  # on time again
+    for t in times:
+        clock.now = t
+        assert player.tick()
+    key = ("leaf0", 1, "PortCountersExtended.PortXmitData")  # a hot leaf up-link (8 hot spots)
+    worst = 0.0
+    for s1 in (x * 0.05 for x in range(int(28 / 0.05))):
+        for w in (4.5, 5.0, 5.5):
+            rate = (lab.read(key, s1 + w) - lab.read(key, s1)) * 4 / w
+            worst = max(worst, rate)
+    assert worst <= RATE, f"{worst / 1e9:.1f} GB/s on a 25 GB/s link"
+    # the steady part still carries the pattern's load (capped at 1 - 0.5/5 = 90 %)
+    steady = (lab.read(key, 32.5) - lab.read(key, 22.5)) * 4 / 10
+    assert 0.5 * RATE < steady <= 0.9 * RATE

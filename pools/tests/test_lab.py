@@ -68,8 +68,8 @@ def test_seed_demo_pools_tenants_pkeys_allocations_idempotent(db, django_capture
     with django_capture_on_commit_callbacks(execute=True):
         out = seed_demo_pools(fabric)
     assert out == {"tenants": 2, "pools": 3, "pkeys": {"research-h100": "0x0a01", "inference-h100": "0x0a02"},
-                   "job_pkeys": {"inference-h100": "0x6000-0x6fff"}, "allocations": 6, "gpus": 31,
-                   "skipped": []}  # fmt: skip
+                   "job_pkeys": {"inference-h100": "0x6000-0x6fff"}, "allocations": 6, "created": 6,
+                   "gpus": 31, "skipped": []}  # fmt: skip
     assert sorted(Tenant.objects.values_list("name", flat=True)) == ["inference", "research"]
     research, inference = Pool.objects.get(name="research-h100"), Pool.objects.get(name="inference-h100")
     assert (research.tenant.name, research.fabric, research.pkey) == ("research", fabric, 0x0A01)
@@ -91,9 +91,15 @@ def test_seed_demo_pools_tenants_pkeys_allocations_idempotent(db, django_capture
     assert kinds == [("inference-h100", "fraction", 1), ("inference-h100", "gpu", 8), ("inference-h100", "mig", 1),
                      ("research-h100", "gpu", 4), ("research-h100", "gpu", 16), ("research-h100", "mig", 2)]  # fmt: skip
     Pool.objects.filter(pk=inference.pk).update(job_isolation=False)  # an earlier demo's pool
+    # a restarted demo: its queue has placed a job in a demo pool already; the count printed is the
+    # standing allocations kept, not the job's (issue 26 §4: the restart count was wrong)
+    from pools.services.allocation import AllocationRequest, allocate
+
+    allocate(Pool.objects.get(name="burst").pk, AllocationRequest(count=2, job="scheduler-job-7",
+                                                                   tenant_id=research.tenant_id))  # fmt: skip
     with django_capture_on_commit_callbacks(execute=True):
-        assert seed_demo_pools(fabric) == out
-    assert Allocation.objects.count() == 6 and Pool.objects.get(pk=inference.pk).job_isolation
+        assert seed_demo_pools(fabric) == dict(out, created=0)
+    assert Allocation.objects.count() == 7 and Pool.objects.get(pk=inference.pk).job_isolation
 
 
 def test_seed_demo_pools_on_a_small_fabric_skips_what_does_not_fit(db):

@@ -54,6 +54,15 @@ def test_pool_list_scoped_with_bars(users, client_for):
     assert "p-mine" in html and "p-theirs" not in html
     row = re.search(r'data-pool="p-mine" data-used="(\d+)" data-borrowed="(\d+)" data-free="(\d+)"', html)
     assert row.groups() == ("3", "1", "3")  # 3 held, 1 above the guarantee of 2, 3 more within quota 6
+    # in words: the borrowed GPUs are among the used ones (issue 26 §4: "64 used · 64 borrowed")
+    words = " ".join(re.search(r'<span class="usage-words"[^>]*>(.*?)</span>', html, re.S)[1].split())
+    assert words == "3 GPUs used, 1 of them borrowed (above the guarantee of 2: reclaimable) · 3 free"
+    scavenger = Pool.objects.create(name="p-fill", tenant=mine, guaranteed_gpus=0)
+    allocate(scavenger.pk, AllocationRequest(count=2))
+    html = client_for("viewer").get("/pools/").content.decode()
+    fill = html[html.index('data-pool="p-fill"') :]
+    words = " ".join(re.search(r'<span class="usage-words"[^>]*>(.*?)</span>', fill, re.S)[1].split())
+    assert words.startswith("2 GPUs used, all borrowed (above the guarantee of 0: reclaimable) · ")
     assert f'href="/pools/{p.pk}/"' in html
     admin_html = client_for("admin").get("/pools/").content.decode()
     assert "p-theirs" in admin_html

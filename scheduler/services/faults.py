@@ -618,6 +618,29 @@ def failing_hosts(job) -> list[str]:
     )
 
 
+_GUID = re.compile(r"0x[0-9a-f]{16}")
+
+
+def _unit_of(job, host: str, loc) -> str | None:
+    """The placement unit (tier-1 domain key) of ``host``: its site's, or — a host whose only HCA
+    link is down is no longer in the locality tree (no cable to a leaf) — the unit whose leaf its
+    failing causes name (``details["link"]``: its pulled cable's link key carries the leaf's
+    GUID). None when neither says."""
+    site = loc.hosts.get(host)
+    if site is not None:
+        return site.unit
+    texts = [
+        f"{f.get('object_key', '')} {(f.get('details') or {}).get('link', '')}"
+        for f in job.faults or ()
+        if f.get("host") == host
+    ]
+    named = set(_GUID.findall(" ".join(texts)))
+    for key, domain in loc.domains.items():
+        if domain.tier == 1 and named & set(domain.switches):
+            return key
+    return None
+
+
 def plan_replacement(
     job, loc, unusable: dict[str, str], inv, taken: dict[str, int] | None = None
 ) -> Replacement:
@@ -642,16 +665,16 @@ def plan_replacement(
     picks: dict[str, str] = {}
     mine: dict[str, int] = {}
     for host in failed:
-        need, site = placement.get(host, 0), loc.hosts.get(host)
+        need, unit = placement.get(host, 0), _unit_of(job, host, loc)
         cands = sorted(
             (free, name) for name, s in loc.hosts.items()
-            if site is not None and s.unit == site.unit and name not in placement and name not in new
+            if unit is not None and s.unit == unit and name not in placement and name not in new
             and name not in unusable
             and (free := _free_whole(inv, name, job.pool.gpu_model, job.gpu_model)
                  - taken.get(name, 0) - mine.get(name, 0)) >= need
         )  # fmt: skip
         if not need or not cands:
-            unit = site.unit if site is not None else "its unit"
+            unit = unit if unit is not None else "its unit"
             return Replacement(
                 job.pk, failed, {}, placement, {},
                 f"no healthy host of {loc.domains[unit].name if unit in loc.domains else unit} has {need} free "
@@ -683,8 +706,17 @@ def replace_hosts(plan: Replacement, loc, now: datetime, *, user=None, source: s
         )  # fmt: skip
         moved.faults, moved.degraded_at = [], None
         moved.save(update_fields=["faults", "degraded_at"])
-        queue.job_event(moved, "job.replaced", f"{moved}: {', '.join(failed)} replaced by {', '.join(added)}",
-                        now, {"failed": failed, "replacements": added, "placement": plan.new, "by": source})  # fmt: skip
+        kept = sorted(set(plan.new) & set(plan.placement))
+        queue.job_event(
+            moved, "job.replaced",
+            # what happened and what happens next, for the tenant's mail (issue 26 §4)
+            f"{moved}: {', '.join(failed)} lost its fabric ({plan.causes}); its GPUs there were released and "
+            f"as many taken on {', '.join(added)} in the same placement unit"
+            + (f", beside {', '.join(kept)}" if kept else "")
+            + ". The job is placed on its new hosts with its quota, priority and place kept, and starts again "
+            "there (its runner restarts it from its last checkpoint); nothing else is needed.",
+            now, {"failed": failed, "replacements": added, "placement": plan.new, "by": source},
+        )  # fmt: skip
         queue._send(moved, JobState.DEGRADED, "replace")
 
 

@@ -484,8 +484,13 @@ def _requeue(job: Job, reason: str, now: datetime, user, source: str) -> None:
     job_event(job, "job.preempted", f"{job}: preempted ({reason})", now, details)
     job_event(
         job, "job.requeued",
-        f"{job}: back to pending, submitted {job.submitted_at:%Y-%m-%d %H:%M:%S} and {job.priority_class} "
-        f"priority kept (preempted {job.preemptions} time{'s' if job.preemptions != 1 else ''})",
+        # what happened and what happens next, for the tenant's mail (issue 26 §4: it said neither)
+        f"{job}: requeued: {reason}. Its GPUs were released and it is pending again in pool {job.pool.name} "
+        f"with its submit time ({job.submitted_at:%Y-%m-%d %H:%M:%S} UTC) and {job.priority_class} priority "
+        f"kept, so it goes before later jobs: the scheduler places it again as soon as {job.count} GPUs fit "
+        f"in its quota and on healthy hosts, and its runner starts it there (from its last checkpoint). "
+        f"Requeued or preempted {job.preemptions} time{'s' if job.preemptions != 1 else ''}; its page shows "
+        "where it waits.",
         now, details,
     )  # fmt: skip
     audit.record(

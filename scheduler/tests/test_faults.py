@@ -158,6 +158,10 @@ def test_on_fault_requeue_frees_the_gpus_and_keeps_submit_time_and_priority(clus
     process_pending_events(cluster.fabric.pk)
     requeued = Event.objects.get(code="job.requeued", object_key=str(job.pk))
     assert Notification.objects.filter(event=requeued, recipient="ops@tenant.example").exists()
+    # the tenant's mail says what happened (the fault) and what happens next (issue 26 §4)
+    assert "requeued: fabric fault (" in requeued.message and host in requeued.message, requeued.message
+    assert "pending again in pool" in requeued.message and "high priority kept" in requeued.message
+    assert "places it again as soon as 8 GPUs fit" in requeued.message
     # the next pass places it again, not on the host whose link is down
     run_pass()
     job.refresh_from_db()
@@ -181,6 +185,11 @@ def test_on_fault_replace_swaps_the_failed_host_inside_the_pass_before_new_jobs(
     assert newcomer.state == JobState.PLACED and unit_mate not in newcomer.placement
     assert run_pass()["replaced"] == 0  # done once
     assert Event.objects.filter(code="job.replaced", object_key=str(job.pk)).count() == 1
+    replaced = Event.objects.get(code="job.replaced", object_key=str(job.pk))
+    assert replaced.message.startswith(f"{job}: {host} lost its fabric (") and f"taken on {unit_mate}" in (
+        replaced.message
+    ), replaced.message
+    assert "starts again there" in replaced.message
     # the tenant's mail queued at once (the pass applied its job events)
     assert (
         Notification.objects.filter(event__code="job.replaced", recipient="ops@tenant.example").count() == 1
@@ -193,6 +202,26 @@ def test_on_fault_replace_swaps_the_failed_host_inside_the_pass_before_new_jobs(
         .count()
     )
     assert twice == 0
+
+
+def test_replace_finds_the_unit_of_a_host_whose_only_cable_is_gone(cluster):
+    """A single-HCA host whose cable was pulled has no link left once the SM's notice removed it:
+    it is no longer in the locality tree. Its unit is the leaf its pulled cable's alarm names, so
+    it is still replaced there (it was requeued: "no healthy host of its unit")."""
+    from scheduler.services import state
+
+    job = running_job(cluster, count=8, on_fault="replace")
+    (host,) = job.placement
+    unit_mate = {"host001": "host002", "host002": "host001", "host003": "host004", "host004": "host003"}[host]
+    link_down(cluster, host)
+    host_link(cluster, host).delete()  # what the notice listener stores for a pulled cable
+    state.forget_locality()
+    assert host not in state.current_locality().hosts
+    faults.evaluate()
+    job.refresh_from_db()
+    assert job.state == JobState.PLACED and job.placement == {unit_mate: 8} and job.preemptions == 0, (
+        job.state, job.placement, job.reason,
+    )  # fmt: skip
 
 
 def test_replace_without_a_healthy_host_in_the_unit_requeues(cluster):

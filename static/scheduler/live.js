@@ -5,7 +5,9 @@
  * shows its state and, when degraded, its fabric faults (#job-faults, #job-faults-list) at once.
  * Queue: the row of a changed job (tr[data-job]) gets its new state; a job the page does not list
  * (new, or moved between tables) marks the page stale (#jobs-live: "changed: reload").
- * Hooks: #jobs-live[data-live=on|off], #job-state[data-state]. Reconnects with back-off. */
+ * Each change of the open job is listed as it happens (#job-live-steps li[data-step]: degraded,
+ * requeued, replaced, recovered, …) with the job's reason (#job-live-reason).
+ * Hooks: #jobs-live[data-live=on|off], #job-state[data-state][data-step]. Reconnects with back-off. */
 (function () {
   "use strict";
   const live = document.getElementById("jobs-live");
@@ -46,13 +48,48 @@
   function refreshJob() {
     fetch(badge.dataset.api, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then((r) => (r.ok ? r.json() : Promise.reject(r.status)))
-      .then((job) => { setState(badge, job.state); showFaults(job); })
+      .then((job) => {
+        setState(badge, job.state);
+        showFaults(job);
+        const why = document.getElementById("job-live-reason");
+        if (why) why.textContent = job.reason || "";
+      })
       .catch(() => {});
+  }
+
+  /** What a change of this job was, in the admin's words: requeued (back to pending after it
+   * ran), replaced (a failed host swapped by the scheduler), else its new state. */
+  function stepName(p) {
+    if (p.source === "replace") return "replaced";
+    if (p.state === "pending" && p.previous && p.previous !== "pending") return "requeued";
+    if (p.state === "running" && p.previous === "degraded") return "recovered";
+    return p.state;
+  }
+
+  /** Each change of the open job as it happens (#job-live-steps li[data-step]): a fault that
+   * degrades a job and requeues it in the same commit shows both steps, not only "Pending". */
+  function showStep(p) {
+    const list = document.getElementById("job-live-steps");
+    if (!list) return;
+    const li = document.createElement("li");
+    const name = stepName(p);
+    li.dataset.step = name;
+    const t = document.createElement("time");
+    const now = new Date();
+    t.textContent = now.toTimeString().slice(0, 8);
+    t.dateTime = now.toISOString();
+    li.append(t, " " + name);
+    list.append(li);
+    list.hidden = false;
+    badge.dataset.step = name;
   }
 
   function onChange(p) {
     if (thisJob !== null) {
-      if (p.job === thisJob) refreshJob();
+      if (p.job === thisJob) {
+        showStep(p); // this change at once; the state badge and the faults follow from the API
+        refreshJob();
+      }
       return;
     }
     const row = document.querySelector('tr[data-job="' + p.job + '"]');

@@ -65,11 +65,11 @@ from .edits import (
     set_members,
 )
 from .importing import MERGE, REPLACE, ImportSummary, import_partitions
-from .opensm import ApplyResult, apply, master_pid_file, signal_opensm, write_atomically
+from .opensm import ApplyResult, apply, forget_applied, master_pid_file, signal_opensm, write_atomically
 from .reconcile import ReconcileResult, reconcile
 
 __all__ = [
-    "MAX_APPLY_ROUNDS", "MERGE", "OWNER_NAME_RE", "REPLACE", "ApplyError", "ApplyResult", "ImportSummary",
+    "MAX_APPLY_ROUNDS", "MERGE", "OWNER_NAME_RE", "REPLACE", "ApplyError", "ApplyResult", "ImportSummary", "forget_applied",
     "MemberChange", "PartitionError", "PartitionOwned", "add_members", "apply", "apply_pending",
     "auto_apply_enabled", "conf_digest", "delete_partition", "generate_conf", "import_partitions",
     "is_current", "master_pid_file", "reconcile", "ReconcileResult", "partition_owner", "partition_owners", "partitions_path", "queue_apply",

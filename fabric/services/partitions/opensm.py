@@ -394,3 +394,24 @@ def record_outcome(fabric: Fabric, parts: list[Partition], result: ApplyResult, 
             user=user,
         )
         _notify(fabric, [s.code for s in specs], applied=True)
+
+
+def forget_applied(fabric: Fabric, reason: str, *, user=None) -> int:
+    """Mark every stored partition of ``fabric`` ``pending``: the SM that ran them is gone and the
+    one now serving the fabric (a new lab, an OpenSM recreated with a new partitions file) runs
+    none of them yet. A reconcile then compares nothing with that SM until an apply has written
+    and verified them (``partition.reconcile_drift`` at start-up was a false alarm, issue 26 §4);
+    the caller queues the apply (:func:`~.coalesce.queue_apply`). One transaction, audited
+    (``partition.forget_applied`` with ``reason`` and the count). Returns how many partitions
+    were marked.
+    """
+    with transaction.atomic():
+        marked = (
+            Partition.objects.filter(fabric=fabric)
+            .exclude(applied_state=ApplyState.PENDING)
+            .update(applied_state=ApplyState.PENDING, drift=[], updated=timezone.now())
+        )
+        audit.record("partition.forget_applied", fabric, {"reason": reason, "partitions": marked}, user=user)
+        if marked:
+            _notify(fabric, [])
+    return marked

@@ -19,6 +19,11 @@ partitions file, :func:`~.coalesce.auto_apply_enabled`):
 4. Drift (2 or 3) on a partition stored ``applied``/``partial``/``drift`` → event
    ``partition.reconcile_drift`` (an alarm naming what disagreed) and a re-apply.
 
+Not compared (issue 26 §4, false drift alarms at the demo's start): while an apply of the fabric
+runs (it holds ``fabric.partitions_apply.<id>``: the SM is being changed and the apply verifies
+what it writes), and port drift read while the stored partitions changed (:func:`~.conf.conf_digest`
+before and after the reads differ: the change's own apply verifies it).
+
 Re-applies go through the one coalesced path (:func:`~.coalesce.apply_pending` with ``force``):
 written, signalled to the *current* master SM (:func:`~.opensm.master_pid_file`: ``sminfo``,
 not a remembered pid) and verified; a verified apply writes ``partition.applied``, which clears
@@ -40,6 +45,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core.locks import lock_remaining_s
 from events.services import EventSpec, record_events
 
 from ...choices import ApplyState, NodeType
@@ -147,6 +153,9 @@ def reconcile(fabric: Fabric, *, sample: int | None = None, read_timeout: float 
     if not auto_apply_enabled(fabric):
         out.skipped = "no partitions file configured: Weft does not apply this fabric's partitions"
         return out
+    if lock_remaining_s(f"fabric.partitions_apply.{fabric.pk}") is not None:
+        out.skipped = "an apply of this fabric is running: it verifies what it writes"
+        return out
     sample = settings.WEFT_PARTITIONS_RECONCILE_SAMPLE if sample is None else sample
     interval = float(settings.WEFT_PARTITIONS_RECONCILE_INTERVAL_S)
     turn = math.floor(time.time() / interval)
@@ -165,6 +174,9 @@ def reconcile(fabric: Fabric, *, sample: int | None = None, read_timeout: float 
         out.checked_ports = len({c.guid for c in checks})
         drift, unread = _verify(fabric, claimed, checks, read_timeout, once=True)
         out.drift, out.unread = drift[:20], len(unread)
+        if drift and conf_digest(fabric) != digest:  # changed while read: its apply verifies it
+            out.skipped = "the partitions changed while their ports were read: their apply verifies them"
+            out.drift = []
     specs: list[EventSpec] = []
     if stuck:
         oldest = min(p.updated for p in stuck)

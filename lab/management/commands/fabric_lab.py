@@ -33,8 +33,9 @@ def _raise_stop(signum, frame):
 class Command(BaseCommand):
     help = (
         "Run a simulated InfiniBand fabric (ibsim + OpenSM) in the foreground and print how to point "
-        "the diags and Weft at it. Fat-tree specs: '2:leaves=8,spines=4,hosts=16,speed=HDR[,links=1]', "
-        "'3:pods=2,leaves=4,spines=4,cores=8,hosts=8,speed=HDR', "
+        "the diags and Weft at it. Fat-tree specs: '2:leaves=8,spines=4,hosts=16,speed=HDR[,links=1]' "
+        "(hosts per leaf: 8 x 16 = 128 hosts; links: cables from each leaf to each spine), "
+        "'3:pods=2,leaves=4,spines=4,cores=8,hosts=8,speed=HDR' (hosts per leaf, leaves per pod), "
         "'rail:hosts=32,rails=8[,su=16][,spines=8],speed=NDR' (rail-optimised pod: hosts in all, su hosts "
         f"per scalable unit, each with one leaf per rail; the demo's is '{DEMO_SPEC}'). "
         "Ctrl-C or SIGTERM stops it."

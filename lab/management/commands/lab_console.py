@@ -2,11 +2,13 @@
 ``... SOCKET raw COMMAND``: pull or put back a cable of a running lab (``relink`` of a port disabled
 with ``ibportstate`` trains its link again, as ``retrain``) (the demo's or ``fabric_lab``'s) from another shell, through
 the lab's console socket (``lab.console_server``; the demo and ``fabric_lab`` print its path).
-Prints the answer; exit status 1 with the reason when the lab refused it or is not there."""
+Prints the answer; exit status 1 with the reason when the lab refused it or is not there.
+
+``manage.py lab_console`` itself does not start Django: ``manage.py`` hands it to
+``lab.console_client.main`` (one line over a socket needs no app); this command is the same
+request for ``call_command``."""
 
 from __future__ import annotations
-
-import shlex
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -26,11 +28,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **opts):
-        from lab.console_server import request
+        from lab.console_client import request, request_line
 
-        line = " ".join(
-            [opts["verb"], *(shlex.quote(a) if opts["verb"] != "raw" else a for a in opts["words"])]
-        )
+        line = request_line(opts["verb"], opts["words"])
         try:
             answer = request(opts["socket"], line)
         except OSError as exc:

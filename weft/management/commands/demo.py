@@ -228,7 +228,9 @@ class Command(BaseCommand):
     def _fabric(self, name: str, lab):
         from fabric.models import Fabric
 
-        fabric, _ = Fabric.objects.get_or_create(name=name, defaults={"description": "Weft demo lab fabric"})
+        fabric, created = Fabric.objects.get_or_create(
+            name=name, defaults={"description": "Weft demo lab fabric"}
+        )
         fabric.tool_env = dict(lab.tool_env)
         fabric.discovery_enabled = True
         fabric.polling_enabled = True
@@ -238,6 +240,12 @@ class Command(BaseCommand):
         fabric.sm_pid_file = str(lab.sm_pid_file)
         fabric.sm_reload_command = []
         fabric.save()
+        if not created:
+            # a restarted demo: the new lab's OpenSM runs none of the stored partitions yet (the
+            # beat's first reconcile would call that drift); _pools() applies them again
+            from fabric.services.partitions import forget_applied
+
+            forget_applied(fabric, "the demo restarted on a new lab fabric (a new OpenSM)")
         return fabric
 
     def _end_previous_run(self, fabric) -> list[int]:
@@ -267,9 +275,15 @@ class Command(BaseCommand):
         out = seed_demo_pools(fabric)
         queue_apply(fabric.pk)
         pkeys = ", ".join(f"{pool} PKey {pkey}" for pool, pkey in out["pkeys"].items())
+        kept = out["allocations"] - out["created"]
+        standing = f"{out['allocations']} standing allocations holding {out['gpus']} GPUs"
+        if kept:  # a restarted demo: the previous run's standing allocations stay (its jobs were ended)
+            standing += (
+                f" ({kept} kept from the previous run, {out['created']} new; jobs' allocations not counted)"
+            )
         self.stdout.write(
-            f"Seeded {out['tenants']} tenants, {out['pools']} pools ({pkeys}), {out['allocations']} allocations "
-            f"holding {out['gpus']} GPUs; the lab's OpenSM applies the PKeys now (/pools/, /fabric/partitions/)"
+            f"Seeded {out['tenants']} tenants, {out['pools']} pools ({pkeys}), {standing}; "
+            "the lab's OpenSM applies the PKeys now (/pools/, /fabric/partitions/)"
         )
         for pool, pkeys in out["job_pkeys"].items():
             self.stdout.write(f"  each job placed in {pool} gets its own PKey ({pkeys}): see its job page")
@@ -314,7 +328,13 @@ class Command(BaseCommand):
                 from scheduler.demo import BusyJobPorts
 
                 busy = {"busy": BusyJobPorts(fabric.pk)}
-            player = TrafficPlayer(lab, fabric, interval=min(0.5, opts["poll_interval"] / 4), **busy)
+            player = TrafficPlayer(
+                lab,
+                fabric,
+                interval=min(0.5, opts["poll_interval"] / 4),
+                poll_interval_s=opts["poll_interval"],
+                **busy,
+            )
             player.start()
             threads.append(player)
         if not opts["no_faults"]:

@@ -103,7 +103,7 @@ from pools.services.partitions import (
     sync_allocation_partition,
 )
 
-from ..choices import (
+from ...choices import (
     HOLDING,
     PRIORITY,
     RUNNING_STATES,
@@ -116,12 +116,12 @@ from ..choices import (
     TopologyMode,
     Traffic,
 )
-from ..locality import TIER_NAMES, UnknownTier, tier_number
-from ..models import Job, JobDecision
-from ..placement import Fraction, Request, RequestError, Segments
-from ..planner import Outcome, QueuedJob, fair_order, plan_pass
-from ..signals import job_changed
-from . import state
+from ...locality import TIER_NAMES, UnknownTier, tier_number
+from ...models import Job, JobDecision
+from ...placement import Fraction, Request, RequestError, Segments
+from ...planner import Outcome, QueuedJob, fair_order, plan_pass
+from ...signals import job_changed
+from .. import state
 
 log = logging.getLogger(__name__)
 

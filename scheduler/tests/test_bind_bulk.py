@@ -1,4 +1,4 @@
-"""The pass binds runs of plain whole-GPU placements in bulk (``queue._bind_many`` through
+"""The pass binds runs of plain whole-GPU placements in bulk (``queue.binder.bind_many`` through
 ``pools.services.allocation.allocate_many``): what changed between planning and binding refuses
 only the job it touches — a GPU taken meanwhile, a quota filled meanwhile — and the other jobs of
 the batch are placed, each GPU held once."""

@@ -27,6 +27,7 @@ from scheduler.services.queue import (
     InvalidJob,
     JobConflict,
     JobSpec,
+    binder,
     cancel,
     finish,
     passes,
@@ -494,7 +495,7 @@ def test_a_pass_that_dies_half_way_leaves_whole_placements_and_the_next_pass_fin
             raise SystemExit("worker killed")  # not an AllocationError: the pass itself dies
         return real(requests, **kw)
 
-    monkeypatch.setattr(passes, "allocate_many", dying)
+    monkeypatch.setattr(binder, "allocate_many", dying)
     with pytest.raises(SystemExit):
         run_pass()
     states = dict(Job.objects.values_list("pk", "state"))
@@ -508,7 +509,7 @@ def test_a_pass_that_dies_half_way_leaves_whole_placements_and_the_next_pass_fin
     assert len(calls[0]) == 2
     assert sorted(Job.objects.values_list("state", flat=True)) == ["pending", "pending", "placed"]
     assert Allocation.objects.filter(state="active").count() == 1
-    monkeypatch.setattr(passes, "allocate_many", real)
+    monkeypatch.setattr(binder, "allocate_many", real)
     run_pass()
     for j in jobs:
         j.refresh_from_db()

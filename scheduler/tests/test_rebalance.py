@@ -420,7 +420,7 @@ def test_a_preemptible_job_is_moved_so_that_a_whole_leaf_comes_free(cluster, use
 
 
 def test_a_move_whose_job_changed_after_the_plan_is_refused_and_changes_nothing(cluster, monkeypatch):
-    from scheduler.services import rebalance
+    from scheduler.services.rebalance import running as rebalance  # the module run_rebalance calls it in
 
     small, big = _fragmented(cluster)
     planned = rebalance.plan_rebalance

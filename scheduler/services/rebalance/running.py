@@ -88,10 +88,10 @@ from events.models import Event
 from pools.models import Pool
 from pools.services.allocation import AllocationError
 
-from ..choices import HOLDING, JobKind, JobState, OnFault, PendingCode
-from ..locality import TIER_NAMES, UNIT_TIER, Locality
-from ..models import Job
-from ..placement import (
+from ...choices import HOLDING, JobKind, JobState, OnFault, PendingCode
+from ...locality import TIER_NAMES, UNIT_TIER, Locality
+from ...models import Job
+from ...placement import (
     PLACED,
     Congestion,
     FreeState,
@@ -101,9 +101,9 @@ from ..placement import (
     place,
     select_victims,
 )
-from ..planner import PREEMPT_CANDIDATES, HeldJob, Inventory, Outcome, fair_order
-from . import faults, state
-from .queue import (  # the queue stays the one writer of jobs: the rebalancer binds through it
+from ...planner import PREEMPT_CANDIDATES, HeldJob, Inventory, Outcome, fair_order
+from .. import faults, state
+from ..queue import (  # the queue stays the one writer of jobs: the rebalancer binds through it
     PASS_LIMIT_S,
     PASS_LOCK,
     JobError,

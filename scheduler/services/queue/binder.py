@@ -38,17 +38,9 @@ from pools.services.allocation import (
     allocate_many,
     release,
 )
-from pools.services.partitions import (
-    NoJobPKey,
-    open_job_partition,
-)
+from pools.services.partitions import NoJobPKey, open_job_partition
 
-from ...choices import (
-    HOLDING,
-    JobKind,
-    JobState,
-    PendingCode,
-)
+from ...choices import HOLDING, JobKind, JobState, PendingCode
 from ...models import Job, JobDecision
 from ...planner import Outcome
 from .. import state

@@ -12,19 +12,10 @@ from datetime import datetime
 from typing import Any
 
 from accounts import audit
-from pools.services.allocation import (
-    NotHolding,
-    release,
-)
-from pools.services.partitions import (
-    close_job_partition,
-)
+from pools.services.allocation import NotHolding, release
+from pools.services.partitions import close_job_partition
 
-from ...choices import (
-    HOLDING,
-    TRANSITIONS,
-    JobState,
-)
+from ...choices import HOLDING, TRANSITIONS, JobState
 from ...models import Job
 from .records import job_event, record_decision, send_changed
 from .spec import JobConflict

@@ -16,15 +16,9 @@ from django.utils import timezone
 
 from accounts import audit
 from fabric.models import Fabric
-from pools.services.partitions import (
-    sync_allocation_partition,
-)
+from pools.services.partitions import sync_allocation_partition
 
-from ...choices import (
-    HOLDING,
-    RUNNING_STATES,
-    JobState,
-)
+from ...choices import HOLDING, RUNNING_STATES, JobState
 from ...models import Job
 from .ends import end_job
 from .records import job_event, lock_pools, locked, record_decision, send_changed

@@ -29,12 +29,7 @@ from core.locks import single_instance
 from pools.choices import AllocationState
 from pools.models import Allocation
 
-from ...choices import (
-    JobKind,
-    JobState,
-    PendingCode,
-    TopologyMode,
-)
+from ...choices import JobKind, JobState, PendingCode, TopologyMode
 from ...models import Job, JobDecision
 from ...planner import Outcome, QueuedJob, fair_order, plan_pass
 from .. import state

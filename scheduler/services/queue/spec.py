@@ -13,19 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pools.models import Pool
-from pools.services.allocation import (
-    MAX_COUNT,
-    pool_capacity,
-)
+from pools.services.allocation import MAX_COUNT, pool_capacity
 
-from ...choices import (
-    PRIORITY,
-    JobKind,
-    OnFault,
-    PriorityClass,
-    TopologyMode,
-    Traffic,
-)
+from ...choices import PRIORITY, JobKind, OnFault, PriorityClass, TopologyMode, Traffic
 from ...locality import TIER_NAMES, UnknownTier, tier_number
 from ...models import Job
 from ...placement import Fraction, Request, RequestError, Segments

@@ -18,9 +18,7 @@ from django.utils import timezone
 from accounts import audit
 from pools.models import Pool, Tenant
 
-from ...choices import (
-    PRIORITY,
-)
+from ...choices import PRIORITY
 from ...models import Job
 from .records import job_event, send_changed
 from .spec import InvalidJob, JobError, JobSpec, check_capacity, describe

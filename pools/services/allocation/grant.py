@@ -74,9 +74,9 @@ from core.realtime import group_name, publish
 from events.services import EventSpec, record_events
 from fabric.models import Fabric, Host
 
-from ..choices import HOLDING_STATES, AllocationKind, AllocationState, GpuState
-from ..models import Allocation, AllocationItem, Gpu, MigSlice, Pool, Tenant
-from ..signals import allocation_changed
+from ...choices import HOLDING_STATES, AllocationKind, AllocationState, GpuState
+from ...models import Allocation, AllocationItem, Gpu, MigSlice, Pool, Tenant
+from ...signals import allocation_changed
 
 #: the most GPUs or slices one request may ask for: a bound on the request's shape only (what a
 #: pool can give is its GPUs, :func:`pool_capacity`; the queue refuses a job above it at submit)

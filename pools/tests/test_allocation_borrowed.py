@@ -153,8 +153,8 @@ def test_whole_gpu_reclaim_locks_the_victims_pool_in_a_second_round(tenants, mon
     victim = allocate(borrower.pk, AllocationRequest(count=2))
     allocate(borrower.pk, AllocationRequest(count=2))
     rounds: list[list[int]] = []
-    lock = grant._lock_pools
-    monkeypatch.setattr(grant, "_lock_pools", lambda ids: rounds.append(sorted(ids)) or lock(ids))
+    lock = grant.lock_pools
+    monkeypatch.setattr(grant, "lock_pools", lambda ids: rounds.append(sorted(ids)) or lock(ids))
     monkeypatch.setattr(grant, "_LOCK_ROUNDS", 1)  # one round: may reclaim only from pools it holds
     with pytest.raises(NotEnoughFree):
         allocate(owner.pk, AllocationRequest(count=2))

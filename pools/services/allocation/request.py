@@ -14,8 +14,6 @@ from ...choices import AllocationKind
 #: the most GPUs or slices one request may ask for: a bound on the request's shape only (what a
 #: pool can give is its GPUs, :func:`pool_capacity`; the queue refuses a job above it at submit)
 MAX_COUNT = 1 << 20
-
-
 #: the longest lease, seconds (a year)
 MAX_LEASE_S = 366 * 86400
 

@@ -39,22 +39,13 @@ from .records import trim_decisions
 
 log = logging.getLogger(__name__)
 
-
 #: the pass lock's key (``core.locks``) and the cache key of "another pass was asked for"
 PASS_LOCK = "scheduler.pass"
-
-
 PASS_WANTED = "weft:scheduler:pass-wanted"
-
-
 #: a pass stops renewing its lock after this (seconds): a wedged pass cannot block forever
 PASS_LIMIT_S = 600
-
-
 #: passes run back to back at most, when more were asked for while one ran
 MAX_ROUNDS = 3
-
-
 #: placements bound per transaction in bulk (``bind_many``): bounds how long a pass holds the
 #: pools' rows (other allocations wait for them)
 BIND_BATCH = 250

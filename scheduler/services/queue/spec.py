@@ -22,16 +22,10 @@ from ...placement import Fraction, Request, RequestError, Segments
 
 #: the most segments, and hosts per segment, a gang may ask for (the columns are small integers)
 MAX_SEGMENTS = 32767
-
-
 #: GPU-instance slices a GPU has at most (an A100/H100 in 7 × ``1g`` slices): a MIG job's bound
 MIG_SLICES_PER_GPU = 7
-
-
 #: the longest time limit a job may ask for (a year)
 MAX_TIME_LIMIT_S = 366 * 86400
-
-
 #: a MIG GPU instance profile name as ``nvidia-smi mig -lgip`` prints it: compute slices "g", memory
 #: "gb", an optional media-extension suffix ("1g.10gb", "7g.80gb", "1g.12gb+me")
 MIG_PROFILE_RE = re.compile(r"[1-8]g\.[1-9][0-9]{0,3}gb(\+me|\+gfx|-me)?")

@@ -57,11 +57,7 @@ def submit_with_key(spec: JobSpec, key: str, *, user, now: datetime | None = Non
 
 #: how the API names the idempotency key (the request header) in 400 and 409 answers
 IDEMPOTENCY_FIELD = "Idempotency-Key"
-
-
 IDEMPOTENCY_KEY_MAX = 255
-
-
 #: the request fields of a job: two submits with one key must agree on every one
 REQUEST_FIELDS = (
     "name", "tenant_id", "pool_id", "kind", "count", "gpu_model", "mig_profile", "memory_mib", "compute_pct",

@@ -25,8 +25,6 @@ from .common import RECLAIM, Action, Snapshot, give, label, take
 #: (whole GPUs: ``select_victims``' own budget); candidates searched: the
 #: ``planner.PREEMPT_CANDIDATES`` lowest-priority ones holding the most
 MAX_VICTIMS = 8
-
-
 VICTIM_CHECKS = 2000
 
 

@@ -93,7 +93,8 @@ from pools.services.allocation import AllocationError
 from ..choices import RUNNING_STATES, JobKind, JobState, OnFault
 from ..models import Job
 from . import queue, state
-from .queue import ends, records
+from .queue import records
+from .queue.ends import requeue_job
 
 log = logging.getLogger(__name__)
 
@@ -576,7 +577,7 @@ def _requeue(job, failing: list[dict], now: datetime, why: str = "") -> None:
     reason = why or f"fabric fault ({summary(failing)})"
     job.faults, job.degraded_at = [], None
     job.save(update_fields=["faults", "degraded_at"])
-    ends.requeue_job(job, reason, now, None, "fault")
+    requeue_job(job, reason, now, None, "fault")
 
 
 # --- replacement (inside a scheduling pass) ------------------------------------------------------

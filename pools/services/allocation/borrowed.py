@@ -58,7 +58,7 @@ def remark_borrowed(pool: Pool) -> dict[int, bool]:
     return changed
 
 
-def remarked(changed: dict[int, bool]) -> dict[str, Any]:
+def remarked_details(changed: dict[int, bool]) -> dict[str, Any]:
     """The audit details of re-marked allocations (empty when none changed)."""
     if not changed:
         return {}
@@ -81,5 +81,5 @@ def rebalance_borrowed(pool_id: int, *, user=None) -> dict[int, bool]:
             raise Pool.DoesNotExist(f"no pool {pool_id}")
         changed = remark_borrowed(pool)
         if changed:
-            audit.record("pool.borrowed", pool, remarked(changed), user=user)
+            audit.record("pool.borrowed", pool, remarked_details(changed), user=user)
     return changed

@@ -17,7 +17,7 @@ from fabric.models import Fabric
 
 from ...choices import HOLDING_STATES, AllocationKind, AllocationState, GpuState
 from ...models import Allocation, Gpu, MigSlice, Pool
-from .borrowed import remark_borrowed
+from .borrowed import remark_borrowed, remarked_details
 from .common import iso, on_commit
 from .request import NotHolding
 from .usage import fraction_use
@@ -121,6 +121,6 @@ def end_allocation(alloc: Allocation, state: str, now, user, *, reason: str) -> 
         details={"allocation": alloc.pk, "gpus": gpu_ids, "reason": reason}, tenant_id=alloc.tenant_id,
     )], at=now)  # fmt: skip
     audit.record(f"allocation.{state}", alloc,
-                 {"state": [before, state], "gpus": gpu_ids, "reason": reason, **remarked(remarked)},
+                 {"state": [before, state], "gpus": gpu_ids, "reason": reason, **remarked_details(remarked)},
                  user=user)  # fmt: skip
     on_commit(alloc, gpu_ids, fabric_id)

@@ -25,6 +25,7 @@ from pools.services.allocation import (
     NotEnoughFree,
     allocate,
     expire_leases,
+    grant,  # the module allocate() runs in
     pool_usage,
     rebalance_borrowed,
     release,
@@ -152,13 +153,13 @@ def test_whole_gpu_reclaim_locks_the_victims_pool_in_a_second_round(tenants, mon
     victim = allocate(borrower.pk, AllocationRequest(count=2))
     allocate(borrower.pk, AllocationRequest(count=2))
     rounds: list[list[int]] = []
-    lock = service._lock_pools
-    monkeypatch.setattr(service, "_lock_pools", lambda ids: rounds.append(sorted(ids)) or lock(ids))
-    monkeypatch.setattr(service, "_LOCK_ROUNDS", 1)  # one round: may reclaim only from pools it holds
+    lock = grant.lock_pools
+    monkeypatch.setattr(grant, "lock_pools", lambda ids: rounds.append(sorted(ids)) or lock(ids))
+    monkeypatch.setattr(grant, "_LOCK_ROUNDS", 1)  # one round: may reclaim only from pools it holds
     with pytest.raises(NotEnoughFree):
         allocate(owner.pk, AllocationRequest(count=2))
     assert rounds == [[owner.pk]] and not Allocation.objects.filter(state="reclaimed").exists()
-    monkeypatch.setattr(service, "_LOCK_ROUNDS", 3)
+    monkeypatch.setattr(grant, "_LOCK_ROUNDS", 3)
     rounds.clear()
     got = allocate(owner.pk, AllocationRequest(count=2))
     assert rounds == [[owner.pk], sorted([owner.pk, borrower.pk])]

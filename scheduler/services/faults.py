@@ -50,7 +50,7 @@ is part of the queue writer, ``scheduler.services.queue``): ``running → degrad
 **on_fault** (``Job.on_fault``, else ``Pool.on_fault``; only for the *failing* codes
 :data:`FAILING_CODES` — a drifting PKey or a congested link degrades and notifies only):
 ``notify`` nothing more; ``requeue`` the job's allocation is released and it is pending again
-with its submit time and priority (``queue._requeue``: ``job.preempted`` + ``job.requeued``);
+with its submit time and priority (``queue.ends.requeue_job``: ``job.preempted`` + ``job.requeued``);
 ``replace`` a scheduling pass is queued, and that pass — before it plans the pending jobs, under
 its lock, so a host goes to one of them only — swaps each failed host for a healthy one of the
 same placement unit with as many free GPUs of the job's models (:func:`replace_faulted`:
@@ -93,6 +93,8 @@ from pools.services.allocation import AllocationError
 from ..choices import RUNNING_STATES, JobKind, JobState, OnFault
 from ..models import Job
 from . import queue, state
+from .queue import records
+from .queue.ends import requeue_job
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +104,7 @@ REASON_CODES = (
 )  # fmt: skip
 #: causes that make a job's ``on_fault`` act (a host lost its fabric); the others degrade only
 FAILING_CODES = frozenset({"hca_link_down", "hca_unreachable", "host_removed", "path_link_down"})
-#: job event codes whose mail goes to the tenant's contacts too (``queue._event_spec``)
+#: job event codes whose mail goes to the tenant's contacts too (``queue.records.event_spec``)
 TENANT_MAIL_CODES = queue.TENANT_MAIL_CODES
 
 
@@ -478,7 +480,7 @@ def evaluate(job_ids: Iterable[int] | None = None, *, now: datetime | None = Non
         outcome = _apply(job.pk, new, now)
         if outcome:
             counts[outcome] = counts.get(outcome, 0) + 1
-            fab = queue._fabric_for(job)
+            fab = records.fabric_for(job)
             if fab is not None:
                 fabrics.add(fab.pk)
         replace |= outcome == "replace_wanted"
@@ -518,7 +520,7 @@ def _apply(job_id: int, new: list[dict], now: datetime) -> str | None:
     """Write one job's new causes (its own transaction); returns what happened."""
     with transaction.atomic():
         try:
-            job = queue._locked(job_id)
+            job = records.locked(job_id)
         except Job.DoesNotExist:
             return None
         if job.state not in RUNNING_STATES or not job.allocation_id:
@@ -563,11 +565,11 @@ def _note(
 ) -> None:
     """History row, event, audit and signal of a degrade/recover (in the caller's transaction)."""
     details = {"faults": faults, "on_fault": job.effective_on_fault}
-    queue._record_decision(job, decision, [f["message"] for f in faults] or [message], details, now)
+    records.record_decision(job, decision, [f["message"] for f in faults] or [message], details, now)
     queue.job_event(job, code, message, now, details)
     audit.record(f"job.{'degrade' if code == 'job.degraded' else 'recover'}", job,
                  {"state": [previous, job.state], "faults": [f["code"] + " " + f["object_key"] for f in faults]})  # fmt: skip
-    queue._send(job, previous, "fault")
+    records.send_changed(job, previous, "fault")
 
 
 def _requeue(job, failing: list[dict], now: datetime, why: str = "") -> None:
@@ -575,7 +577,7 @@ def _requeue(job, failing: list[dict], now: datetime, why: str = "") -> None:
     reason = why or f"fabric fault ({summary(failing)})"
     job.faults, job.degraded_at = [], None
     job.save(update_fields=["faults", "degraded_at"])
-    queue._requeue(job, reason, now, None, "fault")
+    requeue_job(job, reason, now, None, "fault")
 
 
 # --- replacement (inside a scheduling pass) ------------------------------------------------------
@@ -717,14 +719,14 @@ def replace_hosts(plan: Replacement, loc, now: datetime, *, user=None, source: s
             "there (its runner restarts it from its last checkpoint); nothing else is needed.",
             now, {"failed": failed, "replacements": added, "placement": plan.new, "by": source},
         )  # fmt: skip
-        queue._send(moved, JobState.DEGRADED, "replace")
+        records.send_changed(moved, JobState.DEGRADED, "replace")
 
 
 def requeue_degraded(job_id: int, now: datetime, why: str) -> bool:
     """Requeue a degraded job (its locked row; pending again with its submit time and priority,
-    ``queue._requeue``). False when it is no longer degraded."""
+    ``queue.ends.requeue_job``). False when it is no longer degraded."""
     with transaction.atomic():
-        locked = queue._locked(job_id)
+        locked = records.locked(job_id)
         if locked.state != JobState.DEGRADED:
             return False
         _requeue(locked, locked.faults, now, why=why)
@@ -733,7 +735,7 @@ def requeue_degraded(job_id: int, now: datetime, why: str) -> bool:
 
 def flush_job_events(jobs) -> None:
     """Apply the job events of ``jobs``' fabrics now (their mail), not on the minute flush."""
-    for fabric_id in sorted({f.pk for j in jobs if (f := queue._fabric_for(j)) is not None}):
+    for fabric_id in sorted({f.pk for j in jobs if (f := records.fabric_for(j)) is not None}):
         try:
             process_pending_events(fabric_id)
         except Exception:  # the flush applies them within a minute

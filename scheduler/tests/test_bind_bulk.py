@@ -1,4 +1,4 @@
-"""The pass binds runs of plain whole-GPU placements in bulk (``queue._bind_many`` through
+"""The pass binds runs of plain whole-GPU placements in bulk (``queue.binder.bind_many`` through
 ``pools.services.allocation.allocate_many``): what changed between planning and binding refuses
 only the job it touches — a GPU taken meanwhile, a quota filled meanwhile — and the other jobs of
 the batch are placed, each GPU held once."""
@@ -11,8 +11,7 @@ from pools.models import AllocationItem, Gpu
 from pools.services.allocation import AllocationRequest, allocate
 from scheduler.choices import JobState
 from scheduler.models import Job
-from scheduler.services import queue
-from scheduler.services.queue import JobSpec, run_pass, submit
+from scheduler.services.queue import JobSpec, passes, run_pass, submit
 from tests.support.jobs import gpu_cluster
 
 pytestmark = pytest.mark.backend  # bulk binds (COPY / nextval on PostgreSQL)
@@ -25,14 +24,14 @@ def cluster(db):
 
 def _plan_then(monkeypatch, meanwhile):
     """Run ``meanwhile(plan)`` between the pass's planning and its binding."""
-    real = queue.plan_pass
+    real = passes.plan_pass
 
     def planned(*args, **kw):
         plan = real(*args, **kw)
         meanwhile(plan)
         return plan
 
-    monkeypatch.setattr(queue, "plan_pass", planned)
+    monkeypatch.setattr(passes, "plan_pass", planned)
 
 
 def _jobs(cluster, n: int) -> list[Job]:

@@ -19,7 +19,7 @@ from pools.models import AllocationItem, Gpu
 from scheduler import receivers as signals
 from scheduler.models import Job
 from scheduler.services import faults, queue
-from scheduler.services.queue import JobSpec, start, submit
+from scheduler.services.queue import JobSpec, passes, start, submit
 from tests.support.jobs import gpu_cluster
 
 
@@ -67,7 +67,7 @@ def test_a_replacement_racing_new_jobs_never_holds_a_gpu_twice(monkeypatch, rnd)
 
     threads = [
         threading.Thread(target=run, args=("replace", lambda: faults.replace_faulted(timezone.now()))),
-        threading.Thread(target=run, args=("pass", lambda: queue._one_pass(None))),
+        threading.Thread(target=run, args=("pass", lambda: passes._one_pass(None))),
     ]
     for t in threads:
         t.start()

@@ -23,7 +23,18 @@ from pools.services.allocation import AllocationRequest, allocate, pool_usage, r
 from scheduler.choices import JobState
 from scheduler.models import Job, JobDecision
 from scheduler.services import queue
-from scheduler.services.queue import InvalidJob, JobConflict, JobSpec, cancel, finish, run_pass, start, submit
+from scheduler.services.queue import (
+    InvalidJob,
+    JobConflict,
+    JobSpec,
+    binder,
+    cancel,
+    finish,
+    passes,
+    run_pass,
+    start,
+    submit,
+)
 from tests.support.jobs import gpu_cluster
 
 pytestmark = pytest.mark.backend  # the queue's bulk updates, row locks and leases (Redis)
@@ -468,13 +479,13 @@ def test_a_second_pass_is_skipped_and_asked_to_run_again(cluster):
     with single_instance(queue.PASS_LOCK) as mine:
         assert mine
         assert run_pass() == {"skipped": "a scheduling pass is already running"}
-    assert queue._take_wanted() is True
+    assert passes._take_wanted() is True
     assert run_pass()["placed"] == 1
 
 
 def test_a_pass_that_dies_half_way_leaves_whole_placements_and_the_next_pass_finishes(cluster, monkeypatch):
     jobs = [submit(spec(cluster, 8, name=f"j{i}")) for i in range(3)]
-    monkeypatch.setattr(queue, "BIND_BATCH", 1)  # one bulk transaction per placement
+    monkeypatch.setattr(passes, "BIND_BATCH", 1)  # one bulk transaction per placement
     real = pools_allocation.allocate_many
     calls, die_at = [], [2]
 
@@ -484,13 +495,13 @@ def test_a_pass_that_dies_half_way_leaves_whole_placements_and_the_next_pass_fin
             raise SystemExit("worker killed")  # not an AllocationError: the pass itself dies
         return real(requests, **kw)
 
-    monkeypatch.setattr(queue, "allocate_many", dying)
+    monkeypatch.setattr(binder, "allocate_many", dying)
     with pytest.raises(SystemExit):
         run_pass()
     states = dict(Job.objects.values_list("pk", "state"))
     assert sorted(states.values()) == ["pending", "pending", "placed"]
     assert Allocation.objects.filter(state="active").count() == 1
-    monkeypatch.setattr(queue, "BIND_BATCH", 250)  # the two pending ones in one batch: it dies whole
+    monkeypatch.setattr(passes, "BIND_BATCH", 250)  # the two pending ones in one batch: it dies whole
     calls.clear()
     die_at[0] = 1
     with pytest.raises(SystemExit):
@@ -498,7 +509,7 @@ def test_a_pass_that_dies_half_way_leaves_whole_placements_and_the_next_pass_fin
     assert len(calls[0]) == 2
     assert sorted(Job.objects.values_list("state", flat=True)) == ["pending", "pending", "placed"]
     assert Allocation.objects.filter(state="active").count() == 1
-    monkeypatch.setattr(queue, "allocate_many", real)
+    monkeypatch.setattr(binder, "allocate_many", real)
     run_pass()
     for j in jobs:
         j.refresh_from_db()

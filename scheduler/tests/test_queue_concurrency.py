@@ -15,7 +15,7 @@ from pools.models import Allocation, AllocationItem, Gpu
 from scheduler import receivers
 from scheduler.models import Job
 from scheduler.services import queue
-from scheduler.services.queue import JobSpec, submit
+from scheduler.services.queue import JobSpec, passes, submit
 from tests.support.jobs import gpu_cluster
 
 
@@ -35,7 +35,7 @@ def test_two_passes_at_once_never_place_a_job_twice_nor_share_a_gpu(monkeypatch)
     def one() -> None:
         try:
             barrier.wait(timeout=30)
-            results.append(queue._one_pass(None))
+            results.append(passes._one_pass(None))
         except BaseException as exc:  # reported below
             errors.append(exc)
         finally:

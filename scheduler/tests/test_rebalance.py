@@ -22,7 +22,7 @@ from pools.models import Allocation, Pool, Tenant
 from scheduler import receivers
 from scheduler.models import Job
 from scheduler.services import queue
-from scheduler.services.queue import PASS_LOCK, JobSpec, finish, run_pass, submit
+from scheduler.services.queue import PASS_LOCK, JobSpec, finish, passes, run_pass, submit
 from scheduler.services.rebalance import plan_rebalance, run_rebalance
 from telemetry.models import PortCounters, Sweep
 from tests.support.jobs import gpu_cluster
@@ -329,7 +329,7 @@ def test_a_real_run_while_a_pass_runs_in_another_worker_does_nothing(monkeypatch
     monkeypatch.setattr(receivers, "queue_pass", lambda: None)  # only the passes this test runs
     owner, _, _ = _borrow(gpu_cluster(2, 2, 8, name="lockrace"))
     inside, go, errors = threading.Event(), threading.Event(), []
-    one_pass = queue._one_pass
+    one_pass = passes._one_pass
 
     def held_open(now):
         inside.set()
@@ -337,7 +337,7 @@ def test_a_real_run_while_a_pass_runs_in_another_worker_does_nothing(monkeypatch
             raise TimeoutError("the test never let the pass go on")
         return one_pass(now)
 
-    monkeypatch.setattr(queue, "_one_pass", held_open)
+    monkeypatch.setattr(passes, "_one_pass", held_open)
 
     def worker() -> None:
         try:
@@ -420,7 +420,7 @@ def test_a_preemptible_job_is_moved_so_that_a_whole_leaf_comes_free(cluster, use
 
 
 def test_a_move_whose_job_changed_after_the_plan_is_refused_and_changes_nothing(cluster, monkeypatch):
-    from scheduler.services import rebalance
+    from scheduler.services.rebalance import running as rebalance  # the module run_rebalance calls it in
 
     small, big = _fragmented(cluster)
     planned = rebalance.plan_rebalance

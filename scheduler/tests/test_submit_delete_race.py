@@ -18,7 +18,7 @@ from pools.models import Pool, Tenant
 from pools.services import tenancy
 from scheduler.models import Job
 from scheduler.services import queue
-from scheduler.services.queue import JobSpec
+from scheduler.services.queue import JobSpec, submitting
 from tests.support.gpus import make_gpu_fabric
 from tests.support.pglocks import backend_pid, waits_for_a_lock
 from tests.support.waits import wait_for
@@ -47,7 +47,7 @@ def test_a_submit_racing_its_pools_delete_is_kept_or_refused_never_lost(first, m
         return wrapped
 
     if first == "submit":  # after the job's insert, inside the submit's transaction
-        monkeypatch.setattr(queue, "job_event", hold_then(queue.job_event, "submit"))
+        monkeypatch.setattr(submitting, "job_event", hold_then(submitting.job_event, "submit"))
     else:  # the delete's check, after its lock
         monkeypatch.setattr(tenancy, "refuse_if_holding", hold_then(tenancy.refuse_if_holding, "delete"))
     results: dict[str, object] = {}

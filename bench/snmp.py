@@ -1,4 +1,5 @@
-"""Benchmark: one SNMP poll of 100 devices served by snmpsim, against the same reads one at a time.
+"""Benchmark: one SNMP poll of 100 devices served by snmpsim, against net-snmp's C tools reading the
+same columns with the same concurrency, and against the same reads one at a time.
 
 ``--devices`` (default 100) copies of one real recording (``--recording``, default the Arista
 DCS-7150S-52-CL of ``$WEFT_REALDATA/snmp``: 59 interfaces with 64-bit counters, PFC counters,
@@ -8,18 +9,27 @@ written into the project), are served by ``--agents`` snmpsim processes (default
 core) on loopback, each device its own community. A throw-away SQLite database (``WEFT_DATA_DIR``
 in a temp folder) holds the devices.
 
-After one warm-up poll (identification, entity tree; not timed), each round times, alternating
-which goes first:
+After one warm-up poll (identification, entity tree; not timed), Weft's walk of the 13 interface
+columns and net-snmp's of the same columns are compared value by value (every device with
+``--tiny``, else the first three: ``values_checked``; the bench stops with the differences when
+one differs). Then each round times, each side first in turn:
 
 * ``poll``: ``devices.services.poll.poll_devices`` — every device read concurrently
   (``WEFT_SNMP_CONCURRENCY``), then stored and the alarm rules applied (what the beat task does);
   its read phase alone is ``collect``;
+* ``netsnmp``: net-snmp's C tools (Debian package ``snmp``) reading what a poll reads of every
+  device: ``snmpget`` of the two scalars and one ``snmpbulkwalk -Cr64`` of each of the 13
+  interface columns (``INTERFACE_COLUMNS``), no MIB loaded, ``--concurrency`` devices at once
+  (that many processes at a time), so the agents answer the same requests;
 * ``baseline``: the same reads (``collect``) one device at a time (concurrency 1), as a poller
   that walks its devices in turn.
 
 The last line of stdout is a JSON object: ``devices``, ``interfaces`` (read per poll),
 ``sweep_s`` (median poll, store included), ``collect_s`` (median concurrent reads),
-``baseline_s`` (median one-at-a-time reads), ``speedup`` (baseline / collect), ``requests``
+``baseline_s`` (median one-at-a-time reads), ``speedup`` (baseline / collect), ``netsnmp_s``
+(median net-snmp reads), ``ratio_netsnmp`` (collect / netsnmp; target ``ratio_netsnmp_target``
+1.5), ``cpu_s_per_1000_interfaces`` (the poller's CPU seconds of the concurrent reads per 1,000
+interfaces; ``netsnmp_cpu_s_per_1000_interfaces`` the same of the net-snmp processes), ``requests``
 (SNMP requests per poll), ``client_cpu_s`` / ``agents_cpu_s`` (CPU seconds the poller and the
 snmpsim agents spent during the concurrent reads: where the time goes), ``*_range`` [min, max], ``rounds``, ``load`` (load averages at start and
 end), ``quiet`` (false when the 1-minute load at start was above 0.5), ``sensors_every_s`` (``WEFT_SNMP_SENSORS_S``: the timed polls come right after the
@@ -35,6 +45,7 @@ in a recording).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gzip
 import json
 import os
@@ -79,10 +90,121 @@ def cpu_s(pids: list[int]) -> float:
     return total
 
 
+async def _walk(target) -> dict[str, dict[str, object]]:
+    """Weft's walk of the 13 interface columns of one device (``devices.collectors.snmp``)."""
+    from devices.collectors.snmp import Session
+    from devices.services.poll import INTERFACE_COLUMNS
+
+    session = Session(target)
+    try:
+        return await session.walk(list(INTERFACE_COLUMNS))
+    finally:
+        session.close()
+
+
 def trimmed(path: Path) -> str:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8", errors="surrogateescape") as fh:
         return "".join(ln for ln in fh if ln.startswith(KEEP))
+
+
+#: net-snmp's C tools (Debian package ``snmp``): the baseline of the ratio
+NETSNMP_TOOLS = ("snmpget", "snmpbulkwalk")
+#: every option of every net-snmp run: no MIB files loaded (``-m ''``: numeric OIDs only, as
+#: Weft's poller), numeric OIDs out (``-On``), value only after the OID (``-Oq``), enumerations
+#: and time ticks as numbers (``-Oe -Ot``), strings in hex where not printable is irrelevant here
+NETSNMP_OPTS = ("-v2c", "-m", "", "-On", "-Oq", "-Oe", "-Ot", "-Cr64")
+
+
+#: how net-snmp prints an exception value (endOfMibView at the end of the agent's MIB, noSuch*):
+#: not a value
+NETSNMP_EXCEPTIONS = ("No more variables left", "No Such Object", "No Such Instance")
+
+
+def netsnmp_missing() -> list[str]:
+    """The net-snmp tools absent from ``PATH`` (install the Debian package ``snmp``)."""
+    import shutil
+
+    return [t for t in NETSNMP_TOOLS if shutil.which(t) is None]
+
+
+def netsnmp_commands(host: str, port: int, community: str, timeout_s: float, retries: int) -> list[list[str]]:
+    """The net-snmp runs that read one device as Weft's poll between inventories does: one
+    ``snmpget`` of the poll's two scalars (``devices.mibs.POLL_SCALARS``) and one ``snmpbulkwalk``
+    of each of the 13 interface columns (``devices.services.poll.INTERFACE_COLUMNS``), 64
+    repetitions a request (``-Cr64``: the 64 varbinds a response carries in Weft's walk)."""
+    from devices import mibs
+    from devices.services.poll import INTERFACE_COLUMNS
+
+    common = ["-c", community, "-t", f"{timeout_s:g}", "-r", str(retries)]
+    agent = f"udp:{host}:{port}"
+    get = ["snmpget", *[o for o in NETSNMP_OPTS if o != "-Cr64"], *common, agent, *mibs.POLL_SCALARS]
+    walks = [["snmpbulkwalk", *NETSNMP_OPTS, *common, agent, col] for col in INTERFACE_COLUMNS]
+    return [get, *walks]
+
+
+def parse_netsnmp(text: str) -> dict[str, str]:
+    """``{numeric OID: value text}`` of net-snmp's ``-On -Oq`` output (``.1.3.6... value``; the
+    exception values of :data:`NETSNMP_EXCEPTIONS` left out)."""
+    out = {}
+    for line in text.splitlines():
+        oid, _, value = line.partition(" ")
+        value = value.strip().strip('"')
+        if oid.startswith(".") and not value.startswith(NETSNMP_EXCEPTIONS):
+            out[oid[1:]] = value
+    return out
+
+
+def netsnmp_poll(jobs: list[list[list[str]]], concurrency: int) -> tuple[float, float, list[str]]:
+    """Run each device's commands (:func:`netsnmp_commands`, one after the other) with
+    ``concurrency`` devices at once (that many net-snmp processes running at a time, as Weft's
+    poller reads that many devices at once). Returns ``(wall s, CPU s of the net-snmp processes,
+    [each device's output])``.
+
+    Raises:
+        RuntimeError: a tool failed (its stderr in the message)."""
+    import resource
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(cmds: list[list[str]]) -> str:
+        text = []
+        for argv in cmds:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+            if r.returncode != 0:
+                raise RuntimeError(
+                    f"{' '.join(argv[:1] + argv[-2:])}: exit {r.returncode}: {r.stderr[-300:]}"
+                )
+            text.append(r.stdout)
+        return "".join(text)
+
+    def children_cpu() -> float:
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return ru.ru_utime + ru.ru_stime
+
+    c0, t0 = children_cpu(), time.monotonic()
+    with ThreadPoolExecutor(concurrency) as pool:
+        outputs = list(pool.map(one, jobs))
+    return time.monotonic() - t0, children_cpu() - c0, outputs
+
+
+def same_values(weft: dict[str, dict[str, object]], netsnmp: dict[str, str]) -> list[str]:
+    """Where Weft's walk (``Session.walk``: ``{column: {index: value}}``) and net-snmp's
+    (:func:`parse_netsnmp`) of the same columns differ: ``["<oid>: weft <v> net-snmp <v>"]``
+    (empty when every value is the same, and both read the same OIDs)."""
+    diffs = []
+    seen = set()
+    for col, rows in weft.items():
+        for index, value in rows.items():
+            oid = f"{col}.{index}"
+            seen.add(oid)
+            theirs = netsnmp.get(oid)
+            mine = value.decode("latin-1") if isinstance(value, bytes) else str(value)
+            if theirs is None or theirs != mine:
+                diffs.append(f"{oid}: weft {mine!r} net-snmp {theirs!r}")
+    prefixes = tuple(f"{c}." for c in weft)
+    diffs += [f"{oid}: net-snmp only" for oid in netsnmp if oid.startswith(prefixes) and oid not in seen]
+    return diffs
 
 
 def main() -> int:
@@ -104,6 +226,13 @@ def main() -> int:
     source = realdata / "snmp" / args.recording
     if not source.exists():
         print(json.dumps({"error": f"{source} is absent (set WEFT_REALDATA)"}))
+        return 1
+    if netsnmp_missing():
+        print(
+            json.dumps(
+                {"error": f"{', '.join(netsnmp_missing())} not found: install Debian's snmp (bin/setup)"}
+            )
+        )
         return 1
 
     def say(*a):
@@ -159,11 +288,26 @@ def run(args, kit: benchkit.Bench, source: Path, say) -> dict:
         if bad:
             return {"error": "devices failed the warm-up poll", "failed": bad[:5]}
         interfaces = sum(r["interfaces"] for r in warm)
-        polls, collects, bases, requests = [], [], [], []
-        client_cpu, agent_cpu = [], []
+        devices = list(Device.objects.select_related("fabric").order_by("pk"))
+        jobs = [netsnmp_commands(d.address, d.port, d.target().community, args.timeout, 1) for d in devices]
+        # both read the same values: Weft's walk of the 13 columns against net-snmp's, per device
+        checked = devices if args.tiny else devices[:3]
+        _, _, texts = netsnmp_poll(jobs[: len(checked)], args.concurrency)
+        diffs = []
+        for d, text in zip(checked, texts, strict=True):
+            theirs = parse_netsnmp(text)
+            mine = asyncio.run(_walk(d.target()))
+            diffs += [f"{d.name} {x}" for x in same_values(mine, theirs)]
+            values = sum(len(v) for v in mine.values())
+        say(f"values: {len(checked)} devices x {values} values read the same by both: {not diffs}")
+        if diffs:
+            return {"error": "Weft and net-snmp read different values", "differences": diffs[:10]}
+        polls, collects, bases, nets, requests = [], [], [], [], []
+        client_cpu, agent_cpu, net_cpu = [], [], []
         agent_pids = [a.proc.pid for a in agents]
+        sides = ("poll", "netsnmp", "baseline")
         for rnd in range(args.rounds):
-            order = ("poll", "baseline") if rnd % 2 == 0 else ("baseline", "poll")
+            order = sides[rnd % 3 :] + sides[: rnd % 3]  # each side first in turn
             for what in order:
                 devices = list(Device.objects.select_related("fabric").order_by("pk"))
                 if what == "poll":
@@ -171,20 +315,25 @@ def run(args, kit: benchkit.Bench, source: Path, say) -> dict:
                     out = poll_devices(devices, inventory=False, concurrency=args.concurrency)
                     polls.append(time.monotonic() - t)
                     requests.append(sum(r["requests"] for r in out))
-                    # the read phase alone, on its own, for the ratio against the baseline
+                    # the read phase alone, on its own, for the ratios against the baselines
                     t, c0, a0 = time.monotonic(), time.process_time(), cpu_s(agent_pids)
                     got = collect(devices, inventory=False, concurrency=args.concurrency)
                     collects.append(time.monotonic() - t)
                     client_cpu.append(time.process_time() - c0)
                     agent_cpu.append(cpu_s(agent_pids) - a0)
                     assert all(r.kind == "ok" for r in got.values()), "a device failed"
+                elif what == "netsnmp":
+                    wall, cpu, _ = netsnmp_poll(jobs, args.concurrency)
+                    nets.append(wall)
+                    net_cpu.append(cpu)
                 else:
                     t = time.monotonic()
                     got = collect(devices, inventory=False, concurrency=1)
                     bases.append(time.monotonic() - t)
                     assert all(r.kind == "ok" for r in got.values()), "a device failed"
             say(
-                f"round {rnd + 1}: poll {polls[-1]:.2f} s (reads {collects[-1]:.2f} s), one at a time {bases[-1]:.2f} s"
+                f"round {rnd + 1}: poll {polls[-1]:.2f} s (reads {collects[-1]:.2f} s), net-snmp "
+                f"{nets[-1]:.2f} s, one at a time {bases[-1]:.2f} s"
             )
     finally:
         for a in agents:
@@ -195,6 +344,8 @@ def run(args, kit: benchkit.Bench, source: Path, say) -> dict:
 
     collect_s = statistics.median(collects)
     base_s = statistics.median(bases)
+    net_s = statistics.median(nets)
+    cpu = statistics.median(client_cpu)
     out = {
         "devices": args.devices,
         "interfaces": interfaces,
@@ -205,17 +356,28 @@ def run(args, kit: benchkit.Bench, source: Path, say) -> dict:
         "baseline_s": round(base_s, 3),
         "baseline_s_range": rng(bases),
         "speedup": round(base_s / collect_s, 2) if collect_s else None,
+        "netsnmp_s": round(net_s, 3),
+        "netsnmp_s_range": rng(nets),
+        "ratio_netsnmp": round(collect_s / net_s, 2) if net_s else None,
+        "ratio_netsnmp_target": 1.5,
+        "netsnmp_cpu_s": round(statistics.median(net_cpu), 3),
+        "cpu_s_per_1000_interfaces": round(cpu / interfaces * 1000, 3) if interfaces else None,
+        "netsnmp_cpu_s_per_1000_interfaces": round(statistics.median(net_cpu) / interfaces * 1000, 3)
+        if interfaces
+        else None,
+        "values_checked": len(checked),
         "requests": int(statistics.median(requests)),
-        "client_cpu_s": round(statistics.median(client_cpu), 3),
+        "client_cpu_s": round(cpu, 3),
         "agents_cpu_s": round(statistics.median(agent_cpu), 3),
         "agents": args.agents,
         "concurrency": args.concurrency,
         "rounds": args.rounds,
         "sensors_every_s": settings.WEFT_SNMP_SENSORS_S,
         "recording": args.recording,
-        "notes": "snmpsim (pure Python, single-threaded per agent) shares the 2 cores with the poller: "
-        "the agents' answering time is part of every figure, and both sides decode BER with pyasn1 "
-        "(the client's largest cost); target sweep_s <= 5 s",
+        "notes": "snmpsim (pure Python, single-threaded per agent) shares the 2 cores with the poller "
+        "and net-snmp: the agents' answering time is part of every figure. ratio_netsnmp = Weft's "
+        "concurrent reads (collect_s) / net-snmp's C tools reading the same 13 columns of every "
+        "device with the same concurrency (netsnmp_s); target <= 1.5",
     }
     return out
 

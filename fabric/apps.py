@@ -25,8 +25,8 @@ class FabricConfig(AppConfig):
         )
         enqueue.register(
             "fabric.port_action",
-            lambda fabric_id, port_id, action, user_id: tasks.port_action_task.apply_async(
-                args=(fabric_id, port_id, action, user_id)
+            lambda fabric_id, port_id, action, user_id, via="page": tasks.port_action_task.apply_async(
+                args=(fabric_id, port_id, action, user_id, via)
             ),
         )
         enqueue.register(

@@ -214,10 +214,12 @@ def reconcile_partitions_task() -> list[dict]:
 
 
 @shared_task(name="fabric.tasks.port_action_task", ignore_result=False)
-def port_action_task(fabric_id: int, port_id: int, action: str, user_id: int | None = None) -> dict:
-    """Run a port action (``fabric.services.portactions.run_port_action``) on a worker of the
-    fabric's site (``request_port_action`` waits for this result: the one task whose result is
-    kept). Returns ``{"done": result}``, ``{"refused": why}`` or ``{"failed": why}``."""
+def port_action_task(
+    fabric_id: int, port_id: int, action: str, user_id: int | None = None, via: str = "page"
+) -> dict:
+    """Run a port action (``fabric.services.portactions.run_port_action``, asked ``via`` the port
+    page or the UFM API) on a worker of the fabric's site (``request_port_action`` waits for this
+    result: the one task whose result is kept). Returns ``{"done": result}``, ``{"refused": why}`` or ``{"failed": why}``."""
     from django.contrib.auth import get_user_model
 
     from .models import Port
@@ -228,7 +230,7 @@ def port_action_task(fabric_id: int, port_id: int, action: str, user_id: int | N
         return {"failed": f"no port {port_id} in fabric {fabric_id} (removed by a discovery?)"}
     user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
     try:
-        return {"done": dataclasses.asdict(run_port_action(port, action, user=user))}
+        return {"done": dataclasses.asdict(run_port_action(port, action, user=user, via=via))}
     except PortActionRefused as exc:
         return {"refused": str(exc)}
     except PortActionFailed as exc:

@@ -1,20 +1,26 @@
 """UFM's "unhealthy ports" with action ``isolate``: ``PUT /app/unhealthy_ports``.
 
-``ports_policy`` ``UNHEALTHY`` disables each named switch port in the fabric
-(``ibportstate <switch lid> <port> disable`` through the fabric's HCA port and tool environment,
-``fabric.collectors.portstate``), marks it isolated through the one writer of isolated ports
-(``fabric.services.isolation``: a ``fabric.IsolatedPort`` row, the Info alarm ``port.isolated``) and
-stores the state the port answered through the topology's one writer of port states
-(``fabric.services.ingest.apply_port_states``: the port is Down, its link is gone; no
-``link.down``, the loss is expected). ``HEALTHY`` enables it again (``ibportstate ... enable``:
-the port polls and its link trains; the SM brings it to Active, and a notice or the next
-discovery stores the link again), deletes the row and writes ``port.isolation_cleared``, which
-clears the alarm. Both are audited (``ufm.port_isolate``, ``ufm.port_healthy``).
+``ports_policy`` ``UNHEALTHY`` disables each named switch port in the fabric, ``HEALTHY`` enables
+it again, through the one runner of a switch port's disable and enable that the port page uses
+too (``fabric.services.portactions.request_port_action`` with ``via="ufm"``): on a worker of the
+fabric's collector site (``fabric.tasks.port_action_task`` on the site's queue, ``core.sites``),
+never in the web process, this request waiting for each port's answer (at most
+``fabric.services.portactions.SITE_WAIT_S`` each); at once in this process when site checks are
+off (the embedded deployment). That runner checks the port page's rules again (the SM's path, the
+route Weft reaches the switch through: a port refused there is a failed port here), runs
+``ibportstate <switch lid> <port> disable|enable``, marks the port isolated or not through the one
+writer of isolated ports (``fabric.services.isolation``: a ``fabric.IsolatedPort`` row, the Info
+alarm ``port.isolated``, cleared by ``port.isolation_cleared``), stores the state the port answered
+through the topology's one writer of port states (``fabric.services.ingest.apply_port_states``:
+the port is Down, its link is gone; no ``link.down``, the loss is expected) and audits it
+(``port.disable``/``port.enable`` with ``via: "ufm"``). An enabled port polls and its link trains;
+the SM brings it to Active, and a notice or the next discovery stores the link again.
 
 Refused (400, nothing done): a port Weft does not know, a CA port (isolate the switch port it is
 cabled to: a host's own HCA is not the fabric's to switch off), a port that is not a switch's
 physical port, and the switch port cabled to the master SM's port (disabling it would cut the SM
-off the subnet; ``Fabric.master_sm_guid``). Every port is checked before any is touched.
+off the subnet; ``Fabric.master_sm_guid``). Every port is checked before any is touched. 503
+(``core.sites.SiteDown``, nothing sent) when the fabric's site has no live worker.
 """
 
 from __future__ import annotations
@@ -26,13 +32,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts import audit
-from fabric.choices import NodeType, PhysState
-from fabric.collectors.portstate import set_port_state
-from fabric.collectors.tools import ToolError
-from fabric.keys import port_key, port_name
+from core.sites import require_live
+from fabric.choices import NodeType
 from fabric.models import Fabric, Link, Node, Port
-from fabric.services.ingest import PortObservation, apply_port_states
-from fabric.services.isolation import IsolationTarget, set_isolated
+from fabric.services.portactions import PortActionFailed, PortActionRefused, request_port_action
 
 from .inputs import HEALTHY, UNHEALTHY, DeviceHealth, UfmInputError, UnhealthyPorts, ufm_guid
 from .models import UfmJob, UnhealthyPort
@@ -46,10 +49,7 @@ TOOL_TIMEOUT_S = 30.0
 class _Target:
     name: str  # UFM's "<guid>_<port>" as asked
     node: Node
-    port_num: int
-    peer: str
-    peer_guid: str = ""
-    peer_port_num: int | None = None
+    port: Port
 
 
 class IsolationFailed(RuntimeError):
@@ -93,77 +93,42 @@ def _resolve(fabric: Fabric, ports: list[tuple[str, int]]) -> list[_Target]:
                 "ports",
                 f"{asked} is cabled to the master SM ({remote.node.name}): disabling it would cut the SM off",
             )
-        peer = port_name(remote.node.name or remote.node.node_guid, remote.port_num) if remote else ""
-        out.append(
-            _Target(
-                asked,
-                node,
-                num,
-                peer,
-                remote.node.node_guid if remote else "",
-                remote.port_num if remote else None,
-            )
-        )
+        out.append(_Target(asked, node, port))
     return out
 
 
 def set_port_health(fabric: Fabric, req: UnhealthyPorts, *, user=None) -> dict:
     """Isolate (``UNHEALTHY``) or re-enable (``HEALTHY``) the ports of ``req`` (see the module
-    docstring). Returns ``{"ports_policy", "ports": [{"port", "physical_state", "done"}]}``.
+    docstring), one after the other. Returns ``{"ports_policy", "ports": [{"port",
+    "physical_state", "done"}]}`` (``physical_state`` as the port answered, e.g. ``Disabled``).
 
     Raises:
         UfmInputError: a port refused (nothing was done).
-        IsolationFailed: ``ibportstate`` failed for some ports (the others are done and recorded).
+        core.sites.SiteDown: the fabric's site has no live worker (503; nothing was sent).
+        IsolationFailed: some ports failed (``ibportstate`` failed, the port page's rules refused
+            the port, or no answer from the site's worker in time); the others are done and
+            recorded.
     """
     targets = _resolve(fabric, req.ports)
     action = "disable" if req.policy == UNHEALTHY else "enable"
-    results, observed, done = [], {}, []
+    require_live(fabric.site, f"The UFM API's {action} of {len(targets)} port(s) of fabric {fabric.name} was")
+    results = []
     for t in targets:
-        lid = t.node.lid
         try:
-            if not lid:
-                raise ToolError(f"switch {t.node.name} has no LID known (rediscover the fabric)")
-            reading = set_port_state(fabric, lid, t.port_num, action, timeout=TOOL_TIMEOUT_S)
-        except (ToolError, ValueError) as exc:
+            if not t.node.lid:
+                raise PortActionFailed(f"switch {t.node.name} has no LID known (rediscover the fabric)")
+            done = request_port_action(t.port, action, user=user, via="ufm")
+        except (PortActionFailed, PortActionRefused, ValueError) as exc:
             log.warning("UFM API: %s of %s failed: %s", action, t.name, exc)
             results.append({"port": t.name, "done": False, "error": str(exc)[:300]})
             continue
-        results.append({"port": t.name, "done": True, "physical_state": PhysState(reading.phys_state).label})
-        observed[(t.node.node_guid, t.port_num)] = PortObservation(reading.state, reading.phys_state)
-        done.append(t)
-    _record(fabric, req.policy, done, user)
-    if observed:
-        apply_port_states(fabric, observed, note=f"UFM API: ports {action}d ({req.policy.lower()})")
+        results.append({"port": t.name, "done": True, "physical_state": done.as_dict()["phys_state"]})
     failed = [r for r in results if not r["done"]]
     if failed:
         raise IsolationFailed(
             f"ibportstate {action} failed for {len(failed)} of {len(results)} port(s)", results
         )
     return {"ports_policy": req.policy, "ports": results}
-
-
-def _record(fabric: Fabric, policy: str, done: list[_Target], user) -> None:
-    """Store what was done in one transaction: the isolated ports through their one writer
-    (``fabric.services.isolation``: rows, ``port.isolated``/``port.isolation_cleared``), the audit."""
-    if not done:
-        return
-    isolate = policy == UNHEALTHY
-    targets = [
-        IsolationTarget(t.node, t.port_num, t.peer, t.peer_guid, t.peer_port_num) if isolate
-        else IsolationTarget(t.node, t.port_num)
-        for t in done
-    ]  # fmt: skip
-    with transaction.atomic():
-        changed = set_isolated(fabric, targets, isolated=isolate, via="ufm", user=user)
-        for t, new in zip(done, changed, strict=True):
-            key = port_key(t.node.node_guid, t.port_num)
-            if isolate:
-                row = UnhealthyPort.objects.get(
-                    fabric=fabric, node_guid=t.node.node_guid, port_num=t.port_num
-                )
-                audit.record("ufm.port_isolate", row, {"port": key, "peer": t.peer, "new": new}, user=user)
-            else:
-                audit.record("ufm.port_healthy", fabric, {"port": key, "was_isolated": new}, user=user)
 
 
 def _sm_entry_ports(fabric: Fabric) -> dict[int, int]:

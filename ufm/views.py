@@ -6,8 +6,8 @@ Each handler is served under ``/ufmRest/`` (HTTP Basic), ``/ufmRestV3/`` (UFM to
 trailing slash (no redirect: a redirect loses a client's POST body). Answers are JSON; errors
 ``{"error": message, "field": name}`` with 400 (bad input, naming the field), 401/403 (auth,
 role), 404, 409 (a change Weft refuses), 429 (sign-in locked), 502 (a fabric tool failed), 503
-(nothing to serve yet, or the database is unavailable: never an empty list a client would act
-on, with ``Retry-After``).
+(nothing to serve yet, the database is unavailable, or the fabric's collector site has no live
+worker for a port isolation: never an empty list a client would act on, with ``Retry-After``).
 
 The client sources each handler was checked against are named in its docstring:
 
@@ -42,6 +42,7 @@ from rest_framework.views import APIView
 from accounts.login_throttle import lockout_response
 from accounts.roles import Role, has_role
 from accounts.tokens import create_token
+from core.sites import SiteDown
 from events.models import Event
 from events.services import EventNotDeletable, delete_event
 
@@ -131,6 +132,10 @@ class UfmView(APIView):
             return _error(409, str(exc))
         if isinstance(exc, IsolationFailed):
             return _error(502, str(exc), ports=exc.results)
+        if isinstance(exc, SiteDown):  # the fabric's site has no live worker: nothing was sent
+            response = _error(503, str(exc), **{k: v for k, v in exc.as_dict().items() if k != "detail"})
+            response["Retry-After"] = str(RETRY_AFTER_S)
+            return response
         if isinstance(exc, (UfmUnavailable, DatabaseError)):
             if isinstance(exc, DatabaseError):
                 log.warning("UFM API: database unavailable: %s", exc)

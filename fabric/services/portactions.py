@@ -47,7 +47,7 @@ from ..collectors.tools import ToolError
 from ..keys import port_key, port_name
 from ..models import Port
 from .ingest import PortObservation, apply_port_states
-from .isolation import IsolationTarget, set_isolated
+from .isolation import VIA, IsolationTarget, set_isolated
 
 log = logging.getLogger(__name__)
 
@@ -198,15 +198,22 @@ def _isolation_target(port: Port, peer: Port | None) -> IsolationTarget:
     )  # fmt: skip
 
 
-def run_port_action(port: Port, action: str, *, user=None) -> PortActionResult:
+def run_port_action(port: Port, action: str, *, user=None, via: str = "page") -> PortActionResult:
     """Check (:func:`check_port_action`), run the tool, store what the port answered, audit
     (``port.<action>``; refused and failed attempts too, with ``done: false`` and why).
+
+    The one runner of a switch port's disable and enable, whoever asks: ``via`` ``"page"`` (the
+    port page and ``POST /api/fabric/ports/<id>/action/``) or ``"ufm"`` (the UFM-compatible API's
+    unhealthy ports, ``ufm.isolation``), as ``fabric.services.isolation.VIA`` names them; it is
+    kept in the audit entry (``via``) and the isolation's event.
 
     Raises:
         PortActionRefused: refused (nothing sent).
         PortActionFailed: the tool failed (nothing stored; the failure is audited).
-        ValueError: an unknown action.
+        ValueError: an unknown action, or ``via`` not one of ``fabric.services.isolation.VIA``.
     """
+    if via not in VIA:
+        raise ValueError(f"via {via!r} is not one of {', '.join(VIA)}")
     port = Port.objects.select_related("node__fabric").get(pk=port.pk)
     node, fabric = port.node, port.node.fabric
     key, shown = port_key(node.node_guid, port.port_num), port_name(str(node), port.port_num)
@@ -215,7 +222,10 @@ def run_port_action(port: Port, action: str, *, user=None) -> PortActionResult:
     except PortActionRefused as exc:  # a refused attempt is audited too (who tried what, and why not)
         with transaction.atomic():
             audit.record(
-                f"port.{action}", port, {"port": key, "done": False, "refused": str(exc)[:300]}, user=user
+                f"port.{action}",
+                port,
+                {"port": key, "via": via, "done": False, "refused": str(exc)[:300]},
+                user=user,
             )
         raise
     peer = _peer(port)  # read before the disable removes the link
@@ -230,14 +240,19 @@ def run_port_action(port: Port, action: str, *, user=None) -> PortActionResult:
         log.warning("port action %s on %s failed: %s", action, shown, exc)
         with transaction.atomic():
             audit.record(
-                f"port.{action}", port, {"port": key, "done": False, "error": str(exc)[:300]}, user=user
+                f"port.{action}",
+                port,
+                {"port": key, "via": via, "done": False, "error": str(exc)[:300]},
+                user=user,
             )
         raise PortActionFailed(str(exc)) from None
     with transaction.atomic():  # the audit entry, the isolation and the state the port answered, together
-        audit.record(f"port.{action}", port, {"port": key, "done": True, **result.as_dict()}, user=user)
+        audit.record(
+            f"port.{action}", port, {"port": key, "via": via, "done": True, **result.as_dict()}, user=user
+        )
         if action in ("disable", "enable"):
             set_isolated(
-                fabric, [_isolation_target(port, peer)], isolated=action == "disable", via="page", user=user
+                fabric, [_isolation_target(port, peer)], isolated=action == "disable", via=via, user=user
             )
         if result.state is not None:
             observed = {(node.node_guid, port.port_num): PortObservation(result.state, result.phys_state)}
@@ -251,11 +266,12 @@ def run_port_action(port: Port, action: str, *, user=None) -> PortActionResult:
 SITE_WAIT_S = 4 * TOOL_TIMEOUT_S
 
 
-def request_port_action(port: Port, action: str, *, user=None) -> PortActionResult:
+def request_port_action(port: Port, action: str, *, user=None, via: str = "page") -> PortActionResult:
     """:func:`run_port_action` where the fabric can be reached (issue 25 §2): at once in this
     process when site checks are off (the embedded deployment reaches every fabric), else on a
     worker of the fabric's collector site (``fabric.tasks.port_action_task`` on its site queue),
-    waiting up to :data:`SITE_WAIT_S` for its answer.
+    waiting up to :data:`SITE_WAIT_S` for its answer. ``via`` as :func:`run_port_action` (the
+    port page and the UFM API's unhealthy ports both come here: one runner, one queue).
 
     Raises:
         core.sites.SiteDown: the site has no live worker (503; nothing sent).
@@ -267,11 +283,11 @@ def request_port_action(port: Port, action: str, *, user=None) -> PortActionResu
     from core.sites import checks_enabled, require_live
 
     if not checks_enabled():
-        return run_port_action(port, action, user=user)
+        return run_port_action(port, action, user=user, via=via)
     port = Port.objects.select_related("node__fabric").get(pk=port.pk)
     fabric = port.node.fabric
     require_live(fabric.site, f"The port action {action} on fabric {fabric.name} was")
-    handle = enqueue.send("fabric.port_action", fabric.pk, port.pk, action, getattr(user, "pk", None))
+    handle = enqueue.send("fabric.port_action", fabric.pk, port.pk, action, getattr(user, "pk", None), via)
     try:
         answer = handle.get(timeout=SITE_WAIT_S, disable_sync_subtasks=False)
     except Exception as exc:  # celery.exceptions.TimeoutError, a lost result backend

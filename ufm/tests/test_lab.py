@@ -204,3 +204,75 @@ def test_batch_isolate_devices_isolates_a_switch_and_brings_one_port_back(lab_fa
     assert admin().get(resp["Location"]).json()["Status"] == "Completed"
     assert admin().get("/ufmRest/app/unhealthy_ports").json() == []
     assert all(_phys(lab, leaf.lid, int(p.split("_")[1])) == "Polling" for p in isolated)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_isolation_runs_on_the_sites_worker_and_a_site_without_one_is_a_503(
+    lab_factory, committed_signals, users, tmp_path, settings
+):
+    """Issue 25 §2: ``ibportstate`` of an unhealthy port runs on a worker of the fabric's
+    collector site (``fabric.tasks.port_action_task``, the port page's path), not in the web
+    process; with that worker dead the API answers 503 and sends nothing."""
+    import os
+
+    from django.db import connection
+
+    from accounts.models import AuditEntry
+    from core.sites import site_states
+    from fabric.models import IsolatedPort
+    from tests.support.workers import CeleryWorker
+    from weft.celery import app
+
+    if connection.vendor != "postgresql" or not os.environ.get("REDIS_URL"):
+        pytest.skip("a real worker: PostgreSQL and Redis")
+    ttl = 2.0
+    settings.WEFT_SITE_CHECK = True
+    settings.WEFT_LEASE_TTL_S = ttl
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    eager = app.conf.task_always_eager
+    app.conf.update(CELERY_TASK_ALWAYS_EAGER=False)  # publish to the broker: the worker runs the task
+    lab = lab_factory(netgen.fat_tree_2level(2, 1, 4))
+    fabric = Fabric.objects.create(name="ufm-site", site="ufm-a", tool_env=dict(lab.tool_env))
+    discover(fabric)
+    worker = CeleryWorker(tmp_path / "ufm-a.log", "fabric.ufm-a", "ufma", WEFT_LEASE_TTL_S=str(ttl))
+    try:
+        wait_for(lambda: site_states(["ufm-a"])["ufm-a"].up, 30, "site ufm-a live")
+        host_port = Port.objects.with_link().get(node__fabric=fabric, node__host__name="host003")
+        leaf, num = host_port.remote.node, host_port.remote.port_num
+        name = f"{leaf.node_guid[2:]}_{num}"
+        resp = send(
+            admin(), "put", "/ufmRest/app/unhealthy_ports", {"ports": [name], "ports_policy": "UNHEALTHY"}
+        )
+        assert resp.status_code == 200, resp.content
+        assert resp.json()["ports"] == [{"port": name, "done": True, "physical_state": "Disabled"}]
+        assert _phys(lab, leaf.lid, num) == "Disabled"
+        assert "fabric.tasks.port_action_task[" in worker.text()  # the site's worker ran ibportstate
+        row = IsolatedPort.objects.get(fabric=fabric, node_guid=leaf.node_guid, port_num=num)
+        assert (row.via, row.by.username) == ("ufm", "ada")
+        entry = AuditEntry.objects.filter(action="port.disable").latest("pk")
+        assert (entry.changes["via"], entry.changes["done"], entry.username) == ("ufm", True, "ada")
+        listed = admin().get("/ufmRest/app/unhealthy_ports").json()
+        assert [f"{u['PeerGUID']}_{u['PeerPortDname']}" for u in listed] == [name]
+
+        worker.kill()  # the site's only worker dies: its heartbeat lapses
+        wait_for(lambda: not site_states(["ufm-a"])["ufm-a"].up, 4 * ttl + 5, "site ufm-a down")
+        audits = AuditEntry.objects.count()
+        down = send(
+            admin(), "put", "/ufmRest/app/unhealthy_ports", {"ports": [name], "ports_policy": "HEALTHY"}
+        )
+        assert down.status_code == 503 and down["Retry-After"] == "30", down.content
+        body = down.json()
+        assert (body["site"], body["queue"], body["up"]) == ("ufm-a", "fabric.ufm-a", False)
+        assert "no live worker" in body["error"]
+        assert (
+            _phys(lab, leaf.lid, num) == "Disabled"
+            and IsolatedPort.objects.filter(fabric=fabric).count() == 1
+        )
+        assert AuditEntry.objects.count() == audits  # nothing was sent, nothing written
+    finally:
+        app.conf.update(CELERY_TASK_ALWAYS_EAGER=eager)
+        worker.kill()
+        import redis
+
+        redis.Redis.from_url(os.environ["REDIS_URL"]).delete("fabric.ufm-a")

@@ -1,9 +1,4 @@
-"""SNMP reads: GET of scalars and multi-column GETBULK walks of tables, over asyncio.
-
-SNMPv2c goes through :class:`V2cClient`, a UDP client of this module that encodes its requests and
-decodes the agents' responses with :mod:`devices.collectors.ber` (no pyasn1: issue 25 §3, the
-generic decoder was most of a poll's CPU); SNMPv3 goes through pysnmp's command generators and
-engine (USM keys, encryption).
+"""SNMP reads over pysnmp's asyncio API: GET of scalars and multi-column GETBULK walks of tables.
 
 No Django here: a :class:`Target` carries everything a read needs (address, port, version,
 decrypted credentials, timeout, retries), so the poller, the benchmark and the tests use the same
@@ -21,8 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
-import socket
 from dataclasses import dataclass
 
 from pysnmp.carrier.asyncio.dispatch import AsyncioDispatcher
@@ -38,8 +31,6 @@ from pysnmp.hlapi.v3arch.asyncio import auth as _auth
 from pysnmp.hlapi.v3arch.asyncio.lcd import CommandGeneratorLcdConfigurator
 from pysnmp.proto import rfc1902, rfc1905
 from pysnmp.proto.api import verdec
-
-from . import ber
 
 log = logging.getLogger(__name__)
 
@@ -158,94 +149,12 @@ def malformed_from(engine: SnmpEngine, address: tuple[str, int]) -> int:
     return getattr(engine.transport_dispatcher, "malformed", {}).get((str(address[0]), int(address[1])), 0)
 
 
-class V2cClient(asyncio.DatagramProtocol):
-    """One UDP socket per address family shared by the SNMPv2c reads of a poll: requests
-    (:func:`devices.collectors.ber.encode_request`) go out with a random request-id and the answer
-    with that id from the agent's address resolves them; a datagram that does not decode
-    (:class:`devices.collectors.ber.BerError`) is dropped and counted in ``malformed``
-    (``{(ip, port): datagrams}``), as :class:`GuardedDispatcher` does for pysnmp. Use it from one
-    event loop; :meth:`close` releases the sockets."""
-
-    def __init__(self) -> None:
-        self.malformed: dict[tuple[str, int], int] = {}
-        self._pending: dict[int, tuple[tuple[str, int], asyncio.Future]] = {}
-        self._transports: dict[int, asyncio.DatagramTransport] = {}
-        self._opening: dict[int, asyncio.Future] = {}
-
-    # asyncio.DatagramProtocol
-    def datagram_received(self, data: bytes, addr) -> None:
-        key = (str(addr[0]), int(addr[1]))
-        try:
-            response = ber.decode_response(data)
-        except ber.BerError as exc:
-            self.malformed[key] = self.malformed.get(key, 0) + 1
-            log.debug("dropped a malformed SNMP message from %s:%s (%s)", *key, exc)
-            return
-        waiting = self._pending.get(response.request_id)
-        if waiting is not None and waiting[0] == key and not waiting[1].done():
-            waiting[1].set_result(response)
-
-    def error_received(self, exc: Exception) -> None:  # ICMP port unreachable and the like
-        log.debug("SNMP socket error: %s", exc)
-
-    async def _transport(self, family: int) -> asyncio.DatagramTransport:
-        if family not in self._transports:
-            if family not in self._opening:
-                loop = asyncio.get_running_loop()
-                self._opening[family] = asyncio.ensure_future(
-                    loop.create_datagram_endpoint(lambda: self, family=family)
-                )
-            transport, _ = await asyncio.shield(self._opening[family])
-            self._transports[family] = transport
-        return self._transports[family]
-
-    async def request(
-        self, addr: tuple[str, int], family: int, message_of, timeout_s: float, retries: int
-    ) -> ber.Response | None:
-        """Send ``message_of(request_id)`` to ``addr`` and await the answer, resending it up to
-        ``retries`` times after ``timeout_s`` each; None when none came."""
-        transport = await self._transport(family)
-        while True:
-            rid = random.randrange(1, 1 << 31)
-            if rid not in self._pending:
-                break
-        future = asyncio.get_running_loop().create_future()
-        self._pending[rid] = ((str(addr[0]), int(addr[1])), future)
-        message = message_of(rid)
-        try:
-            for _ in range(retries + 1):
-                transport.sendto(message, addr)
-                try:
-                    return await asyncio.wait_for(asyncio.shield(future), timeout_s)
-                except TimeoutError:
-                    continue
-            return None
-        finally:
-            self._pending.pop(rid, None)
-
-    def close(self) -> None:
-        """Close the sockets (pending requests then time out)."""
-        for t in self._transports.values():
-            t.close()
-        self._transports.clear()
-        for f in self._opening.values():
-            f.cancel()
-        self._opening.clear()
-
-
 class Session:
     """Reads of one :class:`Target` through an ``SnmpEngine`` (shared by the SNMPv2c targets of a
     poll; an SNMPv3 target gets its own, so one device's USM keys never meet another's)."""
 
-    def __init__(self, target: Target, engine: SnmpEngine | V2cClient | None = None) -> None:
+    def __init__(self, target: Target, engine: SnmpEngine | None = None) -> None:
         self.target = target
-        self.requests = 0
-        self._v2c = target.version != "3"
-        if self._v2c:  # this module's client (``engine``: a poll's shared one)
-            self.engine = engine if isinstance(engine, V2cClient) else V2cClient()
-            self.community = target.community.encode("utf-8", "surrogateescape")
-            self._address = None
-            return
         self.engine = guard(engine or SnmpEngine())
         if target.version == "3":
             self.auth = UsmUserData(
@@ -260,6 +169,7 @@ class Session:
         self.context = ContextData(contextName=target.context or "")
         self._transport = None
         self._addr_name = None
+        self.requests = 0
 
     async def _transport_target(self):
         if self._transport is None:
@@ -275,10 +185,7 @@ class Session:
         command generators, without the high-level API's MIB resolution of every request and
         response (numeric OIDs only: most of a poll's CPU otherwise). The target's address entry
         is configured in the engine once per session, not per request. Returns the response's
-        ``[(ObjectName, value)]`` (SNMPv3), ``[(oid tuple, plain value)]`` (SNMPv2c,
-        :meth:`_send_v2c`)."""
-        if self._v2c:
-            return await self._send_v2c(reps, oids)
+        ``[(ObjectName, value)]``."""
         if self._addr_name is None:
             transport = await self._transport_target()
             self._addr_name, _params = _LCD.configure(
@@ -312,46 +219,6 @@ class Session:
         self._check(ei, es, ix, "GET" if reps is None else "GETBULK")
         return list(out)
 
-    async def _send_v2c(self, reps: int | None, oids: list) -> list:
-        """:meth:`_send` of an SNMPv2c target through :class:`V2cClient`: the values are plain
-        already (:mod:`devices.collectors.ber`; endOfMibView is ``ber.END_OF_MIB``)."""
-        t = self.target
-        if self._address is None:
-            try:
-                infos = await asyncio.get_running_loop().getaddrinfo(t.host, t.port, type=socket.SOCK_DGRAM)
-            except OSError as exc:
-                raise SnmpError("error", f"{t.host}: the address does not resolve ({exc})") from None
-            family, _, _, _, sockaddr = infos[0]
-            self._address = (family, sockaddr[:2])
-        family, addr = self._address
-        names = [
-            o if isinstance(o, tuple) else tuple(int(x) for x in str(o).strip(".").split(".")) for o in oids
-        ]
-        what = "GET" if reps is None else "GETBULK"
-
-        def message_of(rid: int) -> bytes:
-            return ber.encode_request(self.community, rid, names, max_repetitions=reps)
-
-        self.requests += 1
-        garbage = self.engine.malformed.get((str(addr[0]), int(addr[1])), 0)
-        response = await self.engine.request(addr, family, message_of, t.timeout_s, t.retries)
-        if response is None:
-            if self.engine.malformed.get((str(addr[0]), int(addr[1])), 0) > garbage:
-                raise SnmpError(
-                    "error",
-                    f"malformed answer from {addr[0]}:{addr[1]}: not an SNMP message it could decode "
-                    f"({what}; is this the device's SNMP port?)",
-                )
-            raise SnmpError(
-                "timeout",
-                f"no answer from {t.host}:{t.port} within {t.timeout_s:g} s × {t.retries + 1} tries ({what})",
-            )
-        if response.error_status:
-            raise SnmpError(
-                "error", f"{what}: agent answered {response.error_name} at #{response.error_index}"
-            )
-        return response.varbinds
-
     def _check(self, error_indication, error_status, error_index, what: str) -> None:
         if error_indication:
             text = str(error_indication)
@@ -376,8 +243,6 @@ class Session:
             SnmpError: no answer, refused credentials or an error status.
         """
         vbs = await self._send(None, oids)
-        if self._v2c:
-            return {".".join(map(str, n)): (None if v is ber.END_OF_MIB else v) for n, v in vbs}
         return {str(name): plain(value) for name, value in vbs}
 
     async def walk(self, columns: list[str], max_varbinds: int = 64) -> dict[str, dict[str, object]]:
@@ -390,7 +255,6 @@ class Session:
             SnmpError: no answer, refused credentials or an error status.
         """
         prefixes = {c: tuple(int(x) for x in c.split(".")) for c in columns}
-        v2c = self._v2c
         out: dict[str, dict[str, object]] = {c: {} for c in columns}
         cursor = {c: c for c in columns}
         while cursor:
@@ -406,16 +270,12 @@ class Session:
                 if col in done:
                     continue
                 name, value = vb[0], vb[1]
-                oid = name if v2c else tuple(name)
+                oid = tuple(name)
                 prefix = prefixes[col]
-                if (
-                    value is ber.END_OF_MIB
-                    or isinstance(value, rfc1905.EndOfMibView)
-                    or oid[: len(prefix)] != prefix
-                ):
+                if isinstance(value, rfc1905.EndOfMibView) or oid[: len(prefix)] != prefix:
                     done.add(col)
                     continue
-                out[col][".".join(map(str, oid[len(prefix) :]))] = value if v2c else plain(value)
+                out[col][".".join(map(str, oid[len(prefix) :]))] = plain(value)
                 cursor[col] = name  # the next request starts here: no re-parse of the dotted text
             for col in active:
                 if col in done or len(flat) < n:
@@ -427,12 +287,9 @@ class Session:
         close_engine(self.engine)
 
 
-def close_engine(engine: SnmpEngine | V2cClient) -> None:
-    """Close an ``SnmpEngine``'s transports, or a :class:`V2cClient`'s sockets (a finished poll's)."""
+def close_engine(engine: SnmpEngine) -> None:
+    """Close an ``SnmpEngine``'s transports (a finished poll's)."""
     try:
-        if isinstance(engine, V2cClient):
-            engine.close()
-            return
         engine.close_dispatcher()
     except Exception:  # already closed, or never opened a socket
         pass

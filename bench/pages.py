@@ -190,15 +190,17 @@ def build_demo(args) -> dict:
         (link.port_a.node.node_guid, link.port_a.port_num), (link.port_b.node.node_guid, link.port_b.port_num)
     )
     flaps = []
-    for k, t in enumerate(range(end - old_age + 60, end, 600)):
+    times = list(range(end - old_age + 60, end, 600))
+    for k, t in enumerate(times):
         first = datetime.fromtimestamp(t, tz=UTC)
+        last = k == len(times) - 1  # one open alarm per object at most (the engine's constraint)
         flaps.append(
             Alarm(
-                fabric=fabric, code="port.symbol_errors", severity="minor", state="cleared" if k % 2 else "open",
+                fabric=fabric, code="port.symbol_errors", severity="minor", state="active" if last else "cleared",
                 object_type="port", object_key=f"{leaf.node.node_guid}/{leaf.port_num}",
                 object_repr=str(leaf), node=leaf.node, port=leaf, message="symbol errors rising (3 in 10 s)",
                 first_seen=first, last_seen=first + timedelta(seconds=60),
-                cleared_at=first + timedelta(seconds=300) if k % 2 else None,
+                cleared_at=None if last else first + timedelta(seconds=300),
             )
         )  # fmt: skip
         if k % 2:

@@ -214,7 +214,7 @@ from scheduler.models import Job
 from scheduler.services import faults, joblinks
 from tests.support.routes import min_hop_routes
 job = Job.objects.get(pk={job})
-(host,) = job.placement
+host = sorted(job.placement)[0]
 min_hop_routes(Fabric.objects.get(name="rails"))
 joblinks.refresh([job.pk])
 link = Link.objects.select_related("port_a__node", "port_b__node").get(
@@ -225,12 +225,14 @@ alarm = Alarm.objects.create(fabric=link.fabric, code="link.down", severity="cri
     object_type="link", object_key=link_key((a.node.node_guid, a.port_num), (b.node.node_guid, b.port_num)),
     object_repr=str(link), message="cable down", first_seen=at, last_seen=at)
 faults.evaluate()
-print(json.dumps({{"alarm": alarm.pk, "links": len(joblinks.links_of(job.pk)), "state": Job.objects.get(pk=job.pk).state}}))
+print(json.dumps({{"alarm": alarm.pk, "links": len(joblinks.links_of(job.pk)), "host": host,
+                  "state": Job.objects.get(pk=job.pk).state}}))
 """
 
 
 def test_job_page_loads_its_fabric_view_paths_and_alarms_on_demand(weft_server, browser_page, tmp_path):
-    """The job page inlines no fabric-view JSON (issue 26 §4: 152 KB for a 12-minute job); its
+    """A job on both hosts (its rails have pairs: paths). The job page inlines no fabric-view
+    JSON (issue 26 §4: 152 KB for a 12-minute job); its
     script fetches the view and the links on its paths and still shows everything: the degraded
     cause (rendered at once), the HCA link table with links to both ports, the links on its paths
     with their ports, the alarm in its window with its time as an ISO date and clock in the
@@ -244,7 +246,7 @@ def test_job_page_loads_its_fabric_view_paths_and_alarms_on_demand(weft_server, 
     tenant = api(server, tok, "POST", "/api/pools/tenants/", {"name": "team-p"})
     pool = api(server, tok, "POST", "/api/pools/pools/", {"name": "train-p", "tenant": tenant["id"]})
     job = api(server, tok, "POST", "/api/scheduler/jobs/",
-              {"name": "llm", "pool": pool["id"], "count": 8, "gpus_per_host": 8})  # fmt: skip
+              {"name": "llm", "pool": pool["id"], "count": 16, "gpus_per_host": 8})  # fmt: skip
     wait_for(lambda: api(server, tok, "GET", f"/api/scheduler/jobs/{job['id']}/")["state"] == "placed", 60,
              "the server's pass to place the job")  # fmt: skip
     api(server, tok, "POST", f"/api/scheduler/jobs/{job['id']}/start/", {})
@@ -262,21 +264,21 @@ def test_job_page_loads_its_fabric_view_paths_and_alarms_on_demand(weft_server, 
     # the cause, rendered with the page
     fault = page.locator('#job-faults-list li[data-code="hca_link_down"]')
     assert page.locator("#job-faults").is_visible() and fault.count() == 1
-    assert "rail 1" in fault.inner_text()
+    assert out["host"] in fault.inner_text() and "rail 1" in fault.inner_text()
     # the fabric view, fetched
     page.wait_for_selector("#fabric-view[data-state=ok], #fabric-view[data-state=error]")
     assert page.get_attribute("#fabric-view", "data-state") == "ok"
     view = api(server, tok, "GET", f"/api/scheduler/jobs/{job['id']}/fabric/")
     hca = [e for e in view["links"] if e["kind"] == "hca"]
     rows = page.locator("#fv-links tr[data-kind=hca]")
-    assert rows.count() == len(hca) == 2
+    assert rows.count() == len(hca) == 4  # 2 hosts x 2 rails
     for k, e in enumerate(hca):
         row = rows.nth(k)
         assert row.get_attribute("data-port") == str(e["near"]["id"])
         hrefs = [a.get_attribute("href") for a in row.locator("a").all()]
         assert hrefs == [f"/fabric/ports/{e['near']['id']}/", f"/fabric/ports/{e['far']['id']}/"]
         assert f"rail {e['rail']}" in row.inner_text()
-    assert page.inner_text("#fv-hca-count") == "2"
+    assert page.inner_text("#fv-hca-count") == "4"
     assert page.inner_text("#fv-uplink-count") == str(view["totals"]["uplink"]["summary"]["links"])
     # the alarm in its window, its time in ISO form (UTC, the server's zone here)
     alarm = page.locator(f"#fv-alarms tr[data-alarm='{out['alarm']}']")

@@ -90,7 +90,7 @@ def build_demo(args) -> dict:
     from fabric.services.ingest import import_topology_text
     from lab import netgen
     from pools.lab import seed_lab_gpus
-    from pools.models import Pool, Tenant
+    from pools.models import Pool, Tenant, TenantMembership
     from scheduler.models import Job
     from scheduler.services import joblinks
     from scheduler.services.queue import JobSpec, run_pass, start, submit
@@ -110,8 +110,11 @@ def build_demo(args) -> dict:
     seed_lab_gpus(fabric, 8)
     tenant = Tenant.objects.create(name="research")
     pool = Pool.objects.create(name="research-h100", tenant=tenant, fabric=fabric)
+    TenantMembership.objects.create(
+        tenant=tenant, user=get_user_model().objects.get(username="viewer"), role="viewer"
+    )
     now = timezone.now().replace(microsecond=0)
-    hosts = 1 if args.tiny else 4
+    hosts = 2 if args.tiny else 4  # two at least: a rail's pairs have paths
     jobs = {}
     for which in ("old", "young"):  # the old one first: its hosts, then the young one's
         age = AGES[which][1 if args.tiny else 0]

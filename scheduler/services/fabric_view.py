@@ -161,28 +161,34 @@ def _summary(series: dict[str, Any]) -> dict[str, Any]:
 def _aggregate(links: list[dict[str, Any]]) -> dict[str, Any]:
     """Links of one kind summed per time step: bytes/s summed, utilisation and congestion the
     highest link's, errors summed; plus the same summary as one link's."""
-    acc: dict[int, dict[str, Any]] = defaultdict(lambda: {"x": None, "r": None, "u": None, "c": None, "e": 0})
+    xs: dict[int, float] = {}
+    rs: dict[int, float] = {}
+    us: dict[int, float] = {}
+    cs: dict[int, float] = {}
+    es: dict[int, int] = {}  # every time step of every link (errors are never None)
     for link in links:
         s = link["series"]
-        for i, t in enumerate(s["t"]):
-            a = acc[t]
-            for key, name in (("x", "xmit_bytes_per_s"), ("r", "rcv_bytes_per_s")):
-                v = s[name][i]
-                if v is not None:
-                    a[key] = v if a[key] is None else a[key] + v
-            for key, name in (("u", "utilisation"), ("c", "congestion")):
-                v = s[name][i]
-                if v is not None:
-                    a[key] = v if a[key] is None else max(a[key], v)
-            a["e"] += s["errors"][i]
-    ts = sorted(acc)
+        for t, x, r, u, c, e in zip(
+            s["t"], s["xmit_bytes_per_s"], s["rcv_bytes_per_s"], s["utilisation"], s["congestion"], s["errors"],
+            strict=True,
+        ):  # fmt: skip
+            if x is not None:
+                xs[t] = xs[t] + x if t in xs else x
+            if r is not None:
+                rs[t] = rs[t] + r if t in rs else r
+            if u is not None and (t not in us or u > us[t]):
+                us[t] = u
+            if c is not None and (t not in cs or c > cs[t]):
+                cs[t] = c
+            es[t] = es.get(t, 0) + e
+    ts = sorted(es)
     out = {
         "t": ts,
-        "xmit_bytes_per_s": [acc[t]["x"] for t in ts],
-        "rcv_bytes_per_s": [acc[t]["r"] for t in ts],
-        "utilisation": [acc[t]["u"] for t in ts],
-        "congestion": [acc[t]["c"] for t in ts],
-        "errors": [acc[t]["e"] for t in ts],
+        "xmit_bytes_per_s": [xs.get(t) for t in ts],
+        "rcv_bytes_per_s": [rs.get(t) for t in ts],
+        "utilisation": [us.get(t) for t in ts],
+        "congestion": [cs.get(t) for t in ts],
+        "errors": [es[t] for t in ts],
     }
     summary = _summary(out)
     summary["links"] = len(links)

@@ -36,6 +36,14 @@ Measured:
 
     python bench/pages.py [--runs 5] [--tiny] [--json]
 
+Measured 2026-12-07 (SQLite, 2 cores shared with other work: load 11.0 at start, peak 14.1, so
+``"quiet": false``; 5 runs, medians [min, max]): job page server time 71.7 ms [69.4, 108.8]
+(12-minute job) and 112.8 ms [78.1, 133.5] (48-hour job), 11.7 KB both (growth 1.0), 16 queries;
+its data on demand 0.68 s / 124 KB and 12.4 s / 475 KB; demo map first frame 1,670 ms [1,335,
+1,815] (map.js: fetched 291, graph 295, renderer 344, first frame 724 ms after its script
+started), cold 2,220 ms; Selene 1,229 ms [1,087, 2,118], cold 1,621 ms; job page drawn 2.4 s and
+11.4 s. A run at load 10: demo map 1,160 ms [632, 1,869], Selene 1,395 ms.
+
 ``--tiny``: a small rail pod (4 hosts x 2 rails) and the 15-node real fabric in place of Selene, a
 10-minute old job, one run (seconds: ``bin/bench-smoke``). The last line of stdout is a JSON
 object with the figures, ``load`` (start, end, peak: ``benchkit.LoadWatch``) and ``quiet``.

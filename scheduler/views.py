@@ -34,50 +34,18 @@ from .access import scope_jobs, submit_tenant
 from .choices import FINAL, HOLDING, JobState
 from .forms import JobForm
 from .models import Job
-from .services import faults, joblinks, queue
-from .services.fabric_view import job_fabric_view
+from .services import queue
+from .services.fabric_view import job_fabric_hosts
+from .services.timeline import job_allocations, job_timeline
 from .services.whatif import dry_run
 
 #: ended jobs listed on the queue page
 ENDED_SHOWN = 25
-#: uplinks listed on a job page (the worst of its leaves'); the chart and the JSON have them all
+#: uplinks listed on a job page (the worst of its leaves'; static/scheduler/job.js draws the
+#: table); the chart and the JSON have them all
 MAX_UPLINK_ROWS = 12
 #: leaves linked to the ports view under the table (the first by name)
 MAX_LEAF_LINKS = 8
-
-
-def _worst_first(entry: dict) -> tuple:
-    """Sort key of a fabric-view link, worst first: congestion max, utilisation max, errors."""
-    s = entry["summary"]
-    return (
-        -(s["congestion_max"] if s["congestion_max"] is not None else -1),
-        -(s["utilisation_max"] if s["utilisation_max"] is not None else -1),
-        -s["errors"],
-        entry["near"]["name"],
-    )
-
-
-def fabric_view_table(view: dict, limit: int = MAX_UPLINK_ROWS) -> dict:
-    """The job page's link table from ``job_fabric_view``: every HCA link of the job, then the
-    job's HCAs without a link now (``hcas_down``: ``"down": True``, with their alarm), then the
-    uplinks of the leaves its HCAs are cabled to (``job_leaf``), worst first, at most ``limit``
-    (a rail group's unit has a hundred uplinks or more). Returns ``{"rows": [link entry],
-    "uplinks_shown": n listed, "uplinks_more": n of its leaves' uplinks not listed, "uplinks_other": n of the units' uplinks
-    on leaves the job does not use, "leaves": [{"name", "node_guid", "ports_url"}]`` (the ports
-    view of each leaf, most congested port first; at most ``MAX_LEAF_LINKS``), ``"leaves_more": n}``."""
-    hca = [e for e in view["links"] if e["kind"] == "hca"]
-    mine = sorted((e for e in view["links"] if e["kind"] == "uplink" and e["job_leaf"]), key=_worst_first)
-    other = sum(1 for e in view["links"] if e["kind"] == "uplink" and not e["job_leaf"])
-    fabric_id = (view["fabric"] or {}).get("id")
-    leaves = [
-        dict(leaf, ports_url=reverse("telemetry:port_list") + "?"
-             + urlencode({"fabric": fabric_id, "node": leaf["node_guid"], "sort": "-congestion"}))
-        for leaf in view["leaves"][:MAX_LEAF_LINKS]
-    ] if fabric_id else []  # fmt: skip
-    down = [{"kind": "hca", "down": True, **d} for d in view.get("hcas_down", [])]
-    return {"rows": hca + down + mine[:limit], "uplinks_shown": len(mine[:limit]),
-            "uplinks_more": max(0, len(mine) - limit), "uplinks_other": other, "leaves": leaves,
-            "leaves_more": len(view["leaves"]) - len(leaves) if leaves else 0}  # fmt: skip
 
 
 def highlight_label(name: str, hosts: int) -> str:
@@ -264,28 +232,20 @@ class JobView(RoleRequiredMixin, TemplateView):
         )
         if job is None:
             raise Http404("no such job")
-        view = job_fabric_view(job)
-        timeline = [("submitted", job.submitted_at, "")]
-        if job.placed_at:  # the job's decision stays the placement's once it holds GPUs
-            timeline.append(("placed", job.placed_at, ((job.decision or {}).get("reasons") or [""])[0]))
-        if job.started_at:
-            timeline.append(("running", job.started_at, ""))
-        if job.degraded_at:  # its faults: ``reason`` is the end's once the job ended degraded
-            timeline.append(("degraded", job.degraded_at, faults.summary(job.faults) or job.reason))
-        if job.ended_at:
-            timeline.append((job.state, job.ended_at, job.reason))
-        decisions = list(job.decisions.order_by("-id"))
+        # where it is and what it holds; its traffic, link table and alarms are fetched on demand
+        # (job.js: the fabric view's API), so the page's size and time do not grow with its age
+        view = job_fabric_hosts(job)
         window = view["window"]
         if window["start_epoch"] is not None:  # shown in the server's time zone, as the charts are
             ctx["window_start"] = datetime.fromtimestamp(window["start_epoch"], tz=UTC)
             ctx["window_end"] = datetime.fromtimestamp(window["end_epoch"], tz=UTC)
         ctx.update(
-            job=job, ended=job.state in FINAL, request_text=queue.describe(job), timeline=timeline, decisions=decisions,
-            view=view, table=fabric_view_table(view), can_cancel=job.state not in FINAL and access.can_operate(user, job.tenant_id),
-            page_data={k: v for k, v in view.items() if k != "links"}
-            | {"links": [{k: v for k, v in e.items() if k != "series"} for e in view["links"]]},
+            job=job, ended=job.state in FINAL, request_text=queue.describe(job), timeline=job_timeline(job),
+            decisions=list(job.decisions.order_by("-id")), allocations=job_allocations(job), view=view,
+            can_cancel=job.state not in FINAL and access.can_operate(user, job.tenant_id),
             fabric_api=reverse("scheduler-api:job-fabric", args=[job.pk]),
-            path_links=joblinks.links_of(job.pk),
+            links_api=reverse("scheduler-api:job-links", args=[job.pk]),
+            max_uplinks=MAX_UPLINK_ROWS, max_leaves=MAX_LEAF_LINKS,
         )  # fmt: skip
         if view["fabric"]:
             fid = view["fabric"]["id"]

@@ -209,6 +209,13 @@ class JobViewSet(BriefModeMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
         return self._answer(job)
 
     @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "series", str, enum=["links", "totals"], required=False,
+                description="links (default): every link's time series; totals: the links' summaries "
+                "and the totals' series only (what the job page draws: a fraction of the size)",
+            )
+        ],
         responses={
             200: OpenApiResponse(
                 OpenApiTypes.OBJECT, description="scheduler.services.fabric_view.job_fabric_view"
@@ -216,11 +223,15 @@ class JobViewSet(BriefModeMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
         },
         summary="The job's fabric view: its hosts, the traffic, utilisation, congestion and errors of its "
         "HCA links and its units' uplinks over its lifetime, and the alarms that touched them",
-    )
+    )  # fmt: skip
     @action(detail=True, methods=["get"])
     def fabric(self, request, pk=None):
-        """``job_fabric_view`` of a job the caller may read (another tenant's job: 404)."""
-        return Response(job_fabric_view(self.get_object()))
+        """``job_fabric_view`` of a job the caller may read (another tenant's job: 404); 400 for
+        an unknown ``series``."""
+        series = request.query_params.get("series") or "links"
+        if series not in ("links", "totals"):
+            raise ValidationError({"series": [f"unknown {series!r}: use links or totals"]})
+        return Response(job_fabric_view(self.get_object(), series=series))
 
     @extend_schema(
         responses={200: OpenApiTypes.OBJECT},

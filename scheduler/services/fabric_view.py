@@ -12,7 +12,7 @@ A job's *links* are
   job does not use).
 
 Over the job's lifetime (``started_at``, else ``placed_at``, until ``ended_at``, else now) every
-link's history is read from the stored telemetry with ``telemetry.services.history.port_series``
+link's history is read from the stored telemetry with ``telemetry.services.history.ports_series``
 (the one reader of ``CounterChunk``; rates are the sweep's, utilisation and congestion derived
 there from the link rate and the PortXmitWait tick). Directions are always the near end's:
 ``xmit`` = out of the near end (host → leaf on an HCA link, leaf → spine on an uplink), ``rcv`` =
@@ -65,12 +65,12 @@ from fabric.choices import NodeType
 from fabric.keys import link_key, port_name, split_link_key
 from fabric.models import Fabric, Link, Node, Port
 from fabric.services.derive import host_for
-from pools.models import AllocationItem
-from telemetry.services.history import port_series
+from telemetry.services.history import ports_series
 
 from ..models import Job
 from . import state
 from .faults import job_scopes
+from .timeline import allocation_hosts
 
 #: alarms listed at most (newest first)
 MAX_ALARMS = 100
@@ -93,15 +93,16 @@ def _has_rates(series: dict[str, Any] | None) -> bool:
 
 
 def _link_series(
-    near: Port, far: Port | None, start: datetime, end: datetime, *, traffic_from_far: bool
+    near: Port, far: Port | None, read: dict[int, dict[str, Any]], *, traffic_from_far: bool
 ) -> tuple[dict[str, Any], str]:
     """One link's series in the near end's directions (module docstring) and the end its traffic
     was read from (``"near"`` | ``"far"``): ``traffic_from_far`` prefers the far end (an HCA link:
     its leaf port), falling back to the other end when the preferred one has no rate in the
     window. Congestion of both ends (the worse one per time step) and the errors of both ends are
-    taken on the read end's time steps."""
-    near_s = port_series(near.pk, start, end)
-    far_s = port_series(far.pk, start, end) if far is not None else None
+    taken on the read end's time steps. ``read``: the window's series of both ends by port id
+    (``ports_series``)."""
+    near_s = read[near.pk]
+    far_s = read[far.pk] if far is not None else None
     # the preferred end when it has a rate, else the other one when it has; with no rate at either
     # end, the preferred end's time steps when it has any (stale samples), else the near end's
     if _has_rates(far_s) != _has_rates(near_s):
@@ -160,32 +161,53 @@ def _summary(series: dict[str, Any]) -> dict[str, Any]:
 def _aggregate(links: list[dict[str, Any]]) -> dict[str, Any]:
     """Links of one kind summed per time step: bytes/s summed, utilisation and congestion the
     highest link's, errors summed; plus the same summary as one link's."""
-    acc: dict[int, dict[str, Any]] = defaultdict(lambda: {"x": None, "r": None, "u": None, "c": None, "e": 0})
+    xs: dict[int, float] = {}
+    rs: dict[int, float] = {}
+    us: dict[int, float] = {}
+    cs: dict[int, float] = {}
+    es: dict[int, int] = {}  # every time step of every link (errors are never None)
     for link in links:
         s = link["series"]
-        for i, t in enumerate(s["t"]):
-            a = acc[t]
-            for key, name in (("x", "xmit_bytes_per_s"), ("r", "rcv_bytes_per_s")):
-                v = s[name][i]
-                if v is not None:
-                    a[key] = v if a[key] is None else a[key] + v
-            for key, name in (("u", "utilisation"), ("c", "congestion")):
-                v = s[name][i]
-                if v is not None:
-                    a[key] = v if a[key] is None else max(a[key], v)
-            a["e"] += s["errors"][i]
-    ts = sorted(acc)
+        for t, x, r, u, c, e in zip(
+            s["t"], s["xmit_bytes_per_s"], s["rcv_bytes_per_s"], s["utilisation"], s["congestion"], s["errors"],
+            strict=True,
+        ):  # fmt: skip
+            if x is not None:
+                xs[t] = xs[t] + x if t in xs else x
+            if r is not None:
+                rs[t] = rs[t] + r if t in rs else r
+            if u is not None and (t not in us or u > us[t]):
+                us[t] = u
+            if c is not None and (t not in cs or c > cs[t]):
+                cs[t] = c
+            es[t] = es.get(t, 0) + e
+    ts = sorted(es)
     out = {
         "t": ts,
-        "xmit_bytes_per_s": [acc[t]["x"] for t in ts],
-        "rcv_bytes_per_s": [acc[t]["r"] for t in ts],
-        "utilisation": [acc[t]["u"] for t in ts],
-        "congestion": [acc[t]["c"] for t in ts],
-        "errors": [acc[t]["e"] for t in ts],
+        "xmit_bytes_per_s": [xs.get(t) for t in ts],
+        "rcv_bytes_per_s": [rs.get(t) for t in ts],
+        "utilisation": [us.get(t) for t in ts],
+        "congestion": [cs.get(t) for t in ts],
+        "errors": [es[t] for t in ts],
     }
     summary = _summary(out)
     summary["links"] = len(links)
     return {"series": out, "summary": summary}
+
+
+def _order(entry: dict[str, Any]) -> tuple:
+    """Sort key of the view's links: HCA links by host and near end, then uplinks worst first
+    (congestion max, utilisation max, errors; a link without samples last), then by near end."""
+    if entry["kind"] == "hca":
+        return (0, entry["host"] or "", entry["near"]["name"])
+    s = entry["summary"]
+    return (
+        1,
+        -(s["congestion_max"] if s["congestion_max"] is not None else -1),
+        -(s["utilisation_max"] if s["utilisation_max"] is not None else -1),
+        -s["errors"],
+        entry["near"]["name"],
+    )
 
 
 def _port_dict(port: Port | None) -> dict[str, Any] | None:
@@ -246,73 +268,17 @@ def _hcas_down(hcas: dict[str, tuple[str, int, Any]], linked: set[str]) -> list[
 def job_hosts(job: Job) -> list[dict[str, Any]]:
     """The hosts a job was given, by name: ``[{"name", "host_id", "gpus": [GPU indexes],
     "units": ["GPU3", "GPU7 MIG 1g.10gb gi1", …]}]`` from its allocation's items (all of them: an
-    ended job shows what it held); a job without an allocation: ``Job.placement``'s hosts with
-    empty GPU lists."""
-    hosts: dict[str, dict[str, Any]] = {}
-    if job.allocation_id:
-        items = AllocationItem.objects.filter(allocation_id=job.allocation_id).select_related(
-            "gpu__host", "mig_slice"
-        )
-        for item in items.order_by("gpu__host__name", "gpu__index", "pk"):
-            gpu = item.gpu
-            h = hosts.setdefault(
-                gpu.host.name, {"name": gpu.host.name, "host_id": gpu.host_id, "gpus": [], "units": []}
-            )
-            if gpu.index not in h["gpus"]:
-                h["gpus"].append(gpu.index)
-            unit = f"GPU{gpu.index}"
-            if item.mig_slice_id:
-                unit += f" MIG {item.mig_slice.profile or '?'} gi{item.mig_slice.gpu_instance_id}"
-            elif item.memory_mib:
-                unit += f" ({item.memory_mib} MiB, {item.compute_pct} %)"
-            h["units"].append(unit)
+    ended job shows what it held; ``timeline.allocation_hosts``); a job without an allocation:
+    ``Job.placement``'s hosts with empty GPU lists."""
+    hosts = {h["name"]: h for h in allocation_hosts([job.allocation_id]).get(job.allocation_id, [])}
     for name in job.placement or {}:
         hosts.setdefault(name, {"name": name, "host_id": None, "gpus": [], "units": []})
     return [hosts[n] for n in sorted(hosts)]
 
 
-def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
-    """The fabric as one job saw it (module docstring). ``now`` ends the window of a job still
-    holding its GPUs (default: the current time).
-
-    Returns (JSON-ready; times ISO 8601 and epoch seconds, UTC)::
-
-        {"job": id, "state": str,
-         "window": {"start": iso | None, "end": iso | None, "start_epoch": s, "end_epoch": s,
-                    "ongoing": bool},            # None/None: never placed (nothing to show)
-         "fabric": {"id", "name"} | None,        # the fabric of the job's hosts (the map's)
-         "hosts": [{"name", "host_id", "gpus": [index], "units": [str], "unit": key | None,
-                    "unit_name": str | None, "cas": [CA node GUID]}],
-         "highlight": [CA node GUID],            # what the map marks
-         "units": [{"key", "name", "switches": [GUID], "hosts": [name of the job's hosts]}],
-         "leaves": [{"id", "node_guid", "name"}],   # the switches the job's HCAs are cabled to
-         "links": [{"kind": "hca" | "uplink", "host": name | None, "unit": key | None,
-                    "link_id", "near": port, "far": port | None, "rate_gbps",
-                    "traffic_end": "near" | "far",   # whose counters gave the traffic
-                    "job_leaf": bool,    # an uplink of a leaf one of the job's HCAs is cabled to
-                    "series": {"t": [epoch s], "xmit_bytes_per_s": [bytes/s out of the near end],
-                               "rcv_bytes_per_s": [bytes/s into it], "utilisation": [0..1] (of
-                               the traffic end), "congestion": [0..1] (worse end),
-                               "congestion_near": [0..1] (near end's PortXmitWait),
-                               "congestion_far": [0..1] (towards the near end), "errors":
-                               [error-counter deltas, both ends], "resolution": "raw" | "minute"
-                               | "hour"},
-                    "summary": {"samples", "xmit_bytes_per_s_mean", "rcv_bytes_per_s_mean",
-                                "xmit_bytes_per_s_max", "rcv_bytes_per_s_max", "utilisation_mean",
-                                "utilisation_max", "congestion_mean", "congestion_max", "errors"}}],
-         "totals": {"hca": {"series": {t, xmit_bytes_per_s (sum), rcv_bytes_per_s (sum),
-                                       utilisation (max), congestion (max), errors (sum)},
-                            "summary": {... as a link's, "links": n}},
-                    "uplink": {...}},
-         "hcas_down": [{"host", "hca", "guid", "rail", "gone", "alarm": {...} | None}],  # HCAs of a
-                                                 # running job without a link now (pulled, vanished)
-         "alarms": [{"id", "code", "severity", "state", "object", "message", "first_seen",
-                     "last_seen", "cleared_at", "url"}],   # newest first, at most MAX_ALARMS
-         "notes": [str]}
-
-    A port is ``{"id", "name", "node_guid", "port_num"}``. Raises nothing for a job that is not
-    placed (pending, cancelled before placement): the lists are empty and ``notes`` says why.
-    """
+def _where(job: Job, now: datetime | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The hosts part of the view (:func:`job_fabric_hosts`) and what the rest needs (None when
+    the job holds no hosts)."""
     now = now or timezone.now()
     start = job.started_at or job.placed_at
     end = job.ended_at or now
@@ -324,11 +290,6 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
         "hosts": [],
         "highlight": [],
         "units": [],
-        "leaves": [],
-        "links": [],
-        "totals": {k: _aggregate([]) for k in KINDS},
-        "alarms": [],
-        "hcas_down": [],
         "notes": [],
     }
     # a pending job holds nothing (a requeued one keeps its ended allocation: not its hosts now)
@@ -336,7 +297,7 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
     out["hosts"] = hosts
     if start is None or not hosts:  # pending (never placed, or requeued after a preemption)
         out["notes"].append("the job is not placed: no hosts and no fabric window")
-        return out
+        return out, None
     if end < start:  # clock skew between writers: an empty window, not an error
         end = start
     out["window"] = {
@@ -403,6 +364,74 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
         for link_id in dom.uplinks:
             uplink_unit.setdefault(link_id, key)
 
+    return out, {"start": start, "end": end, "names": names, "cas": cas, "fabric_counts": fabric_counts,
+                 "uplink_unit": uplink_unit, "switch_guids": switch_guids}  # fmt: skip
+
+
+def job_fabric_hosts(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
+    """Where the job is, without its traffic: the ``job``, ``state``, ``window``, ``fabric``,
+    ``hosts``, ``highlight``, ``units`` and ``notes`` of :func:`job_fabric_view` (the same
+    shapes). Reads no counter history and no alarm, so its cost does not grow with the job's age:
+    what the job page renders at once (its map and GPUs), the rest is fetched on demand from
+    ``/api/scheduler/jobs/{id}/fabric/``."""
+    return _where(job, now)[0]
+
+
+def job_fabric_view(job: Job, *, now: datetime | None = None, series: str = "links") -> dict[str, Any]:
+    """The fabric as one job saw it (module docstring). ``now`` ends the window of a job still
+    holding its GPUs (default: the current time). ``series``: ``"links"`` (every link's series,
+    as below) or ``"totals"`` (the links without their ``series``: their summaries and the
+    totals' series are kept; what the job page draws). Links are listed by kind (HCA links, then
+    uplinks); HCA links by host and near end, uplinks worst first (congestion max, utilisation
+    max, errors; then by near end). Raises ValueError for another ``series``.
+
+    Returns (JSON-ready; times ISO 8601 and epoch seconds, UTC)::
+
+        {"job": id, "state": str,
+         "window": {"start": iso | None, "end": iso | None, "start_epoch": s, "end_epoch": s,
+                    "ongoing": bool},            # None/None: never placed (nothing to show)
+         "fabric": {"id", "name"} | None,        # the fabric of the job's hosts (the map's)
+         "hosts": [{"name", "host_id", "gpus": [index], "units": [str], "unit": key | None,
+                    "unit_name": str | None, "cas": [CA node GUID]}],
+         "highlight": [CA node GUID],            # what the map marks
+         "units": [{"key", "name", "switches": [GUID], "hosts": [name of the job's hosts]}],
+         "leaves": [{"id", "node_guid", "name"}],   # the switches the job's HCAs are cabled to
+         "links": [{"kind": "hca" | "uplink", "host": name | None, "unit": key | None,
+                    "link_id", "near": port, "far": port | None, "rate_gbps",
+                    "traffic_end": "near" | "far",   # whose counters gave the traffic
+                    "job_leaf": bool,    # an uplink of a leaf one of the job's HCAs is cabled to
+                    # "series": left out with series="totals"
+                    "series": {"t": [epoch s], "xmit_bytes_per_s": [bytes/s out of the near end],
+                               "rcv_bytes_per_s": [bytes/s into it], "utilisation": [0..1] (of
+                               the traffic end), "congestion": [0..1] (worse end),
+                               "congestion_near": [0..1] (near end's PortXmitWait),
+                               "congestion_far": [0..1] (towards the near end), "errors":
+                               [error-counter deltas, both ends], "resolution": "raw" | "minute"
+                               | "hour"},
+                    "summary": {"samples", "xmit_bytes_per_s_mean", "rcv_bytes_per_s_mean",
+                                "xmit_bytes_per_s_max", "rcv_bytes_per_s_max", "utilisation_mean",
+                                "utilisation_max", "congestion_mean", "congestion_max", "errors"}}],
+         "totals": {"hca": {"series": {t, xmit_bytes_per_s (sum), rcv_bytes_per_s (sum),
+                                       utilisation (max), congestion (max), errors (sum)},
+                            "summary": {... as a link's, "links": n}},
+                    "uplink": {...}},
+         "hcas_down": [{"host", "hca", "guid", "rail", "gone", "alarm": {...} | None}],  # HCAs of a
+                                                 # running job without a link now (pulled, vanished)
+         "alarms": [{"id", "code", "severity", "state", "object", "message", "first_seen",
+                     "last_seen", "cleared_at", "url"}],   # newest first, at most MAX_ALARMS
+         "notes": [str]}
+
+    A port is ``{"id", "name", "node_guid", "port_num"}``. Raises nothing for a job that is not
+    placed (pending, cancelled before placement): the lists are empty and ``notes`` says why.
+    """
+    if series not in ("links", "totals"):
+        raise ValueError(f"series {series!r}: use links or totals")
+    out, ctx = _where(job, now)
+    out.update(leaves=[], links=[], totals={k: _aggregate([]) for k in KINDS}, alarms=[], hcas_down=[])
+    if ctx is None:
+        return out
+    start, end, names, cas = ctx["start"], ctx["end"], ctx["names"], ctx["cas"]
+    fabric_counts, uplink_unit, switch_guids = ctx["fabric_counts"], ctx["uplink_unit"], ctx["switch_guids"]
     # HCA links: every cabled port of the job's CAs
     ca_ids = [ca.pk for ca in cas]
     host_of_ca = {ca.pk: ca.host.name for ca in cas}
@@ -437,16 +466,16 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
             (link.port_a, link.port_b) if link.port_a.node_id in switch_ids else (link.port_b, link.port_a)
         )
         entries.append(("uplink", link, near, far, None, uplink_unit[link.pk]))
-    port_ids: set[int] = set()
+    port_ids = {p.pk for _k, _l, near, far, _h, _u in entries for p in (near, far)}
+    read = ports_series(port_ids, start, end)  # every end's history, each chunk read once
     link_keys: list[str] = []
     for kind, link, near, far, host, unit in entries:
         link_keys.append(link_key((near.node.node_guid, near.port_num), (far.node.node_guid, far.port_num)))
-        series, traffic_end = _link_series(near, far, start, end, traffic_from_far=kind == "hca")
-        port_ids.update((near.pk, far.pk))
+        link_series, traffic_end = _link_series(near, far, read, traffic_from_far=kind == "hca")
         out["links"].append({
             "kind": kind, "host": host, "unit": unit, "link_id": link.pk,
             "near": _port_dict(near), "far": _port_dict(far), "rate_gbps": near.rate_gbps or link.rate_gbps,
-            "traffic_end": traffic_end, "series": series, "summary": _summary(series),
+            "traffic_end": traffic_end, "series": link_series, "summary": _summary(link_series),
             "job_leaf": kind == "uplink" and near.node_id in job_leaf_ids,
         })  # fmt: skip
     hcas = _job_hcas(job) if job.ended_at is None and job.allocation_id else {}
@@ -455,8 +484,11 @@ def job_fabric_view(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
             e["rail"] = hcas.get(e["near"]["node_guid"], (None, None))[1]
     linked = {e["near"]["node_guid"] for e in out["links"] if e["kind"] == "hca"}
     out["hcas_down"] = _hcas_down(hcas, linked)
-    out["links"].sort(key=lambda e: (KINDS.index(e["kind"]), e["host"] or e["unit"] or "", e["near"]["name"]))
+    out["links"].sort(key=_order)
     out["totals"] = {k: _aggregate([e for e in out["links"] if e["kind"] == k]) for k in KINDS}
+    if series == "totals":
+        for e in out["links"]:
+            del e["series"]
     if not any(e["summary"]["samples"] for e in out["links"]):
         out["notes"].append(
             "no counter history of these links in the window (no sweep stored, or rolled off)"

@@ -306,7 +306,9 @@ def test_pages_show_the_degraded_job_its_alarm_and_the_host_not_free(cluster, cl
         and "hidden" not in page.split('id="job-faults"')[0][-40:]
     )
     assert 'data-code="hca_link_down"' in page and f"{host}: HCA link of rail 0 down" in page
-    assert f'data-alarm="{alarm.pk}"' in page  # the job's alarms list has the gone link's alarm
+    # the job's alarms list (fetched by the page's script) has the gone link's alarm
+    view = admin.get(f"/api/scheduler/jobs/{job.pk}/fabric/?series=totals").json()
+    assert alarm.pk in [a["id"] for a in view["alarms"]]
     api = admin.get(f"/api/scheduler/jobs/{job.pk}/").json()
     assert api["state"] == "degraded" and api["faults"][0]["code"] == "hca_link_down"
     assert api["effective_on_fault"] == "notify" and "webhook_secret" not in api

@@ -88,8 +88,10 @@ def test_the_index_is_the_traced_paths_and_answers_both_ways(cluster, client, dj
     port = Port.objects.get(node__node_guid=guid, port_num=int(num))
     card = client.get(f"/fabric/ports/{port.pk}/").content.decode()
     assert 'id="port-jobs"' in card and f'data-job="{job.pk}"' in card and "100 % (estimated)" in card
-    job_page = client.get(f"/scheduler/jobs/{job.pk}/").content.decode()
-    assert f'data-port-key="{spine}"' in job_page and job_page.count("data-port-key=") == len(want)
+    job_page = client.get(f"/scheduler/jobs/{job.pk}/").content.decode()  # its script reads the links
+    assert f'id="job-paths" data-api="/api/scheduler/jobs/{job.pk}/links/"' in job_page
+    listed = client.get(f"/api/scheduler/jobs/{job.pk}/links/").json()["links"]
+    assert spine in {r["port_key"] for r in listed} and len(listed) == len(want)
 
     # path_congested from an alarm on a port of its paths; not for a port it does not cross
     now = timezone.now()

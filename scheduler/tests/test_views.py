@@ -5,7 +5,6 @@ is not listed and its page, cancel and fabric view are 404s)."""
 from __future__ import annotations
 
 import re
-from html import unescape
 
 import pytest
 from django.utils.html import escape
@@ -100,7 +99,8 @@ def test_job_page_and_fabric_api_are_tenant_scoped(setup, client_for):
     assert "16 GPUs (2 hosts × 8)" in html and 'data-step="placed"' in html
     for host in mine.placement:
         assert f'data-host="{host}"' in html
-    assert 'data-highlight="' in html and 'id="chart-hca"' in html and "job-fabric-data" in html
+    assert 'data-highlight="' in html and 'id="chart-hca"' in html
+    assert f'data-api="/api/scheduler/jobs/{mine.pk}/fabric/?series=totals"' in html  # fetched by its script
     assert 'data-code="placed"' in html  # the placement decision with its explanation
     step = re.search(r'<li data-step="placed">(.*?)</li>', html, re.S)
     assert step and escape(mine.decision["reasons"][0]) in step.group(1)
@@ -240,9 +240,9 @@ def test_placed_job_page_says_who_starts_and_finishes_it(setup, client_for):
 
 def test_job_page_lists_its_links_and_a_bounded_worst_first_uplink_list(db, users, client_for):
     """A 1-host job on a rail pod: its unit (the rail group) has 16 uplinks over its 4 rail leaves.
-    The page lists the host's 4 HCA links and the 12 most congested uplinks of the leaves its HCAs
-    are on, worst first, then "4 more" with each leaf's ports view; the JSON keeps them all. The
-    map's legend counts hosts (the map counts the HCAs after the label)."""
+    The fabric view lists the host's 4 HCA links and the uplinks of the leaves its HCAs are on,
+    worst first (the page shows the first 12, then "4 more" with each leaf's ports view); the JSON
+    keeps them all. The map's legend counts hosts (the map counts the HCAs after the label)."""
     from datetime import timedelta
 
     from django.utils import timezone
@@ -278,18 +278,16 @@ def test_job_page_lists_its_links_and_a_bounded_worst_first_uplink_list(db, user
     CounterChunk.objects.bulk_create(
         [row for t in (begin + 10, begin + 20) for row in build_chunks(fabric.pk, t, sorted(entries))]
     )
+    # the fabric view lists the uplinks worst first (the page's script shows the first 12 of the
+    # job's leaves', tests/browser/test_job_page.py); series=totals: the summaries, not the series
+    page_data = viewer.get(f"/api/scheduler/jobs/{job.pk}/fabric/?series=totals").json()
+    listed = [e for e in page_data["links"] if e["kind"] == "uplink"]
+    worst = [e["near"]["id"] for e in reversed(ranked)]
+    assert [e["near"]["id"] for e in listed] == worst and all("series" not in e for e in page_data["links"])
+    assert page_data["totals"]["uplink"]["series"]["t"] == [begin + 10, begin + 20]
+    assert viewer.get(f"/api/scheduler/jobs/{job.pk}/fabric/?series=some").status_code == 400
     html = viewer.get(f"/scheduler/jobs/{job.pk}/").content.decode()
-    table = re.search(r'<table id="fv-links">(.*?)</table>', html, re.S).group(1)
-    rows = re.findall(r'<tr data-kind="(\w+)" data-port="(\d+)">', table)
-    assert [k for k, _ in rows] == ["hca"] * 4 + ["uplink"] * 12
-    worst = [str(e["near"]["id"]) for e in reversed(ranked)][:12]
-    assert [p for k, p in rows if k == "uplink"] == worst
-    more = re.search(r'<p class="muted" id="fv-uplinks-more">(.*?)</p>', html, re.S).group(1)
-    assert 'data-more="4">4 more</span>' in more and "12 worst" in more
-    leaf_links = re.findall(r'<a href="([^"]+)" data-leaf="([^"]+)">', more)
-    assert sorted(g for _, g in leaf_links) == sorted(n["node_guid"] for n in data["leaves"])
-    ports = viewer.get(unescape(leaf_links[0][0]))
-    assert ports.status_code == 200 and len(ports.context["rows"]) == 8  # 4 HCA ports + 4 uplinks
+    assert 'data-max-uplinks="12"' in html and 'data-max-leaves="8"' in html
     # the legend: 4 HCAs marked (the map counts them), on 1 host
     assert 'data-highlight-label="HCAs of llm on 1 host"' in html
     assert len(data["highlight"]) == 4

@@ -39,6 +39,7 @@ def test_encoding_round_trip_precision_and_size():
         assert be == min(e, 0xFFFF) and bf == f
         assert history.decode_one(blob, off) == back[off]
     assert history.decode_one(blob, 1) is None
+    assert history.decode_offsets(blob, [255, 1, 0, 9, 3]) == {k: back[k] for k in (255, 0, 9, 3)}
     # 12 bytes per port + 33 bytes header before compression; random data hardly compresses
     assert len(blob) <= 33 + 12 * len(entries) + 64
 
@@ -108,6 +109,38 @@ def test_port_series_rejects_unknown_resolution(port):
     now = datetime.now(UTC)
     with pytest.raises(ValueError):
         history.port_series(port.pk, now, now, resolution="weekly")
+
+
+@pytest.mark.django_db
+def test_ports_series_reads_several_ports_of_several_buckets_as_port_series_does(port):
+    """``ports_series`` (one query, each chunk decoded once) answers what ``port_series`` answers
+    per port: ports of one bucket and of another, one without history, one absent from a step."""
+    fabric = port.node.fabric
+    node = port.node
+    other = Port.objects.create(node=node, port_num=2, lid=6, rate_gbps=100.0)
+    far = Port.objects.create(
+        pk=port.pk + 300, node=node, port_num=3, lid=7, rate_gbps=400.0
+    )  # another bucket
+    idle = Port.objects.create(node=node, port_num=4, lid=8, rate_gbps=100.0)
+    assert far.pk >> history.BUCKET_SHIFT != port.pk >> history.BUCKET_SHIFT
+    base = 1_800_000_000
+    rows = []
+    for k in range(3):
+        entries = [(port.pk, (1e9 * (k + 1), 2e9, 5e5, k, 0)), (far.pk, (3e9, 1e9 * k, 0.0, 0, 1))]
+        if k != 1:
+            entries.append((other.pk, (7e9, 7e9, None, 2, 0)))
+        rows += history.build_chunks(fabric.pk, base + 10 * k, sorted(entries))
+    CounterChunk.objects.bulk_create(rows)
+    start, end = datetime.fromtimestamp(base - 5, UTC), datetime.fromtimestamp(base + 100, UTC)
+    ids = [port.pk, other.pk, far.pk, idle.pk]
+    many = history.ports_series(ids, start, end, resolution="raw")
+    assert sorted(many) == sorted(ids)
+    for pk in ids:
+        assert many[pk] == history.port_series(pk, start, end, resolution="raw")
+    assert many[other.pk]["t"] == [base, base + 20] and many[far.pk]["stale"] == [True] * 3
+    assert many[idle.pk]["t"] == [] and many[idle.pk]["resolution"] == "raw"
+    assert many[port.pk]["errors"] == [0, 1, 2]
+    assert history.ports_series([], start, end) == {}
 
 
 def test_encode_chunk_is_the_per_value_float24_encoding():

@@ -198,3 +198,106 @@ def test_job_map_labels_its_hosts_once_each_without_overlap(weft_server, browser
         page.evaluate("g => window.weftMap.drawn(g)", first["node_guid"])["label"] == f"{hosts[0]} (8 HCAs)"
     )
     assert page.inner_text("#panel-title") == f"{hosts[0]} mlx5_3"
+
+
+#: what the second test's shell writes: min-hop routes of the fabric (the job→links index then
+#: has its paths), a link.down alarm on the job's host's mlx5_1 cable at a known time (a cause:
+#: the job degrades), the faults evaluated
+DEGRADE = """
+import json
+from datetime import datetime, UTC
+from django.db.models import Q
+from events.models import Alarm
+from fabric.keys import link_key
+from fabric.models import Fabric, Link
+from scheduler.models import Job
+from scheduler.services import faults, joblinks
+from tests.support.routes import min_hop_routes
+job = Job.objects.get(pk={job})
+host = sorted(job.placement)[0]
+min_hop_routes(Fabric.objects.get(name="rails"))
+joblinks.refresh([job.pk])
+link = Link.objects.select_related("port_a__node", "port_b__node").get(
+    Q(port_a__node__name=host + " mlx5_1") | Q(port_b__node__name=host + " mlx5_1"))
+a, b = link.port_a, link.port_b
+at = datetime.fromtimestamp({at}, tz=UTC)
+alarm = Alarm.objects.create(fabric=link.fabric, code="link.down", severity="critical", category="topology",
+    object_type="link", object_key=link_key((a.node.node_guid, a.port_num), (b.node.node_guid, b.port_num)),
+    object_repr=str(link), message="cable down", first_seen=at, last_seen=at)
+faults.evaluate()
+print(json.dumps({{"alarm": alarm.pk, "links": len(joblinks.links_of(job.pk)), "host": host,
+                  "state": Job.objects.get(pk=job.pk).state}}))
+"""
+
+
+def test_job_page_loads_its_fabric_view_paths_and_alarms_on_demand(weft_server, browser_page, tmp_path):
+    """A job on both hosts (its rails have pairs: paths). The job page inlines no fabric-view
+    JSON (issue 26 §4: 152 KB for a 12-minute job); its
+    script fetches the view and the links on its paths and still shows everything: the degraded
+    cause (rendered at once), the HCA link table with links to both ports, the links on its paths
+    with their ports, the alarm in its window with its time as an ISO date and clock in the
+    server's time zone (UTC here, as on the alarm pages), and the counts in the headings."""
+    server, page = weft_server, browser_page
+    topo = tmp_path / "rails.net"
+    topo.write_text(RAILS)
+    server.manage("import_topology", str(topo), "--fabric", "rails")
+    server.manage("seed_gpus", "--fabric", "rails", "--per-host", "8")
+    tok = token(server)
+    tenant = api(server, tok, "POST", "/api/pools/tenants/", {"name": "team-p"})
+    pool = api(server, tok, "POST", "/api/pools/pools/", {"name": "train-p", "tenant": tenant["id"]})
+    job = api(server, tok, "POST", "/api/scheduler/jobs/",
+              {"name": "llm", "pool": pool["id"], "count": 16, "gpus_per_host": 8})  # fmt: skip
+    wait_for(lambda: api(server, tok, "GET", f"/api/scheduler/jobs/{job['id']}/")["state"] == "placed", 60,
+             "the server's pass to place the job")  # fmt: skip
+    api(server, tok, "POST", f"/api/scheduler/jobs/{job['id']}/start/", {})
+    at = int(time.time()) + 1  # inside the job's window (it started just now)
+    wait_for(lambda: time.time() >= at + 1, 10, "the alarm's time to pass")
+    out = json.loads(
+        server.manage("shell", "-c", DEGRADE.format(job=job["id"], at=at)).stdout.strip().splitlines()[-1]
+    )
+    assert out["state"] == "degraded" and out["links"] > 0
+
+    login(page, server, "admin")
+    page.goto(f"{server.url}/scheduler/jobs/{job['id']}/")
+    html = page.content()
+    assert "job-fabric-data" not in html  # nothing inlined
+    # the cause, rendered with the page
+    fault = page.locator('#job-faults-list li[data-code="hca_link_down"]')
+    assert page.locator("#job-faults").is_visible() and fault.count() == 1
+    assert out["host"] in fault.inner_text() and "rail 1" in fault.inner_text()
+    # the fabric view, fetched
+    page.wait_for_selector("#fabric-view[data-state=ok], #fabric-view[data-state=error]")
+    assert page.get_attribute("#fabric-view", "data-state") == "ok"
+    view = api(server, tok, "GET", f"/api/scheduler/jobs/{job['id']}/fabric/")
+    hca = [e for e in view["links"] if e["kind"] == "hca"]
+    rows = page.locator("#fv-links tr[data-kind=hca]")
+    assert rows.count() == len(hca) == 4  # 2 hosts x 2 rails
+    for k, e in enumerate(hca):
+        row = rows.nth(k)
+        assert row.get_attribute("data-port") == str(e["near"]["id"])
+        hrefs = [a.get_attribute("href") for a in row.locator("a").all()]
+        assert hrefs == [f"/fabric/ports/{e['near']['id']}/", f"/fabric/ports/{e['far']['id']}/"]
+        assert f"rail {e['rail']}" in row.inner_text()
+    assert page.inner_text("#fv-hca-count") == "4"
+    assert page.inner_text("#fv-uplink-count") == str(view["totals"]["uplink"]["summary"]["links"])
+    # the alarm in its window, its time in ISO form (UTC, the server's zone here)
+    alarm = page.locator(f"#fv-alarms tr[data-alarm='{out['alarm']}']")
+    assert alarm.count() == 1
+    first = alarm.locator("td").first.inner_text()
+    assert first == datetime.fromtimestamp(at, tz=ZoneInfo("UTC")).strftime("%Y-%m-%d %H:%M:%S"), first
+    assert alarm.locator("a").get_attribute("href") == f"/alarms/{out['alarm']}/"
+    assert "critical" in alarm.inner_text() and "link.down" in alarm.inner_text()
+    assert page.inner_text("#fv-alarm-count") == str(len(view["alarms"]))
+    # the links on its paths, fetched, with their ports
+    page.wait_for_selector("#job-paths[data-state=ok]")
+    paths = api(server, tok, "GET", f"/api/scheduler/jobs/{job['id']}/links/")["links"]
+    shown = page.locator("#job-path-links tr[data-port-key]")
+    assert shown.count() == len(paths) == out["links"]
+    assert [shown.nth(k).get_attribute("data-port-key") for k in range(len(paths))] == [
+        p["port_key"] for p in paths
+    ]
+    first_port = next(p for p in paths if p["port"])
+    link = page.locator(f"#job-path-links tr[data-port-key='{first_port['port_key']}'] a")
+    assert link.get_attribute("href") == f"/fabric/ports/{first_port['port']}/"
+    assert page.inner_text("#job-path-count") == str(len(paths))
+    assert page.csp_violations == []

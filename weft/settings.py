@@ -224,7 +224,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PAGINATION_CLASS": "core.pagination.WeftLimitOffsetPagination",
     "PAGE_SIZE": 100,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "core.api.schema.AutoSchema",  # brief forms: Brief<Name> components
     "EXCEPTION_HANDLER": "core.api.errors.exception_handler",  # + 409 for a uniqueness race
 }
 SPECTACULAR_SETTINGS = {

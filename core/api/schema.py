@@ -4,13 +4,26 @@ introspection cannot see it (``SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]``).
 * ``?brief=1`` switches an operation's serializer (``core.api.views.BriefModeMixin``): its 200
   response is the full form *or* the brief one (``anyOf``; the brief form's fields are a subset,
   so ``oneOf`` would reject every full object).
+* A serializer's brief form (``nested=True``, ``core.api.serializers.BaseModelSerializer``) is the
+  component ``Brief<Name>`` beside ``<Name>`` (:class:`AutoSchema`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular import openapi
+
 REF = "#/components/schemas/"
+
+
+class AutoSchema(openapi.AutoSchema):
+    """drf-spectacular's schema, with the brief form of a serializer (``nested=True``) named
+    ``Brief<Name>``: one serializer class gives two components (``Node`` and ``BriefNode``)."""
+
+    def get_serializer_name(self, serializer, direction) -> str:
+        name = super().get_serializer_name(serializer, direction)
+        return "Brief" + name if getattr(serializer, "nested", False) else name
 
 
 def _brief_ref(ref: str, components: dict[str, Any]) -> str | None:

@@ -9,9 +9,7 @@
   const { container, guidIndex } = M;
 
   let refreshing = false;
-
   let refreshAgain = false;
-
   let refreshTimer = null;
 
   /** Fetch the light payload and recolour the cables in place; when the nodes changed (added,

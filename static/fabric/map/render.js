@@ -8,19 +8,6 @@
   const S = M.state;
   const { container, HIGHLIGHT, DIM_NODE, DIM_EDGE, guidIndex, normalizeGuid, label } = M;
 
-  // --- labels ---------------------------------------------------------------------------------
-  // sigma draws a label right of its node whatever lies there: near the canvas's right edge (a
-  // collapsed group's long name) it was cut off, and close labels were drawn over each other.
-  // Sigma still picks a frame's labels (its grid, and the forced ones) and hands each to
-  // queueLabel; once the frame is drawn placeLabels draws them, the forced ones (search matches,
-  // marked hosts; a selected node's is drawHover's) and the groups first, each on the first free
-  // spot inside the canvas: right of its node, left of it, then for those a row above or below (up
-  // to LABEL_ROWS, joined to the node by a thin line); a label with no free spot is left out
-  // (hovering or selecting its node shows it). Hook: weftMap.labelBoxes().
-  const LABEL_ROWS = 3;
-
-  const LABEL_MARGIN = 2; // px kept free at the canvas's edges and between two labels
-
   function nodeReducer(key, attrs) {
     const marked = S.highlighted.has(key);
     if (!S.showCas && M.isHostKey(key) && key !== S.selected && !marked) return { ...attrs, hidden: true };
@@ -72,6 +59,18 @@
     S.renderer.setCustomBBox({ x: [x0, x1], y: [y0, y1] });
     return true;
   }
+
+  // --- labels ---------------------------------------------------------------------------------
+  // sigma draws a label right of its node whatever lies there: near the canvas's right edge (a
+  // collapsed group's long name) it was cut off, and close labels were drawn over each other.
+  // Sigma still picks a frame's labels (its grid, and the forced ones) and hands each to
+  // queueLabel; once the frame is drawn placeLabels draws them, the forced ones (search matches,
+  // marked hosts; a selected node's is drawHover's) and the groups first, each on the first free
+  // spot inside the canvas: right of its node, left of it, then for those a row above or below (up
+  // to LABEL_ROWS, joined to the node by a thin line); a label with no free spot is left out
+  // (hovering or selecting its node shows it). Hook: weftMap.labelBoxes().
+  const LABEL_ROWS = 3;
+  const LABEL_MARGIN = 2; // px kept free at the canvas's edges and between two labels
 
   function labelFont(settings) { return settings.labelWeight + " " + settings.labelSize + "px " + settings.labelFont; }
 

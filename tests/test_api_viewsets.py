@@ -41,6 +41,7 @@ from accounts.models import ApiToken, AuditEntry
 from accounts.permissions import RolePermission
 from accounts.roles import set_role
 from accounts.tokens import check_key, create_token
+from core.api.views import BriefModeMixin
 from devices.models import Device, Interface, Neighbour, Sensor
 from events.models import Alarm, AlertTarget, Event, EventPolicy, HealthReport
 from fabric.choices import SMState
@@ -899,7 +900,10 @@ LIST_ROUTES = [r for r in ROUTES if r.action == "list"]
 
 
 def _brief_fields(viewset) -> list[str] | None:
-    """The brief form of a viewset's serializer (``Meta.brief_fields``, ``core.api.serializers``)."""
+    """The brief form a viewset answers for ``?brief=1`` (``core.api.views.BriefModeMixin``: its
+    serializer's ``Meta.brief_fields``, ``core.api.serializers``), or None."""
+    if not issubclass(viewset, BriefModeMixin):
+        return None
     return getattr(getattr(viewset.serializer_class, "Meta", None), "brief_fields", None)
 
 

@@ -263,6 +263,8 @@ SPECTACULAR_SETTINGS = {
         "DiscoveryStatusEnum": "fabric.choices.DiscoveryStatus",
         "SweepStatusEnum": "telemetry.models.SweepStatus",
     },
+    # a component's description is its serializer's docstring, not that of the kernel's base class
+    "GET_LIB_DOC_EXCLUDES": "core.api.schema.lib_doc_excludes",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "core.api.schema.brief_alternatives",

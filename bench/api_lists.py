@@ -90,11 +90,11 @@ def run(args) -> dict:
 
     def stock_remote(self, port):
         remote = port.remote
-        return None if remote is None else s.BriefPortSerializer(remote, context=self.context).data
+        return None if remote is None else s.PortSerializer(remote, nested=True, context=self.context).data
 
     def stock_link(self, port):
         link = port.link
-        return None if link is None else s.BriefLinkSerializer(link, context=self.context).data
+        return None if link is None else s.LinkSerializer(link, nested=True, context=self.context).data
 
     def mode(name: str) -> None:
         stock = name == "stock"

@@ -126,15 +126,15 @@ def one_switch_port_down(text: str) -> str:
 
 
 class Phases:
-    """Seconds spent in named functions of ``fabric.services.ingest`` during one ingest (the
-    functions are wrapped for the bench only)."""
+    """Seconds spent in named functions of the ingest during one ingest (the functions are wrapped
+    for the bench only, where ``fabric.services.ingest.topology.ingest_topology`` calls them)."""
 
-    WRAPPED = {"_plan": "plan", "_sync_nodes": "nodes", "_sync_ports": "ports", "_sync_links": "links"}
+    WRAPPED = {"plan_topology": "plan", "sync_nodes": "nodes", "sync_ports": "ports", "sync_links": "links"}
 
     def __init__(self):
         from django.db import connection
 
-        from fabric.services import ingest
+        from fabric.services.ingest import topology as ingest
 
         self.times: dict[str, float] = defaultdict(float)
         for name, label in self.WRAPPED.items():

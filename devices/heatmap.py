@@ -30,11 +30,11 @@ from core import realtime
 from telemetry.producer import (
     DELTA_TYPE,
     STATE_TTL_S,
-    _error_flag,
-    _round,
     diff_cells,
+    error_flag,
     heatmap_group,
     relay_payload,
+    round_cell,
 )
 
 from .choices import PollStatus
@@ -70,7 +70,9 @@ def _cells_and_rows(fabric_id: int) -> tuple[list[dict], list[list]]:
             ports[col] = name
             stale = int(not polled_ok or rate is None)
             down = int(is_down(admin, oper))
-            cells.append([-iid, -d.pk, col, _round(util), _round(cong), _error_flag(errs), stale, down])
+            cells.append(
+                [-iid, -d.pk, col, round_cell(util), round_cell(cong), error_flag(errs), stale, down]
+            )
         rows.append({
             "node": -d.pk, "guid": "", "name": d.name, "description": (d.sys_descr or "").splitlines()[0][:200]
             if d.sys_descr else "", "lid": None, "tier": TIER, "tier_name": "Ethernet", "num_ports": len(mine),

@@ -5,7 +5,7 @@ message type ``alarm.changed`` with payload ``{"action": "new"|"changed"|"cleare
 events.payloads.alarm_payload(...)}``, or ``alarms.reload`` (``{"fabric": id}``) when more than
 :data:`MAX_PER_MESSAGE_BURST` alarms changed at once (the page then reloads its list).
 The dashboard listens to the same groups (``summary.changed`` after each sweep and discovery);
-so does the network map (``fabric/map.js``), which recolours its cables after ``link.*``/``port.*``
+so does the network map (``static/fabric/map/``), which recolours its cables after ``link.*``/``port.*``
 alarm changes and discoveries.
 """
 

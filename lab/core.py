@@ -219,11 +219,15 @@ def _forget_labs_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_labs_in_child)
 
 
+def live_labs() -> list[Lab]:
+    """The labs of this process that were started and not stopped yet (a snapshot)."""
+    with _LIVE_LOCK:
+        return list(_LIVE)
+
+
 @atexit.register
 def _stop_all() -> None:
-    with _LIVE_LOCK:
-        labs = list(_LIVE)
-    for lab in labs:
+    for lab in live_labs():
         with contextlib.suppress(Exception):
             lab.stop()
 

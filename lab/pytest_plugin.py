@@ -25,12 +25,11 @@ import pytest
 
 # No Django import here: the plugin loads before Django settings are configured.
 from lab.core import (
-    _LIVE,
-    _LIVE_LOCK,
     IBSIM_DEFAULT_SOCKET,
     Lab,
     LabError,
     default_socket_in_use,
+    live_labs,
     tools_missing_reason,
 )
 
@@ -73,8 +72,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Safety net: a lab a test started and never stopped (no fixture, no ``with``) is stopped here,
     OpenSM before ibsim, and named in the terminal summary so the leak gets fixed."""
-    with _LIVE_LOCK:
-        leaked = list(_LIVE)
+    leaked = live_labs()
     for lab in leaked:
         lab.stop()
     if leaked:

@@ -181,7 +181,7 @@ def _family(out: list[str], name: str, kind: str, doc: str) -> None:
 #: of this process: what a scrape needs of the fabric's topology, kept until the fabric's stamp
 #: (name, creation time, ``last_discovery``, ``node_name_map_changed``) changes, at most
 #: :data:`TOPOLOGY_MAX_AGE_S`. Every topology writer records a Discovery
-#: (``fabric.services.ingest._became_latest``) and a node-name map edit stamps
+#: (``fabric.services.ingest.common.became_latest``) and a node-name map edit stamps
 #: ``node_name_map_changed``; widths, speeds, names and links change only through them (the age
 #: bound covers a hand edit of the database).
 _TOPOLOGY: dict[int, tuple[tuple, dict[int, tuple[str, str]], dict[tuple[str, str], float]]] = {}

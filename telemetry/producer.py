@@ -94,13 +94,15 @@ def heatmap_group(fabric_id: int) -> str:
     return realtime.group_name("heatmap", fabric_id)
 
 
-def _round(value: float | None) -> float | None:
+def round_cell(value: float | None) -> float | None:
+    """A rate of a heatmap cell rounded to :data:`PRECISION` digits (None stays None)."""
     if value is None:
         return None
     return round(float(value), PRECISION)
 
 
-def _error_flag(error_deltas: dict[str, Any] | None) -> int:
+def error_flag(error_deltas: dict[str, Any] | None) -> int:
+    """1 when any error counter of a cell grew (``error_deltas``, counter → increase), else 0."""
     if not error_deltas:
         return 0
     return int(any((v or 0) > 0 for v in error_deltas.values()))
@@ -141,9 +143,9 @@ def switch_port_cells(fabric_id: int) -> list[Cell]:
                 port_id,
                 node_id,
                 port_num,
-                _round(util),
-                _round(cong),
-                _error_flag(errs),
+                round_cell(util),
+                round_cell(cong),
+                error_flag(errs),
                 int(bool(stale)),
                 down,
             ]

@@ -8,6 +8,8 @@ cycle anywhere.
   import only defers an import-time dependency, it never hides a design cycle.
 * No import cycle inside an app (issue 8), and every events module imports on its own in a fresh
   interpreter (after ``django.setup()``).
+* No module imports another module's private names (``from x import _y``): what two modules share
+  is public in one of them (issue 27). Test modules may reach into the module they test.
 """
 
 from __future__ import annotations
@@ -238,6 +240,22 @@ def test_events_has_no_import_cycle_even_through_function_local_imports():
     graph = _graph("events", local=True)
     assert _cycle(graph) is None, " → ".join(_cycle(graph) or [])
     assert "events.receivers" in graph["events.apps"] and "events.engine" not in graph["events.policies"]
+
+
+def test_no_module_imports_another_modules_private_names():
+    offenders = []
+    for app in APPS:
+        for name, path in _modules(app).items():
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom):
+                    private = [
+                        a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")
+                    ]
+                    if private:
+                        offenders.append(
+                            f"{name}:{node.lineno} {'.' * node.level}{node.module or ''} {private}"
+                        )
+    assert offenders == []
 
 
 def test_cycle_finder_finds_a_cycle():

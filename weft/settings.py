@@ -224,7 +224,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PAGINATION_CLASS": "core.pagination.WeftLimitOffsetPagination",
     "PAGE_SIZE": 100,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "core.api.schema.AutoSchema",  # brief forms: Brief<Name> components
     "EXCEPTION_HANDLER": "core.api.errors.exception_handler",  # + 409 for a uniqueness race
 }
 SPECTACULAR_SETTINGS = {
@@ -262,6 +262,8 @@ SPECTACULAR_SETTINGS = {
         "DiscoveryStatusEnum": "fabric.choices.DiscoveryStatus",
         "SweepStatusEnum": "telemetry.models.SweepStatus",
     },
+    # a component's description is its serializer's docstring, not that of the kernel's base class
+    "GET_LIB_DOC_EXCLUDES": "core.api.schema.lib_doc_excludes",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "core.api.schema.brief_alternatives",

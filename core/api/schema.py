@@ -4,13 +4,26 @@ introspection cannot see it (``SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]``).
 * ``?brief=1`` switches an operation's serializer (``core.api.views.BriefModeMixin``): its 200
   response is the full form *or* the brief one (``anyOf``; the brief form's fields are a subset,
   so ``oneOf`` would reject every full object).
+* A serializer's brief form (``nested=True``, ``core.api.serializers.BaseModelSerializer``) is the
+  component ``Brief<Name>`` beside ``<Name>`` (:class:`AutoSchema`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular import openapi
+
 REF = "#/components/schemas/"
+
+
+class AutoSchema(openapi.AutoSchema):
+    """drf-spectacular's schema, with the brief form of a serializer (``nested=True``) named
+    ``Brief<Name>``: one serializer class gives two components (``Node`` and ``BriefNode``)."""
+
+    def get_serializer_name(self, serializer, direction) -> str:
+        name = super().get_serializer_name(serializer, direction)
+        return "Brief" + name if getattr(serializer, "nested", False) else name
 
 
 def _brief_ref(ref: str, components: dict[str, Any]) -> str | None:
@@ -25,10 +38,28 @@ def _brief_ref(ref: str, components: dict[str, Any]) -> str | None:
     return None
 
 
+def lib_doc_excludes() -> list[type]:
+    """``SPECTACULAR_SETTINGS["GET_LIB_DOC_EXCLUDES"]``: the base classes whose docstrings do not
+    describe a component (drf-spectacular's DRF classes and the kernel's serializer base, which
+    would otherwise describe every serializer without a docstring of its own)."""
+    from drf_spectacular.plumbing import get_lib_doc_excludes
+
+    from .serializers import BaseModelSerializer
+
+    return [*get_lib_doc_excludes(), BaseModelSerializer]
+
+
 def brief_alternatives(result: dict[str, Any], generator, request, public) -> dict[str, Any]:
     """Postprocessing hook: responses of operations with a ``brief`` query parameter become
-    ``anyOf [full, brief]`` (for paginated lists, the ``results`` items)."""
+    ``anyOf [full, brief]`` (for paginated lists, the ``results`` items); each ``Brief<Name>``
+    component says it is the brief form of ``<Name>``."""
     components = result.get("components", {}).get("schemas", {})
+    for name, schema in components.items():
+        if name.startswith("Brief") and name.removeprefix("Brief") in components:
+            schema["description"] = (
+                f"The brief form of {name.removeprefix('Brief')} (its serializer's Meta.brief_fields: id, "
+                "url, display, natural key): how other objects name it, and what ?brief=1 answers."
+            )
     for path_item in result.get("paths", {}).values():
         for operation in path_item.values():
             if not isinstance(operation, dict):

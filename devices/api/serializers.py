@@ -7,31 +7,23 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from core.api.serializers import BaseModelSerializer
 from core.fields import IdentityUrlField
-from fabric.api.serializers import BriefFabricSerializer, BriefNodeSerializer
+from fabric.api.serializers import FabricSerializer, NodeSerializer
 from fabric.models import Fabric
 
 from ..models import SECRET_FIELDS, Device, Interface, Neighbour, Sensor
 from ..services.config import settings_errors
 
 
-class BriefDeviceSerializer(serializers.ModelSerializer):
-    url = IdentityUrlField(view_name="devices-api:device-detail")
-    display = serializers.CharField(source="__str__", read_only=True)
-
-    class Meta:
-        model = Device
-        fields = ["id", "url", "display", "name", "address", "status"]
-
-
-class DeviceSerializer(serializers.ModelSerializer):
+class DeviceSerializer(BaseModelSerializer):
     """A device: where, how (secrets write-only), identification and poll state (read-only)."""
 
     url = IdentityUrlField(view_name="devices-api:device-detail")
     display = serializers.CharField(source="__str__", read_only=True)
     fabric = serializers.PrimaryKeyRelatedField(queryset=Fabric.objects.all())
-    fabric_brief = BriefFabricSerializer(source="fabric", read_only=True)
-    node = BriefNodeSerializer(read_only=True, allow_null=True)
+    fabric_brief = FabricSerializer(nested=True, source="fabric", read_only=True)
+    node = NodeSerializer(nested=True, read_only=True, allow_null=True)
     community = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=255,
                                       style={"input_type": "password"}, trim_whitespace=False)  # fmt: skip
     auth_key = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=255,
@@ -53,6 +45,7 @@ class DeviceSerializer(serializers.ModelSerializer):
             "serial", "engine_id", "identified_at", "node", "status", "last_poll_at", "last_ok_at",
             "last_poll_s", "last_error", "unreachable_since", "requests", "interfaces", "created",
         ]  # fmt: skip
+        brief_fields = ["id", "url", "display", "name", "address", "status"]
         read_only_fields = ["created"]
 
     def get_community_set(self, obj) -> bool:
@@ -78,7 +71,7 @@ class DeviceSerializer(serializers.ModelSerializer):
 class InterfaceSerializer(serializers.ModelSerializer):
     """An interface with its latest counters and rates (bytes/s, packets/s, 0..1)."""
 
-    device = BriefDeviceSerializer(read_only=True)
+    device = DeviceSerializer(nested=True, read_only=True)
     display = serializers.CharField(source="__str__", read_only=True)
 
     class Meta:
@@ -92,7 +85,7 @@ class InterfaceSerializer(serializers.ModelSerializer):
 
 
 class SensorSerializer(serializers.ModelSerializer):
-    device = BriefDeviceSerializer(read_only=True)
+    device = DeviceSerializer(nested=True, read_only=True)
     display = serializers.CharField(source="__str__", read_only=True)
 
     class Meta:
@@ -102,8 +95,8 @@ class SensorSerializer(serializers.ModelSerializer):
 
 
 class NeighbourSerializer(serializers.ModelSerializer):
-    device = BriefDeviceSerializer(read_only=True)
-    remote = BriefDeviceSerializer(read_only=True, allow_null=True)
+    device = DeviceSerializer(nested=True, read_only=True)
+    remote = DeviceSerializer(nested=True, read_only=True, allow_null=True)
     display = serializers.CharField(source="__str__", read_only=True)
     interface = serializers.CharField(source="interface.name", read_only=True, allow_null=True, default=None)
     remote_interface = serializers.CharField(source="remote_interface.name", read_only=True, default=None)

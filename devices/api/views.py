@@ -31,7 +31,6 @@ class DeviceViewSet(BriefModeMixin, viewsets.ModelViewSet):
 
     queryset = Device.objects.select_related("fabric", "node")
     serializer_class = serializers.DeviceSerializer
-    brief_serializer_class = serializers.BriefDeviceSerializer
     filterset_class = filtersets.DeviceFilterSet
     ordering_fields = ["id", "name", "address", "status", "last_poll_at"]
     lookup_value_regex = r"\d+"

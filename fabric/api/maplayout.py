@@ -543,7 +543,7 @@ def build_groups(fabric, payload: dict) -> dict:
 def collapse(payload: dict) -> dict:
     """The map as drawn with every group collapsed (pure): ``nodes`` the group count and
     ``edges`` ``{(group, group): cables}`` between distinct groups (cables inside a group are not
-    drawn). What the browser draws first above :data:`GROUP_ABOVE` nodes (map.js does the same
+    drawn). What the browser draws first above :data:`GROUP_ABOVE` nodes (the map's scripts do the same
     aggregation, for any mix of collapsed and expanded groups)."""
     member = payload["groups"]["member"]
     E = payload["edges"]

@@ -1,9 +1,10 @@
 """Serializers of the fabric REST API.
 
-Every model has a full form and a brief form (``Brief*Serializer``: id, url, display and the
-natural key) used when nested in another object and for ``?brief=1`` lists, so a 5,000-node list
-stays small (NetBox ``brief_fields``). GUIDs are the canonical ``0x`` + 16 hex digits
-(``fabric.guid``); LIDs are integers; ``rate_gbps`` is the data rate in Gb/s after line encoding.
+Every model has a full form and a brief form (``Meta.brief_fields``: id, url, display and the
+natural key; ``XSerializer(nested=True)``, ``core.api.serializers``) used when nested in another
+object and for ``?brief=1`` lists, so a 5,000-node list stays small (NetBox ``brief_fields``).
+GUIDs are the canonical ``0x`` + 16 hex digits (``fabric.guid``); LIDs are integers; ``rate_gbps``
+is the data rate in Gb/s after line encoding.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.scoping import scope_rows, visible_tenant_ids
+from core.api.serializers import BaseModelSerializer, declare_field
 from core.fields import FiniteFloatField, IdentityUrlField
 
 from ..choices import FabricRole, PortState
@@ -64,83 +66,15 @@ class _ChoiceDisplaySchema(serializers.Serializer):
 extend_schema_field(_ChoiceDisplaySchema)(ChoiceDisplayField)
 
 
-# --- brief forms -------------------------------------------------------------------------------
+# --- the model serializers (each with its brief form: Meta.brief_fields) ---------------------
 
 
-class BriefFabricSerializer(serializers.ModelSerializer):
-    url = IdentityUrlField(view_name="fabric-api:fabric-detail")
-    display = serializers.CharField(source="__str__", read_only=True)
-
-    class Meta:
-        model = Fabric
-        fields = ["id", "url", "display", "name"]
-
-
-class BriefHostSerializer(serializers.ModelSerializer):
-    url = IdentityUrlField(view_name="fabric-api:host-detail")
-    display = serializers.CharField(source="__str__", read_only=True)
-
-    class Meta:
-        model = Host
-        fields = ["id", "url", "display", "name"]
-
-
-class BriefNodeSerializer(serializers.ModelSerializer):
-    url = IdentityUrlField(view_name="fabric-api:node-detail")
-    display = serializers.CharField(source="__str__", read_only=True)
-
-    class Meta:
-        model = Node
-        fields = ["id", "url", "display", "node_guid", "node_type", "name", "description", "lid"]
-
-
-class BriefPortSerializer(serializers.ModelSerializer):
-    """A port with its node in brief form (needs ``select_related("node")``)."""
-
-    url = IdentityUrlField(view_name="fabric-api:port-detail")
-    display = serializers.CharField(source="__str__", read_only=True)
-    node = BriefNodeSerializer(read_only=True)
-
-    class Meta:
-        model = Port
-        fields = ["id", "url", "display", "node", "port_num", "port_guid", "lid"]
-
-
-class BriefLinkSerializer(serializers.ModelSerializer):
-    url = IdentityUrlField(view_name="fabric-api:link-detail")
-
-    class Meta:
-        model = Link
-        fields = ["id", "url", "port_a", "port_b", "width", "speed", "rate_gbps"]
-
-
-class BriefDiscoverySerializer(serializers.ModelSerializer):
-    url = IdentityUrlField(view_name="fabric-api:discovery-detail")
-    display = serializers.CharField(source="__str__", read_only=True)
-
-    class Meta:
-        model = Discovery
-        fields = ["id", "url", "display", "started", "source", "status"]
-
-
-class BriefSubnetManagerSerializer(serializers.ModelSerializer):
-    url = IdentityUrlField(view_name="fabric-api:subnetmanager-detail")
-    display = serializers.CharField(source="__str__", read_only=True)
-
-    class Meta:
-        model = SubnetManager
-        fields = ["id", "url", "display", "guid", "lid"]
-
-
-# --- full forms --------------------------------------------------------------------------------
-
-
-class FabricSerializer(serializers.ModelSerializer):
+class FabricSerializer(BaseModelSerializer):
     """A fabric (IB subnet). ``counts`` come from the viewset's annotations (read-only)."""
 
     url = IdentityUrlField(view_name="fabric-api:fabric-detail")
     display = serializers.CharField(source="__str__", read_only=True)
-    last_discovery = BriefDiscoverySerializer(read_only=True, allow_null=True)
+    # last_discovery: DiscoverySerializer's brief form, declared below it (the two nest each other)
     counts = serializers.SerializerMethodField()
     notices = serializers.SerializerMethodField()
 
@@ -173,6 +107,7 @@ class FabricSerializer(serializers.ModelSerializer):
             "notices",
             "created",
         ]
+        brief_fields = ["id", "url", "display", "name"]
         # the map is changed through the audited ``node-name-map`` action, which renames the nodes
         read_only_fields = ["master_sm_guid", "master_sm_lid", "node_name_map_path", "created"]
 
@@ -251,95 +186,25 @@ class FabricSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError(str(exc))
 
 
-class HostSerializer(serializers.ModelSerializer):
+class HostSerializer(BaseModelSerializer):
     url = IdentityUrlField(view_name="fabric-api:host-detail")
     display = serializers.CharField(source="__str__", read_only=True)
-    fabric = BriefFabricSerializer(read_only=True)
-    nodes = BriefNodeSerializer(many=True, read_only=True)
+    fabric = FabricSerializer(nested=True, read_only=True)
+    # nodes: NodeSerializer's brief form, declared below it (the two nest each other)
 
     class Meta:
         model = Host
         fields = ["id", "url", "display", "fabric", "name", "nodes"]
+        brief_fields = ["id", "url", "display", "name"]
 
 
-class RemoteEndField(serializers.Field):
-    """The port at the other end of a port's link, in brief form, or null."""
-
-    def __init__(self, **kwargs):
-        kwargs["read_only"] = True
-        super().__init__(**kwargs)
-
-    def get_attribute(self, instance):
-        return instance
-
-    def to_representation(self, port: Port):
-        remote = port.remote
-        if remote is None:
-            return None
-        if "_brief" not in self.__dict__:  # built once per request, not per row
-            self._brief = BriefPortSerializer(context=self.context)
-        return self._brief.to_representation(remote)
-
-
-extend_schema_field(BriefPortSerializer(allow_null=True))(RemoteEndField)
-
-
-class PortSerializer(serializers.ModelSerializer):
-    """A port with its link and the remote end (read it through ``Port.objects.with_link()``)."""
-
-    url = IdentityUrlField(view_name="fabric-api:port-detail")
-    display = serializers.CharField(source="__str__", read_only=True)
-    node = BriefNodeSerializer(read_only=True)
-    state = ChoiceDisplayField()
-    phys_state = ChoiceDisplayField()
-    link = serializers.SerializerMethodField()
-    remote = RemoteEndField()
-
-    class Meta:
-        model = Port
-        fields = [
-            "id",
-            "url",
-            "display",
-            "node",
-            "port_num",
-            "port_guid",
-            "lid",
-            "lmc",
-            "state",
-            "phys_state",
-            "width",
-            "speed",
-            "rate_gbps",
-            "label",
-            "link",
-            "remote",
-        ]
-
-    @extend_schema_field(BriefLinkSerializer(allow_null=True))
-    def get_link(self, port: Port):
-        link = port.link
-        if link is None:
-            return None
-        if "_brief_link" not in self.__dict__:  # built once per request, not per row
-            self._brief_link = BriefLinkSerializer(context=self.context)
-        return self._brief_link.to_representation(link)
-
-
-class NodePortSerializer(PortSerializer):
-    """A port nested in its node (the node itself is not repeated)."""
-
-    class Meta(PortSerializer.Meta):
-        fields = [f for f in PortSerializer.Meta.fields if f != "node"]
-
-
-class NodeSerializer(serializers.ModelSerializer):
+class NodeSerializer(BaseModelSerializer):
     """A node; the detail form (``retrieve``) adds its ports with links and remote ends."""
 
     url = IdentityUrlField(view_name="fabric-api:node-detail")
     display = serializers.CharField(source="__str__", read_only=True)
-    fabric = BriefFabricSerializer(read_only=True)
-    host = BriefHostSerializer(read_only=True, allow_null=True)
+    fabric = FabricSerializer(nested=True, read_only=True)
+    host = HostSerializer(nested=True, read_only=True, allow_null=True)
     tier = ChoiceDisplayField()
 
     class Meta:
@@ -369,8 +234,79 @@ class NodeSerializer(serializers.ModelSerializer):
             "last_seen",
             "unreachable_since",
         ]
+        brief_fields = ["id", "url", "display", "node_guid", "node_type", "name", "description", "lid"]
         # SHARP Aggregation Node and its switch: the ingest's (fabric.services.derive.aggregation_nodes)
         read_only_fields = ["aggregation_node", "aggregation_switch_guid"]
+
+
+class RemoteEndField(serializers.Field):
+    """The port at the other end of a port's link, in brief form, or null."""
+
+    def __init__(self, **kwargs):
+        kwargs["read_only"] = True
+        super().__init__(**kwargs)
+
+    def get_attribute(self, instance):
+        return instance
+
+    def to_representation(self, port: Port):
+        remote = port.remote
+        if remote is None:
+            return None
+        if "_brief" not in self.__dict__:  # built once per request, not per row
+            self._brief = PortSerializer(nested=True, context=self.context)
+        return self._brief.to_representation(remote)
+
+
+class PortSerializer(BaseModelSerializer):
+    """A port with its link and the remote end (read it through ``Port.objects.with_link()``)."""
+
+    url = IdentityUrlField(view_name="fabric-api:port-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    node = NodeSerializer(nested=True, read_only=True)
+    state = ChoiceDisplayField()
+    phys_state = ChoiceDisplayField()
+    link = serializers.SerializerMethodField()
+    remote = RemoteEndField()
+
+    class Meta:
+        model = Port
+        fields = [
+            "id",
+            "url",
+            "display",
+            "node",
+            "port_num",
+            "port_guid",
+            "lid",
+            "lmc",
+            "state",
+            "phys_state",
+            "width",
+            "speed",
+            "rate_gbps",
+            "label",
+            "link",
+            "remote",
+        ]
+        # the brief form names its node in brief form (read ports with ``select_related("node")``)
+        brief_fields = ["id", "url", "display", "node", "port_num", "port_guid", "lid"]
+
+    # schema: LinkSerializer's brief form, annotated below it (the two nest each other)
+    def get_link(self, port: Port):
+        link = port.link
+        if link is None:
+            return None
+        if "_brief_link" not in self.__dict__:  # built once per request, not per row
+            self._brief_link = LinkSerializer(nested=True, context=self.context)
+        return self._brief_link.to_representation(link)
+
+
+class NodePortSerializer(PortSerializer):
+    """A port nested in its node (the node itself is not repeated)."""
+
+    class Meta(PortSerializer.Meta):
+        fields = [f for f in PortSerializer.Meta.fields if f != "node"]
 
 
 class NodeDetailSerializer(NodeSerializer):
@@ -380,15 +316,20 @@ class NodeDetailSerializer(NodeSerializer):
         fields = [*NodeSerializer.Meta.fields, "ports"]
 
 
-class LinkSerializer(serializers.ModelSerializer):
+class LinkSerializer(BaseModelSerializer):
     """A link with both ends in brief form and its state (the lower of its ports' states)."""
 
     url = IdentityUrlField(view_name="fabric-api:link-detail")
     display = serializers.CharField(source="__str__", read_only=True)
-    fabric = BriefFabricSerializer(read_only=True)
-    port_a = BriefPortSerializer(read_only=True)
-    port_b = BriefPortSerializer(read_only=True)
+    fabric = FabricSerializer(nested=True, read_only=True)
+    port_a = PortSerializer(nested=True, read_only=True)
+    port_b = PortSerializer(nested=True, read_only=True)
     state = serializers.SerializerMethodField()
+    #: the brief form names its ports by id (the full form nests them)
+    brief_overrides = {
+        "port_a": serializers.PrimaryKeyRelatedField(read_only=True),
+        "port_b": serializers.PrimaryKeyRelatedField(read_only=True),
+    }
 
     class Meta:
         model = Link
@@ -405,6 +346,7 @@ class LinkSerializer(serializers.ModelSerializer):
             "state",
             "first_seen",
         ]
+        brief_fields = ["id", "url", "port_a", "port_b", "width", "speed", "rate_gbps"]
 
     @extend_schema_field(_ChoiceDisplaySchema)
     def get_state(self, link: Link) -> dict:
@@ -421,10 +363,10 @@ def link_state(a: int, b: int) -> int:
     return min(known) if known else PortState.UNKNOWN
 
 
-class SubnetManagerSerializer(serializers.ModelSerializer):
+class SubnetManagerSerializer(BaseModelSerializer):
     url = IdentityUrlField(view_name="fabric-api:subnetmanager-detail")
     display = serializers.CharField(source="__str__", read_only=True)
-    fabric = BriefFabricSerializer(read_only=True)
+    fabric = FabricSerializer(nested=True, read_only=True)
     state = ChoiceDisplayField()
 
     class Meta:
@@ -441,14 +383,15 @@ class SubnetManagerSerializer(serializers.ModelSerializer):
             "activity_count",
             "last_seen",
         ]
+        brief_fields = ["id", "url", "display", "guid", "lid"]
 
 
-class DiscoverySerializer(serializers.ModelSerializer):
+class DiscoverySerializer(BaseModelSerializer):
     """A discovery or import with its counts, diff (natural keys) and warnings (with line numbers)."""
 
     url = IdentityUrlField(view_name="fabric-api:discovery-detail")
     display = serializers.CharField(source="__str__", read_only=True)
-    fabric = BriefFabricSerializer(read_only=True)
+    fabric = FabricSerializer(nested=True, read_only=True)
 
     class Meta:
         model = Discovery
@@ -472,6 +415,7 @@ class DiscoverySerializer(serializers.ModelSerializer):
             "rows_written",
             "worker",
         ]
+        brief_fields = ["id", "url", "display", "started", "source", "status"]
 
 
 class DiscoveryListSerializer(DiscoverySerializer):
@@ -480,6 +424,15 @@ class DiscoveryListSerializer(DiscoverySerializer):
 
     class Meta(DiscoverySerializer.Meta):
         fields = [f for f in DiscoverySerializer.Meta.fields if f != "diff"]
+
+
+# The serializers that nest each other's brief form get those fields once both exist.
+declare_field(HostSerializer, "nodes", NodeSerializer(nested=True, many=True, read_only=True))
+declare_field(
+    FabricSerializer, "last_discovery", DiscoverySerializer(nested=True, read_only=True, allow_null=True)
+)
+extend_schema_field(PortSerializer(nested=True, allow_null=True))(RemoteEndField)
+extend_schema_field(LinkSerializer(nested=True, allow_null=True))(PortSerializer.get_link)
 
 
 # --- action payloads ---------------------------------------------------------------------------
@@ -508,7 +461,7 @@ class ImportWouldRemoveSerializer(serializers.Serializer):
 
 
 class ImportResultSerializer(serializers.Serializer):
-    fabric = BriefFabricSerializer()
+    fabric = FabricSerializer(nested=True)
     discovery = DiscoveryListSerializer()
     summary = serializers.DictField()
 
@@ -557,7 +510,7 @@ class NodeNameMapErrorSerializer(serializers.Serializer):
 
 
 class DiscoverQueuedSerializer(serializers.Serializer):
-    fabric = BriefFabricSerializer()
+    fabric = FabricSerializer(nested=True)
     queued = serializers.BooleanField()
     task_id = serializers.CharField(allow_null=True)
 
@@ -589,20 +542,11 @@ class PKeyField(serializers.Field):
         return value
 
 
-class BriefPartitionSerializer(serializers.ModelSerializer):
-    url = IdentityUrlField(view_name="fabric-api:partition-detail")
-    display = serializers.CharField(source="__str__", read_only=True)
-
-    class Meta:
-        model = Partition
-        fields = ["id", "url", "display", "name", "pkey", "pkey_hex", "applied_state"]
-
-
 class PartitionMemberSerializer(serializers.ModelSerializer):
     """A member: ``port_guid`` (canonical) or an OpenSM keyword (ALL, ALL_CAS, ALL_SWITCHES,
     ALL_ROUTERS, SELF); ``port`` when the topology knows the GUID."""
 
-    port = BriefPortSerializer(read_only=True, allow_null=True)
+    port = PortSerializer(nested=True, read_only=True, allow_null=True)
     verification = serializers.SerializerMethodField()
 
     class Meta:
@@ -622,7 +566,7 @@ class PartitionMemberSerializer(serializers.ModelSerializer):
         return "in fabric" if on else "unverified: not in fabric"
 
 
-class PartitionSerializer(serializers.ModelSerializer):
+class PartitionSerializer(BaseModelSerializer):
     """A partition (PKey) with its OpenSM flags (IBTA codes: ``mtu`` 1-5, ``rate`` e.g. 7 = 40
     Gb/s, ``sl`` 0-15, ``scope`` MGID scope nibbles) and what its last apply found
     (``applied_state``, ``applied_status`` in words: "applied to N of M members, K not verifiable"
@@ -646,6 +590,7 @@ class PartitionSerializer(serializers.ModelSerializer):
             "applied_status", "applied_members", "applied_at", "applied_hash", "drift", "apply_error",
             "created", "updated",
         ]  # fmt: skip
+        brief_fields = ["id", "url", "display", "name", "pkey", "pkey_hex", "applied_state"]
         read_only_fields = [
             "is_default", "source", "applied_state", "applied_members", "applied_at", "applied_hash",
             "drift", "apply_error", "created", "updated",
@@ -715,7 +660,7 @@ class ApplyRequestSerializer(serializers.Serializer):
     timeout = FiniteFloatField(min_value=1, max_value=300, required=False)
 
 
-class PartitionApplySerializer(serializers.ModelSerializer):
+class PartitionApplySerializer(BaseModelSerializer):
     """A requested apply of a fabric's partitions (``fabric.PartitionApply``): ``state`` queued,
     running, coalesced (joined the apply running), done or failed; ``ok``; ``result`` the
     coalesced apply path's summary (``applies``, ``state``, ``error``, ``signalled``,
@@ -729,6 +674,7 @@ class PartitionApplySerializer(serializers.ModelSerializer):
         model = PartitionApply
         fields = ["id", "url", "display", "fabric", "state", "source", "force", "timeout_s", "requested_by",
                   "created", "started", "finished", "ok", "result"]  # fmt: skip
+        brief_fields = ["id", "url", "display", "state", "ok"]
         read_only_fields = fields
 
     #: result keys holding rows that name a partition (``{"partition", "pkey", "guid", …}``)
@@ -753,15 +699,6 @@ class PartitionApplySerializer(serializers.ModelSerializer):
             if isinstance(result.get(key), list):
                 result[key] = [r for r in result[key] if isinstance(r, dict) and r.get("pkey") in visible]
         return data
-
-
-class BriefPartitionApplySerializer(serializers.ModelSerializer):
-    url = IdentityUrlField(view_name="fabric-api:partitionapply-detail")
-    display = serializers.CharField(source="__str__", read_only=True)
-
-    class Meta:
-        model = PartitionApply
-        fields = ["id", "url", "display", "state", "ok"]
 
 
 class PartitionImportSerializer(serializers.Serializer):
@@ -851,7 +788,7 @@ class CableInfoSerializer(serializers.ModelSerializer):
     """A port's cable/transceiver reading (``fabric.CableInfo``; read with ``select_related("port__node")``)."""
 
     url = IdentityUrlField(view_name="fabric-api:cableinfo-detail")
-    port = BriefPortSerializer(read_only=True)
+    port = PortSerializer(nested=True, read_only=True)
     reading = CableReadingSerializer(source="data", read_only=True)
 
     class Meta:

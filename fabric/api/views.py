@@ -107,7 +107,6 @@ class NodeViewSet(ReadOnlyViewSet):
 
     queryset = Node.objects.with_fabric_and_host()
     serializer_class = serializers.NodeSerializer
-    brief_serializer_class = serializers.BriefNodeSerializer
     filterset_class = filtersets.NodeFilterSet
     ordering_fields = ["id", "name", "description", "lid", "node_guid", "tier", "node_type"]
 
@@ -130,7 +129,6 @@ class PortViewSet(ReadOnlyViewSet):
 
     queryset = Port.objects.with_link()
     serializer_class = serializers.PortSerializer
-    brief_serializer_class = serializers.BriefPortSerializer
     filterset_class = filtersets.PortFilterSet
     ordering_fields = ["id", "port_num", "lid", "state", "rate_gbps"]
     action_roles = {"port_action": Role.OPERATOR}
@@ -170,7 +168,6 @@ class LinkViewSet(ReadOnlyViewSet):
 
     queryset = Link.objects.with_ends()
     serializer_class = serializers.LinkSerializer
-    brief_serializer_class = serializers.BriefLinkSerializer
     filterset_class = filtersets.LinkFilterSet
     ordering_fields = ["id", "rate_gbps", "speed", "width"]
 
@@ -183,7 +180,6 @@ class HostViewSet(ReadOnlyViewSet):
 
     queryset = Host.objects.with_nodes()
     serializer_class = serializers.HostSerializer
-    brief_serializer_class = serializers.BriefHostSerializer
     filterset_class = filtersets.HostFilterSet
     ordering_fields = ["id", "name"]
 
@@ -197,7 +193,6 @@ class PartitionApplyViewSet(ReadOnlyViewSet):
 
     queryset = PartitionApply.objects.select_related("requested_by")
     serializer_class = serializers.PartitionApplySerializer
-    brief_serializer_class = serializers.BriefPartitionApplySerializer
     filterset_fields = ["fabric", "state"]
     ordering_fields = ["id", "created"]
 
@@ -210,7 +205,6 @@ class SubnetManagerViewSet(ReadOnlyViewSet):
 
     queryset = SubnetManager.objects.with_fabric()
     serializer_class = serializers.SubnetManagerSerializer
-    brief_serializer_class = serializers.BriefSubnetManagerSerializer
     filterset_class = filtersets.SubnetManagerFilterSet
     ordering_fields = ["id", "priority", "state", "lid"]
 
@@ -223,7 +217,6 @@ class DiscoveryViewSet(ReadOnlyViewSet):
 
     queryset = Discovery.objects.with_fabric()
     serializer_class = serializers.DiscoverySerializer
-    brief_serializer_class = serializers.BriefDiscoverySerializer
     filterset_class = filtersets.DiscoveryFilterSet
     ordering_fields = ["id", "started", "duration_s", "added", "removed", "changed"]
 
@@ -289,7 +282,6 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
 
     queryset = Fabric.objects.with_counts()
     serializer_class = serializers.FabricSerializer
-    brief_serializer_class = serializers.BriefFabricSerializer
     filterset_class = filtersets.FabricFilterSet
     ordering_fields = ["id", "name", "created"]
     lookup_value_regex = r"\d+"
@@ -335,7 +327,9 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
         task_id = request_discovery(fabric, request.user)  # NoLiveAccess: 409 (api/errors.py)
         return Response(
             {
-                "fabric": serializers.BriefFabricSerializer(fabric, context={"request": request}).data,
+                "fabric": serializers.FabricSerializer(
+                    fabric, nested=True, context={"request": request}
+                ).data,
                 "queued": True,
                 "task_id": task_id,
             },
@@ -370,7 +364,7 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
         ctx = {"request": request}
         return Response(
             {
-                "fabric": serializers.BriefFabricSerializer(discovery.fabric, context=ctx).data,
+                "fabric": serializers.FabricSerializer(discovery.fabric, nested=True, context=ctx).data,
                 "discovery": serializers.DiscoveryListSerializer(discovery, context=ctx).data,
                 "summary": ingest_summary(discovery),
             },
@@ -576,7 +570,6 @@ class PartitionViewSet(BriefModeMixin, viewsets.ModelViewSet):
 
     queryset = Partition.objects.select_related("fabric").annotate(member_count=Count("members"))
     serializer_class = serializers.PartitionSerializer
-    brief_serializer_class = serializers.BriefPartitionSerializer
     filterset_class = filtersets.PartitionFilterSet
     ordering_fields = ["id", "pkey", "name", "applied_at"]
     lookup_value_regex = r"\d+"

@@ -14,8 +14,9 @@ from events.models import Event
 from fabric.models import Discovery, Fabric, Host, Link, Node, Port
 from fabric.parsers import parse_ibnetdiscover
 from fabric.parsers.ibnetdiscover import derived_guid
-from fabric.services import ingest
-from fabric.services.ingest import PortObservation, apply_port_states, ingest_topology
+from fabric.services.ingest import PortObservation, apply_port_states, columns, ingest_topology
+from fabric.services.ingest import hosts as ingest_hosts
+from fabric.services.ingest import plan as ingest_plan
 from fabric.services.names import label_topology
 from tests.support.ingest_rows import CABLE_DOWN, snapshot
 from tests.support.topologies import BASE
@@ -72,9 +73,9 @@ def _outcome(d: Discovery) -> tuple:
 def test_scoped_diff_gives_the_full_diffs_events_and_rows(db, committed_signals, monkeypatch, steps):
     scoped, full = Fabric.objects.create(name="scoped"), Fabric.objects.create(name="full")
     for text in [BASE, *steps]:
-        monkeypatch.setattr(ingest, "FULL_DIFF_SHARE", 1.0)  # diff only the nodes whose digest differs
+        monkeypatch.setattr(ingest_plan, "FULL_DIFF_SHARE", 1.0)  # diff only the nodes whose digest differs
         a = _ingest(scoped, text)
-        monkeypatch.setattr(ingest, "FULL_DIFF_SHARE", -1.0)  # always read and diff everything
+        monkeypatch.setattr(ingest_plan, "FULL_DIFF_SHARE", -1.0)  # always read and diff everything
         b = _ingest(full, text)
         assert _outcome(a) == _outcome(b)
         assert re.fullmatch(r"[0-9a-f]{16}", a.digest)
@@ -92,7 +93,7 @@ def _plan_digests(fabric, text) -> dict:
     topo = parse_ibnetdiscover(text, "t")
     label_topology(fabric, topo)
     host_ids = dict(Host.objects.filter(fabric=fabric).values_list("name", "id"))
-    return ingest._plan(topo, ingest._host_names(topo), host_ids).digests
+    return ingest_plan.plan_topology(topo, ingest_hosts.host_names(topo), host_ids).digests
 
 
 def test_unchanged_rediscovery_reads_no_port_or_link_row(db, committed_signals):
@@ -107,7 +108,7 @@ def test_unchanged_rediscovery_reads_no_port_or_link_row(db, committed_signals):
 
 
 def test_changed_rediscovery_reads_only_the_changed_nodes(db, committed_signals, monkeypatch):
-    monkeypatch.setattr(ingest, "FULL_DIFF_SHARE", 1.0)
+    monkeypatch.setattr(ingest_plan, "FULL_DIFF_SHARE", 1.0)
     fabric = Fabric.objects.create(name="t")
     _ingest(fabric, BASE)
     ids = dict(Node.objects.values_list("node_guid", "id"))
@@ -125,22 +126,22 @@ def test_changed_rediscovery_reads_only_the_changed_nodes(db, committed_signals,
 
 def test_every_column_is_in_the_digest_and_a_new_column_joins_it(db, monkeypatch):
     topo = parse_ibnetdiscover(BASE, "t")
-    hosts = ingest._host_names(topo)
-    plan = ingest._plan(topo, hosts, {"host001": 1, "host002": 2})
+    hosts = ingest_hosts.host_names(topo)
+    plan = ingest_plan.plan_topology(topo, hosts, {"host001": 1, "host002": 2})
     # each stored column of each table moves the digests of the nodes its rows belong to
     for table, owners in (
-        (ingest._NODE_COLUMNS, set(plan.nodes)),
-        (ingest._PORT_COLUMNS, {g for g, _ in plan.ports}),
-        (ingest._LINK_COLUMNS, {end[0] for key in plan.links for end in key}),
+        (columns.NODE_COLUMNS, set(plan.nodes)),
+        (columns.PORT_COLUMNS, {g for g, _ in plan.ports}),
+        (columns.LINK_COLUMNS, {end[0] for key in plan.links for end in key}),
     ):
         for column in list(table):
             monkeypatch.setitem(table, column, lambda *args: "another value")
-            moved = ingest._plan(topo, hosts, {"host001": 1, "host002": 2}).digests
+            moved = ingest_plan.plan_topology(topo, hosts, {"host001": 1, "host002": 2}).digests
             monkeypatch.undo()
             assert {g for g in moved if moved[g] != plan.digests[g]} == owners, column
     # a column added to a table (one line) changes every digest: the next discovery diffs everything
-    monkeypatch.setitem(ingest._NODE_COLUMNS, "display_name", lambda n, tier, host, an: n.description)
-    added = ingest._plan(topo, hosts, {"host001": 1, "host002": 2})
+    monkeypatch.setitem(columns.NODE_COLUMNS, "display_name", lambda n, tier, host, an: n.description)
+    added = ingest_plan.plan_topology(topo, hosts, {"host001": 1, "host002": 2})
     assert all(added.digests[g] != plan.digests[g] for g in plan.digests)
     assert added.nodes[G("leaf1")][-1] == "leaf-1"
 

@@ -12,7 +12,7 @@ from fabric.choices import DiscoveryStatus
 from fabric.models import Discovery, Fabric, Link, Node
 from fabric.parsers import parse_ibnetdiscover
 from fabric.services import ingest
-from fabric.services.ingest import import_topology_text, ingest_topology, source_digest
+from fabric.services.ingest import import_topology_text, importing, ingest_topology, samesource, source_digest
 from fabric.services.requests import set_node_name_map
 from tests.support.ingest_rows import CABLE_DOWN, snapshot
 from tests.support.topologies import BASE
@@ -26,7 +26,7 @@ def _import(text: str, **kw) -> Discovery:
 
 
 def _parse_calls():
-    return mock.patch.object(ingest, "detect_and_parse", wraps=ingest.detect_and_parse)
+    return mock.patch.object(importing, "detect_and_parse", wraps=importing.detect_and_parse)
 
 
 def test_digest_ignores_comment_lines_only():
@@ -114,12 +114,14 @@ def test_partial_discoveries_never_match():
 
 def test_the_pipeline_code_salts_the_digest():
     digest = source_digest(BASE)
-    ingest._pipeline_salt.cache_clear()
+    samesource._pipeline_salt.cache_clear()
     try:
-        with mock.patch.object(ingest, "_PIPELINE_MODULES", (*ingest._PIPELINE_MODULES, "fabric.keys")):
+        with mock.patch.object(
+            samesource, "_PIPELINE_MODULES", (*samesource._PIPELINE_MODULES, "fabric.keys")
+        ):
             assert source_digest(BASE) != digest
     finally:
-        ingest._pipeline_salt.cache_clear()
+        samesource._pipeline_salt.cache_clear()
     assert source_digest(BASE) == digest
 
 

@@ -1,8 +1,8 @@
 """Serializers of the pools REST API (``/api/pools/``).
 
-Full and brief forms (``Brief*``: id, url, display, natural key) as in the fabric API. Memory is
-MiB; ``rail`` is the host's CA closest to the GPU (``nvidia-smi topo -m``), in the fabric API's
-brief node form.
+Full and brief forms (``Meta.brief_fields``: id, url, display, natural key; ``nested=True``) as in
+the fabric API. Memory is MiB; ``rail`` is the host's CA closest to the GPU (``nvidia-smi topo
+-m``), in the fabric API's brief node form.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.models import ApiToken
+from core.api.serializers import BaseModelSerializer
 from core.fields import FiniteFloatField, IdentityUrlField, OptionalWebUrlField
 from core.validators import printable_text
-from fabric.api.serializers import BriefFabricSerializer, BriefHostSerializer, BriefNodeSerializer, PKeyField
+from fabric.api.serializers import FabricSerializer, HostSerializer, NodeSerializer, PKeyField
 from fabric.models import Fabric, Host, Partition
 
 from ..choices import AllocationKind
@@ -33,48 +34,6 @@ from ..services.allocation import pool_summary
 from ..services.partitions import KEEP, PoolPKeyError, check_job_range, check_pool_pkey, save_pool
 
 
-class BriefGpuSerializer(serializers.ModelSerializer):
-    url = IdentityUrlField(view_name="pools-api:gpu-detail")
-    display = serializers.CharField(source="__str__", read_only=True)
-
-    class Meta:
-        model = Gpu
-        fields = ["id", "url", "display", "uuid", "index", "state"]
-
-
-class BriefMigSliceSerializer(serializers.ModelSerializer):
-    url = IdentityUrlField(view_name="pools-api:migslice-detail")
-    display = serializers.CharField(source="__str__", read_only=True)
-
-    class Meta:
-        model = MigSlice
-        fields = [
-            "id",
-            "url",
-            "display",
-            "profile",
-            "gpu_instance_id",
-            "compute_instance_id",
-            "uuid",
-            "state",
-        ]
-
-
-class MigSliceSerializer(serializers.ModelSerializer):
-    url = IdentityUrlField(view_name="pools-api:migslice-detail")
-    display = serializers.CharField(source="__str__", read_only=True)
-    gpu = BriefGpuSerializer(read_only=True)
-    present = serializers.BooleanField(read_only=True)
-
-    class Meta:
-        model = MigSlice
-        fields = [
-            "id", "url", "display", "gpu", "gpu_instance_id", "compute_instance_id", "mig_index", "profile",
-            "profile_id", "placement_start", "placement_size", "uuid", "memory_total_mib", "sm_count", "state",
-            "present", "missing_since", "first_seen",
-        ]  # fmt: skip
-
-
 class _SliceInGpuSerializer(serializers.ModelSerializer):
     class Meta:
         model = MigSlice
@@ -82,12 +41,12 @@ class _SliceInGpuSerializer(serializers.ModelSerializer):
                   "placement_size", "uuid", "memory_total_mib", "state", "missing_since"]  # fmt: skip
 
 
-class GpuSerializer(serializers.ModelSerializer):
+class GpuSerializer(BaseModelSerializer):
     url = IdentityUrlField(view_name="pools-api:gpu-detail")
     display = serializers.CharField(source="__str__", read_only=True)
-    host = BriefHostSerializer(read_only=True)
-    fabric = BriefFabricSerializer(source="host.fabric", read_only=True)
-    rail = BriefNodeSerializer(source="rail_node", read_only=True, allow_null=True)
+    host = HostSerializer(nested=True, read_only=True)
+    fabric = FabricSerializer(nested=True, source="host.fabric", read_only=True)
+    rail = NodeSerializer(nested=True, source="rail_node", read_only=True, allow_null=True)
     present = serializers.BooleanField(read_only=True)
     mig_slices = _SliceInGpuSerializer(many=True, read_only=True)
 
@@ -99,30 +58,48 @@ class GpuSerializer(serializers.ModelSerializer):
             "health", "health_reasons", "mig_mode_current", "mig_mode_pending", "rail", "rail_device",
             "rail_affinity", "state", "present", "missing_since", "first_seen", "mig_slices",
         ]  # fmt: skip
+        brief_fields = ["id", "url", "display", "uuid", "index", "state"]
 
 
-class HostInventorySerializer(serializers.ModelSerializer):
+class MigSliceSerializer(BaseModelSerializer):
+    url = IdentityUrlField(view_name="pools-api:migslice-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    gpu = GpuSerializer(nested=True, read_only=True)
+    present = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = MigSlice
+        fields = [
+            "id", "url", "display", "gpu", "gpu_instance_id", "compute_instance_id", "mig_index", "profile",
+            "profile_id", "placement_start", "placement_size", "uuid", "memory_total_mib", "sm_count", "state",
+            "present", "missing_since", "first_seen",
+        ]  # fmt: skip
+        brief_fields = [
+            "id",
+            "url",
+            "display",
+            "profile",
+            "gpu_instance_id",
+            "compute_instance_id",
+            "uuid",
+            "state",
+        ]
+
+
+class HostInventorySerializer(BaseModelSerializer):
     """A host's last GPU report with its GPUs (brief) and the HCAs its agent saw."""
 
     url = IdentityUrlField(view_name="pools-api:hostinventory-detail")
     display = serializers.CharField(source="__str__", read_only=True)
-    host = BriefHostSerializer(read_only=True)
-    fabric = BriefFabricSerializer(source="host.fabric", read_only=True)
-    gpus = BriefGpuSerializer(source="host.gpus", many=True, read_only=True)
+    host = HostSerializer(nested=True, read_only=True)
+    fabric = FabricSerializer(nested=True, source="host.fabric", read_only=True)
+    gpus = GpuSerializer(nested=True, source="host.gpus", many=True, read_only=True)
 
     class Meta:
         model = HostInventory
         fields = ["id", "url", "display", "fabric", "host", "report_source", "reported_at", "driver_version", "cuda_version",
                   "attached_gpus", "hcas", "warnings", "gpus"]  # fmt: skip
-
-
-class BriefHostInventorySerializer(serializers.ModelSerializer):
-    url = IdentityUrlField(view_name="pools-api:hostinventory-detail")
-    display = serializers.CharField(source="__str__", read_only=True)
-
-    class Meta:
-        model = HostInventory
-        fields = ["id", "url", "display", "reported_at"]
+        brief_fields = ["id", "url", "display", "reported_at"]
 
 
 class AgentPortSerializer(serializers.Serializer):
@@ -216,7 +193,7 @@ class AgentRefusedSerializer(serializers.Serializer):
 class AgentBindingSerializer(serializers.ModelSerializer):
     """A host the token may report for, and how it came to be bound (``admin``/``first_report``)."""
 
-    host = BriefHostSerializer(read_only=True)
+    host = HostSerializer(nested=True, read_only=True)
 
     class Meta:
         model = AgentBinding
@@ -260,15 +237,6 @@ class AgentTokenHostsSerializer(serializers.Serializer):
 # --- tenants, pools, allocations ----------------------------------------------------------------
 
 
-class BriefTenantSerializer(serializers.ModelSerializer):
-    url = IdentityUrlField(view_name="pools-api:tenant-detail")
-    display = serializers.CharField(source="__str__", read_only=True)
-
-    class Meta:
-        model = Tenant
-        fields = ["id", "url", "display", "name"]
-
-
 class TenantMemberSerializer(serializers.ModelSerializer):
     """A member: the user (id; ``username`` read-only) and their role in the tenant."""
 
@@ -287,7 +255,7 @@ class TenantMemberSerializer(serializers.ModelSerializer):
         return attrs
 
 
-class TenantSerializer(serializers.ModelSerializer):
+class TenantSerializer(BaseModelSerializer):
     """A tenant and its members (Admin writes; ``members`` replaces the whole list when sent).
     ``contacts``: e-mail addresses told of its jobs' faults (degraded, requeued, replaced,
     failed); ``webhook_url`` and ``webhook_secret`` (write-only; ``webhook_secret_set`` says
@@ -311,6 +279,7 @@ class TenantSerializer(serializers.ModelSerializer):
         model = Tenant
         fields = ["id", "url", "display", "name", "description", "members", "contacts", "webhook_url",
                   "webhook_secret", "webhook_secret_set", "created"]  # fmt: skip
+        brief_fields = ["id", "url", "display", "name"]
 
     def get_webhook_secret_set(self, tenant: Tenant) -> bool:
         return bool(tenant.webhook_secret)
@@ -348,15 +317,6 @@ class TenantSerializer(serializers.ModelSerializer):
         return tenant
 
 
-class BriefPoolSerializer(serializers.ModelSerializer):
-    url = IdentityUrlField(view_name="pools-api:pool-detail")
-    display = serializers.CharField(source="__str__", read_only=True)
-
-    class Meta:
-        model = Pool
-        fields = ["id", "url", "display", "name"]
-
-
 class PoolUsageSerializer(serializers.Serializer):
     gpus = serializers.IntegerField(help_text="whole GPUs + GPUs with fractions held")
     slices = serializers.IntegerField(help_text="MIG slices held")
@@ -382,7 +342,7 @@ class PoolPartitionSerializer(serializers.ModelSerializer):
                   "applied_at", "drift", "apply_error"]  # fmt: skip
 
 
-class PoolSerializer(serializers.ModelSerializer):
+class PoolSerializer(BaseModelSerializer):
     """A pool: owner tenant (null: shared by every tenant), filters, quotas, its usage now, and
     its IB partition. ``pkey`` (an integer or ``"0x0123"``, 0x0001-0x7ffe, unique on the pool's
     fabric; null: none) gives the pool a partition whose members follow the hosts it holds GPUs
@@ -415,6 +375,7 @@ class PoolSerializer(serializers.ModelSerializer):
             "guaranteed_gpus", "quota_slices", "guaranteed_slices", "priority_weight", "on_fault", "pkey", "partition",
             "job_isolation", "job_pkey_min", "job_pkey_max", "usage", "created",
         ]  # fmt: skip
+        brief_fields = ["id", "url", "display", "name"]
         extra_kwargs = {"priority_weight": {"min_value": 1}}
 
     @extend_schema_field(PoolUsageSerializer)
@@ -520,10 +481,10 @@ class PoolSerializer(serializers.ModelSerializer):
 
 
 class AllocationItemSerializer(serializers.ModelSerializer):
-    gpu = BriefGpuSerializer(read_only=True)
+    gpu = GpuSerializer(nested=True, read_only=True)
     gpu_uuid = serializers.CharField(source="gpu.uuid", read_only=True)
     host = serializers.CharField(source="gpu.host.name", read_only=True)
-    mig_slice = BriefMigSliceSerializer(read_only=True, allow_null=True)
+    mig_slice = MigSliceSerializer(nested=True, read_only=True, allow_null=True)
 
     class Meta:
         model = AllocationItem
@@ -531,29 +492,20 @@ class AllocationItemSerializer(serializers.ModelSerializer):
                   "active"]  # fmt: skip
 
 
-class BriefAllocationSerializer(serializers.ModelSerializer):
-    url = IdentityUrlField(view_name="pools-api:allocation-detail")
-    display = serializers.CharField(source="__str__", read_only=True)
-
-    class Meta:
-        model = Allocation
-        fields = ["id", "url", "display", "state"]
-
-
 class AllocationEnvSerializer(serializers.Serializer):
     host = serializers.CharField()
     env = serializers.DictField(child=serializers.CharField(), help_text="what the GPU runtime enforces")
 
 
-class AllocationSerializer(serializers.ModelSerializer):
+class AllocationSerializer(BaseModelSerializer):
     """An allocation, its items, and per host the environment the GPU runtime enforces:
     ``CUDA_VISIBLE_DEVICES`` (GPU or MIG UUIDs), and for a fraction HAMi's ``CUDA_DEVICE_MEMORY_LIMIT``
     (MiB, as ``<n>m``) and ``CUDA_DEVICE_SM_LIMIT`` (%)."""
 
     url = IdentityUrlField(view_name="pools-api:allocation-detail")
     display = serializers.CharField(source="__str__", read_only=True)
-    pool = BriefPoolSerializer(read_only=True)
-    tenant = BriefTenantSerializer(read_only=True)
+    pool = PoolSerializer(nested=True, read_only=True)
+    tenant = TenantSerializer(nested=True, read_only=True)
     owner = serializers.CharField(source="owner.username", read_only=True, allow_null=True, default=None)
     items = AllocationItemSerializer(many=True, read_only=True)
     environment = serializers.SerializerMethodField()
@@ -565,6 +517,7 @@ class AllocationSerializer(serializers.ModelSerializer):
             "memory_mib", "compute_pct", "borrowed", "created", "started_at", "ended_at", "lease_expires_at",
             "end_reason", "items", "environment",
         ]  # fmt: skip
+        brief_fields = ["id", "url", "display", "state"]
 
     @extend_schema_field(AllocationEnvSerializer(many=True))
     def get_environment(self, alloc: Allocation) -> list[dict]:

@@ -61,7 +61,6 @@ class GpuViewSet(ReadOnlyViewSet):
         Prefetch("mig_slices", queryset=MigSlice.objects.order_by("gpu_instance_id", "compute_instance_id"))
     )
     serializer_class = serializers.GpuSerializer
-    brief_serializer_class = serializers.BriefGpuSerializer
     filterset_class = filtersets.GpuFilterSet
     ordering_fields = ["id", "index", "memory_total_mib", "product_name", "health", "state"]
 
@@ -72,7 +71,6 @@ class MigSliceViewSet(ReadOnlyViewSet):
 
     queryset = MigSlice.objects.select_related("gpu")
     serializer_class = serializers.MigSliceSerializer
-    brief_serializer_class = serializers.BriefMigSliceSerializer
     filterset_class = filtersets.MigSliceFilterSet
     ordering_fields = ["id", "profile", "gpu_instance_id", "memory_total_mib"]
 
@@ -83,7 +81,6 @@ class HostInventoryViewSet(ReadOnlyViewSet):
 
     queryset = HostInventory.objects.select_related("host", "host__fabric").prefetch_related("host__gpus")
     serializer_class = serializers.HostInventorySerializer
-    brief_serializer_class = serializers.BriefHostInventorySerializer
     filterset_class = filtersets.HostInventoryFilterSet
     ordering_fields = ["id", "reported_at"]
 
@@ -267,7 +264,6 @@ class TenantViewSet(TenantScopedMixin, BriefModeMixin, viewsets.ModelViewSet):
 
     queryset = Tenant.objects.prefetch_related("memberships__user")
     serializer_class = serializers.TenantSerializer
-    brief_serializer_class = serializers.BriefTenantSerializer
     filterset_class = filtersets.TenantFilterSet
     ordering_fields = ["id", "name", "created"]
     lookup_value_regex = r"\d+"
@@ -314,7 +310,6 @@ class PoolViewSet(TenantScopedMixin, BriefModeMixin, viewsets.ModelViewSet):
 
     queryset = Pool.objects.select_related("tenant", "fabric", "partition")
     serializer_class = serializers.PoolSerializer
-    brief_serializer_class = serializers.BriefPoolSerializer
     filterset_class = filtersets.PoolFilterSet
     ordering_fields = ["id", "name", "priority_weight", "created"]
     lookup_value_regex = r"\d+"
@@ -342,7 +337,6 @@ class AllocationViewSet(TenantScopedMixin, BriefModeMixin, viewsets.ReadOnlyMode
         "items__gpu__host", "items__mig_slice"
     )
     serializer_class = serializers.AllocationSerializer
-    brief_serializer_class = serializers.BriefAllocationSerializer
     filterset_class = filtersets.AllocationFilterSet
     ordering_fields = ["id", "created", "ended_at", "lease_expires_at", "state"]
     lookup_value_regex = r"\d+"

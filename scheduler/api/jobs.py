@@ -51,7 +51,6 @@ class JobViewSet(BriefModeMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
 
     queryset = Job.objects.select_related("tenant", "pool", "owner", "allocation")
     serializer_class = serializers.JobSerializer
-    brief_serializer_class = serializers.BriefJobSerializer
     filterset_class = filtersets.JobFilterSet
     ordering_fields = ["id", "submitted_at", "placed_at", "priority", "state", "count"]
     lookup_value_regex = r"\d+"
@@ -257,7 +256,6 @@ class JobDecisionViewSet(BriefModeMixin, viewsets.ReadOnlyModelViewSet):
 
     queryset = JobDecision.objects.select_related("job")
     serializer_class = serializers.JobDecisionSerializer
-    brief_serializer_class = serializers.BriefJobDecisionSerializer
     filterset_class = filtersets.JobDecisionFilterSet
     ordering_fields = ["id", "at", "last_at", "count"]
     lookup_value_regex = r"\d+"

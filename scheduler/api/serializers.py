@@ -7,10 +7,11 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core.api.serializers import BaseModelSerializer
 from core.fields import IdentityUrlField, OptionalWebUrlField
 from core.validators import printable_text
-from fabric.api.serializers import BriefPartitionSerializer
-from pools.api.serializers import BriefAllocationSerializer, BriefPoolSerializer, BriefTenantSerializer
+from fabric.api.serializers import PartitionSerializer
+from pools.api.serializers import AllocationSerializer, PoolSerializer, TenantSerializer
 
 from ..choices import JobKind, OnFault, PriorityClass, TopologyMode, Traffic
 from ..locality import TIER_NAMES
@@ -28,16 +29,7 @@ class DecisionField(serializers.JSONField):
     ``victims``, ``backfilled``, ``reservation`` ``{start, hosts, waits_for}``, ``allocation``."""
 
 
-class BriefJobSerializer(serializers.ModelSerializer):
-    url = IdentityUrlField(view_name="scheduler-api:job-detail")
-    display = serializers.CharField(source="__str__", read_only=True)
-
-    class Meta:
-        model = Job
-        fields = ["id", "url", "display", "name", "state"]
-
-
-class JobSerializer(serializers.ModelSerializer):
+class JobSerializer(BaseModelSerializer):
     """A job: its request, priority, topology constraint, state with timestamps and reason, where
     it runs (``placement``: host → GPUs, slices or shares; its pools ``allocation``), the last
     decision with its explanation, and the reservation when it is the queue's head. In a pool with
@@ -51,10 +43,10 @@ class JobSerializer(serializers.ModelSerializer):
 
     url = IdentityUrlField(view_name="scheduler-api:job-detail")
     display = serializers.CharField(source="__str__", read_only=True)
-    tenant = BriefTenantSerializer(read_only=True)
-    pool = BriefPoolSerializer(read_only=True)
+    tenant = TenantSerializer(nested=True, read_only=True)
+    pool = PoolSerializer(nested=True, read_only=True)
     owner = serializers.CharField(source="owner.username", read_only=True, allow_null=True, default=None)
-    allocation = BriefAllocationSerializer(read_only=True, allow_null=True)
+    allocation = AllocationSerializer(nested=True, read_only=True, allow_null=True)
     request = serializers.SerializerMethodField(help_text="the request in words")
     tier_name = serializers.SerializerMethodField()
     segment_tier_name = serializers.SerializerMethodField()
@@ -63,8 +55,8 @@ class JobSerializer(serializers.ModelSerializer):
     webhook_url = OptionalWebUrlField(read_only=True)
     decision = DecisionField(read_only=True)
     pkey_hex = serializers.SerializerMethodField(help_text="the job PKey as 0x hex (null: not isolated)")
-    partition = BriefPartitionSerializer(
-        read_only=True, allow_null=True, help_text="the job's own partition while it holds GPUs"
+    partition = PartitionSerializer(
+        nested=True, read_only=True, allow_null=True, help_text="the job's own partition while it holds GPUs"
     )
     faults = serializers.JSONField(read_only=True, help_text="why it is degraded now")
     effective_on_fault = serializers.CharField(read_only=True, help_text="on_fault, else its pool's")
@@ -80,6 +72,7 @@ class JobSerializer(serializers.ModelSerializer):
             "pkey", "pkey_hex", "partition", "idempotency_key", "faults", "degraded_at", "on_fault",
             "effective_on_fault", "webhook_url", "traffic",
         ]  # fmt: skip
+        brief_fields = ["id", "url", "display", "name", "state"]
 
     def get_pkey_hex(self, job: Job) -> str | None:
         return job.pkey_hex
@@ -184,27 +177,19 @@ class JobErrorSerializer(serializers.Serializer):
     differs = serializers.ListField(child=serializers.CharField(), required=False)
 
 
-class JobDecisionSerializer(serializers.ModelSerializer):
+class JobDecisionSerializer(BaseModelSerializer):
     """One decision about a job (``count`` times in a row, the last at ``last_at``)."""
 
     url = IdentityUrlField(view_name="scheduler-api:jobdecision-detail")
     display = serializers.CharField(source="__str__", read_only=True)
-    job = BriefJobSerializer(read_only=True)
+    job = JobSerializer(nested=True, read_only=True)
     reasons = serializers.ListField(child=serializers.CharField(), read_only=True)
     details = DecisionField(read_only=True)
 
     class Meta:
         model = JobDecision
         fields = ["id", "url", "display", "job", "at", "last_at", "count", "code", "reasons", "details"]
-
-
-class BriefJobDecisionSerializer(serializers.ModelSerializer):
-    url = IdentityUrlField(view_name="scheduler-api:jobdecision-detail")
-    display = serializers.CharField(source="__str__", read_only=True)
-
-    class Meta:
-        model = JobDecision
-        fields = ["id", "url", "display", "code"]
+        brief_fields = ["id", "url", "display", "code"]
 
 
 class QueueEntrySerializer(serializers.Serializer):
@@ -212,9 +197,9 @@ class QueueEntrySerializer(serializers.Serializer):
     why it waits (``pending_code``, ``reasons``) and its reservation if it is the head."""
 
     position = serializers.IntegerField()
-    job = BriefJobSerializer()
-    tenant = BriefTenantSerializer()
-    pool = BriefPoolSerializer()
+    job = JobSerializer(nested=True)
+    tenant = TenantSerializer(nested=True)
+    pool = PoolSerializer(nested=True)
     request = serializers.CharField()
     priority_class = serializers.CharField()
     priority = serializers.IntegerField()

@@ -18,7 +18,7 @@ from telemetry import metrics, semantics
 from telemetry.api import heatmap
 from telemetry.collectors import madpoll
 from telemetry.models import RAW_COUNTERS, PortCounters, Sweep
-from telemetry.services import sweep as sweep_service
+from telemetry.services.sweep import store as sweep_store
 
 
 def test_raw_counters_are_one_list():
@@ -75,7 +75,7 @@ def test_the_sweep_stores_each_derived_value_in_its_column(polled):
     d = semantics.Derived(**values, error_deltas={"symbol_errors": 2})
     raw = tuple(range(100, 116))
     with transaction.atomic():
-        sweep_service._upsert(
+        sweep_store.upsert(
             sweep.pk, [(port.pk, raw, True, sweep.started, d, ["xmit_wait"], False, False, "")]
         )
     row = PortCounters.objects.get(port=port)

@@ -263,7 +263,7 @@ def test_unknown_fabric_with_a_nul_is_a_404(stored):
 def test_a_fabric_never_discovered_is_not_swept_ok(db, settings, monkeypatch):
     """A fabric registered but not discovered yet has no ports: its sweep is ``skipped`` with the
     reason (no collector runs), and ``weft_sweep_ok`` says 0, not 1."""
-    from telemetry.services import sweep as sweep_service
+    from telemetry.services.sweep import run as sweep_service
 
     def no_collector(*args, **kwargs):
         raise AssertionError("the collector ran for a fabric without ports")

@@ -384,10 +384,10 @@ def test_admin_reset_action_clears_selected_ports_and_is_audited(small_lab, fabr
 def test_split_collector_reads_the_same_as_one_process(small_lab, fabric):
     from fabric.collectors.tools import fabric_ca_args, fabric_env
     from telemetry.collectors.counters import run_madpoll
-    from telemetry.services.sweep import _requests, _targets
+    from telemetry.services.sweep.targets import fabric_targets, requests_for
 
     small_lab.perf_set("Switch2", 5, "PortXmitWait", 4242)
-    reqs = _requests(fabric, _targets(fabric), "auto")
+    reqs = requests_for(fabric, fabric_targets(fabric), "auto")
     kw = {"env": fabric_env(fabric), "ca_args": fabric_ca_args(fabric), "timeout": 30}
     one = run_madpoll(reqs, **kw)
     three = run_madpoll(reqs, processes=3, split_min=1, **kw)

@@ -9,7 +9,7 @@ from fabric.models import Node, Port
 from fabric.services.ingest import import_topology_text
 from telemetry.collectors.counters import Collected
 from telemetry.models import PortCounters, Sweep
-from telemetry.services import sweep as sweep_mod
+from telemetry.services.sweep import run as sweep_mod
 from tests.support.topologies import BASE
 
 pytestmark = pytest.mark.backend  # a sweep's commit against a concurrent removal (foreign keys)

@@ -12,7 +12,7 @@ from fabric.models import Fabric, Node, Port
 from telemetry import semantics
 from telemetry.collectors.counters import Collected, PortRead
 from telemetry.models import PortCounters
-from telemetry.services import sweep as sweep_mod
+from telemetry.services.sweep import run as sweep_mod
 
 pytestmark = [pytest.mark.django_db, pytest.mark.backend]  # backend: the sweep store (COPY on PostgreSQL)
 

@@ -11,7 +11,8 @@ from fabric.services.ingest import import_topology_text
 from telemetry import semantics
 from telemetry.collectors.counters import Collected, PortRead
 from telemetry.models import PortCounters
-from telemetry.services import sweep as sweep_mod
+from telemetry.services.sweep import run as sweep_mod
+from telemetry.services.sweep import store, targets
 from tests.support.topologies import BASE
 
 pytestmark = pytest.mark.backend  # the sweep store: COPY into a staging table on PostgreSQL
@@ -74,8 +75,8 @@ def test_binary_copy_of_the_fast_path_equals_that_of_derived():
     raw = tuple(range(16))
     for fast in ((1.5, 2.0, 3.0, 4.0, 5.0, None, 0.25), (0.1, 1e-07, 0.0, 3.0, 2.5, 0.000125, 1.0)):
         d = semantics.Derived(*fast, error_deltas={}, saturated=[], reset=False)
-        a = sweep_mod._copy_binary(7, [(1, raw, True, at, fast, [], False, False, "")])
-        b = sweep_mod._copy_binary(7, [(1, raw, True, at, d, [], False, False, "")])
+        a = store.copy_binary(7, [(1, raw, True, at, fast, [], False, False, "")])
+        b = store.copy_binary(7, [(1, raw, True, at, d, [], False, False, "")])
         assert a == b
         assert a.startswith(b"PGCOPY\n\xff\r\n\x00") and a.endswith(b"\xff\xff")
         (by,) = _decode_copy(a)
@@ -97,7 +98,7 @@ def test_binary_copy_of_a_stale_row_and_of_one_with_deltas():
         (1, (None,) * 16, False, None, None, [], False, True, "LID 4 port 1: timeout"),
         (2, tuple(range(16)), False, datetime(2026, 1, 1, tzinfo=UTC), d, d.saturated, False, False, ""),
     ]
-    stale, moved = _decode_copy(sweep_mod._copy_binary(7, rows))
+    stale, moved = _decode_copy(store.copy_binary(7, rows))
     assert [stale[c] for c in (*semantics.ALL_COUNTERS, "sampled_at", *semantics.DERIVED_FIELDS)] == [
         None
     ] * 24
@@ -115,7 +116,7 @@ def _decode_copy(data: bytes) -> list[dict]:
     rows, pos, end = [], 19, len(data) - 2
     while pos < end:
         (count,) = struct.unpack_from(">h", data, pos)
-        assert count == len(sweep_mod._COLUMNS)
+        assert count == len(store.COLUMNS)
         pos += 2
         fields = []
         for _ in range(count):
@@ -123,7 +124,7 @@ def _decode_copy(data: bytes) -> list[dict]:
             pos += 4
             fields.append(None if size < 0 else data[pos : pos + size])
             pos += max(size, 0)
-        rows.append(dict(zip(sweep_mod._COLUMNS, fields, strict=True)))
+        rows.append(dict(zip(store.COLUMNS, fields, strict=True)))
     assert pos == end
     return rows
 
@@ -135,18 +136,22 @@ def test_requests_ask_one_mad_per_port_only_where_capmask2_has_addl_port_counter
     from telemetry.collectors import madpoll
 
     fabric = import_topology_text("f", BASE, filename="base.topo").fabric
-    key = sweep_mod._identity(fabric)
+    key = targets.identity(fabric)
     later = time.monotonic() + 60
-    sweep_mod._capmasks[(key[:2], 10)] = (0x1200 | madpoll.CAP_ADDL_EXT, later)  # ConnectX-like
-    sweep_mod._capmasks[(key[:2], 11)] = (0x1200, later)  # ibsim 0.10: CapMask2 0
-    sweep_mod._capmasks[(key[:2], 12)] = (0x1000, later)  # no ExtendedWidth: 32-bit only
+    targets._capmasks[(key[:2], 10)] = (0x1200 | madpoll.CAP_ADDL_EXT, later)  # ConnectX-like
+    targets._capmasks[(key[:2], 11)] = (0x1200, later)  # ibsim 0.10: CapMask2 0
+    targets._capmasks[(key[:2], 12)] = (0x1000, later)  # no ExtendedWidth: 32-bit only
     modes = {
-        r[1]: r[3] for r in sweep_mod._requests(fabric, sweep_mod._targets(fabric), "auto") if r[0] == "Q"
+        r[1]: r[3]
+        for r in targets.requests_for(fabric, targets.fabric_targets(fabric), "auto")
+        if r[0] == "Q"
     }
     assert (modes[10], modes[11], modes[12]) == (2, 1, 0)
-    assert {r[1] for r in sweep_mod._requests(fabric, sweep_mod._targets(fabric), "auto") if r[0] == "N"} == {
+    assert {
+        r[1] for r in targets.requests_for(fabric, targets.fabric_targets(fabric), "auto") if r[0] == "N"
+    } == {
         2,
         3,
     }
-    never = sweep_mod._requests(fabric, sweep_mod._targets(fabric), "never")
+    never = targets.requests_for(fabric, targets.fabric_targets(fabric), "never")
     assert {r[3] for r in never if r[0] == "Q"} == {0}

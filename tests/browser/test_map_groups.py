@@ -19,7 +19,7 @@ from tests.support.map_pages import SELENE, api_get, import_file, login, open_ma
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-#: map.js colours: no data, and the "≥ 90 %" utilisation bin
+#: the map's colours (static/fabric/map/base.js): no data, and the "≥ 90 %" utilisation bin
 NO_DATA = "#3a444f"
 HOT = "#f85149"
 FIRST_FRAME_BUDGET_MS = 1500

@@ -18,7 +18,7 @@ from tests.support.server_api import admin_token, api
 
 pytestmark = [pytest.mark.browser, pytest.mark.lab, pytest.mark.slow]
 
-RED = "#f85149"  # map.js STATE_COLOURS[1]
+RED = "#f85149"  # static/fabric/map/base.js STATE_COLOURS[1]
 
 
 def _wait_subscribed(server, fabric_id: int, timeout: float = 60.0) -> None:

@@ -7,7 +7,7 @@ import urllib.error
 from tests.support import server_api
 from tests.support.server_api import admin_token as token  # noqa: F401  (the pool and job page tests')
 
-#: colours of map.js (highlighted host, dimmed node) and pool.js (the "GPUs held" line)
+#: colours of the map (static/fabric/map/base.js: highlighted host, dimmed node) and pool.js (the "GPUs held" line)
 HIGHLIGHT, DIM = "#ffa657", "#26303a"
 
 

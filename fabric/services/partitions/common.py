@@ -84,7 +84,7 @@ def partition_owners(partition_ids: Iterable[int]) -> dict[int, tuple[str, str]]
     return out
 
 
-def _refuse_if_owned(partition: Partition, what: str, as_owner: bool) -> None:
+def refuse_if_owned(partition: Partition, what: str, as_owner: bool) -> None:
     """Raise :class:`PartitionOwned` when ``partition`` has an owner and the caller is not it."""
     if as_owner:
         return
@@ -98,7 +98,9 @@ class ApplyError(RuntimeError):
     written, OpenSM could not be signalled); recorded as ``partition.apply_failed``."""
 
 
-def _ports_by_guid(fabric: Fabric, guids: Iterable[str]) -> dict[str, int]:
+def ports_by_guid(fabric: Fabric, guids: Iterable[str]) -> dict[str, int]:
+    """``{port GUID: port id}`` of the GUIDs of ``guids`` that are ports of ``fabric`` (keywords
+    skipped; 500 GUIDs a query)."""
     wanted = [g for g in set(guids) if g not in KEYWORDS]
     out: dict[str, int] = {}
     for i in range(0, len(wanted), 500):
@@ -115,7 +117,7 @@ def node_guids_among(fabric: Fabric, guids: Iterable[str]) -> dict[str, tuple[st
     here); a CA's node GUID is not a port's (IBTA Vol 1 14.2.5.3 NodeInfo: NodeGUID and
     PortGUID are distinct EUI-64s for a channel adapter). Keywords are skipped."""
     wanted = [g for g in set(guids) if g not in KEYWORDS]
-    ports = set(_ports_by_guid(fabric, wanted))
+    ports = set(ports_by_guid(fabric, wanted))
     rest = [g for g in wanted if g not in ports]
     out: dict[str, tuple[str, list[str]]] = {}
     for i in range(0, len(rest), 500):
@@ -149,7 +151,12 @@ def refuse_node_guids(fabric: Fabric, guids: Iterable[str]) -> None:
         )
 
 
-def _check_member(guid: str, membership: str) -> tuple[str, str]:
+def check_member(guid: str, membership: str) -> tuple[str, str]:
+    """``(canonical GUID or keyword, membership)`` of a member as given.
+
+    Raises:
+        PartitionError: the GUID is malformed or 0, or the membership is not full/limited/both.
+    """
     g = str(guid).strip()
     if g not in KEYWORDS:
         try:
@@ -163,14 +170,18 @@ def _check_member(guid: str, membership: str) -> tuple[str, str]:
     return g, membership
 
 
-def _notify(fabric: Fabric, events: list[str], applied: bool = False) -> None:
+def notify_changed(fabric: Fabric, events: list[str], applied: bool = False) -> None:
+    """Send ``fabric.signals.partitions_changed`` for ``fabric`` when the transaction commits
+    (``events``: the codes written; ``applied``: an apply wrote them)."""
     fabric_id = fabric.pk
     transaction.on_commit(
         lambda: partitions_changed.send(Partition, fabric_id=fabric_id, events=events, applied=applied)
     )
 
 
-def _mark_pending(partition: Partition) -> None:
+def mark_pending(partition: Partition) -> None:
+    """Mark ``partition`` as changed since its last apply (``applied_state`` pending, no drift); the
+    caller saves it."""
     partition.applied_state = ApplyState.PENDING
     partition.drift = []
 
@@ -188,7 +199,7 @@ def named_in(parts, rows: list[dict]) -> list:
     return [p for p in parts if p.name in names]
 
 
-def _fabric_event(fabric: Fabric, code: str, message: str, details: dict, parts=()) -> EventSpec:
+def fabric_event(fabric: Fabric, code: str, message: str, details: dict, parts=()) -> EventSpec:
     """A fabric-wide partitions event whose message and details name ``parts``: its ``tenant_id``
     is theirs (``accounts.scoping.tenant_of_rows``: fabric-wide, one tenant's, or staff only when
     several tenants' partitions meet in it; issue 22: tenant users read other tenants' partition

@@ -44,7 +44,8 @@ def to_record(partition: Partition, members: Iterable[PartitionMember] | None = 
     )
 
 
-def _fields_of(rec: PartitionRecord) -> dict:
+def record_fields(rec: PartitionRecord) -> dict:
+    """The ``Partition`` field values of a parsed partitions.conf record (``fabric.parsers.partitions``)."""
     return {
         "name": rec.name or f"pkey_0x{rec.pkey:04x}",
         "ipoib": rec.ipoib,
@@ -61,7 +62,8 @@ def _fields_of(rec: PartitionRecord) -> dict:
     }
 
 
-def _comment(fabric: Fabric) -> str:
+def conf_comment(fabric: Fabric) -> str:
+    """The comment line written at the top of ``fabric``'s partitions.conf."""
     return f"OpenSM partitions of fabric {fabric.name}, written by Weft: edit in Weft, not here"
 
 
@@ -69,7 +71,7 @@ def generate_conf(fabric: Fabric, *, width: int = 100) -> str:
     """The ``partitions.conf`` text for the stored partitions of ``fabric`` (the default partition
     first, written as ``Default=0x7fff, ipoib : ALL=full, SELF=full ;`` when none is stored)."""
     parts = Partition.objects.filter(fabric=fabric).prefetch_related("members").order_by("pkey")
-    return generate([to_record(p) for p in parts], width=width, comment=_comment(fabric))
+    return generate([to_record(p) for p in parts], width=width, comment=conf_comment(fabric))
 
 
 def partitions_path(fabric: Fabric) -> str:

@@ -22,11 +22,11 @@ from ...parsers.partitions import (
 from .common import (
     OWNER_NAME_RE,
     PartitionError,
-    _check_member,
-    _mark_pending,
-    _notify,
-    _ports_by_guid,
-    _refuse_if_owned,
+    check_member,
+    mark_pending,
+    notify_changed,
+    ports_by_guid,
+    refuse_if_owned,
     refuse_node_guids,
 )
 
@@ -111,8 +111,8 @@ def save_partition(partition: Partition, *, user=None, action: str = "", as_owne
                 partition.name,
                 partition.fabric_id,
             ):
-                _refuse_if_owned(old, "its PKey and name change", as_owner)
-            _mark_pending(partition)
+                refuse_if_owned(old, "its PKey and name change", as_owner)
+            mark_pending(partition)
             partition.save()
             fields = ["name", "pkey", "description", "ipoib", "mtu", "rate", "sl", "scope"]
             changes = (
@@ -126,7 +126,7 @@ def save_partition(partition: Partition, *, user=None, action: str = "", as_owne
                 changes,
                 user=user,
             )
-            _notify(partition.fabric, [])
+            notify_changed(partition.fabric, [])
     except IntegrityError as exc:
         # another transaction stored the PKey or the name between the checks above and this write
         # (the database's unique (fabric, pkey) and (fabric, name) refused it): the checks' answer
@@ -166,7 +166,7 @@ def delete_partition(partition: Partition, *, user=None, as_owner: bool = False)
     if partition.is_default:
         raise PartitionError("the default partition (0x7fff) cannot be deleted")
     with transaction.atomic():
-        _refuse_if_owned(partition, "it is taken away", as_owner)
+        refuse_if_owned(partition, "it is taken away", as_owner)
         audit.record(
             "partition.delete",
             partition,
@@ -175,7 +175,7 @@ def delete_partition(partition: Partition, *, user=None, as_owner: bool = False)
         )
         fabric = partition.fabric
         partition.delete()
-        _notify(fabric, [])
+        notify_changed(fabric, [])
 
 
 @dataclass
@@ -208,7 +208,7 @@ def _wanted_members(members: Iterable[tuple[str, str] | str | dict]) -> dict[str
             membership = item.get("membership", Membership.FULL)
         else:
             guid, membership = item
-        g, m = _check_member(guid, membership)
+        g, m = check_member(guid, membership)
         wanted[g] = m
     return wanted
 
@@ -248,11 +248,11 @@ def set_members(
         locked = Partition.objects.select_for_update().get(pk=partition.pk)
         refuse_node_guids(locked.fabric, wanted)
         if reason in (None, MemberReason.POOL):
-            _refuse_if_owned(locked, f"its {'pool ' if reason else ''}members change", as_owner)
+            refuse_if_owned(locked, f"its {'pool ' if reason else ''}members change", as_owner)
         rows = {m.port_guid: m for m in locked.members.all()}
         mine = {g: m for g, m in rows.items() if reason is None or m.reason == reason}
         others = {g: m for g, m in rows.items() if g not in mine}
-        ports = _ports_by_guid(locked.fabric, wanted)
+        ports = ports_by_guid(locked.fabric, wanted)
         gone = [m.pk for g, m in mine.items() if g not in wanted]
         change.removed = sorted(g for g in mine if g not in wanted)
         new_rows, updated = [], []
@@ -281,7 +281,7 @@ def set_members(
         PartitionMember.objects.bulk_update(updated, ["membership"], batch_size=500)
         PartitionMember.objects.bulk_create(new_rows, batch_size=500)
         if change.added or change.removed or change.changed:
-            _mark_pending(locked)
+            mark_pending(locked)
             locked.save(update_fields=["applied_state", "drift", "updated"])
         partition.applied_state, partition.drift = locked.applied_state, locked.drift
         audit.record(
@@ -291,7 +291,7 @@ def set_members(
              "sample_removed": change.removed[:20]},
             user=user,
         )  # fmt: skip
-        _notify(locked.fabric, [])
+        notify_changed(locked.fabric, [])
     return change
 
 
@@ -325,9 +325,9 @@ def add_members(
         locked = Partition.objects.select_for_update().get(pk=partition.pk)
         refuse_node_guids(locked.fabric, wanted)
         if reason == MemberReason.POOL:
-            _refuse_if_owned(locked, "its pool members change", False)
+            refuse_if_owned(locked, "its pool members change", False)
         rows = {m.port_guid: m for m in locked.members.filter(port_guid__in=list(wanted))}
-        ports = _ports_by_guid(locked.fabric, [g for g in wanted if g not in rows])
+        ports = ports_by_guid(locked.fabric, [g for g in wanted if g not in rows])
         new_rows, updated = [], []
         for g, m in wanted.items():
             row = rows.get(g)
@@ -377,7 +377,7 @@ def remove_members(
     with transaction.atomic():
         locked = Partition.objects.select_for_update().get(pk=partition.pk)
         if MemberReason.POOL in reasons:
-            _refuse_if_owned(locked, "its pool members change", False)
+            refuse_if_owned(locked, "its pool members change", False)
         gone = []
         for row in locked.members.filter(port_guid__in=list(wanted)):
             if row.reason in reasons:
@@ -399,7 +399,7 @@ def _finish_member_change(
     """Inside the caller's transaction: mark ``locked`` pending when members changed (copied to the
     caller's ``partition``), audit ``action`` and notify on commit."""
     if change.added or change.removed or change.changed:
-        _mark_pending(locked)
+        mark_pending(locked)
         locked.save(update_fields=["applied_state", "drift", "updated"])
     partition.applied_state, partition.drift = locked.applied_state, locked.drift
     audit.record(
@@ -409,4 +409,4 @@ def _finish_member_change(
          "sample_removed": change.removed[:20]},
         user=user,
     )  # fmt: skip
-    _notify(locked.fabric, [])
+    notify_changed(locked.fabric, [])

@@ -23,13 +23,13 @@ from ...parsers.partitions import (
 from .common import (
     OWNER_NAME_RE,
     PartitionError,
-    _mark_pending,
-    _notify,
-    _ports_by_guid,
+    mark_pending,
     node_guids_among,
+    notify_changed,
     partition_owners,
+    ports_by_guid,
 )
-from .conf import _fields_of, to_record
+from .conf import record_fields, to_record
 
 log = logging.getLogger(__name__)
 
@@ -222,15 +222,15 @@ def import_partitions(
                 for rec in conf.partitions
                 if rec.pkey in stored
                 and rec.pkey not in untouched
-                and stored[rec.pkey].name != _fields_of(rec)["name"]
+                and stored[rec.pkey].name != record_fields(rec)["name"]
             ]
             for pk in renamed:
                 Partition.objects.filter(pk=pk).update(name=f"~import-{pk}")
-            ports = _ports_by_guid(fabric, (m.guid for rec in conf.partitions for m in rec.members))
+            ports = ports_by_guid(fabric, (m.guid for rec in conf.partitions for m in rec.members))
             for rec in conf.partitions:
                 if rec.pkey in untouched:
                     continue
-                values = _fields_of(rec)
+                values = record_fields(rec)
                 row = stored.get(rec.pkey)
                 if row is None:
                     row = Partition(fabric=fabric, pkey=rec.pkey, source=PartitionSource.IMPORTED, **values)
@@ -241,7 +241,7 @@ def import_partitions(
                     row.source = PartitionSource.IMPORTED
                     row.members.all().delete()
                     summary.updated.append(f"0x{rec.pkey:04x}")
-                _mark_pending(row)
+                mark_pending(row)
                 try:
                     row.full_clean(exclude=["fabric"], validate_unique=False, validate_constraints=False)
                 except ValidationError as exc:
@@ -272,7 +272,7 @@ def import_partitions(
                 | {"warnings": len(conf.warnings)},
                 user=user,
             )
-            _notify(fabric, [])
+            notify_changed(fabric, [])
     except IntegrityError as exc:
         # another change stored a partition with a PKey or a name of the file after the rows were
         # locked (a create is not blocked by those locks): nothing of the import was written

@@ -29,9 +29,9 @@ from ...models import Fabric, Partition
 from ...parsers.partitions import (
     generate,
 )
-from .common import ApplyError, _fabric_event, _notify, named_in, partition_tenants
-from .conf import _comment, partitions_path, to_record
-from .verify import MIN_READ_S, _plan_checks, _verify, member_counts
+from .common import ApplyError, fabric_event, named_in, notify_changed, partition_tenants
+from .conf import conf_comment, partitions_path, to_record
+from .verify import MIN_READ_S, member_counts, plan_checks, verify_checks
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ class ApplyResult:
     members: int = 0
     checked_ports: int = 0
     drift: list[dict] = field(default_factory=list)
-    #: port checks that could not be read (``_verify``): with no drift, the apply is ``failed``
+    #: port checks that could not be read (``verify_checks``): with no drift, the apply is ``failed``
     unverified: list[dict] = field(default_factory=list)
     error: str = ""
     seconds: float = 0.0
@@ -229,7 +229,7 @@ def apply(
             Fabric.objects.select_for_update().filter(pk=fabric.pk).first()
             parts = list(Partition.objects.filter(fabric=fabric).prefetch_related("members").order_by("pkey"))
             try:
-                text = generate([to_record(p) for p in parts], comment=_comment(fabric))
+                text = generate([to_record(p) for p in parts], comment=conf_comment(fabric))
             except ValueError as exc:  # a stored row the file cannot say (set outside the services)
                 raise ApplyError(f"{GENERATE_ERROR}: {exc}") from None
             lines = text.splitlines()
@@ -257,10 +257,10 @@ def apply(
     except ToolAborted as exc:  # the reload command was refused: the worker is stopping
         return _interrupted(fabric, result, exc, t0)
     t_signalled = time.monotonic()
-    checks = _plan_checks(fabric, parts, sample)
+    checks = plan_checks(fabric, parts, sample)
     result.checked_ports = len({c.guid for c in checks})
     try:
-        drift, unverified = _verify(fabric, parts, checks, min(timeout, RESIGNAL_AFTER_S))
+        drift, unverified = verify_checks(fabric, parts, checks, min(timeout, RESIGNAL_AFTER_S))
         left = timeout - (time.monotonic() - t_signalled)
         if (drift or unverified) and left >= MIN_READ_S:
             if drift:
@@ -276,7 +276,7 @@ def apply(
             # then the rest of the verification time, for ports that disagree and for ports not
             # read yet (a slow fabric reads fewer than the sample in the first RESIGNAL_AFTER_S:
             # giving up then failed the apply "within <timeout> s" after only that)
-            drift, unverified = _verify(fabric, parts, checks, left)
+            drift, unverified = verify_checks(fabric, parts, checks, left)
     except ToolAborted as exc:
         return _interrupted(fabric, result, exc, t0)
     result.drift, result.unverified = drift, unverified
@@ -314,7 +314,7 @@ def _interrupted(fabric: Fabric, result: ApplyResult, exc: ToolAborted, t0: floa
 def record_failure(fabric: Fabric, parts: list[Partition], result: ApplyResult, user) -> None:
     """Store a failed apply of ``parts`` (``result.error``): the partitions ``failed``, one
     ``partition.apply_failed`` event (its tenant: the partitions it names, see
-    :func:`~.common._fabric_event`), an audit entry; in one transaction."""
+    :func:`~.common.fabric_event`), an audit entry; in one transaction."""
     log.warning("applying the partitions of %s failed: %s", fabric.name, result.error)
     with transaction.atomic():
         written = {}
@@ -323,7 +323,7 @@ def record_failure(fabric: Fabric, parts: list[Partition], result: ApplyResult, 
         Partition.objects.filter(pk__in=[p.pk for p in parts]).update(
             applied_state=ApplyState.FAILED, apply_error=result.error[:2000], **written
         )
-        spec = _fabric_event(
+        spec = fabric_event(
             fabric, "partition.apply_failed", f"partitions of {fabric.name} not applied: {result.error}",
             {"path": result.path, "error": result.error, "unverified": result.unverified[:20]},
             # the partitions its rows (or a file that could not be generated) name: their tenants'
@@ -331,7 +331,7 @@ def record_failure(fabric: Fabric, parts: list[Partition], result: ApplyResult, 
         )  # fmt: skip
         record_events(fabric, [spec])
         audit.record("partition.apply", fabric, {"ok": False, "error": result.error[:500]}, user=user)
-        _notify(fabric, [spec.code], applied=True)
+        notify_changed(fabric, [spec.code], applied=True)
 
 
 def record_outcome(fabric: Fabric, parts: list[Partition], result: ApplyResult, user) -> None:
@@ -378,7 +378,7 @@ def record_outcome(fabric: Fabric, parts: list[Partition], result: ApplyResult, 
                 )
         if not specs:
             specs.append(
-                _fabric_event(
+                fabric_event(
                     fabric,
                     "partition.applied",
                     f"{len(parts)} partition(s) of {fabric.name} applied ({result.signalled}); "
@@ -393,7 +393,7 @@ def record_outcome(fabric: Fabric, parts: list[Partition], result: ApplyResult, 
             {"ok": result.ok, "sha256": result.sha256, "drift": len(result.drift), "path": result.path},
             user=user,
         )
-        _notify(fabric, [s.code for s in specs], applied=True)
+        notify_changed(fabric, [s.code for s in specs], applied=True)
 
 
 def forget_applied(fabric: Fabric, reason: str, *, user=None) -> int:
@@ -413,5 +413,5 @@ def forget_applied(fabric: Fabric, reason: str, *, user=None) -> int:
         )
         audit.record("partition.forget_applied", fabric, {"reason": reason, "partitions": marked}, user=user)
         if marked:
-            _notify(fabric, [])
+            notify_changed(fabric, [])
     return marked

@@ -52,9 +52,9 @@ from ...choices import ApplyState, NodeType
 from ...models import Fabric, Partition, Port
 from ...parsers.partitions import KEYWORDS
 from .coalesce import apply_pending, auto_apply_enabled, expire_stale_applies
-from .common import _fabric_event, _notify, named_in
+from .common import fabric_event, named_in, notify_changed
 from .conf import conf_digest, partitions_path
-from .verify import _Check, _verify
+from .verify import PortCheck, verify_checks
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def _window(items: list, size: int, turn: int) -> list:
     return (items + items)[start : start + size]
 
 
-def _reconcile_checks(fabric: Fabric, parts: list[Partition], sample: int, turn: int) -> list[_Check]:
+def _reconcile_checks(fabric: Fabric, parts: list[Partition], sample: int, turn: int) -> list[PortCheck]:
     """The port checks of this turn: per partition, a window of its member ports in the fabric
     and a window of CA ports that are not members (skipped with a keyword member)."""
     ca_ports = list(
@@ -115,14 +115,14 @@ def _reconcile_checks(fabric: Fabric, parts: list[Partition], sample: int, turn:
                 "port_guid", flat=True
             )
         )
-    checks: list[_Check] = []
+    checks: list[PortCheck] = []
     for p in parts:
         members = {m.port_guid: m.membership for m in p.members.all()}
         on_fabric = sorted(g for g in members if g in known)
-        checks += [_Check(p.pk, g, members[g]) for g in _window(on_fabric, sample, turn)]
+        checks += [PortCheck(p.pk, g, members[g]) for g in _window(on_fabric, sample, turn)]
         if not any(g in KEYWORDS for g in members):
             outside = [g for g in ca_ports if g not in members]
-            checks += [_Check(p.pk, g, None) for g in _window(outside, sample, turn)]
+            checks += [PortCheck(p.pk, g, None) for g in _window(outside, sample, turn)]
     return checks
 
 
@@ -172,7 +172,7 @@ def reconcile(fabric: Fabric, *, sample: int | None = None, read_timeout: float 
     if claimed and not out.file:
         checks = _reconcile_checks(fabric, claimed, sample, turn)
         out.checked_ports = len({c.guid for c in checks})
-        drift, unread = _verify(fabric, claimed, checks, read_timeout, once=True)
+        drift, unread = verify_checks(fabric, claimed, checks, read_timeout, once=True)
         out.drift, out.unread = drift[:20], len(unread)
         if drift and conf_digest(fabric) != digest:  # changed while read: its apply verifies it
             out.skipped = "the partitions changed while their ports were read: their apply verifies them"
@@ -182,7 +182,7 @@ def reconcile(fabric: Fabric, *, sample: int | None = None, read_timeout: float 
         oldest = min(p.updated for p in stuck)
         minutes = (timezone.now() - oldest).total_seconds() / 60
         specs.append(
-            _fabric_event(
+            fabric_event(
                 fabric,
                 "partition.apply_stuck",
                 f"{len(stuck)} partition(s) of {fabric.name} not applied for {minutes:.0f} min "
@@ -202,7 +202,7 @@ def reconcile(fabric: Fabric, *, sample: int | None = None, read_timeout: float 
             f"expected {first['expected'] or 'not a member'}, seen {first['seen'] or 'absent'})"
         )
         specs.append(
-            _fabric_event(
+            fabric_event(
                 fabric,
                 "partition.reconcile_drift",
                 f"OpenSM does not run the partitions Weft stores for {fabric.name}: {what}; re-applying",
@@ -213,7 +213,7 @@ def reconcile(fabric: Fabric, *, sample: int | None = None, read_timeout: float 
     if specs:
         with transaction.atomic():
             record_events(fabric, specs)
-            _notify(fabric, [s.code for s in specs])
+            notify_changed(fabric, [s.code for s in specs])
         out.events = [s.code for s in specs]
         out.reapplied = apply_pending(fabric, force=True)
     out.seconds = round(time.monotonic() - t0, 3)

@@ -28,13 +28,16 @@ def _spread(items: list, n: int) -> list:
 
 
 @dataclass
-class _Check:
+class PortCheck:
+    """One port to read in a verification: the partition, the port GUID and the membership it
+    must carry (None: it must not carry the PKey)."""
+
     partition_id: int
     guid: str
     expected: str | None  # membership, or None: must not carry the PKey
 
 
-def _plan_checks(fabric: Fabric, parts: list[Partition], sample: int) -> list[_Check]:
+def plan_checks(fabric: Fabric, parts: list[Partition], sample: int) -> list[PortCheck]:
     """Ports to verify per partition: up to ``sample`` members the topology knows (GUID members
     only; keyword members say nothing checkable per port) and up to ``sample`` CA ports that are
     not members (skipped when a keyword member covers all ports)."""
@@ -47,16 +50,16 @@ def _plan_checks(fabric: Fabric, parts: list[Partition], sample: int) -> list[_C
     known = set(ca_ports) | set(
         Port.objects.filter(node__fabric=fabric).exclude(port_guid="").values_list("port_guid", flat=True)
     )
-    checks: list[_Check] = []
+    checks: list[PortCheck] = []
     for p in parts:
         if p.is_default:
             continue
         members = {m.port_guid: m.membership for m in p.members.all()}
         on_fabric = sorted(g for g in members if g in known)
-        checks += [_Check(p.pk, g, members[g]) for g in _spread(on_fabric, sample)]
+        checks += [PortCheck(p.pk, g, members[g]) for g in _spread(on_fabric, sample)]
         if not any(g in KEYWORDS for g in members):
             outside = [g for g in ca_ports if g not in members]
-            checks += [_Check(p.pk, g, None) for g in _spread(outside, sample)]
+            checks += [PortCheck(p.pk, g, None) for g in _spread(outside, sample)]
     return checks
 
 
@@ -70,8 +73,8 @@ def _matches(expected: str | None, seen: str | None) -> bool:
 MIN_READ_S = 0.5
 
 
-def _verify(
-    fabric: Fabric, parts: list[Partition], checks: list[_Check], timeout: float, *, once: bool = False
+def verify_checks(
+    fabric: Fabric, parts: list[Partition], checks: list[PortCheck], timeout: float, *, once: bool = False
 ) -> tuple[list[dict], list[dict]]:
     """Read the P_Key tables of the checked ports again until all agree or ``timeout`` seconds
     pass; return ``(drift, unverified)``.

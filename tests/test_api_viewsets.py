@@ -95,6 +95,7 @@ LEAST_ROLE = {
     "scheduler-api:job-cancel POST": "operator",
     "scheduler-api:job-start POST": "operator",
     "scheduler-api:job-finish POST": "operator",
+    "scheduler-api:job-replace POST": "operator",
 }
 
 ANONYMOUS_DETAIL = "Authentication credentials were not provided."
@@ -700,6 +701,15 @@ WRITES: dict[str, Write] = {
         check=lambda w, b: (b["state"], b["reason"]) == ("failed", "exit 1")
         and Allocation.objects.get(pk=w.placed_job.allocation_id).state == "released",
     ),
+    # refused: the placed job is not degraded (the replacement itself, of a job degraded by a pulled
+    # HCA, is tested in scheduler/tests/test_job_faults_views.py); nothing moved, nothing audited
+    "scheduler-api:job-replace POST": Write(
+        409,
+        target=lambda w: w.placed_job,
+        audits=0,
+        check=lambda w, b: "not degraded by a host that lost its fabric: nothing to replace" in b["detail"]
+        and b["state"] == Job.objects.get(pk=w.placed_job.pk).state == "placed",
+    ),
 }
 
 #: Checks of GET actions other than list and retrieve: (world, body, role) -> True when right.
@@ -884,6 +894,11 @@ def test_write_is_not_stored_when_its_audit_entry_fails(
     client = clients[least_role(route)]  # signed in before the audit log breaks (logins are audited)
     url = url_of(route, world)
     before = stored()
+    if case.audits == 0:  # a refusal that audits nothing: refused as before, nothing stored
+        monkeypatch.setattr(audit, "record", lambda *a, **k: pytest.fail(f"{route.id} audited"))
+        assert send(client, route, url, world).status_code == case.status
+        assert stored() == before
+        return
 
     def fail(*args, **kwargs):
         raise AuditWriteFailed("the audit log is unavailable")

@@ -67,11 +67,13 @@ def process_group(item) -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Skip ``integration`` tests unless PostgreSQL and Redis are configured; under xdist with
     ``--dist loadgroup``, put the tests that run processes in their module's group
     (:func:`process_group`). pytest-xdist tells a worker ``config.option.loadgroup`` (its
-    ``dist`` option is ``"no"`` there: the controller distributes)."""
+    ``dist`` option is ``"no"`` there: the controller distributes), and its own hook turns the
+    groups into node ids: this one runs first (``tryfirst``), or the groups would come too late."""
     if getattr(config.option, "loadgroup", False) or getattr(config.option, "dist", "no") == "loadgroup":
         for item in items:
             group = process_group(item)

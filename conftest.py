@@ -45,28 +45,40 @@ def realdata() -> Path:
 
 
 #: markers of tests that run real processes (labs, servers, Chromium, snmpsim, long waits): under
-#: pytest-xdist (``-n 2 --dist loadgroup``, bin/test) they all go to one worker, one at a time as
-#: without xdist, while the other worker runs the in-process tests.
+#: pytest-xdist (``-n 2 --dist loadgroup``, bin/test) the ones of a test module go to one worker
+#: together (an ``xdist_group`` per module), so its module-scoped lab, slapd or OpenID provider
+#: starts once; two modules' processes run side by side on the two workers (each lab has its own
+#: ibsim socket; the tests on ibsim's default socket take a lock file), and the in-process tests
+#: fill in one at a time.
 PROCESS_MARKERS = ("lab", "browser", "slow", "snmpsim")
-#: fixtures that start such processes (a test using one goes to the same worker, marked or not;
-#: ``default_socket_lab_factory`` uses ibsim's default socket name: two at once would share it)
+#: fixtures that start such processes (a test using one goes to its module's group, marked or not)
 PROCESS_FIXTURES = (
     "lab_factory", "small_lab", "default_socket_lab_factory", "weft_server", "weft_server_factory",
     "browser_page", "_chromium", "slapd_directory", "slapd_factory", "oidc_provider",
 )  # fmt: skip
 
 
+def process_group(item) -> str | None:
+    """The ``xdist_group`` of a test that runs real processes (``processes:<its module's path>``),
+    ``None`` for an in-process test."""
+    fixtures = getattr(item, "fixturenames", ())
+    if any(m in item.keywords for m in PROCESS_MARKERS) or any(f in fixtures for f in PROCESS_FIXTURES):
+        return "processes:" + item.nodeid.split("::", 1)[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Skip ``integration`` tests unless PostgreSQL and Redis are configured; under xdist, put the
-    tests with a :data:`PROCESS_MARKERS` marker or a :data:`PROCESS_FIXTURES` fixture in one
-    ``xdist_group``."""
-    if getattr(config.option, "dist", "no") != "no":
+    """Skip ``integration`` tests unless PostgreSQL and Redis are configured; under xdist with
+    ``--dist loadgroup``, put the tests that run processes in their module's group
+    (:func:`process_group`). pytest-xdist tells a worker ``config.option.loadgroup`` (its
+    ``dist`` option is ``"no"`` there: the controller distributes), and its own hook turns the
+    groups into node ids: this one runs first (``tryfirst``), or the groups would come too late."""
+    if getattr(config.option, "loadgroup", False) or getattr(config.option, "dist", "no") == "loadgroup":
         for item in items:
-            fixtures = getattr(item, "fixturenames", ())
-            if any(m in item.keywords for m in PROCESS_MARKERS) or any(
-                f in fixtures for f in PROCESS_FIXTURES
-            ):
-                item.add_marker(pytest.mark.xdist_group("processes"))
+            group = process_group(item)
+            if group:
+                item.add_marker(pytest.mark.xdist_group(group))
     url = os.environ.get("DATABASE_URL", "")
     if url.startswith(("postgres://", "postgresql://")) and os.environ.get("REDIS_URL"):
         return
@@ -95,6 +107,16 @@ def _flush_past_the_append_only_audit_triggers() -> None:
 
 
 _flush_past_the_append_only_audit_triggers()
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker, tmp_path_factory):
+    """pytest-django's test database; on SQLite also a copy of it as migrated, before any test
+    writes to it, which the browser tests' servers start from (``tests.browser_support``)."""
+    from tests.browser_support import save_migrated_copy
+
+    with django_db_blocker.unblock():
+        save_migrated_copy(tmp_path_factory.mktemp("weft-migrated"))
 
 
 @pytest.fixture(autouse=True)

@@ -15,6 +15,7 @@ cycle anywhere.
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -263,24 +264,69 @@ def test_cycle_finder_finds_a_cycle():
     assert _cycle({"a": {"b"}, "b": set()}) is None
 
 
-def test_each_events_module_imports_alone():
-    """Every module of the events app, imported first in a fresh interpreter, after django.setup()."""
+#: Imports each module named on the command line first, in a fork of one interpreter that has run
+#: ``django.setup()`` and nothing else: each child starts from exactly the state a fresh interpreter
+#: has after ``django.setup()`` (the fork copies it), at the cost of one setup for all the modules.
+#: Prints ``name<TAB>ok`` or ``name<TAB>the error's last line`` per module.
+_IMPORT_ALONE = """
+import importlib, os, sys, traceback
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "weft.settings")
+import django
+django.setup()
+sys.stdout.flush()
+for name in sys.argv[1:]:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            importlib.import_module(name)
+            message = "ok"
+        except BaseException:
+            message = traceback.format_exc().strip().splitlines()[-1] or "failed"
+        os.write(write, message.encode())
+        os._exit(0)
+    os.close(write)
+    chunks = []
+    while chunk := os.read(read, 65536):
+        chunks.append(chunk)
+    os.close(read)
+    _, status = os.waitpid(pid, 0)
+    message = b"".join(chunks).decode() or f"child ended with status {status}"
+    print(f"{name}\t{message}", flush=True)
+"""
+
+
+def _import_alone(names: list[str], path: Path | None = None) -> dict[str, str]:
+    """``{module: "ok" | its error's last line}``: each module imported first after
+    ``django.setup()`` (see :data:`_IMPORT_ALONE`); ``path`` is put on ``PYTHONPATH``."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(path or ""), str(ROOT)])))
+    proc = subprocess.run(
+        [sys.executable, "-c", _IMPORT_ALONE, *names],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dict(line.split("\t", 1) for line in proc.stdout.splitlines() if "\t" in line)
+
+
+def test_each_events_module_imports_alone(tmp_path):
+    """Every module of the events app, imported first in a fresh interpreter after django.setup()
+    (a fork per module of one interpreter that ran the setup: the same starting state)."""
     names = sorted(_modules("events"))
-    code = (
-        "import importlib, os, sys, django\n"
-        "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'weft.settings')\n"
-        "django.setup()\n"
-        "importlib.import_module(sys.argv[1])\n"
-    )
-    failures = []
-    for name in names:
-        proc = subprocess.run(
-            [sys.executable, "-c", code, name], cwd=ROOT, capture_output=True, text=True, timeout=120
-        )
-        if proc.returncode != 0:
-            failures.append(f"{name}: {proc.stderr.strip().splitlines()[-1:]}")
-    assert failures == []
     assert "events.engine" in names and "events.rules.counters" in names
+    # the harness tells a module that fails on its own: one whose import raises, and one that only
+    # imports after another module was imported (each child starts from the setup, not the last child)
+    (tmp_path / "weft_probe_first.py").write_text("import sys\nsys.modules['weft_probe_left'] = sys\n")
+    (tmp_path / "weft_probe_second.py").write_text("import weft_probe_left\n")
+    (tmp_path / "weft_probe_raises.py").write_text("raise RuntimeError('refused')\n")
+    probes = ["weft_probe_first", "weft_probe_second", "weft_probe_raises"]
+    results = _import_alone(probes + names, tmp_path)
+    assert results.pop("weft_probe_first") == "ok"
+    assert results.pop("weft_probe_second") == "ModuleNotFoundError: No module named 'weft_probe_left'"
+    assert results.pop("weft_probe_raises") == "RuntimeError: refused"
+    failures = {name: message for name, message in results.items() if message != "ok"}
+    assert failures == {}
+    assert sorted(results) == names
 
 
 def test_test_modules_import_only_support_modules():

@@ -231,8 +231,12 @@ def weft_server(weft_server_factory) -> WeftServer:
     return weft_server_factory()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def _chromium():
+    """Debian's Chromium under Playwright's sync API, for one test module: the sync API keeps an
+    event loop running in this thread while it lives, which Django's async guard takes for a
+    coroutine (``SynchronousOnlyOperation`` in every later database test of the same xdist
+    worker); stopped at the module's end, it leaves the worker's next modules a plain thread."""
     if not Path(CHROMIUM).exists() and not shutil.which(CHROMIUM):
         pytest.skip(f"browser: {CHROMIUM} is absent (apt-get install chromium)")
     from playwright.sync_api import sync_playwright

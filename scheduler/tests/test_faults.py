@@ -6,19 +6,18 @@ tenant's contacts mailed through the alarm engine's outbox, and ``on_fault`` req
 from __future__ import annotations
 
 import pytest
-from django.db.models import Count, Q
+from django.db.models import Count
 from django.utils import timezone
 
 from events.engine import process_pending_events
-from events.models import Alarm, Event, Notification
-from fabric.keys import link_key
-from fabric.models import Link, Partition, Port
+from events.models import Event, Notification
+from fabric.models import Partition, Port
 from pools.models import AllocationItem, Gpu
 from scheduler.choices import JobState
 from scheduler.models import Job
 from scheduler.services import faults
 from scheduler.services.queue import JobConflict, JobSpec, finish, run_pass, start, submit
-from tests.support.jobs import gpu_cluster
+from tests.support.jobs import gpu_cluster, host_link, link_down, open_alarm
 
 
 @pytest.fixture
@@ -38,27 +37,6 @@ def running_job(cluster, count=8, **kw) -> Job:
     job.refresh_from_db()
     assert job.state == JobState.RUNNING
     return job
-
-
-def host_link(cluster, host: str) -> Link:
-    return Link.objects.select_related("port_a__node", "port_b__node").get(
-        Q(port_a__node__host__name=host) | Q(port_b__node__host__name=host), fabric=cluster.fabric
-    )
-
-
-def open_alarm(cluster, code: str, key: str, text: str, **kw) -> Alarm:
-    now = timezone.now()
-    return Alarm.objects.create(
-        fabric=cluster.fabric, code=code, severity="critical", category="topology", object_type=kw.pop("type", "link"),
-        object_key=key, object_repr=text, message=text, first_seen=now, last_seen=now, **kw,
-    )  # fmt: skip
-
-
-def link_down(cluster, host: str) -> Alarm:
-    link = host_link(cluster, host)
-    a, b = link.port_a, link.port_b
-    key = link_key((a.node.node_guid, a.port_num), (b.node.node_guid, b.port_num))
-    return open_alarm(cluster, "link.down", key, str(link))
 
 
 def held(job: Job) -> set[str]:

@@ -19,8 +19,7 @@ from scheduler.choices import JobState
 from scheduler.models import Job
 from scheduler.services import faults
 from scheduler.services.queue import JobSpec, run_pass, start, submit
-from scheduler.tests.test_faults import link_down
-from tests.support.jobs import gpu_cluster
+from tests.support.jobs import gpu_cluster, link_down
 
 
 @pytest.fixture

@@ -246,20 +246,43 @@ def compare_reference_task(fabric_id: int) -> dict | None:
     return compare_after_discovery(fabric_id)
 
 
-@shared_task(name="fabric.tasks.collect_switch_health_fabric_task")
-def collect_switch_health_fabric_task(fabric_id: int) -> dict:
-    """Read the switch health of one fabric (``fabric.services.switchhealth.collect``), at the
-    fabric's site (issue 25 §2); lock ``fabric.switch_health.<id>``."""
+def _read_one_fabric(fabric_id: int, lock: str, busy: str, collect) -> dict:
+    """``{"fabric": name, **collect(fabric)}`` under the lock ``<lock>.<fabric_id>`` (one read of
+    a fabric at a time); ``skipped`` with why when the fabric is gone or ``busy`` (a read runs)."""
     from .models import Fabric
-    from .services.switchhealth import collect
 
     fabric = Fabric.objects.filter(pk=fabric_id).first()
     if fabric is None:
         return {"skipped": f"no fabric {fabric_id}"}
-    with single_instance(f"fabric.switch_health.{fabric_id}", 3600) as mine:
+    with single_instance(f"{lock}.{fabric_id}", 3600) as mine:
         if not mine:
-            return {"fabric": fabric.name, "skipped": "a switch health read of this fabric is running"}
+            return {"fabric": fabric.name, "skipped": busy}
         return {"fabric": fabric.name, **collect(fabric)}
+
+
+def _fan_out_reads(lock: str, task, tool_field: str) -> list[dict]:
+    """One ``task`` per fabric whose ``tool_field`` is set, at its site (``core.sites.fan_out``),
+    never overlapping itself (lock ``lock``): the beat's side of the per-fabric reads."""
+    from core.sites import fan_out
+
+    from .models import Fabric
+
+    with single_instance(lock, 3600) as mine:
+        if not mine:
+            return []
+        fabrics = Fabric.objects.exclude(**{tool_field: ""}).order_by("name")
+        return fan_out(task, fabrics, log=log)
+
+
+@shared_task(name="fabric.tasks.collect_switch_health_fabric_task")
+def collect_switch_health_fabric_task(fabric_id: int) -> dict:
+    """Read the switch health of one fabric (``fabric.services.switchhealth.collect``), at the
+    fabric's site (issue 25 §2); lock ``fabric.switch_health.<id>``."""
+    from .services.switchhealth import collect
+
+    return _read_one_fabric(
+        fabric_id, "fabric.switch_health", "a switch health read of this fabric is running", collect
+    )
 
 
 @shared_task(name="fabric.tasks.collect_switch_health_task")
@@ -268,31 +291,16 @@ def collect_switch_health_task() -> list[dict]:
     :func:`collect_switch_health_fabric_task` per fabric whose ``switch_info_tool`` is set, at
     its site (``core.sites.fan_out``). One fabric's error is logged and in its summary; never
     overlaps itself (lock ``fabric.switch_health``)."""
-    from core.sites import fan_out
-
-    from .models import Fabric
-
-    with single_instance("fabric.switch_health", 3600) as mine:
-        if not mine:
-            return []
-        fabrics = Fabric.objects.exclude(switch_info_tool="").order_by("name")
-        return fan_out(collect_switch_health_fabric_task, fabrics, log=log)
+    return _fan_out_reads("fabric.switch_health", collect_switch_health_fabric_task, "switch_info_tool")
 
 
 @shared_task(name="fabric.tasks.collect_cable_info_fabric_task")
 def collect_cable_info_fabric_task(fabric_id: int) -> dict:
     """Read the cables and transceivers of one fabric (``fabric.services.cables.collect``), at the
     fabric's site; lock ``fabric.cable_info.<id>``."""
-    from .models import Fabric
     from .services.cables import collect
 
-    fabric = Fabric.objects.filter(pk=fabric_id).first()
-    if fabric is None:
-        return {"skipped": f"no fabric {fabric_id}"}
-    with single_instance(f"fabric.cable_info.{fabric_id}", 3600) as mine:
-        if not mine:
-            return {"fabric": fabric.name, "skipped": "a cable read of this fabric is running"}
-        return {"fabric": fabric.name, **collect(fabric)}
+    return _read_one_fabric(fabric_id, "fabric.cable_info", "a cable read of this fabric is running", collect)
 
 
 @shared_task(name="fabric.tasks.collect_cable_info_task")
@@ -300,12 +308,4 @@ def collect_cable_info_task() -> list[dict]:
     """Beat task (every ``WEFT_CABLE_INFO_INTERVAL_S``, queue ``control``): one
     :func:`collect_cable_info_fabric_task` per fabric whose ``cable_info_tool`` is set, at its
     site (``core.sites.fan_out``); never overlaps itself (lock ``fabric.cable_info``)."""
-    from core.sites import fan_out
-
-    from .models import Fabric
-
-    with single_instance("fabric.cable_info", 3600) as mine:
-        if not mine:
-            return []
-        fabrics = Fabric.objects.exclude(cable_info_tool="").order_by("name")
-        return fan_out(collect_cable_info_fabric_task, fabrics, log=log)
+    return _fan_out_reads("fabric.cable_info", collect_cable_info_fabric_task, "cable_info_tool")

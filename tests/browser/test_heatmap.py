@@ -83,23 +83,25 @@ def test_heatmap_cell_changes_colour_when_xmit_wait_rises(lab_factory, weft_serv
             timeout=15000,
         )
         elapsed = time.monotonic() - started
+        # Checked while the counter still rises: once it stops, the next sweep's rate is 0 and
+        # the hot list empties (it is hidden), so its boxes would be gone.
+        after = page.evaluate("(id) => weftHeatmap.cellState(id)", port_id)
+        # The hot spot's percentage stays on its name's line (it wrapped onto its own).
+        page.wait_for_selector("#hm-hot li")
+        name_box = page.locator("#hm-hot li a").first.bounding_box()
+        value_box = page.locator("#hm-hot li .hm-hot-value").first.bounding_box()
+        assert abs(name_box["y"] - value_box["y"]) < name_box["height"] / 2, (name_box, value_box)
+        # A long switch name is cut with an ellipsis, its port number never is (it is outside the
+        # ellipsised name), and the whole label is the link's title.
+        hot = page.locator("#hm-hot li a").first
+        assert hot.locator(".hm-hot-name").count() == 1 and hot.get_attribute("title").endswith("]")
+        assert hot.evaluate(
+            "a => a.lastChild.nodeType === Node.TEXT_NODE && /^ \\[\\d+\\]$/.test(a.lastChild.data)"
+        )
+        assert page.is_hidden("#hm-hot-empty")
     finally:
         stop.set()
         riser.join(5)
-    after = page.evaluate("(id) => weftHeatmap.cellState(id)", port_id)
-    # The hot spot's percentage stays on its name's line (it wrapped onto its own).
-    page.wait_for_selector("#hm-hot li")
-    name_box = page.locator("#hm-hot li a").first.bounding_box()
-    value_box = page.locator("#hm-hot li .hm-hot-value").first.bounding_box()
-    assert abs(name_box["y"] - value_box["y"]) < name_box["height"] / 2, (name_box, value_box)
-    # A long switch name is cut with an ellipsis, its port number never is (it is outside the
-    # ellipsised name), and the whole label is the link's title.
-    hot = page.locator("#hm-hot li a").first
-    assert hot.locator(".hm-hot-name").count() == 1 and hot.get_attribute("title").endswith("]")
-    assert hot.evaluate(
-        "a => a.lastChild.nodeType === Node.TEXT_NODE && /^ \\[\\d+\\]$/.test(a.lastChild.data)"
-    )
-    assert page.is_hidden("#hm-hot-empty")
     assert after["congestion"] > 0.05 and after["sweep"] > before["sweep"], after
     assert elapsed <= POLL_S + 1.0, f"the cell changed colour {elapsed:.2f} s after the counter rose"
     # The other spine's port 1 saw nothing: its colour is unchanged.

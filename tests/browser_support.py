@@ -171,8 +171,10 @@ def save_migrated_copy(folder: Path) -> None:
     global MIGRATED_COPY
     from django.db import connection
 
-    if connection.vendor != "sqlite":
-        return
+    if connection.vendor != "sqlite" or not connection.creation.is_in_memory_db(
+        connection.settings_dict["NAME"]
+    ):
+        return  # PostgreSQL, or not (yet) pytest-django's in-memory test database: never copy a real one
     connection.ensure_connection()
     path = folder / "weft.sqlite3"
     dest = sqlite3.connect(path)
@@ -181,6 +183,21 @@ def save_migrated_copy(folder: Path) -> None:
     finally:
         dest.close()
     MIGRATED_COPY = path
+
+
+def _is_migrated(path: Path | None) -> bool:
+    """Whether the SQLite file ``path`` holds applied migrations (a browser module run alone
+    reaches :func:`save_migrated_copy` before pytest-django has switched the connection to the
+    test database: the copy is then of an empty file, and the template migrates instead)."""
+    if path is None:
+        return False
+    con = sqlite3.connect(path)
+    try:
+        return bool(
+            con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'django_migrations'").fetchone()[0]
+        )
+    finally:
+        con.close()
 
 
 @pytest.fixture(scope="session")
@@ -204,7 +221,7 @@ def _weft_template_db(request, tmp_path_factory) -> Path:
             else:
                 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = saved
     template = WeftServer(tmp_path_factory.mktemp("weft-template"), {})
-    template.prepare(migrated=MIGRATED_COPY)
+    template.prepare(migrated=MIGRATED_COPY if _is_migrated(MIGRATED_COPY) else None)
     path = template.sqlite_path
     with sqlite3.connect(path) as con:
         con.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -304,7 +304,8 @@ def port_series(port_id: int, start: datetime, end: datetime, resolution: str = 
 
         {"t": [epoch s], "xmit_bytes_per_s": [...], "rcv_bytes_per_s": [...],
          "xmit_wait_per_s": [ticks/s], "utilisation": [0..1], "congestion": [0..1],
-         "errors": [sum of error-counter deltas], "stale": [bool], "resolution": "raw"|"minute"|"hour"}
+         "errors": [sum of error-counter deltas], "stale": [bool], "resolution": "raw"|"minute"|"hour",
+         "step_s": 60 | 3600 | None (raw: as swept)}
 
     Values are None where there was no rate. Raises ValueError for an unknown resolution.
     """
@@ -321,30 +322,141 @@ _SERIES_KEYS = (
     "errors",
     "stale",
 )
+#: resolutions by the name the readers take
+RESOLUTIONS = {"raw": Resolution.RAW, "minute": Resolution.MINUTE, "hour": Resolution.HOUR}
+_RES_NAME = {v: k for k, v in RESOLUTIONS.items()}
+
+
+def stored_steps(buckets: Iterable[int], resolution: int, t0: float, t1: float, limit: int) -> int:
+    """How many time steps of ``resolution`` are stored for any of ``buckets`` with ``t0 <= t <
+    t1`` (epoch s), counted up to ``limit`` (the answer is ``min(steps, limit)``): one query on the
+    ``(bucket, resolution, t)`` index, its rows capped by ``limit``."""
+    ts = (
+        CounterChunk.objects.filter(
+            bucket__in=sorted(set(buckets)), resolution=resolution, t__gte=int(t0), t__lt=math.ceil(t1)
+        )
+        .order_by()
+        .values_list("t", flat=True)
+        .distinct()
+    )
+    return len(ts[:limit])
+
+
+def fit_resolution(
+    buckets: Iterable[int], t0: float, t1: float, max_steps: int, now: float | None = None
+) -> tuple[int, bool]:
+    """The resolution to read ``t0``..``t1`` (epoch s) of ``buckets`` in at most ``max_steps``
+    time steps: ``(resolution, downsample)``. The finest of raw, per-minute and per-hour that is
+    kept back to ``t0`` (:func:`retention_s` before ``now``, default the current time: raw rows
+    of the last 6 h would not cover an older job's window) and has 1..``max_steps`` steps stored
+    in the window (``downsample`` False); when none has (a window longer than ``max_steps``
+    hours, rollups not built), the finest of those with any stored step, else of any with one,
+    to be downsampled when it has more than ``max_steps`` (``downsample`` True); nothing stored:
+    ``(RAW, False)``. Raises ValueError when ``max_steps`` < 1."""
+    if max_steps < 1:
+        raise ValueError(f"max_steps {max_steps}: at least 1")
+    buckets = sorted(set(buckets))
+    now = time.time() if now is None else now
+    keep = retention_s()
+    order = (Resolution.RAW, Resolution.MINUTE, Resolution.HOUR)
+    counts: dict[int, int] = {}
+    for res in order:
+        if res != Resolution.HOUR and t0 < now - keep[res]:
+            continue  # rolled off the window's start (per-hour: the coarsest, read whatever is left)
+        counts[res] = stored_steps(buckets, res, t0, t1, max_steps + 1)
+        if 0 < counts[res] <= max_steps:
+            return res, False
+    for res in sorted(counts) + [r for r in order if r not in counts]:
+        n = counts[res] if res in counts else stored_steps(buckets, res, t0, t1, max_steps + 1)
+        if n:
+            return res, n > max_steps
+    return Resolution.RAW, False
+
+
+def bin_width(resolution: int, t0: float, t1: float, max_steps: int) -> tuple[int, int]:
+    """``(origin, width)`` (epoch s, s) of the bins :func:`downsample` puts ``t0``..``t1`` in so
+    that they number at most ``max_steps``: ``origin`` is ``t0`` rounded down to the resolution's
+    step (per-hour bins start on the hour, as the rollups), ``width`` a whole number of steps (raw:
+    of seconds). Raises ValueError when ``max_steps`` < 1."""
+    if max_steps < 1:
+        raise ValueError(f"max_steps {max_steps}: at least 1")
+    step = int(resolution) or 1
+    origin = int(t0) // step * step
+    span = max(math.ceil(t1) - origin, 1)
+    return origin, step * max(1, math.ceil(span / (step * max_steps)))
+
+
+def downsample(series: dict, origin: int, width: int) -> dict:
+    """One port's series (:func:`ports_series`' shape) in bins of ``width`` seconds from
+    ``origin`` (:func:`bin_width`): a bin's ``t`` is its start; ``xmit_bytes_per_s``,
+    ``rcv_bytes_per_s`` and ``xmit_wait_per_s`` the mean of its values (None ignored, as the
+    rollups average them: None when it has none), ``utilisation`` and ``congestion`` the highest
+    of its values (a short peak stays visible), ``errors`` summed, ``stale`` when any sample was;
+    ``step_s`` = ``width``. Bins without a sample are left out. Pure."""
+    out: dict = {k: [] for k in _SERIES_KEYS} | {"resolution": series["resolution"], "step_s": width}
+    ts = series["t"]
+    i, n = 0, len(ts)
+    while i < n:
+        k = (ts[i] - origin) // width
+        j = i
+        while j < n and (ts[j] - origin) // width == k:
+            j += 1
+        out["t"].append(origin + k * width)
+        for name in ("xmit_bytes_per_s", "rcv_bytes_per_s", "xmit_wait_per_s"):
+            vals = [v for v in series[name][i:j] if v is not None]
+            out[name].append(sum(vals) / len(vals) if vals else None)
+        for name in ("utilisation", "congestion"):
+            vals = [v for v in series[name][i:j] if v is not None]
+            out[name].append(max(vals) if vals else None)
+        out["errors"].append(sum(series["errors"][i:j]))
+        out["stale"].append(any(series["stale"][i:j]))
+        i = j
+    return out
 
 
 def ports_series(
-    port_ids: Iterable[int], start: datetime, end: datetime, resolution: str = "auto"
+    port_ids: Iterable[int],
+    start: datetime,
+    end: datetime,
+    resolution: str = "auto",
+    *,
+    max_steps: int | None = None,
 ) -> dict[int, dict]:
     """:func:`port_series` of several ports at once: ``{port id: series}`` (every id given has
     an entry, empty lists when it has no history). Each bucket's chunks in the range are read
     once, in one query for all buckets, each chunk decompressed once and only the wanted ports'
     entries unpacked (a job's fabric view reads a hundred ports of a few buckets: one read per port
-    decompressed every chunk of its bucket again). Raises ValueError for an unknown resolution or
-    a bad chunk."""
+    decompressed every chunk of its bucket again).
+
+    ``max_steps`` bounds the time steps of every series: with ``resolution="auto"`` the stored
+    resolution read is :func:`fit_resolution`'s (the finest with at most ``max_steps`` steps in
+    the window) instead of :func:`pick_resolution`'s, and a read with more steps than that (an
+    explicit resolution, or no resolution fits) is put in at most ``max_steps`` bins
+    (:func:`downsample`). Every series carries ``step_s``: the seconds of one step (60, 3600, a bin's width), None
+    for raw samples as swept. Raises ValueError for an unknown resolution, ``max_steps`` < 1 or a
+    bad chunk."""
     from fabric.models import Port
 
     ids = sorted(set(port_ids))
     t0, t1 = start.timestamp(), end.timestamp()
-    names = {"raw": Resolution.RAW, "minute": Resolution.MINUTE, "hour": Resolution.HOUR}
-    if resolution == "auto":
-        res = pick_resolution(t0, t1, time.time())
-    elif resolution in names:
-        res = names[resolution]
-    else:
+    if resolution != "auto" and resolution not in RESOLUTIONS:
         raise ValueError(f"resolution {resolution!r}: use auto, raw, minute or hour")
-    res_name = {Resolution.RAW: "raw", Resolution.MINUTE: "minute", Resolution.HOUR: "hour"}[res]
-    out: dict[int, dict] = {pk: {k: [] for k in _SERIES_KEYS} | {"resolution": res_name} for pk in ids}
+    if max_steps is not None and max_steps < 1:
+        raise ValueError(f"max_steps {max_steps}: at least 1")
+    wanted: dict[int, list[int]] = defaultdict(list)  # bucket -> port ids
+    for pk in ids:
+        wanted[pk >> BUCKET_SHIFT].append(pk)
+    if resolution != "auto":
+        res = RESOLUTIONS[resolution]
+    elif max_steps is None:
+        res = pick_resolution(t0, t1, time.time())
+    else:
+        res = fit_resolution(wanted, t0, t1, max_steps)[0] if ids else Resolution.RAW
+    res_name = _RES_NAME[res]
+    step_s = int(res) or None
+    out: dict[int, dict] = {
+        pk: {k: [] for k in _SERIES_KEYS} | {"resolution": res_name, "step_s": step_s} for pk in ids
+    }
     if not ids:
         return out
     caps = {
@@ -352,9 +464,6 @@ def ports_series(
         for pk, rate in Port.objects.filter(pk__in=ids).values_list("pk", "rate_gbps")
     }
     tick_ns = settings.WEFT_XMIT_WAIT_TICK_NS
-    wanted: dict[int, list[int]] = defaultdict(list)  # bucket -> port ids
-    for pk in ids:
-        wanted[pk >> BUCKET_SHIFT].append(pk)
     rows = (
         CounterChunk.objects.filter(
             bucket__in=sorted(wanted), resolution=res, t__gte=int(t0), t__lt=math.ceil(t1)
@@ -385,4 +494,7 @@ def ports_series(
             lc.append(None if w is None else congestion_index(w, tick_ns))
             le.append(errors)
             ls.append(bool(flags & FLAG_STALE))
+    if max_steps is not None and any(len(s["t"]) > max_steps for s in out.values()):
+        origin, width = bin_width(res, t0, t1, max_steps)
+        out = {pk: downsample(s, origin, width) for pk, s in out.items()}
     return out

@@ -326,4 +326,5 @@ def test_fabric_api_takes_a_resolution_and_refuses_an_unknown_one(aligned, clien
     assert auto["resolution"]["asked"] == "auto" and auto["resolution"]["max_steps"] == MAX_STEPS
     schema = admin.get("/api/schema/", {"format": "json"}).json()
     params = {p["name"]: p for p in schema["paths"]["/api/scheduler/jobs/{id}/fabric/"]["get"]["parameters"]}
-    assert params["resolution"]["schema"]["enum"] == ["auto", "raw", "minute", "hour"]
+    assert sorted(params["resolution"]["schema"]["enum"]) == ["auto", "hour", "minute", "raw"]
+    assert "at most 720 time steps" in params["resolution"]["description"]

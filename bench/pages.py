@@ -20,9 +20,10 @@ placed and started through the queue's services at their ages, the job→links i
 sweep's latest counters on every linked port (``telemetry.PortCounters``) and the counter history a
 sweep every 5 s (the demo's interval) would store: raw chunks over the last 13 minutes, per-minute
 rollups over the last 49 hours and per-hour rollups of its complete hours (the means of the
-minutes, as telemetry's rollup task writes them; ``telemetry.services.history.build_chunks``), with traffic on the
-jobs' links and congestion on some uplinks; alarms raised and cleared on the old job's HCAs and
-links through its window (a flapping counter: the alarm list of an old job is long).
+minutes, as telemetry's rollup task writes them; ``telemetry.services.history.build_chunks``),
+with traffic on the jobs' links and congestion on some uplinks; alarms raised and cleared on the
+old job's HCAs and links through its window (a flapping counter: the alarm list of an old job is
+long).
 
 Measured:
 

@@ -54,9 +54,10 @@ ten minutes and one of two days: the stored resolution read is the finest of raw
 per-minute and per-hour rollups (``telemetry.services.history``: rates averaged, errors summed,
 written by telemetry's rollup task) kept back to the window's start with at most that many steps
 stored in the window (``history.fit_resolution``): a job up to ~1 h at a 5-s sweep reads raw, up
-to 12 h per-minute, up to 30 days per-hour. Beyond that, or where the rollups are missing, the finest stored one is
-put in at most :data:`MAX_STEPS` bins (``history.downsample``: the mean of the rates, the highest
-utilisation and congestion, the sum of the errors; a bin's ``t`` is its start). The links'
+to 12 h per-minute, up to 30 days per-hour. Beyond that, or where the rollups are missing, the
+finest stored one is put in at most :data:`MAX_STEPS` bins (``history.downsample``: the mean of
+the rates, the highest utilisation and congestion, the sum of the errors; a bin's ``t`` is its
+start). The links'
 summaries are of those steps (a per-hour series' highest rate is the highest hourly mean). An
 explicit ``resolution`` (``raw``, ``minute``, ``hour``) reads that one whole, every stored step.
 ``resolution`` in the answer says what was read. A rollup covers complete minutes and hours only:

@@ -456,16 +456,17 @@ def ports_series(
     """:func:`port_series` of several ports at once: ``{port id: series}`` (every id given has
     an entry, empty lists when it has no history). Each bucket's chunks in the range are read
     once, in one query for all buckets, each chunk decompressed once and only the wanted ports'
-    entries unpacked (a job's fabric view reads a hundred ports of a few buckets: one read per port
-    decompressed every chunk of its bucket again).
+    values picked (a job's fabric view reads a hundred ports of a few buckets: one read per port
+    decompressed every chunk of its bucket again; the chunk is unpacked by one ``struct`` call,
+    :func:`_values_of`, and no tuple is made per port and step).
 
     ``max_steps`` bounds the time steps of every series: with ``resolution="auto"`` the stored
     resolution read is :func:`fit_resolution`'s (the finest with at most ``max_steps`` steps in
     the window) instead of :func:`pick_resolution`'s, and a read with more steps than that (an
     explicit resolution, or no resolution fits) is put in at most ``max_steps`` bins
-    (:func:`downsample`). Every series carries ``step_s``: the seconds of one step (60, 3600, a bin's width), None
-    for raw samples as swept. Raises ValueError for an unknown resolution, ``max_steps`` < 1 or a
-    bad chunk."""
+    (:func:`downsample`). Every series carries ``step_s``: the seconds of one step (60, 3600, a
+    bin's width), None for raw samples as swept. Raises ValueError for an unknown resolution,
+    ``max_steps`` < 1 or a bad chunk."""
     from fabric.models import Port
 
     ids = sorted(set(port_ids))

@@ -18,10 +18,12 @@ snapshot (``tests.support.routes.min_hop_routes``: the job→links index then ha
 host (``pools.lab.seed_lab_gpus``), a tenant and pool, two jobs of 32 GPUs on 4 hosts submitted,
 placed and started through the queue's services at their ages, the job→links index refreshed, a
 sweep's latest counters on every linked port (``telemetry.PortCounters``) and the counter history a
-sweep every 5 s (the demo's interval) would store: raw chunks over the last 13 minutes and per-minute
-rollups over the last 49 hours (``telemetry.services.history.build_chunks``), with traffic on the
-jobs' links and congestion on some uplinks; alarms raised and cleared on the old job's HCAs and
-links through its window (a flapping counter: the alarm list of an old job is long).
+sweep every 5 s (the demo's interval) would store: raw chunks over the last 13 minutes, per-minute
+rollups over the last 49 hours and per-hour rollups of its complete hours (the means of the
+minutes, as telemetry's rollup task writes them; ``telemetry.services.history.build_chunks``),
+with traffic on the jobs' links and congestion on some uplinks; alarms raised and cleared on the
+old job's HCAs and links through its window (a flapping counter: the alarm list of an old job is
+long).
 
 Measured:
 
@@ -163,11 +165,26 @@ def build_demo(args) -> dict:
     chunks = []
     for k, t in enumerate(range(end - young_age - 60, end, SWEEP_S)):
         chunks += rows(t, k, Resolution.RAW)
+    hours: dict[int, list[int]] = {}  # hour start -> the minute samples (k) in it
     for k, t in enumerate(range(end - old_age - 3600, end, 60)):
         chunks += rows(t - t % 60, k, Resolution.MINUTE)
+        hours.setdefault(t - t % 3600, []).append(k)
         if len(chunks) > 5000:
             CounterChunk.objects.bulk_create(chunks, batch_size=1000)
             chunks = []
+    # per-hour rollups of the complete hours, as telemetry's rollup task writes them from the
+    # per-minute rows (telemetry.services.history: rates averaged, errors summed, flags or-ed)
+    for hour, ks in hours.items():
+        if hour + 3600 > end:
+            continue
+        entries = []
+        for pid in linked:
+            samples = [_entry(k, pid, pid in busy, pid in uplink_ports) for k in ks]
+            entries.append((pid, (
+                sum(e[0] for e in samples) / len(ks), sum(e[1] for e in samples) / len(ks),
+                sum(e[2] for e in samples) / len(ks), sum(e[3] for e in samples), 0,
+            )))  # fmt: skip
+        chunks += build_chunks(fabric.pk, hour, entries, Resolution.HOUR)
     CounterChunk.objects.bulk_create(chunks, batch_size=1000)
     PortCounters.objects.bulk_create(
         [

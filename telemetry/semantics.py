@@ -159,6 +159,33 @@ def congestion_index(xmit_wait_per_s: float, tick_ns: float = DEFAULT_TICK_NS) -
     return max(0.0, min(1.0, xmit_wait_per_s * tick_ns * 1e-9))
 
 
+def congestion_indexes(xmit_wait_per_s: list[float | None], tick_ns: float = DEFAULT_TICK_NS) -> list:
+    """:func:`congestion_index` of each value of a series (None stays None), the same floats,
+    without a call per value (a job's history reads a million of them)."""
+    return [
+        None if w is None else 0.0 if (c := w * tick_ns * 1e-9) <= 0.0 else 1.0 if c >= 1.0 else c
+        for w in xmit_wait_per_s
+    ]
+
+
+def utilisations(xmit: list[float | None], rcv: list[float | None], cap: float | None) -> list:
+    """Utilisation of each time step of a series as :func:`derive_raw` computes it,
+    ``max(0, min(1, max(xmit, rcv) / cap))`` (bytes/s over the link's bytes/s,
+    :func:`link_bytes_per_s`); None where either rate is None or ``cap`` is unknown."""
+    if not cap:
+        return [None] * len(xmit)
+    return [
+        None
+        if x is None or r is None
+        else 0.0
+        if (u := (x if x > r else r) / cap) <= 0.0
+        else 1.0
+        if u >= 1.0
+        else u
+        for x, r in zip(xmit, rcv, strict=True)
+    ]
+
+
 def derive(
     prev: Sample | None, curr: Sample, rate_gbps: float | None, tick_ns: float = DEFAULT_TICK_NS
 ) -> Derived:

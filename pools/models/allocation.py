@@ -216,6 +216,9 @@ class Allocation(models.Model):
             models.Index(
                 fields=["lease_expires_at"], condition=Q(state="active"), name="allocation_lease_active"
             ),
+            # the scheduler finds a job's allocations by its reference (scheduler.services.timeline,
+            # pools.lab's holding check): without it, a scan of every allocation ever made
+            models.Index(fields=["job"], name="allocation_job"),
         ]
 
     def __str__(self) -> str:

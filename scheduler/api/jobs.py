@@ -22,8 +22,7 @@ from pools.models import Pool
 from .. import filtersets
 from ..access import scope_jobs, submit_tenant
 from ..models import Job, JobDecision
-from ..services import faults, joblinks, queue, rebalance
-from ..services.fabric_view import job_fabric_view
+from ..services import fabric_view, faults, joblinks, queue, rebalance
 from . import serializers
 
 
@@ -213,12 +212,24 @@ class JobViewSet(BriefModeMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
                 "series", str, enum=["links", "totals"], required=False,
                 description="links (default): every link's time series; totals: the links' summaries "
                 "and the totals' series only (what the job page draws: a fraction of the size)",
-            )
+            ),
+            OpenApiParameter(
+                "resolution", str, enum=list(fabric_view.RESOLUTIONS), required=False,
+                description=f"auto (default): at most {fabric_view.MAX_STEPS} time steps whatever the job's "
+                "age: the finest stored resolution with at most that many steps in the job's window (raw "
+                "sweeps, per-minute or per-hour rollups), else the finest stored one put in that many bins "
+                "(mean of the rates, highest utilisation and congestion, errors summed); raw, minute, "
+                "hour: that stored resolution, every step (a long job's raw or per-minute read is large "
+                "and slow). The answer's resolution says what was read",
+            ),
         ],
         responses={
             200: OpenApiResponse(
                 OpenApiTypes.OBJECT, description="scheduler.services.fabric_view.job_fabric_view"
-            )
+            ),
+            400: OpenApiResponse(
+                OpenApiTypes.OBJECT, description="{series|resolution: [message]}: an unknown value"
+            ),
         },
         summary="The job's fabric view: its hosts, the traffic, utilisation, congestion and errors of its "
         "HCA links and its units' uplinks over its lifetime, and the alarms that touched them",
@@ -226,11 +237,16 @@ class JobViewSet(BriefModeMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
     @action(detail=True, methods=["get"])
     def fabric(self, request, pk=None):
         """``job_fabric_view`` of a job the caller may read (another tenant's job: 404); 400 for
-        an unknown ``series``."""
+        an unknown ``series`` or ``resolution``."""
         series = request.query_params.get("series") or "links"
         if series not in ("links", "totals"):
             raise ValidationError({"series": [f"unknown {series!r}: use links or totals"]})
-        return Response(job_fabric_view(self.get_object(), series=series))
+        resolution = request.query_params.get("resolution") or "auto"
+        if resolution not in fabric_view.RESOLUTIONS:
+            raise ValidationError(
+                {"resolution": [f"unknown {resolution!r}: use {', '.join(fabric_view.RESOLUTIONS)}"]}
+            )
+        return Response(fabric_view.job_fabric_view(self.get_object(), series=series, resolution=resolution))
 
     @extend_schema(
         responses={200: OpenApiTypes.OBJECT},

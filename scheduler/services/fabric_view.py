@@ -48,6 +48,21 @@ any of the job's CA nodes (by row or, once gone from the fabric, by GUID and by 
 links (by link key), or a link of one of its HCAs that is gone (a pulled cable: its ``link.down``
 names it by key, the row is deleted).
 
+Time steps: with ``resolution="auto"`` (the API's default) the series have at most
+:data:`MAX_STEPS` time steps whatever the job's age, so the view costs about the same for a job of
+ten minutes and one of two days: the stored resolution read is the finest of raw (every sweep),
+per-minute and per-hour rollups (``telemetry.services.history``: rates averaged, errors summed,
+written by telemetry's rollup task) kept back to the window's start with at most that many steps
+stored in the window (``history.fit_resolution``): a job up to ~1 h at a 5-s sweep reads raw, up
+to 12 h per-minute, up to 30 days per-hour. Beyond that, or where the rollups are missing, the
+finest stored one is put in at most :data:`MAX_STEPS` bins (``history.downsample``: the mean of
+the rates, the highest utilisation and congestion, the sum of the errors; a bin's ``t`` is its
+start). The links'
+summaries are of those steps (a per-hour series' highest rate is the highest hourly mean). An
+explicit ``resolution`` (``raw``, ``minute``, ``hour``) reads that one whole, every stored step.
+``resolution`` in the answer says what was read. A rollup covers complete minutes and hours only:
+the last, incomplete one of a running job is not in a per-minute or per-hour series yet.
+
 Pure reads; nothing is written.
 """
 
@@ -65,6 +80,7 @@ from fabric.choices import NodeType
 from fabric.keys import link_key, port_name, split_link_key
 from fabric.models import Fabric, Link, Node, Port
 from fabric.services.derive import host_for
+from telemetry.services.history import RESOLUTIONS as STORED_RESOLUTIONS
 from telemetry.services.history import ports_series
 
 from ..models import Job
@@ -74,8 +90,15 @@ from .timeline import allocation_hosts
 
 #: alarms listed at most (newest first)
 MAX_ALARMS = 100
+#: time steps of a series at most with ``resolution="auto"`` (a chart's width in points: the job
+#: page's charts are ~700 px wide); module docstring, "Time steps"
+MAX_STEPS = 720
+#: what ``resolution`` takes: ``auto`` (bounded, module docstring) or a stored resolution read whole
+RESOLUTIONS = ("auto", *STORED_RESOLUTIONS)
 #: kinds of link, in the order the view lists them
 KINDS = ("hca", "uplink")
+#: seconds of a step of each stored resolution (raw: as swept, None)
+RESOLUTION_STEP = {name: int(res) or None for name, res in STORED_RESOLUTIONS.items()}
 
 
 def _mean(values: list) -> float | None:
@@ -115,7 +138,7 @@ def _link_series(
     def at(series: dict[str, Any] | None, name: str) -> list:
         if series is None:
             return [None] * len(ts)
-        if series is base:
+        if series is base or series["t"] == ts:  # the same sweeps (the common case): no alignment
             return list(series[name])
         by_t = dict(zip(series["t"], series[name], strict=True))
         return [by_t.get(t) for t in ts]
@@ -139,6 +162,7 @@ def _link_series(
         "congestion_far": cong_far,
         "errors": errors,
         "resolution": base["resolution"],
+        "step_s": base["step_s"],
     }
     return series, "far" if use_far else "near"
 
@@ -158,9 +182,43 @@ def _summary(series: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _sum_present(values: tuple) -> float | None:
+    xs = [v for v in values if v is not None]
+    return sum(xs) if xs else None
+
+
+def _aggregate_aligned(links: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """:func:`_aggregate`'s series when every link with a time step has the same ones (one sweep
+    grid: the common case), column by column; None when they differ. A link without a step adds
+    nothing either way."""
+    stepped = [link["series"] for link in links if link["series"]["t"]]
+    if not stepped:
+        return None
+    ts = stepped[0]["t"]
+    if any(s["t"] != ts for s in stepped[1:]):
+        return None
+
+    def column(name: str):
+        return zip(*(s[name] for s in stepped), strict=True)
+
+    return {
+        "t": list(ts),
+        "xmit_bytes_per_s": [_sum_present(c) for c in column("xmit_bytes_per_s")],
+        "rcv_bytes_per_s": [_sum_present(c) for c in column("rcv_bytes_per_s")],
+        "utilisation": [_max(c) for c in column("utilisation")],
+        "congestion": [_max(c) for c in column("congestion")],
+        "errors": [sum(c) for c in column("errors")],
+    }
+
+
 def _aggregate(links: list[dict[str, Any]]) -> dict[str, Any]:
     """Links of one kind summed per time step: bytes/s summed, utilisation and congestion the
     highest link's, errors summed; plus the same summary as one link's."""
+    fast = _aggregate_aligned(links)
+    if fast is not None:
+        summary = _summary(fast)
+        summary["links"] = len(links)
+        return {"series": fast, "summary": summary}
     xs: dict[int, float] = {}
     rs: dict[int, float] = {}
     us: dict[int, float] = {}
@@ -377,13 +435,23 @@ def job_fabric_hosts(job: Job, *, now: datetime | None = None) -> dict[str, Any]
     return _where(job, now)[0]
 
 
-def job_fabric_view(job: Job, *, now: datetime | None = None, series: str = "links") -> dict[str, Any]:
+def job_fabric_view(
+    job: Job,
+    *,
+    now: datetime | None = None,
+    series: str = "links",
+    resolution: str = "auto",
+    max_steps: int = MAX_STEPS,
+) -> dict[str, Any]:
     """The fabric as one job saw it (module docstring). ``now`` ends the window of a job still
     holding its GPUs (default: the current time). ``series``: ``"links"`` (every link's series,
     as below) or ``"totals"`` (the links without their ``series``: their summaries and the
-    totals' series are kept; what the job page draws). Links are listed by kind (HCA links, then
+    totals' series are kept; what the job page draws). ``resolution``: ``"auto"`` (at most
+    ``max_steps`` time steps: module docstring, "Time steps") or ``"raw"``, ``"minute"``,
+    ``"hour"`` (that stored resolution, every step). Links are listed by kind (HCA links, then
     uplinks); HCA links by host and near end, uplinks worst first (congestion max, utilisation
-    max, errors; then by near end). Raises ValueError for another ``series``.
+    max, errors; then by near end). Raises ValueError for another ``series`` or ``resolution``,
+    or ``max_steps`` < 1.
 
     Returns (JSON-ready; times ISO 8601 and epoch seconds, UTC)::
 
@@ -391,6 +459,11 @@ def job_fabric_view(job: Job, *, now: datetime | None = None, series: str = "lin
          "window": {"start": iso | None, "end": iso | None, "start_epoch": s, "end_epoch": s,
                     "ongoing": bool},            # None/None: never placed (nothing to show)
          "fabric": {"id", "name"} | None,        # the fabric of the job's hosts (the map's)
+         "resolution": {"asked": "auto" | "raw" | "minute" | "hour",
+                        "read": "raw" | "minute" | "hour" | None,   # None: no link to read
+                        "step_s": s | None,    # a step: 60, 3600, a bin's width; None: raw sweeps
+                        "downsampled": bool,   # put in bins (history.downsample)
+                        "max_steps": n | None},  # the bound (auto), None: every stored step
          "hosts": [{"name", "host_id", "gpus": [index], "units": [str], "unit": key | None,
                     "unit_name": str | None, "cas": [CA node GUID]}],
          "highlight": [CA node GUID],            # what the map marks
@@ -407,7 +480,7 @@ def job_fabric_view(job: Job, *, now: datetime | None = None, series: str = "lin
                                "congestion_near": [0..1] (near end's PortXmitWait),
                                "congestion_far": [0..1] (towards the near end), "errors":
                                [error-counter deltas, both ends], "resolution": "raw" | "minute"
-                               | "hour"},
+                               | "hour", "step_s": s | None},
                     "summary": {"samples", "xmit_bytes_per_s_mean", "rcv_bytes_per_s_mean",
                                 "xmit_bytes_per_s_max", "rcv_bytes_per_s_max", "utilisation_mean",
                                 "utilisation_max", "congestion_mean", "congestion_max", "errors"}}],
@@ -426,8 +499,16 @@ def job_fabric_view(job: Job, *, now: datetime | None = None, series: str = "lin
     """
     if series not in ("links", "totals"):
         raise ValueError(f"series {series!r}: use links or totals")
+    if resolution not in RESOLUTIONS:
+        raise ValueError(f"resolution {resolution!r}: use {', '.join(RESOLUTIONS)}")
+    if max_steps < 1:
+        raise ValueError(f"max_steps {max_steps}: at least 1")
+    bound = max_steps if resolution == "auto" else None
     out, ctx = _where(job, now)
     out.update(leaves=[], links=[], totals={k: _aggregate([]) for k in KINDS}, alarms=[], hcas_down=[])
+    out["resolution"] = {
+        "asked": resolution, "read": None, "step_s": None, "downsampled": False, "max_steps": bound,
+    }  # fmt: skip
     if ctx is None:
         return out
     start, end, names, cas = ctx["start"], ctx["end"], ctx["names"], ctx["cas"]
@@ -467,7 +548,16 @@ def job_fabric_view(job: Job, *, now: datetime | None = None, series: str = "lin
         )
         entries.append(("uplink", link, near, far, None, uplink_unit[link.pk]))
     port_ids = {p.pk for _k, _l, near, far, _h, _u in entries for p in (near, far)}
-    read = ports_series(port_ids, start, end)  # every end's history, each chunk read once
+    # every end's history, each chunk read once; at most ``bound`` steps (module docstring)
+    read = ports_series(port_ids, start, end, resolution, max_steps=bound)
+    if read:
+        any_series = next(iter(read.values()))
+        step_s = any_series["step_s"]
+        out["resolution"].update(
+            read=any_series["resolution"],
+            step_s=step_s,
+            downsampled=step_s is not None and step_s != RESOLUTION_STEP[any_series["resolution"]],
+        )
     link_keys: list[str] = []
     for kind, link, near, far, host, unit in entries:
         link_keys.append(link_key((near.node.node_guid, near.port_num), (far.node.node_guid, far.port_num)))

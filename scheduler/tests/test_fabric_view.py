@@ -6,7 +6,7 @@ congestion of the far end, the errors of both ends, and the alarms of the window
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.conf import settings
@@ -15,10 +15,10 @@ from django.utils import timezone
 
 from events.models import Alarm
 from fabric.models import Link, Node
-from scheduler.services.fabric_view import job_fabric_view
+from scheduler.services.fabric_view import MAX_STEPS, job_fabric_view
 from scheduler.services.queue import JobSpec, finish, run_pass, start, submit
 from scheduler.services.state import current_locality
-from telemetry.models import CounterChunk
+from telemetry.models import CounterChunk, Resolution
 from telemetry.semantics import congestion_index, link_bytes_per_s
 from telemetry.services.history import build_chunks
 from tests.support.jobs import gpu_cluster
@@ -196,3 +196,135 @@ def test_a_link_whose_preferred_end_has_no_rate_is_read_from_the_other_end(place
     assert u["congestion_near"] == [None, None]
     assert u["congestion"] == pytest.approx([congestion_index(3.0e5, tick)] * 2, rel=1e-4)
     assert view["totals"]["uplink"]["series"]["xmit_bytes_per_s"] == pytest.approx([12.0e9, 12.2e9], rel=1e-4)
+
+
+@pytest.fixture
+def aligned(db):
+    """A job of two hosts (one HCA each) started on a whole minute 10 minutes ago, with 12 raw
+    sweeps 10 s apart from its start stored for its HCA links' leaf ends: leaf port ``j`` (of
+    the HCA link ``j``) receives host → leaf ``(i + 1) GB/s + j × 0.5 GB/s`` at sweep ``i``,
+    waits ``(i % 3) × 1e5`` ticks/s and counts 1 error a sweep; its HCA end is flat."""
+    c = gpu_cluster(2, 2, 8, name="fvr")
+    begin = (int(timezone.now().timestamp()) - 600) // 60 * 60
+    at = datetime.fromtimestamp(begin, UTC)
+    job = submit(JobSpec(name="train", pool_id=c.pool.pk, count=16, gpus_per_host=8, tier="leaf"), now=at)
+    run_pass(now=at)
+    start(job.pk, now=at)
+    job.refresh_from_db()
+    assert int(job.started_at.timestamp()) == begin
+    hca, _up, _dom = _links(c, job)
+    hca.sort(key=lambda nf: nf[0].pk)
+    rows = []
+    for i in range(12):
+        entries = []
+        for j, (near, far) in enumerate(hca):
+            entries.append((near.pk, (0.0, 0.0, 0.0, 0, 0)))
+            entries.append((far.pk, (1.0e9, (i + 1) * 1.0e9 + j * 5.0e8, (i % 3) * 1.0e5, 1, 0)))
+        rows += build_chunks(c.fabric.pk, begin + 10 * i, sorted(entries))
+    CounterChunk.objects.bulk_create(rows)
+    return c, job, begin, hca
+
+
+def _hca_series(view, hca):
+    by_near = {e["near"]["id"]: e for e in view["links"]}
+    return [by_near[near.pk]["series"] for near, _far in hca]
+
+
+def test_auto_puts_a_read_with_more_steps_than_the_bound_in_bins(aligned):
+    """No rollup stored and more raw sweeps than the bound: the raw sweeps in at most
+    ``max_steps`` bins, each the mean of its rates, the highest congestion and utilisation, the
+    sum of its errors; the totals are still the links' sums per step."""
+    c, job, begin, hca = aligned
+    now = job.started_at + timedelta(seconds=120)
+    view = job_fabric_view(job, now=now, max_steps=4)
+    assert view["resolution"] == {
+        "asked": "auto", "read": "raw", "step_s": 30, "downsampled": True, "max_steps": 4,
+    }  # fmt: skip
+    tick = settings.WEFT_XMIT_WAIT_TICK_NS
+    cap = link_bytes_per_s(hca[0][1].rate_gbps)
+    for j, s in enumerate(_hca_series(view, hca)):
+        assert s["t"] == [begin, begin + 30, begin + 60, begin + 90] and s["step_s"] == 30
+        # bin b holds sweeps 3b, 3b+1, 3b+2: host → leaf (3b+2) GB/s + j/2 GB/s on the mean
+        want = [(3 * b + 2) * 1.0e9 + j * 5.0e8 for b in range(4)]
+        assert s["xmit_bytes_per_s"] == pytest.approx(want, rel=1e-4)
+        assert s["rcv_bytes_per_s"] == pytest.approx([1.0e9] * 4, rel=1e-4)
+        # the highest of the bin, not of its mean: sweep 3b+2's rate and 2e5 ticks/s wait
+        peak = [(3 * b + 3) * 1.0e9 + j * 5.0e8 for b in range(4)]
+        assert s["utilisation"] == pytest.approx([min(1.0, p / cap) for p in peak], rel=1e-4)
+        assert s["congestion"] == pytest.approx([congestion_index(2.0e5, tick)] * 4, rel=1e-4)
+        assert s["congestion"][0] > congestion_index(1.0e5, tick)  # the mean's would be lower
+        assert s["errors"] == [3, 3, 3, 3]
+    total = view["totals"]["hca"]["series"]
+    series = _hca_series(view, hca)
+    assert total["t"] == series[0]["t"]
+    assert total["xmit_bytes_per_s"] == pytest.approx(
+        [a + b for a, b in zip(series[0]["xmit_bytes_per_s"], series[1]["xmit_bytes_per_s"], strict=True)]
+    )
+    assert total["errors"] == [6, 6, 6, 6]
+    assert total["utilisation"] == [
+        max(a, b) for a, b in zip(series[0]["utilisation"], series[1]["utilisation"], strict=True)
+    ]
+    assert view["links"][0]["summary"]["samples"] == 4
+
+    # an explicit resolution is read whole: every stored sweep
+    whole = job_fabric_view(job, now=now, resolution="raw", max_steps=4)
+    assert whole["resolution"] == {
+        "asked": "raw", "read": "raw", "step_s": None, "downsampled": False, "max_steps": None,
+    }  # fmt: skip
+    s = _hca_series(whole, hca)[0]
+    assert s["t"] == [begin + 10 * i for i in range(12)]
+    assert s["xmit_bytes_per_s"] == pytest.approx([(i + 1) * 1.0e9 for i in range(12)], rel=1e-4)
+    assert whole["totals"]["hca"]["summary"]["errors"] == 24
+    with pytest.raises(ValueError, match="resolution 'weekly'"):
+        job_fabric_view(job, now=now, resolution="weekly")
+
+
+def test_auto_reads_the_finest_stored_resolution_within_the_bound(aligned):
+    """Per-minute rollups stored beside the raw sweeps: ``auto`` reads raw while its steps fit
+    the bound, the rollups when they do not; ``minute`` reads them whatever the bound."""
+    c, job, begin, hca = aligned
+    rows = []
+    for m in range(2):  # rollups with their own values (7 + m GB/s): which one was read shows
+        entries = []
+        for _near, far in hca:
+            entries.append((far.pk, (2.0e9, (7 + m) * 1.0e9, 3.0e5, 5, 0)))
+        rows += build_chunks(c.fabric.pk, begin + 60 * m, sorted(entries), Resolution.MINUTE)
+    CounterChunk.objects.bulk_create(rows)
+    now = job.started_at + timedelta(seconds=120)
+
+    view = job_fabric_view(job, now=now)  # 12 raw steps: within MAX_STEPS
+    assert view["resolution"]["read"] == "raw" and not view["resolution"]["downsampled"]
+    assert len(view["totals"]["hca"]["series"]["t"]) == 12
+
+    view = job_fabric_view(job, now=now, max_steps=5)  # 12 raw steps > 5 ≥ 2 per-minute ones
+    assert view["resolution"] == {
+        "asked": "auto", "read": "minute", "step_s": 60, "downsampled": False, "max_steps": 5,
+    }  # fmt: skip
+    for s in _hca_series(view, hca):
+        assert s["t"] == [begin, begin + 60] and s["resolution"] == "minute"
+        assert s["xmit_bytes_per_s"] == pytest.approx([7.0e9, 8.0e9], rel=1e-4)
+        assert s["errors"] == [5, 5]
+    total = view["totals"]["hca"]["series"]
+    assert total["xmit_bytes_per_s"] == pytest.approx([14.0e9, 16.0e9], rel=1e-4)
+    assert total["rcv_bytes_per_s"] == pytest.approx([4.0e9, 4.0e9], rel=1e-4)
+    assert total["errors"] == [10, 10]
+
+    assert job_fabric_view(job, now=now, resolution="minute", max_steps=1)["resolution"]["read"] == "minute"
+
+
+def test_fabric_api_takes_a_resolution_and_refuses_an_unknown_one(aligned, client_for):
+    c, job, begin, hca = aligned
+    admin = client_for("admin")
+    url = f"/api/scheduler/jobs/{job.pk}/fabric/"
+    bad = admin.get(url, {"series": "totals", "resolution": "weekly"})
+    assert bad.status_code == 400
+    assert bad.json() == {"resolution": ["unknown 'weekly': use auto, raw, minute, hour"]}
+    got = admin.get(url, {"series": "totals", "resolution": "raw"}).json()
+    assert got["resolution"]["read"] == "raw" and got["resolution"]["max_steps"] is None
+    assert len(got["totals"]["hca"]["series"]["t"]) == 12 and "series" not in got["links"][0]
+    auto = admin.get(url, {"series": "totals"}).json()
+    assert auto["resolution"]["asked"] == "auto" and auto["resolution"]["max_steps"] == MAX_STEPS
+    schema = admin.get("/api/schema/", {"format": "json"}).json()
+    params = {p["name"]: p for p in schema["paths"]["/api/scheduler/jobs/{id}/fabric/"]["get"]["parameters"]}
+    assert sorted(params["resolution"]["schema"]["enum"]) == ["auto", "hour", "minute", "raw"]
+    assert "at most 720 time steps" in params["resolution"]["description"]

@@ -18,6 +18,7 @@ from pools.models import Allocation
 from scheduler.choices import JobState
 from scheduler.models import Job
 from scheduler.services import faults
+from scheduler.services.fabric_view import MAX_STEPS
 from scheduler.services.queue import JobSpec, run_pass, start, submit
 from tests.support.jobs import gpu_cluster, link_down
 
@@ -166,4 +167,13 @@ def test_job_page_size_and_queries_do_not_grow_with_its_age(cluster, client_for)
     assert len(old_q) == len(young_q)
     # the data is there, on demand
     data = admin.get(f"/api/scheduler/jobs/{job.pk}/fabric/?series=totals").json()
-    assert data["totals"]["hca"]["summary"]["samples"] >= 1400 and len(data["alarms"]) == 100
+    assert len(data["alarms"]) == 100
+    # at most MAX_STEPS steps whatever its age: a day of per-minute rows and no per-hour rollup
+    # are more, so they come in bins (scheduler.services.fabric_view, "Time steps"); every row
+    # with ?resolution=minute
+    got = data["resolution"]
+    assert (got["read"], got["downsampled"], got["max_steps"]) == ("minute", True, MAX_STEPS)
+    samples = data["totals"]["hca"]["summary"]["samples"]
+    assert got["step_s"] % 60 == 0 and 86400 // got["step_s"] - 1 <= samples <= MAX_STEPS
+    whole = admin.get(f"/api/scheduler/jobs/{job.pk}/fabric/?series=totals&resolution=minute").json()
+    assert whole["totals"]["hca"]["summary"]["samples"] >= 1400 and whole["resolution"]["step_s"] == 60

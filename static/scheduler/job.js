@@ -6,7 +6,9 @@
  *    zone, the date above the first tick and where the day changes, byte-rate and percent
  *    formatters): one per kind of link (#chart-hca: the job's hosts' HCA links, #chart-uplink: its
  *    units' uplinks), traffic out and in summed over the links (bytes/s, left axis) and the highest
- *    link's utilisation and congestion index (fractions 0..1 shown as %, right axis);
+ *    link's utilisation and congestion index (fractions 0..1 shown as %, right axis), under each
+ *    what a point is (.fv-step: "1-h steps (per-hour rollups: mean rates)", "raw sweeps, ~5 s
+ *    apart"; the view bounds the steps whatever the job's age, doc.resolution);
  *  - the link table (#fv-links): every HCA link, the job's HCAs without a link now (with their
  *    alarm), then the uplinks of the leaves its HCAs are cabled to, worst first as the view lists
  *    them, at most #fabric-view[data-max-uplinks]; under it (#fv-uplinks-more) how many more, with
@@ -17,7 +19,8 @@
  * scheduler.services.joblinks.links_of: the egress ports its traffic crosses, the most loaded first,
  * with telemetry's latest utilisation and congestion in % as the heatmap shows them).
  * Hooks: #fabric-view[data-state=loading|ok|error], #job-paths[data-state=loading|ok|error],
- * .fv-chart[data-state=ok|empty|error][data-points]; window.weftJobFabric.{data, paths, charts}. */
+ * .fv-chart[data-state=ok|empty|error][data-points][data-resolution=raw|minute|hour][data-step=s];
+ * window.weftJobFabric.{data, paths, charts}. */
 (function () {
   "use strict";
   const card = document.getElementById("fabric-view");
@@ -52,6 +55,21 @@
     });
   };
 
+  // what one point of the charts is (doc.resolution, scheduler.services.fabric_view "Time steps"):
+  // "1-h steps (per-hour rollups: mean rates)", "raw sweeps, ~5 s apart", …
+  function stepText(r, t) {
+    if (!r || !r.read) return "";
+    const dur = (s) => (s % 3600 === 0 ? s / 3600 + "-h" : s % 60 === 0 ? s / 60 + "-min" : s + "-s");
+    const source = { raw: "raw sweeps", minute: "per-minute rollups", hour: "per-hour rollups" }[r.read] || r.read;
+    if (r.step_s && r.downsampled) return dur(r.step_s) + " steps (bins of " + source + ": mean rates, highest utilisation and congestion)";
+    if (r.step_s) return dur(r.step_s) + " steps (" + source + ": mean rates)";
+    const gaps = [];
+    for (let i = 1; i < t.length; i++) gaps.push(t[i] - t[i - 1]);
+    gaps.sort((a, b) => a - b);
+    const gap = gaps.length ? gaps[gaps.length >> 1] : 0;
+    return "raw sweeps" + (gap ? ", ~" + Math.round(gap) + " s apart" : "");
+  }
+
   function drawCharts(doc) {
     if (typeof uPlot === "undefined" || !window.weftCharts) {
       document.querySelectorAll(".fv-chart").forEach((c) => { c.dataset.state = "error"; });
@@ -80,6 +98,10 @@
         axes: [bytesAxis({ scale: "bytes" }), pctAxis({ scale: "pct", side: 1, grid: { show: false } })],
       }, [s.t, s.xmit_bytes_per_s, s.rcv_bytes_per_s, s.utilisation, s.congestion], { height: 220 });
       charts[kind] = chart;
+      const r = doc.resolution || {};
+      root.append(el("div", stepText(r, s.t), "muted fv-step"));
+      root.dataset.resolution = r.read || "";
+      root.dataset.step = r.step_s ? String(r.step_s) : "";
       root.dataset.state = "ok";
       root.dataset.points = String(s.t.length);
     });

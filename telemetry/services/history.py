@@ -28,19 +28,22 @@ state worst case per 1,000 nodes: 6 h raw ≈ 42 MB + 7 days per-minute ≈ 0.6 
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 import struct
 import time
 import zlib
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 
 from ..models import CounterChunk, Resolution
-from ..semantics import congestion_index, link_bytes_per_s
+from ..semantics import congestion_indexes, link_bytes_per_s, utilisations
 
 BUCKET_SHIFT = 8
 BUCKET_SIZE = 1 << BUCKET_SHIFT
@@ -141,26 +144,54 @@ def decode_one(blob: bytes, offset: int) -> Entry | None:
 
 
 _ENTRY_PADDED = struct.Struct(">fffHB")  # an entry with each float24 padded back to a float32
+#: (byte of a padded entry, byte of a stored one): a zero byte after each float24
+_PAD = ((0, 0), (1, 1), (2, 2), (4, 3), (5, 4), (6, 5), (8, 6), (9, 7), (10, 8), (12, 9), (13, 10), (14, 11))
 
 
-def decode_offsets(blob: bytes, offsets: Iterable[int]) -> dict[int, Entry]:
-    """The entries of some port offsets of a chunk, ``{offset: Entry}`` (offsets absent from it
-    left out): one decompression, and only those entries unpacked, one ``struct`` call each (a
-    job's ports are a few of a bucket's 256). The same values as :func:`decode_chunk`'s."""
+@functools.lru_cache(maxsize=4096)
+def _index_of(mask: int) -> dict[int, int]:
+    """``{offset: its entry's index in the chunk}`` of a presence mask (the chunks of a bucket
+    mostly share theirs: cached)."""
+    return {off: i for i, off in enumerate(off for off in range(BUCKET_SIZE) if (mask >> off) & 1)}
+
+
+@functools.lru_cache(maxsize=512)
+def _flat(n: int) -> struct.Struct:
+    """The ``struct`` of ``n`` padded entries in a row (:data:`_ENTRY_PADDED` ``n`` times)."""
+    return struct.Struct(">" + "fffHB" * n)
+
+
+def _values_of(blob: bytes) -> tuple[int, dict[int, int], tuple]:
+    """A chunk's presence mask, its index (:func:`_index_of`) and every entry's values in one flat
+    tuple, entry ``i`` at ``5 i`` .. ``5 i + 4`` (xmit, rcv, wait, errors, flags; NaN where there
+    was no rate): the float24s padded back to float32s for the whole chunk with twelve strided
+    copies and unpacked with one ``struct`` call (per entry, slicing, joining and a tuple each
+    cost ten times that). Raises ValueError on an unknown version or a short chunk."""
     raw = zlib.decompress(bytes(blob))
     if not raw or raw[0] != VERSION:
         raise ValueError(f"history chunk version {raw[:1]!r} unknown")
     mask = int.from_bytes(raw[1:33], "little")
-    unpack, zero = _ENTRY_PADDED.unpack, b"\x00"
+    n = mask.bit_count()
+    end = 33 + n * _ENTRY
+    if len(raw) < end:
+        raise ValueError("history chunk truncated")
+    padded = bytearray(_ENTRY_PADDED.size * n)
+    for dst, src in _PAD:
+        padded[dst :: _ENTRY_PADDED.size] = raw[33 + src : end : _ENTRY]
+    return mask, _index_of(mask), _flat(n).unpack(padded)
+
+
+def decode_offsets(blob: bytes, offsets: Iterable[int]) -> dict[int, Entry]:
+    """The entries of some port offsets of a chunk, ``{offset: Entry}`` (offsets absent from it
+    left out): one decompression and one ``struct`` call for the chunk (:func:`_values_of`).
+    The same values as :func:`decode_chunk`'s."""
+    _mask, index, values = _values_of(blob)
     out: dict[int, Entry] = {}
     for off in offsets:
-        if not (mask >> off) & 1:
+        i = index.get(off)
+        if i is None:
             continue
-        pos = 33 + (mask & ((1 << off) - 1)).bit_count() * _ENTRY
-        e = raw[pos : pos + _ENTRY]
-        if len(e) != _ENTRY:
-            raise ValueError("history chunk truncated")
-        x, r, w, errors, flags = unpack(e[0:3] + zero + e[3:6] + zero + e[6:9] + zero + e[9:12])
+        x, r, w, errors, flags = values[5 * i : 5 * i + 5]
         out[off] = (None if x != x else x, None if r != r else r, None if w != w else w, errors, flags)
     return out
 
@@ -304,7 +335,8 @@ def port_series(port_id: int, start: datetime, end: datetime, resolution: str = 
 
         {"t": [epoch s], "xmit_bytes_per_s": [...], "rcv_bytes_per_s": [...],
          "xmit_wait_per_s": [ticks/s], "utilisation": [0..1], "congestion": [0..1],
-         "errors": [sum of error-counter deltas], "stale": [bool], "resolution": "raw"|"minute"|"hour"}
+         "errors": [sum of error-counter deltas], "stale": [bool], "resolution": "raw"|"minute"|"hour",
+         "step_s": 60 | 3600 | None (raw: as swept)}
 
     Values are None where there was no rate. Raises ValueError for an unknown resolution.
     """
@@ -321,30 +353,142 @@ _SERIES_KEYS = (
     "errors",
     "stale",
 )
+#: resolutions by the name the readers take
+RESOLUTIONS = {"raw": Resolution.RAW, "minute": Resolution.MINUTE, "hour": Resolution.HOUR}
+_RES_NAME = {v: k for k, v in RESOLUTIONS.items()}
+
+
+def stored_steps(buckets: Iterable[int], resolution: int, t0: float, t1: float, limit: int) -> int:
+    """How many time steps of ``resolution`` are stored for any of ``buckets`` with ``t0 <= t <
+    t1`` (epoch s), counted up to ``limit`` (the answer is ``min(steps, limit)``): one query on the
+    ``(bucket, resolution, t)`` index, its rows capped by ``limit``."""
+    ts = (
+        CounterChunk.objects.filter(
+            bucket__in=sorted(set(buckets)), resolution=resolution, t__gte=int(t0), t__lt=math.ceil(t1)
+        )
+        .order_by()
+        .values_list("t", flat=True)
+        .distinct()
+    )
+    return len(ts[:limit])
+
+
+def fit_resolution(
+    buckets: Iterable[int], t0: float, t1: float, max_steps: int, now: float | None = None
+) -> tuple[int, bool]:
+    """The resolution to read ``t0``..``t1`` (epoch s) of ``buckets`` in at most ``max_steps``
+    time steps: ``(resolution, downsample)``. The finest of raw, per-minute and per-hour that is
+    kept back to ``t0`` (:func:`retention_s` before ``now``, default the current time: raw rows
+    of the last 6 h would not cover an older job's window) and has 1..``max_steps`` steps stored
+    in the window (``downsample`` False); when none has (a window longer than ``max_steps``
+    hours, rollups not built), the finest of those with any stored step, else of any with one,
+    to be downsampled when it has more than ``max_steps`` (``downsample`` True); nothing stored:
+    ``(RAW, False)``. Raises ValueError when ``max_steps`` < 1."""
+    if max_steps < 1:
+        raise ValueError(f"max_steps {max_steps}: at least 1")
+    buckets = sorted(set(buckets))
+    now = time.time() if now is None else now
+    keep = retention_s()
+    order = (Resolution.RAW, Resolution.MINUTE, Resolution.HOUR)
+    counts: dict[int, int] = {}
+    for res in order:
+        if res != Resolution.HOUR and t0 < now - keep[res]:
+            continue  # rolled off the window's start (per-hour: the coarsest, read whatever is left)
+        counts[res] = stored_steps(buckets, res, t0, t1, max_steps + 1)
+        if 0 < counts[res] <= max_steps:
+            return res, False
+    for res in sorted(counts) + [r for r in order if r not in counts]:
+        n = counts[res] if res in counts else stored_steps(buckets, res, t0, t1, max_steps + 1)
+        if n:
+            return res, n > max_steps
+    return Resolution.RAW, False
+
+
+def bin_width(resolution: int, t0: float, t1: float, max_steps: int) -> tuple[int, int]:
+    """``(origin, width)`` (epoch s, s) of the bins :func:`downsample` puts ``t0``..``t1`` in so
+    that they number at most ``max_steps``: ``origin`` is ``t0`` rounded down to the resolution's
+    step (per-hour bins start on the hour, as the rollups), ``width`` a whole number of steps (raw:
+    of seconds). Raises ValueError when ``max_steps`` < 1."""
+    if max_steps < 1:
+        raise ValueError(f"max_steps {max_steps}: at least 1")
+    step = int(resolution) or 1
+    origin = int(t0) // step * step
+    span = max(math.ceil(t1) - origin, 1)
+    return origin, step * max(1, math.ceil(span / (step * max_steps)))
+
+
+def downsample(series: dict, origin: int, width: int) -> dict:
+    """One port's series (:func:`ports_series`' shape) in bins of ``width`` seconds from
+    ``origin`` (:func:`bin_width`): a bin's ``t`` is its start; ``xmit_bytes_per_s``,
+    ``rcv_bytes_per_s`` and ``xmit_wait_per_s`` the mean of its values (None ignored, as the
+    rollups average them: None when it has none), ``utilisation`` and ``congestion`` the highest
+    of its values (a short peak stays visible), ``errors`` summed, ``stale`` when any sample was;
+    ``step_s`` = ``width``. Bins without a sample are left out. Pure."""
+    out: dict = {k: [] for k in _SERIES_KEYS} | {"resolution": series["resolution"], "step_s": width}
+    ts = series["t"]
+    i, n = 0, len(ts)
+    while i < n:
+        k = (ts[i] - origin) // width
+        j = i
+        while j < n and (ts[j] - origin) // width == k:
+            j += 1
+        out["t"].append(origin + k * width)
+        for name in ("xmit_bytes_per_s", "rcv_bytes_per_s", "xmit_wait_per_s"):
+            vals = [v for v in series[name][i:j] if v is not None]
+            out[name].append(sum(vals) / len(vals) if vals else None)
+        for name in ("utilisation", "congestion"):
+            vals = [v for v in series[name][i:j] if v is not None]
+            out[name].append(max(vals) if vals else None)
+        out["errors"].append(sum(series["errors"][i:j]))
+        out["stale"].append(any(series["stale"][i:j]))
+        i = j
+    return out
 
 
 def ports_series(
-    port_ids: Iterable[int], start: datetime, end: datetime, resolution: str = "auto"
+    port_ids: Iterable[int],
+    start: datetime,
+    end: datetime,
+    resolution: str = "auto",
+    *,
+    max_steps: int | None = None,
 ) -> dict[int, dict]:
     """:func:`port_series` of several ports at once: ``{port id: series}`` (every id given has
     an entry, empty lists when it has no history). Each bucket's chunks in the range are read
     once, in one query for all buckets, each chunk decompressed once and only the wanted ports'
-    entries unpacked (a job's fabric view reads a hundred ports of a few buckets: one read per port
-    decompressed every chunk of its bucket again). Raises ValueError for an unknown resolution or
-    a bad chunk."""
+    values picked (a job's fabric view reads a hundred ports of a few buckets: one read per port
+    decompressed every chunk of its bucket again; the chunk is unpacked by one ``struct`` call,
+    :func:`_values_of`, and no tuple is made per port and step).
+
+    ``max_steps`` bounds the time steps of every series: with ``resolution="auto"`` the stored
+    resolution read is :func:`fit_resolution`'s (the finest with at most ``max_steps`` steps in
+    the window) instead of :func:`pick_resolution`'s, and a read with more steps than that (an
+    explicit resolution, or no resolution fits) is put in at most ``max_steps`` bins
+    (:func:`downsample`). Every series carries ``step_s``: the seconds of one step (60, 3600, a
+    bin's width), None for raw samples as swept. Raises ValueError for an unknown resolution,
+    ``max_steps`` < 1 or a bad chunk."""
     from fabric.models import Port
 
     ids = sorted(set(port_ids))
     t0, t1 = start.timestamp(), end.timestamp()
-    names = {"raw": Resolution.RAW, "minute": Resolution.MINUTE, "hour": Resolution.HOUR}
-    if resolution == "auto":
-        res = pick_resolution(t0, t1, time.time())
-    elif resolution in names:
-        res = names[resolution]
-    else:
+    if resolution != "auto" and resolution not in RESOLUTIONS:
         raise ValueError(f"resolution {resolution!r}: use auto, raw, minute or hour")
-    res_name = {Resolution.RAW: "raw", Resolution.MINUTE: "minute", Resolution.HOUR: "hour"}[res]
-    out: dict[int, dict] = {pk: {k: [] for k in _SERIES_KEYS} | {"resolution": res_name} for pk in ids}
+    if max_steps is not None and max_steps < 1:
+        raise ValueError(f"max_steps {max_steps}: at least 1")
+    wanted: dict[int, list[int]] = defaultdict(list)  # bucket -> port ids
+    for pk in ids:
+        wanted[pk >> BUCKET_SHIFT].append(pk)
+    if resolution != "auto":
+        res = RESOLUTIONS[resolution]
+    elif max_steps is None:
+        res = pick_resolution(t0, t1, time.time())
+    else:
+        res = fit_resolution(wanted, t0, t1, max_steps)[0] if ids else Resolution.RAW
+    res_name = _RES_NAME[res]
+    step_s = int(res) or None
+    out: dict[int, dict] = {
+        pk: {k: [] for k in _SERIES_KEYS} | {"resolution": res_name, "step_s": step_s} for pk in ids
+    }
     if not ids:
         return out
     caps = {
@@ -352,9 +496,6 @@ def ports_series(
         for pk, rate in Port.objects.filter(pk__in=ids).values_list("pk", "rate_gbps")
     }
     tick_ns = settings.WEFT_XMIT_WAIT_TICK_NS
-    wanted: dict[int, list[int]] = defaultdict(list)  # bucket -> port ids
-    for pk in ids:
-        wanted[pk >> BUCKET_SHIFT].append(pk)
     rows = (
         CounterChunk.objects.filter(
             bucket__in=sorted(wanted), resolution=res, t__gte=int(t0), t__lt=math.ceil(t1)
@@ -362,27 +503,55 @@ def ports_series(
         .order_by("bucket", "t")
         .values_list("bucket", "t", "data")
     )
-    # per bucket: the wanted offsets, and per port its lists (appended to in the loop below)
-    offsets = {b: [pk & (BUCKET_SIZE - 1) for pk in members] for b, members in wanted.items()}
-    lists = {
-        b: [(pk & (BUCKET_SIZE - 1), caps.get(pk), *(out[pk][k] for k in _SERIES_KEYS)) for pk in members]
-        for b, members in wanted.items()
-    }
+    # chunks grouped by bucket and presence mask (a bucket's chunks mostly share theirs): per
+    # group the wanted ports present, the time steps and the wanted values of each chunk, picked
+    # with one itemgetter call (no tuple per entry: a million of them cost more in allocation and
+    # garbage collection than the decoding); then per port its five columns, transposed at once
+    groups: dict[tuple[int, int], tuple[list[int], list[int], list[tuple], Any]] = {}
     for bucket, t, data in rows.iterator(chunk_size=500):
-        entries = decode_offsets(data, offsets[bucket])
-        for off, cap, lt, lx, lr, lw, lu, lc, le, ls in lists[bucket]:
-            e = entries.get(off)
-            if e is None:
-                continue
-            x, r, w, errors, flags = e
-            lt.append(t)
-            lx.append(x)
-            lr.append(r)
-            lw.append(w)
-            lu.append(
-                max(0.0, min(1.0, max(x, r) / cap)) if cap and x is not None and r is not None else None
+        mask, index, values = _values_of(data)
+        group = groups.get((bucket, mask))
+        if group is None:
+            present = [
+                (pk, index[pk & (BUCKET_SIZE - 1)])
+                for pk in wanted[bucket]
+                if (pk & (BUCKET_SIZE - 1)) in index
+            ]
+            at = [5 * i + f for _pk, i in present for f in range(5)]
+            group = groups[(bucket, mask)] = (
+                [pk for pk, _i in present], [], [], operator.itemgetter(*at) if at else None,
+            )  # fmt: skip
+        if group[3] is not None:
+            group[1].append(t)
+            group[2].append(group[3](values))
+    parts: dict[int, list[tuple[list[int], list[tuple]]]] = defaultdict(list)
+    for pks, ts, picked, _pick in groups.values():
+        if pks:
+            columns = list(zip(*picked, strict=True))
+            for j, pk in enumerate(pks):
+                parts[pk].append((ts, columns[5 * j : 5 * j + 5]))
+    for pk, runs in parts.items():
+        if len(runs) == 1:
+            ts, (xs, rs, ws, errors, flags) = runs[0]
+        else:  # the port's chunks under several masks (a port of its bucket came or went): by time
+            rows_t = sorted(
+                (row for ts, cols in runs for row in zip(ts, *cols, strict=True)), key=lambda row: row[0]
             )
-            lc.append(None if w is None else congestion_index(w, tick_ns))
-            le.append(errors)
-            ls.append(bool(flags & FLAG_STALE))
+            ts, xs, rs, ws, errors, flags = zip(*rows_t, strict=True)
+        x = [None if v != v else v for v in xs]  # NaN: no rate
+        r = [None if v != v else v for v in rs]
+        w = [None if v != v else v for v in ws]
+        out[pk].update(
+            t=list(ts),
+            xmit_bytes_per_s=x,
+            rcv_bytes_per_s=r,
+            xmit_wait_per_s=w,
+            utilisation=utilisations(x, r, caps.get(pk)),
+            congestion=congestion_indexes(w, tick_ns),
+            errors=list(errors),
+            stale=[bool(f & FLAG_STALE) for f in flags],
+        )
+    if max_steps is not None and any(len(s["t"]) > max_steps for s in out.values()):
+        origin, width = bin_width(res, t0, t1, max_steps)
+        out = {pk: downsample(s, origin, width) for pk, s in out.items()}
     return out

@@ -170,3 +170,68 @@ def test_encode_chunk_is_the_per_value_float24_encoding():
             for off, (x, r, w, e, f) in sorted(entries.items())
         )
         assert zlib.decompress(encode_chunk(entries)) == bytes([1]) + mask.to_bytes(32, "little") + body
+
+
+def test_downsample_means_the_rates_keeps_the_peaks_and_sums_the_errors():
+    """``downsample`` (pure): a bin's rates are the mean of the values it has (None when none),
+    its utilisation and congestion the highest, its errors the sum, stale when any sample was;
+    ``bin_width`` bounds the bins, on the resolution's own steps."""
+    assert history.bin_width(Resolution.RAW, 0, 45, 2) == (0, 23)
+    # 800 hours in at most 720 bins: 2-hour bins from the hour the window starts in
+    assert history.bin_width(Resolution.HOUR, 5000, 5000 + 800 * 3600, 720) == (3600, 7200)
+    assert history.bin_width(Resolution.MINUTE, 125, 245, 720) == (120, 60)  # fits: one step a bin
+    with pytest.raises(ValueError):
+        history.bin_width(Resolution.RAW, 0, 45, 0)
+    series = {
+        "t": [0, 10, 20, 30, 40],
+        "xmit_bytes_per_s": [1.0, 3.0, None, None, None],
+        "rcv_bytes_per_s": [2.0, 2.0, 8.0, 4.0, 6.0],
+        "xmit_wait_per_s": [0.0, 0.0, 9.0, None, 1.0],
+        "utilisation": [0.1, 0.5, None, 0.2, 0.3],
+        "congestion": [0.0, 0.0, 0.4, None, 0.01],
+        "errors": [1, 0, 2, 0, 7],
+        "stale": [False, False, True, False, False],
+        "resolution": "raw",
+        "step_s": None,
+    }
+    got = history.downsample(series, 0, 23)
+    assert got == {
+        "t": [0, 23],
+        "xmit_bytes_per_s": [2.0, None],
+        "rcv_bytes_per_s": [4.0, 5.0],
+        "xmit_wait_per_s": [3.0, 1.0],
+        "utilisation": [0.5, 0.3],
+        "congestion": [0.4, 0.01],
+        "errors": [3, 7],
+        "stale": [True, False],
+        "resolution": "raw",
+        "step_s": 23,
+    }
+
+
+@pytest.mark.django_db
+def test_fit_resolution_reads_the_finest_kept_resolution_within_the_bound(port):
+    """Six raw sweeps of the last minute and two per-hour rollups: a window of the last hour
+    reads raw; one of the last eight hours does not (raw rows are kept 6 h: the six would cover
+    its last minute only) and reads the rollups, as a window whose raw steps exceed the bound."""
+    base = 1_800_000_000
+    rows = []
+    for k in range(6):
+        rows += history.build_chunks(port.node.fabric_id, base + 10 * k, [(port.pk, (1e9, 1e9, 0.0, 0, 0))])
+    for h in (2, 1):
+        rows += history.build_chunks(
+            port.node.fabric_id, base - h * 3600, [(port.pk, (2e9, 2e9, 0.0, 0, 0))], Resolution.HOUR
+        )
+    CounterChunk.objects.bulk_create(rows)
+    bucket = [port.pk >> history.BUCKET_SHIFT]
+    now = base + 60
+    assert history.fit_resolution(bucket, base - 3600, now, 720, now=now) == (Resolution.RAW, False)
+    assert history.fit_resolution(bucket, base - 8 * 3600, now, 720, now=now) == (Resolution.HOUR, False)
+    assert history.fit_resolution(bucket, base - 3600, now, 3, now=now) == (Resolution.HOUR, False)
+    # nothing fits: the finest kept one with steps, to be put in bins
+    assert history.fit_resolution(bucket, base - 3 * 3600, now, 1, now=now) == (Resolution.RAW, True)
+    assert history.fit_resolution(bucket, base + 100, now, 720, now=now) == (Resolution.RAW, False)  # none
+    start, end = (datetime.fromtimestamp(x, UTC) for x in (base - 3 * 3600, now))
+    (s,) = history.ports_series([port.pk], start, end, max_steps=2).values()
+    assert (s["resolution"], s["step_s"]) == ("hour", 3600)
+    assert s["xmit_bytes_per_s"] == pytest.approx([2e9, 2e9], rel=2e-5)

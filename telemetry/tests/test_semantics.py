@@ -8,7 +8,15 @@ import pytest
 
 from fabric.rates import data_rate_gbps
 from telemetry.collectors import madpoll
-from telemetry.semantics import Sample, counter_max, derive, saturated_counters
+from telemetry.semantics import (
+    Sample,
+    congestion_index,
+    congestion_indexes,
+    counter_max,
+    derive,
+    saturated_counters,
+    utilisations,
+)
 
 ZERO = dict.fromkeys(madpoll.FIELDS, 0)
 
@@ -203,3 +211,20 @@ def test_derive_fast_equals_derive_raw_or_declines():
         assert (ref.error_deltas, ref.saturated, ref.reset, ref.reason) == ({}, [], False, "")
     assert taken > 1000 and declined > 1000
     assert derive_fast(None, False, None, (0,) * 16, False, 1.0, None) is None
+
+
+def test_series_forms_give_the_per_value_floats():
+    """``utilisations`` and ``congestion_indexes`` (a history's series at once) give the floats
+    of the per-sample formulas, clipped to [0, 1], None kept."""
+    cap = 25e9
+    xs = [0.0, 1e9, 3e10, None, 2.5e10, 7.123e9, -5.0, 1e9]
+    rs = [0.0, 2e9, 1e9, 1e9, 1e9, 7.124e9, -1.0, None]
+    want = [
+        max(0.0, min(1.0, max(x, r) / cap)) if x is not None and r is not None else None
+        for x, r in zip(xs, rs, strict=True)
+    ]
+    assert utilisations(xs, rs, cap) == want == [0.0, 0.08, 1.0, None, 1.0, 7.124e9 / cap, 0.0, None]
+    assert utilisations(xs, rs, None) == [None] * len(xs)
+    waits = [0.0, 1.0, 12345.6, 1e12, None, -3.0]
+    assert congestion_indexes(waits, 5.0) == [None if w is None else congestion_index(w, 5.0) for w in waits]
+    assert congestion_indexes(waits, 5.0)[3] == 1.0 and congestion_indexes(waits, 5.0)[5] == 0.0

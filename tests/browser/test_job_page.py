@@ -100,6 +100,9 @@ def test_job_page_marks_its_hosts_and_draws_its_links(weft_server, browser_page,
     # summed per sweep, drawn; the uplink chart has no history
     page.wait_for_selector("#chart-hca[data-state=ok]")
     assert page.get_attribute("#chart-hca", "data-points") == "3"
+    # what a point is, under the chart: a young job's raw sweeps (the view's resolution)
+    assert page.get_attribute("#chart-hca", "data-resolution") == "raw"
+    assert page.inner_text("#chart-hca .fv-step") == "raw sweeps, ~1 s apart"
     data = page.evaluate("() => window.weftJobFabric.charts.hca.data")
     assert data[0] == [out["t0"] + k for k in (1, 2, 3)]
     assert data[1] == pytest.approx([2 * (3.0e9 + k * 1e8) for k in (1, 2, 3)], rel=1e-4)

@@ -19,9 +19,10 @@ Writes need a payload: a new write route fails :func:`test_every_route_has_a_cas
 
 from __future__ import annotations
 
+import copy
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -67,7 +68,9 @@ from pools.services.inventory import ingest_gpu_report
 from scheduler.models import Job
 from scheduler.services.queue import JobSpec, run_pass, submit
 from tests.support.api import Route, viewset_routes
+from tests.support.module_rows import module_rows
 from tests.support.topologies import BASE
+from tests.support.users import create_role_users
 
 ROUTES = viewset_routes()
 ROLES = ("anonymous", "viewer", "operator", "admin")
@@ -145,8 +148,8 @@ def _alert_targets():
     )
 
 
-@pytest.fixture
-def world(users) -> World:
+def build_world(users: dict) -> World:
+    """The rows every route is tried on, made through the services that make them in use."""
     for role in ("viewer", "operator"):  # two users' API tokens (the Admin lists both)
         create_token(users[role], f"{role}'s script", actor=users[role])
     fabric = import_topology_text("f", BASE, filename="base.topo").fabric
@@ -256,6 +259,27 @@ def world(users) -> World:
                  allocation=allocation, placed_job=placed_job, pending_job=pending_job,
                  device=devices[0],
                  alert_target=_alert_targets())  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def _world_rows(django_db_setup, django_db_blocker) -> Iterator[World]:
+    """The world and its users, built once per module (on each xdist worker that runs its tests)
+    in a transaction rolled back at the module's end (``tests.support.module_rows``): building
+    it takes ~2 s, and the module has some 300 tests."""
+    yield from module_rows(django_db_blocker, lambda: build_world(create_role_users()))
+
+
+@pytest.fixture
+def world(_world_rows, db) -> World:
+    """The module's world for one test: the rows as built (the test's writes are rolled back after
+    it), the objects the test's own copies (a test may change one in memory)."""
+    return copy.deepcopy(_world_rows)
+
+
+@pytest.fixture
+def users(world) -> dict:
+    """The world's users (the root conftest's ``users``, built with the world)."""
+    return world.users
 
 
 @pytest.fixture

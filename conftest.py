@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.users import create_role_users
+
 
 def _no_db_pool_in_the_test_process() -> None:
     """The test process connects without a pool (one connection per thread, as before the pool):
@@ -31,9 +33,6 @@ _no_db_pool_in_the_test_process()
 pytest_plugins = ["tests.browser_support", "tests.process_support"]
 
 REALDATA = Path(os.environ.get("WEFT_REALDATA", Path(__file__).resolve().parents[1] / "shared" / "realdata"))
-
-#: The users of ``users``: username per role (password ``pw-<username>``, mail ``<username>@example.org``).
-USERNAMES = {"viewer": "vic", "operator": "olga", "admin": "ada"}
 
 
 @pytest.fixture(scope="session")
@@ -139,17 +138,9 @@ def _sweep_publish_inline(settings):
 
 @pytest.fixture
 def users(db) -> dict:
-    """``{"viewer": vic, "operator": olga, "admin": ada}``: one active user per role."""
-    from django.contrib.auth import get_user_model
-
-    from accounts.roles import set_role
-
-    out = {}
-    for role, name in USERNAMES.items():
-        user = get_user_model().objects.create_user(name, email=f"{name}@example.org", password="pw-" + name)
-        set_role(user, role)
-        out[role] = user
-    return out
+    """``{"viewer": vic, "operator": olga, "admin": ada}``: one active user per role
+    (``tests.support.users``)."""
+    return create_role_users()
 
 
 @pytest.fixture

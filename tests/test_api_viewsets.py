@@ -19,9 +19,11 @@ Writes need a payload: a new write route fails :func:`test_every_route_has_a_cas
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -29,7 +31,7 @@ from typing import Any
 import pytest
 from django.apps import apps
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
@@ -67,7 +69,9 @@ from pools.services.inventory import ingest_gpu_report
 from scheduler.models import Job
 from scheduler.services.queue import JobSpec, run_pass, submit
 from tests.support.api import Route, viewset_routes
+from tests.support.module_rows import module_rows
 from tests.support.topologies import BASE
+from tests.support.users import create_role_users
 
 ROUTES = viewset_routes()
 ROLES = ("anonymous", "viewer", "operator", "admin")
@@ -145,8 +149,8 @@ def _alert_targets():
     )
 
 
-@pytest.fixture
-def world(users) -> World:
+def build_world(users: dict) -> World:
+    """The rows every route is tried on, made through the services that make them in use."""
     for role in ("viewer", "operator"):  # two users' API tokens (the Admin lists both)
         create_token(users[role], f"{role}'s script", actor=users[role])
     fabric = import_topology_text("f", BASE, filename="base.topo").fabric
@@ -258,21 +262,57 @@ def world(users) -> World:
                  alert_target=_alert_targets())  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def _world_rows(django_db_setup, django_db_blocker) -> Iterator[World]:
+    """The world and its users, built once per module (on each xdist worker that runs its tests)
+    in a transaction rolled back at the module's end (``tests.support.module_rows``): building
+    it takes ~2 s, and the module has some 300 tests."""
+    yield from module_rows(django_db_blocker, lambda: build_world(create_role_users()))
+
+
+@pytest.fixture
+def world(_world_rows, db) -> World:
+    """The module's world for one test: the rows as built (the test's writes are rolled back after
+    it), the objects the test's own copies (a test may change one in memory)."""
+    return copy.deepcopy(_world_rows)
+
+
+@pytest.fixture
+def users(world) -> dict:
+    """The world's users (the root conftest's ``users``, built with the world)."""
+    return world.users
+
+
 @pytest.fixture
 def clients(client_for) -> dict[str, APIClient]:
     return {"anonymous": APIClient(), **{role: client_for(role) for role in ROLES[1:]}}
 
 
-def stored() -> dict[str, list]:
-    """Every row of the apps in :data:`STORED_APPS` (logins excepted), to compare before/after."""
-    rows = {}
+@functools.cache
+def _stored_queries(vendor: str) -> tuple[tuple[str, str, tuple], ...]:
+    """``(model label, SQL, params)``: the query of every row of each model of the apps in
+    :data:`STORED_APPS` (logins excepted), ordered by primary key, compiled once per database
+    vendor: compiling the ~50 querysets took ten times longer than running them."""
+    queries = []
     for model in apps.get_models(include_auto_created=True):
         if model._meta.app_label not in STORED_APPS:
             continue
-        qs = model._default_manager.order_by("pk")
+        qs = model._default_manager.order_by("pk").values_list()
         if model is AuditEntry:
             qs = qs.exclude(action="user.login")
-        rows[model._meta.label] = list(qs.values_list())
+        queries.append((model._meta.label, *qs.query.sql_with_params()))
+    return tuple(queries)
+
+
+def stored() -> dict[str, list]:
+    """Every row of the apps in :data:`STORED_APPS` (logins excepted), to compare before/after:
+    the columns as the database holds them (before the fields' conversions to Python, so two
+    reads are equal only when the stored values are)."""
+    rows = {}
+    with connection.cursor() as cursor:
+        for label, sql, params in _stored_queries(connection.vendor):
+            cursor.execute(sql, params)
+            rows[label] = cursor.fetchall()
     return rows
 
 

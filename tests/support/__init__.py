@@ -11,6 +11,8 @@ running application (benches may use it).
 - :mod:`tests.support.ws`: websocket session headers and the worker-thread runner.
 - :mod:`tests.support.telemetry`: an ORM-built fat tree and sweeps written as the sweep writes them.
 - :mod:`tests.support.api`: every DRF route of the project's routers (the generic API tests).
+- :mod:`tests.support.module_rows`: rows built once per test module, each test's writes rolled
+  back (Django ``TestCase.setUpTestData``'s model); :mod:`tests.support.users`: the role users.
 - :mod:`tests.support.localities`: synthetic scheduler locality trees (fat trees, 3-level, rail pods).
 - :mod:`tests.support.waits`: ``wait_for``, a bounded wait on a condition (no fixed sleeps).
 - :mod:`tests.support.ingest_rows`: ``CABLE_DOWN`` and ``snapshot`` (a fabric's stored topology rows).

@@ -351,3 +351,18 @@ def role_states(grace_s: float = 0.0) -> list[dict]:
         }
         for row in LeaseRow.objects.all()
     ]
+
+
+def forget_expired() -> list[str]:
+    """Delete the lease rows whose ``expires_at`` has passed (no live leader) and return their
+    roles, sorted. For a restarted embedded deployment only (the demo on an existing database):
+    one process runs every role there, so an expired row is the previous run's, and left in place
+    the role watch raised a Critical ``system.role_down`` (and mailed it) in the seconds before the
+    new run's listener took its lease. A live row (a leader renewing now) is kept; never call this
+    where other hosts run roles: their fencing numbers start again at 1."""
+    from core.models import Lease as LeaseRow
+
+    expired = LeaseRow.objects.filter(expires_at__lt=timezone.now())
+    roles = sorted(expired.values_list("role", flat=True))
+    expired.filter(role__in=roles).delete()
+    return roles

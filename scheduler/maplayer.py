@@ -16,11 +16,11 @@ def domains(fabric) -> list[Domain]:
     return [d for d in build_locality([fabric]).domains.values() if d.fabric_id == fabric.pk]
 
 
-def edge_jobs(fabric, keys: list[str]) -> dict[str, list[dict]]:
+def edge_jobs(fabric, keys: list[str], user=None) -> dict[str, list[dict]]:
     """The jobs whose routed paths leave by the ports ``keys`` of ``fabric`` (port keys), with
-    their estimated share (``joblinks.jobs_on_ports``); the link panel asks it for the cables of
-    one edge only."""
-    return jobs_on_ports(keys)
+    their estimated share (``joblinks.jobs_on_ports``), those ``user`` may read; the link panel
+    asks it for the cables of one edge only."""
+    return jobs_on_ports(keys, user)
 
 
 def register() -> None:

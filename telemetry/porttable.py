@@ -61,9 +61,10 @@ SORTS: dict[str, tuple[str, ...]] = {
 
 
 #: annotations of port rows by apps above telemetry (it never imports them): name → provider
-#: ``fn(port keys) -> {port key: value}`` (``fabric.keys.port_key``); registered from their
-#: ``AppConfig.ready()`` (the scheduler's ``jobs``: which jobs cross each port)
-PORT_ANNOTATIONS: dict[str, Callable[[list[str]], dict[str, Any]]] = {}
+#: ``fn(port keys, user) -> {port key: value}`` (``fabric.keys.port_key``; ``user`` the reader,
+#: whose scope the values keep, or None); registered from their ``AppConfig.ready()`` (the
+#: scheduler's ``jobs``: which jobs cross each port, those the user may read)
+PORT_ANNOTATIONS: dict[str, Callable[..., dict[str, Any]]] = {}
 
 
 def register_port_annotation(name: str, provider: Callable[[list[str]], dict[str, Any]]) -> None:
@@ -71,15 +72,15 @@ def register_port_annotation(name: str, provider: Callable[[list[str]], dict[str
     PORT_ANNOTATIONS[name] = provider
 
 
-def annotations(keys: list[str]) -> dict[str, dict[str, Any]]:
+def annotations(keys: list[str], user=None) -> dict[str, dict[str, Any]]:
     """``{port key: {name: value}}`` of every registered annotation for the ports ``keys``
-    (``fabric.keys.port_key``; one provider call each): the heatmap's tooltip and hot-spot list
-    read it (``telemetry.api.heatmap``). A port without a value gets ``[]``; a provider that fails
-    gives ``[]`` for all (logged)."""
+    (``fabric.keys.port_key``; one provider call each) as ``user`` may read them (None: all):
+    the heatmap's tooltip and hot-spot list read it (``telemetry.api.heatmap``). A port without
+    a value gets ``[]``; a provider that fails gives ``[]`` for all (logged)."""
     out: dict[str, dict[str, Any]] = {k: {} for k in keys}
     for name, provider in list(PORT_ANNOTATIONS.items()):
         try:
-            got = provider(list(keys)) if keys else {}
+            got = provider(list(keys), user) if keys else {}
         except Exception:
             log.exception("port annotation %s failed", name)
             got = {}
@@ -88,12 +89,12 @@ def annotations(keys: list[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def annotate_rows(rows: list[dict]) -> list[dict]:
+def annotate_rows(rows: list[dict], user=None) -> list[dict]:
     """Set each registered annotation on ``rows`` (``row_values`` dicts; one provider call per
-    page): ``row[name]`` = the provider's value for the row's port, else ``[]``. A provider that
-    fails leaves ``[]`` (logged): the table still shows."""
+    page), as ``user`` may read them: ``row[name]`` = the provider's value for the row's port,
+    else ``[]``. A provider that fails leaves ``[]`` (logged): the table still shows."""
     keys = [port_key(r["node_guid"], r["port"]) for r in rows]
-    got = annotations(keys)
+    got = annotations(keys, user)
     for r, k in zip(rows, keys, strict=True):
         r.update(got[k])
     return rows

@@ -121,7 +121,7 @@ def port_list(request: HttpRequest) -> HttpResponse:
         norm=norm,
         page_obj=page,
         paginator=paginator,
-        rows=annotate_rows([row_values(p, norm) for p in page.object_list]),
+        rows=annotate_rows([row_values(p, norm) for p in page.object_list], request.user),
         qs=urlencode(params),
         sort_links={
             key: "?" + urlencode({**base, "sort": f"-{key}" if query.sort == key else key}) for key in SORTS

@@ -212,3 +212,22 @@ def test_a_host_not_allowed_is_one_warning_line_not_a_traceback(client, caplog, 
     assert [(r.levelno, r.exc_info, r.exc_text) for r in rows] == [(logging.WARNING, None, None)]
     assert "10.0.0.5:8000" in rows[0].getMessage()
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_audit_changes_read_as_key_value_lists_not_python_dicts(people):
+    """The walkthrough: the audit log and a user's page showed each entry's changes as a raw Python
+    dict (``{'state': ['pending', 'placed'], 'victims': [], 'pkey': None}``); they read as the alarm
+    details do (``core.templatetags.weft_format.details_items``): ``key: value`` items."""
+    from accounts.audit import record
+
+    changes = {"state": ["pending", "placed"], "victims": [], "pkey": None, "placement": {"host018": 8}}
+    record("job.place", None, changes, user=people.ada)
+    record("user.note", people.ada, {"backfilled": False, "detail": None}, user=people.ada)
+    client = signed_in(people.ada)
+    for url in ("/accounts/audit/", f"/accounts/users/{people.ada.pk}/"):
+        html = client.get(url).content.decode()
+        assert "{&#x27;" not in html and "{'" not in html and "None" not in html, url
+    html = client.get("/accounts/audit/?action=job.place").content.decode()
+    cell = re.search(r'<td class="audit-changes">(.*?)</td>', html, re.S).group(1)
+    text = re.sub(r"<[^>]+>", "", cell)
+    assert text == "pkey: —; placement: host018=8; state: pending, placed; victims: —", text

@@ -213,7 +213,7 @@ OVERLAYS: dict[str, object] = {
     # scheduler: ``{port key: [{"job", "name", "state", "paths", "share", "url"}]}`` of the jobs
     # whose routed paths leave by ``port keys`` (``fabric.keys.port_key``; share estimated), asked
     # only for the cables of the link panel (``map_edge_detail``'s ``jobs``), never for the map
-    "edge_jobs": lambda fabric, keys: {},
+    "edge_jobs": lambda fabric, keys, user=None: {},
     # scheduler: the locality domains of a fabric (``key``, ``name``, ``tier``, ``switches``,
     # ``hosts``: ``scheduler.locality.Domain``), the map's groups
     "domains": _no_rows,
@@ -609,11 +609,12 @@ def build_live(fabric, payload: dict) -> dict:
     return {"util": util, "cong": cong, "alarms": alarms}
 
 
-def map_edge_detail(fabric, params) -> dict:
+def map_edge_detail(fabric, params, user=None) -> dict:
     """The cables between two nodes of ``fabric`` with both ends' counters and the open alarms on
     them (see ``FabricViewSet.map_edge`` for the shape). ``params`` holds ``a`` and ``b``, node
-    ids. Raises ``ValidationError`` (400) for a missing or bad id, ``NotFound`` (404) when a
-    node is not on ``fabric``."""
+    ids; ``user`` the reader (the jobs crossing the cables are those they may read). Raises
+    ``ValidationError`` (400) for a missing or bad id, ``NotFound`` (404) when a node is not on
+    ``fabric``."""
     from django.db.models import Q
     from rest_framework.exceptions import NotFound, ValidationError
 
@@ -665,7 +666,7 @@ def map_edge_detail(fabric, params) -> dict:
             (ka, f"{a} [{pa.port_num}]", f"{b} [{pb.port_num}]"),
             (kb, f"{b} [{pb.port_num}]", f"{a} [{pa.port_num}]"),
         ]
-    crossing = OVERLAYS["edge_jobs"](fabric, [k for k, _, _ in ends]) if ends else {}
+    crossing = OVERLAYS["edge_jobs"](fabric, [k for k, _, _ in ends], user=user) if ends else {}
     jobs = [{**j, "port_key": k, "from": frm, "to": to} for k, frm, to in ends for j in crossing.get(k, ())]
     return {
         "a": {"id": a.pk, "name": str(a), "guid": a.node_guid},

@@ -523,7 +523,7 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
         traffic; the scheduler's overlay ``edge_jobs``). 400 for a missing or non-integer id; 404
         when a node is not on this fabric."""
         fabric = self.get_object()
-        return Response(map_edge_detail(fabric, request.query_params))
+        return Response(map_edge_detail(fabric, request.query_params, request.user))
 
     @extend_schema(
         request=serializers.SwitchRolesSerializer, responses={200: serializers.SwitchRolesResultSerializer}

@@ -12,7 +12,8 @@ for a link with an isolated end (neither after the disable nor when a later disc
 sees the link; :func:`isolated_keys`), so nothing Critical is raised and nothing is mailed. The
 isolation itself is the Info alarm ``port.isolated`` on the port, cleared by
 ``port.isolation_cleared`` when the port is enabled again (page Enable, UFM ``HEALTHY``), which
-deletes the row.
+deletes the row, or when a discovery finds its link up again (:func:`clear_seen_linked`: it was
+enabled outside Weft, and a later failure of that link must be a ``link.down`` again).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from ..signals import ports_enabled
 
 #: ``via`` → how the event message names the place it was done
 VIA = {"page": "from the port page", "ufm": "through the UFM API"}
+#: the message of an isolation that ended because its link was seen up again
+SEEN_LINKED = "its link is up again (enabled outside Weft)"
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,41 @@ def set_isolated(
             ports = [(t.node.node_guid, t.port_num) for t in targets]
             transaction.on_commit(lambda: ports_enabled.send(sender=Fabric, fabric_id=fabric.pk, ports=ports))
     return changed
+
+
+def clear_seen_linked(fabric: Fabric, ends: set[tuple[str, int]]) -> list[tuple[str, int]]:
+    """End the isolation of the isolated ports among ``ends`` (``{(node GUID, port)}``: the ends of
+    links a discovery found up), in the caller's transaction: their rows are deleted and each gets
+    the Info ``port.isolation_cleared`` ("its link is up again"), which clears ``port.isolated``.
+
+    An isolated port is disabled, so its link can only come back when someone enabled it outside
+    Weft (``ibportstate`` by hand, the switch's own CLI, a lab's ``relink``); kept isolated, the
+    port would stay listed as isolated while carrying traffic, and its next failure would write
+    no ``link.down``. Sends no ``ports_enabled``: the link is up already (a lab retrain of it would
+    pull it once more). Returns the ports whose isolation ended, sorted."""
+    rows = [
+        r
+        for r in IsolatedPort.objects.filter(fabric=fabric).values_list(
+            "pk", "node_guid", "port_num", "node_name"
+        )
+        if (r[1], r[2]) in ends
+    ]
+    if not rows:
+        return []
+    node_ids = dict(
+        Node.objects.filter(fabric=fabric, node_guid__in={r[1] for r in rows}).values_list("node_guid", "pk")
+    )
+    IsolatedPort.objects.filter(pk__in=[r[0] for r in rows]).delete()
+    specs = []
+    for _pk, guid, num, name in rows:
+        shown = port_name(name or guid, num)
+        specs.append(EventSpec(
+            code="port.isolation_cleared", message=f"port {shown}: {SEEN_LINKED}",
+            object_type="port", object_key=port_key(guid, num), object_repr=shown, node_id=node_ids.get(guid),
+            details={"via": "discovery"},
+        ))  # fmt: skip
+    record_events(fabric, specs)
+    return sorted((guid, num) for _pk, guid, num, _name in rows)
 
 
 def isolated_keys(fabric: Fabric) -> set[tuple[str, int]]:

@@ -223,13 +223,17 @@ def links_of(job_id: int) -> list[dict[str, Any]]:
     )
 
 
-def jobs_on_ports(keys: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+def jobs_on_ports(keys: Iterable[str], user=None) -> dict[str, list[dict[str, Any]]]:
     """Which jobs cross each port: ``{port key: [{"job", "name", "state", "paths", "share",
     "url"}]}`` (``url`` the job's page), the largest estimated share first. ``share`` (0..1) is the *estimated* part of the port's
     traffic the job causes: its path count on the port × its measured HCA rate (the mean
     ``xmit_bytes_per_s`` of its HCA ports, telemetry's latest sweep; 1 when none is measured),
     normalised over the jobs on the port. An estimate: routes say where a job's pairs go, not
-    how much each pair sends."""
+    how much each pair sends.
+
+    ``user``: list only the jobs that user may read (``scheduler.access.scope_jobs``: an Admin
+    every job, others their tenants' jobs), as the job pages do; the shares stay those of every
+    job on the port. None (internal callers): every job."""
     keys = list(set(keys))
     rows = list(
         JobLink.objects.filter(port_key__in=keys, job__state__in=HOLDING).values_list(
@@ -238,6 +242,11 @@ def jobs_on_ports(keys: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
     )
     jobs = {j for _, j, _, _, _ in rows}
     rate = job_rates(jobs)
+    shown = jobs
+    if user is not None and jobs:
+        from ..access import scope_jobs  # the access module imports the queue, which imports this
+
+        shown = set(scope_jobs(Job.objects.filter(pk__in=jobs), user).values_list("pk", flat=True))
     per: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
     for k, j, name, st, n in rows:
         e = per[k].setdefault(
@@ -250,7 +259,9 @@ def jobs_on_ports(keys: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
         total = sum(weights.values()) or 1.0
         for j, e in by_job.items():
             e["share"] = round(weights[j] / total, 4)
-        out[k] = sorted(by_job.values(), key=lambda e: (-e["share"], e["job"]))
+        visible = [e for j, e in by_job.items() if j in shown]
+        if visible:
+            out[k] = sorted(visible, key=lambda e: (-e["share"], e["job"]))
     return out
 
 

@@ -12,12 +12,15 @@ from ..services.joblinks import jobs_on_ports
 register = template.Library()
 
 
-@register.inclusion_tag("scheduler/_port_jobs_table.html")
-def port_jobs(port) -> dict:
+@register.inclusion_tag("scheduler/_port_jobs_table.html", takes_context=True)
+def port_jobs(context, port) -> dict:
     """``{"jobs": [...], "key"}`` for a ``fabric.Port``: ``joblinks.jobs_on_ports`` of its key
-    (job, name, state, path count, estimated share of the port's traffic)."""
+    (job, name, state, path count, estimated share of the port's traffic), the jobs the page's
+    reader may read (a job page another tenant's member cannot open is not linked)."""
     key = port_key(port.node.node_guid, port.port_num)
-    return {"jobs": jobs_on_ports([key]).get(key, []), "key": key}
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    return {"jobs": jobs_on_ports([key], user).get(key, []), "key": key}
 
 
 @register.inclusion_tag("scheduler/_topology_export_form.html")

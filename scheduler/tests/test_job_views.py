@@ -159,3 +159,59 @@ def test_the_demo_keeps_the_jobs_busiest_switch_ports_hot(cluster):
     Job.objects.filter(pk=wide.pk).update(state="completed")
     assert busy() == got  # read again only every every_s
     assert BusyJobPorts(cluster.fabric.pk).read() == []  # no running job: nothing kept hot
+
+
+def test_the_jobs_on_a_port_are_those_the_reader_may_open(cluster, admin, django_user_model):
+    """The walkthrough: a Viewer of no tenant saw the demo's job names in the ports view's Jobs
+    column, and each link answered 404 (job pages are their tenants' members' and Admins'). The
+    ports view and its API, the port page, the heatmap's tooltip and hot list and the map's link
+    panel list only the jobs the reader may open; the shares stay those of every job there."""
+    from django.test import Client
+
+    from accounts.roles import set_role
+    from pools.models import TenantMembership
+
+    wide = running(cluster, "wide", 3)
+    joblinks.refresh()
+    key, port = spine_port(wide)
+    link = Link.objects.get(
+        **({"port_a": port} if Link.objects.filter(port_a=port).exists() else {"port_b": port})
+    )
+    far = link.port_b if link.port_a_id == port.pk else link.port_a
+    f, guid = cluster.fabric.pk, port.node.node_guid
+    viewer = django_user_model.objects.create_user("vera", password="pw")
+    member = django_user_model.objects.create_user("mia", password="pw")
+    set_role(viewer, "viewer")
+    set_role(member, "viewer")
+    TenantMembership.objects.create(tenant=cluster.tenant, user=member, role="viewer")
+
+    def seen(c) -> dict[str, bool]:
+        table = c.get(f"/api/fabric/port-table/?fabric={f}&node={guid}&per_page=500").json()
+        row = next(r for r in table["results"] if r["port"] == port.port_num)
+        cell = c.get(f"/api/fabric/heatmap/{f}/cells/{port.pk}/").json()
+        hot = c.get(f"/api/fabric/heatmap/{f}/annotations/?ports={port.pk}").json()
+        edge = c.get(f"/api/fabric/fabrics/{f}/map-edge/?a={port.node_id}&b={far.node_id}").json()
+        url = f"/scheduler/jobs/{wide.pk}/"
+        return {
+            "table": [j["job"] for j in row["jobs"]] == [wide.pk],
+            "cell": [j["job"] for j in cell["annotations"]["jobs"]] == [wide.pk],
+            "hot": [j["job"] for j in hot["ports"][str(port.pk)]["jobs"]] == [wide.pk],
+            "map edge": wide.pk in {e["job"] for e in edge["jobs"]},
+            "port page": url in c.get(f"/fabric/ports/{port.pk}/").content.decode(),
+            "ports page": url in c.get(f"/ports/?fabric={f}&node={guid}&per_page=500").content.decode(),
+            "job page": c.get(url).status_code == 200,
+        }
+
+    def client_of(user) -> Client:
+        c = Client()
+        c.force_login(user)
+        return c
+
+    everywhere = dict.fromkeys(
+        ("table", "cell", "hot", "map edge", "port page", "ports page", "job page"), True
+    )
+    assert seen(admin) == everywhere
+    assert seen(client_of(member)) == everywhere  # a member of the job's tenant
+    assert seen(client_of(viewer)) == dict.fromkeys(everywhere, False)  # a Viewer of no tenant
+    assert joblinks.jobs_on_ports([key], viewer) == {}
+    assert joblinks.jobs_on_ports([key], member)[key][0]["share"] == 1.0

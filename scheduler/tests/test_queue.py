@@ -628,3 +628,30 @@ def test_a_restarted_demo_ends_the_previous_runs_held_jobs_failed_with_the_reaso
     finish(waiting.pk, ok=True) if waiting.state == "placed" else cancel(waiting.pk)
     quiet = io.StringIO()
     assert Command(stdout=quiet)._end_previous_run(cluster.fabric) == [] and quiet.getvalue() == ""
+
+
+def test_a_restarted_demo_raises_no_role_down_for_the_previous_runs_leases(cluster):
+    """The walkthrough: a restarted demo mailed a Critical "Role down: role notices:1" (cleared a
+    second later): the previous run's lease row of the notice listener had expired, and the role
+    watch ran before the new listener took it. The demo's restart step forgets expired leases
+    (``core.leases.forget_expired``); a live one is kept."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from core.models import Lease
+    from events.roles import check_roles
+    from weft.management.commands.demo import Command
+
+    cluster.fabric.discovery_enabled, cluster.fabric.local_hca = True, True  # a live fabric, as the lab
+    cluster.fabric.save(update_fields=["discovery_enabled", "local_hca"])
+    now = timezone.now()
+    old = now - timedelta(minutes=5)
+    Lease.objects.create(role=f"notices:{cluster.fabric.pk}", holder="vm:1:old", acquired_at=old, renewed_at=old,
+                         expires_at=old + timedelta(seconds=6))  # fmt: skip
+    Lease.objects.create(role="beat", holder="vm:2:live", acquired_at=now, renewed_at=now,
+                         expires_at=now + timedelta(seconds=60))  # fmt: skip
+    Command(stdout=io.StringIO())._end_previous_run(cluster.fabric)
+    assert list(Lease.objects.values_list("role", flat=True)) == ["beat"]
+    assert [s.wrote for s in check_roles()] == [""]
+    assert not Event.objects.filter(code="system.role_down").exists()

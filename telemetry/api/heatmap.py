@@ -167,8 +167,9 @@ def remote_end(port: Port) -> dict | None:
     }
 
 
-def cell_detail(port: Port) -> dict:
-    """The tooltip document of one switch port (see the module docstring)."""
+def cell_detail(port: Port, user=None) -> dict:
+    """The tooltip document of one switch port (see the module docstring); its annotations as
+    ``user`` may read them (``telemetry.porttable.annotations``)."""
     counters = PortCounters.objects.filter(port=port).first()
     doc = {
         "port": port.pk,
@@ -185,7 +186,7 @@ def cell_detail(port: Port) -> dict:
         "counters": None,
     }
     key = port_key(port.node.node_guid, port.port_num)
-    doc["annotations"] = annotations([key])[key]
+    doc["annotations"] = annotations([key], user)[key]
     if counters is not None:
         doc["counters"] = {
             "sampled_at": _iso(counters.sampled_at),
@@ -227,7 +228,7 @@ class HeatmapCellView(APIView):
     )
     def get(self, request: Request, fabric_id: int, port_id: int) -> Response:
         port = get_object_or_404(Port.objects.select_related("node"), pk=port_id, node__fabric_id=fabric_id)
-        return Response(cell_detail(port))
+        return Response(cell_detail(port, request.user))
 
 
 class HeatmapAnnotationsView(APIView):
@@ -254,5 +255,5 @@ class HeatmapAnnotationsView(APIView):
             "pk", "node__node_guid", "port_num"
         )
         keys = {pk: port_key(guid, num) for pk, guid, num in rows}
-        got = annotations(list(keys.values()))
+        got = annotations(list(keys.values()), request.user)
         return Response({"ports": {str(pk): got[k] for pk, k in sorted(keys.items())}})

@@ -57,6 +57,8 @@ class PortTableView(APIView):
         norm = fabric_norm(fabric)
         paginator = WeftLimitOffsetPagination()
         page = paginator.paginate_queryset(port_table(fabric, query, norm), request, view=self)
-        response = paginator.get_paginated_response(annotate_rows([row_values(p, norm) for p in page]))
+        response = paginator.get_paginated_response(
+            annotate_rows([row_values(p, norm) for p in page], request.user)
+        )
         response.data["norm"] = {"width": norm.width, "speed": norm.speed, "rate_gbps": norm.rate_gbps}
         return response

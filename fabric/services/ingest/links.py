@@ -11,7 +11,7 @@ from core.bulk import insert_rows
 from ...keys import LinkKey, link_ends, link_key_str
 from ...models import Fabric, Link, Port
 from ...parsers.records import Topology
-from ..isolation import isolated_keys
+from ..isolation import clear_seen_linked, isolated_keys
 from .changes import Changes, change_event, link_repr
 from .columns import LINK_FIELDS
 from .common import BATCH, fetch_rows
@@ -87,6 +87,7 @@ def sync_links(
         for guid, num, pid in fetch_rows(rows.values_list("node__node_guid", "port_num", "id")):
             port_ids.setdefault((guid, num), pid)
     new_rows: list[tuple] = []
+    added: list[LinkKey] = []
     now = timezone.now()
     updates: list[Link] = []
     planned = plan.links
@@ -101,6 +102,7 @@ def sync_links(
             if pa > pb:
                 pa, pb = pb, pa
             new_rows.append((fabric.pk, pa, pb, *values, now))
+            added.append(key)
             skey = link_key_str(key)
             ch.added["links"].append(skey)
             if not ch.initial:
@@ -149,3 +151,5 @@ def sync_links(
     if new_rows:
         cols = ["fabric_id", "port_a_id", "port_b_id", *LINK_FIELDS, "first_seen"]
         ch.rows += insert_rows(Link, cols, new_rows)
+        if not ch.initial:  # an isolated port linked again was enabled outside Weft: no longer isolated
+            clear_seen_linked(fabric, {end for key in added for end in key})

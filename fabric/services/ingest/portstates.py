@@ -12,21 +12,36 @@ from django.utils import timezone
 from core.leases import Fence, check_fence
 from events.services import record_events
 
-from ...choices import DiscoverySource, DiscoveryStatus, NodeType, PortState
+from ...choices import DiscoverySource, DiscoveryStatus, NodeType, PhysState, PortState
 from ...keys import LinkKey, link_ends, link_key_str, link_name, port_key, port_name
 from ...models import Discovery, Fabric, Link, Node, Port
 from ..isolation import isolated_keys
 from .changes import Changes, change_event
 from .common import became_latest
 
+#: PortPhysicalState values under which the physical link is not up (Sleep, Polling, Disabled,
+#: PortConfigurationTraining): the logical link is Down whatever PortState says
+PHYS_NOT_UP = frozenset({PhysState.SLEEP, PhysState.POLLING, PhysState.DISABLED, PhysState.TRAINING})
+
 
 @dataclass(frozen=True)
 class PortObservation:
     """A port's state as read from the fabric (PortInfo, IBTA 14.2.5.6): ``state`` PortState
-    (1 Down .. 4 Active), ``phys_state`` PortPhysicalState (2 Polling, 5 LinkUp...)."""
+    (1 Down .. 4 Active), ``phys_state`` PortPhysicalState (2 Polling, 5 LinkUp...).
+
+    ``state`` is stored Down when ``phys_state`` says the physical link is not up
+    (:data:`PHYS_NOT_UP`): the logical link state machine (IBTA Vol 1 7.2) leaves Down only
+    once the physical layer reports LinkUp. ibsim answers a disabled switch port with PortState
+    Initialize (or its old Active) beside PhysState Disabled; stored as read, the port flapped
+    Down ↔ Initialize at every read and discovery while it was disabled, each read asking for a
+    discovery as if the port were coming up."""
 
     state: int
     phys_state: int
+
+    def __post_init__(self) -> None:
+        if self.phys_state in PHYS_NOT_UP and self.state != PortState.DOWN:
+            object.__setattr__(self, "state", int(PortState.DOWN))
 
 
 @dataclass

@@ -251,8 +251,13 @@ class Command(BaseCommand):
     def _end_previous_run(self, fabric) -> list[int]:
         """On an existing database the previous run's jobs still hold GPUs "running" on hosts of a
         lab that is gone: end them (``failed``, with the reason) through the one writer of jobs,
-        ``scheduler.services.queue.end_previous_run``, and say so on the console."""
+        ``scheduler.services.queue.end_previous_run``, and say so on the console. The previous
+        run's expired role leases go too (``core.leases.forget_expired``): the role watch raised a
+        Critical ``system.role_down`` for the notice listener before this run took its lease."""
+        from core.leases import forget_expired
         from scheduler.services.queue import end_previous_run
+
+        forget_expired()
 
         ended = end_previous_run(
             fabric, "the demo restarted on a new lab fabric: this job's hosts and run are gone"

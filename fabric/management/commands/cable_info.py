@@ -7,12 +7,12 @@ exit status 1 with a located reason on bad input (nothing stored for that file).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 from fabric.models import Fabric
 from fabric.services.cables import CableInfoError, collect, import_text
+from fabric.upload import UploadError, read_output
 
 
 class Command(BaseCommand):
@@ -45,13 +45,13 @@ class Command(BaseCommand):
         imported, failed = [], []
         for name in opts["file"]:
             try:
-                text = Path(name).read_text(encoding="utf-8", errors="replace")
+                text = read_output(name)
                 imported.append(
                     import_text(fabric, text, source_name=name, fmt=opts["format"], port=opts["port"])
                 )
             except OSError as exc:
                 failed.append(f"{name}: {exc.strerror or exc}")
-            except CableInfoError as exc:
+            except (UploadError, CableInfoError) as exc:
                 failed.append(str(exc))
         for why in failed:
             self.stderr.write(why)

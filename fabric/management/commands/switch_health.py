@@ -6,12 +6,12 @@ status 1 with a located reason on bad input (nothing stored for that file)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 from fabric.models import Fabric
 from fabric.services.switchhealth import SwitchHealthError, collect, import_text
+from fabric.upload import UploadError, read_output
 
 
 class Command(BaseCommand):
@@ -42,12 +42,12 @@ class Command(BaseCommand):
         imported, failed = [], []
         for name in opts["file"]:
             try:
-                text = Path(name).read_text(encoding="utf-8", errors="replace")
+                text = read_output(name)
                 row = import_text(fabric, text, source_name=name, switch_guid=opts["switch"])
             except OSError as exc:
                 failed.append(f"{name}: {exc.strerror or exc}")
                 continue
-            except SwitchHealthError as exc:
+            except (UploadError, SwitchHealthError) as exc:
                 failed.append(str(exc))
                 continue
             imported.append({"file": name, "switch": str(row.node), "problems": row.data["problems"]})

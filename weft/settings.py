@@ -227,6 +227,12 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 100,
     "DEFAULT_SCHEMA_CLASS": "core.api.schema.AutoSchema",  # brief forms: Brief<Name> components
     "EXCEPTION_HANDLER": "core.api.errors.exception_handler",  # + 409 for a uniqueness race
+    # DRF's three, the JSON one refusing 1e999 and nesting beyond the stack (400, not 500)
+    "DEFAULT_PARSER_CLASSES": [
+        "core.api.parsers.StrictJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Weft API",

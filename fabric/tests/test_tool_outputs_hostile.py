@@ -186,3 +186,25 @@ def test_a_tool_setting_naming_no_program_says_so_and_raises_nothing(tmp_path, s
     text.chmod(text.stat().st_mode | stat.S_IXUSR)
     settings.WEFT_IBSWINFO = str(text)
     assert switchhealth.not_collected_reason(fabric) == ""
+
+
+# -- the partition page ---------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_a_port_guid_listed_twice_on_the_partition_page_is_refused(users, client_for):
+    """``<guid> full`` and ``<guid> limited``: one of the two was dropped without a word."""
+    fabric = _fabric()
+    guid = "0x0002c90000000001"
+    answer = client_for("admin").post(
+        f"/fabric/partitions/new/?fabric={fabric.pk}",
+        {
+            "name": "twice",
+            "pkey": "0x0005",
+            "host_membership": "full",
+            "members": f"{guid} full\n\n{guid} limited",
+        },
+    )
+    assert answer.status_code == 400
+    assert f"line 3: {guid} is listed on line 1 already" in answer.content.decode()
+    from fabric.models import Partition
+
+    assert not Partition.objects.filter(name="twice").exists()

@@ -104,6 +104,11 @@ class GroupMapping:
         return out
 
 
+#: a directory sign-in whose user name two Weft accounts have in different case
+AMBIGUOUS = (
+    "Several Weft accounts have this user name in other upper and lower case, so the directory "
+    "cannot sign it in: ask a Weft administrator."
+)
 NO_GROUP = "Your directory account is in none of the groups that give a role in Weft: ask your administrator."
 
 

@@ -4,8 +4,10 @@ Configured by the ``WEFT_LDAP_*`` settings (``weft/settings.py``, README "Config
 fill django-auth-ldap's ``AUTH_LDAP_*``. On top of ``django_auth_ldap.backend.LDAPBackend``:
 
 * a local account (a user without ``DirectoryAccount``) is never signed in nor changed by the
-  directory: a directory entry with the same name fails here and ``ModelBackend``, after this
-  backend, checks the Weft password (break-glass);
+  directory: its name (in any case) is not sent to the directory at all, so ``ModelBackend``,
+  after this backend, checks the Weft password at once (break-glass), however long a hanging
+  directory would take; a name that two accounts share in different case is refused with a
+  message (django-auth-ldap's case-insensitive lookup would find both);
 * the user's groups go through :func:`accounts.directory.apply_groups` (role, tenants,
   suspension) before the sign-in is allowed;
 * a directory that cannot be reached or refuses the service bind is one WARNING line
@@ -25,7 +27,15 @@ import ldap
 from django.conf import settings
 from django_auth_ldap.backend import LDAPBackend
 
-from .directory import NO_GROUP, DirectorySignInRefused, GroupMapping, apply_groups, is_local, note_problem
+from .directory import (
+    AMBIGUOUS,
+    NO_GROUP,
+    DirectorySignInRefused,
+    GroupMapping,
+    apply_groups,
+    is_local,
+    note_problem,
+)
 from .login_throttle import USERNAME_MAX
 
 log = logging.getLogger("weft.auth")
@@ -65,12 +75,38 @@ def _describe(exception: Exception) -> str:
     return f"{type(exception).__name__}: {exception}"
 
 
+def _accounts_named(username: str) -> dict[str, bool]:
+    """``{user name: is local}`` of the stored users named ``username`` in any case (the lookup
+    django-auth-ldap makes: ``username__iexact``)."""
+    from django.contrib.auth import get_user_model
+
+    rows = (
+        get_user_model()
+        .objects.filter(username__iexact=username)
+        .values_list("username", "directory_account")
+    )
+    return {name: account is None for name, account in rows}
+
+
 class WeftLDAPBackend(LDAPBackend):
     """django-auth-ldap's backend with the rules of this module's docstring."""
 
     def authenticate(self, request, username=None, password=None, **kwargs):
         # a name no Weft user can have (a NUL, longer than the user name column) is not looked up
         if not isinstance(username, str) or "\x00" in username or len(username) > USERNAME_MAX:
+            return None
+        stored = _accounts_named(username.strip())
+        if stored.get(username.strip()) or (stored and all(stored.values())):
+            # a local account (break-glass): its Weft password signs it in (ModelBackend), so the
+            # directory is not asked at all; a directory that is down or hangs does not delay it
+            return None
+        if len(stored) > 1:
+            # django-auth-ldap looks the name up case-insensitively: two accounts answer
+            # (MultipleObjectsReturned, a 500 of the sign-in page)
+            note_problem(request, AMBIGUOUS)
+            log.warning(
+                "LDAP sign-in of %r refused: accounts %s differ only in case", username, sorted(stored)
+            )
             return None
         return super().authenticate(request, username=username, password=password, **kwargs)
 

@@ -34,6 +34,7 @@ from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthen
 from core.validators import printable_text
 
 from .directory import (
+    AMBIGUOUS,
     NO_GROUP,
     DirectorySignInRefused,
     GroupMapping,
@@ -176,12 +177,21 @@ class WeftOIDCBackend(OIDCAuthenticationBackend):
             return None
         groups = claim_groups(claims)
         mapping = oidc_mapping()
-        user = self.UserModel.objects.filter(username=username).first()
-        if user is not None and is_local(user):
+        # in any case, as the LDAP sign-in looks names up (django-auth-ldap: ``__iexact``): "ADA"
+        # from the provider is the local "ada", not a new account beside it
+        named = list(self.UserModel.objects.filter(username__iexact=username))
+        local = next((u for u in named if is_local(u)), None)
+        if local is not None:
             note_problem(
-                self.request, f"{username!r} is a local Weft account: sign in with its Weft password."
+                self.request, f"{local.username!r} is a local Weft account: sign in with its Weft password."
             )
             return None
+        if len(named) > 1:
+            note_problem(self.request, AMBIGUOUS)
+            log.warning("OIDC sign-in of %r refused: accounts %s differ only in case", username,
+                        sorted(u.username for u in named))  # fmt: skip
+            return None
+        user = named[0] if named else None
         if user is None:
             if not mapping.role_for(groups):
                 note_problem(self.request, NO_GROUP)

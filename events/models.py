@@ -299,6 +299,10 @@ def target_url_error(kind: str, url: str) -> str | None:
     ``tcp://host:port``."""
     from urllib.parse import urlsplit
 
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url.strip()):
+        # urlsplit drops tabs and line breaks silently: the check passed a URL that every send
+        # then failed on (http.client refuses control characters), retried until given up
+        return "a URL without spaces or control characters (encode a space as %20)"
     try:
         parts = urlsplit(url.strip())
         port = parts.port

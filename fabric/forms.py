@@ -152,8 +152,9 @@ class PartitionForm(forms.Form):
     # -- checks -------------------------------------------------------------------------------------
 
     def clean_members(self) -> list[tuple[str, str]]:
-        """``[(canonical GUID or keyword, membership)]`` of the lines; every bad line named."""
-        out, bad = [], []
+        """``[(canonical GUID or keyword, membership)]`` of the lines; every bad line named (a
+        GUID given twice too)."""
+        out, bad, seen = [], [], {}
         for n, line in enumerate(self.cleaned_data["members"].splitlines(), 1):
             words = line.replace(",", " ").replace("=", " ").split()
             if not words:
@@ -174,6 +175,10 @@ class PartitionForm(forms.Form):
                     f"line {n}: membership {words[1][:20]!r} is not one of {', '.join(Membership.values)}"
                 )
                 continue
+            if guid in seen:  # two memberships for one port: one of them would be dropped silently
+                bad.append(f"line {n}: {guid} is listed on line {seen[guid]} already")
+                continue
+            seen[guid] = n
             out.append((guid, membership))
         if bad:
             raise forms.ValidationError(bad)

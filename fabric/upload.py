@@ -33,6 +33,18 @@ def read_limited(stream: BinaryIO, name: str, limit: int | None = None) -> bytes
     return data
 
 
+def read_output(path: str, limit: int | None = None) -> str:
+    """A saved tool output (``manage.py switch_health`` / ``cable_info --file``) as text: at most
+    ``limit`` bytes (default :func:`max_bytes`), UTF-8 with bad bytes replaced.
+
+    Raises:
+        UploadError: the file holds more than ``limit`` bytes (nothing of it is parsed).
+        OSError: it cannot be read.
+    """
+    with open(path, "rb") as stream:
+        return read_limited(stream, path, limit).decode("utf-8", errors="replace")
+
+
 def topology_text(raw: bytes, name: str, limit: int | None = None) -> str:
     """Text of the file ``name`` whose bytes are ``raw`` (gunzipped when gzip).
 

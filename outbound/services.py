@@ -23,7 +23,9 @@ Delivery (:func:`deliver`): one attempt per call; a 2xx answer is delivered; a n
 timeout (``WEFT_WEBHOOK_TIMEOUT_S``), a 408, 429 or 5xx is tried again after
 ``WEFT_WEBHOOK_BACKOFF_S`` × 2^(attempts-1) seconds (at most an hour) until
 ``WEFT_WEBHOOK_MAX_ATTEMPTS`` attempts; any other answer (the receiver refuses it) gives up at
-once. A ``syslog+udp://`` or ``syslog+tcp://`` URL sends the body's lines as RFC 5424
+once, a redirect (3xx) too: it is not followed (:class:`_NoRedirect`). An attempt takes at most
+twice ``WEFT_WEBHOOK_TIMEOUT_S`` (the connection, then the whole answer), however slowly the
+receiver answers. A ``syslog+udp://`` or ``syslog+tcp://`` URL sends the body's lines as RFC 5424
 messages instead (``outbound.syslog``): delivered when the transport took them (``response_code``
 0), retried the same way on a refused connection or a timeout. Every attempt updates the delivery row (status, attempts, response code, error). The first
 attempt is queued on commit (``outbound.tasks.deliver_task``); retries are picked up by
@@ -36,8 +38,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
 import json
 import logging
+import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -154,7 +159,8 @@ def _claim(delivery_id: int, now: datetime) -> WebhookDelivery | None:
         )
         if row is None:
             return None
-        row.next_attempt_at = now + timedelta(seconds=settings.WEFT_WEBHOOK_TIMEOUT_S + 30)
+        # an attempt ends within twice the timeout (connection, then the answer: ``_post``)
+        row.next_attempt_at = now + timedelta(seconds=2 * settings.WEFT_WEBHOOK_TIMEOUT_S + 30)
         row.save(update_fields=["next_attempt_at"])
         return row
 
@@ -198,20 +204,93 @@ def deliver(delivery_id: int, *, now: datetime | None = None) -> str:
     return status
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A webhook is not redirected: urllib would turn the signed POST into a GET without its body
+    (301/302/303) and count the page it lands on as delivered, or follow the receiver to another
+    host or scheme. The 3xx answer stands: the delivery gives up and says where it was sent."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+def _deadline_connection(base: type, total_s: float, watch: list):
+    """``base`` (``http.client.HTTPConnection`` or ``HTTPSConnection``) whose socket is shut down
+    ``total_s`` seconds after it connected: the per-operation socket timeout does not bound a
+    receiver that answers a byte at a time, which would hold the worker (and the "send test"
+    request) as long as it likes. ``watch`` collects ``[timer, fired]`` for the caller to cancel."""
+
+    class Connection(base):
+        def connect(self):
+            super().connect()
+            entry: list = [None, False]
+            sock = self.sock
+
+            def expire() -> None:
+                entry[1] = True
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked read: it sees the end
+                except OSError:
+                    pass  # closed meanwhile
+
+            entry[0] = threading.Timer(total_s, expire)
+            entry[0].daemon = True
+            watch.append(entry)
+            entry[0].start()
+
+    return Connection
+
+
+def _opener(total_s: float, watch: list) -> urllib.request.OpenerDirector:
+    """urllib with the environment's proxies as ever, no redirects (:class:`_NoRedirect`), and the
+    whole answer within ``total_s`` of the connection (:func:`_deadline_connection`)."""
+    http_conn = _deadline_connection(http.client.HTTPConnection, total_s, watch)
+    https_conn = _deadline_connection(http.client.HTTPSConnection, total_s, watch)
+
+    class HTTP(urllib.request.HTTPHandler):
+        def http_open(self, req):
+            return self.do_open(http_conn, req)
+
+    class HTTPS(urllib.request.HTTPSHandler):
+        def https_open(self, req):
+            return self.do_open(https_conn, req, context=self._context)
+
+    return urllib.request.build_opener(_NoRedirect, HTTP, HTTPS)
+
+
 def _post(row: WebhookDelivery) -> tuple[int | None, str]:
-    """POST the row's body with the Weft headers; ``(HTTP status or None, error text)``."""
+    """POST the row's body with the Weft headers; ``(HTTP status or None, error text)``.
+
+    The connection and the whole answer each take at most ``WEFT_WEBHOOK_TIMEOUT_S`` (so an
+    attempt ends within twice that); a redirect is not followed (:class:`_NoRedirect`): its 3xx
+    is the answer, with the ``Location`` in the error."""
+    timeout = settings.WEFT_WEBHOOK_TIMEOUT_S
     req = urllib.request.Request(row.url, data=row.body.encode(), method="POST", headers={
         "Content-Type": row.content_type or "application/json", "User-Agent": "Weft-Webhook/1",
         SIGNATURE_HEADER: row.signature, TIMESTAMP_HEADER: str(row.timestamp), EVENT_HEADER: row.event,
         DELIVERY_HEADER: str(row.pk),
     })  # fmt: skip
+    watch: list = []
+    late = f"TimeoutError: no complete answer within {timeout:g} s (connection closed)"
     try:
-        with urllib.request.urlopen(req, timeout=settings.WEFT_WEBHOOK_TIMEOUT_S) as resp:
-            return resp.status, ""
+        with _opener(timeout, watch).open(req, timeout=timeout) as resp:
+            status = resp.status
+        # cut off mid-headers, http.client takes the end of the stream for the end of the headers
+        return (None, late) if any(fired for _, fired in watch) else (status, "")
     except urllib.error.HTTPError as exc:
+        if 300 <= exc.code < 400:
+            where = (exc.headers.get("Location") or "")[:200] if exc.headers else ""
+            return exc.code, (
+                f"HTTP {exc.code} {exc.reason}: redirected to {where or '(no Location)'}, not followed: "
+                "give the target the final URL"
+            )
         return exc.code, f"HTTP {exc.code} {exc.reason}"
     except Exception as exc:  # refused, unreachable, timeout, TLS...
+        if any(fired for _, fired in watch):
+            return None, late
         return None, f"{type(exc).__name__}: {exc}"
+    finally:
+        for timer, _ in watch:
+            timer.cancel()
 
 
 def due(now: datetime | None = None, limit: int = 100) -> list[int]:

@@ -214,6 +214,10 @@ def test_beat_periods_come_from_their_settings(load):
         ("WEFT_LOGIN_FAILURE_LIMIT", "0", "must be at least 1"),
         ("WEFT_LOGIN_COOLOFF_MIN", "0", "must be greater than 0"),
         ("WEFT_TOKEN_TTL_DAYS", "-1", "must be at least 0"),
+        # a facility or SD-ID syslog cannot carry made every message of the alarm engine raise
+        ("WEFT_SYSLOG_FACILITY", "24", "a facility 0-23"),
+        ("WEFT_SYSLOG_SD_ID", "weft id", "an SD-ID is 1-32 printable ASCII characters"),
+        ("WEFT_SYSLOG_SD_ID", "weft=1", "an SD-ID is 1-32 printable ASCII characters"),
     ],
 )
 def test_a_bad_value_names_the_variable(load, variable, value, message):

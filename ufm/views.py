@@ -116,6 +116,8 @@ class UfmView(APIView):
             return json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             raise UfmInputError("body", f"is not JSON ({exc})") from None
+        except RecursionError:  # nested deeper than the stack: a 500 before
+            raise UfmInputError("body", "is not JSON (nested too deep)") from None
 
     def fabric(self, *, topology: bool = False):
         fabric = services.served_fabric()

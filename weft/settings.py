@@ -11,6 +11,7 @@ Two deployments from one module, chosen by the environment (see README "Configur
 
 from __future__ import annotations
 
+import re
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -226,6 +227,12 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 100,
     "DEFAULT_SCHEMA_CLASS": "core.api.schema.AutoSchema",  # brief forms: Brief<Name> components
     "EXCEPTION_HANDLER": "core.api.errors.exception_handler",  # + 409 for a uniqueness race
+    # DRF's three, the JSON one refusing 1e999 and nesting beyond the stack (400, not 500)
+    "DEFAULT_PARSER_CLASSES": [
+        "core.api.parsers.StrictJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Weft API",
@@ -484,6 +491,18 @@ WEFT_ALERTMANAGER_RESEND_S = env_float("WEFT_ALERTMANAGER_RESEND_S", 60.0, posit
 WEFT_SYSLOG_FACILITY = env_int("WEFT_SYSLOG_FACILITY", 16, min_value=0)
 WEFT_SYSLOG_HOSTNAME = env_str("WEFT_SYSLOG_HOSTNAME", "")
 WEFT_SYSLOG_SD_ID = env_str("WEFT_SYSLOG_SD_ID", "weft@32473")
+# checked here: a bad one made every syslog message of the alarm engine raise (outbound.syslog)
+if not 0 <= WEFT_SYSLOG_FACILITY <= 23:
+    raise ImproperlyConfigured(
+        f"WEFT_SYSLOG_FACILITY={WEFT_SYSLOG_FACILITY}: a facility 0-23 (RFC 5424 §6.2.1)"
+    )
+if WEFT_SYSLOG_SD_ID and not re.fullmatch(
+    r"[!-~]{1,32}", WEFT_SYSLOG_SD_ID.replace("=", " ").replace("]", " ").replace('"', " ")
+):
+    raise ImproperlyConfigured(
+        f"WEFT_SYSLOG_SD_ID={WEFT_SYSLOG_SD_ID!r}: an SD-ID is 1-32 printable ASCII characters without "
+        "'=', ']', '\"' or a space (RFC 5424 §6.3.2), e.g. weft@32473"
+    )
 
 # Dead workers and hung fabrics (README "Configuration"). Task locks are leases of WEFT_LOCK_TTL_S
 # renewed by their holder (core.locks): a killed worker frees them within that. A task whose pool

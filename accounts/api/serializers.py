@@ -56,6 +56,19 @@ class UserSerializer(serializers.ModelSerializer):
         data["role"] = role_of(instance).name.lower() if instance.is_active else "none"
         return data
 
+    def validate_username(self, value: str) -> str:
+        """Unique without regard to case: a directory sign-in looks names up case-insensitively
+        (django-auth-ldap), so ``Ada`` beside ``ada`` would make both unusable from the directory."""
+        clash = get_user_model().objects.filter(username__iexact=value)
+        if self.instance is not None:
+            clash = clash.exclude(pk=self.instance.pk)
+        taken = clash.values_list("username", flat=True).first()
+        if taken is not None:
+            raise serializers.ValidationError(
+                f"the user name {taken!r} exists (names differ by more than case)"
+            )
+        return value
+
     def validate(self, attrs):
         password = attrs.get("password")
         if password:

@@ -20,6 +20,16 @@ from django.core.exceptions import ImproperlyConfigured
 from rest_framework import serializers
 
 
+class StrictPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
+    """DRF's primary-key field, refusing a fractional number: ``{"user": 1.5}`` was looked up as
+    ``pk=1.5``, which Django's integer field truncates to 1 (another row than the caller wrote)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, float) and not data.is_integer():
+            self.fail("incorrect_type", data_type="fractional number")
+        return super().to_internal_value(data)
+
+
 class BaseModelSerializer(serializers.ModelSerializer):
     """A ``ModelSerializer`` with a brief form: ``Meta.brief_fields`` (a list of field names, each
     one of ``Meta.fields``), selected by ``nested=True``.
@@ -28,6 +38,8 @@ class BaseModelSerializer(serializers.ModelSerializer):
         ImproperlyConfigured: ``nested=True`` on a serializer without ``Meta.brief_fields``, or a
             brief field that is not one of ``Meta.fields``.
     """
+
+    serializer_related_field = StrictPrimaryKeyRelatedField
 
     #: ``{field name: field}``: the brief form of a field that differs from its full form (copied
     #: for each serializer, as declared fields are)

@@ -25,6 +25,7 @@ from rest_framework.response import Response
 from accounts.api.mixins import AuditedWritesMixin
 from accounts.roles import Role
 from accounts.scoping import scope_rows
+from core.api.parsers import StrictJSONParser
 from core.api.views import BRIEF_PARAM, BriefModeMixin, ReadOnlyViewSet
 from core.cache import get_or_compute
 from core.errors import Conflict
@@ -390,7 +391,7 @@ class FabricViewSet(AuditedWritesMixin, BriefModeMixin, viewsets.ModelViewSet):
     _parsers = [
         parsers.MultiPartParser,
         parsers.FormParser,
-        parsers.JSONParser,
+        StrictJSONParser,
         PlainTextParser,
         GzipParser,
         OctetStreamParser,

@@ -78,6 +78,11 @@ def find_tool(name: str, env: dict[str, str] | None = None) -> str | None:
     return shutil.which(name, path=search_path(env))
 
 
+def runnable(path: str) -> bool:
+    """True when ``path`` is an executable file (what a ``WEFT_*`` tool setting must name)."""
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
 #: The umad2sim library (Debian package ``libumad2sim0``, pulled in by ``ibsim-utils``): preloaded,
 #: it points libibumad, hence the diags, at an ibsim lab instead of a kernel HCA.
 UMAD2SIM_LIB = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
@@ -343,6 +348,7 @@ def run_tool(argv: list[str], *, env: dict[str, str] | None = None, timeout: flo
 
     Raises:
         ToolNotFound: the program is not installed.
+        ToolError: it cannot be run (not executable, a directory: the ``OSError`` of the start).
         ToolTimeout: it ran longer than ``timeout`` seconds.
         ToolAborted: it was stopped by :func:`abort_all` (worker shutdown).
     """
@@ -355,6 +361,10 @@ def run_tool(argv: list[str], *, env: dict[str, str] | None = None, timeout: flo
     t0 = time.monotonic()
     try:
         proc = run_process([path, *argv[1:]], env=env, timeout=timeout)
+    except FileNotFoundError as exc:  # removed since the check, or a script's interpreter missing
+        raise ToolNotFound(f"{program}: cannot be run: {exc.strerror}") from None
+    except OSError as exc:  # not executable, a directory, not a program (ENOEXEC)...
+        raise ToolError(f"{program}: cannot be run: {exc.strerror or exc}") from None
     except subprocess.TimeoutExpired as exc:
         raise ToolTimeout(
             f"{program} did not finish within {timeout:g} s (killed)",

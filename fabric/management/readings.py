@@ -7,11 +7,11 @@ the others kept). Not a command itself (it lives outside ``commands/``)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 from fabric.models import Fabric
+from fabric.upload import UploadError, read_output
 
 
 class ReadingCommand(BaseCommand):
@@ -62,11 +62,11 @@ class ReadingCommand(BaseCommand):
         imported, failed = [], []
         for name in opts["file"]:
             try:
-                text = Path(name).read_text(encoding="utf-8", errors="replace")
+                text = read_output(name)  # at most WEFT_IMPORT_MAX_BYTES
                 imported.append(self.import_file(fabric, name, text, opts))
             except OSError as exc:
                 failed.append(f"{name}: {exc.strerror or exc}")
-            except self.error as exc:
+            except (UploadError, self.error) as exc:
                 failed.append(str(exc))
         for why in failed:
             self.stderr.write(why)

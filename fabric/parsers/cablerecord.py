@@ -10,6 +10,7 @@ too and named in ``problems`` with where it was (``"line N: field: why"``).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass, field
 
@@ -99,7 +100,9 @@ def is_na(text: str | None) -> bool:
 
 def to_float(text: str, unit_suffixes: tuple[str, ...] = ()) -> float | None:
     """``text`` as a number, after dropping one of ``unit_suffixes`` (case-insensitive, e.g.
-    ``("C",)`` for ``"35C"``); None when it does not read as one. Pure."""
+    ``("C",)`` for ``"35C"``); None when it does not read as one, or reads as infinity
+    (``1e999``: JSON has no infinity and PostgreSQL's ``jsonb`` refuses the ``Infinity`` Python
+    writes). Pure."""
     value = text.strip()
     for suffix in unit_suffixes:
         if value.lower().endswith(suffix.lower()):
@@ -107,7 +110,8 @@ def to_float(text: str, unit_suffixes: tuple[str, ...] = ()) -> float | None:
             break
     if not _NUMBER.match(value):
         return None
-    return float(value)
+    number = float(value)
+    return number if math.isfinite(number) else None
 
 
 def clean_text(text: str | None) -> str | None:

@@ -38,7 +38,7 @@ import re
 from dataclasses import dataclass, field
 
 from .cablerecord import CableReading, clean_text, is_na, to_float
-from .records import TopologyParseError
+from .records import NUL_WHY, TopologyParseError, nul_line
 
 
 class DbCsvParseError(TopologyParseError):
@@ -76,8 +76,10 @@ def read_sections(text: str, source: str = "<db_csv>") -> DbCsv:
     (a problem), a section left open is closed at the next ``START_`` or the end (a problem).
 
     Raises:
-        DbCsvParseError: no ``START_`` line at all (not a db_csv).
+        DbCsvParseError: no ``START_`` line at all (not a db_csv), or a NUL byte (binary data).
     """
+    if at := nul_line(text):
+        raise DbCsvParseError(NUL_WHY, source, at)
     out = DbCsv()
     cur: Section | None = None
     for n, raw in enumerate(text.splitlines(), 1):
@@ -143,7 +145,9 @@ _UNIT = re.compile(r"^\s*(?P<n>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*
 
 def _with_unit(text: str) -> tuple[float, str] | None:
     m = _UNIT.match(text)
-    return (float(m["n"]), m["u"].lower()) if m else None
+    if not m or not math.isfinite(number := float(m["n"])):
+        return None  # 1e999 dBm is no reading (and JSON has no infinity)
+    return number, m["u"].lower()
 
 
 def _dbm(text: str) -> float | None:

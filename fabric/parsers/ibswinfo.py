@@ -18,7 +18,10 @@ Real outputs seen (``$WEFT_REALDATA/ibswinfo``, from the treydock and SckyzO IB 
 fixtures) include a PSU whose power reads ``foo``, a PSU block cut after ``S/N``, an empty PSU
 status, and fan and temperature lines without a value: a value that does not read is left None
 and named in :attr:`SwitchInfo.problems` with its line (``line N: field: why``); the parse never
-fails for one field. Only text with no field at all raises :class:`IbswinfoParseError`.
+fails for one field. Text with no ibswinfo field at all (no ``key | value`` line, or only lines
+whose keys ibswinfo never prints: another tool's output) or with a NUL byte (binary data, a
+UTF-16 file) raises :class:`IbswinfoParseError`; a number beyond :data:`NUMBER_LIMIT` is a
+problem, not a value.
 
 Statuses are kept as printed (``OK``, ``ERROR``, ...); :func:`is_ok` says whether one is healthy.
 """
@@ -28,7 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .records import TopologyParseError
+from .records import NUL_WHY, TopologyParseError, nul_line
 
 
 class IbswinfoParseError(TopologyParseError):
@@ -102,6 +105,9 @@ _UPTIME = re.compile(r"^(?:(?P<d>\d+)d-)?(?P<h>\d+):(?P<m>\d{2}):(?P<s>\d{2})$")
 _PSU = re.compile(r"^psu\s*(?P<n>\d+)\s+status$", re.I)
 _PSU_VITAL = re.compile(r"^psu(?P<n>\d+)\.power \(w\)$", re.I)
 _FAN = re.compile(r"^fan#(?P<n>\d+)(?:\.speed)? \(rpm\)$", re.I)
+#: the largest magnitude a number field may have (a larger one is unreadable: no sensor reads it,
+#: and a float would overflow)
+NUMBER_LIMIT = 2**53
 _GUID = re.compile(r"^(?:0x)?[0-9a-fA-F]{1,16}$")
 _TEXT_FIELDS = {
     "part number": "part_number",
@@ -111,6 +117,11 @@ _TEXT_FIELDS = {
     "psid": "psid",
     "firmware version": "firmware",
 }
+#: the top-level keys ibswinfo prints (besides ``PSU<n> status``, ``psu<n>.power (W)``, ``fan#<n>``)
+_KNOWN_KEYS = {
+    *_TEXT_FIELDS, "ports", "guid", "uptime (d-h:m:s)", "uptime (sec)", "temperature (c)", "cur.temp (c)",
+    "max temp (c)", "max.temp (c)", "warn threshold (c)", "fan status",
+}  # fmt: skip
 _PSU_FIELDS = {
     "p/n": "part_number",
     "s/n": "serial_number",
@@ -123,11 +134,15 @@ def parse_ibswinfo(text: str, source: str = "<ibswinfo>") -> SwitchInfo:
     """Parse one ``ibswinfo.sh`` output (default or ``-o vitals`` form) into a :class:`SwitchInfo`.
 
     Raises:
-        IbswinfoParseError: no ``key | value`` or ``key : value`` line at all (not ibswinfo output).
+        IbswinfoParseError: no ``key | value`` or ``key : value`` line at all, none that
+            ibswinfo prints (not ibswinfo output), or a NUL byte (line located).
     """
+    if at := nul_line(text):
+        raise IbswinfoParseError(NUL_WHY, source, at)
     info = SwitchInfo()
     psu: PsuInfo | None = None
     fields = 0
+    known = 0
     lines = text.splitlines()
     for n, raw in enumerate(lines, 1):
         line = raw.rstrip()
@@ -143,6 +158,8 @@ def parse_ibswinfo(text: str, source: str = "<ibswinfo>") -> SwitchInfo:
         fields += 1
         key, value = m["key"].strip().lower(), (m["value"] or "").strip()
         indented = bool(m["indent"]) and psu is not None
+        if key in _KNOWN_KEYS or _PSU.match(key) or _PSU_VITAL.match(key) or _FAN.match(key):
+            known += 1
 
         def bad(name: str, why: str, n: int = n) -> None:
             info.problems.append(f"line {n}: {name}: {why}")
@@ -152,6 +169,10 @@ def parse_ibswinfo(text: str, source: str = "<ibswinfo>") -> SwitchInfo:
                 bad(name, "no value")
                 return None
             if re.fullmatch(r"-?\d+(?:\.\d+)?", value):
+                whole = value.partition(".")[0].lstrip("-").lstrip("0")
+                if len(whole) > 16 or int(whole or 0) > NUMBER_LIMIT:
+                    bad(name, f"out of range: {value[:40]!r}")
+                    return None
                 return int(float(value))
             bad(name, f"not a number: {value[:40]!r}")
             return None
@@ -215,5 +236,10 @@ def parse_ibswinfo(text: str, source: str = "<ibswinfo>") -> SwitchInfo:
                 bad("fan status", "no value")
     if not fields:
         raise IbswinfoParseError(f"{source}: no 'key | value' line: not ibswinfo output")
+    if not known:
+        raise IbswinfoParseError(
+            f"{source}: none of its {fields} 'key | value' lines is an ibswinfo field (part number, GUID, "
+            "temperature, PSU, fan...): not ibswinfo output"
+        )
     info.psus.sort(key=lambda p: p.index)
     return info

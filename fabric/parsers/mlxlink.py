@@ -44,7 +44,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from .cablerecord import CableReading, clean_text, is_na, to_float
-from .records import TopologyParseError
+from .records import NUL_WHY, TopologyParseError, nul_line
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _KV = re.compile(r"^(?P<key>[^\s:][^:]*?)\s*:(?:\s(?P<value>.*))?$")
@@ -204,8 +204,10 @@ def parse_mlxlink(text: str, source: str = "<mlxlink>") -> MlxlinkOutput:
 
     Raises:
         MlxlinkParseError: no ``name : value`` line at all (not mlxlink output), or ``--json``
-            output that is not the documented object.
+            output that is not the documented object, or a NUL byte (binary data; line located).
     """
+    if at := nul_line(text):
+        raise MlxlinkParseError(NUL_WHY, source, at)
     if text.lstrip().startswith("{"):
         return _parse_json(text, source)
     reading = CableReading()
@@ -248,6 +250,8 @@ def _parse_json(text: str, source: str) -> MlxlinkOutput:
             raise TypeError("output is not an object")
     except (ValueError, KeyError, TypeError) as exc:
         raise MlxlinkParseError(f"not mlxlink --json output ({exc})", source) from None
+    except RecursionError:  # json nests deeper than the interpreter's stack
+        raise MlxlinkParseError("not mlxlink --json output (nested too deep)", source) from None
     reading = CableReading()
     fill = _Filler(reading)
     out = MlxlinkOutput(reading=reading, sections=list(sections))

@@ -25,6 +25,19 @@ STATE_UNKNOWN, STATE_DOWN, STATE_INIT, STATE_ARMED, STATE_ACTIVE = 0, 1, 2, 3, 4
 #: PortInfo:PortPhysicalState LinkUp.
 PHYS_UNKNOWN, PHYS_LINKUP = 0, 5
 
+
+def nul_line(text: str) -> int:
+    """The 1-based line of the first NUL character in ``text``, 0 when there is none. A tool's text
+    output holds none: a NUL means binary data or another encoding (UTF-16 puts one after every
+    ASCII character), and PostgreSQL refuses it in text and ``jsonb`` alike, so the tool parsers
+    refuse such a file whole, located, rather than store its fields."""
+    at = text.find("\x00")
+    return 0 if at < 0 else text.count("\n", 0, at) + 1
+
+
+NUL_WHY = "a NUL byte: binary data or not UTF-8 text (save the output as UTF-8 text)"
+
+
 #: highest unicast LID (IBTA Vol 1, 4.1.3: 0x0001-0xBFFF unicast; 0 unassigned; 0xFFFF permissive).
 MAX_UNICAST_LID = 0xBFFF
 

@@ -44,7 +44,7 @@ from accounts import audit
 from events.services import EventSpec, record_events
 
 from ..choices import NodeType
-from ..collectors.tools import ToolError, fabric_env, find_tool, run_tool
+from ..collectors.tools import ToolError, fabric_env, find_tool, run_tool, runnable
 from ..guid import is_guid, normalize_guid
 from ..keys import port_key
 from ..models import CableInfo, Fabric, Node, Port
@@ -370,13 +370,14 @@ def import_text(
 
 def program(fabric: Fabric) -> str | None:
     """Path of the program ``fabric``'s ``cable_info_tool`` names (its ``WEFT_*`` setting, else
-    PATH and the sbin directories), None when it is not installed or no tool is set."""
+    PATH and the sbin directories), None when it is not installed (the setting names no
+    executable file) or no tool is set."""
     tool = fabric.cable_info_tool
     if tool not in _PROGRAMS:
         return None
     configured = getattr(settings, _PROGRAMS[tool][0])
     if configured:
-        return configured if Path(configured).exists() else None
+        return configured if runnable(configured) else None
     return find_tool(tool, fabric_env(fabric))
 
 

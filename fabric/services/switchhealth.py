@@ -34,7 +34,7 @@ from accounts import audit
 from events.services import EventSpec, record_events
 
 from ..choices import NodeType
-from ..collectors.tools import ToolError, fabric_env, run_tool
+from ..collectors.tools import ToolError, fabric_env, run_tool, runnable
 from ..models import Fabric, Node, SwitchHealth
 from ..parsers.ibswinfo import IbswinfoParseError, SwitchInfo, is_ok, parse_ibswinfo
 
@@ -179,6 +179,8 @@ def not_collected_reason(fabric: Fabric) -> str:
         return "the fabric reads no switch health (its switch info tool is none); import a saved output with manage.py switch_health --file"
     if not settings.WEFT_IBSWINFO:
         return "ibswinfo.sh is not installed here (WEFT_IBSWINFO is not set; it needs NVIDIA MFT)"
+    if not runnable(settings.WEFT_IBSWINFO):
+        return f"WEFT_IBSWINFO names {settings.WEFT_IBSWINFO}, which is not an executable file here"
     return ""
 
 

@@ -12,7 +12,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.models import ApiToken
-from core.api.serializers import BaseModelSerializer
+from core.api.serializers import BaseModelSerializer, StrictPrimaryKeyRelatedField
 from core.fields import FiniteFloatField, IdentityUrlField, OptionalWebUrlField
 from core.validators import printable_text
 from fabric.api.serializers import FabricSerializer, HostSerializer, NodeSerializer, PKeyField
@@ -240,7 +240,7 @@ class AgentTokenHostsSerializer(serializers.Serializer):
 class TenantMemberSerializer(serializers.ModelSerializer):
     """A member: the user (id; ``username`` read-only) and their role in the tenant."""
 
-    user = serializers.PrimaryKeyRelatedField(queryset=get_user_model().objects.all())
+    user = StrictPrimaryKeyRelatedField(queryset=get_user_model().objects.all())
     username = serializers.CharField(source="user.username", read_only=True)
 
     class Meta:

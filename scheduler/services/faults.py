@@ -11,7 +11,9 @@ this module decides. The built-in sources:
 
 * ``hca`` — an HCA link of one of its hosts is down: an open ``link.down`` alarm on a link with
   an end on one of its HCAs (``hca_link_down``, per HCA: host, HCA name, rail (:func:`rails`:
-  the HCA's index as the fabric names it, ``mlx5_3`` is rail 3), port), an HCA gone from the fabric while its
+  the HCA's index as the fabric names it, ``mlx5_3`` is rail 3), port), the switch port its
+  cable is on isolated on purpose (``hca_link_down`` too, naming who isolated it: an isolation
+  writes no ``link.down``, ``fabric.services.isolation``), an HCA gone from the fabric while its
   host has others (``hca_link_down`` too: its only cable pulled), an HCA the last discovery could
   not reach (``hca_unreachable``), or every HCA of a host gone (``host_removed``);
 * ``pkey`` — partition drift: the job's own partition (job isolation), or its pool's, applied
@@ -83,9 +85,10 @@ from core.locks import single_instance
 from events.engine import process_pending_events
 from events.models import Alarm
 from fabric.choices import NodeType
-from fabric.keys import split_link_key
-from fabric.models import Link, Node, Partition, Port
+from fabric.keys import port_name, split_link_key
+from fabric.models import IsolatedPort, Link, Node, Partition, Port
 from fabric.services.derive import host_for
+from fabric.services.isolation import VIA
 from outbound.services import queue_webhook
 from pools.models import AllocationItem
 from pools.services.allocation import AllocationError
@@ -287,12 +290,27 @@ def _hca_reason(code: str, host: str, hca: Hca, message: str, **details) -> Reas
                   {"hca": hca.name, "rail": hca.rail, **details})  # fmt: skip
 
 
+def _isolated_peers(guids: set[str]) -> dict[str, tuple[int | None, str, str, str, datetime]]:
+    """``{HCA node GUID: (its port, "<switch> <port>", who, via, when)}`` for the HCAs of
+    ``guids`` whose cable's switch port is isolated (``fabric.IsolatedPort``)."""
+    out: dict[str, tuple[int | None, str, str, str, datetime]] = {}
+    rows = IsolatedPort.objects.filter(peer_guid__in=guids).select_related("by").order_by("since")
+    for row in rows:
+        out.setdefault(row.peer_guid, (
+            row.peer_port_num, port_name(row.node_name or row.node_guid, row.port_num),
+            row.by.get_username() if row.by_id else "Weft", row.via, row.since,
+        ))  # fmt: skip
+    return out
+
+
 class HcaSource:
     """``hca_link_down`` / ``hca_unreachable`` / ``host_removed`` (module docstring)."""
 
     name = "hca"
     codes = ("hca_link_down", "hca_unreachable", "host_removed")
-    triggers = ("link.down", "node.removed")
+    # port.isolated: a switch port isolated on purpose writes no link.down (fabric.services.isolation),
+    # yet the HCA cabled to it has lost its link all the same
+    triggers = ("link.down", "node.removed", "port.isolated")
 
     def reasons(self, scopes: list[JobScope]) -> dict[int, list[Reason]]:
         down: dict[str, list[tuple[int, str, int, str]]] = defaultdict(
@@ -307,6 +325,9 @@ class HcaSource:
                 continue
             for guid, port in ends:
                 down[guid].append((port, key, pk, text))
+        isolated = _isolated_peers(
+            {h.guid for scope in scopes for hcas in scope.hosts.values() for h in hcas}
+        )
         out: dict[int, list[Reason]] = {}
         for scope in scopes:
             found: list[Reason] = []
@@ -323,6 +344,14 @@ class HcaSource:
                             "hca_link_down", host, h,
                             f"{host}: HCA link of rail {h.rail} down ({h.name} port {port}: {text or key})",
                             port=port, link=key, alarm=alarm,
+                        ))  # fmt: skip
+                    elif h.guid in isolated:
+                        port, switch_port, by, via, since = isolated[h.guid]
+                        found.append(_hca_reason(
+                            "hca_link_down", host, h,
+                            f"{host}: HCA link of rail {h.rail} down: {switch_port} isolated by {by} "
+                            f"{VIA.get(via, via)} at {since:%Y-%m-%d %H:%M:%S}",
+                            port=port, isolated=switch_port, by=by,
                         ))  # fmt: skip
                     elif h.gone:
                         found.append(_hca_reason(

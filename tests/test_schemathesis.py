@@ -1,11 +1,28 @@
-"""Schemathesis against Weft's own OpenAPI schema (drf-spectacular), on whichever database the
-pass runs (SQLite, then PostgreSQL in ``bin/test``'s second pass): every operation, generated
-requests with a fixed seed and a bounded budget, as an Admin with a token, over a small stored
-fabric. Checks: no server error (5xx) and every response matches the schema (which means the
-schema tells the truth: nullable fields, enums, required properties).
+"""Schemathesis against Weft's own OpenAPI schema (drf-spectacular), on SQLite (``bin/test``'s
+first pass): every operation, generated requests with a fixed seed and a bounded budget, as an
+Admin with a token, over a small stored fabric. Checks: no server error (5xx) and every response
+matches the schema (which means the schema tells the truth: nullable fields, enums, required
+properties).
 
 Stateless: each operation on its own (``schema.parametrize``). Stateful: schemathesis' state
 machine chains operations through the links it infers (create → read → update → delete).
+
+The budget, per operation (~140 of them, one test each):
+
+* schemathesis' coverage phase (explicit examples, built when the module is collected, in every
+  process that collects it) in its **positive** mode only: every documented value at its bounds,
+  each enum value, required-only and required-plus-optional bodies (~5,000 requests in all). These
+  reach the services with valid data, where a 5xx comes from. Its negative mode (~13,400 more:
+  each field of each body with each wrong type, read-only fields sent back, whole bodies of the
+  wrong type, undocumented methods) sends what the serializers' field validation refuses with a
+  400 before any Weft code runs; it cost about two thirds of this module's time (and ~25 s of CPU
+  at each collection), for what ``tests/test_bad_input.py`` and ``tests/test_bad_params.py`` test
+  by name.
+* hypothesis' generated examples, positive and negative (``EXAMPLES``, 25 by default): random
+  values of both kinds, wrong types included, with a fixed seed.
+
+Run on SQLite only (no ``backend`` marker): the contract is the serializers' and the views', the
+same on either database; behaviour that differs by database is tested by the ``backend`` tests.
 """
 
 from __future__ import annotations
@@ -20,6 +37,7 @@ from django.db import close_old_connections, transaction
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, Phase, settings
 from schemathesis.checks import not_a_server_error
+from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_headers_conformance,
@@ -34,17 +52,26 @@ CHECKS = [
     response_headers_conformance,
     response_schema_conformance,
 ]
-#: examples per operation: a bounded budget (about 50 operations; both passes of bin/test run it)
+#: hypothesis' generated examples per operation (the module docstring gives the budget)
 EXAMPLES = int(os.environ.get("WEFT_SCHEMATHESIS_EXAMPLES", "25"))
+#: schemathesis' configuration: the coverage phase in its positive mode only (module docstring)
+CONFIG = SchemathesisConfig.from_dict({"phases": {"coverage": {"generation": {"mode": "positive"}}}})
 
-schema = schemathesis.openapi.from_dict(SchemaGenerator().get_schema(request=None, public=True))
+schema = schemathesis.openapi.from_dict(
+    SchemaGenerator().get_schema(request=None, public=True), config=CONFIG
+)
 schema.app = get_wsgi_application()
 
 
-@pytest.fixture
-def admin_headers(db, realdata):
-    """An Admin's token, and a stored fabric (a real file), a discovery, an event and an alarm, so
-    reads of single objects find something."""
+@pytest.fixture(scope="module")
+def admin_headers(django_db_setup, django_db_blocker, realdata):
+    """An Admin's token header (``{"Authorization": "Token <key>"}``) over a stored fabric (a real
+    file), a discovery, an event and an alarm, so reads of single objects find something.
+
+    Made once per module (and xdist worker) inside a transaction that is rolled back at the
+    module's end, as Django's ``TestCase.setUpTestData``: each test's own transaction
+    (``django_db``) nests in it as a savepoint, so what a test writes is undone and the next test
+    starts from these rows (importing the topology for each of ~100 tests took ~1 s each)."""
     from django.contrib.auth import get_user_model
 
     from accounts.roles import set_role
@@ -54,25 +81,37 @@ def admin_headers(db, realdata):
     from events.services import EventSpec, record_events
     from fabric.services.ingest import import_topology_text
 
-    user = get_user_model().objects.create_user("st-admin", email="st@example.org", password="pw-st-admin-1")
-    set_role(user, "admin")
-    text = (realdata / "ibnetdiscover/ibtopotool_1_manpage_voltaire.topo").read_text()
-    discovery = import_topology_text("st", text, filename="voltaire.topo")
-    record_events(
-        discovery.fabric, [EventSpec("link.down", "a link went down", object_type="link", object_key="k")]
-    )
-    process_pending_events(discovery.fabric_id)
-    run_report(discovery.fabric, trigger="scheduled")  # no user: created_by is null
-    headers = {"Authorization": f"Token {create_token(user, 'schemathesis', actor=user).key}"}
-    # As Django's test client does: the WSGI handler must not close the test's database connection
-    # after each request (it would, with CONN_MAX_AGE 0, and the test transaction is on it).
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
+    with django_db_blocker.unblock():
+        module_atomic = transaction.atomic()
+        module_atomic.__enter__()
     try:
-        yield headers
+        with django_db_blocker.unblock():
+            user = get_user_model().objects.create_user(
+                "st-admin", email="st@example.org", password="pw-st-admin-1"
+            )
+            set_role(user, "admin")
+            text = (realdata / "ibnetdiscover/ibtopotool_1_manpage_voltaire.topo").read_text()
+            discovery = import_topology_text("st", text, filename="voltaire.topo")
+            record_events(
+                discovery.fabric,
+                [EventSpec("link.down", "a link went down", object_type="link", object_key="k")],
+            )
+            process_pending_events(discovery.fabric_id)
+            run_report(discovery.fabric, trigger="scheduled")  # no user: created_by is null
+            headers = {"Authorization": f"Token {create_token(user, 'schemathesis', actor=user).key}"}
+        # As Django's test client does: the WSGI handler must not close the test's database
+        # connection after each request (it would, with CONN_MAX_AGE 0, and the transaction is on it).
+        request_started.disconnect(close_old_connections)
+        request_finished.disconnect(close_old_connections)
+        try:
+            yield headers
+        finally:
+            request_started.connect(close_old_connections)
+            request_finished.connect(close_old_connections)
     finally:
-        request_started.connect(close_old_connections)
-        request_finished.connect(close_old_connections)
+        with django_db_blocker.unblock():
+            transaction.set_rollback(True)
+            module_atomic.__exit__(None, None, None)
 
 
 @pytest.mark.django_db

@@ -1,12 +1,13 @@
 """The REST API of a browser test's server (another process) with an admin token: ``api`` returns
 the decoded body and raises ``urllib.error.HTTPError`` on a 4xx/5xx; ``admin_token`` makes one with
-``manage.py drf_create_token admin``."""
+the server's own token endpoint."""
 
 from __future__ import annotations
 
 import json
-import re
 import urllib.request
+
+from tests.browser_support import token
 
 
 def api(server, token: str, method: str, path: str, body: dict | None = None) -> dict:
@@ -27,8 +28,6 @@ def call(server, token: str, path: str, body: dict | None = None) -> dict:
 
 
 def admin_token(server) -> str:
-    """An API token of ``admin`` (``manage.py drf_create_token``) on ``server``."""
-    out = server.manage("drf_create_token", "admin").stdout
-    match = re.search(r"Generated token (\w+)", out)
-    assert match, out
-    return match.group(1)
+    """A new API token of ``admin`` on ``server`` (:func:`tests.browser_support.token`: the
+    server's ``POST /api/accounts/users/token/``)."""
+    return token(server, "admin")

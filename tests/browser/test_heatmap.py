@@ -87,10 +87,17 @@ def test_heatmap_cell_changes_colour_when_xmit_wait_rises(lab_factory, weft_serv
         # the hot list empties (it is hidden), so its boxes would be gone.
         after = page.evaluate("(id) => weftHeatmap.cellState(id)", port_id)
         # The hot spot's percentage stays on its name's line (it wrapped onto its own).
-        page.wait_for_selector("#hm-hot li")
-        name_box = page.locator("#hm-hot li a").first.bounding_box()
-        value_box = page.locator("#hm-hot li .hm-hot-value").first.bounding_box()
-        assert abs(name_box["y"] - value_box["y"]) < name_box["height"] / 2, (name_box, value_box)
+        # (both boxes read in one script: the list is redrawn at every sweep and answer)
+        page.wait_for_function(
+            """() => {
+              const a = document.querySelector('#hm-hot li a');
+              const v = document.querySelector('#hm-hot li .hm-hot-value');
+              if (!a || !v) return false;
+              const ra = a.getBoundingClientRect(), rv = v.getBoundingClientRect();
+              return ra.height > 0 && rv.height > 0 && Math.abs(ra.y - rv.y) < ra.height / 2;
+            }""",
+            timeout=15000,
+        )
         # A long switch name is cut with an ellipsis, its port number never is (it is outside the
         # ellipsised name), and the whole label is the link's title.
         hot = page.locator("#hm-hot li a").first

@@ -26,6 +26,7 @@ from fabric.choices import NodeType
 from fabric.models import CableInfo, Fabric, Link, Node, Port
 from fabric.services import cables
 from fabric.services.cables import CableInfoError, collect, conditions, import_text
+from tests.support.output import Collect
 
 SAMPLES = Path(__file__).parent / "cable_samples"
 LEAF, HOST = "0x7cfe900300aa0000", "0x1070fd03001b2200"
@@ -116,17 +117,6 @@ def test_db_csv_import_raises_and_clears_alarms_and_keeps_a_bounded_history(user
     assert CableInfo.objects.filter(port=_port(LEAF, 2)).first().data["temperature_c"] == 51.0
 
 
-class _Collect:
-    def __init__(self, into: list) -> None:
-        self.into = into
-
-    def write(self, text: str) -> None:
-        self.into.append(text)
-
-    def flush(self) -> None:
-        pass
-
-
 @pytest.mark.django_db
 def test_import_command_names_the_port_or_refuses_with_the_file_and_why(tmp_path):
     fabric = _fabric()
@@ -149,19 +139,19 @@ def test_import_command_names_the_port_or_refuses_with_the_file_and_why(tmp_path
     for args, said in cases:
         err: list[str] = []
         with pytest.raises(CommandError, match="1 of 1 files not imported"):
-            call_command("cable_info", fabric.name, *args, stderr=_Collect(err), stdout=_Collect([]))
+            call_command("cable_info", fabric.name, *args, stderr=Collect(err), stdout=Collect([]))
         assert said in "".join(err), (args, err)
     assert not CableInfo.objects.exists()
 
     out: list[str] = []
     call_command("cable_info", fabric.name, "--file", optic, "--file", copper, "--port", f"{LEAF}:3",
-                 stdout=_Collect(out), stderr=_Collect([]))  # fmt: skip
+                 stdout=Collect(out), stderr=Collect([]))  # fmt: skip
     summary = json.loads(out[-1])
     assert summary["failed"] == 0 and [i["stored"] for i in summary["imported"]] == [1, 1]
     # --port names the port of every file given with it: it wins over the optic's own command line
     assert CableInfo.objects.filter(port=_port(LEAF, 3)).count() == 2
     with pytest.raises(CommandError, match="not collected: no cable data: set the fabric's cable info tool"):
-        call_command("cable_info", fabric.name, stdout=_Collect([]))
+        call_command("cable_info", fabric.name, stdout=Collect([]))
 
 
 @pytest.mark.django_db

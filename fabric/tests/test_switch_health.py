@@ -22,6 +22,7 @@ from fabric.choices import NodeType
 from fabric.models import Fabric, Node, SwitchHealth
 from fabric.parsers.ibswinfo import IbswinfoParseError, parse_ibswinfo
 from fabric.services.switchhealth import collect, conditions, import_text
+from tests.support.output import Collect
 
 DIR = REALDATA / "ibswinfo"
 pytestmark = pytest.mark.skipif(
@@ -159,24 +160,13 @@ def test_import_command_refuses_with_the_file_and_why(tmp_path):
     for args, said in cases:
         err = []
         with pytest.raises(CommandError, match="1 of 1 files not imported"):
-            call_command("switch_health", fabric.name, *args, stderr=_Collect(err), stdout=_Collect([]))
+            call_command("switch_health", fabric.name, *args, stderr=Collect(err), stdout=Collect([]))
         assert said in "".join(err), (args, err)
     assert not SwitchHealth.objects.exists()
     out = []
     call_command("switch_health", fabric.name, "--file", str(DIR / "sckyzo_ibswinfo_vitals1.out"),
-                 "--switch", parse_ibswinfo(_text("treydock_ibswinfo_test2.out")).guid, stdout=_Collect(out))  # fmt: skip
+                 "--switch", parse_ibswinfo(_text("treydock_ibswinfo_test2.out")).guid, stdout=Collect(out))  # fmt: skip
     assert '"imported": [{"file"' in "".join(out) and SwitchHealth.objects.get().data["temperature_c"] == 73
-
-
-class _Collect:
-    def __init__(self, into: list) -> None:
-        self.into = into
-
-    def write(self, text: str) -> None:
-        self.into.append(text)
-
-    def flush(self) -> None:
-        pass
 
 
 @pytest.mark.django_db

@@ -23,6 +23,7 @@ from fabric.parsers.db_csv import DbCsvParseError, parse_cable_info
 from fabric.parsers.ibswinfo import IbswinfoParseError, parse_ibswinfo
 from fabric.parsers.mlxlink import MlxlinkParseError, parse_mlxlink
 from fabric.services import cables, switchhealth
+from tests.support.output import Collect
 
 SWITCH = "0x7cfe900300aa0000"
 IBSWINFO = f"""SwitchIB Mellanox Technologies
@@ -43,17 +44,6 @@ END_CABLE_INFO
 """
 
 
-class _Collect:
-    def __init__(self, into: list) -> None:
-        self.into = into
-
-    def write(self, text: str) -> None:
-        self.into.append(text)
-
-    def flush(self) -> None:
-        pass
-
-
 def _fabric() -> Fabric:
     """A switch (LID 2, GUID :data:`SWITCH`) with ports 1-2 cabled to each other."""
     fabric = Fabric.objects.create(name="careless")
@@ -67,7 +57,7 @@ def _fabric() -> Fabric:
 def _refused(command: str, fabric: Fabric, *args: str) -> str:
     err: list[str] = []
     with pytest.raises(CommandError, match="1 of 1 files not imported"):
-        call_command(command, fabric.name, *args, stderr=_Collect(err), stdout=_Collect([]))
+        call_command(command, fabric.name, *args, stderr=Collect(err), stdout=Collect([]))
     return "".join(err)
 
 
@@ -143,7 +133,7 @@ def test_imports_of_garbage_store_nothing_and_say_where(tmp_path):
     good = tmp_path / "db.csv"
     good.write_text(DB_CSV)
     out: list[str] = []
-    call_command("cable_info", fabric.name, "--file", str(good), stdout=_Collect(out), stderr=_Collect(out))
+    call_command("cable_info", fabric.name, "--file", str(good), stdout=Collect(out), stderr=Collect(out))
     temps = sorted(
         (r.port.port_num, r.data["temperature_c"]) for r in CableInfo.objects.select_related("port")
     )

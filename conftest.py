@@ -109,13 +109,18 @@ _flush_past_the_append_only_audit_triggers()
 
 
 @pytest.fixture(scope="session")
-def django_db_setup(django_db_setup, django_db_blocker, tmp_path_factory):
-    """pytest-django's test database; on SQLite also a copy of it as migrated, before any test
-    writes to it, which the browser tests' servers start from (``tests.browser_support``)."""
-    from tests.browser_support import save_migrated_copy
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix) -> None:
+    """pytest-django's test database settings (a name per xdist worker); on PostgreSQL also
+    Django's ``TEST["TEMPLATE"]``: each worker's test database is a copy of the migrated template
+    (``tests.support.migrated``, made once per set of migrations), so its ``migrate`` has nothing
+    to apply."""
+    from django.conf import settings
 
-    with django_db_blocker.unblock():
-        save_migrated_copy(tmp_path_factory.mktemp("weft-migrated"))
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] == "django.db.backends.postgresql" and os.environ.get("DATABASE_URL"):
+        from tests.support.migrated import pg_template
+
+        database.setdefault("TEST", {})["TEMPLATE"] = pg_template(os.environ["DATABASE_URL"])
 
 
 @pytest.fixture(autouse=True)

@@ -50,6 +50,11 @@ import psycopg
 from psycopg import sql
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.support.migrated import create_pg_database  # noqa: E402
+
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/weft"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 #: the endpoint every client reads (token authentication, a list query, pagination)
@@ -78,8 +83,9 @@ def _with_dbname(url: str, name: str) -> str:
 
 @contextlib.contextmanager
 def scratch_database(base_url: str, suffix: str = "api_load") -> Iterator[str]:
-    """Create ``<base db name>_<suffix>`` on ``base_url``'s server (dropped first if a crashed
-    run left it, and dropped again at the end, sessions included); yields its URL."""
+    """Create ``<base db name>_<suffix>`` on ``base_url``'s server, a copy of the migrated template
+    (dropped first if a crashed run left it, and dropped again at the end, sessions included);
+    yields its URL."""
     name = f"{base_url.rpartition('/')[2].split('?')[0]}_{suffix}"
     admin_url = _with_dbname(base_url, "postgres")
 
@@ -88,7 +94,7 @@ def scratch_database(base_url: str, suffix: str = "api_load") -> Iterator[str]:
 
     with psycopg.connect(admin_url, autocommit=True) as conn:
         drop(conn)
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    create_pg_database(base_url, name)  # a copy of the migrated template (tests.support.migrated)
     try:
         yield _with_dbname(base_url, name)
     finally:

@@ -9,10 +9,13 @@ A bench (``bench/<name>.py``, run as a script: this folder is on ``sys.path``) d
         ...
     print(json.dumps(kit.finish(out)))         # adds "load" (start/end) and "quiet"
 
-* :meth:`Bench.scratch_database`: every run starts from a fresh, empty database and drops it at the
-  end: on PostgreSQL a ``weft_bench_<hex>`` database created on the server of ``pg_url`` (dropped
-  ``WITH (FORCE)``); without one, SQLite in a temporary ``WEFT_DATA_DIR`` (removed). A
-  ``DATABASE_URL``/``WEFT_DATA_DIR`` of the caller is never written to.
+* :meth:`Bench.scratch_database`: every run starts from a fresh database holding only what
+  ``migrate`` writes and drops it at the end: on PostgreSQL a ``weft_bench_<hex>`` database
+  created on the server of ``pg_url`` (dropped ``WITH (FORCE)``); without one, SQLite in a
+  temporary ``WEFT_DATA_DIR`` (removed). Both are copies of the migrated template
+  (``tests.support.migrated``: ``migrate`` runs once per set of migrations, not once per bench),
+  so :func:`django_setup`'s ``migrate`` finds nothing to apply. A ``DATABASE_URL``/``WEFT_DATA_DIR``
+  of the caller is never written to.
 * SIGTERM (and SIGINT) raise ``SystemExit`` in the main thread, so ``finally`` blocks and the
   cleanups registered with :meth:`Bench.stops`/:meth:`Bench.on_exit` run: labs (ibsim, OpenSM),
   snmpsim agents and servers a bench started are stopped, its scratch database dropped.
@@ -43,6 +46,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from tests.support.migrated import create_pg_database, seed_sqlite  # noqa: E402
 
 #: 1-minute load average at start above which a bench's figures are marked ``"quiet": false``
 QUIET_LOAD = 0.5
@@ -182,7 +187,7 @@ class Bench:
 
     @contextlib.contextmanager
     def scratch_database(self, pg_url: str | None = None) -> Iterator[str]:
-        """A fresh, empty database for this run (see the module docstring); yields its URL or
+        """A fresh database for this run, a copy of the migrated template (see the module docstring); yields its URL or
         SQLite path. Sets ``DATABASE_URL``/``WEFT_DATA_DIR`` (call it before Django is set up);
         dropped on exit (SIGTERM included), the caller's environment restored."""
         saved = {k: os.environ.get(k) for k in ("DATABASE_URL", "WEFT_DATA_DIR", "WEFT_SQLITE_PATH")}
@@ -195,8 +200,7 @@ class Bench:
 
             server = pg_url.rstrip("/")
             name = f"weft_bench_{self.name.replace('-', '_')}_{uuid.uuid4().hex[:8]}"
-            with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-                conn.execute(f'CREATE DATABASE "{name}"')
+            create_pg_database(server, name)
 
             def drop() -> None:
                 if "django" in sys.modules:
@@ -209,7 +213,7 @@ class Bench:
             os.environ["DATABASE_URL"] = url = f"{server}/{name}"
         else:
             os.environ.pop("DATABASE_URL", None)
-            url = str(Path(data_dir) / "weft.sqlite3")
+            url = str(seed_sqlite(Path(data_dir) / "weft.sqlite3"))
 
         def remove() -> None:
             drop()

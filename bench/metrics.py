@@ -59,13 +59,16 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "weft.settings")
 
+from tests.support.migrated import seed_sqlite  # noqa: E402
+
 OLD_COMMIT = "d179e6d"  # telemetry/metrics.py before issue 23 (the baseline)
 TARGETS = {"bytes": 20e6, "gzip_bytes": 3e6, "server_s": 1.5}
 
 
 def _django(tiny: bool) -> None:
     if tiny and not os.environ.get("DATABASE_URL"):
-        os.environ["WEFT_DATA_DIR"] = tempfile.mkdtemp(prefix="weft-bench-metrics-")
+        os.environ["WEFT_DATA_DIR"] = data_dir = tempfile.mkdtemp(prefix="weft-bench-metrics-")
+        seed_sqlite(Path(data_dir) / "weft.sqlite3")  # migrated once per set of migrations
     import django
 
     django.setup()

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.migrated import sqlite_template
+
 BASE_DIR = Path(__file__).resolve().parents[1]
 PASSWORD = "weft-test-pass"
 CHROMIUM = os.environ.get("WEFT_CHROMIUM", "/usr/bin/chromium")
@@ -89,8 +91,8 @@ class WeftServer:
         return proc
 
     def prepare(self, migrated: Path | None = None) -> None:
-        """Migrate this server's database (or start it from ``migrated``, a copy of a migrated
-        SQLite database: see :func:`save_migrated_copy`) and create the users
+        """Migrate this server's database (or start it from ``migrated``, a migrated SQLite
+        database: ``tests.support.migrated.sqlite_template``) and create the users
         ``admin``/``operator``/``viewer`` (``set_role --create``, one interpreter for the three)."""
         if migrated is not None and self.sqlite_path is not None:
             shutil.copyfile(migrated, self.sqlite_path)
@@ -157,71 +159,14 @@ class WeftServer:
             self._log.close()
 
 
-#: A copy of the test process's SQLite test database as migrated, before any test wrote to it
-#: (:func:`save_migrated_copy`); ``None`` on PostgreSQL or before the test database exists.
-MIGRATED_COPY: Path | None = None
-
-
-def save_migrated_copy(folder: Path) -> None:
-    """Copy the test database (pytest-django's, just migrated: called from the root conftest's
-    ``django_db_setup``) to ``folder/weft.sqlite3`` when it is SQLite, as :data:`MIGRATED_COPY`:
-    the browser tests' servers start from it instead of running ``migrate`` again (~69
-    migrations, 10-40 s). Same migrations, same settings module: the same schema, triggers and
-    rows the migrations write."""
-    global MIGRATED_COPY
-    from django.db import connection
-
-    if connection.vendor != "sqlite" or not connection.creation.is_in_memory_db(
-        connection.settings_dict["NAME"]
-    ):
-        return  # PostgreSQL, or not (yet) pytest-django's in-memory test database: never copy a real one
-    connection.ensure_connection()
-    path = folder / "weft.sqlite3"
-    dest = sqlite3.connect(path)
-    try:
-        connection.connection.backup(dest)
-    finally:
-        dest.close()
-    MIGRATED_COPY = path
-
-
-def _is_migrated(path: Path | None) -> bool:
-    """Whether the SQLite file ``path`` holds applied migrations (a browser module run alone
-    reaches :func:`save_migrated_copy` before pytest-django has switched the connection to the
-    test database: the copy is then of an empty file, and the template migrates instead)."""
-    if path is None:
-        return False
-    con = sqlite3.connect(path)
-    try:
-        return bool(
-            con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'django_migrations'").fetchone()[0]
-        )
-    finally:
-        con.close()
-
-
 @pytest.fixture(scope="session")
-def _weft_template_db(request, tmp_path_factory) -> Path:
+def _weft_template_db(tmp_path_factory) -> Path:
     """A migrated SQLite database with the three users, made once per session: each server starts
     on a copy of it (the WAL is checkpointed into the file first, so the copy is whole). The
-    migrated schema is the test database's (:func:`save_migrated_copy`) when the tests run on
-    SQLite, else a ``migrate`` of its own."""
-    if MIGRATED_COPY is None:
-        # Playwright's sync API keeps an event loop in this thread once Chromium runs, which
-        # Django's async guard takes for a coroutine: this is plain synchronous set-up
-        saved = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "1"
-        try:
-            request.getfixturevalue("django_db_setup")
-        except pytest.FixtureLookupError:  # pytest-django absent: migrate below
-            pass
-        finally:
-            if saved is None:
-                os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-            else:
-                os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = saved
+    migrated schema is a copy of ``tests.support.migrated``'s template (migrated once per set of
+    migrations)."""
     template = WeftServer(tmp_path_factory.mktemp("weft-template"), {})
-    template.prepare(migrated=MIGRATED_COPY if _is_migrated(MIGRATED_COPY) else None)
+    template.prepare(migrated=sqlite_template())
     path = template.sqlite_path
     with sqlite3.connect(path) as con:
         con.execute("PRAGMA wal_checkpoint(TRUNCATE)")

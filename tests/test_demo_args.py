@@ -61,6 +61,7 @@ def test_import_topology_in_embedded_mode_prints_only_its_summary(tmp_path):
     import sys
     from pathlib import Path
 
+    from tests.support.migrated import seed_sqlite
     from tests.support.topologies import BASE
 
     root = Path(__file__).resolve().parents[1]
@@ -68,7 +69,7 @@ def test_import_topology_in_embedded_mode_prints_only_its_summary(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "WEFT_CELERY_EAGER"}}
     env["WEFT_DATA_DIR"] = str(tmp_path)
     manage = [sys.executable, "manage.py"]
-    subprocess.run([*manage, "migrate", "-v0"], cwd=root, env=env, check=True, timeout=300)
+    seed_sqlite(tmp_path / "weft.sqlite3")  # migrated (tests.support.migrated)
     proc = subprocess.run(
         [*manage, "import_topology", str(tmp_path / "base.topo"), "--fabric", "f"],
         cwd=root, env=env, capture_output=True, text=True, timeout=300,

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.migrated import seed_sqlite
+
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,12 +44,15 @@ def _wait_for_line(proc: subprocess.Popen, needle: str, timeout: float) -> list[
 
 
 def test_ctrl_c_during_start_up_stops_the_demo_and_its_lab(tmp_path):
+    """Also when the demo was started with SIGINT ignored (``bin/demo &`` in a script, nohup)."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update(WEFT_DATA_DIR=str(tmp_path / "data"), WEFT_PRODUCTION="0", PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "demo", "--fat-tree", "2:leaves=2,spines=1,hosts=4", "--port", str(_free_port()), "--poll-interval", "1"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,
+        # started as `demo &` from a script would be: SIGINT ignored (the demo restores its handler)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )  # fmt: skip
     try:
         # the seed has queued the partitions apply and the worker sweeps: work in flight on the lab
@@ -82,6 +87,8 @@ def test_the_demo_submits_jobs_and_no_jobs_leaves_them_out(tmp_path):
 
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update(WEFT_DATA_DIR=str(tmp_path / "data"), WEFT_PRODUCTION="0", PYTHONUNBUFFERED="1")
+    # the demo's migrate finds nothing to apply (a fresh database's start-up: the test above)
+    seed_sqlite(tmp_path / "data" / "weft.sqlite3")
 
     def jobs() -> dict:
         out = subprocess.run(

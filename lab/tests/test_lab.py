@@ -435,6 +435,9 @@ def test_ctrl_c_in_a_script_stops_the_lab(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # as a terminal's foreground command: SIGINT not ignored, whatever the test run inherited
+        # (a run started with `&` or nohup ignores it, and Python then installs no handler)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     pids = [int(p) for p in proc.stdout.readline().split()]
     assert len(pids) == 2 and all(alive(p) for p in pids)

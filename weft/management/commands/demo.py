@@ -124,6 +124,9 @@ class Command(BaseCommand):
             self.stderr.write("demo: DATABASE_URL/REDIS_URL are set; the demo uses them as they are.")
         if not opts["verbose"]:
             quiet_logging()
+        from weft.management.commands.serve import restore_ctrl_c
+
+        restore_ctrl_c()  # Ctrl-C stops the demo from its first step, also when started with `&`
         call_command("migrate", interactive=False, verbosity=0)
         brief_console_mail()
         sign_in = self._admin()

@@ -75,6 +75,16 @@ def start_traps(port: int, stdout=None):
     return traps
 
 
+def restore_ctrl_c() -> None:
+    """Give SIGINT Python's handler (``KeyboardInterrupt``) in the main thread: a process started
+    in the background by a non-interactive shell (``cmd &``, ``nohup``) inherits SIGINT ignored,
+    Python then installs no handler, and Twisted leaves it so; with this, Ctrl-C or ``kill -INT``
+    always stops the server or the demo (POSIX, Shell Command Language, 2.11 "Signals and Error
+    Handling"). A no-op outside the main thread."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def serve(
     host: str,
     port: int,
@@ -98,10 +108,7 @@ def serve(
 
     from weft import inprocess
 
-    # A process started in the background by a shell inherits SIGINT ignored, and Twisted then
-    # leaves it so: restore Python's handler so that Ctrl-C (or kill -INT) always stops the server.
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    restore_ctrl_c()
     traps = start_traps(snmp_trap_port, stdout)  # first: a busy port fails before anything runs
     if worker and settings.EMBEDDED:
         inprocess.start(beat=beat)

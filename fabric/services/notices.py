@@ -12,7 +12,10 @@ notice into the smallest read that tells the truth:
   ``fabric.services.ingest.apply_port_states`` (the one writer of port state and links): a port
   now Down loses its link (``link.down``, a Critical alarm by default), states change
   (``port.state_changed``); ports that came up Init/Armed are read again each second until the
-  SM made them Active; 129-131 also write ``port.error_trap``;
+  SM made them Active; 129-131 also write ``port.error_trap``. A switch that left ports
+  unanswered is read again every ``REREAD_S`` (0.5 s) for up to ``REREAD_FOR_S`` (30 s), then
+  discovered: the Report of a pulled cable can arrive while the listener's own route to the
+  switch still runs through that cable, until the SM has rerouted;
 * a port that came up without a stored link, a node that lost its last link (a host whose only
   cable was pulled is gone only if no one reaches it), traps 64/65 (a port GID in/out of
   service: a node joined or left) and 144 with the NodeDescription flag: a live discovery
@@ -87,6 +90,12 @@ BATCH_S = 0.05
 DISCOVERY_DELAY_S = 0.3
 #: a port-state check after a hint that a Report was lost waits this long (the SM reroutes first)
 VERIFY_DELAY_S = 0.5
+#: a switch a notice named that did not answer every PortInfo of the refresh is read again every
+#: REREAD_S seconds, for up to REREAD_FOR_S seconds after its first unanswered read (then a
+#: discovery): the Report of a pulled cable can arrive while the listener's own route to that switch
+#: still runs through the cable, until the SM has rerouted (ibsim answers a MAD it cannot route at
+#: once with status ETIMEDOUT, ``sim_mad.c`` ``process_packet``; hardware after the MAD's timeout)
+REREAD_S, REREAD_FOR_S = 0.5, 30.0
 #: ports that came up Init/Armed are read again this often, at most RECHECKS times
 RECHECK_S, RECHECKS = 1.0, 30
 #: error traps: 129 local link integrity, 130 excessive buffer overrun, 131 flow-control watchdog
@@ -362,6 +371,7 @@ class NoticeListener(threading.Thread):
         self._backlog: list[dict] = []
         self._refresh: dict[int, str] = {}  # switch LID -> why
         self._refresh_at = 0.0
+        self._reread_until: dict[int, float] = {}  # switch LID -> monotonic end of its re-reads
         self._discover_at = 0.0
         self._discover_why = ""
         self._recheck: dict[int, int] = {}  # switch LID -> rechecks left
@@ -530,8 +540,10 @@ class NoticeListener(threading.Thread):
         if trap == 128 or trap in ERROR_TRAPS:
             lid = msg.get("lid") or msg.get("issuer_lid")
             if lid:
-                if not self._refresh:
-                    self._refresh_at = time.monotonic() + BATCH_S
+                # the first notice of a batch sets its time (a switch waiting to be read again
+                # comes along earlier)
+                at = time.monotonic() + BATCH_S
+                self._refresh_at = min(self._refresh_at, at) if self._refresh else at
                 self._refresh[int(lid)] = why
             if trap in ERROR_TRAPS:
                 record_error_trap(self._fabric(), msg, fence=self.fence)
@@ -636,16 +648,37 @@ class NoticeListener(threading.Thread):
         return {lid: list(range(1, n + 1)) for lid, n in rows.items() if n}
 
     def _do_refresh(self) -> None:
+        """Read PortInfo of every port of the switches notices named and apply it. A switch that
+        left a port unanswered stays asked for: read again every :data:`REREAD_S` seconds, for up
+        to :data:`REREAD_FOR_S` seconds, then a discovery (a notice is never dropped unread)."""
         lids = dict(self._refresh)
         fabric = self._fabric()
         targets = self._targets(fabric, sorted(lids))
+        unread: set[int] = set()
         if targets:
             states, _mads, nodes = self.portinfo(targets)
             self._apply(fabric, states, "; ".join(sorted(set(lids.values()))), nodes)
             self._set(refreshes=self.status.refreshes + 1)
-        for lid in lids:  # done (a notice that arrived meanwhile stays)
-            if self._refresh.get(lid) == lids[lid]:
+            unread = {lid for lid, ports in targets.items() if any((lid, p) not in states for p in ports)}
+        now = time.monotonic()
+        newer = False
+        for lid in lids:
+            if self._refresh.get(lid) != lids[lid]:
+                newer = True  # a notice that arrived meanwhile stays, read at once
+                continue
+            if lid not in unread:
                 del self._refresh[lid]
+                self._reread_until.pop(lid, None)
+            elif lid not in self._reread_until:
+                self._reread_until[lid] = now + REREAD_FOR_S
+                log.info("fabric %s: switch LID %s did not answer every PortInfo after an SM notice; "
+                         "reading it again", fabric.name, lid)  # fmt: skip
+            elif now >= self._reread_until[lid]:
+                del self._refresh[lid]
+                del self._reread_until[lid]
+                self._want_discovery(f"{lids[lid]}: switch LID {lid} did not answer PortInfo for "
+                                     f"{REREAD_FOR_S:g} s")  # fmt: skip
+        self._refresh_at = now if newer else now + REREAD_S
 
     def _do_recheck(self) -> None:
         lids = []

@@ -624,3 +624,67 @@ def test_a_childs_repeated_failure_is_logged_once_then_counted(caplog, settings)
             "notice listener of 1: send failed: [Errno 107] not connected (repeated 159 times in the last 0 s)",
         ),
     ]
+
+
+#: a listener child for the test below: answers every ``portinfo`` command from stdin (each port of
+#: each LID), "no answer" the first time, then the port states given in argv[1] ``{"port": [state,
+#: phys]}`` (ports not given: Down) and the node GUID in argv[2]
+_CHILD_ROUTE_HEALS = """
+import json, sys
+states, guid = json.loads(sys.argv[1]), sys.argv[2]
+for n, line in enumerate(sys.stdin):
+    cmd = json.loads(line)
+    ports, nodes = [], {}
+    for lid, nums in cmd["targets"]:
+        nodes[str(lid)] = None if n == 0 else guid
+        for p in nums:
+            ports.append([lid, p, None, "no answer"] if n == 0 else [lid, p, *states.get(str(p), [1, 2])])
+    print(json.dumps({"type": "portinfo", "id": cmd["id"], "ports": ports, "nodes": nodes,
+                      "mads": len(ports) + len(nodes), "elapsed_s": 0.0}), flush=True)
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_notice_whose_switch_did_not_answer_is_read_again(committed_signals):
+    """The Report of a pulled cable can reach the listener while its own route to the switch the
+    notice names still runs through that cable (OpenSM reroutes after its sweep; ibsim answers a
+    MAD it cannot route at once with status ETIMEDOUT, hardware after the MAD's timeout): the
+    refresh reads no PortInfo. The notice is kept and its switch read again (every REREAD_S) until
+    it answers, so the link.down comes from the second read; dropped, it came from nothing with
+    the fallback off (``bench/port_states.py`` waited for it in vain). A real child process answers
+    the listener's ``portinfo`` commands: no answer the first time, then leaf-2 [1] Down."""
+    import json
+    import sys
+
+    from fabric.services.notices import NoticeChild
+
+    fabric = Fabric.objects.create(name="t")
+    ingest_topology(fabric, parse_ibnetdiscover(BASE, "t"), source="file")
+    leaf2 = Node.objects.get(fabric=fabric, node_guid=G("leaf2"))
+    states = {
+        str(num): [state, phys]
+        for num, state, phys in Port.objects.filter(node=leaf2, port_num__gte=1).values_list(
+            "port_num", "state", "phys_state"
+        )
+    }
+    states["1"] = [PortState.DOWN, 2]
+    listener = NoticeListener(fabric.pk, fallback="off")
+    listener.child = NoticeChild(
+        [sys.executable, "-c", _CHILD_ROUTE_HEALS, json.dumps(states), leaf2.node_guid],
+        {"PATH": "/usr/bin:/bin"},
+    )
+    try:
+        listener._on_notice({"type": "notice", "trap": 128, "lid": leaf2.lid, "issuer_lid": leaf2.lid,
+                             "received": time.time()})  # fmt: skip
+
+        def link_down() -> bool:
+            listener._due(time.monotonic())
+            return Event.objects.filter(fabric=fabric, code="link.down").exists()
+
+        wait_for(link_down, 10, "the link.down of the second read", interval=0.05)
+        assert listener.status.refreshes == 2 and not listener._refresh
+        event = Event.objects.get(fabric=fabric, code="link.down")
+        assert event.object_key == link_key_str(link_ends(G("leaf2"), 1, G("h3"), 1))
+        assert "SM notice: trap 128" in event.message
+    finally:
+        listener.child.close()

@@ -47,6 +47,8 @@ def test_ctrl_c_during_start_up_stops_the_demo_and_its_lab(tmp_path):
     """Also when the demo was started with SIGINT ignored (``bin/demo &`` in a script, nohup)."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update(WEFT_DATA_DIR=str(tmp_path / "data"), WEFT_PRODUCTION="0", PYTHONUNBUFFERED="1")
+    # migrated (tests.support.migrated: the same `manage.py migrate` on an empty database, once)
+    seed_sqlite(tmp_path / "data" / "weft.sqlite3")
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "demo", "--fat-tree", "2:leaves=2,spines=1,hosts=4", "--port", str(_free_port()), "--poll-interval", "1"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -87,7 +89,7 @@ def test_the_demo_submits_jobs_and_no_jobs_leaves_them_out(tmp_path):
 
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update(WEFT_DATA_DIR=str(tmp_path / "data"), WEFT_PRODUCTION="0", PYTHONUNBUFFERED="1")
-    # the demo's migrate finds nothing to apply (a fresh database's start-up: the test above)
+    # the demo's migrate finds nothing to apply
     seed_sqlite(tmp_path / "data" / "weft.sqlite3")
 
     def jobs() -> dict:

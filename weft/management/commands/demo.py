@@ -144,11 +144,15 @@ class Command(BaseCommand):
 
         console = ConsoleServer(lab, workdir / "console.sock").start()
         try:
-            fabric = self._fabric(opts["fabric"], lab)
+            fabric, created = self._fabric(opts["fabric"], lab)
+            # in this order on an existing database: the previous run's jobs end and the new lab is
+            # discovered while the fabric names no partitions file, so nothing is applied to the new
+            # lab for hosts it does not have (each of their PKey reads would wait out its timeout)
             self._end_previous_run(fabric)
             from fabric.services.discovery import discover
 
             discovery = discover(fabric)
+            self._attach_partitions(fabric, lab, created)
             self.stdout.write(
                 f"Discovered fabric {fabric.name!r}: {json.dumps(discovery.counts)} (status {discovery.status})"
             )
@@ -237,19 +241,26 @@ class Command(BaseCommand):
         fabric.tool_env = dict(lab.tool_env)
         fabric.discovery_enabled = True
         fabric.polling_enabled = True
-        # the lab's OpenSM reads this partitions file (-P) and SIGHUP makes it re-read it: pool
-        # PKeys are applied as allocations change
-        fabric.partitions_path = str(lab.partitions_path)
-        fabric.sm_pid_file = str(lab.sm_pid_file)
+        # no partitions file until the lab is discovered (_attach_partitions): a restarted demo's
+        # previous lab, its OpenSM and its file are gone
+        fabric.partitions_path = ""
+        fabric.sm_pid_file = ""
         fabric.sm_reload_command = []
         fabric.save()
+        return fabric, created
+
+    def _attach_partitions(self, fabric, lab, created: bool) -> None:
+        """Point ``fabric`` at the lab's OpenSM: it reads this partitions file (-P) and SIGHUP
+        makes it re-read it, so pool PKeys are applied as allocations change. On an existing
+        database the stored partitions are marked pending (the new OpenSM runs none of them yet;
+        the beat's first reconcile would call that drift); ``_pools()`` applies them again."""
+        fabric.partitions_path = str(lab.partitions_path)
+        fabric.sm_pid_file = str(lab.sm_pid_file)
+        fabric.save(update_fields=["partitions_path", "sm_pid_file"])
         if not created:
-            # a restarted demo: the new lab's OpenSM runs none of the stored partitions yet (the
-            # beat's first reconcile would call that drift); _pools() applies them again
             from fabric.services.partitions import forget_applied
 
             forget_applied(fabric, "the demo restarted on a new lab fabric (a new OpenSM)")
-        return fabric
 
     def _end_previous_run(self, fabric) -> list[int]:
         """On an existing database the previous run's jobs still hold GPUs "running" on hosts of a

@@ -98,8 +98,7 @@ def test_demo_tenants_pools_and_pkeys_on_the_lab_opensm(lab_factory, committed_s
 
     lab = lab_factory(netgen.fat_tree_2level(2, 1, 4))  # 8 single-HCA hosts
     cmd = Command(stdout=StringIO())
-    fabric = cmd._fabric("lab", lab)
-    discover(fabric)
+    fabric, _ = cmd._prepare_fabric("lab", lab)
     seed_lab_gpus(fabric, 8, mig_every=4)
     cmd._pools(fabric)
     out = cmd.stdout.getvalue()

@@ -144,15 +144,7 @@ class Command(BaseCommand):
 
         console = ConsoleServer(lab, workdir / "console.sock").start()
         try:
-            fabric, created = self._fabric(opts["fabric"], lab)
-            # in this order on an existing database: the previous run's jobs end and the new lab is
-            # discovered while the fabric names no partitions file, so nothing is applied to the new
-            # lab for hosts it does not have (each of their PKey reads would wait out its timeout)
-            self._end_previous_run(fabric)
-            from fabric.services.discovery import discover
-
-            discovery = discover(fabric)
-            self._attach_partitions(fabric, lab, created)
+            fabric, discovery = self._prepare_fabric(opts["fabric"], lab)
             self.stdout.write(
                 f"Discovered fabric {fabric.name!r}: {json.dumps(discovery.counts)} (status {discovery.status})"
             )
@@ -231,6 +223,20 @@ class Command(BaseCommand):
             return sign_in
         self.stdout.write(line)
         return line
+
+    def _prepare_fabric(self, name: str, lab):
+        """The Weft fabric ``name`` pointed at ``lab`` and discovered; returns ``(fabric,
+        discovery)``. In this order on an existing database: the previous run's jobs end and the
+        new lab is discovered while the fabric names no partitions file, then the lab's OpenSM is
+        attached, so nothing is applied to the new lab for hosts it does not have (each of their
+        PKey reads would wait out its timeout: 60 s before the demo opened)."""
+        from fabric.services.discovery import discover
+
+        fabric, created = self._fabric(name, lab)
+        self._end_previous_run(fabric)
+        discovery = discover(fabric)
+        self._attach_partitions(fabric, lab, created)
+        return fabric, discovery
 
     def _fabric(self, name: str, lab):
         from fabric.models import Fabric

@@ -8,8 +8,9 @@ each process still runs on its copy finds nothing to apply (~0.2 s, its ``post_m
 receivers included). The copy is of what ``migrate`` wrote (schema, triggers, the rows the
 migrations and ``post_migrate`` write), nothing else.
 
-The template is keyed by :func:`migrations_key` (the content of every app's ``migrations/*.py``,
-Django's version and ``requirements.txt``): a changed or new migration makes a new template.
+The template is keyed by :func:`migrations_key` (the content of every app's ``migrations/*.py``
+and of the project modules they import, Django's version and ``requirements.txt``): a changed or
+new migration, or an edit of the SQL a migration imports, makes a new template.
 
 * SQLite: ``<temporary folder>/weft-migrated/<key>.sqlite3`` (:func:`sqlite_template`), copied
   with :func:`seed_sqlite`.
@@ -25,6 +26,7 @@ while the others (xdist workers, a bench beside the tests) wait for it. Raises
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import fcntl
 import hashlib
@@ -47,15 +49,43 @@ PG_PREFIX = "weft_migrated_"
 _CALLER_DB = ("DATABASE_URL", "REDIS_URL", "WEFT_SQLITE_PATH", "WEFT_DATA_DIR", "DJANGO_SETTINGS_MODULE")
 
 
-def migrations_key() -> str:
+def _project_imports(path: Path, root: Path) -> set[Path]:
+    """The project's own modules (files under ``root``, not the virtualenv's) that ``path``
+    imports, at any depth in the file (an ``import`` inside a ``RunPython`` function too)."""
+    found: set[Path] = set()
+    for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            base = root.joinpath(*name.split("."))
+            for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+                if candidate.is_file():
+                    found.add(candidate)
+    return found
+
+
+def migrations_key(root: Path = ROOT) -> str:
     """12 hex digits naming the project's migrations: a SHA-256 of every ``<app>/migrations/*.py``
-    (path and content, in path order), Django's version and ``requirements.txt`` (the pinned
-    versions of the third-party apps, whose migrations run too)."""
+    and of every project module they import, directly or through another (``accounts.0003``'s
+    trigger SQL lives in ``accounts/append_only_sql.py``: an edit there changes what ``migrate``
+    writes, so it makes a new template too), each by path and content in path order, Django's
+    version and ``requirements.txt`` (the pinned versions of the third-party apps, whose
+    migrations run too)."""
     import django
 
-    digest = hashlib.sha256(django.get_version().encode() + b"\0" + (ROOT / "requirements.txt").read_bytes())
-    for path in sorted(ROOT.glob("*/migrations/*.py")):
-        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    digest = hashlib.sha256(django.get_version().encode() + b"\0" + (root / "requirements.txt").read_bytes())
+    files = set(root.glob("*/migrations/*.py"))
+    todo = list(files)
+    while todo:
+        for module in _project_imports(todo.pop(), root) - files:
+            files.add(module)
+            todo.append(module)
+    for path in sorted(files):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:12]
 
 

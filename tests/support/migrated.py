@@ -16,7 +16,8 @@ new migration, or an edit of the SQL a migration imports, makes a new template.
   with :func:`seed_sqlite`.
 * PostgreSQL: the database ``weft_migrated_<key>`` on the server (:func:`pg_template`), migrated
   under a temporary name and renamed when done (a half-made template is never copied); templates
-  of other keys are dropped then. ``CREATE DATABASE … TEMPLATE`` copies it (:func:`create_pg_database`,
+  of other keys are dropped then, and half-made ones a killed maker left (not one a session is
+  connected to: a migrate still running, another checkout copying its template). ``CREATE DATABASE … TEMPLATE`` copies it (:func:`create_pg_database`,
   or Django's ``TEST["TEMPLATE"]`` for the test databases, root ``conftest.py``).
 
 A file lock (``<temporary folder>/weft-migrated/<key>.lock``) lets one process make a template
@@ -45,6 +46,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(tempfile.gettempdir()) / "weft-migrated"
 #: prefix of the PostgreSQL template databases (``<prefix><key>``)
 PG_PREFIX = "weft_migrated_"
+#: prefix of a template being migrated (``<prefix><key>_<random>``), renamed to ``PG_PREFIX<key>`` when done
+PG_WORK_PREFIX = "weft_migrating_"
 #: environment variables of the caller that must not reach the ``migrate`` that makes a template
 _CALLER_DB = ("DATABASE_URL", "REDIS_URL", "WEFT_SQLITE_PATH", "WEFT_DATA_DIR", "DJANGO_SETTINGS_MODULE")
 
@@ -171,14 +174,34 @@ def pg_template(url: str) -> str:
     def exists(conn) -> bool:
         return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is not None
 
+    def like(prefix: str) -> str:
+        return prefix.replace("_", r"\_") + "%"
+
+    def leftovers(conn) -> list[str]:
+        """This key's half-made templates: a maker killed mid-``migrate`` (SIGKILL, SIGTERM: no
+        ``except`` ran) left its work database behind."""
+        rows = conn.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", [like(work_prefix)])
+        return [row[0] for row in rows.fetchall()]
+
+    def drop_unused(conn, names: list[str]) -> None:
+        """Drop ``names`` but those a session is connected to (a ``migrate`` still running, another
+        checkout copying its template): never pulled from under a user."""
+        for old in names:
+            try:
+                conn.execute(f'DROP DATABASE IF EXISTS "{old}"')
+            except psycopg.errors.ObjectInUse:
+                pass
+
+    work_prefix = f"{PG_WORK_PREFIX}{key}_"
     with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        if exists(conn):
+        if exists(conn) and not leftovers(conn):
             return name
-    with _locked(key):
+    with _locked(key):  # this host's makers of this key wait here: this key's work databases are dead
         with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+            drop_unused(conn, leftovers(conn))
             if exists(conn):
                 return name
-            work = f"weft_migrating_{uuid.uuid4().hex[:12]}"
+            work = f"{work_prefix}{uuid.uuid4().hex[:12]}"
             conn.execute(f'CREATE DATABASE "{work}"')
             data_dir = tempfile.mkdtemp(prefix="weft-migrating-")
             try:
@@ -191,10 +214,9 @@ def pg_template(url: str) -> str:
                 shutil.rmtree(data_dir, ignore_errors=True)
             stale = conn.execute(
                 "SELECT datname FROM pg_database WHERE datname LIKE %s AND datname <> %s",
-                [PG_PREFIX.replace("_", r"\_") + "%", name],
+                [like(PG_PREFIX), name],
             ).fetchall()
-            for (old,) in stale:
-                conn.execute(f'DROP DATABASE IF EXISTS "{old}" WITH (FORCE)')
+            drop_unused(conn, [old for (old,) in stale])
     return name
 
 

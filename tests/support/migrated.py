@@ -17,8 +17,9 @@ new migration, or an edit of the SQL a migration imports, makes a new template.
 * PostgreSQL: the database ``weft_migrated_<key>`` on the server (:func:`pg_template`), migrated
   under a temporary name and renamed when done (a half-made template is never copied); templates
   of other keys are dropped then, and half-made ones a killed maker left (not one a session is
-  connected to: a migrate still running, another checkout copying its template). ``CREATE DATABASE … TEMPLATE`` copies it (:func:`create_pg_database`,
-  or Django's ``TEST["TEMPLATE"]`` for the test databases, root ``conftest.py``).
+  connected to: a migrate still running, another checkout copying its template).
+  ``CREATE DATABASE … TEMPLATE`` copies it (:func:`create_pg_database`, or Django's
+  ``TEST["TEMPLATE"]`` for the test databases, root ``conftest.py``).
 
 A file lock (``<temporary folder>/weft-migrated/<key>.lock``) lets one process make a template
 while the others (xdist workers, a bench beside the tests) wait for it. Raises

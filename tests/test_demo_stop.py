@@ -72,6 +72,35 @@ def test_ctrl_c_during_start_up_stops_the_demo_and_its_lab(tmp_path):
     assert "Traceback" not in out, out[-3000:]
 
 
+def test_ctrl_c_while_the_lab_starts_stops_the_demo_cleanly(tmp_path):
+    """Ctrl-C while ibsim and OpenSM start (the demo takes it from its first step): no
+    traceback, no lab process left, the lab's work folder gone."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    (tmp_path / "tmp").mkdir()
+    env.update(WEFT_DATA_DIR=str(tmp_path / "data"), WEFT_PRODUCTION="0", PYTHONUNBUFFERED="1",
+               TMPDIR=str(tmp_path / "tmp"))  # fmt: skip
+    seed_sqlite(tmp_path / "data" / "weft.sqlite3")
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "demo", "--fat-tree", "2:leaves=2,spines=1,hosts=4", "--port", str(_free_port())],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_for_line(proc, "Starting the lab fabric", timeout=120)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    left = subprocess.run(
+        ["ps", "-o", "pid=,args=", "-s", str(proc.pid)], capture_output=True, text=True
+    ).stdout
+    assert not left.strip(), left  # ibsim, OpenSM: in the demo's session
+    assert "Traceback" not in out, out[-3000:]
+    assert "Demo stopped; lab processes ended." in out, out[-2000:]
+    assert not list((tmp_path / "tmp").glob("weft-demo-lab-*"))
+
+
 def _demo_jobs(database: Path) -> dict:
     """The demo's jobs as stored: ``{"submitted", "decided", "pools"}``, read from its SQLite file
     (read-only, beside the running demo; a poll costs no Django start-up)."""

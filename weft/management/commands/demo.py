@@ -134,15 +134,22 @@ class Command(BaseCommand):
         workdir = Path(tempfile.mkdtemp(prefix="weft-demo-lab-"))
         self.stdout.write("Starting the lab fabric (ibsim + OpenSM)...")
         self.stdout.flush()
-        try:
-            lab = Lab(netfile, workdir=workdir)
-            lab.start(timeout=180)
-        except LabError as exc:
-            raise CommandError(f"the lab fabric did not start: {exc}") from exc
-        threads = []
         from lab.console_server import ConsoleServer, example
 
-        console = ConsoleServer(lab, workdir / "console.sock").start()
+        lab = None
+        try:
+            lab = Lab(netfile, workdir=workdir)
+            lab.start(timeout=180)  # stops what it started when it fails or is interrupted
+            console = ConsoleServer(lab, workdir / "console.sock").start()
+        except (LabError, KeyboardInterrupt) as exc:  # Ctrl-C while the lab starts: nothing else runs yet
+            if lab is not None:
+                lab.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
+            if isinstance(exc, LabError):
+                raise CommandError(f"the lab fabric did not start: {exc}") from exc
+            self.stdout.write("\nCtrl-C: stopping the demo...\nDemo stopped; lab processes ended.")
+            return
+        threads = []
         try:
             fabric, discovery = self._prepare_fabric(opts["fabric"], lab)
             self.stdout.write(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -49,18 +50,26 @@ def test_discovery_stalled_and_resumed(small_lab, settings):
 
 
 ORPHAN = (
-    "import os, sys; sys.path.insert(0, sys.argv[1]); from fabric.collectors.tools import spawn; "
-    "print(spawn(['sleep', '120']).pid, flush=True); os._exit(0)"
+    "import os, sys; sys.path.insert(0, sys.argv[1]); from fabric.collectors.tools import install_id, spawn; "
+    "print(spawn(['sleep', '120']).pid, install_id(), flush=True); os._exit(0)"
 )
 
 
-def test_discovery_watchdog_task_checks_live_fabrics_and_reaps_orphans(small_lab):
-    """A diags child whose owner died (a pool process killed at its hard limit) is killed."""
-    orphan = int(
-        subprocess.run(
-            [sys.executable, "-c", ORPHAN, str(ROOT)], capture_output=True, text=True, timeout=60, check=True
-        ).stdout
-    )
+def test_discovery_watchdog_task_checks_live_fabrics_and_reaps_orphans(small_lab, tmp_path, monkeypatch):
+    """A diags child whose owner died (a pool process killed at its hard limit) is killed. The
+    orphan is of an installation of its own (another ``WEFT_DATA_DIR``), which this test's reaper
+    takes for its own: the other processes of the run (another xdist worker's reaper, a Celery
+    worker's start-up) leave it alone, so the task is the one that kills it."""
+    from fabric.collectors import tools
+
+    env = dict(os.environ, WEFT_DATA_DIR=str(tmp_path / "orphan-install"))
+    pid, install = subprocess.run(
+        [sys.executable, "-c", ORPHAN, str(ROOT)], capture_output=True, text=True, timeout=60, check=True,
+        env=env,
+    ).stdout.split()  # fmt: skip
+    orphan = int(pid)
+    assert install != tools.install_id()
+    monkeypatch.setattr(tools, "install_id", lambda: install)
     Fabric.objects.create(name="live", tool_env=small_lab.tool_env)
     Fabric.objects.create(name="imported")
     out = discovery_watchdog_task()

@@ -132,12 +132,12 @@ class Command(BaseCommand):
         sign_in = self._admin()
 
         workdir = Path(tempfile.mkdtemp(prefix="weft-demo-lab-"))
-        self.stdout.write("Starting the lab fabric (ibsim + OpenSM)...")
-        self.stdout.flush()
         from lab.console_server import ConsoleServer, example
 
         lab = None
-        try:
+        try:  # from the line that says the lab starts: a Ctrl-C right after it is handled here too
+            self.stdout.write("Starting the lab fabric (ibsim + OpenSM)...")
+            self.stdout.flush()
             lab = Lab(netfile, workdir=workdir)
             lab.start(timeout=180)  # stops what it started when it fails or is interrupted
             console = ConsoleServer(lab, workdir / "console.sock").start()

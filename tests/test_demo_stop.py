@@ -5,12 +5,14 @@ not wait for their timeouts. The real ``manage.py demo`` in a subprocess, on a s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,30 +45,49 @@ def _wait_for_line(proc: subprocess.Popen, needle: str, timeout: float) -> list[
     raise AssertionError(f"{needle!r} not printed in {timeout:g} s; output: {''.join(seen)[-2000:]}")
 
 
-def test_ctrl_c_during_start_up_stops_the_demo_and_its_lab(tmp_path):
-    """Also when the demo was started with SIGINT ignored (``bin/demo &`` in a script, nohup)."""
+def _demo_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of demo runs on their own data folder (``tmp_path/data``, its database a
+    copy of the migrated template: the demo's ``migrate`` finds nothing to apply), embedded."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    env.update(WEFT_DATA_DIR=str(tmp_path / "data"), WEFT_PRODUCTION="0", PYTHONUNBUFFERED="1")
-    # migrated (tests.support.migrated: the same `manage.py migrate` on an empty database, once)
+    env.update(WEFT_DATA_DIR=str(tmp_path / "data"), WEFT_PRODUCTION="0", PYTHONUNBUFFERED="1", **extra)
     seed_sqlite(tmp_path / "data" / "weft.sqlite3")
+    return env
+
+
+@contextlib.contextmanager
+def _demo(env: dict[str, str], *args: str, **popen) -> Iterator[subprocess.Popen]:
+    """``manage.py demo --port <free> *args`` in its own session, output (stderr too) on a text
+    pipe; its whole session is killed on the way out if it still runs."""
     proc = subprocess.Popen(
-        [sys.executable, "manage.py", "demo", "--fat-tree", "2:leaves=2,spines=1,hosts=4", "--port", str(_free_port()), "--poll-interval", "1"],
+        [sys.executable, "manage.py", "demo", "--port", str(_free_port()), *args],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
-        # started as `demo &` from a script would be: SIGINT ignored (the demo restores its handler)
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        start_new_session=True, **popen,
     )  # fmt: skip
     try:
-        # the seed has queued the partitions apply and the worker sweeps: work in flight on the lab
-        _wait_for_line(proc, "Seeded", timeout=240)
-        t0 = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
-        took = time.monotonic() - t0
+        yield proc
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def _ctrl_c(proc: subprocess.Popen) -> str:
+    """Send the demo SIGINT (Ctrl-C); its remaining output once it exited (at most 60 s)."""
+    proc.send_signal(signal.SIGINT)
+    return proc.communicate(timeout=60)[0]
+
+
+def test_ctrl_c_during_start_up_stops_the_demo_and_its_lab(tmp_path):
+    """Also when the demo was started with SIGINT ignored (``bin/demo &`` in a script, nohup)."""
+    env = _demo_env(tmp_path)
+    # started as `demo &` from a script would be: SIGINT ignored (the demo restores its handler)
+    with _demo(env, "--fat-tree", "2:leaves=2,spines=1,hosts=4", "--poll-interval", "1",
+               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) as proc:  # fmt: skip
+        # the seed has queued the partitions apply and the worker sweeps: work in flight on the lab
+        _wait_for_line(proc, "Seeded", timeout=240)
+        t0 = time.monotonic()
+        out = _ctrl_c(proc)
+        took = time.monotonic() - t0
     assert "Demo stopped; lab processes ended." in out, out[-2000:]
     assert took < 60
     assert "Traceback" not in out, out[-3000:]
@@ -75,23 +96,11 @@ def test_ctrl_c_during_start_up_stops_the_demo_and_its_lab(tmp_path):
 def test_ctrl_c_while_the_lab_starts_stops_the_demo_cleanly(tmp_path):
     """Ctrl-C while ibsim and OpenSM start (the demo takes it from its first step): no
     traceback, no lab process left, the lab's work folder gone."""
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     (tmp_path / "tmp").mkdir()
-    env.update(WEFT_DATA_DIR=str(tmp_path / "data"), WEFT_PRODUCTION="0", PYTHONUNBUFFERED="1",
-               TMPDIR=str(tmp_path / "tmp"))  # fmt: skip
-    seed_sqlite(tmp_path / "data" / "weft.sqlite3")
-    proc = subprocess.Popen(
-        [sys.executable, "manage.py", "demo", "--fat-tree", "2:leaves=2,spines=1,hosts=4", "--port", str(_free_port())],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )  # fmt: skip
-    try:
+    env = _demo_env(tmp_path, TMPDIR=str(tmp_path / "tmp"))
+    with _demo(env, "--fat-tree", "2:leaves=2,spines=1,hosts=4") as proc:
         _wait_for_line(proc, "Starting the lab fabric", timeout=120)
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        out = _ctrl_c(proc)
     left = subprocess.run(
         ["ps", "-o", "pid=,args=", "-s", str(proc.pid)], capture_output=True, text=True
     ).stdout
@@ -126,33 +135,20 @@ def test_the_demo_submits_jobs_and_no_jobs_leaves_them_out(tmp_path):
     are submitted and placed by the in-process worker's pass within seconds of the start;
     ``--no-jobs`` starts no stream."""
 
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    env.update(WEFT_DATA_DIR=str(tmp_path / "data"), WEFT_PRODUCTION="0", PYTHONUNBUFFERED="1")
-    # the demo's migrate finds nothing to apply
-    seed_sqlite(tmp_path / "data" / "weft.sqlite3")
+    env = _demo_env(tmp_path)
 
     def jobs() -> dict:
         return _demo_jobs(tmp_path / "data" / "weft.sqlite3")
 
     def run_demo(*extra: str, until=lambda s: True) -> tuple[str, dict]:
-        proc = subprocess.Popen(
-            [sys.executable, "manage.py", "demo", "--port", str(_free_port()),
-             "--poll-interval", "5", "--no-traffic", "--no-faults", *extra],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        )  # fmt: skip
-        try:
+        with _demo(env, "--poll-interval", "5", "--no-traffic", "--no-faults", *extra) as proc:
             seen = "".join(_wait_for_line(proc, "Weft demo: open", timeout=240))
             state = jobs()
             deadline = time.monotonic() + 60
             while not until(state) and time.monotonic() < deadline:  # the stream's step, the worker's pass
                 time.sleep(0.2)
                 state = jobs()
-            proc.send_signal(signal.SIGINT)
-            out, _ = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            out = _ctrl_c(proc)
         assert "Traceback" not in out, out[-3000:]
         return seen, state
 

@@ -14,7 +14,6 @@ from tests.support import migrated
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.timeout(300),
-    pytest.mark.skipif(not os.environ.get("DATABASE_URL"), reason="needs PostgreSQL (DATABASE_URL)"),
 ]
 
 
